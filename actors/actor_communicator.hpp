@@ -1,0 +1,72 @@
+// The communicator over CAF actors: each rank has an endpoint actor that receives its tensors. In one
+// process endpoints are local actors; across processes they are remote actor handles (CAF's network
+// transparency), and this same class serves both.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "actors/communicator.hpp"
+#include "actors/messages.hpp"
+
+namespace ap {
+
+class actor_communicator final : public communicator {
+ public:
+  // endpoints[r] receives everything sent to rank r. A rank whose endpoint is an inbox (below) can also
+  // receive(); a stage's endpoint is its retriever, which takes tasks in schedule order instead.
+  actor_communicator(caf::actor_system& system, int rank, std::vector<caf::actor> endpoints, caf::actor barrier,
+                     std::chrono::milliseconds timeout = default_receive_timeout);
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return static_cast<int>(endpoints_.size()); }
+  std::chrono::milliseconds timeout() const override { return timeout_; }
+  const caf::actor& endpoint(int rank) const;
+
+  void send_forward(forward_task&& task, int destination) override;
+  void send_backward(backward_task&& task, int destination) override;
+  void send(tensor&& t, int destination) override;
+  forward_task receive_forward(int source) override;
+  backward_task receive_backward(int source) override;
+  tensor receive(int source) override;
+  void barrier() override;
+  void shutdown() override { closed_ = true; }
+
+ private:
+  void check_open(const char* operation) const;
+  void check_rank(int r, const char* operation) const;
+  caf::message take(int kind, int source);
+
+  caf::actor_system& system_;
+  int rank_;
+  std::vector<caf::actor> endpoints_;
+  caf::actor barrier_;
+  std::chrono::milliseconds timeout_;
+  std::atomic<bool> closed_{false};
+};
+
+// An inbox: holds what arrives per (kind, source) and answers blocking receives in arrival order.
+caf::actor spawn_inbox(caf::actor_system& system);
+// A barrier for `world_size` ranks; a round not complete within the timeout fails for every waiter.
+caf::actor spawn_barrier(caf::actor_system& system, int world_size, std::chrono::milliseconds timeout);
+
+// An in-process world of `world_size` ranks, each with an inbox: the seed's LocalPipelineCommunicator.
+class local_world {
+ public:
+  local_world(caf::actor_system& system, int world_size,
+              std::chrono::milliseconds timeout = default_receive_timeout);
+  ~local_world();
+  communicator& at(int rank) { return *ranks_.at(static_cast<std::size_t>(rank)); }
+  int size() const { return static_cast<int>(ranks_.size()); }
+
+ private:
+  std::vector<caf::actor> inboxes_;
+  caf::actor barrier_;
+  std::vector<std::unique_ptr<actor_communicator>> ranks_;
+};
+
+}  // namespace ap

@@ -1,0 +1,20 @@
+// How a batch is split into microbatches: contiguous row ranges whose sizes differ by at most one.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "tensor/tensor.hpp"
+
+namespace ap {
+
+struct microbatch_range {
+  std::size_t begin = 0, end = 0;  // rows [begin, end) of the batch
+};
+
+// The first (rows % m) microbatches get one row more. Throws std::invalid_argument naming the counts when
+// m is zero or larger than the number of rows, or when inputs and labels have different row counts.
+std::vector<microbatch_range> split_rows(std::size_t rows, int microbatches);
+std::vector<microbatch_range> split_batch(const tensor& inputs, const tensor& labels, int microbatches);
+
+}  // namespace ap

@@ -1,0 +1,67 @@
+// The pipeline facade (seed 003's PipelineParallel): a Sequential split into stages of CAF actors,
+// trained one batch at a time by train_step, with exactly the gradients of single-process training.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "actors/event_log.hpp"
+#include "actors/stage_info.hpp"
+#include "model/optimizer.hpp"
+#include "model/sequential.hpp"
+#include "schedule/schedule.hpp"
+#include "training/trainer.hpp"
+
+namespace ap {
+
+struct pipeline_options {
+  int stages = 2;
+  int microbatches = 4;
+  int chunks_per_stage = 1;         // v > 1 for interleaved schedules
+  std::string schedule = "gpipe";   // gpipe, 1f1b, interleaved, zb-h1
+  optimizer_config optimizer;       // every stage builds its own optimizer from it
+  std::string loss = "cross_entropy";
+  std::vector<std::size_t> layers_per_chunk;  // explicit partition, one count per chunk; empty: uniform
+  std::chrono::milliseconds timeout{30000};          // longest wait on a peer before the step fails
+  std::chrono::milliseconds step_timeout{600000};    // last resort for a whole step
+  bool record_events = false;       // keep an event_log (stage log, trace, tests)
+};
+
+// A failed train step: the text names the stage, the action and microbatch, and the shapes or layer.
+class pipeline_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class pipeline final : public step_runner {
+ public:
+  // Throws std::invalid_argument for an impossible configuration (more chunks than layers, zero stages or
+  // microbatches, an invalid schedule), naming what is wrong.
+  pipeline(const sequential& model, const pipeline_options& options);
+  ~pipeline() override;
+  pipeline(const pipeline&) = delete;
+  pipeline& operator=(const pipeline&) = delete;
+
+  // One optimizer step over the batch; returns the batch's mean loss. On failure throws pipeline_error and
+  // no stage has changed its parameters. Step numbers must increase (dropout masks depend on them).
+  float train_step(const tensor& inputs, const tensor& labels, std::uint64_t step) override;
+  tensor predict(const tensor& inputs) override;
+
+  // The whole model with every stage's current weights.
+  sequential gather_model();
+
+  const schedule& plan() const;
+  const std::vector<layer_range>& chunk_ranges() const;
+  std::vector<int> last_peak_stash() const;  // per stage, of the last successful step
+  std::vector<stage_event> events() const;   // empty unless options.record_events
+  void clear_events();
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace ap

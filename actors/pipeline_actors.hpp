@@ -1,0 +1,76 @@
+// The actors of a pipeline and what each needs to start. Each actor lives in its own file.
+//
+//   coordinator --forward_task--> stage 0 retriever -> processor -> sender --forward_task--> stage 1 ...
+//   last stage sender --forward_task (output)--> coordinator: loss, gradient --backward_task--> last stage
+//
+// A stage is three actors: the retriever (its mailbox is the stage's queue; it holds tasks until they are
+// the stage's next scheduled action), the processor (detached: computes exactly one task at a time) and the
+// sender (hands results to the communicator, so compute never waits on delivery).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "actors/event_log.hpp"
+#include "actors/messages.hpp"
+#include "actors/stage_worker.hpp"
+#include "schedule/schedule.hpp"
+
+namespace ap {
+
+using setup_atom = caf::atom_constant<caf::atom("setup")>;  // endpoints of every rank, sent once at start
+
+// Rank numbering in a pipeline's communicator: stage s is rank s, the coordinator is rank `stages`.
+inline int coordinator_rank(int stages) { return stages; }
+
+// The sender of stage `stage`: builds its communicator from the endpoints it is sent (setup_atom), then
+// delivers (destination rank, task) pairs.
+caf::actor spawn_sender(caf::actor_system& system, int stage, std::chrono::milliseconds timeout);
+
+struct processor_config {
+  int stage = 0;
+  int stages = 1;
+  int total_chunks = 1;
+  caf::actor sender;
+  std::shared_ptr<event_log> log;  // may be null
+};
+caf::actor spawn_processor(caf::actor_system& system, processor_config config, std::unique_ptr<stage_worker> worker);
+
+struct retriever_config {
+  int stage = 0;
+  std::vector<action> actions;  // this stage's row of the schedule
+  caf::actor processor;
+  std::chrono::milliseconds timeout{30000};  // longest wait for a peer's task while the processor is idle
+  std::shared_ptr<event_log> log;
+};
+caf::actor spawn_retriever(caf::actor_system& system, retriever_config config);
+
+struct coordinator_config {
+  int stages = 1;
+  int total_chunks = 1;
+  int microbatches = 1;
+  std::string loss = "cross_entropy";
+  std::vector<caf::actor> retrievers, processors;
+  std::chrono::milliseconds timeout{30000};
+};
+// Answers (train_atom, step, inputs, labels) with a step_result once every stage has applied its
+// optimizer, or with the first failure after every stage has dropped the step.
+caf::actor spawn_coordinator(caf::actor_system& system, coordinator_config config);
+
+// How the processor tells its retriever it finished a task (with the stage's peak stash so far and,
+// if the task failed, why).
+struct task_done {
+  int step = 0;
+  int peak_stash = 0;
+  std::string error;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, task_done& x) {
+  return f(caf::meta::type_name("task_done"), x.step, x.peak_stash, x.error);
+}
+
+}  // namespace ap

@@ -1,0 +1,86 @@
+// The processor of a stage: runs exactly one task at a time (its mailbox holds at most the one the retriever
+// handed over), hands the result to the sender and tells the retriever it is free. Detached: it computes.
+#include "actors/pipeline_actors.hpp"
+
+namespace ap {
+namespace {
+
+struct processor_state {
+  processor_config config;
+  std::unique_ptr<stage_worker> worker;
+  static inline const char* name = "processor";
+};
+
+using processor_actor = caf::stateful_actor<processor_state>;
+
+// Runs one task: records start and finish, turns an exception into an error text for the retriever.
+template <class Work>
+void run_task(processor_actor* self, op kind, int step, int microbatch, int chunk, Work work) {
+  auto& st = self->state;
+  if (st.config.log) st.config.log->record(st.config.stage, event_kind::start, kind, step, microbatch, chunk);
+  task_done done{step, 0, {}};
+  try {
+    work();
+  } catch (const std::exception& e) {
+    done.error = e.what();
+  }
+  if (st.config.log) st.config.log->record(st.config.stage, event_kind::finish, kind, step, microbatch, chunk);
+  done.peak_stash = st.worker->peak_stashed();
+  self->send(caf::actor_cast<caf::actor>(self->current_sender()), std::move(done));
+}
+
+caf::behavior processor(processor_actor* self, processor_config config, std::unique_ptr<stage_worker> worker) {
+  self->state.config = std::move(config);
+  self->state.worker = std::move(worker);
+  return {
+      [=](begin_atom, int) { self->state.worker->reset_peak(); },
+      [=](int kind, forward_task& t) {
+        run_task(self, static_cast<op>(kind), t.step, t.microbatch, t.chunk, [&] {
+          auto& st = self->state;
+          const int next = t.chunk + 1;
+          const int destination = next < st.config.total_chunks ? stage_of_chunk(next, st.config.stages)
+                                                                : coordinator_rank(st.config.stages);
+          forward_task out{t.step, t.microbatch, next, st.config.stage, t.first_sample,
+                           st.worker->forward(t.step, t.microbatch, t.chunk, t.first_sample, t.data)};
+          self->send(st.config.sender, destination, std::move(out));
+        });
+      },
+      [=](int kind, backward_task& t) {
+        run_task(self, static_cast<op>(kind), t.step, t.microbatch, t.chunk, [&] {
+          auto& st = self->state;
+          tensor dx = static_cast<op>(kind) == op::backward_input
+                          ? st.worker->backward_input(t.microbatch, t.chunk, t.data)
+                          : st.worker->backward(t.microbatch, t.chunk, t.data);
+          if (t.chunk == 0) return;  // the first chunk's input gradient is not needed by anyone
+          const int previous = t.chunk - 1;
+          self->send(st.config.sender, stage_of_chunk(previous, st.config.stages),
+                     backward_task{t.step, t.microbatch, previous, st.config.stage, t.first_sample, std::move(dx)});
+        });
+      },
+      [=](weight_atom, int step, int microbatch, int chunk) {
+        run_task(self, op::backward_weight, step, microbatch, chunk,
+                 [&] { self->state.worker->backward_weight(microbatch, chunk); });
+      },
+      [=](apply_atom, int) -> ok_atom {
+        self->state.worker->apply_optimizer();
+        return ok_atom::value;
+      },
+      [=](abort_atom, int) { self->state.worker->abort(); },
+      [=](params_atom) -> named_tensors {
+        named_tensors out;
+        for (const auto& p : self->state.worker->parameters()) {
+          out.names.push_back(p.name);
+          out.values.push_back(*p.value);
+        }
+        return out;
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_processor(caf::actor_system& system, processor_config config, std::unique_ptr<stage_worker> worker) {
+  return system.spawn<caf::detached>(processor, std::move(config), std::move(worker));
+}
+
+}  // namespace ap

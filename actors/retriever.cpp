@@ -1,0 +1,119 @@
+// The retriever of a stage: its mailbox is the stage's queue. It holds arriving tasks (task_queue) and
+// hands the processor exactly the schedule's next action, one at a time.
+#include "actors/pipeline_actors.hpp"
+#include "actors/task_queue.hpp"
+
+namespace ap {
+namespace {
+
+struct retriever_state {
+  retriever_config config;
+  task_queue queue;
+  caf::actor coordinator;      // whoever began the step
+  int step = -1;
+  bool running = false;        // a step has begun and not finished or failed
+  bool busy = false;           // the processor holds a task
+  std::size_t cursor = 0;      // index of the next action to dispatch
+  std::uint64_t wait_id = 0;   // identifies the current wait, for its timeout
+  bool waiting = false;        // a timed wait for actions[cursor] is armed
+  static inline const char* name = "retriever";
+};
+
+using retriever_actor = caf::stateful_actor<retriever_state>;
+
+void fail(retriever_actor* self, std::string what) {
+  auto& st = self->state;
+  st.running = false;
+  self->send(st.coordinator, stage_failed{st.config.stage, st.step, std::move(what)});
+}
+
+// Sends the processor the next action if its task is here; otherwise starts a timed wait for it.
+void dispatch(retriever_actor* self) {
+  auto& st = self->state;
+  if (!st.running || st.busy || st.cursor >= st.config.actions.size()) return;
+  const action& a = st.config.actions[st.cursor];
+  if (!st.queue.ready(a, st.step)) {
+    if (!st.waiting) {  // the wait starts once, when the processor is idle and the task is missing
+      st.waiting = true;
+      self->delayed_send(self, st.config.timeout, timeout_atom::value, ++st.wait_id, st.step);
+    }
+    return;
+  }
+  st.waiting = false;
+  ++st.wait_id;
+  ++st.cursor;
+  st.busy = true;
+  const int kind = static_cast<int>(a.kind);
+  if (a.kind == op::backward_weight) {
+    self->send(st.config.processor, weight_atom::value, st.step, a.microbatch, a.chunk);
+    return;
+  }
+  pending_task task = st.queue.take(a, st.step);
+  std::visit([&](auto& t) { self->send(st.config.processor, kind, std::move(t)); }, task);
+}
+
+template <class Task>
+void arrive(retriever_actor* self, Task& t, op kind) {
+  auto& st = self->state;
+  if (t.step < st.step || (t.step == st.step && !st.running && st.cursor > 0)) return;  // of a finished or aborted step
+  if (st.config.log) st.config.log->record(st.config.stage, event_kind::arrive, kind, t.step, t.microbatch, t.chunk);
+  st.queue.put(std::move(t));
+  dispatch(self);
+}
+
+caf::behavior retriever(retriever_actor* self, retriever_config config) {
+  self->state.config = std::move(config);
+  return {
+      [=](forward_task& t) { arrive(self, t, op::forward); },
+      [=](backward_task& t) { arrive(self, t, op::backward); },
+      [=](begin_atom, int step) {
+        auto& st = self->state;
+        st.coordinator = caf::actor_cast<caf::actor>(self->current_sender());
+        st.step = step;
+        st.running = true;
+        st.cursor = 0;
+        st.waiting = false;
+        st.queue.drop_before(step);
+        self->send(st.config.processor, begin_atom::value, step);
+        if (st.config.actions.empty()) {
+          st.running = false;
+          self->send(st.coordinator, stage_done{st.config.stage, step, 0});
+          return;
+        }
+        dispatch(self);
+      },
+      [=](task_done& d) {
+        auto& st = self->state;
+        st.busy = false;
+        if (d.step != st.step || !st.running) return dispatch(self);
+        if (!d.error.empty()) return fail(self, std::move(d.error));
+        if (st.cursor == st.config.actions.size()) {
+          st.running = false;
+          self->send(st.coordinator, stage_done{st.config.stage, st.step, d.peak_stash});
+          return;
+        }
+        dispatch(self);
+      },
+      [=](timeout_atom, std::uint64_t id, int step) {
+        auto& st = self->state;
+        if (!st.running || st.busy || id != st.wait_id || step != st.step) return;
+        const action& a = st.config.actions[st.cursor];
+        fail(self, "stage " + std::to_string(st.config.stage) + ": waited " + std::to_string(st.config.timeout.count()) +
+                       " ms for the task of its next action, " + task_queue::describe(a) + " (step " +
+                       std::to_string(step) + "); " + std::to_string(st.queue.size()) + " other tasks are queued");
+      },
+      [=](abort_atom, int step) {
+        auto& st = self->state;
+        if (step == st.step) st.running = false;
+        st.queue.drop_before(step + 1);
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_retriever(caf::actor_system& system, retriever_config config) {
+  return system.spawn(retriever, std::move(config));
+}
+
+}  // namespace ap

@@ -1,0 +1,31 @@
+// The sender of a stage: delivers finished tasks through the communicator, off the processor's thread.
+#include <memory>
+
+#include "actors/actor_communicator.hpp"
+#include "actors/pipeline_actors.hpp"
+
+namespace ap {
+namespace {
+
+struct sender_state {
+  std::unique_ptr<actor_communicator> comm;
+  static inline const char* name = "sender";
+};
+
+caf::behavior sender(caf::stateful_actor<sender_state>* self, int stage, std::chrono::milliseconds timeout) {
+  return {
+      [=](setup_atom, const std::vector<caf::actor>& endpoints) {
+        self->state.comm = std::make_unique<actor_communicator>(self->system(), stage, endpoints, caf::actor{}, timeout);
+      },
+      [=](int destination, forward_task& t) { self->state.comm->send_forward(std::move(t), destination); },
+      [=](int destination, backward_task& t) { self->state.comm->send_backward(std::move(t), destination); },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_sender(caf::actor_system& system, int stage, std::chrono::milliseconds timeout) {
+  return system.spawn(sender, stage, timeout);
+}
+
+}  // namespace ap

@@ -1,0 +1,114 @@
+#include "actors/stage_worker.hpp"
+
+#include <stdexcept>
+
+namespace ap {
+
+stage_worker::stage_worker(int stage, std::vector<int> chunk_ids, std::vector<sequential> slices,
+                           const optimizer_config& optimizer)
+    : stage_(stage), chunk_ids_(std::move(chunk_ids)), slices_(std::move(slices)),
+      optimizer_(make_optimizer(optimizer)) {
+  if (chunk_ids_.size() != slices_.size())
+    throw std::invalid_argument("stage " + std::to_string(stage) + ": " + std::to_string(chunk_ids_.size()) +
+                                " chunk ids for " + std::to_string(slices_.size()) + " slices");
+  for (auto& s : slices_) s.zero_grad();
+}
+
+std::string stage_worker::where(int chunk) const {
+  for (std::size_t i = 0; i < chunk_ids_.size(); ++i)
+    if (chunk_ids_[i] == chunk) {
+      const auto& s = slices_[i];
+      return "stage " + std::to_string(stage_) + " (chunk " + std::to_string(chunk) + ", " +
+             to_string(layer_range{s.first_index(), s.first_index() + s.size()}) + ": " + s.describe() + ")";
+    }
+  return "stage " + std::to_string(stage_);
+}
+
+sequential& stage_worker::chunk_model(int chunk, const char* action, int microbatch) {
+  for (std::size_t i = 0; i < chunk_ids_.size(); ++i)
+    if (chunk_ids_[i] == chunk) return slices_[i];
+  throw std::logic_error("stage " + std::to_string(stage_) + ": " + action + " microbatch " +
+                         std::to_string(microbatch) + " for chunk " + std::to_string(chunk) +
+                         ", which this stage does not hold");
+}
+
+sequential_cache stage_worker::take_cache(int microbatch, int chunk, const char* action) {
+  auto it = caches_.find({microbatch, chunk});
+  if (it == caches_.end())
+    throw std::logic_error(where(chunk) + ": " + action + " microbatch " + std::to_string(microbatch) +
+                           " has no stashed forward");
+  sequential_cache cache = std::move(it->second);
+  caches_.erase(it);
+  return cache;
+}
+
+tensor stage_worker::forward(int step, int microbatch, int chunk, int first_sample, const tensor& x) {
+  sequential& model = chunk_model(chunk, "forward", microbatch);
+  if (caches_.count({microbatch, chunk}))
+    throw std::logic_error(where(chunk) + ": forward microbatch " + std::to_string(microbatch) + " twice");
+  sequential_cache cache;
+  tensor y;
+  try {
+    y = model.forward(x, cache, forward_context{true, static_cast<std::uint64_t>(step),
+                                                static_cast<std::size_t>(first_sample)});
+  } catch (const std::exception& e) {
+    throw std::runtime_error(where(chunk) + ", forward microbatch " + std::to_string(microbatch) + ": " + e.what());
+  }
+  caches_.emplace(std::make_pair(microbatch, chunk), std::move(cache));
+  peak_ = std::max(peak_, stashed());
+  return y;
+}
+
+tensor stage_worker::backward(int microbatch, int chunk, const tensor& dy) {
+  sequential& model = chunk_model(chunk, "backward", microbatch);
+  sequential_cache cache = take_cache(microbatch, chunk, "backward");
+  try {
+    return model.backward(dy, cache, /*need_input_grad=*/chunk != 0);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(where(chunk) + ", backward microbatch " + std::to_string(microbatch) + ": " + e.what());
+  }
+}
+
+tensor stage_worker::backward_input(int microbatch, int chunk, const tensor& dy) {
+  sequential& model = chunk_model(chunk, "backward_input", microbatch);
+  auto it = caches_.find({microbatch, chunk});
+  if (it == caches_.end())
+    throw std::logic_error(where(chunk) + ": backward_input microbatch " + std::to_string(microbatch) +
+                           " has no stashed forward");
+  try {
+    return model.backward_input(dy, it->second, /*need_input_grad=*/chunk != 0);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(where(chunk) + ", backward_input microbatch " + std::to_string(microbatch) + ": " +
+                             e.what());
+  }
+}
+
+void stage_worker::backward_weight(int microbatch, int chunk) {
+  sequential& model = chunk_model(chunk, "backward_weight", microbatch);
+  sequential_cache cache = take_cache(microbatch, chunk, "backward_weight");
+  if (cache.dys.empty())
+    throw std::logic_error(where(chunk) + ": backward_weight microbatch " + std::to_string(microbatch) +
+                           " before its backward_input");
+  model.backward_weight(cache);
+}
+
+std::vector<parameter> stage_worker::parameters() {
+  std::vector<parameter> all;
+  for (auto& s : slices_) {
+    auto p = s.parameters();
+    all.insert(all.end(), p.begin(), p.end());
+  }
+  return all;
+}
+
+void stage_worker::apply_optimizer() {
+  optimizer_->step(parameters());
+  for (auto& s : slices_) s.zero_grad();
+}
+
+void stage_worker::abort() {
+  caches_.clear();
+  for (auto& s : slices_) s.zero_grad();
+}
+
+}  // namespace ap

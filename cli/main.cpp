@@ -1,0 +1,21 @@
+// actorpipe: pipeline-parallel training on CAF actors. `actorpipe train --help`, `actorpipe schedule --help`.
+#include <exception>
+#include <iostream>
+
+#include "cli/commands.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"actorpipe: pipeline-parallel training on CAF actors"};
+  app.require_subcommand(1);
+  ap::cli::add_train_command(app);
+  ap::cli::add_schedule_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

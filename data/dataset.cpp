@@ -1,0 +1,64 @@
+#include "data/dataset.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+#include <utility>
+
+#include "data/splitmix64.hpp"
+
+namespace ap {
+
+std::vector<std::size_t> epoch_order(std::size_t n, std::uint64_t seed, std::uint64_t epoch) {
+  std::vector<std::size_t> order(n);
+  for (std::size_t i = 0; i < n; ++i) order[i] = i;
+  splitmix64 gen(mix_seed(seed, epoch));
+  // Fisher-Yates from the back: position i takes a uniform pick from [0, i].
+  for (std::size_t i = n; i > 1; --i) {
+    const std::size_t j = static_cast<std::size_t>(gen.below(i));
+    std::swap(order[i - 1], order[j]);
+  }
+  return order;
+}
+
+std::size_t batch_count(std::size_t samples, std::size_t batch_size) {
+  if (batch_size == 0) throw std::invalid_argument("batch_count: batch_size must be positive");
+  return samples / batch_size + (samples % batch_size != 0);
+}
+
+batch make_batch(const dataset& d, const std::vector<std::size_t>& order, std::size_t index,
+                 std::size_t batch_size) {
+  const std::size_t count = batch_count(order.size(), batch_size);
+  if (index >= count)
+    throw std::out_of_range("make_batch: batch index " + std::to_string(index) + " out of range: " +
+                            std::to_string(count) + " batches of " + std::to_string(batch_size) +
+                            " in an order of " + std::to_string(order.size()) + " samples");
+  const std::size_t samples = d.size();
+  if (d.labels.dimension() != 1 || d.labels.shape()[0] != samples)
+    throw std::invalid_argument("make_batch: data set '" + d.name + "' has inputs " +
+                                shape_string(d.inputs) + " but labels " + shape_string(d.labels));
+
+  const std::size_t begin = index * batch_size;
+  const std::size_t rows_in_batch = std::min(batch_size, order.size() - begin);
+  shape_t input_shape = shape_of(d.inputs);
+  const std::size_t row_size = samples == 0 ? 0 : d.inputs.size() / samples;
+  input_shape[0] = rows_in_batch;
+
+  batch b;
+  b.inputs = tensor::from_shape(input_shape);  // (rows_in_batch, features...)
+  b.labels = tensor::from_shape({rows_in_batch});
+  const float* in = d.inputs.data();
+  float* out = b.inputs.data();
+  for (std::size_t r = 0; r < rows_in_batch; ++r) {
+    const std::size_t sample = order[begin + r];
+    if (sample >= samples)
+      throw std::out_of_range("make_batch: sample index " + std::to_string(sample) + " at position " +
+                              std::to_string(begin + r) + " of the order is out of range for '" + d.name +
+                              "' with " + std::to_string(samples) + " samples");
+    if (row_size != 0) std::memcpy(out + r * row_size, in + sample * row_size, row_size * sizeof(float));
+    b.labels.data()[r] = d.labels.data()[sample];
+  }
+  return b;
+}
+
+}  // namespace ap

@@ -1,0 +1,32 @@
+// Dropout: zeroes each unit with probability p in training and scales the rest by 1 / (1 - p).
+#pragma once
+
+#include "model/layer.hpp"
+
+namespace ap {
+
+// Note [dropout mask]: the mask is a hash of (seed, ctx.step, sample, unit), where sample is
+// ctx.first_sample + the row's index along the first axis, and unit the element's index within its sample.
+// No generator state is carried from call to call, so a microbatch drops exactly the units the same rows
+// drop in a full-batch forward, whatever the split and on whichever stage it runs. Give different dropout
+// layers different seeds, or same-shaped layers drop the same units.
+class dropout final : public layer {
+ public:
+  dropout(float p, std::uint64_t seed);
+
+  std::string describe() const override;
+  // cache.saved = {mask (x's shape): 0 or 1 / (1 - p)}, or {empty (0)} when forward was the identity
+  tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
+  tensor backward_input(const tensor& dy, const layer_cache& cache) const override;
+  std::unique_ptr<layer> clone() const override { return std::make_unique<dropout>(*this); }
+  std::string spec() const override;
+
+  float p() const { return p_; }
+  std::uint64_t seed() const { return seed_; }
+
+ private:
+  float p_;
+  std::uint64_t seed_;
+};
+
+}  // namespace ap

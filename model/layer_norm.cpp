@@ -1,0 +1,112 @@
+#include "model/layer_norm.hpp"
+
+#include <cmath>
+#include <stdexcept>
+
+namespace ap {
+
+layer_norm::layer_norm(std::size_t width)
+    : width_(width), gamma_(zeros({width})), beta_(zeros({width})), dgamma_(zeros({width})),
+      dbeta_(zeros({width})) {
+  if (width == 0) throw std::invalid_argument("LayerNorm needs a positive width");
+  initialize(0);
+}
+
+void layer_norm::initialize(std::uint64_t) {
+  std::fill(gamma_.begin(), gamma_.end(), 1.0f);
+  std::fill(beta_.begin(), beta_.end(), 0.0f);
+}
+
+tensor layer_norm::forward(const tensor& x, layer_cache& cache, const forward_context&) const {
+  if (cols(x) != width_)
+    throw std::invalid_argument(describe() + " takes " + std::to_string(width_) +
+                                " features, got input of shape " + shape_string(x));
+  const std::size_t n = rows(x), c = width_;
+  tensor y = tensor::from_shape(x.shape());
+  tensor mean = tensor::from_shape({n});  // (rows)
+  tensor rstd = tensor::from_shape({n});  // (rows)
+  const float* g = gamma_.data();
+  const float* b = beta_.data();
+  for (std::size_t r = 0; r < n; ++r) {
+    const float* xr = x.data() + r * c;
+    float* yr = y.data() + r * c;
+    // Two passes (mean, then squared deviations): one-pass E[x^2] - E[x]^2 cancels badly in float.
+    double sum = 0.0;
+    for (std::size_t i = 0; i < c; ++i) sum += xr[i];
+    const float m = static_cast<float>(sum / double(c));
+    double sq = 0.0;
+    for (std::size_t i = 0; i < c; ++i) sq += double(xr[i] - m) * double(xr[i] - m);
+    const float s = 1.0f / std::sqrt(static_cast<float>(sq / double(c)) + eps);
+    for (std::size_t i = 0; i < c; ++i) yr[i] = (xr[i] - m) * s * g[i] + b[i];
+    mean.data()[r] = m;
+    rstd.data()[r] = s;
+  }
+  cache.saved.assign({x, std::move(mean), std::move(rstd)});
+  return y;
+}
+
+namespace {
+
+void check_backward(const layer& l, const tensor& dy, const layer_cache& cache) {
+  if (cache.saved.size() != 3)
+    throw std::invalid_argument(l.describe() + " backward: the cache holds no forward of this layer");
+  if (dy.shape() != cache.saved[0].shape())
+    throw std::invalid_argument(l.describe() + " backward: dy of shape " + shape_string(dy) +
+                                " does not match the forward's " + shape_string(cache.saved[0]));
+}
+
+}  // namespace
+
+tensor layer_norm::backward_input(const tensor& dy, const layer_cache& cache) const {
+  check_backward(*this, dy, cache);
+  const tensor& x = cache.saved[0];
+  const float* mean = cache.saved[1].data();
+  const float* rstd = cache.saved[2].data();
+  const float* g = gamma_.data();
+  const std::size_t n = rows(x), c = width_;
+  tensor dx = tensor::from_shape(x.shape());
+  for (std::size_t r = 0; r < n; ++r) {
+    const float* xr = x.data() + r * c;
+    const float* dyr = dy.data() + r * c;
+    float* dxr = dx.data() + r * c;
+    // dx = rstd * (dnorm - mean(dnorm) - xhat * mean(dnorm * xhat)), with dnorm = dy * gamma (as llm.c).
+    float dnorm_mean = 0.0f, dnorm_xhat_mean = 0.0f;
+    for (std::size_t i = 0; i < c; ++i) {
+      const float xhat = (xr[i] - mean[r]) * rstd[r];
+      const float dnorm = dyr[i] * g[i];
+      dnorm_mean += dnorm;
+      dnorm_xhat_mean += dnorm * xhat;
+    }
+    dnorm_mean /= float(c);
+    dnorm_xhat_mean /= float(c);
+    for (std::size_t i = 0; i < c; ++i) {
+      const float xhat = (xr[i] - mean[r]) * rstd[r];
+      dxr[i] = (dyr[i] * g[i] - dnorm_mean - xhat * dnorm_xhat_mean) * rstd[r];
+    }
+  }
+  return dx;
+}
+
+void layer_norm::backward_weight(const tensor& dy, const layer_cache& cache) {
+  check_backward(*this, dy, cache);
+  const tensor& x = cache.saved[0];
+  const float* mean = cache.saved[1].data();
+  const float* rstd = cache.saved[2].data();
+  float* dg = dgamma_.data();
+  float* db = dbeta_.data();
+  const std::size_t n = rows(x), c = width_;
+  for (std::size_t r = 0; r < n; ++r) {
+    const float* xr = x.data() + r * c;
+    const float* dyr = dy.data() + r * c;
+    for (std::size_t i = 0; i < c; ++i) {
+      dg[i] += dyr[i] * (xr[i] - mean[r]) * rstd[r];
+      db[i] += dyr[i];
+    }
+  }
+}
+
+std::vector<parameter> layer_norm::parameters(const std::string& prefix) {
+  return {{prefix + "gamma", &gamma_, &dgamma_}, {prefix + "beta", &beta_, &dbeta_}};
+}
+
+}  // namespace ap

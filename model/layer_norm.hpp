@@ -1,0 +1,36 @@
+// LayerNorm over the last axis: y = (x - mean) / sqrt(var + 1e-5) * gamma + beta, per row.
+#pragma once
+
+#include "model/layer.hpp"
+
+namespace ap {
+
+class layer_norm final : public layer {
+ public:
+  explicit layer_norm(std::size_t width);
+
+  std::string describe() const override { return "LayerNorm(" + std::to_string(width_) + ")"; }
+  std::optional<std::size_t> in_features() const override { return width_; }
+  std::optional<std::size_t> out_features() const override { return width_; }
+
+  // cache.saved = {x (rows, width), mean (rows), rstd (rows)}
+  tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
+  tensor backward_input(const tensor& dy, const layer_cache& cache) const override;
+  void backward_weight(const tensor& dy, const layer_cache& cache) override;
+
+  std::vector<parameter> parameters(const std::string& prefix) override;
+  std::unique_ptr<layer> clone() const override { return std::make_unique<layer_norm>(*this); }
+  std::string spec() const override { return "layernorm:" + std::to_string(width_); }
+  void initialize(std::uint64_t seed) override;  // gamma 1, beta 0: the seed is not needed
+
+  static constexpr float eps = 1e-5f;
+
+ private:
+  std::size_t width_;
+  tensor gamma_;   // (width)
+  tensor beta_;    // (width)
+  tensor dgamma_;  // (width)
+  tensor dbeta_;   // (width)
+};
+
+}  // namespace ap

@@ -1,0 +1,86 @@
+#include "model/linear.hpp"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "model/seeded_random.hpp"
+#include "tensor/matmul.hpp"
+
+namespace ap {
+
+linear::linear(std::size_t in, std::size_t out)
+    : in_(in), out_(out), weight_(zeros({in, out})), bias_(zeros({out})), dweight_(zeros({in, out})),
+      dbias_(zeros({out})) {
+  if (in == 0 || out == 0)
+    throw std::invalid_argument("Linear needs positive widths, got " + describe());
+}
+
+std::string linear::describe() const {
+  return "Linear(" + std::to_string(in_) + "->" + std::to_string(out_) + ")";
+}
+
+std::string linear::spec() const { return "linear:" + std::to_string(in_) + ":" + std::to_string(out_); }
+
+namespace {
+
+shape_t with_last_axis(const tensor& x, std::size_t width) {
+  shape_t shape = shape_of(x);
+  if (shape.empty()) shape.push_back(width);
+  shape.back() = width;
+  return shape;
+}
+
+}  // namespace
+
+tensor linear::forward(const tensor& x, layer_cache& cache, const forward_context&) const {
+  if (cols(x) != in_)
+    throw std::invalid_argument(describe() + " takes " + std::to_string(in_) + " features, got input of shape " +
+                                shape_string(x));
+  const std::size_t n = rows(x);
+  tensor y = tensor::from_shape(with_last_axis(x, out_));  // (rows, out)
+  float* py = y.data();
+  const float* pb = bias_.data();
+  for (std::size_t r = 0; r < n; ++r)
+    for (std::size_t o = 0; o < out_; ++o) py[r * out_ + o] = pb[o];
+  gemm(false, false, n, out_, in_, 1.0f, x.data(), weight_.data(), 1.0f, py);
+  cache.saved.assign({x});
+  return y;
+}
+
+tensor linear::backward_input(const tensor& dy, const layer_cache& cache) const {
+  const tensor& x = cache.saved.at(0);
+  if (cols(dy) != out_ || rows(dy) != rows(x))
+    throw std::invalid_argument(describe() + " backward: dy of shape " + shape_string(dy) +
+                                " does not fit the forward input " + shape_string(x));
+  tensor dx = tensor::from_shape(x.shape());  // (rows, in)
+  gemm(false, true, rows(dy), in_, out_, 1.0f, dy.data(), weight_.data(), 0.0f, dx.data());
+  return dx;
+}
+
+void linear::backward_weight(const tensor& dy, const layer_cache& cache) {
+  const tensor& x = cache.saved.at(0);
+  if (cols(dy) != out_ || rows(dy) != rows(x))
+    throw std::invalid_argument(describe() + " backward: dy of shape " + shape_string(dy) +
+                                " does not fit the forward input " + shape_string(x));
+  const std::size_t n = rows(dy);
+  gemm(true, false, in_, out_, n, 1.0f, x.data(), dy.data(), 1.0f, dweight_.data());
+  const float* pdy = dy.data();
+  float* pdb = dbias_.data();
+  for (std::size_t r = 0; r < n; ++r)
+    for (std::size_t o = 0; o < out_; ++o) pdb[o] += pdy[r * out_ + o];
+}
+
+std::vector<parameter> linear::parameters(const std::string& prefix) {
+  return {{prefix + "weight", &weight_, &dweight_}, {prefix + "bias", &bias_, &dbias_}};
+}
+
+void linear::initialize(std::uint64_t seed) {
+  // Kaiming (He) uniform for ReLU nets: U(-sqrt(6 / in), sqrt(6 / in)); biases start at zero.
+  const float bound = std::sqrt(6.0f / static_cast<float>(in_));
+  splitmix64 random(seed);
+  float* w = weight_.data();
+  for (std::size_t i = 0; i < weight_.size(); ++i) w[i] = symmetric_unit_float(random.next()) * bound;
+  std::fill(bias_.begin(), bias_.end(), 0.0f);
+}
+
+}  // namespace ap

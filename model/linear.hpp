@@ -1,0 +1,36 @@
+// Linear: y = x W + b over the last axis.
+#pragma once
+
+#include "model/layer.hpp"
+
+namespace ap {
+
+class linear final : public layer {
+ public:
+  // Weights are zero until initialize(seed) (or a checkpoint) sets them.
+  linear(std::size_t in, std::size_t out);
+
+  std::string describe() const override;
+  std::optional<std::size_t> in_features() const override { return in_; }
+  std::optional<std::size_t> out_features() const override { return out_; }
+
+  // cache.saved = {x (rows, in)}
+  tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
+  tensor backward_input(const tensor& dy, const layer_cache& cache) const override;
+  void backward_weight(const tensor& dy, const layer_cache& cache) override;
+
+  std::vector<parameter> parameters(const std::string& prefix) override;
+  std::unique_ptr<layer> clone() const override { return std::make_unique<linear>(*this); }
+  std::string spec() const override;
+  void initialize(std::uint64_t seed) override;
+  double flops_per_row() const override { return 2.0 * double(in_) * double(out_); }
+
+ private:
+  std::size_t in_, out_;
+  tensor weight_;   // (in, out): stored transposed from PyTorch so forward is one plain x @ W
+  tensor bias_;     // (out)
+  tensor dweight_;  // (in, out)
+  tensor dbias_;    // (out)
+};
+
+}  // namespace ap

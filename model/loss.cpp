@@ -1,0 +1,157 @@
+#include "model/loss.hpp"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "model/spec_text.hpp"
+
+namespace ap {
+
+namespace {
+
+// Note [loss scaling] in loss.hpp.
+double divisor(const tensor& output, std::size_t batch_size) {
+  return double(batch_size == 0 ? rows(output) : batch_size);
+}
+
+// Class labels: one per row of output, so target's shape is output's without the last axis.
+void check_labels_shape(const char* who, const tensor& output, const tensor& target) {
+  shape_t want = shape_of(output);
+  if (!want.empty()) want.pop_back();
+  if (output.dimension() == 0 || shape_of(target) != want)
+    throw std::invalid_argument(std::string(who) + ": output " + shape_string(output) + " and target " +
+                                shape_string(target) + " do not match: target must hold one class label per row " +
+                                shape_string(want));
+}
+
+std::size_t label_of(const tensor& target, std::size_t row, std::size_t classes) {
+  const float v = target.data()[row];
+  if (!(v >= 0.0f && v < float(classes) && v == std::floor(v)))
+    throw std::invalid_argument("row " + std::to_string(row) + " has label " + format_float(v) +
+                                ", not a class index in [0, " + std::to_string(classes) + ")");
+  return static_cast<std::size_t>(v);
+}
+
+void check_finite_row(const char* who, const float* row, std::size_t cols, std::size_t r) {
+  for (std::size_t i = 0; i < cols; ++i)
+    if (!std::isfinite(row[i]))
+      throw std::domain_error(std::string(who) + ": row " + std::to_string(r) + " of the output holds " +
+                              format_float(row[i]) + " at column " + std::to_string(i));
+}
+
+// log(sum(exp(x))) of one row, shifted by its max so no exp overflows.
+double log_sum_exp(const float* x, std::size_t n, float max) {
+  double sum = 0.0;
+  for (std::size_t i = 0; i < n; ++i) sum += std::exp(double(x[i] - max));
+  return double(max) + std::log(sum);
+}
+
+float row_max(const float* x, std::size_t n) {
+  float m = x[0];
+  for (std::size_t i = 1; i < n; ++i) m = x[i] > m ? x[i] : m;
+  return m;
+}
+
+}  // namespace
+
+float softmax_cross_entropy::compute_loss(const tensor& output, const tensor& target,
+                                          std::size_t batch_size) const {
+  check_labels_shape("cross_entropy", output, target);
+  const std::size_t n = rows(output), c = cols(output);
+  double total = 0.0;
+  for (std::size_t r = 0; r < n; ++r) {
+    const float* x = output.data() + r * c;
+    check_finite_row("cross_entropy", x, c, r);
+    const std::size_t label = label_of(target, r, c);
+    const double row_loss = log_sum_exp(x, c, row_max(x, c)) - double(x[label]);
+    if (!std::isfinite(row_loss))
+      throw std::domain_error("cross_entropy: the loss of row " + std::to_string(r) + " is not finite");
+    total += row_loss;
+  }
+  return static_cast<float>(total / divisor(output, batch_size));
+}
+
+tensor softmax_cross_entropy::compute_gradient(const tensor& output, const tensor& target,
+                                               std::size_t batch_size) const {
+  check_labels_shape("cross_entropy", output, target);
+  const std::size_t n = rows(output), c = cols(output);
+  const double scale = 1.0 / divisor(output, batch_size);
+  tensor grad = tensor::from_shape(output.shape());
+  for (std::size_t r = 0; r < n; ++r) {
+    const float* x = output.data() + r * c;
+    float* g = grad.data() + r * c;
+    check_finite_row("cross_entropy", x, c, r);
+    const std::size_t label = label_of(target, r, c);
+    const float max = row_max(x, c);
+    const double lse = log_sum_exp(x, c, max);
+    for (std::size_t i = 0; i < c; ++i)
+      g[i] = static_cast<float>((std::exp(double(x[i]) - lse) - (i == label ? 1.0 : 0.0)) * scale);
+  }
+  return grad;
+}
+
+namespace {
+
+void check_same_shape(const tensor& output, const tensor& target) {
+  if (output.shape() != target.shape())
+    throw std::invalid_argument("mse: output " + shape_string(output) + " and target " + shape_string(target) +
+                                " differ in shape");
+}
+
+}  // namespace
+
+float mean_squared_error::compute_loss(const tensor& output, const tensor& target, std::size_t batch_size) const {
+  check_same_shape(output, target);
+  const std::size_t n = rows(output), c = cols(output);
+  double total = 0.0;
+  for (std::size_t r = 0; r < n; ++r) {
+    const float* o = output.data() + r * c;
+    const float* t = target.data() + r * c;
+    double row_sum = 0.0;
+    for (std::size_t i = 0; i < c; ++i) row_sum += double(o[i] - t[i]) * double(o[i] - t[i]);
+    if (!std::isfinite(row_sum)) {
+      check_finite_row("mse", o, c, r);
+      throw std::domain_error("mse: the loss of row " + std::to_string(r) + " is not finite (check the target)");
+    }
+    total += row_sum;
+  }
+  return static_cast<float>(total / (divisor(output, batch_size) * double(c)));
+}
+
+tensor mean_squared_error::compute_gradient(const tensor& output, const tensor& target,
+                                            std::size_t batch_size) const {
+  check_same_shape(output, target);
+  const std::size_t n = rows(output), c = cols(output);
+  const float scale = static_cast<float>(2.0 / (divisor(output, batch_size) * double(c)));
+  tensor grad = tensor::from_shape(output.shape());
+  for (std::size_t r = 0; r < n; ++r) {
+    const float* o = output.data() + r * c;
+    const float* t = target.data() + r * c;
+    float* g = grad.data() + r * c;
+    check_finite_row("mse", o, c, r);
+    for (std::size_t i = 0; i < c; ++i) g[i] = (o[i] - t[i]) * scale;
+  }
+  return grad;
+}
+
+std::unique_ptr<loss> make_loss(const std::string& name) {
+  if (name == "cross_entropy") return std::make_unique<softmax_cross_entropy>();
+  if (name == "mse") return std::make_unique<mean_squared_error>();
+  throw std::invalid_argument("unknown loss '" + name + "': expected cross_entropy or mse");
+}
+
+std::size_t count_correct(const tensor& output, const tensor& target) {
+  check_labels_shape("count_correct", output, target);
+  const std::size_t n = rows(output), c = cols(output);
+  std::size_t correct = 0;
+  for (std::size_t r = 0; r < n; ++r) {
+    const float* x = output.data() + r * c;
+    std::size_t best = 0;
+    for (std::size_t i = 1; i < c; ++i)
+      if (x[i] > x[best]) best = i;
+    correct += float(best) == target.data()[r] ? 1 : 0;
+  }
+  return correct;
+}
+
+}  // namespace ap

@@ -1,0 +1,40 @@
+// Optimizers: each holds its own per-parameter state, so every stage can own one.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/layer.hpp"
+
+namespace ap {
+
+// Plain settings: copied to every stage (and later sent to remote nodes) to build its own optimizer.
+struct optimizer_config {
+  std::string kind = "adam";  // sgd, adam, adamw
+  float lr = 1e-3f;
+  float momentum = 0.0f;      // sgd
+  bool nesterov = false;      // sgd
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // adam, adamw
+  float weight_decay = 0.0f;  // sgd and adam: added to the gradient (L2); adamw: decoupled
+};
+
+class optimizer {
+ public:
+  virtual ~optimizer() = default;
+  // One update of every parameter from its accumulated gradient. State is keyed by parameter name.
+  virtual void step(const std::vector<parameter>& params) = 0;
+  // Named state tensors ("3.weight.m") for checkpoints, plus the number of steps taken.
+  virtual std::map<std::string, tensor*> state() = 0;
+  long steps() const { return steps_; }
+  void set_steps(long steps) { steps_ = steps; }
+
+ protected:
+  long steps_ = 0;
+};
+
+// Throws std::invalid_argument naming a bad kind or a non-positive learning rate.
+std::unique_ptr<optimizer> make_optimizer(const optimizer_config& config);
+
+}  // namespace ap

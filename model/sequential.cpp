@@ -1,0 +1,190 @@
+#include "model/sequential.hpp"
+
+#include <stdexcept>
+
+#include "model/seeded_random.hpp"
+#include "model/spec_text.hpp"
+
+namespace ap {
+
+namespace {
+
+std::string layer_name(std::size_t global_index, const layer& l) {
+  return "layer " + std::to_string(global_index) + " " + l.describe();
+}
+
+}  // namespace
+
+sequential sequential::from_spec(const std::string& spec, const sequential_options& options) {
+  const std::vector<std::string> fields = split_fields(spec, '-');
+  if (fields.size() < 2)
+    throw std::invalid_argument("bad model spec '" + spec + "': expected widths like 784-512-10");
+  const std::string& act = options.activation;
+  if (act != "relu" && act != "gelu" && act != "tanh" && act != "sigmoid")
+    throw std::invalid_argument("unknown activation '" + act + "': expected relu, gelu, tanh or sigmoid");
+  std::vector<std::size_t> widths;
+  for (const std::string& f : fields) widths.push_back(parse_width(f, spec));
+  sequential model;
+  for (std::size_t i = 0; i + 1 < widths.size(); ++i) {
+    if (i > 0) model.add(make_layer(act));
+    model.add(make_layer("linear:" + std::to_string(widths[i]) + ":" + std::to_string(widths[i + 1])));
+  }
+  model.initialize(options.seed);
+  return model;
+}
+
+sequential sequential::from_layer_specs(const std::vector<std::string>& specs, std::size_t first_index) {
+  sequential model;
+  model.first_index_ = first_index;
+  for (const std::string& s : specs) model.add(make_layer(s));
+  return model;
+}
+
+sequential& sequential::add(std::unique_ptr<layer> l) {
+  if (!l) throw std::invalid_argument("sequential::add: null layer");
+  const auto in = l->in_features();
+  if (in) {
+    // The width so far is set by the last layer that fixes one; element-wise layers pass it through.
+    for (std::size_t j = layers_.size(); j-- > 0;) {
+      const auto out = layers_[j]->out_features();
+      if (!out) continue;
+      if (*out != *in)
+        throw std::invalid_argument(layer_name(first_index_ + layers_.size(), *l) + " takes " +
+                                    std::to_string(*in) + " features but " +
+                                    layer_name(first_index_ + j, *layers_[j]) + " gives " + std::to_string(*out));
+      break;
+    }
+  }
+  layers_.push_back(std::move(l));
+  return *this;
+}
+
+std::vector<std::string> sequential::layer_specs() const {
+  std::vector<std::string> specs;
+  for (const auto& l : layers_) specs.push_back(l->spec());
+  return specs;
+}
+
+std::string sequential::describe() const {
+  std::string text;
+  for (const auto& l : layers_) text += (text.empty() ? "" : " ") + l->describe();
+  return text;
+}
+
+std::optional<std::size_t> sequential::in_features() const {
+  for (const auto& l : layers_)
+    if (auto in = l->in_features()) return in;
+  return std::nullopt;
+}
+
+std::optional<std::size_t> sequential::out_features() const {
+  for (std::size_t j = layers_.size(); j-- > 0;)
+    if (auto out = layers_[j]->out_features()) return out;
+  return std::nullopt;
+}
+
+tensor sequential::forward(const tensor& x, sequential_cache& cache, const forward_context& ctx) const {
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    const auto in = layers_[i]->in_features();
+    if (!in) continue;
+    if (*in != cols(x))
+      throw std::invalid_argument(layer_name(first_index_ + i, *layers_[i]) + " takes " + std::to_string(*in) +
+                                  " features, got input of shape " + shape_string(x));
+    break;  // add() already checked that the later widths chain
+  }
+  cache.layers.assign(layers_.size(), layer_cache{});
+  cache.dys.clear();
+  if (layers_.empty()) return x;
+  tensor h = layers_[0]->forward(x, cache.layers[0], ctx);
+  for (std::size_t i = 1; i < layers_.size(); ++i) h = layers_[i]->forward(h, cache.layers[i], ctx);
+  return h;
+}
+
+tensor sequential::forward(const tensor& x, const forward_context& ctx) const {
+  // Each layer's cache is dropped as soon as the next layer has run.
+  sequential_cache cache;
+  return forward(x, cache, ctx);
+}
+
+namespace {
+
+void check_cache(const sequential_cache& cache, std::size_t layers, const char* what) {
+  if (cache.layers.size() != layers)
+    throw std::invalid_argument(std::string(what) + ": the cache holds " + std::to_string(cache.layers.size()) +
+                                " layer caches for a model of " + std::to_string(layers) +
+                                " layers (no forward of this model ran into it, or it was already used)");
+}
+
+}  // namespace
+
+tensor sequential::backward(const tensor& dy, sequential_cache& cache, bool need_input_grad) {
+  check_cache(cache, layers_.size(), "backward");
+  tensor d = dy;
+  for (std::size_t i = layers_.size(); i-- > 0;) {
+    if (i == 0 && !need_input_grad) {
+      layers_[0]->backward_weight(d, cache.layers[0]);
+      break;
+    }
+    d = layers_[i]->backward(d, cache.layers[i]);
+  }
+  cache.layers.clear();
+  cache.dys.clear();
+  return need_input_grad ? d : tensor::from_shape({0});
+}
+
+tensor sequential::backward_input(const tensor& dy, sequential_cache& cache, bool need_input_grad) const {
+  check_cache(cache, layers_.size(), "backward_input");
+  cache.dys.assign(layers_.size(), tensor{});
+  tensor d = dy;
+  for (std::size_t i = layers_.size(); i-- > 0;) {
+    cache.dys[i] = std::move(d);  // d is reassigned below (or unused after the break)
+    if (i == 0 && !need_input_grad) break;
+    d = layers_[i]->backward_input(cache.dys[i], cache.layers[i]);
+  }
+  return need_input_grad ? d : tensor::from_shape({0});
+}
+
+void sequential::backward_weight(sequential_cache& cache) {
+  check_cache(cache, layers_.size(), "backward_weight");
+  if (cache.dys.size() != layers_.size())
+    throw std::invalid_argument("backward_weight: the cache holds no dy per layer (run backward_input first)");
+  for (std::size_t i = layers_.size(); i-- > 0;) layers_[i]->backward_weight(cache.dys[i], cache.layers[i]);
+  cache.layers.clear();
+  cache.dys.clear();
+}
+
+std::vector<parameter> sequential::parameters() {
+  std::vector<parameter> all;
+  for (std::size_t i = 0; i < layers_.size(); ++i)
+    for (parameter& p : layers_[i]->parameters(std::to_string(first_index_ + i) + "."))
+      all.push_back(std::move(p));
+  return all;
+}
+
+std::size_t sequential::parameter_count() const {
+  std::size_t count = 0;
+  for (std::size_t i = 0; i < layers_.size(); ++i)
+    for (const parameter& p : layers_[i]->parameters("")) count += p.value->size();
+  return count;
+}
+
+void sequential::zero_grad() {
+  for (const parameter& p : parameters()) std::fill(p.grad->begin(), p.grad->end(), 0.0f);
+}
+
+void sequential::initialize(std::uint64_t seed) {
+  // Hashing the seed first: with plain seed + index, seed 2's layer 0 would equal seed 1's layer 1.
+  for (std::size_t i = 0; i < layers_.size(); ++i) layers_[i]->initialize(mix64(mix64(seed) + first_index_ + i));
+}
+
+sequential sequential::slice(std::size_t begin, std::size_t end) const {
+  if (begin > end || end > layers_.size())
+    throw std::out_of_range("slice [" + std::to_string(begin) + ", " + std::to_string(end) + ") of a model of " +
+                            std::to_string(layers_.size()) + " layers");
+  sequential part;
+  part.first_index_ = first_index_ + begin;
+  for (std::size_t i = begin; i < end; ++i) part.layers_.push_back(layers_[i]->clone());
+  return part;
+}
+
+}  // namespace ap

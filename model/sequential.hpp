@@ -1,0 +1,79 @@
+// Sequential: an ordered list of layers, sliceable into contiguous ranges (the pipeline's stages and chunks).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/layer.hpp"
+
+namespace ap {
+
+// Everything one forward of a Sequential saved, for one microbatch. Owned by the caller.
+struct sequential_cache {
+  std::vector<layer_cache> layers;  // one per layer
+  std::vector<tensor> dys;          // dy at each layer's output, kept by backward_input for backward_weight
+};
+
+struct sequential_options {
+  std::string activation = "relu";  // put between Linear layers by from_spec: relu, gelu, tanh, sigmoid
+  std::uint64_t seed = 1;           // initialisation seed
+};
+
+class sequential {
+ public:
+  sequential() = default;
+  sequential(sequential&&) = default;
+  sequential& operator=(sequential&&) = default;
+
+  // "784-512-256-10": Linear layers of those widths with the activation between them (not after the last).
+  static sequential from_spec(const std::string& spec, const sequential_options& options = {});
+  // Rebuilds a model from layer spec() texts; `first_index` is the global index of the first layer.
+  static sequential from_layer_specs(const std::vector<std::string>& specs, std::size_t first_index = 0);
+
+  // Appends a layer; refuses one whose input width does not match the widths so far, naming both layers
+  // and their shapes ("layer 1 Linear(256->10) takes 256 features, layer 0 Linear(784->128) gives 128").
+  sequential& add(std::unique_ptr<layer> l);
+
+  std::size_t size() const { return layers_.size(); }
+  bool empty() const { return layers_.empty(); }
+  layer& at(std::size_t i) { return *layers_.at(i); }
+  const layer& at(std::size_t i) const { return *layers_.at(i); }
+  // Global index of this model's first layer in the whole model (non-zero for a slice).
+  std::size_t first_index() const { return first_index_; }
+  std::vector<std::string> layer_specs() const;
+  std::string describe() const;  // "Linear(784->512) ReLU Linear(512->10)"
+  // Input / output widths of the whole chain where fixed by some layer.
+  std::optional<std::size_t> in_features() const;
+  std::optional<std::size_t> out_features() const;
+
+  // Throws std::invalid_argument naming the layer and the shapes when x does not fit.
+  tensor forward(const tensor& x, sequential_cache& cache, const forward_context& ctx) const;
+  tensor forward(const tensor& x, const forward_context& ctx = {false, 0, 0}) const;  // inference, no cache
+
+  // dx; accumulates every parameter gradient. With need_input_grad false the first layer's dx is not
+  // computed (the first stage has nobody to send it to) and an empty tensor (shape (0)) is returned.
+  // Like backward_weight, it frees the cache: one forward, one backward.
+  tensor backward(const tensor& dy, sequential_cache& cache, bool need_input_grad = true);
+  // Note [backward split] in layer.hpp: dx only, keeping each layer's dy in the cache ...
+  tensor backward_input(const tensor& dy, sequential_cache& cache, bool need_input_grad = true) const;
+  // ... for backward_weight, which accumulates the parameter gradients and then frees the cache.
+  void backward_weight(sequential_cache& cache);
+
+  std::vector<parameter> parameters();
+  std::size_t parameter_count() const;
+  void zero_grad();
+  // Every layer seeded with seed + its global index: a slice initialises like the same layers of the whole.
+  void initialize(std::uint64_t seed);
+
+  // Layers [begin, end) as an independent deep copy (same weights), keeping global parameter names.
+  sequential slice(std::size_t begin, std::size_t end) const;
+  sequential clone() const { return slice(0, size()); }
+
+ private:
+  std::vector<std::unique_ptr<layer>> layers_;
+  std::size_t first_index_ = 0;
+};
+
+}  // namespace ap

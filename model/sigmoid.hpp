@@ -1,0 +1,18 @@
+// Sigmoid: 1 / (1 + exp(-x)), element-wise.
+#pragma once
+
+#include "model/layer.hpp"
+
+namespace ap {
+
+class sigmoid final : public layer {
+ public:
+  std::string describe() const override { return "Sigmoid"; }
+  // cache.saved = {y (rows, features): dsigmoid = y (1 - y)}
+  tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
+  tensor backward_input(const tensor& dy, const layer_cache& cache) const override;
+  std::unique_ptr<layer> clone() const override { return std::make_unique<sigmoid>(*this); }
+  std::string spec() const override { return "sigmoid"; }
+};
+
+}  // namespace ap

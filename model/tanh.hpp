@@ -1,0 +1,18 @@
+// Tanh, element-wise. (Not named ap::tanh: that would hide std::tanh inside namespace ap.)
+#pragma once
+
+#include "model/layer.hpp"
+
+namespace ap {
+
+class tanh_layer final : public layer {
+ public:
+  std::string describe() const override { return "Tanh"; }
+  // cache.saved = {y (rows, features): dtanh = 1 - y^2}
+  tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
+  tensor backward_input(const tensor& dy, const layer_cache& cache) const override;
+  std::unique_ptr<layer> clone() const override { return std::make_unique<tanh_layer>(*this); }
+  std::string spec() const override { return "tanh"; }
+};
+
+}  // namespace ap

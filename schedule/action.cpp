@@ -1,0 +1,51 @@
+// An action prints as PyTorch's "1F0" (chunk, op letter, microbatch) and parses back exactly.
+#include <cctype>
+#include <stdexcept>
+
+#include "schedule/schedule.hpp"
+
+namespace ap {
+
+std::string to_string(const action& a) {
+  return std::to_string(a.chunk) + op_letters[static_cast<std::size_t>(a.kind)] +
+         std::to_string(a.microbatch);
+}
+
+namespace {
+
+// Reads the digits at text[pos...]; at most 9 of them so that the value fits an int.
+int read_number(const std::string& text, std::size_t& pos, const char* what) {
+  const std::size_t begin = pos;
+  while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos]))) ++pos;
+  if (pos == begin)
+    throw std::invalid_argument("action '" + text + "': missing " + what +
+                                " number (expected <chunk><F|B|I|W><microbatch>, e.g. 1F0)");
+  if (pos - begin > 9)
+    throw std::invalid_argument("action '" + text + "': " + what + " number is too large");
+  return std::stoi(text.substr(begin, pos - begin));
+}
+
+}  // namespace
+
+action parse_action(const std::string& text, int stage) {
+  std::size_t pos = 0;
+  action a;
+  a.stage = stage;
+  a.chunk = read_number(text, pos, "chunk");
+  if (pos == text.size())
+    throw std::invalid_argument("action '" + text + "': missing op letter (expected F, B, I or W)");
+  const char letter = text[pos++];
+  std::size_t k = 0;
+  while (k < op_letters.size() && op_letters[k] != letter) ++k;
+  if (k == op_letters.size())
+    throw std::invalid_argument("action '" + text + "': unknown op letter '" + std::string(1, letter) +
+                                "' (expected F, B, I or W)");
+  a.kind = static_cast<op>(k);
+  a.microbatch = read_number(text, pos, "microbatch");
+  if (pos != text.size())
+    throw std::invalid_argument("action '" + text + "': unexpected '" + text.substr(pos) +
+                                "' after the microbatch number");
+  return a;
+}
+
+}  // namespace ap

@@ -1,0 +1,160 @@
+// The schedule generators. Each builds the per-stage action lists as data; nothing here executes them.
+#include <algorithm>
+#include <stdexcept>
+
+#include "schedule/schedule.hpp"
+
+namespace ap {
+
+namespace {
+
+void require_positive(const char* parameter, int value, const std::string& schedule_name) {
+  if (value < 1)
+    throw std::invalid_argument(schedule_name + ": " + parameter + " must be at least 1 (got " +
+                                std::to_string(value) + ")");
+}
+
+schedule empty_schedule(const std::string& name, int stages, int microbatches, int chunks_per_stage) {
+  require_positive("stages", stages, name);
+  require_positive("microbatches", microbatches, name);
+  require_positive("chunks_per_stage", chunks_per_stage, name);
+  schedule s;
+  s.name = name;
+  s.stages = stages;
+  s.chunks_per_stage = chunks_per_stage;
+  s.microbatches = microbatches;
+  s.per_stage.resize(static_cast<std::size_t>(stages));
+  return s;
+}
+
+action make_action(int stage, op kind, int microbatch, int chunk) { return action{stage, kind, microbatch, chunk}; }
+
+}  // namespace
+
+// GPipe, as PyTorch's ScheduleGPipe: every stage runs all forwards in microbatch order, then all backwards
+// in microbatch order. All m activations are stashed at once.
+schedule make_gpipe(int stages, int microbatches) {
+  schedule s = empty_schedule("gpipe", stages, microbatches, 1);
+  for (int stage = 0; stage < stages; ++stage) {
+    auto& list = s.per_stage[stage];
+    for (int mb = 0; mb < microbatches; ++mb) list.push_back(make_action(stage, op::forward, mb, stage));
+    for (int mb = 0; mb < microbatches; ++mb) list.push_back(make_action(stage, op::backward, mb, stage));
+  }
+  return s;
+}
+
+// 1F1B (PipeDream-Flush). Stage s (0-based) runs warmup = min(m, p-s-1) forwards, then alternates one
+// forward and one backward (steady state), then runs the remaining backwards (cooldown). Microbatches go in
+// increasing order for both directions. Stage s holds at most min(m, p-s) activations.
+schedule make_1f1b(int stages, int microbatches) {
+  schedule s = empty_schedule("1f1b", stages, microbatches, 1);
+  for (int stage = 0; stage < stages; ++stage) {
+    auto& list = s.per_stage[stage];
+    const int warmup = std::min(microbatches, stages - stage - 1);
+    int next_forward = 0, next_backward = 0;
+    while (next_forward < warmup) list.push_back(make_action(stage, op::forward, next_forward++, stage));
+    while (next_forward < microbatches) {
+      list.push_back(make_action(stage, op::forward, next_forward++, stage));
+      list.push_back(make_action(stage, op::backward, next_backward++, stage));
+    }
+    while (next_backward < microbatches) list.push_back(make_action(stage, op::backward, next_backward++, stage));
+  }
+  return s;
+}
+
+// Interleaved 1F1B with v chunks per stage, Megatron-Core's order (forward_backward_pipelining_with_
+// interleaving). Stage s runs m*v "virtual microbatches" k = 0..m*v-1, first as forwards, then as backwards.
+//
+// Note [interleaved order]
+// The virtual microbatches come in groups of p*v. Inside a group, k runs over p microbatches of local
+// chunk 0, then the same p microbatches of local chunk 1, and so on; the next group takes the next p
+// microbatches. So the forward of virtual microbatch k is microbatch (k / (p*v)) * p + k % p of local
+// chunk (k % (p*v)) / p, and its backward walks the local chunks in reverse order. This is why m must be
+// a multiple of p. Local chunk j of stage s is the global chunk j*p + s (Note [chunk layout]).
+//
+// Warmup: Megatron-Core runs (v-1)*p + 2*(p-s-1) forwards before the first backward (and everything as
+// warmup when m == p). That extra p-s-1 serves its paired, blocking send/receive calls. Under the pure data
+// dependencies of this library (and of the actor runtime, whose sends do not block) the minimal warmup
+// (v-1)*p + (p-s-1) simulates to the same makespan (p=4, m=8, v=2, F=I=W=1: 28.5 either way) and stashes
+// p-s-1 fewer chunk activations, so we use it; with v = 1 the schedule is then exactly 1F1B (a test checks
+// it), which is also why m need not be a multiple of p when v = 1. Capped at m*v.
+schedule make_interleaved_1f1b(int stages, int microbatches, int chunks_per_stage) {
+  schedule s = empty_schedule("interleaved", stages, microbatches, chunks_per_stage);
+  const int p = stages, m = microbatches, v = chunks_per_stage;
+  if (v > 1 && m % p != 0)
+    throw std::invalid_argument("interleaved: microbatches (" + std::to_string(m) +
+                                ") must be a multiple of stages (" + std::to_string(p) +
+                                ") when chunks_per_stage > 1; Megatron-Core's interleaved order sends "
+                                "microbatches through the chunks in groups of 'stages' "
+                                "(use gpipe, 1f1b or zb-h1 for fewer microbatches than stages)");
+  const int total = m * v;
+  const int group = p * v;
+  for (int stage = 0; stage < p; ++stage) {
+    auto microbatch_of = [&](int k) { return (k / group) * p + k % p; };
+    auto forward_chunk = [&](int k) { return ((k % group) / p) * p + stage; };
+    auto backward_chunk = [&](int k) { return (v - 1 - (k % group) / p) * p + stage; };
+    auto& list = s.per_stage[stage];
+    auto add_forward = [&](int k) { list.push_back(make_action(stage, op::forward, microbatch_of(k), forward_chunk(k))); };
+    auto add_backward = [&](int k) { list.push_back(make_action(stage, op::backward, microbatch_of(k), backward_chunk(k))); };
+    const int warmup = std::min(total, (v - 1) * p + (p - stage - 1));
+    int next_forward = 0, next_backward = 0;
+    while (next_forward < warmup) add_forward(next_forward++);
+    while (next_forward < total) {
+      add_forward(next_forward++);
+      add_backward(next_backward++);
+    }
+    while (next_backward < total) add_backward(next_backward++);
+  }
+  return s;
+}
+
+// ZB-H1 (Qi et al. 2023, "Zero Bubble Pipeline Parallelism"): the backward is split into I (input gradient,
+// on the critical path between stages) and W (weight gradient, needed by nobody downstream).
+//
+// Note [zb-h1 order]
+// Stage s keeps 1F1B's shape: warmup = min(m, p-s-1) forwards, then steps "F, I" (only "I" once the
+// forwards are done). The first s steps leave their W out; from then on every step ends with the W of the
+// oldest microbatch still waiting for one, and the s deferred W's run at the very end, in the time where
+// 1F1B's stage s idles during the cooldown. This is the order of PyTorch's _get_1f1b_rank_ops with
+// enable_zero_bubble and one chunk per stage (num_1f1b_microbatches = rank). Deferring on the later
+// stages is what helps: their I's no longer wait behind W's, so gradients climb back to stage 0 sooner.
+// With F = I = W and m >= p the bubble is (p-1)/(3m) of ideal, a third of 1F1B's (the tests check it), e.g. 27 vs 33
+// time units for p=4, m=8. Deferring on the early stages instead (p-s-1 W's) gains nothing.
+// Memory: an activation is held until its W (Note [stash accounting]), so stage s holds up to
+// (p-s) + s = p activations: every stage peaks at p, which is 1F1B's peak on stage 0. The bound that
+// sizes the machine (the worst stage) is 1F1B's, as in the paper; the later stages use more than they
+// would under 1F1B.
+schedule make_zb_h1(int stages, int microbatches) {
+  schedule s = empty_schedule("zb-h1", stages, microbatches, 1);
+  for (int stage = 0; stage < stages; ++stage) {
+    auto& list = s.per_stage[stage];
+    const int warmup = std::min(microbatches, stages - stage - 1);
+    const int deferred = stage;  // W's left out of the first steps (Note [zb-h1 order])
+    int next_forward = 0, next_input = 0, next_weight = 0;
+    while (next_forward < warmup) list.push_back(make_action(stage, op::forward, next_forward++, stage));
+    for (int step = 0; next_input < microbatches; ++step) {
+      if (next_forward < microbatches) list.push_back(make_action(stage, op::forward, next_forward++, stage));
+      list.push_back(make_action(stage, op::backward_input, next_input++, stage));
+      if (step >= deferred) list.push_back(make_action(stage, op::backward_weight, next_weight++, stage));
+    }
+    while (next_weight < microbatches) list.push_back(make_action(stage, op::backward_weight, next_weight++, stage));
+  }
+  return s;
+}
+
+std::vector<std::string> schedule_names() { return {"gpipe", "1f1b", "interleaved", "zb-h1"}; }
+
+schedule make_schedule(const std::string& name, int stages, int microbatches, int chunks_per_stage) {
+  if (name == "interleaved") return make_interleaved_1f1b(stages, microbatches, chunks_per_stage);
+  if (chunks_per_stage != 1 && (name == "gpipe" || name == "1f1b" || name == "zb-h1"))
+    throw std::invalid_argument(name + " runs one chunk per stage (got chunks_per_stage " +
+                                std::to_string(chunks_per_stage) + "); use 'interleaved' for more");
+  if (name == "gpipe") return make_gpipe(stages, microbatches);
+  if (name == "1f1b") return make_1f1b(stages, microbatches);
+  if (name == "zb-h1") return make_zb_h1(stages, microbatches);
+  std::string known;
+  for (const auto& n : schedule_names()) known += (known.empty() ? "" : ", ") + n;
+  throw std::invalid_argument("unknown schedule '" + name + "' (known: " + known + ")");
+}
+
+}  // namespace ap

@@ -1,0 +1,95 @@
+// A schedule is data: one ordered list of actions per stage. Generators build it, the validator checks it,
+// the simulator times it, and the actor runtime executes exactly it. No schedule is written twice.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ap {
+
+// F: forward; B: full backward; I: input-gradient backward; W: weight-gradient backward (zero bubble).
+enum class op : std::uint8_t { forward, backward, backward_input, backward_weight };
+inline constexpr std::array<char, 4> op_letters = {'F', 'B', 'I', 'W'};
+static_assert(op_letters.size() == static_cast<std::size_t>(op::backward_weight) + 1, "one letter per op");
+
+// One step of one stage. `chunk` is the global chunk (virtual stage) index, 0 .. stages*chunks_per_stage-1.
+// Note [chunk layout]: chunk c lives on stage c % stages (round-robin, as Megatron-Core's interleaved
+// 1F1B), so the forward of chunk c+1 follows chunk c on the next stage and wraps from the last stage
+// back to the first. With one chunk per stage, chunk == stage.
+struct action {
+  int stage = 0;
+  op kind = op::forward;
+  int microbatch = 0;
+  int chunk = 0;
+  bool operator==(const action& o) const {
+    return stage == o.stage && kind == o.kind && microbatch == o.microbatch && chunk == o.chunk;
+  }
+};
+
+struct schedule {
+  std::string name;          // "gpipe", "1f1b", "interleaved", "zb-h1", or "custom"
+  int stages = 1;            // p
+  int chunks_per_stage = 1;  // v
+  int microbatches = 1;      // m
+  std::vector<std::vector<action>> per_stage;  // per_stage[s]: stage s's actions in execution order
+  int total_chunks() const { return stages * chunks_per_stage; }
+};
+
+inline int stage_of_chunk(int chunk, int stages) { return chunk % stages; }
+inline int local_chunk_index(int chunk, int stages) { return chunk / stages; }
+
+// "1F0": chunk, op letter, microbatch (PyTorch's notation). parse_action throws std::invalid_argument.
+std::string to_string(const action& a);
+action parse_action(const std::string& text, int stage);
+
+// Generators. Each throws std::invalid_argument naming the parameter when it cannot build a schedule
+// (e.g. zero stages, or interleaved 1F1B with microbatches not a multiple of stages).
+schedule make_gpipe(int stages, int microbatches);
+schedule make_1f1b(int stages, int microbatches);
+schedule make_interleaved_1f1b(int stages, int microbatches, int chunks_per_stage);
+schedule make_zb_h1(int stages, int microbatches);
+// By name: gpipe, 1f1b, interleaved (uses chunks_per_stage), zb-h1.
+schedule make_schedule(const std::string& name, int stages, int microbatches, int chunks_per_stage = 1);
+std::vector<std::string> schedule_names();
+
+// One row per stage, actions separated by spaces: "0F0 0F1 0B0 0B1". parse_grid reads it back
+// (p = number of rows; m and v inferred from the actions).
+std::string to_grid(const schedule& s);
+schedule parse_grid(const std::string& text, const std::string& name = "custom");
+// CSV with header "stage,step,op,microbatch,chunk".
+std::string to_csv(const schedule& s);
+schedule parse_csv(const std::string& text, const std::string& name = "custom");
+
+// Validation: every microbatch has exactly one F and one B (or one I and one W) per chunk on the chunk's
+// own stage; F before B/I; I before W; F of chunk k+1 after F of chunk k (across stages); and the whole
+// schedule completes under the cross-stage dependencies (no deadlock). On failure `message` holds the
+// reason and the grid with the failing action marked "<-- ERROR HERE".
+struct validation {
+  bool ok = true;
+  std::string message;
+};
+validation validate(const schedule& s);
+
+// Simulation under per-op costs (time units). Per-stage costs; an empty vector means 1.0 everywhere.
+struct op_costs {
+  std::vector<double> forward, backward_input, backward_weight;  // backward (B) = I + W
+  double transfer = 0.0;  // added to every cross-stage dependency
+};
+struct simulation {
+  double makespan = 0.0;
+  double ideal = 0.0;   // m * sum over stages of (F + B) / p: the time with no bubble
+  double bubble = 0.0;  // makespan / ideal - 1
+  std::vector<int> peak_stash;  // per stage: the most forward activations held at once
+  struct span { int stage; action a; double start, end; };
+  std::vector<span> spans;  // every action's simulated start and end
+};
+// Throws std::invalid_argument (with the validator's message) for an invalid schedule.
+simulation simulate(const schedule& s, const op_costs& costs = {});
+
+// The simulated timeline as an SVG picture: one row per stage, a box per action coloured by op.
+std::string to_svg(const schedule& s, const simulation& sim);
+
+}  // namespace ap

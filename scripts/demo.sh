@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Fresh machine to a trained model: install, build, train Fashion-MNIST on a 4-stage actor pipeline.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/build.sh
+./build/cli/actorpipe train --model 784-512-256-10 --stages 4 --microbatches 8 --schedule 1f1b \
+  --epochs 10 --batch-size 128 --optimizer adam --lr 1e-3 "$@"

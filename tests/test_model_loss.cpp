@@ -1,0 +1,159 @@
+// Losses: hand-computed values, finite differences, and the microbatch scaling of Note [loss scaling].
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <stdexcept>
+
+#include "model/loss.hpp"
+#include "model/seeded_random.hpp"
+
+using namespace ap;
+
+namespace {
+
+tensor random_tensor(const shape_t& shape, std::uint64_t seed, float scale = 1.0f) {
+  tensor t = tensor::from_shape(shape);
+  splitmix64 random(seed);
+  for (float& v : t) v = symmetric_unit_float(random.next()) * scale;
+  return t;
+}
+
+// Largest |a - e| over all elements; shapes must agree.
+double max_abs_difference(const tensor& a, const tensor& e) {
+  REQUIRE(a.shape() == e.shape());
+  double worst = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    worst = std::max(worst, std::fabs(double(a.data()[i]) - double(e.data()[i])));
+  return worst;
+}
+
+// Central differences of the loss itself w.r.t. every output element.
+tensor numeric_gradient(const loss& l, tensor output, const tensor& target) {
+  tensor grad = tensor::from_shape(output.shape());
+  const float eps = 1e-2f;
+  for (std::size_t i = 0; i < output.size(); ++i) {
+    const float saved = output.data()[i];
+    output.data()[i] = saved + eps;
+    const double plus = l.compute_loss(output, target);
+    output.data()[i] = saved - eps;
+    const double minus = l.compute_loss(output, target);
+    output.data()[i] = saved;
+    grad.data()[i] = static_cast<float>((plus - minus) / (2.0 * eps));
+  }
+  return grad;
+}
+
+std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no exception)";
+}
+
+const tensor labels = from_values({6}, {0, 3, 1, 4, 2, 0});
+
+}  // namespace
+
+TEST_CASE("cross-entropy of a tiny case, by hand") {
+  softmax_cross_entropy ce;
+  // Row 0: log(e^1 + e^2 + e^3) - 3 = 0.40760596; row 1: log(3) - 0 = 1.0986123 (equal logits).
+  const tensor output = from_values({2, 3}, {1, 2, 3, 5, 5, 5});
+  const tensor target = from_values({2}, {2, 1});
+  CHECK(ce.compute_loss(output, target) == doctest::Approx((0.40760596 + 1.0986123) / 2).epsilon(1e-6));
+  const tensor g = ce.compute_gradient(output, target);
+  // softmax(1, 2, 3) = (0.09003057, 0.24472847, 0.66524096); minus the one-hot, over the batch of 2.
+  CHECK(g(0, 0) == doctest::Approx(0.09003057 / 2).epsilon(1e-6));
+  CHECK(g(0, 2) == doctest::Approx((0.66524096 - 1) / 2).epsilon(1e-6));
+  CHECK(g(1, 1) == doctest::Approx((1.0 / 3 - 1) / 2).epsilon(1e-6));
+  CHECK(count_correct(output, target) == 1);  // row 0 predicts 2; row 1 ties, arg-max takes the first
+}
+
+TEST_CASE("cross-entropy stays finite for huge logits") {
+  softmax_cross_entropy ce;
+  const tensor output = from_values({1, 2}, {1000, 0});
+  CHECK(ce.compute_loss(output, from_values({1}, {1})) == doctest::Approx(1000.0));
+  CHECK(ce.compute_loss(output, from_values({1}, {0})) == doctest::Approx(0.0));
+}
+
+TEST_CASE("mean squared error by hand: squared errors over batch * features") {
+  mean_squared_error mse;
+  const tensor output = from_values({2, 2}, {1, 2, 3, 4});
+  const tensor target = from_values({2, 2}, {0, 2, 3, 1});
+  CHECK(mse.compute_loss(output, target) == doctest::Approx((1.0 + 9.0) / 4));
+  CHECK(mse.compute_gradient(output, target) == from_values({2, 2}, {0.5f, 0, 0, 1.5f}));
+}
+
+TEST_CASE("finite differences: both losses w.r.t. the output") {
+  softmax_cross_entropy ce;
+  const tensor logits = random_tensor({6, 5}, 1, 3.0f);
+  CHECK(max_abs_difference(ce.compute_gradient(logits, labels), numeric_gradient(ce, logits, labels)) < 1e-4);
+  mean_squared_error mse;
+  const tensor target = random_tensor({6, 5}, 2);
+  CHECK(max_abs_difference(mse.compute_gradient(logits, target), numeric_gradient(mse, logits, target)) < 1e-4);
+}
+
+TEST_CASE("unequal microbatches scaled by the whole batch sum to the full-batch loss and gradient") {
+  const tensor output = random_tensor({6, 5}, 3, 2.0f);
+  const tensor regression = random_tensor({6, 5}, 4);
+  for (const char* name : {"cross_entropy", "mse"}) {
+    CAPTURE(name);
+    const auto l = make_loss(name);
+    const tensor& target = std::string(name) == "mse" ? regression : labels;
+    const float full = l->compute_loss(output, target);
+    const tensor full_grad = l->compute_gradient(output, target);
+    float sum = 0.0f;
+    tensor grad = tensor::from_shape(output.shape());
+    for (auto [begin, end] : {std::pair<std::size_t, std::size_t>{0, 1}, {1, 4}, {4, 6}}) {
+      const tensor o = slice_rows(output, begin, end), t = slice_rows(target, begin, end);
+      sum += l->compute_loss(o, t, 6);
+      const tensor g = l->compute_gradient(o, t, 6);
+      std::copy(g.begin(), g.end(), grad.data() + begin * 5);
+    }
+    CHECK(std::fabs(sum - full) < 1e-6);
+    CHECK(max_abs_difference(grad, full_grad) < 1e-6);
+  }
+}
+
+TEST_CASE("bad labels, shapes and NaNs throw naming the row or the shapes") {
+  softmax_cross_entropy ce;
+  const tensor output = random_tensor({3, 4}, 5);
+  CHECK(message_of([&] { ce.compute_loss(output, from_values({3}, {0, 4, 1})); }) ==
+        "row 1 has label 4, not a class index in [0, 4)");
+  CHECK(message_of([&] { ce.compute_gradient(output, from_values({3}, {0, 1, -1})); }) ==
+        "row 2 has label -1, not a class index in [0, 4)");
+  CHECK(message_of([&] { ce.compute_loss(output, from_values({3}, {0.5f, 1, 1})); }).find("row 0") !=
+        std::string::npos);
+  CHECK_THROWS_AS(ce.compute_loss(output, from_values({3}, {0, 4, 1})), std::invalid_argument);
+
+  const std::string shapes = message_of([&] { ce.compute_loss(output, from_values({2}, {0, 1})); });
+  CHECK(shapes.find("(3, 4)") != std::string::npos);
+  CHECK(shapes.find("(2)") != std::string::npos);
+  mean_squared_error mse;
+  CHECK_THROWS_WITH_AS(mse.compute_loss(output, zeros({3, 5})),
+                       "mse: output (3, 4) and target (3, 5) differ in shape", std::invalid_argument);
+
+  tensor broken = output;
+  broken(2, 1) = std::numeric_limits<float>::quiet_NaN();
+  CHECK_THROWS_AS(ce.compute_loss(broken, from_values({3}, {0, 1, 2})), std::domain_error);
+  CHECK(message_of([&] { ce.compute_gradient(broken, from_values({3}, {0, 1, 2})); }).find("row 2") !=
+        std::string::npos);
+  CHECK_THROWS_AS(mse.compute_loss(broken, zeros({3, 4})), std::domain_error);
+  CHECK(message_of([&] { mse.compute_loss(broken, zeros({3, 4})); }).find("row 2") != std::string::npos);
+  broken(2, 1) = std::numeric_limits<float>::infinity();
+  CHECK(message_of([&] { ce.compute_loss(broken, from_values({3}, {0, 1, 2})); }).find("row 2") !=
+        std::string::npos);
+}
+
+TEST_CASE("make_loss and count_correct") {
+  CHECK(make_loss("cross_entropy")->name() == "cross_entropy");
+  CHECK(make_loss("mse")->name() == "mse");
+  CHECK_THROWS_WITH_AS(make_loss("hinge"), "unknown loss 'hinge': expected cross_entropy or mse",
+                       std::invalid_argument);
+  const tensor output = from_values({3, 3}, {0, 9, 1, 5, 1, 2, 0, 0, 3});
+  CHECK(count_correct(output, from_values({3}, {1, 0, 2})) == 3);
+  CHECK(count_correct(output, from_values({3}, {1, 2, 0})) == 1);
+}

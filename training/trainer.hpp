@@ -1,0 +1,62 @@
+// The training loop, shared by single-process and pipeline training: epochs of seeded batches, then a test.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/dataset.hpp"
+#include "model/loss.hpp"
+#include "model/optimizer.hpp"
+#include "model/sequential.hpp"
+
+namespace ap {
+
+// What trains one batch. The single-process runner below is the reference; the pipeline is another.
+class step_runner {
+ public:
+  virtual ~step_runner() = default;
+  // One optimizer step on one batch; returns the batch's mean loss. `step` numbers steps from 0.
+  virtual float train_step(const tensor& inputs, const tensor& labels, std::uint64_t step) = 0;
+  // Inference outputs (rows, classes).
+  virtual tensor predict(const tensor& inputs) = 0;
+};
+
+// Plain training of a whole Sequential in this thread: forward, loss, backward, optimizer step.
+class local_runner final : public step_runner {
+ public:
+  local_runner(sequential& model, const optimizer_config& optimizer, const std::string& loss = "cross_entropy");
+  float train_step(const tensor& inputs, const tensor& labels, std::uint64_t step) override;
+  tensor predict(const tensor& inputs) override;
+
+ private:
+  sequential& model_;
+  std::unique_ptr<optimizer> optimizer_;
+  std::unique_ptr<loss> loss_;
+};
+
+struct train_config {
+  std::size_t epochs = 1;
+  std::size_t batch_size = 128;
+  std::uint64_t seed = 1;       // data order
+  std::size_t max_steps = 0;    // stop after this many steps (0: whole epochs)
+  std::function<void(const std::string&)> log;  // progress lines, if set
+};
+
+struct train_report {
+  std::size_t steps = 0, samples = 0;
+  double wall_s = 0.0;           // training time, without the final test
+  double samples_per_s = 0.0;
+  double final_loss = 0.0;       // mean batch loss over the last epoch (or the steps run of it)
+  double test_accuracy = 0.0;
+  std::vector<double> epoch_losses;
+};
+
+train_report train(step_runner& runner, const dataset& train_set, const dataset& test_set, const train_config& config);
+
+// Share of rows whose arg-max output matches the label, predicted in batches of `batch_size`.
+double evaluate_accuracy(step_runner& runner, const dataset& d, std::size_t batch_size = 1000);
+
+}  // namespace ap
