@@ -158,15 +158,20 @@ void actor_communicator::send(tensor&& t, int destination) {
   caf::anon_send(endpoints_[static_cast<std::size_t>(destination)], tensor_message{rank_, std::move(t)});
 }
 
-caf::message actor_communicator::take(int k, int source) {
+// Note [typed replies]: the inbox answers with the stored message (a forward_task, backward_task or
+// tensor_message). A blocking receive in CAF 0.17 matches replies by type: a `caf::message&` handler is
+// not a catch-all, so the reply must be taken as the concrete T (by mutable reference, so the tensor is
+// moved out of the reply without a copy).
+template <class T>
+T actor_communicator::take(int k, int source) {
   caf::scoped_actor self{system_};
-  caf::message result;
+  T result;
   caf::error failure;
   // The inbox expires the wait itself after timeout_ (so nothing that arrives later is lost); the extra
   // second only guards against an inbox that is gone.
   self->request(endpoints_[static_cast<std::size_t>(rank_)], timeout_ + std::chrono::seconds(1), take_atom::value,
                 k, source, static_cast<int>(timeout_.count()))
-      .receive([&](caf::message& m) { result = std::move(m); }, [&](caf::error& e) { failure = std::move(e); });
+      .receive([&](T& x) { result = std::move(x); }, [&](caf::error& e) { failure = std::move(e); });
   if (failure) {
     const std::string where = "communicator of rank " + std::to_string(rank_) + ": no " + kind_name(k) +
                               " tensor from rank " + std::to_string(source);
@@ -180,22 +185,19 @@ caf::message actor_communicator::take(int k, int source) {
 forward_task actor_communicator::receive_forward(int source) {
   check_open("receive_forward");
   check_rank(source, "receive_forward");
-  auto m = take(forward_kind, source);
-  return std::move(m.get_mutable_as<forward_task>(0));
+  return take<forward_task>(forward_kind, source);
 }
 
 backward_task actor_communicator::receive_backward(int source) {
   check_open("receive_backward");
   check_rank(source, "receive_backward");
-  auto m = take(backward_kind, source);
-  return std::move(m.get_mutable_as<backward_task>(0));
+  return take<backward_task>(backward_kind, source);
 }
 
 tensor actor_communicator::receive(int source) {
   check_open("receive");
   check_rank(source, "receive");
-  auto m = take(plain_kind, source);
-  return std::move(m.get_mutable_as<tensor_message>(0).data);
+  return take<tensor_message>(plain_kind, source).data;
 }
 
 void actor_communicator::barrier() {

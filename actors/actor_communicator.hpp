@@ -39,7 +39,9 @@ class actor_communicator final : public communicator {
  private:
   void check_open(const char* operation) const;
   void check_rank(int r, const char* operation) const;
-  caf::message take(int kind, int source);
+  // Asks this rank's inbox for the next T from `source`; defined (and only used) in the .cpp.
+  template <class T>
+  T take(int kind, int source);
 
   caf::actor_system& system_;
   int rank_;

@@ -43,7 +43,10 @@ tensor linear::forward(const tensor& x, layer_cache& cache, const forward_contex
   for (std::size_t r = 0; r < n; ++r)
     for (std::size_t o = 0; o < out_; ++o) py[r * out_ + o] = pb[o];
   gemm(false, false, n, out_, in_, 1.0f, x.data(), weight_.data(), 1.0f, py);
-  cache.saved.assign({x});
+  // One copy of x (assign({x}) would make two: into the initializer_list, then into the vector); a reused
+  // cache whose x has the same shape keeps its buffer.
+  cache.saved.resize(1);
+  cache.saved[0] = x;
   return y;
 }
 

@@ -8,6 +8,7 @@
 #include "model/linear.hpp"
 #include "model/relu.hpp"
 #include "model/sigmoid.hpp"
+#include "model/sleep_layer.hpp"
 #include "model/spec_text.hpp"
 #include "model/tanh.hpp"
 
@@ -34,6 +35,13 @@ std::unique_ptr<layer> make_layer(const std::string& spec) {
       throw std::invalid_argument("bad layer spec '" + spec + "': dropout probability must be in [0, 1)");
     return std::make_unique<dropout>(p, parse_seed(f[2], spec));
   }
+  if (kind == "sleep") {
+    arity(3, "sleep:FORWARD_MS:BACKWARD_MS");
+    const float forward_ms = parse_float(f[1], spec), backward_ms = parse_float(f[2], spec);
+    if (forward_ms < 0 || backward_ms < 0)
+      throw std::invalid_argument("bad layer spec '" + spec + "': sleep times must not be negative");
+    return std::make_unique<sleep_layer>(forward_ms, backward_ms);
+  }
   if (f.size() == 1) {
     if (kind == "relu") return std::make_unique<relu>();
     if (kind == "gelu") return std::make_unique<gelu>();
@@ -42,7 +50,7 @@ std::unique_ptr<layer> make_layer(const std::string& spec) {
   }
   throw std::invalid_argument("bad layer spec '" + spec +
                               "': expected linear:IN:OUT, relu, gelu, tanh, sigmoid, layernorm:WIDTH "
-                              "or dropout:P:SEED");
+                              "dropout:P:SEED or sleep:FORWARD_MS:BACKWARD_MS");
 }
 
 }  // namespace ap

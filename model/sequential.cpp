@@ -119,17 +119,22 @@ void check_cache(const sequential_cache& cache, std::size_t layers, const char* 
 
 tensor sequential::backward(const tensor& dy, sequential_cache& cache, bool need_input_grad) {
   check_cache(cache, layers_.size(), "backward");
-  tensor d = dy;
+  // The last layer reads dy in place (a stage's dy can be megabytes: no copy); later ones read d.
+  tensor d;
+  const tensor* current = &dy;
   for (std::size_t i = layers_.size(); i-- > 0;) {
     if (i == 0 && !need_input_grad) {
-      layers_[0]->backward_weight(d, cache.layers[0]);
+      layers_[0]->backward_weight(*current, cache.layers[0]);
       break;
     }
-    d = layers_[i]->backward(d, cache.layers[i]);
+    d = layers_[i]->backward(*current, cache.layers[i]);
+    current = &d;
   }
+  // Taken before the cache is freed, in case dy lives in it. With no layers, dx is dy.
+  tensor dx = !need_input_grad ? tensor::from_shape({0}) : current == &dy ? tensor(dy) : std::move(d);
   cache.layers.clear();
   cache.dys.clear();
-  return need_input_grad ? d : tensor::from_shape({0});
+  return dx;
 }
 
 tensor sequential::backward_input(const tensor& dy, sequential_cache& cache, bool need_input_grad) const {

@@ -73,7 +73,7 @@ TEST_CASE("batch_count rounds up") {
   CHECK_THROWS_AS(batch_count(10, 0), std::invalid_argument);
 }
 
-TEST_CASE("make_batch copies rows in order; the last batch is smaller") {
+TEST_CASE("make_batch copies rows in order, the last batch is smaller") {
   const dataset d = counting_dataset(10);
   const auto order = epoch_order(10, 7, 3);
   std::vector<std::size_t> seen;

@@ -80,7 +80,7 @@ TEST_CASE("Adam, first two steps, bias-corrected") {
   CHECK(opt->steps() == 2);
 }
 
-TEST_CASE("AdamW decays the weights directly; Adam adds the decay to the gradient") {
+TEST_CASE("AdamW decays the weights directly, Adam adds the decay to the gradient") {
   scalar_param decoupled(2.0f), coupled(2.0f);
   make("adamw", 0.1f, 0, false, 0.1f)->step(decoupled.params());
   make("adam", 0.1f, 0, false, 0.1f)->step(coupled.params());

@@ -111,7 +111,7 @@ TEST_CASE("finite differences through a whole Sequential") {
   for (const parameter& p : m.parameters()) CHECK(check_close(*p.grad, numeric(*p.value), 1e-3, 1e-2, p.name));
 }
 
-TEST_CASE("backward equals backward_input then backward_weight, exactly; need_input_grad=false keeps the grads") {
+TEST_CASE("backward equals backward_input then backward_weight, exactly, need_input_grad=false keeps the grads") {
   sequential whole = small_model();
   sequential split = whole.clone();
   sequential no_dx = whole.clone();
@@ -224,7 +224,7 @@ TEST_CASE("a slice is independent of the model it came from") {
   CHECK(*part.parameters()[0].value != *a.parameters()[0].value);
 }
 
-TEST_CASE("forward without a cache gives the same output; zero_grad clears every gradient") {
+TEST_CASE("forward without a cache gives the same output, zero_grad clears every gradient") {
   sequential m = small_model();
   const tensor x = random_tensor({3, 6}, 10);
   sequential_cache cache;

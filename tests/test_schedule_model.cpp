@@ -87,7 +87,7 @@ TEST_CASE("make_schedule by name, and clear errors for bad parameters") {
   CHECK_THROWS_WITH_AS(make_interleaved_1f1b(2, 2, 0), doctest::Contains("chunks_per_stage"), std::invalid_argument);
 }
 
-TEST_CASE("fewer microbatches than stages: gpipe, 1f1b and zb-h1 work; interleaved says why not") {
+TEST_CASE("fewer microbatches than stages: gpipe, 1f1b and zb-h1 work, interleaved says why not") {
   for (const char* name : {"gpipe", "1f1b", "zb-h1"}) {
     CAPTURE(name);
     const schedule s = make_schedule(name, 4, 2);

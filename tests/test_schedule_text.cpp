@@ -67,7 +67,7 @@ TEST_CASE("bad grids name the line and the token") {
   CHECK_THROWS_WITH_AS(parse_grid("# only a comment\n\n"), doctest::Contains("empty"), std::invalid_argument);
 }
 
-TEST_CASE("CSV round trip is exact; rows may come in any order") {
+TEST_CASE("CSV round trip is exact, rows may come in any order") {
   for (const auto& s : some_schedules()) {
     const std::string csv = to_csv(s);
     CHECK(csv.rfind("stage,step,op,microbatch,chunk\n", 0) == 0);

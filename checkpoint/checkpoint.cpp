@@ -1,0 +1,264 @@
+#include "checkpoint/checkpoint.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+#include <optional>
+#include <set>
+#include <stdexcept>
+
+#include "checkpoint/safetensors.hpp"
+#include "model/spec_text.hpp"
+
+namespace ap {
+
+namespace {
+
+const std::string optimizer_prefix = "optimizer/";
+
+[[noreturn]] void refuse(const std::string& path, const std::string& what) {
+  throw std::runtime_error("checkpoint " + path + ": " + what);
+}
+
+std::string join(const std::vector<std::string>& parts, const std::string& separator) {
+  std::string text;
+  for (std::size_t i = 0; i < parts.size(); ++i) text += (i ? separator : "") + parts[i];
+  return text;
+}
+
+// "linear:4:8;relu;linear:8:3" (Note [checkpoint layout]); an empty model is the empty text.
+std::vector<std::string> split_specs(const std::string& text) {
+  return text.empty() ? std::vector<std::string>{} : split_fields(text, ';');
+}
+
+std::string describe_specs(const std::vector<std::string>& specs) {
+  return "[" + join(specs, ";") + "] (" + std::to_string(specs.size()) + " layers)";
+}
+
+bool is_optimizer_tensor(const std::string& name) { return name.rfind(optimizer_prefix, 0) == 0; }
+
+// The global layer index a tensor belongs to: "3.weight" and "optimizer/3.weight.m" -> 3.
+std::optional<std::size_t> layer_index(const std::string& name) {
+  const std::size_t start = is_optimizer_tensor(name) ? optimizer_prefix.size() : 0;
+  const std::size_t dot = name.find('.', start);
+  if (dot == std::string::npos || dot == start) return std::nullopt;
+  std::size_t index = 0;
+  const auto [end, error] = std::from_chars(name.data() + start, name.data() + dot, index);
+  if (error != std::errc() || end != name.data() + dot) return std::nullopt;
+  return index;
+}
+
+const std::string& metadata_text(const std::string& path, const std::map<std::string, std::string>& metadata,
+                                 const std::string& key) {
+  const auto it = metadata.find(key);
+  if (it == metadata.end()) refuse(path, "metadata has no \"" + key + "\"");
+  return it->second;
+}
+
+std::uint64_t metadata_number(const std::string& path, const std::map<std::string, std::string>& metadata,
+                              const std::string& key) {
+  const std::string& text = metadata_text(path, metadata, key);
+  std::uint64_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || error != std::errc() || end != text.data() + text.size())
+    refuse(path, "metadata \"" + key + "\" is '" + text + "', not a non-negative integer");
+  return value;
+}
+
+checkpoint_info parse_info(const std::string& path, const std::map<std::string, std::string>& metadata) {
+  const auto format = metadata.find("format");
+  if (format == metadata.end())
+    refuse(path, std::string("not an actorpipe checkpoint: its metadata has no \"format\" (expected '") +
+                     checkpoint_format + "')");
+  if (format->second != checkpoint_format)
+    refuse(path, "format '" + format->second + "' is not '" + checkpoint_format + "'");
+  checkpoint_info info;
+  info.layer_specs = split_specs(metadata_text(path, metadata, "model"));
+  info.state.step = metadata_number(path, metadata, "step");
+  info.state.epoch = metadata_number(path, metadata, "epoch");
+  info.state.batch_in_epoch = metadata_number(path, metadata, "batch_in_epoch");
+  info.state.data_seed = metadata_number(path, metadata, "data_seed");
+  info.state.model_spec = metadata_text(path, metadata, "model_spec");
+  info.optimizer_steps = long(metadata_number(path, metadata, "optimizer_steps"));
+  const std::string& optimizer_state = metadata_text(path, metadata, "optimizer_state");
+  if (optimizer_state != "included" && optimizer_state != "none")
+    refuse(path, "metadata \"optimizer_state\" is '" + optimizer_state + "', not 'included' or 'none'");
+  info.has_optimizer_state = optimizer_state == "included";
+  return info;
+}
+
+void check_layers(const std::string& path, const std::vector<std::string>& saved, const sequential& model,
+                  bool whole) {
+  const std::vector<std::string> mine = model.layer_specs();
+  if (whole) {
+    if (saved != mine)
+      refuse(path, "holds a different model: its layers are " + describe_specs(saved) + ", this model's are " +
+                       describe_specs(mine));
+    return;
+  }
+  const std::size_t first = model.first_index(), last = first + model.size();
+  const std::string slice = "this slice (layers " + std::to_string(first) + ".." + std::to_string(last) + ") " +
+                            describe_specs(mine);
+  if (last > saved.size())
+    refuse(path, "holds a model of " + std::to_string(saved.size()) + " layers " + describe_specs(saved) +
+                     ", too few for " + slice);
+  for (std::size_t i = 0; i < mine.size(); ++i)
+    if (saved[first + i] != mine[i])
+      refuse(path, "holds a different model: layer " + std::to_string(first + i) + " is " + saved[first + i] +
+                       " there but " + mine[i] + " here; its layers are " + describe_specs(saved) + ", " + slice);
+}
+
+void check_shape(const std::string& path, const std::string& name, const tensor& saved, const tensor& mine,
+                 const char* what) {
+  if (saved.shape() != mine.shape())
+    refuse(path, "tensor " + name + " has shape " + shape_string(saved) + " but " + what + " has shape " +
+                     shape_string(mine));
+}
+
+training_state load(const std::string& path, sequential& model, optimizer* opt, bool whole) {
+  if (whole && model.first_index() != 0)
+    throw std::invalid_argument("load_checkpoint " + path + ": the model is a slice starting at layer " +
+                                std::to_string(model.first_index()) + ": use load_checkpoint_slice");
+  // One read, so everything below sees one version of the file even if a saver renames a new one over it.
+  // Only the tensors of our layers are read: the others belong to other stages.
+  const std::size_t first = model.first_index(), last = first + model.size();
+  std::set<std::string> names;  // every tensor in the file
+  const safetensors_file file = read_safetensors(path, [&](const std::string& name) {
+    names.insert(name);
+    const auto index = layer_index(name);
+    return index && *index >= first && *index < last && (opt || !is_optimizer_tensor(name));
+  });
+  const checkpoint_info info = parse_info(path, file.metadata);
+  check_layers(path, info.layer_specs, model, whole);
+  if (opt && !info.has_optimizer_state)
+    refuse(path, "was saved without optimizer state: load it with no optimizer to restore the weights only");
+
+  // Every tensor must name a layer of the saved model; those of our layers must be our parameters (or their
+  // optimizer state).
+  std::map<std::string, parameter> params;
+  for (const parameter& p : model.parameters()) params.emplace(p.name, p);
+  const auto owner = [&](const std::string& key) -> const parameter* {  // "3.weight.m" -> parameter 3.weight
+    for (const auto& [name, p] : params)
+      if (key.rfind(name + ".", 0) == 0) return &p;
+    return nullptr;
+  };
+  std::set<std::string> optimizer_keys;  // the state keys of our parameters in the file ("3.weight.m")
+  for (const std::string& name : names) {
+    const auto index = layer_index(name);
+    if (!index || *index >= info.layer_specs.size())
+      refuse(path, "unexpected tensor " + name + ": it belongs to no layer of the saved model " +
+                       describe_specs(info.layer_specs));
+    if (*index < first || *index >= last) continue;
+    const std::string layer = "layer " + std::to_string(*index) + " (" + info.layer_specs[*index] + ")";
+    if (!is_optimizer_tensor(name)) {
+      if (!params.count(name)) refuse(path, "unexpected tensor " + name + ": " + layer + " has no such parameter");
+      continue;
+    }
+    const std::string key = name.substr(optimizer_prefix.size());
+    if (!owner(key)) refuse(path, "unexpected tensor " + name + ": state of no parameter of " + layer);
+    optimizer_keys.insert(key);
+  }
+  for (const auto& [name, p] : params)
+    if (!names.count(name)) refuse(path, "missing tensor " + name);
+
+  std::map<std::string, tensor*> state;
+  if (opt) {
+    // Note [fresh optimizer state]: a fresh optimizer has no state to load into yet.
+    if (opt->state().empty() && info.optimizer_steps > 0) {
+      std::vector<parameter> list;
+      for (const auto& [name, p] : params) list.push_back(p);
+      materialize_optimizer_state(*opt, list);
+    }
+    state = opt->state();
+    for (const std::string& key : optimizer_keys)
+      if (!state.count(key)) {
+        std::vector<std::string> keys;
+        for (const auto& [k, t] : state) keys.push_back(k);
+        refuse(path, "unexpected tensor " + optimizer_prefix + key + ": this optimizer has no such state (it has " +
+                         (keys.empty() ? std::string("none") : join(keys, ", ")) +
+                         "): was the checkpoint saved with another optimizer?");
+      }
+    for (const auto& [key, t] : state)
+      if (!optimizer_keys.count(key))
+        refuse(path, "missing tensor " + optimizer_prefix + key +
+                         " (this optimizer has that state: was the checkpoint saved with another optimizer?)");
+  }
+
+  // Check every shape, and only then change the model and the optimizer.
+  for (const auto& [name, p] : params)
+    check_shape(path, name, file.tensors.at(name), *p.value, "the model's parameter");
+  for (const auto& [key, t] : state)
+    check_shape(path, optimizer_prefix + key, file.tensors.at(optimizer_prefix + key), *t, "the optimizer's state");
+  for (const auto& [name, p] : params) {
+    const tensor& saved = file.tensors.at(name);
+    std::copy(saved.data(), saved.data() + saved.size(), p.value->data());
+  }
+  for (const auto& [key, t] : state) {
+    const tensor& saved = file.tensors.at(optimizer_prefix + key);
+    std::copy(saved.data(), saved.data() + saved.size(), t->data());
+  }
+  if (opt) opt->set_steps(info.optimizer_steps);
+  return info.state;
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& path, sequential& model, optimizer* opt, const training_state& state) {
+  if (model.first_index() != 0)
+    throw std::invalid_argument("save_checkpoint " + path + ": the model is a slice starting at layer " +
+                                std::to_string(model.first_index()) + "; a checkpoint holds the whole model");
+  const std::vector<std::string> specs = model.layer_specs();
+  for (const std::string& s : specs)
+    if (s.find(';') != std::string::npos)
+      throw std::invalid_argument("save_checkpoint " + path + ": layer spec '" + s + "' contains ';'");
+
+  const std::vector<parameter> params = model.parameters();
+  named_tensors tensors;
+  for (const parameter& p : params) tensors.emplace_back(p.name, p.value);
+  if (opt)
+    for (const auto& [key, t] : opt->state()) tensors.emplace_back(optimizer_prefix + key, t);
+
+  const std::map<std::string, std::string> metadata = {
+      {"format", checkpoint_format},
+      {"model", join(specs, ";")},
+      {"optimizer_steps", std::to_string(opt ? opt->steps() : 0)},
+      {"optimizer_state", opt ? "included" : "none"},
+      {"step", std::to_string(state.step)},
+      {"epoch", std::to_string(state.epoch)},
+      {"batch_in_epoch", std::to_string(state.batch_in_epoch)},
+      {"data_seed", std::to_string(state.data_seed)},
+      {"model_spec", state.model_spec},
+  };
+  write_safetensors(path, tensors, metadata);
+}
+
+training_state load_checkpoint(const std::string& path, sequential& model, optimizer* opt) {
+  return load(path, model, opt, true);
+}
+
+training_state load_checkpoint_slice(const std::string& path, sequential& slice, optimizer* opt) {
+  return load(path, slice, opt, false);
+}
+
+checkpoint_info read_checkpoint_info(const std::string& path) {
+  const safetensors_file header = read_safetensors(path, [](const std::string&) { return false; });
+  return parse_info(path, header.metadata);
+}
+
+void materialize_optimizer_state(optimizer& opt, const std::vector<parameter>& params) {
+  std::vector<tensor> values, grads;  // scratch: the real parameters are never passed to step()
+  values.reserve(params.size());
+  grads.reserve(params.size());
+  std::vector<parameter> scratch;
+  for (const parameter& p : params) {
+    values.push_back(*p.value);
+    grads.push_back(zeros(shape_of(*p.value)));
+    scratch.push_back({p.name, &values.back(), &grads.back()});
+  }
+  const long steps = opt.steps();
+  opt.step(scratch);
+  opt.set_steps(steps);
+  for (const auto& [key, t] : opt.state()) std::fill(t->begin(), t->end(), 0.0f);
+}
+
+}  // namespace ap

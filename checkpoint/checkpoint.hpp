@@ -1,0 +1,64 @@
+// Checkpoints: a model's parameters, its optimizer's state and where training stood, in one safetensors file.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/optimizer.hpp"
+#include "model/sequential.hpp"
+
+namespace ap {
+
+// Note [checkpoint layout]: one safetensors file (Note [safetensors layout]) holding
+//   - every parameter under its global name ("3.weight"): names do not depend on the stage split, so a
+//     checkpoint written by a 2-stage run loads into a 4-stage run, or into one process;
+//   - the optimizer's state under "optimizer/" + its key ("optimizer/3.weight.m");
+//   - metadata: "format" (checkpoint_format), "model" (the layer specs joined by ';'), "optimizer_steps",
+//     "optimizer_state" ("included" or "none"), and the training_state fields as decimal texts.
+constexpr const char* checkpoint_format = "actorpipe-checkpoint-1";
+
+// Where training stood: the step and the position in the data order, so a resumed run sees the same batches.
+struct training_state {
+  std::uint64_t step = 0;            // optimizer steps taken
+  std::uint64_t epoch = 0;           // the epoch in progress ...
+  std::uint64_t batch_in_epoch = 0;  // ... and the index in it of the next batch to train
+  std::uint64_t data_seed = 0;       // the seed of the data order
+  std::string model_spec;            // what the user wrote ("784-512-10"); the layer specs are what is checked
+};
+
+// Saves the whole model (first_index() 0), the state of `opt` (if not null) and `state`, atomically
+// (Note [atomic write]). Throws std::invalid_argument for a slice, std::runtime_error on I/O errors.
+void save_checkpoint(const std::string& path, sequential& model, optimizer* opt, const training_state& state);
+
+// Loads into the whole model and, if not null, its optimizer (steps() included); returns the training state.
+// Everything is checked before anything is changed; a refusal throws std::runtime_error naming the file and
+// the tensor: a bad format tag, a different model (both layer lists named), a missing tensor, a shape
+// mismatch (both shapes named), a tensor that is no parameter of the model, optimizer state that does not
+// match `opt`'s (another optimizer kind), a checkpoint saved without optimizer state when `opt` is given.
+// A fresh optimizer (no state yet) gets its state created first: Note [fresh optimizer state].
+training_state load_checkpoint(const std::string& path, sequential& model, optimizer* opt);
+
+// The same for a slice of the model (a stage or chunk holding layers [first_index(), first_index() + size())):
+// its layers must match those of the checkpoint's model at the same global indices; it loads only its own
+// parameters and optimizer state, and ignores the other layers' tensors (they are not even read).
+training_state load_checkpoint_slice(const std::string& path, sequential& slice, optimizer* opt);
+
+// What a checkpoint holds besides tensors: enough to rebuild its model (sequential::from_layer_specs) before
+// loading it. Reads the header only.
+struct checkpoint_info {
+  std::vector<std::string> layer_specs;
+  training_state state;
+  long optimizer_steps = 0;
+  bool has_optimizer_state = false;
+};
+checkpoint_info read_checkpoint_info(const std::string& path);
+
+// Note [fresh optimizer state]: optimizers create their state lazily, at their first step(), and the
+// optimizer interface has no call to create it otherwise. This creates it, as zeros, by running one step on
+// scratch copies of `params` with zero gradients (same names, so the same state keys), then restores
+// steps(). The parameters themselves are not touched. Meant for a fresh optimizer: any state it already
+// had is reset to zeros. (A proper `optimizer::init_state(params)` would make this unnecessary.)
+void materialize_optimizer_state(optimizer& opt, const std::vector<parameter>& params);
+
+}  // namespace ap

@@ -1,0 +1,308 @@
+#include "checkpoint/safetensors.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <stdexcept>
+#include <system_error>
+#include <tuple>
+
+#include <nlohmann/json.hpp>
+
+// The data section is the tensors' memory as is: that is little-endian only on a little-endian host.
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "safetensors.cpp writes tensor memory as little-endian data: port it before using a big-endian host"
+#endif
+
+namespace ap {
+
+namespace {
+
+constexpr std::size_t header_alignment = 8;  // Note [safetensors layout]: data starts at a multiple of 8
+constexpr const char* metadata_key = "__metadata__";
+
+[[noreturn]] void fail(const std::string& path, const std::string& what) {
+  throw std::runtime_error("safetensors file " + path + ": " + what);
+}
+
+std::string errno_text() { return std::strerror(errno); }
+
+// ---- writing -------------------------------------------------------------------------------------------
+
+// Note [atomic write]: the temporary file, closed and (unless committed) removed whatever happens.
+class temporary_file {
+ public:
+  explicit temporary_file(const std::string& final_path)
+      : final_(final_path), path_(final_path + ".tmp-" + std::to_string(::getpid())) {
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_ < 0) fail(final_, "cannot create temporary file " + path_ + ": " + errno_text());
+  }
+  temporary_file(const temporary_file&) = delete;
+  temporary_file& operator=(const temporary_file&) = delete;
+  ~temporary_file() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!committed_) ::unlink(path_.c_str());
+  }
+
+  void write(const void* data, std::size_t size) {
+    const char* p = static_cast<const char*>(data);
+    while (size > 0) {
+      const ssize_t n = ::write(fd_, p, size);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) fail(final_, "cannot write temporary file " + path_ + ": " + errno_text());
+      p += n;
+      size -= std::size_t(n);
+    }
+  }
+
+  // fsync, close, rename over the final name, then fsync the folder so the rename itself is durable.
+  void commit() {
+    if (::fsync(fd_) != 0) fail(final_, "cannot fsync temporary file " + path_ + ": " + errno_text());
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) fail(final_, "cannot close temporary file " + path_ + ": " + errno_text());
+    std::error_code ec;
+    std::filesystem::rename(path_, final_, ec);
+    if (ec) fail(final_, "cannot rename " + path_ + " over it: " + ec.message());
+    committed_ = true;
+    // Best effort: some file systems refuse to open or fsync a folder; the data itself is already safe.
+    std::filesystem::path folder = std::filesystem::path(final_).parent_path();
+    if (folder.empty()) folder = ".";
+    const int dir = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir >= 0) {
+      ::fsync(dir);
+      ::close(dir);
+    }
+  }
+
+ private:
+  std::string final_, path_;
+  int fd_ = -1;
+  bool committed_ = false;
+};
+
+std::string u64_little_endian(std::uint64_t n) {
+  std::string bytes(8, '\0');
+  for (int i = 0; i < 8; ++i) bytes[i] = char((n >> (8 * i)) & 0xff);
+  return bytes;
+}
+
+std::string header_text(const std::string& path, const named_tensors& tensors,
+                        const std::map<std::string, std::string>& metadata) {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) header[metadata_key] = metadata;
+  std::set<std::string> seen;
+  std::uint64_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    if (name.empty()) fail(path, "a tensor has an empty name");
+    if (name == metadata_key) fail(path, "a tensor may not be named __metadata__ (reserved for the metadata)");
+    if (!seen.insert(name).second) fail(path, "tensor " + name + " given twice");
+    if (!t) fail(path, "tensor " + name + " is a null pointer");
+    const std::uint64_t bytes = std::uint64_t(t->size()) * sizeof(float);
+    header[name] = {{"dtype", "F32"}, {"shape", shape_of(*t)}, {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  std::string text;
+  try {
+    text = header.dump();
+  } catch (const nlohmann::json::exception& e) {  // a name or metadata text that is not valid UTF-8
+    fail(path, std::string("cannot write the header: ") + e.what());
+  }
+  text.append((header_alignment - (8 + text.size()) % header_alignment) % header_alignment, ' ');
+  return text;
+}
+
+// ---- reading -------------------------------------------------------------------------------------------
+
+struct entry {
+  std::string name;
+  shape_t shape;
+  std::uint64_t begin = 0, end = 0;  // byte range in the data section
+};
+
+std::uint64_t read_u64_little_endian(const unsigned char* bytes) {
+  std::uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | bytes[i];
+  return n;
+}
+
+std::string range_text(const entry& e) {
+  return "[" + std::to_string(e.begin) + ", " + std::to_string(e.end) + ")";
+}
+
+entry parse_entry(const std::string& path, const std::string& name, const nlohmann::json& j) {
+  const std::string where = "tensor " + name + ": ";
+  if (!j.is_object()) fail(path, where + "header entry is not an object: " + j.dump());
+  for (const char* field : {"dtype", "shape", "data_offsets"})
+    if (!j.contains(field)) fail(path, where + "header entry has no \"" + field + "\"");
+  const nlohmann::json& dtype = j["dtype"];
+  if (!dtype.is_string()) fail(path, where + "dtype is not a string: " + dtype.dump());
+  if (dtype.get<std::string>() != "F32")
+    fail(path, where + "unsupported dtype " + dtype.get<std::string>() + " (only F32 is supported)");
+
+  entry e;
+  e.name = name;
+  const nlohmann::json& shape = j["shape"];
+  if (!shape.is_array()) fail(path, where + "shape is not an array: " + shape.dump());
+  std::uint64_t elements = 1;
+  for (const nlohmann::json& d : shape) {
+    if (!d.is_number_unsigned())
+      fail(path, where + "shape " + shape.dump() + " has a non-integer or negative size");
+    const std::uint64_t n = d.get<std::uint64_t>();
+    if (n != 0 && elements > std::numeric_limits<std::uint64_t>::max() / 4 / n)
+      fail(path, where + "shape " + shape.dump() + " is too large");
+    elements *= n;
+    e.shape.push_back(std::size_t(n));
+  }
+
+  const nlohmann::json& offsets = j["data_offsets"];
+  if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
+      !offsets[1].is_number_unsigned())
+    fail(path, where + "data_offsets " + offsets.dump() + " is not [begin, end] with non-negative integers");
+  e.begin = offsets[0].get<std::uint64_t>();
+  e.end = offsets[1].get<std::uint64_t>();
+  if (e.end < e.begin) fail(path, where + "data_offsets " + range_text(e) + " end before they begin");
+  if (e.end - e.begin != 4 * elements)
+    fail(path, where + "shape " + shape_string(e.shape) + " needs " + std::to_string(4 * elements) +
+                   " bytes of F32 but data_offsets " + range_text(e) + " hold " + std::to_string(e.end - e.begin));
+  return e;
+}
+
+// Parses the header, refusing duplicate top-level names (nlohmann would keep the last one silently).
+nlohmann::json parse_header(const std::string& path, const std::string& text) {
+  std::string duplicate;
+  std::set<std::string> names;
+  const nlohmann::json::parser_callback_t on_event = [&](int depth, nlohmann::json::parse_event_t event,
+                                                         nlohmann::json& parsed) {
+    if (depth == 1 && event == nlohmann::json::parse_event_t::key && parsed.is_string() &&
+        !names.insert(parsed.get<std::string>()).second && duplicate.empty())
+      duplicate = parsed.get<std::string>();
+    return true;
+  };
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(text, on_event);
+  } catch (const nlohmann::json::exception& e) {
+    fail(path, std::string("header is not valid JSON: ") + e.what());
+  }
+  if (!header.is_object()) fail(path, "header is not a JSON object: " + header.dump().substr(0, 80));
+  if (!duplicate.empty()) fail(path, "header names " + duplicate + " twice");
+  return header;
+}
+
+std::map<std::string, std::string> parse_metadata(const std::string& path, const nlohmann::json& j) {
+  if (!j.is_object()) fail(path, "__metadata__ is not an object: " + j.dump());
+  std::map<std::string, std::string> metadata;
+  for (const auto& [key, value] : j.items()) {
+    if (!value.is_string()) fail(path, "__metadata__ value of " + key + " is not a string: " + value.dump());
+    metadata[key] = value.get<std::string>();
+  }
+  return metadata;
+}
+
+// The ranges must tile [0, data_size): sorted by begin, each one starts where the previous one ended.
+void check_ranges(const std::string& path, std::vector<entry>& entries, std::uint64_t data_size) {
+  for (const entry& e : entries)
+    if (e.end > data_size)
+      fail(path, "tensor " + e.name + ": data_offsets " + range_text(e) + " out of range: the data section holds " +
+                     std::to_string(data_size) + " bytes");
+  std::sort(entries.begin(), entries.end(),
+            [](const entry& a, const entry& b) { return std::tie(a.begin, a.end) < std::tie(b.begin, b.end); });
+  std::uint64_t covered = 0;
+  const entry* previous = nullptr;
+  for (const entry& e : entries) {
+    if (e.begin < covered)
+      fail(path, "tensor " + e.name + ": data_offsets " + range_text(e) + " overlap tensor " + previous->name + " " +
+                     range_text(*previous));
+    if (e.begin > covered)
+      fail(path, "tensor " + e.name + ": data_offsets " + range_text(e) + " leave a gap: bytes [" +
+                     std::to_string(covered) + ", " + std::to_string(e.begin) + ") belong to no tensor");
+    covered = e.end;
+    if (e.end > e.begin) previous = &e;
+  }
+  if (covered != data_size)
+    fail(path, "data section size mismatch: the file holds " + std::to_string(data_size) +
+                   " bytes of data but the tensors cover " + std::to_string(covered));
+}
+
+}  // namespace
+
+void write_safetensors(const std::string& path, const named_tensors& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  const std::string header = header_text(path, tensors, metadata);
+  temporary_file file(path);
+  file.write(u64_little_endian(header.size()).data(), 8);
+  file.write(header.data(), header.size());
+  for (const auto& [name, t] : tensors) {
+    // xt::xarray is contiguous row-major: its memory is the tensor in safetensors' (C) order.
+    file.write(t->data(), t->size() * sizeof(float));
+  }
+  file.commit();
+}
+
+void write_safetensors(const std::string& path, const std::map<std::string, const tensor*>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  write_safetensors(path, named_tensors(tensors.begin(), tensors.end()), metadata);
+}
+
+void write_safetensors(const std::string& path, const std::map<std::string, tensor>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  named_tensors list;
+  for (const auto& [name, t] : tensors) list.emplace_back(name, &t);
+  write_safetensors(path, list, metadata);
+}
+
+safetensors_file read_safetensors(const std::string& path, const std::function<bool(const std::string&)>& wanted) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (!std::filesystem::exists(status)) fail(path, "no such file");
+  if (!std::filesystem::is_regular_file(status)) fail(path, "not a regular file");
+  const std::uint64_t file_size = std::filesystem::file_size(path, ec);
+  if (ec) fail(path, "cannot read its size: " + ec.message());
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, "cannot open: " + errno_text());
+  if (file_size < 8)
+    fail(path, "file is " + std::to_string(file_size) + " bytes, shorter than the 8-byte header length");
+
+  unsigned char length_bytes[8];
+  if (!in.read(reinterpret_cast<char*>(length_bytes), 8)) fail(path, "cannot read the header length");
+  const std::uint64_t header_size = read_u64_little_endian(length_bytes);
+  if (header_size > file_size - 8)
+    fail(path, "header length " + std::to_string(header_size) + " goes beyond the end of the file (" +
+                   std::to_string(file_size) + " bytes, so at most " + std::to_string(file_size - 8) + ")");
+  std::string text(header_size, '\0');
+  if (!in.read(text.data(), std::streamsize(header_size))) fail(path, "cannot read the header");
+
+  const nlohmann::json header = parse_header(path, text);
+  safetensors_file result;
+  std::vector<entry> entries;
+  for (const auto& [name, value] : header.items()) {
+    if (name == metadata_key)
+      result.metadata = parse_metadata(path, value);
+    else
+      entries.push_back(parse_entry(path, name, value));
+  }
+  const std::uint64_t data_start = 8 + header_size;
+  check_ranges(path, entries, file_size - data_start);
+
+  for (const entry& e : entries) {
+    if (wanted && !wanted(e.name)) continue;
+    tensor t = tensor::from_shape(e.shape);
+    const std::uint64_t bytes = e.end - e.begin;
+    in.seekg(std::streamoff(data_start + e.begin));
+    if (bytes > 0 && !in.read(reinterpret_cast<char*>(t.data()), std::streamsize(bytes)))
+      fail(path, "tensor " + e.name + ": cannot read its " + std::to_string(bytes) + " bytes (file truncated?)");
+    result.tensors.emplace(e.name, std::move(t));
+  }
+  return result;
+}
+
+}  // namespace ap

@@ -1,0 +1,49 @@
+// The safetensors file format (Hugging Face), float32 only: read and written so that common tools read ours.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tensor/tensor.hpp"
+
+namespace ap {
+
+// Note [safetensors layout]: an 8-byte little-endian u64 N; N bytes of JSON header, padded with spaces so
+// the data starts at a multiple of 8:
+//   {"__metadata__": {"k": "v"}, "NAME": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]}, ...}
+// then the raw little-endian data. Offsets are relative to the data start; the tensors tile the data
+// section exactly: contiguous, no gap, no overlap, ending at the end of the file.
+
+struct safetensors_file {
+  std::map<std::string, tensor> tensors;        // by name
+  std::map<std::string, std::string> metadata;  // the header's "__metadata__" (string to string)
+};
+
+// Tensors to write, in file order. The pointers are only read during the call.
+using named_tensors = std::vector<std::pair<std::string, const tensor*>>;
+
+// Note [atomic write]: the file is written to `path` + ".tmp-<pid>", flushed and fsync'ed, then renamed over
+// `path`. A crash while writing leaves at worst a stale .tmp file, never a half-written file under `path`:
+// `path` holds either its old contents or the new ones. On an error the temporary file is removed.
+// Throws std::runtime_error naming the file: a duplicate or empty name, the reserved name "__metadata__",
+// a metadata text that is not UTF-8, or any I/O failure.
+void write_safetensors(const std::string& path, const named_tensors& tensors,
+                       const std::map<std::string, std::string>& metadata = {});
+void write_safetensors(const std::string& path, const std::map<std::string, const tensor*>& tensors,
+                       const std::map<std::string, std::string>& metadata = {});
+void write_safetensors(const std::string& path, const std::map<std::string, tensor>& tensors,
+                       const std::map<std::string, std::string>& metadata = {});
+
+// Reads and validates the whole file; throws std::runtime_error naming the file and what is wrong: missing
+// or unreadable file, fewer than 8 bytes, a header length beyond the file, bad JSON or a bad header entry,
+// a dtype other than F32, a byte range that does not hold 4 * product(shape) bytes, ranges out of the data
+// section, overlapping or leaving gaps, a data section of another size than the tensors cover.
+// With `wanted` set, the header is still validated whole but only the tensors it accepts are read (a
+// pipeline stage reads its own layers only); `wanted` is asked once per tensor name in the file.
+safetensors_file read_safetensors(const std::string& path,
+                                  const std::function<bool(const std::string&)>& wanted = {});
+
+}  // namespace ap

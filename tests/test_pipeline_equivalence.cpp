@@ -1,0 +1,143 @@
+// Pipeline training equals single-process training: same weights, same data, every schedule and split.
+#include <doctest/doctest.h>
+
+#include "actors/pipeline.hpp"
+#include "pipeline_test_models.hpp"
+
+using namespace ap;
+
+namespace {
+
+struct run_result {
+  sequential model;
+  std::vector<float> losses;
+};
+
+constexpr int steps = 3;
+
+run_result train_single(const dataset& d, const optimizer_config& opt) {
+  run_result r{test::nine_layer_model(), {}};
+  local_runner runner(r.model, opt);
+  for (int s = 0; s < steps; ++s) r.losses.push_back(runner.train_step(d.inputs, d.labels, s));
+  return r;
+}
+
+run_result train_pipeline(const dataset& d, const pipeline_options& o) {
+  pipeline pipe(test::nine_layer_model(), o);
+  run_result r{sequential{}, {}};
+  for (int s = 0; s < steps; ++s) r.losses.push_back(pipe.train_step(d.inputs, d.labels, s));
+  r.model = pipe.gather_model();
+  return r;
+}
+
+void check_equal(run_result& single, run_result& pipe, const std::string& label) {
+  for (int s = 0; s < steps; ++s) {
+    INFO(label << ": loss of step " << s);
+    CHECK(pipe.losses[s] == doctest::Approx(single.losses[s]).epsilon(1e-5));
+  }
+  test::check_same_parameters(single.model, pipe.model, 1e-5f, label);
+}
+
+}  // namespace
+
+TEST_CASE("GPipe and 1F1B on 1..4 stages with 1..8 microbatches, unequal splits, equal single-process training") {
+  const dataset d = test::small_blobs(30);  // 30 samples: 4 microbatches of 8,8,7,7; 8 of 4,4,4,4,4,4,3,3
+  optimizer_config opt;
+  opt.kind = "adam";
+  opt.lr = 0.01f;
+  run_result single = train_single(d, opt);
+  for (const std::string sched : {"gpipe", "1f1b"})
+    for (int stages = 1; stages <= 4; ++stages)
+      for (int m : {1, 2, 3, 4, 8}) {
+        pipeline_options o;
+        o.stages = stages;
+        o.microbatches = m;
+        o.schedule = sched;
+        o.optimizer = opt;
+        run_result piped = train_pipeline(d, o);
+        check_equal(single, piped, sched + " p=" + std::to_string(stages) + " m=" + std::to_string(m));
+      }
+}
+
+TEST_CASE("zero-bubble ZB-H1 and interleaved 1F1B equal single-process training") {
+  const dataset d = test::small_blobs(32);
+  optimizer_config opt;
+  opt.kind = "sgd";
+  opt.lr = 0.1f;
+  opt.momentum = 0.9f;
+  run_result single = train_single(d, opt);
+  for (int stages = 1; stages <= 4; ++stages)
+    for (int m : {1, 3, 4, 8}) {
+      pipeline_options o;
+      o.stages = stages;
+      o.microbatches = m;
+      o.schedule = "zb-h1";
+      o.optimizer = opt;
+      run_result piped = train_pipeline(d, o);
+      check_equal(single, piped, "zb-h1 p=" + std::to_string(stages) + " m=" + std::to_string(m));
+    }
+  for (int stages : {2, 4})
+    for (int m : {4, 8}) {
+      pipeline_options o;
+      o.stages = stages;
+      o.microbatches = m;
+      o.schedule = "interleaved";
+      o.chunks_per_stage = 2;
+      o.optimizer = opt;
+      run_result piped = train_pipeline(d, o);
+      check_equal(single, piped, "interleaved v=2 p=" + std::to_string(stages) + " m=" + std::to_string(m));
+    }
+}
+
+TEST_CASE("an explicit partition trains like a uniform one") {
+  const dataset d = test::small_blobs(16);
+  optimizer_config opt;
+  run_result single = train_single(d, opt);
+  pipeline_options o;
+  o.stages = 3;
+  o.microbatches = 4;
+  o.schedule = "1f1b";
+  o.layers_per_chunk = {1, 6, 2};
+  o.optimizer = opt;
+  pipeline pipe(test::nine_layer_model(), o);
+  CHECK(pipe.chunk_ranges() == std::vector<layer_range>{{0, 1}, {1, 7}, {7, 9}});
+  run_result piped{sequential{}, {}};
+  for (int s = 0; s < steps; ++s) piped.losses.push_back(pipe.train_step(d.inputs, d.labels, s));
+  piped.model = pipe.gather_model();
+  check_equal(single, piped, "explicit 1,6,2");
+}
+
+TEST_CASE("1F1B holds at most min(m, p - s) activations on stage s, GPipe holds all m") {
+  const dataset d = test::small_blobs(32);
+  for (const std::string sched : {"1f1b", "gpipe"}) {
+    pipeline_options o;
+    o.stages = 4;
+    o.microbatches = 8;
+    o.schedule = sched;
+    pipeline pipe(test::nine_layer_model(), o);
+    pipe.train_step(d.inputs, d.labels, 0);
+    const auto peak = pipe.last_peak_stash();
+    REQUIRE(peak.size() == 4);
+    for (int s = 0; s < 4; ++s) {
+      INFO(sched << " stage " << s);
+      CHECK(peak[s] == (sched == "gpipe" ? 8 : std::min(8, 4 - s)));
+    }
+  }
+}
+
+TEST_CASE("stage_info gives seed 003's half-open layer ranges with round-robin chunks") {
+  const stage_info a = get_stage_info(24, 4, 1);
+  CHECK_FALSE(a.is_first_stage);
+  CHECK_FALSE(a.is_last_stage);
+  CHECK(a.layer_ranges_per_chunk == std::vector<layer_range>{{6, 12}});
+  const stage_info b = get_stage_info(24, 4, 3, 2);  // 8 chunks of 3 layers; stage 3 holds chunks 3 and 7
+  CHECK(b.is_last_stage);
+  CHECK(b.chunks == std::vector<int>{3, 7});
+  CHECK(b.layer_ranges_per_chunk == std::vector<layer_range>{{9, 12}, {21, 24}});
+  const stage_info c = get_stage_info(10, 4, 0);  // remainder to the first stages: 3,3,2,2
+  CHECK(c.is_first_stage);
+  CHECK(c.layer_ranges_per_chunk == std::vector<layer_range>{{0, 3}});
+  CHECK(get_stage_info(10, 4, 3).layer_ranges_per_chunk == std::vector<layer_range>{{8, 10}});
+  CHECK_THROWS_WITH_AS(get_stage_info(3, 4, 0), doctest::Contains("cannot split 3 layers into 4 chunks"),
+                       std::invalid_argument);
+}

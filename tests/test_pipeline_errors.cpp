@@ -1,0 +1,170 @@
+// Bad input and failures inside stages: clear errors naming the stage and microbatch, no hang, no
+// half-applied step, and a clean shutdown (the actor system exits).
+#include <doctest/doctest.h>
+
+#include <chrono>
+
+#include "actors/pipeline.hpp"
+#include "pipeline_test_models.hpp"
+
+using namespace ap;
+
+namespace {
+
+// Throws in forward for every sample at or after `bad_sample` (a layer that fails on one microbatch).
+class faulty_layer final : public layer {
+ public:
+  explicit faulty_layer(std::size_t bad_sample) : bad_sample_(bad_sample) {}
+  std::string describe() const override { return "Faulty"; }
+  tensor forward(const tensor& x, layer_cache&, const forward_context& ctx) const override {
+    if (ctx.first_sample + rows(x) > bad_sample_) throw std::runtime_error("faulty layer refuses this input");
+    return x;
+  }
+  tensor backward_input(const tensor& dy, const layer_cache&) const override { return dy; }
+  std::unique_ptr<layer> clone() const override { return std::make_unique<faulty_layer>(*this); }
+  std::string spec() const override { return "faulty"; }
+
+ private:
+  std::size_t bad_sample_;
+};
+
+// Destroys the pipeline: the actor system must exit within the limit (a hang is caught by CTest's timeout).
+// Note: CAF 0.17.6's actor_system hangs when destroyed on a thread other than the one that built it, so
+// this cannot run the destructor on a watchdog thread.
+bool shuts_down_within(std::unique_ptr<pipeline> pipe, std::chrono::seconds limit) {
+  const auto t0 = std::chrono::steady_clock::now();
+  pipe.reset();
+  return std::chrono::steady_clock::now() - t0 < limit;
+}
+
+template <class F>
+double seconds_of(F f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+TEST_CASE("impossible configurations are refused when the pipeline is built") {
+  const sequential model = test::nine_layer_model();
+  pipeline_options o;
+  o.stages = 10;  // more stages than the 9 layers
+  CHECK_THROWS_WITH_AS(pipeline(model, o), doctest::Contains("10 stages x 1 chunks need at least as many layers, the model has 9"),
+                       std::invalid_argument);
+  o.stages = 0;
+  CHECK_THROWS_WITH_AS(pipeline(model, o), doctest::Contains("stages must be positive, got 0"), std::invalid_argument);
+  o.stages = 2;
+  o.microbatches = 0;
+  CHECK_THROWS_WITH_AS(pipeline(model, o), doctest::Contains("microbatches must be positive, got 0"),
+                       std::invalid_argument);
+  o.microbatches = 4;
+  o.layers_per_chunk = {4, 4};
+  CHECK_THROWS_WITH_AS(pipeline(model, o), doctest::Contains("sum to 8 but the model has 9"), std::invalid_argument);
+  o.layers_per_chunk = {};
+  o.schedule = "no-such-schedule";
+  CHECK_THROWS_AS(pipeline(model, o), std::invalid_argument);
+}
+
+TEST_CASE("more microbatches than samples is a clear error, and the pipeline still trains afterwards") {
+  const dataset d = test::small_blobs(16);
+  pipeline_options o;
+  o.stages = 2;
+  o.microbatches = 8;
+  auto pipe = std::make_unique<pipeline>(test::nine_layer_model(), o);
+  const tensor few_inputs = slice_rows(d.inputs, 0, 5), few_labels = slice_rows(d.labels, 0, 5);
+  CHECK_THROWS_WITH_AS(pipe->train_step(few_inputs, few_labels, 0),
+                       doctest::Contains("a batch of 5 samples cannot fill 8 microbatches"), pipeline_error);
+  CHECK(std::isfinite(pipe->train_step(d.inputs, d.labels, 1)));
+  CHECK(shuts_down_within(std::move(pipe), std::chrono::seconds(10)));
+}
+
+TEST_CASE("a layer that throws inside a stage fails the step, naming the stage and microbatch, and nothing is applied") {
+  const dataset d = test::small_blobs(16);
+  sequential model = test::nine_layer_model();
+  sequential with_fault;
+  for (std::size_t i = 0; i < model.size(); ++i) {
+    if (i == 6) with_fault.add(std::make_unique<faulty_layer>(12));  // samples 12.. fail: microbatch 3 of 4
+    with_fault.add(model.at(i).clone());
+  }
+  pipeline_options o;
+  o.stages = 3;
+  o.microbatches = 4;
+  o.schedule = "1f1b";
+  auto pipe = std::make_unique<pipeline>(with_fault, o);
+  sequential before = pipe->gather_model();
+  std::string message;
+  const double took = seconds_of([&] {
+    try {
+      pipe->train_step(d.inputs, d.labels, 0);
+    } catch (const pipeline_error& e) {
+      message = e.what();
+    }
+  });
+  INFO(message);
+  CHECK(message.find("stage 1 (chunk 1, layers 4..6: Linear(16->16) Tanh Faulty)") != std::string::npos);
+  CHECK(message.find("forward microbatch 3") != std::string::npos);
+  CHECK(message.find("faulty layer refuses this input") != std::string::npos);
+  CHECK(took < 5.0);
+  sequential after = pipe->gather_model();
+  test::check_same_parameters(before, after, 0.0f, "after a failed step");
+  CHECK(shuts_down_within(std::move(pipe), std::chrono::seconds(10)));
+}
+
+TEST_CASE("a forward with the wrong input width names the stage, the layer and the shapes") {
+  const dataset d = test::small_blobs(8);
+  pipeline_options o;
+  o.stages = 2;
+  o.microbatches = 2;
+  pipeline pipe(test::nine_layer_model(), o);
+  const tensor wide = zeros({8, 10});
+  try {
+    pipe.train_step(wide, d.labels, 0);
+    FAIL("expected a pipeline_error");
+  } catch (const pipeline_error& e) {
+    const std::string m = e.what();
+    INFO(m);
+    CHECK(m.find("stage 0") != std::string::npos);
+    CHECK(m.find("microbatch 0") != std::string::npos);
+    CHECK(m.find("Linear(12->16)") != std::string::npos);
+    CHECK(m.find("(4, 10)") != std::string::npos);
+  }
+}
+
+TEST_CASE("labels out of range fail the step at the coordinator, naming the microbatch") {
+  const dataset d = test::small_blobs(8);
+  pipeline_options o;
+  o.stages = 2;
+  o.microbatches = 2;
+  pipeline pipe(test::nine_layer_model(), o);
+  tensor labels = d.labels;
+  labels(6) = 9.0f;  // 4 classes: 9 is out of range, in microbatch 1
+  CHECK_THROWS_WITH_AS(pipe.train_step(d.inputs, labels, 0), doctest::Contains("loss of microbatch 1"), pipeline_error);
+}
+
+TEST_CASE("a stage that waits on a peer longer than the timeout fails the step within bounded time") {
+  const dataset d = test::small_blobs(8);
+  sequential model;
+  model.add(make_layer("linear:12:4"));
+  model.add(make_layer("sleep:600:0"));  // stage 1 takes 600 ms per forward
+  model.add(make_layer("relu"));
+  model.initialize(1);
+  pipeline_options o;
+  o.stages = 3;
+  o.microbatches = 2;
+  o.timeout = std::chrono::milliseconds(200);
+  auto pipe = std::make_unique<pipeline>(model, o);
+  std::string message;
+  const double took = seconds_of([&] {
+    try {
+      pipe->train_step(d.inputs, d.labels, 0);
+    } catch (const pipeline_error& e) {
+      message = e.what();
+    }
+  });
+  INFO(message);
+  CHECK(message.find("stage 2: waited 200 ms") != std::string::npos);
+  CHECK(message.find("forward microbatch 0 of chunk 2") != std::string::npos);
+  CHECK(took < 3.0);
+  CHECK(shuts_down_within(std::move(pipe), std::chrono::seconds(10)));
+}

@@ -1,0 +1,132 @@
+// What the stages did, checked from recorded events: the seed's walkthrough, one task at a time, the trace.
+#include <doctest/doctest.h>
+
+#include <map>
+#include <optional>
+#include <tuple>
+
+#include <nlohmann/json.hpp>
+
+#include "actors/pipeline.hpp"
+#include "pipeline_test_models.hpp"
+
+using namespace ap;
+
+namespace {
+
+std::vector<std::string> lines_of_stage(const std::vector<std::string>& log, int stage) {
+  const std::string prefix = "Stage " + std::to_string(stage) + ": ";
+  std::vector<std::string> out;
+  for (const auto& l : log)
+    if (l.rfind(prefix, 0) == 0) out.push_back(l.substr(prefix.size()));
+  return out;
+}
+
+// Runs one step of the nine-layer model, or of `sleeps` copies of a sleep layer spec when given.
+std::vector<stage_event> run_recorded(const std::string& schedule_name, int stages, int microbatches,
+                                      const std::string& sleep_spec = "") {
+  pipeline_options o;
+  o.stages = stages;
+  o.microbatches = microbatches;
+  o.schedule = schedule_name;
+  o.record_events = true;
+  const dataset d = test::small_blobs(32);
+  sequential model = test::nine_layer_model();
+  if (!sleep_spec.empty()) {
+    model = sequential{};
+    for (int i = 0; i < stages; ++i) model.add(make_layer(sleep_spec));
+  }
+  pipeline pipe(model, o);
+  pipe.train_step(d.inputs, d.labels, 0);
+  return pipe.events();
+}
+
+}  // namespace
+
+TEST_CASE("the seed's walkthrough: 4 stages, 4 microbatches") {
+  const auto events = run_recorded("gpipe", 4, 4);
+  const auto log = render_stage_log(events);
+  const auto stage1 = lines_of_stage(log, 1);
+  REQUIRE(stage1.size() >= 6);
+  // The coordinator enqueues the 4 microbatches into stage 1's queue, then stage 1 starts on microbatch 1.
+  CHECK(stage1[3] == "Current task: empty, Current Queue: Forward microbatch 1,2,3,4");
+  CHECK(stage1[4] == "Current task: Forward microbatch 1, Current Queue: Forward microbatch 2,3,4");
+  CHECK(stage1[5] == "Current task: empty, Current Queue: Forward microbatch 2,3,4");
+  // Stage 2's first state: stage 1's result for microbatch 1 waits in its queue; then it forwards it.
+  const auto stage2 = lines_of_stage(log, 2);
+  REQUIRE(stage2.size() >= 2);
+  CHECK(stage2[0] == "Current task: empty, Current Queue: Forward microbatch 1");
+  CHECK(stage2[1].rfind("Current task: Forward microbatch 1, Current Queue: ", 0) == 0);
+  // Every stage forwards microbatches 1..4 in order, then runs the backwards.
+  for (int s = 1; s <= 4; ++s) {
+    std::vector<std::string> started;
+    for (const auto& l : lines_of_stage(log, s)) {
+      const auto comma = l.find(',');
+      const std::string current = l.substr(0, comma);
+      if (current != "Current task: empty" && (started.empty() || started.back() != current)) started.push_back(current);
+    }
+    INFO("stage " << s);
+    REQUIRE(started.size() == 8);
+    for (int mb = 1; mb <= 4; ++mb) {
+      CHECK(started[mb - 1] == "Current task: Forward microbatch " + std::to_string(mb));
+      CHECK(started[mb + 3] == "Current task: Backward microbatch " + std::to_string(mb));
+    }
+  }
+}
+
+TEST_CASE("a stage runs one task at a time, in its schedule's order, early tasks wait in the queue") {
+  for (const std::string sched : {"gpipe", "1f1b", "zb-h1"}) {
+    const int p = 3, m = 6;
+    // Layers that take 1 ms forward and 2 ms backward: results arrive while the next stage is busy.
+    const auto events = run_recorded(sched, p, m, "sleep:1:2");
+    const schedule plan = make_schedule(sched, p, m);
+    int waited = 0;
+    for (int s = 0; s < p; ++s) {
+      INFO(sched << " stage " << s);
+      std::optional<std::size_t> running;  // index of the start event of the running task
+      std::vector<action> ran;
+      std::map<std::size_t, std::size_t> finish_of;                          // start index -> finish index
+      std::vector<std::pair<std::tuple<bool, int, int>, std::size_t>> waits;  // (task, running start index)
+      for (std::size_t i = 0; i < events.size(); ++i) {
+        const auto& e = events[i];
+        if (e.stage != s) continue;
+        const auto key = std::make_tuple(e.task == op::forward, e.microbatch, e.chunk);
+        if (e.kind == event_kind::start) {
+          CHECK_FALSE(running.has_value());  // never two tasks at once
+          for (const auto& [task, blocker] : waits)
+            if (task == key && e.task != op::backward_weight) CHECK(finish_of.count(blocker) == 1);
+          running = i;
+          ran.push_back(action{s, e.task, e.microbatch, e.chunk});
+        } else if (e.kind == event_kind::finish) {
+          REQUIRE(running.has_value());
+          finish_of[*running] = i;
+          running.reset();
+        } else if (running) {
+          ++waited;
+          waits.push_back({key, *running});
+        }
+      }
+      CHECK_FALSE(running.has_value());
+      CHECK(ran == plan.per_stage[static_cast<std::size_t>(s)]);
+    }
+    CHECK(waited > 0);
+  }
+}
+
+TEST_CASE("the Chrome trace has a track per stage and a span per task") {
+  const auto events = run_recorded("1f1b", 2, 4);
+  const auto trace = nlohmann::json::parse(chrome_trace(events, 2));
+  int spans = 0, names = 0, counters = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] == "X") {
+      ++spans;
+      CHECK(e["dur"].get<double>() >= 0.0);
+      CHECK(e["args"].contains("microbatch"));
+    }
+    names += e["ph"] == "M";
+    counters += e["ph"] == "C";
+  }
+  CHECK(spans == 2 * 2 * 4);  // 2 stages x (F + B) x 4 microbatches
+  CHECK(names == 2);
+  CHECK(counters > 0);
+}
