@@ -1,0 +1,68 @@
+// Which layers each chunk holds: uniform, balanced by parameter count (DeepSpeed's 'parameters'), or balanced
+// by measured time (torchgpipe's balance_by_time). Every split is contiguous, gives every chunk at least one
+// layer, and comes out as layer counts per chunk (pipeline_options::layers_per_chunk).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "actors/stage_info.hpp"
+#include "model/sequential.hpp"
+#include "schedule/schedule.hpp"
+
+namespace ap {
+
+enum class partition_method { uniform, parameters, time };
+
+// "uniform", "params" or "time"; anything else throws std::invalid_argument listing the three.
+partition_method parse_partition_method(const std::string& name);
+std::string to_string(partition_method m);
+
+// Note [balanced split]
+// Contiguous ranges of per-layer costs into `chunks` non-empty chunks, minimising the largest chunk sum
+// (the bottleneck: a pipeline runs at the pace of its slowest stage). Exact dynamic programme, O(chunks n^2):
+// first the smallest bottleneck, then, among the splits that reach it, the one with the smallest sum of
+// squared chunk costs (the other chunks as even as possible too), then the most even layer counts (so
+// zero-cost layers such as ReLU do not pile up). Costs must be finite and non-negative. Throws
+// std::invalid_argument when chunks < 1 or chunks > costs.size(), naming both.
+std::vector<std::size_t> balanced_counts(const std::vector<double>& costs, int chunks);
+
+// uniform_chunk_ranges as counts: as equal as possible, the first chunks take the remainder.
+std::vector<std::size_t> uniform_counts(std::size_t layers, int chunks);
+
+// Parameters of each layer (weights and biases), and the split that balances them.
+std::vector<double> parameters_per_layer(const sequential& model);
+std::vector<std::size_t> counts_by_parameters(const sequential& model, int chunks);
+
+// Wall seconds of one layer on one microbatch, as the pipeline runs it: forward, backward_input (I) and
+// backward_weight (W); a full backward (B) is I + W.
+struct layer_cost {
+  double forward_s = 0.0, backward_input_s = 0.0, backward_weight_s = 0.0;
+  double total_s() const { return forward_s + backward_input_s + backward_weight_s; }
+};
+
+// Times every layer on `sample` (one microbatch of the model's input), layer by layer, as a chain: the
+// forwards in order, then the backwards in reverse, dy being the layer's own output for the last layer.
+// One untimed warm-up pass, then the median of `repeats` passes per layer and op. Pins BLAS to one thread
+// (ap::set_blas_threads(1)), as the stages run. Layer 0's backward_input counts 0: the pipeline never
+// computes the model input's gradient. Works on a copy: the model's gradients are untouched.
+std::vector<layer_cost> measure_layer_costs(const sequential& model, const tensor& sample, int repeats = 5);
+
+std::vector<double> total_costs(const std::vector<layer_cost>& costs);  // F + I + W per layer
+std::vector<std::size_t> counts_by_time(const std::vector<layer_cost>& costs, int chunks);
+
+// The split of `method` for a model of costs.size() layers (`costs` is only read by time; `model` only by
+// parameters).
+std::vector<std::size_t> partition_counts(partition_method method, const sequential& model,
+                                          const std::vector<layer_cost>& costs, int chunks);
+
+// Predicted busy seconds per stage for one step: the sum of its chunks' layer costs (F + I + W) times the
+// number of microbatches (chunk c on stage c % stages, Note [chunk layout] in schedule.hpp).
+std::vector<double> predicted_busy_s(const std::vector<layer_cost>& costs, const std::vector<layer_range>& chunk_ranges,
+                                     int stages, int microbatches);
+
+// Per-stage op costs for ap::simulate from measured layer costs (each stage: the sum over its chunks).
+op_costs simulation_costs(const std::vector<layer_cost>& costs, const std::vector<layer_range>& chunk_ranges, int stages);
+
+}  // namespace ap
