@@ -65,6 +65,7 @@ measured run_pipeline(const dataset& d, const sequential& model, int stages, int
 }  // namespace
 
 int main(int argc, char** argv) {
+  ap::keep_tensor_memory();
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
   const int warmup = 3, steps = quick ? 8 : 30;
   set_blas_threads(1);

@@ -392,6 +392,7 @@ nlohmann::json to_json(const model_result& r) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  ap::keep_tensor_memory();
   bool quick = false, breakdown = false;
   std::size_t heavy_steps = 0;  // 0: 40, or 8 with --quick
   std::string dir = ap::default_fashion_mnist_dir, only;

@@ -69,3 +69,14 @@ float max_relative_difference(const tensor& a, const tensor& b) {
 }
 
 }  // namespace ap
+
+#include <malloc.h>
+
+namespace ap {
+
+void keep_tensor_memory() {
+  mallopt(M_MMAP_THRESHOLD, 64 << 20);   // blocks below 64 MB come from the heap, not fresh mmaps
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);    // and the heap is not trimmed back until 1 GB is free
+}
+
+}  // namespace ap

@@ -39,3 +39,11 @@ tensor slice_rows(const tensor& t, std::size_t begin, std::size_t end);
 float max_relative_difference(const tensor& a, const tensor& b);
 
 }  // namespace ap
+
+namespace ap {
+
+// Keeps freed tensor memory in the process instead of returning it to the OS after every step (which
+// costs thousands of page faults per step on large models). Call once at program start.
+void keep_tensor_memory();
+
+}  // namespace ap
