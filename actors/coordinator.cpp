@@ -51,8 +51,8 @@ void fail(coordinator_actor* self, const std::string& what) {
 void commit(coordinator_actor* self) {
   auto& st = self->state;
   const int step = st.step;
-  for (auto& p : st.config.processors)
-    self->request(p, st.config.timeout, apply_atom::value, step)
+  for (std::size_t i = 0; i < st.config.processors.size(); ++i)
+    self->request(st.config.processors[i], st.config.timeout, apply_atom::value, step)
         .then(
             [=](ok_atom) {
               auto& s = self->state;
@@ -60,7 +60,31 @@ void commit(coordinator_actor* self) {
               if (++s.stages_applied == s.config.stages)
                 finish(self, step_result{true, static_cast<float>(s.loss_sum), {}, s.peak_stash});
             },
-            [=](caf::error& e) { fail(self, "applying the optimizer: " + caf::to_string(e)); });
+            [=](caf::error& e) {
+              // Other stages may have applied this step already: no later step may run on mixed weights.
+              auto& s = self->state;
+              if (!s.broken) {
+                s.broken = true;
+                s.broken_reason = "stage " + std::to_string(i) + " did not confirm the optimizer step of step " +
+                                  std::to_string(step) + " (" + caf::to_string(e) +
+                                  "); the stages may disagree, rebuild the pipeline from a checkpoint";
+              }
+              fail(self, "applying the optimizer: " + s.broken_reason);
+            });
+}
+
+// "stage 1 on node 127.0.0.1:4242 is gone (lost the connection: ...)": which stage a stopped actor belonged
+// to, where it ran, and why it stopped.
+std::string describe_stopped(const coordinator_config& c, const caf::down_msg& m) {
+  std::string who = "a stage actor";
+  for (std::size_t s = 0; s < c.retrievers.size(); ++s)
+    if (m.source == c.retrievers[s].address() || m.source == c.processors.at(s).address()) {
+      who = "stage " + std::to_string(s);
+      if (s < c.stage_places.size() && !c.stage_places[s].empty()) who += " on " + c.stage_places[s];
+    }
+  const std::string reason = caf::to_string(m.reason);
+  if (m.reason == caf::exit_reason::remote_link_unreachable) return who + " is gone (lost the connection: " + reason + ")";
+  return who + " stopped (" + reason + ")";
 }
 
 caf::behavior coordinator(coordinator_actor* self, coordinator_config config) {
@@ -71,7 +95,7 @@ caf::behavior coordinator(coordinator_actor* self, coordinator_config config) {
   self->set_down_handler([=](caf::down_msg& m) {
     auto& st = self->state;
     st.broken = true;
-    st.broken_reason = "a stage actor stopped (" + caf::to_string(m.reason) + ")";
+    st.broken_reason = describe_stopped(st.config, m);
     fail(self, st.broken_reason);
   });
   return {

@@ -2,6 +2,7 @@
 // payload is serialised as one raw block, so it crosses a network quickly (toolchain notes).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -151,6 +152,34 @@ typename Inspector::result_type inspect(Inspector& f, stage_failed& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_result& x) {
   return f(caf::meta::type_name("step_result"), x.ok, x.loss, x.error, x.peak_stash);
+}
+
+// A stage's whole state for a checkpoint (Note [stage state] in stage_worker.hpp): its parameters under
+// their global names ("3.weight"), its optimizer's state ("optimizer/3.weight.m") and the optimizer's steps.
+// The processor answers state_atom with one, and loads one sent as (load_atom, stage_state).
+struct stage_state {
+  int stage = 0;
+  std::int64_t optimizer_steps = 0;
+  named_tensors tensors;
+};
+
+// The answer to (load_atom, stage_state): an empty `error` when the stage loaded it; otherwise the stage
+// changed nothing and the text names the stage and the tensor (missing, unexpected or mis-shaped).
+struct stage_state_loaded {
+  int stage = 0;
+  std::string error;
+};
+
+using state_atom = caf::atom_constant<caf::atom("state")>;  // -> processor: its stage_state
+using load_atom = caf::atom_constant<caf::atom("load")>;    // -> processor: replace its state
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, stage_state& x) {
+  return f(caf::meta::type_name("stage_state"), x.stage, x.optimizer_steps, x.tensors);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, stage_state_loaded& x) {
+  return f(caf::meta::type_name("stage_state_loaded"), x.stage, x.error);
 }
 
 }  // namespace ap

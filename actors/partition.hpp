@@ -28,6 +28,9 @@ std::string to_string(partition_method m);
 // std::invalid_argument when chunks < 1 or chunks > costs.size(), naming both.
 std::vector<std::size_t> balanced_counts(const std::vector<double>& costs, int chunks);
 
+// The layer count of every chunk (the inverse of chunk_ranges_from_counts).
+std::vector<std::size_t> chunk_layer_counts(const std::vector<layer_range>& chunk_ranges);
+
 // uniform_chunk_ranges as counts: as equal as possible, the first chunks take the remainder.
 std::vector<std::size_t> uniform_counts(std::size_t layers, int chunks);
 

@@ -1,8 +1,14 @@
 #include "actors/pipeline.hpp"
 
+#include <map>
+#include <set>
+
 #include <caf/all.hpp>
 
+#include "actors/node.hpp"
 #include "actors/pipeline_actors.hpp"
+#include "actors/stage_spawner.hpp"
+#include "checkpoint/checkpoint.hpp"
 #include "tensor/matmul.hpp"
 
 namespace ap {
@@ -17,9 +23,26 @@ struct pipeline::impl {
   std::unique_ptr<caf::actor_system> system;
   std::vector<caf::actor> senders, processors, retrievers;
   caf::actor coordinator;
+  std::unique_ptr<caf::scoped_actor> owner;  // places stages on nodes; they stop them when it goes
+  std::vector<std::string> places;           // per stage: "node host:port"; empty in one process
   long long last_id = -1;      // internal step ids strictly increase
   long long gathered_id = -2;  // model holds the weights after this step
   std::vector<int> peak_stash;
+
+  // Also runs when the constructor throws half-way.
+  ~impl() {
+    auto stop = [](const caf::actor& a) {
+      if (a) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    };
+    stop(coordinator);
+    for (auto* group : {&retrievers, &processors, &senders})
+      for (auto& a : *group) stop(a);
+    // A detached actor's thread ends only when the last handle to it is gone: drop ours first.
+    coordinator = nullptr;
+    retrievers.clear(), processors.clear(), senders.clear();
+    owner.reset();
+    system.reset();  // waits until every actor has exited
+  }
 };
 
 namespace {
@@ -36,6 +59,31 @@ void check_options(const sequential& model, const pipeline_options& o) {
     throw std::invalid_argument("pipeline: " + std::to_string(o.stages) + " stages x " +
                                 std::to_string(o.chunks_per_stage) + " chunks need at least as many layers, the model has " +
                                 std::to_string(model.size()));
+}
+
+// Stage s goes to node s % nodes.size(); throws pipeline_error naming the node and what failed.
+std::vector<stage_actors> place_on_nodes(caf::scoped_actor& owner, const std::vector<node_address>& nodes,
+                                         std::vector<stage_setup>& setups, std::chrono::milliseconds timeout) {
+  try {
+    std::vector<caf::actor> handles;
+    for (const auto& a : nodes) handles.push_back(connect_node(owner, a, timeout));
+    // Note [direct routes between nodes]: node i connects to the distinct nodes listed before it.
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      std::set<caf::node_id> seen{handles[i].node()};
+      std::vector<node_address> peers;
+      for (std::size_t j = 0; j < i; ++j)
+        if (seen.insert(handles[j].node()).second) peers.push_back(nodes[j]);
+      connect_peers(owner, handles[i], nodes[i], peers, timeout);
+    }
+    std::vector<stage_actors> placed;
+    for (auto& setup : setups) {
+      const auto n = static_cast<std::size_t>(setup.stage) % nodes.size();
+      placed.push_back(place_stage(owner, handles[n], nodes[n], make_stage_spec(setup), timeout));
+    }
+    return placed;
+  } catch (const std::runtime_error& e) {
+    throw pipeline_error(std::string("pipeline: ") + e.what());
+  }
 }
 
 }  // namespace
@@ -55,40 +103,57 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
   if (auto v = validate(d.plan); !v.ok) throw std::invalid_argument("pipeline: invalid schedule: " + v.message);
   if (options.record_events) d.log = std::make_shared<event_log>();
 
+  std::vector<node_address> nodes;
+  for (const auto& text : options.nodes) nodes.push_back(parse_node_address(text));  // std::invalid_argument
+
   set_blas_threads(1);  // stages give the parallelism
   d.config.set("scheduler.max-threads", 2);
+  if (!nodes.empty()) enable_network(d.config);
   d.system = std::make_unique<caf::actor_system>(d.config);
   auto& sys = *d.system;
+  std::vector<stage_setup> setups;
   for (int s = 0; s < options.stages; ++s) {
     const stage_info info = get_stage_info(d.ranges, options.stages, s);
-    std::vector<sequential> slices;
-    for (const auto& r : info.layer_ranges_per_chunk) slices.push_back(model.slice(r.begin, r.end));
-    auto worker = std::make_unique<stage_worker>(s, info.chunks, std::move(slices), options.optimizer);
-    d.senders.push_back(spawn_sender(sys, s, options.timeout));
-    d.processors.push_back(
-        spawn_processor(sys, processor_config{s, options.stages, total_chunks, d.senders.back(), d.log}, std::move(worker)));
-    d.retrievers.push_back(spawn_retriever(
-        sys, retriever_config{s, d.plan.per_stage[static_cast<std::size_t>(s)], d.processors.back(), options.timeout, d.log}));
+    stage_setup setup{s, options.stages, total_chunks, info.chunks, {}, options.optimizer,
+                      d.plan.per_stage[static_cast<std::size_t>(s)], options.timeout, d.log};
+    for (const auto& r : info.layer_ranges_per_chunk) setup.slices.push_back(model.slice(r.begin, r.end));
+    setups.push_back(std::move(setup));
+  }
+  std::vector<stage_actors> stages;
+  if (nodes.empty()) {
+    for (auto& setup : setups) stages.push_back(spawn_stage(sys, std::move(setup)));
+  } else {
+    d.owner = std::make_unique<caf::scoped_actor>(sys);
+    stages = place_on_nodes(*d.owner, nodes, setups, options.timeout);
+    for (int s = 0; s < options.stages; ++s)
+      d.places.push_back("node " + nodes[static_cast<std::size_t>(s) % nodes.size()].text());
+  }
+  for (auto& a : stages) {
+    d.senders.push_back(a.sender);
+    d.processors.push_back(a.processor);
+    d.retrievers.push_back(a.retriever);
   }
   d.coordinator = spawn_coordinator(sys, coordinator_config{options.stages, total_chunks, options.microbatches, options.loss,
-                                                            d.retrievers, d.processors, options.timeout});
+                                                            d.retrievers, d.processors, options.timeout, d.places});
   std::vector<caf::actor> endpoints = d.retrievers;
   endpoints.push_back(d.coordinator);
-  for (auto& s : d.senders) caf::anon_send(s, setup_atom::value, endpoints);
+  for (std::size_t s = 0; s < d.senders.size(); ++s) {
+    if (!d.owner) {
+      caf::anon_send(d.senders[s], setup_atom::value, endpoints);
+      continue;
+    }
+    // A remote sender confirms, so no task can reach it before its endpoints (they come from other processes).
+    std::string failure;
+    (*d.owner)->request(d.senders[s], options.timeout, setup_atom::value, endpoints)
+        .receive([](ok_atom) {}, [&](caf::error& e) { failure = error_text(e); });
+    if (!failure.empty())
+      throw pipeline_error("pipeline: stage " + std::to_string(s) + " on " + d.places[s] +
+                           " did not confirm its setup: " + failure);
+  }
   caf::anon_send(d.coordinator, setup_atom::value, endpoints);
 }
 
-pipeline::~pipeline() {
-  auto& d = *impl_;
-  auto stop = [](const caf::actor& a) { caf::anon_send_exit(a, caf::exit_reason::user_shutdown); };
-  stop(d.coordinator);
-  for (auto* group : {&d.retrievers, &d.processors, &d.senders})
-    for (auto& a : *group) stop(a);
-  // A detached actor's thread ends only when the last handle to it is gone: drop ours first.
-  d.coordinator = nullptr;
-  d.retrievers.clear(), d.processors.clear(), d.senders.clear();
-  d.system.reset();  // waits until every actor has exited
-}
+pipeline::~pipeline() = default;  // impl's destructor stops every actor
 
 float pipeline::train_step(const tensor& inputs, const tensor& labels, std::uint64_t step) {
   auto& d = *impl_;
@@ -138,6 +203,140 @@ std::vector<int> pipeline::last_peak_stash() const { return impl_->peak_stash; }
 std::vector<stage_event> pipeline::events() const { return impl_->log ? impl_->log->events() : std::vector<stage_event>{}; }
 void pipeline::clear_events() {
   if (impl_->log) impl_->log->clear();
+}
+
+namespace {
+
+std::string describe_layers(const std::vector<std::string>& specs) {
+  std::string text;
+  for (const auto& s : specs) text += (text.empty() ? "" : ";") + s;
+  return "[" + text + "] (" + std::to_string(specs.size()) + " layers)";
+}
+
+// Every stage's stage_state, in stage order.
+std::vector<stage_state> request_stage_states(caf::actor_system& system, const std::vector<caf::actor>& processors,
+                                              std::chrono::milliseconds timeout, const std::string& path) {
+  std::vector<stage_state> states;
+  caf::scoped_actor self{system};
+  for (std::size_t s = 0; s < processors.size(); ++s) {
+    std::string failure;
+    self->request(processors[s], timeout, state_atom::value)
+        .receive([&](stage_state& st) { states.push_back(std::move(st)); },
+                 [&](caf::error& e) { failure = caf::to_string(e); });
+    if (!failure.empty())
+      throw pipeline_error("checkpoint " + path + ": stage " + std::to_string(s) + " did not send its state: " + failure);
+  }
+  return states;
+}
+
+}  // namespace
+
+void pipeline::save_checkpoint(const std::string& path, const training_state& state) {
+  auto& d = *impl_;
+  const std::vector<stage_state> states = request_stage_states(*d.system, d.processors, d.options.timeout, path);
+  const auto refuse = [&](const std::string& what) { throw pipeline_error("checkpoint " + path + ": " + what); };
+  const auto check_shape = [&](const std::string& name, int stage, const tensor& sent, const tensor& mine) {
+    if (sent.shape() != mine.shape())
+      refuse("stage " + std::to_string(stage) + " sent tensor " + name + " of shape " + shape_string(sent) +
+             ", the model's is " + shape_string(mine));
+  };
+  // Note [stage state]: the stages' tensors have global names; together they are the whole model and the
+  // state of one optimizer for all of it, which the checkpoint library saves like a single process's.
+  std::map<std::string, tensor*> params;
+  for (const parameter& p : d.model.parameters()) params.emplace(p.name, p.value);
+  const std::string prefix = checkpoint_optimizer_prefix;
+  std::map<std::string, std::pair<int, const tensor*>> sent_state;  // key -> (stage, tensor)
+  std::set<std::string> sent_params;
+  for (const stage_state& st : states) {
+    if (st.optimizer_steps != states.front().optimizer_steps)
+      refuse("stage " + std::to_string(st.stage) + "'s optimizer took " + std::to_string(st.optimizer_steps) +
+             " steps, stage " + std::to_string(states.front().stage) + "'s " +
+             std::to_string(states.front().optimizer_steps));
+    for (std::size_t i = 0; i < st.tensors.names.size(); ++i) {
+      const std::string& name = st.tensors.names[i];
+      const tensor& value = st.tensors.values.at(i);
+      if (name.rfind(prefix, 0) == 0) {
+        if (!sent_state.emplace(name.substr(prefix.size()), std::make_pair(st.stage, &value)).second)
+          refuse("two stages sent tensor " + name);
+        continue;
+      }
+      const auto it = params.find(name);
+      if (it == params.end()) refuse("stage " + std::to_string(st.stage) + " sent " + name + ", no parameter of the model");
+      if (!sent_params.insert(name).second) refuse("two stages sent tensor " + name);
+      check_shape(name, st.stage, value, *it->second);
+      *it->second = value;
+    }
+  }
+  for (const auto& [name, p] : params)
+    if (!sent_params.count(name)) refuse("no stage sent parameter " + name);
+  d.gathered_id = d.last_id;  // d.model now holds every stage's current weights
+
+  std::unique_ptr<optimizer> opt = make_optimizer(d.options.optimizer);
+  if (!sent_state.empty()) opt->init_state(d.model.parameters());
+  const std::map<std::string, tensor*> mine = opt->state();
+  for (const auto& [key, t] : mine) {
+    const auto it = sent_state.find(key);
+    if (it == sent_state.end()) refuse("no stage sent optimizer state " + prefix + key);
+    check_shape(prefix + key, it->second.first, *it->second.second, *t);
+    *t = *it->second.second;
+  }
+  for (const auto& [key, sent] : sent_state)
+    if (!mine.count(key))
+      refuse("stage " + std::to_string(sent.first) + " sent " + prefix + key + ", no state of a " +
+             d.options.optimizer.kind + " optimizer");
+  opt->set_steps(states.empty() ? 0 : static_cast<long>(states.front().optimizer_steps));
+  ap::save_checkpoint(path, d.model, opt.get(), state);
+}
+
+training_state pipeline::load_checkpoint(const std::string& path) {
+  auto& d = *impl_;
+  // Everything is read and checked before any stage is sent anything, so a refused file changes nothing.
+  const checkpoint_info info = read_checkpoint_info(path);
+  if (info.layer_specs != d.model.layer_specs())
+    throw std::runtime_error("checkpoint " + path + ": holds a different model: its layers are " +
+                             describe_layers(info.layer_specs) + ", this pipeline's are " +
+                             describe_layers(d.model.layer_specs()));
+  const int stages = d.options.stages;
+  std::vector<stage_state> states(static_cast<std::size_t>(stages));
+  for (int s = 0; s < stages; ++s) states[static_cast<std::size_t>(s)] = stage_state{s, info.optimizer_steps, {}};
+  training_state saved;
+  for (std::size_t c = 0; c < d.ranges.size(); ++c) {
+    // Each chunk's layers load through the checkpoint library into scratch copies (it checks the tensors,
+    // shapes and optimizer kind), and travel to their stage under the same names.
+    sequential slice = d.model.slice(d.ranges[c].begin, d.ranges[c].end);
+    std::unique_ptr<optimizer> opt = make_optimizer(d.options.optimizer);
+    saved = load_checkpoint_slice(path, slice, opt.get());
+    if (saved.step != info.state.step || saved.epoch != info.state.epoch ||
+        saved.batch_in_epoch != info.state.batch_in_epoch || saved.data_seed != info.state.data_seed)
+      throw std::runtime_error("checkpoint " + path + ": the file changed while it was read (step " +
+                               std::to_string(info.state.step) + ", then " + std::to_string(saved.step) + ")");
+    named_tensors& out = states[static_cast<std::size_t>(stage_of_chunk(static_cast<int>(c), stages))].tensors;
+    for (const parameter& p : slice.parameters()) {
+      out.names.push_back(p.name);
+      out.values.push_back(*p.value);
+    }
+    for (const auto& [key, t] : opt->state()) {
+      out.names.push_back(checkpoint_optimizer_prefix + key);
+      out.values.push_back(*t);
+    }
+  }
+
+  d.gathered_id = -2;  // the stages' weights change: gather them again
+  std::string errors;
+  caf::scoped_actor self{*d.system};
+  for (int s = 0; s < stages; ++s) {
+    std::string error;
+    self->request(d.processors[static_cast<std::size_t>(s)], d.options.timeout, load_atom::value,
+                  std::move(states[static_cast<std::size_t>(s)]))
+        .receive([&](stage_state_loaded& answer) { error = answer.error; },
+                 [&](caf::error& e) { error = "stage " + std::to_string(s) + ": " + caf::to_string(e); });
+    if (!error.empty()) errors += (errors.empty() ? "" : "; ") + error;
+  }
+  // Only a stage that disagrees with the checks above (a bug) or does not answer gets here.
+  if (!errors.empty())
+    throw pipeline_error("checkpoint " + path + ": " + errors +
+                         " (the other stages loaded it: load a checkpoint again before training)");
+  return saved;
 }
 
 }  // namespace ap

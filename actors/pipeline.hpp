@@ -28,6 +28,9 @@ struct pipeline_options {
   std::chrono::milliseconds timeout{30000};          // longest wait on a peer before the step fails
   std::chrono::milliseconds step_timeout{600000};    // last resort for a whole step
   bool record_events = false;       // keep an event_log (stage log, trace, tests)
+  // "host:port" of `actorpipe node` processes: stage s runs on node s % size (actors/node.hpp). Empty: every
+  // stage in this process. Events are only recorded for stages in this process.
+  std::vector<std::string> nodes;
 };
 
 // A failed train step: the text names the stage, the action and microbatch, and the shapes or layer.
@@ -58,6 +61,18 @@ class pipeline final : public step_runner {
   std::vector<int> last_peak_stash() const;  // per stage, of the last successful step
   std::vector<stage_event> events() const;   // empty unless options.record_events
   void clear_events();
+
+  // Gathers every stage's parameters and optimizer state (Note [stage state] in stage_worker.hpp) into one
+  // checkpoint of the whole model (Note [checkpoint layout]), written atomically. Between steps only.
+  // Throws pipeline_error if a stage does not answer, std::runtime_error if the file cannot be written.
+  void save_checkpoint(const std::string& path, const training_state& state) override;
+  // Loads a checkpoint of the same model, saved by any number of stages, any schedule or one process: every
+  // stage gets its layers' parameters and optimizer state. The whole file is checked first: a truncated
+  // file, another model, a missing, unexpected or mis-shaped tensor, another optimizer kind are refused with
+  // std::runtime_error naming the file and the tensor, and no stage changes. Returns the saved position;
+  // continue with train_step(state.step, ...) on a pipeline that has not yet passed that step (step numbers
+  // only increase: see train_step).
+  training_state load_checkpoint(const std::string& path) override;
 
  private:
   struct impl;

@@ -56,6 +56,7 @@ struct coordinator_config {
   std::string loss = "cross_entropy";
   std::vector<caf::actor> retrievers, processors;
   std::chrono::milliseconds timeout{30000};
+  std::vector<std::string> stage_places;  // per stage: "node host:port", or empty in this process (for errors)
 };
 // Answers (train_atom, step, inputs, labels) with a step_result once every stage has applied its
 // optimizer, or with the first failure after every stage has dropped the step.

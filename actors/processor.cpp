@@ -74,6 +74,16 @@ caf::behavior processor(processor_actor* self, processor_config config, std::uni
         }
         return out;
       },
+      [=](state_atom) -> stage_state { return self->state.worker->export_state(); },
+      [=](load_atom, const stage_state& state) -> stage_state_loaded {
+        stage_state_loaded answer{self->state.config.stage, {}};
+        try {
+          self->state.worker->import_state(state);
+        } catch (const std::exception& e) {
+          answer.error = e.what();
+        }
+        return answer;
+      },
   };
 }
 

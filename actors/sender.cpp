@@ -14,8 +14,9 @@ struct sender_state {
 
 caf::behavior sender(caf::stateful_actor<sender_state>* self, int stage, std::chrono::milliseconds timeout) {
   return {
-      [=](setup_atom, const std::vector<caf::actor>& endpoints) {
+      [=](setup_atom, const std::vector<caf::actor>& endpoints) -> ok_atom {  // acknowledged for remote stages
         self->state.comm = std::make_unique<actor_communicator>(self->system(), stage, endpoints, caf::actor{}, timeout);
+        return ok_atom::value;
       },
       [=](int destination, forward_task& t) { self->state.comm->send_forward(std::move(t), destination); },
       [=](int destination, backward_task& t) { self->state.comm->send_backward(std::move(t), destination); },

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "actors/messages.hpp"
 #include "actors/stage_info.hpp"
 #include "model/optimizer.hpp"
 #include "model/sequential.hpp"
@@ -43,6 +44,17 @@ class stage_worker {
   // "stage 1 (chunk 1: Linear(512->256) ReLU)": names the place in error messages.
   std::string where(int chunk) const;
 
+  // Note [stage state]: a stage's state is its parameters under their global names ("3.weight") and its
+  // optimizer's state under checkpoint_optimizer_prefix + key ("optimizer/3.weight.m"), the names of a
+  // checkpoint (checkpoint.hpp), plus the optimizer's steps. The names do not depend on the stage split, so
+  // the states of all stages of one pipeline make one checkpoint that loads into any other split.
+  stage_state export_state();
+  // Replaces parameters, optimizer (state and steps) with `state`, which must hold exactly this stage's
+  // tensors with their shapes (optimizer state when it has steps > 0 or any optimizer tensor). Everything is
+  // checked before anything changes; a refusal throws std::runtime_error naming the stage and the tensor.
+  // Drops every cache and accumulated gradient, like abort().
+  void import_state(const stage_state& state);
+
  private:
   sequential& chunk_model(int chunk, const char* action, int microbatch);
   sequential_cache take_cache(int microbatch, int chunk, const char* action);
@@ -50,6 +62,7 @@ class stage_worker {
   int stage_;
   std::vector<int> chunk_ids_;
   std::vector<sequential> slices_;
+  optimizer_config optimizer_config_;  // to build a fresh optimizer for import_state
   std::unique_ptr<optimizer> optimizer_;
   std::map<std::pair<int, int>, sequential_cache> caches_;  // (microbatch, chunk) -> saved activations
   int peak_ = 0;

@@ -14,7 +14,7 @@ namespace ap {
 
 namespace {
 
-const std::string optimizer_prefix = "optimizer/";
+const std::string optimizer_prefix = checkpoint_optimizer_prefix;
 
 [[noreturn]] void refuse(const std::string& path, const std::string& what) {
   throw std::runtime_error("checkpoint " + path + ": " + what);
@@ -164,10 +164,10 @@ training_state load(const std::string& path, sequential& model, optimizer* opt, 
   std::map<std::string, tensor*> state;
   if (opt) {
     // Note [fresh optimizer state]: a fresh optimizer has no state to load into yet.
-    if (opt->state().empty() && info.optimizer_steps > 0) {
+    if (info.optimizer_steps > 0) {
       std::vector<parameter> list;
       for (const auto& [name, p] : params) list.push_back(p);
-      materialize_optimizer_state(*opt, list);
+      opt->init_state(list);
     }
     state = opt->state();
     for (const std::string& key : optimizer_keys)
@@ -213,7 +213,7 @@ void save_checkpoint(const std::string& path, sequential& model, optimizer* opt,
       throw std::invalid_argument("save_checkpoint " + path + ": layer spec '" + s + "' contains ';'");
 
   const std::vector<parameter> params = model.parameters();
-  named_tensors tensors;
+  tensor_refs tensors;
   for (const parameter& p : params) tensors.emplace_back(p.name, p.value);
   if (opt)
     for (const auto& [key, t] : opt->state()) tensors.emplace_back(optimizer_prefix + key, t);
@@ -246,18 +246,7 @@ checkpoint_info read_checkpoint_info(const std::string& path) {
 }
 
 void materialize_optimizer_state(optimizer& opt, const std::vector<parameter>& params) {
-  std::vector<tensor> values, grads;  // scratch: the real parameters are never passed to step()
-  values.reserve(params.size());
-  grads.reserve(params.size());
-  std::vector<parameter> scratch;
-  for (const parameter& p : params) {
-    values.push_back(*p.value);
-    grads.push_back(zeros(shape_of(*p.value)));
-    scratch.push_back({p.name, &values.back(), &grads.back()});
-  }
-  const long steps = opt.steps();
-  opt.step(scratch);
-  opt.set_steps(steps);
+  opt.init_state(params);
   for (const auto& [key, t] : opt.state()) std::fill(t->begin(), t->end(), 0.0f);
 }
 

@@ -17,6 +17,7 @@ namespace ap {
 //   - metadata: "format" (checkpoint_format), "model" (the layer specs joined by ';'), "optimizer_steps",
 //     "optimizer_state" ("included" or "none"), and the training_state fields as decimal texts.
 constexpr const char* checkpoint_format = "actorpipe-checkpoint-1";
+constexpr const char* checkpoint_optimizer_prefix = "optimizer/";  // "optimizer/3.weight.m"
 
 // Where training stood: the step and the position in the data order, so a resumed run sees the same batches.
 struct training_state {
@@ -36,7 +37,7 @@ void save_checkpoint(const std::string& path, sequential& model, optimizer* opt,
 // the tensor: a bad format tag, a different model (both layer lists named), a missing tensor, a shape
 // mismatch (both shapes named), a tensor that is no parameter of the model, optimizer state that does not
 // match `opt`'s (another optimizer kind), a checkpoint saved without optimizer state when `opt` is given.
-// A fresh optimizer (no state yet) gets its state created first: Note [fresh optimizer state].
+// The optimizer's missing state is created first (optimizer::init_state): Note [fresh optimizer state].
 training_state load_checkpoint(const std::string& path, sequential& model, optimizer* opt);
 
 // The same for a slice of the model (a stage or chunk holding layers [first_index(), first_index() + size())):
@@ -54,11 +55,11 @@ struct checkpoint_info {
 };
 checkpoint_info read_checkpoint_info(const std::string& path);
 
-// Note [fresh optimizer state]: optimizers create their state lazily, at their first step(), and the
-// optimizer interface has no call to create it otherwise. This creates it, as zeros, by running one step on
-// scratch copies of `params` with zero gradients (same names, so the same state keys), then restores
-// steps(). The parameters themselves are not touched. Meant for a fresh optimizer: any state it already
-// had is reset to zeros. (A proper `optimizer::init_state(params)` would make this unnecessary.)
+// Note [fresh optimizer state]: optimizers create their state lazily, at their first step(), so a fresh
+// optimizer has nothing to load a checkpoint into. Loading a checkpoint saved after at least one step
+// calls optimizer::init_state first, which creates the missing state as zeros.
+// This older helper does the same and then resets all of `opt`'s state to zeros; steps() and the
+// parameters are untouched.
 void materialize_optimizer_state(optimizer& opt, const std::vector<parameter>& params);
 
 }  // namespace ap

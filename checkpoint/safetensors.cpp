@@ -95,7 +95,7 @@ std::string u64_little_endian(std::uint64_t n) {
   return bytes;
 }
 
-std::string header_text(const std::string& path, const named_tensors& tensors,
+std::string header_text(const std::string& path, const tensor_refs& tensors,
                         const std::map<std::string, std::string>& metadata) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) header[metadata_key] = metadata;
@@ -235,7 +235,7 @@ void check_ranges(const std::string& path, std::vector<entry>& entries, std::uin
 
 }  // namespace
 
-void write_safetensors(const std::string& path, const named_tensors& tensors,
+void write_safetensors(const std::string& path, const tensor_refs& tensors,
                        const std::map<std::string, std::string>& metadata) {
   const std::string header = header_text(path, tensors, metadata);
   temporary_file file(path);
@@ -250,12 +250,12 @@ void write_safetensors(const std::string& path, const named_tensors& tensors,
 
 void write_safetensors(const std::string& path, const std::map<std::string, const tensor*>& tensors,
                        const std::map<std::string, std::string>& metadata) {
-  write_safetensors(path, named_tensors(tensors.begin(), tensors.end()), metadata);
+  write_safetensors(path, tensor_refs(tensors.begin(), tensors.end()), metadata);
 }
 
 void write_safetensors(const std::string& path, const std::map<std::string, tensor>& tensors,
                        const std::map<std::string, std::string>& metadata) {
-  named_tensors list;
+  tensor_refs list;
   for (const auto& [name, t] : tensors) list.emplace_back(name, &t);
   write_safetensors(path, list, metadata);
 }

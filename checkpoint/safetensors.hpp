@@ -23,14 +23,14 @@ struct safetensors_file {
 };
 
 // Tensors to write, in file order. The pointers are only read during the call.
-using named_tensors = std::vector<std::pair<std::string, const tensor*>>;
+using tensor_refs = std::vector<std::pair<std::string, const tensor*>>;
 
 // Note [atomic write]: the file is written to `path` + ".tmp-<pid>", flushed and fsync'ed, then renamed over
 // `path`. A crash while writing leaves at worst a stale .tmp file, never a half-written file under `path`:
 // `path` holds either its old contents or the new ones. On an error the temporary file is removed.
 // Throws std::runtime_error naming the file: a duplicate or empty name, the reserved name "__metadata__",
 // a metadata text that is not UTF-8, or any I/O failure.
-void write_safetensors(const std::string& path, const named_tensors& tensors,
+void write_safetensors(const std::string& path, const tensor_refs& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 void write_safetensors(const std::string& path, const std::map<std::string, const tensor*>& tensors,
                        const std::map<std::string, std::string>& metadata = {});

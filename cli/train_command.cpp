@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "actors/partition.hpp"
 #include "actors/pipeline.hpp"
 #include "cli/commands.hpp"
 #include "data/fashion_mnist.hpp"
@@ -25,9 +26,12 @@ struct train_options {
   std::uint64_t init_seed = 1;
   int stages = 0;  // 0: single process, no actors
   pipeline_options pipe;
+  std::string partition = "uniform";  // uniform, params or time; pipe.layers_per_chunk overrides it
   long timeout_ms = 30000;
   std::string trace_file;
   bool stage_log = false;
+  std::string checkpoint_file;  // written every train.checkpoint_every steps and at the end
+  std::string resume_file;      // loaded before training, which continues from its position
 };
 
 dataset first_samples(dataset d, std::size_t n) {
@@ -37,7 +41,28 @@ dataset first_samples(dataset d, std::size_t n) {
   return d;
 }
 
+// Refuses, before any data is loaded, a --resume checkpoint of another model than --model and --activation
+// build, and --checkpoint-every without --checkpoint.
+void check_checkpoint_options(const train_options& o) {
+  if (o.train.checkpoint_every && o.checkpoint_file.empty())
+    throw std::invalid_argument("--checkpoint-every needs --checkpoint PATH");
+  if (o.resume_file.empty()) return;
+  const checkpoint_info saved = read_checkpoint_info(o.resume_file);
+  const auto mine = sequential::from_spec(o.model, sequential_options{o.activation, o.init_seed}).layer_specs();
+  if (saved.layer_specs == mine) return;
+  const auto join = [](const std::vector<std::string>& specs) {
+    std::string text;
+    for (const auto& s : specs) text += (text.empty() ? "" : " ") + s;
+    return text;
+  };
+  throw std::invalid_argument("--resume " + o.resume_file + ": the checkpoint holds the model '" +
+                              saved.state.model_spec + "' (layers " + join(saved.layer_specs) + "), but --model " +
+                              o.model + " --activation " + o.activation + " builds layers " + join(mine) +
+                              ": pass the --model and --activation it was trained with");
+}
+
 void run_train(const train_options& o) {
+  check_checkpoint_options(o);
   set_blas_threads(1);
   const dataset train_set = first_samples(load_fashion_mnist("train", o.data_dir), o.train_limit);
   const dataset test_set = load_fashion_mnist("test", o.data_dir);
@@ -49,24 +74,56 @@ void run_train(const train_options& o) {
   std::unique_ptr<pipeline> pipe;
   std::unique_ptr<step_runner> local;
   step_runner* runner = nullptr;
+  std::string partition = o.pipe.layers_per_chunk.empty() ? o.partition : "explicit";
+  std::vector<double> predicted_busy;  // seconds per step and stage, from the measured layer costs
   if (o.stages > 0) {
     pipeline_options p = o.pipe;
     p.stages = o.stages;
     p.optimizer = o.optimizer;
     p.timeout = std::chrono::milliseconds(o.timeout_ms);
-    p.record_events = !o.trace_file.empty() || o.stage_log;
+    p.record_events = true;  // the JSON's busy_s needs them; a record is one mutex push
+    // Layer costs on one microbatch of training data: the time partition and every stage's predicted busy time.
+    const std::size_t rows = std::min(train_set.size(), (config.batch_size + std::max(1, p.microbatches) - 1) /
+                                                            static_cast<std::size_t>(std::max(1, p.microbatches)));
+    const auto costs = measure_layer_costs(model, slice_rows(train_set.inputs, 0, std::max<std::size_t>(rows, 1)));
+    if (p.layers_per_chunk.empty())
+      p.layers_per_chunk = partition_counts(parse_partition_method(o.partition), model, costs,
+                                            p.stages * p.chunks_per_stage);
     pipe = std::make_unique<pipeline>(model, p);
+    predicted_busy = predicted_busy_s(costs, pipe->chunk_ranges(), p.stages, p.microbatches);
     runner = pipe.get();
     std::cerr << "pipeline: " << p.stages << " stages, " << p.microbatches << " microbatches, schedule "
-              << p.schedule << "\n";
+              << p.schedule << ", partition " << partition << "\n";
     const auto& ranges = pipe->chunk_ranges();
     for (std::size_t c = 0; c < ranges.size(); ++c)
       std::cerr << "  chunk " << c << " on stage " << stage_of_chunk(static_cast<int>(c), p.stages) << ": "
                 << to_string(ranges[c]) << "\n";
+    for (int s = 0; s < p.stages; ++s)
+      std::cerr << "  stage " << s << ": predicted busy " << predicted_busy[static_cast<std::size_t>(s)] * 1e3
+                << " ms per step\n";
   } else {
     local = std::make_unique<local_runner>(model, o.optimizer);
     runner = local.get();
   }
+
+  if (!o.resume_file.empty()) {  // Note [resumed trajectory] in trainer.hpp
+    const training_state at = runner->load_checkpoint(o.resume_file);
+    config.start_step = at.step, config.start_epoch = at.epoch, config.start_batch = at.batch_in_epoch;
+    if (config.seed != at.data_seed)
+      std::cerr << "resume: data order seed " << at.data_seed << " from the checkpoint, not --seed " << config.seed
+                << "\n";
+    config.seed = at.data_seed;
+    std::cerr << "resumed from " << o.resume_file << " at step " << at.step << " (epoch " << at.epoch + 1
+              << ", batch " << at.batch_in_epoch << ")\n";
+    out["resumed_at_step"] = at.step;
+  }
+  if (!o.checkpoint_file.empty())
+    config.checkpoint = [&](const training_state& at) {
+      training_state saved = at;
+      saved.model_spec = o.model;
+      runner->save_checkpoint(o.checkpoint_file, saved);
+      std::cerr << "checkpoint of step " << saved.step << " written to " << o.checkpoint_file << "\n";
+    };
 
   const train_report r = train(*runner, train_set, test_set, config);
   out["model"] = o.model;
@@ -81,11 +138,16 @@ void run_train(const train_options& o) {
     out["schedule"] = o.pipe.schedule;
     out["microbatches"] = o.pipe.microbatches;
     out["peak_stash"] = pipe->last_peak_stash();
-    if (!events.empty()) {
-      auto busy = busy_time_us(events, o.stages);
-      for (auto& b : busy) b /= 1e6;
-      out["busy_s"] = busy;
+    out["partition"] = partition;
+    out["layers_per_chunk"] = chunk_layer_counts(pipe->chunk_ranges());
+    out["predicted_busy_s"] = predicted_busy;  // per step, as busy_s
+    auto busy = busy_time_us(events, o.stages);
+    for (std::size_t s = 0; s < busy.size(); ++s) {
+      busy[s] /= 1e6 * static_cast<double>(std::max<std::size_t>(r.steps, 1));
+      std::cerr << "stage " << s << ": busy " << busy[s] * 1e3 << " ms per step, predicted "
+                << predicted_busy[s] * 1e3 << " ms\n";
     }
+    out["busy_s"] = busy;
     if (o.stage_log)
       for (const auto& line : render_stage_log(events, o.pipe.chunks_per_stage)) std::cerr << line << "\n";
     if (!o.trace_file.empty()) {
@@ -109,7 +171,7 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--activation", o->activation, "relu, gelu, tanh or sigmoid")->capture_default_str();
   cmd->add_option("--epochs", o->train.epochs)->capture_default_str();
   cmd->add_option("--batch-size", o->train.batch_size)->capture_default_str();
-  cmd->add_option("--max-steps", o->train.max_steps, "stop after this many steps (0: whole epochs)")->capture_default_str();
+  cmd->add_option("--max-steps", o->train.max_steps, "stop once this many steps are taken, a resumed checkpoint's included (0: whole epochs)")->capture_default_str();
   cmd->add_option("--seed", o->train.seed, "data order seed")->capture_default_str();
   cmd->add_option("--init-seed", o->init_seed, "weight initialisation seed")->capture_default_str();
   cmd->add_option("--optimizer", o->optimizer.kind, "sgd, adam or adamw")->capture_default_str();
@@ -122,10 +184,19 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--microbatches", o->pipe.microbatches)->capture_default_str();
   cmd->add_option("--schedule", o->pipe.schedule, "gpipe, 1f1b, interleaved or zb-h1")->capture_default_str();
   cmd->add_option("--chunks", o->pipe.chunks_per_stage, "chunks per stage (interleaved)")->capture_default_str();
-  cmd->add_option("--layers-per-chunk", o->pipe.layers_per_chunk, "explicit partition: layer count of every chunk");
+  cmd->add_option("--partition", o->partition, "uniform, params (balance parameters) or time (balance measured layer time)")
+      ->check(CLI::IsMember({"uniform", "params", "time"}))
+      ->capture_default_str();
+  cmd->add_option("--layers-per-chunk", o->pipe.layers_per_chunk, "explicit partition: layer count of every chunk (overrides --partition)");
   cmd->add_option("--timeout-ms", o->timeout_ms, "longest wait on a peer")->capture_default_str();
+  cmd->add_option("--nodes", o->pipe.nodes, "host:port,... of `actorpipe node` processes: stage s on node s % count")
+      ->delimiter(',')
+      ->needs("--stages");
   cmd->add_option("--trace", o->trace_file, "write a Chrome trace (JSON) of the stages' tasks");
   cmd->add_flag("--stage-log", o->stage_log, "print every stage's current task and queue at each event");
+  cmd->add_option("--checkpoint", o->checkpoint_file, "write a checkpoint (safetensors) there at the end, and every --checkpoint-every steps");
+  cmd->add_option("--checkpoint-every", o->train.checkpoint_every, "steps between checkpoints (0: only at the end)")->capture_default_str();
+  cmd->add_option("--resume", o->resume_file, "continue training from this checkpoint: its weights, optimizer state, step and data position");
   cmd->callback([o] { run_train(*o); });
 }
 

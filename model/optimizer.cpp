@@ -17,6 +17,12 @@ void check_parameter(const parameter& p) {
                                 " but its gradient " + shape_string(*p.grad));
 }
 
+// The value of a parameter whose state init_state creates (it needs no gradient).
+const tensor& checked_value(const parameter& p) {
+  if (!p.value) throw std::invalid_argument("optimizer: parameter " + p.name + " has no value");
+  return *p.value;
+}
+
 // The state tensor `key`, created as zeros shaped like `value` at its first use.
 tensor& state_for(std::map<std::string, tensor>& states, const std::string& key, const tensor& value) {
   auto it = states.find(key);
@@ -57,6 +63,10 @@ class sgd final : public optimizer {
     ++steps_;
   }
   std::map<std::string, tensor*> state() override { return pointers(states_); }
+  void init_state(const std::vector<parameter>& params) override {
+    if (c_.momentum == 0.0f) return;  // plain SGD keeps no state
+    for (const parameter& p : params) state_for(states_, p.name + ".momentum", checked_value(p));
+  }
 
  private:
   optimizer_config c_;
@@ -92,6 +102,12 @@ class adam final : public optimizer {
     ++steps_;
   }
   std::map<std::string, tensor*> state() override { return pointers(states_); }
+  void init_state(const std::vector<parameter>& params) override {
+    for (const parameter& p : params) {
+      state_for(states_, p.name + ".m", checked_value(p));
+      state_for(states_, p.name + ".v", checked_value(p));
+    }
+  }
 
  private:
   optimizer_config c_;

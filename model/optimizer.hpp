@@ -27,6 +27,10 @@ class optimizer {
   virtual void step(const std::vector<parameter>& params) = 0;
   // Named state tensors ("3.weight.m") for checkpoints, plus the number of steps taken.
   virtual std::map<std::string, tensor*> state() = 0;
+  // Creates, as zeros, the state step() would create for `params` and does not have yet (the state is
+  // otherwise made lazily at the first step), so a checkpoint can be loaded into it. Existing state, the
+  // parameters and steps() are untouched. Throws std::invalid_argument for a parameter without a value.
+  virtual void init_state(const std::vector<parameter>& params) = 0;
   long steps() const { return steps_; }
   void set_steps(long steps) { steps_ = steps; }
 

@@ -5,10 +5,25 @@
 #include <stdexcept>
 #include <string>
 
+#include "tensor/small_gemm.hpp"
+
 namespace ap {
 
 void gemm(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
           const float* a, const float* b, float beta, float* c) {
+  if (m == 0 || n == 0) return;
+  if (small_gemm_preferred(transpose_a, transpose_b, m, n, k)) {
+    if (transpose_b)
+      small_gemm_nt(m, n, k, alpha, a, k, b, k, beta, c, n);
+    else
+      small_gemm_nn(m, n, k, alpha, a, k, b, n, beta, c, n);
+    return;
+  }
+  gemm_blas(transpose_a, transpose_b, m, n, k, alpha, a, b, beta, c);
+}
+
+void gemm_blas(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
+               const float* a, const float* b, float beta, float* c) {
   if (m == 0 || n == 0) return;
   const int lda = static_cast<int>(transpose_a ? m : k);
   const int ldb = static_cast<int>(transpose_b ? k : n);

@@ -12,6 +12,11 @@ namespace ap {
 void gemm(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
           const float* a, const float* b, float beta, float* c);
 
+// The same product, always on OpenBLAS (cblas_sgemm). gemm() routes few-row products with an untransposed A
+// to the AVX-512 kernels of small_gemm.hpp instead, where they measured faster; this is the reference.
+void gemm_blas(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
+               const float* a, const float* b, float beta, float* c);
+
 // out = op(a) @ op(b) for 2-D views (rows(), cols()) of any-rank tensors; shapes are checked and named.
 // With accumulate, out must already have the result shape and the product is added to it.
 void matmul(const tensor& a, bool transpose_a, const tensor& b, bool transpose_b, tensor& out,

@@ -125,7 +125,7 @@ TEST_CASE("safetensors round trip: tensors and metadata come back byte-exact") {
   for (const auto& [name, t] : tensors) pointers[name] = &t;
   write_safetensors(dir.file("c.safetensors"), pointers, metadata);
   CHECK(read_bytes(path) == read_bytes(dir.file("c.safetensors")));
-  write_safetensors(dir.file("d.safetensors"), named_tensors{{"x", &tensors.at("cube")}});
+  write_safetensors(dir.file("d.safetensors"), tensor_refs{{"x", &tensors.at("cube")}});
   const safetensors_file d = read_safetensors(dir.file("d.safetensors"));
   CHECK(d.metadata.empty());
   CHECK(same_bits(d.tensors.at("x"), tensors.at("cube")));
@@ -136,7 +136,7 @@ TEST_CASE("safetensors layout: u64 header length, JSON header padded to 8, then 
   const tensor a = from_values({2, 2}, {1, 2, 3, 4});
   const tensor b = from_values({3}, {-1, -2, -3});
   const std::string path = dir.file("layout.safetensors");
-  write_safetensors(path, named_tensors{{"b", &b}, {"a", &a}}, {{"k", "v"}});  // file order: b then a
+  write_safetensors(path, tensor_refs{{"b", &b}, {"a", &a}}, {{"k", "v"}});  // file order: b then a
 
   const std::string bytes = read_bytes(path);
   REQUIRE(bytes.size() >= 8);
@@ -222,7 +222,7 @@ TEST_CASE("safetensors atomic write: no temporary file is left, and a crash neve
   write_bytes(stale_other, "half a file");
   CHECK(contains(error_of([&] { read_safetensors(path); }), "no such file"));
 
-  write_safetensors(path, named_tensors{{"w", &v1}});
+  write_safetensors(path, tensor_refs{{"w", &v1}});
   CHECK(same_bits(read_safetensors(path).tensors.at("w"), v1));
   CHECK(read_bytes(stale_other) == "half a file");  // someone else's file: left alone
   fs::remove(stale_other);
@@ -234,13 +234,13 @@ TEST_CASE("safetensors atomic write: no temporary file is left, and a crash neve
   write_bytes(own_tmp, read_bytes(path).substr(0, 20));
   CHECK(same_bits(read_safetensors(path).tensors.at("w"), v1));
   // The next write replaces the stale temporary file and leaves none behind.
-  write_safetensors(path, named_tensors{{"w", &v2}});
+  write_safetensors(path, tensor_refs{{"w", &v2}});
   CHECK(same_bits(read_safetensors(path).tensors.at("w"), v2));
   CHECK(dir.temporaries().empty());
 
   // A write that fails (its temporary file cannot be created) leaves the final file as it was.
   fs::create_directory(own_tmp);
-  const std::string error = error_of([&] { write_safetensors(path, named_tensors{{"w", &v1}}); });
+  const std::string error = error_of([&] { write_safetensors(path, tensor_refs{{"w", &v1}}); });
   CHECK(contains(error, path));
   CHECK(contains(error, "cannot create temporary file"));
   CHECK(same_bits(read_safetensors(path).tensors.at("w"), v2));
@@ -248,12 +248,12 @@ TEST_CASE("safetensors atomic write: no temporary file is left, and a crash neve
 
   // A refused write creates nothing at all.
   const std::string fresh = dir.file("fresh.safetensors");
-  CHECK(contains(error_of([&] { write_safetensors(fresh, named_tensors{{"w", &v1}, {"w", &v2}}); }),
+  CHECK(contains(error_of([&] { write_safetensors(fresh, tensor_refs{{"w", &v1}, {"w", &v2}}); }),
                  "tensor w given twice"));
-  CHECK(contains(error_of([&] { write_safetensors(fresh, named_tensors{{"__metadata__", &v1}}); }),
+  CHECK(contains(error_of([&] { write_safetensors(fresh, tensor_refs{{"__metadata__", &v1}}); }),
                  "__metadata__"));
-  CHECK(contains(error_of([&] { write_safetensors(fresh, named_tensors{{"", &v1}}); }), "empty name"));
-  CHECK(contains(error_of([&] { write_safetensors(fresh, named_tensors{{"w", &v1}}, {{"bad", "\xff"}}); }),
+  CHECK(contains(error_of([&] { write_safetensors(fresh, tensor_refs{{"", &v1}}); }), "empty name"));
+  CHECK(contains(error_of([&] { write_safetensors(fresh, tensor_refs{{"w", &v1}}, {{"bad", "\xff"}}); }),
                  "cannot write the header"));
   CHECK(!fs::exists(fresh));
   CHECK(dir.temporaries().empty());

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <stdexcept>
 
 namespace ap {
 
@@ -19,6 +20,22 @@ float local_runner::train_step(const tensor& inputs, const tensor& labels, std::
 }
 
 tensor local_runner::predict(const tensor& inputs) { return model_.forward(inputs); }
+
+void local_runner::save_checkpoint(const std::string& path, const training_state& state) {
+  ap::save_checkpoint(path, model_, optimizer_.get(), state);
+}
+
+training_state local_runner::load_checkpoint(const std::string& path) {
+  return ap::load_checkpoint(path, model_, optimizer_.get());
+}
+
+void step_runner::save_checkpoint(const std::string& path, const training_state&) {
+  throw std::logic_error("cannot save checkpoint " + path + ": this runner has no checkpoints");
+}
+
+training_state step_runner::load_checkpoint(const std::string& path) {
+  throw std::logic_error("cannot load checkpoint " + path + ": this runner has no checkpoints");
+}
 
 double evaluate_accuracy(step_runner& runner, const dataset& d, std::size_t batch_size) {
   if (d.size() == 0) return 0.0;
@@ -38,29 +55,52 @@ train_report train(step_runner& runner, const dataset& train_set, const dataset&
   train_report report;
   const auto start = clock::now();
   const std::size_t batches = batch_count(train_set.size(), config.batch_size);
+  if (config.start_batch > batches)
+    throw std::invalid_argument("train: start batch " + std::to_string(config.start_batch) + " of epoch " +
+                                std::to_string(config.start_epoch) + " is beyond the epoch's " +
+                                std::to_string(batches) + " batches of " + std::to_string(config.batch_size));
+  // Where training stands after `steps` steps with batch `next` of `epoch` to train next; the end of an
+  // epoch is the start of the next one (Note [resumed trajectory]).
+  const auto position = [&](std::uint64_t steps, std::uint64_t epoch, std::uint64_t next) {
+    training_state at;
+    at.step = steps;
+    const bool epoch_over = batches > 0 && next == batches;
+    at.epoch = epoch_over ? epoch + 1 : epoch;
+    at.batch_in_epoch = epoch_over ? 0 : next;
+    at.data_seed = config.seed;
+    return at;
+  };
+  training_state at = position(config.start_step, config.start_epoch, config.start_batch);
+  std::uint64_t checkpointed = at.step;  // steps at the last checkpoint call (or the start)
   bool done = false;
-  for (std::size_t epoch = 0; epoch < config.epochs && !done; ++epoch) {
+  for (std::uint64_t epoch = at.epoch; epoch < config.epochs && !done; ++epoch) {
     const auto order = epoch_order(train_set.size(), config.seed, epoch);
     double loss_sum = 0.0;
     std::size_t epoch_steps = 0;
-    for (std::size_t b = 0; b < batches; ++b) {
-      if (config.max_steps && report.steps >= config.max_steps) { done = true; break; }
+    for (std::size_t b = epoch == at.epoch ? at.batch_in_epoch : 0; b < batches; ++b) {
+      if (config.max_steps && at.step >= config.max_steps) { done = true; break; }
       const batch bt = make_batch(train_set, order, b, config.batch_size);
-      loss_sum += runner.train_step(bt.inputs, bt.labels, report.steps);
+      loss_sum += runner.train_step(bt.inputs, bt.labels, at.step);
+      at = position(at.step + 1, epoch, b + 1);
       ++report.steps, ++epoch_steps;
       report.samples += rows(bt.inputs);
+      if (config.checkpoint && config.checkpoint_every && at.step % config.checkpoint_every == 0) {
+        config.checkpoint(at);
+        checkpointed = at.step;
+      }
     }
     if (epoch_steps == 0) break;
     report.epoch_losses.push_back(loss_sum / static_cast<double>(epoch_steps));
     report.final_loss = report.epoch_losses.back();
     if (config.log) {
       char line[160];
-      std::snprintf(line, sizeof line, "epoch %zu: mean loss %.4f over %zu steps, %.1f s", epoch + 1,
-                    report.final_loss, epoch_steps,
+      std::snprintf(line, sizeof line, "epoch %llu: mean loss %.4f over %zu steps, %.1f s",
+                    static_cast<unsigned long long>(epoch + 1), report.final_loss, epoch_steps,
                     std::chrono::duration<double>(clock::now() - start).count());
       config.log(line);
     }
   }
+  if (config.checkpoint && at.step != checkpointed) config.checkpoint(at);
   report.wall_s = std::chrono::duration<double>(clock::now() - start).count();
   report.samples_per_s = report.wall_s > 0 ? static_cast<double>(report.samples) / report.wall_s : 0.0;
   report.test_accuracy = evaluate_accuracy(runner, test_set);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/checkpoint.hpp"
 #include "data/dataset.hpp"
 #include "model/loss.hpp"
 #include "model/optimizer.hpp"
@@ -22,6 +23,12 @@ class step_runner {
   virtual float train_step(const tensor& inputs, const tensor& labels, std::uint64_t step) = 0;
   // Inference outputs (rows, classes).
   virtual tensor predict(const tensor& inputs) = 0;
+  // Checkpoints (Note [checkpoint layout]): the whole model, its optimizer state and `state` in one file,
+  // written atomically; load restores them and returns the saved training_state, or throws
+  // std::runtime_error naming the file and the tensor and changes nothing. A runner without checkpoints
+  // throws std::logic_error (the default).
+  virtual void save_checkpoint(const std::string& path, const training_state& state);
+  virtual training_state load_checkpoint(const std::string& path);
 };
 
 // Plain training of a whole Sequential in this thread: forward, loss, backward, optimizer step.
@@ -30,6 +37,8 @@ class local_runner final : public step_runner {
   local_runner(sequential& model, const optimizer_config& optimizer, const std::string& loss = "cross_entropy");
   float train_step(const tensor& inputs, const tensor& labels, std::uint64_t step) override;
   tensor predict(const tensor& inputs) override;
+  void save_checkpoint(const std::string& path, const training_state& state) override;
+  training_state load_checkpoint(const std::string& path) override;
 
  private:
   sequential& model_;
@@ -41,12 +50,19 @@ struct train_config {
   std::size_t epochs = 1;
   std::size_t batch_size = 128;
   std::uint64_t seed = 1;       // data order
-  std::size_t max_steps = 0;    // stop after this many steps (0: whole epochs)
+  std::size_t max_steps = 0;    // stop once this many steps are taken in all, start_step included (0: whole epochs)
   std::function<void(const std::string&)> log;  // progress lines, if set
+  // Where to start: steps already taken, and the epoch and index in it of the next batch (a resumed run sets
+  // them, and `seed`, from the loaded training_state: Note [resumed trajectory]).
+  std::uint64_t start_step = 0, start_epoch = 0, start_batch = 0;
+  // If set, called with the position after every `checkpoint_every` steps (when the step count is a
+  // multiple of it; 0: never) and at the end if steps were taken since. Its model_spec is left empty.
+  std::function<void(const training_state&)> checkpoint;
+  std::size_t checkpoint_every = 0;
 };
 
 struct train_report {
-  std::size_t steps = 0, samples = 0;
+  std::size_t steps = 0, samples = 0;  // taken by this call
   double wall_s = 0.0;           // training time, without the final test
   double samples_per_s = 0.0;
   double final_loss = 0.0;       // mean batch loss over the last epoch (or the steps run of it)
@@ -54,6 +70,10 @@ struct train_report {
   std::vector<double> epoch_losses;
 };
 
+// Note [resumed trajectory]: step s trains batch b of epoch e with batches from epoch_order(seed, e) and step
+// number s (dropout masks depend on it). A run started at (start_step, start_epoch, start_batch), on a runner
+// holding the weights and optimizer state saved at that position, takes exactly the steps the uninterrupted
+// run takes from there: same batches, same step numbers, same updates.
 train_report train(step_runner& runner, const dataset& train_set, const dataset& test_set, const train_config& config);
 
 // Share of rows whose arg-max output matches the label, predicted in batches of `batch_size`.

@@ -1,0 +1,240 @@
+#include "actors/node.hpp"
+
+#include <memory>
+#include <set>
+#include <stdexcept>
+
+#include <caf/io/all.hpp>
+
+#include "actors/message_types.hpp"
+
+namespace ap {
+
+node_address parse_node_address(const std::string& text) {
+  const auto colon = text.rfind(':');
+  const std::string bad = "node address \"" + text + "\" is not host:port";
+  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size()) throw std::invalid_argument(bad);
+  const std::string port = text.substr(colon + 1);
+  if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos) throw std::invalid_argument(bad);
+  const int value = std::stoi(port);
+  if (value < 1 || value > 65535) throw std::invalid_argument(bad + " (the port must be 1..65535)");
+  return node_address{text.substr(0, colon), static_cast<std::uint16_t>(value)};
+}
+
+void enable_network(caf::actor_system_config& config) {
+  config.load<caf::io::middleman>();
+  add_message_types(config);
+  config.set("middleman.heartbeat-interval", caf::timespan{heartbeat_interval});
+  config.set("middleman.connection-timeout", caf::timespan{connection_timeout});
+}
+
+std::string error_text(const caf::error& e) {
+  if (!e.context().empty() && e.context().match_element<std::string>(0)) return e.context().get_as<std::string>(0);
+  return caf::to_string(e);
+}
+
+namespace {
+
+caf::error refusal(std::string text) { return caf::make_error(caf::sec::runtime_error, std::move(text)); }
+
+// ---- the node actor ----------------------------------------------------------------------------------
+
+struct hosted_stage {
+  int stage = 0;
+  caf::actor_addr owner;  // who placed it
+  stage_actors actors;
+};
+
+struct node_state {
+  node_options options;
+  std::set<caf::node_id> greeted;  // processes whose handshake this node accepted
+  std::vector<hosted_stage> stages;
+  static inline const char* name = "node";
+};
+
+using node_actor = caf::stateful_actor<node_state>;
+
+void log(node_actor* self, const std::string& line) {
+  if (self->state.options.log) self->state.options.log(line);
+}
+
+// Stops the stages placed by `owner` (every stage when `owner` is null).
+void stop_stages(node_actor* self, const caf::actor_addr& owner, const std::string& why) {
+  auto& st = self->state;
+  std::vector<hosted_stage> kept;
+  std::string stopped;
+  for (auto& h : st.stages) {
+    if (owner && h.owner != owner) {
+      kept.push_back(std::move(h));
+      continue;
+    }
+    for (auto* a : {&h.actors.retriever, &h.actors.processor, &h.actors.sender})
+      self->send_exit(*a, caf::exit_reason::user_shutdown);
+    stopped += (stopped.empty() ? "" : ", ") + std::to_string(h.stage);
+  }
+  st.stages = std::move(kept);
+  if (!stopped.empty()) log(self, "stopped stage(s) " + stopped + ": " + why);
+}
+
+// Answers peers_atom once every connection stands, or with the first failure.
+struct peer_wait {
+  caf::response_promise promise;
+  std::size_t left = 0;
+  bool answered = false;
+};
+
+caf::behavior node(node_actor* self, node_options options) {
+  self->state.options = std::move(options);
+  self->set_down_handler([=](caf::down_msg& m) {
+    stop_stages(self, m.source, m.reason ? "their coordinator is gone (" + caf::to_string(m.reason) + ")"
+                                         : "their coordinator finished");
+  });
+  self->set_exit_handler([=](caf::exit_msg& m) {
+    stop_stages(self, {}, "the node is stopping");
+    self->quit(m.reason);
+  });
+  return {
+      [=](hello_atom, std::uint32_t version, bool little_endian, std::vector<std::string>& types)
+          -> caf::result<hello_atom, std::uint32_t, bool, std::vector<std::string>> {
+        auto& st = self->state;
+        const handshake mine = local_handshake(st.options.protocol_version);
+        const std::string why = handshake_mismatch(mine, handshake{version, little_endian, std::move(types)},
+                                                   "this node", "the coordinator");
+        if (!why.empty()) {
+          log(self, "refused a coordinator: " + why);
+          return refusal(why);
+        }
+        if (auto& sender = self->current_sender()) st.greeted.insert(sender->node());
+        return {hello_atom::value, mine.version, mine.little_endian, mine.message_types};
+      },
+      [=](peers_atom, const std::vector<std::string>& peers, std::int64_t timeout_ms) -> caf::response_promise {
+        auto wait = std::make_shared<peer_wait>();
+        wait->promise = self->make_response_promise();
+        wait->left = peers.size();
+        if (peers.empty()) wait->promise.deliver(ok_atom::value);
+        auto mm = self->system().middleman().actor_handle();
+        for (const auto& text : peers) {
+          node_address a;
+          try {
+            a = parse_node_address(text);
+          } catch (const std::exception& e) {
+            wait->answered = true;
+            wait->promise.deliver(refusal(e.what()));
+            return wait->promise;
+          }
+          self->request(mm, std::chrono::milliseconds(timeout_ms), caf::connect_atom::value, a.host, a.port)
+              .then(
+                  [=](caf::node_id&, caf::strong_actor_ptr&, std::set<std::string>&) {
+                    if (!wait->answered && --wait->left == 0) {
+                      wait->answered = true;
+                      wait->promise.deliver(ok_atom::value);
+                    }
+                  },
+                  [=](caf::error& e) {
+                    if (wait->answered) return;
+                    wait->answered = true;
+                    const std::string why = "cannot connect to its peer node " + text + ": " + error_text(e);
+                    log(self, why);
+                    wait->promise.deliver(refusal(why));
+                  });
+        }
+        return wait->promise;
+      },
+      [=](stage_spec& spec) -> caf::result<caf::actor, caf::actor, caf::actor> {
+        auto& st = self->state;
+        const int stage = spec.stage;
+        const auto& sender = self->current_sender();
+        if (!sender || st.greeted.count(sender->node()) == 0)
+          return refusal("stage " + std::to_string(stage) + " refused: its coordinator skipped the handshake");
+        stage_actors a;
+        std::string layers;
+        try {
+          stage_setup setup = stage_setup_from_spec(std::move(spec));
+          for (const auto& s : setup.slices) layers += (layers.empty() ? "" : " | ") + s.describe();
+          a = spawn_stage(self->system(), std::move(setup));
+        } catch (const std::exception& e) {
+          log(self, std::string("could not start a stage: ") + e.what());
+          return refusal(e.what());
+        }
+        const auto owner = caf::actor_cast<caf::actor>(sender);
+        bool known = false;
+        for (const auto& h : st.stages) known = known || h.owner == owner.address();
+        if (!known) self->monitor(owner);
+        st.stages.push_back(hosted_stage{stage, owner.address(), a});
+        log(self, "stage " + std::to_string(stage) + " started: " + layers);
+        return {a.retriever, a.processor, a.sender};
+      },
+      [=](quit_atom) {
+        stop_stages(self, {}, "told to quit");
+        self->quit();
+      },
+  };
+}
+
+std::string wait_failure(const caf::error& e, std::chrono::milliseconds timeout) {
+  if (e == caf::sec::request_timeout) return "no answer within " + std::to_string(timeout.count()) + " ms";
+  return error_text(e);
+}
+
+}  // namespace
+
+caf::actor spawn_node(caf::actor_system& system, node_options options) { return system.spawn(node, std::move(options)); }
+
+// ---- the coordinator's side --------------------------------------------------------------------------
+
+caf::actor connect_node(caf::scoped_actor& self, const node_address& address, std::chrono::milliseconds timeout) {
+  const std::string them = "node " + address.text();
+  caf::actor node;
+  std::string failure;
+  // Not middleman().remote_actor(): it waits without a limit, e.g. on a peer that accepts and stays silent.
+  self->request(self->system().middleman().actor_handle(), timeout, caf::connect_atom::value, address.host, address.port)
+      .receive([&](caf::node_id&, caf::strong_actor_ptr& ptr,
+                   std::set<std::string>&) { node = caf::actor_cast<caf::actor>(ptr); },
+               [&](caf::error& e) { failure = wait_failure(e, timeout); });
+  if (!failure.empty())
+    throw std::runtime_error("cannot connect to " + them + ": " + failure + " (is `actorpipe node` running there?)");
+  if (!node) throw std::runtime_error(them + " publishes no actor: is it an `actorpipe node`?");
+  const handshake mine = local_handshake();
+  handshake theirs;
+  self->request(node, timeout, hello_atom::value, mine.version, mine.little_endian, mine.message_types)
+      .receive(
+          [&](hello_atom, std::uint32_t version, bool little_endian, std::vector<std::string>& types) {
+            theirs = handshake{version, little_endian, std::move(types)};
+          },
+          [&](caf::error& e) { failure = wait_failure(e, timeout); });
+  if (!failure.empty()) throw std::runtime_error(them + " refused the handshake: " + failure);
+  if (auto why = handshake_mismatch(mine, theirs, "the coordinator", them); !why.empty())
+    throw std::runtime_error("refusing " + them + ": " + why);
+  return node;
+}
+
+void connect_peers(caf::scoped_actor& self, const caf::actor& node, const node_address& address,
+                   const std::vector<node_address>& peers, std::chrono::milliseconds timeout) {
+  if (peers.empty()) return;
+  std::vector<std::string> texts;
+  for (const auto& p : peers) texts.push_back(p.text());
+  std::string failure;
+  // The node waits `timeout` per connection (in parallel); this waits a second longer for its answer.
+  const auto limit = timeout + std::chrono::seconds(1);
+  self->request(node, limit, peers_atom::value, texts, static_cast<std::int64_t>(timeout.count()))
+      .receive([](ok_atom) {}, [&](caf::error& e) { failure = wait_failure(e, limit); });
+  if (!failure.empty()) throw std::runtime_error("node " + address.text() + ": " + failure);
+}
+
+stage_actors place_stage(caf::scoped_actor& self, const caf::actor& node, const node_address& address, stage_spec spec,
+                         std::chrono::milliseconds timeout) {
+  const std::string what = "placing stage " + std::to_string(spec.stage) + " on node " + address.text();
+  stage_actors a;
+  std::string failure;
+  self->request(node, timeout, std::move(spec))
+      .receive(
+          [&](caf::actor& retriever, caf::actor& processor, caf::actor& sender) {
+            a = stage_actors{std::move(retriever), std::move(processor), std::move(sender)};
+          },
+          [&](caf::error& e) { failure = wait_failure(e, timeout); });
+  if (!failure.empty()) throw std::runtime_error(what + ": " + failure);
+  if (!a.retriever || !a.processor || !a.sender) throw std::runtime_error(what + ": the node sent invalid handles");
+  return a;
+}
+
+}  // namespace ap

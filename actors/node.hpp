@@ -1,0 +1,77 @@
+// A node: the actor a worker process (`actorpipe node`) publishes. It hosts pipeline stages for a
+// coordinator: the same retriever, processor and sender as in one process (stage_spawner.hpp), spawned
+// here from a stage_spec, and used by the coordinator and the other nodes through remote handles exactly
+// like local ones (CAF's network transparency). The protocol, in this order:
+//
+//   (hello_atom, version, little_endian, type names)  -> the node's own, or an error saying what differs
+//   (peers_atom, ["host:port", ...], timeout_ms)      -> ok_atom once connected to each of them
+//   stage_spec                                        -> (retriever, processor, sender) of the stage
+//   quit_atom                                         -> stops every stage, then the node
+//
+// The node monitors whoever placed a stage (the pipeline's owner actor) and stops that owner's stages when
+// it goes, so a coordinator that exits or dies leaves nothing running; the node itself lives on.
+//
+// Note [direct routes between nodes]: stage s on node A sends to stage s+1 on node B through a handle A
+// learns from the coordinator. Unless A and B are connected, CAF 0.17 routes those messages through the
+// coordinator's process (an indirect route): twice the traffic, and the coordinator's death would cut
+// nodes apart. So before placing stages the coordinator tells node i to connect to the nodes before it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "actors/handshake.hpp"
+#include "actors/stage_spawner.hpp"
+
+namespace ap {
+
+using peers_atom = caf::atom_constant<caf::atom("peers")>;
+using quit_atom = caf::atom_constant<caf::atom("quit")>;
+
+struct node_address {
+  std::string host;
+  std::uint16_t port = 0;
+  std::string text() const { return host + ":" + std::to_string(port); }
+};
+// "host:port" with a port in 1..65535; throws std::invalid_argument naming the text.
+node_address parse_node_address(const std::string& text);
+
+// Note [heartbeats]: CAF 0.17 sends none by default, so a peer that stops answering without closing its
+// connection (a frozen process, a pulled cable) would go unnoticed. A process that dies closes its
+// sockets and is noticed at once (down_msg within ~1 ms); heartbeats cover the rest: one per second, and
+// a connection silent for 5 s is closed, which is a down_msg for every actor behind it.
+inline constexpr std::chrono::seconds heartbeat_interval{1};
+inline constexpr std::chrono::seconds connection_timeout{5};
+
+// Loads the middleman, registers every message type (message_types.hpp) and turns heartbeats on.
+// Call before the actor_system is built, in coordinators and nodes alike.
+void enable_network(caf::actor_system_config& config);
+
+struct node_options {
+  std::uint32_t protocol_version = wire_protocol_version;  // another one only to test the refusal
+  std::function<void(const std::string&)> log;             // one line per event; may be empty
+};
+caf::actor spawn_node(caf::actor_system& system, node_options options);
+
+// ---- the coordinator's side --------------------------------------------------------------------------
+// Blocking calls on `self` (the pipeline's owner actor, which nodes monitor). Every wait is bounded by
+// `timeout`; a failure throws std::runtime_error naming the node's address and what went wrong.
+
+// Connects and runs the handshake; returns the node actor.
+caf::actor connect_node(caf::scoped_actor& self, const node_address& address, std::chrono::milliseconds timeout);
+// Has `node` connect to `peers` (Note [direct routes between nodes]).
+void connect_peers(caf::scoped_actor& self, const caf::actor& node, const node_address& address,
+                   const std::vector<node_address>& peers, std::chrono::milliseconds timeout);
+// Spawns one stage on `node`.
+stage_actors place_stage(caf::scoped_actor& self, const caf::actor& node, const node_address& address, stage_spec spec,
+                         std::chrono::milliseconds timeout);
+
+// The text of an error that crossed actors: its context string if it has one, else CAF's rendering.
+std::string error_text(const caf::error& e);
+
+}  // namespace ap

@@ -1,0 +1,234 @@
+// bench_network: what crossing a process boundary costs, on loopback (127.0.0.1).
+//
+// (1) Activation transfer: forward_tasks of 1, 4, 16 and 64 MB go from this process to a sink actor in a
+//     child process (this program re-run with --sink), streamed in batches of ~64 MB, each batch timed
+//     until the sink confirms it received it. MB/s = payload bytes / time, MB = 2^20 bytes. The tensor
+//     travels as one raw block (wire_format.hpp); the figure includes serialising, the kernel's copies
+//     and deserialising into a fresh tensor on the other side.
+// (2) Training: samples/s of 784-2048-2048-2048-10 (batch 256, 8 microbatches, 1F1B, Adam) on 2 stages
+//     placed on 2 `actorpipe node` processes, against the same 2-stage pipeline in one process. Blocks of
+//     steps alternate between the two (Note [timing under load] in bench_single_process.cpp).
+//
+// Usage: bench_network [--actorpipe PATH] [--steps N] [--quick]
+//   --actorpipe  the actorpipe program that runs the nodes (default: ../cli/actorpipe next to this program)
+//   --steps      timed training steps per block (default 30; --quick: 10)
+// Prints a table, then one JSON line.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <nlohmann/json.hpp>
+
+#include "../tests/node_process.hpp"
+#include "actors/messages.hpp"
+#include "actors/node.hpp"
+#include "actors/pipeline.hpp"
+#include "data/synthetic.hpp"
+#include "model/sequential.hpp"
+#include "tensor/matmul.hpp"
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+double seconds_since(clock_type::time_point t0) {
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+std::string this_program() {
+  char path[4096];
+  const ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+  if (n <= 0) throw std::runtime_error("cannot read /proc/self/exe");
+  return std::string(path, static_cast<std::size_t>(n));
+}
+
+// ---- the sink process --------------------------------------------------------------------------------
+
+struct sink_state {
+  std::int64_t tasks = 0, bytes = 0;
+  static inline const char* name = "sink";
+};
+
+caf::behavior sink(caf::stateful_actor<sink_state>* self) {
+  return {
+      [=](ap::forward_task& t) {
+        ++self->state.tasks;
+        self->state.bytes += static_cast<std::int64_t>(t.data.size() * sizeof(float));
+      },
+      [=](ap::ok_atom) { return caf::make_message(self->state.tasks, self->state.bytes); },
+  };
+}
+
+int run_sink() {
+  caf::actor_system_config config;
+  ap::enable_network(config);
+  config.set("scheduler.max-threads", 2);
+  caf::actor_system system{config};
+  auto s = system.spawn(sink);
+  auto port = system.middleman().publish(s, 0, "127.0.0.1", true);
+  if (!port) {
+    std::cerr << "sink: " << caf::to_string(port.error()) << "\n";
+    caf::anon_send_exit(s, caf::exit_reason::user_shutdown);
+    return 1;
+  }
+  std::cout << "sink listening on 127.0.0.1:" << *port << std::endl;
+  caf::scoped_actor self{system};
+  self->wait_for(s);
+  return 0;
+}
+
+// ---- (1) transfer throughput -------------------------------------------------------------------------
+
+struct transfer_result {
+  double megabytes = 0;
+  double best_mb_per_s = 0, median_mb_per_s = 0;
+  int messages = 0;
+};
+
+std::vector<transfer_result> bench_transfer(bool quick) {
+  ap::test::child_process child({this_program(), "--sink"});
+  const std::string line = child.read_line(10s);
+  if (line.rfind("sink listening on ", 0) != 0) throw std::runtime_error("the sink did not start: " + child.stderr_text());
+  const int port = std::stoi(line.substr(line.rfind(':') + 1));
+  caf::actor_system_config config;
+  ap::enable_network(config);
+  config.set("scheduler.max-threads", 2);
+  caf::actor_system system{config};
+  auto sink_handle = system.middleman().remote_actor("127.0.0.1", static_cast<std::uint16_t>(port));
+  if (!sink_handle) throw std::runtime_error("cannot reach the sink: " + caf::to_string(sink_handle.error()));
+  caf::actor remote = *sink_handle;
+  caf::scoped_actor self{system};
+  auto sync = [&] {
+    std::int64_t tasks = 0;
+    self->request(remote, 120s, ap::ok_atom::value)
+        .receive([&](std::int64_t t, std::int64_t) { tasks = t; },
+                 [&](caf::error& e) { throw std::runtime_error("sink: " + caf::to_string(e)); });
+    return tasks;
+  };
+  std::vector<transfer_result> results;
+  for (const double mb : {1.0, 4.0, 16.0, 64.0}) {
+    const auto floats = static_cast<std::size_t>(mb * 1024 * 1024 / sizeof(float));
+    ap::forward_task t;
+    t.data = ap::zeros({floats / 1024, 1024});
+    std::fill(t.data.begin(), t.data.end(), 0.5f);
+    const caf::message msg = caf::make_message(std::move(t));  // sent again and again: no copy here
+    const int per_batch = std::max(1, static_cast<int>(64.0 / mb));
+    const int batches = quick ? 3 : std::max(5, static_cast<int>(8 * 16.0 / (mb * per_batch)));
+    auto send_batch = [&] {
+      for (int i = 0; i < per_batch; ++i) remote->enqueue(nullptr, caf::make_message_id(), msg, nullptr);
+      sync();
+    };
+    send_batch();  // warm-up: connection buffers, page faults of the receiver
+    std::vector<double> rates;
+    for (int b = 0; b < batches; ++b) {
+      const auto t0 = clock_type::now();
+      send_batch();
+      rates.push_back(mb * per_batch / seconds_since(t0));
+    }
+    std::sort(rates.begin(), rates.end());
+    results.push_back({mb, rates.back(), rates[rates.size() / 2], per_batch * batches});
+    std::cout << "  " << mb << " MB tensors: median " << rates[rates.size() / 2] << " MB/s, best " << rates.back()
+              << " MB/s (" << batches << " batches of " << per_batch << ")" << std::endl;
+  }
+  caf::anon_send_exit(remote, caf::exit_reason::user_shutdown);
+  return results;
+}
+
+// ---- (2) training on two nodes -----------------------------------------------------------------------
+
+struct training_result {
+  double in_process = 0, two_nodes = 0;  // samples/s, median over blocks
+};
+
+double train_block(ap::pipeline& pipe, const std::vector<ap::dataset>& batches, int steps, std::uint64_t& step) {
+  const auto t0 = clock_type::now();
+  for (int s = 0; s < steps; ++s) {
+    const auto& b = batches[step % batches.size()];
+    pipe.train_step(b.inputs, b.labels, step++);
+  }
+  return steps * 256.0 / seconds_since(t0);
+}
+
+training_result bench_training(const std::string& actorpipe, int steps) {
+  const ap::sequential model = ap::sequential::from_spec("784-2048-2048-2048-10", {"relu", 1});
+  std::vector<ap::dataset> batches;
+  for (std::uint64_t i = 0; i < 4; ++i) batches.push_back(ap::make_blobs(256, 784, 10, 100 + i));
+  ap::pipeline_options o;
+  o.stages = 2;
+  o.microbatches = 8;
+  o.schedule = "1f1b";
+  o.optimizer.kind = "adam";
+  o.optimizer.lr = 1e-3f;
+
+  ap::test::node_process a(actorpipe), b(actorpipe);
+  ap::pipeline_options on_nodes = o;
+  on_nodes.nodes = {a.address(), b.address()};
+  // Both pipelines live side by side (each idles while the other trains) so blocks can alternate.
+  ap::pipeline local(model, o);
+  ap::pipeline remote(model, on_nodes);
+  std::uint64_t local_step = 0, remote_step = 0;
+  train_block(local, batches, 3, local_step);  // warm-up
+  train_block(remote, batches, 3, remote_step);
+  std::vector<double> l, r;
+  for (int block = 0; block < 3; ++block) {
+    l.push_back(train_block(local, batches, steps, local_step));
+    r.push_back(train_block(remote, batches, steps, remote_step));
+    std::cout << "  block " << block << ": one process " << l.back() << " samples/s, 2 nodes " << r.back()
+              << " samples/s" << std::endl;
+  }
+  std::sort(l.begin(), l.end());
+  std::sort(r.begin(), r.end());
+  return {l[1], r[1]};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ap::keep_tensor_memory();
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (!args.empty() && args[0] == "--sink") return run_sink();
+  bool quick = false;
+  int steps = 30;
+  std::string actorpipe = this_program();
+  actorpipe = actorpipe.substr(0, actorpipe.rfind('/')) + "/../cli/actorpipe";
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--quick") quick = true, steps = 10;
+    else if (args[i] == "--steps" && i + 1 < args.size()) steps = std::stoi(args[++i]);
+    else if (args[i] == "--actorpipe" && i + 1 < args.size()) actorpipe = args[++i];
+    else {
+      std::cerr << "usage: bench_network [--actorpipe PATH] [--steps N] [--quick]\n";
+      return 2;
+    }
+  }
+  ap::set_blas_threads(1);
+  try {
+    std::cout << "activation transfer between two processes on loopback (forward_task, raw block):" << std::endl;
+    const auto transfers = bench_transfer(quick);
+    std::cout << "training 784-2048-2048-2048-10, batch 256, m=8, 1F1B, 2 stages, " << steps
+              << " steps per block:" << std::endl;
+    const auto training = bench_training(actorpipe, steps);
+    const double ratio = training.two_nodes / training.in_process;
+    std::cout << "  median: one process " << training.in_process << " samples/s, 2 nodes " << training.two_nodes
+              << " samples/s, ratio " << ratio << " (target >= 0.9)" << std::endl;
+    nlohmann::json out;
+    for (const auto& t : transfers)
+      out["transfer_mb_per_s"][std::to_string(static_cast<int>(t.megabytes)) + "MB"] = t.median_mb_per_s;
+    out["train_samples_per_s_in_process"] = training.in_process;
+    out["train_samples_per_s_2_nodes"] = training.two_nodes;
+    out["train_ratio"] = ratio;
+    std::cout << out.dump() << std::endl;
+  } catch (const std::exception& e) {
+    std::cerr << "bench_network: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

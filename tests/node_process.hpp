@@ -1,0 +1,161 @@
+// `actorpipe node` child processes for tests and benchmarks: started with fork/exec, their port read from
+// the line they print, and always killed (SIGKILL) and reaped by the destructor, even when a check fails.
+// A child also dies with the process that started it (PR_SET_PDEATHSIG), so a crashed test leaves none.
+#pragma once
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace ap::test {
+
+class child_process {
+ public:
+  // Runs argv[0] with argv; its stdout comes back through a pipe, its stderr goes to a temporary file.
+  explicit child_process(std::vector<std::string> argv) {
+    char name[] = "/tmp/actorpipe-child-XXXXXX";
+    const int err_fd = mkstemp(name);
+    if (err_fd < 0) throw std::runtime_error("child_process: mkstemp failed");
+    stderr_path_ = name;
+    int out[2];
+    if (pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("child_process: pipe failed");
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    const pid_t parent = getpid();
+    pid_ = fork();
+    if (pid_ < 0) throw std::runtime_error("child_process: fork failed");
+    if (pid_ == 0) {  // only async-signal-safe calls until exec
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(111);
+      dup2(out[1], STDOUT_FILENO);
+      dup2(err_fd, STDERR_FILENO);
+      execv(args[0], args.data());
+      _exit(127);
+    }
+    close(out[1]);
+    close(err_fd);
+    out_ = out[0];
+  }
+  ~child_process() {
+    kill9();
+    if (out_ >= 0) close(out_);
+    std::remove(stderr_path_.c_str());
+  }
+  child_process(const child_process&) = delete;
+  child_process& operator=(const child_process&) = delete;
+
+  pid_t pid() const { return pid_; }
+
+  // The next line of its stdout, or "" when none comes within `limit` (or the child closed stdout).
+  std::string read_line(std::chrono::milliseconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    for (;;) {
+      if (auto nl = buffer_.find('\n'); nl != std::string::npos) {
+        std::string line = buffer_.substr(0, nl);
+        buffer_.erase(0, nl + 1);
+        return line;
+      }
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return "";
+      pollfd p{out_, POLLIN, 0};
+      if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+      char chunk[256];
+      const ssize_t n = read(out_, chunk, sizeof chunk);
+      if (n <= 0) return "";
+      buffer_.append(chunk, static_cast<std::size_t>(n));
+    }
+  }
+
+  // Kills it with SIGKILL and reaps it; idempotent.
+  void kill9() {
+    if (reaped_) return;
+    ::kill(pid_, SIGKILL);
+    waitpid(pid_, &status_, 0);
+    reaped_ = true;
+  }
+
+  // Its exit code once it exits within `limit`; -1 if it is still running then (it keeps running).
+  int wait_exit(std::chrono::milliseconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!reaped_) {
+      if (waitpid(pid_, &status_, WNOHANG) == pid_) {
+        reaped_ = true;
+        break;
+      }
+      if (std::chrono::steady_clock::now() > deadline) return -1;
+      usleep(10000);
+    }
+    return WIFEXITED(status_) ? WEXITSTATUS(status_) : 128 + WTERMSIG(status_);
+  }
+
+  bool running() {
+    if (reaped_) return false;
+    if (waitpid(pid_, &status_, WNOHANG) == pid_) reaped_ = true;
+    return !reaped_;
+  }
+
+  // Everything it wrote on stderr so far.
+  std::string stderr_text() const {
+    std::ifstream f(stderr_path_);
+    std::stringstream s;
+    s << f.rdbuf();
+    return s.str();
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int out_ = -1;
+  int status_ = 0;
+  bool reaped_ = false;
+  std::string buffer_;
+  std::string stderr_path_;
+};
+
+// An `actorpipe node --host 127.0.0.1 --port PORT` (0: a free one) and its address, read from the line
+// "node listening on HOST:PORT".
+class node_process {
+ public:
+  // Throws std::runtime_error (with the node's stderr) when no port is printed within 10 s; the child
+  // is killed either way.
+  explicit node_process(const std::string& actorpipe, std::vector<std::string> extra = {}, int port = 0)
+      : child_(arguments(actorpipe, std::move(extra), port)) {
+    const std::string line = child_.read_line(std::chrono::seconds(10));
+    const std::string prefix = "node listening on ";
+    if (line.rfind(prefix, 0) != 0) {
+      child_.kill9();
+      throw std::runtime_error("node did not start: stdout \"" + line + "\", stderr \"" + child_.stderr_text() + "\"");
+    }
+    address_ = line.substr(prefix.size());
+    port_ = std::stoi(address_.substr(address_.rfind(':') + 1));
+  }
+
+  const std::string& address() const { return address_; }  // "127.0.0.1:PORT"
+  int port() const { return port_; }
+  child_process& process() { return child_; }
+
+ private:
+  static std::vector<std::string> arguments(const std::string& actorpipe, std::vector<std::string> extra, int port) {
+    std::vector<std::string> argv{actorpipe, "node", "--host", "127.0.0.1", "--port", std::to_string(port)};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return argv;
+  }
+
+  child_process child_;
+  std::string address_;
+  int port_ = 0;
+};
+
+}  // namespace ap::test

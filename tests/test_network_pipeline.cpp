@@ -1,0 +1,386 @@
+// Stages on `actorpipe node` processes over loopback (real processes, 127.0.0.1): the same parameters as in
+// one process for GPipe and 1F1B on 2 and 4 nodes; a node killed mid-step (kill -9) fails the step within
+// seconds naming the stage and host:port, while the coordinator and the other node live on; and bad input
+// (unreachable address, another protocol version, a port in use, a peer that drops or stalls the
+// connection during set-up) is a clear error that never hangs. Every node is killed and reaped by RAII.
+#include <doctest/doctest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <thread>
+
+#include <caf/all.hpp>
+#include <caf/binary_deserializer.hpp>
+#include <caf/binary_serializer.hpp>
+
+#include "actors/handshake.hpp"
+#include "actors/message_types.hpp"
+#include "actors/node.hpp"
+#include "actors/pipeline.hpp"
+#include "actors/stage_spawner.hpp"
+#include "node_process.hpp"
+#include "pipeline_test_models.hpp"
+
+using namespace ap;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string actorpipe = std::string(AP_BINARY_DIR) + "/cli/actorpipe";
+
+struct run_result {
+  sequential model;
+  std::vector<float> losses;
+};
+
+run_result train_steps(const sequential& model, const dataset& d, const pipeline_options& o, int steps) {
+  pipeline pipe(model, o);
+  run_result r;
+  for (int s = 0; s < steps; ++s) r.losses.push_back(pipe.train_step(d.inputs, d.labels, static_cast<std::uint64_t>(s)));
+  r.model = pipe.gather_model();
+  return r;
+}
+
+template <class F>
+double seconds_of(F f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The text of the pipeline_error that building a pipeline throws, or "" if it builds.
+std::string construction_error(const sequential& model, const pipeline_options& o) {
+  try {
+    pipeline pipe(model, o);
+  } catch (const pipeline_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// A TCP socket listening on 127.0.0.1 that never speaks BASP: a stand-in for a peer that is not a node.
+struct raw_listener {
+  int fd = -1;
+  int port = 0;
+  raw_listener() {
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = 0;
+    REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(listen(fd, 8) == 0);
+    socklen_t len = sizeof a;
+    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    port = ntohs(a.sin_port);
+  }
+  ~raw_listener() { close(fd); }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port); }
+};
+
+}  // namespace
+
+TEST_CASE("2 and 4 nodes train to the same parameters as one process, for GPipe and 1F1B") {
+  const dataset d = test::small_blobs(32);
+  std::vector<std::unique_ptr<test::node_process>> nodes;
+  for (int i = 0; i < 4; ++i) nodes.push_back(std::make_unique<test::node_process>(actorpipe));
+  for (const std::string sched : {"gpipe", "1f1b"}) {
+    pipeline_options o;
+    o.stages = 4;
+    o.microbatches = 4;
+    o.schedule = sched;
+    o.optimizer.kind = "adam";
+    o.optimizer.lr = 0.01f;
+    run_result local = train_steps(test::nine_layer_model(), d, o, 3);
+    for (std::size_t n : {2u, 4u}) {
+      o.nodes.clear();
+      for (std::size_t i = 0; i < n; ++i) o.nodes.push_back(nodes[i]->address());
+      run_result remote = train_steps(test::nine_layer_model(), d, o, 3);
+      const std::string label = sched + " on " + std::to_string(n) + " nodes";
+      for (std::size_t s = 0; s < local.losses.size(); ++s) {
+        INFO(label << ": loss of step " << s);
+        CHECK(remote.losses[s] == doctest::Approx(local.losses[s]).epsilon(1e-5));
+      }
+      test::check_same_parameters(local.model, remote.model, 1e-5f, label);
+    }
+  }
+  for (auto& n : nodes) CHECK(n->process().running());  // every pipeline came and went; the nodes live on
+}
+
+TEST_CASE("a node killed mid-step fails the step within seconds, naming the stage and host:port") {
+  const dataset d = test::small_blobs(16);
+  sequential model;
+  for (const char* spec : {"linear:12:16", "tanh", "linear:16:16", "sleep:40:40", "relu", "linear:16:4"})
+    model.add(make_layer(spec));
+  model.initialize(3);
+  test::node_process first(actorpipe), second(actorpipe);
+  pipeline_options o;
+  o.stages = 2;
+  o.microbatches = 4;
+  o.schedule = "1f1b";
+  o.timeout = 20s;  // so the failure has to come from the monitor, not from a wait running out
+  o.nodes = {first.address(), second.address()};
+  auto pipe = std::make_unique<pipeline>(model, o);
+  REQUIRE(std::isfinite(pipe->train_step(d.inputs, d.labels, 0)));  // a step takes ~350 ms (the sleep layer)
+
+  std::chrono::steady_clock::time_point killed_at;
+  std::thread killer([&] {
+    std::this_thread::sleep_for(150ms);
+    killed_at = std::chrono::steady_clock::now();
+    second.process().kill9();
+  });
+  std::string message;
+  std::chrono::steady_clock::time_point failed_at;
+  try {
+    pipe->train_step(d.inputs, d.labels, 1);
+  } catch (const pipeline_error& e) {
+    message = e.what();
+  }
+  failed_at = std::chrono::steady_clock::now();
+  killer.join();
+  INFO(message);
+  CHECK(contains(message, "step 1: stage 1 on node " + second.address()));
+  const double latency = std::chrono::duration<double>(failed_at - killed_at).count();
+  MESSAGE("the step failed " << latency << " s after the kill");
+  CHECK(latency < 3.0);
+  CHECK(first.process().running());
+
+  // The pipeline stays failed (no step can complete without stage 1) and says why at once.
+  std::string again;
+  const double took = seconds_of([&] {
+    try {
+      pipe->train_step(d.inputs, d.labels, 2);
+    } catch (const pipeline_error& e) {
+      again = e.what();
+    }
+  });
+  CHECK(contains(again, "stage 1 on node " + second.address()));
+  CHECK(took < 1.0);
+  CHECK(seconds_of([&] { pipe.reset(); }) < 10.0);  // the coordinator shuts down cleanly
+
+  // The surviving node, and the dead one restarted on its old port, serve a new pipeline.
+  test::node_process restarted(actorpipe, {}, second.port());
+  pipeline fresh(model, o);
+  CHECK(std::isfinite(fresh.train_step(d.inputs, d.labels, 0)));
+  CHECK(first.process().running());
+}
+
+TEST_CASE("interleaved 1F1B and ZB-H1 across nodes, and one node listed twice, equal one process") {
+  const dataset d = test::small_blobs(32);
+  test::node_process a(actorpipe), b(actorpipe);
+  pipeline_options o;
+  o.stages = 2;
+  o.microbatches = 4;
+  o.optimizer.kind = "sgd";
+  o.optimizer.lr = 0.1f;
+  o.optimizer.momentum = 0.9f;
+  struct variant {
+    std::string schedule;
+    int chunks;
+    std::vector<std::string> nodes;
+  };
+  for (const variant& v : {variant{"interleaved", 2, {a.address(), b.address()}},
+                           variant{"zb-h1", 1, {a.address(), b.address()}}, variant{"1f1b", 1, {a.address(), a.address()}}}) {
+    o.schedule = v.schedule;
+    o.chunks_per_stage = v.chunks;
+    o.nodes.clear();
+    run_result local = train_steps(test::nine_layer_model(), d, o, 2);
+    o.nodes = v.nodes;
+    run_result remote = train_steps(test::nine_layer_model(), d, o, 2);
+    test::check_same_parameters(local.model, remote.model, 1e-5f, v.schedule + " on " + std::to_string(v.nodes.size()) + " node addresses");
+  }
+}
+
+TEST_CASE("a coordinator killed mid-training leaves its nodes clean and ready for the next one") {
+  test::node_process node(actorpipe);
+  // `actorpipe train --nodes` (Fashion-MNIST, as a user runs it) as the coordinator process.
+  test::child_process coordinator({actorpipe, "train", "--stages", "2", "--microbatches", "4", "--train-limit", "4096",
+                                   "--epochs", "1000", "--nodes", node.address() + "," + node.address()});
+  const auto placed = [&] { return contains(node.process().stderr_text(), "stage 1 started"); };
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!placed() && std::chrono::steady_clock::now() - t0 < 20s) std::this_thread::sleep_for(20ms);
+  REQUIRE_MESSAGE(placed(), coordinator.stderr_text());
+  std::this_thread::sleep_for(300ms);  // a few steps in
+  coordinator.kill9();
+  const auto stopped = [&] { return contains(node.process().stderr_text(), "stopped stage(s) 0, 1: their coordinator is gone"); };
+  const auto t1 = std::chrono::steady_clock::now();
+  while (!stopped() && std::chrono::steady_clock::now() - t1 < 5s) std::this_thread::sleep_for(20ms);
+  INFO(node.process().stderr_text());
+  CHECK(stopped());
+  CHECK(node.process().running());
+  const dataset d = test::small_blobs(16);
+  pipeline_options o;
+  o.stages = 2;
+  o.nodes = {node.address()};
+  pipeline next(test::nine_layer_model(), o);
+  CHECK(std::isfinite(next.train_step(d.inputs, d.labels, 0)));
+}
+
+TEST_CASE("bad node addresses are clear errors and never hang") {
+  const sequential model = test::nine_layer_model();
+  pipeline_options o;
+  o.stages = 2;
+  o.nodes = {"127.0.0.1:1"};  // nobody listens on port 1
+  std::string message;
+  CHECK(seconds_of([&] { message = construction_error(model, o); }) < 5.0);
+  CHECK_MESSAGE(contains(message, "cannot connect to node 127.0.0.1:1"), message);
+
+  o.nodes = {"127.0.0.1"};
+  CHECK_THROWS_WITH_AS(pipeline(model, o), doctest::Contains("node address \"127.0.0.1\" is not host:port"),
+                       std::invalid_argument);
+  o.nodes = {"127.0.0.1:70000"};
+  CHECK_THROWS_WITH_AS(pipeline(model, o), doctest::Contains("the port must be 1..65535"), std::invalid_argument);
+}
+
+TEST_CASE("a peer that stays silent or hangs up during set-up is a clear error within the timeout") {
+  const sequential model = test::nine_layer_model();
+  pipeline_options o;
+  o.stages = 2;
+  o.timeout = 1s;
+  {
+    raw_listener silent;  // the kernel accepts the connection; nobody ever answers
+    o.nodes = {silent.address()};
+    std::string message;
+    CHECK(seconds_of([&] { message = construction_error(model, o); }) < 5.0);
+    CHECK_MESSAGE(contains(message, "cannot connect to node " + silent.address() + ": no answer within 1000 ms"),
+                  message);
+  }
+  {
+    raw_listener rude;  // accepts, then hangs up at once
+    std::thread hang_up([&] {
+      const int c = accept(rude.fd, nullptr, nullptr);
+      if (c >= 0) close(c);
+    });
+    o.nodes = {rude.address()};
+    std::string message;
+    CHECK(seconds_of([&] { message = construction_error(model, o); }) < 5.0);
+    hang_up.join();
+    CHECK_MESSAGE(contains(message, "cannot connect to node " + rude.address()), message);
+  }
+}
+
+TEST_CASE("a node of another protocol version is refused on both sides") {
+  test::node_process node(actorpipe, {"--protocol-version", "999"});
+  pipeline_options o;
+  o.stages = 2;
+  o.nodes = {node.address()};
+  const std::string message = construction_error(test::nine_layer_model(), o);
+  INFO(message);
+  CHECK(contains(message, "node " + node.address() + " refused the handshake: protocol version mismatch"));
+  CHECK(contains(message, "version 999"));
+  const std::string log = node.process().stderr_text();
+  INFO(log);
+  CHECK(contains(log, "refused a coordinator: protocol version mismatch: this node speaks version 999"));
+  CHECK(node.process().running());
+}
+
+TEST_CASE("a node asked for a port in use exits at once with a clear error") {
+  test::node_process first(actorpipe);
+  test::child_process second(
+      {actorpipe, "node", "--host", "127.0.0.1", "--port", std::to_string(first.port())});
+  CHECK(second.wait_exit(10s) == 1);
+  const std::string log = second.stderr_text();
+  INFO(log);
+  CHECK(contains(log, "port " + std::to_string(first.port()) + " is already in use"));
+}
+
+TEST_CASE("the handshake names what differs") {
+  const handshake mine = local_handshake();
+  CHECK(mine.little_endian == host_is_little_endian());
+  CHECK(handshake_mismatch(mine, mine, "a", "b").empty());
+  handshake other = mine;
+  other.version = mine.version + 1;
+  CHECK(contains(handshake_mismatch(mine, other, "the coordinator", "node x:1"),
+                 "protocol version mismatch: the coordinator speaks version " + std::to_string(mine.version)));
+  other = mine;
+  other.little_endian = false;
+  CHECK(contains(handshake_mismatch(mine, other, "me", "node x:1"), "node x:1 is big-endian"));
+  other = mine;
+  other.message_types.pop_back();
+  other.message_types.push_back("brand_new_task");
+  const std::string why = handshake_mismatch(mine, other, "me", "node x:1");
+  CHECK(contains(why, "node x:1 lacks " + mine.message_types.back()));
+  CHECK(contains(why, "me lacks brand_new_task"));
+}
+
+TEST_CASE("a stage_spec survives the wire and rebuilds the same stage; bad specs name the tensor") {
+  caf::actor_system_config cfg;
+  add_message_types(cfg);
+  caf::actor_system sys{cfg};
+  sequential model = test::nine_layer_model();
+  stage_setup setup;
+  setup.stage = 1;
+  setup.stages = 2;
+  setup.total_chunks = 4;
+  setup.chunk_ids = {1, 3};
+  setup.slices.push_back(model.slice(2, 5));
+  setup.slices.push_back(model.slice(7, 9));
+  setup.optimizer.kind = "sgd";
+  setup.optimizer.momentum = 0.5f;
+  setup.actions = {action{1, op::forward, 0, 1}, action{1, op::backward_input, 0, 3}, action{1, op::backward_weight, 0, 3}};
+  stage_spec spec = make_stage_spec(setup);
+  std::vector<char> buffer;
+  caf::binary_serializer sink{sys, buffer};
+  REQUIRE(!sink(spec));
+  stage_spec back;
+  caf::binary_deserializer source{sys, buffer};
+  REQUIRE(!source(back));
+  stage_setup rebuilt = stage_setup_from_spec(back);
+  CHECK(rebuilt.chunk_ids == setup.chunk_ids);
+  CHECK(rebuilt.optimizer.kind == "sgd");
+  CHECK(rebuilt.optimizer.momentum == 0.5f);
+  CHECK(rebuilt.actions == setup.actions);
+  REQUIRE(rebuilt.slices.size() == 2);
+  for (std::size_t c = 0; c < 2; ++c) {
+    CHECK(rebuilt.slices[c].first_index() == setup.slices[c].first_index());
+    test::check_same_parameters(setup.slices[c], rebuilt.slices[c], 0.0f, "chunk " + std::to_string(c));
+  }
+
+  stage_spec missing = back;
+  missing.weights.names.erase(missing.weights.names.begin());
+  missing.weights.values.erase(missing.weights.values.begin());
+  CHECK_THROWS_WITH_AS(stage_setup_from_spec(missing), doctest::Contains("stage 1: no weights sent for parameter 4.weight"),
+                       std::invalid_argument);
+  stage_spec misshapen = back;
+  misshapen.weights.values[0] = zeros({3, 3});
+  CHECK_THROWS_WITH_AS(stage_setup_from_spec(misshapen), doctest::Contains("parameter 4.weight is (16, 16)"),
+                       std::invalid_argument);
+}
+
+TEST_CASE("a frozen node (SIGSTOP) is noticed by the heartbeat and fails the step within seconds") {
+  const dataset d = test::small_blobs(16);
+  sequential model;
+  for (const char* spec : {"linear:12:16", "tanh", "linear:16:16", "sleep:40:40", "relu", "linear:16:4"})
+    model.add(make_layer(spec));
+  model.initialize(3);
+  test::node_process first(actorpipe), second(actorpipe);
+  pipeline_options o;
+  o.stages = 2;
+  o.microbatches = 4;
+  o.schedule = "gpipe";
+  o.timeout = 60s;  // longer than the test: only the heartbeat can end the wait
+  o.nodes = {first.address(), second.address()};
+  auto pipe = std::make_unique<pipeline>(model, o);
+  REQUIRE(std::isfinite(pipe->train_step(d.inputs, d.labels, 0)));
+  kill(second.process().pid(), SIGSTOP);
+  std::string message;
+  const double took = seconds_of([&] {
+    try {
+      pipe->train_step(d.inputs, d.labels, 1);
+    } catch (const pipeline_error& e) {
+      message = e.what();
+    }
+  });
+  INFO(message);
+  MESSAGE("a frozen node was noticed after " << took << " s");
+  CHECK(contains(message, "stage 1 on node " + second.address()));
+  CHECK(took < connection_timeout.count() + 4.0);
+  CHECK(seconds_of([&] { pipe.reset(); }) < 10.0);
+}

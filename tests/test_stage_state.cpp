@@ -1,0 +1,113 @@
+// A stage's state for checkpoints: exported under global names, serialisable for remote stages, and loaded
+// whole or refused naming the stage and the tensor.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include <caf/binary_deserializer.hpp>
+#include <caf/binary_serializer.hpp>
+
+#include "actors/stage_worker.hpp"
+#include "pipeline_test_models.hpp"
+
+using namespace ap;
+
+namespace {
+
+template <class F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "no exception";
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+optimizer_config adam() {
+  optimizer_config o;
+  o.kind = "adam";
+  o.lr = 0.01f;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("stage state: exported under global names, refused whole when a tensor is missing or mis-shaped") {
+  sequential model = test::nine_layer_model();
+  auto make_stage = [&](std::uint64_t seed) {
+    sequential source = test::nine_layer_model(seed);
+    std::vector<sequential> slices;
+    slices.push_back(source.slice(4, 6));
+    slices.push_back(source.slice(8, 9));
+    return stage_worker(1, {1, 3}, std::move(slices), adam());
+  };
+  stage_worker stage = make_stage(7);
+  const tensor x = zeros({3, 16});
+  stage.forward(0, 0, 1, 0, x);
+  stage.backward(0, 1, zeros({3, 16}));
+  stage.apply_optimizer();
+  const stage_state state = stage.export_state();
+  CHECK(state.stage == 1);
+  CHECK(state.optimizer_steps == 1);
+  CHECK(state.tensors.names ==
+        std::vector<std::string>{"4.weight", "4.bias", "8.weight", "8.bias", "optimizer/4.bias.m", "optimizer/4.bias.v",
+                                 "optimizer/4.weight.m", "optimizer/4.weight.v", "optimizer/8.bias.m",
+                                 "optimizer/8.bias.v", "optimizer/8.weight.m", "optimizer/8.weight.v"});
+
+  SUBCASE("a round trip through CAF's binary serialisation, then into another stage") {
+    caf::actor_system_config cfg;
+    caf::actor_system sys{cfg};
+    std::vector<char> buffer;
+    caf::binary_serializer sink{sys, buffer};
+    stage_state copy = state;
+    REQUIRE(!sink(copy));
+    stage_state got;
+    caf::binary_deserializer source{sys, buffer};
+    REQUIRE(!source(got));
+    CHECK(got.optimizer_steps == 1);
+    CHECK(got.tensors.names == state.tensors.names);
+    stage_worker other = make_stage(99);
+    other.import_state(got);
+    const stage_state again = other.export_state();
+    REQUIRE(again.tensors.values.size() == state.tensors.values.size());
+    for (std::size_t i = 0; i < again.tensors.values.size(); ++i) {
+      INFO(again.tensors.names[i]);
+      CHECK(max_relative_difference(again.tensors.values[i], state.tensors.values[i]) == 0.0f);
+    }
+  }
+  SUBCASE("refusals") {
+    stage_worker other = make_stage(99);
+    const stage_state before = other.export_state();
+    stage_state broken = state;
+    std::string expected;
+    SUBCASE("missing parameter") {
+      broken.tensors.names.erase(broken.tensors.names.begin() + 2);
+      broken.tensors.values.erase(broken.tensors.values.begin() + 2);
+      expected = "stage 1: cannot load its state: missing tensor 8.weight";
+    }
+    SUBCASE("missing optimizer state") {
+      broken.tensors.names.pop_back();
+      broken.tensors.values.pop_back();
+      expected = "stage 1: cannot load its state: missing tensor optimizer/8.weight.v";
+    }
+    SUBCASE("mis-shaped") {
+      broken.tensors.values[1] = zeros({3});
+      expected = "stage 1: cannot load its state: tensor 4.bias has shape (3) but its parameter has shape (16)";
+    }
+    SUBCASE("unexpected") {
+      broken.tensors.names.push_back("2.weight");
+      broken.tensors.values.push_back(zeros({2}));
+      expected = "stage 1: cannot load its state: unexpected tensor 2.weight: neither a parameter of this stage";
+    }
+    const std::string error = error_of([&] { other.import_state(broken); });
+    CHECK(contains(error, expected));
+    const stage_state after = other.export_state();
+    CHECK(after.tensors.names == before.tensors.names);
+    CHECK(after.optimizer_steps == 0);
+    for (std::size_t i = 0; i < after.tensors.values.size(); ++i)
+      CHECK(max_relative_difference(after.tensors.values[i], before.tensors.values[i]) == 0.0f);
+  }
+}

@@ -1,0 +1,167 @@
+// Resuming single-process training from a checkpoint continues the same trajectory, bit for bit.
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "checkpoint/checkpoint.hpp"
+#include "pipeline_test_models.hpp"
+#include "training/trainer.hpp"
+
+using namespace ap;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A fresh folder per test case, removed at the end.
+struct scratch_dir {
+  fs::path path;
+  scratch_dir() {
+    static int counter = 0;
+    path = fs::temp_directory_path() /
+           ("ap_test_training_resume_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~scratch_dir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string file(const std::string& name) const { return (path / name).string(); }
+};
+
+// Every parameter of `a` equals the one of the same name in `b` bit for bit; prints the first difference.
+void check_same_bits(sequential& a, sequential& b, const std::string& label) {
+  const auto pa = test::parameter_values(a), pb = test::parameter_values(b);
+  REQUIRE(pa.size() == pb.size());
+  for (const auto& [name, value] : pa) {
+    const tensor& other = pb.at(name);
+    REQUIRE(value.shape() == other.shape());
+    for (std::size_t i = 0; i < value.size(); ++i)
+      if (std::memcmp(value.data() + i, other.data() + i, sizeof(float)) != 0) {
+        FAIL_CHECK(label << ": " << name << "[" << i << "] = " << value.data()[i] << ", expected " << other.data()[i]);
+        break;
+      }
+  }
+}
+
+// 48 samples in batches of 10: five batches per epoch (the last of 8), three epochs, 15 steps.
+train_config small_config() {
+  train_config c;
+  c.epochs = 3;
+  c.batch_size = 10;
+  c.seed = 5;
+  return c;
+}
+
+optimizer_config adam() {
+  optimizer_config o;
+  o.kind = "adam";
+  o.lr = 0.01f;
+  return o;
+}
+
+optimizer_config sgd_momentum() {
+  optimizer_config o;
+  o.kind = "sgd";
+  o.lr = 0.05f;
+  o.momentum = 0.9f;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("the checkpoint hook sees the position after every N steps and at the end") {
+  const dataset d = test::small_blobs(48);
+  sequential model = test::nine_layer_model();
+  local_runner runner(model, adam());
+  train_config c = small_config();
+  c.checkpoint_every = 4;
+  std::vector<training_state> seen;
+  c.checkpoint = [&](const training_state& at) { seen.push_back(at); };
+  const train_report r = train(runner, d, dataset{}, c);
+  CHECK(r.steps == 15);
+  REQUIRE(seen.size() == 4);  // steps 4, 8, 12 and the end (15)
+  const std::uint64_t expected[4][3] = {{4, 0, 4}, {8, 1, 3}, {12, 2, 2}, {15, 3, 0}};  // step, epoch, batch
+  for (std::size_t i = 0; i < 4; ++i) {
+    INFO("checkpoint " << i);
+    CHECK(seen[i].step == expected[i][0]);
+    CHECK(seen[i].epoch == expected[i][1]);
+    CHECK(seen[i].batch_in_epoch == expected[i][2]);
+    CHECK(seen[i].data_seed == 5);
+  }
+}
+
+TEST_CASE("single process: N steps, checkpoint, a new runner loads it and takes M more == N+M uninterrupted, bit for bit") {
+  const dataset d = test::small_blobs(48);
+  for (const optimizer_config& opt : {adam(), sgd_momentum()})
+    for (std::size_t n : {3, 5, 7, 14}) {  // mid-epoch, at an epoch's end, mid-epoch, one step before the end
+      const std::string label = opt.kind + " N=" + std::to_string(n);
+      scratch_dir dir;
+      const std::string path = dir.file("resume.safetensors");
+
+      sequential whole = test::nine_layer_model();
+      local_runner whole_runner(whole, opt);
+      train(whole_runner, d, dataset{}, small_config());
+
+      sequential first = test::nine_layer_model();
+      local_runner first_runner(first, opt);
+      train_config c1 = small_config();
+      c1.max_steps = n;
+      c1.checkpoint = [&](const training_state& at) { first_runner.save_checkpoint(path, at); };
+      CHECK(train(first_runner, d, dataset{}, c1).steps == n);
+
+      // Another initialisation and a fresh optimizer: everything that matters comes from the checkpoint.
+      sequential second = test::nine_layer_model(/*seed=*/99);
+      local_runner second_runner(second, opt);
+      const training_state at = second_runner.load_checkpoint(path);
+      CHECK(at.step == n);
+      train_config c2 = small_config();
+      c2.start_step = at.step, c2.start_epoch = at.epoch, c2.start_batch = at.batch_in_epoch;
+      c2.seed = at.data_seed;
+      CHECK(train(second_runner, d, dataset{}, c2).steps == 15 - n);
+      check_same_bits(second, whole, label);
+    }
+}
+
+TEST_CASE("resuming from the checkpoints an uninterrupted run wrote along the way ends where it ends") {
+  const dataset d = test::small_blobs(48);
+  scratch_dir dir;
+  sequential whole = test::nine_layer_model();
+  local_runner whole_runner(whole, adam());
+  train_config c = small_config();
+  c.checkpoint_every = 4;
+  c.checkpoint = [&](const training_state& at) {
+    whole_runner.save_checkpoint(dir.file("step" + std::to_string(at.step) + ".safetensors"), at);
+  };
+  train(whole_runner, d, dataset{}, c);
+  for (int step : {4, 8, 12, 15}) {
+    sequential resumed = test::nine_layer_model(/*seed=*/3);
+    local_runner runner(resumed, adam());
+    const training_state at = runner.load_checkpoint(dir.file("step" + std::to_string(step) + ".safetensors"));
+    train_config c2 = small_config();
+    c2.start_step = at.step, c2.start_epoch = at.epoch, c2.start_batch = at.batch_in_epoch;
+    c2.seed = at.data_seed;
+    train(runner, d, dataset{}, c2);
+    check_same_bits(resumed, whole, "resumed at step " + std::to_string(step));
+  }
+}
+
+TEST_CASE("max_steps counts the resumed steps, and a start beyond the epoch is refused") {
+  const dataset d = test::small_blobs(48);
+  sequential model = test::nine_layer_model();
+  local_runner runner(model, adam());
+  train_config c = small_config();
+  c.start_step = 6, c.start_epoch = 1, c.start_batch = 1;
+  c.max_steps = 9;
+  CHECK(train(runner, d, dataset{}, c).steps == 3);
+  c.start_batch = 6;
+  try {
+    train(runner, d, dataset{}, c);
+    FAIL("no exception");
+  } catch (const std::invalid_argument& e) {
+    CHECK(std::string(e.what()).find("start batch 6") != std::string::npos);
+  }
+}
