@@ -5,6 +5,17 @@
 
 namespace ap {
 
+std::vector<microbatch_range> even_ranges(std::size_t n, std::size_t parts) {
+  std::vector<microbatch_range> out;
+  std::size_t begin = 0;
+  for (std::size_t i = 0; i < parts; ++i) {
+    const std::size_t size = n / parts + (i < n % parts ? 1 : 0);
+    out.push_back({begin, begin + size});
+    begin += size;
+  }
+  return out;
+}
+
 std::vector<microbatch_range> split_rows(std::size_t n, int microbatches) {
   if (microbatches <= 0)
     throw std::invalid_argument("microbatches must be positive, got " + std::to_string(microbatches));
@@ -12,14 +23,7 @@ std::vector<microbatch_range> split_rows(std::size_t n, int microbatches) {
   if (n < m)
     throw std::invalid_argument("a batch of " + std::to_string(n) + " samples cannot fill " + std::to_string(m) +
                                 " microbatches (every microbatch needs at least one sample)");
-  std::vector<microbatch_range> out;
-  std::size_t begin = 0;
-  for (std::size_t i = 0; i < m; ++i) {
-    const std::size_t size = n / m + (i < n % m ? 1 : 0);
-    out.push_back({begin, begin + size});
-    begin += size;
-  }
-  return out;
+  return even_ranges(n, m);
 }
 
 std::vector<microbatch_range> split_batch(const tensor& inputs, const tensor& labels, int microbatches) {

@@ -12,6 +12,9 @@ struct microbatch_range {
   std::size_t begin = 0, end = 0;  // rows [begin, end) of the batch
 };
 
+// n items in `parts` contiguous ranges whose sizes differ by at most one, the first ones larger (no checks).
+std::vector<microbatch_range> even_ranges(std::size_t n, std::size_t parts);
+
 // The first (rows % m) microbatches get one row more. Throws std::invalid_argument naming the counts when
 // m is zero or larger than the number of rows, or when inputs and labels have different row counts.
 std::vector<microbatch_range> split_rows(std::size_t rows, int microbatches);

@@ -1,5 +1,7 @@
 #include "actors/stage_info.hpp"
 
+#include "actors/microbatches.hpp"
+
 #include <stdexcept>
 
 namespace ap {
@@ -12,12 +14,7 @@ std::vector<layer_range> uniform_chunk_ranges(std::size_t total_layers, int tota
     throw std::invalid_argument("stage partition: cannot split " + std::to_string(total_layers) + " layers into " +
                                 std::to_string(n) + " chunks: every stage chunk needs at least one layer");
   std::vector<layer_range> ranges;
-  std::size_t begin = 0;
-  for (std::size_t c = 0; c < n; ++c) {
-    const std::size_t count = total_layers / n + (c < total_layers % n ? 1 : 0);
-    ranges.push_back({begin, begin + count});
-    begin += count;
-  }
+  for (const auto& r : even_ranges(total_layers, n)) ranges.push_back({r.begin, r.end});
   return ranges;
 }
 

@@ -13,40 +13,14 @@
 #include "checkpoint/safetensors.hpp"
 #include "model/loss.hpp"
 #include "model/seeded_random.hpp"
+#include "test_support.hpp"
 
 using namespace ap;
 namespace fs = std::filesystem;
 
 namespace {
 
-// A fresh folder per test case (CTest may run the cases in parallel), removed at the end.
-struct scratch_dir {
-  fs::path path;
-  scratch_dir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("ap_test_checkpoint_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~scratch_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
-
-template <class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "no exception";
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using namespace ap::test;
 
 bool same_bits(const tensor& a, const tensor& b) {
   return a.shape() == b.shape() && (a.size() == 0 || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
@@ -74,13 +48,6 @@ bool same_parameters(sequential& a, sequential& b) {
   for (const parameter& p : a.parameters())
     same = theirs.count(p.name) && check_same(*p.value, *theirs[p.name], p.name) && same;
   return same;
-}
-
-tensor random_tensor(const shape_t& shape, std::uint64_t seed) {
-  tensor t = tensor::from_shape(shape);
-  splitmix64 random(seed);
-  for (float& v : t) v = symmetric_unit_float(random.next());
-  return t;
 }
 
 // One batch of a small regression task.
@@ -135,7 +102,7 @@ void edit_checkpoint(const std::string& from, const std::string& to, F edit) {
 }  // namespace
 
 TEST_CASE("checkpoint round trip: resuming from a checkpoint trains exactly like not stopping") {
-  scratch_dir dir;
+  scratch_dir dir{"checkpoint_model"};
   const std::string path = dir.file("run.safetensors");
   sequential model = tiny_model(1);
   auto opt = adam();
@@ -168,7 +135,7 @@ TEST_CASE("checkpoint round trip: resuming from a checkpoint trains exactly like
 }
 
 TEST_CASE("checkpoint file: global parameter names, optimizer state under optimizer/, the metadata") {
-  scratch_dir dir;
+  scratch_dir dir{"checkpoint_model"};
   const std::string path = dir.file("run.safetensors");
   sequential model = tiny_model(1);
   auto opt = adam();
@@ -205,7 +172,7 @@ TEST_CASE("checkpoint file: global parameter names, optimizer state under optimi
 }
 
 TEST_CASE("checkpoint without an optimizer: weights only, and loading it into an optimizer is refused") {
-  scratch_dir dir;
+  scratch_dir dir{"checkpoint_model"};
   const std::string path = dir.file("weights.safetensors");
   sequential model = tiny_model(1);
   save_checkpoint(path, model, nullptr, sample_state);
@@ -226,7 +193,7 @@ TEST_CASE("checkpoint without an optimizer: weights only, and loading it into an
 }
 
 TEST_CASE("checkpoint refusals name the file and the tensor, and leave the model unchanged") {
-  scratch_dir dir;
+  scratch_dir dir{"checkpoint_model"};
   const std::string path = dir.file("good.safetensors");
   const std::string bad = dir.file("bad.safetensors");
   sequential model = tiny_model(1);
@@ -312,7 +279,7 @@ TEST_CASE("checkpoint refusals name the file and the tensor, and leave the model
 }
 
 TEST_CASE("checkpoint of a slice: refused for save_checkpoint and load_checkpoint, which need the whole model") {
-  scratch_dir dir;
+  scratch_dir dir{"checkpoint_model"};
   const std::string path = dir.file("run.safetensors");
   sequential model = tiny_model(1);
   save_checkpoint(path, model, nullptr, sample_state);
@@ -323,7 +290,7 @@ TEST_CASE("checkpoint of a slice: refused for save_checkpoint and load_checkpoin
 }
 
 TEST_CASE("checkpoint into slices: each stage loads its own layers, then the stages train like the whole") {
-  scratch_dir dir;
+  scratch_dir dir{"checkpoint_model"};
   const std::string path = dir.file("run.safetensors");
   // Layers: 0 linear:4:8, 1 relu, 2 linear:8:6, 3 relu, 4 linear:6:3.
   sequential model = tiny_model(1, "4-8-6-3");
@@ -372,7 +339,7 @@ TEST_CASE("checkpoint into slices: each stage loads its own layers, then the sta
 }
 
 TEST_CASE("checkpoint into a slice: refusals name the layer, both layer lists, or the tensor") {
-  scratch_dir dir;
+  scratch_dir dir{"checkpoint_model"};
   const std::string path = dir.file("run.safetensors");
   const std::string bad = dir.file("bad.safetensors");
   sequential model = tiny_model(1, "4-8-6-3");

@@ -17,35 +17,14 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/safetensors.hpp"
+#include "test_support.hpp"
 
 using namespace ap;
 namespace fs = std::filesystem;
 
 namespace {
 
-// A fresh folder per test case (CTest may run the cases in parallel), removed at the end.
-struct scratch_dir {
-  fs::path path;
-  scratch_dir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("ap_test_safetensors_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~scratch_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-  // Names of the leftover temporary files (".tmp-").
-  std::vector<std::string> temporaries() const {
-    std::vector<std::string> names;
-    for (const auto& e : fs::directory_iterator(path))
-      if (e.path().filename().string().find(".tmp-") != std::string::npos) names.push_back(e.path().filename());
-    return names;
-  }
-};
+using namespace ap::test;
 
 std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -71,19 +50,6 @@ std::string craft(const scratch_dir& dir, const std::string& header, std::size_t
   return path;
 }
 
-// The message of the std::runtime_error that `f` throws ("no exception" otherwise).
-template <class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const std::runtime_error& e) {
-    return e.what();
-  }
-  return "no exception";
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
 // Same shape and the same bytes (so NaN, -0 and infinities count too).
 bool same_bits(const tensor& a, const tensor& b) {
   return a.shape() == b.shape() && (a.size() == 0 || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
@@ -102,7 +68,7 @@ std::map<std::string, tensor> sample_tensors() {
 }  // namespace
 
 TEST_CASE("safetensors round trip: tensors and metadata come back byte-exact") {
-  scratch_dir dir;
+  scratch_dir dir{"checkpoint_safetensors"};
   const auto tensors = sample_tensors();
   const std::map<std::string, std::string> metadata = {
       {"format", "test"}, {"empty", ""}, {"unicode", "\xc3\xa9t\xc3\xa9"}, {"quote", "a \"b\" \\ c\n"}};
@@ -132,7 +98,7 @@ TEST_CASE("safetensors round trip: tensors and metadata come back byte-exact") {
 }
 
 TEST_CASE("safetensors layout: u64 header length, JSON header padded to 8, then the data in list order") {
-  scratch_dir dir;
+  scratch_dir dir{"checkpoint_safetensors"};
   const tensor a = from_values({2, 2}, {1, 2, 3, 4});
   const tensor b = from_values({3}, {-1, -2, -3});
   const std::string path = dir.file("layout.safetensors");
@@ -163,7 +129,7 @@ TEST_CASE("safetensors files read by an independent reader (Python struct + json
     MESSAGE("python3 not available: skipped");
     return;
   }
-  scratch_dir dir;
+  scratch_dir dir{"checkpoint_safetensors"};
   const auto tensors = sample_tensors();
   const std::string path = dir.file("py.safetensors");
   write_safetensors(path, tensors, {{"format", "test"}});
@@ -212,7 +178,7 @@ json.dump(out, open(sys.argv[2], 'w'))
 }
 
 TEST_CASE("safetensors atomic write: no temporary file is left, and a crash never touches the final file") {
-  scratch_dir dir;
+  scratch_dir dir{"checkpoint_safetensors"};
   const std::string path = dir.file("model.safetensors");
   const tensor v1 = from_values({2}, {1, 1});
   const tensor v2 = from_values({2}, {2, 2});
@@ -260,7 +226,7 @@ TEST_CASE("safetensors atomic write: no temporary file is left, and a crash neve
 }
 
 TEST_CASE("safetensors reading refuses broken files, naming the file and what is wrong") {
-  scratch_dir dir;
+  scratch_dir dir{"checkpoint_safetensors"};
   const auto refusal = [&](const std::string& path) {
     const std::string message = error_of([&] { read_safetensors(path); });
     INFO(message);
@@ -311,7 +277,7 @@ TEST_CASE("safetensors reading refuses broken files, naming the file and what is
 }
 
 TEST_CASE("safetensors reading accepts what the format allows: padding, empty tensors, a file of no tensors") {
-  scratch_dir dir;
+  scratch_dir dir{"checkpoint_safetensors"};
   const safetensors_file nothing = read_safetensors(craft(dir, "{}", 0));
   CHECK(nothing.tensors.empty());
   CHECK(nothing.metadata.empty());
@@ -326,7 +292,7 @@ TEST_CASE("safetensors reading accepts what the format allows: padding, empty te
 }
 
 TEST_CASE("safetensors reading of some tensors only still validates the whole file") {
-  scratch_dir dir;
+  scratch_dir dir{"checkpoint_safetensors"};
   const auto tensors = sample_tensors();
   const std::string path = dir.file("part.safetensors");
   write_safetensors(path, tensors);

@@ -24,11 +24,14 @@
 #include "actors/communicator.hpp"
 #include "actors/messages.hpp"
 #include "tensor/tensor.hpp"
+#include "test_support.hpp"
 
 using namespace ap;
 using namespace std::chrono_literals;
 
 namespace {
+
+using namespace ap::test;
 
 using clock_type = std::chrono::steady_clock;
 
@@ -90,8 +93,6 @@ std::string thrown_text(F&& call) {
   FAIL("did not throw");
   return {};
 }
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 }  // namespace
 

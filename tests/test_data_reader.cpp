@@ -15,11 +15,14 @@
 #include <unistd.h>
 
 #include "data/fashion_mnist.hpp"
+#include "test_support.hpp"
 
 namespace fs = std::filesystem;
 using namespace ap;
 
 namespace {
+
+using namespace ap::test;
 
 const std::string real_dir = default_fashion_mnist_dir;
 
@@ -86,8 +89,6 @@ std::string runtime_error_of(F f) {
   FAIL_CHECK("expected a std::runtime_error");
   return "";
 }
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 // A well-formed split of `n` 28x28 images and `m` labels in `dir`, gzip-compressed like the real files.
 void write_split(const temp_dir& dir, const std::string& prefix, std::uint32_t n, std::uint32_t m) {

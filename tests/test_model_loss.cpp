@@ -8,17 +8,13 @@
 
 #include "model/loss.hpp"
 #include "model/seeded_random.hpp"
+#include "test_support.hpp"
 
 using namespace ap;
 
 namespace {
 
-tensor random_tensor(const shape_t& shape, std::uint64_t seed, float scale = 1.0f) {
-  tensor t = tensor::from_shape(shape);
-  splitmix64 random(seed);
-  for (float& v : t) v = symmetric_unit_float(random.next()) * scale;
-  return t;
-}
+using namespace ap::test;
 
 // Largest |a - e| over all elements; shapes must agree.
 double max_abs_difference(const tensor& a, const tensor& e) {

@@ -11,39 +11,13 @@
 #include "model/relu.hpp"
 #include "model/seeded_random.hpp"
 #include "model/sequential.hpp"
+#include "test_support.hpp"
 
 using namespace ap;
 
 namespace {
 
-tensor random_tensor(const shape_t& shape, std::uint64_t seed, float scale = 1.0f) {
-  tensor t = tensor::from_shape(shape);
-  splitmix64 random(seed);
-  for (float& v : t) v = symmetric_unit_float(random.next()) * scale;
-  return t;
-}
-
-double objective(const tensor& y, const tensor& r) {
-  double s = 0.0;
-  for (std::size_t i = 0; i < y.size(); ++i) s += double(y.data()[i]) * double(r.data()[i]);
-  return s;
-}
-
-// llm.c's check_tensor: element by element, printing the first few that differ.
-bool check_close(const tensor& actual, const tensor& expected, double atol, double rtol, const std::string& label) {
-  if (actual.shape() != expected.shape()) {
-    std::printf("%s: shape %s, expected %s\n", label.c_str(), shape_string(actual).c_str(),
-                shape_string(expected).c_str());
-    return false;
-  }
-  int bad = 0;
-  for (std::size_t i = 0; i < actual.size(); ++i) {
-    const double a = actual.data()[i], e = expected.data()[i];
-    if (std::fabs(a - e) <= atol + rtol * std::max(std::fabs(a), std::fabs(e))) continue;
-    if (bad++ < 5) std::printf("%s[%zu]: %.7g, expected %.7g\n", label.c_str(), i, a, e);
-  }
-  return bad == 0;
-}
+using namespace ap::test;
 
 std::vector<tensor> grads_of(sequential& m) {
   std::vector<tensor> out;

@@ -13,40 +13,14 @@
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/safetensors.hpp"  // not with actors/messages.hpp: both declare ap::named_tensors
 #include "pipeline_test_models.hpp"
+#include "test_support.hpp"
 
 using namespace ap;
 namespace fs = std::filesystem;
 
 namespace {
 
-// A fresh folder per test case (CTest may run the cases in parallel), removed at the end.
-struct scratch_dir {
-  fs::path path;
-  scratch_dir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("ap_test_pipeline_checkpoint_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~scratch_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
-
-template <class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "no exception";
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using namespace ap::test;
 
 std::string file_bytes(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -97,7 +71,7 @@ train_config small_config() {
 }  // namespace
 
 TEST_CASE("pipeline checkpoint: loads into another stage count, schedule or one process, and training continues") {
-  scratch_dir dir;
+  scratch_dir dir{"pipeline_checkpoint"};
   const dataset d = test::small_blobs(32);
   // The reference: six uninterrupted single-process steps.
   sequential reference = test::nine_layer_model();
@@ -159,7 +133,7 @@ TEST_CASE("pipeline checkpoint: loads into another stage count, schedule or one 
 }
 
 TEST_CASE("pipeline resume through the trainer: N steps, checkpoint, a new pipeline takes M more == N+M") {
-  scratch_dir dir;
+  scratch_dir dir{"pipeline_checkpoint"};
   const dataset d = test::small_blobs(48);
   pipeline whole(test::nine_layer_model(), options(2, "1f1b", 3));
   train(whole, d, dataset{}, small_config());
@@ -186,7 +160,7 @@ TEST_CASE("pipeline resume through the trainer: N steps, checkpoint, a new pipel
 }
 
 TEST_CASE("pipeline checkpoint refusals name the file and the tensor, and leave the running pipeline unchanged") {
-  scratch_dir dir;
+  scratch_dir dir{"pipeline_checkpoint"};
   const dataset d = test::small_blobs(32);
   const std::string good = dir.file("good.safetensors"), bad = dir.file("bad.safetensors");
   {
@@ -253,7 +227,7 @@ TEST_CASE("pipeline checkpoint refusals name the file and the tensor, and leave 
 }
 
 TEST_CASE("pipeline checkpoint is written atomically: no temporary file left, an existing file replaced whole") {
-  scratch_dir dir;
+  scratch_dir dir{"pipeline_checkpoint"};
   const dataset d = test::small_blobs(16);
   const std::string path = dir.file("run.safetensors"), fresh = dir.file("fresh.safetensors");
   std::ofstream(path, std::ios::binary) << std::string(1 << 20, 'x');  // an old, bigger file

@@ -9,28 +9,14 @@
 #include "checkpoint/checkpoint.hpp"
 #include "pipeline_test_models.hpp"
 #include "training/trainer.hpp"
+#include "test_support.hpp"
 
 using namespace ap;
 namespace fs = std::filesystem;
 
 namespace {
 
-// A fresh folder per test case, removed at the end.
-struct scratch_dir {
-  fs::path path;
-  scratch_dir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("ap_test_training_resume_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~scratch_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
+using namespace ap::test;
 
 // Every parameter of `a` equals the one of the same name in `b` bit for bit; prints the first difference.
 void check_same_bits(sequential& a, sequential& b, const std::string& label) {
@@ -99,7 +85,7 @@ TEST_CASE("single process: N steps, checkpoint, a new runner loads it and takes 
   for (const optimizer_config& opt : {adam(), sgd_momentum()})
     for (std::size_t n : {3, 5, 7, 14}) {  // mid-epoch, at an epoch's end, mid-epoch, one step before the end
       const std::string label = opt.kind + " N=" + std::to_string(n);
-      scratch_dir dir;
+      scratch_dir dir{"training_resume"};
       const std::string path = dir.file("resume.safetensors");
 
       sequential whole = test::nine_layer_model();
@@ -128,7 +114,7 @@ TEST_CASE("single process: N steps, checkpoint, a new runner loads it and takes 
 
 TEST_CASE("resuming from the checkpoints an uninterrupted run wrote along the way ends where it ends") {
   const dataset d = test::small_blobs(48);
-  scratch_dir dir;
+  scratch_dir dir{"training_resume"};
   sequential whole = test::nine_layer_model();
   local_runner whole_runner(whole, adam());
   train_config c = small_config();

@@ -1,0 +1,86 @@
+// Helpers shared by the test files: scratch folders, error texts, random tensors, llm.c's check_tensor.
+#pragma once
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "model/seeded_random.hpp"
+#include "tensor/tensor.hpp"
+
+namespace ap::test {
+
+// A fresh folder per test case (CTest may run cases in parallel), removed at the end.
+struct scratch_dir {
+  std::filesystem::path path;
+  explicit scratch_dir(const std::string& prefix) {
+    static int counter = 0;
+    path = std::filesystem::temp_directory_path() /
+           ("ap_test_" + prefix + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~scratch_dir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  std::string file(const std::string& name) const { return (path / name).string(); }
+  // Names of leftover temporary files (".tmp-").
+  std::vector<std::string> temporaries() const {
+    std::vector<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(path))
+      if (e.path().filename().string().find(".tmp-") != std::string::npos) names.push_back(e.path().filename());
+    return names;
+  }
+};
+
+// The what() of the exception f throws, or "no exception".
+template <class F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "no exception";
+}
+
+inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// Uniform in [-scale, scale), the same for the same seed on every platform.
+inline tensor random_tensor(const shape_t& shape, std::uint64_t seed, float scale = 1.0f) {
+  tensor t = tensor::from_shape(shape);
+  splitmix64 random(seed);
+  for (float& v : t) v = symmetric_unit_float(random.next()) * scale;
+  return t;
+}
+
+// sum(y * r) in double: a scalar objective whose gradient w.r.t. y is r (for finite differences).
+inline double objective(const tensor& y, const tensor& r) {
+  double s = 0.0;
+  for (std::size_t i = 0; i < y.size(); ++i) s += double(y.data()[i]) * double(r.data()[i]);
+  return s;
+}
+
+// llm.c's check_tensor: element by element, printing the first few that differ.
+inline bool check_close(const tensor& actual, const tensor& expected, double atol, double rtol, const std::string& label) {
+  if (actual.shape() != expected.shape()) {
+    std::printf("%s: shape %s, expected %s\n", label.c_str(), shape_string(actual).c_str(),
+                shape_string(expected).c_str());
+    return false;
+  }
+  int bad = 0;
+  for (std::size_t i = 0; i < actual.size(); ++i) {
+    const double a = actual.data()[i], e = expected.data()[i];
+    if (std::fabs(a - e) <= atol + rtol * std::max(std::fabs(a), std::fabs(e))) continue;
+    if (bad++ < 5) std::printf("%s[%zu]: %.7g, expected %.7g\n", label.c_str(), i, a, e);
+  }
+  return bad == 0;
+}
+
+}  // namespace ap::test
