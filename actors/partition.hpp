@@ -66,6 +66,8 @@ std::vector<double> predicted_busy_s(const std::vector<layer_cost>& costs, const
                                      int stages, int microbatches);
 
 // Per-stage op costs for ap::simulate from measured layer costs (each stage: the sum over its chunks).
+// ap::simulate charges each chunk 1/v of its stage's cost, so with unequal chunks (interleaved) the
+// simulated makespan is optimistic.
 op_costs simulation_costs(const std::vector<layer_cost>& costs, const std::vector<layer_range>& chunk_ranges, int stages);
 
 }  // namespace ap

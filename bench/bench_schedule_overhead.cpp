@@ -32,6 +32,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <string>
 #include <tuple>
@@ -88,61 +89,106 @@ double formula_bubble(const std::string& schedule, int p, int m, int v) {
 }
 
 // Note [where the time goes]
-// From the event log of each timed step (times in microseconds):
-//   hop       a task's finish -> its result's arrival at the next stage's retriever (processor -> sender ->
-//             retriever: two mailboxes on CAF's scheduler threads)
-//   loss      the last chunk's forward finish -> its gradient's arrival back (through the coordinator)
+// From the event log of each timed step, every task as it ran (start, finish, its message's arrival at the
+// retriever), and these latencies (microseconds):
+//   hop       the producing task's finish -> the result's arrival at the next stage's retriever
+//             (processor -> sender -> retriever: two mailboxes served by CAF's scheduler threads)
+//   loss      the last chunk's forward finish -> its gradient's arrival back, through the coordinator
 //   dispatch  a task's start - max(its message's arrival, the stage's previous finish): the retriever
-//             noticing and handing the processor its next action (task_done -> retriever -> processor)
+//             handing the processor its next action (task_done -> retriever -> processor thread wake-up)
 //   edges     step wall time - span: the coordinator's split and begin before the first task, and after the
-//             last one: stage_done, every stage's optimizer apply and the reply
+//             last one stage_done, every stage's optimizer apply and the reply
+// The critical path is walked back from the last task to finish: at each task, whichever of its message's
+// arrival and its stage's previous finish came last is what it waited for. Along that path the span splits
+// exactly into nominal compute (the sleeps as asked) + sleep excess (the sleeps' overshoot) + hops + loss
+// hops + dispatches.
+struct ran_task {
+  int stage = 0;
+  ap::op kind = ap::op::forward;
+  int microbatch = 0, chunk = 0;
+  double start = 0, finish = 0;
+  double arrival = -1;    // its message's arrival (F, B, I); -1 for W, which needs none
+  int previous = -1;      // the stage's previous task
+  int producer = -1;      // the task whose result it consumes; -1: the coordinator's input
+  bool via_loss = false;  // the producer is the last chunk's forward, through the coordinator's loss
+};
+
+std::vector<ran_task> tasks_of(const std::vector<ap::stage_event>& events, int total_chunks) {
+  using key = std::tuple<int, int, int>;  // class (0 forward, 1 backward), microbatch, chunk
+  std::vector<ran_task> tasks;
+  std::map<int, int> open, last_on_stage;
+  std::map<key, double> arrived;
+  std::map<key, int> produced;  // F -> (0, mb, chunk); B or I -> (1, mb, chunk)
+  for (const auto& e : events) {
+    const key k{e.task == ap::op::forward ? 0 : 1, e.microbatch, e.chunk};
+    if (e.kind == ap::event_kind::arrive) arrived[k] = e.time_us;
+    if (e.kind == ap::event_kind::start) {
+      ran_task t;
+      t.stage = e.stage, t.kind = e.task, t.microbatch = e.microbatch, t.chunk = e.chunk, t.start = e.time_us;
+      t.previous = last_on_stage.count(e.stage) ? last_on_stage[e.stage] : -1;
+      open[e.stage] = last_on_stage[e.stage] = static_cast<int>(tasks.size());
+      tasks.push_back(t);
+    }
+    if (e.kind == ap::event_kind::finish && open.count(e.stage)) {
+      tasks[static_cast<std::size_t>(open[e.stage])].finish = e.time_us;
+      if (e.task != ap::op::backward_weight) produced[k] = open[e.stage];
+    }
+  }
+  for (auto& t : tasks) {
+    if (t.kind == ap::op::backward_weight) continue;
+    const bool forward = t.kind == ap::op::forward;
+    if (auto it = arrived.find({forward ? 0 : 1, t.microbatch, t.chunk}); it != arrived.end()) t.arrival = it->second;
+    key from{forward ? 0 : 1, t.microbatch, forward ? t.chunk - 1 : t.chunk + 1};
+    if (!forward && t.chunk == total_chunks - 1) from = {0, t.microbatch, t.chunk}, t.via_loss = true;
+    if (auto it = produced.find(from); it != produced.end()) t.producer = it->second;
+  }
+  return tasks;
+}
+
 struct latencies {
-  std::vector<double> hop, loss, dispatch;
+  std::vector<double> hop, loss, dispatch;  // every task's, microseconds
 };
 
-struct task_durations {
-  std::map<std::pair<int, ap::op>, std::vector<double>> by_stage_op;  // microseconds
+// The critical path of one step, split as in Note [where the time goes]; microseconds.
+struct critical_path {
+  int tasks = 0;
+  double nominal = 0, excess = 0, hop = 0, loss = 0, dispatch = 0;
 };
 
-void analyse_step(const std::vector<ap::stage_event>& events, int total_chunks, latencies& lat, task_durations& dur) {
-  using key = std::tuple<int, int, int>;  // producer class (0 forward, 1 backward), microbatch, chunk
-  std::map<key, double> finished;
-  std::map<key, double> arrived;  // consumer class, microbatch, chunk
-  std::map<int, double> stage_free;  // stage -> time its previous task finished
-  std::map<int, double> started;
-  std::vector<const ap::stage_event*> starts;
-  for (const auto& e : events) {
-    if (e.kind == ap::event_kind::finish) {
-      const int cls = e.task == ap::op::forward ? 0 : 1;
-      if (e.task != ap::op::backward_weight) finished[{cls, e.microbatch, e.chunk}] = e.time_us;
-      dur.by_stage_op[{e.stage, e.task}].push_back(e.time_us - started[e.stage]);
-    }
-    if (e.kind == ap::event_kind::start) started[e.stage] = e.time_us;
-  }
-  for (const auto& e : events) {
-    if (e.kind != ap::event_kind::arrive) continue;
-    const bool forward = e.task == ap::op::forward;
-    arrived[{forward ? 0 : 1, e.microbatch, e.chunk}] = e.time_us;
-    if (forward && e.chunk > 0) {
-      auto it = finished.find({0, e.microbatch, e.chunk - 1});
-      if (it != finished.end()) lat.hop.push_back(e.time_us - it->second);
-    } else if (!forward && e.chunk < total_chunks - 1) {
-      auto it = finished.find({1, e.microbatch, e.chunk + 1});
-      if (it != finished.end()) lat.hop.push_back(e.time_us - it->second);
-    } else if (!forward) {
-      auto it = finished.find({0, e.microbatch, e.chunk});
-      if (it != finished.end()) lat.loss.push_back(e.time_us - it->second);
+critical_path walk_back(const std::vector<ran_task>& tasks, const std::function<double(const ran_task&)>& nominal_us) {
+  critical_path path;
+  if (tasks.empty()) return path;
+  int at = 0;
+  for (int i = 0; i < static_cast<int>(tasks.size()); ++i)
+    if (tasks[static_cast<std::size_t>(i)].finish > tasks[static_cast<std::size_t>(at)].finish) at = i;
+  while (at >= 0) {
+    const ran_task& t = tasks[static_cast<std::size_t>(at)];
+    ++path.tasks;
+    path.nominal += nominal_us(t);
+    path.excess += t.finish - t.start - nominal_us(t);
+    const double stage_free = t.previous >= 0 ? tasks[static_cast<std::size_t>(t.previous)].finish : -1e300;
+    if (t.producer >= 0 && t.arrival > stage_free) {  // waited for its message
+      const double hop = t.arrival - tasks[static_cast<std::size_t>(t.producer)].finish;
+      (t.via_loss ? path.loss : path.hop) += hop;
+      path.dispatch += t.start - t.arrival;
+      at = t.producer;
+    } else if (t.previous >= 0) {  // waited for its stage
+      path.dispatch += t.start - stage_free;
+      at = t.previous;
+    } else {
+      at = -1;  // the step's first task
     }
   }
-  for (const auto& e : events) {
-    if (e.kind == ap::event_kind::finish) stage_free[e.stage] = e.time_us;
-    if (e.kind != ap::event_kind::start) continue;
-    double ready = stage_free.count(e.stage) ? stage_free[e.stage] : 0.0;
-    if (e.task != ap::op::backward_weight) {
-      auto it = arrived.find({e.task == ap::op::forward ? 0 : 1, e.microbatch, e.chunk});
-      if (it != arrived.end()) ready = std::max(ready, it->second);
-    }
-    if (ready > 0.0) lat.dispatch.push_back(e.time_us - ready);
+  return path;
+}
+
+void collect_latencies(const std::vector<ran_task>& tasks, latencies& lat) {
+  for (const auto& t : tasks) {
+    if (t.producer >= 0 && t.arrival >= 0)
+      (t.via_loss ? lat.loss : lat.hop).push_back(t.arrival - tasks[static_cast<std::size_t>(t.producer)].finish);
+    const double stage_free = t.previous >= 0 ? tasks[static_cast<std::size_t>(t.previous)].finish : -1.0;
+    const double ready = std::max(stage_free, t.arrival);
+    if (ready >= 0) lat.dispatch.push_back(t.start - ready);
   }
 }
 
@@ -154,6 +200,7 @@ struct case_result {
   double hop_us = 0, hop_p90_us = 0, loss_us = 0, dispatch_us = 0, dispatch_p90_us = 0;
   double edges_us = 0;         // median over steps of wall - span
   double sleep_excess_us = 0;  // median measured task duration - nominal, over all tasks
+  critical_path path;          // medians over steps, each field on its own
   std::vector<int> peak_stash, sim_peak_stash;
   double ratio() const { return step_ms / sim_ms; }
   double bubble() const { return step_ms / ideal_ms - 1.0; }
@@ -185,25 +232,33 @@ case_result run_case(const std::string& schedule, int p, int m, double forward_m
   r.sim_ms = sim.makespan, r.ideal_ms = sim.ideal, r.bubble_sim = sim.bubble, r.sim_peak_stash = sim.peak_stash;
   r.bubble_formula = formula_bubble(schedule, p, m, v);
 
-  std::vector<double> walls, spans, edges;
+  // A task's nominal duration: a chunk is 1/v of its stage.
+  auto nominal_us = [&](const ran_task& t) {
+    const double stage_ms = t.kind == ap::op::forward ? forward_ms : t.kind == ap::op::backward ? backward_ms : backward_ms / 2;
+    return stage_ms / v * 1e3;
+  };
+  std::vector<double> walls, spans, edges, excess;
+  std::map<std::pair<int, ap::op>, std::vector<double>> durations;  // (stage, op) -> ms
+  std::vector<critical_path> paths;
   latencies lat;
-  task_durations dur;
   for (int s = 0; s < warmup + steps; ++s) {
     pipe.clear_events();
     const auto t0 = std::chrono::steady_clock::now();
     pipe.train_step(d.inputs, d.labels, static_cast<std::uint64_t>(s));
     const double wall = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (s < warmup) continue;
-    const auto events = pipe.events();
+    const std::vector<ran_task> tasks = tasks_of(pipe.events(), p * v);
     double first = 1e300, last = 0;
-    for (const auto& e : events) {
-      if (e.kind == ap::event_kind::start) first = std::min(first, e.time_us);
-      if (e.kind == ap::event_kind::finish) last = std::max(last, e.time_us);
+    for (const auto& t : tasks) {
+      first = std::min(first, t.start), last = std::max(last, t.finish);
+      durations[{t.stage, t.kind}].push_back((t.finish - t.start) / 1e3);
+      excess.push_back(t.finish - t.start - nominal_us(t));
     }
     walls.push_back(wall);
     spans.push_back((last - first) / 1e3);
     edges.push_back(wall - spans.back());
-    analyse_step(events, p * v, lat, dur);
+    collect_latencies(tasks, lat);
+    paths.push_back(walk_back(tasks, nominal_us));
   }
   r.peak_stash = pipe.last_peak_stash();
   r.step_ms = median(walls);
@@ -213,18 +268,24 @@ case_result run_case(const std::string& schedule, int p, int m, double forward_m
   r.hop_us = median(lat.hop), r.hop_p90_us = percentile(lat.hop, 0.9);
   r.loss_us = median(lat.loss);
   r.dispatch_us = median(lat.dispatch), r.dispatch_p90_us = percentile(lat.dispatch, 0.9);
+  r.sleep_excess_us = median(excess);
+  auto path_median = [&](auto field) {
+    std::vector<double> v;
+    for (const auto& c : paths) v.push_back(static_cast<double>(c.*field));
+    return median(v);
+  };
+  r.path.tasks = static_cast<int>(path_median(&critical_path::tasks));
+  r.path.nominal = path_median(&critical_path::nominal);
+  r.path.excess = path_median(&critical_path::excess);
+  r.path.hop = path_median(&critical_path::hop);
+  r.path.loss = path_median(&critical_path::loss);
+  r.path.dispatch = path_median(&critical_path::dispatch);
 
-  // Calibrated: the same schedule simulated with each stage's median measured duration per op.
+  // Calibrated: the same schedule simulated with each stage's median measured duration per op (the sleeps'
+  // overshoot included), so step / calibrated is the runtime's share alone.
   ap::op_costs measured = nominal;
-  std::vector<double> excess;
   for (int stage = 0; stage < p; ++stage) {
-    auto med = [&](ap::op k) { return median(dur.by_stage_op[{stage, k}]) / 1e3; };  // ms of one chunk's task
-    auto nominal_of = [&](ap::op k) {
-      const double per_chunk = k == ap::op::forward ? forward_ms : k == ap::op::backward ? backward_ms : backward_ms / 2;
-      return per_chunk / v;
-    };
-    for (ap::op k : {ap::op::forward, ap::op::backward, ap::op::backward_input, ap::op::backward_weight})
-      for (double us : dur.by_stage_op[{stage, k}]) excess.push_back(us - nominal_of(k) * 1e3);
+    auto med = [&](ap::op k) { return median(durations[{stage, k}]); };  // ms of one chunk's task
     measured.forward[stage] = med(ap::op::forward) * v;
     if (schedule == "zb-h1") {
       measured.backward_input[stage] = med(ap::op::backward_input) * v;
@@ -233,7 +294,6 @@ case_result run_case(const std::string& schedule, int p, int m, double forward_m
       measured.backward_input[stage] = measured.backward_weight[stage] = med(ap::op::backward) * v / 2;
     }
   }
-  r.sleep_excess_us = median(excess);
   r.calibrated_ms = ap::simulate(pipe.plan(), measured).makespan;
   return r;
 }
@@ -292,16 +352,23 @@ int main(int argc, char** argv) {
                 r.microbatches, r.chunks, r.step_ms, r.span_ms, r.sim_ms, r.ratio(), r.calibrated_ms,
                 r.step_ms / r.calibrated_ms, r.bubble(), r.bubble_formula, r.bubble_sim, ok ? "yes" : "NO");
   }
-  std::printf("\nwhere the time goes (Note [where the time goes]), microseconds, medians (p90):\n");
-  std::printf("%-12s %3s %10s %14s %9s %16s %12s %12s %s\n", "schedule", "m", "edges", "sleep excess", "hop",
-              "", "loss", "dispatch", "");
+  std::printf("\nwhere the time goes (Note [where the time goes]); per task, microseconds, median (p90):\n");
+  std::printf("%-12s %3s %8s %15s %8s %15s   peak stash per stage\n", "schedule", "m", "overshoot", "hop", "loss",
+              "dispatch");
   for (const auto& r : results) {
-    std::printf("%-12s %3d %10.0f %14.0f %9.0f (%5.0f) %9.0f %12.0f (%5.0f)  peak stash", r.schedule.c_str(),
-                r.microbatches, r.edges_us, r.sleep_excess_us, r.hop_us, r.hop_p90_us, r.loss_us,
-                r.dispatch_us, r.dispatch_p90_us);
+    std::printf("%-12s %3d %8.0f %7.0f (%5.0f) %8.0f %7.0f (%5.0f)  ", r.schedule.c_str(), r.microbatches,
+                r.sleep_excess_us, r.hop_us, r.hop_p90_us, r.loss_us, r.dispatch_us, r.dispatch_p90_us);
     for (int s : r.peak_stash) std::printf(" %d", s);
-    std::printf(r.peak_stash == r.sim_peak_stash ? " (= sim)\n" : " (sim differs)\n");
+    std::printf(r.peak_stash == r.sim_peak_stash ? " (= simulated)\n" : " (simulated differs)\n");
   }
+  std::printf("\nthe critical path of a step, ms (medians over steps): span = nominal + overshoot + hops + loss hops"
+              " + dispatches; step = span + edges\n");
+  std::printf("%-12s %3s %6s %8s %9s %8s %8s %9s %8s %8s %8s\n", "schedule", "m", "tasks", "nominal", "overshoot",
+              "hops", "loss", "dispatch", "span", "edges", "sim");
+  for (const auto& r : results)
+    std::printf("%-12s %3d %6d %8.2f %9.2f %8.2f %8.2f %9.2f %8.2f %8.2f %8.2f\n", r.schedule.c_str(), r.microbatches,
+                r.path.tasks, r.path.nominal / 1e3, r.path.excess / 1e3, r.path.hop / 1e3, r.path.loss / 1e3,
+                r.path.dispatch / 1e3, r.span_ms, r.edges_us / 1e3, r.sim_ms);
   std::printf("load average after: %s; target ratio <= 1.05 %s\n", load_after.c_str(),
               all_ok ? "met by every schedule" : "NOT met by every schedule");
 
@@ -330,6 +397,9 @@ int main(int argc, char** argv) {
                           {"loss_us", r.loss_us},
                           {"dispatch_us", r.dispatch_us},
                           {"dispatch_p90_us", r.dispatch_p90_us},
+                          {"critical_path", {{"tasks", r.path.tasks}, {"nominal_ms", r.path.nominal / 1e3},
+                                             {"overshoot_ms", r.path.excess / 1e3}, {"hops_ms", r.path.hop / 1e3},
+                                             {"loss_ms", r.path.loss / 1e3}, {"dispatch_ms", r.path.dispatch / 1e3}}},
                           {"peak_stash", r.peak_stash},
                           {"simulated_peak_stash", r.sim_peak_stash}});
   std::printf("%s\n", j.dump().c_str());

@@ -10,8 +10,11 @@
 //                  layer costs measured alone on one microbatch (partition.hpp): sim ms
 // The single-process step (one thread, no actors) on the same batches is the reference.
 //
-// Usage: bench_schedules [--steps N] [--warmup N] [--partition uniform|params|time] [--microbatches M]
-//                        [--data DIR] [--no-single]
+// Every runner is built first and the timed steps alternate between them in blocks (Note [alternating
+// blocks]), so foreign load on the shared machine spreads over all schedules.
+//
+// Usage: bench_schedules [--steps N] [--warmup N] [--block N] [--partition uniform|params|time]
+//                        [--microbatches M] [--data DIR] [--no-single]
 // Prints a table, then one final JSON line.
 
 #include <algorithm>
@@ -19,6 +22,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -62,65 +67,84 @@ struct run_result {
   double samples_per_s_median() const { return step_ms > 0 ? double(batch_size) / (step_ms / 1e3) : 0.0; }
 };
 
-// Runs warm-up then timed steps of `runner` over the first batches of a fixed epoch order.
-template <class Step>
-void time_steps(const ap::dataset& data, int warmup, int steps, run_result& r, Step step) {
-  const auto order = ap::epoch_order(data.size(), 1, 0);
-  std::vector<double> times;
+// One way to train a step (single process, or a pipeline with one schedule) and what its steps measured.
+struct runner {
+  run_result result;
+  std::function<float(const ap::batch&, int)> step;  // one train step on a batch, step number
+  std::function<void(run_result&)> finish;           // fills the rest of the result after the last step
+  std::vector<double> times_ms;
   double loss_sum = 0.0;
-  for (int s = 0; s < warmup + steps; ++s) {
+  int steps_taken = 0;
+};
+
+// Note [alternating blocks]: the machine is shared (2 vCPUs). Every runner takes its warm-up steps, then the
+// timed steps run in blocks of `block` steps per runner in turn, so a burst of foreign load hits all
+// schedules alike instead of one; every runner sees the same batches in the same order.
+void run_alternating(std::vector<runner>& runners, const ap::dataset& data, int warmup, int steps, int block) {
+  const auto order = ap::epoch_order(data.size(), 1, 0);
+  auto take_step = [&](runner& r, bool timed) {
+    const int s = r.steps_taken++;
     const ap::batch b = ap::make_batch(data, order, static_cast<std::size_t>(s), batch_size);
     const auto t0 = std::chrono::steady_clock::now();
-    const float loss = step(b, s);
+    const float loss = r.step(b, s);
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (s < warmup) continue;
-    times.push_back(ms);
-    r.wall_s += ms / 1e3;
-    r.samples += ap::rows(b.inputs);
-    loss_sum += loss;
+    if (!timed) return;
+    r.times_ms.push_back(ms);
+    r.result.wall_s += ms / 1e3;
+    r.result.samples += ap::rows(b.inputs);
+    r.loss_sum += loss;
+  };
+  for (auto& r : runners)
+    for (int s = 0; s < warmup; ++s) take_step(r, false);
+  for (int done = 0; done < steps; done += block)
+    for (auto& r : runners)
+      for (int k = 0; k < block && done + k < steps; ++k) take_step(r, true);
+  for (auto& r : runners) {
+    r.result.step_ms = median(r.times_ms);
+    r.result.min_step_ms = *std::min_element(r.times_ms.begin(), r.times_ms.end());
+    r.result.mean_loss = r.loss_sum / steps;
+    if (r.finish) r.finish(r.result);
   }
-  r.step_ms = median(times);
-  r.min_step_ms = *std::min_element(times.begin(), times.end());
-  r.mean_loss = loss_sum / steps;
 }
 
-run_result run_pipeline(const std::string& schedule, int microbatches, ap::partition_method method,
-                        const ap::sequential& model, const std::vector<ap::layer_cost>& costs,
-                        const ap::dataset& data, int warmup, int steps) {
-  run_result r;
-  r.schedule = schedule;
-  r.chunks = schedule == "interleaved" ? 2 : 1;
+// A pipeline runner; the pipeline lives as long as the runner's functions (shared).
+runner pipeline_runner(const std::string& schedule, int microbatches, ap::partition_method method,
+                       const ap::sequential& model, const std::vector<ap::layer_cost>& costs) {
+  runner r;
+  r.result.schedule = schedule;
+  r.result.chunks = schedule == "interleaved" ? 2 : 1;
   ap::pipeline_options o;
   o.stages = 2;
   o.microbatches = microbatches;
-  o.chunks_per_stage = r.chunks;
+  o.chunks_per_stage = r.result.chunks;
   o.schedule = schedule;
   o.optimizer.kind = "adam";
   o.optimizer.lr = 1e-3f;
   o.record_events = true;
-  o.layers_per_chunk = ap::partition_counts(method, model, costs, o.stages * r.chunks);
-  ap::pipeline pipe(model, o);
-  r.layers_per_chunk = ap::chunk_layer_counts(pipe.chunk_ranges());
-  const ap::simulation sim = ap::simulate(pipe.plan(), ap::simulation_costs(costs, pipe.chunk_ranges(), o.stages));
-  r.simulated_ms = sim.makespan * 1e3;
-  r.simulated_peak_stash = sim.peak_stash;
-
-  std::vector<std::vector<double>> busy(static_cast<std::size_t>(o.stages));
-  time_steps(data, warmup, steps, r, [&](const ap::batch& b, int s) {
-    pipe.clear_events();
-    const float loss = pipe.train_step(b.inputs, b.labels, static_cast<std::uint64_t>(s));
-    const auto per_stage = ap::busy_time_us(pipe.events(), o.stages);
-    for (std::size_t st = 0; st < per_stage.size(); ++st) busy[st].push_back(per_stage[st] / 1e3);
+  o.layers_per_chunk = ap::partition_counts(method, model, costs, o.stages * r.result.chunks);
+  auto pipe = std::make_shared<ap::pipeline>(model, o);
+  r.result.layers_per_chunk = ap::chunk_layer_counts(pipe->chunk_ranges());
+  const ap::simulation sim = ap::simulate(pipe->plan(), ap::simulation_costs(costs, pipe->chunk_ranges(), o.stages));
+  r.result.simulated_ms = sim.makespan * 1e3;
+  r.result.simulated_peak_stash = sim.peak_stash;
+  auto busy = std::make_shared<std::vector<std::vector<double>>>(static_cast<std::size_t>(o.stages));
+  r.step = [pipe, busy, stages = o.stages](const ap::batch& b, int s) {
+    pipe->clear_events();
+    const float loss = pipe->train_step(b.inputs, b.labels, static_cast<std::uint64_t>(s));
+    const auto per_stage = ap::busy_time_us(pipe->events(), stages);
+    for (std::size_t st = 0; st < per_stage.size(); ++st) (*busy)[st].push_back(per_stage[st] / 1e3);
     return loss;
-  });
-  r.peak_stash = pipe.last_peak_stash();
-  for (const auto& b : busy) r.busy_ms.push_back(median(b));
+  };
+  r.finish = [pipe, busy](run_result& out) {
+    out.peak_stash = pipe->last_peak_stash();
+    for (const auto& b : *busy) out.busy_ms.push_back(median(b));
+  };
   return r;
 }
 
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
-               "%s\nusage: bench_schedules [--steps N] [--warmup N] [--partition uniform|params|time]"
+               "%s\nusage: bench_schedules [--steps N] [--warmup N] [--block N] [--partition uniform|params|time]"
                " [--microbatches M] [--data DIR] [--no-single]\n",
                why.c_str());
   std::exit(2);
@@ -129,7 +153,7 @@ run_result run_pipeline(const std::string& schedule, int microbatches, ap::parti
 }  // namespace
 
 int main(int argc, char** argv) {
-  int steps = 30, warmup = 3, microbatches = 8;
+  int steps = 30, warmup = 3, microbatches = 8, block = 5;
   std::string dir = ap::default_fashion_mnist_dir, partition = "uniform";
   bool single = true;
   for (int i = 1; i < argc; ++i) {
@@ -138,12 +162,14 @@ int main(int argc, char** argv) {
     if (a == "--steps" && has_value) steps = std::atoi(argv[++i]);
     else if (a == "--warmup" && has_value) warmup = std::atoi(argv[++i]);
     else if (a == "--microbatches" && has_value) microbatches = std::atoi(argv[++i]);
+    else if (a == "--block" && has_value) block = std::atoi(argv[++i]);
     else if (a == "--partition" && has_value) partition = argv[++i];
     else if (a == "--data" && has_value) dir = argv[++i];
     else if (a == "--no-single") single = false;
     else usage("unknown or incomplete option '" + a + "'");
   }
-  if (steps < 1 || warmup < 0 || microbatches < 1) usage("--steps and --microbatches must be positive");
+  if (steps < 1 || warmup < 0 || microbatches < 1 || block < 1)
+    usage("--steps, --microbatches and --block must be positive, --warmup not negative");
   ap::partition_method method;
   try {
     method = ap::parse_partition_method(partition);
@@ -161,7 +187,7 @@ int main(int argc, char** argv) {
   }
   const ap::sequential model = ap::sequential::from_spec(model_spec);
   const std::size_t rows = (batch_size + static_cast<std::size_t>(microbatches) - 1) / static_cast<std::size_t>(microbatches);
-  const auto costs = ap::measure_layer_costs(model, ap::slice_rows(data.inputs, 0, rows));
+  const auto costs = ap::measure_layer_costs(model, ap::slice_rows(data.inputs, 0, rows), 11);
 
   const std::string load_before = load_average();
   std::printf("2-stage training of %s on Fashion-MNIST, batch %zu, m=%d, Adam, partition %s, %d steps after %d"
@@ -169,22 +195,28 @@ int main(int argc, char** argv) {
               model_spec, batch_size, microbatches, partition.c_str(), steps, warmup, load_before.c_str());
   std::fflush(stdout);
 
-  run_result reference;
+  std::vector<runner> runners;
   if (single) {
-    ap::sequential local_model = model.clone();
+    auto local_model = std::make_shared<ap::sequential>(model.clone());
     ap::optimizer_config adam;
     adam.kind = "adam";
     adam.lr = 1e-3f;
-    ap::local_runner runner(local_model, adam);
-    reference.schedule = "single";
-    time_steps(data, warmup, steps, reference, [&](const ap::batch& b, int s) {
-      return runner.train_step(b.inputs, b.labels, static_cast<std::uint64_t>(s));
-    });
+    auto local = std::make_shared<ap::local_runner>(*local_model, adam);
+    runner r;
+    r.result.schedule = "single";
+    r.step = [local_model, local](const ap::batch& b, int s) {
+      return local->train_step(b.inputs, b.labels, static_cast<std::uint64_t>(s));
+    };
+    runners.push_back(std::move(r));
   }
+  for (const std::string& schedule : ap::schedule_names())
+    runners.push_back(pipeline_runner(schedule, microbatches, method, model, costs));
+  run_alternating(runners, data, warmup, steps, block);
+  run_result reference;
   std::vector<run_result> results;
-  for (const std::string& schedule : ap::schedule_names()) {
-    results.push_back(run_pipeline(schedule, microbatches, method, model, costs, data, warmup, steps));
-    std::fflush(stdout);
+  for (const auto& r : runners) {
+    if (r.result.schedule == "single") reference = r.result;
+    else results.push_back(r.result);
   }
   const std::string load_after = load_average();
 
