@@ -119,19 +119,18 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
     for (const auto& r : info.layer_ranges_per_chunk) setup.slices.push_back(model.slice(r.begin, r.end));
     setups.push_back(std::move(setup));
   }
-  std::vector<stage_actors> stages;
-  if (nodes.empty()) {
-    for (auto& setup : setups) stages.push_back(spawn_stage(sys, std::move(setup)));
-  } else {
-    d.owner = std::make_unique<caf::scoped_actor>(sys);
-    stages = place_on_nodes(*d.owner, nodes, setups, options.timeout);
-    for (int s = 0; s < options.stages; ++s)
-      d.places.push_back("node " + nodes[static_cast<std::size_t>(s) % nodes.size()].text());
-  }
-  for (auto& a : stages) {
+  const auto keep = [&d](const stage_actors& a) {  // kept at once: ~impl stops them if a later stage throws
     d.senders.push_back(a.sender);
     d.processors.push_back(a.processor);
     d.retrievers.push_back(a.retriever);
+  };
+  if (nodes.empty()) {
+    for (auto& setup : setups) keep(spawn_stage(sys, std::move(setup)));
+  } else {
+    d.owner = std::make_unique<caf::scoped_actor>(sys);
+    for (const auto& a : place_on_nodes(*d.owner, nodes, setups, options.timeout)) keep(a);
+    for (int s = 0; s < options.stages; ++s)
+      d.places.push_back("node " + nodes[static_cast<std::size_t>(s) % nodes.size()].text());
   }
   d.coordinator = spawn_coordinator(sys, coordinator_config{options.stages, total_chunks, options.microbatches, options.loss,
                                                             d.retrievers, d.processors, options.timeout, d.places});

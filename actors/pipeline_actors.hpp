@@ -6,6 +6,9 @@
 // A stage is three actors: the retriever (its mailbox is the stage's queue; it holds tasks until they are
 // the stage's next scheduled action), the processor (detached: computes exactly one task at a time) and the
 // sender (hands results to the communicator, so compute never waits on delivery).
+//
+// With pipeline_options::nodes a stage's three actors run in an `actorpipe node` process (node.hpp); the
+// coordinator and the other stages hold remote handles and use them exactly like local ones.
 #pragma once
 
 #include <chrono>

@@ -1,4 +1,5 @@
-// Matrix products on BLAS (OpenBLAS sgemm). Kept in its own .cpp so <cblas.h> never meets xtensor-blas.
+// Matrix products on BLAS (OpenBLAS sgemm), and for few rows (pipeline microbatches) on the AVX-512 kernels
+// of small_gemm.hpp. Kept in its own .cpp so <cblas.h> never meets xtensor-blas.
 #pragma once
 
 #include <cstddef>
@@ -9,6 +10,8 @@ namespace ap {
 
 // C (m, n) = alpha * op(A) * op(B) + beta * C, row-major raw pointers; op = transpose when the flag is set.
 // A is (m, k) or, transposed, stored (k, m); B is (k, n) or, transposed, stored (n, k).
+// Untransposed A with few rows (small_gemm_preferred: m <= 64, or <= 128 for k >= 1024, and n, k >= 128)
+// runs on the kernels of small_gemm.hpp, which stream B instead of packing it; everything else on OpenBLAS.
 void gemm(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
           const float* a, const float* b, float beta, float* c);
 

@@ -2,7 +2,8 @@
 // one process for GPipe and 1F1B on 2 and 4 nodes; a node killed mid-step (kill -9) fails the step within
 // seconds naming the stage and host:port, while the coordinator and the other node live on; and bad input
 // (unreachable address, another protocol version, a port in use, a peer that drops or stalls the
-// connection during set-up) is a clear error that never hangs. Every node is killed and reaped by RAII.
+// connection during set-up) is a clear error that never hangs; a restarted node resumes from a checkpoint.
+// Every node is killed and reaped by RAII.
 #include <doctest/doctest.h>
 
 #include <arpa/inet.h>
@@ -23,6 +24,7 @@
 #include "actors/node.hpp"
 #include "actors/pipeline.hpp"
 #include "actors/stage_spawner.hpp"
+#include "checkpoint/checkpoint.hpp"
 #include "node_process.hpp"
 #include "pipeline_test_models.hpp"
 
@@ -172,6 +174,56 @@ TEST_CASE("a node killed mid-step fails the step within seconds, naming the stag
   CHECK(first.process().running());
 }
 
+TEST_CASE("kill a node mid-step, restart it, resume from the last checkpoint: the same result as an uninterrupted run") {
+  const dataset d = test::small_blobs(16);
+  const auto slow_model = [](std::uint64_t seed) {
+    sequential m;
+    for (const char* spec : {"linear:12:16", "tanh", "linear:16:16", "sleep:15:15", "relu", "linear:16:4"})
+      m.add(make_layer(spec));
+    m.initialize(seed);
+    return m;
+  };
+  pipeline_options o;
+  o.stages = 2;
+  o.microbatches = 4;
+  o.schedule = "1f1b";
+  o.optimizer.kind = "adam";
+  o.optimizer.lr = 0.01f;
+  const std::string path = "/tmp/actorpipe-network-test-" + std::to_string(getpid()) + ".safetensors";
+  struct remove_file {
+    std::string path;
+    ~remove_file() { std::remove(path.c_str()); }
+  } cleanup{path};
+
+  run_result reference = train_steps(slow_model(3), d, o, 6);  // one process, uninterrupted
+
+  test::node_process first(actorpipe), second(actorpipe);
+  o.nodes = {first.address(), second.address()};
+  {
+    pipeline pipe(slow_model(3), o);
+    for (std::uint64_t s = 0; s < 3; ++s) pipe.train_step(d.inputs, d.labels, s);
+    pipe.save_checkpoint(path, training_state{3, 0, 3, 0, "slow"});
+    std::thread killer([&] {
+      std::this_thread::sleep_for(60ms);
+      second.process().kill9();
+    });
+    std::string message;
+    try {
+      pipe.train_step(d.inputs, d.labels, 3);
+    } catch (const pipeline_error& e) {
+      message = e.what();
+    }
+    killer.join();
+    CHECK_MESSAGE(contains(message, "stage 1 on node " + second.address()), message);
+  }
+  test::node_process restarted(actorpipe, {}, second.port());
+  pipeline resumed(slow_model(99), o);  // other initial weights: everything must come from the checkpoint
+  CHECK(resumed.load_checkpoint(path).step == 3);
+  for (std::uint64_t s = 3; s < 6; ++s) resumed.train_step(d.inputs, d.labels, s);
+  sequential after = resumed.gather_model();
+  test::check_same_parameters(reference.model, after, 1e-5f, "resumed on a restarted node");
+}
+
 TEST_CASE("interleaved 1F1B and ZB-H1 across nodes, and one node listed twice, equal one process") {
   const dataset d = test::small_blobs(32);
   test::node_process a(actorpipe), b(actorpipe);
@@ -220,6 +272,40 @@ TEST_CASE("a coordinator killed mid-training leaves its nodes clean and ready fo
   o.stages = 2;
   o.nodes = {node.address()};
   pipeline next(test::nine_layer_model(), o);
+  CHECK(std::isfinite(next.train_step(d.inputs, d.labels, 0)));
+}
+
+TEST_CASE("`actorpipe train --nodes` exits with an error naming the stage and host:port when a node is killed") {
+  test::node_process first(actorpipe), second(actorpipe);
+  test::child_process coordinator({actorpipe, "train", "--stages", "2", "--microbatches", "4", "--train-limit", "4096",
+                                   "--epochs", "1000", "--nodes", first.address() + "," + second.address()});
+  const auto placed = [&] { return contains(second.process().stderr_text(), "stage 1 started"); };
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!placed() && std::chrono::steady_clock::now() - t0 < 20s) std::this_thread::sleep_for(20ms);
+  REQUIRE_MESSAGE(placed(), coordinator.stderr_text());
+  std::this_thread::sleep_for(300ms);  // a few steps in
+  second.process().kill9();
+  const int code = coordinator.wait_exit(10s);
+  const std::string log = coordinator.stderr_text();
+  INFO(log);
+  CHECK(code == 1);
+  CHECK(contains(log, "error: step "));
+  CHECK(contains(log, "stage 1 on node " + second.address()));
+  CHECK(first.process().running());
+}
+
+TEST_CASE("a stage a node cannot build is refused with the node's reason; the node serves the next pipeline") {
+  test::node_process node(actorpipe);
+  pipeline_options o;
+  o.stages = 2;
+  o.optimizer.kind = "nope";
+  o.nodes = {node.address()};
+  std::string message;
+  CHECK(seconds_of([&] { message = construction_error(test::nine_layer_model(), o); }) < 5.0);
+  CHECK_MESSAGE(contains(message, "placing stage 0 on node " + node.address() + ": unknown optimizer 'nope'"), message);
+  o.optimizer.kind = "sgd";
+  pipeline next(test::nine_layer_model(), o);
+  const dataset d = test::small_blobs(8);
   CHECK(std::isfinite(next.train_step(d.inputs, d.labels, 0)));
 }
 
