@@ -9,22 +9,13 @@
 
 #include "actors/stage_worker.hpp"
 #include "pipeline_test_models.hpp"
+#include "test_support.hpp"
 
 using namespace ap;
 
 namespace {
 
-template <class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "no exception";
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using namespace ap::test;
 
 optimizer_config adam() {
   optimizer_config o;
