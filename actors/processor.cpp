@@ -8,15 +8,23 @@ namespace {
 struct processor_state {
   processor_config config;
   std::unique_ptr<stage_worker> worker;
+  int aborted_step = -1;  // tasks of this step or earlier are dropped (Note [tasks after an abort])
   static inline const char* name = "processor";
 };
 
 using processor_actor = caf::stateful_actor<processor_state>;
 
 // Runs one task: records start and finish, turns an exception into an error text for the retriever.
+// Note [tasks after an abort]: the retriever hands over a task and the coordinator sends the abort; the two
+// can reach this mailbox in either order. A task of an aborted step that runs after the abort would leave a
+// stashed activation behind, so it is dropped (the retriever is still told the processor is free).
 template <class Work>
 void run_task(processor_actor* self, op kind, int step, int microbatch, int chunk, Work work) {
   auto& st = self->state;
+  if (step <= st.aborted_step) {
+    self->send(caf::actor_cast<caf::actor>(self->current_sender()), task_done{step, st.worker->peak_stashed(), {}});
+    return;
+  }
   if (st.config.log) st.config.log->record(st.config.stage, event_kind::start, kind, step, microbatch, chunk);
   task_done done{step, 0, {}};
   try {
@@ -65,7 +73,11 @@ caf::behavior processor(processor_actor* self, processor_config config, std::uni
         self->state.worker->apply_optimizer();
         return ok_atom::value;
       },
-      [=](abort_atom, int) { self->state.worker->abort(); },
+      [=](abort_atom, int step) {
+        auto& st = self->state;
+        st.aborted_step = std::max(st.aborted_step, step);
+        st.worker->abort();
+      },
       [=](params_atom) -> named_tensors {
         named_tensors out;
         for (const auto& p : self->state.worker->parameters()) {

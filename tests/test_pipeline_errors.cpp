@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "actors/pipeline.hpp"
+#include "actors/pipeline_actors.hpp"
 #include "pipeline_test_models.hpp"
 
 using namespace ap;
@@ -167,4 +168,35 @@ TEST_CASE("a stage that waits on a peer longer than the timeout fails the step w
   CHECK(message.find("forward microbatch 0 of chunk 2") != std::string::npos);
   CHECK(took < 3.0);
   CHECK(shuts_down_within(std::move(pipe), std::chrono::seconds(10)));
+}
+
+TEST_CASE("a task of an aborted step that reaches the processor after the abort is dropped") {
+  // Note [tasks after an abort] in actors/processor.cpp: without the drop, the stale activation of step 0
+  // would make step 1's forward of the same microbatch fail ("forward microbatch 0 twice").
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  sequential model = test::nine_layer_model();
+  std::vector<sequential> slices;
+  slices.push_back(model.slice(0, 9));
+  auto worker = std::make_unique<stage_worker>(0, std::vector<int>{0}, std::move(slices), optimizer_config{});
+  caf::scoped_actor self{sys};
+  auto processor = spawn_processor(sys, processor_config{0, 1, 1, self, nullptr}, std::move(worker));
+  const dataset d = test::small_blobs(4);
+  const int forward = static_cast<int>(op::forward);
+  self->send(processor, abort_atom::value, 0);
+  self->send(processor, forward, forward_task{0, 0, 0, 1, 0, d.inputs});
+  self->send(processor, forward, forward_task{1, 0, 0, 1, 0, d.inputs});
+  // We are both the retriever (task_done) and the sender (the step-1 output): collect both dones.
+  std::vector<task_done> done;
+  bool silent = false;
+  while (done.size() < 2 && !silent)
+    self->receive([&](task_done& t) { done.push_back(t); }, [&](int, forward_task&) {},
+                  caf::after(std::chrono::seconds(10)) >> [&] { silent = true; });
+  REQUIRE(done.size() == 2);
+  CHECK(done[0].step == 0);
+  CHECK(done[0].error.empty());
+  CHECK(done[1].step == 1);
+  CHECK(done[1].error.empty());
+  CHECK(done[1].peak_stash == 1);
+  caf::anon_send_exit(processor, caf::exit_reason::user_shutdown);
 }
