@@ -1,11 +1,13 @@
 // Small models and data shared by the pipeline tests.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <string>
 
 #include <doctest/doctest.h>
 
+#include "actors/pipeline.hpp"
 #include "data/synthetic.hpp"
 #include "model/sequential.hpp"
 
@@ -38,6 +40,33 @@ inline void check_same_parameters(sequential& a, sequential& b, float tolerance,
     INFO(label << ": parameter " << name << " differs by " << d);
     CHECK(d <= tolerance);
   }
+}
+
+// The text of the pipeline_error a train step throws ("" if it succeeds) and how long the step took.
+struct step_failure {
+  std::string message;
+  double seconds = 0.0;
+};
+template <class Pipeline>
+step_failure failed_step(Pipeline& pipe, const dataset& d, std::uint64_t step) {
+  step_failure f;
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    pipe.train_step(d.inputs, d.labels, step);
+  } catch (const pipeline_error& e) {
+    f.message = e.what();
+  }
+  f.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return f;
+}
+
+// 48 samples in batches of 10: five batches per epoch (the last of 8), three epochs, 15 steps.
+inline train_config small_train_config() {
+  train_config c;
+  c.epochs = 3;
+  c.batch_size = 10;
+  c.seed = 5;
+  return c;
 }
 
 }  // namespace ap::test

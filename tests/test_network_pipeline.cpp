@@ -27,11 +27,14 @@
 #include "checkpoint/checkpoint.hpp"
 #include "node_process.hpp"
 #include "pipeline_test_models.hpp"
+#include "test_support.hpp"
 
 using namespace ap;
 using namespace std::chrono_literals;
 
 namespace {
+
+using namespace ap::test;
 
 const std::string actorpipe = std::string(AP_BINARY_DIR) + "/cli/actorpipe";
 
@@ -48,11 +51,13 @@ run_result train_steps(const sequential& model, const dataset& d, const pipeline
   return r;
 }
 
-template <class F>
-double seconds_of(F f) {
-  const auto t0 = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+// Six layers whose middle one sleeps 40 ms forward and backward: a step lasts long enough to be interrupted.
+sequential slow_model() {
+  sequential model;
+  for (const char* spec : {"linear:12:16", "tanh", "linear:16:16", "sleep:40:40", "relu", "linear:16:4"})
+    model.add(make_layer(spec));
+  model.initialize(3);
+  return model;
 }
 
 // The text of the pipeline_error that building a pipeline throws, or "" if it builds.
@@ -65,7 +70,6 @@ std::string construction_error(const sequential& model, const pipeline_options& 
   return "";
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 // A TCP socket listening on 127.0.0.1 that never speaks BASP: a stand-in for a peer that is not a node.
 struct raw_listener {
@@ -118,10 +122,7 @@ TEST_CASE("2 and 4 nodes train to the same parameters as one process, for GPipe 
 
 TEST_CASE("a node killed mid-step fails the step within seconds, naming the stage and host:port") {
   const dataset d = test::small_blobs(16);
-  sequential model;
-  for (const char* spec : {"linear:12:16", "tanh", "linear:16:16", "sleep:40:40", "relu", "linear:16:4"})
-    model.add(make_layer(spec));
-  model.initialize(3);
+  const sequential model = slow_model();
   test::node_process first(actorpipe), second(actorpipe);
   pipeline_options o;
   o.stages = 2;
@@ -155,14 +156,7 @@ TEST_CASE("a node killed mid-step fails the step within seconds, naming the stag
   CHECK(first.process().running());
 
   // The pipeline stays failed (no step can complete without stage 1) and says why at once.
-  std::string again;
-  const double took = seconds_of([&] {
-    try {
-      pipe->train_step(d.inputs, d.labels, 2);
-    } catch (const pipeline_error& e) {
-      again = e.what();
-    }
-  });
+  const auto [again, took] = test::failed_step(*pipe, d, 2);
   CHECK(contains(again, "stage 1 on node " + second.address()));
   CHECK(took < 1.0);
   CHECK(seconds_of([&] { pipe.reset(); }) < 10.0);  // the coordinator shuts down cleanly
@@ -442,10 +436,7 @@ TEST_CASE("a stage_spec survives the wire and rebuilds the same stage; bad specs
 
 TEST_CASE("a frozen node (SIGSTOP) is noticed by the heartbeat and fails the step within seconds") {
   const dataset d = test::small_blobs(16);
-  sequential model;
-  for (const char* spec : {"linear:12:16", "tanh", "linear:16:16", "sleep:40:40", "relu", "linear:16:4"})
-    model.add(make_layer(spec));
-  model.initialize(3);
+  const sequential model = slow_model();
   test::node_process first(actorpipe), second(actorpipe);
   pipeline_options o;
   o.stages = 2;
@@ -456,14 +447,7 @@ TEST_CASE("a frozen node (SIGSTOP) is noticed by the heartbeat and fails the ste
   auto pipe = std::make_unique<pipeline>(model, o);
   REQUIRE(std::isfinite(pipe->train_step(d.inputs, d.labels, 0)));
   kill(second.process().pid(), SIGSTOP);
-  std::string message;
-  const double took = seconds_of([&] {
-    try {
-      pipe->train_step(d.inputs, d.labels, 1);
-    } catch (const pipeline_error& e) {
-      message = e.what();
-    }
-  });
+  const auto [message, took] = test::failed_step(*pipe, d, 1);
   INFO(message);
   MESSAGE("a frozen node was noticed after " << took << " s");
   CHECK(contains(message, "stage 1 on node " + second.address()));

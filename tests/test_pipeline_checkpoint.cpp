@@ -59,15 +59,6 @@ void train_steps(step_runner& runner, const dataset& d, int from, int to) {
   for (int s = from; s < to; ++s) runner.train_step(d.inputs, d.labels, static_cast<std::uint64_t>(s));
 }
 
-// 48 samples in batches of 10, three epochs: 15 steps.
-train_config small_config() {
-  train_config c;
-  c.epochs = 3;
-  c.batch_size = 10;
-  c.seed = 5;
-  return c;
-}
-
 }  // namespace
 
 TEST_CASE("pipeline checkpoint: loads into another stage count, schedule or one process, and training continues") {
@@ -136,13 +127,13 @@ TEST_CASE("pipeline resume through the trainer: N steps, checkpoint, a new pipel
   scratch_dir dir{"pipeline_checkpoint"};
   const dataset d = test::small_blobs(48);
   pipeline whole(test::nine_layer_model(), options(2, "1f1b", 3));
-  train(whole, d, dataset{}, small_config());
+  train(whole, d, dataset{}, test::small_train_config());
   sequential expected = whole.gather_model();
 
   for (std::size_t n : {5, 7}) {
     const std::string path = dir.file("resume" + std::to_string(n) + ".safetensors");
     pipeline first(test::nine_layer_model(), options(3, "gpipe", 2));
-    train_config c1 = small_config();
+    train_config c1 = test::small_train_config();
     c1.max_steps = n;
     c1.checkpoint = [&](const training_state& at) { first.save_checkpoint(path, at); };
     CHECK(train(first, d, dataset{}, c1).steps == n);
@@ -150,7 +141,7 @@ TEST_CASE("pipeline resume through the trainer: N steps, checkpoint, a new pipel
     pipeline second(test::nine_layer_model(/*seed=*/42), options(4, "interleaved", 4, 2));
     const training_state at = second.load_checkpoint(path);
     CHECK(at.step == n);
-    train_config c2 = small_config();
+    train_config c2 = test::small_train_config();
     c2.start_step = at.step, c2.start_epoch = at.epoch, c2.start_batch = at.batch_in_epoch;
     c2.seed = at.data_seed;
     CHECK(train(second, d, dataset{}, c2).steps == 15 - n);

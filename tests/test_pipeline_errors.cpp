@@ -38,13 +38,6 @@ bool shuts_down_within(std::unique_ptr<pipeline> pipe, std::chrono::seconds limi
   return std::chrono::steady_clock::now() - t0 < limit;
 }
 
-template <class F>
-double seconds_of(F f) {
-  const auto t0 = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 }  // namespace
 
 TEST_CASE("impossible configurations are refused when the pipeline is built") {
@@ -94,14 +87,7 @@ TEST_CASE("a layer that throws inside a stage fails the step, naming the stage a
   o.schedule = "1f1b";
   auto pipe = std::make_unique<pipeline>(with_fault, o);
   sequential before = pipe->gather_model();
-  std::string message;
-  const double took = seconds_of([&] {
-    try {
-      pipe->train_step(d.inputs, d.labels, 0);
-    } catch (const pipeline_error& e) {
-      message = e.what();
-    }
-  });
+  const auto [message, took] = test::failed_step(*pipe, d, 0);
   INFO(message);
   CHECK(message.find("stage 1 (chunk 1, layers 4..6: Linear(16->16) Tanh Faulty)") != std::string::npos);
   CHECK(message.find("forward microbatch 3") != std::string::npos);
@@ -155,14 +141,7 @@ TEST_CASE("a stage that waits on a peer longer than the timeout fails the step w
   o.microbatches = 2;
   o.timeout = std::chrono::milliseconds(200);
   auto pipe = std::make_unique<pipeline>(model, o);
-  std::string message;
-  const double took = seconds_of([&] {
-    try {
-      pipe->train_step(d.inputs, d.labels, 0);
-    } catch (const pipeline_error& e) {
-      message = e.what();
-    }
-  });
+  const auto [message, took] = test::failed_step(*pipe, d, 0);
   INFO(message);
   CHECK(message.find("stage 2: waited 200 ms") != std::string::npos);
   CHECK(message.find("forward microbatch 0 of chunk 2") != std::string::npos);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -51,6 +52,14 @@ std::string error_of(F f) {
 }
 
 inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// Wall seconds f takes.
+template <class F>
+double seconds_of(F f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
 
 // Uniform in [-scale, scale), the same for the same seed on every platform.
 inline tensor random_tensor(const shape_t& shape, std::uint64_t seed, float scale = 1.0f) {

@@ -33,15 +33,6 @@ void check_same_bits(sequential& a, sequential& b, const std::string& label) {
   }
 }
 
-// 48 samples in batches of 10: five batches per epoch (the last of 8), three epochs, 15 steps.
-train_config small_config() {
-  train_config c;
-  c.epochs = 3;
-  c.batch_size = 10;
-  c.seed = 5;
-  return c;
-}
-
 optimizer_config adam() {
   optimizer_config o;
   o.kind = "adam";
@@ -63,7 +54,7 @@ TEST_CASE("the checkpoint hook sees the position after every N steps and at the 
   const dataset d = test::small_blobs(48);
   sequential model = test::nine_layer_model();
   local_runner runner(model, adam());
-  train_config c = small_config();
+  train_config c = test::small_train_config();
   c.checkpoint_every = 4;
   std::vector<training_state> seen;
   c.checkpoint = [&](const training_state& at) { seen.push_back(at); };
@@ -90,11 +81,11 @@ TEST_CASE("single process: N steps, checkpoint, a new runner loads it and takes 
 
       sequential whole = test::nine_layer_model();
       local_runner whole_runner(whole, opt);
-      train(whole_runner, d, dataset{}, small_config());
+      train(whole_runner, d, dataset{}, test::small_train_config());
 
       sequential first = test::nine_layer_model();
       local_runner first_runner(first, opt);
-      train_config c1 = small_config();
+      train_config c1 = test::small_train_config();
       c1.max_steps = n;
       c1.checkpoint = [&](const training_state& at) { first_runner.save_checkpoint(path, at); };
       CHECK(train(first_runner, d, dataset{}, c1).steps == n);
@@ -104,7 +95,7 @@ TEST_CASE("single process: N steps, checkpoint, a new runner loads it and takes 
       local_runner second_runner(second, opt);
       const training_state at = second_runner.load_checkpoint(path);
       CHECK(at.step == n);
-      train_config c2 = small_config();
+      train_config c2 = test::small_train_config();
       c2.start_step = at.step, c2.start_epoch = at.epoch, c2.start_batch = at.batch_in_epoch;
       c2.seed = at.data_seed;
       CHECK(train(second_runner, d, dataset{}, c2).steps == 15 - n);
@@ -117,7 +108,7 @@ TEST_CASE("resuming from the checkpoints an uninterrupted run wrote along the wa
   scratch_dir dir{"training_resume"};
   sequential whole = test::nine_layer_model();
   local_runner whole_runner(whole, adam());
-  train_config c = small_config();
+  train_config c = test::small_train_config();
   c.checkpoint_every = 4;
   c.checkpoint = [&](const training_state& at) {
     whole_runner.save_checkpoint(dir.file("step" + std::to_string(at.step) + ".safetensors"), at);
@@ -127,7 +118,7 @@ TEST_CASE("resuming from the checkpoints an uninterrupted run wrote along the wa
     sequential resumed = test::nine_layer_model(/*seed=*/3);
     local_runner runner(resumed, adam());
     const training_state at = runner.load_checkpoint(dir.file("step" + std::to_string(step) + ".safetensors"));
-    train_config c2 = small_config();
+    train_config c2 = test::small_train_config();
     c2.start_step = at.step, c2.start_epoch = at.epoch, c2.start_batch = at.batch_in_epoch;
     c2.seed = at.data_seed;
     train(runner, d, dataset{}, c2);
@@ -139,7 +130,7 @@ TEST_CASE("max_steps counts the resumed steps, and a start beyond the epoch is r
   const dataset d = test::small_blobs(48);
   sequential model = test::nine_layer_model();
   local_runner runner(model, adam());
-  train_config c = small_config();
+  train_config c = test::small_train_config();
   c.start_step = 6, c.start_epoch = 1, c.start_batch = 1;
   c.max_steps = 9;
   CHECK(train(runner, d, dataset{}, c).steps == 3);
