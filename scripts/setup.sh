@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs every dependency of the project from Debian's registry; skips what is already there (idempotent).
 set -euo pipefail
-packages=(libcaf-dev libxtensor-dev libxtensor-blas-dev doctest-dev libopenblas-dev zlib1g-dev
+packages=(libcaf-dev libxtensor-dev libxtensor-blas-dev doctest-dev libopenblas-dev zlib1g-dev libdnnl-dev
           libcli11-dev nlohmann-json3-dev dataset-fashion-mnist cmake g++ make)
 missing=()
 for p in "${packages[@]}"; do
