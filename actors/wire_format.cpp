@@ -6,22 +6,27 @@ namespace ap {
 
 caf::error wire_tensor(caf::serializer& sink, tensor& x) {
   std::vector<std::uint64_t> shape(x.shape().begin(), x.shape().end());
+  std::uint8_t type = static_cast<std::uint8_t>(x.type());
   std::size_t n = x.size();
-  return caf::error::eval([&] { return sink(shape); }, [&] { return sink.begin_sequence(n); },
-                          [&] { return n > 0 ? sink.apply_raw(n * sizeof(float), x.data()) : caf::none; },
+  return caf::error::eval([&] { return sink(shape, type); }, [&] { return sink.begin_sequence(n); },
+                          [&] { return n > 0 ? sink.apply_raw(x.byte_size(), x.bytes()) : caf::none; },
                           [&] { return sink.end_sequence(); });
 }
 
 caf::error wire_tensor(caf::deserializer& source, tensor& x) {
   std::vector<std::uint64_t> shape;
-  if (auto err = source(shape)) return err;
-  x = tensor::from_shape(shape_t(shape.begin(), shape.end()));
+  std::uint8_t code = 0;
+  if (auto err = source(shape, code)) return err;
+  const std::optional<dtype> type = dtype_from_code(code);
+  if (!type)
+    return caf::make_error(caf::sec::invalid_argument, "tensor of unknown dtype code " + std::to_string(code));
+  x = tensor::from_shape(shape_t(shape.begin(), shape.end()), *type);
   std::size_t n = 0;
   return caf::error::eval([&] { return source.begin_sequence(n); },
                           [&]() -> caf::error {
                             if (n != x.size()) return caf::make_error(caf::sec::invalid_argument,
                                                                       "tensor payload does not match its shape");
-                            return n > 0 ? source.apply_raw(n * sizeof(float), x.data()) : caf::none;
+                            return n > 0 ? source.apply_raw(x.byte_size(), x.bytes()) : caf::none;
                           },
                           [&] { return source.end_sequence(); });
 }

@@ -106,8 +106,10 @@ std::string header_text(const std::string& path, const tensor_refs& tensors,
     if (name == metadata_key) fail(path, "a tensor may not be named __metadata__ (reserved for the metadata)");
     if (!seen.insert(name).second) fail(path, "tensor " + name + " given twice");
     if (!t) fail(path, "tensor " + name + " is a null pointer");
-    const std::uint64_t bytes = std::uint64_t(t->size()) * sizeof(float);
-    header[name] = {{"dtype", "F32"}, {"shape", shape_of(*t)}, {"data_offsets", {offset, offset + bytes}}};
+    const std::uint64_t bytes = t->byte_size();
+    header[name] = {{"dtype", safetensors_dtype_name(t->type())},
+                    {"shape", shape_of(*t)},
+                    {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
   std::string text;
@@ -124,6 +126,7 @@ std::string header_text(const std::string& path, const tensor_refs& tensors,
 
 struct entry {
   std::string name;
+  dtype type = dtype::float32;
   shape_t shape;
   std::uint64_t begin = 0, end = 0;  // byte range in the data section
 };
@@ -143,13 +146,18 @@ entry parse_entry(const std::string& path, const std::string& name, const nlohma
   if (!j.is_object()) fail(path, where + "header entry is not an object: " + j.dump());
   for (const char* field : {"dtype", "shape", "data_offsets"})
     if (!j.contains(field)) fail(path, where + "header entry has no \"" + field + "\"");
-  const nlohmann::json& dtype = j["dtype"];
-  if (!dtype.is_string()) fail(path, where + "dtype is not a string: " + dtype.dump());
-  if (dtype.get<std::string>() != "F32")
-    fail(path, where + "unsupported dtype " + dtype.get<std::string>() + " (only F32 is supported)");
+  const nlohmann::json& type = j["dtype"];
+  if (!type.is_string()) fail(path, where + "dtype is not a string: " + type.dump());
+  const std::string type_name = type.get<std::string>();
+  // Only safetensors' own spellings: "bf16" is not a dtype of the format.
+  const auto parsed = parse_dtype(type_name);
+  if (!parsed || safetensors_dtype_name(*parsed) != type_name)
+    fail(path, where + "unsupported dtype " + type_name + " (F32 and BF16 are supported)");
 
   entry e;
   e.name = name;
+  e.type = *parsed;
+  const std::uint64_t element_bytes = dtype_size(e.type);
   const nlohmann::json& shape = j["shape"];
   if (!shape.is_array()) fail(path, where + "shape is not an array: " + shape.dump());
   std::uint64_t elements = 1;
@@ -157,7 +165,7 @@ entry parse_entry(const std::string& path, const std::string& name, const nlohma
     if (!d.is_number_unsigned())
       fail(path, where + "shape " + shape.dump() + " has a non-integer or negative size");
     const std::uint64_t n = d.get<std::uint64_t>();
-    if (n != 0 && elements > std::numeric_limits<std::uint64_t>::max() / 4 / n)
+    if (n != 0 && elements > std::numeric_limits<std::uint64_t>::max() / element_bytes / n)
       fail(path, where + "shape " + shape.dump() + " is too large");
     elements *= n;
     e.shape.push_back(std::size_t(n));
@@ -170,9 +178,9 @@ entry parse_entry(const std::string& path, const std::string& name, const nlohma
   e.begin = offsets[0].get<std::uint64_t>();
   e.end = offsets[1].get<std::uint64_t>();
   if (e.end < e.begin) fail(path, where + "data_offsets " + range_text(e) + " end before they begin");
-  if (e.end - e.begin != 4 * elements)
-    fail(path, where + "shape " + shape_string(e.shape) + " needs " + std::to_string(4 * elements) +
-                   " bytes of F32 but data_offsets " + range_text(e) + " hold " + std::to_string(e.end - e.begin));
+  if (e.end - e.begin != element_bytes * elements)
+    fail(path, where + "shape " + shape_string(e.shape) + " needs " + std::to_string(element_bytes * elements) +
+                   " bytes of " + type_name + " but data_offsets " + range_text(e) + " hold " + std::to_string(e.end - e.begin));
   return e;
 }
 
@@ -242,8 +250,8 @@ void write_safetensors(const std::string& path, const tensor_refs& tensors,
   file.write(u64_little_endian(header.size()).data(), 8);
   file.write(header.data(), header.size());
   for (const auto& [name, t] : tensors) {
-    // xt::xarray is contiguous row-major: its memory is the tensor in safetensors' (C) order.
-    file.write(t->data(), t->size() * sizeof(float));
+    // Note [tensor]: one contiguous row-major block, safetensors' (C) order.
+    file.write(t->bytes(), t->byte_size());
   }
   file.commit();
 }
@@ -295,10 +303,10 @@ safetensors_file read_safetensors(const std::string& path, const std::function<b
 
   for (const entry& e : entries) {
     if (wanted && !wanted(e.name)) continue;
-    tensor t = tensor::from_shape(e.shape);
+    tensor t = tensor::from_shape(e.shape, e.type);
     const std::uint64_t bytes = e.end - e.begin;
     in.seekg(std::streamoff(data_start + e.begin));
-    if (bytes > 0 && !in.read(reinterpret_cast<char*>(t.data()), std::streamsize(bytes)))
+    if (bytes > 0 && !in.read(reinterpret_cast<char*>(t.bytes()), std::streamsize(bytes)))
       fail(path, "tensor " + e.name + ": cannot read its " + std::to_string(bytes) + " bytes (file truncated?)");
     result.tensors.emplace(e.name, std::move(t));
   }

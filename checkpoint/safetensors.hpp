@@ -1,4 +1,4 @@
-// The safetensors file format (Hugging Face), float32 only: read and written so that common tools read ours.
+// The safetensors file format (Hugging Face), F32 and BF16 tensors: read and written so that common tools read ours.
 #pragma once
 
 #include <functional>
@@ -39,7 +39,7 @@ void write_safetensors(const std::string& path, const std::map<std::string, tens
 
 // Reads and validates the whole file; throws std::runtime_error naming the file and what is wrong: missing
 // or unreadable file, fewer than 8 bytes, a header length beyond the file, bad JSON or a bad header entry,
-// a dtype other than F32, a byte range that does not hold 4 * product(shape) bytes, ranges out of the data
+// a dtype other than F32 or BF16, a byte range that does not hold element size * product(shape) bytes, ranges out of the data
 // section, overlapping or leaving gaps, a data section of another size than the tensors cover.
 // With `wanted` set, the header is still validated whole but only the tensors it accepts are read (a
 // pipeline stage reads its own layers only); `wanted` is asked once per tensor name in the file.

@@ -1,25 +1,133 @@
-// The tensor type of the project: float32, row-major, any rank, on xtensor.
+// The tensor type of the project: a row-major block of one dtype (float32 or bfloat16), any rank.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <initializer_list>
+#include <memory>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
-#include <xtensor/xarray.hpp>
+#include "tensor/bfloat16.hpp"
+#include "tensor/dtype.hpp"
 
 namespace ap {
 
-// Any rank; layers treat the last axis as features and every leading axis as rows (see rows()/cols()),
-// so a (batch, features) matrix and a later (batch, time, features) tensor both work.
-using tensor = xt::xarray<float>;
 using shape_t = std::vector<std::size_t>;
 
-// A zero-filled tensor of the given shape.
-tensor zeros(const shape_t& shape);
-inline tensor zeros(std::initializer_list<std::size_t> shape) { return zeros(shape_t(shape)); }
+// Note [tensor]: a tensor owns its elements (value semantics: a copy is deep, a move is free) in one
+// 64-byte-aligned block, which oneDNN, the safetensors files and the wire format read as raw bytes. Layers
+// treat the last axis as features and every leading axis as rows (rows()/cols()), so a (batch, features)
+// matrix and a (batch, sequence, features) tensor both work; nothing flattens a rank-3 tensor on the way.
+// float32 is what layers compute in; bfloat16 holds GEMM inputs and what travels or is stored at half size.
+// data() is the float32 view and refuses a bfloat16 tensor, naming its dtype and shape.
+class tensor {
+ public:
+  using shape_type = shape_t;
+  using value_type = float;
 
-// A tensor with the given shape whose elements are copied from `values` (sizes must agree).
+  // A 0-d float32 tensor with one element (as xtensor's default), so a default tensor is a valid scalar.
+  tensor();
+  // A 0-d float32 tensor holding `value`.
+  explicit tensor(float value);
+  tensor(const tensor& other);
+  tensor(tensor&& other) noexcept;
+  tensor& operator=(const tensor& other);  // keeps this tensor's block when it has room (caches reuse buffers)
+  tensor& operator=(tensor&& other) noexcept;
+  ~tensor() = default;
+
+  // Uninitialised elements of the given shape.
+  static tensor from_shape(const shape_t& shape, dtype type = dtype::float32);
+  static tensor from_shape(std::initializer_list<std::size_t> shape, dtype type = dtype::float32) {
+    return from_shape(shape_t(shape), type);
+  }
+  template <class Shape>
+  static tensor from_shape(const Shape& shape, dtype type = dtype::float32) {
+    return from_shape(shape_t(shape.begin(), shape.end()), type);
+  }
+
+  dtype type() const { return type_; }
+  const shape_t& shape() const { return shape_; }
+  std::size_t dimension() const { return shape_.size(); }
+  std::size_t size() const { return size_; }
+  std::size_t byte_size() const { return size_ * dtype_size(type_); }
+
+  // float32 elements; throws std::logic_error naming the dtype and shape for a bfloat16 tensor.
+  float* data() { return float_data(); }
+  const float* data() const { return const_cast<tensor*>(this)->float_data(); }
+  float* begin() { return data(); }
+  float* end() { return data() + size_; }
+  const float* begin() const { return data(); }
+  const float* end() const { return data() + size_; }
+  // bfloat16 elements; throws std::logic_error for a float32 tensor.
+  bfloat16* bf16_data();
+  const bfloat16* bf16_data() const { return const_cast<tensor*>(this)->bf16_data(); }
+  // The elements as bytes, whatever the dtype (safetensors, the wire).
+  std::byte* bytes() { return block_.get(); }
+  const std::byte* bytes() const { return block_.get(); }
+
+  // A float32 element by its indices (tests and small loops; hot code walks data()). As in xtensor, fewer
+  // indices than axes address the last axes, and surplus leading indices are ignored.
+  template <class... Index>
+  float& operator()(Index... index) {
+    return data()[offset_of({static_cast<std::size_t>(index)...})];
+  }
+  template <class... Index>
+  const float& operator()(Index... index) const {
+    return data()[offset_of({static_cast<std::size_t>(index)...})];
+  }
+
+  // Every element set to `value` (rounded for bfloat16).
+  void fill(float value);
+  // The same elements under another shape with the same element count; throws naming both shapes.
+  void reshape(const shape_t& shape);
+  // A converted copy (float32 <-> bfloat16 round to nearest even); the same dtype gives a plain copy.
+  tensor astype(dtype type) const;
+
+  // Same dtype, same shape, same elements (bitwise for bfloat16, == for float32).
+  bool operator==(const tensor& other) const;
+  bool operator!=(const tensor& other) const { return !(*this == other); }
+
+ private:
+  struct free_block {
+    void operator()(std::byte* p) const;
+  };
+  float* float_data();
+  void allocate(std::size_t bytes);
+  std::size_t offset_of(std::initializer_list<std::size_t> index) const;
+
+  shape_t shape_;
+  std::size_t size_ = 1;
+  dtype type_ = dtype::float32;
+  std::unique_ptr<std::byte[], free_block> block_;
+  std::size_t capacity_ = 0;  // bytes in block_
+};
+
+// Element-wise float32 arithmetic, for tests, examples and optimizer-side code (layers call kernels).
+// Tensor-tensor forms require equal shapes and throw naming both.
+tensor operator+(const tensor& a, const tensor& b);
+tensor operator-(const tensor& a, const tensor& b);
+tensor operator*(const tensor& a, const tensor& b);
+tensor operator+(const tensor& a, float s);
+tensor operator-(const tensor& a, float s);
+tensor operator*(const tensor& a, float s);
+inline tensor operator+(float s, const tensor& a) { return a + s; }
+inline tensor operator*(float s, const tensor& a) { return a * s; }
+tensor operator-(const tensor& a);
+tensor& operator+=(tensor& a, const tensor& b);
+tensor& operator-=(tensor& a, const tensor& b);
+tensor& operator+=(tensor& a, float s);
+tensor& operator*=(tensor& a, float s);
+
+// A zero-filled tensor of the given shape.
+tensor zeros(const shape_t& shape, dtype type = dtype::float32);
+inline tensor zeros(std::initializer_list<std::size_t> shape, dtype type = dtype::float32) {
+  return zeros(shape_t(shape), type);
+}
+
+// A float32 tensor with the given shape whose elements are copied from `values` (sizes must agree).
 tensor from_values(const shape_t& shape, const std::vector<float>& values);
 
 // Leading axes flattened: the number of rows a layer sees. A 0-d tensor has one row.
@@ -31,16 +139,14 @@ shape_t shape_of(const tensor& t);
 // "(32, 784)": used in every error message that names a shape.
 std::string shape_string(const tensor& t);
 std::string shape_string(const shape_t& shape);
+// "bfloat16 (32, 784)": shape and dtype, for messages where either can be wrong.
+std::string describe(const tensor& t);
 
-// Rows [begin, end) of a tensor, as a new tensor (leading axis only).
+// Rows [begin, end) of a tensor, as a new tensor (leading axis only; any rank, any dtype).
 tensor slice_rows(const tensor& t, std::size_t begin, std::size_t end);
 
-// Largest |a - b| / max(1, |a|, |b|) over all elements; shapes must agree.
+// Largest |a - b| / max(1, |a|, |b|) over all elements; shapes must agree; bfloat16 is compared as float.
 float max_relative_difference(const tensor& a, const tensor& b);
-
-}  // namespace ap
-
-namespace ap {
 
 // Keeps freed tensor memory in the process instead of returning it to the OS after every step (which
 // costs thousands of page faults per step on large models). Call once at program start.

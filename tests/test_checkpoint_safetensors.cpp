@@ -255,7 +255,7 @@ TEST_CASE("safetensors reading refuses broken files, naming the file and what is
                  "tensor a: header entry has no \"data_offsets\""));
 
   CHECK(contains(refusal(craft(dir, R"({"w": {"dtype": "F16", "shape": [2], "data_offsets": [0, 4]}})", 4)),
-                 "tensor w: unsupported dtype F16 (only F32 is supported)"));
+                 "tensor w: unsupported dtype F16 (F32 and BF16 are supported)"));
   CHECK(contains(refusal(craft(dir, R"({"w": {"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]}})", 8)),
                  "tensor w: shape [-2] has a non-integer or negative size"));
   CHECK(contains(refusal(craft(dir, R"({"w": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 20]}})", 20)),
@@ -310,4 +310,50 @@ TEST_CASE("safetensors reading of some tensors only still validates the whole fi
   write_bytes(path, bytes.substr(0, bytes.size() - 4));
   CHECK(contains(error_of([&] { read_safetensors(path, [](const std::string&) { return false; }); }),
                  "out of range"));
+}
+
+TEST_CASE("safetensors BF16: written as the format defines it (2 bytes each), read back bit for bit, mixed with F32") {
+  scratch_dir dir{"checkpoint_safetensors"};
+  const tensor w = from_values({2, 3}, {1.5f, -2.0f, 3.25f, 0.1f, -0.0f, 1e-30f}).astype(dtype::bfloat16);
+  const tensor b = from_values({3}, {1.0f, 2.0f, 3.0f});
+  const std::string path = dir.file("bf16.safetensors");
+  write_safetensors(path, tensor_refs{{"w", &w}, {"b", &b}});
+
+  const std::string bytes = read_bytes(path);
+  std::uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[i]);
+  const nlohmann::json header = nlohmann::json::parse(bytes.substr(8, n));
+  CHECK(header["w"]["dtype"] == "BF16");
+  CHECK(header["w"]["data_offsets"] == nlohmann::json{0, 12});
+  CHECK(header["b"]["dtype"] == "F32");
+  CHECK(header["b"]["data_offsets"] == nlohmann::json{12, 24});
+  CHECK(std::memcmp(bytes.data() + 8 + n, w.bytes(), 12) == 0);  // the upper halves of the floats, little-endian
+
+  const safetensors_file read = read_safetensors(path);
+  CHECK(read.tensors.at("w") == w);
+  CHECK(read.tensors.at("w").type() == dtype::bfloat16);
+  CHECK(read.tensors.at("b") == b);
+
+  // An independent reader: BF16 is the upper 16 bits of a float32.
+  if (std::system("python3 -c pass > /dev/null 2>&1") == 0) {
+    const std::string script = dir.file("read_bf16.py");
+    write_bytes(script, R"(import json, struct, sys
+data = open(sys.argv[1], 'rb').read()
+(n,) = struct.unpack('<Q', data[:8])
+e = json.loads(data[8:8 + n])['w']
+assert e['dtype'] == 'BF16' and e['shape'] == [2, 3], e
+b, f = e['data_offsets']
+halves = struct.unpack('<6H', data[8 + n + b:8 + n + f])
+values = [struct.unpack('<f', struct.pack('<I', h << 16))[0] for h in halves]
+assert values[:3] == [1.5, -2.0, 3.25], values
+assert abs(values[3] - 0.1) < 0.001 and abs(values[5] - 1e-30) < 1e-32, values
+)");
+    CHECK(std::system(("python3 " + script + " " + path).c_str()) == 0);
+  }
+
+  const auto refusal = [&](const std::string& file) { return error_of([&] { read_safetensors(file); }); };
+  CHECK(contains(refusal(craft(dir, R"({"w": {"dtype": "BF16", "shape": [2, 3], "data_offsets": [0, 24]}})", 24)),
+                 "tensor w: shape (2, 3) needs 12 bytes of BF16 but data_offsets [0, 24) hold 24"));
+  CHECK(contains(refusal(craft(dir, R"({"w": {"dtype": "bf16", "shape": [1], "data_offsets": [0, 2]}})", 2)),
+                 "tensor w: unsupported dtype bf16"));
 }

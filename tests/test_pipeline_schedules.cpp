@@ -2,6 +2,8 @@
 // and the stashed activations the runtime counts equal the simulator's peak_stash.
 #include <doctest/doctest.h>
 
+#include <cmath>
+
 #include "actors/pipeline.hpp"
 #include "pipeline_test_models.hpp"
 
