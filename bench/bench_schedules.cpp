@@ -33,7 +33,7 @@
 #include "actors/pipeline.hpp"
 #include "data/dataset.hpp"
 #include "data/fashion_mnist.hpp"
-#include "tensor/matmul.hpp"
+#include "tensor/compute.hpp"
 #include "training/trainer.hpp"
 
 namespace {
@@ -177,7 +177,7 @@ int main(int argc, char** argv) {
     usage(e.what());
   }
 
-  ap::set_blas_threads(1);
+  ap::set_compute_threads(1);
   ap::dataset data;
   try {
     data = ap::load_fashion_mnist("train", dir);

@@ -1,6 +1,7 @@
-// bench_single_process: single-process training throughput next to bare BLAS on the same GEMM shapes.
+// bench_single_process: single-process training throughput next to bare GEMM (the compute backend: oneDNN
+// unless AP_COMPUTE=reference) on the same GEMM shapes.
 //
-// For each model it times, with OpenBLAS pinned to one thread, (1) training steps over Fashion-MNIST
+// For each model it times, on one compute thread, (1) training steps over Fashion-MNIST
 // (a step = make_batch + local_runner::train_step: zero_grad, forward, loss, backward, Adam) and (2) "bare"
 // ap::gemm calls on exactly the GEMM shapes one training step performs (per Linear: forward y = x W,
 // backward dW += x^T dy, dx = dy W^T except for the first layer, with the betas the layer uses).
@@ -44,6 +45,7 @@
 #include "model/loss.hpp"
 #include "model/optimizer.hpp"
 #include "model/sequential.hpp"
+#include "tensor/compute.hpp"
 #include "tensor/matmul.hpp"
 #include "training/trainer.hpp"
 
@@ -411,7 +413,7 @@ int main(int argc, char** argv) {
   if (!only.empty() && only != "small" && only != "heavy") usage("--model takes small or heavy");
   if (heavy_steps == 0) heavy_steps = quick ? 8 : 40;
 
-  ap::set_blas_threads(1);
+  ap::set_compute_threads(1);
   const std::string load_before = load_average();
   ap::dataset train_set;
   try {
@@ -420,7 +422,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cannot load Fashion-MNIST: %s\n", e.what());
     return 1;
   }
-  std::printf("single-process training, OpenBLAS 1 thread, Adam; load average before: %s\n", load_before.c_str());
+  std::printf("single-process training, compute backend %s, 1 thread, Adam; load average before: %s\n",
+              ap::compute_backend_name(ap::current_compute_backend()).c_str(), load_before.c_str());
 
   const std::vector<model_case> cases = {
       {"small", "784-512-256-10", 256, quick ? std::size_t(40) : 0, 10, 5},
@@ -441,7 +444,7 @@ int main(int argc, char** argv) {
     for (const model_case& mc : cases)
       if (only.empty() || mc.label == only) print_breakdown(mc.spec, mc.batch_size, quick ? 3 : 9, train_set);
 
-  nlohmann::json j = {{"bench", "single_process"},
+  nlohmann::json j = {{"bench", "single_process"}, {"compute_backend", ap::compute_backend_name(ap::current_compute_backend())},
                       {"blas_threads", 1},
                       {"quick", quick},
                       {"load_before", load_before},
