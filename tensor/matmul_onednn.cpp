@@ -11,9 +11,8 @@
 #include <omp.h>
 #include <tuple>
 
-#include <oneapi/dnnl/dnnl.hpp>
-
 #include "tensor/matmul.hpp"
+#include "tensor/onednn_context.hpp"
 
 namespace ap {
 namespace {
@@ -21,15 +20,8 @@ namespace {
 using dt = dnnl::memory::data_type;
 using tag = dnnl::memory::format_tag;
 
-dnnl::engine& engine() {
-  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
-  return eng;
-}
-
-dnnl::stream& stream() {
-  thread_local dnnl::stream s(engine());
-  return s;
-}
+using onednn::engine;
+using onednn::stream;
 
 struct cached_matmul {
   dnnl::matmul primitive;
