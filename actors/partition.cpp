@@ -6,7 +6,7 @@
 #include <limits>
 #include <stdexcept>
 
-#include "tensor/matmul.hpp"
+#include "tensor/compute.hpp"
 
 namespace ap {
 
@@ -133,7 +133,7 @@ double seconds_of(F&& f) {
 
 std::vector<layer_cost> measure_layer_costs(const sequential& model, const tensor& sample, int repeats) {
   if (repeats < 1) throw std::invalid_argument("measure_layer_costs: repeats must be positive, got " + std::to_string(repeats));
-  set_blas_threads(1);
+  set_compute_threads(1);
   sequential work = model.clone();
   const std::size_t n = work.size();
   std::vector<std::vector<double>> forward(n), input(n), weight(n);  // seconds per repeat

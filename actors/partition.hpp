@@ -47,8 +47,8 @@ struct layer_cost {
 
 // Times every layer on `sample` (one microbatch of the model's input), layer by layer, as a chain: the
 // forwards in order, then the backwards in reverse, dy being the layer's own output for the last layer.
-// One untimed warm-up pass, then the median of `repeats` passes per layer and op. Pins BLAS to one thread
-// (ap::set_blas_threads(1)), as the stages run. Layer 0's backward_input counts 0: the pipeline never
+// One untimed warm-up pass, then the median of `repeats` passes per layer and op. Runs ops on one thread
+// (ap::set_compute_threads(1)), as the stages run. Layer 0's backward_input counts 0: the pipeline never
 // computes the model input's gradient. Works on a copy: the model's gradients are untouched.
 std::vector<layer_cost> measure_layer_costs(const sequential& model, const tensor& sample, int repeats = 5);
 

@@ -9,7 +9,7 @@
 #include "actors/pipeline_actors.hpp"
 #include "actors/stage_spawner.hpp"
 #include "checkpoint/checkpoint.hpp"
-#include "tensor/matmul.hpp"
+#include "tensor/compute.hpp"
 
 namespace ap {
 
@@ -106,7 +106,7 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
   std::vector<node_address> nodes;
   for (const auto& text : options.nodes) nodes.push_back(parse_node_address(text));  // std::invalid_argument
 
-  set_blas_threads(1);  // stages give the parallelism
+  set_compute_threads(1);  // stages give the parallelism
   d.config.set("scheduler.max-threads", 2);
   if (!nodes.empty()) enable_network(d.config);
   d.system = std::make_unique<caf::actor_system>(d.config);

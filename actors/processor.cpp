@@ -1,6 +1,7 @@
 // The processor of a stage: runs exactly one task at a time (its mailbox holds at most the one the retriever
 // handed over), hands the result to the sender and tells the retriever it is free. Detached: it computes.
 #include "actors/pipeline_actors.hpp"
+#include "tensor/compute.hpp"
 
 namespace ap {
 namespace {
@@ -27,6 +28,7 @@ void run_task(processor_actor* self, op kind, int step, int microbatch, int chun
   }
   if (st.config.log) st.config.log->record(st.config.stage, event_kind::start, kind, step, microbatch, chunk);
   task_done done{step, 0, {}};
+  set_compute_threads(1);  // per thread (OpenMP): this stage's ops on this thread only; the stages give the parallelism
   try {
     work();
   } catch (const std::exception& e) {

@@ -1,21 +1,19 @@
-// bench_gemm: few-row GEMMs (pipeline microbatches) on OpenBLAS vs the AVX-512 kernels of tensor/small_gemm.
+// bench_gemm: the GEMMs of training, on oneDNN (fp32 and bf16) next to the xtensor-blas reference (OpenBLAS).
 //
-// Shapes are the two products a Linear layer computes with the microbatch as the rows:
-//   nn  C (M, N) = A (M, K) * B (K, N)            forward y = x W
-//   nt  C (M, N) = A (M, K) * B^T, B stored (N, K) backward dx = dy W^T
-// For M in {8, 16, 32, 64, 128, 256} and (K, N) in {(2048, 2048), (784, 2048), (2048, 784)}, OpenBLAS pinned
-// to one thread. Each repeat times OpenBLAS (cblas_sgemm via ap::gemm_blas), the small kernel
-// (ap::small_gemm_nn/nt) and ap::gemm (whichever it dispatches to) back to back, so all three see the same
-// machine load; figures are GFLOPS of the median repeat by wall clock (the best repeat is in the JSON too),
-// and by thread CPU time (the "cpu" columns: time the thread was preempted by other work does not count,
-// though a neighbour still competes for caches and memory bandwidth). B is warm (in
-// L3 after the first call), as it is for a stage that runs microbatch after microbatch on the same weight.
+// Shapes are the three products each Linear layer (in -> out) of the two MLPs computes per step, with the
+// rows M a batch (256) or a pipeline microbatch (32):
+//   fwd  y (M, out)   = x (M, in) W (in, out)
+//   dx   dx (M, in)   = dy (M, out) W^T            (W stored (in, out))
+//   dW   dW (in, out) += x^T dy                    (x stored (M, in): A transposed; accumulate, beta = 1)
+// for 784-512-256-10 ("small") and 784-2048-2048-2048-10 ("heavy"), every backend on one thread. Each repeat
+// times oneDNN fp32, oneDNN bf16 (bf16 inputs, fp32 accumulation and output) and the reference back to back,
+// so all three see the same machine load; figures are GFLOPS of the median repeat by wall clock, and per model
+// and M the total (all products' flops / all products' median times). The weights are warm (in cache after
+// the first call), as they are for a stage that runs microbatch after microbatch.
 // The load average is printed before and after: the machine may be shared.
 //
-// Usage: bench_gemm [--repeats R] [--quick]   (--quick: M in {8, 32, 128}, K = N = 2048 only, 5 repeats)
+// Usage: bench_gemm [--repeats R] [--quick]   (--quick: 3 repeats)
 // Prints a table, then one JSON line.
-#include <time.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -26,8 +24,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tensor/bfloat16.hpp"
+#include "tensor/compute.hpp"
 #include "tensor/matmul.hpp"
-#include "tensor/small_gemm.hpp"
 
 namespace {
 
@@ -50,12 +49,6 @@ void fill(std::vector<float>& v, unsigned seed) {
   }
 }
 
-double cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();
@@ -65,91 +58,93 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int repeats = 11;
-  bool quick = false;
+  int repeats = 7;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--repeats") && i + 1 < argc) {
       repeats = std::max(1, std::atoi(argv[++i]));
     } else if (!std::strcmp(argv[i], "--quick")) {
-      quick = true;
-      repeats = 5;
+      repeats = 3;
     } else {
       std::fprintf(stderr, "usage: %s [--repeats R] [--quick]\n", argv[0]);
       return 2;
     }
   }
-  ap::set_blas_threads(1);
+  ap::set_compute_threads(1);
+  if (!ap::onednn_available()) {
+    std::fprintf(stderr, "bench_gemm: this build has no oneDNN (-DAP_COMPUTE=reference): nothing to compare\n");
+    return 1;
+  }
   const std::string load_before = load_average();
-  std::printf("bench_gemm: OpenBLAS (1 thread) vs AVX-512 small-M kernels (%s), median of %d repeats\n",
-              ap::small_gemm_compiled() ? "compiled in" : "NOT compiled: both columns are OpenBLAS", repeats);
-  std::printf("load average before: %s\n\n", load_before.c_str());
-  std::printf("%-5s %5s %5s %5s | %9s %9s %9s | %7s | %9s %9s %7s | %s\n", "shape", "M", "K", "N", "blas GF",
-              "small GF", "gemm GF", "speedup", "blas cpu", "small cpu", "speedup", "ap::gemm uses");
+  std::printf("bench_gemm: oneDNN fp32 / bf16 vs the xtensor-blas reference (OpenBLAS), 1 thread, median of %d "
+              "repeats\nload average before: %s\n\n",
+              repeats, load_before.c_str());
+  std::printf("%-6s %4s %-4s %5s %5s %5s | %9s %9s %9s | %8s %8s\n", "model", "M", "op", "m", "n", "k",
+              "dnnl f32", "dnnl bf16", "ref f32", "f32/ref", "bf16/f32");
 
-  const std::vector<std::size_t> ms = quick ? std::vector<std::size_t>{8, 32, 128}
-                                            : std::vector<std::size_t>{8, 16, 32, 64, 128, 256};
-  struct kn { std::size_t k, n; };
-  const std::vector<kn> sizes = quick ? std::vector<kn>{{2048, 2048}}
-                                      : std::vector<kn>{{2048, 2048}, {784, 2048}, {2048, 784}};
-  nlohmann::json rows = nlohmann::json::array();
-  for (const kn& size : sizes) {
-    for (int transpose_b = 0; transpose_b < 2; ++transpose_b) {
-      const std::size_t k = size.k, n = size.n;
-      std::vector<float> b(k * n);
-      fill(b, 7);
-      for (std::size_t m : ms) {
-        std::vector<float> a(m * k), c(m * n, 0.0f);
-        fill(a, static_cast<unsigned>(m));
-        const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-        auto run_blas = [&] { ap::gemm_blas(false, transpose_b, m, n, k, 1.0f, a.data(), b.data(), 0.0f, c.data()); };
-        auto run_small = [&] {
-          if (transpose_b)
-            ap::small_gemm_nt(m, n, k, 1.0f, a.data(), k, b.data(), k, 0.0f, c.data(), n);
-          else
-            ap::small_gemm_nn(m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data(), n);
-        };
-        auto run_gemm = [&] { ap::gemm(false, transpose_b, m, n, k, 1.0f, a.data(), b.data(), 0.0f, c.data()); };
-        run_blas();
-        run_small();
-        run_gemm();
-        // Enough calls per repeat for ~20 ms, so short calls are not just timer noise.
-        double t0 = seconds();
-        run_blas();
-        const double one = seconds() - t0;
-        const int calls = std::max(1, static_cast<int>(0.02 / std::max(one, 1e-6)));
-        std::vector<double> tb, ts, tg, cb, cs, cg;
-        auto time = [&](auto&& f, std::vector<double>& wall, std::vector<double>& cpu) {
-          const double start = seconds(), start_cpu = cpu_seconds();
-          for (int i = 0; i < calls; ++i) f();
-          cpu.push_back((cpu_seconds() - start_cpu) / calls);
-          wall.push_back((seconds() - start) / calls);
-        };
-        for (int r = 0; r < repeats; ++r) {
-          time(run_blas, tb, cb);
-          time(run_small, ts, cs);
-          time(run_gemm, tg, cg);
+  struct model { const char* name; std::vector<std::size_t> widths; };
+  const std::vector<model> models = {{"small", {784, 512, 256, 10}}, {"heavy", {784, 2048, 2048, 2048, 10}}};
+  nlohmann::json rows = nlohmann::json::array(), totals = nlohmann::json::array();
+  for (const model& md : models) {
+    for (std::size_t rows_m : {std::size_t{256}, std::size_t{32}}) {
+      double flops_total = 0.0, t_f32 = 0.0, t_bf16 = 0.0, t_ref = 0.0;
+      for (std::size_t l = 0; l + 1 < md.widths.size(); ++l) {
+        const std::size_t in = md.widths[l], out = md.widths[l + 1];
+        struct product { const char* op; bool ta, tb; std::size_t m, n, k; float beta; };
+        const product products[] = {{"fwd", false, false, rows_m, out, in, 0.0f},
+                                    {"dx", false, true, rows_m, in, out, 0.0f},
+                                    {"dW", true, false, in, out, rows_m, 1.0f}};
+        for (const product& p : products) {
+          std::vector<float> a(p.m * p.k), b(p.k * p.n), c(p.m * p.n, 0.0f);
+          fill(a, static_cast<unsigned>(p.m + p.k));
+          fill(b, 7);
+          std::vector<ap::bfloat16> a16(a.size()), b16(b.size());
+          ap::to_bfloat16(a.data(), a16.data(), a.size());
+          ap::to_bfloat16(b.data(), b16.data(), b.size());
+          const double flops = 2.0 * double(p.m) * double(p.n) * double(p.k);
+          auto run_f32 = [&] { ap::gemm_onednn(p.ta, p.tb, p.m, p.n, p.k, 1.0f, a.data(), b.data(), p.beta, c.data()); };
+          auto run_bf16 = [&] { ap::gemm_onednn(p.ta, p.tb, p.m, p.n, p.k, 1.0f, a16.data(), b16.data(), p.beta, c.data()); };
+          auto run_ref = [&] { ap::gemm_reference(p.ta, p.tb, p.m, p.n, p.k, 1.0f, a.data(), b.data(), p.beta, c.data()); };
+          run_f32();  // creates and caches the primitives
+          run_bf16();
+          run_ref();
+          // Enough calls per repeat for ~10 ms, so short calls are not just timer noise.
+          const double t0 = seconds();
+          run_f32();
+          const int calls = std::max(1, static_cast<int>(0.01 / std::max(seconds() - t0, 1e-6)));
+          std::vector<double> tf, tb, tr;
+          auto time = [&](auto&& f, std::vector<double>& wall) {
+            const double start = seconds();
+            for (int i = 0; i < calls; ++i) f();
+            wall.push_back((seconds() - start) / calls);
+          };
+          for (int r = 0; r < repeats; ++r) {
+            time(run_f32, tf);
+            time(run_bf16, tb);
+            time(run_ref, tr);
+          }
+          const double mf = median(tf), mb = median(tb), mr = median(tr);
+          flops_total += flops, t_f32 += mf, t_bf16 += mb, t_ref += mr;
+          std::printf("%-6s %4zu %-4s %5zu %5zu %5zu | %9.1f %9.1f %9.1f | %7.2fx %7.2fx\n", md.name, rows_m, p.op,
+                      p.m, p.n, p.k, flops / mf * 1e-9, flops / mb * 1e-9, flops / mr * 1e-9, mr / mf, mf / mb);
+          std::fflush(stdout);
+          rows.push_back({{"model", md.name}, {"rows", rows_m}, {"op", p.op}, {"m", p.m}, {"n", p.n}, {"k", p.k},
+                          {"onednn_f32_gflops", flops / mf * 1e-9}, {"onednn_bf16_gflops", flops / mb * 1e-9},
+                          {"reference_f32_gflops", flops / mr * 1e-9}, {"calls_per_repeat", calls}});
         }
-        const double gb = flops / median(tb) * 1e-9, gs = flops / median(ts) * 1e-9,
-                     gg = flops / median(tg) * 1e-9;
-        const double gbc = flops / median(cb) * 1e-9, gsc = flops / median(cs) * 1e-9;
-        const bool uses_small = ap::small_gemm_preferred(false, transpose_b, m, n, k);
-        const char* shape = transpose_b ? "nt" : "nn";
-        std::printf("%-5s %5zu %5zu %5zu | %9.1f %9.1f %9.1f | %6.2fx | %9.1f %9.1f %6.2fx | %s\n", shape, m, k, n,
-                    gb, gs, gg, gs / gb, gbc, gsc, gsc / gbc, uses_small ? "small" : "openblas");
-        std::fflush(stdout);
-        rows.push_back({{"shape", shape}, {"m", m}, {"k", k}, {"n", n}, {"blas_gflops", gb}, {"small_gflops", gs},
-                        {"gemm_gflops", gg},
-                        {"blas_cpu_gflops", gbc}, {"small_cpu_gflops", gsc}, {"blas_best_gflops", flops / *std::min_element(tb.begin(), tb.end()) * 1e-9},
-                        {"small_best_gflops", flops / *std::min_element(ts.begin(), ts.end()) * 1e-9},
-                        {"gemm_uses", uses_small ? "small" : "openblas"}, {"calls_per_repeat", calls}});
       }
+      std::printf("%-6s %4zu %-4s %17s | %9.1f %9.1f %9.1f | %7.2fx %7.2fx   <- all products of a step\n\n",
+                  md.name, rows_m, "all", "", flops_total / t_f32 * 1e-9, flops_total / t_bf16 * 1e-9,
+                  flops_total / t_ref * 1e-9, t_ref / t_f32, t_f32 / t_bf16);
+      totals.push_back({{"model", md.name}, {"rows", rows_m}, {"onednn_f32_gflops", flops_total / t_f32 * 1e-9},
+                        {"onednn_bf16_gflops", flops_total / t_bf16 * 1e-9},
+                        {"reference_f32_gflops", flops_total / t_ref * 1e-9}});
     }
   }
   const std::string load_after = load_average();
-  std::printf("\nload average after: %s\n", load_after.c_str());
-  nlohmann::json out = {{"bench", "bench_gemm"}, {"repeats", repeats}, {"blas_threads", 1},
-                        {"small_gemm_compiled", ap::small_gemm_compiled()}, {"load_average_before", load_before},
-                        {"load_average_after", load_after}, {"results", rows}};
+  std::printf("load average after: %s\n", load_after.c_str());
+  nlohmann::json out = {{"bench", "bench_gemm"}, {"repeats", repeats}, {"threads", 1},
+                        {"load_average_before", load_before}, {"load_average_after", load_after},
+                        {"totals", totals}, {"results", rows}};
   std::printf("%s\n", out.dump().c_str());
   return 0;
 }

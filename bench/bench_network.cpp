@@ -33,7 +33,7 @@
 #include "actors/pipeline.hpp"
 #include "data/synthetic.hpp"
 #include "model/sequential.hpp"
-#include "tensor/matmul.hpp"
+#include "tensor/compute.hpp"
 
 namespace {
 
@@ -209,7 +209,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  ap::set_blas_threads(1);
+  ap::set_compute_threads(1);
   try {
     std::cout << "activation transfer between two processes on loopback (forward_task, raw block):" << std::endl;
     const auto transfers = bench_transfer(quick);

@@ -11,7 +11,7 @@
 
 #include "actors/pipeline.hpp"
 #include "data/fashion_mnist.hpp"
-#include "tensor/matmul.hpp"
+#include "tensor/compute.hpp"
 
 using namespace ap;
 
@@ -68,7 +68,7 @@ int main(int argc, char** argv) {
   ap::keep_tensor_memory();
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
   const int warmup = 3, steps = quick ? 8 : 30;
-  set_blas_threads(1);
+  set_compute_threads(1);
   const dataset train_set = load_fashion_mnist("train");
   const sequential model = sequential::from_spec("784-2048-2048-2048-10");
 

@@ -1,6 +1,6 @@
 // bench_schedules: real training on a 2-stage pipeline, every schedule: throughput and stashed activations.
 //
-// Fashion-MNIST, model 784-2048-2048-2048-10 (7 layers, 10M parameters), batch 256, Adam, OpenBLAS on one
+// Fashion-MNIST, model 784-2048-2048-2048-10 (7 layers, 10M parameters), batch 256, Adam, one compute
 // thread per stage, m = 8 microbatches of 32 rows; gpipe, 1f1b, interleaved (v = 2: 4 chunks, stage 0
 // holding chunks 0 and 2) and zb-h1. After a few warm-up steps, a fixed number of timed steps (the same
 // batches for every schedule) give:
@@ -33,7 +33,7 @@
 #include "actors/pipeline.hpp"
 #include "data/dataset.hpp"
 #include "data/fashion_mnist.hpp"
-#include "tensor/matmul.hpp"
+#include "tensor/compute.hpp"
 #include "training/trainer.hpp"
 
 namespace {
@@ -177,7 +177,7 @@ int main(int argc, char** argv) {
     usage(e.what());
   }
 
-  ap::set_blas_threads(1);
+  ap::set_compute_threads(1);
   ap::dataset data;
   try {
     data = ap::load_fashion_mnist("train", dir);

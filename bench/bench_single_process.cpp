@@ -1,6 +1,7 @@
-// bench_single_process: single-process training throughput next to bare BLAS on the same GEMM shapes.
+// bench_single_process: single-process training throughput next to bare GEMM (the compute backend: oneDNN
+// unless AP_COMPUTE=reference) on the same GEMM shapes.
 //
-// For each model it times, with OpenBLAS pinned to one thread, (1) training steps over Fashion-MNIST
+// For each model it times, on one compute thread, (1) training steps over Fashion-MNIST
 // (a step = make_batch + local_runner::train_step: zero_grad, forward, loss, backward, Adam) and (2) "bare"
 // ap::gemm calls on exactly the GEMM shapes one training step performs (per Linear: forward y = x W,
 // backward dW += x^T dy, dx = dy W^T except for the first layer, with the betas the layer uses).
@@ -15,6 +16,9 @@
 // and minor page faults per step show how much fresh memory a step touches.
 //
 // Usage: bench_single_process [--quick] [--heavy-steps N] [--model small|heavy] [--breakdown] [--data DIR]
+//                             [--threads T]
+//   --threads      compute threads (OpenMP, oneDNN) of the one process (default 1; the cpu columns then
+//                  count only the calling thread)
 //   --quick        40 steps of the small model instead of a full epoch, 8 of the heavy one instead of 40
 //   --heavy-steps  timed steps of the heavy model
 //   --model        run only that model (default: both)
@@ -44,6 +48,7 @@
 #include "model/loss.hpp"
 #include "model/optimizer.hpp"
 #include "model/sequential.hpp"
+#include "tensor/compute.hpp"
 #include "tensor/matmul.hpp"
 #include "training/trainer.hpp"
 
@@ -384,7 +389,7 @@ nlohmann::json to_json(const model_result& r) {
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr,
                "%s\nusage: bench_single_process [--quick] [--heavy-steps N] [--model small|heavy] [--breakdown]"
-               " [--data DIR]\n",
+               " [--data DIR] [--threads T]\n",
                why);
   std::exit(2);
 }
@@ -396,6 +401,7 @@ int main(int argc, char** argv) {
   bool quick = false, breakdown = false;
   std::size_t heavy_steps = 0;  // 0: 40, or 8 with --quick
   std::string dir = ap::default_fashion_mnist_dir, only;
+  int threads = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--quick") quick = true;
@@ -405,13 +411,17 @@ int main(int argc, char** argv) {
       if (heavy_steps == 0) usage("--heavy-steps needs a positive number");
     }
     else if (a == "--data" && i + 1 < argc) dir = argv[++i];
+    else if (a == "--threads" && i + 1 < argc) {
+      threads = std::atoi(argv[++i]);
+      if (threads < 1) usage("--threads needs a positive number");
+    }
     else if (a == "--model" && i + 1 < argc) only = argv[++i];
     else usage(("unknown or incomplete option '" + a + "'").c_str());
   }
   if (!only.empty() && only != "small" && only != "heavy") usage("--model takes small or heavy");
   if (heavy_steps == 0) heavy_steps = quick ? 8 : 40;
 
-  ap::set_blas_threads(1);
+  ap::set_compute_threads(threads);
   const std::string load_before = load_average();
   ap::dataset train_set;
   try {
@@ -420,7 +430,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cannot load Fashion-MNIST: %s\n", e.what());
     return 1;
   }
-  std::printf("single-process training, OpenBLAS 1 thread, Adam; load average before: %s\n", load_before.c_str());
+  std::printf("single-process training, compute backend %s, %d thread(s), Adam; load average before: %s\n",
+              ap::compute_backend_name(ap::current_compute_backend()).c_str(), threads, load_before.c_str());
 
   const std::vector<model_case> cases = {
       {"small", "784-512-256-10", 256, quick ? std::size_t(40) : 0, 10, 5},
@@ -441,8 +452,8 @@ int main(int argc, char** argv) {
     for (const model_case& mc : cases)
       if (only.empty() || mc.label == only) print_breakdown(mc.spec, mc.batch_size, quick ? 3 : 9, train_set);
 
-  nlohmann::json j = {{"bench", "single_process"},
-                      {"blas_threads", 1},
+  nlohmann::json j = {{"bench", "single_process"}, {"compute_backend", ap::compute_backend_name(ap::current_compute_backend())},
+                      {"compute_threads", threads},
                       {"quick", quick},
                       {"load_before", load_before},
                       {"load_after", load_after}};

@@ -14,7 +14,7 @@
 
 #include "actors/node.hpp"
 #include "cli/commands.hpp"
-#include "tensor/matmul.hpp"
+#include "tensor/compute.hpp"
 
 namespace ap::cli {
 namespace {
@@ -54,7 +54,7 @@ std::string listen_failure(const std::string& host, int port, const caf::error& 
 
 void run_node(const node_cli_options& o) {
   if (o.port < 0 || o.port > 65535) throw std::invalid_argument("--port must be 0..65535, got " + std::to_string(o.port));
-  set_blas_threads(1);  // one stage, one core; the node may host several stages
+  set_compute_threads(1);  // one stage, one core; the node may host several stages
   caf::actor_system_config config;
   enable_network(config);
   config.set("scheduler.max-threads", 2);

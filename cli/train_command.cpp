@@ -10,7 +10,7 @@
 #include "actors/pipeline.hpp"
 #include "cli/commands.hpp"
 #include "data/fashion_mnist.hpp"
-#include "tensor/matmul.hpp"
+#include "tensor/compute.hpp"
 #include "training/trainer.hpp"
 
 namespace ap::cli {
@@ -63,7 +63,7 @@ void check_checkpoint_options(const train_options& o) {
 
 void run_train(const train_options& o) {
   check_checkpoint_options(o);
-  set_blas_threads(1);
+  set_compute_threads(1);
   const dataset train_set = first_samples(load_fashion_mnist("train", o.data_dir), o.train_limit);
   const dataset test_set = load_fashion_mnist("test", o.data_dir);
   sequential model = sequential::from_spec(o.model, sequential_options{o.activation, o.init_seed});
@@ -102,6 +102,7 @@ void run_train(const train_options& o) {
       std::cerr << "  stage " << s << ": predicted busy " << predicted_busy[static_cast<std::size_t>(s)] * 1e3
                 << " ms per step\n";
   } else {
+    set_compute_threads(single_process_threads());  // no stages to share the cores with
     local = std::make_unique<local_runner>(model, o.optimizer);
     runner = local.get();
   }

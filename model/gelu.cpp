@@ -1,24 +1,13 @@
 #include "model/gelu.hpp"
 
-#include <cmath>
-
 #include "model/elementwise.hpp"
+#include "tensor/nn_ops.hpp"
 
 namespace ap {
 
-namespace {
-constexpr float gelu_scale = 0.7978845608028654f;  // sqrt(2 / pi)
-constexpr float gelu_cubic = 0.044715f;
-}  // namespace
-
 tensor gelu::forward(const tensor& x, layer_cache& cache, const forward_context&) const {
   tensor y = tensor::from_shape(x.shape());
-  const float* px = x.data();
-  float* py = y.data();
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    const float v = px[i];
-    py[i] = 0.5f * v * (1.0f + std::tanh(gelu_scale * (v + gelu_cubic * v * v * v)));
-  }
+  gelu_forward(x.data(), y.data(), x.size());  // tensor/nn_ops.hpp: oneDNN's JIT kernel, or the reference loop
   cache.saved.assign({x});
   return y;
 }
@@ -26,16 +15,7 @@ tensor gelu::forward(const tensor& x, layer_cache& cache, const forward_context&
 tensor gelu::backward_input(const tensor& dy, const layer_cache& cache) const {
   const tensor& x = saved_matching(*this, dy, cache);
   tensor dx = tensor::from_shape(dy.shape());
-  const float* px = x.data();
-  const float* pdy = dy.data();
-  float* pdx = dx.data();
-  for (std::size_t i = 0; i < dy.size(); ++i) {
-    const float v = px[i];
-    const float t = std::tanh(gelu_scale * (v + gelu_cubic * v * v * v));
-    const float sech2 = 1.0f - t * t;
-    const float local = 0.5f * (1.0f + t) + 0.5f * v * sech2 * gelu_scale * (1.0f + 3.0f * gelu_cubic * v * v);
-    pdx[i] = local * pdy[i];
-  }
+  gelu_backward(x.data(), dy.data(), dx.data(), dy.size());
   return dx;
 }
 

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "tensor/nn_ops.hpp"
+
 namespace ap {
 
 layer_norm::layer_norm(std::size_t width)
@@ -25,22 +27,8 @@ tensor layer_norm::forward(const tensor& x, layer_cache& cache, const forward_co
   tensor y = tensor::from_shape(x.shape());
   tensor mean = tensor::from_shape({n});  // (rows)
   tensor rstd = tensor::from_shape({n});  // (rows)
-  const float* g = gamma_.data();
-  const float* b = beta_.data();
-  for (std::size_t r = 0; r < n; ++r) {
-    const float* xr = x.data() + r * c;
-    float* yr = y.data() + r * c;
-    // Two passes (mean, then squared deviations): one-pass E[x^2] - E[x]^2 cancels badly in float.
-    double sum = 0.0;
-    for (std::size_t i = 0; i < c; ++i) sum += xr[i];
-    const float m = static_cast<float>(sum / double(c));
-    double sq = 0.0;
-    for (std::size_t i = 0; i < c; ++i) sq += double(xr[i] - m) * double(xr[i] - m);
-    const float s = 1.0f / std::sqrt(static_cast<float>(sq / double(c)) + eps);
-    for (std::size_t i = 0; i < c; ++i) yr[i] = (xr[i] - m) * s * g[i] + b[i];
-    mean.data()[r] = m;
-    rstd.data()[r] = s;
-  }
+  // tensor/nn_ops.hpp: oneDNN's layer normalisation, or the reference loop (two passes, double sums).
+  layer_norm_forward(x.data(), gamma_.data(), beta_.data(), eps, n, c, y.data(), mean.data(), rstd.data());
   cache.saved.assign({x, std::move(mean), std::move(rstd)});
   return y;
 }

@@ -1,35 +1,26 @@
 #include "tensor/matmul.hpp"
 
-#include <cblas.h>
-
 #include <stdexcept>
 #include <string>
 
-#include "tensor/small_gemm.hpp"
+#include "tensor/compute.hpp"
 
 namespace ap {
 
 void gemm(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
           const float* a, const float* b, float beta, float* c) {
-  if (m == 0 || n == 0) return;
-  if (small_gemm_preferred(transpose_a, transpose_b, m, n, k)) {
-    if (transpose_b)
-      small_gemm_nt(m, n, k, alpha, a, k, b, k, beta, c, n);
-    else
-      small_gemm_nn(m, n, k, alpha, a, k, b, n, beta, c, n);
-    return;
-  }
-  gemm_blas(transpose_a, transpose_b, m, n, k, alpha, a, b, beta, c);
+  if (current_compute_backend() == compute_backend::onednn)
+    gemm_onednn(transpose_a, transpose_b, m, n, k, alpha, a, b, beta, c);
+  else
+    gemm_reference(transpose_a, transpose_b, m, n, k, alpha, a, b, beta, c);
 }
 
-void gemm_blas(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
-               const float* a, const float* b, float beta, float* c) {
-  if (m == 0 || n == 0) return;
-  const int lda = static_cast<int>(transpose_a ? m : k);
-  const int ldb = static_cast<int>(transpose_b ? k : n);
-  cblas_sgemm(CblasRowMajor, transpose_a ? CblasTrans : CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans,
-              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a, lda, b, ldb, beta, c,
-              static_cast<int>(n));
+void gemm(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
+          const bfloat16* a, const bfloat16* b, float beta, float* c) {
+  if (current_compute_backend() == compute_backend::onednn)
+    gemm_onednn(transpose_a, transpose_b, m, n, k, alpha, a, b, beta, c);
+  else
+    gemm_reference(transpose_a, transpose_b, m, n, k, alpha, a, b, beta, c);
 }
 
 void matmul(const tensor& a, bool transpose_a, const tensor& b, bool transpose_b, tensor& out,
@@ -50,7 +41,5 @@ void matmul(const tensor& a, bool transpose_a, const tensor& b, bool transpose_b
   }
   gemm(transpose_a, transpose_b, m, n, k, 1.0f, a.data(), b.data(), accumulate ? 1.0f : 0.0f, out.data());
 }
-
-void set_blas_threads(int threads) { openblas_set_num_threads(threads); }
 
 }  // namespace ap

@@ -1,0 +1,70 @@
+#include "tensor/compute.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <stdexcept>
+#include <thread>
+
+// From OpenBLAS; declared here rather than by <cblas.h> (which must not meet xtensor-blas, toolchain notes).
+extern "C" void openblas_set_num_threads(int);
+
+namespace ap {
+namespace {
+
+compute_backend initial_backend() {
+  const char* env = std::getenv("AP_COMPUTE");
+  if (env && *env) return parse_compute_backend(env);
+  return onednn_available() ? compute_backend::onednn : compute_backend::reference;
+}
+
+std::atomic<compute_backend>& backend_setting() {
+  static std::atomic<compute_backend> backend{initial_backend()};  // AP_COMPUTE is read once
+  return backend;
+}
+
+}  // namespace
+
+bool onednn_available() {
+#ifdef AP_HAVE_ONEDNN
+  return true;
+#else
+  return false;
+#endif
+}
+
+compute_backend current_compute_backend() { return backend_setting().load(std::memory_order_relaxed); }
+
+void set_compute_backend(compute_backend backend) {
+  if (backend == compute_backend::onednn && !onednn_available())
+    throw std::invalid_argument("compute backend onednn: this build has no oneDNN (built with -DAP_COMPUTE=reference)");
+  backend_setting().store(backend, std::memory_order_relaxed);
+}
+
+std::string compute_backend_name(compute_backend backend) {
+  return backend == compute_backend::onednn ? "onednn" : "reference";
+}
+
+compute_backend parse_compute_backend(const std::string& text) {
+  if (text == "onednn") {
+    if (!onednn_available())
+      throw std::invalid_argument("AP_COMPUTE=onednn: this build has no oneDNN (built with -DAP_COMPUTE=reference)");
+    return compute_backend::onednn;
+  }
+  if (text == "reference") return compute_backend::reference;
+  throw std::invalid_argument("compute backend '" + text + "': expected onednn or reference");
+}
+
+void set_compute_threads(int threads) {
+  if (threads < 1) throw std::invalid_argument("set_compute_threads: need at least 1 thread, got " + std::to_string(threads));
+  omp_set_num_threads(threads);
+  openblas_set_num_threads(1);
+}
+
+int compute_threads() { return omp_get_max_threads(); }
+
+int single_process_threads() { return std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
+
+}  // namespace ap

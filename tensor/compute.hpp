@@ -1,0 +1,35 @@
+// Which library computes the tensor ops, and with how many threads.
+// Note [compute backends]: oneDNN (the default) is the fast path: its JIT kernels use AVX-512 and bf16 here,
+// where OpenBLAS runs its Haswell kernels (toolchain notes). xtensor-blas (on OpenBLAS) is the portable
+// reference path: the same ops, used where oneDNN is missing and by the tests as the oracle. The build option
+// -DAP_COMPUTE=reference leaves oneDNN out entirely; in a oneDNN build, set_compute_backend() or the
+// environment variable AP_COMPUTE=reference|onednn (read once, at the first op) chooses at run time.
+#pragma once
+
+#include <string>
+
+namespace ap {
+
+enum class compute_backend { onednn, reference };
+
+// Whether this build links oneDNN (CMake -DAP_COMPUTE=onednn, the default).
+bool onednn_available();
+
+// The backend the ops use now: AP_COMPUTE from the environment if set, else oneDNN when built in.
+compute_backend current_compute_backend();
+// Chooses the backend for the whole process (all threads). Throws std::invalid_argument for oneDNN in a
+// reference-only build.
+void set_compute_backend(compute_backend backend);
+std::string compute_backend_name(compute_backend backend);
+// "onednn" or "reference"; throws std::invalid_argument naming the text otherwise.
+compute_backend parse_compute_backend(const std::string& text);
+
+// Threads of the ops that the *calling* thread runs: OpenMP's setting is per thread, so each pipeline
+// stage calls this with 1 on its own compute thread (the stages give the parallelism), and a single
+// process may use more. OpenBLAS (the reference path) stays at one thread: its setting is process-wide.
+void set_compute_threads(int threads);
+int compute_threads();  // the calling thread's setting
+// Threads for a single process with no pipeline stages: every core of the machine (at least 1).
+int single_process_threads();
+
+}  // namespace ap
