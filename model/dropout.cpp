@@ -33,10 +33,10 @@ tensor dropout::forward(const tensor& x, layer_cache& cache, const forward_conte
   const float* px = x.data();
   float* pm = mask.data();
   float* py = y.data();
-  for (std::size_t s = 0; per_sample != 0 && s < x.size() / per_sample; ++s) {
-    const std::uint64_t sample_key = hash_counters(step_key, ctx.first_sample + s);
+  for (std::size_t sample = 0; per_sample != 0 && sample < x.size() / per_sample; ++sample) {
+    const std::uint64_t sample_key = hash_counters(step_key, ctx.first_sample + sample);
     for (std::size_t u = 0; u < per_sample; ++u) {
-      const std::size_t i = s * per_sample + u;
+      const std::size_t i = sample * per_sample + u;
       pm[i] = unit_float(hash_counters(sample_key, u)) < p_ ? 0.0f : scale;
       py[i] = px[i] * pm[i];
     }
