@@ -48,14 +48,10 @@ void dropout::backward_input(const tensor& dy, layer_cache& cache, tensor* dx) c
   const saved& s = cache.get<saved>(*this);
   if (!s.identity) check_dy_shape(dy, shape_of(s.mask), *this);
   if (!dx) return;
-  float* pdx = accumulate_into(*dx, shape_of(dy), *this);
   const float* pdy = dy.data();
-  if (s.identity) {
-    for (std::size_t i = 0; i < dy.size(); ++i) pdx[i] += pdy[i];
-    return;
-  }
+  if (s.identity) return accumulate_elementwise(*dx, shape_of(dy), *this, [&](std::size_t i) { return pdy[i]; });
   const float* pm = s.mask.data();
-  for (std::size_t i = 0; i < dy.size(); ++i) pdx[i] += pdy[i] * pm[i];
+  accumulate_elementwise(*dx, shape_of(dy), *this, [&](std::size_t i) { return pdy[i] * pm[i]; });
 }
 
 }  // namespace ap

@@ -15,9 +15,10 @@ namespace {
 bool unset(const tensor& t) { return t.dimension() == 0 || t.size() == 0; }
 }  // namespace
 
-float* accumulate_into(tensor& dx, const shape_t& shape, const layer& who) {
+float* accumulate_into(tensor& dx, const shape_t& shape, const layer& who, bool* fresh) {
+  if (fresh) *fresh = unset(dx);
   if (unset(dx)) {
-    dx = zeros(shape);
+    dx = fresh ? tensor::from_shape(shape) : zeros(shape);
   } else if (shape_of(dx) != shape) {
     throw std::invalid_argument(who.describe() + " backward: dx buffer of shape " + shape_string(dx) +
                                 " does not match the forward's input " + shape_string(shape));

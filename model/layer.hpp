@@ -119,7 +119,21 @@ class layer {
 
 // Note [dx accumulates]: the float buffer of `dx` to add into, after setting an empty dx to zeros of
 // `shape`; throws std::invalid_argument naming `who` and both shapes when a set dx has another shape.
-float* accumulate_into(tensor& dx, const shape_t& shape, const layer& who);
+// With `fresh` given, an empty dx is allocated without the zeros and *fresh says so: the caller then writes
+// every element with `=` (a GEMM's beta 0), saving a pass over memory in the common case of a fresh dx.
+float* accumulate_into(tensor& dx, const shape_t& shape, const layer& who, bool* fresh = nullptr);
+
+// dx[i] += value(i) for every element of `shape`, written as dx[i] = value(i) when dx is fresh.
+template <class Value>
+void accumulate_elementwise(tensor& dx, const shape_t& shape, const layer& who, Value value) {
+  bool fresh = false;
+  float* out = accumulate_into(dx, shape, who, &fresh);
+  const std::size_t n = dx.size();
+  if (fresh)
+    for (std::size_t i = 0; i < n; ++i) out[i] = value(i);
+  else
+    for (std::size_t i = 0; i < n; ++i) out[i] += value(i);
+}
 
 // dy must have the shape of what the forward saw; throws naming `who` and both shapes otherwise.
 void check_dy_shape(const tensor& dy, const shape_t& expected, const layer& who);

@@ -62,8 +62,9 @@ void linear::backward_input(const tensor& dy, layer_cache& cache, tensor* dx) co
   const tensor& x = cache.get<saved>(*this).x;
   check_dy(*this, dy, x, out_);
   if (!dx) return;
-  float* pdx = accumulate_into(*dx, shape_of(x), *this);  // (rows, in)
-  gemm(false, true, rows(dy), in_, out_, 1.0f, dy.data(), weight_.data(), 1.0f, pdx);
+  bool fresh = false;
+  float* pdx = accumulate_into(*dx, shape_of(x), *this, &fresh);  // (rows, in)
+  gemm(false, true, rows(dy), in_, out_, 1.0f, dy.data(), weight_.data(), fresh ? 0.0f : 1.0f, pdx);
 }
 
 void linear::backward_weight(const tensor& dy, layer_cache& cache) {

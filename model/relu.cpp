@@ -16,11 +16,9 @@ void relu::backward_input(const tensor& dy, layer_cache& cache, tensor* dx) cons
   const tensor& y = cache.get<saved>(*this).y;
   check_dy_shape(dy, shape_of(y), *this);
   if (!dx) return;
-  float* pdx = accumulate_into(*dx, shape_of(y), *this);
   const float* py = y.data();
   const float* pdy = dy.data();
-  for (std::size_t i = 0, n = dy.size(); i < n; ++i)
-    if (py[i] > 0.0f) pdx[i] += pdy[i];
+  accumulate_elementwise(*dx, shape_of(y), *this, [&](std::size_t i) { return py[i] > 0.0f ? pdy[i] : 0.0f; });
 }
 
 }  // namespace ap

@@ -18,10 +18,9 @@ void sigmoid::backward_input(const tensor& dy, layer_cache& cache, tensor* dx) c
   const tensor& y = cache.get<saved>(*this).y;
   check_dy_shape(dy, shape_of(y), *this);
   if (!dx) return;
-  float* pdx = accumulate_into(*dx, shape_of(y), *this);
   const float* py = y.data();
   const float* pdy = dy.data();
-  for (std::size_t i = 0; i < dy.size(); ++i) pdx[i] += py[i] * (1.0f - py[i]) * pdy[i];
+  accumulate_elementwise(*dx, shape_of(y), *this, [&](std::size_t i) { return py[i] * (1.0f - py[i]) * pdy[i]; });
 }
 
 }  // namespace ap

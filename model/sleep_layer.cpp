@@ -29,9 +29,8 @@ tensor sleep_layer::forward(const tensor& x, layer_cache&, const forward_context
 void sleep_layer::backward_input(const tensor& dy, layer_cache&, tensor* dx) const {
   sleep_ms(backward_ms_ / 2);
   if (!dx) return;
-  float* pdx = accumulate_into(*dx, shape_of(dy), *this);
   const float* pdy = dy.data();
-  for (std::size_t i = 0; i < dy.size(); ++i) pdx[i] += pdy[i];
+  accumulate_elementwise(*dx, shape_of(dy), *this, [&](std::size_t i) { return pdy[i]; });
 }
 
 void sleep_layer::backward_weight(const tensor&, layer_cache&) { sleep_ms(backward_ms_ / 2); }

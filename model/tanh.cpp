@@ -17,10 +17,9 @@ void tanh_layer::backward_input(const tensor& dy, layer_cache& cache, tensor* dx
   const tensor& y = cache.get<saved>(*this).y;
   check_dy_shape(dy, shape_of(y), *this);
   if (!dx) return;
-  float* pdx = accumulate_into(*dx, shape_of(y), *this);
   const float* py = y.data();
   const float* pdy = dy.data();
-  for (std::size_t i = 0; i < dy.size(); ++i) pdx[i] += (1.0f - py[i] * py[i]) * pdy[i];
+  accumulate_elementwise(*dx, shape_of(y), *this, [&](std::size_t i) { return (1.0f - py[i] * py[i]) * pdy[i]; });
 }
 
 }  // namespace ap
