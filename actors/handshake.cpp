@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "actors/message_types.hpp"
+#include "model/layer_registry.hpp"
 
 namespace ap {
 
@@ -14,7 +15,16 @@ bool host_is_little_endian() {
   return first == 1;
 }
 
-handshake local_handshake(std::uint32_t version) { return handshake{version, host_is_little_endian(), message_type_names()}; }
+handshake local_handshake(std::uint32_t version) {
+  return handshake{version, host_is_little_endian(), message_type_names(), registered_layer_kinds()};
+}
+
+std::vector<std::string> layer_kinds_lacking(const std::vector<std::string>& used, const std::vector<std::string>& known) {
+  std::vector<std::string> lacking;
+  for (const auto& k : used)
+    if (std::find(known.begin(), known.end(), k) == known.end()) lacking.push_back(k);
+  return lacking;
+}
 
 namespace {
 

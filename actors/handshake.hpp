@@ -1,10 +1,12 @@
 // The handshake between a coordinator and a node, before any stage is placed. Both sides must speak the
 // same wire protocol version, store floats little-endian (tensors travel as raw bytes, wire_format.hpp)
 // and register the same message types under the same names. A mismatch is refused on both sides with a
-// text saying what differs.
+// text saying what differs. Each side also names the layer kinds it can build (layer_registry.hpp): they
+// may differ, but a model using a kind a node lacks is refused before any stage is placed
+// (layer_kinds_lacking), naming the kind and the node.
 //
-// On the wire: (hello_atom, version, little_endian, message type names) and the same back. It uses only
-// CAF built-in types, so it is understood even by a peer whose registered types differ.
+// On the wire: (hello_atom, version, little_endian, message type names, layer kinds) and the same back. It
+// uses only CAF built-in types, so it is understood even by a peer whose registered types differ.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +18,7 @@
 namespace ap {
 
 // Bump whenever a message type, its fields or the protocol between coordinator and node changes.
-inline constexpr std::uint32_t wire_protocol_version = 2;  // 2: tensors carry their dtype
+inline constexpr std::uint32_t wire_protocol_version = 3;  // 2: tensors carry their dtype; 3: the hello names the layer kinds
 
 using hello_atom = caf::atom_constant<caf::atom("hello")>;
 
@@ -24,6 +26,7 @@ struct handshake {
   std::uint32_t version = wire_protocol_version;
   bool little_endian = true;
   std::vector<std::string> message_types;
+  std::vector<std::string> layer_kinds;  // registered_layer_kinds() of that process
 };
 
 bool host_is_little_endian();
@@ -35,5 +38,8 @@ handshake local_handshake(std::uint32_t version = wire_protocol_version);
 // "protocol version mismatch: the coordinator speaks version 1, node 127.0.0.1:4242 version 2".
 std::string handshake_mismatch(const handshake& mine, const handshake& theirs, const std::string& me,
                                const std::string& them);
+
+// The kinds in `used` (layer_kinds_in of a model's specs) missing from `known`, in the order of `used`.
+std::vector<std::string> layer_kinds_lacking(const std::vector<std::string>& used, const std::vector<std::string>& known);
 
 }  // namespace ap

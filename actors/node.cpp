@@ -94,18 +94,27 @@ caf::behavior node(node_actor* self, node_options options) {
     self->quit(m.reason);
   });
   return {
-      [=](hello_atom, std::uint32_t version, bool little_endian, std::vector<std::string>& types)
-          -> caf::result<hello_atom, std::uint32_t, bool, std::vector<std::string>> {
+      [=](hello_atom, std::uint32_t version, bool little_endian, std::vector<std::string>& types,
+          std::vector<std::string>& kinds)
+          -> caf::result<hello_atom, std::uint32_t, bool, std::vector<std::string>, std::vector<std::string>> {
         auto& st = self->state;
         const handshake mine = local_handshake(st.options.protocol_version);
-        const std::string why = handshake_mismatch(mine, handshake{version, little_endian, std::move(types)},
-                                                   "this node", "the coordinator");
+        const std::string why = handshake_mismatch(
+            mine, handshake{version, little_endian, std::move(types), std::move(kinds)}, "this node", "the coordinator");
         if (!why.empty()) {
           log(self, "refused a coordinator: " + why);
           return refusal(why);
         }
         if (auto& sender = self->current_sender()) st.greeted.insert(sender->node());
-        return {hello_atom::value, mine.version, mine.little_endian, mine.message_types};
+        return {hello_atom::value, mine.version, mine.little_endian, mine.message_types, mine.layer_kinds};
+      },
+      // A version-1 coordinator's hello had no layer kinds: refuse it by its version, not as an unknown message.
+      [=](hello_atom, std::uint32_t version, bool little_endian, std::vector<std::string>& types) -> caf::error {
+        const std::string why =
+            handshake_mismatch(local_handshake(self->state.options.protocol_version),
+                               handshake{version, little_endian, std::move(types), {}}, "this node", "the coordinator");
+        log(self, "refused a coordinator: " + why);
+        return refusal(why);
       },
       [=](peers_atom, const std::vector<std::string>& peers, std::int64_t timeout_ms) -> caf::response_promise {
         auto wait = std::make_shared<peer_wait>();
@@ -184,7 +193,8 @@ caf::actor spawn_node(caf::actor_system& system, node_options options) { return 
 
 // ---- the coordinator's side --------------------------------------------------------------------------
 
-caf::actor connect_node(caf::scoped_actor& self, const node_address& address, std::chrono::milliseconds timeout) {
+caf::actor connect_node(caf::scoped_actor& self, const node_address& address, std::chrono::milliseconds timeout,
+                        std::vector<std::string>* node_layer_kinds) {
   const std::string them = "node " + address.text();
   caf::actor node;
   std::string failure;
@@ -198,15 +208,18 @@ caf::actor connect_node(caf::scoped_actor& self, const node_address& address, st
   if (!node) throw std::runtime_error(them + " publishes no actor: is it an `actorpipe node`?");
   const handshake mine = local_handshake();
   handshake theirs;
-  self->request(node, timeout, hello_atom::value, mine.version, mine.little_endian, mine.message_types)
+  self->request(node, timeout, hello_atom::value, mine.version, mine.little_endian, mine.message_types,
+                mine.layer_kinds)
       .receive(
-          [&](hello_atom, std::uint32_t version, bool little_endian, std::vector<std::string>& types) {
-            theirs = handshake{version, little_endian, std::move(types)};
+          [&](hello_atom, std::uint32_t version, bool little_endian, std::vector<std::string>& types,
+              std::vector<std::string>& kinds) {
+            theirs = handshake{version, little_endian, std::move(types), std::move(kinds)};
           },
           [&](caf::error& e) { failure = wait_failure(e, timeout); });
   if (!failure.empty()) throw std::runtime_error(them + " refused the handshake: " + failure);
   if (auto why = handshake_mismatch(mine, theirs, "the coordinator", them); !why.empty())
     throw std::runtime_error("refusing " + them + ": " + why);
+  if (node_layer_kinds) *node_layer_kinds = std::move(theirs.layer_kinds);
   return node;
 }
 

@@ -3,7 +3,7 @@
 // here from a stage_spec, and used by the coordinator and the other nodes through remote handles exactly
 // like local ones (CAF's network transparency). The protocol, in this order:
 //
-//   (hello_atom, version, little_endian, type names)  -> the node's own, or an error saying what differs
+//   (hello_atom, version, little_endian, type names, layer kinds) -> the node's own, or an error saying what differs
 //   (peers_atom, ["host:port", ...], timeout_ms)      -> ok_atom once connected to each of them
 //   stage_spec                                        -> (retriever, processor, sender) of the stage
 //   quit_atom                                         -> stops every stage, then the node
@@ -62,8 +62,10 @@ caf::actor spawn_node(caf::actor_system& system, node_options options);
 // Blocking calls on `self` (the pipeline's owner actor, which nodes monitor). Every wait is bounded by
 // `timeout`; a failure throws std::runtime_error naming the node's address and what went wrong.
 
-// Connects and runs the handshake; returns the node actor.
-caf::actor connect_node(caf::scoped_actor& self, const node_address& address, std::chrono::milliseconds timeout);
+// Connects and runs the handshake; returns the node actor, and the layer kinds the node can build in
+// `node_layer_kinds` when given.
+caf::actor connect_node(caf::scoped_actor& self, const node_address& address, std::chrono::milliseconds timeout,
+                        std::vector<std::string>* node_layer_kinds = nullptr);
 // Has `node` connect to `peers` (Note [direct routes between nodes]).
 void connect_peers(caf::scoped_actor& self, const caf::actor& node, const node_address& address,
                    const std::vector<node_address>& peers, std::chrono::milliseconds timeout);

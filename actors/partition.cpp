@@ -150,8 +150,12 @@ std::vector<layer_cost> measure_layer_costs(const sequential& model, const tenso
     tensor dy = n > 0 ? outputs[n - 1] : tensor{};
     for (std::size_t i = n; i-- > 0;) {
       tensor dx;
-      const double si = i == 0 ? 0.0 : seconds_of([&] { dx = work.at(i).backward_input(dy, caches[i]); });
-      const double sw = seconds_of([&] { work.at(i).backward_weight(dy, caches[i]); });
+      // Layer 0's dx is never needed; a block there still runs its inner backward_input (counted as W).
+      const double si = i == 0 ? 0.0 : seconds_of([&] { work.at(i).backward_input(dy, caches[i], &dx); });
+      const double sw = seconds_of([&] {
+        if (i == 0) work.at(i).backward_input(dy, caches[i], nullptr);
+        work.at(i).backward_weight(dy, caches[i]);
+      });
       if (r > 0) input[i].push_back(si), weight[i].push_back(sw);
       dy = std::move(dx);
     }

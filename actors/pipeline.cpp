@@ -61,12 +61,29 @@ void check_options(const sequential& model, const pipeline_options& o) {
                                 std::to_string(model.size()));
 }
 
+// A stage whose layers use a kind its node cannot build is refused before any stage is placed.
+void check_layer_kinds(const stage_setup& setup, const std::vector<node_address>& nodes,
+                       const std::vector<std::vector<std::string>>& kinds) {
+  const auto n = static_cast<std::size_t>(setup.stage) % nodes.size();
+  for (const auto& slice : setup.slices)
+    for (std::size_t i = 0; i < slice.size(); ++i) {
+      const std::string spec = slice.at(i).spec();
+      const auto lacking = layer_kinds_lacking(layer_kinds_in(spec), kinds[n]);
+      if (lacking.empty()) continue;
+      throw std::runtime_error("node " + nodes[n].text() + " lacks layer kind '" + lacking[0] + "', used by stage " +
+                               std::to_string(setup.stage) + " (layer " + std::to_string(slice.first_index() + i) +
+                               " " + spec + "): run a node binary that registers it (ap::run_node)");
+    }
+}
+
 // Stage s goes to node s % nodes.size(); throws pipeline_error naming the node and what failed.
 std::vector<stage_actors> place_on_nodes(caf::scoped_actor& owner, const std::vector<node_address>& nodes,
                                          std::vector<stage_setup>& setups, std::chrono::milliseconds timeout) {
   try {
     std::vector<caf::actor> handles;
-    for (const auto& a : nodes) handles.push_back(connect_node(owner, a, timeout));
+    std::vector<std::vector<std::string>> kinds(nodes.size());  // per node: the layer kinds it can build
+    for (std::size_t i = 0; i < nodes.size(); ++i) handles.push_back(connect_node(owner, nodes[i], timeout, &kinds[i]));
+    for (const auto& setup : setups) check_layer_kinds(setup, nodes, kinds);
     // Note [direct routes between nodes]: node i connects to the distinct nodes listed before it.
     for (std::size_t i = 0; i < nodes.size(); ++i) {
       std::set<caf::node_id> seen{handles[i].node()};

@@ -278,7 +278,7 @@ void print_breakdown(const std::string& spec, std::size_t batch_size, std::size_
     const ap::batch b = ap::make_batch(data, order, rep, batch_size);
     timed("zero_grad", [&] { model.zero_grad(); });
     ap::sequential_cache cache;
-    cache.layers.assign(model.size(), ap::layer_cache{});
+    cache.layers.resize(model.size());
     ap::tensor h = b.inputs;
     const ap::forward_context ctx{true, rep, 0};
     for (std::size_t i = 0; i < model.size(); ++i)
@@ -292,7 +292,7 @@ void print_breakdown(const std::string& spec, std::size_t batch_size, std::size_
     for (std::size_t i = model.size(); i-- > 0;) {
       const std::string name = std::to_string(i) + " " + model.at(i).describe();
       ap::tensor dx;
-      if (i > 0) timed("Bi " + name, [&] { dx = model.at(i).backward_input(d, cache.layers[i]); });
+      if (i > 0) timed("Bi " + name, [&] { model.at(i).backward_input(d, cache.layers[i], &dx); });
       timed("Bw " + name, [&] { model.at(i).backward_weight(d, cache.layers[i]); });
       d = std::move(dx);
     }

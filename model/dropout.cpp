@@ -17,45 +17,41 @@ std::string dropout::describe() const { return "Dropout(" + format_float(p_) + "
 std::string dropout::spec() const { return "dropout:" + format_float(p_) + ":" + std::to_string(seed_); }
 
 tensor dropout::forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const {
-  if (!ctx.training || p_ == 0.0f) {
-    cache.saved.assign({tensor::from_shape({0})});
+  saved& s = cache.emplace<saved>();
+  s.identity = !ctx.training || p_ == 0.0f;
+  if (s.identity) {
+    s.mask = tensor::from_shape({0});
     return x;
   }
   // Note [dropout mask]: one sample is everything under one index of the first axis.
   const std::size_t per_sample = x.dimension() <= 1 ? x.size() : x.size() / x.shape()[0];
   const float scale = 1.0f / (1.0f - p_);
-  tensor mask = tensor::from_shape(x.shape());
+  if (shape_of(s.mask) != shape_of(x)) s.mask = tensor::from_shape(x.shape());
+  tensor& mask = s.mask;
   tensor y = tensor::from_shape(x.shape());
   const std::uint64_t step_key = hash_counters(seed_, ctx.step);
   const float* px = x.data();
   float* pm = mask.data();
   float* py = y.data();
-  for (std::size_t s = 0; per_sample != 0 && s < x.size() / per_sample; ++s) {
-    const std::uint64_t sample_key = hash_counters(step_key, ctx.first_sample + s);
+  for (std::size_t sample = 0; per_sample != 0 && sample < x.size() / per_sample; ++sample) {
+    const std::uint64_t sample_key = hash_counters(step_key, ctx.first_sample + sample);
     for (std::size_t u = 0; u < per_sample; ++u) {
-      const std::size_t i = s * per_sample + u;
+      const std::size_t i = sample * per_sample + u;
       pm[i] = unit_float(hash_counters(sample_key, u)) < p_ ? 0.0f : scale;
       py[i] = px[i] * pm[i];
     }
   }
-  cache.saved.assign({std::move(mask)});
   return y;
 }
 
-tensor dropout::backward_input(const tensor& dy, const layer_cache& cache) const {
-  if (cache.saved.size() != 1)
-    throw std::invalid_argument(describe() + " backward: the cache holds no forward of this layer");
-  const tensor& mask = cache.saved[0];
-  if (mask.size() == 0) return dy;  // the forward was the identity
-  if (dy.shape() != mask.shape())
-    throw std::invalid_argument(describe() + " backward: dy of shape " + shape_string(dy) +
-                                " does not match the forward's " + shape_string(mask));
-  tensor dx = tensor::from_shape(dy.shape());
-  const float* pm = mask.data();
+void dropout::backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const {
+  const saved& s = cache.get<saved>(*this);
+  if (!s.identity) check_dy_shape(dy, shape_of(s.mask), *this);
+  if (!dx) return;
   const float* pdy = dy.data();
-  float* pdx = dx.data();
-  for (std::size_t i = 0; i < dy.size(); ++i) pdx[i] = pdy[i] * pm[i];
-  return dx;
+  if (s.identity) return accumulate_elementwise(*dx, shape_of(dy), *this, [&](std::size_t i) { return pdy[i]; });
+  const float* pm = s.mask.data();
+  accumulate_elementwise(*dx, shape_of(dy), *this, [&](std::size_t i) { return pdy[i] * pm[i]; });
 }
 
 }  // namespace ap

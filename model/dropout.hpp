@@ -15,9 +15,12 @@ class dropout final : public layer {
   dropout(float p, std::uint64_t seed);
 
   std::string describe() const override;
-  // cache.saved = {mask (x's shape): 0 or 1 / (1 - p)}, or {empty (0)} when forward was the identity
+  struct saved : saved_state {
+    bool identity = false;  // eval mode or p == 0: forward passed x through, and backward passes dy
+    tensor mask;            // (x's shape): 0 or 1 / (1 - p); unused when identity
+  };
   tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
-  tensor backward_input(const tensor& dy, const layer_cache& cache) const override;
+  void backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const override;
   std::unique_ptr<layer> clone() const override { return std::make_unique<dropout>(*this); }
   std::string spec() const override;
 

@@ -1,6 +1,7 @@
 #include "model/gelu.hpp"
 
-#include "model/elementwise.hpp"
+#include <vector>
+
 #include "tensor/nn_ops.hpp"
 
 namespace ap {
@@ -8,15 +9,25 @@ namespace ap {
 tensor gelu::forward(const tensor& x, layer_cache& cache, const forward_context&) const {
   tensor y = tensor::from_shape(x.shape());
   gelu_forward(x.data(), y.data(), x.size());  // tensor/nn_ops.hpp: oneDNN's JIT kernel, or the reference loop
-  cache.saved.assign({x});
+  cache.emplace<saved>().x = x;
   return y;
 }
 
-tensor gelu::backward_input(const tensor& dy, const layer_cache& cache) const {
-  const tensor& x = saved_matching(*this, dy, cache);
-  tensor dx = tensor::from_shape(dy.shape());
-  gelu_backward(x.data(), dy.data(), dx.data(), dy.size());
-  return dx;
+void gelu::backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const {
+  const tensor& x = cache.get<saved>(*this).x;
+  check_dy_shape(dy, shape_of(x), *this);
+  if (!dx) return;
+  bool fresh = false;
+  float* pdx = accumulate_into(*dx, shape_of(x), *this, &fresh);
+  if (fresh) {
+    gelu_backward(x.data(), dy.data(), pdx, dy.size());
+    return;
+  }
+  // Note [dx accumulates]: the kernel assigns, so a dx that already holds a gradient adds a fresh one.
+  tensor local = tensor::from_shape(x.shape());
+  gelu_backward(x.data(), dy.data(), local.data(), dy.size());
+  const float* pl = local.data();
+  for (std::size_t i = 0; i < local.size(); ++i) pdx[i] += pl[i];
 }
 
 }  // namespace ap

@@ -5,14 +5,18 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <typeinfo>
 #include <vector>
 
 #include "tensor/tensor.hpp"
 
 namespace ap {
 
+class layer;
+
 // A parameter as optimizers and checkpoints see it. Names are global ("3.weight": layer 3 of the whole
-// model), so a checkpoint does not depend on how the model was split into stages.
+// model; "3.1.weight": sub-layer 1 of block 3), so a checkpoint does not depend on how the model was split
+// into stages.
 struct parameter {
   std::string name;
   tensor* value;  // the weights
@@ -27,15 +31,56 @@ struct forward_context {
   std::size_t first_sample = 0;    // index in the batch of this microbatch's first row
 };
 
-// What one forward call of one layer saved for its backward. Owned by the caller (a stage holds one
-// per microbatch in flight), so many microbatches can be in flight and run backwards in any order.
-struct layer_cache {
-  std::vector<tensor> saved;  // layer-specific: e.g. Linear keeps its input x (rows, in)
+// Note [typed caches]: what one forward of one layer saved for its backward is the layer's own struct
+// `saved`, derived from saved_state, with named fields and their shapes in comments (llm.c's
+// ActivationTensors): `struct saved : saved_state { tensor x; // (rows, in) };`. The caller owns it inside a
+// layer_cache (a stage holds one per microbatch in flight), so many microbatches can be in flight and run
+// backwards in any order. The layer reaches it through cache.emplace<saved>() in forward and
+// cache.get<saved>(*this) in backward, which checks that a forward of this layer kind filled it and says
+// so otherwise. A holder rather than a `std::unique_ptr<saved_state>&` in every signature: a caller writes
+// `layer_cache c;` without knowing the layer's type, and the checks live in one place.
+struct saved_state {
+  virtual ~saved_state() = default;
 };
 
-// Note [backward split]: backward_input returns dx only; backward_weight accumulates parameter gradients
-// only (zero-bubble schedules run it later). backward() is both. Both read the same cache and the same dy,
-// and neither changes the cache, so they may run in either order.
+class layer_cache {
+ public:
+  // The layer's `saved` struct, reusing the one already held (and its buffers) when it has that type.
+  template <class Saved>
+  Saved& emplace() {
+    if (!state_ || typeid(*state_) != typeid(Saved)) state_ = std::make_unique<Saved>();
+    return static_cast<Saved&>(*state_);
+  }
+  // The `saved` struct a forward of `who` filled; throws std::invalid_argument naming `who` otherwise.
+  template <class Saved>
+  Saved& get(const layer& who) {
+    if (!state_ || typeid(*state_) != typeid(Saved)) wrong_cache(who);
+    return static_cast<Saved&>(*state_);
+  }
+  template <class Saved>
+  const Saved& get(const layer& who) const {
+    if (!state_ || typeid(*state_) != typeid(Saved)) wrong_cache(who);
+    return static_cast<const Saved&>(*state_);
+  }
+  bool empty() const { return !state_; }
+  void clear() { state_.reset(); }
+
+ private:
+  [[noreturn]] void wrong_cache(const layer& who) const;
+  std::unique_ptr<saved_state> state_;
+};
+
+// Note [dx accumulates]: backward_input adds its input gradient into the caller's buffer (`dx += ...`, as
+// llm.c's backward passes do), so a value used twice (a residual's x) sums its gradients with no special
+// case: a block is its parts in order. An empty dx (default-constructed, or of size 0) is first set to
+// zeros of the input's shape (accumulate_into); a set one must have that shape. dx == nullptr means the
+// caller needs no input gradient (the model's first layer on the first stage): a plain layer then does
+// nothing, a block still runs its parts' backward_input for what its backward_weight needs.
+//
+// Note [backward split]: backward_input accumulates dx only; backward_weight accumulates the parameter
+// gradients only (zero-bubble schedules run it later). backward() is both. Both get the same dy and the
+// same cache. backward_input runs first: it may stash in the cache what backward_weight needs (a block
+// keeps its inner dy's there); a plain layer changes nothing in the cache, so for it either order works.
 class layer {
  public:
   virtual ~layer() = default;
@@ -47,11 +92,16 @@ class layer {
   virtual std::optional<std::size_t> out_features() const { return std::nullopt; }
 
   virtual tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const = 0;
-  virtual tensor backward_input(const tensor& dy, const layer_cache& cache) const = 0;
-  virtual void backward_weight(const tensor& dy, const layer_cache& cache) {}
-  tensor backward(const tensor& dy, const layer_cache& cache) {
-    tensor dx = backward_input(dy, cache);
+  virtual void backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const = 0;
+  virtual void backward_weight(const tensor& dy, layer_cache& cache) {}
+  void backward(const tensor& dy, layer_cache& cache, tensor* dx) {
+    backward_input(dy, cache, dx);
     backward_weight(dy, cache);
+  }
+  // The same with a fresh dx, for tests and one-off calls.
+  tensor backward(const tensor& dy, layer_cache& cache) {
+    tensor dx;
+    backward(dy, cache, &dx);
     return dx;
   }
 
@@ -67,7 +117,29 @@ class layer {
   virtual double flops_per_row() const { return 0.0; }
 };
 
-// Builds one layer from its spec() text; throws std::invalid_argument naming the bad text.
+// Note [dx accumulates]: the float buffer of `dx` to add into, after setting an empty dx to zeros of
+// `shape`; throws std::invalid_argument naming `who` and both shapes when a set dx has another shape.
+// With `fresh` given, an empty dx is allocated without the zeros and *fresh says so: the caller then writes
+// every element with `=` (a GEMM's beta 0), saving a pass over memory in the common case of a fresh dx.
+float* accumulate_into(tensor& dx, const shape_t& shape, const layer& who, bool* fresh = nullptr);
+
+// dx[i] += value(i) for every element of `shape`, written as dx[i] = value(i) when dx is fresh.
+template <class Value>
+void accumulate_elementwise(tensor& dx, const shape_t& shape, const layer& who, Value value) {
+  bool fresh = false;
+  float* out = accumulate_into(dx, shape, who, &fresh);
+  const std::size_t n = dx.size();
+  if (fresh)
+    for (std::size_t i = 0; i < n; ++i) out[i] = value(i);
+  else
+    for (std::size_t i = 0; i < n; ++i) out[i] += value(i);
+}
+
+// dy must have the shape of what the forward saw; throws naming `who` and both shapes otherwise.
+void check_dy_shape(const tensor& dy, const shape_t& expected, const layer& who);
+
+// Builds one layer from its spec() text through the layer-kind registry (layer_registry.hpp); throws
+// std::invalid_argument naming the bad text.
 std::unique_ptr<layer> make_layer(const std::string& spec);
 
 }  // namespace ap

@@ -25,38 +25,37 @@ tensor layer_norm::forward(const tensor& x, layer_cache& cache, const forward_co
                                 " features, got input of shape " + shape_string(x));
   const std::size_t n = rows(x), c = width_;
   tensor y = tensor::from_shape(x.shape());
-  tensor mean = tensor::from_shape({n});  // (rows)
-  tensor rstd = tensor::from_shape({n});  // (rows)
+  saved& s = cache.emplace<saved>();
+  s.x = x;
+  if (shape_of(s.mean) != shape_t{n}) s.mean = tensor::from_shape({n}), s.rstd = tensor::from_shape({n});
   // tensor/nn_ops.hpp: oneDNN's layer normalisation, or the reference loop (two passes, double sums).
-  layer_norm_forward(x.data(), gamma_.data(), beta_.data(), eps, n, c, y.data(), mean.data(), rstd.data());
-  cache.saved.assign({x, std::move(mean), std::move(rstd)});
+  layer_norm_forward(x.data(), gamma_.data(), beta_.data(), eps, n, c, y.data(), s.mean.data(), s.rstd.data());
   return y;
 }
 
 namespace {
 
-void check_backward(const layer& l, const tensor& dy, const layer_cache& cache) {
-  if (cache.saved.size() != 3)
-    throw std::invalid_argument(l.describe() + " backward: the cache holds no forward of this layer");
-  if (dy.shape() != cache.saved[0].shape())
-    throw std::invalid_argument(l.describe() + " backward: dy of shape " + shape_string(dy) +
-                                " does not match the forward's " + shape_string(cache.saved[0]));
+const layer_norm::saved& checked(const layer_norm& l, const tensor& dy, layer_cache& cache) {
+  const layer_norm::saved& s = cache.get<layer_norm::saved>(l);
+  check_dy_shape(dy, shape_of(s.x), l);
+  return s;
 }
 
 }  // namespace
 
-tensor layer_norm::backward_input(const tensor& dy, const layer_cache& cache) const {
-  check_backward(*this, dy, cache);
-  const tensor& x = cache.saved[0];
-  const float* mean = cache.saved[1].data();
-  const float* rstd = cache.saved[2].data();
+void layer_norm::backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const {
+  const saved& s = checked(*this, dy, cache);
+  if (!dx) return;
+  const tensor& x = s.x;
+  const float* mean = s.mean.data();
+  const float* rstd = s.rstd.data();
   const float* g = gamma_.data();
   const std::size_t n = rows(x), c = width_;
-  tensor dx = tensor::from_shape(x.shape());
+  float* pdx = accumulate_into(*dx, shape_of(x), *this);
   for (std::size_t r = 0; r < n; ++r) {
     const float* xr = x.data() + r * c;
     const float* dyr = dy.data() + r * c;
-    float* dxr = dx.data() + r * c;
+    float* dxr = pdx + r * c;
     // dx = rstd * (dnorm - mean(dnorm) - xhat * mean(dnorm * xhat)), with dnorm = dy * gamma (as llm.c).
     float dnorm_mean = 0.0f, dnorm_xhat_mean = 0.0f;
     for (std::size_t i = 0; i < c; ++i) {
@@ -69,17 +68,16 @@ tensor layer_norm::backward_input(const tensor& dy, const layer_cache& cache) co
     dnorm_xhat_mean /= float(c);
     for (std::size_t i = 0; i < c; ++i) {
       const float xhat = (xr[i] - mean[r]) * rstd[r];
-      dxr[i] = (dyr[i] * g[i] - dnorm_mean - xhat * dnorm_xhat_mean) * rstd[r];
+      dxr[i] += (dyr[i] * g[i] - dnorm_mean - xhat * dnorm_xhat_mean) * rstd[r];
     }
   }
-  return dx;
 }
 
-void layer_norm::backward_weight(const tensor& dy, const layer_cache& cache) {
-  check_backward(*this, dy, cache);
-  const tensor& x = cache.saved[0];
-  const float* mean = cache.saved[1].data();
-  const float* rstd = cache.saved[2].data();
+void layer_norm::backward_weight(const tensor& dy, layer_cache& cache) {
+  const saved& s = checked(*this, dy, cache);
+  const tensor& x = s.x;
+  const float* mean = s.mean.data();
+  const float* rstd = s.rstd.data();
   float* dg = dgamma_.data();
   float* db = dbeta_.data();
   const std::size_t n = rows(x), c = width_;

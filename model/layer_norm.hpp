@@ -13,10 +13,14 @@ class layer_norm final : public layer {
   std::optional<std::size_t> in_features() const override { return width_; }
   std::optional<std::size_t> out_features() const override { return width_; }
 
-  // cache.saved = {x (rows, width), mean (rows), rstd (rows)}
+  struct saved : saved_state {
+    tensor x;     // (rows, width)
+    tensor mean;  // (rows)
+    tensor rstd;  // (rows): 1 / sqrt(var + eps)
+  };
   tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
-  tensor backward_input(const tensor& dy, const layer_cache& cache) const override;
-  void backward_weight(const tensor& dy, const layer_cache& cache) override;
+  void backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const override;
+  void backward_weight(const tensor& dy, layer_cache& cache) override;
 
   std::vector<parameter> parameters(const std::string& prefix) override;
   std::unique_ptr<layer> clone() const override { return std::make_unique<layer_norm>(*this); }

@@ -43,28 +43,33 @@ tensor linear::forward(const tensor& x, layer_cache& cache, const forward_contex
   for (std::size_t r = 0; r < n; ++r)
     for (std::size_t o = 0; o < out_; ++o) py[r * out_ + o] = pb[o];
   gemm(false, false, n, out_, in_, 1.0f, x.data(), weight_.data(), 1.0f, py);
-  // One copy of x (assign({x}) would make two: into the initializer_list, then into the vector); a reused
-  // cache whose x has the same shape keeps its buffer.
-  cache.saved.resize(1);
-  cache.saved[0] = x;
+  // A reused cache whose x has the same shape keeps its buffer.
+  cache.emplace<saved>().x = x;
   return y;
 }
 
-tensor linear::backward_input(const tensor& dy, const layer_cache& cache) const {
-  const tensor& x = cache.saved.at(0);
-  if (cols(dy) != out_ || rows(dy) != rows(x))
-    throw std::invalid_argument(describe() + " backward: dy of shape " + shape_string(dy) +
+namespace {
+
+void check_dy(const linear& l, const tensor& dy, const tensor& x, std::size_t out) {
+  if (cols(dy) != out || rows(dy) != rows(x))
+    throw std::invalid_argument(l.describe() + " backward: dy of shape " + shape_string(dy) +
                                 " does not fit the forward input " + shape_string(x));
-  tensor dx = tensor::from_shape(x.shape());  // (rows, in)
-  gemm(false, true, rows(dy), in_, out_, 1.0f, dy.data(), weight_.data(), 0.0f, dx.data());
-  return dx;
 }
 
-void linear::backward_weight(const tensor& dy, const layer_cache& cache) {
-  const tensor& x = cache.saved.at(0);
-  if (cols(dy) != out_ || rows(dy) != rows(x))
-    throw std::invalid_argument(describe() + " backward: dy of shape " + shape_string(dy) +
-                                " does not fit the forward input " + shape_string(x));
+}  // namespace
+
+void linear::backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const {
+  const tensor& x = cache.get<saved>(*this).x;
+  check_dy(*this, dy, x, out_);
+  if (!dx) return;
+  bool fresh = false;
+  float* pdx = accumulate_into(*dx, shape_of(x), *this, &fresh);  // (rows, in)
+  gemm(false, true, rows(dy), in_, out_, 1.0f, dy.data(), weight_.data(), fresh ? 0.0f : 1.0f, pdx);
+}
+
+void linear::backward_weight(const tensor& dy, layer_cache& cache) {
+  const tensor& x = cache.get<saved>(*this).x;
+  check_dy(*this, dy, x, out_);
   const std::size_t n = rows(dy);
   gemm(true, false, in_, out_, n, 1.0f, x.data(), dy.data(), 1.0f, dweight_.data());
   const float* pdy = dy.data();

@@ -14,10 +14,12 @@ class linear final : public layer {
   std::optional<std::size_t> in_features() const override { return in_; }
   std::optional<std::size_t> out_features() const override { return out_; }
 
-  // cache.saved = {x (rows, in)}
+  struct saved : saved_state {
+    tensor x;  // (rows, in): the input, for dweight = x^T dy
+  };
   tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
-  tensor backward_input(const tensor& dy, const layer_cache& cache) const override;
-  void backward_weight(const tensor& dy, const layer_cache& cache) override;
+  void backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const override;
+  void backward_weight(const tensor& dy, layer_cache& cache) override;
 
   std::vector<parameter> parameters(const std::string& prefix) override;
   std::unique_ptr<layer> clone() const override { return std::make_unique<linear>(*this); }

@@ -8,9 +8,11 @@ namespace ap {
 class relu final : public layer {
  public:
   std::string describe() const override { return "ReLU"; }
-  // cache.saved = {y (rows, features): y > 0 marks where the gradient passes}
+  struct saved : saved_state {
+    tensor y;  // (rows, features): y > 0 marks where the gradient passes
+  };
   tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
-  tensor backward_input(const tensor& dy, const layer_cache& cache) const override;
+  void backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const override;
   std::unique_ptr<layer> clone() const override { return std::make_unique<relu>(*this); }
   std::string spec() const override { return "relu"; }
 };

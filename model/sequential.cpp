@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "model/layer_registry.hpp"
 #include "model/seeded_random.hpp"
 #include "model/spec_text.hpp"
 
@@ -92,7 +93,7 @@ tensor sequential::forward(const tensor& x, sequential_cache& cache, const forwa
                                   " features, got input of shape " + shape_string(x));
     break;  // add() already checked that the later widths chain
   }
-  cache.layers.assign(layers_.size(), layer_cache{});
+  cache.layers.resize(layers_.size());  // a reused cache keeps each layer's buffers
   cache.dys.clear();
   if (layers_.empty()) return x;
   tensor h = layers_[0]->forward(x, cache.layers[0], ctx);
@@ -123,11 +124,9 @@ tensor sequential::backward(const tensor& dy, sequential_cache& cache, bool need
   tensor d;
   const tensor* current = &dy;
   for (std::size_t i = layers_.size(); i-- > 0;) {
-    if (i == 0 && !need_input_grad) {
-      layers_[0]->backward_weight(*current, cache.layers[0]);
-      break;
-    }
-    d = layers_[i]->backward(*current, cache.layers[i]);
+    tensor below;  // unset: the layer accumulates into fresh zeros (Note [dx accumulates] in layer.hpp)
+    layers_[i]->backward(*current, cache.layers[i], i == 0 && !need_input_grad ? nullptr : &below);
+    d = std::move(below);
     current = &d;
   }
   // Taken before the cache is freed, in case dy lives in it. With no layers, dx is dy.
@@ -142,9 +141,10 @@ tensor sequential::backward_input(const tensor& dy, sequential_cache& cache, boo
   cache.dys.assign(layers_.size(), tensor{});
   tensor d = dy;
   for (std::size_t i = layers_.size(); i-- > 0;) {
-    cache.dys[i] = std::move(d);  // d is reassigned below (or unused after the break)
-    if (i == 0 && !need_input_grad) break;
-    d = layers_[i]->backward_input(cache.dys[i], cache.layers[i]);
+    cache.dys[i] = std::move(d);  // d is reassigned below
+    tensor below;
+    layers_[i]->backward_input(cache.dys[i], cache.layers[i], i == 0 && !need_input_grad ? nullptr : &below);
+    d = std::move(below);
   }
   return need_input_grad ? d : tensor::from_shape({0});
 }

@@ -7,13 +7,15 @@
 #include <vector>
 
 #include "model/layer.hpp"
+#include "model/layer_registry.hpp"
 
 namespace ap {
 
 // Everything one forward of a Sequential saved, for one microbatch. Owned by the caller.
 struct sequential_cache {
   std::vector<layer_cache> layers;  // one per layer
-  std::vector<tensor> dys;          // dy at each layer's output, kept by backward_input for backward_weight
+  std::vector<tensor> dys;          // dys[i] (rows, layer i's output width): dy at layer i's output, kept by
+                                    // backward_input for backward_weight
 };
 
 struct sequential_options {

@@ -2,8 +2,6 @@
 
 #include <cmath>
 
-#include "model/elementwise.hpp"
-
 namespace ap {
 
 tensor sigmoid::forward(const tensor& x, layer_cache& cache, const forward_context&) const {
@@ -12,18 +10,17 @@ tensor sigmoid::forward(const tensor& x, layer_cache& cache, const forward_conte
   float* py = y.data();
   // exp(-x) overflows to inf for x < -88, giving exactly 0: the right limit, no NaN.
   for (std::size_t i = 0; i < x.size(); ++i) py[i] = 1.0f / (1.0f + std::exp(-px[i]));
-  cache.saved.assign({y});
+  cache.emplace<saved>().y = y;
   return y;
 }
 
-tensor sigmoid::backward_input(const tensor& dy, const layer_cache& cache) const {
-  const tensor& y = saved_matching(*this, dy, cache);
-  tensor dx = tensor::from_shape(dy.shape());
+void sigmoid::backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const {
+  const tensor& y = cache.get<saved>(*this).y;
+  check_dy_shape(dy, shape_of(y), *this);
+  if (!dx) return;
   const float* py = y.data();
   const float* pdy = dy.data();
-  float* pdx = dx.data();
-  for (std::size_t i = 0; i < dy.size(); ++i) pdx[i] = py[i] * (1.0f - py[i]) * pdy[i];
-  return dx;
+  accumulate_elementwise(*dx, shape_of(y), *this, [&](std::size_t i) { return py[i] * (1.0f - py[i]) * pdy[i]; });
 }
 
 }  // namespace ap

@@ -8,9 +8,11 @@ namespace ap {
 class sigmoid final : public layer {
  public:
   std::string describe() const override { return "Sigmoid"; }
-  // cache.saved = {y (rows, features): dsigmoid = y (1 - y)}
+  struct saved : saved_state {
+    tensor y;  // (rows, features): dsigmoid = y (1 - y)
+  };
   tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
-  tensor backward_input(const tensor& dy, const layer_cache& cache) const override;
+  void backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const override;
   std::unique_ptr<layer> clone() const override { return std::make_unique<sigmoid>(*this); }
   std::string spec() const override { return "sigmoid"; }
 };

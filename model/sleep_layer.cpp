@@ -26,11 +26,13 @@ tensor sleep_layer::forward(const tensor& x, layer_cache&, const forward_context
   return x;
 }
 
-tensor sleep_layer::backward_input(const tensor& dy, const layer_cache&) const {
+void sleep_layer::backward_input(const tensor& dy, layer_cache&, tensor* dx) const {
   sleep_ms(backward_ms_ / 2);
-  return dy;
+  if (!dx) return;
+  const float* pdy = dy.data();
+  accumulate_elementwise(*dx, shape_of(dy), *this, [&](std::size_t i) { return pdy[i]; });
 }
 
-void sleep_layer::backward_weight(const tensor&, const layer_cache&) { sleep_ms(backward_ms_ / 2); }
+void sleep_layer::backward_weight(const tensor&, layer_cache&) { sleep_ms(backward_ms_ / 2); }
 
 }  // namespace ap

@@ -12,8 +12,8 @@ class sleep_layer final : public layer {
   sleep_layer(double forward_ms, double backward_ms) : forward_ms_(forward_ms), backward_ms_(backward_ms) {}
   std::string describe() const override;
   tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
-  tensor backward_input(const tensor& dy, const layer_cache& cache) const override;
-  void backward_weight(const tensor& dy, const layer_cache& cache) override;
+  void backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const override;
+  void backward_weight(const tensor& dy, layer_cache& cache) override;
   std::unique_ptr<layer> clone() const override { return std::make_unique<sleep_layer>(*this); }
   std::string spec() const override;
 

@@ -2,8 +2,6 @@
 
 #include <cmath>
 
-#include "model/elementwise.hpp"
-
 namespace ap {
 
 tensor tanh_layer::forward(const tensor& x, layer_cache& cache, const forward_context&) const {
@@ -11,18 +9,17 @@ tensor tanh_layer::forward(const tensor& x, layer_cache& cache, const forward_co
   const float* px = x.data();
   float* py = y.data();
   for (std::size_t i = 0; i < x.size(); ++i) py[i] = std::tanh(px[i]);
-  cache.saved.assign({y});
+  cache.emplace<saved>().y = y;
   return y;
 }
 
-tensor tanh_layer::backward_input(const tensor& dy, const layer_cache& cache) const {
-  const tensor& y = saved_matching(*this, dy, cache);
-  tensor dx = tensor::from_shape(dy.shape());
+void tanh_layer::backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const {
+  const tensor& y = cache.get<saved>(*this).y;
+  check_dy_shape(dy, shape_of(y), *this);
+  if (!dx) return;
   const float* py = y.data();
   const float* pdy = dy.data();
-  float* pdx = dx.data();
-  for (std::size_t i = 0; i < dy.size(); ++i) pdx[i] = (1.0f - py[i] * py[i]) * pdy[i];
-  return dx;
+  accumulate_elementwise(*dx, shape_of(y), *this, [&](std::size_t i) { return (1.0f - py[i] * py[i]) * pdy[i]; });
 }
 
 }  // namespace ap

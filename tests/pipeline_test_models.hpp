@@ -23,6 +23,18 @@ inline sequential nine_layer_model(std::uint64_t seed = 7) {
   return m;
 }
 
+// Six elements, five of them blocks (residual ones holding LayerNorm, GELU, Dropout, Tanh): stages hold
+// whole blocks; a block first makes stage 0 run a block's inner backward_input without its dx.
+inline sequential residual_block_model(std::uint64_t seed = 7) {
+  sequential m;
+  for (const char* spec : {"block[linear:12:16,gelu]", "residual[layernorm:16,linear:16:24,gelu,dropout:0.1:3,linear:24:16]",
+                           "residual[layernorm:16,linear:16:16,tanh]", "block[linear:16:16,relu]",
+                           "residual[layernorm:16,linear:16:32,gelu,linear:32:16]", "linear:16:4"})
+    m.add(make_layer(spec));
+  m.initialize(seed);
+  return m;
+}
+
 inline dataset small_blobs(std::size_t samples = 48) { return make_blobs(samples, 12, 4, 3); }
 
 inline std::map<std::string, tensor> parameter_values(sequential& m) {

@@ -383,3 +383,27 @@ TEST_CASE("materialize_optimizer_state: zero state for every parameter, weights 
     CHECK(same_bits(*t, zeros(shape_of(*t))));
   }
 }
+
+TEST_CASE("checkpoint of a model of blocks: hierarchical names, rebuilt from the file, loaded whole or by slice") {
+  scratch_dir dir("ckpt_blocks");
+  sequential model = sequential::from_layer_specs(
+      {"linear:4:6", "residual[layernorm:6,linear:6:6,gelu]", "block[linear:6:3,tanh]"});
+  model.initialize(21);
+  save_checkpoint(dir.file("m.safetensors"), model, nullptr, training_state{});
+  const checkpoint_info info = read_checkpoint_info(dir.file("m.safetensors"));
+  CHECK(info.layer_specs == model.layer_specs());
+  sequential rebuilt = sequential::from_layer_specs(info.layer_specs);
+  load_checkpoint(dir.file("m.safetensors"), rebuilt, nullptr);
+  auto expected = model.parameters(), got = rebuilt.parameters();
+  REQUIRE(got.size() == expected.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    CAPTURE(expected[i].name);
+    CHECK(got[i].name == expected[i].name);
+    CHECK(same_bits(*got[i].value, *expected[i].value));
+  }
+  CHECK(expected[2].name == "1.0.gamma");
+  CHECK(expected[4].name == "1.1.weight");
+  sequential tail = sequential::from_layer_specs({info.layer_specs[1], info.layer_specs[2]}, 1);
+  load_checkpoint_slice(dir.file("m.safetensors"), tail, nullptr);
+  CHECK(same_bits(*tail.parameters()[2].value, *model.parameters()[4].value));
+}

@@ -371,6 +371,70 @@ TEST_CASE("a node asked for a port in use exits at once with a clear error") {
   CHECK(contains(log, "port " + std::to_string(first.port()) + " is already in use"));
 }
 
+namespace {
+
+// A layer kind this test binary registers and `actorpipe node` does not know: y = 2 x.
+class doubling final : public layer {
+ public:
+  std::string describe() const override { return "Doubling"; }
+  tensor forward(const tensor& x, layer_cache&, const forward_context&) const override {
+    tensor y = x;
+    for (float& v : y) v *= 2.0f;
+    return y;
+  }
+  void backward_input(const tensor& dy, layer_cache&, tensor* dx) const override {
+    if (!dx) return;
+    float* pdx = accumulate_into(*dx, shape_of(dy), *this);
+    for (std::size_t i = 0; i < dy.size(); ++i) pdx[i] += 2.0f * dy.data()[i];
+  }
+  std::unique_ptr<layer> clone() const override { return std::make_unique<doubling>(*this); }
+  std::string spec() const override { return "net_doubling"; }
+};
+
+const layer_kind_registration doubling_kind{"net_doubling", [](const layer_spec& s) {
+                                              s.expect_fields(0, "net_doubling");
+                                              return std::make_unique<doubling>();
+                                            }};
+
+}  // namespace
+
+TEST_CASE("a model using a layer kind the node lacks is refused at set-up, naming the kind and the node") {
+  test::node_process node(actorpipe);
+  const dataset d = test::small_blobs(8);
+  pipeline_options o;
+  o.stages = 2;
+  o.nodes = {node.address()};
+  for (const char* spec : {"net_doubling", "residual[layernorm:16,net_doubling]"}) {
+    CAPTURE(spec);
+    sequential model = sequential::from_layer_specs({"linear:12:16", "relu", spec, "linear:16:4"});
+    model.initialize(1);
+    std::string message;
+    CHECK(seconds_of([&] { message = construction_error(model, o); }) < 5.0);
+    INFO(message);
+    CHECK(contains(message, "node " + node.address() + " lacks layer kind 'net_doubling', used by stage 1 (layer 2 " +
+                                spec + ")"));
+    // In one process the same model trains: this binary knows the kind.
+    pipeline_options local = o;
+    local.nodes.clear();
+    pipeline in_process(model, local);
+    CHECK(std::isfinite(in_process.train_step(d.inputs, d.labels, 0)));
+  }
+  // The node was left clean and serves a model it can build.
+  pipeline next(test::nine_layer_model(), o);
+  CHECK(std::isfinite(next.train_step(d.inputs, d.labels, 0)));
+}
+
+TEST_CASE("the handshake carries the layer kinds; layer_kinds_lacking lists what a node cannot build") {
+  const auto kinds = local_handshake().layer_kinds;
+  CHECK(kinds == registered_layer_kinds());
+  CHECK(std::find(kinds.begin(), kinds.end(), "net_doubling") != kinds.end());
+  CHECK(layer_kinds_lacking({"linear", "net_doubling", "gelu"}, {"gelu", "linear"}) == std::vector<std::string>{"net_doubling"});
+  CHECK(layer_kinds_lacking({"linear"}, {"linear"}).empty());
+  handshake other = local_handshake();
+  other.layer_kinds = {"linear"};
+  CHECK(handshake_mismatch(local_handshake(), other, "me", "node x:1").empty());  // differing kinds are not refused here
+}
+
 TEST_CASE("the handshake names what differs") {
   const handshake mine = local_handshake();
   CHECK(mine.little_endian == host_is_little_endian());

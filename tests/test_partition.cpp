@@ -181,3 +181,14 @@ TEST_CASE("predicted busy time sums each stage's chunks times the microbatches")
   CHECK(sim.backward_weight == std::vector<double>{3, 1});
   CHECK_THROWS_AS(predicted_busy_s(costs, {{0, 5}}, 1, 1), std::invalid_argument);
 }
+
+TEST_CASE("measured costs of a model of blocks, a block first (whose backward_weight needs its inner backward_input)") {
+  sequential model = sequential::from_layer_specs(
+      {"block[linear:12:16,gelu]", "residual[layernorm:16,linear:16:16,tanh]", "linear:16:4"});
+  model.initialize(2);
+  const tensor sample = make_blobs(8, 12, 4, 1).inputs;
+  const auto costs = measure_layer_costs(model, sample, 2);
+  REQUIRE(costs.size() == 3);
+  CHECK(costs[0].backward_input_s == 0.0);
+  CHECK(partition_counts(partition_method::parameters, model, costs, 2).size() == 2);
+}

@@ -15,15 +15,17 @@ struct run_result {
 
 constexpr int steps = 3;
 
-run_result train_single(const dataset& d, const optimizer_config& opt) {
-  run_result r{test::nine_layer_model(), {}};
+using model_factory = sequential (*)(std::uint64_t);
+
+run_result train_single(const dataset& d, const optimizer_config& opt, model_factory make = test::nine_layer_model) {
+  run_result r{make(7), {}};
   local_runner runner(r.model, opt);
   for (int s = 0; s < steps; ++s) r.losses.push_back(runner.train_step(d.inputs, d.labels, s));
   return r;
 }
 
-run_result train_pipeline(const dataset& d, const pipeline_options& o) {
-  pipeline pipe(test::nine_layer_model(), o);
+run_result train_pipeline(const dataset& d, const pipeline_options& o, model_factory make = test::nine_layer_model) {
+  pipeline pipe(make(7), o);
   run_result r{sequential{}, {}};
   for (int s = 0; s < steps; ++s) r.losses.push_back(pipe.train_step(d.inputs, d.labels, s));
   r.model = pipe.gather_model();
@@ -87,6 +89,29 @@ TEST_CASE("zero-bubble ZB-H1 and interleaved 1F1B equal single-process training"
       run_result piped = train_pipeline(d, o);
       check_equal(single, piped, "interleaved v=2 p=" + std::to_string(stages) + " m=" + std::to_string(m));
     }
+}
+
+TEST_CASE("a model of residual blocks: every schedule equals single-process training") {
+  const dataset d = test::small_blobs(24);
+  optimizer_config opt;
+  opt.kind = "adam";
+  opt.lr = 0.01f;
+  run_result single = train_single(d, opt, test::residual_block_model);
+  struct setup { std::string schedule; int stages, chunks, microbatches; };
+  for (const setup& u : {setup{"gpipe", 2, 1, 4}, setup{"1f1b", 3, 1, 3}, setup{"1f1b", 6, 1, 8},
+                         setup{"zb-h1", 2, 1, 4}, setup{"zb-h1", 4, 1, 3}, setup{"interleaved", 2, 2, 4},
+                         setup{"interleaved", 3, 2, 6}}) {
+    pipeline_options o;
+    o.stages = u.stages;
+    o.chunks_per_stage = u.chunks;
+    o.microbatches = u.microbatches;
+    o.schedule = u.schedule;
+    o.optimizer = opt;
+    run_result piped = train_pipeline(d, o, test::residual_block_model);
+    CHECK(piped.model.layer_specs() == single.model.layer_specs());
+    check_equal(single, piped, "residual blocks, " + u.schedule + " p=" + std::to_string(u.stages) + " v=" +
+                                   std::to_string(u.chunks) + " m=" + std::to_string(u.microbatches));
+  }
 }
 
 TEST_CASE("an explicit partition trains like a uniform one") {

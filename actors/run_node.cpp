@@ -1,0 +1,118 @@
+#include "actors/run_node.hpp"
+
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <algorithm>
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <stdexcept>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include "actors/node.hpp"
+#include "tensor/compute.hpp"
+#include "tensor/tensor.hpp"
+
+namespace ap {
+namespace {
+
+// Why CAF could not listen on host:port, in words a user can act on: binds a plain socket the same way.
+std::string listen_failure(const std::string& host, int port, const caf::error& e) {
+  const std::string where = host + ":" + std::to_string(port);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  if (int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found); rc != 0)
+    return "cannot listen on " + where + ": unknown host " + host + " (" + gai_strerror(rc) + ")";
+  std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> guard(found, freeaddrinfo);
+  const int fd = socket(found->ai_family, found->ai_socktype, found->ai_protocol);
+  int error = 0;
+  if (fd >= 0) {
+    const int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, found->ai_addr, found->ai_addrlen) != 0 || listen(fd, 1) != 0) error = errno;
+    close(fd);
+  }
+  if (error == EADDRINUSE)
+    return "cannot listen on " + where + ": port " + std::to_string(port) +
+           " is already in use (another node?); pick another --port, or 0 for a free one";
+  if (error == EADDRNOTAVAIL) return "cannot listen on " + where + ": " + host + " is not an address of this machine";
+  if (error == EACCES) return "cannot listen on " + where + ": permission denied (ports below 1024 need privileges)";
+  return "cannot listen on " + where + ": " + caf::to_string(e) + (error ? std::string(" (") + std::strerror(error) + ")" : "");
+}
+
+}  // namespace
+
+void run_node(const node_run_options& o) {
+  if (o.port < 0 || o.port > 65535) throw std::invalid_argument("--port must be 0..65535, got " + std::to_string(o.port));
+  set_compute_threads(1);  // one stage, one core; the node may host several stages
+  caf::actor_system_config config;
+  enable_network(config);
+  config.set("scheduler.max-threads", 2);
+  caf::actor_system system{config};
+  auto node = spawn_node(system, node_options{o.protocol_version, [](const std::string& line) {
+                                                std::cerr << "node: " + line + "\n" << std::flush;
+                                              }});
+  // reuse_addr: a restarted node can take its old port while the old connections linger in TIME_WAIT;
+  // a port another process listens on is still refused.
+  auto port = system.middleman().publish(node, static_cast<std::uint16_t>(o.port), o.host.c_str(), true);
+  if (!port) {
+    caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
+    throw std::runtime_error(listen_failure(o.host, o.port, port.error()));
+  }
+  std::cout << "node listening on " << o.host << ":" << *port << std::endl;  // endl: the parent waits for it
+  caf::scoped_actor self{system};
+  self->wait_for(node);
+}
+
+
+int run_node(int argc, char** argv) {
+  keep_tensor_memory();
+  node_run_options o;
+  const std::string usage = "usage: " + std::string(argc > 0 ? argv[0] : "node") +
+                            " [node] [--host HOST] [--port PORT (0: a free one)]";
+  try {
+    int i = 1;
+    if (i < argc && std::string(argv[i]) == "node") ++i;
+    for (; i < argc; ++i) {
+      const std::string arg = argv[i];
+      if (arg == "--help" || arg == "-h") {
+        std::cout << usage << "\n";
+        return 0;
+      }
+      if (i + 1 >= argc) throw std::invalid_argument("option " + arg + " needs a value");
+      const std::string value = argv[++i];
+      if (arg == "--host") {
+        o.host = value;
+      } else if (arg == "--port" || arg == "--protocol-version") {
+        std::size_t used = 0;
+        long long v = -1;
+        try {
+          v = std::stoll(value, &used);
+        } catch (const std::exception&) {
+        }
+        if (used != value.size() || v < 0) throw std::invalid_argument(arg + " needs a non-negative integer, got " + value);
+        if (arg == "--port")
+          o.port = static_cast<int>(std::min<long long>(v, 1 << 20));
+        else
+          o.protocol_version = static_cast<std::uint32_t>(v);
+      } else {
+        throw std::invalid_argument("unknown option " + arg + "\n" + usage);
+      }
+    }
+    run_node(o);
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace ap

@@ -1,0 +1,33 @@
+// The node process's main loop, callable from any program: `actorpipe node` is one caller, and a user's
+// own binary that registers extra layer kinds is another (a node builds layers by name, so it can only host
+// the kinds linked into it; the handshake refuses a model using a kind the node lacks):
+//
+//   #include "actors/run_node.hpp"
+//   // ... the user's layer and its ap::layer_kind_registration ...
+//   int main(int argc, char** argv) { return ap::run_node(argc, argv); }   // my_node --port 4242
+//
+// Prints "node listening on HOST:PORT" once it accepts connections, then runs until killed or told to quit.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "actors/handshake.hpp"
+
+namespace ap {
+
+struct node_run_options {
+  std::string host = "127.0.0.1";
+  int port = 0;  // 0: the system picks a free one, printed on stdout
+  std::uint32_t protocol_version = wire_protocol_version;  // another one only to test the refusal
+};
+
+// Runs a node until it is told to quit; throws std::runtime_error / std::invalid_argument with a text a
+// user can act on (a port in use, an unknown host).
+void run_node(const node_run_options& options);
+
+// The same from command-line arguments: [node] [--host HOST] [--port PORT] [--protocol-version V], the
+// leading word "node" optional. Returns the process exit code; errors go to stderr.
+int run_node(int argc, char** argv);
+
+}  // namespace ap

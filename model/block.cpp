@@ -1,0 +1,151 @@
+#include "model/block.hpp"
+
+#include <stdexcept>
+
+#include "model/seeded_random.hpp"
+
+namespace ap {
+
+namespace {
+
+std::string part_name(std::size_t i, const layer& l) { return "part " + std::to_string(i) + " " + l.describe(); }
+
+std::optional<std::size_t> first_in(const std::vector<std::unique_ptr<layer>>& parts) {
+  for (const auto& p : parts)
+    if (auto in = p->in_features()) return in;
+  return std::nullopt;
+}
+
+std::optional<std::size_t> last_out(const std::vector<std::unique_ptr<layer>>& parts) {
+  for (std::size_t j = parts.size(); j-- > 0;)
+    if (auto out = parts[j]->out_features()) return out;
+  return std::nullopt;
+}
+
+}  // namespace
+
+block::block(std::vector<std::unique_ptr<layer>> parts, bool residual) : parts_(std::move(parts)), residual_(residual) {
+  const std::string kind = residual_ ? "Residual" : "Block";
+  if (parts_.empty()) throw std::invalid_argument(kind + " needs at least one part");
+  for (const auto& p : parts_)
+    if (!p) throw std::invalid_argument(kind + ": null part");
+  // The width so far is set by the last part that fixes one; element-wise parts pass it through.
+  std::optional<std::size_t> width;
+  std::size_t set_by = 0;
+  for (std::size_t i = 0; i < parts_.size(); ++i) {
+    if (auto in = parts_[i]->in_features(); in && width && *in != *width)
+      throw std::invalid_argument(kind + ": " + part_name(i, *parts_[i]) + " takes " + std::to_string(*in) +
+                                  " features but " + part_name(set_by, *parts_[set_by]) + " gives " +
+                                  std::to_string(*width));
+    if (auto out = parts_[i]->out_features()) width = out, set_by = i;
+  }
+  const auto in = first_in(parts_), out = last_out(parts_);
+  if (residual_ && in && out && *in != *out)
+    throw std::invalid_argument("Residual: its parts map " + std::to_string(*in) + " features to " +
+                                std::to_string(*out) + ", but x + f(x) needs f to keep the width");
+}
+
+block::block(const block& other) : residual_(other.residual_) {
+  for (const auto& p : other.parts_) parts_.push_back(p->clone());
+}
+
+std::string block::describe() const {
+  std::string text = residual_ ? "Residual(" : "Block(";
+  for (std::size_t i = 0; i < parts_.size(); ++i) text += (i ? " " : "") + parts_[i]->describe();
+  return text + ")";
+}
+
+std::string block::spec() const {
+  std::string text = residual_ ? "residual[" : "block[";
+  for (std::size_t i = 0; i < parts_.size(); ++i) text += (i ? "," : "") + parts_[i]->spec();
+  return text + "]";
+}
+
+// x + f(x): a residual's input and output have the same width, whichever of its parts fixes it.
+std::optional<std::size_t> block::in_features() const {
+  if (auto in = first_in(parts_)) return in;
+  return residual_ ? last_out(parts_) : std::nullopt;
+}
+
+std::optional<std::size_t> block::out_features() const {
+  if (auto out = last_out(parts_)) return out;
+  return residual_ ? first_in(parts_) : std::nullopt;
+}
+
+tensor block::forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const {
+  saved& s = cache.emplace<saved>();
+  s.parts.resize(parts_.size());
+  s.dys.clear();
+  s.input_done = false;
+  tensor h = parts_[0]->forward(x, s.parts[0], ctx);
+  for (std::size_t i = 1; i < parts_.size(); ++i) h = parts_[i]->forward(h, s.parts[i], ctx);
+  if (!residual_) return h;
+  if (shape_of(h) != shape_of(x))
+    throw std::invalid_argument(describe() + ": its parts map an input of shape " + shape_string(x) + " to " +
+                                shape_string(h) + ", but x + f(x) needs the same shape");
+  float* ph = h.data();
+  const float* px = x.data();
+  for (std::size_t i = 0, n = h.size(); i < n; ++i) ph[i] += px[i];
+  return h;
+}
+
+void block::backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const {
+  saved& s = cache.get<saved>(*this);
+  const std::size_t n = parts_.size();
+  if (s.parts.size() != n)
+    throw std::invalid_argument(describe() + " backward: the cache holds " + std::to_string(s.parts.size()) +
+                                " part caches for " + std::to_string(n) + " parts");
+  s.dys.resize(n - 1);
+  const tensor* d = &dy;  // dy at part i's output
+  for (std::size_t i = n; i-- > 1;) {
+    tensor& below = s.dys[i - 1];
+    below = tensor{};  // unset: part i accumulates into fresh zeros (Note [dx accumulates])
+    parts_[i]->backward_input(*d, s.parts[i], &below);
+    d = &below;
+  }
+  parts_[0]->backward_input(*d, s.parts[0], dx);
+  if (residual_ && dx) {  // the skip path: dx += dy
+    float* pdx = accumulate_into(*dx, shape_of(dy), *this);
+    const float* pdy = dy.data();
+    for (std::size_t i = 0, m = dy.size(); i < m; ++i) pdx[i] += pdy[i];
+  }
+  s.input_done = true;
+}
+
+void block::backward_weight(const tensor& dy, layer_cache& cache) {
+  saved& s = cache.get<saved>(*this);
+  if (!s.input_done)
+    throw std::invalid_argument(describe() + " backward_weight: run backward_input first (it stashes the inner dy's)");
+  const std::size_t n = parts_.size();
+  for (std::size_t i = 0; i < n; ++i) parts_[i]->backward_weight(i + 1 == n ? dy : s.dys[i], s.parts[i]);
+}
+
+std::vector<parameter> block::parameters(const std::string& prefix) {
+  std::vector<parameter> all;
+  for (std::size_t i = 0; i < parts_.size(); ++i)
+    for (parameter& p : parts_[i]->parameters(prefix + std::to_string(i) + ".")) all.push_back(std::move(p));
+  return all;
+}
+
+void block::initialize(std::uint64_t seed) {
+  for (std::size_t i = 0; i < parts_.size(); ++i) parts_[i]->initialize(hash_counters(seed, i));
+}
+
+double block::flops_per_row() const {
+  double sum = 0.0;
+  for (const auto& p : parts_) sum += p->flops_per_row();
+  return sum;
+}
+
+std::unique_ptr<layer> make_block(const layer_spec& spec, bool residual) {
+  spec.expect_parts(residual ? "residual[SPEC,SPEC,...]" : "block[SPEC,SPEC,...]");
+  std::vector<std::unique_ptr<layer>> parts;
+  try {
+    for (const std::string& p : spec.parts) parts.push_back(make_layer(p));
+    return std::make_unique<block>(std::move(parts), residual);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument("in '" + spec.text + "': " + e.what());
+  }
+}
+
+}  // namespace ap

@@ -1,0 +1,60 @@
+// Blocks: layers made of sub-layers run in order, y = f(x) with f = parts[n-1] o ... o parts[0]; a residual
+// block adds its input, y = x + f(x) (llm.c's residual_forward). A block is one layer to everything above
+// it: one element of a Sequential, so the unit of partitioning (a stage holds whole blocks), one spec text
+// ("residual[layernorm:64,linear:64:256,gelu,linear:256:64]", layer_spec.hpp), parameters named by
+// position ("3.1.weight": block 3, its sub-layer 1), each sub-layer initialised from its own seed.
+//
+// Backward needs no special case for the residual: by Note [dx accumulates] in layer.hpp, parts[0] adds
+// f's input gradient into dx and the block adds dy into the same dx (the skip path). For Note [backward
+// split], backward_input stashes the dy at each inner boundary in the block's own cache, and
+// backward_weight hands each part its dy from there.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "model/layer.hpp"
+#include "model/layer_spec.hpp"
+
+namespace ap {
+
+class block final : public layer {
+ public:
+  // Throws std::invalid_argument when there are no parts, when the parts' widths do not chain, or, for a
+  // residual, when f does not keep the width; the text names the parts and widths.
+  block(std::vector<std::unique_ptr<layer>> parts, bool residual);
+  block(const block& other);  // deep copy of the parts
+
+  struct saved : saved_state {
+    std::vector<layer_cache> parts;  // one per part, in order
+    std::vector<tensor> dys;         // dys[i] (rows, part i's output width): dy at part i's output, for
+                                     // i < n - 1 (the last part's dy is the block's own); from backward_input
+    bool input_done = false;         // backward_input ran since the forward: dys are valid
+  };
+  tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
+  void backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const override;
+  void backward_weight(const tensor& dy, layer_cache& cache) override;
+
+  std::string describe() const override;  // "Residual(LayerNorm(64) Linear(64->256) GELU Linear(256->64))"
+  std::optional<std::size_t> in_features() const override;
+  std::optional<std::size_t> out_features() const override;
+  std::vector<parameter> parameters(const std::string& prefix) override;
+  std::unique_ptr<layer> clone() const override { return std::make_unique<block>(*this); }
+  std::string spec() const override;
+  void initialize(std::uint64_t seed) override;
+  double flops_per_row() const override;
+
+  bool residual() const { return residual_; }
+  std::size_t size() const { return parts_.size(); }
+  const layer& part(std::size_t i) const { return *parts_.at(i); }
+
+ private:
+  std::vector<std::unique_ptr<layer>> parts_;
+  bool residual_;
+};
+
+// The factory of the kinds "block" and "residual": builds each part with make_layer; errors name the
+// block's text and the part's.
+std::unique_ptr<layer> make_block(const layer_spec& spec, bool residual);
+
+}  // namespace ap

@@ -1,0 +1,35 @@
+#include "model/layer.hpp"
+
+#include <stdexcept>
+
+namespace ap {
+
+void layer_cache::wrong_cache(const layer& who) const {
+  if (!state_)
+    throw std::invalid_argument(who.describe() +
+                                " backward: the cache is empty (no forward of this layer ran into it, or it was freed)");
+  throw std::invalid_argument(who.describe() + " backward: the cache holds what a forward of another layer kind saved");
+}
+
+namespace {
+bool unset(const tensor& t) { return t.dimension() == 0 || t.size() == 0; }
+}  // namespace
+
+float* accumulate_into(tensor& dx, const shape_t& shape, const layer& who, bool* fresh) {
+  if (fresh) *fresh = unset(dx);
+  if (unset(dx)) {
+    dx = fresh ? tensor::from_shape(shape) : zeros(shape);
+  } else if (shape_of(dx) != shape) {
+    throw std::invalid_argument(who.describe() + " backward: dx buffer of shape " + shape_string(dx) +
+                                " does not match the forward's input " + shape_string(shape));
+  }
+  return dx.data();
+}
+
+void check_dy_shape(const tensor& dy, const shape_t& expected, const layer& who) {
+  if (shape_of(dy) != expected)
+    throw std::invalid_argument(who.describe() + " backward: dy of shape " + shape_string(dy) +
+                                " does not match the forward's " + shape_string(expected));
+}
+
+}  // namespace ap

@@ -1,0 +1,133 @@
+// The layer-kind registry and make_layer(): the one place that maps spec texts to layer types.
+#include "model/layer_registry.hpp"
+
+#include <map>
+#include <mutex>
+#include <stdexcept>
+
+#include "model/block.hpp"
+#include "model/dropout.hpp"
+#include "model/gelu.hpp"
+#include "model/layer_norm.hpp"
+#include "model/linear.hpp"
+#include "model/relu.hpp"
+#include "model/sigmoid.hpp"
+#include "model/sleep_layer.hpp"
+#include "model/tanh.hpp"
+
+namespace ap {
+
+namespace {
+
+struct registry {
+  std::mutex mutex;
+  std::map<std::string, layer_factory> factories;
+};
+
+// Every registration, built-in or user, goes through here.
+void add_kind(registry& r, const std::string& kind, layer_factory factory) {
+  // A kind must read back through parse_layer_spec, which stops the kind at the first other character.
+  bool valid = false;
+  try {
+    valid = parse_layer_spec(kind).kind == kind;
+  } catch (const std::invalid_argument&) {
+  }
+  if (!valid)
+    throw std::logic_error("cannot register layer kind '" + kind +
+                           "': a kind is lower-case letters, digits and '_', starting with a letter");
+  if (!factory) throw std::logic_error("cannot register layer kind '" + kind + "': no factory");
+  std::lock_guard<std::mutex> lock(r.mutex);
+  if (!r.factories.emplace(kind, std::move(factory)).second)
+    throw std::logic_error("layer kind '" + kind + "' is registered twice");
+}
+
+void register_builtin_kinds(registry& r);
+
+// Built on first use, with the built-in kinds, so user registrations during static initialisation
+// (in whatever order) find it ready. Never destroyed: static destructors elsewhere may still build layers.
+registry& the_registry() {
+  static registry* r = [] {
+    auto* made = new registry;
+    register_builtin_kinds(*made);
+    return made;
+  }();
+  return *r;
+}
+
+template <class L>
+layer_factory plain(const char* form) {
+  return [form](const layer_spec& s) -> std::unique_ptr<layer> {
+    s.expect_fields(0, form);
+    return std::make_unique<L>();
+  };
+}
+
+void register_builtin_kinds(registry& r) {
+  const auto register_layer_kind = [&r](const std::string& kind, layer_factory f) { add_kind(r, kind, std::move(f)); };
+  register_layer_kind("linear", [](const layer_spec& s) {
+    s.expect_fields(2, "linear:IN:OUT");
+    return std::make_unique<linear>(s.width(0), s.width(1));
+  });
+  register_layer_kind("layernorm", [](const layer_spec& s) {
+    s.expect_fields(1, "layernorm:WIDTH");
+    return std::make_unique<layer_norm>(s.width(0));
+  });
+  register_layer_kind("dropout", [](const layer_spec& s) {
+    s.expect_fields(2, "dropout:P:SEED");
+    const float p = s.number(0);
+    if (!(p >= 0.0f && p < 1.0f))
+      throw std::invalid_argument("bad layer spec '" + s.text + "': dropout probability must be in [0, 1)");
+    return std::make_unique<dropout>(p, s.seed(1));
+  });
+  register_layer_kind("sleep", [](const layer_spec& s) {
+    s.expect_fields(2, "sleep:FORWARD_MS:BACKWARD_MS");
+    const float forward_ms = s.number(0), backward_ms = s.number(1);
+    if (forward_ms < 0 || backward_ms < 0)
+      throw std::invalid_argument("bad layer spec '" + s.text + "': sleep times must not be negative");
+    return std::make_unique<sleep_layer>(forward_ms, backward_ms);
+  });
+  register_layer_kind("relu", plain<relu>("relu"));
+  register_layer_kind("gelu", plain<gelu>("gelu"));
+  register_layer_kind("tanh", plain<tanh_layer>("tanh"));
+  register_layer_kind("sigmoid", plain<sigmoid>("sigmoid"));
+  register_layer_kind("block", [](const layer_spec& s) { return make_block(s, /*residual=*/false); });
+  register_layer_kind("residual", [](const layer_spec& s) { return make_block(s, /*residual=*/true); });
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+}  // namespace
+
+void register_layer_kind(const std::string& kind, layer_factory factory) {
+  add_kind(the_registry(), kind, std::move(factory));
+}
+
+std::vector<std::string> registered_layer_kinds() {
+  registry& r = the_registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  std::vector<std::string> kinds;
+  for (const auto& [kind, f] : r.factories) kinds.push_back(kind);
+  return kinds;
+}
+
+std::unique_ptr<layer> make_layer(const std::string& spec) {
+  const layer_spec parsed = parse_layer_spec(spec);
+  layer_factory factory;
+  {
+    registry& r = the_registry();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    if (auto it = r.factories.find(parsed.kind); it != r.factories.end()) factory = it->second;
+  }
+  if (!factory)
+    throw std::invalid_argument("bad layer spec '" + spec + "': unknown layer kind '" + parsed.kind +
+                                "' (known: " + joined(registered_layer_kinds()) + ")");
+  std::unique_ptr<layer> made = factory(parsed);
+  if (!made) throw std::logic_error("the factory of layer kind '" + parsed.kind + "' built nothing for '" + spec + "'");
+  return made;
+}
+
+}  // namespace ap

@@ -1,0 +1,50 @@
+// examples/custom_layer.cpp end to end: its own binary as two nodes, trained like one process; and
+// `actorpipe node`, which lacks the example's layer kind, refusing it at set-up.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <string>
+
+#include "node_process.hpp"
+#include "test_support.hpp"
+
+using namespace ap::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string example = std::string(AP_BINARY_DIR) + "/examples/example_custom_layer";
+const std::string actorpipe = std::string(AP_BINARY_DIR) + "/cli/actorpipe";
+
+// Its stdout up to the line starting with `last` (or until it stops writing for 60 s).
+std::string output_until(child_process& p, const std::string& last) {
+  std::string out;
+  for (;;) {
+    const std::string line = p.read_line(60s);
+    out += line + "\n";
+    if (line.empty() || line.rfind(last, 0) == 0) return out;
+  }
+}
+
+}  // namespace
+
+TEST_CASE("the custom-layer example trains on two of its own nodes exactly like one process") {
+  node_process first(example), second(example);
+  child_process run({example, first.address(), second.address()});
+  const std::string out = output_until(run, "final loss");
+  INFO(out << run.stderr_text());
+  CHECK(contains(out, "2 nodes step 4: loss "));
+  CHECK(contains(out, ": the same"));
+  CHECK(run.wait_exit(30s) == 0);
+  CHECK(contains(first.process().stderr_text(), "FeatureScale(32)"));
+}
+
+TEST_CASE("`actorpipe node` does not know the example's layer: refused at set-up naming the kind and the node") {
+  node_process node(actorpipe);
+  child_process run({example, node.address()});
+  CHECK(run.wait_exit(60s) == 1);
+  const std::string err = run.stderr_text();
+  INFO(err);
+  CHECK(contains(err, "node " + node.address() + " lacks layer kind 'feature_scale', used by stage 0 (layer 1 feature_scale:32)"));
+  CHECK(node.process().running());
+}
