@@ -10,8 +10,8 @@
 
 #include <caf/all.hpp>
 
-#include "actors/communicator.hpp"
-#include "actors/messages.hpp"
+#include "network/communicator.hpp"
+#include "network/messages.hpp"
 
 namespace ap {
 

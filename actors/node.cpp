@@ -6,7 +6,7 @@
 
 #include <caf/io/all.hpp>
 
-#include "actors/message_types.hpp"
+#include "network/message_types.hpp"
 
 namespace ap {
 

@@ -25,7 +25,7 @@
 
 #include <caf/all.hpp>
 
-#include "actors/handshake.hpp"
+#include "network/handshake.hpp"
 #include "actors/stage_spawner.hpp"
 
 namespace ap {

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "actors/event_log.hpp"
-#include "actors/stage_info.hpp"
+#include "stage/event_log.hpp"
+#include "plan/stage_info.hpp"
 #include "model/optimizer.hpp"
 #include "model/sequential.hpp"
 #include "schedule/schedule.hpp"

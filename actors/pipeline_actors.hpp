@@ -18,9 +18,9 @@
 
 #include <caf/all.hpp>
 
-#include "actors/event_log.hpp"
-#include "actors/messages.hpp"
-#include "actors/stage_worker.hpp"
+#include "stage/event_log.hpp"
+#include "network/messages.hpp"
+#include "stage/stage_worker.hpp"
 #include "schedule/schedule.hpp"
 
 namespace ap {

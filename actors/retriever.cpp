@@ -1,7 +1,7 @@
 // The retriever of a stage: its mailbox is the stage's queue. It holds arriving tasks (task_queue) and
 // hands the processor exactly the schedule's next actions, in order.
 #include "actors/pipeline_actors.hpp"
-#include "actors/task_queue.hpp"
+#include "stage/task_queue.hpp"
 
 namespace ap {
 namespace {

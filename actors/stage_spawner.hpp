@@ -11,8 +11,8 @@
 
 #include <caf/all.hpp>
 
-#include "actors/event_log.hpp"
-#include "actors/messages.hpp"
+#include "stage/event_log.hpp"
+#include "network/messages.hpp"
 #include "model/optimizer.hpp"
 #include "model/sequential.hpp"
 #include "schedule/schedule.hpp"

@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "actors/partition.hpp"
+#include "plan/partition.hpp"
 #include "actors/pipeline.hpp"
 #include "cli/commands.hpp"
 #include "data/fashion_mnist.hpp"

@@ -2,7 +2,7 @@
 
 #include <stdexcept>
 
-#include "data/splitmix64.hpp"
+#include "random/splitmix64.hpp"
 
 namespace ap {
 

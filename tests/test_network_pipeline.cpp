@@ -19,8 +19,8 @@
 #include <caf/binary_deserializer.hpp>
 #include <caf/binary_serializer.hpp>
 
-#include "actors/handshake.hpp"
-#include "actors/message_types.hpp"
+#include "network/handshake.hpp"
+#include "network/message_types.hpp"
 #include "actors/node.hpp"
 #include "actors/pipeline.hpp"
 #include "actors/stage_spawner.hpp"

@@ -1,9 +1,9 @@
-#include "actors/handshake.hpp"
+#include "network/handshake.hpp"
 
 #include <algorithm>
 #include <cstring>
 
-#include "actors/message_types.hpp"
+#include "network/message_types.hpp"
 
 namespace ap {
 

@@ -1,8 +1,8 @@
-#include "actors/message_types.hpp"
+#include "network/message_types.hpp"
 
 #include <caf/all.hpp>
 
-#include "actors/messages.hpp"
+#include "network/messages.hpp"
 #include "actors/pipeline_actors.hpp"
 #include "actors/stage_spawner.hpp"
 

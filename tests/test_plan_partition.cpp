@@ -7,7 +7,7 @@
 #include <numeric>
 #include <random>
 
-#include "actors/partition.hpp"
+#include "plan/partition.hpp"
 #include "data/synthetic.hpp"
 
 using namespace ap;

@@ -9,7 +9,7 @@
 
 #include <caf/all.hpp>
 
-#include "actors/wire_format.hpp"
+#include "network/wire_format.hpp"
 #include "tensor/tensor.hpp"
 
 namespace ap {

@@ -1,4 +1,4 @@
-#include "actors/partition.hpp"
+#include "plan/partition.hpp"
 
 #include <algorithm>
 #include <chrono>

@@ -1,4 +1,4 @@
-#include "actors/event_log.hpp"
+#include "stage/event_log.hpp"
 
 #include <algorithm>
 #include <map>

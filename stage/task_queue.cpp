@@ -1,4 +1,4 @@
-#include "actors/task_queue.hpp"
+#include "stage/task_queue.hpp"
 
 #include <stdexcept>
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/stage_info.hpp"
+#include "plan/stage_info.hpp"
 #include "model/sequential.hpp"
 #include "schedule/schedule.hpp"
 

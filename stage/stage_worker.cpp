@@ -1,4 +1,4 @@
-#include "actors/stage_worker.hpp"
+#include "stage/stage_worker.hpp"
 
 #include <algorithm>
 #include <map>
