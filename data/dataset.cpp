@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "random/splitmix64.hpp"
+#include "random/seeded_random.hpp"
 
 namespace ap {
 

@@ -2,7 +2,7 @@
 
 #include <stdexcept>
 
-#include "random/splitmix64.hpp"
+#include "random/seeded_random.hpp"
 
 namespace ap {
 
