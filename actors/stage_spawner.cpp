@@ -83,7 +83,7 @@ stage_setup stage_setup_from_spec(stage_spec spec) {
   setup.optimizer = spec.optimizer;
   for (std::size_t i = 0; i < spec.actions.size(); i += 3) {
     const int kind = spec.actions[i];
-    if (kind < 0 || kind > static_cast<int>(op::backward_weight))
+    if (kind < 0 || kind >= static_cast<int>(op_count))
       throw std::invalid_argument(where + ": action " + std::to_string(i / 3) + " has no op " + std::to_string(kind));
     setup.actions.push_back(action{spec.stage, static_cast<op>(kind), spec.actions[i + 1], spec.actions[i + 2]});
   }
