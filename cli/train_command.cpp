@@ -27,7 +27,7 @@ struct train_options {
   int stages = 0;  // 0: single process, no actors
   pipeline_options pipe;
   std::string partition = "uniform";  // uniform, params or time; pipe.layers_per_chunk overrides it
-  long timeout_ms = 30000;
+  long timeout_ms = default_timeout.count();
   std::string trace_file;
   bool stage_log = false;
   std::string checkpoint_file;  // written every train.checkpoint_every steps and at the end

@@ -1,5 +1,5 @@
 // The handshake between a coordinator and a node, before any stage is placed. Both sides must speak the
-// same wire protocol version, store floats little-endian (tensors travel as raw bytes, wire_format.hpp)
+// same wire protocol version, store floats little-endian (tensors travel as raw bytes, network/wire_format.hpp)
 // and register the same message types under the same names. A mismatch is refused on both sides with a
 // text saying what differs.
 //
@@ -16,7 +16,7 @@
 namespace ap {
 
 // Bump whenever a message type, its fields or the protocol between coordinator and node changes.
-inline constexpr std::uint32_t wire_protocol_version = 1;
+inline constexpr std::uint32_t wire_protocol_version = 2;  // 2: run_*, deliver_* replace (int, task) pairs
 
 using hello_atom = caf::atom_constant<caf::atom("hello")>;
 

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "network/messages.hpp"
+#include "stage/stage_state.hpp"
 #include "plan/stage_info.hpp"
 #include "model/optimizer.hpp"
 #include "model/sequential.hpp"

@@ -426,11 +426,11 @@ TEST_CASE("a stage_spec survives the wire and rebuilds the same stage; bad specs
   stage_spec missing = back;
   missing.weights.names.erase(missing.weights.names.begin());
   missing.weights.values.erase(missing.weights.values.begin());
-  CHECK_THROWS_WITH_AS(stage_setup_from_spec(missing), doctest::Contains("stage 1: no weights sent for parameter 4.weight"),
+  CHECK_THROWS_WITH_AS(stage_setup_from_spec(missing), doctest::Contains("stage 1: missing tensor 4.weight (its parameter)"),
                        std::invalid_argument);
   stage_spec misshapen = back;
   misshapen.weights.values[0] = zeros({3, 3});
-  CHECK_THROWS_WITH_AS(stage_setup_from_spec(misshapen), doctest::Contains("parameter 4.weight is (16, 16)"),
+  CHECK_THROWS_WITH_AS(stage_setup_from_spec(misshapen), doctest::Contains("stage 1: tensor 4.weight has shape (3, 3) but its parameter has shape (16, 16)"),
                        std::invalid_argument);
 }
 

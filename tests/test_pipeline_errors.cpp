@@ -161,15 +161,14 @@ TEST_CASE("a task of an aborted step that reaches the processor after the abort 
   caf::scoped_actor self{sys};
   auto processor = spawn_processor(sys, processor_config{0, 1, 1, self, nullptr}, std::move(worker));
   const dataset d = test::small_blobs(4);
-  const int forward = static_cast<int>(op::forward);
   self->send(processor, abort_atom::value, 0);
-  self->send(processor, forward, forward_task{0, 0, 0, 1, 0, d.inputs});
-  self->send(processor, forward, forward_task{1, 0, 0, 1, 0, d.inputs});
+  self->send(processor, run_forward{forward_task{0, 0, 0, 1, 0, d.inputs}});
+  self->send(processor, run_forward{forward_task{1, 0, 0, 1, 0, d.inputs}});
   // We are both the retriever (task_done) and the sender (the step-1 output): collect both dones.
   std::vector<task_done> done;
   bool silent = false;
   while (done.size() < 2 && !silent)
-    self->receive([&](task_done& t) { done.push_back(t); }, [&](int, forward_task&) {},
+    self->receive([&](task_done& t) { done.push_back(t); }, [&](deliver_forward&) {},
                   caf::after(std::chrono::seconds(10)) >> [&] { silent = true; });
   REQUIRE(done.size() == 2);
   CHECK(done[0].step == 0);

@@ -1,5 +1,5 @@
-// Generated schedules pinned as text: a change to a generator (or to the skeleton they share, Note [1F1B
-// skeleton] in generators.cpp) that moves a single action fails here, with both grids printed.
+// Generated schedules pinned as text: a change to a generator, or to the skeleton they share
+// (Note [1F1B skeleton] in schedule/generators.cpp), that moves a single action fails here, both grids printed.
 #include <doctest/doctest.h>
 
 #include "schedule/schedule.hpp"
