@@ -8,6 +8,7 @@
 #include "actors/node.hpp"
 #include "actors/pipeline_actors.hpp"
 #include "actors/stage_spawner.hpp"
+#include "plan/partition.hpp"
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/named_tensors.hpp"
 #include "tensor/matmul.hpp"
@@ -95,8 +96,10 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
   d.options = options;
   d.model = model.clone();
   const int total_chunks = options.stages * options.chunks_per_stage;
-  d.ranges = options.layers_per_chunk.empty() ? uniform_chunk_ranges(model.size(), total_chunks)
-                                               : chunk_ranges_from_counts(options.layers_per_chunk, model.size());
+  d.ranges = chunk_ranges_from_counts(options.layers_per_chunk.empty()
+                                          ? partition_counts(partition_method::uniform, model, {}, total_chunks)
+                                          : options.layers_per_chunk,
+                                      model.size());
   if (static_cast<int>(d.ranges.size()) != total_chunks)
     throw std::invalid_argument("pipeline: " + std::to_string(d.ranges.size()) + " layer counts given for " +
                                 std::to_string(total_chunks) + " chunks");

@@ -25,7 +25,7 @@ struct pipeline_options {
   std::string schedule = "gpipe";   // gpipe, 1f1b, interleaved, zb-h1
   optimizer_config optimizer;       // every stage builds its own optimizer from it
   std::string loss = "cross_entropy";
-  std::vector<std::size_t> layers_per_chunk;  // explicit partition, one count per chunk; empty: uniform
+  std::vector<std::size_t> layers_per_chunk;  // explicit partition, one count per chunk; empty: uniform in whole blocks (plan/partition.hpp)
   std::chrono::milliseconds timeout = default_timeout;  // longest wait on a peer before the step fails
   std::chrono::milliseconds step_timeout{600000};    // last resort for a whole step
   bool record_events = false;       // keep an event_log (stage log, trace, tests)

@@ -98,6 +98,9 @@ void run_train(const train_options& o) {
     for (std::size_t c = 0; c < ranges.size(); ++c)
       std::cerr << "  chunk " << c << " on stage " << stage_of_chunk(static_cast<int>(c), p.stages) << ": "
                 << to_string(ranges[c]) << "\n";
+    for (std::size_t c : chunks_without_parameters(model, ranges))  // Note [whole blocks]
+      std::cerr << "  warning: chunk " << c << " (" << to_string(ranges[c])
+                << ") holds no parameters: the model has fewer blocks (a Linear and its activation) than chunks\n";
     for (int s = 0; s < p.stages; ++s)
       std::cerr << "  stage " << s << ": predicted busy " << predicted_busy[static_cast<std::size_t>(s)] * 1e3
                 << " ms per step\n";

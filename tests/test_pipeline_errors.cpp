@@ -85,6 +85,7 @@ TEST_CASE("a layer that throws inside a stage fails the step, naming the stage a
   o.stages = 3;
   o.microbatches = 4;
   o.schedule = "1f1b";
+  o.layers_per_chunk = {4, 3, 3};  // the faulty layer shares stage 1 with a Linear and a Tanh
   auto pipe = std::make_unique<pipeline>(with_fault, o);
   sequential before = pipe->gather_model();
   const auto [message, took] = test::failed_step(*pipe, d, 0);
