@@ -28,11 +28,6 @@ void enable_network(caf::actor_system_config& config) {
   config.set("middleman.connection-timeout", caf::timespan{connection_timeout});
 }
 
-std::string error_text(const caf::error& e) {
-  if (!e.context().empty() && e.context().match_element<std::string>(0)) return e.context().get_as<std::string>(0);
-  return caf::to_string(e);
-}
-
 namespace {
 
 caf::error refusal(std::string text) { return caf::make_error(caf::sec::runtime_error, std::move(text)); }
