@@ -5,6 +5,8 @@
 #include <string>
 #include <utility>
 
+#include "network/error_text.hpp"
+
 namespace ap {
 namespace {
 
@@ -100,11 +102,6 @@ caf::behavior barrier(caf::stateful_actor<barrier_state>* self, int world_size, 
         ++st.round;
       },
   };
-}
-
-std::string error_text(const caf::error& e) {
-  if (!e.context().empty() && e.context().match_element<std::string>(0)) return e.context().get_as<std::string>(0);
-  return caf::to_string(e);
 }
 
 }  // namespace

@@ -10,8 +10,8 @@
 
 #include <caf/all.hpp>
 
-#include "actors/communicator.hpp"
-#include "actors/messages.hpp"
+#include "network/communicator.hpp"
+#include "network/messages.hpp"
 
 namespace ap {
 
@@ -20,7 +20,7 @@ class actor_communicator final : public communicator {
   // endpoints[r] receives everything sent to rank r. A rank whose endpoint is an inbox (below) can also
   // receive(); a stage's endpoint is its retriever, which takes tasks in schedule order instead.
   actor_communicator(caf::actor_system& system, int rank, std::vector<caf::actor> endpoints, caf::actor barrier,
-                     std::chrono::milliseconds timeout = default_receive_timeout);
+                     std::chrono::milliseconds timeout = default_timeout);
 
   int rank() const override { return rank_; }
   int world_size() const override { return static_cast<int>(endpoints_.size()); }
@@ -60,7 +60,7 @@ caf::actor spawn_barrier(caf::actor_system& system, int world_size, std::chrono:
 class local_world {
  public:
   local_world(caf::actor_system& system, int world_size,
-              std::chrono::milliseconds timeout = default_receive_timeout);
+              std::chrono::milliseconds timeout = default_timeout);
   ~local_world();
   communicator& at(int rank) { return *ranks_.at(static_cast<std::size_t>(rank)); }
   int size() const { return static_cast<int>(ranks_.size()); }

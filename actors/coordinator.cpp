@@ -5,7 +5,7 @@
 
 #include "actors/actor_communicator.hpp"
 #include "actors/pipeline_actors.hpp"
-#include "actors/microbatches.hpp"
+#include "plan/microbatches.hpp"
 #include "model/loss.hpp"
 
 namespace ap {

@@ -6,7 +6,7 @@
 
 #include <caf/io/all.hpp>
 
-#include "actors/message_types.hpp"
+#include "network/message_types.hpp"
 
 namespace ap {
 
@@ -26,11 +26,6 @@ void enable_network(caf::actor_system_config& config) {
   add_message_types(config);
   config.set("middleman.heartbeat-interval", caf::timespan{heartbeat_interval});
   config.set("middleman.connection-timeout", caf::timespan{connection_timeout});
-}
-
-std::string error_text(const caf::error& e) {
-  if (!e.context().empty() && e.context().match_element<std::string>(0)) return e.context().get_as<std::string>(0);
-  return caf::to_string(e);
 }
 
 namespace {

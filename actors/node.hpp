@@ -25,7 +25,8 @@
 
 #include <caf/all.hpp>
 
-#include "actors/handshake.hpp"
+#include "network/error_text.hpp"
+#include "network/handshake.hpp"
 #include "actors/stage_spawner.hpp"
 
 namespace ap {
@@ -72,8 +73,5 @@ void connect_peers(caf::scoped_actor& self, const caf::actor& node, const node_a
 // Spawns one stage on `node`.
 stage_actors place_stage(caf::scoped_actor& self, const caf::actor& node, const node_address& address, stage_spec spec,
                          std::chrono::milliseconds timeout);
-
-// The text of an error that crossed actors: its context string if it has one, else CAF's rendering.
-std::string error_text(const caf::error& e);
 
 }  // namespace ap

@@ -1,6 +1,6 @@
 #include "actors/pipeline.hpp"
 
-#include <map>
+#include <algorithm>
 #include <set>
 
 #include <caf/all.hpp>
@@ -8,7 +8,9 @@
 #include "actors/node.hpp"
 #include "actors/pipeline_actors.hpp"
 #include "actors/stage_spawner.hpp"
+#include "plan/partition.hpp"
 #include "checkpoint/checkpoint.hpp"
+#include "checkpoint/named_tensors.hpp"
 #include "tensor/compute.hpp"
 
 namespace ap {
@@ -111,8 +113,10 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
   d.options = options;
   d.model = model.clone();
   const int total_chunks = options.stages * options.chunks_per_stage;
-  d.ranges = options.layers_per_chunk.empty() ? uniform_chunk_ranges(model.size(), total_chunks)
-                                               : chunk_ranges_from_counts(options.layers_per_chunk, model.size());
+  d.ranges = chunk_ranges_from_counts(options.layers_per_chunk.empty()
+                                          ? partition_counts(partition_method::uniform, model, {}, total_chunks)
+                                          : options.layers_per_chunk,
+                                      model.size());
   if (static_cast<int>(d.ranges.size()) != total_chunks)
     throw std::invalid_argument("pipeline: " + std::to_string(d.ranges.size()) + " layer counts given for " +
                                 std::to_string(total_chunks) + " chunks");
@@ -190,19 +194,20 @@ float pipeline::train_step(const tensor& inputs, const tensor& labels, std::uint
 sequential pipeline::gather_model() {
   auto& d = *impl_;
   if (d.gathered_id != d.last_id) {
-    std::map<std::string, tensor*> mine;
-    for (auto& p : d.model.parameters()) mine[p.name] = p.value;
+    std::vector<named_tensors> sent(d.processors.size());
+    tensor_sources sources;
     caf::scoped_actor self{*d.system};
-    for (auto& proc : d.processors) {
+    for (std::size_t s = 0; s < d.processors.size(); ++s) {
       std::string failure;
-      self->request(proc, d.options.timeout, params_atom::value)
-          .receive(
-              [&](named_tensors& nt) {
-                for (std::size_t i = 0; i < nt.names.size(); ++i) *mine.at(nt.names[i]) = std::move(nt.values[i]);
-              },
-              [&](caf::error& e) { failure = caf::to_string(e); });
+      self->request(d.processors[s], d.options.timeout, params_atom::value)
+          .receive([&](named_tensors& nt) { sent[s] = std::move(nt); },
+                   [&](caf::error& e) { failure = caf::to_string(e); });
+      if (failure.empty()) failure = add_sources(sources, sent[s], "stage " + std::to_string(s));
       if (!failure.empty()) throw pipeline_error("gathering parameters: " + failure);
     }
+    const std::string why = bind_named_tensors(parameter_targets(d.model.parameters(), "the model's parameter"),
+                                               sources, "no parameter of the model");
+    if (!why.empty()) throw pipeline_error("gathering parameters: " + why);
     d.gathered_id = d.last_id;
   }
   return d.model.clone();
@@ -251,56 +256,29 @@ void pipeline::save_checkpoint(const std::string& path, const training_state& st
   auto& d = *impl_;
   const std::vector<stage_state> states = request_stage_states(*d.system, d.processors, d.options.timeout, path);
   const auto refuse = [&](const std::string& what) { throw pipeline_error("checkpoint " + path + ": " + what); };
-  const auto check_shape = [&](const std::string& name, int stage, const tensor& sent, const tensor& mine) {
-    if (sent.shape() != mine.shape())
-      refuse("stage " + std::to_string(stage) + " sent tensor " + name + " of shape " + shape_string(sent) +
-             ", the model's is " + shape_string(mine));
-  };
   // Note [stage state]: the stages' tensors have global names; together they are the whole model and the
   // state of one optimizer for all of it, which the checkpoint library saves like a single process's.
-  std::map<std::string, tensor*> params;
-  for (const parameter& p : d.model.parameters()) params.emplace(p.name, p.value);
-  const std::string prefix = checkpoint_optimizer_prefix;
-  std::map<std::string, std::pair<int, const tensor*>> sent_state;  // key -> (stage, tensor)
-  std::set<std::string> sent_params;
+  tensor_sources sent;
   for (const stage_state& st : states) {
     if (st.optimizer_steps != states.front().optimizer_steps)
       refuse("stage " + std::to_string(st.stage) + "'s optimizer took " + std::to_string(st.optimizer_steps) +
              " steps, stage " + std::to_string(states.front().stage) + "'s " +
              std::to_string(states.front().optimizer_steps));
-    for (std::size_t i = 0; i < st.tensors.names.size(); ++i) {
-      const std::string& name = st.tensors.names[i];
-      const tensor& value = st.tensors.values.at(i);
-      if (name.rfind(prefix, 0) == 0) {
-        if (!sent_state.emplace(name.substr(prefix.size()), std::make_pair(st.stage, &value)).second)
-          refuse("two stages sent tensor " + name);
-        continue;
-      }
-      const auto it = params.find(name);
-      if (it == params.end()) refuse("stage " + std::to_string(st.stage) + " sent " + name + ", no parameter of the model");
-      if (!sent_params.insert(name).second) refuse("two stages sent tensor " + name);
-      check_shape(name, st.stage, value, *it->second);
-      *it->second = value;
-    }
+    if (const std::string why = add_sources(sent, st.tensors, "stage " + std::to_string(st.stage)); !why.empty())
+      refuse(why);
   }
-  for (const auto& [name, p] : params)
-    if (!sent_params.count(name)) refuse("no stage sent parameter " + name);
-  d.gathered_id = d.last_id;  // d.model now holds every stage's current weights
-
+  const std::string prefix = checkpoint_optimizer_prefix;
+  const bool has_state = std::any_of(sent.begin(), sent.end(), [&](const auto& named) { return named.first.rfind(prefix, 0) == 0; });
   std::unique_ptr<optimizer> opt = make_optimizer(d.options.optimizer);
-  if (!sent_state.empty()) opt->init_state(d.model.parameters());
-  const std::map<std::string, tensor*> mine = opt->state();
-  for (const auto& [key, t] : mine) {
-    const auto it = sent_state.find(key);
-    if (it == sent_state.end()) refuse("no stage sent optimizer state " + prefix + key);
-    check_shape(prefix + key, it->second.first, *it->second.second, *t);
-    *t = *it->second.second;
-  }
-  for (const auto& [key, sent] : sent_state)
-    if (!mine.count(key))
-      refuse("stage " + std::to_string(sent.first) + " sent " + prefix + key + ", no state of a " +
-             d.options.optimizer.kind + " optimizer");
+  if (has_state) opt->init_state(d.model.parameters());
   opt->set_steps(states.empty() ? 0 : static_cast<long>(states.front().optimizer_steps));
+  std::vector<tensor_target> targets = parameter_targets(d.model.parameters(), "the model's parameter");
+  for (auto& t : optimizer_state_targets(opt->state(), prefix, "the optimizer's state")) targets.push_back(std::move(t));
+  if (const std::string why = bind_named_tensors(
+          targets, sent, "neither a parameter of the model nor state of a " + d.options.optimizer.kind + " optimizer");
+      !why.empty())
+    refuse(why);
+  d.gathered_id = d.last_id;  // d.model now holds every stage's current weights
   ap::save_checkpoint(path, d.model, opt.get(), state);
 }
 
@@ -327,14 +305,8 @@ training_state pipeline::load_checkpoint(const std::string& path) {
       throw std::runtime_error("checkpoint " + path + ": the file changed while it was read (step " +
                                std::to_string(info.state.step) + ", then " + std::to_string(saved.step) + ")");
     named_tensors& out = states[static_cast<std::size_t>(stage_of_chunk(static_cast<int>(c), stages))].tensors;
-    for (const parameter& p : slice.parameters()) {
-      out.names.push_back(p.name);
-      out.values.push_back(*p.value);
-    }
-    for (const auto& [key, t] : opt->state()) {
-      out.names.push_back(checkpoint_optimizer_prefix + key);
-      out.values.push_back(*t);
-    }
+    add_parameters(out, slice.parameters());
+    add_optimizer_state(out, opt->state(), checkpoint_optimizer_prefix);
   }
 
   d.gathered_id = -2;  // the stages' weights change: gather them again

@@ -8,9 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "actors/event_log.hpp"
-#include "actors/stage_info.hpp"
+#include "stage/event_log.hpp"
+#include "plan/stage_info.hpp"
 #include "model/optimizer.hpp"
+#include "network/timeout.hpp"
 #include "model/sequential.hpp"
 #include "schedule/schedule.hpp"
 #include "training/trainer.hpp"
@@ -24,8 +25,8 @@ struct pipeline_options {
   std::string schedule = "gpipe";   // gpipe, 1f1b, interleaved, zb-h1
   optimizer_config optimizer;       // every stage builds its own optimizer from it
   std::string loss = "cross_entropy";
-  std::vector<std::size_t> layers_per_chunk;  // explicit partition, one count per chunk; empty: uniform
-  std::chrono::milliseconds timeout{30000};          // longest wait on a peer before the step fails
+  std::vector<std::size_t> layers_per_chunk;  // explicit partition, one count per chunk; empty: uniform in whole blocks (plan/partition.hpp)
+  std::chrono::milliseconds timeout = default_timeout;  // longest wait on a peer before the step fails
   std::chrono::milliseconds step_timeout{600000};    // last resort for a whole step
   bool record_events = false;       // keep an event_log (stage log, trace, tests)
   // "host:port" of `actorpipe node` processes: stage s runs on node s % size (actors/node.hpp). Empty: every

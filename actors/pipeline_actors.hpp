@@ -18,9 +18,10 @@
 
 #include <caf/all.hpp>
 
-#include "actors/event_log.hpp"
-#include "actors/messages.hpp"
-#include "actors/stage_worker.hpp"
+#include "stage/event_log.hpp"
+#include "network/messages.hpp"
+#include "network/timeout.hpp"
+#include "stage/stage_worker.hpp"
 #include "schedule/schedule.hpp"
 
 namespace ap {
@@ -31,7 +32,7 @@ using setup_atom = caf::atom_constant<caf::atom("setup")>;  // endpoints of ever
 inline int coordinator_rank(int stages) { return stages; }
 
 // The sender of stage `stage`: builds its communicator from the endpoints it is sent (setup_atom), then
-// delivers (destination rank, task) pairs.
+// delivers deliver_forward and deliver_backward messages.
 caf::actor spawn_sender(caf::actor_system& system, int stage, std::chrono::milliseconds timeout);
 
 struct processor_config {
@@ -47,7 +48,7 @@ struct retriever_config {
   int stage = 0;
   std::vector<action> actions;  // this stage's row of the schedule
   caf::actor processor;
-  std::chrono::milliseconds timeout{30000};  // longest wait for a peer's task while the processor is idle
+  std::chrono::milliseconds timeout = default_timeout;  // longest wait for a peer's task while the processor is idle
   std::shared_ptr<event_log> log;
 };
 caf::actor spawn_retriever(caf::actor_system& system, retriever_config config);
@@ -58,23 +59,11 @@ struct coordinator_config {
   int microbatches = 1;
   std::string loss = "cross_entropy";
   std::vector<caf::actor> retrievers, processors;
-  std::chrono::milliseconds timeout{30000};
+  std::chrono::milliseconds timeout = default_timeout;
   std::vector<std::string> stage_places;  // per stage: "node host:port", or empty in this process (for errors)
 };
 // Answers (train_atom, step, inputs, labels) with a step_result once every stage has applied its
 // optimizer, or with the first failure after every stage has dropped the step.
 caf::actor spawn_coordinator(caf::actor_system& system, coordinator_config config);
-
-// How the processor tells its retriever it finished a task (with the stage's peak stash so far and,
-// if the task failed, why).
-struct task_done {
-  int step = 0;
-  int peak_stash = 0;
-  std::string error;
-};
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, task_done& x) {
-  return f(caf::meta::type_name("task_done"), x.step, x.peak_stash, x.error);
-}
 
 }  // namespace ap

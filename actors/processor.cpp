@@ -44,32 +44,35 @@ caf::behavior processor(processor_actor* self, processor_config config, std::uni
   self->state.worker = std::move(worker);
   return {
       [=](begin_atom, int) { self->state.worker->reset_peak(); },
-      [=](int kind, forward_task& t) {
-        run_task(self, static_cast<op>(kind), t.step, t.microbatch, t.chunk, [&] {
+      [=](run_forward& r) {
+        const forward_task& t = r.task;
+        run_task(self, op::forward, t.step, t.microbatch, t.chunk, [&] {
           auto& st = self->state;
           const int next = t.chunk + 1;
           const int destination = next < st.config.total_chunks ? stage_of_chunk(next, st.config.stages)
                                                                 : coordinator_rank(st.config.stages);
           forward_task out{t.step, t.microbatch, next, st.config.stage, t.first_sample,
                            st.worker->forward(t.step, t.microbatch, t.chunk, t.first_sample, t.data)};
-          self->send(st.config.sender, destination, std::move(out));
+          self->send(st.config.sender, deliver_forward{destination, std::move(out)});
         });
       },
-      [=](int kind, backward_task& t) {
-        run_task(self, static_cast<op>(kind), t.step, t.microbatch, t.chunk, [&] {
+      [=](run_backward& r) {
+        const backward_task& t = r.task;
+        run_task(self, r.kind, t.step, t.microbatch, t.chunk, [&] {
           auto& st = self->state;
-          tensor dx = static_cast<op>(kind) == op::backward_input
-                          ? st.worker->backward_input(t.microbatch, t.chunk, t.data)
-                          : st.worker->backward(t.microbatch, t.chunk, t.data);
+          tensor dx = r.kind == op::backward_input ? st.worker->backward_input(t.microbatch, t.chunk, t.data)
+                                                   : st.worker->backward(t.microbatch, t.chunk, t.data);
           if (t.chunk == 0) return;  // the first chunk's input gradient is not needed by anyone
           const int previous = t.chunk - 1;
-          self->send(st.config.sender, stage_of_chunk(previous, st.config.stages),
-                     backward_task{t.step, t.microbatch, previous, st.config.stage, t.first_sample, std::move(dx)});
+          self->send(st.config.sender,
+                     deliver_backward{stage_of_chunk(previous, st.config.stages),
+                                      backward_task{t.step, t.microbatch, previous, st.config.stage, t.first_sample,
+                                                    std::move(dx)}});
         });
       },
-      [=](weight_atom, int step, int microbatch, int chunk) {
-        run_task(self, op::backward_weight, step, microbatch, chunk,
-                 [&] { self->state.worker->backward_weight(microbatch, chunk); });
+      [=](const run_weight& w) {
+        run_task(self, op::backward_weight, w.step, w.microbatch, w.chunk,
+                 [&] { self->state.worker->backward_weight(w.microbatch, w.chunk); });
       },
       [=](apply_atom, int) -> ok_atom {
         self->state.worker->apply_optimizer();
@@ -82,10 +85,7 @@ caf::behavior processor(processor_actor* self, processor_config config, std::uni
       },
       [=](params_atom) -> named_tensors {
         named_tensors out;
-        for (const auto& p : self->state.worker->parameters()) {
-          out.names.push_back(p.name);
-          out.values.push_back(*p.value);
-        }
+        add_parameters(out, self->state.worker->parameters());
         return out;
       },
       [=](state_atom) -> stage_state { return self->state.worker->export_state(); },

@@ -1,7 +1,7 @@
 // The retriever of a stage: its mailbox is the stage's queue. It holds arriving tasks (task_queue) and
 // hands the processor exactly the schedule's next actions, in order.
 #include "actors/pipeline_actors.hpp"
-#include "actors/task_queue.hpp"
+#include "stage/task_queue.hpp"
 
 namespace ap {
 namespace {
@@ -51,12 +51,12 @@ void dispatch(retriever_actor* self) {
     ++st.cursor;
     ++st.in_flight;
     if (a.kind == op::backward_weight) {
-      self->send(st.config.processor, weight_atom::value, st.step, a.microbatch, a.chunk);
+      self->send(st.config.processor, run_weight{st.step, a.microbatch, a.chunk});
       continue;
     }
-    const int kind = static_cast<int>(a.kind);
     pending_task task = st.queue.take(a, st.step);
-    std::visit([&](auto& t) { self->send(st.config.processor, kind, std::move(t)); }, task);
+    if (auto* t = std::get_if<forward_task>(&task)) self->send(st.config.processor, run_forward{std::move(*t)});
+    else self->send(st.config.processor, run_backward{a.kind, std::get<backward_task>(std::move(task))});
   }
 }
 

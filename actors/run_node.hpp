@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <string>
 
-#include "actors/handshake.hpp"
+#include "network/handshake.hpp"
 
 namespace ap {
 

@@ -18,8 +18,8 @@ caf::behavior sender(caf::stateful_actor<sender_state>* self, int stage, std::ch
         self->state.comm = std::make_unique<actor_communicator>(self->system(), stage, endpoints, caf::actor{}, timeout);
         return ok_atom::value;
       },
-      [=](int destination, forward_task& t) { self->state.comm->send_forward(std::move(t), destination); },
-      [=](int destination, backward_task& t) { self->state.comm->send_backward(std::move(t), destination); },
+      [=](deliver_forward& d) { self->state.comm->send_forward(std::move(d.task), d.destination); },
+      [=](deliver_backward& d) { self->state.comm->send_backward(std::move(d.task), d.destination); },
   };
 }
 

@@ -1,6 +1,5 @@
 #include "actors/stage_spawner.hpp"
 
-#include <map>
 #include <stdexcept>
 
 #include "actors/pipeline_actors.hpp"
@@ -28,10 +27,7 @@ stage_spec make_stage_spec(stage_setup& setup) {
   for (auto& slice : setup.slices) {
     spec.layer_specs.push_back(slice.layer_specs());
     spec.first_layer.push_back(slice.first_index());
-    for (const auto& p : slice.parameters()) {
-      spec.weights.names.push_back(p.name);
-      spec.weights.values.push_back(*p.value);
-    }
+    add_parameters(spec.weights, slice.parameters());
   }
   spec.optimizer = setup.optimizer;
   for (const action& a : setup.actions)
@@ -50,40 +46,26 @@ stage_setup stage_setup_from_spec(stage_spec spec) {
   if (spec.actions.size() % 3 != 0)
     throw std::invalid_argument(where + ": the action list has " + std::to_string(spec.actions.size()) +
                                 " ints, not a multiple of 3 (op, microbatch, chunk)");
-  if (spec.weights.names.size() != spec.weights.values.size())
-    throw std::invalid_argument(where + ": " + std::to_string(spec.weights.names.size()) + " weight names for " +
-                                std::to_string(spec.weights.values.size()) + " tensors");
-  std::map<std::string, tensor*> weights;
-  for (std::size_t i = 0; i < spec.weights.names.size(); ++i) weights[spec.weights.names[i]] = &spec.weights.values[i];
+  tensor_sources weights;
+  if (const std::string why = add_sources(weights, spec.weights); !why.empty())
+    throw std::invalid_argument(where + ": weights: " + why);
 
   stage_setup setup;
   setup.stage = spec.stage;
   setup.stages = spec.stages;
   setup.total_chunks = spec.total_chunks;
   setup.chunk_ids = spec.chunk_ids;
-  std::size_t used = 0;
+  std::vector<tensor_target> targets;
   for (std::size_t c = 0; c < chunks; ++c) {
-    sequential slice = sequential::from_layer_specs(spec.layer_specs[c], spec.first_layer[c]);
-    for (auto& p : slice.parameters()) {
-      auto it = weights.find(p.name);
-      if (it == weights.end())
-        throw std::invalid_argument(where + ": no weights sent for parameter " + p.name + " " +
-                                    shape_string(*p.value));
-      if (shape_of(*it->second) != shape_of(*p.value))
-        throw std::invalid_argument(where + ": parameter " + p.name + " is " + shape_string(*p.value) +
-                                    " but the weights sent are " + shape_string(*it->second));
-      *p.value = std::move(*it->second);
-      ++used;
-    }
-    setup.slices.push_back(std::move(slice));
+    setup.slices.push_back(sequential::from_layer_specs(spec.layer_specs[c], spec.first_layer[c]));
+    for (auto& t : parameter_targets(setup.slices.back().parameters(), "its parameter")) targets.push_back(std::move(t));
   }
-  if (used != weights.size())
-    throw std::invalid_argument(where + ": " + std::to_string(weights.size() - used) +
-                                " weight tensors sent match no parameter of its layers");
+  if (const std::string why = bind_named_tensors(targets, weights, "no parameter of its layers"); !why.empty())
+    throw std::invalid_argument(where + ": " + why);
   setup.optimizer = spec.optimizer;
   for (std::size_t i = 0; i < spec.actions.size(); i += 3) {
     const int kind = spec.actions[i];
-    if (kind < 0 || kind > static_cast<int>(op::backward_weight))
+    if (kind < 0 || kind >= static_cast<int>(op_count))
       throw std::invalid_argument(where + ": action " + std::to_string(i / 3) + " has no op " + std::to_string(kind));
     setup.actions.push_back(action{spec.stage, static_cast<op>(kind), spec.actions[i + 1], spec.actions[i + 2]});
   }

@@ -8,7 +8,7 @@
 //   span      median time from the step's first task start to its last task finish (event log)
 //   sim       ap::simulate with the nominal costs (F, I = W = B/2): the schedule's own makespan
 //   ratio     step / sim, the runtime overhead (target <= 1.05)
-//   bubble    step / ideal - 1 next to the formula of targets.md (F = I = W here, as the formula assumes)
+//   bubble    step / ideal - 1 next to the schedule's bubble formula (F = I = W here, as the formula assumes)
 // and where the difference goes (Note [where the time goes]).
 //
 // Note [the first layer's input gradient]: the pipeline never computes the gradient of the model input, so

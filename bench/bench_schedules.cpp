@@ -29,7 +29,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "actors/partition.hpp"
+#include "plan/partition.hpp"
 #include "actors/pipeline.hpp"
 #include "data/dataset.hpp"
 #include "data/fashion_mnist.hpp"

@@ -7,6 +7,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "checkpoint/named_tensors.hpp"
 #include "checkpoint/safetensors.hpp"
 #include "model/spec_text.hpp"
 
@@ -108,13 +109,6 @@ void check_layers(const std::string& path, const std::vector<std::string>& saved
                        " there but " + mine[i] + " here; its layers are " + describe_specs(saved) + ", " + slice);
 }
 
-void check_shape(const std::string& path, const std::string& name, const tensor& saved, const tensor& mine,
-                 const char* what) {
-  if (saved.shape() != mine.shape())
-    refuse(path, "tensor " + name + " has shape " + shape_string(saved) + " but " + what + " has shape " +
-                     shape_string(mine));
-}
-
 training_state load(const std::string& path, sequential& model, optimizer* opt, bool whole) {
   if (whole && model.first_index() != 0)
     throw std::invalid_argument("load_checkpoint " + path + ": the model is a slice starting at layer " +
@@ -158,8 +152,6 @@ training_state load(const std::string& path, sequential& model, optimizer* opt, 
     if (!owner(key)) refuse(path, "unexpected tensor " + name + ": state of no parameter of " + layer);
     optimizer_keys.insert(key);
   }
-  for (const auto& [name, p] : params)
-    if (!names.count(name)) refuse(path, "missing tensor " + name);
 
   std::map<std::string, tensor*> state;
   if (opt) {
@@ -184,19 +176,14 @@ training_state load(const std::string& path, sequential& model, optimizer* opt, 
                          " (this optimizer has that state: was the checkpoint saved with another optimizer?)");
   }
 
-  // Check every shape, and only then change the model and the optimizer.
-  for (const auto& [name, p] : params)
-    check_shape(path, name, file.tensors.at(name), *p.value, "the model's parameter");
-  for (const auto& [key, t] : state)
-    check_shape(path, optimizer_prefix + key, file.tensors.at(optimizer_prefix + key), *t, "the optimizer's state");
-  for (const auto& [name, p] : params) {
-    const tensor& saved = file.tensors.at(name);
-    std::copy(saved.data(), saved.data() + saved.size(), p.value->data());
-  }
-  for (const auto& [key, t] : state) {
-    const tensor& saved = file.tensors.at(optimizer_prefix + key);
-    std::copy(saved.data(), saved.data() + saved.size(), t->data());
-  }
+  // Note [binding named tensors]: every parameter and state tensor present with its shape, checked before the
+  // model and the optimizer change. (The tensors read are exactly those of our layers, checked above.)
+  std::vector<tensor_target> targets = parameter_targets(model.parameters(), "the model's parameter");
+  for (auto& t : optimizer_state_targets(state, optimizer_prefix, "the optimizer's state")) targets.push_back(std::move(t));
+  tensor_sources sources;
+  for (const auto& [name, t] : file.tensors) sources.emplace(name, tensor_source{&t, {}});
+  if (const std::string why = bind_named_tensors(targets, sources, "no parameter or optimizer state here"); !why.empty())
+    refuse(path, why);
   if (opt) opt->set_steps(info.optimizer_steps);
   return info.state;
 }

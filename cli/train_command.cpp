@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "actors/partition.hpp"
+#include "plan/partition.hpp"
 #include "actors/pipeline.hpp"
 #include "cli/commands.hpp"
 #include "data/fashion_mnist.hpp"
@@ -27,7 +27,7 @@ struct train_options {
   int stages = 0;  // 0: single process, no actors
   pipeline_options pipe;
   std::string partition = "uniform";  // uniform, params or time; pipe.layers_per_chunk overrides it
-  long timeout_ms = 30000;
+  long timeout_ms = default_timeout.count();
   std::string trace_file;
   bool stage_log = false;
   std::string checkpoint_file;  // written every train.checkpoint_every steps and at the end
@@ -98,6 +98,9 @@ void run_train(const train_options& o) {
     for (std::size_t c = 0; c < ranges.size(); ++c)
       std::cerr << "  chunk " << c << " on stage " << stage_of_chunk(static_cast<int>(c), p.stages) << ": "
                 << to_string(ranges[c]) << "\n";
+    for (std::size_t c : chunks_without_parameters(model, ranges))  // Note [whole blocks]
+      std::cerr << "  warning: chunk " << c << " (" << to_string(ranges[c])
+                << ") holds no parameters: the model has fewer blocks (a Linear and its activation) than chunks\n";
     for (int s = 0; s < p.stages; ++s)
       std::cerr << "  stage " << s << ": predicted busy " << predicted_busy[static_cast<std::size_t>(s)] * 1e3
                 << " ms per step\n";

@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "data/splitmix64.hpp"
+#include "random/seeded_random.hpp"
 
 namespace ap {
 

@@ -2,7 +2,7 @@
 
 #include <stdexcept>
 
-#include "data/splitmix64.hpp"
+#include "random/seeded_random.hpp"
 
 namespace ap {
 

@@ -15,7 +15,7 @@ int main(int argc, char** argv) {
   const ap::dataset train_set = ap::load_fashion_mnist("train");
   const ap::dataset test_set = ap::load_fashion_mnist("test");
 
-  ap::sequential model = ap::sequential::from_spec("784-512-256-10");
+  ap::sequential model = ap::sequential::from_spec("784-512-256-128-10");  // 4 blocks, one per stage
   ap::pipeline_options options;
   options.stages = 4;                                        // stage s runs on node s % (number of nodes)
   for (int i = 1; i < argc; ++i) options.nodes.push_back(argv[i]);

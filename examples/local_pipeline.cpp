@@ -8,9 +8,9 @@ int main() {
   const ap::dataset train_set = ap::load_fashion_mnist("train");
   const ap::dataset test_set = ap::load_fashion_mnist("test");
 
-  ap::sequential model = ap::sequential::from_spec("784-512-256-10");  // Linear-ReLU-Linear-ReLU-Linear
+  ap::sequential model = ap::sequential::from_spec("784-512-256-128-10");  // 4 blocks: Linear-ReLU x3, Linear
   ap::pipeline_options options;
-  options.stages = 4;          // four stages of CAF actors
+  options.stages = 4;          // four stages of CAF actors, one block each
   options.microbatches = 8;    // each batch is split into 8 microbatches
   options.schedule = "1f1b";   // one forward, one backward
   options.optimizer.kind = "adam";

@@ -2,7 +2,7 @@
 
 #include <stdexcept>
 
-#include "model/seeded_random.hpp"
+#include "random/seeded_random.hpp"
 
 namespace ap {
 

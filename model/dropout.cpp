@@ -2,7 +2,7 @@
 
 #include <stdexcept>
 
-#include "model/seeded_random.hpp"
+#include "random/seeded_random.hpp"
 #include "model/spec_text.hpp"
 
 namespace ap {

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "model/seeded_random.hpp"
+#include "random/seeded_random.hpp"
 #include "tensor/matmul.hpp"
 
 namespace ap {

@@ -3,7 +3,7 @@
 #include <stdexcept>
 
 #include "model/layer_registry.hpp"
-#include "model/seeded_random.hpp"
+#include "random/seeded_random.hpp"
 #include "model/spec_text.hpp"
 
 namespace ap {

@@ -7,8 +7,7 @@
 namespace ap {
 
 std::string to_string(const action& a) {
-  return std::to_string(a.chunk) + op_letters[static_cast<std::size_t>(a.kind)] +
-         std::to_string(a.microbatch);
+  return std::to_string(a.chunk) + op_letter(a.kind) + std::to_string(a.microbatch);
 }
 
 namespace {
@@ -35,12 +34,11 @@ action parse_action(const std::string& text, int stage) {
   if (pos == text.size())
     throw std::invalid_argument("action '" + text + "': missing op letter (expected F, B, I or W)");
   const char letter = text[pos++];
-  std::size_t k = 0;
-  while (k < op_letters.size() && op_letters[k] != letter) ++k;
-  if (k == op_letters.size())
+  const std::optional<op> kind = op_of_letter(letter);
+  if (!kind)
     throw std::invalid_argument("action '" + text + "': unknown op letter '" + std::string(1, letter) +
                                 "' (expected F, B, I or W)");
-  a.kind = static_cast<op>(k);
+  a.kind = *kind;
   a.microbatch = read_number(text, pos, "microbatch");
   if (pos != text.size())
     throw std::invalid_argument("action '" + text + "': unexpected '" + text.substr(pos) +

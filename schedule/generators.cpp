@@ -29,35 +29,49 @@ schedule empty_schedule(const std::string& name, int stages, int microbatches, i
 
 action make_action(int stage, op kind, int microbatch, int chunk) { return action{stage, kind, microbatch, chunk}; }
 
+// Note [1F1B skeleton]
+// Every generator here is one shape: `warmup` forwards, then pairs of one forward and one backward until the
+// forwards run out (steady state), then the remaining backwards (cooldown). add_forward(k) and add_backward(k)
+// append the stage's k-th forward and k-th backward, k = 0 .. total-1; the generators differ only in what
+// those are (which microbatch and chunk, B or I+W) and in the warmup: GPipe warms up with everything, 1F1B
+// with p-s-1, interleaved with (v-1)p + p-s-1, ZB-H1 as 1F1B.
+template <class Forward, class Backward>
+void one_forward_one_backward(int total, int warmup, Forward add_forward, Backward add_backward) {
+  int next_forward = 0, next_backward = 0;
+  while (next_forward < std::min(warmup, total)) add_forward(next_forward++);
+  while (next_forward < total) {
+    add_forward(next_forward++);
+    add_backward(next_backward++);
+  }
+  while (next_backward < total) add_backward(next_backward++);
+}
+
 }  // namespace
 
 // GPipe, as PyTorch's ScheduleGPipe: every stage runs all forwards in microbatch order, then all backwards
-// in microbatch order. All m activations are stashed at once.
+// in microbatch order (Note [1F1B skeleton] with everything as warmup). All m activations are stashed at once.
 schedule make_gpipe(int stages, int microbatches) {
   schedule s = empty_schedule("gpipe", stages, microbatches, 1);
   for (int stage = 0; stage < stages; ++stage) {
     auto& list = s.per_stage[stage];
-    for (int mb = 0; mb < microbatches; ++mb) list.push_back(make_action(stage, op::forward, mb, stage));
-    for (int mb = 0; mb < microbatches; ++mb) list.push_back(make_action(stage, op::backward, mb, stage));
+    one_forward_one_backward(
+        microbatches, /*warmup=*/microbatches, [&](int mb) { list.push_back(make_action(stage, op::forward, mb, stage)); },
+        [&](int mb) { list.push_back(make_action(stage, op::backward, mb, stage)); });
   }
   return s;
 }
 
 // 1F1B (PipeDream-Flush). Stage s (0-based) runs warmup = min(m, p-s-1) forwards, then alternates one
-// forward and one backward (steady state), then runs the remaining backwards (cooldown). Microbatches go in
+// forward and one backward (steady state), then runs the remaining backwards (cooldown): Note [1F1B skeleton]. Microbatches go in
 // increasing order for both directions. Stage s holds at most min(m, p-s) activations.
 schedule make_1f1b(int stages, int microbatches) {
   schedule s = empty_schedule("1f1b", stages, microbatches, 1);
   for (int stage = 0; stage < stages; ++stage) {
     auto& list = s.per_stage[stage];
-    const int warmup = std::min(microbatches, stages - stage - 1);
-    int next_forward = 0, next_backward = 0;
-    while (next_forward < warmup) list.push_back(make_action(stage, op::forward, next_forward++, stage));
-    while (next_forward < microbatches) {
-      list.push_back(make_action(stage, op::forward, next_forward++, stage));
-      list.push_back(make_action(stage, op::backward, next_backward++, stage));
-    }
-    while (next_backward < microbatches) list.push_back(make_action(stage, op::backward, next_backward++, stage));
+    one_forward_one_backward(
+        microbatches, /*warmup=*/stages - stage - 1,
+        [&](int mb) { list.push_back(make_action(stage, op::forward, mb, stage)); },
+        [&](int mb) { list.push_back(make_action(stage, op::backward, mb, stage)); });
   }
   return s;
 }
@@ -94,16 +108,10 @@ schedule make_interleaved_1f1b(int stages, int microbatches, int chunks_per_stag
     auto forward_chunk = [&](int k) { return ((k % group) / p) * p + stage; };
     auto backward_chunk = [&](int k) { return (v - 1 - (k % group) / p) * p + stage; };
     auto& list = s.per_stage[stage];
-    auto add_forward = [&](int k) { list.push_back(make_action(stage, op::forward, microbatch_of(k), forward_chunk(k))); };
-    auto add_backward = [&](int k) { list.push_back(make_action(stage, op::backward, microbatch_of(k), backward_chunk(k))); };
-    const int warmup = std::min(total, (v - 1) * p + (p - stage - 1));
-    int next_forward = 0, next_backward = 0;
-    while (next_forward < warmup) add_forward(next_forward++);
-    while (next_forward < total) {
-      add_forward(next_forward++);
-      add_backward(next_backward++);
-    }
-    while (next_backward < total) add_backward(next_backward++);
+    one_forward_one_backward(
+        total, /*warmup=*/(v - 1) * p + (p - stage - 1),
+        [&](int k) { list.push_back(make_action(stage, op::forward, microbatch_of(k), forward_chunk(k))); },
+        [&](int k) { list.push_back(make_action(stage, op::backward, microbatch_of(k), backward_chunk(k))); });
   }
   return s;
 }
@@ -128,16 +136,17 @@ schedule make_zb_h1(int stages, int microbatches) {
   schedule s = empty_schedule("zb-h1", stages, microbatches, 1);
   for (int stage = 0; stage < stages; ++stage) {
     auto& list = s.per_stage[stage];
-    const int warmup = std::min(microbatches, stages - stage - 1);
     const int deferred = stage;  // W's left out of the first steps (Note [zb-h1 order])
-    int next_forward = 0, next_input = 0, next_weight = 0;
-    while (next_forward < warmup) list.push_back(make_action(stage, op::forward, next_forward++, stage));
-    for (int step = 0; next_input < microbatches; ++step) {
-      if (next_forward < microbatches) list.push_back(make_action(stage, op::forward, next_forward++, stage));
-      list.push_back(make_action(stage, op::backward_input, next_input++, stage));
-      if (step >= deferred) list.push_back(make_action(stage, op::backward_weight, next_weight++, stage));
-    }
-    while (next_weight < microbatches) list.push_back(make_action(stage, op::backward_weight, next_weight++, stage));
+    const auto add_weight = [&](int mb) { list.push_back(make_action(stage, op::backward_weight, mb, stage)); };
+    // The k-th backward is I of microbatch k, then the W of the oldest microbatch waiting for one.
+    one_forward_one_backward(
+        microbatches, /*warmup=*/stages - stage - 1,
+        [&](int mb) { list.push_back(make_action(stage, op::forward, mb, stage)); },
+        [&](int k) {
+          list.push_back(make_action(stage, op::backward_input, k, stage));
+          if (k >= deferred) add_weight(k - deferred);
+        });
+    for (int mb = std::max(0, microbatches - deferred); mb < microbatches; ++mb) add_weight(mb);  // the deferred W's
   }
   return s;
 }

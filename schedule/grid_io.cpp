@@ -89,7 +89,7 @@ std::string to_csv(const schedule& s) {
     for (std::size_t step = 0; step < s.per_stage[stage].size(); ++step) {
       const action& a = s.per_stage[stage][step];
       out += std::to_string(stage) + ',' + std::to_string(step) + ',' +
-             op_letters[static_cast<std::size_t>(a.kind)] + ',' + std::to_string(a.microbatch) + ',' +
+             op_letter(a.kind) + ',' + std::to_string(a.microbatch) + ',' +
              std::to_string(a.chunk) + '\n';
     }
   return out;
@@ -127,11 +127,9 @@ schedule parse_csv(const std::string& text, const std::string& name) {
     const int stage = number(0, "stage");
     const int step = number(1, "step");
     const std::string& letter = fields[2];
-    std::size_t k = 0;
-    while (k < op_letters.size() && !(letter.size() == 1 && letter[0] == op_letters[k])) ++k;
-    if (k == op_letters.size())
-      throw std::invalid_argument(where + ": op '" + letter + "' is not one of F, B, I, W");
-    const action a{stage, static_cast<op>(k), number(3, "microbatch"), number(4, "chunk")};
+    const std::optional<op> kind = letter.size() == 1 ? op_of_letter(letter[0]) : std::nullopt;
+    if (!kind) throw std::invalid_argument(where + ": op '" + letter + "' is not one of F, B, I, W");
+    const action a{stage, *kind, number(3, "microbatch"), number(4, "chunk")};
     if (!by_stage[stage].emplace(step, a).second)
       throw std::invalid_argument(where + ": stage " + std::to_string(stage) + " step " + std::to_string(step) +
                                   " appears twice");

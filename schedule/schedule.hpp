@@ -12,8 +12,31 @@ namespace ap {
 
 // F: forward; B: full backward; I: input-gradient backward; W: weight-gradient backward (zero bubble).
 enum class op : std::uint8_t { forward, backward, backward_input, backward_weight };
-inline constexpr std::array<char, 4> op_letters = {'F', 'B', 'I', 'W'};
-static_assert(op_letters.size() == static_cast<std::size_t>(op::backward_weight) + 1, "one letter per op");
+inline constexpr std::size_t op_count = static_cast<std::size_t>(op::backward_weight) + 1;
+
+// The one table of op names, in enum order: the letter of the schedule notation ("1F0"), the word of
+// error messages ("backward_input microbatch 3") and the title of the seed's stage log ("Backward-input").
+struct op_name {
+  char letter;
+  const char* word;
+  const char* title;
+};
+inline constexpr std::array<op_name, op_count> op_names = {{
+    {'F', "forward", "Forward"},
+    {'B', "backward", "Backward"},
+    {'I', "backward_input", "Backward-input"},
+    {'W', "backward_weight", "Backward-weight"},
+}};
+static_assert(op_names.size() == op_count, "one name per op");
+
+inline const op_name& name_of(op o) { return op_names[static_cast<std::size_t>(o)]; }
+inline char op_letter(op o) { return name_of(o).letter; }
+// The op printed as `letter`, or nullopt.
+inline std::optional<op> op_of_letter(char letter) {
+  for (std::size_t k = 0; k < op_count; ++k)
+    if (op_names[k].letter == letter) return static_cast<op>(k);
+  return std::nullopt;
+}
 
 // One step of one stage. `chunk` is the global chunk (virtual stage) index, 0 .. stages*chunks_per_stage-1.
 // Note [chunk layout]: chunk c lives on stage c % stages (round-robin, as Megatron-Core's interleaved

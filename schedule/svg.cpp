@@ -12,8 +12,8 @@ constexpr double timeline_width = 960.0;  // pixels for the whole makespan
 constexpr double label_width = 70.0;      // the "stage N" column
 constexpr double row_height = 28.0;
 constexpr double axis_height = 24.0;
-constexpr std::array<const char*, 4> op_colours = {"#6fa8dc", "#93c47d", "#b6d7a8", "#c27ba0"};  // F B I W
-static_assert(op_colours.size() == op_letters.size(), "one colour per op");
+constexpr std::array<const char*, op_count> op_colours = {"#6fa8dc", "#93c47d", "#b6d7a8", "#c27ba0"};  // F B I W
+static_assert(op_colours.size() == op_names.size(), "one colour per op (op_names)");
 
 std::string number(double x) {
   char buf[32];
@@ -44,7 +44,7 @@ std::string to_svg(const schedule& s, const simulation& sim) {
     const double w = std::max(1.0, (span.end - span.start) * scale);
     const double y = axis_height + row_height * span.stage + 2.0;
     const auto k = static_cast<std::size_t>(span.a.kind);
-    const std::string label = std::string(1, op_letters[k]) + std::to_string(span.a.microbatch);
+    const std::string label = std::string(1, op_names[k].letter) + std::to_string(span.a.microbatch);
     out += "<g><title>" + to_string(span.a) + " on stage " + std::to_string(span.stage) + ": " +
            number(span.start) + " .. " + number(span.end) + "</title>";
     out += "<rect x=\"" + number(x) + "\" y=\"" + number(y) + "\" width=\"" + number(w) + "\" height=\"" +
@@ -66,10 +66,10 @@ std::string to_svg(const schedule& s, const simulation& sim) {
            "\" text-anchor=\"middle\">" + number(t) + "</text>\n";
   }
   // Legend at the top.
-  for (std::size_t k = 0; k < op_letters.size(); ++k) {
+  for (std::size_t k = 0; k < op_count; ++k) {
     const double x = label_width + 60.0 * k;
     out += "<rect x=\"" + number(x) + "\" y=\"6\" width=\"12\" height=\"12\" fill=\"" + op_colours[k] +
-           "\"/><text x=\"" + number(x + 16) + "\" y=\"16\">" + op_letters[k] + "</text>\n";
+           "\"/><text x=\"" + number(x + 16) + "\" y=\"16\">" + op_names[k].letter + "</text>\n";
   }
   out += "</svg>\n";
   return out;

@@ -40,7 +40,7 @@ validation failure(const schedule& s, const std::string& reason, const std::vect
 }
 
 std::string describe(const action& a) {
-  return to_string(a) + " (" + std::string(1, op_letters[static_cast<std::size_t>(a.kind)]) + " of microbatch " +
+  return to_string(a) + " (" + std::string(1, op_letter(a.kind)) + " of microbatch " +
          std::to_string(a.microbatch) + ", chunk " + std::to_string(a.chunk) + ")";
 }
 

@@ -12,7 +12,7 @@
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/safetensors.hpp"
 #include "model/loss.hpp"
-#include "model/seeded_random.hpp"
+#include "random/seeded_random.hpp"
 #include "test_support.hpp"
 
 using namespace ap;

@@ -21,8 +21,8 @@
 #include <caf/binary_serializer.hpp>
 
 #include "actors/actor_communicator.hpp"
-#include "actors/communicator.hpp"
-#include "actors/messages.hpp"
+#include "network/communicator.hpp"
+#include "network/messages.hpp"
 #include "tensor/tensor.hpp"
 #include "test_support.hpp"
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "data/dataset.hpp"
-#include "data/splitmix64.hpp"
+#include "random/seeded_random.hpp"
 
 using namespace ap;
 

@@ -7,7 +7,7 @@
 #include "model/block.hpp"
 #include "model/layer_registry.hpp"
 #include "model/linear.hpp"
-#include "model/seeded_random.hpp"
+#include "random/seeded_random.hpp"
 #include "model/sequential.hpp"
 #include "gradient_check.hpp"
 #include "test_support.hpp"

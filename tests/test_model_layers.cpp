@@ -11,7 +11,7 @@
 #include "model/layer_norm.hpp"
 #include "model/linear.hpp"
 #include "model/relu.hpp"
-#include "model/seeded_random.hpp"
+#include "random/seeded_random.hpp"
 #include "model/sigmoid.hpp"
 #include "model/tanh.hpp"
 #include "gradient_check.hpp"

@@ -7,7 +7,7 @@
 #include <stdexcept>
 
 #include "model/loss.hpp"
-#include "model/seeded_random.hpp"
+#include "random/seeded_random.hpp"
 #include "test_support.hpp"
 
 using namespace ap;

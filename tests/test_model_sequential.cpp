@@ -9,7 +9,7 @@
 #include "model/dropout.hpp"
 #include "model/linear.hpp"
 #include "model/relu.hpp"
-#include "model/seeded_random.hpp"
+#include "random/seeded_random.hpp"
 #include "model/sequential.hpp"
 #include "test_support.hpp"
 

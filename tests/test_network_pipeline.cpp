@@ -19,8 +19,8 @@
 #include <caf/binary_deserializer.hpp>
 #include <caf/binary_serializer.hpp>
 
-#include "actors/handshake.hpp"
-#include "actors/message_types.hpp"
+#include "network/handshake.hpp"
+#include "network/message_types.hpp"
 #include "actors/node.hpp"
 #include "actors/pipeline.hpp"
 #include "actors/stage_spawner.hpp"
@@ -403,6 +403,7 @@ TEST_CASE("a model using a layer kind the node lacks is refused at set-up, namin
   const dataset d = test::small_blobs(8);
   pipeline_options o;
   o.stages = 2;
+  o.layers_per_chunk = {2, 2};  // the user kind starts stage 1 (the block partition would keep it on stage 0)
   o.nodes = {node.address()};
   for (const char* spec : {"net_doubling", "residual[layernorm:16,net_doubling]"}) {
     CAPTURE(spec);
@@ -420,6 +421,7 @@ TEST_CASE("a model using a layer kind the node lacks is refused at set-up, namin
     CHECK(std::isfinite(in_process.train_step(d.inputs, d.labels, 0)));
   }
   // The node was left clean and serves a model it can build.
+  o.layers_per_chunk.clear();
   pipeline next(test::nine_layer_model(), o);
   CHECK(std::isfinite(next.train_step(d.inputs, d.labels, 0)));
 }
@@ -490,11 +492,11 @@ TEST_CASE("a stage_spec survives the wire and rebuilds the same stage; bad specs
   stage_spec missing = back;
   missing.weights.names.erase(missing.weights.names.begin());
   missing.weights.values.erase(missing.weights.values.begin());
-  CHECK_THROWS_WITH_AS(stage_setup_from_spec(missing), doctest::Contains("stage 1: no weights sent for parameter 4.weight"),
+  CHECK_THROWS_WITH_AS(stage_setup_from_spec(missing), doctest::Contains("stage 1: missing tensor 4.weight (its parameter)"),
                        std::invalid_argument);
   stage_spec misshapen = back;
   misshapen.weights.values[0] = zeros({3, 3});
-  CHECK_THROWS_WITH_AS(stage_setup_from_spec(misshapen), doctest::Contains("parameter 4.weight is (16, 16)"),
+  CHECK_THROWS_WITH_AS(stage_setup_from_spec(misshapen), doctest::Contains("stage 1: tensor 4.weight has shape (3, 3) but its parameter has shape (16, 16)"),
                        std::invalid_argument);
 }
 

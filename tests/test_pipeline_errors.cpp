@@ -89,6 +89,7 @@ TEST_CASE("a layer that throws inside a stage fails the step, naming the stage a
   o.stages = 3;
   o.microbatches = 4;
   o.schedule = "1f1b";
+  o.layers_per_chunk = {4, 3, 3};  // the faulty layer shares stage 1 with a Linear and a Tanh
   auto pipe = std::make_unique<pipeline>(with_fault, o);
   sequential before = pipe->gather_model();
   const auto [message, took] = test::failed_step(*pipe, d, 0);
@@ -165,15 +166,14 @@ TEST_CASE("a task of an aborted step that reaches the processor after the abort 
   caf::scoped_actor self{sys};
   auto processor = spawn_processor(sys, processor_config{0, 1, 1, self, nullptr}, std::move(worker));
   const dataset d = test::small_blobs(4);
-  const int forward = static_cast<int>(op::forward);
   self->send(processor, abort_atom::value, 0);
-  self->send(processor, forward, forward_task{0, 0, 0, 1, 0, d.inputs});
-  self->send(processor, forward, forward_task{1, 0, 0, 1, 0, d.inputs});
+  self->send(processor, run_forward{forward_task{0, 0, 0, 1, 0, d.inputs}});
+  self->send(processor, run_forward{forward_task{1, 0, 0, 1, 0, d.inputs}});
   // We are both the retriever (task_done) and the sender (the step-1 output): collect both dones.
   std::vector<task_done> done;
   bool silent = false;
   while (done.size() < 2 && !silent)
-    self->receive([&](task_done& t) { done.push_back(t); }, [&](int, forward_task&) {},
+    self->receive([&](task_done& t) { done.push_back(t); }, [&](deliver_forward&) {},
                   caf::after(std::chrono::seconds(10)) >> [&] { silent = true; });
   REQUIRE(done.size() == 2);
   CHECK(done[0].step == 0);

@@ -1,4 +1,4 @@
-// The schedule generators against their definitions and against the formulas of docs/targets.md.
+// The schedule generators against their definitions and against the bubble and memory formulas of their papers.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -110,7 +110,7 @@ TEST_CASE("a single stage works for every generator and has no bubble") {
   }
 }
 
-// targets.md: with balanced stages GPipe's and 1F1B's bubble is (p-1)/m of the ideal time. That is exact
+// With balanced stages GPipe's and 1F1B's bubble is (p-1)/m of the ideal time. That is exact
 // in this simulator for any F and B (not only F = B): the makespan is (m+p-1)(F+B) and the ideal m(F+B),
 // for every m, including m < p. GPipe's idle share of the total time is then (p-1)/(m+p-1).
 TEST_CASE("GPipe and 1F1B bubbles are exactly (p-1)/m of ideal") {
@@ -131,7 +131,7 @@ TEST_CASE("GPipe and 1F1B bubbles are exactly (p-1)/m of ideal") {
       }
 }
 
-// targets.md: GPipe stashes m activations on every stage; 1F1B stashes min(m, p-s) on stage s, with s
+// GPipe stashes m activations on every stage; 1F1B stashes min(m, p-s) on stage s, with s
 // counted from 0 (the first stage holds the most: p-1 warmup forwards plus the one in flight).
 TEST_CASE("peak stash: GPipe holds m, 1F1B holds min(m, p-s)") {
   for (int p = 1; p <= 4; ++p)
@@ -148,7 +148,7 @@ TEST_CASE("peak stash: GPipe holds m, 1F1B holds min(m, p-s)") {
     }
 }
 
-// targets.md: (p-1)/(v*m). Exact here for m a multiple of p (the only case interleaved accepts with v > 1).
+// Megatron-Core's (p-1)/(v*m). Exact here for m a multiple of p (the only case interleaved accepts with v > 1).
 TEST_CASE("interleaved 1F1B: bubble (p-1)/(v m), smaller than 1F1B's") {
   for (int p = 2; p <= 4; ++p)
     for (int m = p; m <= 16; m += p)
@@ -165,7 +165,7 @@ TEST_CASE("interleaved 1F1B: bubble (p-1)/(v m), smaller than 1F1B's") {
 }
 
 // The paper's bubble for ZB-H1 is (p-1)(F + I - W) time units, which with F = I = W is a third of 1F1B's
-// (p-1)(F + B): targets.md's (p-1)/(3m). Exact here once the pipeline reaches a steady state (m >= p).
+// (p-1)(F + B): the zero-bubble paper's (p-1)/(3m). Exact here once the pipeline reaches a steady state (m >= p).
 TEST_CASE("ZB-H1: a third of 1F1B's bubble, with 1F1B's worst-stage stash") {
   const auto unit = uniform_costs(4, 1, 1, 1);
   const simulation zb = simulate(make_zb_h1(4, 8), unit);

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "model/seeded_random.hpp"
+#include "random/seeded_random.hpp"
 #include "tensor/tensor.hpp"
 
 namespace ap::test {

@@ -7,7 +7,7 @@
 #include <caf/binary_deserializer.hpp>
 #include <caf/binary_serializer.hpp>
 
-#include "actors/wire_format.hpp"
+#include "network/wire_format.hpp"
 #include "test_support.hpp"
 
 using namespace ap;

@@ -1,5 +1,5 @@
 // Partitioning: the balanced split against hand-worked optima and brute force, the split by parameter count
-// of a real model, and the split by measured time putting a heavy layer alone.
+// of a real model, the split by measured time putting a heavy layer alone, and whole blocks per chunk.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -7,7 +7,7 @@
 #include <numeric>
 #include <random>
 
-#include "actors/partition.hpp"
+#include "plan/partition.hpp"
 #include "data/synthetic.hpp"
 
 using namespace ap;
@@ -120,8 +120,10 @@ TEST_CASE("the split by parameter count of 784-2048-2048-2048-10") {
   check_valid(four, 7, 4);
   CHECK(bottleneck_of(params, four) == middle);
   CHECK(uniform_counts(7, 4) == counts{2, 2, 2, 1});
-  CHECK(partition_counts(partition_method::uniform, model, {}, 3) == counts{3, 2, 2});
-  CHECK(partition_counts(partition_method::parameters, model, {}, 4) == four);
+  // partition_counts splits whole blocks (Note [whole blocks]): L r | L r | L r | L.
+  CHECK(partition_counts(partition_method::uniform, model, {}, 3) == counts{4, 2, 1});
+  CHECK(partition_counts(partition_method::parameters, model, {}, 4) == counts{2, 2, 2, 1});
+  CHECK(partition_counts(partition_method::parameters, model, {}, 2) == counts{4, 3});
   CHECK_THROWS_WITH_AS(partition_counts(partition_method::time, model, {}, 2), doctest::Contains("0 layer costs"),
                        std::invalid_argument);
 }
@@ -191,4 +193,48 @@ TEST_CASE("measured costs of a model of blocks, a block first (whose backward_we
   REQUIRE(costs.size() == 3);
   CHECK(costs[0].backward_input_s == 0.0);
   CHECK(partition_counts(partition_method::parameters, model, costs, 2).size() == 2);
+}
+
+TEST_CASE("blocks: a layer with parameters and the activations after it; leading activations join the first") {
+  CHECK(block_sizes(sequential::from_spec("784-512-256-10")) == counts{2, 2, 1});
+  sequential model;
+  for (const char* spec : {"relu", "linear:4:8", "relu", "dropout:0.1:7", "linear:8:3", "linear:3:3", "tanh"})
+    model.add(make_layer(spec));
+  CHECK(block_sizes(model) == counts{4, 1, 2});
+  sequential activations;
+  for (const char* spec : {"relu", "tanh"}) activations.add(make_layer(spec));
+  CHECK(block_sizes(activations) == counts{2});
+}
+
+TEST_CASE("the partition cuts only between blocks: no chunk holds a lone activation when there are enough blocks") {
+  // The demo's model on the demo's 4 stages, and the heavy model on 2..4: every method, every chunk count.
+  for (const char* spec : {"784-512-256-128-10", "784-2048-2048-2048-10", "784-512-256-10"}) {
+    const sequential model = sequential::from_spec(spec);
+    std::vector<layer_cost> costs(model.size());
+    const std::vector<double> params = parameters_per_layer(model);
+    for (std::size_t i = 0; i < costs.size(); ++i) costs[i] = {params[i] * 1e-9, params[i] * 1e-9, params[i] * 1e-9};
+    const std::size_t blocks = block_sizes(model).size();
+    for (int chunks = 1; chunks <= static_cast<int>(blocks); ++chunks)
+      for (auto method : {partition_method::uniform, partition_method::parameters, partition_method::time}) {
+        CAPTURE(spec);
+        CAPTURE(chunks);
+        CAPTURE(to_string(method));
+        const counts split = partition_counts(method, model, costs, chunks);
+        check_valid(split, model.size(), chunks);
+        const auto ranges = chunk_ranges_from_counts(split, model.size());
+        CHECK(chunks_without_parameters(model, ranges).empty());
+        for (const auto& r : ranges) CHECK(params[r.begin] > 0.0);  // every chunk starts with its block's Linear
+      }
+  }
+  // 784-512-256-128-10 on 4 stages: one block each, whatever the method.
+  const sequential demo = sequential::from_spec("784-512-256-128-10");
+  CHECK(partition_counts(partition_method::uniform, demo, {}, 4) == counts{2, 2, 2, 1});
+}
+
+TEST_CASE("fewer blocks than chunks: the split falls back to layers and names the chunks without parameters") {
+  // 784-512-256-10 has 3 blocks; 4 chunks cannot all hold one, so one chunk is a lone ReLU.
+  const sequential model = sequential::from_spec("784-512-256-10");
+  const counts split = partition_counts(partition_method::uniform, model, {}, 4);
+  CHECK(split == counts{2, 1, 1, 1});
+  CHECK(chunks_without_parameters(model, chunk_ranges_from_counts(split, model.size())) == counts{2});
 }

@@ -1,4 +1,4 @@
-#include "actors/wire_format.hpp"
+#include "network/wire_format.hpp"
 
 #include <cstdint>
 

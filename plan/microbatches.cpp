@@ -1,4 +1,4 @@
-#include "actors/microbatches.hpp"
+#include "plan/microbatches.hpp"
 
 #include <stdexcept>
 #include <string>

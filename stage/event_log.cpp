@@ -1,4 +1,4 @@
-#include "actors/event_log.hpp"
+#include "stage/event_log.hpp"
 
 #include <algorithm>
 #include <map>
@@ -26,16 +26,6 @@ void event_log::clear() {
 
 namespace {
 
-const char* op_word(op o) {
-  switch (o) {
-    case op::forward: return "Forward";
-    case op::backward: return "Backward";
-    case op::backward_input: return "Backward-input";
-    case op::backward_weight: return "Backward-weight";
-  }
-  return "?";
-}
-
 // The message kind an action consumes: I and B both consume a backward_task.
 op arrival_kind(op o) { return o == op::forward ? op::forward : op::backward; }
 
@@ -45,7 +35,7 @@ struct queued {
 };
 
 std::string task_words(op kind, int chunk, bool name_chunk) {
-  std::string s = op_word(kind);
+  std::string s = name_of(kind).title;
   if (name_chunk) s += " chunk " + std::to_string(chunk);
   return s + " microbatch ";
 }
@@ -127,9 +117,9 @@ std::string chrome_trace(const std::vector<stage_event>& events, int stages) {
     if (e.kind == event_kind::start) open[s] = &e;
     if (e.kind == event_kind::finish && open[s]) {
       const stage_event& b = *open[s];
-      const std::string name = std::to_string(b.chunk) + op_letters[static_cast<std::size_t>(b.task)] +
+      const std::string name = std::to_string(b.chunk) + op_letter(b.task) +
                                std::to_string(b.microbatch);
-      trace.push_back({{"ph", "X"}, {"name", name}, {"cat", op_word(b.task)}, {"pid", 0}, {"tid", e.stage},
+      trace.push_back({{"ph", "X"}, {"name", name}, {"cat", name_of(b.task).title}, {"pid", 0}, {"tid", e.stage},
                        {"ts", b.time_us}, {"dur", e.time_us - b.time_us},
                        {"args", {{"step", b.step}, {"microbatch", b.microbatch}, {"chunk", b.chunk}}}});
       open[s] = nullptr;

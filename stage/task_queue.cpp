@@ -1,4 +1,4 @@
-#include "actors/task_queue.hpp"
+#include "stage/task_queue.hpp"
 
 #include <stdexcept>
 
@@ -38,8 +38,7 @@ void task_queue::drop_before(int step) {
 }
 
 std::string task_queue::describe(const action& a) {
-  static const char* words[] = {"forward", "backward", "backward_input", "backward_weight"};
-  return std::string(words[static_cast<int>(a.kind)]) + " microbatch " + std::to_string(a.microbatch) + " of chunk " +
+  return std::string(name_of(a.kind).word) + " microbatch " + std::to_string(a.microbatch) + " of chunk " +
          std::to_string(a.chunk);
 }
 

@@ -1,10 +1,10 @@
-#include "actors/handshake.hpp"
+#include "network/handshake.hpp"
 
 #include <algorithm>
 #include <cstring>
 
-#include "actors/message_types.hpp"
 #include "model/layer_registry.hpp"
+#include "network/message_types.hpp"
 
 namespace ap {
 

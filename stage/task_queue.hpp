@@ -8,7 +8,7 @@
 #include <tuple>
 #include <variant>
 
-#include "actors/messages.hpp"
+#include "stage/tasks.hpp"
 #include "schedule/schedule.hpp"
 
 namespace ap {

@@ -1,5 +1,7 @@
-// The messages stages and the coordinator exchange. forward_task and backward_task carry a tensor whose
-// payload is serialised as one raw block, so it crosses a network quickly (toolchain notes).
+// Every message between the actors, and how each crosses a process boundary (all are registered for the
+// network, network/message_types.cpp). Tensors are serialised as one raw block, so they cross a network
+// quickly (network/wire_format.hpp, toolchain notes). Each message is a struct whose fields say what they
+// are; a bare int never means different things to different actors.
 #pragma once
 
 #include <cstdint>
@@ -9,31 +11,52 @@
 
 #include <caf/all.hpp>
 
-#include "actors/wire_format.hpp"
+#include "checkpoint/named_tensors.hpp"
+#include "model/optimizer.hpp"
+#include "network/timeout.hpp"
+#include "network/wire_format.hpp"
+#include "schedule/schedule.hpp"
+#include "stage/stage_state.hpp"
+#include "stage/tasks.hpp"
 #include "tensor/tensor.hpp"
 
 namespace ap {
 
-// A tensor travelling forward: the input of `chunk` for `microbatch` of optimizer step `step`.
-// `first_sample` is the microbatch's first row in the batch (dropout masks depend on it).
-// `source` is the sender's rank in the communicator (the coordinator is rank `stages`).
-struct forward_task {
-  int step = 0;
-  int microbatch = 0;
-  int chunk = 0;
-  int source = 0;
-  int first_sample = 0;
-  tensor data;  // (rows, features)
+// retriever -> processor: run the forward (F) that consumes `task`.
+struct run_forward {
+  forward_task task;
 };
 
-// A gradient travelling backward: d loss / d (output of `chunk`) for `microbatch`.
-struct backward_task {
+// retriever -> processor: run the backward that consumes `task`, as `kind`: a full backward (B) or an
+// input-gradient backward (I, which leaves the cache for its W).
+struct run_backward {
+  op kind = op::backward;
+  backward_task task;
+};
+
+// retriever -> processor: run the weight-gradient backward (W) of (microbatch, chunk); it needs no tensor,
+// its I left the cache.
+struct run_weight {
   int step = 0;
   int microbatch = 0;
   int chunk = 0;
-  int source = 0;
-  int first_sample = 0;
-  tensor data;  // (rows, features)
+};
+
+// processor -> sender: deliver `task` to the communicator rank `destination` (a stage, or the coordinator).
+struct deliver_forward {
+  int destination = 0;
+  forward_task task;
+};
+struct deliver_backward {
+  int destination = 0;
+  backward_task task;
+};
+
+// processor -> retriever: it finished a task, with the stage's peak stash so far and, if the task failed, why.
+struct task_done {
+  int step = 0;
+  int peak_stash = 0;
+  std::string error;
 };
 
 // The facade asks the coordinator to train one batch.
@@ -71,25 +94,17 @@ struct step_result {
   std::vector<int> peak_stash;  // per stage
 };
 
-// Named tensors (parameters of a stage), in the order of the stage's parameters().
-struct named_tensors {
-  std::vector<std::string> names;
-  std::vector<tensor> values;
-};
-
 using begin_atom = caf::atom_constant<caf::atom("begin")>;      // coordinator -> retriever: step starts
 using abort_atom = caf::atom_constant<caf::atom("abort")>;      // coordinator -> stage: drop the step
-using done_atom = caf::atom_constant<caf::atom("done")>;        // processor -> retriever: task finished
 using apply_atom = caf::atom_constant<caf::atom("apply")>;      // coordinator -> processor: optimizer step
 using params_atom = caf::atom_constant<caf::atom("params")>;    // -> processor: its parameters
-using weight_atom = caf::atom_constant<caf::atom("weight")>;    // retriever -> processor: run a W action
 using take_atom = caf::atom_constant<caf::atom("take")>;        // receiver -> inbox: next tensor
 using expire_atom = caf::atom_constant<caf::atom("expire")>;    // inbox -> itself: a receive timed out
 using barrier_atom = caf::atom_constant<caf::atom("barrier")>;  // rank -> barrier actor
 using timeout_atom = caf::atom_constant<caf::atom("timeout")>;  // retriever -> itself: check the wait
 using ok_atom = caf::atom_constant<caf::atom("ok")>;            // an acknowledgement
 
-// Serialisation: see wire_format.hpp. Other inspectors (to_string) print the shape, not the payload.
+// Serialisation: see network/wire_format.hpp. Other inspectors (to_string) print the shape, not the payload.
 template <class Inspector, class Task>
 typename Inspector::result_type inspect_task(Inspector& f, Task& x, const char* name) {
   if constexpr (is_wire_inspector<Inspector>::value) {
@@ -154,15 +169,6 @@ typename Inspector::result_type inspect(Inspector& f, step_result& x) {
   return f(caf::meta::type_name("step_result"), x.ok, x.loss, x.error, x.peak_stash);
 }
 
-// A stage's whole state for a checkpoint (Note [stage state] in stage_worker.hpp): its parameters under
-// their global names ("3.weight"), its optimizer's state ("optimizer/3.weight.m") and the optimizer's steps.
-// The processor answers state_atom with one, and loads one sent as (load_atom, stage_state).
-struct stage_state {
-  int stage = 0;
-  std::int64_t optimizer_steps = 0;
-  named_tensors tensors;
-};
-
 // The answer to (load_atom, stage_state): an empty `error` when the stage loaded it; otherwise the stage
 // changed nothing and the text names the stage and the tensor (missing, unexpected or mis-shaped).
 struct stage_state_loaded {
@@ -180,6 +186,62 @@ typename Inspector::result_type inspect(Inspector& f, stage_state& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, stage_state_loaded& x) {
   return f(caf::meta::type_name("stage_state_loaded"), x.stage, x.error);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, run_forward& x) {
+  return f(caf::meta::type_name("run_forward"), x.task);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, run_backward& x) {
+  if constexpr (is_wire_inspector<Inspector>::value) {
+    return f(caf::meta::type_name("run_backward"), x.kind, x.task);
+  } else {
+    std::string kind = name_of(x.kind).word;
+    return f(caf::meta::type_name("run_backward"), kind, x.task);
+  }
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, run_weight& x) {
+  return f(caf::meta::type_name("run_weight"), x.step, x.microbatch, x.chunk);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, deliver_forward& x) {
+  return f(caf::meta::type_name("deliver_forward"), x.destination, x.task);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, deliver_backward& x) {
+  return f(caf::meta::type_name("deliver_backward"), x.destination, x.task);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, task_done& x) {
+  return f(caf::meta::type_name("task_done"), x.step, x.peak_stash, x.error);
+}
+
+// The wire form of a stage_setup (actors/stage_spawner.hpp), coordinator -> node: layers as spec texts plus
+// their weights, so a node needs no training config. The node answers with the stage's retriever, processor
+// and sender.
+struct stage_spec {
+  int stage = 0;
+  int stages = 1;
+  int total_chunks = 1;
+  std::vector<int> chunk_ids;
+  std::vector<std::vector<std::string>> layer_specs;  // per chunk: every layer's spec() text
+  std::vector<std::uint64_t> first_layer;              // per chunk: global index of its first layer
+  named_tensors weights;                               // every parameter of every chunk, by global name
+  optimizer_config optimizer;
+  std::vector<int> actions;  // 3 ints per action: op, microbatch, chunk (the stage is `stage`)
+  std::int64_t timeout_ms = default_timeout.count();
+};
+
+// The optimizer settings are written field by field here (not with an inspect of optimizer_config), so
+// that this file is the one place that decides how they travel.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, stage_spec& x) {
+  auto& o = x.optimizer;
+  return f(caf::meta::type_name("stage_spec"), x.stage, x.stages, x.total_chunks, x.chunk_ids, x.layer_specs,
+           x.first_layer, x.weights, o.kind, o.lr, o.momentum, o.nesterov, o.beta1, o.beta2, o.eps, o.weight_decay,
+           x.actions, x.timeout_ms);
 }
 
 }  // namespace ap

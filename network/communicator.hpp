@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "network/timeout.hpp"
 #include "tensor/tensor.hpp"
 
 namespace ap {
@@ -17,8 +18,6 @@ class timeout_error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
-
-inline constexpr std::chrono::milliseconds default_receive_timeout{30000};
 
 // Ranks are 0 .. world_size-1. Sends never block and move the tensor (no copy in one process); a send
 // returns once the message is queued at the destination. Receives block until a tensor from `source`

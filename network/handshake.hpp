@@ -1,5 +1,5 @@
 // The handshake between a coordinator and a node, before any stage is placed. Both sides must speak the
-// same wire protocol version, store floats little-endian (tensors travel as raw bytes, wire_format.hpp)
+// same wire protocol version, store floats little-endian (tensors travel as raw bytes, network/wire_format.hpp)
 // and register the same message types under the same names. A mismatch is refused on both sides with a
 // text saying what differs. Each side also names the layer kinds it can build (layer_registry.hpp): they
 // may differ, but a model using a kind a node lacks is refused before any stage is placed
@@ -18,7 +18,9 @@
 namespace ap {
 
 // Bump whenever a message type, its fields or the protocol between coordinator and node changes.
-inline constexpr std::uint32_t wire_protocol_version = 3;  // 2: tensors carry their dtype; 3: the hello names the layer kinds
+// 2: tensors carry their dtype, the hello names the layer kinds, run_* and deliver_* messages replace
+// (int, task) pairs.
+inline constexpr std::uint32_t wire_protocol_version = 2;
 
 using hello_atom = caf::atom_constant<caf::atom("hello")>;
 

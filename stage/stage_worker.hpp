@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "actors/messages.hpp"
-#include "actors/stage_info.hpp"
+#include "stage/stage_state.hpp"
+#include "plan/stage_info.hpp"
 #include "model/optimizer.hpp"
 #include "model/sequential.hpp"
 

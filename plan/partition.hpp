@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/stage_info.hpp"
+#include "plan/stage_info.hpp"
 #include "model/sequential.hpp"
 #include "schedule/schedule.hpp"
 
@@ -55,10 +55,22 @@ std::vector<layer_cost> measure_layer_costs(const sequential& model, const tenso
 std::vector<double> total_costs(const std::vector<layer_cost>& costs);  // F + I + W per layer
 std::vector<std::size_t> counts_by_time(const std::vector<layer_cost>& costs, int chunks);
 
-// The split of `method` for a model of costs.size() layers (`costs` is only read by time; `model` only by
-// parameters).
+// Note [whole blocks]
+// A block is a layer with parameters and the parameter-free layers after it (a Linear and its activation);
+// parameter-free layers before the first parameterised one join the first block. partition_counts cuts only
+// between blocks, so no stage holds a lone activation: that stage would add a hop and a stash and compute
+// almost nothing. Only a model with fewer blocks than chunks (a toy model on many stages) is cut between
+// layers; chunks_without_parameters then names the chunks that got no parameters.
+std::vector<std::size_t> block_sizes(const sequential& model);  // layers per block, in model order
+
+// The split of `method` for the model, in whole blocks (Note [whole blocks]): uniform gives every chunk as
+// many blocks as possible (the first chunks take the remainder); parameters and time balance the blocks'
+// parameter counts or measured costs (Note [balanced split]). `costs` (one per layer) is only read by time.
 std::vector<std::size_t> partition_counts(partition_method method, const sequential& model,
                                           const std::vector<layer_cost>& costs, int chunks);
+
+// The chunks whose layers hold no parameter at all (e.g. a lone ReLU), in order.
+std::vector<std::size_t> chunks_without_parameters(const sequential& model, const std::vector<layer_range>& chunk_ranges);
 
 // Predicted busy seconds per stage for one step: the sum of its chunks' layer costs (F + I + W) times the
 // number of microbatches (chunk c on stage c % stages, Note [chunk layout] in schedule.hpp).

@@ -1,10 +1,11 @@
-#include "actors/stage_worker.hpp"
+#include "stage/stage_worker.hpp"
 
 #include <algorithm>
 #include <map>
 #include <stdexcept>
 
 #include "checkpoint/checkpoint.hpp"
+#include "checkpoint/named_tensors.hpp"
 
 namespace ap {
 
@@ -119,69 +120,38 @@ stage_state stage_worker::export_state() {
   stage_state out;
   out.stage = stage_;
   out.optimizer_steps = optimizer_->steps();
-  for (const parameter& p : parameters()) {
-    out.tensors.names.push_back(p.name);
-    out.tensors.values.push_back(*p.value);
-  }
-  for (const auto& [key, t] : optimizer_->state()) {
-    out.tensors.names.push_back(checkpoint_optimizer_prefix + key);
-    out.tensors.values.push_back(*t);
-  }
+  add_parameters(out.tensors, parameters());
+  add_optimizer_state(out.tensors, optimizer_->state(), checkpoint_optimizer_prefix);
   return out;
 }
 
 void stage_worker::import_state(const stage_state& state) {
-  const std::string who = "stage " + std::to_string(stage_);
-  const auto refuse = [&](const std::string& what) { throw std::runtime_error(who + ": cannot load its state: " + what); };
-  const named_tensors& given = state.tensors;
-  if (given.names.size() != given.values.size())
-    refuse(std::to_string(given.names.size()) + " names for " + std::to_string(given.values.size()) + " tensors");
+  const auto refuse = [&](const std::string& what) {
+    throw std::runtime_error("stage " + std::to_string(stage_) + ": cannot load its state: " + what);
+  };
   if (state.optimizer_steps < 0) refuse("negative optimizer steps " + std::to_string(state.optimizer_steps));
-  std::map<std::string, const tensor*> by_name;
-  bool has_optimizer_tensors = false;
-  for (std::size_t i = 0; i < given.names.size(); ++i) {
-    if (!by_name.emplace(given.names[i], &given.values[i]).second) refuse("tensor " + given.names[i] + " given twice");
-    has_optimizer_tensors |= given.names[i].rfind(checkpoint_optimizer_prefix, 0) == 0;
-  }
+  tensor_sources given;
+  if (const std::string why = add_sources(given, state.tensors); !why.empty()) refuse(why);
+  const bool has_optimizer_tensors = std::any_of(given.begin(), given.end(), [](const auto& named) {
+    return named.first.rfind(checkpoint_optimizer_prefix, 0) == 0;
+  });
 
-  // Check everything against a fresh optimizer holding the state this stage's parameters need ...
+  // Bind into this stage's parameters and a fresh optimizer holding the state they need (Note [binding named
+  // tensors]: everything is checked before anything changes).
   const std::vector<parameter> params = parameters();
   std::unique_ptr<optimizer> fresh = make_optimizer(optimizer_config_);
   if (state.optimizer_steps > 0 || has_optimizer_tensors) fresh->init_state(params);
   fresh->set_steps(static_cast<long>(state.optimizer_steps));
-  const std::map<std::string, tensor*> fresh_state = fresh->state();
-  const auto source = [&](const std::string& name, const tensor& mine, const char* what) -> const tensor& {
-    const auto it = by_name.find(name);
-    if (it == by_name.end()) refuse("missing tensor " + name + " (" + what + ")");
-    if (it->second->shape() != mine.shape())
-      refuse("tensor " + name + " has shape " + shape_string(*it->second) + " but " + what + " has shape " +
-             shape_string(mine));
-    return *it->second;
-  };
-  for (const parameter& p : params) source(p.name, *p.value, "its parameter");
-  for (const auto& [key, t] : fresh_state) source(checkpoint_optimizer_prefix + key, *t, "its optimizer state");
-  if (by_name.size() != params.size() + fresh_state.size())
-    for (const auto& [name, t] : by_name) {
-      const bool mine = std::any_of(params.begin(), params.end(), [&](const parameter& p) { return p.name == name; }) ||
-                        (name.rfind(checkpoint_optimizer_prefix, 0) == 0 &&
-                         fresh_state.count(name.substr(std::string(checkpoint_optimizer_prefix).size())));
-      if (mine) continue;
-      std::string held;
-      for (const auto& sl : slices_)
-        held += (held.empty() ? "" : ", ") + to_string(layer_range{sl.first_index(), sl.first_index() + sl.size()});
-      refuse("unexpected tensor " + name + ": neither a parameter of this stage (" + held +
-             ") nor its optimizer state");
-    }
-
-  // ... and only then change anything.
-  for (const parameter& p : params) {
-    const tensor& t = source(p.name, *p.value, "its parameter");
-    std::copy(t.data(), t.data() + t.size(), p.value->data());
-  }
-  for (const auto& [key, t] : fresh_state) {
-    const tensor& saved = source(checkpoint_optimizer_prefix + key, *t, "its optimizer state");
-    std::copy(saved.data(), saved.data() + saved.size(), t->data());
-  }
+  std::vector<tensor_target> targets = parameter_targets(params, "its parameter");
+  for (auto& t : optimizer_state_targets(fresh->state(), checkpoint_optimizer_prefix, "its optimizer state"))
+    targets.push_back(std::move(t));
+  std::string held;
+  for (const auto& sl : slices_)
+    held += (held.empty() ? "" : ", ") + to_string(layer_range{sl.first_index(), sl.first_index() + sl.size()});
+  if (const std::string why = bind_named_tensors(
+          targets, given, "neither a parameter of this stage (" + held + ") nor its optimizer state");
+      !why.empty())
+    refuse(why);
   optimizer_ = std::move(fresh);
   abort();
 }

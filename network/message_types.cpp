@@ -1,10 +1,8 @@
-#include "actors/message_types.hpp"
+#include "network/message_types.hpp"
 
 #include <caf/all.hpp>
 
-#include "actors/messages.hpp"
-#include "actors/pipeline_actors.hpp"
-#include "actors/stage_spawner.hpp"
+#include "network/messages.hpp"
 
 namespace ap {
 namespace {
@@ -22,6 +20,11 @@ void visit_message_types(Visitor& v) {
   v.template add<step_result>("step_result");
   v.template add<named_tensors>("named_tensors");
   v.template add<task_done>("task_done");
+  v.template add<run_forward>("run_forward");
+  v.template add<run_backward>("run_backward");
+  v.template add<run_weight>("run_weight");
+  v.template add<deliver_forward>("deliver_forward");
+  v.template add<deliver_backward>("deliver_backward");
   v.template add<stage_spec>("stage_spec");
   v.template add<stage_state>("stage_state");
   v.template add<stage_state_loaded>("stage_state_loaded");

@@ -1,6 +1,6 @@
-#include "actors/stage_info.hpp"
+#include "plan/stage_info.hpp"
 
-#include "actors/microbatches.hpp"
+#include "plan/microbatches.hpp"
 
 #include <stdexcept>
 

@@ -1,4 +1,4 @@
-#include "actors/partition.hpp"
+#include "plan/partition.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -175,18 +175,76 @@ std::vector<std::size_t> counts_by_time(const std::vector<layer_cost>& costs, in
   return balanced_counts(total_costs(costs), chunks);
 }
 
+// Note [whole blocks]
+std::vector<std::size_t> block_sizes(const sequential& model) {
+  std::vector<std::size_t> sizes;
+  bool seen_parameters = false;
+  for (double p : parameters_per_layer(model)) {
+    // A parameterised layer opens a block, except the first one: the layers before it join its block.
+    if (sizes.empty() || (p > 0.0 && seen_parameters)) sizes.push_back(0);
+    seen_parameters = seen_parameters || p > 0.0;
+    ++sizes.back();
+  }
+  return sizes;
+}
+
+namespace {
+
+// Per-layer values summed per unit (units[u] consecutive layers each).
+std::vector<double> sum_per_unit(const std::vector<double>& per_layer, const std::vector<std::size_t>& units) {
+  std::vector<double> sums;
+  std::size_t layer = 0;
+  for (std::size_t size : units) {
+    double s = 0.0;
+    for (std::size_t i = 0; i < size; ++i) s += per_layer.at(layer++);
+    sums.push_back(s);
+  }
+  return sums;
+}
+
+// Unit counts per chunk -> layer counts per chunk.
+std::vector<std::size_t> layers_of_units(const std::vector<std::size_t>& unit_counts,
+                                         const std::vector<std::size_t>& units) {
+  std::vector<std::size_t> layers;
+  std::size_t unit = 0;
+  for (std::size_t count : unit_counts) {
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < count; ++i) n += units.at(unit++);
+    layers.push_back(n);
+  }
+  return layers;
+}
+
+}  // namespace
+
 std::vector<std::size_t> partition_counts(partition_method method, const sequential& model,
                                           const std::vector<layer_cost>& costs, int chunks) {
+  if (method == partition_method::time && costs.size() != model.size())
+    throw std::invalid_argument("partition by time: " + std::to_string(costs.size()) + " layer costs for a model of " +
+                                std::to_string(model.size()) + " layers");
+  // Whole blocks when there are enough of them, else single layers (Note [whole blocks]).
+  std::vector<std::size_t> units = block_sizes(model);
+  if (chunks < 1 || units.size() < static_cast<std::size_t>(chunks)) units.assign(model.size(), 1);
+  std::vector<std::size_t> unit_counts;
   switch (method) {
-    case partition_method::uniform: return uniform_counts(model.size(), chunks);
-    case partition_method::parameters: return counts_by_parameters(model, chunks);
-    case partition_method::time:
-      if (costs.size() != model.size())
-        throw std::invalid_argument("partition by time: " + std::to_string(costs.size()) + " layer costs for a model of " +
-                                    std::to_string(model.size()) + " layers");
-      return counts_by_time(costs, chunks);
+    case partition_method::uniform: unit_counts = uniform_counts(units.size(), chunks); break;
+    case partition_method::parameters:
+      unit_counts = balanced_counts(sum_per_unit(parameters_per_layer(model), units), chunks);
+      break;
+    case partition_method::time: unit_counts = balanced_counts(sum_per_unit(total_costs(costs), units), chunks); break;
   }
-  throw std::invalid_argument("unknown partition method");
+  return layers_of_units(unit_counts, units);
+}
+
+std::vector<std::size_t> chunks_without_parameters(const sequential& model, const std::vector<layer_range>& chunk_ranges) {
+  const std::vector<double> params = parameters_per_layer(model);
+  std::vector<std::size_t> empty;
+  for (std::size_t c = 0; c < chunk_ranges.size(); ++c) {
+    double sum = 0.0;
+    for (std::size_t l = chunk_ranges[c].begin; l < chunk_ranges[c].end && l < params.size(); ++l) sum += params[l];
+    if (sum == 0.0) empty.push_back(c);
+  }
+  return empty;
 }
 
 namespace {

@@ -1,0 +1,31 @@
+// The tasks that travel between stages: a forward_task carries a chunk's input, a backward_task the gradient
+// of a chunk's output. Plain data; how they cross actors and processes is network/messages.hpp.
+#pragma once
+
+#include "tensor/tensor.hpp"
+
+namespace ap {
+
+// A tensor travelling forward: the input of `chunk` for `microbatch` of optimizer step `step`.
+// `first_sample` is the microbatch's first row in the batch (dropout masks depend on it).
+// `source` is the sender's rank in the communicator (the coordinator is rank `stages`).
+struct forward_task {
+  int step = 0;
+  int microbatch = 0;
+  int chunk = 0;
+  int source = 0;
+  int first_sample = 0;
+  tensor data;  // (rows, features)
+};
+
+// A gradient travelling backward: d loss / d (output of `chunk`) for `microbatch`.
+struct backward_task {
+  int step = 0;
+  int microbatch = 0;
+  int chunk = 0;
+  int source = 0;
+  int first_sample = 0;
+  tensor data;  // (rows, features)
+};
+
+}  // namespace ap
