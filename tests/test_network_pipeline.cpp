@@ -435,6 +435,24 @@ TEST_CASE("the handshake carries the layer kinds; layer_kinds_lacking lists what
   CHECK(handshake_mismatch(local_handshake(), other, "me", "node x:1").empty());  // differing kinds are not refused here
 }
 
+TEST_CASE("a version-1 hello (without layer kinds) is refused by its version, not as an unknown message") {
+  caf::actor_system_config cfg;
+  add_message_types(cfg);
+  caf::actor_system sys{cfg};
+  auto node = spawn_node(sys, node_options{});
+  std::string failure = "no answer";
+  {
+    caf::scoped_actor self{sys};
+    self->request(node, 5s, hello_atom::value, std::uint32_t{1}, true, message_type_names())
+        .receive([&](hello_atom, std::uint32_t, bool, std::vector<std::string>&,
+                     std::vector<std::string>&) { failure = "accepted"; },
+                 [&](caf::error& e) { failure = error_text(e); });
+    self->send_exit(node, caf::exit_reason::user_shutdown);
+  }
+  CHECK(failure == "protocol version mismatch: this node speaks version " + std::to_string(wire_protocol_version) +
+                       ", the coordinator version 1");
+}
+
 TEST_CASE("the handshake names what differs") {
   const handshake mine = local_handshake();
   CHECK(mine.little_endian == host_is_little_endian());
