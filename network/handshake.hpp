@@ -16,7 +16,7 @@
 namespace ap {
 
 // Bump whenever a message type, its fields or the protocol between coordinator and node changes.
-inline constexpr std::uint32_t wire_protocol_version = 2;  // 2: run_*, deliver_* replace (int, task) pairs
+inline constexpr std::uint32_t wire_protocol_version = 2;  // 2: run_*, deliver_* messages, actions as fields
 
 using hello_atom = caf::atom_constant<caf::atom("hello")>;
 

@@ -432,6 +432,10 @@ TEST_CASE("a stage_spec survives the wire and rebuilds the same stage; bad specs
   misshapen.weights.values[0] = zeros({3, 3});
   CHECK_THROWS_WITH_AS(stage_setup_from_spec(misshapen), doctest::Contains("stage 1: tensor 4.weight has shape (3, 3) but its parameter has shape (16, 16)"),
                        std::invalid_argument);
+  stage_spec elsewhere = back;
+  elsewhere.actions[1].stage = 0;
+  CHECK_THROWS_WITH_AS(stage_setup_from_spec(elsewhere), doctest::Contains("stage 1: action 1 (3I0) is for stage 0"),
+                       std::invalid_argument);
 }
 
 TEST_CASE("a frozen node (SIGSTOP) is noticed by the heartbeat and fails the step within seconds") {
