@@ -30,8 +30,7 @@ stage_spec make_stage_spec(stage_setup& setup) {
     add_parameters(spec.weights, slice.parameters());
   }
   spec.optimizer = setup.optimizer;
-  for (const action& a : setup.actions)
-    spec.actions.insert(spec.actions.end(), {static_cast<int>(a.kind), a.microbatch, a.chunk});
+  spec.actions = setup.actions;
   spec.timeout_ms = setup.timeout.count();
   return spec;
 }
@@ -43,9 +42,6 @@ stage_setup stage_setup_from_spec(stage_spec spec) {
     throw std::invalid_argument(where + ": " + std::to_string(chunks) + " chunk ids but " +
                                 std::to_string(spec.layer_specs.size()) + " layer lists and " +
                                 std::to_string(spec.first_layer.size()) + " first layers");
-  if (spec.actions.size() % 3 != 0)
-    throw std::invalid_argument(where + ": the action list has " + std::to_string(spec.actions.size()) +
-                                " ints, not a multiple of 3 (op, microbatch, chunk)");
   tensor_sources weights;
   if (const std::string why = add_sources(weights, spec.weights); !why.empty())
     throw std::invalid_argument(where + ": weights: " + why);
@@ -63,12 +59,16 @@ stage_setup stage_setup_from_spec(stage_spec spec) {
   if (const std::string why = bind_named_tensors(targets, weights, "no parameter of its layers"); !why.empty())
     throw std::invalid_argument(where + ": " + why);
   setup.optimizer = spec.optimizer;
-  for (std::size_t i = 0; i < spec.actions.size(); i += 3) {
-    const int kind = spec.actions[i];
-    if (kind < 0 || kind >= static_cast<int>(op_count))
-      throw std::invalid_argument(where + ": action " + std::to_string(i / 3) + " has no op " + std::to_string(kind));
-    setup.actions.push_back(action{spec.stage, static_cast<op>(kind), spec.actions[i + 1], spec.actions[i + 2]});
+  for (std::size_t i = 0; i < spec.actions.size(); ++i) {
+    const action& a = spec.actions[i];
+    if (static_cast<std::size_t>(a.kind) >= op_count)
+      throw std::invalid_argument(where + ": action " + std::to_string(i) + " has no op " +
+                                  std::to_string(static_cast<int>(a.kind)));
+    if (a.stage != spec.stage)
+      throw std::invalid_argument(where + ": action " + std::to_string(i) + " (" + to_string(a) + ") is for stage " +
+                                  std::to_string(a.stage));
   }
+  setup.actions = std::move(spec.actions);
   setup.timeout = std::chrono::milliseconds(spec.timeout_ms);
   return setup;
 }

@@ -43,7 +43,7 @@ stage_actors spawn_stage(caf::actor_system& system, stage_setup setup);
 // Layer spec texts and a copy of the weights; no actor, no log.
 stage_spec make_stage_spec(stage_setup& setup);
 // Rebuilds the layers and sets every weight; throws std::invalid_argument naming a bad layer text, a
-// missing, extra or misshapen tensor, or a malformed action list.
+// missing, extra or misshapen tensor, or an action of no known op or of another stage.
 stage_setup stage_setup_from_spec(stage_spec spec);
 
 }  // namespace ap

@@ -19,7 +19,7 @@ namespace ap {
 
 // Bump whenever a message type, its fields or the protocol between coordinator and node changes.
 // 2: tensors carry their dtype, the hello names the layer kinds, run_* and deliver_* messages replace
-// (int, task) pairs.
+// (int, task) pairs, stage specs carry their actions as fields.
 inline constexpr std::uint32_t wire_protocol_version = 2;
 
 using hello_atom = caf::atom_constant<caf::atom("hello")>;

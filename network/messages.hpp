@@ -230,9 +230,20 @@ struct stage_spec {
   std::vector<std::uint64_t> first_layer;              // per chunk: global index of its first layer
   named_tensors weights;                               // every parameter of every chunk, by global name
   optimizer_config optimizer;
-  std::vector<int> actions;  // 3 ints per action: op, microbatch, chunk (the stage is `stage`)
+  std::vector<action> actions;  // this stage's row of the schedule
   std::int64_t timeout_ms = default_timeout.count();
 };
+
+// A schedule action travels as its fields (printed as "1F0" by other inspectors).
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, action& x) {
+  if constexpr (is_wire_inspector<Inspector>::value) {
+    return f(caf::meta::type_name("action"), x.stage, x.kind, x.microbatch, x.chunk);
+  } else {
+    std::string text = to_string(x);
+    return f(caf::meta::type_name("action"), x.stage, text);
+  }
+}
 
 // The optimizer settings are written field by field here (not with an inspect of optimizer_config), so
 // that this file is the one place that decides how they travel.

@@ -48,3 +48,12 @@ TEST_CASE("`actorpipe node` does not know the example's layer: refused at set-up
   CHECK(contains(err, "node " + node.address() + " lacks layer kind 'feature_scale', used by stage 0 (layer 1 feature_scale:32)"));
   CHECK(node.process().running());
 }
+
+TEST_CASE("ap::run_node(argc, argv) names a bad argument and exits 1") {
+  child_process bad_port({example, "node", "--port", "x"});
+  CHECK(bad_port.wait_exit(30s) == 1);
+  CHECK(contains(bad_port.stderr_text(), "error: --port needs a non-negative integer, got x"));
+  child_process unknown({example, "node", "--colour", "red"});
+  CHECK(unknown.wait_exit(30s) == 1);
+  CHECK(contains(unknown.stderr_text(), "error: unknown option --colour"));
+}

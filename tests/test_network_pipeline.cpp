@@ -437,6 +437,24 @@ TEST_CASE("the handshake carries the layer kinds; layer_kinds_lacking lists what
   CHECK(handshake_mismatch(local_handshake(), other, "me", "node x:1").empty());  // differing kinds are not refused here
 }
 
+TEST_CASE("a version-1 hello (without layer kinds) is refused by its version, not as an unknown message") {
+  caf::actor_system_config cfg;
+  add_message_types(cfg);
+  caf::actor_system sys{cfg};
+  auto node = spawn_node(sys, node_options{});
+  std::string failure = "no answer";
+  {
+    caf::scoped_actor self{sys};
+    self->request(node, 5s, hello_atom::value, std::uint32_t{1}, true, message_type_names())
+        .receive([&](hello_atom, std::uint32_t, bool, std::vector<std::string>&,
+                     std::vector<std::string>&) { failure = "accepted"; },
+                 [&](caf::error& e) { failure = error_text(e); });
+    self->send_exit(node, caf::exit_reason::user_shutdown);
+  }
+  CHECK(failure == "protocol version mismatch: this node speaks version " + std::to_string(wire_protocol_version) +
+                       ", the coordinator version 1");
+}
+
 TEST_CASE("the handshake names what differs") {
   const handshake mine = local_handshake();
   CHECK(mine.little_endian == host_is_little_endian());
@@ -497,6 +515,10 @@ TEST_CASE("a stage_spec survives the wire and rebuilds the same stage; bad specs
   stage_spec misshapen = back;
   misshapen.weights.values[0] = zeros({3, 3});
   CHECK_THROWS_WITH_AS(stage_setup_from_spec(misshapen), doctest::Contains("stage 1: tensor 4.weight has shape (3, 3) but its parameter has shape (16, 16)"),
+                       std::invalid_argument);
+  stage_spec elsewhere = back;
+  elsewhere.actions[1].stage = 0;
+  CHECK_THROWS_WITH_AS(stage_setup_from_spec(elsewhere), doctest::Contains("stage 1: action 1 (3I0) is for stage 0"),
                        std::invalid_argument);
 }
 
