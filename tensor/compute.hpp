@@ -29,7 +29,5 @@ compute_backend parse_compute_backend(const std::string& text);
 // process may use more. OpenBLAS (the reference path) stays at one thread: its setting is process-wide.
 void set_compute_threads(int threads);
 int compute_threads();  // the calling thread's setting
-// Threads for a single process with no pipeline stages: every core of the machine (at least 1).
-int single_process_threads();
 
 }  // namespace ap
