@@ -25,6 +25,7 @@ struct train_options {
   optimizer_config optimizer;
   std::uint64_t init_seed = 1;
   int stages = 0;  // 0: single process, no actors
+  int threads = 1;  // compute threads of the single process; every pipeline stage uses one
   pipeline_options pipe;
   std::string partition = "uniform";  // uniform, params or time; pipe.layers_per_chunk overrides it
   long timeout_ms = default_timeout.count();
@@ -105,7 +106,9 @@ void run_train(const train_options& o) {
       std::cerr << "  stage " << s << ": predicted busy " << predicted_busy[static_cast<std::size_t>(s)] * 1e3
                 << " ms per step\n";
   } else {
-    set_compute_threads(single_process_threads());  // no stages to share the cores with
+    // One thread by default, as before: two OpenMP threads lost 4x (small MLP) on a shared, loaded machine,
+    // where a preempted thread stalls the other at every barrier. --threads 2 for a quiet machine.
+    set_compute_threads(o.threads);
     local = std::make_unique<local_runner>(model, o.optimizer);
     runner = local.get();
   }
@@ -185,6 +188,9 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--data", o->data_dir, "directory of the Fashion-MNIST IDX files")->capture_default_str();
   cmd->add_option("--train-limit", o->train_limit, "use only the first N training samples")->capture_default_str();
   cmd->add_option("--stages", o->stages, "pipeline stages (0: single process, no actors)")->capture_default_str();
+  cmd->add_option("--threads", o->threads, "compute threads of the single process (--stages 0)")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
   cmd->add_option("--microbatches", o->pipe.microbatches)->capture_default_str();
   cmd->add_option("--schedule", o->pipe.schedule, "gpipe, 1f1b, interleaved or zb-h1")->capture_default_str();
   cmd->add_option("--chunks", o->pipe.chunks_per_stage, "chunks per stage (interleaved)")->capture_default_str();

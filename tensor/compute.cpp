@@ -2,11 +2,9 @@
 
 #include <omp.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <stdexcept>
-#include <thread>
 
 // From OpenBLAS; declared here rather than by <cblas.h> (which must not meet xtensor-blas, toolchain notes).
 extern "C" void openblas_set_num_threads(int);
@@ -64,7 +62,5 @@ void set_compute_threads(int threads) {
 }
 
 int compute_threads() { return omp_get_max_threads(); }
-
-int single_process_threads() { return std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
 
 }  // namespace ap

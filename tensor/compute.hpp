@@ -1,9 +1,11 @@
 // Which library computes the tensor ops, and with how many threads.
-// Note [compute backends]: oneDNN (the default) is the fast path: its JIT kernels use AVX-512 and bf16 here,
-// where OpenBLAS runs its Haswell kernels (toolchain notes). xtensor-blas (on OpenBLAS) is the portable
-// reference path: the same ops, used where oneDNN is missing and by the tests as the oracle. The build option
-// -DAP_COMPUTE=reference leaves oneDNN out entirely; in a oneDNN build, set_compute_backend() or the
-// environment variable AP_COMPUTE=reference|onednn (read once, at the first op) chooses at run time.
+// Note [compute backends]: oneDNN (the default) is the fast path: its JIT kernels pick AVX-512 and bf16 at
+// run time, and its brgemm serves few-row (microbatch) products well; OpenBLAS's kernels depend on
+// OPENBLAS_CORETYPE (AVX2 Haswell ones where the environment sets it, toolchain notes). xtensor-blas (on
+// OpenBLAS) is the portable reference path: the same ops, used where oneDNN is missing and by the tests as
+// the oracle. The build option -DAP_COMPUTE=reference leaves oneDNN out entirely; in a oneDNN build,
+// set_compute_backend() or the environment variable AP_COMPUTE=reference|onednn (read once, at the first
+// op) chooses at run time.
 #pragma once
 
 #include <string>
@@ -29,7 +31,5 @@ compute_backend parse_compute_backend(const std::string& text);
 // process may use more. OpenBLAS (the reference path) stays at one thread: its setting is process-wide.
 void set_compute_threads(int threads);
 int compute_threads();  // the calling thread's setting
-// Threads for a single process with no pipeline stages: every core of the machine (at least 1).
-int single_process_threads();
 
 }  // namespace ap
