@@ -25,7 +25,7 @@ struct train_options {
   optimizer_config optimizer;
   std::uint64_t init_seed = 1;
   int stages = 0;  // 0: single process, no actors
-  int threads = 1;  // compute threads of the single process; every pipeline stage uses one
+  int threads = 0;  // compute threads of the single process (0: every core); every pipeline stage uses one
   pipeline_options pipe;
   std::string partition = "uniform";  // uniform, params or time; pipe.layers_per_chunk overrides it
   long timeout_ms = default_timeout.count();
@@ -64,6 +64,9 @@ void check_checkpoint_options(const train_options& o) {
 
 void run_train(const train_options& o) {
   check_checkpoint_options(o);
+  if (o.stages > 0 && o.threads != 0)
+    throw std::invalid_argument("--threads " + std::to_string(o.threads) + " is for the single process (no --stages): "
+                                "each of the " + std::to_string(o.stages) + " pipeline stages computes on one thread");
   set_compute_threads(1);
   const dataset train_set = first_samples(load_fashion_mnist("train", o.data_dir), o.train_limit);
   const dataset test_set = load_fashion_mnist("test", o.data_dir);
@@ -106,9 +109,10 @@ void run_train(const train_options& o) {
       std::cerr << "  stage " << s << ": predicted busy " << predicted_busy[static_cast<std::size_t>(s)] * 1e3
                 << " ms per step\n";
   } else {
-    // One thread by default, as before: two OpenMP threads lost 4x (small MLP) on a shared, loaded machine,
-    // where a preempted thread stalls the other at every barrier. --threads 2 for a quiet machine.
-    set_compute_threads(o.threads);
+    // Every core by default, as PyTorch does. On a machine shared with other work, --threads 1 is steadier:
+    // two OpenMP threads lost 4x (small MLP) when the other core was busy, since a preempted thread stalls
+    // its partner at every barrier.
+    set_compute_threads(o.threads > 0 ? o.threads : single_process_threads());
     local = std::make_unique<local_runner>(model, o.optimizer);
     runner = local.get();
   }
@@ -188,8 +192,8 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--data", o->data_dir, "directory of the Fashion-MNIST IDX files")->capture_default_str();
   cmd->add_option("--train-limit", o->train_limit, "use only the first N training samples")->capture_default_str();
   cmd->add_option("--stages", o->stages, "pipeline stages (0: single process, no actors)")->capture_default_str();
-  cmd->add_option("--threads", o->threads, "compute threads of the single process (--stages 0)")
-      ->check(CLI::Range(1, 256))
+  cmd->add_option("--threads", o->threads, "compute threads of the single process (no --stages); 0: every core")
+      ->check(CLI::Range(0, 256))
       ->capture_default_str();
   cmd->add_option("--microbatches", o->pipe.microbatches)->capture_default_str();
   cmd->add_option("--schedule", o->pipe.schedule, "gpipe, 1f1b, interleaved or zb-h1")->capture_default_str();

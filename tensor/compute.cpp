@@ -1,5 +1,7 @@
 #include "tensor/compute.hpp"
 
+#include <algorithm>
+
 #include <omp.h>
 
 #include <atomic>
@@ -62,5 +64,7 @@ void set_compute_threads(int threads) {
 }
 
 int compute_threads() { return omp_get_max_threads(); }
+
+int single_process_threads() { return std::max(1, omp_get_num_procs()); }
 
 }  // namespace ap

@@ -31,5 +31,7 @@ compute_backend parse_compute_backend(const std::string& text);
 // process may use more. OpenBLAS (the reference path) stays at one thread: its setting is process-wide.
 void set_compute_threads(int threads);
 int compute_threads();  // the calling thread's setting
+// Threads for a single process with no pipeline stages to share the cores with: every core (at least 1).
+int single_process_threads();
 
 }  // namespace ap
