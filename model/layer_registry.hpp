@@ -10,7 +10,7 @@
 //   static const ap::layer_kind_registration scale_kind{"scale", make_scale};
 //
 // A node refuses a model that uses a kind it does not know (handshake.hpp), so a node that runs user
-// layers is a binary with them linked in (ap::run_node, network/run_node.hpp).
+// layers is a binary with them linked in (ap::run_node, actors/run_node.hpp).
 #pragma once
 
 #include <functional>
