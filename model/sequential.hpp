@@ -62,8 +62,8 @@ class sequential {
   tensor forward(const tensor& x, const forward_context& ctx = {false, 0, 0}) const;  // inference, no cache
 
   // dx; accumulates every parameter gradient. dy must be float32 (layers compute in float32); errors name
-  // the layer as forward's do. With need_input_grad false the first layer's dx is not
-  // computed (the first stage has nobody to send it to) and an empty tensor (shape (0)) is returned.
+  // the layer as forward's do. With need_input_grad false the first layer's dx is not computed (the first
+  // stage has nobody to send it to) and an empty tensor (shape (0)) is returned.
   // Like backward_weight, it frees the cache: one forward, one backward.
   tensor backward(const tensor& dy, sequential_cache& cache, bool need_input_grad = true);
   // Note [backward split] in layer.hpp: dx only, keeping each layer's dy in the cache ...
