@@ -178,6 +178,13 @@ pipeline::~pipeline() = default;  // impl's destructor stops every actor
 float pipeline::train_step(const tensor& inputs, const tensor& labels, std::uint64_t step) {
   auto& d = *impl_;
   const long long id = std::max(static_cast<long long>(step), d.last_id + 1);
+  // Cheap checks on the caller's thread before any stage runs: the text names the first layer and both
+  // dtypes or widths, with no stage to blame (the stages would fail later with the same text, in a stage).
+  try {
+    d.model.check_input(inputs);
+  } catch (const std::invalid_argument& e) {
+    throw pipeline_error("step " + std::to_string(id) + ": inputs: " + e.what());
+  }
   d.last_id = id;
   caf::scoped_actor self{*d.system};
   step_result result;

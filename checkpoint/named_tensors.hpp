@@ -45,7 +45,8 @@ using tensor_sources = std::map<std::string, tensor_source>;
 std::string add_sources(tensor_sources& sources, const named_tensors& given, const std::string& from = "");
 
 // Note [binding named tensors]
-// Fills every target with the source of its name. Every target must be offered, with the target's shape;
+// Fills every target with the source of its name. Every target must be offered, with the target's dtype
+// and shape ("tensor 0.weight is bfloat16 (12, 16), the model's parameter is float32 (12, 16)");
 // every source must be some target's, or it is refused as "unexpected tensor NAME: " + `unexpected` (which
 // says what the tensor is not, e.g. "neither a parameter of this stage nor its optimizer state").
 // Everything is checked before anything is copied, so a refusal changes nothing. Returns the refusal's text

@@ -77,8 +77,10 @@ tensor block::forward(const tensor& x, layer_cache& cache, const forward_context
   s.parts.resize(parts_.size());
   s.dys.clear();
   s.input_done = false;
-  tensor h = parts_[0]->forward(x, s.parts[0], ctx);
-  for (std::size_t i = 1; i < parts_.size(); ++i) h = parts_[i]->forward(h, s.parts[i], ctx);
+  check_float32(x, *this, "input");  // a block can be called on its own: Note [errors name the layer]
+  tensor h = with_layer_named(0, *parts_[0], false, [&] { return parts_[0]->forward(x, s.parts[0], ctx); });
+  for (std::size_t i = 1; i < parts_.size(); ++i)
+    h = with_layer_named(i, *parts_[i], false, [&] { return parts_[i]->forward(h, s.parts[i], ctx); });
   if (!residual_) return h;
   if (shape_of(h) != shape_of(x))
     throw std::invalid_argument(describe() + ": its parts map an input of shape " + shape_string(x) + " to " +
@@ -95,15 +97,16 @@ void block::backward_input(const tensor& dy, layer_cache& cache, tensor* dx) con
   if (s.parts.size() != n)
     throw std::invalid_argument(describe() + " backward: the cache holds " + std::to_string(s.parts.size()) +
                                 " part caches for " + std::to_string(n) + " parts");
+  check_float32(dy, *this, "dy");
   s.dys.resize(n - 1);
   const tensor* d = &dy;  // dy at part i's output
   for (std::size_t i = n; i-- > 1;) {
     tensor& below = s.dys[i - 1];
     below = tensor{};  // unset: part i accumulates into fresh zeros (Note [dx accumulates])
-    parts_[i]->backward_input(*d, s.parts[i], &below);
+    with_layer_named(i, *parts_[i], false, [&] { parts_[i]->backward_input(*d, s.parts[i], &below); });
     d = &below;
   }
-  parts_[0]->backward_input(*d, s.parts[0], dx);
+  with_layer_named(0, *parts_[0], false, [&] { parts_[0]->backward_input(*d, s.parts[0], dx); });
   if (residual_ && dx) {  // the skip path: dx += dy
     float* pdx = accumulate_into(*dx, shape_of(dy), *this);
     const float* pdy = dy.data();
@@ -117,7 +120,8 @@ void block::backward_weight(const tensor& dy, layer_cache& cache) {
   if (!s.input_done)
     throw std::invalid_argument(describe() + " backward_weight: run backward_input first (it stashes the inner dy's)");
   const std::size_t n = parts_.size();
-  for (std::size_t i = 0; i < n; ++i) parts_[i]->backward_weight(i + 1 == n ? dy : s.dys[i], s.parts[i]);
+  for (std::size_t i = 0; i < n; ++i)
+    with_layer_named(i, *parts_[i], false, [&] { parts_[i]->backward_weight(i + 1 == n ? dy : s.dys[i], s.parts[i]); });
 }
 
 std::vector<parameter> block::parameters(const std::string& prefix) {

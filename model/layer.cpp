@@ -11,6 +11,21 @@ void layer_cache::wrong_cache(const layer& who) const {
   throw std::invalid_argument(who.describe() + " backward: the cache holds what a forward of another layer kind saved");
 }
 
+layer_error::layer_error(std::string path, std::string detail, bool complete)
+    : std::invalid_argument((complete ? "layer " : "part ") + path + " " + detail), path_(std::move(path)),
+      detail_(std::move(detail)), complete_(complete) {}
+
+std::string said_by(const layer& who, const std::string& what) {
+  const std::string name = who.describe();
+  if (what.compare(0, name.size(), name) == 0) return what;
+  return name + ": " + what;
+}
+
+void check_float32(const tensor& t, const layer& who, const char* role) {
+  if (t.type() != dtype::float32)
+    throw std::invalid_argument(who.describe() + " takes float32 " + role + ", got " + describe(t));
+}
+
 namespace {
 bool unset(const tensor& t) { return t.dimension() == 0 || t.size() == 0; }
 }  // namespace

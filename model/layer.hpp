@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <typeinfo>
 #include <vector>
@@ -137,6 +138,54 @@ void accumulate_elementwise(tensor& dx, const shape_t& shape, const layer& who, 
 
 // dy must have the shape of what the forward saw; throws naming `who` and both shapes otherwise.
 void check_dy_shape(const tensor& dy, const shape_t& expected, const layer& who);
+
+// Note [errors name the layer]: an error a layer throws reaches the user as "layer 2 Linear(16->4) takes
+// 16 features, got input of shape (8, 12)", naming the layer once by its global index as layer_name() does.
+// A layer's own text starts with its describe() ("Linear(16->4) takes ..."); it knows no index. A block
+// catches what its part i throws and rethrows a layer_error whose path is "i" (a block in a block makes it
+// "i.j"); Sequential catches what layer k throws and rethrows a complete layer_error, "layer k" or
+// "layer k.i" in front of the innermost layer's text. A complete error passes any further Sequential
+// unchanged (and the stage worker adds the stage, chunk and microbatch in front).
+class layer_error : public std::invalid_argument {
+ public:
+  // path: "3" or "3.1" (complete: global, from a Sequential) or "1" (a block's part, not yet global).
+  // detail: the innermost layer's text, starting with its describe().
+  layer_error(std::string path, std::string detail, bool complete);
+  const std::string& path() const { return path_; }
+  const std::string& detail() const { return detail_; }
+  bool complete() const { return complete_; }
+
+ private:
+  std::string path_, detail_;
+  bool complete_;
+};
+
+// The text of `what` as said by `who`: unchanged when it already starts with who.describe(), else
+// "Linear(4->3): " + what.
+std::string said_by(const layer& who, const std::string& what);
+
+// Runs f() and returns what it returns, rethrowing an error from layer `l` at `index` as a layer_error
+// (Note [errors name the layer]): complete for a Sequential's layer (index global), not for a block's part.
+template <class F>
+decltype(auto) with_layer_named(std::size_t index, const layer& l, bool complete, F&& f) {
+  try {
+    return f();
+  } catch (const layer_error& e) {
+    if (e.complete()) throw;
+    throw layer_error(std::to_string(index) + "." + e.path(), e.detail(), complete);
+  } catch (const std::logic_error& e) {
+    throw layer_error(std::to_string(index), said_by(l, e.what()), complete);
+  } catch (const std::runtime_error& e) {
+    throw layer_error(std::to_string(index), said_by(l, e.what()), complete);
+  }
+}
+
+// Layers compute in float32 (Note [tensor] in tensor.hpp). Throws std::invalid_argument naming `who`, the
+// role ("input", "dy") and the tensor's dtype and shape when t is not float32: "Linear(12->16) takes
+// float32 input, got bfloat16 (8, 12)". Called where a tensor enters layers from outside: Sequential's
+// forward and backward, and a block's (which can be called on its own); layers inside get float32 from the
+// layer before them.
+void check_float32(const tensor& t, const layer& who, const char* role);
 
 // Builds one layer from its spec() text through the layer-kind registry (layer_registry.hpp); throws
 // std::invalid_argument naming the bad text.

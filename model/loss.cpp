@@ -14,8 +14,17 @@ double divisor(const tensor& output, std::size_t batch_size) {
   return double(batch_size == 0 ? rows(output) : batch_size);
 }
 
+// Losses compute in float32, as layers do (a model's output is float32; a bfloat16 one came from elsewhere).
+void check_float32(const char* who, const tensor& output, const tensor& target) {
+  if (output.type() != dtype::float32)
+    throw std::invalid_argument(std::string(who) + " takes a float32 output, got " + describe(output));
+  if (target.type() != dtype::float32)
+    throw std::invalid_argument(std::string(who) + " takes a float32 target, got " + describe(target));
+}
+
 // Class labels: one per row of output, so target's shape is output's without the last axis.
 void check_labels_shape(const char* who, const tensor& output, const tensor& target) {
+  check_float32(who, output, target);
   shape_t want = shape_of(output);
   if (!want.empty()) want.pop_back();
   if (output.dimension() == 0 || shape_of(target) != want)
@@ -93,6 +102,7 @@ tensor softmax_cross_entropy::compute_gradient(const tensor& output, const tenso
 namespace {
 
 void check_same_shape(const tensor& output, const tensor& target) {
+  check_float32("mse", output, target);
   if (output.shape() != target.shape())
     throw std::invalid_argument("mse: output " + shape_string(output) + " and target " + shape_string(target) +
                                 " differ in shape");

@@ -11,7 +11,9 @@ namespace ap {
 // Note [loss scaling]: the loss of a batch is the mean over its samples. A microbatch's loss and gradient
 // are divided by the size of the *whole batch* (batch_size), not the microbatch, so summing the
 // microbatches' losses and gradients gives exactly the full-batch ones, even for unequal microbatches.
-// batch_size 0 means "this output is the whole batch" (rows(output)).
+// batch_size 0 means "this output is the whole batch" (rows(output)). Sizes count rows (every leading axis,
+// as layers do): for a (batch, sequence, features) output every (sample, position) is a row, and the
+// pipeline passes rows(inputs); a microbatch of whole samples holds whole rows either way.
 class loss {
  public:
   virtual ~loss() = default;
@@ -30,7 +32,8 @@ class softmax_cross_entropy final : public loss {
   tensor compute_gradient(const tensor& output, const tensor& target, std::size_t batch_size = 0) const override;
 };
 
-// Mean squared error, target of the output's shape; per sample the mean over features.
+// Mean squared error, target of the output's shape; per row the mean over features (so, with the mean over
+// rows, the mean over all elements for any rank).
 class mean_squared_error final : public loss {
  public:
   std::string name() const override { return "mse"; }

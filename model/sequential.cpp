@@ -84,20 +84,31 @@ std::optional<std::size_t> sequential::out_features() const {
   return std::nullopt;
 }
 
-tensor sequential::forward(const tensor& x, sequential_cache& cache, const forward_context& ctx) const {
+void sequential::check_input(const tensor& x) const {
+  if (layers_.empty()) return;
+  with_layer_named(first_index_, *layers_[0], true, [&] { check_float32(x, *layers_[0], "input"); });
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     const auto in = layers_[i]->in_features();
     if (!in) continue;
     if (*in != cols(x))
-      throw std::invalid_argument(layer_name(first_index_ + i, *layers_[i]) + " takes " + std::to_string(*in) +
-                                  " features, got input of shape " + shape_string(x));
+      throw layer_error(std::to_string(first_index_ + i),
+                        layers_[i]->describe() + " takes " + std::to_string(*in) + " features, got input of shape " +
+                            shape_string(x),
+                        true);
     break;  // add() already checked that the later widths chain
   }
+}
+
+tensor sequential::forward(const tensor& x, sequential_cache& cache, const forward_context& ctx) const {
+  check_input(x);
   cache.layers.resize(layers_.size());  // a reused cache keeps each layer's buffers
   cache.dys.clear();
   if (layers_.empty()) return x;
-  tensor h = layers_[0]->forward(x, cache.layers[0], ctx);
-  for (std::size_t i = 1; i < layers_.size(); ++i) h = layers_[i]->forward(h, cache.layers[i], ctx);
+  tensor h = with_layer_named(first_index_, *layers_[0], true,
+                              [&] { return layers_[0]->forward(x, cache.layers[0], ctx); });
+  for (std::size_t i = 1; i < layers_.size(); ++i)
+    h = with_layer_named(first_index_ + i, *layers_[i], true,
+                         [&] { return layers_[i]->forward(h, cache.layers[i], ctx); });
   return h;
 }
 
@@ -108,6 +119,13 @@ tensor sequential::forward(const tensor& x, const forward_context& ctx) const {
 }
 
 namespace {
+
+// dy enters the model's last layer from outside (the loss, the next stage): layers compute in float32.
+void check_dy(const tensor& dy, const std::vector<std::unique_ptr<layer>>& layers, std::size_t first_index) {
+  if (layers.empty()) return;
+  const std::size_t last = layers.size() - 1;
+  with_layer_named(first_index + last, *layers[last], true, [&] { check_float32(dy, *layers[last], "dy"); });
+}
 
 void check_cache(const sequential_cache& cache, std::size_t layers, const char* what) {
   if (cache.layers.size() != layers)
@@ -120,12 +138,15 @@ void check_cache(const sequential_cache& cache, std::size_t layers, const char* 
 
 tensor sequential::backward(const tensor& dy, sequential_cache& cache, bool need_input_grad) {
   check_cache(cache, layers_.size(), "backward");
+  check_dy(dy, layers_, first_index_);
   // The last layer reads dy in place (a stage's dy can be megabytes: no copy); later ones read d.
   tensor d;
   const tensor* current = &dy;
   for (std::size_t i = layers_.size(); i-- > 0;) {
     tensor below;  // unset: the layer accumulates into fresh zeros (Note [dx accumulates] in layer.hpp)
-    layers_[i]->backward(*current, cache.layers[i], i == 0 && !need_input_grad ? nullptr : &below);
+    with_layer_named(first_index_ + i, *layers_[i], true, [&] {
+      layers_[i]->backward(*current, cache.layers[i], i == 0 && !need_input_grad ? nullptr : &below);
+    });
     d = std::move(below);
     current = &d;
   }
@@ -138,12 +159,15 @@ tensor sequential::backward(const tensor& dy, sequential_cache& cache, bool need
 
 tensor sequential::backward_input(const tensor& dy, sequential_cache& cache, bool need_input_grad) const {
   check_cache(cache, layers_.size(), "backward_input");
+  check_dy(dy, layers_, first_index_);
   cache.dys.assign(layers_.size(), tensor{});
   tensor d = dy;
   for (std::size_t i = layers_.size(); i-- > 0;) {
     cache.dys[i] = std::move(d);  // d is reassigned below
     tensor below;
-    layers_[i]->backward_input(cache.dys[i], cache.layers[i], i == 0 && !need_input_grad ? nullptr : &below);
+    with_layer_named(first_index_ + i, *layers_[i], true, [&] {
+      layers_[i]->backward_input(cache.dys[i], cache.layers[i], i == 0 && !need_input_grad ? nullptr : &below);
+    });
     d = std::move(below);
   }
   return need_input_grad ? d : tensor::from_shape({0});
@@ -153,7 +177,9 @@ void sequential::backward_weight(sequential_cache& cache) {
   check_cache(cache, layers_.size(), "backward_weight");
   if (cache.dys.size() != layers_.size())
     throw std::invalid_argument("backward_weight: the cache holds no dy per layer (run backward_input first)");
-  for (std::size_t i = layers_.size(); i-- > 0;) layers_[i]->backward_weight(cache.dys[i], cache.layers[i]);
+  for (std::size_t i = layers_.size(); i-- > 0;)
+    with_layer_named(first_index_ + i, *layers_[i], true,
+                     [&] { layers_[i]->backward_weight(cache.dys[i], cache.layers[i]); });
   cache.layers.clear();
   cache.dys.clear();
 }

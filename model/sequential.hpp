@@ -50,12 +50,20 @@ class sequential {
   std::optional<std::size_t> in_features() const;
   std::optional<std::size_t> out_features() const;
 
-  // Throws std::invalid_argument naming the layer and the shapes when x does not fit.
+  // Throws a layer_error (std::invalid_argument) when x cannot enter this model, naming the layer by its
+  // global index and x's dtype or shape: "layer 0 Linear(12->16) takes float32 input, got bfloat16 (8, 12)",
+  // "layer 1 Linear(784->128) takes 784 features, got input of shape (3, 100)". A cheap check: callers run
+  // it before any work starts (the pipeline, on the caller's thread).
+  void check_input(const tensor& x) const;
+
+  // Throws a layer_error naming the layer when x does not fit or a layer fails (Note [errors name the
+  // layer] in layer.hpp).
   tensor forward(const tensor& x, sequential_cache& cache, const forward_context& ctx) const;
   tensor forward(const tensor& x, const forward_context& ctx = {false, 0, 0}) const;  // inference, no cache
 
-  // dx; accumulates every parameter gradient. With need_input_grad false the first layer's dx is not
-  // computed (the first stage has nobody to send it to) and an empty tensor (shape (0)) is returned.
+  // dx; accumulates every parameter gradient. dy must be float32 (layers compute in float32); errors name
+  // the layer as forward's do. With need_input_grad false the first layer's dx is not computed (the first
+  // stage has nobody to send it to) and an empty tensor (shape (0)) is returned.
   // Like backward_weight, it frees the cache: one forward, one backward.
   tensor backward(const tensor& dy, sequential_cache& cache, bool need_input_grad = true);
   // Note [backward split] in layer.hpp: dx only, keeping each layer's dy in the cache ...

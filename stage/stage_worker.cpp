@@ -94,7 +94,12 @@ void stage_worker::backward_weight(int microbatch, int chunk) {
   if (cache.dys.empty())
     throw std::logic_error(where(chunk) + ": backward_weight microbatch " + std::to_string(microbatch) +
                            " before its backward_input");
-  model.backward_weight(cache);
+  try {
+    model.backward_weight(cache);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(where(chunk) + ", backward_weight microbatch " + std::to_string(microbatch) + ": " +
+                             e.what());
+  }
 }
 
 std::vector<parameter> stage_worker::parameters() {

@@ -221,6 +221,12 @@ TEST_CASE("checkpoint refusals name the file and the tensor, and leave the model
     CHECK(contains(refusal(bad, target, nullptr),
                    "tensor 2.weight has shape (3, 8) but the model's parameter has shape (8, 3)"));
   }
+  SUBCASE("a bfloat16 tensor (a real BF16 entry in the file), naming both dtypes and shapes") {
+    edit_checkpoint(path, bad, [](safetensors_file& f) { f.tensors["2.weight"] = f.tensors["2.weight"].astype(dtype::bfloat16); });
+    REQUIRE(read_safetensors(bad).tensors.at("2.weight").type() == dtype::bfloat16);
+    CHECK(contains(refusal(bad, target, nullptr),
+                   "checkpoint " + bad + ": tensor 2.weight is bfloat16 (8, 3), the model's parameter is float32 (8, 3)"));
+  }
   SUBCASE("unexpected extra parameter tensors") {
     edit_checkpoint(path, bad, [](safetensors_file& f) { f.tensors["2.gamma"] = zeros({3}); });
     CHECK(contains(refusal(bad, target, nullptr),

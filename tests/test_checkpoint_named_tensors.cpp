@@ -47,6 +47,11 @@ TEST_CASE("binding refuses, naming the tensor, its source and its target, and ch
     given.values = {filled({2, 3}, 1.0f), filled({4}, 1.0f)};
     expected = "tensor 0.bias from stage 2 has shape (4) but its parameter has shape (3)";
   }
+  SUBCASE("of another dtype") {
+    given.names = {"0.weight", "0.bias"};
+    given.values = {filled({2, 3}, 1.0f).astype(dtype::bfloat16), filled({3}, 1.0f)};
+    expected = "tensor 0.weight from stage 2 is bfloat16 (2, 3), its parameter is float32 (2, 3)";
+  }
   SUBCASE("unexpected") {
     given.names = {"0.weight", "0.bias", "1.gamma"};
     given.values = {filled({2, 3}, 1.0f), filled({3}, 1.0f), filled({1}, 1.0f)};

@@ -153,3 +153,38 @@ TEST_CASE("make_loss and count_correct") {
   CHECK(count_correct(output, from_values({3}, {1, 0, 2})) == 3);
   CHECK(count_correct(output, from_values({3}, {1, 2, 0})) == 1);
 }
+
+TEST_CASE("losses refuse a bfloat16 output or target, naming the dtype and the shape") {
+  const mean_squared_error mse;
+  const softmax_cross_entropy ce;
+  const tensor output = zeros({3, 4});
+  CHECK_THROWS_WITH_AS(mse.compute_loss(output.astype(dtype::bfloat16), output),
+                       "mse takes a float32 output, got bfloat16 (3, 4)", std::invalid_argument);
+  CHECK_THROWS_WITH_AS(mse.compute_gradient(output, output.astype(dtype::bfloat16)),
+                       "mse takes a float32 target, got bfloat16 (3, 4)", std::invalid_argument);
+  const tensor labels = from_values({3}, {0, 1, 2});
+  CHECK_THROWS_WITH_AS(ce.compute_loss(output.astype(dtype::bfloat16), labels),
+                       "cross_entropy takes a float32 output, got bfloat16 (3, 4)", std::invalid_argument);
+  CHECK_THROWS_WITH_AS(ce.compute_gradient(output.astype(dtype::bfloat16), labels),
+                       "cross_entropy takes a float32 output, got bfloat16 (3, 4)", std::invalid_argument);
+}
+
+TEST_CASE("mse on rank 3: every (sample, position) is a row, the gradient keeps the shape, microbatches sum to the batch") {
+  const mean_squared_error mse;
+  std::vector<float> o(2 * 3 * 4), t(2 * 3 * 4);
+  for (std::size_t i = 0; i < o.size(); ++i) o[i] = 0.1f * float(i), t[i] = 0.05f * float(i * i % 7);
+  const tensor output = from_values({2, 3, 4}, o), target = from_values({2, 3, 4}, t);
+  double sum = 0.0;
+  for (std::size_t i = 0; i < o.size(); ++i) sum += double(o[i] - t[i]) * double(o[i] - t[i]);
+  CHECK(mse.compute_loss(output, target) == doctest::Approx(sum / double(o.size())).epsilon(1e-6));
+  const tensor grad = mse.compute_gradient(output, target);
+  CHECK(shape_of(grad) == shape_t{2, 3, 4});
+  for (std::size_t i = 0; i < o.size(); ++i)
+    CHECK(grad.data()[i] == doctest::Approx(2.0 * (o[i] - t[i]) / double(o.size())).epsilon(1e-6));
+  // Note [loss scaling]: the microbatches' losses, each divided by the whole batch, sum to the batch's.
+  // The pipeline passes the batch's rows (every leading axis) as batch_size.
+  const std::size_t batch_rows = rows(output);
+  const float parts = mse.compute_loss(slice_rows(output, 0, 1), slice_rows(target, 0, 1), batch_rows) +
+                      mse.compute_loss(slice_rows(output, 1, 2), slice_rows(target, 1, 2), batch_rows);
+  CHECK(parts == doctest::Approx(mse.compute_loss(output, target)).epsilon(1e-6));
+}

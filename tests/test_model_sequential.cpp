@@ -5,7 +5,9 @@
 #include <cstdio>
 #include <functional>
 #include <stdexcept>
+#include <tuple>
 
+#include "model/block.hpp"
 #include "model/dropout.hpp"
 #include "model/linear.hpp"
 #include "model/relu.hpp"
@@ -236,4 +238,180 @@ TEST_CASE("forward with the wrong input width names the layer and the shape") {
   CHECK_THROWS_WITH_AS(m.forward(zeros({3, 100}), cache, training),
                        "layer 1 Linear(784->128) takes 784 features, got input of shape (3, 100)",
                        std::invalid_argument);
+}
+
+namespace {
+
+// Throws from one of its three steps (an error a layer can raise at any point), with a text that does not
+// start with its describe(): the naming adds "Failing: ".
+class failing_layer final : public layer {
+ public:
+  enum step { in_forward, in_backward_input, in_backward_weight };
+  explicit failing_layer(step s) : step_(s) {}
+  std::string describe() const override { return "Failing"; }
+  tensor forward(const tensor& x, layer_cache&, const forward_context&) const override {
+    if (step_ == in_forward) throw std::runtime_error("refuses this");
+    return x;
+  }
+  void backward_input(const tensor& dy, layer_cache&, tensor* dx) const override {
+    if (step_ == in_backward_input) throw std::runtime_error("refuses this");
+    if (dx) accumulate_elementwise(*dx, shape_of(dy), *this, [&](std::size_t i) { return dy.data()[i]; });
+  }
+  void backward_weight(const tensor&, layer_cache&) override {
+    if (step_ == in_backward_weight) throw std::runtime_error("refuses this");
+  }
+  std::unique_ptr<layer> clone() const override { return std::make_unique<failing_layer>(*this); }
+  std::string spec() const override { return "failing"; }
+
+ private:
+  step step_;
+};
+
+std::unique_ptr<layer> residual_of(std::unique_ptr<layer> a, std::unique_ptr<layer> b) {
+  std::vector<std::unique_ptr<layer>> parts;
+  parts.push_back(std::move(a));
+  parts.push_back(std::move(b));
+  return std::make_unique<block>(std::move(parts), true);
+}
+
+// linear:4:4, relu, then `third` at global index first + 2, then linear:4:2.
+sequential with_third(std::unique_ptr<layer> third, std::size_t first = 0) {
+  sequential m = sequential::from_layer_specs({"linear:4:4", "relu"}, first);
+  m.add(std::move(third));
+  m.add(make_layer("linear:4:2"));
+  m.initialize(1);
+  return m;
+}
+
+// The error text of one forward + backward_input + backward_weight.
+std::string error_of_step(sequential& m, const tensor& x) {
+  return error_of([&] {
+    sequential_cache cache;
+    const tensor y = m.forward(x, cache, training);
+    m.backward_input(zeros(shape_of(y)), cache);
+    m.backward_weight(cache);
+  });
+}
+
+std::size_t count_of(const std::string& text, const std::string& part) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("an error a layer throws names the layer once, by its global index, in forward and both backward steps") {
+  const tensor x = zeros({3, 4});
+  for (auto s : {failing_layer::in_forward, failing_layer::in_backward_input, failing_layer::in_backward_weight}) {
+    CAPTURE(int(s));
+    sequential plain = with_third(std::make_unique<failing_layer>(s), 5);
+    CHECK(error_of_step(plain, x) == "layer 7 Failing: refuses this");
+    // Inside a block, the sub-layer's index follows the block's; inside a block in a block, both.
+    sequential in_block = with_third(residual_of(make_layer("layernorm:4"), std::make_unique<failing_layer>(s)));
+    CHECK(error_of_step(in_block, x) == "layer 2.1 Failing: refuses this");
+    sequential nested = with_third(
+        residual_of(make_layer("tanh"), residual_of(std::make_unique<failing_layer>(s), make_layer("relu"))));
+    const std::string m = error_of_step(nested, x);
+    CHECK(m == "layer 2.1.0 Failing: refuses this");
+    CHECK(count_of(m, "layer") == 1);
+  }
+  // A layer's own text already starts with its name: it is not repeated.
+  sequential m = sequential::from_layer_specs({"relu", "linear:4:3"}, 2);
+  CHECK(error_of([&] { m.forward(zeros({2, 5})); }) == "layer 3 Linear(4->3) takes 4 features, got input of shape (2, 5)");
+  // A block called on its own names the part.
+  auto b = residual_of(make_layer("layernorm:4"), std::make_unique<failing_layer>(failing_layer::in_forward));
+  layer_cache cache;
+  CHECK_THROWS_WITH_AS(b->forward(x, cache, training), "part 1 Failing: refuses this", layer_error);
+}
+
+TEST_CASE("a bfloat16 input or dy is refused naming the layer, both dtypes and the shape") {
+  sequential m = sequential::from_layer_specs({"linear:12:16", "relu", "linear:16:4"});
+  m.initialize(1);
+  const tensor x = random_tensor({8, 12}, 3);
+  sequential_cache cache;
+  CHECK_THROWS_WITH_AS(m.forward(x.astype(dtype::bfloat16), cache, training),
+                       "layer 0 Linear(12->16) takes float32 input, got bfloat16 (8, 12)", std::invalid_argument);
+  CHECK_THROWS_WITH_AS(m.check_input(x.astype(dtype::bfloat16)),
+                       "layer 0 Linear(12->16) takes float32 input, got bfloat16 (8, 12)", std::invalid_argument);
+  CHECK_THROWS_WITH_AS(m.check_input(zeros({8, 10})),
+                       "layer 0 Linear(12->16) takes 12 features, got input of shape (8, 10)", std::invalid_argument);
+  m.check_input(x);
+  const tensor dy = random_tensor({8, 4}, 4).astype(dtype::bfloat16);
+  m.forward(x, cache, training);
+  CHECK_THROWS_WITH_AS(m.backward_input(dy, cache), "layer 2 Linear(16->4) takes float32 dy, got bfloat16 (8, 4)",
+                       std::invalid_argument);
+  m.forward(x, cache, training);
+  CHECK_THROWS_WITH_AS(m.backward(dy, cache), "layer 2 Linear(16->4) takes float32 dy, got bfloat16 (8, 4)",
+                       std::invalid_argument);
+  for (const tensor& g : grads_of(m))
+    for (float v : g) CHECK(v == 0.0f);  // refused before any layer ran
+  // A slice names its layers by their global index; a block on its own names itself.
+  sequential later = sequential::from_layer_specs({"layernorm:16", "linear:16:4"}, 3);
+  CHECK(error_of([&] { later.forward(zeros({2, 16}, dtype::bfloat16)); }) ==
+        "layer 3 LayerNorm(16) takes float32 input, got bfloat16 (2, 16)");
+  auto b = make_layer("residual[layernorm:4,linear:4:4]");
+  layer_cache c;
+  CHECK_THROWS_WITH_AS(b->forward(zeros({2, 4}, dtype::bfloat16), c, training),
+                       "Residual(LayerNorm(4) Linear(4->4)) takes float32 input, got bfloat16 (2, 4)",
+                       std::invalid_argument);
+}
+
+TEST_CASE("rank 3: (batch, sequence, features) keeps rank 3 through every layer and gradient, and equals the rows flattened") {
+  sequential m = sequential::from_layer_specs(
+      {"linear:6:8", "gelu", "layernorm:8", "residual[layernorm:8,linear:8:8,tanh]", "dropout:0.25:5", "relu",
+       "linear:8:5", "sigmoid"});
+  m.initialize(3);
+  const tensor x = random_tensor({3, 4, 6}, 11);
+  const tensor dy = random_tensor({3, 4, 5}, 12);
+
+  // Layer by layer: every output and every input gradient is rank 3 with the expected widths.
+  std::vector<layer_cache> caches(m.size());
+  std::vector<tensor> inputs;
+  tensor h = x;
+  for (std::size_t i = 0; i < m.size(); ++i) {
+    inputs.push_back(h);
+    h = m.at(i).forward(h, caches[i], training);
+    INFO("layer " << i << " " << m.at(i).describe() << " gives " << shape_string(h));
+    CHECK(h.dimension() == 3);
+    CHECK(h.shape()[0] == 3);
+    CHECK(h.shape()[1] == 4);
+  }
+  CHECK(shape_of(h) == shape_t{3, 4, 5});
+  tensor d = dy;
+  for (std::size_t i = m.size(); i-- > 0;) {
+    tensor below;
+    m.at(i).backward_input(d, caches[i], &below);
+    m.at(i).backward_weight(d, caches[i]);
+    INFO("layer " << i << " " << m.at(i).describe() << " dx " << shape_string(below));
+    CHECK(shape_of(below) == shape_of(inputs[i]));
+    d = std::move(below);
+  }
+  CHECK(shape_of(d) == shape_t{3, 4, 6});
+  for (const parameter& p : m.parameters()) CHECK(shape_of(*p.grad) == shape_of(*p.value));
+
+  // The whole model, on rank 3 and on the same rows flattened to rank 2: the same numbers. (Dropout draws
+  // per sample (the first axis), so it runs in inference mode here: the flattened rows are other samples.)
+  const forward_context eval{false, 0, 0};
+  auto run = [&](const tensor& input, const tensor& grad_out) {
+    sequential copy = m.clone();
+    copy.zero_grad();
+    sequential_cache cache;
+    const tensor y = copy.forward(input, cache, eval);
+    const tensor dx = copy.backward(grad_out, cache);
+    return std::make_tuple(y, dx, grads_of(copy));
+  };
+  tensor x2 = x, dy2 = dy;
+  x2.reshape({12, 6});
+  dy2.reshape({12, 5});
+  auto [y3, dx3, g3] = run(x, dy);
+  auto [y2, dx2, g2] = run(x2, dy2);
+  CHECK(shape_of(y3) == shape_t{3, 4, 5});
+  CHECK(shape_of(dx3) == shape_t{3, 4, 6});
+  y3.reshape({12, 5});
+  dx3.reshape({12, 6});
+  CHECK(y3 == y2);
+  CHECK(dx3 == dx2);
+  REQUIRE(g3.size() == g2.size());
+  for (std::size_t i = 0; i < g3.size(); ++i) CHECK(g3[i] == g2[i]);
 }

@@ -188,6 +188,14 @@ TEST_CASE("pipeline checkpoint refusals name the file and the tensor, and leave 
     error = error_of([&] { running.load_checkpoint(bad); });
     CHECK(contains(error, "checkpoint " + bad + ": tensor 4.weight has shape (16, 8)"));
   }
+  SUBCASE("a bfloat16 tensor (a real BF16 entry in the file)") {
+    edit_checkpoint(good, bad, [](safetensors_file& f) {
+      f.tensors["optimizer/4.weight.m"] = f.tensors["optimizer/4.weight.m"].astype(dtype::bfloat16);
+    });
+    error = error_of([&] { running.load_checkpoint(bad); });
+    CHECK(contains(error, "checkpoint " + bad +
+                              ": tensor optimizer/4.weight.m is bfloat16 (16, 16), the optimizer's state is float32 (16, 16)"));
+  }
   SUBCASE("a missing optimizer tensor") {
     edit_checkpoint(good, bad, [](safetensors_file& f) { f.tensors.erase("optimizer/6.weight.v"); });
     error = error_of([&] { running.load_checkpoint(bad); });

@@ -3,6 +3,7 @@
 
 #include "actors/pipeline.hpp"
 #include "pipeline_test_models.hpp"
+#include "test_support.hpp"
 
 using namespace ap;
 
@@ -111,6 +112,40 @@ TEST_CASE("a model of residual blocks: every schedule equals single-process trai
     CHECK(piped.model.layer_specs() == single.model.layer_specs());
     check_equal(single, piped, "residual blocks, " + u.schedule + " p=" + std::to_string(u.stages) + " v=" +
                                    std::to_string(u.chunks) + " m=" + std::to_string(u.microbatches));
+  }
+}
+
+TEST_CASE("rank 3: (batch, sequence, features) inputs and mse targets (batch, sequence, out) train in a pipeline as in one process") {
+  // 10 sequences of 5 positions: 3 microbatches of 4, 3, 3 whole sequences.
+  dataset d;
+  d.inputs = test::random_tensor({10, 5, 6}, 21);
+  d.labels = test::random_tensor({10, 5, 3}, 22);
+  const model_factory make = [](std::uint64_t seed) {
+    sequential m = sequential::from_layer_specs({"linear:6:8", "gelu", "residual[layernorm:8,linear:8:8,tanh]",
+                                                 "dropout:0.2:3", "linear:8:8", "relu", "linear:8:3"});
+    m.initialize(seed);
+    return m;
+  };
+  optimizer_config opt;
+  opt.kind = "adam";
+  opt.lr = 0.01f;
+  run_result single{make(7), {}};
+  local_runner runner(single.model, opt, "mse");
+  for (int s = 0; s < steps; ++s) single.losses.push_back(runner.train_step(d.inputs, d.labels, s));
+  CHECK(shape_of(runner.predict(d.inputs)) == shape_t{10, 5, 3});
+  for (const std::string sched : {"1f1b", "zb-h1"}) {
+    pipeline_options o;
+    o.stages = 2;
+    o.microbatches = 3;
+    o.schedule = sched;
+    o.optimizer = opt;
+    o.loss = "mse";
+    pipeline pipe(make(7), o);
+    run_result piped{sequential{}, {}};
+    for (int s = 0; s < steps; ++s) piped.losses.push_back(pipe.train_step(d.inputs, d.labels, s));
+    CHECK(shape_of(pipe.predict(d.inputs)) == shape_t{10, 5, 3});
+    piped.model = pipe.gather_model();
+    check_equal(single, piped, "rank 3, " + sched + " p=2 m=3");
   }
 }
 

@@ -103,3 +103,25 @@ TEST_CASE("stage state: exported under global names, refused whole when a tensor
       CHECK(max_relative_difference(after.tensors.values[i], before.tensors.values[i]) == 0.0f);
   }
 }
+
+TEST_CASE("a layer's error inside a stage names the stage, chunk, layers, microbatch, the layer and the shapes") {
+  sequential model = sequential::from_layer_specs({"linear:12:16", "relu", "linear:16:4", "sigmoid"});
+  model.initialize(1);
+  std::vector<sequential> slices;
+  slices.push_back(model.slice(2, 4));
+  stage_worker stage(1, {1}, std::move(slices), adam());
+  CHECK(error_of([&] { stage.forward(0, 3, 1, 0, zeros({8, 12})); }) ==
+        "stage 1 (chunk 1, layers 2..3: Linear(16->4) Sigmoid), forward microbatch 3: "
+        "layer 2 Linear(16->4) takes 16 features, got input of shape (8, 12)");
+  CHECK(error_of([&] { stage.forward(0, 3, 1, 0, zeros({8, 16}, dtype::bfloat16)); }) ==
+        "stage 1 (chunk 1, layers 2..3: Linear(16->4) Sigmoid), forward microbatch 3: "
+        "layer 2 Linear(16->4) takes float32 input, got bfloat16 (8, 16)");
+  stage.forward(0, 3, 1, 0, zeros({8, 16}));
+  CHECK(error_of([&] { stage.backward(3, 1, zeros({8, 4}, dtype::bfloat16)); }) ==
+        "stage 1 (chunk 1, layers 2..3: Linear(16->4) Sigmoid), backward microbatch 3: "
+        "layer 3 Sigmoid takes float32 dy, got bfloat16 (8, 4)");
+  stage.forward(0, 4, 1, 0, zeros({8, 16}));
+  CHECK(error_of([&] { stage.backward_input(4, 1, zeros({8, 5})); }) ==
+        "stage 1 (chunk 1, layers 2..3: Linear(16->4) Sigmoid), backward_input microbatch 4: "
+        "layer 3 Sigmoid backward: dy of shape (8, 5) does not match the forward's (8, 4)");
+}

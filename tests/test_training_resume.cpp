@@ -142,3 +142,19 @@ TEST_CASE("max_steps counts the resumed steps, and a start beyond the epoch is r
     CHECK(std::string(e.what()).find("start batch 6") != std::string::npos);
   }
 }
+
+TEST_CASE("the single-process runner refuses inputs of the wrong dtype or width before any layer runs, naming the layer and both") {
+  const dataset d = test::small_blobs(8);
+  sequential model = test::nine_layer_model();
+  const sequential before = model.clone();
+  optimizer_config opt;
+  opt.kind = "adam";
+  local_runner runner(model, opt);
+  CHECK_THROWS_WITH_AS(runner.train_step(d.inputs.astype(dtype::bfloat16), d.labels, 0),
+                       "layer 0 Linear(12->16) takes float32 input, got bfloat16 (8, 12)", std::invalid_argument);
+  CHECK_THROWS_WITH_AS(runner.train_step(zeros({8, 10}), d.labels, 0),
+                       "layer 0 Linear(12->16) takes 12 features, got input of shape (8, 10)", std::invalid_argument);
+  sequential copy = before.clone();
+  test::check_same_parameters(model, copy, 0.0f, "after the refusals");
+  CHECK(std::isfinite(runner.train_step(d.inputs, d.labels, 0)));
+}

@@ -10,6 +10,7 @@ local_runner::local_runner(sequential& model, const optimizer_config& optimizer,
     : model_(model), optimizer_(make_optimizer(optimizer)), loss_(make_loss(loss)) {}
 
 float local_runner::train_step(const tensor& inputs, const tensor& labels, std::uint64_t step) {
+  // forward refuses inputs of the wrong dtype or width (sequential::check_input) before any layer runs.
   model_.zero_grad();
   sequential_cache cache;
   const tensor output = model_.forward(inputs, cache, forward_context{true, step, 0});
