@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "model/spec_text.hpp"
+#include "tensor/compute.hpp"
 
 namespace ap {
 
@@ -48,13 +49,15 @@ class sgd final : public optimizer {
       check_parameter(p);
       float* w = p.value->data();
       const float* g = p.grad->data();
-      const std::size_t n = p.value->size();
+      const std::ptrdiff_t n = static_cast<std::ptrdiff_t>(p.value->size());
       if (c_.momentum == 0.0f) {
-        for (std::size_t i = 0; i < n; ++i) w[i] -= c_.lr * (g[i] + c_.weight_decay * w[i]);
+#pragma omp parallel for simd schedule(static) if (n >= parallel_elements)
+        for (std::ptrdiff_t i = 0; i < n; ++i) w[i] -= c_.lr * (g[i] + c_.weight_decay * w[i]);
         continue;
       }
       float* v = state_for(states_, p.name + ".momentum", *p.value).data();  // v = momentum v + g
-      for (std::size_t i = 0; i < n; ++i) {
+#pragma omp parallel for simd schedule(static) if (n >= parallel_elements)
+      for (std::ptrdiff_t i = 0; i < n; ++i) {
         const float gi = g[i] + c_.weight_decay * w[i];
         v[i] = c_.momentum * v[i] + gi;
         w[i] -= c_.lr * (c_.nesterov ? gi + c_.momentum * v[i] : v[i]);
@@ -90,7 +93,10 @@ class adam final : public optimizer {
       const float* g = p.grad->data();
       float* m = state_for(states_, p.name + ".m", *p.value).data();
       float* v = state_for(states_, p.name + ".v", *p.value).data();
-      for (std::size_t i = 0, n = p.value->size(); i < n; ++i) {
+      const std::ptrdiff_t n = static_cast<std::ptrdiff_t>(p.value->size());
+      // Note [parallel element loops] in tensor/compute.hpp.
+#pragma omp parallel for simd schedule(static) if (n >= parallel_elements)
+      for (std::ptrdiff_t i = 0; i < n; ++i) {
         const float gi = g[i] + l2 * w[i];
         m[i] = c_.beta1 * m[i] + (1.0f - c_.beta1) * gi;
         v[i] = c_.beta2 * v[i] + (1.0f - c_.beta2) * gi * gi;

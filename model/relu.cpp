@@ -1,5 +1,7 @@
 #include "model/relu.hpp"
 
+#include "tensor/compute.hpp"
+
 namespace ap {
 
 tensor relu::forward(const tensor& x, layer_cache& cache, const forward_context&) const {
@@ -8,7 +10,9 @@ tensor relu::forward(const tensor& x, layer_cache& cache, const forward_context&
   if (y.shape() != x.shape()) y = tensor::from_shape(x.shape());
   const float* px = x.data();
   float* py = y.data();
-  for (std::size_t i = 0, n = x.size(); i < n; ++i) py[i] = px[i] > 0.0f ? px[i] : 0.0f;
+  const std::ptrdiff_t n = static_cast<std::ptrdiff_t>(x.size());
+#pragma omp parallel for simd schedule(static) if (n >= parallel_elements)  // Note [parallel element loops]
+  for (std::ptrdiff_t i = 0; i < n; ++i) py[i] = px[i] > 0.0f ? px[i] : 0.0f;
   return y;
 }
 

@@ -8,6 +8,7 @@
 // op) chooses at run time.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 namespace ap {
@@ -31,6 +32,12 @@ compute_backend parse_compute_backend(const std::string& text);
 // process may use more. OpenBLAS (the reference path) stays at one thread: its setting is process-wide.
 void set_compute_threads(int threads);
 int compute_threads();  // the calling thread's setting
+// Note [parallel element loops]: element-wise loops outside oneDNN (the optimizers, ReLU) run as
+// `#pragma omp parallel for simd` over this many elements or more, on the calling thread's compute threads:
+// a pipeline stage's one thread runs them serially, a single process uses every core. Each element is
+// computed alone, by the same instructions, so any thread count gives the same bits.
+inline constexpr std::ptrdiff_t parallel_elements = 1 << 16;
+
 // Threads for a single process with no pipeline stages to share the cores with: every core (at least 1).
 int single_process_threads();
 

@@ -5,6 +5,7 @@
 
 #include "model/linear.hpp"
 #include "model/optimizer.hpp"
+#include "tensor/compute.hpp"
 
 using namespace ap;
 
@@ -119,4 +120,25 @@ TEST_CASE("make_optimizer refuses bad settings, naming the value") {
   CHECK_THROWS_AS(make("sgd", 0.1f, 1.5f), std::invalid_argument);
   CHECK_THROWS_AS(make("sgd", 0.1f, 0.0f, true), std::invalid_argument);
   CHECK_NOTHROW(make("adamw", 0.1f));
+}
+
+TEST_CASE("optimizer steps give the same bits on one and on two compute threads (Note [parallel element loops])") {
+  const std::size_t n = 3 * static_cast<std::size_t>(parallel_elements) + 17;  // parallel, with a ragged end
+  for (const char* kind : {"adam", "adamw", "sgd"}) {
+    CAPTURE(kind);
+    tensor results[2];
+    for (int threads : {1, 2}) {
+      set_compute_threads(threads);
+      tensor value = zeros({n}), grad = zeros({n});
+      for (std::size_t i = 0; i < n; ++i) {
+        value.data()[i] = 0.001f * static_cast<float>(i % 1000) - 0.5f;
+        grad.data()[i] = 0.01f * static_cast<float>((i * 7919) % 201) - 1.0f;
+      }
+      auto opt = make(kind, 0.01f, std::string(kind) == "sgd" ? 0.9f : 0.0f, false, 0.01f);
+      for (int step = 0; step < 3; ++step) opt->step({{"0.weight", &value, &grad}});
+      results[threads - 1] = value;
+    }
+    set_compute_threads(1);
+    CHECK(results[0] == results[1]);  // bitwise
+  }
 }
