@@ -1,6 +1,7 @@
 #include "checkpoint/safetensors.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -37,11 +38,13 @@ std::string errno_text() { return std::strerror(errno); }
 
 // ---- writing -------------------------------------------------------------------------------------------
 
-// Note [atomic write]: the temporary file, closed and (unless committed) removed whatever happens.
+// Note [atomic write]: the temporary file, closed and (unless committed) removed whatever happens; the
+// stale ones of killed writers are removed first.
 class temporary_file {
  public:
   explicit temporary_file(const std::string& final_path)
       : final_(final_path), path_(final_path + ".tmp-" + std::to_string(::getpid())) {
+    remove_stale_temporaries(final_);
     fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd_ < 0) fail(final_, "cannot create temporary file " + path_ + ": " + errno_text());
   }
@@ -88,6 +91,34 @@ class temporary_file {
   int fd_ = -1;
   bool committed_ = false;
 };
+
+}  // namespace
+
+std::vector<std::string> remove_stale_temporaries(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path final_path(path);
+  fs::path folder = final_path.parent_path();
+  if (folder.empty()) folder = ".";
+  const std::string prefix = final_path.filename().string() + ".tmp-";
+  std::vector<std::string> removed;
+  std::error_code ec;
+  fs::directory_iterator it(folder, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string digits = name.substr(prefix.size());
+    if (digits.size() > 9 || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
+    const auto pid = static_cast<pid_t>(std::stol(digits));
+    if (pid <= 0 || pid == ::getpid()) continue;
+    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to signal: alive too)
+    std::error_code gone;
+    if (fs::remove(it->path(), gone)) removed.push_back(it->path().string());
+  }
+  return removed;
+}
+
+namespace {
 
 std::string u64_little_endian(std::uint64_t n) {
   std::string bytes(8, '\0');

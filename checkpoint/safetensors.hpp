@@ -27,11 +27,20 @@ using tensor_refs = std::vector<std::pair<std::string, const tensor*>>;
 
 // Note [atomic write]: the file is written to `path` + ".tmp-<pid>", flushed and fsync'ed, then renamed over
 // `path`. A crash while writing leaves at worst a stale .tmp file, never a half-written file under `path`:
-// `path` holds either its old contents or the new ones. On an error the temporary file is removed.
+// `path` holds either its old contents or the new ones. On an error the temporary file is removed. A kill
+// (SIGKILL, power loss) cannot run that clean-up, so each write first removes the stale temporaries of `path`
+// that such kills left: every `path`.tmp-<pid> whose process is gone (remove_stale_temporaries). A file whose
+// pid is alive is kept: it may be another process writing the same path right now (or, rarely, a reused pid;
+// it is removed by a later write once that process ends). On a folder shared by several hosts, a pid is only
+// meaningful on its own host: do not let two hosts write checkpoints into one folder.
 // Throws std::runtime_error naming the file: a duplicate or empty name, the reserved name "__metadata__",
 // a metadata text that is not UTF-8, or any I/O failure.
 void write_safetensors(const std::string& path, const tensor_refs& tensors,
                        const std::map<std::string, std::string>& metadata = {});
+
+// Note [atomic write]: removes every `path`.tmp-<pid> file (pid all digits) whose process does not exist
+// (kill(pid, 0) fails with ESRCH), ignoring files it cannot remove; returns the removed paths.
+std::vector<std::string> remove_stale_temporaries(const std::string& path);
 void write_safetensors(const std::string& path, const std::map<std::string, const tensor*>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 void write_safetensors(const std::string& path, const std::map<std::string, tensor>& tensors,

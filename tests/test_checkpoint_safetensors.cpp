@@ -1,6 +1,7 @@
 // safetensors files: byte-exact round trips, the layout other tools read, atomic writes, and every refusal.
 #include <doctest/doctest.h>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -183,15 +184,15 @@ TEST_CASE("safetensors atomic write: no temporary file is left, and a crash neve
   const tensor v1 = from_values({2}, {1, 1});
   const tensor v2 = from_values({2}, {2, 2});
 
-  // A crashed writer of another process left its temporary file: the final file does not exist.
-  const std::string stale_other = path + ".tmp-999999999";
-  write_bytes(stale_other, "half a file");
+  // A live process (our parent) is writing the same path: the final file does not exist yet.
+  const std::string live_other = path + ".tmp-" + std::to_string(::getppid());
+  write_bytes(live_other, "half a file");
   CHECK(contains(error_of([&] { read_safetensors(path); }), "no such file"));
 
   write_safetensors(path, tensor_refs{{"w", &v1}});
   CHECK(same_bits(read_safetensors(path).tensors.at("w"), v1));
-  CHECK(read_bytes(stale_other) == "half a file");  // someone else's file: left alone
-  fs::remove(stale_other);
+  CHECK(read_bytes(live_other) == "half a file");  // a live writer's file: left alone
+  fs::remove(live_other);
   CHECK(dir.temporaries().empty());
 
   // A crash of this process in the middle of writing v2: its temporary file is half written, the final file
@@ -356,4 +357,43 @@ assert abs(values[3] - 0.1) < 0.001 and abs(values[5] - 1e-30) < 1e-32, values
                  "tensor w: shape (2, 3) needs 12 bytes of BF16 but data_offsets [0, 24) hold 24"));
   CHECK(contains(refusal(craft(dir, R"({"w": {"dtype": "bf16", "shape": [1], "data_offsets": [0, 2]}})", 2)),
                  "tensor w: unsupported dtype bf16"));
+}
+
+// The pid of a process that has exited and been reaped: no process has it (until the kernel reuses it).
+pid_t dead_pid() {
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) ::_exit(0);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return pid;
+}
+
+TEST_CASE("safetensors write removes the temporary files killed writers left, and only those") {
+  scratch_dir dir{"checkpoint_safetensors_stale"};
+  const std::string path = dir.file("model.safetensors");
+  const tensor v1 = from_values({2}, {1, 1});
+  // Two kills during earlier writes (processes now gone), a live writer (our parent), another file's
+  // temporary, and a name that only looks like one.
+  const std::string dead1 = path + ".tmp-" + std::to_string(dead_pid());
+  const std::string dead2 = path + ".tmp-" + std::to_string(dead_pid());
+  const std::string live = path + ".tmp-" + std::to_string(::getppid());
+  const std::string other_file = dir.file("other.safetensors.tmp-" + std::to_string(dead_pid()));
+  const std::string not_a_pid = path + ".tmp-12ab";
+  for (const auto& f : {dead1, dead2, live, other_file, not_a_pid}) write_bytes(f, "half a file");
+
+  write_safetensors(path, tensor_refs{{"w", &v1}});
+  CHECK(same_bits(read_safetensors(path).tensors.at("w"), v1));
+  CHECK(!fs::exists(dead1));
+  CHECK(!fs::exists(dead2));
+  CHECK(fs::exists(live));
+  CHECK(fs::exists(other_file));  // another path's: its own next write cleans it
+  CHECK(fs::exists(not_a_pid));
+
+  // The function itself reports what it removed.
+  write_bytes(dead1, "again");
+  const auto removed = remove_stale_temporaries(path);
+  REQUIRE(removed.size() == 1);
+  CHECK(removed[0] == dead1);
+  CHECK(fs::exists(live));
 }
