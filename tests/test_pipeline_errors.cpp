@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <limits>
 
 #include "actors/pipeline.hpp"
 #include "actors/pipeline_actors.hpp"
@@ -131,6 +132,22 @@ TEST_CASE("labels out of range fail the step at the coordinator, naming the micr
   tensor labels = d.labels;
   labels(6) = 9.0f;  // 4 classes: 9 is out of range, in microbatch 1
   CHECK_THROWS_WITH_AS(pipe.train_step(d.inputs, labels, 0), doctest::Contains("loss of microbatch 1"), pipeline_error);
+}
+
+TEST_CASE("a loss that is not finite fails the step at the coordinator, naming the step and the microbatch") {
+  const dataset d = test::small_blobs(8);
+  pipeline_options o;
+  o.stages = 2;
+  o.microbatches = 2;
+  sequential model;  // Linear layers only: a NaN input reaches the loss (a ReLU could turn it into 0)
+  model.add(make_layer("linear:12:8"));
+  model.add(make_layer("linear:8:4"));
+  model.initialize(3);
+  pipeline pipe(model, o);
+  tensor inputs = d.inputs;
+  inputs.data()[6 * cols(inputs)] = std::numeric_limits<float>::quiet_NaN();  // row 6: in microbatch 1
+  CHECK_THROWS_WITH_AS(pipe.train_step(inputs, d.labels, 3),
+                       doctest::Contains("step 3: loss of microbatch 1: cross_entropy"), pipeline_error);
 }
 
 TEST_CASE("a stage that waits on a peer longer than the timeout fails the step within bounded time") {

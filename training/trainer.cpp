@@ -1,6 +1,8 @@
 #include "training/trainer.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <stdexcept>
 
@@ -14,7 +16,12 @@ float local_runner::train_step(const tensor& inputs, const tensor& labels, std::
   model_.zero_grad();
   sequential_cache cache;
   const tensor output = model_.forward(inputs, cache, forward_context{true, step, 0});
-  const float batch_loss = loss_->compute_loss(output, labels);
+  float batch_loss = 0.0f;
+  try {
+    batch_loss = loss_->compute_loss(output, labels);
+  } catch (const std::domain_error& e) {  // a loss that is not finite: say at which step
+    throw std::domain_error("step " + std::to_string(step) + ": " + e.what());
+  }
   model_.backward(loss_->compute_gradient(output, labels), cache, /*need_input_grad=*/false);
   optimizer_->step(model_.parameters());
   return batch_loss;
@@ -36,6 +43,23 @@ void step_runner::save_checkpoint(const std::string& path, const training_state&
 
 training_state step_runner::load_checkpoint(const std::string& path) {
   throw std::logic_error("cannot load checkpoint " + path + ": this runner has no checkpoints");
+}
+
+std::string loss_problem(double loss, double first_loss, double divergence_factor) {
+  char text[200];
+  if (!std::isfinite(loss)) {
+    std::snprintf(text, sizeof text, "the loss is not finite (%g): the training diverged", loss);
+    return text;
+  }
+  const double bound = divergence_factor * std::max(first_loss, 1.0);
+  if (divergence_factor > 0 && loss > bound) {
+    std::snprintf(text, sizeof text,
+                  "the loss %.4g exceeds %g times the first step's loss %.4g (floor 1): the training diverges "
+                  "(lower the learning rate; the factor is --divergence-factor)",
+                  loss, divergence_factor, first_loss);
+    return text;
+  }
+  return "";
 }
 
 double evaluate_accuracy(step_runner& runner, const dataset& d, std::size_t batch_size) {
@@ -74,6 +98,7 @@ train_report train(step_runner& runner, const dataset& train_set, const dataset&
   training_state at = position(config.start_step, config.start_epoch, config.start_batch);
   std::uint64_t checkpointed = at.step;  // steps at the last checkpoint call (or the start)
   bool done = false;
+  double first_loss = 0.0;  // of this call's first step: Note [divergence]
   for (std::uint64_t epoch = at.epoch; epoch < config.epochs && !done; ++epoch) {
     const auto order = epoch_order(train_set.size(), config.seed, epoch);
     double loss_sum = 0.0;
@@ -81,7 +106,11 @@ train_report train(step_runner& runner, const dataset& train_set, const dataset&
     for (std::size_t b = epoch == at.epoch ? at.batch_in_epoch : 0; b < batches; ++b) {
       if (config.max_steps && at.step >= config.max_steps) { done = true; break; }
       const batch bt = make_batch(train_set, order, b, config.batch_size);
-      loss_sum += runner.train_step(bt.inputs, bt.labels, at.step);
+      const double loss = runner.train_step(bt.inputs, bt.labels, at.step);
+      if (report.steps == 0) first_loss = loss;
+      if (const std::string problem = loss_problem(loss, first_loss, config.divergence_factor); !problem.empty())
+        throw std::runtime_error("step " + std::to_string(at.step) + ": " + problem);
+      loss_sum += loss;
       at = position(at.step + 1, epoch, b + 1);
       ++report.steps, ++epoch_steps;
       report.samples += rows(bt.inputs);

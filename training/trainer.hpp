@@ -59,7 +59,20 @@ struct train_config {
   // multiple of it; 0: never) and at the end if steps were taken since. Its model_spec is left empty.
   std::function<void(const training_state&)> checkpoint;
   std::size_t checkpoint_every = 0;
+  // Note [divergence]: stop with an error once a step's loss exceeds this factor times max(first loss, 1)
+  // (0: never); a loss that is not finite always stops training.
+  double divergence_factor = 1000.0;
 };
+
+// Note [divergence]: training that diverges (a learning rate far too high) used to run to its end and report
+// a final loss of 4.9e20. train() stops at the first step whose loss is not finite, or exceeds
+// divergence_factor * max(L0, 1), where L0 is the loss of the first step of this call (before any update it
+// made: a resumed run takes its own first loss). The floor of 1 keeps a run that starts from a well-trained
+// checkpoint (L0 = 0.05) from stopping on one noisy batch. With the default factor 1000, cross-entropy over
+// 10 classes (L0 ~ 2.3) stops above ~2300: a loss no learning run reaches (a model that puts e^-2300 on the
+// right class), while a diverging one passes it within a few steps (Adam at lr 1e9: ~1e9 at step 1).
+// Returns "" when `loss` is fine, else why not (without the step).
+std::string loss_problem(double loss, double first_loss, double divergence_factor);
 
 struct train_report {
   std::size_t steps = 0, samples = 0;  // taken by this call
