@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "actors/run_node.hpp"
+#include "cli/checks.hpp"
 #include "cli/commands.hpp"
 
 namespace ap::cli {
@@ -11,8 +12,12 @@ void add_node_command(CLI::App& app) {
   auto o = std::make_shared<node_run_options>();
   auto* cmd = app.add_subcommand("node", "run a worker process that hosts pipeline stages for `train --nodes`");
   cmd->add_option("--host", o->host, "address to listen on")->capture_default_str();
-  cmd->add_option("--port", o->port, "port to listen on (0: a free one, printed on stdout)")->capture_default_str();
-  cmd->add_option("--protocol-version", o->protocol_version, "claim another wire protocol version (tests)")->group("");
+  cmd->add_option("--port", o->port, "port to listen on (0: a free one, printed on stdout)")
+      ->check(whole_number(0, 65535))
+      ->capture_default_str();
+  cmd->add_option("--protocol-version", o->protocol_version, "claim another wire protocol version (tests)")
+      ->check(whole_number(0, 1u << 30))
+      ->group("");
   cmd->callback([o] { run_node(*o); });
 }
 

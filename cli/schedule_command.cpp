@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/checks.hpp"
 #include "cli/commands.hpp"
 #include "schedule/schedule.hpp"
 
@@ -54,6 +55,8 @@ schedule load_or_generate(const schedule_options& o) {
 }
 
 void run(const schedule_options& o) {
+  check_output_path("--svg", o.svg_path);  // before any work (cli/checks.hpp)
+  check_output_path("--csv", o.csv_path);
   const schedule s = load_or_generate(o);
   std::cout << s.name << ": " << s.stages << " stages, " << s.microbatches << " microbatches, "
             << s.chunks_per_stage << " chunks per stage\n"
@@ -101,16 +104,18 @@ void add_schedule_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("schedule", "Print, validate and simulate a pipeline schedule");
   std::string names;
   for (const auto& n : schedule_names()) names += (names.empty() ? "" : ", ") + n;
-  cmd->add_option("--schedule", o->name, "Schedule to generate: " + names)->capture_default_str();
-  cmd->add_option("--stages", o->stages, "Pipeline stages p")->capture_default_str()->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--microbatches", o->microbatches, "Microbatches m")->capture_default_str()->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--chunks", o->chunks, "Chunks per stage v (interleaved)")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--schedule", o->name, "Schedule to generate: " + names)
+      ->check(CLI::IsMember(schedule_names()))
+      ->capture_default_str();
+  cmd->add_option("--stages", o->stages, "Pipeline stages p")->capture_default_str()->check(whole_number(1, 1 << 20));
+  cmd->add_option("--microbatches", o->microbatches, "Microbatches m")->capture_default_str()->check(whole_number(1, 1 << 20));
+  cmd->add_option("--chunks", o->chunks, "Chunks per stage v (interleaved)")->capture_default_str()->check(whole_number(1, 1 << 20));
   cmd->add_option("--file", o->file, "Read a schedule grid (or CSV, by the .csv extension) instead of generating one");
-  cmd->add_option("--forward-cost", o->forward_cost, "Forward time of one stage")->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--forward-cost", o->forward_cost, "Forward time of one stage")->capture_default_str()->check(real_number(0, true));
   cmd->add_option("--backward-cost", o->backward_cost, "Backward (B) time of one stage; I = W = B/2")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()->check(real_number(0, true));
   cmd->add_option("--transfer-cost", o->transfer_cost, "Time added to every cross-stage dependency")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()->check(real_number(0, true));
   cmd->add_option("--svg", o->svg_path, "Write the simulated timeline as SVG");
   cmd->add_option("--csv", o->csv_path, "Write the schedule as CSV");
   cmd->callback([o] { run(*o); });

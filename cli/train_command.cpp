@@ -2,14 +2,17 @@
 // and ends with one JSON line (samples_per_s, final_loss, test_accuracy, wall_s, ...).
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <memory>
 
 #include <nlohmann/json.hpp>
 
 #include "plan/partition.hpp"
 #include "actors/pipeline.hpp"
+#include "cli/checks.hpp"
 #include "cli/commands.hpp"
 #include "data/fashion_mnist.hpp"
+#include "schedule/schedule.hpp"
 #include "tensor/compute.hpp"
 #include "training/trainer.hpp"
 
@@ -63,14 +66,17 @@ void check_checkpoint_options(const train_options& o) {
 }
 
 void run_train(const train_options& o) {
+  // Every check before any work: outputs first, so a run never trains fully and then fails to write.
+  check_output_path("--checkpoint", o.checkpoint_file);
+  check_output_path("--trace", o.trace_file);
   check_checkpoint_options(o);
   if (o.stages > 0 && o.threads != 0)
     throw std::invalid_argument("--threads " + std::to_string(o.threads) + " is for the single process (no --stages): "
                                 "each of the " + std::to_string(o.stages) + " pipeline stages computes on one thread");
   set_compute_threads(1);
+  sequential model = sequential::from_spec(o.model, sequential_options{o.activation, o.init_seed});
   const dataset train_set = first_samples(load_fashion_mnist("train", o.data_dir), o.train_limit);
   const dataset test_set = load_fashion_mnist("test", o.data_dir);
-  sequential model = sequential::from_spec(o.model, sequential_options{o.activation, o.init_seed});
   train_config config = o.train;
   config.log = [](const std::string& line) { std::cerr << line << "\n"; };
 
@@ -178,40 +184,74 @@ void add_train_command(CLI::App& app) {
   o->optimizer.kind = "adam";
   o->optimizer.lr = 1e-3f;
   auto* cmd = app.add_subcommand("train", "train a model on Fashion-MNIST (single process, or a pipeline with --stages)");
+  // Every numeric flag is checked on its text (whole_number, real_number: cli/checks.hpp), so a negative
+  // count is refused, naming the flag, instead of wrapping into a huge unsigned number.
   cmd->add_option("--model", o->model, "layer widths, Linear layers with activations between")->capture_default_str();
-  cmd->add_option("--activation", o->activation, "relu, gelu, tanh or sigmoid")->capture_default_str();
-  cmd->add_option("--epochs", o->train.epochs)->capture_default_str();
-  cmd->add_option("--batch-size", o->train.batch_size)->capture_default_str();
-  cmd->add_option("--max-steps", o->train.max_steps, "stop once this many steps are taken, a resumed checkpoint's included (0: whole epochs)")->capture_default_str();
-  cmd->add_option("--seed", o->train.seed, "data order seed")->capture_default_str();
-  cmd->add_option("--init-seed", o->init_seed, "weight initialisation seed")->capture_default_str();
-  cmd->add_option("--optimizer", o->optimizer.kind, "sgd, adam or adamw")->capture_default_str();
-  cmd->add_option("--lr", o->optimizer.lr)->capture_default_str();
-  cmd->add_option("--momentum", o->optimizer.momentum)->capture_default_str();
-  cmd->add_option("--weight-decay", o->optimizer.weight_decay)->capture_default_str();
+  cmd->add_option("--activation", o->activation, "relu, gelu, tanh or sigmoid")
+      ->check(CLI::IsMember({"relu", "gelu", "tanh", "sigmoid"}))
+      ->capture_default_str();
+  cmd->add_option("--epochs", o->train.epochs)->check(whole_number(1))->capture_default_str();
+  cmd->add_option("--batch-size", o->train.batch_size)->check(whole_number(1))->capture_default_str();
+  cmd->add_option("--max-steps", o->train.max_steps, "stop once this many steps are taken, a resumed checkpoint's included (0: whole epochs)")
+      ->check(whole_number(0))
+      ->capture_default_str();
+  cmd->add_option("--seed", o->train.seed, "data order seed")->check(whole_number(0))->capture_default_str();
+  cmd->add_option("--init-seed", o->init_seed, "weight initialisation seed")->check(whole_number(0))->capture_default_str();
+  cmd->add_option("--optimizer", o->optimizer.kind, "sgd, adam or adamw")
+      ->check(CLI::IsMember({"sgd", "adam", "adamw"}))
+      ->capture_default_str();
+  cmd->add_option("--lr", o->optimizer.lr)->check(real_number(0, false))->capture_default_str();
+  cmd->add_option("--momentum", o->optimizer.momentum)->check(real_number(0, true, 1))->capture_default_str();
+  cmd->add_option("--weight-decay", o->optimizer.weight_decay)->check(real_number(0, true))->capture_default_str();
+  cmd->add_option("--divergence-factor", o->train.divergence_factor,
+                  "stop when a step's loss exceeds this times max(first step's loss, 1) (0: never; Note [divergence])")
+      ->check(real_number(0, true))
+      ->capture_default_str();
   cmd->add_option("--data", o->data_dir, "directory of the Fashion-MNIST IDX files")->capture_default_str();
-  cmd->add_option("--train-limit", o->train_limit, "use only the first N training samples")->capture_default_str();
-  cmd->add_option("--stages", o->stages, "pipeline stages (0: single process, no actors)")->capture_default_str();
+  cmd->add_option("--train-limit", o->train_limit, "use only the first N training samples")
+      ->check(whole_number(0))
+      ->capture_default_str();
+  auto* stages = cmd->add_option("--stages", o->stages, "pipeline stages (0: single process, no actors)")
+                     ->check(whole_number(0, 4096))
+                     ->capture_default_str();
   cmd->add_option("--threads", o->threads, "compute threads of the single process (no --stages); 0: every core")
       ->check(CLI::Range(0, 256))
       ->capture_default_str();
-  cmd->add_option("--microbatches", o->pipe.microbatches)->capture_default_str();
-  cmd->add_option("--schedule", o->pipe.schedule, "gpipe, 1f1b, interleaved or zb-h1")->capture_default_str();
-  cmd->add_option("--chunks", o->pipe.chunks_per_stage, "chunks per stage (interleaved)")->capture_default_str();
-  cmd->add_option("--partition", o->partition, "uniform, params (balance parameters) or time (balance measured layer time)")
-      ->check(CLI::IsMember({"uniform", "params", "time"}))
-      ->capture_default_str();
-  cmd->add_option("--layers-per-chunk", o->pipe.layers_per_chunk, "explicit partition: layer count of every chunk (overrides --partition)");
-  cmd->add_option("--timeout-ms", o->timeout_ms, "longest wait on a peer")->capture_default_str();
-  cmd->add_option("--nodes", o->pipe.nodes, "host:port,... of `actorpipe node` processes: stage s on node s % count")
-      ->delimiter(',')
-      ->needs("--stages");
-  cmd->add_option("--trace", o->trace_file, "write a Chrome trace (JSON) of the stages' tasks");
-  cmd->add_flag("--stage-log", o->stage_log, "print every stage's current task and queue at each event");
+  // Pipeline-only flags: refused without --stages (below) rather than silently ignored.
+  std::string schedules;
+  for (const auto& n : schedule_names()) schedules += (schedules.empty() ? "" : ", ") + n;
+  const std::vector<const CLI::Option*> pipeline_only = {
+      cmd->add_option("--microbatches", o->pipe.microbatches)->check(whole_number(1, 1 << 20))->capture_default_str(),
+      cmd->add_option("--schedule", o->pipe.schedule, schedules)
+          ->check(CLI::IsMember(schedule_names()))
+          ->capture_default_str(),
+      cmd->add_option("--chunks", o->pipe.chunks_per_stage, "chunks per stage (interleaved)")
+          ->check(whole_number(1, 4096))
+          ->capture_default_str(),
+      cmd->add_option("--partition", o->partition, "uniform, params (balance parameters) or time (balance measured layer time)")
+          ->check(CLI::IsMember({"uniform", "params", "time"}))
+          ->capture_default_str(),
+      cmd->add_option("--layers-per-chunk", o->pipe.layers_per_chunk, "explicit partition: layer count of every chunk, as 2,2,3 (overrides --partition)")
+          ->delimiter(',')
+          ->check(whole_number(1)),
+      cmd->add_option("--timeout-ms", o->timeout_ms, "longest wait on a peer")
+          ->check(whole_number(1, 1000000000))
+          ->capture_default_str(),
+      cmd->add_option("--nodes", o->pipe.nodes, "host:port,... of `actorpipe node` processes: stage s on node s % count")
+          ->delimiter(',')
+          ->needs(stages),
+      cmd->add_option("--trace", o->trace_file, "write a Chrome trace (JSON) of the stages' tasks"),
+      cmd->add_flag("--stage-log", o->stage_log, "print every stage's current task and queue at each event"),
+  };
   cmd->add_option("--checkpoint", o->checkpoint_file, "write a checkpoint (safetensors) there at the end, and every --checkpoint-every steps");
-  cmd->add_option("--checkpoint-every", o->train.checkpoint_every, "steps between checkpoints (0: only at the end)")->capture_default_str();
+  cmd->add_option("--checkpoint-every", o->train.checkpoint_every, "steps between checkpoints (0: only at the end)")
+      ->check(whole_number(0))
+      ->capture_default_str();
   cmd->add_option("--resume", o->resume_file, "continue training from this checkpoint: its weights, optimizer state, step and data position");
-  cmd->callback([o] { run_train(*o); });
+  cmd->callback([o, pipeline_only] {
+    if (o->stages == 0) refuse_given(pipeline_only, "needs --stages N (N >= 1): it only applies to a pipeline");
+    run_train(*o);
+  });
 }
 
 }  // namespace ap::cli

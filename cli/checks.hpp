@@ -1,0 +1,29 @@
+// Checks of command-line values, run before any work: a bad flag fails at once, naming the flag and the value,
+// never after loading data or training (a negative count once wrapped into a huge size_t and trained "forever").
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+namespace ap::cli {
+
+// A whole number in [min, max], checked on the text before CLI11 converts it (so "-1" never reaches a
+// size_t); CLI11 puts the flag's name in front of the message: "--epochs: -1 is not a whole number >= 1".
+CLI::Validator whole_number(std::uint64_t min, std::uint64_t max = std::numeric_limits<std::uint64_t>::max());
+
+// A finite real number above `min` (or at least `min` when `inclusive`) and below `below` (if given).
+CLI::Validator real_number(double min, bool inclusive, double below = std::numeric_limits<double>::infinity());
+
+// Throws std::invalid_argument unless the folder of `path` exists and this process may create a file in it
+// (probed by creating and removing a file there); names `flag` and the path. Empty `path`: nothing to check.
+void check_output_path(const std::string& flag, const std::string& path);
+
+// Throws std::invalid_argument naming the first of `options` given on the command line:
+// "--schedule needs --stages: ...". For flags that only mean something together with another.
+void refuse_given(const std::vector<const CLI::Option*>& options, const std::string& why);
+
+}  // namespace ap::cli

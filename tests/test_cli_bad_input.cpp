@@ -1,0 +1,140 @@
+// Bad command lines are refused before any work, naming the flag and the value: negative counts (which once
+// wrapped into huge unsigned numbers), pipeline-only flags without --stages, output paths that cannot be
+// written; and a diverging run stops naming the step instead of ending "successfully" with a loss of 1e20.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "node_process.hpp"
+#include "test_support.hpp"
+
+using namespace ap;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string actorpipe = std::string(AP_BINARY_DIR) + "/cli/actorpipe";
+// With this data folder, a command line that passed its checks would fail loading data instead: the
+// refusals below come before any data is read (and so before any training).
+const std::string no_data = "/nonexistent-fashion-mnist";
+
+// Runs `actorpipe args...`, which must fail at once; returns its stderr.
+std::string refusal(std::vector<std::string> args) {
+  args.insert(args.begin(), actorpipe);
+  std::string line;
+  for (const auto& a : args) line += a + " ";
+  test::child_process p(args);
+  const int code = p.wait_exit(20s);
+  const std::string log = p.stderr_text();
+  INFO(line << "\n" << log);
+  CHECK(code != 0);
+  CHECK(code != -1);
+  CHECK(!test::contains(log, no_data));  // refused before reading data
+  return log;
+}
+
+void check_refused(std::vector<std::string> args, const std::vector<std::string>& expected) {
+  std::string line;
+  for (const auto& a : args) line += a + " ";
+  const std::string log = refusal(std::move(args));
+  INFO(line << "\n" << log);
+  for (const auto& e : expected) CHECK(test::contains(log, e));
+}
+
+}  // namespace
+
+TEST_CASE("train refuses negative, zero and malformed numbers, naming the flag and the value") {
+  const std::vector<std::vector<std::string>> cases = {
+      {"--stages", "-1", "--stages: -1 is not a whole number from 0 to 4096"},
+      {"--epochs", "-1", "--epochs: -1 is not a whole number >= 1"},
+      {"--epochs", "0", "--epochs: 0 is not a whole number >= 1"},
+      {"--batch-size", "-5", "--batch-size: -5 is not a whole number >= 1"},
+      {"--max-steps", "-1", "--max-steps: -1 is not a whole number >= 0"},
+      {"--train-limit", "-1", "--train-limit: -1 is not a whole number >= 0"},
+      {"--checkpoint-every", "-2", "--checkpoint-every: -2 is not a whole number >= 0"},
+      {"--seed", "-3", "--seed: -3 is not a whole number >= 0"},
+      {"--init-seed", "1.5", "--init-seed: 1.5 is not a whole number >= 0"},
+      {"--lr", "-0.1", "--lr: -0.1 is not a number > 0"},
+      {"--lr", "nan", "--lr: nan is not a number > 0"},
+      {"--momentum", "1.5", "--momentum: 1.5 is not a number >= 0 and < 1"},
+      {"--weight-decay", "-1", "--weight-decay: -1 is not a number >= 0"},
+      {"--divergence-factor", "-1", "--divergence-factor: -1 is not a number >= 0"},
+      {"--threads", "-1", "--threads"},
+      {"--optimizer", "adamx", "--optimizer"},
+      {"--activation", "relux", "--activation"},
+  };
+  for (const auto& c : cases) check_refused({"train", "--data", no_data, c[0], c[1]}, {c[2]});
+}
+
+TEST_CASE("train refuses bad pipeline values at parse time, with or without --stages") {
+  for (const std::vector<std::string>& stages : {std::vector<std::string>{"--stages", "2"}, std::vector<std::string>{}}) {
+    const auto with = [&](std::vector<std::string> args) {
+      args.insert(args.begin(), stages.begin(), stages.end());
+      args.insert(args.begin(), {"train", "--data", no_data});
+      return args;
+    };
+    check_refused(with({"--timeout-ms", "0"}), {"--timeout-ms: 0 is not a whole number from 1 to 1000000000"});
+    check_refused(with({"--timeout-ms", "-5"}), {"--timeout-ms: -5 is not a whole number"});
+    check_refused(with({"--microbatches", "0"}), {"--microbatches: 0 is not a whole number from 1"});
+    check_refused(with({"--microbatches", "-4"}), {"--microbatches: -4 is not a whole number"});
+    check_refused(with({"--chunks", "0"}), {"--chunks: 0 is not a whole number"});
+    check_refused(with({"--schedule", "nonsense"}), {"--schedule", "nonsense"});
+    check_refused(with({"--partition", "nonsense"}), {"--partition", "nonsense"});
+    check_refused(with({"--layers-per-chunk", "2,-1"}), {"--layers-per-chunk: -1 is not a whole number >= 1"});
+  }
+}
+
+TEST_CASE("pipeline-only flags without --stages are refused, naming the flag") {
+  const std::vector<std::vector<std::string>> cases = {
+      {"--microbatches", "4"}, {"--schedule", "1f1b"},        {"--chunks", "2"},     {"--partition", "params"},
+      {"--layers-per-chunk", "2,2"}, {"--timeout-ms", "500"}, {"--trace", "/tmp/t.json"}, {"--stage-log"},
+  };
+  for (auto c : cases) {
+    const std::string flag = c[0];
+    c.insert(c.begin(), {"train", "--data", no_data});
+    check_refused(c, {flag + " needs --stages N (N >= 1): it only applies to a pipeline"});
+    c.insert(c.end(), {"--stages", "0"});  // an explicit 0 is the single process too
+    check_refused(c, {flag + " needs --stages"});
+  }
+  check_refused({"train", "--data", no_data, "--nodes", "127.0.0.1:1"}, {"--nodes", "--stages"});
+  check_refused({"train", "--data", no_data, "--nodes", "127.0.0.1:1", "--stages", "0"}, {"--nodes needs --stages"});
+}
+
+TEST_CASE("output paths that cannot be written are refused before any work, naming the flag and the path") {
+  test::scratch_dir dir{"cli_bad_input"};
+  check_refused({"train", "--data", no_data, "--checkpoint", "/nonexistent/x"},
+                {"--checkpoint /nonexistent/x: the folder /nonexistent does not exist"});
+  check_refused({"train", "--data", no_data, "--stages", "2", "--trace", "/nonexistent/t.json"},
+                {"--trace /nonexistent/t.json: the folder /nonexistent does not exist"});
+  check_refused({"train", "--data", no_data, "--checkpoint", dir.path.string()}, {"--checkpoint", "is a folder"});
+  check_refused({"schedule", "--svg", "/nonexistent/s.svg"}, {"--svg /nonexistent/s.svg: the folder /nonexistent does not exist"});
+  check_refused({"schedule", "--csv", "/nonexistent/s.csv"}, {"--csv /nonexistent/s.csv: the folder /nonexistent does not exist"});
+  // A writable folder passes (the run then fails on the missing data), and the probe file that tested it is gone.
+  test::child_process ok({actorpipe, "train", "--data", no_data, "--checkpoint", dir.file("x.safetensors")});
+  CHECK(ok.wait_exit(20s) == 1);
+  CHECK(test::contains(ok.stderr_text(), no_data));
+  CHECK(std::filesystem::is_empty(dir.path));
+}
+
+TEST_CASE("schedule and node refuse negative numbers, naming the flag") {
+  check_refused({"schedule", "--stages", "-1"}, {"--stages: -1 is not a whole number from 1 to 1048576"});
+  check_refused({"schedule", "--microbatches", "0"}, {"--microbatches: 0 is not a whole number"});
+  check_refused({"schedule", "--chunks", "-2"}, {"--chunks: -2 is not a whole number"});
+  check_refused({"schedule", "--forward-cost", "-1"}, {"--forward-cost: -1 is not a number >= 0"});
+  check_refused({"schedule", "--schedule", "nonsense"}, {"--schedule", "nonsense"});
+  check_refused({"node", "--port", "-1"}, {"--port: -1 is not a whole number from 0 to 65535"});
+  check_refused({"node", "--port", "70000"}, {"--port: 70000 is not a whole number from 0 to 65535"});
+}
+
+TEST_CASE("a diverging run (Adam at lr 1e9) stops with an error naming the step") {
+  test::child_process train({actorpipe, "train", "--lr", "1e9", "--train-limit", "640", "--batch-size", "64",
+                             "--threads", "1"});
+  CHECK(train.wait_exit(60s) == 1);
+  const std::string log = train.stderr_text();
+  INFO(log);
+  CHECK(test::contains(log, "error: step "));
+  CHECK(test::contains(log, "the training diverge"));
+  CHECK(train.read_line(1s).empty());  // no result line
+}
