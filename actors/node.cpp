@@ -1,5 +1,7 @@
 #include "actors/node.hpp"
 
+#include <chrono>
+#include <cstdio>
 #include <memory>
 #include <set>
 #include <stdexcept>
@@ -175,11 +177,26 @@ caf::behavior node(node_actor* self, node_options options) {
   };
 }
 
-std::string wait_failure(const caf::error& e, std::chrono::milliseconds timeout) {
-  // Our request's timeout and the middleman's own handshake timeout race on a silent peer: both mean the same.
-  if (e == caf::sec::request_timeout || e == caf::sec::connection_timeout)
-    return "no answer within " + std::to_string(timeout.count()) + " ms";
-  return error_text(e);
+}  // namespace
+
+std::string wait_failure_text(const caf::error& e, std::chrono::milliseconds timeout, double waited_s) {
+  char waited[32];
+  std::snprintf(waited, sizeof waited, "%.1f s", waited_s);
+  const std::string limit = std::to_string(timeout.count()) + " ms";
+  // Our request's timeout and the middleman's own connection timeout race on a silent peer: both mean it did
+  // not answer, but the middleman's may come long before our limit, so say which one and when.
+  if (e == caf::sec::request_timeout) return "no answer within " + limit + " (waited " + waited + ")";
+  if (e == caf::sec::connection_timeout)
+    return "no answer: the connection timed out after " + std::string(waited) + ", before the limit of " + limit;
+  return error_text(e) + " (after " + waited + ")";
+}
+
+namespace {
+
+// wait_failure_text with the time since `sent`.
+std::string wait_failure(const caf::error& e, std::chrono::milliseconds timeout,
+                         std::chrono::steady_clock::time_point sent) {
+  return wait_failure_text(e, timeout, std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count());
 }
 
 }  // namespace
@@ -194,15 +211,17 @@ caf::actor connect_node(caf::scoped_actor& self, const node_address& address, st
   caf::actor node;
   std::string failure;
   // Not middleman().remote_actor(): it waits without a limit, e.g. on a peer that accepts and stays silent.
+  auto sent = std::chrono::steady_clock::now();
   self->request(self->system().middleman().actor_handle(), timeout, caf::connect_atom::value, address.host, address.port)
       .receive([&](caf::node_id&, caf::strong_actor_ptr& ptr,
                    std::set<std::string>&) { node = caf::actor_cast<caf::actor>(ptr); },
-               [&](caf::error& e) { failure = wait_failure(e, timeout); });
+               [&](caf::error& e) { failure = wait_failure(e, timeout, sent); });
   if (!failure.empty())
     throw std::runtime_error("cannot connect to " + them + ": " + failure + " (is `actorpipe node` running there?)");
   if (!node) throw std::runtime_error(them + " publishes no actor: is it an `actorpipe node`?");
   const handshake mine = local_handshake();
   handshake theirs;
+  sent = std::chrono::steady_clock::now();
   self->request(node, timeout, hello_atom::value, mine.version, mine.little_endian, mine.message_types,
                 mine.layer_kinds)
       .receive(
@@ -210,7 +229,7 @@ caf::actor connect_node(caf::scoped_actor& self, const node_address& address, st
               std::vector<std::string>& kinds) {
             theirs = handshake{version, little_endian, std::move(types), std::move(kinds)};
           },
-          [&](caf::error& e) { failure = wait_failure(e, timeout); });
+          [&](caf::error& e) { failure = wait_failure(e, timeout, sent); });
   if (!failure.empty()) throw std::runtime_error(them + " refused the handshake: " + failure);
   if (auto why = handshake_mismatch(mine, theirs, "the coordinator", them); !why.empty())
     throw std::runtime_error("refusing " + them + ": " + why);
@@ -226,8 +245,9 @@ void connect_peers(caf::scoped_actor& self, const caf::actor& node, const node_a
   std::string failure;
   // The node waits `timeout` per connection (in parallel); this waits a second longer for its answer.
   const auto limit = timeout + std::chrono::seconds(1);
+  const auto sent = std::chrono::steady_clock::now();
   self->request(node, limit, peers_atom::value, texts, static_cast<std::int64_t>(timeout.count()))
-      .receive([](ok_atom) {}, [&](caf::error& e) { failure = wait_failure(e, limit); });
+      .receive([](ok_atom) {}, [&](caf::error& e) { failure = wait_failure(e, limit, sent); });
   if (!failure.empty()) throw std::runtime_error("node " + address.text() + ": " + failure);
 }
 
@@ -236,12 +256,13 @@ stage_actors place_stage(caf::scoped_actor& self, const caf::actor& node, const 
   const std::string what = "placing stage " + std::to_string(spec.stage) + " on node " + address.text();
   stage_actors a;
   std::string failure;
+  const auto sent = std::chrono::steady_clock::now();
   self->request(node, timeout, std::move(spec))
       .receive(
           [&](caf::actor& retriever, caf::actor& processor, caf::actor& sender) {
             a = stage_actors{std::move(retriever), std::move(processor), std::move(sender)};
           },
-          [&](caf::error& e) { failure = wait_failure(e, timeout); });
+          [&](caf::error& e) { failure = wait_failure(e, timeout, sent); });
   if (!failure.empty()) throw std::runtime_error(what + ": " + failure);
   if (!a.retriever || !a.processor || !a.sender) throw std::runtime_error(what + ": the node sent invalid handles");
   return a;

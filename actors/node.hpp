@@ -74,4 +74,10 @@ void connect_peers(caf::scoped_actor& self, const caf::actor& node, const node_a
 stage_actors place_stage(caf::scoped_actor& self, const caf::actor& node, const node_address& address, stage_spec spec,
                          std::chrono::milliseconds timeout);
 
+// What a failed wait on a node means, and how long it really waited: "no answer within 30000 ms (waited 30.0 s)"
+// when our limit passed; "no answer: the connection timed out after 1.4 s, before the limit of 30000 ms" when
+// CAF's middleman gave up first on a silent peer (its own connection timeout, shorter than ours); else the
+// error in words. `waited_s`: seconds since the request was sent.
+std::string wait_failure_text(const caf::error& e, std::chrono::milliseconds timeout, double waited_s);
+
 }  // namespace ap
