@@ -23,6 +23,7 @@ struct coordinator_state {
   std::vector<int> first_sample;
   std::size_t batch_size = 0;
   double loss_sum = 0.0;
+  std::vector<float> microbatch_losses;  // each microbatch's mean loss, for the trainer's divergence check
   int outputs = 0, stages_done = 0, stages_applied = 0;
   std::vector<int> peak_stash;
   bool broken = false;  // a stage actor died: no further step can run
@@ -58,7 +59,7 @@ void commit(coordinator_actor* self) {
               auto& s = self->state;
               if (!s.active || s.step != step) return;
               if (++s.stages_applied == s.config.stages)
-                finish(self, step_result{true, static_cast<float>(s.loss_sum), {}, s.peak_stash});
+                finish(self, step_result{true, static_cast<float>(s.loss_sum), {}, s.peak_stash, s.microbatch_losses});
             },
             [=](caf::error& e) {
               // Other stages may have applied this step already: no later step may run on mixed weights.
@@ -122,6 +123,7 @@ caf::behavior coordinator(coordinator_actor* self, coordinator_config config) {
         st.active = true;
         st.batch_size = rows(inputs);
         st.loss_sum = 0.0;
+        st.microbatch_losses.assign(split.size(), 0.0f);
         st.outputs = st.stages_done = st.stages_applied = 0;
         st.peak_stash.assign(static_cast<std::size_t>(st.config.stages), 0);
         st.labels.clear();
@@ -144,7 +146,9 @@ caf::behavior coordinator(coordinator_actor* self, coordinator_config config) {
         if (!st.active || out.step != st.step) return;
         const auto mb = static_cast<std::size_t>(out.microbatch);
         try {
-          st.loss_sum += st.loss_fn->compute_loss(out.data, st.labels.at(mb), st.batch_size);
+          const float share = st.loss_fn->compute_loss(out.data, st.labels.at(mb), st.batch_size);
+          st.loss_sum += share;
+          st.microbatch_losses.at(mb) = share * static_cast<float>(st.batch_size) / static_cast<float>(rows(out.data));
           tensor grad = st.loss_fn->compute_gradient(out.data, st.labels[mb], st.batch_size);
           const int last = st.config.total_chunks - 1;
           st.comm->send_backward(backward_task{st.step, out.microbatch, last, 0, st.first_sample[mb], std::move(grad)},

@@ -30,6 +30,7 @@ struct pipeline::impl {
   long long last_id = -1;      // internal step ids strictly increase
   long long gathered_id = -2;  // model holds the weights after this step
   std::vector<int> peak_stash;
+  std::vector<float> microbatch_losses;  // of the last step
 
   // Also runs when the constructor throws half-way.
   ~impl() {
@@ -195,6 +196,7 @@ float pipeline::train_step(const tensor& inputs, const tensor& labels, std::uint
                });
   if (!result.ok) throw pipeline_error(result.error);
   d.peak_stash = result.peak_stash;
+  d.microbatch_losses = result.microbatch_losses;
   return result.loss;
 }
 
@@ -228,6 +230,7 @@ tensor pipeline::predict(const tensor& inputs) {
 const schedule& pipeline::plan() const { return impl_->plan; }
 const std::vector<layer_range>& pipeline::chunk_ranges() const { return impl_->ranges; }
 std::vector<int> pipeline::last_peak_stash() const { return impl_->peak_stash; }
+std::vector<float> pipeline::last_microbatch_losses() const { return impl_->microbatch_losses; }
 std::vector<stage_event> pipeline::events() const { return impl_->log ? impl_->log->events() : std::vector<stage_event>{}; }
 void pipeline::clear_events() {
   if (impl_->log) impl_->log->clear();

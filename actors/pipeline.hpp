@@ -60,6 +60,7 @@ class pipeline final : public step_runner {
   const schedule& plan() const;
   const std::vector<layer_range>& chunk_ranges() const;
   std::vector<int> last_peak_stash() const;  // per stage, of the last successful step
+  std::vector<float> last_microbatch_losses() const override;  // each microbatch's mean loss, last step
   std::vector<stage_event> events() const;   // empty unless options.record_events
   void clear_events();
 

@@ -92,6 +92,7 @@ struct step_result {
   float loss = 0.0f;
   std::string error;
   std::vector<int> peak_stash;  // per stage
+  std::vector<float> microbatch_losses{};  // each microbatch's mean loss (Note [divergence] names the largest)
 };
 
 using begin_atom = caf::atom_constant<caf::atom("begin")>;      // coordinator -> retriever: step starts
@@ -166,7 +167,7 @@ typename Inspector::result_type inspect(Inspector& f, stage_failed& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_result& x) {
-  return f(caf::meta::type_name("step_result"), x.ok, x.loss, x.error, x.peak_stash);
+  return f(caf::meta::type_name("step_result"), x.ok, x.loss, x.error, x.peak_stash, x.microbatch_losses);
 }
 
 // The answer to (load_atom, stage_state): an empty `error` when the stage loaded it; otherwise the stage

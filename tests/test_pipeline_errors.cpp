@@ -8,6 +8,7 @@
 #include "actors/pipeline.hpp"
 #include "actors/pipeline_actors.hpp"
 #include "pipeline_test_models.hpp"
+#include "test_support.hpp"
 
 using namespace ap;
 
@@ -148,6 +149,21 @@ TEST_CASE("a loss that is not finite fails the step at the coordinator, naming t
   inputs.data()[6 * cols(inputs)] = std::numeric_limits<float>::quiet_NaN();  // row 6: in microbatch 1
   CHECK_THROWS_WITH_AS(pipe.train_step(inputs, d.labels, 3),
                        doctest::Contains("step 3: loss of microbatch 1: cross_entropy"), pipeline_error);
+}
+
+TEST_CASE("a diverging pipeline run stops naming the step and the microbatch of the largest loss") {
+  const dataset d = test::small_blobs(48);
+  pipeline_options o;
+  o.stages = 2;
+  o.microbatches = 2;
+  o.optimizer.kind = "adam";
+  o.optimizer.lr = 1e9f;
+  pipeline pipe(test::nine_layer_model(), o);
+  const std::string error = test::error_of([&] { train(pipe, d, dataset{}, test::small_train_config()); });
+  CHECK_MESSAGE(test::contains(error, "the training diverge"), error);
+  CHECK_MESSAGE(test::contains(error, "(largest in microbatch "), error);
+  CHECK(error.rfind("step ", 0) == 0);
+  CHECK(pipe.last_microbatch_losses().size() == 2);
 }
 
 TEST_CASE("a stage that waits on a peer longer than the timeout fails the step within bounded time") {

@@ -47,6 +47,11 @@ TEST_CASE("loss_problem: not finite always, above factor * max(first, 1) when th
   CHECK(loss_problem(1e30, 2.3, 0).empty());  // 0: never on size
   CHECK(test::contains(loss_problem(std::nan(""), 2.3, 0), "not finite (nan)"));
   CHECK(test::contains(loss_problem(std::numeric_limits<double>::infinity(), 2.3, 1000), "not finite (inf)"));
+  // A pipeline's microbatches: the largest (or a non-finite one) is named.
+  CHECK(test::contains(loss_problem(5000.0, 2.3, 1000, {1.0f, 9000.0f, 2.0f}),
+                       "(floor 1) (largest in microbatch 1: 9000): the training diverges"));
+  CHECK(test::contains(loss_problem(std::nan(""), 2.3, 1000, {1.0f, 2.0f, std::nanf("")}),
+                       "(largest in microbatch 2: nan)"));
 }
 
 TEST_CASE("train stops at the first diverging step and names it; normal losses run to the end") {

@@ -45,19 +45,30 @@ training_state step_runner::load_checkpoint(const std::string& path) {
   throw std::logic_error("cannot load checkpoint " + path + ": this runner has no checkpoints");
 }
 
-std::string loss_problem(double loss, double first_loss, double divergence_factor) {
+std::string loss_problem(double loss, double first_loss, double divergence_factor,
+                         const std::vector<float>& microbatch_losses) {
+  std::string where;  // ", largest in microbatch 2 (1e+09)"
+  if (!microbatch_losses.empty()) {
+    // Any non-finite one first (NaN compares false), then the largest.
+    std::size_t worst = 0;
+    for (std::size_t i = 0; i < microbatch_losses.size(); ++i) {
+      const float v = microbatch_losses[i], w = microbatch_losses[worst];
+      if (std::isfinite(w) && (!std::isfinite(v) || v > w)) worst = i;
+    }
+    char part[96];
+    std::snprintf(part, sizeof part, " (largest in microbatch %zu: %.4g)", worst, microbatch_losses[worst]);
+    where = part;
+  }
   char text[200];
   if (!std::isfinite(loss)) {
-    std::snprintf(text, sizeof text, "the loss is not finite (%g): the training diverged", loss);
-    return text;
+    std::snprintf(text, sizeof text, "the loss is not finite (%g)", loss);
+    return text + where + ": the training diverged";
   }
   const double bound = divergence_factor * std::max(first_loss, 1.0);
   if (divergence_factor > 0 && loss > bound) {
-    std::snprintf(text, sizeof text,
-                  "the loss %.4g exceeds %g times the first step's loss %.4g (floor 1): the training diverges "
-                  "(lower the learning rate; the factor is --divergence-factor)",
-                  loss, divergence_factor, first_loss);
-    return text;
+    std::snprintf(text, sizeof text, "the loss %.4g exceeds %g times the first step's loss %.4g (floor 1)", loss,
+                  divergence_factor, first_loss);
+    return text + where + ": the training diverges (lower the learning rate; the factor is --divergence-factor)";
   }
   return "";
 }
@@ -108,8 +119,9 @@ train_report train(step_runner& runner, const dataset& train_set, const dataset&
       const batch bt = make_batch(train_set, order, b, config.batch_size);
       const double loss = runner.train_step(bt.inputs, bt.labels, at.step);
       if (report.steps == 0) first_loss = loss;
-      if (const std::string problem = loss_problem(loss, first_loss, config.divergence_factor); !problem.empty())
-        throw std::runtime_error("step " + std::to_string(at.step) + ": " + problem);
+      if (!loss_problem(loss, first_loss, config.divergence_factor).empty())  // again, naming the microbatch
+        throw std::runtime_error("step " + std::to_string(at.step) + ": " +
+                                 loss_problem(loss, first_loss, config.divergence_factor, runner.last_microbatch_losses()));
       loss_sum += loss;
       at = position(at.step + 1, epoch, b + 1);
       ++report.steps, ++epoch_steps;

@@ -29,6 +29,9 @@ class step_runner {
   // throws std::logic_error (the default).
   virtual void save_checkpoint(const std::string& path, const training_state& state);
   virtual training_state load_checkpoint(const std::string& path);
+  // The last step's loss per microbatch (mean over its rows), for a runner that splits batches; else empty.
+  // Note [divergence] names the microbatch of the largest.
+  virtual std::vector<float> last_microbatch_losses() const { return {}; }
 };
 
 // Plain training of a whole Sequential in this thread: forward, loss, backward, optimizer step.
@@ -71,8 +74,10 @@ struct train_config {
 // checkpoint (L0 = 0.05) from stopping on one noisy batch. With the default factor 1000, cross-entropy over
 // 10 classes (L0 ~ 2.3) stops above ~2300: a loss no learning run reaches (a model that puts e^-2300 on the
 // right class), while a diverging one passes it within a few steps (Adam at lr 1e9: ~1e9 at step 1).
-// Returns "" when `loss` is fine, else why not (without the step).
-std::string loss_problem(double loss, double first_loss, double divergence_factor);
+// Returns "" when `loss` is fine, else why not (without the step); `microbatch_losses` (may be empty) adds
+// the microbatch of the largest loss: a pipeline's loss is the sum of its microbatches' shares.
+std::string loss_problem(double loss, double first_loss, double divergence_factor,
+                         const std::vector<float>& microbatch_losses = {});
 
 struct train_report {
   std::size_t steps = 0, samples = 0;  // taken by this call
