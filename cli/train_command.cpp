@@ -2,7 +2,6 @@
 // and ends with one JSON line (samples_per_s, final_loss, test_accuracy, wall_s, ...).
 #include <fstream>
 #include <iostream>
-#include <limits>
 #include <memory>
 
 #include <nlohmann/json.hpp>

@@ -66,6 +66,8 @@ TEST_CASE("train refuses negative, zero and malformed numbers, naming the flag a
       {"--activation", "relux", "--activation"},
   };
   for (const auto& c : cases) check_refused({"train", "--data", no_data, c[0], c[1]}, {c[2]});
+  // The model is built before any data is read, so a bad spec fails at once too.
+  check_refused({"train", "--data", no_data, "--model", "784-x-10"}, {"bad spec '784-x-10'"});
 }
 
 TEST_CASE("train refuses bad pipeline values at parse time, with or without --stages") {
