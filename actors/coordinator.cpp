@@ -4,7 +4,9 @@
 #include <memory>
 
 #include "actors/actor_communicator.hpp"
+#include "actors/node.hpp"
 #include "actors/pipeline_actors.hpp"
+#include "network/port_probe.hpp"
 #include "plan/microbatches.hpp"
 #include "model/loss.hpp"
 
@@ -74,18 +76,26 @@ void commit(coordinator_actor* self) {
             });
 }
 
-// "stage 1 on node 127.0.0.1:4242 is gone (lost the connection: ...)": which stage a stopped actor belonged
-// to, where it ran, and why it stopped.
+// "stage 1 on node 127.0.0.1:4242 is gone (...)": which stage a stopped actor belonged to, where it ran, and
+// why it stopped. A lost connection looks the same to CAF for a killed node and a stopped (SIGSTOP) or frozen
+// one, whose heartbeats stopped: a probe of the node's port tells them apart (network/port_probe.hpp).
 std::string describe_stopped(const coordinator_config& c, const caf::down_msg& m) {
-  std::string who = "a stage actor";
+  std::string who = "a stage actor", place;
   for (std::size_t s = 0; s < c.retrievers.size(); ++s)
     if (m.source == c.retrievers[s].address() || m.source == c.processors.at(s).address()) {
       who = "stage " + std::to_string(s);
-      if (s < c.stage_places.size() && !c.stage_places[s].empty()) who += " on " + c.stage_places[s];
+      if (s < c.stage_places.size() && !c.stage_places[s].empty()) place = c.stage_places[s];
     }
+  if (!place.empty()) who += " on " + place;
   const std::string reason = caf::to_string(m.reason);
-  if (m.reason == caf::exit_reason::remote_link_unreachable) return who + " is gone (lost the connection: " + reason + ")";
-  return who + " stopped (" + reason + ")";
+  if (m.reason != caf::exit_reason::remote_link_unreachable) return who + " stopped (" + reason + ")";
+  port_state port = port_state::unknown;
+  if (place.rfind("node ", 0) == 0) try {
+      const node_address a = parse_node_address(place.substr(5));
+      port = probe_port(a.host, a.port, std::chrono::milliseconds(300));
+    } catch (const std::exception&) {
+    }
+  return who + lost_connection_text(port, reason);
 }
 
 caf::behavior coordinator(coordinator_actor* self, coordinator_config config) {

@@ -1,10 +1,16 @@
 // Failed waits on a node say what happened and how long they really waited (a middleman's connection timeout
-// after 1.4 s once read "no answer within 30000 ms").
+// after 1.4 s once read "no answer within 30000 ms"); a lost node is told killed or stopped by a port probe.
 #include <doctest/doctest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 
 #include "actors/node.hpp"
+#include "network/port_probe.hpp"
 
 using namespace ap;
 using namespace std::chrono_literals;
@@ -16,4 +22,24 @@ TEST_CASE("wait_failure_text: our limit, the middleman's earlier connection time
   const std::string other = wait_failure_text(caf::sec::cannot_connect_to_node, 30000ms, 0.01);
   CHECK(other.find("(after 0.0 s)") != std::string::npos);
   CHECK(other.find("within") == std::string::npos);
+}
+
+TEST_CASE("probe_port tells a listening port from a refused one") {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  REQUIRE(::listen(fd, 4) == 0);
+  socklen_t size = sizeof a;
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &size) == 0);
+  const int port = ntohs(a.sin_port);
+  CHECK(probe_port("127.0.0.1", port, 1000ms) == port_state::listening);  // nobody accepts: the kernel does
+  ::close(fd);
+  CHECK(probe_port("127.0.0.1", port, 1000ms) == port_state::refused);
+  CHECK(lost_connection_text(port_state::refused, "r") ==
+        " is gone (lost the connection: r; nothing listens on its port: the process died or was killed)");
+  CHECK(lost_connection_text(port_state::unknown, "r") == " is gone (lost the connection: r)");
+  CHECK(lost_connection_text(port_state::listening, "r").rfind(" stopped answering heartbeats (", 0) == 0);
 }
