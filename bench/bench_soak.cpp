@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <malloc.h>
 #include <string>
 #include <vector>
 
@@ -50,7 +51,7 @@ double slope(const std::vector<double>& x, const std::vector<double>& y) {
 int main(int argc, char** argv) {
   long steps = 100000, every = 0, batch_size = 64;
   std::string model_spec = "64-256-256-128-10";
-  bool record = false;
+  bool record = false, keep_memory = true;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool has_value = i + 1 < argc;
@@ -59,6 +60,7 @@ int main(int argc, char** argv) {
     else if (a == "--batch" && has_value) batch_size = std::atol(argv[++i]);
     else if (a == "--model" && has_value) model_spec = argv[++i];
     else if (a == "--record-events") record = true;
+    else if (a == "--no-keep-memory") keep_memory = false;
     else {
       std::fprintf(stderr, "bench_soak: unknown argument %s\n", a.c_str());
       return 2;
@@ -69,7 +71,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (every <= 0) every = std::max(1L, steps / 20);
-  keep_tensor_memory();  // as `actorpipe` does
+  if (keep_memory) keep_tensor_memory();  // as `actorpipe` does
   set_compute_threads(1);
   const sequential model = sequential::from_spec(model_spec);
   const std::size_t features = std::stoul(model_spec.substr(0, model_spec.find('-')));
@@ -86,7 +88,7 @@ int main(int argc, char** argv) {
   pipeline pipe(model, o);
   std::printf("soak: 4 stages, 1f1b, 8 microbatches, model %s, batch %ld, %ld steps%s\n", model_spec.c_str(),
               batch_size, steps, record ? ", events kept (--record-events)" : "");
-  std::printf("%10s %12s %12s\n", "step", "VmRSS kB", "held events");
+  std::printf("%10s %12s %12s %12s %12s\n", "step", "VmRSS kB", "heap used kB", "heap kB", "held events");
   const long warmup = std::max(every, steps / 10);  // allocator pools, CAF mailboxes and caches settle first
   std::vector<double> xs, ys;
   float loss = 0.0f;
@@ -95,7 +97,9 @@ int main(int argc, char** argv) {
     loss = pipe.train_step(b.inputs, b.labels, static_cast<std::uint64_t>(s));
     if (s % every == 0 || s == steps) {
       const long kb = rss_kb();
-      std::printf("%10ld %12ld %12zu\n", s, kb, pipe.held_events());
+      const struct mallinfo2 mi = mallinfo2();  // main arena and the others: in use, and taken from the system
+      std::printf("%10ld %12ld %12zu %12zu %12zu\n", s, kb, mi.uordblks / 1024, (mi.arena + mi.hblkhd) / 1024,
+                  pipe.held_events());
       std::fflush(stdout);
       if (s >= warmup) xs.push_back(static_cast<double>(s)), ys.push_back(static_cast<double>(kb) * 1024.0);
     }
