@@ -75,13 +75,13 @@ void run_train(const train_options& o) {
   config.log = [](const std::string& line) { std::cerr << line << "\n"; };
 
   nlohmann::json out;
+  std::ofstream trace_file;  // declared before the pipeline so it outlives it: its stages write the trace
+  std::shared_ptr<chrome_trace_writer> trace;
   std::unique_ptr<pipeline> pipe;
   std::unique_ptr<step_runner> local;
   step_runner* runner = nullptr;
   std::string partition = o.pipe.layers_per_chunk.empty() ? o.partition : "explicit";
   std::vector<double> predicted_busy;  // seconds per step and stage, from the measured layer costs
-  std::ofstream trace_file;                    // outlives the pipeline, whose stages write to it
-  std::shared_ptr<chrome_trace_writer> trace;
   if (o.stages > 0) {
     pipeline_options p = o.pipe;
     p.stages = o.stages;
