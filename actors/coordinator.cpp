@@ -1,6 +1,7 @@
 // The coordinator: splits a batch into microbatches, feeds the first stage, computes each microbatch's
 // loss and gradient as soon as the last stage returns its output, and commits the step only when every
 // stage has finished its actions (then every stage applies its optimizer; otherwise none does).
+#include <algorithm>
 #include <memory>
 
 #include "actors/actor_communicator.hpp"
@@ -28,6 +29,10 @@ struct coordinator_state {
   std::vector<float> microbatch_losses;  // each microbatch's mean loss, for the trainer's divergence check
   int outputs = 0, stages_done = 0, stages_applied = 0;
   std::vector<int> peak_stash;
+  std::vector<bool> applied;  // per stage: confirmed the optimizer step
+  bool applying = false;      // apply requests are out
+  std::chrono::steady_clock::time_point apply_since;
+  bool timer_armed = false;   // Note [one timer per retriever], for the apply confirmations
   bool broken = false;  // a stage actor died: no further step can run
   std::string broken_reason;
   static inline const char* name = "coordinator";
@@ -51,29 +56,47 @@ void fail(coordinator_actor* self, const std::string& what) {
   finish(self, step_result{false, 0.0f, "step " + std::to_string(st.step) + ": " + what, {}});
 }
 
+// Other stages may have applied this step already: no later step may run on mixed weights.
+void apply_failed(coordinator_actor* self, std::size_t stage, int step, const std::string& why) {
+  auto& s = self->state;
+  if (!s.broken) {
+    s.broken = true;
+    s.broken_reason = "stage " + std::to_string(stage) + " did not confirm the optimizer step of step " +
+                      std::to_string(step) + " (" + why + "); the stages may disagree, rebuild the pipeline from a checkpoint";
+  }
+  s.applying = false;
+  fail(self, "applying the optimizer: " + s.broken_reason);
+}
+
+void arm_timer(coordinator_actor* self, std::chrono::steady_clock::duration after) {
+  self->state.timer_armed = true;
+  self->delayed_send(self, std::chrono::duration_cast<std::chrono::milliseconds>(after) + std::chrono::milliseconds(1),
+                     timeout_atom::value, std::uint64_t{0}, self->state.step);
+}
+
+// The requests carry no timeout of their own: a CAF 0.17 request timeout stays in the actor clock for the
+// whole timeout even when answered (four a step piled up, see Note [one timer per retriever]); one timer
+// checks them all.
 void commit(coordinator_actor* self) {
   auto& st = self->state;
   const int step = st.step;
+  st.applied.assign(st.config.processors.size(), false);
+  st.applying = true;
+  st.apply_since = std::chrono::steady_clock::now();
+  if (!st.timer_armed) arm_timer(self, st.config.timeout);
   for (std::size_t i = 0; i < st.config.processors.size(); ++i)
-    self->request(st.config.processors[i], st.config.timeout, apply_atom::value, step)
+    self->request(st.config.processors[i], caf::infinite, apply_atom::value, step)
         .then(
             [=](ok_atom) {
               auto& s = self->state;
               if (!s.active || s.step != step) return;
-              if (++s.stages_applied == s.config.stages)
+              s.applied[i] = true;
+              if (++s.stages_applied == s.config.stages) {
+                s.applying = false;
                 finish(self, step_result{true, static_cast<float>(s.loss_sum), {}, s.peak_stash, s.microbatch_losses});
-            },
-            [=](caf::error& e) {
-              // Other stages may have applied this step already: no later step may run on mixed weights.
-              auto& s = self->state;
-              if (!s.broken) {
-                s.broken = true;
-                s.broken_reason = "stage " + std::to_string(i) + " did not confirm the optimizer step of step " +
-                                  std::to_string(step) + " (" + caf::to_string(e) +
-                                  "); the stages may disagree, rebuild the pipeline from a checkpoint";
               }
-              fail(self, "applying the optimizer: " + s.broken_reason);
-            });
+            },
+            [=](caf::error& e) { apply_failed(self, i, step, caf::to_string(e)); });
 }
 
 // "stage 1 on node 127.0.0.1:4242 is gone (...)": which stage a stopped actor belonged to, where it ran, and
@@ -176,6 +199,16 @@ caf::behavior coordinator(coordinator_actor* self, coordinator_config config) {
       },
       [=](stage_failed& f) {
         if (f.step == self->state.step) fail(self, f.what);
+      },
+      [=](timeout_atom, std::uint64_t, int) {
+        auto& st = self->state;
+        st.timer_armed = false;
+        if (!st.active || !st.applying) return;
+        const auto waited = std::chrono::steady_clock::now() - st.apply_since;
+        if (waited < st.config.timeout) return arm_timer(self, st.config.timeout - waited);
+        const auto late = std::find(st.applied.begin(), st.applied.end(), false) - st.applied.begin();
+        apply_failed(self, static_cast<std::size_t>(late), st.step,
+                     "no answer within " + std::to_string(st.config.timeout.count()) + " ms");
       },
   };
 }

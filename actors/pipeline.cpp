@@ -123,7 +123,7 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
                                 std::to_string(total_chunks) + " chunks");
   d.plan = make_schedule(options.schedule, options.stages, options.microbatches, options.chunks_per_stage);
   if (auto v = validate(d.plan); !v.ok) throw std::invalid_argument("pipeline: invalid schedule: " + v.message);
-  if (options.record_events) d.log = std::make_shared<event_log>();
+  d.log = std::make_shared<event_log>(options.record_events, options.on_event);  // Note [bounded event log]
 
   std::vector<node_address> nodes;
   for (const auto& text : options.nodes) nodes.push_back(parse_node_address(text));  // std::invalid_argument
@@ -231,10 +231,14 @@ const schedule& pipeline::plan() const { return impl_->plan; }
 const std::vector<layer_range>& pipeline::chunk_ranges() const { return impl_->ranges; }
 std::vector<int> pipeline::last_peak_stash() const { return impl_->peak_stash; }
 std::vector<float> pipeline::last_microbatch_losses() const { return impl_->microbatch_losses; }
-std::vector<stage_event> pipeline::events() const { return impl_->log ? impl_->log->events() : std::vector<stage_event>{}; }
-void pipeline::clear_events() {
-  if (impl_->log) impl_->log->clear();
+std::vector<stage_event> pipeline::events() const { return impl_->log->events(); }
+std::size_t pipeline::held_events() const { return impl_->log->event_count(); }
+std::vector<double> pipeline::busy_seconds() const {
+  auto busy = impl_->log->busy_us(impl_->options.stages);
+  for (double& b : busy) b /= 1e6;
+  return busy;
 }
+void pipeline::clear_events() { impl_->log->clear(); }
 
 namespace {
 

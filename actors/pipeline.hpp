@@ -28,7 +28,10 @@ struct pipeline_options {
   std::vector<std::size_t> layers_per_chunk;  // explicit partition, one count per chunk; empty: uniform in whole blocks (plan/partition.hpp)
   std::chrono::milliseconds timeout = default_timeout;  // longest wait on a peer before the step fails
   std::chrono::milliseconds step_timeout{600000};    // last resort for a whole step
-  bool record_events = false;       // keep an event_log (stage log, trace, tests)
+  // Note [bounded event log]: busy time is always summed; the events themselves are kept only with
+  // record_events (tests, benchmarks that read them) and handed to on_event as they come (stage log, trace).
+  bool record_events = false;
+  event_log::sink on_event;         // may be empty; called from the stages' threads, one event at a time
   // "host:port" of `actorpipe node` processes: stage s runs on node s % size (actors/node.hpp). Empty: every
   // stage in this process. Events are only recorded for stages in this process.
   std::vector<std::string> nodes;
@@ -62,7 +65,11 @@ class pipeline final : public step_runner {
   std::vector<int> last_peak_stash() const;  // per stage, of the last successful step
   std::vector<float> last_microbatch_losses() const override;  // each microbatch's mean loss, last step
   std::vector<stage_event> events() const;   // empty unless options.record_events
-  void clear_events();
+  std::size_t held_events() const;           // events kept in memory now (0 unless options.record_events)
+  // Busy seconds per stage (sum of its tasks' spans) since construction or clear_events; kept without
+  // events, in this process's stages only (a stage on a node reads 0).
+  std::vector<double> busy_seconds() const;
+  void clear_events();                       // drops kept events and the busy sums
 
   // Gathers every stage's parameters and optimizer state (Note [stage state] in stage_worker.hpp) into one
   // checkpoint of the whole model (Note [checkpoint layout]), written atomically. Between steps only.

@@ -14,8 +14,10 @@ struct retriever_state {
   bool running = false;        // a step has begun and not finished or failed
   int in_flight = 0;           // tasks handed to the processor and not done yet (at most max_in_flight)
   std::size_t cursor = 0;      // index of the next action to dispatch
-  std::uint64_t wait_id = 0;   // identifies the current wait, for its timeout
-  bool waiting = false;        // a timed wait for actions[cursor] is armed
+  std::uint64_t wait_id = 0;   // identifies the current wait
+  bool waiting = false;        // a timed wait for actions[cursor] is running
+  std::chrono::steady_clock::time_point wait_since;  // when it began
+  bool timer_armed = false;    // a timeout_atom is on its way (Note [one timer per retriever])
   static inline const char* name = "retriever";
 };
 
@@ -33,6 +35,19 @@ void fail(retriever_actor* self, std::string what) {
   self->send(st.coordinator, stage_failed{st.config.stage, st.step, std::move(what)});
 }
 
+// Note [one timer per retriever]: a CAF 0.17 delayed message cannot be cancelled; it stays in the actor
+// clock until it fires, a whole timeout later (30 s by default). One per wait (several a step) piled up tens
+// of thousands of them in a long run, and the clock's small blocks kept the heap from reusing freed
+// activations (~300 KB a step of RSS, bench_soak). So at most one timer is on its way: a wait that begins
+// while it is out only records its start, and the timer, when it fires early for the current wait, re-arms
+// for the time left.
+void arm_timer(retriever_actor* self, std::chrono::steady_clock::duration after) {
+  auto& st = self->state;
+  st.timer_armed = true;
+  self->delayed_send(self, std::chrono::duration_cast<std::chrono::milliseconds>(after) + std::chrono::milliseconds(1),
+                     timeout_atom::value, st.wait_id, st.step);
+}
+
 // Sends the processor the next actions whose tasks are here; when it is idle and the next task is missing,
 // starts a timed wait for it.
 void dispatch(retriever_actor* self) {
@@ -42,7 +57,9 @@ void dispatch(retriever_actor* self) {
     if (!st.queue.ready(a, st.step)) {
       if (st.in_flight == 0 && !st.waiting) {  // the wait starts once, when the processor is idle
         st.waiting = true;
-        self->delayed_send(self, st.config.timeout, timeout_atom::value, ++st.wait_id, st.step);
+        ++st.wait_id;
+        st.wait_since = std::chrono::steady_clock::now();
+        if (!st.timer_armed) arm_timer(self, st.config.timeout);
       }
       return;
     }
@@ -102,9 +119,13 @@ caf::behavior retriever(retriever_actor* self, retriever_config config) {
         }
         dispatch(self);
       },
-      [=](timeout_atom, std::uint64_t id, int step) {
+      [=](timeout_atom, std::uint64_t, int) {
         auto& st = self->state;
-        if (!st.running || st.in_flight > 0 || id != st.wait_id || step != st.step) return;
+        st.timer_armed = false;
+        if (!st.running || st.in_flight > 0 || !st.waiting) return;
+        const auto waited = std::chrono::steady_clock::now() - st.wait_since;
+        if (waited < st.config.timeout) return arm_timer(self, st.config.timeout - waited);
+        const int step = st.step;
         const action& a = st.config.actions[st.cursor];
         fail(self, "stage " + std::to_string(st.config.stage) + ": waited " + std::to_string(st.config.timeout.count()) +
                        " ms for the task of its next action, " + task_queue::describe(a) + " (step " +

@@ -80,6 +80,8 @@ void run_train(const train_options& o) {
   config.log = [](const std::string& line) { std::cerr << line << "\n"; };
 
   nlohmann::json out;
+  std::ofstream trace_file;  // declared before the pipeline so it outlives it: its stages write the trace
+  std::shared_ptr<chrome_trace_writer> trace;
   std::unique_ptr<pipeline> pipe;
   std::unique_ptr<step_runner> local;
   step_runner* runner = nullptr;
@@ -90,7 +92,19 @@ void run_train(const train_options& o) {
     p.stages = o.stages;
     p.optimizer = o.optimizer;
     p.timeout = std::chrono::milliseconds(o.timeout_ms);
-    p.record_events = true;  // the JSON's busy_s needs them; a record is one mutex push
+    // Note [bounded event log]: busy_s comes from the pipeline's busy sums; events are only streamed, to the
+    // stage log and the trace as they come, never kept, so a long run stays flat.
+    if (!o.trace_file.empty()) {
+      trace_file.open(o.trace_file);
+      if (!trace_file) throw std::runtime_error("cannot write the trace to " + o.trace_file);
+      trace = std::make_shared<chrome_trace_writer>(trace_file, p.stages);
+    }
+    if (o.stage_log || trace)
+      p.on_event = [trace, log = o.stage_log ? std::make_shared<stage_log_renderer>(p.chunks_per_stage) : nullptr](
+                       const stage_event& e) {
+        if (log) std::cerr << log->line(e) << "\n";
+        if (trace) trace->add(e);
+      };
     // Layer costs on one microbatch of training data: the time partition and every stage's predicted busy time.
     const std::size_t rows = std::min(train_set.size(), (config.batch_size + std::max(1, p.microbatches) - 1) /
                                                             static_cast<std::size_t>(std::max(1, p.microbatches)));
@@ -150,26 +164,22 @@ void run_train(const train_options& o) {
   out["test_accuracy"] = r.test_accuracy;
   out["wall_s"] = r.wall_s;
   if (pipe) {
-    const auto events = pipe->events();
     out["schedule"] = o.pipe.schedule;
     out["microbatches"] = o.pipe.microbatches;
     out["peak_stash"] = pipe->last_peak_stash();
     out["partition"] = partition;
     out["layers_per_chunk"] = chunk_layer_counts(pipe->chunk_ranges());
     out["predicted_busy_s"] = predicted_busy;  // per step, as busy_s
-    auto busy = busy_time_us(events, o.stages);
+    auto busy = pipe->busy_seconds();
     for (std::size_t s = 0; s < busy.size(); ++s) {
-      busy[s] /= 1e6 * static_cast<double>(std::max<std::size_t>(r.steps, 1));
+      busy[s] /= static_cast<double>(std::max<std::size_t>(r.steps, 1));
       std::cerr << "stage " << s << ": busy " << busy[s] * 1e3 << " ms per step, predicted "
                 << predicted_busy[s] * 1e3 << " ms\n";
     }
     out["busy_s"] = busy;
-    if (o.stage_log)
-      for (const auto& line : render_stage_log(events, o.pipe.chunks_per_stage)) std::cerr << line << "\n";
-    if (!o.trace_file.empty()) {
-      std::ofstream f(o.trace_file);
-      if (!f) throw std::runtime_error("cannot write the trace to " + o.trace_file);
-      f << chrome_trace(events, o.stages);
+    if (trace) {
+      trace->finish();
+      if (!trace_file) throw std::runtime_error("cannot write the trace to " + o.trace_file);
       std::cerr << "trace written to " << o.trace_file << "\n";
     }
   }

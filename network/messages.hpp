@@ -102,7 +102,7 @@ using params_atom = caf::atom_constant<caf::atom("params")>;    // -> processor:
 using take_atom = caf::atom_constant<caf::atom("take")>;        // receiver -> inbox: next tensor
 using expire_atom = caf::atom_constant<caf::atom("expire")>;    // inbox -> itself: a receive timed out
 using barrier_atom = caf::atom_constant<caf::atom("barrier")>;  // rank -> barrier actor
-using timeout_atom = caf::atom_constant<caf::atom("timeout")>;  // retriever -> itself: check the wait
+using timeout_atom = caf::atom_constant<caf::atom("timeout")>;  // retriever, coordinator -> itself: check a wait
 using ok_atom = caf::atom_constant<caf::atom("ok")>;            // an acknowledgement
 
 // Serialisation: see network/wire_format.hpp. Other inspectors (to_string) print the shape, not the payload.

@@ -1,8 +1,7 @@
 #include "stage/event_log.hpp"
 
 #include <algorithm>
-#include <map>
-#include <optional>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -10,8 +9,16 @@ namespace ap {
 
 void event_log::record(int stage, event_kind kind, op task, int step, int microbatch, int chunk) {
   const double t = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start_).count();
+  const stage_event e{t, stage, kind, task, step, microbatch, chunk};
   std::lock_guard<std::mutex> lock(mutex_);
-  events_.push_back(stage_event{t, stage, kind, task, step, microbatch, chunk});
+  if (stage >= 0 && kind != event_kind::arrive) {  // Note [bounded event log]: one sum per stage
+    const auto s = static_cast<std::size_t>(stage);
+    if (s >= busy_.size()) busy_.resize(s + 1, 0.0), started_.resize(s + 1, -1.0);
+    if (kind == event_kind::start) started_[s] = t;
+    if (kind == event_kind::finish && started_[s] >= 0) busy_[s] += t - started_[s], started_[s] = -1.0;
+  }
+  if (keep_) events_.push_back(e);
+  if (sink_) sink_(e);
 }
 
 std::vector<stage_event> event_log::events() const {
@@ -19,9 +26,24 @@ std::vector<stage_event> event_log::events() const {
   return events_;
 }
 
+std::size_t event_log::event_count() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return events_.size();
+}
+
+std::vector<double> event_log::busy_us(int stages) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<double> busy(static_cast<std::size_t>(std::max(stages, 0)), 0.0);
+  for (std::size_t s = 0; s < busy.size() && s < busy_.size(); ++s) busy[s] = busy_[s];
+  return busy;
+}
+
 void event_log::clear() {
   std::lock_guard<std::mutex> lock(mutex_);
   events_.clear();
+  events_.shrink_to_fit();
+  std::fill(busy_.begin(), busy_.end(), 0.0);
+  std::fill(started_.begin(), started_.end(), -1.0);
 }
 
 namespace {
@@ -29,18 +51,15 @@ namespace {
 // The message kind an action consumes: I and B both consume a backward_task.
 op arrival_kind(op o) { return o == op::forward ? op::forward : op::backward; }
 
-struct queued {
-  op kind;
-  int microbatch, chunk;
-};
-
 std::string task_words(op kind, int chunk, bool name_chunk) {
   std::string s = name_of(kind).title;
   if (name_chunk) s += " chunk " + std::to_string(chunk);
   return s + " microbatch ";
 }
 
-std::string queue_words(const std::vector<queued>& q, bool name_chunk) {
+}  // namespace
+
+std::string stage_log_renderer::queue_words(const std::vector<queued>& q) const {
   if (q.empty()) return "empty";
   std::string out;
   for (std::size_t i = 0; i < q.size(); ++i) {
@@ -49,40 +68,38 @@ std::string queue_words(const std::vector<queued>& q, bool name_chunk) {
       out += ",";
     } else {
       if (i > 0) out += ", ";
-      out += task_words(q[i].kind, q[i].chunk, name_chunk);
+      out += task_words(q[i].kind, q[i].chunk, name_chunk_);
     }
     out += std::to_string(q[i].microbatch + 1);
   }
   return out;
 }
 
-}  // namespace
+std::string stage_log_renderer::line(const stage_event& e) {
+  auto& q = queues_[e.stage];
+  auto& cur = current_[e.stage];
+  if (e.kind == event_kind::arrive) {
+    q.push_back({e.task, e.microbatch, e.chunk});
+  } else if (e.kind == event_kind::start) {
+    const op k = arrival_kind(e.task);
+    auto it = std::find_if(q.begin(), q.end(), [&](const queued& x) {
+      return x.kind == k && x.microbatch == e.microbatch && x.chunk == e.chunk;
+    });
+    if (it != q.end() && e.task != op::backward_weight) q.erase(it);
+    cur = queued{e.task, e.microbatch, e.chunk};
+  } else {
+    cur.reset();
+  }
+  std::string text = "Stage " + std::to_string(e.stage + 1) + ": Current task: ";
+  text += cur ? task_words(cur->kind, cur->chunk, name_chunk_) + std::to_string(cur->microbatch + 1) : "empty";
+  text += ", Current Queue: " + queue_words(q);
+  return text;
+}
 
 std::vector<std::string> render_stage_log(const std::vector<stage_event>& events, int chunks_per_stage) {
-  const bool name_chunk = chunks_per_stage > 1;
-  std::map<int, std::vector<queued>> queues;
-  std::map<int, std::optional<queued>> current;
+  stage_log_renderer renderer(chunks_per_stage);
   std::vector<std::string> lines;
-  for (const auto& e : events) {
-    auto& q = queues[e.stage];
-    auto& cur = current[e.stage];
-    if (e.kind == event_kind::arrive) {
-      q.push_back({e.task, e.microbatch, e.chunk});
-    } else if (e.kind == event_kind::start) {
-      const op k = arrival_kind(e.task);
-      auto it = std::find_if(q.begin(), q.end(), [&](const queued& x) {
-        return x.kind == k && x.microbatch == e.microbatch && x.chunk == e.chunk;
-      });
-      if (it != q.end() && e.task != op::backward_weight) q.erase(it);
-      cur = queued{e.task, e.microbatch, e.chunk};
-    } else {
-      cur.reset();
-    }
-    std::string line = "Stage " + std::to_string(e.stage + 1) + ": Current task: ";
-    line += cur ? task_words(cur->kind, cur->chunk, name_chunk) + std::to_string(cur->microbatch + 1) : "empty";
-    line += ", Current Queue: " + queue_words(q, name_chunk);
-    lines.push_back(std::move(line));
-  }
+  for (const auto& e : events) lines.push_back(renderer.line(e));
   return lines;
 }
 
@@ -98,34 +115,58 @@ std::vector<double> busy_time_us(const std::vector<stage_event>& events, int sta
   return busy;
 }
 
-std::string chrome_trace(const std::vector<stage_event>& events, int stages) {
+chrome_trace_writer::chrome_trace_writer(std::ostream& out, int stages)
+    : out_(out), stages_(stages), queue_length_(static_cast<std::size_t>(std::max(stages, 0)), 0),
+      open_(static_cast<std::size_t>(std::max(stages, 0))) {
   using nlohmann::json;
-  json trace = json::array();
+  out_ << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[";
   for (int s = 0; s < stages; ++s)
-    trace.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", 0}, {"tid", s},
-                     {"args", {{"name", "stage " + std::to_string(s)}}}});
-  std::vector<int> queue_length(static_cast<std::size_t>(stages), 0);
-  std::vector<const stage_event*> open(static_cast<std::size_t>(stages), nullptr);
-  for (const auto& e : events) {
-    if (e.stage < 0 || e.stage >= stages) continue;
-    const auto s = static_cast<std::size_t>(e.stage);
-    if (e.kind == event_kind::arrive || (e.kind == event_kind::start && e.task != op::backward_weight)) {
-      queue_length[s] += e.kind == event_kind::arrive ? 1 : -1;
-      trace.push_back({{"ph", "C"}, {"name", "queue stage " + std::to_string(s)}, {"pid", 0}, {"ts", e.time_us},
-                       {"args", {{"length", queue_length[s]}}}});
-    }
-    if (e.kind == event_kind::start) open[s] = &e;
-    if (e.kind == event_kind::finish && open[s]) {
-      const stage_event& b = *open[s];
-      const std::string name = std::to_string(b.chunk) + op_letter(b.task) +
-                               std::to_string(b.microbatch);
-      trace.push_back({{"ph", "X"}, {"name", name}, {"cat", name_of(b.task).title}, {"pid", 0}, {"tid", e.stage},
-                       {"ts", b.time_us}, {"dur", e.time_us - b.time_us},
-                       {"args", {{"step", b.step}, {"microbatch", b.microbatch}, {"chunk", b.chunk}}}});
-      open[s] = nullptr;
-    }
+    put(json{{"ph", "M"}, {"name", "thread_name"}, {"pid", 0}, {"tid", s},
+             {"args", {{"name", "stage " + std::to_string(s)}}}}.dump());
+}
+
+chrome_trace_writer::~chrome_trace_writer() { finish(); }
+
+void chrome_trace_writer::put(const std::string& entry) {
+  if (!first_) out_ << ",";
+  out_ << "\n" << entry;
+  first_ = false;
+}
+
+void chrome_trace_writer::add(const stage_event& e) {
+  using nlohmann::json;
+  if (finished_ || e.stage < 0 || e.stage >= stages_) return;
+  const auto s = static_cast<std::size_t>(e.stage);
+  if (e.kind == event_kind::arrive || (e.kind == event_kind::start && e.task != op::backward_weight)) {
+    queue_length_[s] += e.kind == event_kind::arrive ? 1 : -1;
+    put(json{{"ph", "C"}, {"name", "queue stage " + std::to_string(s)}, {"pid", 0}, {"ts", e.time_us},
+             {"args", {{"length", queue_length_[s]}}}}.dump());
   }
-  return json{{"traceEvents", trace}, {"displayTimeUnit", "ms"}}.dump();
+  if (e.kind == event_kind::start) open_[s] = e;
+  if (e.kind == event_kind::finish && open_[s]) {
+    const stage_event& b = *open_[s];
+    const std::string name = std::to_string(b.chunk) + op_letter(b.task) + std::to_string(b.microbatch);
+    put(json{{"ph", "X"}, {"name", name}, {"cat", name_of(b.task).title}, {"pid", 0}, {"tid", e.stage},
+             {"ts", b.time_us}, {"dur", e.time_us - b.time_us},
+             {"args", {{"step", b.step}, {"microbatch", b.microbatch}, {"chunk", b.chunk}}}}.dump());
+    open_[s].reset();
+  }
+}
+
+void chrome_trace_writer::finish() {
+  if (finished_) return;
+  finished_ = true;
+  out_ << "\n]}\n";
+  out_.flush();
+}
+
+std::string chrome_trace(const std::vector<stage_event>& events, int stages) {
+  std::ostringstream out;
+  {
+    chrome_trace_writer writer(out, stages);
+    for (const auto& e : events) writer.add(e);
+  }
+  return out.str();
 }
 
 }  // namespace ap

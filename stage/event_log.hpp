@@ -1,9 +1,17 @@
 // What the stages did, as events: recorded while running, then rendered as the seed's stage log
 // ("Stage 1: Current task: Forward microbatch 2, Current Queue: Forward microbatch 3,4") or a Chrome trace.
+// Note [bounded event log]: a run of many steps must not grow. The log always sums each stage's busy time
+// (start..finish) as events come, in memory of one number per stage; it keeps the events themselves only when
+// asked (tests, benchmarks that inspect them), and hands each event to a sink as it comes, so the stage log
+// and the trace are written while training (stage_log_renderer, chrome_trace_writer) and nothing is kept.
 #pragma once
 
 #include <chrono>
+#include <functional>
+#include <map>
 #include <mutex>
+#include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -21,28 +29,75 @@ struct stage_event {
   int step = 0, microbatch = 0, chunk = 0;
 };
 
-// Thread-safe: the retriever and processor of every stage record into one log.
+// Thread-safe: the retriever and processor of every stage record into one log. Note [bounded event log].
 class event_log {
  public:
-  event_log() : start_(std::chrono::steady_clock::now()) {}
+  using sink = std::function<void(const stage_event&)>;  // called under the log's lock, in record order
+
+  explicit event_log(bool keep_events = true, sink on_event = {})
+      : start_(std::chrono::steady_clock::now()), keep_(keep_events), sink_(std::move(on_event)) {}
   void record(int stage, event_kind kind, op task, int step, int microbatch, int chunk);
-  std::vector<stage_event> events() const;
-  void clear();
+  std::vector<stage_event> events() const;  // empty unless keep_events
+  std::size_t event_count() const;          // events held now
+  // Busy time per stage (sum of start..finish spans) since creation or the last clear, in microseconds;
+  // always kept, whether events are or not. Stages that recorded nothing read 0.
+  std::vector<double> busy_us(int stages) const;
+  void clear();  // drops the events and the busy sums
 
  private:
   mutable std::mutex mutex_;
   std::chrono::steady_clock::time_point start_;
+  bool keep_;
+  sink sink_;
   std::vector<stage_event> events_;
+  std::vector<double> busy_, started_;  // per stage; started_ < 0: no task running
+};
+
+// The stage log one event at a time: keeps only each stage's queue and current task.
+class stage_log_renderer {
+ public:
+  explicit stage_log_renderer(int chunks_per_stage = 1) : name_chunk_(chunks_per_stage > 1) {}
+  std::string line(const stage_event& e);  // the state of e's stage after e
+
+ private:
+  struct queued {
+    op kind;
+    int microbatch, chunk;
+  };
+  std::string queue_words(const std::vector<queued>& q) const;
+  bool name_chunk_;
+  std::map<int, std::vector<queued>> queues_;
+  std::map<int, std::optional<queued>> current_;
 };
 
 // One line per event: the state of the event's stage after it, in the seed's words. Stages and
 // microbatches are numbered from 1 as in the seed's example; with several chunks per stage the chunk is named.
 std::vector<std::string> render_stage_log(const std::vector<stage_event>& events, int chunks_per_stage = 1);
 
+// The Chrome trace written as events come: keeps only each stage's queue length and open task. finish()
+// (or the destructor) closes the JSON; the stream must outlive the writer.
+class chrome_trace_writer {
+ public:
+  chrome_trace_writer(std::ostream& out, int stages);
+  ~chrome_trace_writer();
+  chrome_trace_writer(const chrome_trace_writer&) = delete;
+  chrome_trace_writer& operator=(const chrome_trace_writer&) = delete;
+  void add(const stage_event& e);
+  void finish();
+
+ private:
+  void put(const std::string& entry);
+  std::ostream& out_;
+  int stages_;
+  bool first_ = true, finished_ = false;
+  std::vector<int> queue_length_;
+  std::vector<std::optional<stage_event>> open_;
+};
+
 // Chrome trace JSON (chrome://tracing, Perfetto): one track per stage, a span per task, queue lengths.
 std::string chrome_trace(const std::vector<stage_event>& events, int stages);
 
-// Busy time per stage (sum of start..finish spans), in microseconds.
+// Busy time per stage (sum of start..finish spans), in microseconds, from kept events.
 std::vector<double> busy_time_us(const std::vector<stage_event>& events, int stages);
 
 }  // namespace ap

@@ -186,6 +186,24 @@ TEST_CASE("a stage that waits on a peer longer than the timeout fails the step w
   CHECK(shuts_down_within(std::move(pipe), std::chrono::seconds(10)));
 }
 
+// Note [one timer per retriever]: the one timer, armed at the first wait, must not fail a later wait that has
+// not yet lasted the timeout, however long the step or the run.
+TEST_CASE("many waits each shorter than the timeout pass although together they last longer") {
+  const dataset d = test::small_blobs(8);
+  sequential model;
+  model.add(make_layer("linear:12:4"));
+  model.add(make_layer("sleep:20:0"));  // stage 1 takes 20 ms per forward: the longest wait is stage 0's ~80 ms
+  model.add(make_layer("relu"));
+  model.initialize(1);
+  pipeline_options o;
+  o.stages = 3;
+  o.microbatches = 4;
+  o.timeout = std::chrono::milliseconds(150);
+  pipeline pipe(model, o);
+  // ~100 ms a step: the timer armed in step 0 fires during a later, short wait and must re-arm.
+  for (std::uint64_t step = 0; step < 6; ++step) CHECK_NOTHROW(pipe.train_step(d.inputs, d.labels, step));
+}
+
 TEST_CASE("a task of an aborted step that reaches the processor after the abort is dropped") {
   // Note [tasks after an abort] in actors/processor.cpp: without the drop, the stale activation of step 0
   // would make step 1's forward of the same microbatch fail ("forward microbatch 0 twice").

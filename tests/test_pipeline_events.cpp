@@ -2,8 +2,10 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <tuple>
 
 #include <nlohmann/json.hpp>
@@ -136,4 +138,59 @@ TEST_CASE("the Chrome trace has a track per stage and a span per task") {
   CHECK(spans == 2 * 2 * 4);  // 2 stages x (F + B) x 4 microbatches
   CHECK(names == 2);
   CHECK(counters > 0);
+}
+
+// Note [bounded event log]: a long run must not keep an event per task unless asked.
+TEST_CASE("without record_events the pipeline sums busy time and holds no events") {
+  pipeline_options o;
+  o.stages = 2;
+  o.microbatches = 4;
+  o.schedule = "1f1b";
+  std::atomic<int> streamed{0};  // the sink sees every event although none is kept
+  o.on_event = [&streamed](const stage_event&) { ++streamed; };
+  const dataset d = test::small_blobs(32);
+  pipeline pipe(test::nine_layer_model(), o);
+  for (std::uint64_t step = 0; step < 20; ++step) pipe.train_step(d.inputs, d.labels, step);
+  CHECK(pipe.held_events() == 0);
+  CHECK(pipe.events().empty());
+  CHECK(streamed.load() == 20 * 2 * 4 * 3 * 2);  // steps x stages x microbatches x (F, B: arrive, start, finish)
+  const auto busy = pipe.busy_seconds();
+  REQUIRE(busy.size() == 2);
+  CHECK(busy[0] > 0.0);
+  CHECK(busy[1] > 0.0);
+  pipe.clear_events();
+  CHECK(pipe.busy_seconds() == std::vector<double>{0.0, 0.0});
+}
+
+TEST_CASE("the busy sums equal the busy time of the kept events") {
+  pipeline_options o;
+  o.stages = 2;
+  o.microbatches = 4;
+  o.schedule = "gpipe";
+  o.record_events = true;
+  const dataset d = test::small_blobs(32);
+  pipeline pipe(test::nine_layer_model(), o);
+  for (std::uint64_t step = 0; step < 3; ++step) pipe.train_step(d.inputs, d.labels, step);
+  CHECK(pipe.held_events() == pipe.events().size());
+  const auto from_events = busy_time_us(pipe.events(), 2);
+  const auto sums = pipe.busy_seconds();
+  for (std::size_t s = 0; s < 2; ++s) CHECK(sums[s] == doctest::Approx(from_events[s] / 1e6).epsilon(1e-9));
+}
+
+TEST_CASE("the stage log rendered one event at a time matches the whole log; a finished trace ignores later events") {
+  const auto events = run_recorded("1f1b", 2, 4);
+  stage_log_renderer renderer;
+  std::vector<std::string> streamed;
+  for (const auto& e : events) streamed.push_back(renderer.line(e));
+  CHECK(streamed == render_stage_log(events));
+  std::ostringstream out;
+  chrome_trace_writer writer(out, 2);
+  const std::size_t half = events.size() / 2;
+  for (std::size_t i = 0; i < half; ++i) writer.add(events[i]);
+  writer.finish();
+  for (std::size_t i = half; i < events.size(); ++i) writer.add(events[i]);  // after finish: dropped
+  const auto trace = nlohmann::json::parse(out.str());  // closed JSON, nothing after it
+  const auto whole = nlohmann::json::parse(chrome_trace(events, 2));
+  CHECK(trace["traceEvents"].size() > 2);
+  CHECK(trace["traceEvents"].size() < whole["traceEvents"].size());
 }
