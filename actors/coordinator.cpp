@@ -3,6 +3,7 @@
 // stage has finished its actions (then every stage applies its optimizer; otherwise none does).
 #include <algorithm>
 #include <memory>
+#include <thread>
 
 #include "actors/actor_communicator.hpp"
 #include "actors/node.hpp"
@@ -115,7 +116,13 @@ std::string describe_stopped(const coordinator_config& c, const caf::down_msg& m
   port_state port = port_state::unknown;
   if (place.rfind("node ", 0) == 0) try {
       const node_address a = parse_node_address(place.substr(5));
+      // A killed process's sockets close one by one as it exits, and the lost connection can be seen before
+      // its listening socket is gone: "listening" counts only when it still holds 250 ms later.
       port = probe_port(a.host, a.port, std::chrono::milliseconds(300));
+      if (port == port_state::listening) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(250));
+        port = probe_port(a.host, a.port, std::chrono::milliseconds(300));
+      }
     } catch (const std::exception&) {
     }
   return who + lost_connection_text(port, reason);

@@ -44,7 +44,7 @@ tensor::tensor(float value) : tensor() { *data() = value; }
 
 tensor::tensor(const tensor& other) : shape_(other.shape_), size_(other.size_), type_(other.type_) {
   allocate(other.byte_size());
-  std::memcpy(block_.get(), other.block_.get(), other.byte_size());
+  if (other.byte_size() > 0) std::memcpy(block_.get(), other.block_.get(), other.byte_size());
 }
 
 tensor::tensor(tensor&& other) noexcept
@@ -62,7 +62,7 @@ tensor& tensor::operator=(const tensor& other) {
   shape_ = other.shape_;
   size_ = other.size_;
   type_ = other.type_;
-  std::memcpy(block_.get(), other.block_.get(), other.byte_size());
+  if (other.byte_size() > 0) std::memcpy(block_.get(), other.block_.get(), other.byte_size());
   return *this;
 }
 
@@ -138,6 +138,7 @@ tensor tensor::astype(dtype type) const {
 
 bool tensor::operator==(const tensor& other) const {
   if (type_ != other.type_ || shape_ != other.shape_) return false;
+  if (size_ == 0) return true;
   if (type_ == dtype::bfloat16) return std::memcmp(bytes(), other.bytes(), byte_size()) == 0;
   return std::equal(data(), data() + size_, other.data());
 }
@@ -250,7 +251,7 @@ tensor slice_rows(const tensor& t, std::size_t begin, std::size_t end) {
   const std::size_t row_bytes = shape[0] == 0 ? 0 : t.byte_size() / shape[0];
   shape[0] = end - begin;
   tensor out = tensor::from_shape(shape, t.type());
-  std::memcpy(out.bytes(), t.bytes() + begin * row_bytes, (end - begin) * row_bytes);
+  if (end > begin && row_bytes > 0) std::memcpy(out.bytes(), t.bytes() + begin * row_bytes, (end - begin) * row_bytes);
   return out;
 }
 
