@@ -117,11 +117,12 @@ std::string describe_stopped(const coordinator_config& c, const caf::down_msg& m
   if (place.rfind("node ", 0) == 0) try {
       const node_address a = parse_node_address(place.substr(5));
       // A killed process's sockets close one by one as it exits, and the lost connection can be seen before
-      // its listening socket is gone: "listening" counts only when it still holds 250 ms later.
-      port = probe_port(a.host, a.port, std::chrono::milliseconds(300));
-      if (port == port_state::listening) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(250));
+      // its listening socket is gone (a probe then connects, or hangs): a refusal settles it at once, anything
+      // else is asked again, up to three times 250 ms apart, and the last answer counts.
+      for (int attempt = 0; attempt < 3; ++attempt) {
+        if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(250));
         port = probe_port(a.host, a.port, std::chrono::milliseconds(300));
+        if (port == port_state::refused) break;
       }
     } catch (const std::exception&) {
     }
