@@ -18,8 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "tensor/bfloat16.hpp"
+#include "bench/bench_support.hpp"
 #include "random/seeded_random.hpp"
+#include "tensor/bfloat16.hpp"
 
 #ifdef AP_HAVE_ONEDNN
 #include <omp.h>
@@ -29,12 +30,7 @@
 
 namespace {
 
-std::string load_average() {
-  std::ifstream in("/proc/loadavg");
-  std::string a, b, c;
-  in >> a >> b >> c;
-  return a + " " + b + " " + c;
-}
+using ap::bench::load_average;
 
 double median_seconds(int repeats, const std::function<void()>& f) {
   f();  // warm: pages touched, primitives created

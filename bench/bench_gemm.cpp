@@ -24,18 +24,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/bench_support.hpp"
 #include "tensor/bfloat16.hpp"
 #include "tensor/compute.hpp"
 #include "tensor/matmul.hpp"
 
 namespace {
 
-std::string load_average() {
-  std::ifstream in("/proc/loadavg");
-  std::string a, b, c;
-  in >> a >> b >> c;
-  return a + " " + b + " " + c;
-}
+using ap::bench::load_average;
+using ap::bench::median;
+
 
 double seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -49,11 +47,6 @@ void fill(std::vector<float>& v, unsigned seed) {
   }
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 }  // namespace
 

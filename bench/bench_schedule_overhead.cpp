@@ -40,18 +40,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/bench_support.hpp"
 #include "actors/pipeline.hpp"
 #include "data/synthetic.hpp"
 #include "schedule/schedule.hpp"
 
 namespace {
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using ap::bench::load_average;
+using ap::bench::median;
+
 
 double percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0.0;
@@ -59,12 +57,6 @@ double percentile(std::vector<double> v, double q) {
   return v[std::min(v.size() - 1, static_cast<std::size_t>(q * double(v.size())))];
 }
 
-std::string load_average() {
-  std::ifstream f("/proc/loadavg");
-  std::string a, b, c;
-  f >> a >> b >> c;
-  return f ? a + " " + b + " " + c : "unknown";
-}
 
 std::string ms_text(double ms) {
   char buf[32];

@@ -29,6 +29,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/bench_support.hpp"
 #include "plan/partition.hpp"
 #include "actors/pipeline.hpp"
 #include "data/dataset.hpp"
@@ -38,22 +39,13 @@
 
 namespace {
 
+using ap::bench::load_average;
+using ap::bench::median;
+
 const char* model_spec = "784-2048-2048-2048-10";
 constexpr std::size_t batch_size = 256;
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
-std::string load_average() {
-  std::ifstream f("/proc/loadavg");
-  std::string a, b, c;
-  f >> a >> b >> c;
-  return f ? a + " " + b + " " + c : "unknown";
-}
 
 struct run_result {
   std::string schedule;

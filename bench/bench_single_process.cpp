@@ -42,6 +42,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/bench_support.hpp"
 #include "data/dataset.hpp"
 #include "data/fashion_mnist.hpp"
 #include "model/layer.hpp"
@@ -53,6 +54,9 @@
 #include "training/trainer.hpp"
 
 namespace {
+
+using ap::bench::load_average;
+using ap::bench::median;
 
 using clock_type = std::chrono::steady_clock;
 
@@ -84,12 +88,6 @@ sample time_call(const std::function<void()>& f) {
   return {std::chrono::duration<double>(w1 - w0).count(), c1 - c0, minor_faults() - f0};
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // Medians over repeats; min_wall too, which only preemption-free repeats reach (Note [timing under load]).
 struct medians {
@@ -101,12 +99,6 @@ medians median_of(const std::vector<sample>& s) {
   return {median(w), median(c), w.empty() ? 0.0 : *std::min_element(w.begin(), w.end()), median(f)};
 }
 
-std::string load_average() {
-  std::ifstream f("/proc/loadavg");
-  std::string a, b, c;
-  f >> a >> b >> c;
-  return f ? a + " " + b + " " + c : "unknown";
-}
 
 // ---------------------------------------------------------------------------------------------------
 // The GEMMs of one training step, per Linear layer (in, out) and batch rows n.
