@@ -13,6 +13,7 @@
 #include "model/relu.hpp"
 #include "random/seeded_random.hpp"
 #include "model/sequential.hpp"
+#include "gradient_check.hpp"
 #include "test_support.hpp"
 
 using namespace ap;
@@ -69,20 +70,7 @@ TEST_CASE("finite differences through a whole Sequential") {
   m.zero_grad();
   const tensor dx = m.backward(r, cache);
   const auto f = [&] { return objective(m.forward(x, training), r); };
-  const auto numeric = [&](tensor& t) {
-    tensor g = tensor::from_shape(t.shape());
-    const float eps = 3e-3f;
-    for (std::size_t i = 0; i < t.size(); ++i) {
-      const float saved = t.data()[i];
-      t.data()[i] = saved + eps;
-      const double plus = f();
-      t.data()[i] = saved - eps;
-      const double minus = f();
-      t.data()[i] = saved;
-      g.data()[i] = static_cast<float>((plus - minus) / (2.0 * eps));
-    }
-    return g;
-  };
+  const auto numeric = [&](tensor& t) { return numeric_gradient(f, t, 3e-3f); };
   CHECK(check_close(dx, numeric(x), 1e-3, 1e-2, "dx"));
   for (const parameter& p : m.parameters()) CHECK(check_close(*p.grad, numeric(*p.value), 1e-3, 1e-2, p.name));
 }
