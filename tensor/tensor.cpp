@@ -259,7 +259,10 @@ float max_relative_difference(const tensor& a, const tensor& b) {
   if (a.shape() != b.shape())
     throw std::invalid_argument("max_relative_difference: shapes " + shape_string(a) + " and " +
                                 shape_string(b) + " differ");
-  const tensor fa = a.astype(dtype::float32), fb = b.astype(dtype::float32);
+  // Only a bfloat16 side is widened; a float32 side is read in place.
+  tensor wa, wb;
+  const tensor& fa = a.type() == dtype::float32 ? a : (wa = a.astype(dtype::float32));
+  const tensor& fb = b.type() == dtype::float32 ? b : (wb = b.astype(dtype::float32));
   float worst = 0.0f;
   for (std::size_t i = 0; i < fa.size(); ++i) {
     const float x = fa.data()[i], y = fb.data()[i];
