@@ -1,0 +1,73 @@
+// One rank's view of a group of ranks and the collectives it can start (seed 004's communication layer):
+// all-reduce, reduce-scatter, all-gather, broadcast. The same interface in one process (local_group) and,
+// later, across nodes, so a tensor- or data-parallel worker never knows where its peers run.
+#pragma once
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "tensor/tensor.hpp"
+
+namespace ap {
+
+enum class reduce_op { sum, mean };
+const char* reduce_op_name(reduce_op op);
+
+// A collective that cannot complete: a peer did not join within the timeout, ranks called different
+// collectives at the same position, a rank aborted the group, or the group is gone. The text names the
+// group, the collective, the rank that waited and the rank(s) at fault.
+class collective_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Note [async collectives]: starting a collective returns at once with a handle; the caller computes on
+// and calls wait() only when it needs the result (seed 004: compute never blocks on communication). Until
+// wait() returns, the tensors given to the collective belong to it: the caller must neither read nor
+// write them (as MPI's non-blocking calls and NCCL). Every wait has a timeout.
+class collective_handle {
+ public:
+  class state {
+   public:
+    virtual ~state() = default;
+    virtual void wait() = 0;         // throws collective_error
+    virtual bool ready() const = 0;  // finished, well or badly: wait() would not block
+  };
+
+  collective_handle() = default;
+  explicit collective_handle(std::shared_ptr<state> s) : state_(std::move(s)) {}
+  // Blocks until this rank's result is in place. Throws collective_error; a default handle returns at once.
+  void wait() {
+    if (state_) state_->wait();
+  }
+  bool ready() const { return !state_ || state_->ready(); }
+
+ private:
+  std::shared_ptr<state> state_;
+};
+
+// Every rank of a group calls the same collectives in the same order (as in MPI): the k-th call of each
+// rank makes up collective number k. Tensors are float32. Shards are along axis 0 (rows): rank r holds rows
+// shard_rows(rows, size, r) (collective/shard.hpp).
+class process_group {
+ public:
+  virtual ~process_group() = default;
+  virtual const std::string& name() const = 0;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // Every rank's `t` becomes the sum (or mean) over the ranks; every rank gets the same bits.
+  virtual collective_handle all_reduce(tensor& t, reduce_op op = reduce_op::sum) = 0;
+  // `in` has the same shape on every rank; `out` becomes this rank's shard of the rows of the reduction.
+  virtual collective_handle reduce_scatter(const tensor& in, tensor& out, reduce_op op = reduce_op::sum) = 0;
+  // `out` becomes every rank's `in` stacked along axis 0 in rank order (row counts may differ by rank).
+  virtual collective_handle all_gather(const tensor& in, tensor& out) = 0;
+  // Every rank's `t` becomes root's `t` (same shape on every rank).
+  virtual collective_handle broadcast(tensor& t, int root) = 0;
+  // This rank gives up (its work failed): every unfinished and later collective of the group fails at
+  // once on every rank, naming this rank and `reason`, instead of waiting for the timeout.
+  virtual void abort(const std::string& reason) = 0;
+};
+
+}  // namespace ap
