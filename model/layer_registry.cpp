@@ -10,6 +10,7 @@
 #include "model/gelu.hpp"
 #include "model/layer_norm.hpp"
 #include "model/linear.hpp"
+#include "model/parallel_linear.hpp"
 #include "model/relu.hpp"
 #include "model/sigmoid.hpp"
 #include "model/sleep_layer.hpp"
@@ -67,6 +68,14 @@ void register_builtin_kinds(registry& r) {
   register_layer_kind("linear", [](const layer_spec& s) {
     s.expect_fields(2, "linear:IN:OUT");
     return std::make_unique<linear>(s.width(0), s.width(1));
+  });
+  register_layer_kind("column_linear", [](const layer_spec& s) {
+    s.expect_fields(2, "column_linear:IN:OUT");
+    return std::make_unique<column_parallel_linear>(s.width(0), s.width(1));
+  });
+  register_layer_kind("row_linear", [](const layer_spec& s) {
+    s.expect_fields(2, "row_linear:IN:OUT");
+    return std::make_unique<row_parallel_linear>(s.width(0), s.width(1));
   });
   register_layer_kind("layernorm", [](const layer_spec& s) {
     s.expect_fields(1, "layernorm:WIDTH");

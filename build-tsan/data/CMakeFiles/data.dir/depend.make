@@ -1,0 +1,2 @@
+# Empty dependencies file for data.
+# This may be replaced when dependencies are built.

@@ -1,0 +1,41 @@
+file(REMOVE_RECURSE
+  "CMakeFiles/model.dir/block.cpp.o"
+  "CMakeFiles/model.dir/block.cpp.o.d"
+  "CMakeFiles/model.dir/dropout.cpp.o"
+  "CMakeFiles/model.dir/dropout.cpp.o.d"
+  "CMakeFiles/model.dir/gelu.cpp.o"
+  "CMakeFiles/model.dir/gelu.cpp.o.d"
+  "CMakeFiles/model.dir/layer.cpp.o"
+  "CMakeFiles/model.dir/layer.cpp.o.d"
+  "CMakeFiles/model.dir/layer_norm.cpp.o"
+  "CMakeFiles/model.dir/layer_norm.cpp.o.d"
+  "CMakeFiles/model.dir/layer_registry.cpp.o"
+  "CMakeFiles/model.dir/layer_registry.cpp.o.d"
+  "CMakeFiles/model.dir/layer_spec.cpp.o"
+  "CMakeFiles/model.dir/layer_spec.cpp.o.d"
+  "CMakeFiles/model.dir/linear.cpp.o"
+  "CMakeFiles/model.dir/linear.cpp.o.d"
+  "CMakeFiles/model.dir/loss.cpp.o"
+  "CMakeFiles/model.dir/loss.cpp.o.d"
+  "CMakeFiles/model.dir/optimizer.cpp.o"
+  "CMakeFiles/model.dir/optimizer.cpp.o.d"
+  "CMakeFiles/model.dir/relu.cpp.o"
+  "CMakeFiles/model.dir/relu.cpp.o.d"
+  "CMakeFiles/model.dir/sequential.cpp.o"
+  "CMakeFiles/model.dir/sequential.cpp.o.d"
+  "CMakeFiles/model.dir/sigmoid.cpp.o"
+  "CMakeFiles/model.dir/sigmoid.cpp.o.d"
+  "CMakeFiles/model.dir/sleep_layer.cpp.o"
+  "CMakeFiles/model.dir/sleep_layer.cpp.o.d"
+  "CMakeFiles/model.dir/spec_text.cpp.o"
+  "CMakeFiles/model.dir/spec_text.cpp.o.d"
+  "CMakeFiles/model.dir/tanh.cpp.o"
+  "CMakeFiles/model.dir/tanh.cpp.o.d"
+  "libmodel.a"
+  "libmodel.pdb"
+)
+
+# Per-language clean rules from dependency scanning.
+foreach(lang CXX)
+  include(CMakeFiles/model.dir/cmake_clean_${lang}.cmake OPTIONAL)
+endforeach()

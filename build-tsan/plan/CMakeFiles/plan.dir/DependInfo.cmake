@@ -1,0 +1,24 @@
+
+# Consider dependencies only in project.
+set(CMAKE_DEPENDS_IN_PROJECT_ONLY OFF)
+
+# The set of languages for which implicit dependencies are needed:
+set(CMAKE_DEPENDS_LANGUAGES
+  )
+
+# The set of dependency files which are needed:
+set(CMAKE_DEPENDS_DEPENDENCY_FILES
+  "/work/wt-coll/plan/microbatches.cpp" "plan/CMakeFiles/plan.dir/microbatches.cpp.o" "gcc" "plan/CMakeFiles/plan.dir/microbatches.cpp.o.d"
+  "/work/wt-coll/plan/partition.cpp" "plan/CMakeFiles/plan.dir/partition.cpp.o" "gcc" "plan/CMakeFiles/plan.dir/partition.cpp.o.d"
+  "/work/wt-coll/plan/stage_info.cpp" "plan/CMakeFiles/plan.dir/stage_info.cpp.o" "gcc" "plan/CMakeFiles/plan.dir/stage_info.cpp.o.d"
+  )
+
+# Targets to which this target links.
+set(CMAKE_TARGET_LINKED_INFO_FILES
+  "/work/wt-coll/build-tsan/model/CMakeFiles/model.dir/DependInfo.cmake"
+  "/work/wt-coll/build-tsan/schedule/CMakeFiles/schedule.dir/DependInfo.cmake"
+  "/work/wt-coll/build-tsan/tensor/CMakeFiles/tensor.dir/DependInfo.cmake"
+  )
+
+# Fortran module output directory.
+set(CMAKE_Fortran_TARGET_MODULE_DIR "")

@@ -1,0 +1,26 @@
+
+# Consider dependencies only in project.
+set(CMAKE_DEPENDS_IN_PROJECT_ONLY OFF)
+
+# The set of languages for which implicit dependencies are needed:
+set(CMAKE_DEPENDS_LANGUAGES
+  )
+
+# The set of dependency files which are needed:
+set(CMAKE_DEPENDS_DEPENDENCY_FILES
+  "/work/wt-coll/stage/event_log.cpp" "stage/CMakeFiles/stage.dir/event_log.cpp.o" "gcc" "stage/CMakeFiles/stage.dir/event_log.cpp.o.d"
+  "/work/wt-coll/stage/stage_worker.cpp" "stage/CMakeFiles/stage.dir/stage_worker.cpp.o" "gcc" "stage/CMakeFiles/stage.dir/stage_worker.cpp.o.d"
+  "/work/wt-coll/stage/task_queue.cpp" "stage/CMakeFiles/stage.dir/task_queue.cpp.o" "gcc" "stage/CMakeFiles/stage.dir/task_queue.cpp.o.d"
+  )
+
+# Targets to which this target links.
+set(CMAKE_TARGET_LINKED_INFO_FILES
+  "/work/wt-coll/build-tsan/plan/CMakeFiles/plan.dir/DependInfo.cmake"
+  "/work/wt-coll/build-tsan/model/CMakeFiles/model.dir/DependInfo.cmake"
+  "/work/wt-coll/build-tsan/checkpoint/CMakeFiles/checkpoint.dir/DependInfo.cmake"
+  "/work/wt-coll/build-tsan/schedule/CMakeFiles/schedule.dir/DependInfo.cmake"
+  "/work/wt-coll/build-tsan/tensor/CMakeFiles/tensor.dir/DependInfo.cmake"
+  )
+
+# Fortran module output directory.
+set(CMAKE_Fortran_TARGET_MODULE_DIR "")

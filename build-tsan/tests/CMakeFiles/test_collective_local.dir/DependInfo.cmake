@@ -1,0 +1,22 @@
+
+# Consider dependencies only in project.
+set(CMAKE_DEPENDS_IN_PROJECT_ONLY OFF)
+
+# The set of languages for which implicit dependencies are needed:
+set(CMAKE_DEPENDS_LANGUAGES
+  )
+
+# The set of dependency files which are needed:
+set(CMAKE_DEPENDS_DEPENDENCY_FILES
+  "/work/wt-coll/tests/test_collective_local.cpp" "tests/CMakeFiles/test_collective_local.dir/test_collective_local.cpp.o" "gcc" "tests/CMakeFiles/test_collective_local.dir/test_collective_local.cpp.o.d"
+  )
+
+# Targets to which this target links.
+set(CMAKE_TARGET_LINKED_INFO_FILES
+  "/work/wt-coll/build-tsan/tests/CMakeFiles/doctest_main.dir/DependInfo.cmake"
+  "/work/wt-coll/build-tsan/collective/CMakeFiles/collective.dir/DependInfo.cmake"
+  "/work/wt-coll/build-tsan/tensor/CMakeFiles/tensor.dir/DependInfo.cmake"
+  )
+
+# Fortran module output directory.
+set(CMAKE_Fortran_TARGET_MODULE_DIR "")

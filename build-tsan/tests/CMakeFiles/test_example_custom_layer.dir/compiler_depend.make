@@ -1,0 +1,2 @@
+# Empty compiler generated dependencies file for test_example_custom_layer.
+# This may be replaced when dependencies are built.

@@ -1,0 +1,2 @@
+# Empty dependencies file for test_example_custom_layer.
+# This may be replaced when dependencies are built.

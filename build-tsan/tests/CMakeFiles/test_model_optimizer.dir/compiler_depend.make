@@ -1,0 +1,2 @@
+# Empty compiler generated dependencies file for test_model_optimizer.
+# This may be replaced when dependencies are built.

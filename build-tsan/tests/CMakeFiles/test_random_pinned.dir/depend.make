@@ -1,0 +1,2 @@
+# Empty dependencies file for test_random_pinned.
+# This may be replaced when dependencies are built.

@@ -1,0 +1,21 @@
+
+# Consider dependencies only in project.
+set(CMAKE_DEPENDS_IN_PROJECT_ONLY OFF)
+
+# The set of languages for which implicit dependencies are needed:
+set(CMAKE_DEPENDS_LANGUAGES
+  )
+
+# The set of dependency files which are needed:
+set(CMAKE_DEPENDS_DEPENDENCY_FILES
+  "/work/wt-coll/tests/test_schedule_model.cpp" "tests/CMakeFiles/test_schedule_model.dir/test_schedule_model.cpp.o" "gcc" "tests/CMakeFiles/test_schedule_model.dir/test_schedule_model.cpp.o.d"
+  )
+
+# Targets to which this target links.
+set(CMAKE_TARGET_LINKED_INFO_FILES
+  "/work/wt-coll/build-tsan/tests/CMakeFiles/doctest_main.dir/DependInfo.cmake"
+  "/work/wt-coll/build-tsan/schedule/CMakeFiles/schedule.dir/DependInfo.cmake"
+  )
+
+# Fortran module output directory.
+set(CMAKE_Fortran_TARGET_MODULE_DIR "")

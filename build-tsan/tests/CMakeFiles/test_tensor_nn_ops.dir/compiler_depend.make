@@ -1,0 +1,2 @@
+# Empty compiler generated dependencies file for test_tensor_nn_ops.
+# This may be replaced when dependencies are built.

@@ -1,0 +1,210 @@
+#include "model/parallel_linear.hpp"
+
+#include <cstring>
+#include <stdexcept>
+
+#include "collective/shard.hpp"
+#include "model/linear.hpp"
+#include "tensor/matmul.hpp"
+
+namespace ap {
+
+namespace {
+
+shape_t with_last_axis(const tensor& x, std::size_t width) {
+  shape_t shape = shape_of(x);
+  if (shape.empty()) shape.push_back(width);
+  shape.back() = width;
+  return shape;
+}
+
+std::string shard_text(const std::shared_ptr<process_group>& group) {
+  return group ? " rank " + std::to_string(group->rank()) + " of " + std::to_string(group->size()) : "";
+}
+
+// Columns [first, last) of the (rows, cols) matrix `m`.
+tensor columns(const tensor& m, std::size_t first, std::size_t last) {
+  const std::size_t r = m.dimension() == 1 ? 1 : m.shape()[0], c = m.shape().back(), w = last - first;
+  tensor out = tensor::from_shape(m.dimension() == 1 ? shape_t{w} : shape_t{r, w});
+  for (std::size_t i = 0; i < r; ++i) std::memcpy(out.data() + i * w, m.data() + i * c + first, w * sizeof(float));
+  return out;
+}
+
+// The shard of `width` that rank `group` holds; refuses a width the group's size does not divide.
+std::pair<std::size_t, std::size_t> split(const layer& who, std::size_t width, const char* what,
+                                          const process_group& group) {
+  const auto size = static_cast<std::size_t>(group.size());
+  if (width % size != 0)
+    throw std::invalid_argument(who.describe() + " cannot split its " + std::to_string(width) + " " + what +
+                                " over " + std::to_string(size) + " tensor-parallel ranks of group '" +
+                                group.name() + "': " + std::to_string(size) + " does not divide " +
+                                std::to_string(width));
+  return shard_rows(width, size, static_cast<std::size_t>(group.rank()));
+}
+
+// dx += partial, after summing the ranks' partial dx when split.
+void all_reduce_then_add(tensor& partial, process_group* group, tensor& dx, const layer& who) {
+  if (group) group->all_reduce(partial).wait();
+  accumulate_elementwise(dx, partial.shape(), who, [p = partial.data()](std::size_t i) { return p[i]; });
+}
+
+void add_column_sums(const tensor& dy, std::size_t width, tensor& dbias) {
+  const std::size_t n = rows(dy);
+  const float* pdy = dy.data();
+  float* pdb = dbias.data();
+  for (std::size_t r = 0; r < n; ++r)
+    for (std::size_t o = 0; o < width; ++o) pdb[o] += pdy[r * width + o];
+}
+
+}  // namespace
+
+// ---- column_parallel_linear ----
+
+column_parallel_linear::column_parallel_linear(std::size_t in, std::size_t out)
+    : in_(in), out_(out), last_(out), weight_(zeros({in, out})), bias_(zeros({out})), dweight_(zeros({in, out})),
+      dbias_(zeros({out})) {
+  if (in == 0 || out == 0) throw std::invalid_argument("ColumnParallelLinear needs positive widths, got " + describe());
+}
+
+std::string column_parallel_linear::describe() const {
+  return "ColumnParallelLinear(" + std::to_string(in_) + "->" + std::to_string(out_) + ")" + shard_text(group_);
+}
+
+std::string column_parallel_linear::spec() const {
+  return "column_linear:" + std::to_string(in_) + ":" + std::to_string(out_);
+}
+
+void column_parallel_linear::join_group(std::shared_ptr<process_group> group) {
+  if (group_) throw std::logic_error(describe() + " already joined group '" + group_->name() + "'");
+  const auto [first, last] = split(*this, out_, "output columns", *group);
+  weight_ = columns(weight_, first, last);
+  bias_ = columns(bias_, first, last);
+  dweight_ = zeros({in_, last - first});
+  dbias_ = zeros({last - first});
+  first_ = first;
+  last_ = last;
+  group_ = std::move(group);
+}
+
+void column_parallel_linear::initialize(std::uint64_t seed) {
+  linear whole(in_, out_);  // the same weights as Linear with this seed, then this rank's slice
+  whole.initialize(seed);
+  const auto p = whole.parameters("");
+  weight_ = columns(*p[0].value, first_, last_);
+  bias_ = columns(*p[1].value, first_, last_);
+}
+
+tensor column_parallel_linear::forward(const tensor& x, layer_cache& cache, const forward_context&) const {
+  if (cols(x) != in_)
+    throw std::invalid_argument(describe() + " takes " + std::to_string(in_) + " features, got input of shape " +
+                                shape_string(x));
+  const std::size_t n = rows(x), w = last_ - first_;
+  tensor y = tensor::from_shape(with_last_axis(x, w));  // (rows, w)
+  float* py = y.data();
+  for (std::size_t r = 0; r < n; ++r) std::memcpy(py + r * w, bias_.data(), w * sizeof(float));
+  gemm(false, false, n, w, in_, 1.0f, x.data(), weight_.data(), 1.0f, py);
+  cache.emplace<saved>().x = x;
+  return y;
+}
+
+void column_parallel_linear::backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const {
+  const tensor& x = cache.get<saved>(*this).x;
+  const std::size_t w = last_ - first_;
+  check_dy_shape(dy, with_last_axis(x, w), *this);
+  if (!dx) return;
+  if (!group_) {  // as Linear: straight into dx
+    bool fresh = false;
+    float* pdx = accumulate_into(*dx, shape_of(x), *this, &fresh);
+    gemm(false, true, rows(dy), in_, w, 1.0f, dy.data(), weight_.data(), fresh ? 0.0f : 1.0f, pdx);
+    return;
+  }
+  // Only the partial dx is summed over the ranks: what dx already holds is whole on every rank.
+  tensor partial = tensor::from_shape(shape_of(x));  // (rows, in)
+  gemm(false, true, rows(dy), in_, w, 1.0f, dy.data(), weight_.data(), 0.0f, partial.data());
+  all_reduce_then_add(partial, group_.get(), *dx, *this);
+}
+
+void column_parallel_linear::backward_weight(const tensor& dy, layer_cache& cache) {
+  const tensor& x = cache.get<saved>(*this).x;
+  const std::size_t w = last_ - first_;
+  check_dy_shape(dy, with_last_axis(x, w), *this);
+  gemm(true, false, in_, w, rows(dy), 1.0f, x.data(), dy.data(), 1.0f, dweight_.data());
+  add_column_sums(dy, w, dbias_);
+}
+
+std::vector<parameter> column_parallel_linear::parameters(const std::string& prefix) {
+  return {{prefix + "weight", &weight_, &dweight_}, {prefix + "bias", &bias_, &dbias_}};
+}
+
+// ---- row_parallel_linear ----
+
+row_parallel_linear::row_parallel_linear(std::size_t in, std::size_t out)
+    : in_(in), out_(out), last_(in), weight_(zeros({in, out})), bias_(zeros({out})), dweight_(zeros({in, out})),
+      dbias_(zeros({out})) {
+  if (in == 0 || out == 0) throw std::invalid_argument("RowParallelLinear needs positive widths, got " + describe());
+}
+
+std::string row_parallel_linear::describe() const {
+  return "RowParallelLinear(" + std::to_string(in_) + "->" + std::to_string(out_) + ")" + shard_text(group_);
+}
+
+std::string row_parallel_linear::spec() const {
+  return "row_linear:" + std::to_string(in_) + ":" + std::to_string(out_);
+}
+
+void row_parallel_linear::join_group(std::shared_ptr<process_group> group) {
+  if (group_) throw std::logic_error(describe() + " already joined group '" + group_->name() + "'");
+  const auto [first, last] = split(*this, in_, "input rows", *group);
+  weight_ = slice_rows(weight_, first, last);
+  dweight_ = zeros({last - first, out_});
+  first_ = first;
+  last_ = last;
+  group_ = std::move(group);
+}
+
+void row_parallel_linear::initialize(std::uint64_t seed) {
+  linear whole(in_, out_);
+  whole.initialize(seed);
+  const auto p = whole.parameters("");
+  weight_ = slice_rows(*p[0].value, first_, last_);
+  bias_ = *p[1].value;
+}
+
+tensor row_parallel_linear::forward(const tensor& x, layer_cache& cache, const forward_context&) const {
+  const std::size_t w = last_ - first_;
+  if (cols(x) != w)
+    throw std::invalid_argument(describe() + " takes " + std::to_string(w) + " features" +
+                                (group_ ? " (its shard of " + std::to_string(in_) + ")" : std::string()) +
+                                ", got input of shape " + shape_string(x));
+  const std::size_t n = rows(x);
+  tensor y = tensor::from_shape(with_last_axis(x, out_));  // (rows, out)
+  gemm(false, false, n, out_, w, 1.0f, x.data(), weight_.data(), 0.0f, y.data());
+  if (group_) group_->all_reduce(y).wait();  // the ranks' partial products, summed in rank order
+  float* py = y.data();
+  for (std::size_t r = 0; r < n; ++r)
+    for (std::size_t o = 0; o < out_; ++o) py[r * out_ + o] += bias_.data()[o];
+  cache.emplace<saved>().x = x;
+  return y;
+}
+
+void row_parallel_linear::backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const {
+  const tensor& x = cache.get<saved>(*this).x;
+  check_dy_shape(dy, with_last_axis(x, out_), *this);
+  if (!dx) return;
+  bool fresh = false;
+  float* pdx = accumulate_into(*dx, shape_of(x), *this, &fresh);  // (rows, w): this rank's shard, no collective
+  gemm(false, true, rows(dy), last_ - first_, out_, 1.0f, dy.data(), weight_.data(), fresh ? 0.0f : 1.0f, pdx);
+}
+
+void row_parallel_linear::backward_weight(const tensor& dy, layer_cache& cache) {
+  const tensor& x = cache.get<saved>(*this).x;
+  check_dy_shape(dy, with_last_axis(x, out_), *this);
+  gemm(true, false, last_ - first_, out_, rows(dy), 1.0f, x.data(), dy.data(), 1.0f, dweight_.data());
+  add_column_sums(dy, out_, dbias_);
+}
+
+std::vector<parameter> row_parallel_linear::parameters(const std::string& prefix) {
+  return {{prefix + "weight", &weight_, &dweight_}, {prefix + "bias", &bias_, &dbias_}};
+}
+
+}  // namespace ap

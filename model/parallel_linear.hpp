@@ -1,0 +1,98 @@
+// Tensor-parallel Linear layers (Megatron's ColumnParallelLinear and RowParallelLinear, seed 004): each
+// of T ranks holds a slice of the weights, and the layer's forward or backward all-reduces where the
+// split needs it.
+#pragma once
+
+#include <memory>
+
+#include "collective/process_group.hpp"
+#include "model/layer.hpp"
+
+namespace ap {
+
+// Note [tensor-parallel layers]: a parallel layer's spec names the global layer ("column_linear:256:1024"),
+// and until it joins a group it computes exactly what Linear of that spec computes (same initialisation,
+// same bits). join_group makes it rank r of T: it keeps only its shard of the weights it holds (so the
+// shards of an initialised layer are slices of the unsharded one, and initialize() after joining gives the
+// same slices). Paired as column -> element-wise -> row (an MLP), the column layer's output and the row
+// layer's input are sharded by the same rule (shard_rows over the width), and the pair needs exactly one
+// all-reduce forward (the row layer's partial outputs) and one backward (the column layer's partial dx):
+// the pair's input and output, and dx of its input, are whole and the same on every rank. Widths split
+// evenly: T must divide the width it splits (Megatron's rule), else join_group refuses naming both.
+// The all-reduce waits at once in this version: backward_input must return its dx (Note [backward split]).
+class tensor_parallel_layer {
+ public:
+  virtual ~tensor_parallel_layer() = default;
+  virtual void join_group(std::shared_ptr<process_group> group) = 0;
+};
+
+// y = x W + b with W's output columns split: rank r holds columns shard r of W and b; its output is that
+// shard of y's columns. Forward needs no collective; backward_input all-reduces the partial dx.
+class column_parallel_linear final : public layer, public tensor_parallel_layer {
+ public:
+  column_parallel_linear(std::size_t in, std::size_t out);
+
+  std::string describe() const override;
+  std::optional<std::size_t> in_features() const override { return in_; }
+  std::optional<std::size_t> out_features() const override { return out_; }  // global: before splitting
+
+  struct saved : saved_state {
+    tensor x;  // (rows, in): whole, for dweight = x^T dy
+  };
+  tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
+  void backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const override;
+  void backward_weight(const tensor& dy, layer_cache& cache) override;
+
+  std::vector<parameter> parameters(const std::string& prefix) override;
+  std::unique_ptr<layer> clone() const override { return std::make_unique<column_parallel_linear>(*this); }
+  std::string spec() const override;
+  void initialize(std::uint64_t seed) override;
+  double flops_per_row() const override { return 2.0 * double(in_) * double(out_); }
+  void join_group(std::shared_ptr<process_group> group) override;
+
+ private:
+  std::size_t in_, out_;
+  std::size_t first_ = 0, last_;  // the output columns this rank holds: [first_, last_)
+  std::shared_ptr<process_group> group_;  // null: not split
+  tensor weight_;   // (in, last - first)
+  tensor bias_;     // (last - first)
+  tensor dweight_;  // (in, last - first)
+  tensor dbias_;    // (last - first)
+};
+
+// y = x W + b with W's input rows split: rank r holds rows shard r of W, takes that shard of x's columns
+// (a column layer's output), and all-reduces its partial x W before adding the whole bias b, which every
+// rank holds (and whose gradient every rank computes whole, so the copies stay equal).
+class row_parallel_linear final : public layer, public tensor_parallel_layer {
+ public:
+  row_parallel_linear(std::size_t in, std::size_t out);
+
+  std::string describe() const override;
+  std::optional<std::size_t> in_features() const override { return in_; }  // global: before splitting
+  std::optional<std::size_t> out_features() const override { return out_; }
+
+  struct saved : saved_state {
+    tensor x;  // (rows, last - first): this rank's shard of the input
+  };
+  tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
+  void backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const override;
+  void backward_weight(const tensor& dy, layer_cache& cache) override;
+
+  std::vector<parameter> parameters(const std::string& prefix) override;
+  std::unique_ptr<layer> clone() const override { return std::make_unique<row_parallel_linear>(*this); }
+  std::string spec() const override;
+  void initialize(std::uint64_t seed) override;
+  double flops_per_row() const override { return 2.0 * double(in_) * double(out_); }
+  void join_group(std::shared_ptr<process_group> group) override;
+
+ private:
+  std::size_t in_, out_;
+  std::size_t first_ = 0, last_;  // the input rows of W (columns of x) this rank holds: [first_, last_)
+  std::shared_ptr<process_group> group_;  // null: not split
+  tensor weight_;   // (last - first, out)
+  tensor bias_;     // (out): whole on every rank
+  tensor dweight_;  // (last - first, out)
+  tensor dbias_;    // (out)
+};
+
+}  // namespace ap
