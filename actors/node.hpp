@@ -28,19 +28,13 @@
 #include "network/error_text.hpp"
 #include "network/handshake.hpp"
 #include "actors/stage_spawner.hpp"
+#include "network/node_address.hpp"
 
 namespace ap {
 
 using peers_atom = caf::atom_constant<caf::atom("peers")>;
 using quit_atom = caf::atom_constant<caf::atom("quit")>;
 
-struct node_address {
-  std::string host;
-  std::uint16_t port = 0;
-  std::string text() const { return host + ":" + std::to_string(port); }
-};
-// "host:port" with a port in 1..65535; throws std::invalid_argument naming the text.
-node_address parse_node_address(const std::string& text);
 
 // Note [heartbeats]: CAF 0.17 sends none by default, so a peer that stops answering without closing its
 // connection (a frozen process, a pulled cable) would go unnoticed. A process that dies closes its

@@ -3,6 +3,7 @@
 #include <caf/all.hpp>
 
 #include "network/messages.hpp"
+#include "network/ring_messages.hpp"
 
 namespace ap {
 namespace {
@@ -28,6 +29,8 @@ void visit_message_types(Visitor& v) {
   v.template add<stage_spec>("stage_spec");
   v.template add<stage_state>("stage_state");
   v.template add<stage_state_loaded>("stage_state_loaded");
+  v.template add<ring_chunk>("ring_chunk");
+  v.template add<ring_abort>("ring_abort");
 }
 
 struct registrar {

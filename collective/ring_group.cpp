@@ -1,0 +1,470 @@
+#include "collective/ring_group.hpp"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <tuple>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include "collective/shard.hpp"
+#include "network/ring_messages.hpp"
+
+namespace ap {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+enum class ring_kind : std::uint8_t { all_reduce = 1, reduce_scatter, all_gather, broadcast };
+
+const char* kind_name(std::uint8_t k) {
+  switch (static_cast<ring_kind>(k)) {
+    case ring_kind::all_reduce: return "all_reduce";
+    case ring_kind::reduce_scatter: return "reduce_scatter";
+    case ring_kind::all_gather: return "all_gather";
+    case ring_kind::broadcast: return "broadcast";
+  }
+  return "an unknown collective";
+}
+
+// Chunks that arrived from the left neighbour, until the communication thread takes them; or why the
+// group failed (a peer gone or aborted).
+class ring_inbox {
+ public:
+  void put(ring_chunk&& c) {
+    std::lock_guard lock(mutex_);
+    const auto key = std::make_tuple(c.collective, c.step, c.chunk);
+    chunks_.emplace(key, std::move(c));
+    arrived_.notify_all();
+  }
+  void fail(const std::string& why) {
+    std::lock_guard lock(mutex_);
+    if (failure_.empty()) failure_ = why;
+    arrived_.notify_all();
+  }
+  std::string failure() const {
+    std::lock_guard lock(mutex_);
+    return failure_;
+  }
+  // The chunk, or nothing after `timeout`; throws collective_error once the group failed.
+  std::optional<ring_chunk> take(std::uint64_t collective, std::uint32_t step, std::uint32_t chunk,
+                                 std::chrono::milliseconds timeout, const std::string& context) {
+    std::unique_lock lock(mutex_);
+    const auto key = std::make_tuple(collective, step, chunk);
+    arrived_.wait_for(lock, timeout, [&] { return !failure_.empty() || chunks_.count(key) > 0; });
+    if (auto it = chunks_.find(key); it != chunks_.end()) {
+      ring_chunk c = std::move(it->second);
+      chunks_.erase(it);
+      return c;
+    }
+    if (!failure_.empty()) throw collective_error(context + ": " + failure_);
+    return std::nullopt;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::condition_variable arrived_;
+  std::map<std::tuple<std::uint64_t, std::uint32_t, std::uint32_t>, ring_chunk> chunks_;
+  std::string failure_;
+};
+
+struct endpoint_state {
+  std::map<caf::actor_addr, std::string> peers;  // whom it monitors, named for errors
+};
+
+// This rank's endpoint: takes the left neighbour's chunks into the inbox, answers hellos, watches peers.
+caf::behavior ring_endpoint(caf::stateful_actor<endpoint_state>* self, std::shared_ptr<ring_inbox> inbox,
+                            std::string name, std::int32_t rank) {
+  self->set_down_handler([self, inbox](caf::down_msg& m) {
+    auto it = self->state.peers.find(m.source);
+    if (it != self->state.peers.end()) inbox->fail(it->second + " is gone (" + caf::to_string(m.reason) + ")");
+  });
+  return {
+      [inbox](ring_chunk& c) { inbox->put(std::move(c)); },
+      [inbox](ring_abort& a) {
+        inbox->fail("rank " + std::to_string(a.from) + " aborted the group: " + a.reason);
+      },
+      [name, rank](ring_hello_atom, const std::string&, std::int32_t) { return caf::make_message(name, rank); },
+      [self](ring_watch_atom, caf::actor& peer, std::string& who) {
+        self->monitor(peer);
+        self->state.peers[peer.address()] = std::move(who);
+      },
+  };
+}
+
+// A collective in the queue of the communication thread, and how its handle waits for it.
+struct ring_op final : collective_handle::state {
+  std::uint64_t index = 0;
+  ring_kind kind{};
+  reduce_op op{};
+  int root = 0;
+  const tensor* in = nullptr;
+  tensor* out = nullptr;
+
+  mutable std::mutex mutex;
+  std::condition_variable finished;
+  bool done = false;
+  std::string error;
+
+  void finish(std::string why) {
+    std::lock_guard lock(mutex);
+    done = true;
+    error = std::move(why);
+    finished.notify_all();
+  }
+  // No timeout here: the communication thread bounds each of its waits on a peer and then finishes the op.
+  void wait() override {
+    std::unique_lock lock(mutex);
+    finished.wait(lock, [&] { return done; });
+    if (!error.empty()) throw collective_error(error);
+  }
+  bool ready() const override {
+    std::lock_guard lock(mutex);
+    return done;
+  }
+};
+
+}  // namespace
+
+struct ring_state {
+  caf::actor_system& system;
+  std::string name;
+  int rank, size;
+  std::chrono::milliseconds timeout;
+  std::size_t chunk_elements;
+  std::shared_ptr<ring_inbox> inbox = std::make_shared<ring_inbox>();
+  caf::actor endpoint;
+  std::uint16_t port = 0;
+  std::vector<caf::actor> peers;           // by rank; empty for this rank
+  std::vector<node_address> addresses;     // by rank
+  bool connected = false;
+
+  std::mutex mutex;  // guards the queue below
+  std::condition_variable work;
+  std::deque<std::shared_ptr<ring_op>> queue;
+  std::uint64_t next_index = 0;
+  bool stopping = false;
+  std::thread communication;
+
+  ring_state(caf::actor_system& s, std::string n, int r, int sz, std::chrono::milliseconds t, std::size_t chunk)
+      : system(s), name(std::move(n)), rank(r), size(sz), timeout(t), chunk_elements(std::max<std::size_t>(1, chunk / 4)) {}
+
+  int right() const { return (rank + 1) % size; }
+  int left() const { return (rank + size - 1) % size; }
+  std::string who(int r) const { return "rank " + std::to_string(r) + " (" + addresses[static_cast<std::size_t>(r)].text() + ")"; }
+  std::string describe(const ring_op& op) const {
+    return "group '" + name + "' " + kind_name(static_cast<std::uint8_t>(op.kind)) + " #" + std::to_string(op.index) +
+           " on rank " + std::to_string(rank);
+  }
+
+  void send(const ring_op& op, std::uint32_t step, std::uint32_t chunk, const float* data, std::size_t n) {
+    tensor t = tensor::from_shape({n});
+    if (n > 0) std::memcpy(t.data(), data, n * sizeof(float));
+    caf::anon_send(peers[static_cast<std::size_t>(right())],
+                   ring_chunk{op.index, static_cast<std::uint8_t>(op.kind), step, chunk, rank, std::move(t)});
+  }
+
+  // The left neighbour's chunk, of `expected` floats (or any size when expected is npos); throws
+  // collective_error naming the peer on a timeout, a failure or a mismatch.
+  tensor receive(const ring_op& op, std::uint32_t step, std::uint32_t chunk, std::size_t expected) {
+    const std::string context = describe(op);
+    auto c = inbox->take(op.index, step, chunk, timeout, context);
+    if (!c)
+      throw collective_error(context + ": waited " + std::to_string(timeout.count()) + " ms for step " +
+                             std::to_string(step) + " chunk " + std::to_string(chunk) + " from " + who(left()) +
+                             ", which sent nothing");
+    if (c->kind != static_cast<std::uint8_t>(op.kind))
+      throw collective_error(context + ": " + who(c->from) + " runs " + kind_name(c->kind) +
+                             " as collective #" + std::to_string(op.index) + ": the ranks called different collectives");
+    if (expected != std::string::npos && c->data.size() != expected)
+      throw collective_error(context + ": " + who(c->from) + " sent " + std::to_string(c->data.size()) +
+                             " floats for chunk " + std::to_string(chunk) + " of step " + std::to_string(step) +
+                             ", this rank expected " + std::to_string(expected) + ": the ranks' tensors differ in shape");
+    return std::move(c->data);
+  }
+
+  // Note [ring collectives]: reduce-scatter (and then all-gather) of buf over segments of `unit`-float
+  // rows. This rank sends segment (rank - step + offset) and receives (rank - step - 1 + offset), mod size,
+  // so after size-1 steps it holds segment rank+1+offset complete (offset -1: its own shard).
+  void ring_reduce(const ring_op& op, float* buf, std::size_t units, std::size_t unit, int offset, bool then_gather) {
+    const int n = size;
+    const std::uint32_t steps = static_cast<std::uint32_t>((n - 1) * (then_gather ? 2 : 1));
+    const auto segment = [&](long s) {  // element range of segment s mod n
+      const auto [first, last] = shard_rows(units, static_cast<std::size_t>(n), static_cast<std::size_t>(((s % n) + n) % n));
+      return std::make_pair(first * unit, last * unit);
+    };
+    const auto chunks_of = [&](std::pair<std::size_t, std::size_t> range) {
+      return static_cast<std::uint32_t>((range.second - range.first + chunk_elements - 1) / chunk_elements);
+    };
+    if (steps == 0) return;
+    const auto first_send = segment(rank + offset);
+    for (std::uint32_t k = 0; k < chunks_of(first_send); ++k) {
+      const std::size_t b = first_send.first + k * chunk_elements, e = std::min(first_send.second, b + chunk_elements);
+      send(op, 0, k, buf + b, e - b);
+    }
+    for (std::uint32_t s = 0; s < steps; ++s) {
+      const auto range = segment(long(rank) - long(s) - 1 + offset);
+      const bool reducing = s < static_cast<std::uint32_t>(n - 1);
+      for (std::uint32_t k = 0; k < chunks_of(range); ++k) {
+        const std::size_t b = range.first + k * chunk_elements, e = std::min(range.second, b + chunk_elements);
+        const tensor got = receive(op, s, k, e - b);
+        const float* g = got.data();
+        float* dst = buf + b;
+        if (reducing) {
+          for (std::size_t i = 0; i < e - b; ++i) dst[i] += g[i];
+          if (op.op == reduce_op::mean && s == static_cast<std::uint32_t>(n - 2))
+            for (std::size_t i = 0; i < e - b; ++i) dst[i] /= static_cast<float>(n);
+        } else {
+          std::memcpy(dst, g, (e - b) * sizeof(float));
+        }
+        if (s + 1 < steps) send(op, s + 1, k, dst, e - b);
+      }
+    }
+  }
+
+  void run(const ring_op& op) {
+    switch (op.kind) {
+      case ring_kind::all_reduce: {
+        float* buf = op.out->data();
+        if (size == 1 || op.out->size() == 0) return;
+        ring_reduce(op, buf, op.out->size(), 1, 0, true);
+        return;
+      }
+      case ring_kind::reduce_scatter: {
+        const shape_t& shape = op.in->shape();
+        const std::size_t rows = shape.empty() ? 1 : shape[0], unit = shape.empty() ? 1 : op.in->size() / std::max<std::size_t>(rows, 1);
+        tensor work = *op.in;  // the ring adds into it; `in` stays the caller's
+        if (size > 1) ring_reduce(op, work.data(), rows, unit, -1, false);
+        const auto [first, last] = shard_rows(rows, static_cast<std::size_t>(size), static_cast<std::size_t>(rank));
+        if (last > first) std::memcpy(op.out->data(), work.data() + first * unit, (last - first) * unit * sizeof(float));
+        return;
+      }
+      case ring_kind::all_gather: {
+        std::vector<tensor> pieces(static_cast<std::size_t>(size));
+        pieces[static_cast<std::size_t>(rank)] = *op.in;
+        if (size > 1) send(op, 0, 0, op.in->data(), op.in->size());
+        // Step s brings rank (rank - s - 1)'s piece, whole (one chunk), with its shape after the first
+        // axis known to match this rank's (checked below).
+        for (int s = 0; s + 1 < size; ++s) {
+          const int owner = (rank - s - 1 + 2 * size) % size;
+          tensor got = receive(op, static_cast<std::uint32_t>(s), 0, std::string::npos);
+          if (s + 2 < size) send(op, static_cast<std::uint32_t>(s + 1), 0, got.data(), got.size());
+          pieces[static_cast<std::size_t>(owner)] = std::move(got);
+        }
+        const std::size_t row = op.in->dimension() == 0 ? 1 : op.in->size() / std::max<std::size_t>(op.in->shape()[0], 1);
+        shape_t shape = op.in->shape();
+        std::size_t rows = 0;
+        for (int r = 0; r < size; ++r) {
+          const tensor& p = pieces[static_cast<std::size_t>(r)];
+          if (row == 0 || p.size() % row != 0)
+            throw collective_error(describe(op) + ": " + who(r) + " sent " + std::to_string(p.size()) +
+                                   " floats, not whole rows of " + std::to_string(row) + ": the ranks' shapes differ after the first axis");
+          rows += p.size() / row;
+        }
+        shape[0] = rows;
+        *op.out = tensor::from_shape(shape);
+        std::size_t offset = 0;
+        for (auto& p : pieces) {
+          if (p.size() > 0) std::memcpy(op.out->data() + offset, p.data(), p.size() * sizeof(float));
+          offset += p.size();
+        }
+        return;
+      }
+      case ring_kind::broadcast: {
+        if (size == 1) return;
+        float* buf = op.out->data();
+        const std::size_t n = op.out->size();
+        const std::uint32_t chunks = static_cast<std::uint32_t>((n + chunk_elements - 1) / chunk_elements);
+        const int position = (rank - op.root + size) % size;  // along the chain root -> root+1 -> ...
+        for (std::uint32_t k = 0; k < chunks; ++k) {
+          const std::size_t b = k * chunk_elements, e = std::min(n, b + chunk_elements);
+          if (position > 0) {
+            const tensor got = receive(op, 0, k, e - b);
+            std::memcpy(buf + b, got.data(), (e - b) * sizeof(float));
+          }
+          if (position + 1 < size) send(op, 0, k, buf + b, e - b);
+        }
+        return;
+      }
+    }
+  }
+
+  void serve() {
+    for (;;) {
+      std::shared_ptr<ring_op> op;
+      {
+        std::unique_lock lock(mutex);
+        work.wait(lock, [&] { return stopping || !queue.empty(); });
+        if (queue.empty()) return;
+        op = std::move(queue.front());
+        queue.pop_front();
+      }
+      std::string error;
+      try {
+        run(*op);
+      } catch (const collective_error& e) {
+        error = e.what();
+      } catch (const std::exception& e) {
+        error = describe(*op) + " failed: " + e.what();
+      }
+      op->finish(std::move(error));
+    }
+  }
+
+  collective_handle start(ring_kind kind, reduce_op r, int root, const tensor& in, tensor& out) {
+    if (in.type() != dtype::float32)
+      throw std::invalid_argument("group '" + name + "' " + kind_name(static_cast<std::uint8_t>(kind)) + " on rank " +
+                                  std::to_string(rank) + ": the tensor is " + dtype_name(in.type()) + " " +
+                                  shape_string(in.shape()) + ", collectives take float32");
+    auto op = std::make_shared<ring_op>();
+    op->kind = kind;
+    op->op = r;
+    op->root = root;
+    op->in = &in;
+    op->out = &out;
+    std::lock_guard lock(mutex);
+    if (!connected)
+      throw std::logic_error("group '" + name + "' rank " + std::to_string(rank) + ": connect() before any collective");
+    op->index = next_index++;
+    queue.push_back(op);
+    work.notify_one();
+    return collective_handle(op);
+  }
+};
+
+ring_group::ring_group(caf::actor_system& system, std::string name, int rank, int size, node_address listen,
+                       std::chrono::milliseconds timeout, std::size_t chunk_bytes) {
+  if (size < 1 || rank < 0 || rank >= size)
+    throw std::invalid_argument("group '" + name + "': rank " + std::to_string(rank) + " of " + std::to_string(size) +
+                                " does not exist");
+  if (timeout.count() <= 0) throw std::invalid_argument("group '" + name + "' needs a positive timeout");
+  state_ = std::make_shared<ring_state>(system, name, rank, size, timeout, chunk_bytes);
+  state_->endpoint = system.spawn(ring_endpoint, state_->inbox, name, static_cast<std::int32_t>(rank));
+  auto port = system.middleman().publish(state_->endpoint, listen.port, listen.host.c_str(), true);
+  if (!port) {
+    caf::anon_send_exit(state_->endpoint, caf::exit_reason::user_shutdown);
+    throw collective_error("group '" + name + "' rank " + std::to_string(rank) + " cannot listen on " + listen.text() +
+                           ": " + system.render(port.error()));
+  }
+  state_->port = *port;
+}
+
+ring_group::~ring_group() {
+  {
+    std::lock_guard lock(state_->mutex);
+    state_->stopping = true;
+    state_->work.notify_all();
+  }
+  state_->inbox->fail("group '" + state_->name + "' was closed on rank " + std::to_string(state_->rank));
+  if (state_->communication.joinable()) state_->communication.join();
+  for (auto& q : state_->queue) q->finish("group '" + state_->name + "' was closed before this collective ran");
+  state_->system.middleman().unpublish(state_->endpoint, state_->port);
+  caf::anon_send_exit(state_->endpoint, caf::exit_reason::user_shutdown);
+}
+
+std::uint16_t ring_group::port() const { return state_->port; }
+
+void ring_group::connect(const std::vector<node_address>& ranks) {
+  auto& s = *state_;
+  if (static_cast<int>(ranks.size()) != s.size)
+    throw std::invalid_argument("group '" + s.name + "' has " + std::to_string(s.size) + " ranks, got " +
+                                std::to_string(ranks.size()) + " addresses");
+  s.addresses = ranks;
+  s.addresses[static_cast<std::size_t>(s.rank)].port = s.port;
+  s.peers.assign(static_cast<std::size_t>(s.size), caf::actor{});
+  caf::scoped_actor self{s.system};
+  const auto deadline = clock_type::now() + s.timeout;
+  const auto remaining = [&] {
+    return std::max(std::chrono::milliseconds(1),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now()));
+  };
+  for (int q = 0; q < s.size; ++q) {
+    if (q == s.rank) continue;
+    const node_address& a = ranks[static_cast<std::size_t>(q)];
+    const std::string them = "rank " + std::to_string(q) + " at " + a.text();
+    caf::actor peer;
+    std::string failure;
+    // Peers start in any order: a refused connection is tried again until the deadline.
+    while (!peer) {
+      failure.clear();
+      self->request(s.system.middleman().actor_handle(), remaining(), caf::connect_atom::value, a.host, a.port)
+          .receive([&](caf::node_id&, caf::strong_actor_ptr& ptr,
+                       std::set<std::string>&) { peer = caf::actor_cast<caf::actor>(ptr); },
+                   [&](caf::error& e) { failure = s.system.render(e); });
+      if (peer) break;
+      if (clock_type::now() >= deadline)
+        throw collective_error("group '" + s.name + "' rank " + std::to_string(s.rank) + " cannot reach " + them +
+                               " within " + std::to_string(s.timeout.count()) + " ms" +
+                               (failure.empty() ? std::string(": it publishes no actor") : ": " + failure));
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    std::string their_name;
+    std::int32_t their_rank = -1;
+    self->request(peer, remaining(), ring_hello_atom::value, s.name, static_cast<std::int32_t>(q))
+        .receive([&](std::string& n, std::int32_t r) { their_name = std::move(n), their_rank = r; },
+                 [&](caf::error& e) { failure = s.system.render(e); });
+    if (their_rank < 0)
+      throw collective_error("group '" + s.name + "' rank " + std::to_string(s.rank) + ": " + them +
+                             " did not answer as a group rank: " + failure);
+    if (their_name != s.name || their_rank != q)
+      throw collective_error("group '" + s.name + "' rank " + std::to_string(s.rank) + ": " + a.text() + " is rank " +
+                             std::to_string(their_rank) + " of group '" + their_name + "', expected rank " +
+                             std::to_string(q) + " of group '" + s.name + "'");
+    caf::anon_send(s.endpoint, ring_watch_atom::value, peer, them);
+    s.peers[static_cast<std::size_t>(q)] = peer;
+  }
+  std::lock_guard lock(s.mutex);
+  s.connected = true;
+  s.communication = std::thread([st = state_.get()] { st->serve(); });
+}
+
+const std::string& ring_group::name() const { return state_->name; }
+int ring_group::rank() const { return state_->rank; }
+int ring_group::size() const { return state_->size; }
+
+collective_handle ring_group::all_reduce(tensor& t, reduce_op op) {
+  return state_->start(ring_kind::all_reduce, op, 0, t, t);
+}
+
+collective_handle ring_group::reduce_scatter(const tensor& in, tensor& out, reduce_op op) {
+  if (&in == &out)
+    throw std::invalid_argument("group '" + state_->name + "' reduce_scatter: in and out must be different tensors");
+  shape_t shard = in.shape();
+  if (!shard.empty()) {
+    const auto [first, last] = shard_rows(shard[0], static_cast<std::size_t>(state_->size), static_cast<std::size_t>(state_->rank));
+    shard[0] = last - first;
+  }
+  out = tensor::from_shape(shard);
+  return state_->start(ring_kind::reduce_scatter, op, 0, in, out);
+}
+
+collective_handle ring_group::all_gather(const tensor& in, tensor& out) {
+  if (&in == &out)
+    throw std::invalid_argument("group '" + state_->name + "' all_gather: in and out must be different tensors");
+  if (in.dimension() == 0)
+    throw std::invalid_argument("group '" + state_->name + "' all_gather: a scalar has no rows to gather");
+  return state_->start(ring_kind::all_gather, reduce_op::sum, 0, in, out);
+}
+
+collective_handle ring_group::broadcast(tensor& t, int root) {
+  if (root < 0 || root >= state_->size)
+    throw std::out_of_range("group '" + state_->name + "' broadcast from root " + std::to_string(root) +
+                            ": the group has ranks 0.." + std::to_string(state_->size - 1));
+  return state_->start(ring_kind::broadcast, reduce_op::sum, root, t, t);
+}
+
+void ring_group::abort(const std::string& reason) {
+  auto& s = *state_;
+  s.inbox->fail("rank " + std::to_string(s.rank) + " aborted the group: " + reason);
+  for (auto& p : s.peers)
+    if (p) caf::anon_send(p, ring_abort{s.rank, reason});
+}
+
+}  // namespace ap

@@ -1,0 +1,65 @@
+// Collectives among ranks in different processes or machines, over CAF's network layer (libcaf_io):
+// ring algorithms, chunked so a large tensor streams through the ring.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collective/process_group.hpp"
+#include "network/node_address.hpp"
+#include "network/timeout.hpp"
+
+namespace caf {
+class actor_system;
+}
+
+namespace ap {
+
+struct ring_state;
+
+// Note [ring collectives]: rank r sends only to rank r+1 and receives only from rank r-1 (mod size), so
+// every link carries the same bytes: all-reduce is a reduce-scatter (size-1 steps: each segment of 1/size
+// of the tensor gathers one more rank's share per step) then an all-gather (size-1 steps passing the
+// finished segments on): 2 (size-1)/size of the tensor leaves each rank, the bandwidth optimum. Each
+// segment travels in chunks of chunk_bytes, and a rank forwards a chunk as soon as it has added its share,
+// so a large tensor streams through the ring instead of waiting segment by segment. A segment is reduced
+// once and then copied, so every rank gets the same bits; the order of the sum is fixed by the ring (the
+// same on every run). A collective is run by the group's communication thread (Note [async collectives]);
+// each wait for a peer's chunk is bounded by the timeout and names the peer; a peer whose process ends
+// fails the group at once (CAF's down message, heartbeats for a silent one: actors/node.hpp).
+//
+// Every rank makes a ring_group with its own address (port 0: a free one, see port()), then calls
+// connect() with every rank's address; peers may start in any order within the timeout. The caller's
+// actor_system must have the middleman loaded and the runtime's message types added (enable_network).
+class ring_group final : public process_group {
+ public:
+  ring_group(caf::actor_system& system, std::string name, int rank, int size, node_address listen,
+             std::chrono::milliseconds timeout = default_timeout, std::size_t chunk_bytes = std::size_t{1} << 20);
+  ~ring_group() override;
+  ring_group(const ring_group&) = delete;
+  ring_group& operator=(const ring_group&) = delete;
+
+  // The port this rank's endpoint listens on.
+  std::uint16_t port() const;
+  // Connects to every other rank (`ranks` by rank; this rank's own entry is not used), checks each is
+  // the rank of this group it should be, and starts the communication thread. Throws collective_error
+  // naming the rank and address that could not be reached or answered wrongly.
+  void connect(const std::vector<node_address>& ranks);
+
+  const std::string& name() const override;
+  int rank() const override;
+  int size() const override;
+  collective_handle all_reduce(tensor& t, reduce_op op = reduce_op::sum) override;
+  collective_handle reduce_scatter(const tensor& in, tensor& out, reduce_op op = reduce_op::sum) override;
+  collective_handle all_gather(const tensor& in, tensor& out) override;
+  collective_handle broadcast(tensor& t, int root) override;
+  void abort(const std::string& reason) override;
+
+ private:
+  std::shared_ptr<ring_state> state_;
+};
+
+}  // namespace ap

@@ -1,0 +1,192 @@
+// Collectives across processes (collective/ring_group.hpp): each rank has its own CAF actor system with
+// its own middleman, talking over real TCP on loopback, as separate processes would.
+#include <doctest/doctest.h>
+
+#include <functional>
+#include <memory>
+#include <thread>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include "collective/ring_group.hpp"
+#include "collective/shard.hpp"
+#include "network/message_types.hpp"
+
+using namespace ap;
+using namespace std::chrono_literals;
+
+namespace {
+
+caf::actor_system_config& network_config(caf::actor_system_config& config) {
+  config.load<caf::io::middleman>();
+  add_message_types(config);
+  config.set("scheduler.max-threads", 2);
+  return config;
+}
+
+// One "process": an actor system and its rank of the group.
+struct rank_process {
+  caf::actor_system_config config;
+  caf::actor_system system{network_config(config)};
+  std::unique_ptr<ring_group> group;
+};
+
+// `size` ranks of group `name`, each connected to the others (connect() runs on one thread per rank, as
+// it would in separate processes). chunk_bytes small, so tensors travel in many chunks.
+std::vector<std::unique_ptr<rank_process>> make_ring(const std::string& name, int size,
+                                                     std::chrono::milliseconds timeout = 20s,
+                                                     std::size_t chunk_bytes = 64) {
+  std::vector<std::unique_ptr<rank_process>> ranks;
+  std::vector<node_address> addresses;
+  for (int r = 0; r < size; ++r) {
+    ranks.push_back(std::make_unique<rank_process>());
+    ranks.back()->group = std::make_unique<ring_group>(ranks.back()->system, name, r, size,
+                                                       node_address{"127.0.0.1", 0}, timeout, chunk_bytes);
+    addresses.push_back({"127.0.0.1", ranks.back()->group->port()});
+  }
+  std::vector<std::thread> threads;
+  for (auto& p : ranks) threads.emplace_back([&p, &addresses] { p->group->connect(addresses); });
+  for (auto& t : threads) t.join();
+  return ranks;
+}
+
+// Runs body(group) on one thread per rank and rethrows the first failure.
+void on_every_rank(std::vector<std::unique_ptr<rank_process>>& ranks, const std::function<void(process_group&)>& body) {
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors(ranks.size());
+  for (std::size_t r = 0; r < ranks.size(); ++r)
+    threads.emplace_back([&, r] {
+      try {
+        body(*ranks[r]->group);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (auto& e : errors) REQUIRE_MESSAGE(e.empty(), e);
+}
+
+tensor input(int rank, std::size_t rows) {
+  tensor t = tensor::from_shape({rows, 3});
+  for (std::size_t i = 0; i < t.size(); ++i) t.data()[i] = 0.1f * static_cast<float>(rank + 1) + 0.37f * i;
+  return t;
+}
+
+std::vector<float> values(const tensor& t) { return std::vector<float>(t.begin(), t.end()); }
+
+}  // namespace
+
+TEST_CASE("ring all_reduce over 2 and 3 processes: the sum (and mean), the same bits on every rank") {
+  for (int size : {2, 3}) {
+    CAPTURE(size);
+    auto ranks = make_ring("dp", size);
+    const std::size_t rows = 101;  // 303 floats: uneven segments, 16-float chunks
+    std::vector<double> sum(rows * 3, 0.0);
+    for (int r = 0; r < size; ++r) {
+      const auto x = values(input(r, rows));
+      for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += x[i];
+    }
+    std::vector<std::vector<float>> got_sum(size), got_mean(size);
+    on_every_rank(ranks, [&](process_group& g) {
+      tensor a = input(g.rank(), rows), b = input(g.rank(), rows);
+      auto ha = g.all_reduce(a);
+      auto hb = g.all_reduce(b, reduce_op::mean);  // two in flight at once
+      ha.wait();
+      hb.wait();
+      got_sum[g.rank()] = values(a);
+      got_mean[g.rank()] = values(b);
+    });
+    for (int r = 0; r < size; ++r) {
+      CHECK(got_sum[r] == got_sum[0]);
+      CHECK(got_mean[r] == got_mean[0]);
+    }
+    for (std::size_t i = 0; i < sum.size(); ++i) {
+      CHECK(got_sum[0][i] == doctest::Approx(sum[i]).epsilon(1e-6));
+      CHECK(got_mean[0][i] == doctest::Approx(sum[i] / size).epsilon(1e-6));
+    }
+  }
+}
+
+TEST_CASE("ring reduce_scatter, all_gather with uneven shards, and broadcast across 3 processes") {
+  const int size = 3;
+  auto ranks = make_ring("tp", size);
+  const std::size_t rows = 7;
+  std::vector<float> sum = values(input(0, rows));
+  for (int r = 1; r < size; ++r) {
+    const auto x = values(input(r, rows));
+    for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += x[i];
+  }
+  std::vector<tensor> shards(size), gathered(size), broadcasted(size);
+  on_every_rank(ranks, [&](process_group& g) {
+    const tensor in = input(g.rank(), rows);
+    g.reduce_scatter(in, shards[g.rank()]).wait();
+    g.all_gather(shards[g.rank()], gathered[g.rank()]).wait();
+    broadcasted[g.rank()] = input(g.rank(), 40);
+    g.broadcast(broadcasted[g.rank()], 1).wait();
+  });
+  for (int r = 0; r < size; ++r) {
+    const auto [first, last] = shard_rows(rows, size, r);
+    REQUIRE(shards[r].shape() == shape_t{last - first, 3});
+    for (std::size_t i = 0; i < shards[r].size(); ++i)
+      CHECK(shards[r].data()[i] == doctest::Approx(sum[first * 3 + i]).epsilon(1e-6));
+    CHECK(gathered[r].shape() == shape_t{rows, 3});
+    CHECK(values(gathered[r]) == values(gathered[0]));
+    CHECK(values(broadcasted[r]) == values(input(1, 40)));
+  }
+}
+
+TEST_CASE("a rank that never joins times out naming it; a rank that goes fails the others at once") {
+  auto ranks = make_ring("dp", 2, 300ms);
+  tensor a = input(0, 4);
+  const std::string peer = "rank 1 (127.0.0.1:" + std::to_string(ranks[1]->group->port()) + ")";
+  CHECK_THROWS_WITH_AS(ranks[0]->group->all_reduce(a).wait(),
+                       ("group 'dp' all_reduce #0 on rank 0: waited 300 ms for step 0 chunk 0 from " + peer +
+                        ", which sent nothing").c_str(),
+                       collective_error);
+  auto slow = make_ring("pp", 2, 20s);  // a long timeout: the peer's going, not the timeout, must end it
+  slow[1]->group.reset();
+  tensor b = input(0, 4);
+  const auto started = std::chrono::steady_clock::now();
+  try {
+    slow[0]->group->all_reduce(b).wait();
+    FAIL("the all_reduce succeeded without its peer");
+  } catch (const collective_error& e) {
+    CHECK(std::string(e.what()).find("group 'pp' all_reduce #0 on rank 0: rank 1 at 127.0.0.1:") == 0);
+    CHECK(std::string(e.what()).find("is gone") != std::string::npos);
+  }
+  CHECK(std::chrono::steady_clock::now() - started < 15s);
+}
+
+TEST_CASE("an aborting rank fails its peers' collectives, naming it and the reason") {
+  auto ranks = make_ring("dp", 2, 20s);
+  tensor a = input(0, 4);
+  auto h = ranks[0]->group->all_reduce(a);
+  ranks[1]->group->abort("stage 1 forward microbatch 2 threw");
+  CHECK_THROWS_WITH_AS(h.wait(), "group 'dp' all_reduce #0 on rank 0: rank 1 aborted the group: stage 1 forward microbatch 2 threw",
+                       collective_error);
+}
+
+TEST_CASE("connect names the rank it cannot reach, and a peer of another group") {
+  rank_process lonely;
+  ring_group g(lonely.system, "dp", 0, 2, node_address{"127.0.0.1", 0}, 300ms);
+  // A port nobody listens on (this rank's own port + nothing): take a free one and close it.
+  rank_process other;
+  auto closed_port = std::make_unique<ring_group>(other.system, "x", 0, 1, node_address{"127.0.0.1", 0}, 300ms);
+  const std::uint16_t port = closed_port->port();
+  closed_port.reset();
+  try {
+    g.connect({{"127.0.0.1", 0}, {"127.0.0.1", port}});
+    FAIL("connected to nobody");
+  } catch (const collective_error& e) {
+    CHECK(std::string(e.what()).find("group 'dp' rank 0 cannot reach rank 1 at 127.0.0.1:" + std::to_string(port) +
+                                     " within 300 ms") == 0);
+  }
+  rank_process stranger_process;
+  ring_group stranger(stranger_process.system, "tp", 1, 2, node_address{"127.0.0.1", 0}, 2s);
+  ring_group mine(lonely.system, "dp", 0, 2, node_address{"127.0.0.1", 0}, 2s);
+  CHECK_THROWS_WITH_AS(mine.connect({{"127.0.0.1", 0}, {"127.0.0.1", stranger.port()}}),
+                       ("group 'dp' rank 0: 127.0.0.1:" + std::to_string(stranger.port()) +
+                        " is rank 1 of group 'tp', expected rank 1 of group 'dp'").c_str(),
+                       collective_error);
+}
