@@ -89,6 +89,7 @@ void sequential::check_input(const tensor& x) const {
   with_layer_named(first_index_, *layers_[0], true, [&] { check_float32(x, *layers_[0], "input"); });
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     const auto in = layers_[i]->in_features();
+    if (!in && layers_[i]->out_features()) break;  // fixes its output width from no input width (an embedding)
     if (!in) continue;
     if (*in != cols(x))
       throw layer_error(std::to_string(first_index_ + i),
