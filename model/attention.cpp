@@ -1,5 +1,6 @@
 #include "model/attention.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -159,6 +160,12 @@ void causal_self_attention::backward_weight(const tensor& dy, layer_cache& cache
     throw std::invalid_argument(describe() + " backward_weight: run backward_input first (it computes the QKV dy)");
   proj_.backward_weight(dy, s.proj);
   qkv_.backward_weight(s.dqkv, s.qkv);
+  // Note [key bias]: adding b_k to every key adds q . b_k to every score of a row, which the softmax ignores:
+  // the key bias's gradient is exactly 0, and what the sum over positions leaves is rounding noise (1e-9) that
+  // Adam would scale into lr-sized steps in a random direction, different for every microbatch split. So
+  // it is set to the exact 0 it is (each backward_weight adds 0, so the accumulated value is 0 too).
+  float* dbias = qkv_.parameters("").at(1).grad->data();
+  std::fill(dbias + dim_, dbias + 2 * dim_, 0.0f);
 }
 
 std::vector<parameter> causal_self_attention::parameters(const std::string& prefix) {
