@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "model/gpt_spec.hpp"
 #include "model/layer_registry.hpp"
 #include "random/seeded_random.hpp"
 #include "model/spec_text.hpp"
@@ -17,6 +18,11 @@ std::string layer_name(std::size_t global_index, const layer& l) {
 }  // namespace
 
 sequential sequential::from_spec(const std::string& spec, const sequential_options& options) {
+  if (is_gpt_spec(spec)) {  // "gpt:layers=...": its own layers, no activation option (model/gpt_spec.hpp)
+    sequential model = from_layer_specs(gpt_layer_specs(parse_gpt_spec(spec)));
+    model.initialize(options.seed);
+    return model;
+  }
   const std::vector<std::string> fields = split_fields(spec, '-');
   if (fields.size() < 2)
     throw std::invalid_argument("bad model spec '" + spec + "': expected widths like 784-512-10");
@@ -89,6 +95,7 @@ void sequential::check_input(const tensor& x) const {
   with_layer_named(first_index_, *layers_[0], true, [&] { check_float32(x, *layers_[0], "input"); });
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     const auto in = layers_[i]->in_features();
+    if (!in && layers_[i]->out_features()) break;  // fixes its output width from no input width (an embedding)
     if (!in) continue;
     if (*in != cols(x))
       throw layer_error(std::to_string(first_index_ + i),
