@@ -47,6 +47,7 @@ class block final : public layer {
   bool residual() const { return residual_; }
   std::size_t size() const { return parts_.size(); }
   const layer& part(std::size_t i) const { return *parts_.at(i); }
+  layer& part(std::size_t i) { return *parts_.at(i); }
 
  private:
   std::vector<std::unique_ptr<layer>> parts_;

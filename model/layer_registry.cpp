@@ -11,11 +11,8 @@
 #include "model/gelu.hpp"
 #include "model/layer_norm.hpp"
 #include "model/linear.hpp"
-<<<<<<< HEAD
 #include "model/parallel_linear.hpp"
-=======
 #include "model/position_embedding.hpp"
->>>>>>> main
 #include "model/relu.hpp"
 #include "model/sigmoid.hpp"
 #include "model/sleep_layer.hpp"

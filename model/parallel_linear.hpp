@@ -24,6 +24,13 @@ class tensor_parallel_layer {
  public:
   virtual ~tensor_parallel_layer() = default;
   virtual void join_group(std::shared_ptr<process_group> group) = 0;
+  // The parameter values this rank holds a slice of, and the axis of the whole tensor they slice (0: rows
+  // or a vector's elements, 1: columns); the others are whole and equal on every rank.
+  struct sharded_value {
+    const tensor* value;
+    int axis;
+  };
+  virtual std::vector<sharded_value> sharded_values() const = 0;
 };
 
 // y = x W + b with W's output columns split: rank r holds columns shard r of W and b; its output is that
@@ -49,6 +56,9 @@ class column_parallel_linear final : public layer, public tensor_parallel_layer 
   void initialize(std::uint64_t seed) override;
   double flops_per_row() const override { return 2.0 * double(in_) * double(out_); }
   void join_group(std::shared_ptr<process_group> group) override;
+  std::vector<sharded_value> sharded_values() const override {
+    return group_ ? std::vector<sharded_value>{{&weight_, 1}, {&bias_, 0}} : std::vector<sharded_value>{};
+  }
 
  private:
   std::size_t in_, out_;
@@ -84,6 +94,9 @@ class row_parallel_linear final : public layer, public tensor_parallel_layer {
   void initialize(std::uint64_t seed) override;
   double flops_per_row() const override { return 2.0 * double(in_) * double(out_); }
   void join_group(std::shared_ptr<process_group> group) override;
+  std::vector<sharded_value> sharded_values() const override {
+    return group_ ? std::vector<sharded_value>{{&weight_, 0}} : std::vector<sharded_value>{};
+  }
 
  private:
   std::size_t in_, out_;

@@ -6,10 +6,16 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "model/grad_clip.hpp"
+
 namespace ap {
 
-local_runner::local_runner(sequential& model, const optimizer_config& optimizer, const std::string& loss)
-    : model_(model), optimizer_(make_optimizer(optimizer)), loss_(make_loss(loss)) {}
+local_runner::local_runner(sequential& model, const optimizer_config& optimizer, const std::string& loss,
+                           float clip_grad_norm)
+    : model_(model), optimizer_(make_optimizer(optimizer)), loss_(make_loss(loss)), clip_grad_norm_(clip_grad_norm) {
+  if (!(clip_grad_norm >= 0.0f))
+    throw std::invalid_argument("--clip-grad-norm must be positive (or 0: no clipping), got " + std::to_string(clip_grad_norm));
+}
 
 float local_runner::train_step(const tensor& inputs, const tensor& labels, std::uint64_t step) {
   // forward refuses inputs of the wrong dtype or width (sequential::check_input) before any layer runs.
@@ -23,7 +29,9 @@ float local_runner::train_step(const tensor& inputs, const tensor& labels, std::
     throw std::domain_error("step " + std::to_string(step) + ": " + e.what());
   }
   model_.backward(loss_->compute_gradient(output, labels), cache, /*need_input_grad=*/false);
-  optimizer_->step(model_.parameters());
+  const auto params = model_.parameters();
+  if (clip_grad_norm_ > 0.0f) scale_gradients(params, clip_factor(gradient_square_sum(params), clip_grad_norm_));
+  optimizer_->step(params);
   return batch_loss;
 }
 

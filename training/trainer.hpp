@@ -37,7 +37,9 @@ class step_runner {
 // Plain training of a whole Sequential in this thread: forward, loss, backward, optimizer step.
 class local_runner final : public step_runner {
  public:
-  local_runner(sequential& model, const optimizer_config& optimizer, const std::string& loss = "cross_entropy");
+  // clip_grad_norm > 0 clips by the global gradient norm before each step (Note [global gradient clipping]).
+  local_runner(sequential& model, const optimizer_config& optimizer, const std::string& loss = "cross_entropy",
+               float clip_grad_norm = 0.0f);
   float train_step(const tensor& inputs, const tensor& labels, std::uint64_t step) override;
   tensor predict(const tensor& inputs) override;
   void save_checkpoint(const std::string& path, const training_state& state) override;
@@ -47,6 +49,7 @@ class local_runner final : public step_runner {
   sequential& model_;
   std::unique_ptr<optimizer> optimizer_;
   std::unique_ptr<loss> loss_;
+  float clip_grad_norm_;
 };
 
 struct train_config {

@@ -1,0 +1,152 @@
+// Data and tensor parallelism in one process (training/mesh_runner.hpp) against plain training of the
+// same model on the same batches: losses, weights and optimizer state within 1e-5, for D x T meshes, with
+// and without global gradient clipping; checkpoints; errors that name where.
+#include <doctest/doctest.h>
+
+#include <cstdio>
+
+#include "model/grad_clip.hpp"
+#include "model/tensor_parallel.hpp"
+#include "test_support.hpp"
+#include "training/mesh_runner.hpp"
+
+using namespace ap;
+using namespace ap::test;
+
+namespace {
+
+tensor class_labels(std::size_t n, std::size_t classes, std::uint64_t seed) {
+  tensor t = tensor::from_shape({n});
+  for (std::size_t i = 0; i < n; ++i) t.data()[i] = static_cast<float>((i * 7 + seed) % classes);
+  return t;
+}
+
+optimizer_config adam() {
+  optimizer_config o;
+  o.kind = "adam";
+  o.lr = 1e-2f;
+  return o;
+}
+
+// Trains `steps` steps on the same batches with a plain local_runner and with a mesh_runner, checking the
+// losses step by step, then the weights (gathered into the mesh's whole model by predict).
+void check_mesh_equals_local(const std::string& spec, int D, int T, float clip, const tensor& x, const tensor& labels,
+                             int steps = 3) {
+  CAPTURE(spec);
+  CAPTURE(D);
+  CAPTURE(T);
+  CAPTURE(clip);
+  sequential reference = sequential::from_spec(spec), split = sequential::from_spec(spec);
+  local_runner local(reference, adam(), "cross_entropy", clip);
+  mesh_runner mesh(split, adam(), "cross_entropy", mesh_options{D, T, clip});
+  for (int s = 0; s < steps; ++s) {
+    const float expected = local.train_step(x, labels, static_cast<std::uint64_t>(s));
+    const float got = mesh.train_step(x, labels, static_cast<std::uint64_t>(s));
+    CHECK(got == doctest::Approx(expected).epsilon(1e-5));
+  }
+  const tensor out = mesh.predict(x), expected_out = local.predict(x);
+  CHECK(check_close(out, expected_out, 1e-5, 1e-5, "outputs"));
+  auto a = split.parameters(), b = reference.parameters();
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) CHECK(check_close(*a[i].value, *b[i].value, 1e-5, 1e-5, a[i].name));
+}
+
+}  // namespace
+
+TEST_CASE("megatron_mlp_specs pairs Linear layers across activations and leaves a last one whole") {
+  CHECK(megatron_mlp_specs({"linear:8:16", "relu", "linear:16:8", "relu", "linear:8:4"}) ==
+        std::vector<std::string>{"column_linear:8:16", "relu", "row_linear:16:8", "relu", "linear:8:4"});
+  CHECK(megatron_mlp_specs({"linear:8:16", "gelu", "linear:16:8", "linear:8:4", "tanh", "linear:4:2"}) ==
+        std::vector<std::string>{"column_linear:8:16", "gelu", "row_linear:16:8", "column_linear:8:4", "tanh",
+                                 "row_linear:4:2"});
+  // dropout and layernorm end a pair: their units count the whole width
+  CHECK(megatron_mlp_specs({"linear:8:16", "dropout:0.1:3", "linear:16:8"}) ==
+        std::vector<std::string>{"linear:8:16", "dropout:0.1:3", "linear:16:8"});
+  CHECK(megatron_mlp_specs({"linear:8:16", "layernorm:16", "linear:16:8"}) ==
+        std::vector<std::string>{"linear:8:16", "layernorm:16", "linear:16:8"});
+}
+
+TEST_CASE("data x tensor parallel MLP training equals one process, unequal replica shares included") {
+  const tensor x = random_tensor({9, 12}, 5);  // 9 samples: replicas of 5 and 4 (D = 2), 3, 3, 3 (D = 3)
+  const tensor labels = class_labels(9, 4, 1);
+  for (auto [D, T] : std::vector<std::pair<int, int>>{{1, 1}, {2, 1}, {3, 1}, {1, 2}, {1, 4}, {2, 2}})
+    check_mesh_equals_local("12-16-8-4", D, T, 0.0f, x, labels);
+}
+
+TEST_CASE("global gradient clipping over replicas and shards equals single-process clipping") {
+  const tensor x = random_tensor({8, 12}, 6);
+  const tensor labels = class_labels(8, 4, 2);
+  // The norm of the first step's gradients is ~1 here: 0.05 clips every step, 100 never does.
+  for (float clip : {0.05f, 100.0f})
+    for (auto [D, T] : std::vector<std::pair<int, int>>{{2, 1}, {1, 2}, {2, 2}})
+      check_mesh_equals_local("12-16-8-4", D, T, clip, x, labels);
+}
+
+TEST_CASE("clip_factor is min(1, max_norm / (norm + 1e-6)), 1 without clipping") {
+  CHECK(clip_factor(4.0, 1.0f) == doctest::Approx(0.5f));
+  CHECK(clip_factor(4.0, 5.0f) == 1.0f);
+  CHECK(clip_factor(4.0, 0.0f) == 1.0f);
+}
+
+TEST_CASE("a GPT trains data-parallel exactly as in one process") {
+  const std::size_t batch = 5, context = 4;
+  tensor tokens = tensor::from_shape({batch, context}), next = tensor::from_shape({batch, context});
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    tokens.data()[i] = static_cast<float>((i * 37 + 11) % 256);
+    next.data()[i] = static_cast<float>((i * 53 + 7) % 256);
+  }
+  check_mesh_equals_local("gpt:layers=1,dim=8,heads=2,context=4", 2, 1, 0.0f, tokens, next, 2);
+}
+
+TEST_CASE("a mesh checkpoint holds whole tensors: it loads into another mesh shape") {
+  const tensor x = random_tensor({8, 12}, 7);
+  const tensor labels = class_labels(8, 4, 3);
+  sequential a = sequential::from_spec("12-16-8-4"), b = sequential::from_spec("12-16-8-4");
+  mesh_runner split(a, adam(), "cross_entropy", mesh_options{2, 2});
+  for (int s = 0; s < 2; ++s) split.train_step(x, labels, s);
+  char path[] = "/tmp/actorpipe-mesh-XXXXXX";
+  const int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  split.save_checkpoint(path, training_state{});
+  mesh_runner other(b, adam(), "cross_entropy", mesh_options{1, 4});
+  other.load_checkpoint(path);
+  std::remove(path);
+  // Both take the same next step from the same weights and optimizer state.
+  const float la = split.train_step(x, labels, 2), lb = other.train_step(x, labels, 2);
+  CHECK(la == doctest::Approx(lb).epsilon(1e-5));
+  CHECK(check_close(split.predict(x), other.predict(x), 1e-5, 1e-5, "outputs after the step"));
+}
+
+TEST_CASE("bad meshes are refused before any step, naming the flag or the layer") {
+  sequential m = sequential::from_spec("12-10-4");
+  CHECK_THROWS_WITH_AS(mesh_runner(m, adam(), "cross_entropy", mesh_options{0, 1}),
+                       "--data-parallel must be at least 1, got 0", std::invalid_argument);
+  CHECK_THROWS_WITH_AS(mesh_runner(m, adam(), "cross_entropy", mesh_options{1, 4}),
+                       "ColumnParallelLinear(12->10) cannot split its 10 output columns over 4 tensor-parallel ranks "
+                       "of group 'tensor-parallel replica 0': 4 does not divide 10",
+                       std::invalid_argument);
+  sequential single = sequential::from_spec("12-4");
+  CHECK_THROWS_AS(mesh_runner(single, adam(), "cross_entropy", mesh_options{1, 2}), std::invalid_argument);
+  mesh_runner ok(m, adam(), "cross_entropy", mesh_options{2, 2});
+  CHECK(ok.describe() == "2 data-parallel replicas x 2 tensor-parallel ranks = 4 threads; split: 0 column_linear:12:10, 2 row_linear:10:4");
+  CHECK_THROWS_WITH_AS(ok.train_step(random_tensor({1, 12}, 1), class_labels(1, 4, 0), 0),
+                       "step 0: a batch of 1 samples cannot feed 2 data-parallel replicas", std::invalid_argument);
+}
+
+TEST_CASE("a replica that fails stops the step at once, naming it, with no update anywhere") {
+  sequential m = sequential::from_spec("12-16-8-4");
+  mesh_runner mesh(m, adam(), "cross_entropy", mesh_options{2, 2});
+  const tensor x = random_tensor({6, 12}, 8);
+  tensor labels = class_labels(6, 4, 0);
+  labels.data()[5] = 9;  // out of range, in replica 1's share
+  try {
+    mesh.train_step(x, labels, 0);
+    FAIL("a bad label trained");
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    CHECK(what.find("replica 1, tensor-parallel rank") != std::string::npos);
+    CHECK(what.find("label") != std::string::npos);
+  }
+  sequential fresh = sequential::from_spec("12-16-8-4");
+  CHECK(check_close(mesh.predict(x), fresh.forward(x), 0.0, 0.0, "no update"));
+}

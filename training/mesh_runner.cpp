@@ -1,0 +1,252 @@
+#include "training/mesh_runner.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <thread>
+
+#include "collective/shard.hpp"
+#include "model/grad_clip.hpp"
+#include "model/tensor_parallel.hpp"
+#include "tensor/compute.hpp"
+
+namespace ap {
+
+struct mesh_runner::worker {
+  int replica = 0, rank = 0;
+  sequential model;
+  std::unique_ptr<optimizer> opt;
+  std::shared_ptr<process_group> tp, dp;
+  std::map<const tensor*, int> axes;  // this rank's sharded parameter values (sharded_axes)
+  float loss_share = 0.0f;
+  std::string error;
+  bool collective_failure = false;  // the error is a peer's failure seen from here, not a cause
+};
+
+namespace {
+
+// Values of `from`'s parameters into `to`'s, which have the same names and shapes (before any split).
+void copy_parameters(sequential& from, sequential& to) {
+  auto a = from.parameters(), b = to.parameters();
+  for (std::size_t i = 0; i < a.size(); ++i) *b[i].value = *a[i].value;
+}
+
+// The axis of the parameter a state tensor ("3.weight.m") belongs to, or -1 when it is whole.
+int state_axis(const std::string& state_name, const std::vector<parameter>& params, const std::map<const tensor*, int>& axes) {
+  std::size_t best = 0;
+  int axis = -1;
+  for (const parameter& p : params)
+    if (state_name.size() > p.name.size() && state_name.compare(0, p.name.size(), p.name) == 0 &&
+        state_name[p.name.size()] == '.' && p.name.size() > best) {
+      best = p.name.size();
+      auto it = axes.find(p.value);
+      axis = it == axes.end() ? -1 : it->second;
+    }
+  return axis;
+}
+
+}  // namespace
+
+mesh_runner::mesh_runner(sequential& model, const optimizer_config& optimizer, const std::string& loss,
+                         mesh_options options)
+    : model_(model), optimizer_config_(optimizer), whole_optimizer_(make_optimizer(optimizer)),
+      loss_(make_loss(loss)), options_(options) {
+  const int D = options.data_parallel, T = options.tensor_parallel;
+  if (D < 1) throw std::invalid_argument("--data-parallel must be at least 1, got " + std::to_string(D));
+  if (T < 1) throw std::invalid_argument("--tensor-parallel must be at least 1, got " + std::to_string(T));
+  specs_ = T > 1 ? megatron_mlp_specs(model.layer_specs()) : model.layer_specs();
+  for (int d = 0; d < D; ++d)
+    tp_groups_.push_back(std::make_unique<local_group>("tensor-parallel replica " + std::to_string(d), T, options.timeout));
+  for (int t = 0; t < T; ++t)
+    dp_groups_.push_back(std::make_unique<local_group>("data-parallel rank " + std::to_string(t), D, options.timeout));
+  for (int d = 0; d < D; ++d)
+    for (int t = 0; t < T; ++t) {
+      auto w = std::make_unique<worker>();
+      w->replica = d;
+      w->rank = t;
+      w->model = sequential::from_layer_specs(specs_, model.first_index());
+      copy_parameters(model, w->model);
+      w->tp = std::shared_ptr<process_group>(tp_groups_[d]->member(t));
+      w->dp = std::shared_ptr<process_group>(dp_groups_[t]->member(d));
+      if (T > 1) {
+        const std::size_t joined = join_tensor_parallel(w->model, w->tp);  // refuses widths T does not divide
+        if (joined == 0)
+          throw std::invalid_argument("--tensor-parallel " + std::to_string(T) +
+                                      ": the model has no Linear pair to split over the ranks (Note [Megatron "
+                                      "pairing]: two Linear layers with only an activation between them)");
+      }
+      w->axes = sharded_axes(w->model);
+      w->opt = make_optimizer(optimizer);
+      workers_.push_back(std::move(w));
+    }
+}
+
+mesh_runner::~mesh_runner() = default;
+
+std::string mesh_runner::describe() const {
+  const int D = options_.data_parallel, T = options_.tensor_parallel;
+  std::string text = std::to_string(D) + " data-parallel replica" + (D == 1 ? "" : "s") + " x " + std::to_string(T) +
+                     " tensor-parallel rank" + (T == 1 ? "" : "s") + " = " + std::to_string(D * T) + " thread" +
+                     (D * T == 1 ? "" : "s");
+  std::string split;
+  for (std::size_t i = 0; i < specs_.size(); ++i)
+    if (specs_[i].rfind("column_linear", 0) == 0 || specs_[i].rfind("row_linear", 0) == 0)
+      split += (split.empty() ? "" : ", ") + std::to_string(model_.first_index() + i) + " " + specs_[i];
+  return text + (split.empty() ? std::string() : "; split: " + split);
+}
+
+float mesh_runner::train_step(const tensor& inputs, const tensor& labels, std::uint64_t step) {
+  const std::size_t D = static_cast<std::size_t>(options_.data_parallel);
+  const std::size_t samples = inputs.dimension() == 0 ? 0 : inputs.shape()[0];
+  if (samples < D)
+    throw std::invalid_argument("step " + std::to_string(step) + ": a batch of " + std::to_string(samples) +
+                                " samples cannot feed " + std::to_string(D) + " data-parallel replicas");
+  const std::size_t batch_rows = loss_->batch_rows(labels);
+  model_.check_input(inputs);  // the whole model names a bad width or dtype before any thread starts
+  std::vector<std::thread> threads;
+  for (auto& wp : workers_)
+    threads.emplace_back([&, w = wp.get()] {
+      w->error.clear();
+      w->collective_failure = false;
+      try {
+        set_compute_threads(1);
+        const auto [first, last] = shard_rows(samples, D, static_cast<std::size_t>(w->replica));
+        const tensor x = slice_rows(inputs, first, last), y = slice_rows(labels, first, last);
+        sequential& m = w->model;
+        m.zero_grad();
+        std::vector<layer_cache> caches(m.size());
+        const forward_context ctx{true, step, first};
+        tensor h = x;
+        for (std::size_t i = 0; i < m.size(); ++i)
+          h = with_layer_named(m.first_index() + i, m.at(i), true, [&] { return m.at(i).forward(h, caches[i], ctx); });
+        try {
+          w->loss_share = loss_->compute_loss(h, y, batch_rows);
+        } catch (const std::domain_error& e) {
+          throw std::domain_error("step " + std::to_string(step) + ": " + e.what());
+        }
+        tensor dy = loss_->compute_gradient(h, y, batch_rows);
+        std::vector<collective_handle> reductions;  // Note [data parallelism]: one bucket per layer
+        for (std::size_t i = m.size(); i-- > 0;) {
+          tensor below;
+          with_layer_named(m.first_index() + i, m.at(i), true, [&] {
+            m.at(i).backward(dy, caches[i], i == 0 ? nullptr : &below);
+            return 0;
+          });
+          caches[i].clear();
+          if (D > 1)
+            for (parameter& p : m.at(i).parameters("")) reductions.push_back(w->dp->all_reduce(*p.grad));
+          dy = std::move(below);
+        }
+        for (auto& r : reductions) r.wait();
+        const auto params = m.parameters();
+        if (options_.clip_grad_norm > 0.0f) {  // Note [global gradient clipping]
+          tensor sum = tensor::from_shape({1});
+          sum.data()[0] = static_cast<float>(gradient_square_sum(
+              params, [&](const parameter& p) { return w->rank == 0 || w->axes.count(p.value) > 0; }));
+          if (options_.tensor_parallel > 1) w->tp->all_reduce(sum).wait();
+          scale_gradients(params, clip_factor(sum.data()[0], options_.clip_grad_norm));
+        }
+        w->opt->step(params);
+      } catch (const collective_error& e) {
+        w->error = e.what();
+        w->collective_failure = true;
+      } catch (const std::exception& e) {
+        w->error = e.what();
+        w->tp->abort("replica " + std::to_string(w->replica) + " rank " + std::to_string(w->rank) + " failed");
+        w->dp->abort("replica " + std::to_string(w->replica) + " rank " + std::to_string(w->rank) + " failed");
+      }
+    });
+  for (auto& t : threads) t.join();
+  // The cause, not a peer's view of it: an error other than a collective's first.
+  const worker* failed = nullptr;
+  for (auto& w : workers_)
+    if (!w->error.empty() && (!failed || (failed->collective_failure && !w->collective_failure))) failed = w.get();
+  if (failed) {
+    const std::string where = options_.data_parallel * options_.tensor_parallel > 1
+                                  ? " (replica " + std::to_string(failed->replica) + ", tensor-parallel rank " +
+                                        std::to_string(failed->rank) + ")"
+                                  : "";
+    if (failed->error.rfind("step ", 0) == 0) throw std::domain_error(failed->error + where);
+    throw std::runtime_error(failed->error + where);
+  }
+  float total = 0.0f;
+  for (auto& w : workers_)
+    if (w->rank == 0) total += w->loss_share;
+  return total;
+}
+
+void mesh_runner::gather_into_whole() {
+  const int T = options_.tensor_parallel;
+  auto whole = model_.parameters();
+  std::vector<std::vector<parameter>> ranks;  // replica 0's ranks
+  for (int t = 0; t < T; ++t) ranks.push_back(workers_[static_cast<std::size_t>(t)]->model.parameters());
+  for (std::size_t k = 0; k < whole.size(); ++k) {
+    const auto& axes = workers_[0]->axes;
+    auto it = axes.find(ranks[0][k].value);
+    if (it == axes.end()) {
+      *whole[k].value = *ranks[0][k].value;
+      continue;
+    }
+    std::vector<const tensor*> pieces;
+    for (int t = 0; t < T; ++t) pieces.push_back(ranks[static_cast<std::size_t>(t)][k].value);
+    gather_along(pieces, it->second, *whole[k].value);
+  }
+  // The optimizer state, the same way: each state tensor follows its parameter's split.
+  const auto whole_params = model_.parameters();
+  whole_optimizer_->init_state(whole_params);
+  for (auto& w : workers_) w->opt->init_state(w->model.parameters());
+  auto whole_state = whole_optimizer_->state();
+  std::vector<std::map<std::string, tensor*>> rank_states;
+  for (int t = 0; t < T; ++t) rank_states.push_back(workers_[static_cast<std::size_t>(t)]->opt->state());
+  const auto rank0_params = workers_[0]->model.parameters();
+  for (auto& [name, value] : whole_state) {
+    const int axis = state_axis(name, rank0_params, workers_[0]->axes);
+    if (axis < 0) {
+      *value = *rank_states[0].at(name);
+      continue;
+    }
+    std::vector<const tensor*> pieces;
+    for (int t = 0; t < T; ++t) pieces.push_back(rank_states[static_cast<std::size_t>(t)].at(name));
+    gather_along(pieces, axis, *value);
+  }
+  whole_optimizer_->set_steps(workers_[0]->opt->steps());
+}
+
+void mesh_runner::scatter_from_whole() {
+  const std::size_t T = static_cast<std::size_t>(options_.tensor_parallel);
+  auto whole = model_.parameters();
+  auto whole_state = whole_optimizer_->state();
+  for (auto& w : workers_) {
+    auto mine = w->model.parameters();
+    for (std::size_t k = 0; k < whole.size(); ++k) {
+      auto it = w->axes.find(mine[k].value);
+      *mine[k].value = it == w->axes.end() ? *whole[k].value
+                                           : piece_along(*whole[k].value, it->second, static_cast<std::size_t>(w->rank), T);
+    }
+    w->opt->init_state(mine);
+    for (auto& [name, value] : w->opt->state()) {
+      const int axis = state_axis(name, mine, w->axes);
+      const tensor& from = *whole_state.at(name);
+      *value = axis < 0 ? from : piece_along(from, axis, static_cast<std::size_t>(w->rank), T);
+    }
+    w->opt->set_steps(whole_optimizer_->steps());
+  }
+}
+
+tensor mesh_runner::predict(const tensor& inputs) {
+  gather_into_whole();
+  return model_.forward(inputs);
+}
+
+void mesh_runner::save_checkpoint(const std::string& path, const training_state& state) {
+  gather_into_whole();
+  ap::save_checkpoint(path, model_, whole_optimizer_.get(), state);
+}
+
+training_state mesh_runner::load_checkpoint(const std::string& path) {
+  whole_optimizer_->init_state(model_.parameters());
+  training_state state = ap::load_checkpoint(path, model_, whole_optimizer_.get());
+  scatter_from_whole();
+  return state;
+}
+
+}  // namespace ap

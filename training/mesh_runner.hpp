@@ -1,0 +1,62 @@
+// Data and tensor parallelism in one process: D replicas of the model, each split over T tensor-parallel
+// ranks, one thread per (replica, rank), on shared-memory collectives (collective/local_group.hpp).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collective/local_group.hpp"
+#include "network/timeout.hpp"
+#include "training/trainer.hpp"
+
+namespace ap {
+
+struct mesh_options {
+  int data_parallel = 1;    // D: replicas, each on its share of every batch
+  int tensor_parallel = 1;  // T: ranks each replica's Linear pairs are split over (Note [Megatron pairing])
+  float clip_grad_norm = 0.0f;  // Note [global gradient clipping]; 0: no clipping
+  std::chrono::milliseconds timeout = default_timeout;  // every collective's wait
+};
+
+// Note [data parallelism]: replica d trains on samples shard_rows(batch, D, d) of each batch; its loss and
+// gradients are scaled by the rows of the *whole* batch (Note [loss scaling]), so the replicas' gradients
+// sum to the full batch's. Each layer's gradients are all-reduced (summed) across the replicas as soon as
+// that layer's backward is done, while the layers below still run their backward (one bucket per layer,
+// started in backward order, waited for before the optimizer step). Every replica then holds the same
+// bits (local_group sums in rank order) and takes the same optimizer step, so the replicas never drift.
+// The whole model given to the constructor stays the runner's view of the weights: predict and
+// checkpoints gather the replicas' shards into it, and a loaded checkpoint is cut into shards again.
+class mesh_runner final : public step_runner {
+ public:
+  // Checks everything before any step: D and T positive, the model has Linear pairs to split when T > 1,
+  // T divides every width it splits (naming the layer). Throws std::invalid_argument.
+  mesh_runner(sequential& model, const optimizer_config& optimizer, const std::string& loss, mesh_options options);
+  ~mesh_runner() override;
+
+  float train_step(const tensor& inputs, const tensor& labels, std::uint64_t step) override;
+  tensor predict(const tensor& inputs) override;
+  void save_checkpoint(const std::string& path, const training_state& state) override;
+  training_state load_checkpoint(const std::string& path) override;
+
+  // "2 data-parallel replicas x 2 tensor-parallel ranks = 4 threads; split: 0 column_linear:784:512, ..."
+  std::string describe() const;
+
+ private:
+  struct worker;
+  void gather_into_whole();
+  void scatter_from_whole();
+
+  sequential& model_;
+  optimizer_config optimizer_config_;
+  std::unique_ptr<optimizer> whole_optimizer_;  // the checkpoint's view of the workers' optimizer state
+  std::unique_ptr<loss> loss_;
+  mesh_options options_;
+  std::vector<std::string> specs_;                       // the workers' layer specs (pairs split)
+  std::vector<std::unique_ptr<local_group>> tp_groups_;  // one per replica, T ranks
+  std::vector<std::unique_ptr<local_group>> dp_groups_;  // one per tensor-parallel rank, D ranks
+  std::vector<std::unique_ptr<worker>> workers_;         // replica d, rank t at d * T + t
+};
+
+}  // namespace ap
