@@ -17,6 +17,7 @@
 #include "model/gpt_spec.hpp"
 #include "schedule/schedule.hpp"
 #include "tensor/compute.hpp"
+#include "training/mesh_runner.hpp"
 #include "training/trainer.hpp"
 
 namespace ap::cli {
@@ -32,6 +33,7 @@ struct train_options {
   std::uint64_t init_seed = 1;
   int stages = 0;  // 0: single process, no actors
   int threads = 0;  // compute threads of the single process (0: every core); every pipeline stage uses one
+  mesh_options mesh;  // data and tensor parallelism of the single process (training/mesh_runner.hpp)
   pipeline_options pipe;
   std::string partition = "uniform";  // uniform, params or time; pipe.layers_per_chunk overrides it
   long timeout_ms = default_timeout.count();
@@ -101,8 +103,19 @@ void run_train(const train_options& o) {
   if (o.stages > 0 && o.threads != 0)
     throw std::invalid_argument("--threads " + std::to_string(o.threads) + " is for the single process (no --stages): "
                                 "each of the " + std::to_string(o.stages) + " pipeline stages computes on one thread");
+  if (o.threads != 0 && o.mesh.data_parallel * o.mesh.tensor_parallel > 1)
+    throw std::invalid_argument("--threads is for the single process: with --data-parallel or --tensor-parallel "
+                                "each replica's rank computes on one thread");
   set_compute_threads(1);
   sequential model = sequential::from_spec(o.model, sequential_options{o.activation, o.init_seed});
+  // A data- or tensor-parallel runner is made before any data is read: a width the mesh cannot split is
+  // refused at once, naming the layer.
+  std::unique_ptr<step_runner> local;
+  if (o.stages == 0 && o.mesh.data_parallel * o.mesh.tensor_parallel > 1) {
+    auto mesh = std::make_unique<mesh_runner>(model, o.optimizer, "cross_entropy", o.mesh);
+    std::cerr << "mesh: " << mesh->describe() << "\n";
+    local = std::move(mesh);
+  }
   const bool language_model = is_gpt_spec(o.model);
   language_model_data text;
   if (language_model) text = load_language_model_data(o);
@@ -116,7 +129,6 @@ void run_train(const train_options& o) {
   std::ofstream trace_file;  // declared before the pipeline so it outlives it: its stages write the trace
   std::shared_ptr<chrome_trace_writer> trace;
   std::unique_ptr<pipeline> pipe;
-  std::unique_ptr<step_runner> local;
   step_runner* runner = nullptr;
   std::string partition = o.pipe.layers_per_chunk.empty() ? o.partition : "explicit";
   std::vector<double> predicted_busy;  // seconds per step and stage, from the measured layer costs
@@ -165,7 +177,7 @@ void run_train(const train_options& o) {
     // two OpenMP threads lost 4x (small MLP) when the other core was busy, since a preempted thread stalls
     // its partner at every barrier.
     set_compute_threads(o.threads > 0 ? o.threads : single_process_threads());
-    local = std::make_unique<local_runner>(model, o.optimizer);
+    if (!local) local = std::make_unique<local_runner>(model, o.optimizer, "cross_entropy", o.mesh.clip_grad_norm);
     runner = local.get();
   }
 
@@ -207,6 +219,9 @@ void run_train(const train_options& o) {
   }
   out["model"] = o.model;
   out["stages"] = o.stages;
+  out["data_parallel"] = o.mesh.data_parallel;
+  out["tensor_parallel"] = o.mesh.tensor_parallel;
+  if (o.mesh.clip_grad_norm > 0.0f) out["clip_grad_norm"] = o.mesh.clip_grad_norm;
   out["steps"] = r.steps;
   out["samples_per_s"] = r.samples_per_s;
   out["final_loss"] = r.final_loss;
@@ -285,6 +300,18 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--threads", o->threads, "compute threads of the single process (no --stages); 0: every core")
       ->check(CLI::Range(0, 256))
       ->capture_default_str();
+  // Single-process-only flags: data and tensor parallelism, and clipping, do not yet combine with a pipeline.
+  const std::vector<const CLI::Option*> single_process_only = {
+      cmd->add_option("--data-parallel", o->mesh.data_parallel, "replicas of the model, each on its share of every batch (threads of this process)")
+          ->check(whole_number(1, 256))
+          ->capture_default_str(),
+      cmd->add_option("--tensor-parallel", o->mesh.tensor_parallel, "ranks each replica's Linear pairs are split over (Megatron: column -> activation -> row)")
+          ->check(whole_number(1, 256))
+          ->capture_default_str(),
+      cmd->add_option("--clip-grad-norm", o->mesh.clip_grad_norm, "clip gradients to this global norm (0: no clipping)")
+          ->check(real_number(0, true))
+          ->capture_default_str(),
+  };
   // Pipeline-only flags: refused without --stages (below) rather than silently ignored.
   std::string schedules;
   for (const auto& n : schedule_names()) schedules += (schedules.empty() ? "" : ", ") + n;
@@ -316,8 +343,9 @@ void add_train_command(CLI::App& app) {
       ->check(whole_number(0))
       ->capture_default_str();
   cmd->add_option("--resume", o->resume_file, "continue training from this checkpoint: its weights, optimizer state, step and data position");
-  cmd->callback([o, pipeline_only, text_only] {
+  cmd->callback([o, pipeline_only, text_only, single_process_only] {
     if (o->stages == 0) refuse_given(pipeline_only, "needs --stages N (N >= 1): it only applies to a pipeline");
+    else refuse_given(single_process_only, "runs without --stages: it does not yet combine with a pipeline");
     if (!is_gpt_spec(o->model)) refuse_given(text_only, "needs a gpt model (--model gpt:...): it only applies to text");
     else parse_gpt_spec(o->model);  // a bad spec is refused before any data is read
     run_train(*o);
