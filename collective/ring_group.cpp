@@ -75,13 +75,36 @@ class ring_inbox {
   std::string failure_;
 };
 
+// The endpoints of the lower ranks, as their hellos bring them (Note [one connection per pair]).
+class peer_table {
+ public:
+  explicit peer_table(int size) : peers_(static_cast<std::size_t>(size)) {}
+  void put(int rank, caf::actor peer) {
+    std::lock_guard lock(mutex_);
+    peers_[static_cast<std::size_t>(rank)] = std::move(peer);
+    changed_.notify_all();
+  }
+  // Rank `rank`'s endpoint, or a null handle if its hello does not come before `deadline`.
+  caf::actor wait(int rank, std::chrono::steady_clock::time_point deadline) {
+    std::unique_lock lock(mutex_);
+    changed_.wait_until(lock, deadline, [&] { return static_cast<bool>(peers_[static_cast<std::size_t>(rank)]); });
+    return peers_[static_cast<std::size_t>(rank)];
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<caf::actor> peers_;
+};
+
 struct endpoint_state {
   std::map<caf::actor_addr, std::string> peers;  // whom it monitors, named for errors
 };
 
-// This rank's endpoint: takes the left neighbour's chunks into the inbox, answers hellos, watches peers.
+// This rank's endpoint: takes the left neighbour's chunks into the inbox, answers the lower ranks' hellos
+// (keeping their endpoints), and watches its peers.
 caf::behavior ring_endpoint(caf::stateful_actor<endpoint_state>* self, std::shared_ptr<ring_inbox> inbox,
-                            std::string name, std::int32_t rank) {
+                            std::shared_ptr<peer_table> lower, std::string name, std::int32_t rank) {
   self->set_down_handler([self, inbox](caf::down_msg& m) {
     auto it = self->state.peers.find(m.source);
     if (it != self->state.peers.end()) inbox->fail(it->second + " is gone (" + caf::to_string(m.reason) + ")");
@@ -91,7 +114,15 @@ caf::behavior ring_endpoint(caf::stateful_actor<endpoint_state>* self, std::shar
       [inbox](ring_abort& a) {
         inbox->fail("rank " + std::to_string(a.from) + " aborted the group: " + a.reason);
       },
-      [name, rank](ring_hello_atom, const std::string&, std::int32_t) { return caf::make_message(name, rank); },
+      [self, lower, name, rank](ring_hello_atom, const std::string& group, std::int32_t expected, std::int32_t from,
+                                caf::actor& peer) {
+        if (group == name && expected == rank && from >= 0 && from < rank && peer) {
+          self->monitor(peer);
+          self->state.peers[peer.address()] = "rank " + std::to_string(from);
+          lower->put(from, peer);
+        }
+        return caf::make_message(name, rank);
+      },
       [self](ring_watch_atom, caf::actor& peer, std::string& who) {
         self->monitor(peer);
         self->state.peers[peer.address()] = std::move(who);
@@ -140,6 +171,7 @@ struct ring_state {
   std::chrono::milliseconds timeout;
   std::size_t chunk_elements;
   std::shared_ptr<ring_inbox> inbox = std::make_shared<ring_inbox>();
+  std::shared_ptr<peer_table> lower;  // the lower ranks' endpoints, from their hellos
   caf::actor endpoint;
   std::uint16_t port = 0;
   std::vector<caf::actor> peers;           // by rank; empty for this rank
@@ -346,7 +378,8 @@ ring_group::ring_group(caf::actor_system& system, std::string name, int rank, in
                                 " does not exist");
   if (timeout.count() <= 0) throw std::invalid_argument("group '" + name + "' needs a positive timeout");
   state_ = std::make_shared<ring_state>(system, name, rank, size, timeout, chunk_bytes);
-  state_->endpoint = system.spawn(ring_endpoint, state_->inbox, name, static_cast<std::int32_t>(rank));
+  state_->lower = std::make_shared<peer_table>(size);
+  state_->endpoint = system.spawn(ring_endpoint, state_->inbox, state_->lower, name, static_cast<std::int32_t>(rank));
   auto port = system.middleman().publish(state_->endpoint, listen.port, listen.host.c_str(), true);
   if (!port) {
     caf::anon_send_exit(state_->endpoint, caf::exit_reason::user_shutdown);
@@ -385,8 +418,11 @@ void ring_group::connect(const std::vector<node_address>& ranks) {
     return std::max(std::chrono::milliseconds(1),
                     std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now()));
   };
-  for (int q = 0; q < s.size; ++q) {
-    if (q == s.rank) continue;
+  // Note [one connection per pair]: each rank connects only to the higher ranks and introduces itself with
+  // its endpoint; the higher rank keeps that handle instead of connecting back. Two processes connecting to
+  // each other at the same moment make CAF 0.17 open two connections and drop one, killing the proxies
+  // made through it (a hello then fails with request_receiver_down, seen on a loaded machine).
+  for (int q = s.rank + 1; q < s.size; ++q) {
     const node_address& a = ranks[static_cast<std::size_t>(q)];
     const std::string them = "rank " + std::to_string(q) + " at " + a.text();
     caf::actor peer;
@@ -407,7 +443,8 @@ void ring_group::connect(const std::vector<node_address>& ranks) {
     }
     std::string their_name;
     std::int32_t their_rank = -1;
-    self->request(peer, remaining(), ring_hello_atom::value, s.name, static_cast<std::int32_t>(q))
+    self->request(peer, remaining(), ring_hello_atom::value, s.name, static_cast<std::int32_t>(q),
+                  static_cast<std::int32_t>(s.rank), s.endpoint)
         .receive([&](std::string& n, std::int32_t r) { their_name = std::move(n), their_rank = r; },
                  [&](caf::error& e) { failure = s.system.render(e); });
     if (their_rank < 0)
@@ -420,6 +457,16 @@ void ring_group::connect(const std::vector<node_address>& ranks) {
     caf::anon_send(s.endpoint, ring_watch_atom::value, peer, them);
     s.peers[static_cast<std::size_t>(q)] = peer;
   }
+  for (int q = 0; q < s.rank; ++q) {
+    s.peers[static_cast<std::size_t>(q)] = s.lower->wait(q, deadline);
+    if (!s.peers[static_cast<std::size_t>(q)])
+      throw collective_error("group '" + s.name + "' rank " + std::to_string(s.rank) + ": rank " + std::to_string(q) +
+                             " at " + ranks[static_cast<std::size_t>(q)].text() + " did not connect within " +
+                             std::to_string(s.timeout.count()) + " ms");
+  }
+  for (int q = 0; q < s.rank; ++q)  // named with its address from now on
+    caf::anon_send(s.endpoint, ring_watch_atom::value, s.peers[static_cast<std::size_t>(q)],
+                   "rank " + std::to_string(q) + " at " + ranks[static_cast<std::size_t>(q)].text());
   std::lock_guard lock(s.mutex);
   s.connected = true;
   s.communication = std::thread([st = state_.get()] { st->serve(); });

@@ -28,7 +28,8 @@ struct ring_abort {
   std::string reason;
 };
 
-// (ring_hello_atom, group name, rank expected) -> (group name, rank): a peer says who it is.
+// (ring_hello_atom, group name, rank expected, sender's rank, sender's endpoint) -> (group name, rank): a
+// lower rank introduces itself to a higher one, which answers who it is (Note [one connection per pair]).
 using ring_hello_atom = caf::atom_constant<caf::atom("ringhello")>;
 // (ring_watch_atom, peer, "rank 1 at host:port"): the endpoint monitors a peer and names it when it goes.
 using ring_watch_atom = caf::atom_constant<caf::atom("ringwatch")>;

@@ -46,8 +46,17 @@ std::vector<std::unique_ptr<rank_process>> make_ring(const std::string& name, in
     addresses.push_back({"127.0.0.1", ranks.back()->group->port()});
   }
   std::vector<std::thread> threads;
-  for (auto& p : ranks) threads.emplace_back([&p, &addresses] { p->group->connect(addresses); });
+  std::vector<std::string> errors(ranks.size());
+  for (std::size_t r = 0; r < ranks.size(); ++r)
+    threads.emplace_back([&, r] {
+      try {
+        ranks[r]->group->connect(addresses);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
   for (auto& t : threads) t.join();
+  for (auto& e : errors) REQUIRE_MESSAGE(e.empty(), e);
   return ranks;
 }
 
