@@ -102,10 +102,10 @@ void run_train(const train_options& o) {
     throw std::invalid_argument("--threads " + std::to_string(o.threads) + " is for the single process (no --stages): "
                                 "each of the " + std::to_string(o.stages) + " pipeline stages computes on one thread");
   set_compute_threads(1);
-  sequential model = sequential::from_spec(o.model, sequential_options{o.activation, o.init_seed});
   const bool language_model = is_gpt_spec(o.model);
   language_model_data text;
-  if (language_model) text = load_language_model_data(o);
+  if (language_model) text = load_language_model_data(o);  // before the model: a context it cannot fill is refused first
+  sequential model = sequential::from_spec(o.model, sequential_options{o.activation, o.init_seed});
   const dataset train_set =
       first_samples(language_model ? std::move(text.train) : load_fashion_mnist("train", o.data_dir), o.train_limit);
   const dataset test_set = language_model ? std::move(text.validation) : load_fashion_mnist("test", o.data_dir);
