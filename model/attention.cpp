@@ -40,8 +40,8 @@ namespace {
 // Note [parallel element loops] in compute.hpp: rows are independent, so any thread count gives the same bits.
 constexpr std::ptrdiff_t parallel_rows = 64;
 
-// The heads of one of q, k, v (`which` 0, 1, 2) out of qkv (B, T, 3D) into (B*H, T, d), or back (merge: into
-// a (B, T, width) tensor at column offset `which` * D, adding when `add`).
+// Head h of part `which` (0 q, 1 k, 2 v) of a (B, T, width) tensor is its columns which*D + h*d ... + d - 1.
+// split_heads copies part `which` of qkv (B, T, width) out into (B*H, T, d) ...
 void split_heads(const float* qkv, std::size_t width, std::size_t which, std::size_t batch, std::size_t t,
                  std::size_t heads, std::size_t d, float* out) {
   const std::size_t dim = heads * d;
@@ -57,6 +57,7 @@ void split_heads(const float* qkv, std::size_t width, std::size_t which, std::si
   }
 }
 
+// ... and merge_heads copies (B*H, T, d) back into part `which` of out (B, T, width).
 void merge_heads(const float* heads_data, std::size_t batch, std::size_t t, std::size_t heads, std::size_t d,
                  std::size_t width, std::size_t which, float* out) {
   const std::size_t dim = heads * d;
