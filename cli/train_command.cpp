@@ -47,14 +47,14 @@ struct train_options {
   std::size_t validation_windows = 256; // at most this many windows of validation text
 };
 
-// A GPT's training and validation sets: seeded windows of the text's training part (as many as it has
-// context-sized pieces), and the validation part's first windows in order.
+// A GPT's training and validation sets: windows of the text's training part at offsets drawn from `seed` (as
+// many as it has context-sized pieces), and the validation part's first windows in order.
 struct language_model_data {
   dataset train, validation;
   std::size_t context = 0;
 };
 
-language_model_data load_language_model_data(const train_options& o) {
+language_model_data load_language_model_data(const train_options& o, std::uint64_t seed) {
   const gpt_config gpt = parse_gpt_spec(o.model);
   const text_corpus corpus = load_text_corpus(o.text_path);
   check_corpus_fills(corpus, gpt.context);
@@ -63,7 +63,7 @@ language_model_data load_language_model_data(const train_options& o) {
   language_model_data data;
   data.context = gpt.context;
   data.train = text_windows(corpus.train, gpt.context, std::max<std::size_t>(1, corpus.train.size() / gpt.context),
-                            o.train.seed, "text train");
+                            seed, "text train");
   data.validation = text_windows_in_order(corpus.validation, gpt.context, o.validation_windows, "text validation");
   return data;
 }
@@ -107,18 +107,22 @@ void run_train(const train_options& o) {
     throw std::invalid_argument("--threads is for the single process: with --data-parallel or --tensor-parallel "
                                 "each replica's rank computes on one thread");
   set_compute_threads(1);
+  const bool language_model = is_gpt_spec(o.model);
+  language_model_data text;
+  if (language_model) {  // before the model: a context the text cannot fill is refused first
+    // The windows a resumed run trains on are the checkpointed run's: Note [resumed trajectory].
+    const std::uint64_t seed = o.resume_file.empty() ? o.train.seed : read_checkpoint_info(o.resume_file).state.data_seed;
+    text = load_language_model_data(o, seed);
+  }
   sequential model = sequential::from_spec(o.model, sequential_options{o.activation, o.init_seed});
-  // A data- or tensor-parallel runner is made before any data is read: a width the mesh cannot split is
-  // refused at once, naming the layer.
+  // A data- or tensor-parallel runner is made before the (Fashion-MNIST) data is read: a width the mesh cannot
+  // split is refused at once, naming the layer.
   std::unique_ptr<step_runner> local;
   if (o.stages == 0 && o.mesh.data_parallel * o.mesh.tensor_parallel > 1) {
     auto mesh = std::make_unique<mesh_runner>(model, o.optimizer, "cross_entropy", o.mesh);
     std::cerr << "mesh: " << mesh->describe() << "\n";
     local = std::move(mesh);
   }
-  const bool language_model = is_gpt_spec(o.model);
-  language_model_data text;
-  if (language_model) text = load_language_model_data(o);
   const dataset train_set =
       first_samples(language_model ? std::move(text.train) : load_fashion_mnist("train", o.data_dir), o.train_limit);
   const dataset test_set = language_model ? std::move(text.validation) : load_fashion_mnist("test", o.data_dir);

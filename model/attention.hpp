@@ -39,8 +39,8 @@ class causal_self_attention final : public layer {
   std::unique_ptr<layer> clone() const override { return std::make_unique<causal_self_attention>(*this); }
   std::string spec() const override;  // "attention:64:4"
   void initialize(std::uint64_t seed) override;  // each projection as a Linear, from its own seed
-  // Per row (token) at sequence length `context`: the projections' 8 D^2, and 2 T D for the scores and
-  // values at the longest sequence seen so far is unknown here: the projections only (the larger part).
+  // Per row (token): the projections' 2 (3 D^2 + D^2) = 8 D^2. The scores and weighted values add 4 T D,
+  // a ratio of T / (2 D) to the projections, with T the sequence length, unknown here.
   double flops_per_row() const override { return 8.0 * double(dim_) * double(dim_); }
 
  private:

@@ -7,6 +7,7 @@
 #include "model/gpt_spec.hpp"
 #include "model/loss.hpp"
 #include "model/sequential.hpp"
+#include "model/text_generation.hpp"
 #include "test_support.hpp"
 
 using namespace ap;
@@ -81,4 +82,22 @@ TEST_CASE("Note [loss scaling]: token labels (batch, sequence) count every token
   const tensor g1 = ce.compute_gradient(slice_rows(logits, 2, 5), slice_rows(labels, 2, 5), n);
   CHECK(check_close(g0, slice_rows(whole_grad, 0, 2), 1e-7, 1e-6, "microbatch 0"));
   CHECK(check_close(g1, slice_rows(whole_grad, 2, 5), 1e-7, 1e-6, "microbatch 1"));
+}
+
+TEST_CASE("text generation: temperature 0 takes the arg-max, a seed gives the same text, the prompt leads") {
+  splitmix64 random(1);
+  const std::vector<float> logits{0.1f, 2.0f, -1.0f, 2.0f};
+  CHECK(sample_token(logits.data(), 4, 0.0f, random) == 1);
+  CHECK(sample_token(logits.data(), 4, 0.01f, random) % 2 == 1);  // one of the two maxima
+  std::size_t counts[4] = {0, 0, 0, 0};
+  for (int i = 0; i < 4000; ++i) ++counts[sample_token(logits.data(), 4, 1.0f, random)];
+  CHECK(counts[2] < counts[0]);  // e^-1 < e^0.1: rarer
+  CHECK(counts[0] < counts[1]);
+  CHECK_THROWS_AS(sample_token(logits.data(), 4, -1.0f, random), std::invalid_argument);
+  const sequential model = sequential::from_spec("gpt:layers=1,dim=8,heads=2,context=4");
+  const std::string a = generate_text(model, 4, "Hello", 6, 1.0f, 3);
+  CHECK(a.size() == 11);
+  CHECK(a.substr(0, 5) == "Hello");
+  CHECK(generate_text(model, 4, "Hello", 6, 1.0f, 3) == a);
+  CHECK(generate_text(model, 4, "", 3, 0.0f, 3).size() == 3);
 }

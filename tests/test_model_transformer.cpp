@@ -3,6 +3,8 @@
 // causality, and their spec texts.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 #include "model/attention.hpp"
@@ -143,4 +145,22 @@ TEST_CASE("transformer layer specs round-trip, and bad ones are clear errors") {
   auto names = make_layer(decoder_block)->parameters("2.");
   CHECK(names.at(2).name == "2.0.1.qkv.weight");
   CHECK(names.at(5).name == "2.0.1.proj.bias");
+}
+
+TEST_CASE("causal_softmax_rows matches a double-precision softmax to 1e-6") {
+  const std::size_t t = 37;  // not a multiple of the vector width
+  tensor s = random_tensor({2, t, t}, 5, 30.0f);  // scores up to +-30: exponents down to -60
+  const tensor original = s;
+  causal_softmax_rows(s.data(), 2 * t, t);
+  double worst = 0.0;
+  for (std::size_t r = 0; r < 2 * t; ++r) {
+    const float* x = original.data() + r * t;
+    const std::size_t seen = r % t + 1;
+    double max = x[0], sum = 0.0;
+    for (std::size_t j = 1; j < seen; ++j) max = std::max(max, double(x[j]));
+    for (std::size_t j = 0; j < seen; ++j) sum += std::exp(double(x[j]) - max);
+    for (std::size_t j = 0; j < seen; ++j)
+      worst = std::max(worst, std::fabs(double(s.data()[r * t + j]) - std::exp(double(x[j]) - max) / sum));
+  }
+  CHECK(worst < 1e-6);
 }
