@@ -30,6 +30,7 @@ struct coordinator_state {
   std::vector<float> microbatch_losses;  // each microbatch's mean loss, for the trainer's divergence check
   int outputs = 0, stages_done = 0, stages_applied = 0;
   std::vector<int> peak_stash;
+  std::vector<std::uint64_t> peak_stash_bytes;
   std::vector<bool> applied;  // per stage: confirmed the optimizer step
   bool applying = false;      // apply requests are out
   std::chrono::steady_clock::time_point apply_since;
@@ -94,7 +95,8 @@ void commit(coordinator_actor* self) {
               s.applied[i] = true;
               if (++s.stages_applied == s.config.stages) {
                 s.applying = false;
-                finish(self, step_result{true, static_cast<float>(s.loss_sum), {}, s.peak_stash, s.microbatch_losses});
+                finish(self, step_result{true, static_cast<float>(s.loss_sum), {}, s.peak_stash, s.microbatch_losses,
+                                         s.peak_stash_bytes});
               }
             },
             [=](caf::error& e) { apply_failed(self, i, step, caf::to_string(e)); });
@@ -167,6 +169,7 @@ caf::behavior coordinator(coordinator_actor* self, coordinator_config config) {
         st.microbatch_losses.assign(split.size(), 0.0f);
         st.outputs = st.stages_done = st.stages_applied = 0;
         st.peak_stash.assign(static_cast<std::size_t>(st.config.stages), 0);
+        st.peak_stash_bytes.assign(static_cast<std::size_t>(st.config.stages), 0);
         st.labels.clear();
         st.first_sample.clear();
         // Note [enqueue before begin]: the first stage receives all its microbatches before the step
@@ -203,6 +206,7 @@ caf::behavior coordinator(coordinator_actor* self, coordinator_config config) {
         auto& st = self->state;
         if (!st.active || d.step != st.step) return;
         st.peak_stash.at(static_cast<std::size_t>(d.stage)) = d.peak_stash;
+        st.peak_stash_bytes.at(static_cast<std::size_t>(d.stage)) = d.peak_stash_bytes;
         if (++st.stages_done == st.config.stages) commit(self);
       },
       [=](stage_failed& f) {

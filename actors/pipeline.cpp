@@ -30,6 +30,7 @@ struct pipeline::impl {
   long long last_id = -1;      // internal step ids strictly increase
   long long gathered_id = -2;  // model holds the weights after this step
   std::vector<int> peak_stash;
+  std::vector<std::uint64_t> peak_stash_bytes;
   std::vector<float> microbatch_losses;  // of the last step
 
   // Also runs when the constructor throws half-way.
@@ -113,6 +114,7 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
   auto& d = *impl_;
   d.options = options;
   d.model = model.clone();
+  d.model.set_compute_dtype(options.compute_dtype);  // Note [compute dtype]: predict computes as the stages do
   const int total_chunks = options.stages * options.chunks_per_stage;
   d.ranges = chunk_ranges_from_counts(options.layers_per_chunk.empty()
                                           ? partition_counts(partition_method::uniform, model, {}, total_chunks)
@@ -137,8 +139,8 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
   for (int s = 0; s < options.stages; ++s) {
     const stage_info info = get_stage_info(d.ranges, options.stages, s);
     stage_setup setup{s, options.stages, total_chunks, info.chunks, {}, options.optimizer,
-                      d.plan.per_stage[static_cast<std::size_t>(s)], options.timeout, d.log};
-    for (const auto& r : info.layer_ranges_per_chunk) setup.slices.push_back(model.slice(r.begin, r.end));
+                      d.plan.per_stage[static_cast<std::size_t>(s)], options.timeout, d.log, options.compute_dtype};
+    for (const auto& r : info.layer_ranges_per_chunk) setup.slices.push_back(d.model.slice(r.begin, r.end));
     setups.push_back(std::move(setup));
   }
   const auto keep = [&d](const stage_actors& a) {  // kept at once: ~impl stops them if a later stage throws
@@ -196,6 +198,7 @@ float pipeline::train_step(const tensor& inputs, const tensor& labels, std::uint
                });
   if (!result.ok) throw pipeline_error(result.error);
   d.peak_stash = result.peak_stash;
+  d.peak_stash_bytes = result.peak_stash_bytes;
   d.microbatch_losses = result.microbatch_losses;
   return result.loss;
 }
@@ -230,6 +233,7 @@ tensor pipeline::predict(const tensor& inputs) {
 const schedule& pipeline::plan() const { return impl_->plan; }
 const std::vector<layer_range>& pipeline::chunk_ranges() const { return impl_->ranges; }
 std::vector<int> pipeline::last_peak_stash() const { return impl_->peak_stash; }
+std::vector<std::uint64_t> pipeline::last_peak_stash_bytes() const { return impl_->peak_stash_bytes; }
 std::vector<float> pipeline::last_microbatch_losses() const { return impl_->microbatch_losses; }
 std::vector<stage_event> pipeline::events() const { return impl_->log->events(); }
 std::size_t pipeline::held_events() const { return impl_->log->event_count(); }

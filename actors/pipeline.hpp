@@ -35,6 +35,10 @@ struct pipeline_options {
   // "host:port" of `actorpipe node` processes: stage s runs on node s % size (actors/node.hpp). Empty: every
   // stage in this process. Events are only recorded for stages in this process.
   std::vector<std::string> nodes;
+  // Note [compute dtype] in model/layer.hpp: bfloat16 computes and stashes in bfloat16 and sends
+  // activations and gradients between stages in bfloat16; master weights and optimizer stay float32.
+  // It overrides the dtype set on the model passed in.
+  dtype compute_dtype = dtype::float32;
 };
 
 // A failed train step: the text names the stage, the action and microbatch, and the shapes or layer.
@@ -63,6 +67,7 @@ class pipeline final : public step_runner {
   const schedule& plan() const;
   const std::vector<layer_range>& chunk_ranges() const;
   std::vector<int> last_peak_stash() const;  // per stage, of the last successful step
+  std::vector<std::uint64_t> last_peak_stash_bytes() const;  // the bytes of those activations, per stage
   std::vector<float> last_microbatch_losses() const override;  // each microbatch's mean loss, last step
   std::vector<stage_event> events() const;   // empty unless options.record_events
   std::size_t held_events() const;           // events kept in memory now (0 unless options.record_events)

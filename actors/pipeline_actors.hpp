@@ -41,6 +41,7 @@ struct processor_config {
   int total_chunks = 1;
   caf::actor sender;
   std::shared_ptr<event_log> log;  // may be null
+  dtype transfer_dtype = dtype::float32;  // of activations and gradients sent to other stages (Note [compute dtype])
 };
 caf::actor spawn_processor(caf::actor_system& system, processor_config config, std::unique_ptr<stage_worker> worker);
 

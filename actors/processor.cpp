@@ -15,6 +15,8 @@ struct processor_state {
 
 using processor_actor = caf::stateful_actor<processor_state>;
 
+tensor to_transfer_dtype(tensor t, dtype type) { return t.type() == type ? t : t.astype(type); }
+
 // Runs one task: records start and finish, turns an exception into an error text for the retriever.
 // Note [tasks after an abort]: the retriever hands over a task and the coordinator sends the abort; the two
 // can reach this mailbox in either order. A task of an aborted step that runs after the abort would leave a
@@ -23,7 +25,8 @@ template <class Work>
 void run_task(processor_actor* self, op kind, int step, int microbatch, int chunk, Work work) {
   auto& st = self->state;
   if (step <= st.aborted_step) {
-    self->send(caf::actor_cast<caf::actor>(self->current_sender()), task_done{step, st.worker->peak_stashed(), {}});
+    self->send(caf::actor_cast<caf::actor>(self->current_sender()),
+               task_done{step, st.worker->peak_stashed(), {}, st.worker->peak_stashed_bytes()});
     return;
   }
   if (st.config.log) st.config.log->record(st.config.stage, event_kind::start, kind, step, microbatch, chunk);
@@ -36,6 +39,7 @@ void run_task(processor_actor* self, op kind, int step, int microbatch, int chun
   }
   if (st.config.log) st.config.log->record(st.config.stage, event_kind::finish, kind, step, microbatch, chunk);
   done.peak_stash = st.worker->peak_stashed();
+  done.peak_stash_bytes = st.worker->peak_stashed_bytes();
   self->send(caf::actor_cast<caf::actor>(self->current_sender()), std::move(done));
 }
 
@@ -53,6 +57,9 @@ caf::behavior processor(processor_actor* self, processor_config config, std::uni
                                                                 : coordinator_rank(st.config.stages);
           forward_task out{t.step, t.microbatch, next, st.config.stage, t.first_sample,
                            st.worker->forward(t.step, t.microbatch, t.chunk, t.first_sample, t.data)};
+          // Note [compute dtype]: between stages an activation travels in the compute dtype (bfloat16: half
+          // the bytes, and exact, as the next stage rounds it so); the model's output goes to the loss in float32.
+          if (next < st.config.total_chunks) out.data = to_transfer_dtype(std::move(out.data), st.config.transfer_dtype);
           self->send(st.config.sender, deliver_forward{destination, std::move(out)});
         });
       },
@@ -63,6 +70,7 @@ caf::behavior processor(processor_actor* self, processor_config config, std::uni
           tensor dx = r.kind == op::backward_input ? st.worker->backward_input(t.microbatch, t.chunk, t.data)
                                                    : st.worker->backward(t.microbatch, t.chunk, t.data);
           if (t.chunk == 0) return;  // the first chunk's input gradient is not needed by anyone
+          dx = to_transfer_dtype(std::move(dx), st.config.transfer_dtype);  // Note [compute dtype], as activations
           const int previous = t.chunk - 1;
           self->send(st.config.sender,
                      deliver_backward{stage_of_chunk(previous, st.config.stages),

@@ -114,7 +114,7 @@ caf::behavior retriever(retriever_actor* self, retriever_config config) {
         if (!d.error.empty()) return fail(self, std::move(d.error));
         if (st.cursor == st.config.actions.size() && st.in_flight == 0) {
           st.running = false;
-          self->send(st.coordinator, stage_done{st.config.stage, st.step, d.peak_stash});
+          self->send(st.coordinator, stage_done{st.config.stage, st.step, d.peak_stash, d.peak_stash_bytes});
           return;
         }
         dispatch(self);

@@ -8,11 +8,13 @@ namespace ap {
 
 stage_actors spawn_stage(caf::actor_system& system, stage_setup setup) {
   // Built first: it throws for a bad optimizer setting before any actor exists.
+  for (auto& slice : setup.slices) slice.set_compute_dtype(setup.compute_dtype);
   auto worker = std::make_unique<stage_worker>(setup.stage, setup.chunk_ids, std::move(setup.slices), setup.optimizer);
   stage_actors a;
   a.sender = spawn_sender(system, setup.stage, setup.timeout);
   a.processor = spawn_processor(
-      system, processor_config{setup.stage, setup.stages, setup.total_chunks, a.sender, setup.log}, std::move(worker));
+      system, processor_config{setup.stage, setup.stages, setup.total_chunks, a.sender, setup.log, setup.compute_dtype},
+      std::move(worker));
   a.retriever = spawn_retriever(
       system, retriever_config{setup.stage, std::move(setup.actions), a.processor, setup.timeout, setup.log});
   return a;
@@ -32,6 +34,7 @@ stage_spec make_stage_spec(stage_setup& setup) {
   spec.optimizer = setup.optimizer;
   spec.actions = setup.actions;
   spec.timeout_ms = setup.timeout.count();
+  spec.compute_dtype = static_cast<std::uint8_t>(setup.compute_dtype);
   return spec;
 }
 
@@ -70,6 +73,10 @@ stage_setup stage_setup_from_spec(stage_spec spec) {
   }
   setup.actions = std::move(spec.actions);
   setup.timeout = std::chrono::milliseconds(spec.timeout_ms);
+  const std::optional<dtype> type = dtype_from_code(spec.compute_dtype);
+  if (!type) throw std::invalid_argument(where + ": unknown compute dtype code " + std::to_string(spec.compute_dtype));
+  setup.compute_dtype = *type;
+  for (auto& slice : setup.slices) slice.set_compute_dtype(*type);
   return setup;
 }
 

@@ -36,6 +36,7 @@ struct stage_setup {
   std::vector<action> actions;       // this stage's row of the schedule
   std::chrono::milliseconds timeout = default_timeout;
   std::shared_ptr<event_log> log;    // may be null (always null on a node)
+  dtype compute_dtype = dtype::float32;  // set on the slices too (Note [compute dtype] in model/layer.hpp)
 };
 
 stage_actors spawn_stage(caf::actor_system& system, stage_setup setup);

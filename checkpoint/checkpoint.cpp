@@ -219,6 +219,20 @@ void save_checkpoint(const std::string& path, sequential& model, optimizer* opt,
   write_safetensors(path, tensors, metadata);
 }
 
+void export_weights(const std::string& path, sequential& model, dtype type) {
+  std::vector<tensor> converted;
+  const std::vector<parameter> params = model.parameters();
+  converted.reserve(params.size());
+  tensor_refs tensors;
+  for (const parameter& p : params) {
+    converted.push_back(p.value->astype(type));
+    tensors.emplace_back(p.name, &converted.back());
+  }
+  write_safetensors(path, tensors,
+                    {{"format", exported_weights_format}, {"model", join(model.layer_specs(), ";")},
+                     {"dtype", dtype_name(type)}});
+}
+
 training_state load_checkpoint(const std::string& path, sequential& model, optimizer* opt) {
   return load(path, model, opt, true);
 }

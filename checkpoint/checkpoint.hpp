@@ -55,6 +55,13 @@ struct checkpoint_info {
 };
 checkpoint_info read_checkpoint_info(const std::string& path);
 
+// Note [exported weights]: the model's parameters alone, converted to `type` (BF16 halves the file), under
+// their global names, with metadata "format" (exported_weights_format), "model" (layer specs joined by ';') and
+// "dtype" (dtype_name). For other tools (any safetensors reader): not a checkpoint, since training resumes
+// from float32 masters, which a checkpoint keeps whatever the compute dtype. Written atomically.
+constexpr const char* exported_weights_format = "actorpipe-weights-1";
+void export_weights(const std::string& path, sequential& model, dtype type);
+
 // Note [fresh optimizer state]: optimizers create their state lazily, at their first step(), so a fresh
 // optimizer has nothing to load a checkpoint into. Loading a checkpoint saved after at least one step
 // calls optimizer::init_state first, which creates the missing state as zeros.

@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "tensor/dtype.hpp"
+
 namespace ap::cli {
 
 CLI::Validator whole_number(std::uint64_t min, std::uint64_t max) {
@@ -51,6 +53,15 @@ CLI::Validator real_number(double min, bool inclusive, double below) {
         return "";
       },
       "REAL", "real_number");
+}
+
+CLI::Validator dtype_name() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        if (parse_dtype(text)) return "";
+        return text + " is not a dtype: expected fp32 or bf16 (float32, bfloat16)";
+      },
+      "DTYPE", "dtype_name");
 }
 
 void check_output_path(const std::string& flag, const std::string& path) {

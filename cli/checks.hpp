@@ -18,6 +18,10 @@ CLI::Validator whole_number(std::uint64_t min, std::uint64_t max = std::numeric_
 // A finite real number above `min` (or at least `min` when `inclusive`) and below `below` (if given).
 CLI::Validator real_number(double min, bool inclusive, double below = std::numeric_limits<double>::infinity());
 
+// A dtype name (tensor/dtype.hpp: fp32, float32, f32, F32, bf16, bfloat16, BF16): "--dtype: fp16 is not a
+// dtype: expected fp32 or bf16 (float32, bfloat16)".
+CLI::Validator dtype_name();
+
 // Throws std::invalid_argument unless the folder of `path` exists and this process may create a file in it
 // (probed by creating and removing a file there); names `flag` and the path. Empty `path`: nothing to check.
 void check_output_path(const std::string& flag, const std::string& path);

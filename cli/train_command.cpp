@@ -45,6 +45,8 @@ struct train_options {
   std::string text_path = default_text_path;
   std::size_t eval_every = 0;           // steps between validation losses (0: only at the end)
   std::size_t validation_windows = 256; // at most this many windows of validation text
+  std::string dtype = "fp32";   // compute dtype (Note [compute dtype] in model/layer.hpp)
+  std::string export_file;      // the final weights in the compute dtype (Note [exported weights])
 };
 
 // A GPT's training and validation sets: windows of the text's training part at offsets drawn from `seed` (as
@@ -99,6 +101,7 @@ void run_train(const train_options& o) {
   // Every check before any work: outputs first, so a run never trains fully and then fails to write.
   check_output_path("--checkpoint", o.checkpoint_file);
   check_output_path("--trace", o.trace_file);
+  check_output_path("--export", o.export_file);
   check_checkpoint_options(o);
   if (o.stages > 0 && o.threads != 0)
     throw std::invalid_argument("--threads " + std::to_string(o.threads) + " is for the single process (no --stages): "
@@ -114,7 +117,9 @@ void run_train(const train_options& o) {
     const std::uint64_t seed = o.resume_file.empty() ? o.train.seed : read_checkpoint_info(o.resume_file).state.data_seed;
     text = load_language_model_data(o, seed);
   }
+  const dtype compute_dtype = *parse_dtype(o.dtype);  // checked by dtype_name()
   sequential model = sequential::from_spec(o.model, sequential_options{o.activation, o.init_seed});
+  model.set_compute_dtype(compute_dtype);
   // A data- or tensor-parallel runner is made before the (Fashion-MNIST) data is read: a width the mesh cannot
   // split is refused at once, naming the layer.
   std::unique_ptr<step_runner> local;
@@ -141,6 +146,7 @@ void run_train(const train_options& o) {
     p.stages = o.stages;
     p.optimizer = o.optimizer;
     p.timeout = std::chrono::milliseconds(o.timeout_ms);
+    p.compute_dtype = compute_dtype;
     // Note [bounded event log]: busy_s comes from the pipeline's busy sums; events are only streamed, to the
     // stage log and the trace as they come, never kept, so a long run stays flat.
     if (!o.trace_file.empty()) {
@@ -226,6 +232,7 @@ void run_train(const train_options& o) {
   out["data_parallel"] = o.mesh.data_parallel;
   out["tensor_parallel"] = o.mesh.tensor_parallel;
   if (o.mesh.clip_grad_norm > 0.0f) out["clip_grad_norm"] = o.mesh.clip_grad_norm;
+  out["dtype"] = dtype_name(compute_dtype);
   out["steps"] = r.steps;
   out["samples_per_s"] = r.samples_per_s;
   out["final_loss"] = r.final_loss;
@@ -235,6 +242,7 @@ void run_train(const train_options& o) {
     out["schedule"] = o.pipe.schedule;
     out["microbatches"] = o.pipe.microbatches;
     out["peak_stash"] = pipe->last_peak_stash();
+    out["peak_stash_bytes"] = pipe->last_peak_stash_bytes();
     out["partition"] = partition;
     out["layers_per_chunk"] = chunk_layer_counts(pipe->chunk_ranges());
     out["predicted_busy_s"] = predicted_busy;  // per step, as busy_s
@@ -250,6 +258,11 @@ void run_train(const train_options& o) {
       if (!trace_file) throw std::runtime_error("cannot write the trace to " + o.trace_file);
       std::cerr << "trace written to " << o.trace_file << "\n";
     }
+  }
+  if (!o.export_file.empty()) {  // Note [exported weights]
+    sequential trained = pipe ? pipe->gather_model() : model.clone();
+    export_weights(o.export_file, trained, compute_dtype);
+    std::cerr << "weights written to " << o.export_file << " in " << dtype_name(compute_dtype) << "\n";
   }
   std::cout << out.dump() << std::endl;
 }
@@ -283,6 +296,10 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--divergence-factor", o->train.divergence_factor,
                   "stop when a step's loss exceeds this times max(first step's loss, 1) (0: never; Note [divergence])")
       ->check(real_number(0, true))
+      ->capture_default_str();
+  cmd->add_option("--dtype", o->dtype,
+                  "compute dtype: fp32, or bf16 (bf16 GEMMs and stashed activations, fp32 master weights and optimizer)")
+      ->check(dtype_name())
       ->capture_default_str();
   cmd->add_option("--data", o->data_dir, "directory of the Fashion-MNIST IDX files")->capture_default_str();
   const std::vector<const CLI::Option*> text_only = {
@@ -346,6 +363,7 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--checkpoint-every", o->train.checkpoint_every, "steps between checkpoints (0: only at the end)")
       ->check(whole_number(0))
       ->capture_default_str();
+  cmd->add_option("--export", o->export_file, "write the trained weights (no optimizer state) in --dtype to this safetensors file");
   cmd->add_option("--resume", o->resume_file, "continue training from this checkpoint: its weights, optimizer state, step and data position");
   cmd->callback([o, pipeline_only, text_only, single_process_only] {
     if (o->stages == 0) refuse_given(pipeline_only, "needs --stages N (N >= 1): it only applies to a pipeline");

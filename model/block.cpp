@@ -45,7 +45,7 @@ block::block(std::vector<std::unique_ptr<layer>> parts, bool residual) : parts_(
                                 std::to_string(*out) + ", but x + f(x) needs f to keep the width");
 }
 
-block::block(const block& other) : residual_(other.residual_) {
+block::block(const block& other) : layer(other), residual_(other.residual_) {
   for (const auto& p : other.parts_) parts_.push_back(p->clone());
 }
 
@@ -79,8 +79,10 @@ tensor block::forward(const tensor& x, layer_cache& cache, const forward_context
   s.input_done = false;
   check_float32(x, *this, "input");  // a block can be called on its own: Note [errors name the layer]
   tensor h = with_layer_named(0, *parts_[0], false, [&] { return parts_[0]->forward(x, s.parts[0], ctx); });
-  for (std::size_t i = 1; i < parts_.size(); ++i)
+  for (std::size_t i = 1; i < parts_.size(); ++i) {
+    round_to_compute_dtype(h, compute_dtype());  // Note [compute dtype]: between parts, as between layers
     h = with_layer_named(i, *parts_[i], false, [&] { return parts_[i]->forward(h, s.parts[i], ctx); });
+  }
   if (!residual_) return h;
   if (shape_of(h) != shape_of(x))
     throw std::invalid_argument(describe() + ": its parts map an input of shape " + shape_string(x) + " to " +
@@ -104,6 +106,7 @@ void block::backward_input(const tensor& dy, layer_cache& cache, tensor* dx) con
     tensor& below = s.dys[i - 1];
     below = tensor{};  // unset: part i accumulates into fresh zeros (Note [dx accumulates])
     with_layer_named(i, *parts_[i], false, [&] { parts_[i]->backward_input(*d, s.parts[i], &below); });
+    round_to_compute_dtype(below, compute_dtype());
     d = &below;
   }
   with_layer_named(0, *parts_[0], false, [&] { parts_[0]->backward_input(*d, s.parts[0], dx); });
@@ -133,6 +136,11 @@ std::vector<parameter> block::parameters(const std::string& prefix) {
 
 void block::initialize(std::uint64_t seed) {
   for (std::size_t i = 0; i < parts_.size(); ++i) parts_[i]->initialize(hash_counters(seed, i));
+}
+
+void block::set_compute_dtype(dtype type) {
+  layer::set_compute_dtype(type);
+  for (auto& p : parts_) p->set_compute_dtype(type);
 }
 
 double block::flops_per_row() const {

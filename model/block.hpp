@@ -30,6 +30,12 @@ class block final : public layer {
     std::vector<tensor> dys;         // dys[i] (rows, part i's output width): dy at part i's output, for
                                      // i < n - 1 (the last part's dy is the block's own); from backward_input
     bool input_done = false;         // backward_input ran since the forward: dys are valid
+    std::size_t bytes() const override {
+      std::size_t n = 0;
+      for (const layer_cache& p : parts) n += p.bytes();
+      for (const tensor& d : dys) n += d.byte_size();
+      return n;
+    }
   };
   tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
   void backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const override;
@@ -43,6 +49,7 @@ class block final : public layer {
   std::string spec() const override;
   void initialize(std::uint64_t seed) override;
   double flops_per_row() const override;
+  void set_compute_dtype(dtype type) override;  // its own and every part's (Note [compute dtype])
 
   bool residual() const { return residual_; }
   std::size_t size() const { return parts_.size(); }

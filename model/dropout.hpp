@@ -17,7 +17,9 @@ class dropout final : public layer {
   std::string describe() const override;
   struct saved : saved_state {
     bool identity = false;  // eval mode or p == 0: forward passed x through, and backward passes dy
-    tensor mask;            // (x's shape): 0 or 1 / (1 - p); unused when identity
+    tensor mask;            // (x's shape): 0 or 1 / (1 - p); unused when identity. In a bfloat16 layer
+                            // 0 or 1 (exact in bfloat16), times 1 / (1 - p) in float32 where used
+    std::size_t bytes() const override { return mask.byte_size(); }
   };
   tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
   void backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const override;

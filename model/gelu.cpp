@@ -9,12 +9,13 @@ namespace ap {
 tensor gelu::forward(const tensor& x, layer_cache& cache, const forward_context&) const {
   tensor y = tensor::from_shape(x.shape());
   gelu_forward(x.data(), y.data(), x.size());  // tensor/nn_ops.hpp: oneDNN's JIT kernel, or the reference loop
-  cache.emplace<saved>().x = x;
+  stash_as(cache.emplace<saved>().x, x, compute_dtype());  // Note [compute dtype]
   return y;
 }
 
 void gelu::backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const {
-  const tensor& x = cache.get<saved>(*this).x;
+  tensor scratch;
+  const tensor& x = float32_view(cache.get<saved>(*this).x, scratch);
   check_dy_shape(dy, shape_of(x), *this);
   if (!dx) return;
   bool fresh = false;

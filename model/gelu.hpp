@@ -9,7 +9,8 @@ class gelu final : public layer {
  public:
   std::string describe() const override { return "GELU"; }
   struct saved : saved_state {
-    tensor x;  // (rows, features)
+    tensor x;  // (rows, features); bfloat16 in a bfloat16 layer
+    std::size_t bytes() const override { return x.byte_size(); }
   };
   tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
   void backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const override;

@@ -26,6 +26,23 @@ void check_float32(const tensor& t, const layer& who, const char* role) {
     throw std::invalid_argument(who.describe() + " takes float32 " + role + ", got " + describe(t));
 }
 
+void round_to_compute_dtype(tensor& t, dtype type) {
+  if (type == dtype::bfloat16 && t.size() > 0) round_to_bfloat16(t.data(), t.size());
+}
+
+tensor entering_values(const tensor& t, dtype type) {
+  if (t.type() == dtype::bfloat16) return t.astype(dtype::float32);  // exact; bfloat16 values already
+  tensor out = t;
+  round_to_compute_dtype(out, type);
+  return out;
+}
+
+const tensor& float32_view(const tensor& stashed, tensor& scratch) {
+  if (stashed.type() == dtype::float32) return stashed;
+  assign_as(scratch, stashed, dtype::float32);
+  return scratch;
+}
+
 namespace {
 bool unset(const tensor& t) { return t.dimension() == 0 || t.size() == 0; }
 }  // namespace

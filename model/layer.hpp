@@ -42,6 +42,9 @@ struct forward_context {
 // `layer_cache c;` without knowing the layer's type, and the checks live in one place.
 struct saved_state {
   virtual ~saved_state() = default;
+  // Bytes of the tensors it holds (activation memory, Note [compute dtype]); each layer's `saved` counts
+  // its fields. A layer that does not override it counts 0.
+  virtual std::size_t bytes() const { return 0; }
 };
 
 class layer_cache {
@@ -65,6 +68,7 @@ class layer_cache {
   }
   bool empty() const { return !state_; }
   void clear() { state_.reset(); }
+  std::size_t bytes() const { return state_ ? state_->bytes() : 0; }
 
  private:
   [[noreturn]] void wrong_cache(const layer& who) const;
@@ -77,6 +81,28 @@ class layer_cache {
 // zeros of the input's shape (accumulate_into); a set one must have that shape. dx == nullptr means the
 // caller needs no input gradient (the model's first layer on the first stage): a plain layer then does
 // nothing, a block still runs its parts' backward_input for what its backward_weight needs.
+//
+// Note [compute dtype]: how a model trains in bfloat16 (seed 003's TrainStep dtype; `train --dtype bf16`,
+// pipeline_options::dtype). There is one place a layer learns its compute dtype: set_compute_dtype, called by
+// sequential::set_compute_dtype on every layer (a block passes it to its parts); clone() and slices keep it,
+// and a node gets it in the stage_spec. In bfloat16:
+//   - what crosses a layer boundary is a bfloat16 value: Sequential rounds its input x and its incoming dy
+//     to bfloat16 values (round_to_compute_dtype), and every activation and input gradient between its
+//     layers; a block does the same between its parts. The tensors stay float32, holding bfloat16 values,
+//     so a layer that knows nothing of dtypes still works, and rounding where a pipeline cuts the model is
+//     the same whether the value then crosses a stage (as a bfloat16 tensor: exact) or the next layer in the
+//     same process (pipeline == single process, bit for bit, tests/test_pipeline_bf16.cpp);
+//   - Linear multiplies bfloat16 inputs (x, dy, and a bfloat16 copy of its weights, remade when the weights
+//     change: tensor::version) with float32 accumulation and float32 outputs (tensor/matmul.hpp);
+//   - what a layer stashes for its backward is held in bfloat16 (Linear's x, ReLU/Tanh/Sigmoid's y, GELU's
+//     and LayerNorm's x, Dropout's keep flags): half the activation memory, and no loss for inputs that
+//     are bfloat16 values already (all but Tanh's and Sigmoid's y, which are rounded like their output);
+//   - what stays float32: the master weights, gradient accumulation (dweight += in float32), the optimizer
+//     and its state, biases, LayerNorm's statistics (mean, rstd: computed and kept in float32), element-wise
+//     math, the residual sum, and the loss (softmax and cross-entropy on the float32 output of the model's
+//     last layer, which is not rounded).
+// The model's output and the dx a Sequential returns are not rounded: whoever takes them next rounds them
+// (a stage's sequential on entry), so the values are identical either way.
 //
 // Note [backward split]: backward_input accumulates dx only; backward_weight accumulates the parameter
 // gradients only (zero-bubble schedules run it later). backward() is both. Both get the same dy and the
@@ -114,9 +140,27 @@ class layer {
   virtual std::string spec() const = 0;
   // Seeded initialisation; identical seeds give identical weights.
   virtual void initialize(std::uint64_t seed) {}
+
+  // Note [compute dtype]: float32 (the default) or bfloat16. A composite passes it to its parts.
+  dtype compute_dtype() const { return compute_dtype_; }
+  virtual void set_compute_dtype(dtype type) { compute_dtype_ = type; }
   // Forward FLOPs per row (for partitioning by cost); 0 for cheap element-wise layers.
   virtual double flops_per_row() const { return 0.0; }
+
+ private:
+  dtype compute_dtype_ = dtype::float32;
 };
+
+// Note [compute dtype]: rounds every element of a float32 tensor to the nearest value of `type` (nothing for
+// float32), in place.
+void round_to_compute_dtype(tensor& t, dtype type);
+// A tensor entering a model computing in `type`: float32 holding values of `type`. Takes float32, or a
+// bfloat16 tensor (widened, exactly) when `type` is bfloat16.
+tensor entering_values(const tensor& t, dtype type);
+// A stash for backward: `x` held in `type` (bfloat16 halves it), reusing `out`'s buffer.
+inline void stash_as(tensor& out, const tensor& x, dtype type) { assign_as(out, x, type); }
+// A stashed tensor as float32: itself if float32, else widened into `scratch`.
+const tensor& float32_view(const tensor& stashed, tensor& scratch);
 
 // Note [dx accumulates]: the float buffer of `dx` to add into, after setting an empty dx to zeros of
 // `shape`; throws std::invalid_argument naming `who` and both shapes when a set dx has another shape.

@@ -26,7 +26,7 @@ tensor layer_norm::forward(const tensor& x, layer_cache& cache, const forward_co
   const std::size_t n = rows(x), c = width_;
   tensor y = tensor::from_shape(x.shape());
   saved& s = cache.emplace<saved>();
-  s.x = x;
+  stash_as(s.x, x, compute_dtype());  // Note [compute dtype]: statistics below from the float32 x
   if (shape_of(s.mean) != shape_t{n}) s.mean = tensor::from_shape({n}), s.rstd = tensor::from_shape({n});
   // tensor/nn_ops.hpp: oneDNN's layer normalisation, or the reference loop (two passes, double sums).
   layer_norm_forward(x.data(), gamma_.data(), beta_.data(), eps, n, c, y.data(), s.mean.data(), s.rstd.data());
@@ -46,7 +46,8 @@ const layer_norm::saved& checked(const layer_norm& l, const tensor& dy, layer_ca
 void layer_norm::backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const {
   const saved& s = checked(*this, dy, cache);
   if (!dx) return;
-  const tensor& x = s.x;
+  tensor scratch;
+  const tensor& x = float32_view(s.x, scratch);
   const float* mean = s.mean.data();
   const float* rstd = s.rstd.data();
   const float* g = gamma_.data();
@@ -75,7 +76,8 @@ void layer_norm::backward_input(const tensor& dy, layer_cache& cache, tensor* dx
 
 void layer_norm::backward_weight(const tensor& dy, layer_cache& cache) {
   const saved& s = checked(*this, dy, cache);
-  const tensor& x = s.x;
+  tensor scratch;
+  const tensor& x = float32_view(s.x, scratch);
   const float* mean = s.mean.data();
   const float* rstd = s.rstd.data();
   float* dg = dgamma_.data();

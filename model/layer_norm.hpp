@@ -17,6 +17,8 @@ class layer_norm final : public layer {
     tensor x;     // (rows, width)
     tensor mean;  // (rows)
     tensor rstd;  // (rows): 1 / sqrt(var + eps)
+    // x is bfloat16 in a bfloat16 layer; mean and rstd stay float32 (Note [compute dtype]).
+    std::size_t bytes() const override { return x.byte_size() + mean.byte_size() + rstd.byte_size(); }
   };
   tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
   void backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const override;

@@ -42,10 +42,25 @@ tensor linear::forward(const tensor& x, layer_cache& cache, const forward_contex
   const float* pb = bias_.data();
   for (std::size_t r = 0; r < n; ++r)
     for (std::size_t o = 0; o < out_; ++o) py[r * out_ + o] = pb[o];
-  gemm(false, false, n, out_, in_, 1.0f, x.data(), weight_.data(), 1.0f, py);
   // A reused cache whose x has the same shape keeps its buffer.
-  cache.emplace<saved>().x = x;
+  saved& s = cache.emplace<saved>();
+  if (compute_dtype() == dtype::bfloat16) {  // Note [compute dtype]: bf16 x and W, fp32 accumulation and y
+    stash_as(s.x, x, dtype::bfloat16);
+    const tensor& xs = s.x;
+    gemm(false, false, n, out_, in_, 1.0f, xs.bf16_data(), weight_bf16().bf16_data(), 1.0f, py);
+    return y;
+  }
+  gemm(false, false, n, out_, in_, 1.0f, x.data(), weight_.data(), 1.0f, py);
+  s.x = x;
   return y;
+}
+
+const tensor& linear::weight_bf16() const {
+  if (weight_bf16_version_ != weight_.version()) {
+    assign_as(weight_bf16_, weight_, dtype::bfloat16);
+    weight_bf16_version_ = weight_.version();
+  }
+  return weight_bf16_;
 }
 
 namespace {
@@ -64,6 +79,12 @@ void linear::backward_input(const tensor& dy, layer_cache& cache, tensor* dx) co
   if (!dx) return;
   bool fresh = false;
   float* pdx = accumulate_into(*dx, shape_of(x), *this, &fresh);  // (rows, in)
+  if (x.type() == dtype::bfloat16) {  // Note [compute dtype]
+    const tensor dy_bf16 = dy.astype(dtype::bfloat16);
+    gemm(false, true, rows(dy), in_, out_, 1.0f, dy_bf16.bf16_data(), weight_bf16().bf16_data(), fresh ? 0.0f : 1.0f,
+         pdx);
+    return;
+  }
   gemm(false, true, rows(dy), in_, out_, 1.0f, dy.data(), weight_.data(), fresh ? 0.0f : 1.0f, pdx);
 }
 
@@ -71,7 +92,12 @@ void linear::backward_weight(const tensor& dy, layer_cache& cache) {
   const tensor& x = cache.get<saved>(*this).x;
   check_dy(*this, dy, x, out_);
   const std::size_t n = rows(dy);
-  gemm(true, false, in_, out_, n, 1.0f, x.data(), dy.data(), 1.0f, dweight_.data());
+  if (x.type() == dtype::bfloat16) {  // Note [compute dtype]: bf16 products summed into the fp32 gradient
+    const tensor dy_bf16 = dy.astype(dtype::bfloat16);
+    gemm(true, false, in_, out_, n, 1.0f, x.bf16_data(), dy_bf16.bf16_data(), 1.0f, dweight_.data());
+  } else {
+    gemm(true, false, in_, out_, n, 1.0f, x.data(), dy.data(), 1.0f, dweight_.data());
+  }
   const float* pdy = dy.data();
   float* pdb = dbias_.data();
   for (std::size_t r = 0; r < n; ++r)

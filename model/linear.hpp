@@ -15,7 +15,8 @@ class linear final : public layer {
   std::optional<std::size_t> out_features() const override { return out_; }
 
   struct saved : saved_state {
-    tensor x;  // (rows, in): the input, for dweight = x^T dy
+    tensor x;  // (rows, in): the input, for dweight = x^T dy; bfloat16 in a bfloat16 layer
+    std::size_t bytes() const override { return x.byte_size(); }
   };
   tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
   void backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const override;
@@ -33,6 +34,11 @@ class linear final : public layer {
   tensor bias_;     // (out)
   tensor dweight_;  // (in, out)
   tensor dbias_;    // (out)
+  // Note [compute dtype]: bfloat16 copy of weight_ for the bfloat16 GEMMs, made from weight_.version()
+  // weight_bf16_version_ and remade when the weights change (an optimizer step, a checkpoint).
+  mutable tensor weight_bf16_;  // (in, out)
+  mutable std::uint64_t weight_bf16_version_ = ~std::uint64_t{0};
+  const tensor& weight_bf16() const;
 };
 
 }  // namespace ap

@@ -5,6 +5,16 @@
 namespace ap {
 
 tensor relu::forward(const tensor& x, layer_cache& cache, const forward_context&) const {
+  if (compute_dtype() == dtype::bfloat16) {  // Note [compute dtype]: y stashed in bfloat16 (exact for bf16 x)
+    tensor y = tensor::from_shape(x.shape());
+    const float* px = x.data();
+    float* py = y.data();
+    const std::ptrdiff_t n = static_cast<std::ptrdiff_t>(x.size());
+#pragma omp parallel for simd schedule(static) if (n >= parallel_elements)
+    for (std::ptrdiff_t i = 0; i < n; ++i) py[i] = px[i] > 0.0f ? px[i] : 0.0f;
+    stash_as(cache.emplace<saved>().y, y, dtype::bfloat16);
+    return y;
+  }
   // y is written once, straight into the cache (reusing its buffer), and copied once for the caller.
   tensor& y = cache.emplace<saved>().y;
   if (y.shape() != x.shape()) y = tensor::from_shape(x.shape());
@@ -17,7 +27,8 @@ tensor relu::forward(const tensor& x, layer_cache& cache, const forward_context&
 }
 
 void relu::backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const {
-  const tensor& y = cache.get<saved>(*this).y;
+  tensor scratch;
+  const tensor& y = float32_view(cache.get<saved>(*this).y, scratch);
   check_dy_shape(dy, shape_of(y), *this);
   if (!dx) return;
   const float* py = y.data();

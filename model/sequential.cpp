@@ -47,8 +47,21 @@ sequential sequential::from_layer_specs(const std::vector<std::string>& specs, s
   return model;
 }
 
+void sequential::set_compute_dtype(dtype type) {
+  dtype_ = type;
+  for (auto& l : layers_) l->set_compute_dtype(type);
+}
+
+std::size_t stashed_bytes(const sequential_cache& cache) {
+  std::size_t n = 0;
+  for (const layer_cache& c : cache.layers) n += c.bytes();
+  for (const tensor& d : cache.dys) n += d.byte_size();
+  return n;
+}
+
 sequential& sequential::add(std::unique_ptr<layer> l) {
   if (!l) throw std::invalid_argument("sequential::add: null layer");
+  l->set_compute_dtype(dtype_);
   const auto in = l->in_features();
   if (in) {
     // The width so far is set by the last layer that fixes one; element-wise layers pass it through.
@@ -92,7 +105,8 @@ std::optional<std::size_t> sequential::out_features() const {
 
 void sequential::check_input(const tensor& x) const {
   if (layers_.empty()) return;
-  with_layer_named(first_index_, *layers_[0], true, [&] { check_float32(x, *layers_[0], "input"); });
+  if (!(dtype_ == dtype::bfloat16 && x.type() == dtype::bfloat16))
+    with_layer_named(first_index_, *layers_[0], true, [&] { check_float32(x, *layers_[0], "input"); });
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     const auto in = layers_[i]->in_features();
     if (!in && layers_[i]->out_features()) break;  // fixes its output width from no input width (an embedding)
@@ -111,11 +125,17 @@ tensor sequential::forward(const tensor& x, sequential_cache& cache, const forwa
   cache.layers.resize(layers_.size());  // a reused cache keeps each layer's buffers
   cache.dys.clear();
   if (layers_.empty()) return x;
+  // Note [compute dtype]: in bfloat16, x and every activation between layers are rounded to bfloat16 values.
+  const bool rounding = dtype_ != dtype::float32;
+  tensor entry;
+  if (rounding) entry = entering_values(x, dtype_);
   tensor h = with_layer_named(first_index_, *layers_[0], true,
-                              [&] { return layers_[0]->forward(x, cache.layers[0], ctx); });
-  for (std::size_t i = 1; i < layers_.size(); ++i)
+                              [&] { return layers_[0]->forward(rounding ? entry : x, cache.layers[0], ctx); });
+  for (std::size_t i = 1; i < layers_.size(); ++i) {
+    round_to_compute_dtype(h, dtype_);
     h = with_layer_named(first_index_ + i, *layers_[i], true,
                          [&] { return layers_[i]->forward(h, cache.layers[i], ctx); });
+  }
   return h;
 }
 
@@ -127,9 +147,11 @@ tensor sequential::forward(const tensor& x, const forward_context& ctx) const {
 
 namespace {
 
-// dy enters the model's last layer from outside (the loss, the next stage): layers compute in float32.
-void check_dy(const tensor& dy, const std::vector<std::unique_ptr<layer>>& layers, std::size_t first_index) {
-  if (layers.empty()) return;
+// dy enters the model's last layer from outside (the loss, the next stage): layers compute in float32 (a
+// bfloat16 model also takes bfloat16 dy: Note [compute dtype]).
+void check_dy(const tensor& dy, const std::vector<std::unique_ptr<layer>>& layers, std::size_t first_index,
+              dtype type) {
+  if (layers.empty() || (type == dtype::bfloat16 && dy.type() == dtype::bfloat16)) return;
   const std::size_t last = layers.size() - 1;
   with_layer_named(first_index + last, *layers[last], true, [&] { check_float32(dy, *layers[last], "dy"); });
 }
@@ -145,15 +167,21 @@ void check_cache(const sequential_cache& cache, std::size_t layers, const char* 
 
 tensor sequential::backward(const tensor& dy, sequential_cache& cache, bool need_input_grad) {
   check_cache(cache, layers_.size(), "backward");
-  check_dy(dy, layers_, first_index_);
-  // The last layer reads dy in place (a stage's dy can be megabytes: no copy); later ones read d.
+  check_dy(dy, layers_, first_index_, dtype_);
+  // The last layer reads dy in place (a stage's dy can be megabytes: no copy; in bfloat16 a rounded copy,
+  // Note [compute dtype]); later ones read d.
   tensor d;
   const tensor* current = &dy;
+  if (dtype_ != dtype::float32 && !layers_.empty()) {
+    d = entering_values(dy, dtype_);
+    current = &d;
+  }
   for (std::size_t i = layers_.size(); i-- > 0;) {
     tensor below;  // unset: the layer accumulates into fresh zeros (Note [dx accumulates] in layer.hpp)
     with_layer_named(first_index_ + i, *layers_[i], true, [&] {
       layers_[i]->backward(*current, cache.layers[i], i == 0 && !need_input_grad ? nullptr : &below);
     });
+    if (i > 0) round_to_compute_dtype(below, dtype_);
     d = std::move(below);
     current = &d;
   }
@@ -166,15 +194,16 @@ tensor sequential::backward(const tensor& dy, sequential_cache& cache, bool need
 
 tensor sequential::backward_input(const tensor& dy, sequential_cache& cache, bool need_input_grad) const {
   check_cache(cache, layers_.size(), "backward_input");
-  check_dy(dy, layers_, first_index_);
+  check_dy(dy, layers_, first_index_, dtype_);
   cache.dys.assign(layers_.size(), tensor{});
-  tensor d = dy;
+  tensor d = dtype_ == dtype::float32 ? dy : entering_values(dy, dtype_);  // Note [compute dtype]
   for (std::size_t i = layers_.size(); i-- > 0;) {
     cache.dys[i] = std::move(d);  // d is reassigned below
     tensor below;
     with_layer_named(first_index_ + i, *layers_[i], true, [&] {
       layers_[i]->backward_input(cache.dys[i], cache.layers[i], i == 0 && !need_input_grad ? nullptr : &below);
     });
+    if (i > 0) round_to_compute_dtype(below, dtype_);
     d = std::move(below);
   }
   return need_input_grad ? d : tensor::from_shape({0});
@@ -221,6 +250,7 @@ sequential sequential::slice(std::size_t begin, std::size_t end) const {
                             std::to_string(layers_.size()) + " layers");
   sequential part;
   part.first_index_ = first_index_ + begin;
+  part.dtype_ = dtype_;  // each cloned layer keeps its own
   for (std::size_t i = begin; i < end; ++i) part.layers_.push_back(layers_[i]->clone());
   return part;
 }

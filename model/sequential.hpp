@@ -39,6 +39,11 @@ class sequential {
   // and their shapes ("layer 1 Linear(256->10) takes 256 features, layer 0 Linear(784->128) gives 128").
   sequential& add(std::unique_ptr<layer> l);
 
+  // Note [compute dtype] in layer.hpp: sets every layer's compute dtype (and that of layers added later);
+  // slices and clones keep it.
+  void set_compute_dtype(dtype type);
+  dtype compute_dtype() const { return dtype_; }
+
   std::size_t size() const { return layers_.size(); }
   bool empty() const { return layers_.empty(); }
   layer& at(std::size_t i) { return *layers_.at(i); }
@@ -52,7 +57,7 @@ class sequential {
   std::optional<std::size_t> out_features() const;
 
   // Throws a layer_error (std::invalid_argument) when x cannot enter this model, naming the layer by its
-  // global index and x's dtype or shape: "layer 0 Linear(12->16) takes float32 input, got bfloat16 (8, 12)",
+  // global index and x's dtype or shape (a bfloat16 x enters a model computing in bfloat16): "layer 0 Linear(12->16) takes float32 input, got bfloat16 (8, 12)",
   // "layer 1 Linear(784->128) takes 784 features, got input of shape (3, 100)". A cheap check: callers run
   // it before any work starts (the pipeline, on the caller's thread).
   void check_input(const tensor& x) const;
@@ -62,7 +67,7 @@ class sequential {
   tensor forward(const tensor& x, sequential_cache& cache, const forward_context& ctx) const;
   tensor forward(const tensor& x, const forward_context& ctx = {false, 0, 0}) const;  // inference, no cache
 
-  // dx; accumulates every parameter gradient. dy must be float32 (layers compute in float32); errors name
+  // dx; accumulates every parameter gradient. dy must be float32 (or bfloat16 in a bfloat16 model); errors name
   // the layer as forward's do. With need_input_grad false the first layer's dx is not computed (the first
   // stage has nobody to send it to) and an empty tensor (shape (0)) is returned.
   // Like backward_weight, it frees the cache: one forward, one backward.
@@ -85,6 +90,10 @@ class sequential {
  private:
   std::vector<std::unique_ptr<layer>> layers_;
   std::size_t first_index_ = 0;
+  dtype dtype_ = dtype::float32;
 };
+
+// Bytes held by one microbatch's cache: every layer's stash and the dy's kept for backward_weight.
+std::size_t stashed_bytes(const sequential_cache& cache);
 
 }  // namespace ap

@@ -10,12 +10,13 @@ tensor sigmoid::forward(const tensor& x, layer_cache& cache, const forward_conte
   float* py = y.data();
   // exp(-x) overflows to inf for x < -88, giving exactly 0: the right limit, no NaN.
   for (std::size_t i = 0; i < x.size(); ++i) py[i] = 1.0f / (1.0f + std::exp(-px[i]));
-  cache.emplace<saved>().y = y;
+  stash_as(cache.emplace<saved>().y, y, compute_dtype());  // Note [compute dtype]
   return y;
 }
 
 void sigmoid::backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const {
-  const tensor& y = cache.get<saved>(*this).y;
+  tensor scratch;
+  const tensor& y = float32_view(cache.get<saved>(*this).y, scratch);
   check_dy_shape(dy, shape_of(y), *this);
   if (!dx) return;
   const float* py = y.data();

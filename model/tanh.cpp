@@ -9,12 +9,13 @@ tensor tanh_layer::forward(const tensor& x, layer_cache& cache, const forward_co
   const float* px = x.data();
   float* py = y.data();
   for (std::size_t i = 0; i < x.size(); ++i) py[i] = std::tanh(px[i]);
-  cache.emplace<saved>().y = y;
+  stash_as(cache.emplace<saved>().y, y, compute_dtype());  // Note [compute dtype]
   return y;
 }
 
 void tanh_layer::backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const {
-  const tensor& y = cache.get<saved>(*this).y;
+  tensor scratch;
+  const tensor& y = float32_view(cache.get<saved>(*this).y, scratch);
   check_dy_shape(dy, shape_of(y), *this);
   if (!dx) return;
   const float* py = y.data();

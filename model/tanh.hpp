@@ -9,7 +9,8 @@ class tanh_layer final : public layer {
  public:
   std::string describe() const override { return "Tanh"; }
   struct saved : saved_state {
-    tensor y;  // (rows, features): dtanh = 1 - y^2
+    tensor y;  // (rows, features): dtanh = 1 - y^2; bfloat16 in a bfloat16 layer
+    std::size_t bytes() const override { return y.byte_size(); }
   };
   tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
   void backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const override;

@@ -57,6 +57,7 @@ struct task_done {
   int step = 0;
   int peak_stash = 0;
   std::string error;
+  std::uint64_t peak_stash_bytes = 0;  // the activation bytes behind peak_stash (stage_worker::peak_stashed_bytes)
 };
 
 // The facade asks the coordinator to train one batch.
@@ -77,6 +78,7 @@ struct stage_done {
   int stage = 0;
   int step = 0;
   int peak_stash = 0;  // the most activations this stage held at once during the step
+  std::uint64_t peak_stash_bytes = 0;  // the most bytes of them at once
 };
 
 // A stage could not run an action: which stage, which action, and why (the text names shapes and layers).
@@ -93,6 +95,7 @@ struct step_result {
   std::string error;
   std::vector<int> peak_stash;  // per stage
   std::vector<float> microbatch_losses{};  // each microbatch's mean loss (Note [divergence] names the largest)
+  std::vector<std::uint64_t> peak_stash_bytes{};  // per stage
 };
 
 using begin_atom = caf::atom_constant<caf::atom("begin")>;      // coordinator -> retriever: step starts
@@ -159,7 +162,7 @@ typename Inspector::result_type inspect(Inspector& f, named_tensors& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, stage_done& x) {
-  return f(caf::meta::type_name("stage_done"), x.stage, x.step, x.peak_stash);
+  return f(caf::meta::type_name("stage_done"), x.stage, x.step, x.peak_stash, x.peak_stash_bytes);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, stage_failed& x) {
@@ -167,7 +170,8 @@ typename Inspector::result_type inspect(Inspector& f, stage_failed& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_result& x) {
-  return f(caf::meta::type_name("step_result"), x.ok, x.loss, x.error, x.peak_stash, x.microbatch_losses);
+  return f(caf::meta::type_name("step_result"), x.ok, x.loss, x.error, x.peak_stash, x.microbatch_losses,
+           x.peak_stash_bytes);
 }
 
 // The answer to (load_atom, stage_state): an empty `error` when the stage loaded it; otherwise the stage
@@ -216,7 +220,7 @@ typename Inspector::result_type inspect(Inspector& f, deliver_backward& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, task_done& x) {
-  return f(caf::meta::type_name("task_done"), x.step, x.peak_stash, x.error);
+  return f(caf::meta::type_name("task_done"), x.step, x.peak_stash, x.error, x.peak_stash_bytes);
 }
 
 // The wire form of a stage_setup (actors/stage_spawner.hpp), coordinator -> node: layers as spec texts plus
@@ -233,6 +237,7 @@ struct stage_spec {
   optimizer_config optimizer;
   std::vector<action> actions;  // this stage's row of the schedule
   std::int64_t timeout_ms = default_timeout.count();
+  std::uint8_t compute_dtype = 0;  // dtype code (dtype_from_code): Note [compute dtype] in model/layer.hpp
 };
 
 // A schedule action travels as its fields (printed as "1F0" by other inspectors).
@@ -253,7 +258,7 @@ typename Inspector::result_type inspect(Inspector& f, stage_spec& x) {
   auto& o = x.optimizer;
   return f(caf::meta::type_name("stage_spec"), x.stage, x.stages, x.total_chunks, x.chunk_ids, x.layer_specs,
            x.first_layer, x.weights, o.kind, o.lr, o.momentum, o.nesterov, o.beta1, o.beta2, o.eps, o.weight_decay,
-           x.actions, x.timeout_ms);
+           x.actions, x.timeout_ms, x.compute_dtype);
 }
 
 }  // namespace ap

@@ -1,10 +1,18 @@
 #include "network/wire_format.hpp"
 
+#include <atomic>
 #include <cstdint>
 
 namespace ap {
 
+namespace {
+std::atomic<std::uint64_t> bytes_sent[dtype_count];
+}  // namespace
+
+std::uint64_t wire_tensor_bytes_sent(dtype type) { return bytes_sent[static_cast<std::size_t>(type)].load(); }
+
 caf::error wire_tensor(caf::serializer& sink, tensor& x) {
+  bytes_sent[static_cast<std::size_t>(x.type())] += x.byte_size();
   std::vector<std::uint64_t> shape(x.shape().begin(), x.shape().end());
   std::uint8_t type = static_cast<std::uint8_t>(x.type());
   std::size_t n = x.size();

@@ -3,6 +3,7 @@
 // Element-wise serialisation of a vector<float> runs at ~100 MB/s; one raw block at ~430-810 MB/s.
 #pragma once
 
+#include <cstdint>
 #include <type_traits>
 #include <vector>
 
@@ -22,6 +23,9 @@ struct is_wire_inspector
                          std::is_same<Inspector, caf::deserializer>::value> {};
 
 caf::error wire_tensor(caf::serializer& sink, tensor& x);
+// Bytes of tensor elements of `type` this process has serialised for the network so far, on any thread
+// (benchmarks: bfloat16 activations between stages are half the bytes, Note [compute dtype]).
+std::uint64_t wire_tensor_bytes_sent(dtype type);
 caf::error wire_tensor(caf::deserializer& source, tensor& x);
 caf::error wire_tensors(caf::serializer& sink, std::vector<tensor>& xs);
 caf::error wire_tensors(caf::deserializer& source, std::vector<tensor>& xs);

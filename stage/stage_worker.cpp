@@ -61,7 +61,14 @@ tensor stage_worker::forward(int step, int microbatch, int chunk, int first_samp
   }
   caches_.emplace(std::make_pair(microbatch, chunk), std::move(cache));
   peak_ = std::max(peak_, stashed());
+  peak_bytes_ = std::max(peak_bytes_, stashed_bytes());
   return y;
+}
+
+std::size_t stage_worker::stashed_bytes() const {
+  std::size_t n = 0;
+  for (const auto& [key, cache] : caches_) n += ap::stashed_bytes(cache);
+  return n;
 }
 
 tensor stage_worker::backward(int microbatch, int chunk, const tensor& dy) {

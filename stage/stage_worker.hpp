@@ -38,7 +38,11 @@ class stage_worker {
 
   int stashed() const { return static_cast<int>(caches_.size()); }
   int peak_stashed() const { return peak_; }
-  void reset_peak() { peak_ = stashed(); }
+  // Bytes of activations stashed now (every layer's saved tensors, Note [compute dtype]), and the most at
+  // once since reset_peak.
+  std::size_t stashed_bytes() const;
+  std::size_t peak_stashed_bytes() const { return peak_bytes_; }
+  void reset_peak() { peak_ = stashed(), peak_bytes_ = stashed_bytes(); }
 
   std::vector<parameter> parameters();
   // "stage 1 (chunk 1: Linear(512->256) ReLU)": names the place in error messages.
@@ -66,6 +70,7 @@ class stage_worker {
   std::unique_ptr<optimizer> optimizer_;
   std::map<std::pair<int, int>, sequential_cache> caches_;  // (microbatch, chunk) -> saved activations
   int peak_ = 0;
+  std::size_t peak_bytes_ = 0;
 };
 
 }  // namespace ap

@@ -10,4 +10,8 @@ void to_float(const bfloat16* in, float* out, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) out[i] = to_float(in[i]);
 }
 
+void round_to_bfloat16(float* x, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) x[i] = to_float(to_bfloat16(x[i]));
+}
+
 }  // namespace ap

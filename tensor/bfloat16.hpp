@@ -38,5 +38,8 @@ inline float to_float(bfloat16 x) {
 // oneDNN (the reference build has none).
 void to_bfloat16(const float* in, bfloat16* out, std::size_t n);
 void to_float(const bfloat16* in, float* out, std::size_t n);
+// Every element replaced by the nearest bfloat16 value, kept in float32: x[i] = to_float(to_bfloat16(x[i])),
+// bit for bit. Note [compute dtype] in model/layer.hpp: what crosses a layer boundary in bfloat16 training.
+void round_to_bfloat16(float* x, std::size_t n);
 
 }  // namespace ap

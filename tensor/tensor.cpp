@@ -42,14 +42,15 @@ tensor::tensor() {
 
 tensor::tensor(float value) : tensor() { *data() = value; }
 
-tensor::tensor(const tensor& other) : shape_(other.shape_), size_(other.size_), type_(other.type_) {
+tensor::tensor(const tensor& other)
+    : shape_(other.shape_), size_(other.size_), type_(other.type_), version_(other.version_ + 1) {
   allocate(other.byte_size());
   if (other.byte_size() > 0) std::memcpy(block_.get(), other.block_.get(), other.byte_size());
 }
 
 tensor::tensor(tensor&& other) noexcept
     : shape_(std::move(other.shape_)), size_(other.size_), type_(other.type_), block_(std::move(other.block_)),
-      capacity_(other.capacity_) {
+      capacity_(other.capacity_), version_(other.version_ + 1) {
   // The moved-from tensor is left empty, shape (0): valid, and visibly not the old value.
   other.shape_ = {0};
   other.size_ = 0;
@@ -62,6 +63,7 @@ tensor& tensor::operator=(const tensor& other) {
   shape_ = other.shape_;
   size_ = other.size_;
   type_ = other.type_;
+  version_ = std::max(version_, other.version_) + 1;
   if (other.byte_size() > 0) std::memcpy(block_.get(), other.block_.get(), other.byte_size());
   return *this;
 }
@@ -73,6 +75,8 @@ tensor& tensor::operator=(tensor&& other) noexcept {
   type_ = other.type_;
   block_ = std::move(other.block_);
   capacity_ = other.capacity_;
+  version_ = std::max(version_, other.version_) + 1;
+  ++other.version_;
   other.shape_ = {0};
   other.size_ = 0;
   other.capacity_ = 0;
@@ -88,13 +92,13 @@ tensor tensor::from_shape(const shape_t& shape, dtype type) {
   return t;
 }
 
-float* tensor::float_data() {
+float* tensor::float_data() const {
   if (type_ != dtype::float32)
     throw std::logic_error("expected a float32 tensor, got " + describe(*this));
   return reinterpret_cast<float*>(block_.get());
 }
 
-bfloat16* tensor::bf16_data() {
+bfloat16* tensor::bf16_block() const {
   if (type_ != dtype::bfloat16)
     throw std::logic_error("expected a bfloat16 tensor, got " + describe(*this));
   return reinterpret_cast<bfloat16*>(block_.get());
@@ -124,6 +128,27 @@ void tensor::reshape(const shape_t& shape) {
     throw std::invalid_argument("reshape: a tensor of shape " + shape_string(shape_) + " (" + std::to_string(size_) +
                                 " elements) cannot take shape " + shape_string(shape));
   shape_ = shape;
+}
+
+void tensor::reset(const shape_t& shape, dtype type) {
+  const std::size_t n = element_count(shape);
+  allocate(n * dtype_size(type));
+  shape_ = shape;
+  size_ = n;
+  type_ = type;
+  ++version_;
+}
+
+void assign_as(tensor& out, const tensor& in, dtype type) {
+  if (type == in.type()) {
+    out = in;
+    return;
+  }
+  out.reset(in.shape(), type);
+  if (type == dtype::bfloat16)
+    to_bfloat16(in.data(), out.bf16_data(), in.size());
+  else
+    to_float(in.bf16_data(), out.data(), in.size());
 }
 
 tensor tensor::astype(dtype type) const {

@@ -55,18 +55,23 @@ class tensor {
   std::size_t byte_size() const { return size_ * dtype_size(type_); }
 
   // float32 elements; throws std::logic_error naming the dtype and shape for a bfloat16 tensor.
-  float* data() { return float_data(); }
-  const float* data() const { return const_cast<tensor*>(this)->float_data(); }
+  float* data() { return ++version_, float_data(); }
+  const float* data() const { return float_data(); }
   float* begin() { return data(); }
   float* end() { return data() + size_; }
   const float* begin() const { return data(); }
   const float* end() const { return data() + size_; }
   // bfloat16 elements; throws std::logic_error for a float32 tensor.
-  bfloat16* bf16_data();
-  const bfloat16* bf16_data() const { return const_cast<tensor*>(this)->bf16_data(); }
+  bfloat16* bf16_data() { return ++version_, bf16_block(); }
+  const bfloat16* bf16_data() const { return bf16_block(); }
   // The elements as bytes, whatever the dtype (safetensors, the wire).
-  std::byte* bytes() { return block_.get(); }
+  std::byte* bytes() { return ++version_, block_.get(); }
   const std::byte* bytes() const { return block_.get(); }
+  // Changes whenever the elements may have changed: every non-const accessor above and every assignment
+  // counts up (a copy starts from its source's count, plus one). A derived copy, such as a Linear layer's
+  // bfloat16 weights (Note [compute dtype] in model/layer.hpp), records the version it was made from and is
+  // remade when it differs. Not atomic: a tensor written by one thread at a time, as every tensor here is.
+  std::uint64_t version() const { return version_; }
 
   // A float32 element by its indices (tests and small loops; hot code walks data()). As in xtensor, fewer
   // indices than axes address the last axes, and surplus leading indices are ignored.
@@ -83,6 +88,9 @@ class tensor {
   void fill(float value);
   // The same elements under another shape with the same element count; throws naming both shapes.
   void reshape(const shape_t& shape);
+  // Becomes an uninitialised tensor of this shape and dtype, keeping its block when it has room (caches
+  // converting into the same buffer every microbatch).
+  void reset(const shape_t& shape, dtype type);
   // A converted copy (float32 <-> bfloat16 round to nearest even); the same dtype gives a plain copy.
   tensor astype(dtype type) const;
 
@@ -94,7 +102,8 @@ class tensor {
   struct free_block {
     void operator()(std::byte* p) const;
   };
-  float* float_data();
+  float* float_data() const;
+  bfloat16* bf16_block() const;
   void allocate(std::size_t bytes);
   std::size_t offset_of(std::initializer_list<std::size_t> index) const;
 
@@ -103,6 +112,7 @@ class tensor {
   dtype type_ = dtype::float32;
   std::unique_ptr<std::byte[], free_block> block_;
   std::size_t capacity_ = 0;  // bytes in block_
+  std::uint64_t version_ = 0;
 };
 
 // Element-wise float32 arithmetic, for tests, examples and optimizer-side code (layers call kernels).
@@ -120,6 +130,9 @@ tensor& operator+=(tensor& a, const tensor& b);
 tensor& operator-=(tensor& a, const tensor& b);
 tensor& operator+=(tensor& a, float s);
 tensor& operator*=(tensor& a, float s);
+
+// `in` converted to `type` into `out`, reusing out's block when it has room (out = in.astype(type)).
+void assign_as(tensor& out, const tensor& in, dtype type);
 
 // A zero-filled tensor of the given shape.
 tensor zeros(const shape_t& shape, dtype type = dtype::float32);

@@ -64,6 +64,7 @@ TEST_CASE("train refuses negative, zero and malformed numbers, naming the flag a
       {"--threads", "-1", "--threads"},
       {"--optimizer", "adamx", "--optimizer"},
       {"--activation", "relux", "--activation"},
+      {"--dtype", "fp16", "--dtype: fp16 is not a dtype: expected fp32 or bf16"},
   };
   for (const auto& c : cases) check_refused({"train", "--data", no_data, c[0], c[1]}, {c[2]});
   // The model is built before any data is read, so a bad spec fails at once too.

@@ -65,6 +65,7 @@ mesh_runner::mesh_runner(sequential& model, const optimizer_config& optimizer, c
       w->rank = t;
       w->model = sequential::from_layer_specs(specs_, model.first_index());
       copy_parameters(model, w->model);
+      w->model.set_compute_dtype(model.compute_dtype());  // Note [compute dtype]
       w->tp = std::shared_ptr<process_group>(tp_groups_[d]->member(t));
       w->dp = std::shared_ptr<process_group>(dp_groups_[t]->member(d));
       if (T > 1) {
