@@ -155,7 +155,8 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
       d.places.push_back("node " + nodes[static_cast<std::size_t>(s) % nodes.size()].text());
   }
   d.coordinator = spawn_coordinator(sys, coordinator_config{options.stages, total_chunks, options.microbatches, options.loss,
-                                                            d.retrievers, d.processors, options.timeout, d.places});
+                                                            d.retrievers, d.processors, options.timeout, d.places,
+                                                            whole_batch_backward(d.plan)});
   std::vector<caf::actor> endpoints = d.retrievers;
   endpoints.push_back(d.coordinator);
   for (std::size_t s = 0; s < d.senders.size(); ++s) {

@@ -18,6 +18,13 @@ class dropout final : public layer {
   struct saved : saved_state {
     bool identity = false;  // eval mode or p == 0: forward passed x through, and backward passes dy
     tensor mask;            // (x's shape): 0 or 1 / (1 - p); unused when identity
+    // Note [joined caches]: the masks were drawn per sample, so the stacked masks are the whole batch's.
+    std::unique_ptr<saved_state> join_rows(const std::vector<const saved_state*>& parts) const override {
+      if (!identity) return join_row_fields<saved>(parts, {&saved::mask});
+      auto out = std::make_unique<saved>();
+      out->identity = true;
+      return out;
+    }
   };
   tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
   void backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const override;

@@ -17,6 +17,9 @@ class layer_norm final : public layer {
     tensor x;     // (rows, width)
     tensor mean;  // (rows)
     tensor rstd;  // (rows): 1 / sqrt(var + eps)
+    std::unique_ptr<saved_state> join_rows(const std::vector<const saved_state*>& parts) const override {
+      return join_row_fields<saved>(parts, {&saved::x, &saved::mean, &saved::rstd});  // Note [joined caches]
+    }
   };
   tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
   void backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const override;

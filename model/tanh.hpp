@@ -10,6 +10,9 @@ class tanh_layer final : public layer {
   std::string describe() const override { return "Tanh"; }
   struct saved : saved_state {
     tensor y;  // (rows, features): dtanh = 1 - y^2
+    std::unique_ptr<saved_state> join_rows(const std::vector<const saved_state*>& parts) const override {
+      return join_row_fields<saved>(parts, {&saved::y});  // Note [joined caches]
+    }
   };
   tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
   void backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const override;

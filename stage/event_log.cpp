@@ -51,10 +51,15 @@ namespace {
 // The message kind an action consumes: I and B both consume a backward_task.
 op arrival_kind(op o) { return o == op::forward ? op::forward : op::backward; }
 
-std::string task_words(op kind, int chunk, bool name_chunk) {
+// "Forward microbatch " (the number follows), or "Backward whole batch" (Note [sync-backward]).
+std::string task_words(op kind, int chunk, bool name_chunk, int microbatch = 0) {
   std::string s = name_of(kind).title;
   if (name_chunk) s += " chunk " + std::to_string(chunk);
-  return s + " microbatch ";
+  return s + (microbatch == all_microbatches ? " whole batch" : " microbatch ");
+}
+
+std::string number_of(int microbatch) {
+  return microbatch == all_microbatches ? "" : std::to_string(microbatch + 1);  // the seed counts from 1
 }
 
 }  // namespace
@@ -63,14 +68,15 @@ std::string stage_log_renderer::queue_words(const std::vector<queued>& q) const 
   if (q.empty()) return "empty";
   std::string out;
   for (std::size_t i = 0; i < q.size(); ++i) {
-    const bool same_group = i > 0 && q[i].kind == q[i - 1].kind && q[i].chunk == q[i - 1].chunk;
+    const bool same_group = i > 0 && q[i].kind == q[i - 1].kind && q[i].chunk == q[i - 1].chunk &&
+                            q[i].microbatch != all_microbatches && q[i - 1].microbatch != all_microbatches;
     if (same_group) {
       out += ",";
     } else {
       if (i > 0) out += ", ";
-      out += task_words(q[i].kind, q[i].chunk, name_chunk_);
+      out += task_words(q[i].kind, q[i].chunk, name_chunk_, q[i].microbatch);
     }
-    out += std::to_string(q[i].microbatch + 1);
+    out += number_of(q[i].microbatch);
   }
   return out;
 }
@@ -91,7 +97,7 @@ std::string stage_log_renderer::line(const stage_event& e) {
     cur.reset();
   }
   std::string text = "Stage " + std::to_string(e.stage + 1) + ": Current task: ";
-  text += cur ? task_words(cur->kind, cur->chunk, name_chunk_) + std::to_string(cur->microbatch + 1) : "empty";
+  text += cur ? task_words(cur->kind, cur->chunk, name_chunk_, cur->microbatch) + number_of(cur->microbatch) : "empty";
   text += ", Current Queue: " + queue_words(q);
   return text;
 }
