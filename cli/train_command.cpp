@@ -10,6 +10,7 @@
 #include "actors/pipeline.hpp"
 #include "cli/checks.hpp"
 #include "cli/commands.hpp"
+#include "cli/schedule_file.hpp"
 #include "data/fashion_mnist.hpp"
 #include "schedule/schedule.hpp"
 #include "tensor/compute.hpp"
@@ -32,6 +33,7 @@ struct train_options {
   std::string partition = "uniform";  // uniform, params or time; pipe.layers_per_chunk overrides it
   long timeout_ms = default_timeout.count();
   std::string trace_file;
+  std::string schedule_file;  // a user's schedule (grid or CSV), instead of --schedule
   bool stage_log = false;
   std::string checkpoint_file;  // written every train.checkpoint_every steps and at the end
   std::string resume_file;      // loaded before training, which continues from its position
@@ -69,6 +71,13 @@ void run_train(const train_options& o) {
   check_output_path("--checkpoint", o.checkpoint_file);
   check_output_path("--trace", o.trace_file);
   check_checkpoint_options(o);
+  std::optional<schedule> user_schedule;  // read and validated against the run before any data is loaded
+  if (!o.schedule_file.empty()) {
+    user_schedule = read_schedule_file(o.schedule_file);
+    if (const validation v = validate_for_run(*user_schedule, o.stages, o.pipe.microbatches, o.pipe.chunks_per_stage);
+        !v.ok)
+      throw std::invalid_argument("--schedule-file " + o.schedule_file + ": " + v.message);
+  }
   if (o.stages > 0 && o.threads != 0)
     throw std::invalid_argument("--threads " + std::to_string(o.threads) + " is for the single process (no --stages): "
                                 "each of the " + std::to_string(o.stages) + " pipeline stages computes on one thread");
@@ -92,6 +101,7 @@ void run_train(const train_options& o) {
     p.stages = o.stages;
     p.optimizer = o.optimizer;
     p.timeout = std::chrono::milliseconds(o.timeout_ms);
+    p.plan = user_schedule;
     // Note [bounded event log]: busy_s comes from the pipeline's busy sums; events are only streamed, to the
     // stage log and the trace as they come, never kept, so a long run stays flat.
     if (!o.trace_file.empty()) {
@@ -116,7 +126,7 @@ void run_train(const train_options& o) {
     predicted_busy = predicted_busy_s(costs, pipe->chunk_ranges(), p.stages, p.microbatches);
     runner = pipe.get();
     std::cerr << "pipeline: " << p.stages << " stages, " << p.microbatches << " microbatches, schedule "
-              << p.schedule << ", partition " << partition << "\n";
+              << (user_schedule ? "from " + o.schedule_file : p.schedule) << ", partition " << partition << "\n";
     const auto& ranges = pipe->chunk_ranges();
     for (std::size_t c = 0; c < ranges.size(); ++c)
       std::cerr << "  chunk " << c << " on stage " << stage_of_chunk(static_cast<int>(c), p.stages) << ": "
@@ -164,7 +174,7 @@ void run_train(const train_options& o) {
   out["test_accuracy"] = r.test_accuracy;
   out["wall_s"] = r.wall_s;
   if (pipe) {
-    out["schedule"] = o.pipe.schedule;
+    out["schedule"] = user_schedule ? "file:" + o.schedule_file : o.pipe.schedule;
     out["microbatches"] = o.pipe.microbatches;
     out["peak_stash"] = pipe->last_peak_stash();
     out["partition"] = partition;
@@ -234,6 +244,10 @@ void add_train_command(CLI::App& app) {
       cmd->add_option("--schedule", o->pipe.schedule, schedules)
           ->check(CLI::IsMember(schedule_names()))
           ->capture_default_str(),
+      cmd->add_option("--schedule-file", o->schedule_file,
+                      "run this schedule (a grid, or CSV by the .csv extension, as `schedule --file` reads), validated "
+                      "against --stages, --microbatches and --chunks before training")
+          ->check(CLI::ExistingFile),
       cmd->add_option("--chunks", o->pipe.chunks_per_stage, "chunks per stage (interleaved)")
           ->check(whole_number(1, 4096))
           ->capture_default_str(),
@@ -252,6 +266,7 @@ void add_train_command(CLI::App& app) {
       cmd->add_option("--trace", o->trace_file, "write a Chrome trace (JSON) of the stages' tasks"),
       cmd->add_flag("--stage-log", o->stage_log, "print every stage's current task and queue at each event"),
   };
+  cmd->get_option("--schedule-file")->excludes(cmd->get_option("--schedule"));
   cmd->add_option("--checkpoint", o->checkpoint_file, "write a checkpoint (safetensors) there at the end, and every --checkpoint-every steps");
   cmd->add_option("--checkpoint-every", o->train.checkpoint_every, "steps between checkpoints (0: only at the end)")
       ->check(whole_number(0))

@@ -113,6 +113,9 @@ struct validation {
   std::string message;
 };
 validation validate(const schedule& s);
+// validate, and first that the schedule has the run's sizes (a user's schedule file for `train`): the
+// failure names the file's and the run's stages, microbatches or chunks per stage, with the grid.
+validation validate_for_run(const schedule& s, int stages, int microbatches, int chunks_per_stage);
 
 // Simulation under per-op costs (time units). Per-stage costs; an empty vector means 1.0 everywhere.
 struct op_costs {

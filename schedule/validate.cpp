@@ -203,4 +203,17 @@ validation validate(const schedule& s) {
   return {};
 }
 
+validation validate_for_run(const schedule& s, int stages, int microbatches, int chunks_per_stage) {
+  const auto differs = [&](const char* what, int mine, const char* flag, int run) {
+    return failure(s, "the schedule has " + std::to_string(mine) + " " + what + ", the run " + flag + " " +
+                          std::to_string(run) + " (a schedule names its stages by rows, its microbatches and "
+                          "chunks by the numbers in its actions)", {});
+  };
+  if (s.stages != stages) return differs("stages", s.stages, "--stages", stages);
+  if (s.microbatches != microbatches) return differs("microbatches", s.microbatches, "--microbatches", microbatches);
+  if (s.chunks_per_stage != chunks_per_stage)
+    return differs("chunks per stage", s.chunks_per_stage, "--chunks", chunks_per_stage);
+  return validate(s);
+}
+
 }  // namespace ap
