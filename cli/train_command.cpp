@@ -1,5 +1,8 @@
 // `actorpipe train`: trains a Sequential on Fashion-MNIST, in one process or on a pipeline of stage actors,
-// and ends with one JSON line (samples_per_s, final_loss, test_accuracy, wall_s, ...).
+// and ends with one JSON line (samples_per_s, last_epoch_mean_loss, last_step_loss, test_accuracy, wall_s, ...).
+#include <unistd.h>
+
+#include <chrono>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -14,10 +17,34 @@
 #include "data/fashion_mnist.hpp"
 #include "schedule/schedule.hpp"
 #include "tensor/compute.hpp"
+#include "training/loss_curve.hpp"
 #include "training/trainer.hpp"
 
 namespace ap::cli {
 namespace {
+
+// Each epoch's mean loss at its last step, from the steps as they come (the plot's epoch line).
+class epoch_mean_points {
+ public:
+  void add(const step_progress& p) {
+    if (count_ > 0 && p.epoch != epoch_) close();
+    epoch_ = p.epoch, sum_ += p.loss, ++count_, last_step_ = p.step;
+  }
+  std::vector<loss_curve::point> finish() {
+    if (count_ > 0) close();
+    return points_;
+  }
+
+ private:
+  void close() {
+    points_.push_back({static_cast<double>(last_step_), sum_ / static_cast<double>(count_)});
+    sum_ = 0.0, count_ = 0;
+  }
+  std::uint64_t epoch_ = 0, last_step_ = 0;
+  double sum_ = 0.0;
+  std::size_t count_ = 0;
+  std::vector<loss_curve::point> points_;
+};
 
 struct train_options {
   std::string model = "784-512-256-10";
@@ -33,6 +60,7 @@ struct train_options {
   std::string partition = "uniform";  // uniform, params or time; pipe.layers_per_chunk overrides it
   long timeout_ms = default_timeout.count();
   std::string trace_file;
+  std::string plot_file;      // the loss curve (SVG)
   std::string schedule_file;  // a user's schedule (grid or CSV), instead of --schedule
   bool stage_log = false;
   std::string checkpoint_file;  // written every train.checkpoint_every steps and at the end
@@ -70,6 +98,7 @@ void run_train(const train_options& o) {
   // Every check before any work: outputs first, so a run never trains fully and then fails to write.
   check_output_path("--checkpoint", o.checkpoint_file);
   check_output_path("--trace", o.trace_file);
+  check_output_path("--plot", o.plot_file);
   check_checkpoint_options(o);
   std::optional<schedule> user_schedule;  // read and validated against the run before any data is loaded
   if (!o.schedule_file.empty()) {
@@ -86,7 +115,23 @@ void run_train(const train_options& o) {
   const dataset train_set = first_samples(load_fashion_mnist("train", o.data_dir), o.train_limit);
   const dataset test_set = load_fashion_mnist("test", o.data_dir);
   train_config config = o.train;
-  config.log = [](const std::string& line) { std::cerr << line << "\n"; };
+  // A progress line rewritten in place while an epoch runs, on a terminal only (a log file gets the epoch lines).
+  const bool progress = isatty(STDERR_FILENO) == 1;
+  config.log = [progress](const std::string& line) { std::cerr << (progress ? "\r\033[K" : "") << line << "\n"; };
+  loss_curve curve;
+  epoch_mean_points epoch_points;
+  auto last_progress = std::chrono::steady_clock::time_point{};
+  config.on_step = [&, progress, epochs = config.epochs](const step_progress& p) {
+    if (!o.plot_file.empty()) {
+      curve.steps.push_back({static_cast<double>(p.step), p.loss});
+      epoch_points.add(p);
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (progress && (now - last_progress > std::chrono::milliseconds(200) || p.steps_done == p.steps_total)) {
+      last_progress = now;
+      std::cerr << "\r\033[K" << progress_line(p, epochs) << std::flush;
+    }
+  };
 
   nlohmann::json out;
   std::ofstream trace_file;  // declared before the pipeline so it outlives it: its stages write the trace
@@ -166,11 +211,22 @@ void run_train(const train_options& o) {
     };
 
   const train_report r = train(*runner, train_set, test_set, config);
+  if (progress) std::cerr << "\r\033[K";
+  if (!o.plot_file.empty() && !curve.steps.empty()) {
+    curve.epochs = epoch_points.finish();
+    std::ofstream plot(o.plot_file);
+    plot << to_svg(curve, "loss per step and epoch mean: " + o.model + (o.stages ? ", " + std::to_string(o.stages) + " stages" : ""));
+    if (!plot.flush()) throw std::runtime_error("cannot write the loss curve to " + o.plot_file);
+    std::cerr << "loss curve written to " << o.plot_file << "\n";
+  }
   out["model"] = o.model;
   out["stages"] = o.stages;
   out["steps"] = r.steps;
   out["samples_per_s"] = r.samples_per_s;
-  out["final_loss"] = r.final_loss;
+  // Over this invocation's steps of its last epoch only (after --resume, not the whole epoch's): named so.
+  out["last_epoch_mean_loss"] = r.final_loss;
+  out["last_epoch_steps"] = r.final_loss_steps;
+  out["last_step_loss"] = r.last_loss;
   out["test_accuracy"] = r.test_accuracy;
   out["wall_s"] = r.wall_s;
   if (pipe) {
@@ -267,6 +323,7 @@ void add_train_command(CLI::App& app) {
       cmd->add_flag("--stage-log", o->stage_log, "print every stage's current task and queue at each event"),
   };
   cmd->get_option("--schedule-file")->excludes(cmd->get_option("--schedule"));
+  cmd->add_option("--plot", o->plot_file, "write the loss curve (every step's loss and each epoch's mean) as SVG");
   cmd->add_option("--checkpoint", o->checkpoint_file, "write a checkpoint (safetensors) there at the end, and every --checkpoint-every steps");
   cmd->add_option("--checkpoint-every", o->train.checkpoint_every, "steps between checkpoints (0: only at the end)")
       ->check(whole_number(0))
