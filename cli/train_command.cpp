@@ -116,7 +116,7 @@ void run_train(const train_options& o) {
   const dataset test_set = load_fashion_mnist("test", o.data_dir);
   train_config config = o.train;
   // A progress line rewritten in place while an epoch runs, on a terminal only (a log file gets the epoch lines).
-  const bool progress = isatty(STDERR_FILENO) == 1;
+  const bool progress = isatty(STDERR_FILENO) == 1 && !o.stage_log;
   config.log = [progress](const std::string& line) { std::cerr << (progress ? "\r\033[K" : "") << line << "\n"; };
   loss_curve curve;
   epoch_mean_points epoch_points;
@@ -155,9 +155,9 @@ void run_train(const train_options& o) {
       trace = std::make_shared<chrome_trace_writer>(trace_file, p.stages);
     }
     if (o.stage_log || trace)
-      p.on_event = [trace, log = o.stage_log ? std::make_shared<stage_log_renderer>(p.chunks_per_stage) : nullptr](
-                       const stage_event& e) {
-        if (log) std::cerr << log->line(e) << "\n";
+      p.on_event = [trace, log = o.stage_log ? std::make_shared<stage_log_snapshots>(p.stages, p.chunks_per_stage)
+                                             : nullptr](const stage_event& e) {
+        if (log) std::cerr << log->add(e);  // Note [seed's walkthrough]
         if (trace) trace->add(e);
       };
     // Layer costs on one microbatch of training data: the time partition and every stage's predicted busy time.
@@ -320,7 +320,7 @@ void add_train_command(CLI::App& app) {
           ->delimiter(',')
           ->needs(stages),
       cmd->add_option("--trace", o->trace_file, "write a Chrome trace (JSON) of the stages' tasks"),
-      cmd->add_flag("--stage-log", o->stage_log, "print every stage's current task and queue at each event"),
+      cmd->add_flag("--stage-log", o->stage_log, "print seed 000's walkthrough while training: every stage's current task and queue after each change"),
   };
   cmd->get_option("--schedule-file")->excludes(cmd->get_option("--schedule"));
   cmd->add_option("--plot", o->plot_file, "write the loss curve (every step's loss and each epoch's mean) as SVG");

@@ -81,7 +81,7 @@ std::string stage_log_renderer::queue_words(const std::vector<queued>& q) const 
   return out;
 }
 
-std::string stage_log_renderer::line(const stage_event& e) {
+void stage_log_renderer::apply(const stage_event& e) {
   auto& q = queues_[e.stage];
   auto& cur = current_[e.stage];
   if (e.kind == event_kind::arrive) {
@@ -96,10 +96,54 @@ std::string stage_log_renderer::line(const stage_event& e) {
   } else {
     cur.reset();
   }
-  std::string text = "Stage " + std::to_string(e.stage + 1) + ": Current task: ";
-  text += cur ? task_words(cur->kind, cur->chunk, name_chunk_, cur->microbatch) + number_of(cur->microbatch) : "empty";
-  text += ", Current Queue: " + queue_words(q);
+}
+
+std::string stage_log_renderer::state_line(int stage) const {
+  static const std::vector<queued> empty_queue;
+  const auto q = queues_.find(stage);
+  const auto cur = current_.find(stage);
+  const bool busy = cur != current_.end() && cur->second;
+  std::string text = "Stage " + std::to_string(stage + 1) + ": Current task: ";
+  text += busy ? task_words(cur->second->kind, cur->second->chunk, name_chunk_, cur->second->microbatch) +
+                     number_of(cur->second->microbatch)
+               : "empty";
+  text += ", Current Queue: " + queue_words(q == queues_.end() ? empty_queue : q->second);
   return text;
+}
+
+void stage_log_renderer::reset() {
+  queues_.clear();
+  current_.clear();
+}
+
+std::string stage_log_renderer::line(const stage_event& e) {
+  apply(e);
+  return state_line(e.stage);
+}
+
+std::string stage_log_snapshots::snapshot() const {
+  std::string out;
+  for (int s = 0; s < stages_; ++s) out += renderer_.state_line(s) + "\n";
+  return out + "\n";
+}
+
+std::string stage_log_snapshots::add(const stage_event& e) {
+  std::string out;
+  if (e.step != step_) {  // Note [seed's walkthrough]: the step's first event; leftovers of an aborted step go
+    step_ = e.step;
+    renderer_.reset();
+    arrivals_unshown_ = false;
+    out += "=== Step " + std::to_string(e.step + 1) + " (step " + std::to_string(e.step) + " in errors and traces) ===\n";
+  }
+  if (e.kind == event_kind::arrive) {
+    renderer_.apply(e);
+    arrivals_unshown_ = true;
+    return out;
+  }
+  if (arrivals_unshown_) out += snapshot();
+  arrivals_unshown_ = false;
+  renderer_.apply(e);
+  return out + snapshot();
 }
 
 std::vector<std::string> render_stage_log(const std::vector<stage_event>& events, int chunks_per_stage) {
