@@ -16,6 +16,7 @@
 #include "cli/schedule_file.hpp"
 #include "data/fashion_mnist.hpp"
 #include "schedule/schedule.hpp"
+#include "stage/timeline.hpp"
 #include "tensor/compute.hpp"
 #include "training/loss_curve.hpp"
 #include "training/trainer.hpp"
@@ -61,6 +62,7 @@ struct train_options {
   long timeout_ms = default_timeout.count();
   std::string trace_file;
   std::string plot_file;      // the loss curve (SVG)
+  std::string timeline_file;  // the last step as it ran above it simulated with its measured costs (SVG)
   std::string schedule_file;  // a user's schedule (grid or CSV), instead of --schedule
   bool stage_log = false;
   std::string checkpoint_file;  // written every train.checkpoint_every steps and at the end
@@ -99,6 +101,7 @@ void run_train(const train_options& o) {
   check_output_path("--checkpoint", o.checkpoint_file);
   check_output_path("--trace", o.trace_file);
   check_output_path("--plot", o.plot_file);
+  check_output_path("--timeline", o.timeline_file);
   check_checkpoint_options(o);
   std::optional<schedule> user_schedule;  // read and validated against the run before any data is loaded
   if (!o.schedule_file.empty()) {
@@ -141,6 +144,8 @@ void run_train(const train_options& o) {
   step_runner* runner = nullptr;
   std::string partition = o.pipe.layers_per_chunk.empty() ? o.partition : "explicit";
   std::vector<double> predicted_busy;  // seconds per step and stage, from the measured layer costs
+  double predicted_makespan = 0.0;     // seconds per step: the schedule simulated with the layer costs
+  auto steps = std::make_shared<step_recorder>();  // fed by the stages (events of the latest step)
   if (o.stages > 0) {
     pipeline_options p = o.pipe;
     p.stages = o.stages;
@@ -154,12 +159,14 @@ void run_train(const train_options& o) {
       if (!trace_file) throw std::runtime_error("cannot write the trace to " + o.trace_file);
       trace = std::make_shared<chrome_trace_writer>(trace_file, p.stages);
     }
-    if (o.stage_log || trace)
-      p.on_event = [trace, log = o.stage_log ? std::make_shared<stage_log_snapshots>(p.stages, p.chunks_per_stage)
-                                             : nullptr](const stage_event& e) {
-        if (log) std::cerr << log->add(e);  // Note [seed's walkthrough]
-        if (trace) trace->add(e);
-      };
+    // The step recorder keeps one step's events: the measured makespan per step, and --timeline's last step.
+    p.on_event = [trace, steps,
+                  log = o.stage_log ? std::make_shared<stage_log_snapshots>(p.stages, p.chunks_per_stage) : nullptr](
+                     const stage_event& e) {
+      if (log) std::cerr << log->add(e);  // Note [seed's walkthrough]
+      if (trace) trace->add(e);
+      steps->add(e);
+    };
     // Layer costs on one microbatch of training data: the time partition and every stage's predicted busy time.
     const std::size_t rows = std::min(train_set.size(), (config.batch_size + std::max(1, p.microbatches) - 1) /
                                                             static_cast<std::size_t>(std::max(1, p.microbatches)));
@@ -169,6 +176,7 @@ void run_train(const train_options& o) {
                                             p.stages * p.chunks_per_stage);
     pipe = std::make_unique<pipeline>(model, p);
     predicted_busy = predicted_busy_s(costs, pipe->chunk_ranges(), p.stages, p.microbatches);
+    predicted_makespan = simulate(pipe->plan(), simulation_costs(costs, pipe->chunk_ranges(), p.stages)).makespan;
     runner = pipe.get();
     std::cerr << "pipeline: " << p.stages << " stages, " << p.microbatches << " microbatches, schedule "
               << (user_schedule ? "from " + o.schedule_file : p.schedule) << ", partition " << partition << "\n";
@@ -243,6 +251,26 @@ void run_train(const train_options& o) {
                 << predicted_busy[s] * 1e3 << " ms\n";
     }
     out["busy_s"] = busy;
+    out["predicted_makespan_s"] = predicted_makespan;  // per step
+    out["makespan_s"] = steps->mean_makespan_s();       // per step, measured: first event to last action's end
+    std::cerr << "step makespan " << steps->mean_makespan_s() * 1e3 << " ms, predicted " << predicted_makespan * 1e3
+              << " ms\n";
+    if (!o.timeline_file.empty() && !steps->last().empty()) {
+      // The last step as it ran, above the same schedule simulated with that step's measured per-action costs.
+      const measured_step m = measure_step(steps->last(), pipe->plan());
+      const simulation sim = simulate(pipe->plan(), measured_costs(m, pipe->plan()));
+      std::ofstream svg(o.timeline_file);
+      svg << timeline_svg(pipe->plan(), m, sim);
+      if (!svg.flush()) throw std::runtime_error("cannot write the timeline to " + o.timeline_file);
+      const double ideal = m.busy / o.stages;
+      out["timeline"] = {{"step", m.step},
+                         {"measured_makespan_s", m.makespan},
+                         {"simulated_makespan_s", sim.makespan},
+                         {"measured_bubble", ideal > 0 ? m.makespan / ideal - 1.0 : 0.0},
+                         {"simulated_bubble", sim.bubble}};
+      std::cerr << "timeline of step " << m.step << " written to " << o.timeline_file << ": measured makespan "
+                << m.makespan * 1e3 << " ms, simulated with its costs " << sim.makespan * 1e3 << " ms\n";
+    }
     if (trace) {
       trace->finish();
       if (!trace_file) throw std::runtime_error("cannot write the trace to " + o.trace_file);
@@ -320,6 +348,9 @@ void add_train_command(CLI::App& app) {
           ->delimiter(',')
           ->needs(stages),
       cmd->add_option("--trace", o->trace_file, "write a Chrome trace (JSON) of the stages' tasks"),
+      cmd->add_option("--timeline", o->timeline_file,
+                      "write the last step as it ran (real durations, transfers, idle) above the schedule simulated "
+                      "with its measured per-action costs (SVG)"),
       cmd->add_flag("--stage-log", o->stage_log, "print seed 000's walkthrough while training: every stage's current task and queue after each change"),
   };
   cmd->get_option("--schedule-file")->excludes(cmd->get_option("--schedule"));
