@@ -28,6 +28,7 @@ struct coordinator_state {
   std::size_t batch_size = 0;
   double loss_sum = 0.0;
   std::vector<float> microbatch_losses;  // each microbatch's mean loss, for the trainer's divergence check
+  std::vector<tensor> gradients;  // per microbatch, held until all are in when config.whole_batch_backward
   int outputs = 0, stages_done = 0, stages_applied = 0;
   std::vector<int> peak_stash;
   std::vector<std::uint64_t> peak_stash_bytes;
@@ -46,6 +47,7 @@ void finish(coordinator_actor* self, step_result r) {
   auto& st = self->state;
   st.active = false;
   st.labels.clear();
+  st.gradients.clear();
   st.promise.deliver(std::move(r));
 }
 
@@ -167,6 +169,7 @@ caf::behavior coordinator(coordinator_actor* self, coordinator_config config) {
         st.batch_size = st.loss_fn->batch_rows(labels);  // Note [loss scaling]: every token of a sequence
         st.loss_sum = 0.0;
         st.microbatch_losses.assign(split.size(), 0.0f);
+        st.gradients.assign(split.size(), tensor{});
         st.outputs = st.stages_done = st.stages_applied = 0;
         st.peak_stash.assign(static_cast<std::size_t>(st.config.stages), 0);
         st.peak_stash_bytes.assign(static_cast<std::size_t>(st.config.stages), 0);
@@ -195,9 +198,22 @@ caf::behavior coordinator(coordinator_actor* self, coordinator_config config) {
           st.microbatch_losses.at(mb) = share * static_cast<float>(st.batch_size) / static_cast<float>(rows(out.data));
           tensor grad = st.loss_fn->compute_gradient(out.data, st.labels[mb], st.batch_size);
           const int last = st.config.total_chunks - 1;
+          ++st.outputs;
+          if (st.config.whole_batch_backward) {
+            // Note [sync-backward]: "when the coordinator has computed the Loss for every microbatch", one
+            // gradient of the whole batch (the microbatches' rows in batch order) starts the backward.
+            st.gradients.at(mb) = std::move(grad);
+            if (st.outputs < static_cast<int>(st.gradients.size())) return;
+            std::vector<const tensor*> parts;
+            for (const tensor& g : st.gradients) parts.push_back(&g);
+            tensor whole = concat_rows(parts);
+            st.gradients.assign(st.gradients.size(), tensor{});
+            st.comm->send_backward(backward_task{st.step, all_microbatches, last, 0, 0, std::move(whole)},
+                                   stage_of_chunk(last, st.config.stages));
+            return;
+          }
           st.comm->send_backward(backward_task{st.step, out.microbatch, last, 0, st.first_sample[mb], std::move(grad)},
                                  stage_of_chunk(last, st.config.stages));
-          ++st.outputs;
         } catch (const std::exception& e) {
           fail(self, "loss of microbatch " + std::to_string(out.microbatch) + ": " + e.what());
         }

@@ -123,8 +123,10 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
   if (static_cast<int>(d.ranges.size()) != total_chunks)
     throw std::invalid_argument("pipeline: " + std::to_string(d.ranges.size()) + " layer counts given for " +
                                 std::to_string(total_chunks) + " chunks");
-  d.plan = make_schedule(options.schedule, options.stages, options.microbatches, options.chunks_per_stage);
-  if (auto v = validate(d.plan); !v.ok) throw std::invalid_argument("pipeline: invalid schedule: " + v.message);
+  d.plan = options.plan ? *options.plan
+                        : make_schedule(options.schedule, options.stages, options.microbatches, options.chunks_per_stage);
+  if (auto v = validate_for_run(d.plan, options.stages, options.microbatches, options.chunks_per_stage); !v.ok)
+    throw std::invalid_argument("pipeline: invalid schedule: " + v.message);
   d.log = std::make_shared<event_log>(options.record_events, options.on_event);  // Note [bounded event log]
 
   std::vector<node_address> nodes;
@@ -157,7 +159,8 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
       d.places.push_back("node " + nodes[static_cast<std::size_t>(s) % nodes.size()].text());
   }
   d.coordinator = spawn_coordinator(sys, coordinator_config{options.stages, total_chunks, options.microbatches, options.loss,
-                                                            d.retrievers, d.processors, options.timeout, d.places});
+                                                            d.retrievers, d.processors, options.timeout, d.places,
+                                                            whole_batch_backward(d.plan)});
   std::vector<caf::actor> endpoints = d.retrievers;
   endpoints.push_back(d.coordinator);
   for (std::size_t s = 0; s < d.senders.size(); ++s) {

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -22,7 +23,8 @@ struct pipeline_options {
   int stages = 2;
   int microbatches = 4;
   int chunks_per_stage = 1;         // v > 1 for interleaved schedules
-  std::string schedule = "gpipe";   // gpipe, 1f1b, interleaved, zb-h1
+  std::string schedule = "gpipe";   // gpipe, 1f1b, interleaved, zb-h1, sync-backward
+  std::optional<ap::schedule> plan;  // a given schedule (train --schedule-file), instead of generating `schedule`
   optimizer_config optimizer;       // every stage builds its own optimizer from it
   std::string loss = "cross_entropy";
   std::vector<std::size_t> layers_per_chunk;  // explicit partition, one count per chunk; empty: uniform in whole blocks (plan/partition.hpp)

@@ -62,6 +62,7 @@ struct coordinator_config {
   std::vector<caf::actor> retrievers, processors;
   std::chrono::milliseconds timeout = default_timeout;
   std::vector<std::string> stage_places;  // per stage: "node host:port", or empty in this process (for errors)
+  bool whole_batch_backward = false;  // Note [sync-backward]: one gradient for the batch once every loss is in
 };
 // Answers (train_atom, step, inputs, labels) with a step_result once every stage has applied its
 // optimizer, or with the first failure after every stage has dropped the step.

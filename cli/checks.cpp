@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -21,6 +22,9 @@ CLI::Validator whole_number(std::uint64_t min, std::uint64_t max) {
                                                                  " to " + std::to_string(max);
   return CLI::Validator(
       [=](std::string& text) -> std::string {
+        // "1, 4" after a comma split (--layers-per-chunk 1,4 or "1, 4"): the spaces around a number are not part of it.
+        text.erase(0, std::min(text.size(), text.find_first_not_of(" \t")));
+        text.erase(text.find_last_not_of(" \t") + 1);
         const std::string bad = text + " is not " + wanted;
         if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) return bad;
         errno = 0;

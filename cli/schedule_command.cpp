@@ -9,6 +9,7 @@
 
 #include "cli/checks.hpp"
 #include "cli/commands.hpp"
+#include "cli/schedule_file.hpp"
 #include "schedule/schedule.hpp"
 
 namespace ap::cli {
@@ -27,30 +28,12 @@ struct schedule_options {
   std::string svg_path, csv_path;
 };
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot open schedule file '" + path + "'");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  if (!out || !(out << text) || !out.flush()) throw std::runtime_error("cannot write '" + path + "'");
-}
-
 schedule load_or_generate(const schedule_options& o) {
+  if (!o.file.empty()) return read_schedule_file(o.file);
   try {
-    if (o.file.empty()) return make_schedule(o.name, o.stages, o.microbatches, o.chunks);
-    const std::string text = read_text(o.file);
-    return ends_with(o.file, ".csv") ? parse_csv(text) : parse_grid(text);
+    return make_schedule(o.name, o.stages, o.microbatches, o.chunks);
   } catch (const std::invalid_argument& e) {
-    throw std::runtime_error(o.file.empty() ? std::string(e.what()) : "schedule file '" + o.file + "': " + e.what());
+    throw std::runtime_error(e.what());
   }
 }
 

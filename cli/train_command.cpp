@@ -1,6 +1,9 @@
 // `actorpipe train`: trains a Sequential on Fashion-MNIST (a GPT on text), in one process or on a pipeline of
-// stage actors, and ends with one JSON line (samples_per_s, final_loss, test_accuracy, wall_s, ...; a GPT adds
-// validation_loss, bits_per_byte, tokens_per_s).
+// stage actors, and ends with one JSON line (samples_per_s, last_epoch_mean_loss, last_step_loss, test_accuracy,
+// wall_s, ...; a GPT adds validation_loss, bits_per_byte, tokens_per_s).
+#include <unistd.h>
+
+#include <chrono>
 #include <cmath>
 #include <fstream>
 #include <iostream>
@@ -12,16 +15,42 @@
 #include "actors/pipeline.hpp"
 #include "cli/checks.hpp"
 #include "cli/commands.hpp"
+#include "cli/schedule_file.hpp"
 #include "data/fashion_mnist.hpp"
 #include "data/text_corpus.hpp"
 #include "model/gpt_spec.hpp"
 #include "schedule/schedule.hpp"
+#include "stage/timeline.hpp"
 #include "tensor/compute.hpp"
+#include "training/loss_curve.hpp"
 #include "training/mesh_runner.hpp"
 #include "training/trainer.hpp"
 
 namespace ap::cli {
 namespace {
+
+// Each epoch's mean loss at its last step, from the steps as they come (the plot's epoch line).
+class epoch_mean_points {
+ public:
+  void add(const step_progress& p) {
+    if (count_ > 0 && p.epoch != epoch_) close();
+    epoch_ = p.epoch, sum_ += p.loss, ++count_, last_step_ = p.step;
+  }
+  std::vector<loss_curve::point> finish() {
+    if (count_ > 0) close();
+    return points_;
+  }
+
+ private:
+  void close() {
+    points_.push_back({static_cast<double>(last_step_), sum_ / static_cast<double>(count_)});
+    sum_ = 0.0, count_ = 0;
+  }
+  std::uint64_t epoch_ = 0, last_step_ = 0;
+  double sum_ = 0.0;
+  std::size_t count_ = 0;
+  std::vector<loss_curve::point> points_;
+};
 
 struct train_options {
   std::string model = "784-512-256-10";
@@ -38,6 +67,9 @@ struct train_options {
   std::string partition = "uniform";  // uniform, params or time; pipe.layers_per_chunk overrides it
   long timeout_ms = default_timeout.count();
   std::string trace_file;
+  std::string plot_file;      // the loss curve (SVG)
+  std::string timeline_file;  // the last step as it ran above it simulated with its measured costs (SVG)
+  std::string schedule_file;  // a user's schedule (grid or CSV), instead of --schedule
   bool stage_log = false;
   std::string checkpoint_file;  // written every train.checkpoint_every steps and at the end
   std::string resume_file;      // loaded before training, which continues from its position
@@ -102,7 +134,16 @@ void run_train(const train_options& o) {
   check_output_path("--checkpoint", o.checkpoint_file);
   check_output_path("--trace", o.trace_file);
   check_output_path("--export", o.export_file);
+  check_output_path("--plot", o.plot_file);
+  check_output_path("--timeline", o.timeline_file);
   check_checkpoint_options(o);
+  std::optional<schedule> user_schedule;  // read and validated against the run before any data is loaded
+  if (!o.schedule_file.empty()) {
+    user_schedule = read_schedule_file(o.schedule_file);
+    if (const validation v = validate_for_run(*user_schedule, o.stages, o.pipe.microbatches, o.pipe.chunks_per_stage);
+        !v.ok)
+      throw std::invalid_argument("--schedule-file " + o.schedule_file + ": " + v.message);
+  }
   if (o.stages > 0 && o.threads != 0)
     throw std::invalid_argument("--threads " + std::to_string(o.threads) + " is for the single process (no --stages): "
                                 "each of the " + std::to_string(o.stages) + " pipeline stages computes on one thread");
@@ -132,7 +173,23 @@ void run_train(const train_options& o) {
       first_samples(language_model ? std::move(text.train) : load_fashion_mnist("train", o.data_dir), o.train_limit);
   const dataset test_set = language_model ? std::move(text.validation) : load_fashion_mnist("test", o.data_dir);
   train_config config = o.train;
-  config.log = [](const std::string& line) { std::cerr << line << "\n"; };
+  // A progress line rewritten in place while an epoch runs, on a terminal only (a log file gets the epoch lines).
+  const bool progress = isatty(STDERR_FILENO) == 1 && !o.stage_log;
+  config.log = [progress](const std::string& line) { std::cerr << (progress ? "\r\033[K" : "") << line << "\n"; };
+  loss_curve curve;
+  epoch_mean_points epoch_points;
+  auto last_progress = std::chrono::steady_clock::time_point{};
+  config.on_step = [&, progress, epochs = config.epochs](const step_progress& p) {
+    if (!o.plot_file.empty()) {
+      curve.steps.push_back({static_cast<double>(p.step), p.loss});
+      epoch_points.add(p);
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (progress && (now - last_progress > std::chrono::milliseconds(200) || p.steps_done == p.steps_total)) {
+      last_progress = now;
+      std::cerr << "\r\033[K" << progress_line(p, epochs) << std::flush;
+    }
+  };
 
   nlohmann::json out;
   std::ofstream trace_file;  // declared before the pipeline so it outlives it: its stages write the trace
@@ -141,12 +198,15 @@ void run_train(const train_options& o) {
   step_runner* runner = nullptr;
   std::string partition = o.pipe.layers_per_chunk.empty() ? o.partition : "explicit";
   std::vector<double> predicted_busy;  // seconds per step and stage, from the measured layer costs
+  double predicted_makespan = 0.0;     // seconds per step: the schedule simulated with the layer costs
+  auto steps = std::make_shared<step_recorder>();  // fed by the stages (events of the latest step)
   if (o.stages > 0) {
     pipeline_options p = o.pipe;
     p.stages = o.stages;
     p.optimizer = o.optimizer;
     p.timeout = std::chrono::milliseconds(o.timeout_ms);
     p.compute_dtype = compute_dtype;
+    p.plan = user_schedule;
     // Note [bounded event log]: busy_s comes from the pipeline's busy sums; events are only streamed, to the
     // stage log and the trace as they come, never kept, so a long run stays flat.
     if (!o.trace_file.empty()) {
@@ -154,12 +214,14 @@ void run_train(const train_options& o) {
       if (!trace_file) throw std::runtime_error("cannot write the trace to " + o.trace_file);
       trace = std::make_shared<chrome_trace_writer>(trace_file, p.stages);
     }
-    if (o.stage_log || trace)
-      p.on_event = [trace, log = o.stage_log ? std::make_shared<stage_log_renderer>(p.chunks_per_stage) : nullptr](
-                       const stage_event& e) {
-        if (log) std::cerr << log->line(e) << "\n";
-        if (trace) trace->add(e);
-      };
+    // The step recorder keeps one step's events: the measured makespan per step, and --timeline's last step.
+    p.on_event = [trace, steps,
+                  log = o.stage_log ? std::make_shared<stage_log_snapshots>(p.stages, p.chunks_per_stage) : nullptr](
+                     const stage_event& e) {
+      if (log) std::cerr << log->add(e);  // Note [seed's walkthrough]
+      if (trace) trace->add(e);
+      steps->add(e);
+    };
     // Layer costs on one microbatch of training data: the time partition and every stage's predicted busy time.
     const std::size_t rows = std::min(train_set.size(), (config.batch_size + std::max(1, p.microbatches) - 1) /
                                                             static_cast<std::size_t>(std::max(1, p.microbatches)));
@@ -169,9 +231,10 @@ void run_train(const train_options& o) {
                                             p.stages * p.chunks_per_stage);
     pipe = std::make_unique<pipeline>(model, p);
     predicted_busy = predicted_busy_s(costs, pipe->chunk_ranges(), p.stages, p.microbatches);
+    predicted_makespan = simulate(pipe->plan(), simulation_costs(costs, pipe->chunk_ranges(), p.stages)).makespan;
     runner = pipe.get();
     std::cerr << "pipeline: " << p.stages << " stages, " << p.microbatches << " microbatches, schedule "
-              << p.schedule << ", partition " << partition << "\n";
+              << (user_schedule ? "from " + o.schedule_file : p.schedule) << ", partition " << partition << "\n";
     const auto& ranges = pipe->chunk_ranges();
     for (std::size_t c = 0; c < ranges.size(); ++c)
       std::cerr << "  chunk " << c << " on stage " << stage_of_chunk(static_cast<int>(c), p.stages) << ": "
@@ -221,6 +284,14 @@ void run_train(const train_options& o) {
     config.evaluate = [&](std::uint64_t step) { validate("step " + std::to_string(step)); };
   }
   const train_report r = train(*runner, train_set, test_set, config);
+  if (progress) std::cerr << "\r\033[K";
+  if (!o.plot_file.empty() && !curve.steps.empty()) {
+    curve.epochs = epoch_points.finish();
+    std::ofstream plot(o.plot_file);
+    plot << to_svg(curve, "loss per step and epoch mean: " + o.model + (o.stages ? ", " + std::to_string(o.stages) + " stages" : ""));
+    if (!plot.flush()) throw std::runtime_error("cannot write the loss curve to " + o.plot_file);
+    std::cerr << "loss curve written to " << o.plot_file << "\n";
+  }
   if (language_model) {
     const double nats = validate("end");
     out["validation_loss"] = nats;
@@ -235,11 +306,14 @@ void run_train(const train_options& o) {
   out["dtype"] = dtype_name(compute_dtype);
   out["steps"] = r.steps;
   out["samples_per_s"] = r.samples_per_s;
-  out["final_loss"] = r.final_loss;
+  // Over this invocation's steps of its last epoch only (after --resume, not the whole epoch's): named so.
+  out["last_epoch_mean_loss"] = r.final_loss;
+  out["last_epoch_steps"] = r.final_loss_steps;
+  out["last_step_loss"] = r.last_loss;
   out["test_accuracy"] = r.test_accuracy;
   out["wall_s"] = r.wall_s;
   if (pipe) {
-    out["schedule"] = o.pipe.schedule;
+    out["schedule"] = user_schedule ? "file:" + o.schedule_file : o.pipe.schedule;
     out["microbatches"] = o.pipe.microbatches;
     out["peak_stash"] = pipe->last_peak_stash();
     out["peak_stash_bytes"] = pipe->last_peak_stash_bytes();
@@ -253,6 +327,26 @@ void run_train(const train_options& o) {
                 << predicted_busy[s] * 1e3 << " ms\n";
     }
     out["busy_s"] = busy;
+    out["predicted_makespan_s"] = predicted_makespan;  // per step
+    out["makespan_s"] = steps->mean_makespan_s();       // per step, measured: first event to last action's end
+    std::cerr << "step makespan " << steps->mean_makespan_s() * 1e3 << " ms, predicted " << predicted_makespan * 1e3
+              << " ms\n";
+    if (!o.timeline_file.empty() && !steps->last().empty()) {
+      // The last step as it ran, above the same schedule simulated with that step's measured per-action costs.
+      const measured_step m = measure_step(steps->last(), pipe->plan());
+      const simulation sim = simulate(pipe->plan(), measured_costs(m, pipe->plan()));
+      std::ofstream svg(o.timeline_file);
+      svg << timeline_svg(pipe->plan(), m, sim);
+      if (!svg.flush()) throw std::runtime_error("cannot write the timeline to " + o.timeline_file);
+      const double ideal = m.busy / o.stages;
+      out["timeline"] = {{"step", m.step},
+                         {"measured_makespan_s", m.makespan},
+                         {"simulated_makespan_s", sim.makespan},
+                         {"measured_bubble", ideal > 0 ? m.makespan / ideal - 1.0 : 0.0},
+                         {"simulated_bubble", sim.bubble}};
+      std::cerr << "timeline of step " << m.step << " written to " << o.timeline_file << ": measured makespan "
+                << m.makespan * 1e3 << " ms, simulated with its costs " << sim.makespan * 1e3 << " ms\n";
+    }
     if (trace) {
       trace->finish();
       if (!trace_file) throw std::runtime_error("cannot write the trace to " + o.trace_file);
@@ -341,6 +435,10 @@ void add_train_command(CLI::App& app) {
       cmd->add_option("--schedule", o->pipe.schedule, schedules)
           ->check(CLI::IsMember(schedule_names()))
           ->capture_default_str(),
+      cmd->add_option("--schedule-file", o->schedule_file,
+                      "run this schedule (a grid, or CSV by the .csv extension, as `schedule --file` reads), validated "
+                      "against --stages, --microbatches and --chunks before training")
+          ->check(CLI::ExistingFile),
       cmd->add_option("--chunks", o->pipe.chunks_per_stage, "chunks per stage (interleaved)")
           ->check(whole_number(1, 4096))
           ->capture_default_str(),
@@ -357,8 +455,13 @@ void add_train_command(CLI::App& app) {
           ->delimiter(',')
           ->needs(stages),
       cmd->add_option("--trace", o->trace_file, "write a Chrome trace (JSON) of the stages' tasks"),
-      cmd->add_flag("--stage-log", o->stage_log, "print every stage's current task and queue at each event"),
+      cmd->add_option("--timeline", o->timeline_file,
+                      "write the last step as it ran (real durations, transfers, idle) above the schedule simulated "
+                      "with its measured per-action costs (SVG)"),
+      cmd->add_flag("--stage-log", o->stage_log, "print seed 000's walkthrough while training: every stage's current task and queue after each change"),
   };
+  cmd->get_option("--schedule-file")->excludes(cmd->get_option("--schedule"));
+  cmd->add_option("--plot", o->plot_file, "write the loss curve (every step's loss and each epoch's mean) as SVG");
   cmd->add_option("--checkpoint", o->checkpoint_file, "write a checkpoint (safetensors) there at the end, and every --checkpoint-every steps");
   cmd->add_option("--checkpoint-every", o->train.checkpoint_every, "steps between checkpoints (0: only at the end)")
       ->check(whole_number(0))

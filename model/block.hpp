@@ -36,6 +36,18 @@ class block final : public layer {
       for (const tensor& d : dys) n += d.byte_size();
       return n;
     }
+    // Note [joined caches]: each part's caches joined; before any backward_input (no dys yet).
+    std::unique_ptr<saved_state> join_rows(const std::vector<const saved_state*>& parts_saved) const override {
+      auto out = std::make_unique<saved>();
+      for (std::size_t i = 0; i < parts.size(); ++i) {
+        std::vector<const layer_cache*> column;
+        for (const saved_state* p : parts_saved) column.push_back(&static_cast<const saved&>(*p).parts.at(i));
+        std::optional<layer_cache> joined = layer_cache::join(column);
+        if (!joined) return nullptr;
+        out->parts.push_back(std::move(*joined));
+      }
+      return out;
+    }
   };
   tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
   void backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const override;

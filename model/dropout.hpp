@@ -20,6 +20,13 @@ class dropout final : public layer {
     tensor mask;            // (x's shape): 0 or 1 / (1 - p); unused when identity. In a bfloat16 layer
                             // 0 or 1 (exact in bfloat16), times 1 / (1 - p) in float32 where used
     std::size_t bytes() const override { return mask.byte_size(); }
+    // Note [joined caches]: the masks were drawn per sample, so the stacked masks are the whole batch's.
+    std::unique_ptr<saved_state> join_rows(const std::vector<const saved_state*>& parts) const override {
+      if (!identity) return join_row_fields<saved>(parts, {&saved::mask});
+      auto out = std::make_unique<saved>();
+      out->identity = true;
+      return out;
+    }
   };
   tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
   void backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const override;

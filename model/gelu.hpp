@@ -11,6 +11,9 @@ class gelu final : public layer {
   struct saved : saved_state {
     tensor x;  // (rows, features); bfloat16 in a bfloat16 layer
     std::size_t bytes() const override { return x.byte_size(); }
+    std::unique_ptr<saved_state> join_rows(const std::vector<const saved_state*>& parts) const override {
+      return join_row_fields<saved>(parts, {&saved::x});  // Note [joined caches]
+    }
   };
   tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
   void backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const override;

@@ -11,6 +11,23 @@ void layer_cache::wrong_cache(const layer& who) const {
   throw std::invalid_argument(who.describe() + " backward: the cache holds what a forward of another layer kind saved");
 }
 
+std::optional<layer_cache> layer_cache::join(const std::vector<const layer_cache*>& parts) {
+  layer_cache out;
+  if (parts.empty() || parts.front()->empty()) {
+    for (const layer_cache* p : parts)
+      if (!p->empty()) return std::nullopt;
+    return out;  // a layer that saves nothing (Sleep) saved nothing for the whole batch either
+  }
+  std::vector<const saved_state*> states;
+  for (const layer_cache* p : parts) {
+    if (p->empty() || typeid(*p->state_) != typeid(*parts.front()->state_)) return std::nullopt;
+    states.push_back(p->state_.get());
+  }
+  out.state_ = parts.front()->state_->join_rows(states);
+  if (!out.state_) return std::nullopt;
+  return out;
+}
+
 layer_error::layer_error(std::string path, std::string detail, bool complete)
     : std::invalid_argument((complete ? "layer " : "part ") + path + " " + detail), path_(std::move(path)),
       detail_(std::move(detail)), complete_(complete) {}

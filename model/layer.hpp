@@ -40,11 +40,21 @@ struct forward_context {
 // cache.get<saved>(*this) in backward, which checks that a forward of this layer kind filled it and says
 // so otherwise. A holder rather than a `std::unique_ptr<saved_state>&` in every signature: a caller writes
 // `layer_cache c;` without knowing the layer's type, and the checks live in one place.
+//
+// Note [joined caches]: seed 000's synchronous backward (Note [sync-backward] in schedule/schedule.hpp) runs one
+// backward over the whole batch from the caches of its microbatches' forwards. join_rows builds, from the
+// saved states of forwards over consecutive row ranges (`parts`, this one first, in row order), what one
+// forward over all their rows would have saved: a layer whose saved fields are per-row tensors lists them
+// (join_row_fields); nullptr says this kind cannot join, and the stage says so naming the layer.
 struct saved_state {
   virtual ~saved_state() = default;
   // Bytes of the tensors it holds (activation memory, Note [compute dtype]); each layer's `saved` counts
   // its fields. A layer that does not override it counts 0.
   virtual std::size_t bytes() const { return 0; }
+  virtual std::unique_ptr<saved_state> join_rows(const std::vector<const saved_state*>& parts) const {
+    (void)parts;
+    return nullptr;
+  }
 };
 
 class layer_cache {
@@ -69,11 +79,28 @@ class layer_cache {
   bool empty() const { return !state_; }
   void clear() { state_.reset(); }
   std::size_t bytes() const { return state_ ? state_->bytes() : 0; }
+  // Note [joined caches]: one cache over the rows of `parts`, in order; an empty one when all are empty;
+  // nullopt when they differ in kind or their kind cannot join.
+  static std::optional<layer_cache> join(const std::vector<const layer_cache*>& parts);
 
  private:
   [[noreturn]] void wrong_cache(const layer& who) const;
   std::unique_ptr<saved_state> state_;
 };
+
+// Note [joined caches]: a `Saved` whose listed tensor fields are the parts' fields stacked along the rows
+// (the leading axis), in order: `return join_row_fields<saved>(parts, {&saved::x});`.
+template <class Saved>
+std::unique_ptr<saved_state> join_row_fields(const std::vector<const saved_state*>& parts,
+                                             std::initializer_list<tensor Saved::*> fields) {
+  auto out = std::make_unique<Saved>();
+  std::vector<const tensor*> column(parts.size());
+  for (tensor Saved::*field : fields) {
+    for (std::size_t i = 0; i < parts.size(); ++i) column[i] = &(static_cast<const Saved&>(*parts[i]).*field);
+    (*out).*field = concat_rows(column);
+  }
+  return out;
+}
 
 // Note [dx accumulates]: backward_input adds its input gradient into the caller's buffer (`dx += ...`, as
 // llm.c's backward passes do), so a value used twice (a residual's x) sums its gradients with no special

@@ -19,6 +19,9 @@ class layer_norm final : public layer {
     tensor rstd;  // (rows): 1 / sqrt(var + eps)
     // x is bfloat16 in a bfloat16 layer; mean and rstd stay float32 (Note [compute dtype]).
     std::size_t bytes() const override { return x.byte_size() + mean.byte_size() + rstd.byte_size(); }
+    std::unique_ptr<saved_state> join_rows(const std::vector<const saved_state*>& parts) const override {
+      return join_row_fields<saved>(parts, {&saved::x, &saved::mean, &saved::rstd});  // Note [joined caches]
+    }
   };
   tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
   void backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const override;

@@ -7,7 +7,8 @@
 namespace ap {
 
 std::string to_string(const action& a) {
-  return std::to_string(a.chunk) + op_letter(a.kind) + std::to_string(a.microbatch);
+  return std::to_string(a.chunk) + op_letter(a.kind) +
+         (a.microbatch == all_microbatches ? std::string("*") : std::to_string(a.microbatch));
 }
 
 namespace {
@@ -18,7 +19,7 @@ int read_number(const std::string& text, std::size_t& pos, const char* what) {
   while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos]))) ++pos;
   if (pos == begin)
     throw std::invalid_argument("action '" + text + "': missing " + what +
-                                " number (expected <chunk><F|B|I|W><microbatch>, e.g. 1F0)");
+                                " number (expected <chunk><F|B|I|W><microbatch>, e.g. 1F0, or 1B* for a whole-batch backward)");
   if (pos - begin > 9)
     throw std::invalid_argument("action '" + text + "': " + what + " number is too large");
   return std::stoi(text.substr(begin, pos - begin));
@@ -39,7 +40,14 @@ action parse_action(const std::string& text, int stage) {
     throw std::invalid_argument("action '" + text + "': unknown op letter '" + std::string(1, letter) +
                                 "' (expected F, B, I or W)");
   a.kind = *kind;
-  a.microbatch = read_number(text, pos, "microbatch");
+  if (pos < text.size() && text[pos] == '*') {  // Note [sync-backward]
+    if (a.kind != op::backward)
+      throw std::invalid_argument("action '" + text + "': only a full backward B runs all microbatches ('*')");
+    a.microbatch = all_microbatches;
+    ++pos;
+  } else {
+    a.microbatch = read_number(text, pos, "microbatch");
+  }
   if (pos != text.size())
     throw std::invalid_argument("action '" + text + "': unexpected '" + text.substr(pos) +
                                 "' after the microbatch number");

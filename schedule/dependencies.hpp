@@ -24,8 +24,17 @@ struct requirement {
 // B or I of chunk c needs its own F (the stashed activation) and B/I of chunk c+1 (the gradient flows
 // back; the last chunk starts the backward from the loss computed by its own forward).
 // W needs its own I (the output gradient it multiplies with the stashed input).
-inline std::vector<requirement> requirements_of(const action& a, int total_chunks) {
+// A whole-batch B (Note [sync-backward]) needs all of these for every microbatch.
+inline std::vector<requirement> requirements_of(const action& a, int total_chunks, int microbatches) {
   std::vector<requirement> needs;
+  if (a.microbatch == all_microbatches) {
+    for (int mb = 0; mb < microbatches; ++mb) {
+      action one = a;
+      one.microbatch = mb;
+      for (const auto& r : requirements_of(one, total_chunks, microbatches)) needs.push_back(r);
+    }
+    return needs;
+  }
   switch (a.kind) {
     case op::forward:
       if (a.chunk > 0) needs.push_back({milestone::forward, a.microbatch, a.chunk - 1});
@@ -51,6 +60,15 @@ class milestone_times {
   double time(const requirement& r) const { return at(r); }
   // Records that action `a` finished at time `end`.
   void finish(const action& a, double end) {
+    if (a.microbatch == all_microbatches) {  // Note [sync-backward]
+      const int microbatches = static_cast<int>(times_.size() / (static_cast<std::size_t>(chunks_) * 3));
+      for (int mb = 0; mb < microbatches; ++mb) {
+        action one = a;
+        one.microbatch = mb;
+        finish(one, end);
+      }
+      return;
+    }
     switch (a.kind) {
       case op::forward: slot({milestone::forward, a.microbatch, a.chunk}) = end; break;
       case op::backward:

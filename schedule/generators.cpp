@@ -151,16 +151,36 @@ schedule make_zb_h1(int stages, int microbatches) {
   return s;
 }
 
-std::vector<std::string> schedule_names() { return {"gpipe", "1f1b", "interleaved", "zb-h1"}; }
+// Seed 000 literally (Note [sync-backward] in schedule.hpp): every stage runs all forwards in microbatch
+// order, then one backward of the whole batch. The backward is not pipelined: stage s waits for stage s+1's.
+schedule make_sync_backward(int stages, int microbatches) {
+  schedule s = empty_schedule("sync-backward", stages, microbatches, 1);
+  for (int stage = 0; stage < stages; ++stage) {
+    auto& list = s.per_stage[stage];
+    for (int mb = 0; mb < microbatches; ++mb) list.push_back(make_action(stage, op::forward, mb, stage));
+    list.push_back(make_action(stage, op::backward, all_microbatches, stage));
+  }
+  return s;
+}
+
+bool whole_batch_backward(const schedule& s) {
+  for (const auto& row : s.per_stage)
+    for (const action& a : row)
+      if (a.microbatch == all_microbatches) return true;
+  return false;
+}
+
+std::vector<std::string> schedule_names() { return {"gpipe", "1f1b", "interleaved", "zb-h1", "sync-backward"}; }
 
 schedule make_schedule(const std::string& name, int stages, int microbatches, int chunks_per_stage) {
   if (name == "interleaved") return make_interleaved_1f1b(stages, microbatches, chunks_per_stage);
-  if (chunks_per_stage != 1 && (name == "gpipe" || name == "1f1b" || name == "zb-h1"))
+  if (chunks_per_stage != 1 && (name == "gpipe" || name == "1f1b" || name == "zb-h1" || name == "sync-backward"))
     throw std::invalid_argument(name + " runs one chunk per stage (got chunks_per_stage " +
                                 std::to_string(chunks_per_stage) + "); use 'interleaved' for more");
   if (name == "gpipe") return make_gpipe(stages, microbatches);
   if (name == "1f1b") return make_1f1b(stages, microbatches);
   if (name == "zb-h1") return make_zb_h1(stages, microbatches);
+  if (name == "sync-backward") return make_sync_backward(stages, microbatches);
   std::string known;
   for (const auto& n : schedule_names()) known += (known.empty() ? "" : ", ") + n;
   throw std::invalid_argument("unknown schedule '" + name + "' (known: " + known + ")");

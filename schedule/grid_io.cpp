@@ -88,8 +88,8 @@ std::string to_csv(const schedule& s) {
   for (std::size_t stage = 0; stage < s.per_stage.size(); ++stage)
     for (std::size_t step = 0; step < s.per_stage[stage].size(); ++step) {
       const action& a = s.per_stage[stage][step];
-      out += std::to_string(stage) + ',' + std::to_string(step) + ',' +
-             op_letter(a.kind) + ',' + std::to_string(a.microbatch) + ',' +
+      out += std::to_string(stage) + ',' + std::to_string(step) + ',' + op_letter(a.kind) + ',' +
+             (a.microbatch == all_microbatches ? std::string("*") : std::to_string(a.microbatch)) + ',' +
              std::to_string(a.chunk) + '\n';
     }
   return out;
@@ -129,7 +129,11 @@ schedule parse_csv(const std::string& text, const std::string& name) {
     const std::string& letter = fields[2];
     const std::optional<op> kind = letter.size() == 1 ? op_of_letter(letter[0]) : std::nullopt;
     if (!kind) throw std::invalid_argument(where + ": op '" + letter + "' is not one of F, B, I, W");
-    const action a{stage, *kind, number(3, "microbatch"), number(4, "chunk")};
+    // "*": the whole batch (Note [sync-backward]), for a full backward B only.
+    const bool whole_batch = fields[3] == "*";
+    if (whole_batch && *kind != op::backward)
+      throw std::invalid_argument(where + ": microbatch '*' (the whole batch) is for a full backward B only");
+    const action a{stage, *kind, whole_batch ? all_microbatches : number(3, "microbatch"), number(4, "chunk")};
     if (!by_stage[stage].emplace(step, a).second)
       throw std::invalid_argument(where + ": stage " + std::to_string(stage) + " step " + std::to_string(step) +
                                   " appears twice");

@@ -38,7 +38,11 @@ inline std::optional<op> op_of_letter(char letter) {
   return std::nullopt;
 }
 
+// The microbatch of a whole-batch backward (printed "0B*"): Note [sync-backward].
+inline constexpr int all_microbatches = -1;
+
 // One step of one stage. `chunk` is the global chunk (virtual stage) index, 0 .. stages*chunks_per_stage-1.
+// `microbatch` is 0 .. m-1, or all_microbatches for a B that runs the whole batch at once (Note [sync-backward]).
 // Note [chunk layout]: chunk c lives on stage c % stages (round-robin, as Megatron-Core's interleaved
 // 1F1B), so the forward of chunk c+1 follows chunk c on the next stage and wraps from the last stage
 // back to the first. With one chunk per stage, chunk == stage.
@@ -53,7 +57,7 @@ struct action {
 };
 
 struct schedule {
-  std::string name;          // "gpipe", "1f1b", "interleaved", "zb-h1", or "custom"
+  std::string name;          // "gpipe", "1f1b", "interleaved", "zb-h1", "sync-backward", or "custom"
   int stages = 1;            // p
   int chunks_per_stage = 1;  // v
   int microbatches = 1;      // m
@@ -64,7 +68,8 @@ struct schedule {
 inline int stage_of_chunk(int chunk, int stages) { return chunk % stages; }
 inline int local_chunk_index(int chunk, int stages) { return chunk / stages; }
 
-// "1F0": chunk, op letter, microbatch (PyTorch's notation). parse_action throws std::invalid_argument.
+// "1F0": chunk, op letter, microbatch (PyTorch's notation); "1B*" is chunk 1's whole-batch backward.
+// parse_action throws std::invalid_argument.
 std::string to_string(const action& a);
 action parse_action(const std::string& text, int stage);
 
@@ -74,9 +79,22 @@ schedule make_gpipe(int stages, int microbatches);
 schedule make_1f1b(int stages, int microbatches);
 schedule make_interleaved_1f1b(int stages, int microbatches, int chunks_per_stage);
 schedule make_zb_h1(int stages, int microbatches);
-// By name: gpipe, 1f1b, interleaved (uses chunks_per_stage), zb-h1.
+schedule make_sync_backward(int stages, int microbatches);
+// By name: gpipe, 1f1b, interleaved (uses chunks_per_stage), zb-h1, sync-backward.
 schedule make_schedule(const std::string& name, int stages, int microbatches, int chunks_per_stage = 1);
 std::vector<std::string> schedule_names();
+
+// Note [sync-backward]: seed 000's own design. Forwards are pipelined per microbatch; then, "when the
+// coordinator has computed the Loss for every microbatch", the backward runs "as a normal synchronous" pass:
+// each stage, last to first, runs one backward over the whole batch (its microbatch caches joined into one,
+// Note [joined caches] in model/layer.hpp) and sends one gradient for the batch to the stage before it. As
+// data it is the action B of microbatch all_microbatches ("0B*"), which needs the forwards of every
+// microbatch on its chunk and the whole-batch backward of the next chunk. A schedule runs either every
+// backward whole-batch or none (one gradient message per batch, or one per microbatch), which the validator
+// checks. It gives the same gradients as the pipelined backward (tested); it is slower because stage s
+// starts its backward only when stage s+1 has finished all of its (README, "Seed 000's synchronous backward").
+// True when the schedule's backwards run on the whole batch: the coordinator then sends one joined gradient.
+bool whole_batch_backward(const schedule& s);
 
 // One row per stage, actions separated by spaces: "0F0 0F1 0B0 0B1". parse_grid reads it back
 // (p = number of rows; m and v inferred from the actions).
@@ -95,6 +113,9 @@ struct validation {
   std::string message;
 };
 validation validate(const schedule& s);
+// validate, and first that the schedule has the run's sizes (a user's schedule file for `train`): the
+// failure names the file's and the run's stages, microbatches or chunks per stage, with the grid.
+validation validate_for_run(const schedule& s, int stages, int microbatches, int chunks_per_stage);
 
 // Simulation under per-op costs (time units). Per-stage costs; an empty vector means 1.0 everywhere.
 struct op_costs {

@@ -40,6 +40,8 @@ simulation simulate(const schedule& s, const op_costs& costs) {
   const auto input = per_stage_costs(costs.backward_input, p, "backward_input");
   const auto weight = per_stage_costs(costs.backward_weight, p, "backward_weight");
   auto cost_of = [&](const action& a) {
+    // A whole-batch B costs all m microbatches' backwards (linear in the rows, as the ideal time assumes).
+    if (a.microbatch == all_microbatches) return m * (input[a.stage] + weight[a.stage]) / v;
     switch (a.kind) {
       case op::forward: return forward[a.stage] / v;
       case op::backward: return (input[a.stage] + weight[a.stage]) / v;
@@ -63,7 +65,7 @@ simulation simulate(const schedule& s, const op_costs& costs) {
         const action& a = row[next[stage]];
         double start = free_at[stage];
         bool ready = true;
-        for (const auto& r : detail::requirements_of(a, chunks)) {
+        for (const auto& r : detail::requirements_of(a, chunks, m)) {
           if (!done.reached(r)) { ready = false; break; }
           const bool remote = stage_of_chunk(r.chunk, p) != stage;
           start = std::max(start, done.time(r) + (remote ? costs.transfer : 0.0));
@@ -88,10 +90,10 @@ simulation simulate(const schedule& s, const op_costs& costs) {
 
   // Note [stash accounting]
   for (const auto& row : s.per_stage) {
-    int held = 0, peak = 0;
+    int held = 0, peak = 0;  // a whole-batch B frees its chunk's m activations
     for (const action& a : row) {
       if (a.kind == op::forward) ++held;
-      if (a.kind == op::backward || a.kind == op::backward_weight) --held;
+      if (a.kind == op::backward || a.kind == op::backward_weight) held -= a.microbatch == all_microbatches ? m : 1;
       peak = std::max(peak, held);
     }
     sim.peak_stash.push_back(peak);

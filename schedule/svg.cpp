@@ -44,7 +44,7 @@ std::string to_svg(const schedule& s, const simulation& sim) {
     const double w = std::max(1.0, (span.end - span.start) * scale);
     const double y = axis_height + row_height * span.stage + 2.0;
     const auto k = static_cast<std::size_t>(span.a.kind);
-    const std::string label = std::string(1, op_names[k].letter) + std::to_string(span.a.microbatch);
+    const std::string label = to_string(span.a).substr(std::to_string(span.a.chunk).size());  // "F3", "B*"
     out += "<g><title>" + to_string(span.a) + " on stage " + std::to_string(span.stage) + ": " +
            number(span.start) + " .. " + number(span.end) + "</title>";
     out += "<rect x=\"" + number(x) + "\" y=\"" + number(y) + "\" width=\"" + number(w) + "\" height=\"" +

@@ -40,8 +40,8 @@ validation failure(const schedule& s, const std::string& reason, const std::vect
 }
 
 std::string describe(const action& a) {
-  return to_string(a) + " (" + std::string(1, op_letter(a.kind)) + " of microbatch " +
-         std::to_string(a.microbatch) + ", chunk " + std::to_string(a.chunk) + ")";
+  const std::string of = a.microbatch == all_microbatches ? "the whole batch" : "microbatch " + std::to_string(a.microbatch);
+  return to_string(a) + " (" + std::string(1, op_letter(a.kind)) + " of " + of + ", chunk " + std::to_string(a.chunk) + ")";
 }
 
 std::string where(int stage, std::size_t step) {
@@ -77,7 +77,8 @@ validation validate(const schedule& s) {
     for (std::size_t i = 0; i < row.size(); ++i) {
       const action& a = row[i];
       const std::vector<mark> here{{stage, static_cast<int>(i)}};
-      if (a.microbatch < 0 || a.microbatch >= m)
+      const bool whole_batch = a.microbatch == all_microbatches && a.kind == op::backward;
+      if (!whole_batch && (a.microbatch < 0 || a.microbatch >= m))
         return failure(s, where(stage, i) + ": " + describe(a) + " has a microbatch out of range 0.." +
                               std::to_string(m - 1), here);
       if (a.chunk < 0 || a.chunk >= chunks)
@@ -93,6 +94,17 @@ validation validate(const schedule& s) {
     }
   }
 
+  // Note [sync-backward]: one gradient message per batch, or one per microbatch, never both.
+  if (whole_batch_backward(s))
+    for (int stage = 0; stage < p; ++stage) {
+      const auto& row = s.per_stage[stage];
+      for (std::size_t i = 0; i < row.size(); ++i)
+        if (row[i].kind != op::forward && row[i].microbatch != all_microbatches)
+          return failure(s, where(stage, i) + ": " + describe(row[i]) + " is a per-microbatch backward in a schedule "
+                                "with whole-batch backwards (B*): every chunk's backward must then be B* (one "
+                                "gradient for the whole batch travels between the stages)", {{stage, static_cast<int>(i)}});
+    }
+
   // 2. Local order and duplicates, walking each stage in its own order.
   std::vector<op_counts> seen(static_cast<std::size_t>(m) * chunks);
   auto seen_of = [&](const action& a) -> op_counts& { return seen[static_cast<std::size_t>(a.microbatch) * chunks + a.chunk]; };
@@ -101,7 +113,8 @@ validation validate(const schedule& s) {
     for (std::size_t i = 0; i < row.size(); ++i) {
       const action& a = row[i];
       const std::vector<mark> here{{stage, static_cast<int>(i)}};
-      op_counts& c = seen_of(a);
+      op_counts scratch;  // a whole-batch B counts into every microbatch's entry instead
+      op_counts& c = a.microbatch == all_microbatches ? scratch : seen_of(a);
       const std::string at = where(stage, i) + ": " + describe(a);
       switch (a.kind) {
         case op::forward:
@@ -109,6 +122,20 @@ validation validate(const schedule& s) {
           ++c.f;
           break;
         case op::backward:
+          if (a.microbatch == all_microbatches) {  // every microbatch's backward at once
+            for (int mb = 0; mb < m; ++mb) {
+              op_counts& one = seen[static_cast<std::size_t>(mb) * chunks + a.chunk];
+              if (one.b + one.i > 0)
+                return failure(s, at + " is a duplicate: the backward of microbatch " + std::to_string(mb) +
+                                      " already ran", here);
+              if (one.f == 0)
+                return failure(s, at + " runs before the forward of microbatch " + std::to_string(mb) +
+                                      " (F before B)", here);
+              ++one.b;
+            }
+            break;
+          }
+          [[fallthrough]];
         case op::backward_input:
           if (c.b + c.i > 0) return failure(s, at + " is a duplicate: this backward already ran", here);
           if (c.f == 0) return failure(s, at + " runs before its forward (F before B/I)", here);
@@ -150,7 +177,7 @@ validation validate(const schedule& s) {
       while (next[stage] < row.size()) {
         const action& a = row[next[stage]];
         bool ready = true;
-        for (const auto& r : detail::requirements_of(a, chunks)) ready = ready && done.reached(r);
+        for (const auto& r : detail::requirements_of(a, chunks, m)) ready = ready && done.reached(r);
         if (!ready) break;
         done.finish(a, 0.0);
         ++next[stage];
@@ -166,7 +193,7 @@ validation validate(const schedule& s) {
           stuck.push_back({stage, static_cast<int>(next[stage])});
           const action& a = s.per_stage[stage][next[stage]];
           heads += (heads.empty() ? "" : "; ") + where(stage, next[stage]) + " " + to_string(a) + " waits for";
-          for (const auto& r : detail::requirements_of(a, chunks))
+          for (const auto& r : detail::requirements_of(a, chunks, m))
             if (!done.reached(r)) heads += " " + describe(r, p);
         }
       return failure(s, "deadlock: no stage can make progress (" + heads +
@@ -174,6 +201,19 @@ validation validate(const schedule& s) {
     }
   }
   return {};
+}
+
+validation validate_for_run(const schedule& s, int stages, int microbatches, int chunks_per_stage) {
+  const auto differs = [&](const char* what, int mine, const char* flag, int run) {
+    return failure(s, "the schedule has " + std::to_string(mine) + " " + what + ", the run " + flag + " " +
+                          std::to_string(run) + " (a schedule names its stages by rows, its microbatches and "
+                          "chunks by the numbers in its actions)", {});
+  };
+  if (s.stages != stages) return differs("stages", s.stages, "--stages", stages);
+  if (s.microbatches != microbatches) return differs("microbatches", s.microbatches, "--microbatches", microbatches);
+  if (s.chunks_per_stage != chunks_per_stage)
+    return differs("chunks per stage", s.chunks_per_stage, "--chunks", chunks_per_stage);
+  return validate(s);
 }
 
 }  // namespace ap

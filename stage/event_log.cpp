@@ -51,10 +51,15 @@ namespace {
 // The message kind an action consumes: I and B both consume a backward_task.
 op arrival_kind(op o) { return o == op::forward ? op::forward : op::backward; }
 
-std::string task_words(op kind, int chunk, bool name_chunk) {
+// "Forward microbatch " (the number follows), or "Backward whole batch" (Note [sync-backward]).
+std::string task_words(op kind, int chunk, bool name_chunk, int microbatch = 0) {
   std::string s = name_of(kind).title;
   if (name_chunk) s += " chunk " + std::to_string(chunk);
-  return s + " microbatch ";
+  return s + (microbatch == all_microbatches ? " whole batch" : " microbatch ");
+}
+
+std::string number_of(int microbatch) {
+  return microbatch == all_microbatches ? "" : std::to_string(microbatch + 1);  // the seed counts from 1
 }
 
 }  // namespace
@@ -63,19 +68,20 @@ std::string stage_log_renderer::queue_words(const std::vector<queued>& q) const 
   if (q.empty()) return "empty";
   std::string out;
   for (std::size_t i = 0; i < q.size(); ++i) {
-    const bool same_group = i > 0 && q[i].kind == q[i - 1].kind && q[i].chunk == q[i - 1].chunk;
+    const bool same_group = i > 0 && q[i].kind == q[i - 1].kind && q[i].chunk == q[i - 1].chunk &&
+                            q[i].microbatch != all_microbatches && q[i - 1].microbatch != all_microbatches;
     if (same_group) {
       out += ",";
     } else {
       if (i > 0) out += ", ";
-      out += task_words(q[i].kind, q[i].chunk, name_chunk_);
+      out += task_words(q[i].kind, q[i].chunk, name_chunk_, q[i].microbatch);
     }
-    out += std::to_string(q[i].microbatch + 1);
+    out += number_of(q[i].microbatch);
   }
   return out;
 }
 
-std::string stage_log_renderer::line(const stage_event& e) {
+void stage_log_renderer::apply(const stage_event& e) {
   auto& q = queues_[e.stage];
   auto& cur = current_[e.stage];
   if (e.kind == event_kind::arrive) {
@@ -90,10 +96,54 @@ std::string stage_log_renderer::line(const stage_event& e) {
   } else {
     cur.reset();
   }
-  std::string text = "Stage " + std::to_string(e.stage + 1) + ": Current task: ";
-  text += cur ? task_words(cur->kind, cur->chunk, name_chunk_) + std::to_string(cur->microbatch + 1) : "empty";
-  text += ", Current Queue: " + queue_words(q);
+}
+
+std::string stage_log_renderer::state_line(int stage) const {
+  static const std::vector<queued> empty_queue;
+  const auto q = queues_.find(stage);
+  const auto cur = current_.find(stage);
+  const bool busy = cur != current_.end() && cur->second;
+  std::string text = "Stage " + std::to_string(stage + 1) + ": Current task: ";
+  text += busy ? task_words(cur->second->kind, cur->second->chunk, name_chunk_, cur->second->microbatch) +
+                     number_of(cur->second->microbatch)
+               : "empty";
+  text += ", Current Queue: " + queue_words(q == queues_.end() ? empty_queue : q->second);
   return text;
+}
+
+void stage_log_renderer::reset() {
+  queues_.clear();
+  current_.clear();
+}
+
+std::string stage_log_renderer::line(const stage_event& e) {
+  apply(e);
+  return state_line(e.stage);
+}
+
+std::string stage_log_snapshots::snapshot() const {
+  std::string out;
+  for (int s = 0; s < stages_; ++s) out += renderer_.state_line(s) + "\n";
+  return out + "\n";
+}
+
+std::string stage_log_snapshots::add(const stage_event& e) {
+  std::string out;
+  if (e.step != step_) {  // Note [seed's walkthrough]: the step's first event; leftovers of an aborted step go
+    step_ = e.step;
+    renderer_.reset();
+    arrivals_unshown_ = false;
+    out += "=== Step " + std::to_string(e.step + 1) + " (step " + std::to_string(e.step) + " in errors and traces) ===\n";
+  }
+  if (e.kind == event_kind::arrive) {
+    renderer_.apply(e);
+    arrivals_unshown_ = true;
+    return out;
+  }
+  if (arrivals_unshown_) out += snapshot();
+  arrivals_unshown_ = false;
+  renderer_.apply(e);
+  return out + snapshot();
 }
 
 std::vector<std::string> render_stage_log(const std::vector<stage_event>& events, int chunks_per_stage) {

@@ -58,6 +58,9 @@ class stage_log_renderer {
  public:
   explicit stage_log_renderer(int chunks_per_stage = 1) : name_chunk_(chunks_per_stage > 1) {}
   std::string line(const stage_event& e);  // the state of e's stage after e
+  void apply(const stage_event& e);        // updates e's stage, printing nothing
+  std::string state_line(int stage) const; // "Stage 2: Current task: ..., Current Queue: ..." (stage from 0)
+  void reset();                            // every stage idle with an empty queue (a new step)
 
  private:
   struct queued {
@@ -68,6 +71,25 @@ class stage_log_renderer {
   bool name_chunk_;
   std::map<int, std::vector<queued>> queues_;
   std::map<int, std::optional<queued>> current_;
+};
+
+// Note [seed's walkthrough]: --stage-log prints what seed 000's walkthrough prints: after each change, the
+// state of every stage ("Stage 1: Current task: Forward microbatch 2, Current Queue: Forward microbatch 3,4",
+// stages and microbatches from 1 as the seed counts), one block per change, a blank line between blocks, and
+// "=== Step 1 (step 0 in errors and traces) ===" before a step's first block. Arrivals are shown with the next
+// start or finish (the coordinator's m forwards at once are one state: "Forward microbatch 1,2,3,4", as in
+// the seed). Fed one event at a time by the stages' sink, so it streams while training runs.
+class stage_log_snapshots {
+ public:
+  explicit stage_log_snapshots(int stages, int chunks_per_stage = 1) : stages_(stages), renderer_(chunks_per_stage) {}
+  std::string add(const stage_event& e);  // the text to print now (may be empty), each line ending in '\n'
+
+ private:
+  std::string snapshot() const;
+  int stages_;
+  stage_log_renderer renderer_;
+  int step_ = -1;
+  bool arrivals_unshown_ = false;
 };
 
 // One line per event: the state of the event's stage after it, in the seed's words. Stages and

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <stdexcept>
 
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/named_tensors.hpp"
+#include "schedule/schedule.hpp"
 
 namespace ap {
 
@@ -71,9 +73,34 @@ std::size_t stage_worker::stashed_bytes() const {
   return n;
 }
 
+// Note [joined caches] in model/layer.hpp: the chunk's caches of every microbatch, in microbatch order (the
+// batch's row order), joined layer by layer into the cache of one forward over the whole batch.
+sequential_cache stage_worker::take_joined_cache(int chunk) {
+  sequential& model = chunk_model(chunk, "backward", all_microbatches);
+  std::vector<std::map<std::pair<int, int>, sequential_cache>::iterator> mine;
+  for (auto it = caches_.begin(); it != caches_.end(); ++it)
+    if (it->first.second == chunk) mine.push_back(it);  // the map orders them by microbatch
+  if (mine.empty())
+    throw std::logic_error(where(chunk) + ": whole-batch backward has no stashed forward");
+  sequential_cache joined;
+  for (std::size_t layer = 0; layer < model.size(); ++layer) {
+    std::vector<const layer_cache*> column;
+    for (auto it : mine) column.push_back(&it->second.layers.at(layer));
+    std::optional<layer_cache> one = layer_cache::join(column);
+    if (!one)
+      throw std::runtime_error(where(chunk) + ", whole-batch backward: layer " +
+                               std::to_string(model.first_index() + layer) + " " + model.at(layer).describe() +
+                               " cannot join its microbatch caches (Note [joined caches]): use another schedule");
+    joined.layers.push_back(std::move(*one));
+  }
+  for (auto it : mine) caches_.erase(it);
+  return joined;
+}
+
 tensor stage_worker::backward(int microbatch, int chunk, const tensor& dy) {
   sequential& model = chunk_model(chunk, "backward", microbatch);
-  sequential_cache cache = take_cache(microbatch, chunk, "backward");
+  sequential_cache cache =
+      microbatch == all_microbatches ? take_joined_cache(chunk) : take_cache(microbatch, chunk, "backward");
   try {
     return model.backward(dy, cache, /*need_input_grad=*/chunk != 0);
   } catch (const std::exception& e) {

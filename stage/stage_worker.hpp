@@ -24,7 +24,9 @@ class stage_worker {
 
   // F: runs the chunk and stashes its cache under (microbatch, chunk).
   tensor forward(int step, int microbatch, int chunk, int first_sample, const tensor& x);
-  // B: dx (empty for chunk 0: nobody needs it) and parameter gradients; frees the cache.
+  // B: dx (empty for chunk 0: nobody needs it) and parameter gradients; frees the cache. With microbatch
+  // all_microbatches, one backward over the whole batch from every microbatch's cache of the chunk joined
+  // (Note [sync-backward] in schedule.hpp): dy and dx hold the whole batch's rows.
   tensor backward(int microbatch, int chunk, const tensor& dy);
   // I: dx only (empty for chunk 0); keeps the cache for W. Note [backward split] in layer.hpp.
   tensor backward_input(int microbatch, int chunk, const tensor& dy);
@@ -62,6 +64,7 @@ class stage_worker {
  private:
   sequential& chunk_model(int chunk, const char* action, int microbatch);
   sequential_cache take_cache(int microbatch, int chunk, const char* action);
+  sequential_cache take_joined_cache(int chunk);
 
   int stage_;
   std::vector<int> chunk_ids_;

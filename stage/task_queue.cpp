@@ -38,8 +38,9 @@ void task_queue::drop_before(int step) {
 }
 
 std::string task_queue::describe(const action& a) {
-  return std::string(name_of(a.kind).word) + " microbatch " + std::to_string(a.microbatch) + " of chunk " +
-         std::to_string(a.chunk);
+  return std::string(name_of(a.kind).word) +
+         (a.microbatch == all_microbatches ? std::string(" of the whole batch") : " microbatch " + std::to_string(a.microbatch)) +
+         " of chunk " + std::to_string(a.chunk);
 }
 
 }  // namespace ap

@@ -280,6 +280,30 @@ tensor slice_rows(const tensor& t, std::size_t begin, std::size_t end) {
   return out;
 }
 
+tensor concat_rows(const std::vector<const tensor*>& parts) {
+  if (parts.empty()) throw std::invalid_argument("concat_rows: no parts");
+  const tensor& first = *parts.front();
+  if (first.dimension() == 0) throw std::invalid_argument("concat_rows: part 0 is a 0-d tensor (no rows)");
+  shape_t shape = first.shape();
+  shape[0] = 0;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    const tensor& p = *parts[i];
+    shape_t trailing = p.shape();
+    if (p.dimension() > 0) trailing[0] = shape[0];
+    if (p.type() != first.type() || p.dimension() == 0 || trailing != shape)
+      throw std::invalid_argument("concat_rows: part " + std::to_string(i) + " is " + describe(p) +
+                                  ", part 0 is " + describe(first) + ": only the leading axis may differ");
+    shape[0] += p.shape()[0];
+  }
+  tensor out = tensor::from_shape(shape, first.type());
+  std::size_t offset = 0;
+  for (const tensor* p : parts) {
+    if (p->byte_size() > 0) std::memcpy(out.bytes() + offset, p->bytes(), p->byte_size());
+    offset += p->byte_size();
+  }
+  return out;
+}
+
 float max_relative_difference(const tensor& a, const tensor& b) {
   if (a.shape() != b.shape())
     throw std::invalid_argument("max_relative_difference: shapes " + shape_string(a) + " and " +

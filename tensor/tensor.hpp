@@ -157,6 +157,9 @@ std::string describe(const tensor& t);
 
 // Rows [begin, end) of a tensor, as a new tensor (leading axis only; any rank, any dtype).
 tensor slice_rows(const tensor& t, std::size_t begin, std::size_t end);
+// The parts stacked along the leading axis, in order (slice_rows' inverse): same dtype and trailing axes,
+// else std::invalid_argument naming the part and both shapes.
+tensor concat_rows(const std::vector<const tensor*>& parts);
 
 // Largest |a - b| / max(1, |a|, |b|) over all elements; shapes must agree; bfloat16 is compared as float.
 float max_relative_difference(const tensor& a, const tensor& b);

@@ -4,10 +4,12 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "node_process.hpp"
+#include "schedule/schedule.hpp"
 #include "test_support.hpp"
 
 using namespace ap;
@@ -151,4 +153,25 @@ TEST_CASE("a gpt model: bad specs name the key, text flags need a gpt model, a c
   check_refused({"train", "--model", "gpt:context=1000000", "--text", AP_BINARY_DIR "/CMakeCache.txt"},
                 {"too short for the model's context 1000000", "key 'context'"});
   check_refused({"generate", "--checkpoint", "/nonexistent.safetensors"}, {"/nonexistent.safetensors"});
+TEST_CASE("train --schedule-file: an invalid or mis-sized schedule is refused before any work, with the marked grid") {
+  test::scratch_dir dir{"cli_schedule_file"};
+  const std::string bad = dir.file("bad.grid"), good = dir.file("sync.csv");
+  {
+    std::ofstream(bad) << "0F0 0F1 0B0 0B1\n1F0 1B0 1B1 1F1\n";
+    std::ofstream(good) << to_csv(make_sync_backward(2, 4));
+  }
+  check_refused({"train", "--data", no_data, "--stages", "2", "--microbatches", "2", "--schedule-file", bad},
+                {"--schedule-file " + bad, "runs before its forward", "stage 1: 1F0 1B0 [1B1] 1F1  <-- ERROR HERE"});
+  check_refused({"train", "--data", no_data, "--stages", "3", "--microbatches", "4", "--schedule-file", good},
+                {"the schedule has 2 stages, the run --stages 3"});
+  check_refused({"train", "--data", no_data, "--stages", "2", "--microbatches", "8", "--schedule-file", good},
+                {"the schedule has 4 microbatches, the run --microbatches 8"});
+  check_refused({"train", "--data", no_data, "--stages", "2", "--schedule", "1f1b", "--schedule-file", good},
+                {"--schedule", "--schedule-file"});
+  check_refused({"train", "--data", no_data, "--schedule-file", good}, {"--schedule-file needs --stages"});
+  // A valid file passes every check (the run then fails on the missing data).
+  test::child_process ok({actorpipe, "train", "--data", no_data, "--stages", "2", "--microbatches", "4",
+                          "--schedule-file", good});
+  CHECK(ok.wait_exit(20s) == 1);
+  CHECK(test::contains(ok.stderr_text(), no_data));
 }

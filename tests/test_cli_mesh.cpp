@@ -55,7 +55,7 @@ TEST_CASE("train on a 2 x 2 mesh with clipping gives the single process's loss")
                                         "split: 0 column_linear:784:64, 2 row_linear:64:32"));
   CHECK(mesh["data_parallel"] == 2);
   CHECK(mesh["tensor_parallel"] == 2);
-  CHECK(mesh["final_loss"].get<double>() == doctest::Approx(single["final_loss"].get<double>()).epsilon(1e-5));
+  CHECK(mesh["last_epoch_mean_loss"].get<double>() == doctest::Approx(single["last_epoch_mean_loss"].get<double>()).epsilon(1e-5));
   CHECK(mesh["test_accuracy"].get<double>() == doctest::Approx(single["test_accuracy"].get<double>()).epsilon(1e-4));
 }
 

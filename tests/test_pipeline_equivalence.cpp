@@ -201,3 +201,30 @@ TEST_CASE("stage_info gives seed 003's half-open layer ranges with round-robin c
   CHECK_THROWS_WITH_AS(get_stage_info(3, 4, 0), doctest::Contains("cannot split 3 layers into 4 chunks"),
                        std::invalid_argument);
 }
+
+TEST_CASE("seed 000's sync-backward (caches joined, one whole-batch backward per stage) equals single-process training") {
+  optimizer_config opt;
+  opt.kind = "adam";
+  opt.lr = 0.01f;
+  const dataset d = test::small_blobs(30);  // unequal microbatches: the joined rows must be the batch's, in order
+  run_result single = train_single(d, opt);
+  for (int stages = 1; stages <= 4; ++stages)
+    for (int m : {1, 3, 4, 8}) {
+      pipeline_options o;
+      o.stages = stages;
+      o.microbatches = m;
+      o.schedule = "sync-backward";
+      o.optimizer = opt;
+      run_result piped = train_pipeline(d, o);
+      check_equal(single, piped, "sync-backward p=" + std::to_string(stages) + " m=" + std::to_string(m));
+    }
+  const dataset r = test::small_blobs(24);
+  run_result single_blocks = train_single(r, opt, test::residual_block_model);
+  pipeline_options o;
+  o.stages = 3;
+  o.microbatches = 4;
+  o.schedule = "sync-backward";
+  o.optimizer = opt;
+  run_result piped = train_pipeline(r, o, test::residual_block_model);
+  check_equal(single_blocks, piped, "residual blocks, sync-backward p=3 m=4");
+}

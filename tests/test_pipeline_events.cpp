@@ -194,3 +194,67 @@ TEST_CASE("the stage log rendered one event at a time matches the whole log; a f
   CHECK(trace["traceEvents"].size() > 2);
   CHECK(trace["traceEvents"].size() < whole["traceEvents"].size());
 }
+
+TEST_CASE("--stage-log's snapshots: every stage after each change, numbered from 1, arrivals shown together, a step separator") {
+  stage_log_snapshots log(2);
+  std::string text;
+  int step = 0;
+  const auto add = [&](int stage, event_kind k, op o, int mb) { text += log.add(stage_event{0, stage, k, o, step, mb, stage}); };
+  for (int mb = 0; mb < 3; ++mb) add(0, event_kind::arrive, op::forward, mb);  // the coordinator enqueues all three
+  CHECK(text == "=== Step 1 (step 0 in errors and traces) ===\n");
+  add(0, event_kind::start, op::forward, 0);
+  CHECK(text == "=== Step 1 (step 0 in errors and traces) ===\n"
+                "Stage 1: Current task: empty, Current Queue: Forward microbatch 1,2,3\n"
+                "Stage 2: Current task: empty, Current Queue: empty\n\n"
+                "Stage 1: Current task: Forward microbatch 1, Current Queue: Forward microbatch 2,3\n"
+                "Stage 2: Current task: empty, Current Queue: empty\n\n");
+  text.clear();
+  add(0, event_kind::finish, op::forward, 0);
+  add(1, event_kind::arrive, op::forward, 0);
+  add(0, event_kind::start, op::forward, 1);
+  CHECK(text == "Stage 1: Current task: empty, Current Queue: Forward microbatch 2,3\n"
+                "Stage 2: Current task: empty, Current Queue: empty\n\n"
+                "Stage 1: Current task: empty, Current Queue: Forward microbatch 2,3\n"
+                "Stage 2: Current task: empty, Current Queue: Forward microbatch 1\n\n"
+                "Stage 1: Current task: Forward microbatch 2, Current Queue: Forward microbatch 3\n"
+                "Stage 2: Current task: empty, Current Queue: Forward microbatch 1\n\n");
+  // A new step starts from empty queues under its separator.
+  text.clear();
+  step = 1;
+  add(1, event_kind::arrive, op::backward, all_microbatches);
+  add(1, event_kind::start, op::backward, all_microbatches);
+  CHECK(text == "=== Step 2 (step 1 in errors and traces) ===\n"
+                "Stage 1: Current task: empty, Current Queue: empty\n"
+                "Stage 2: Current task: empty, Current Queue: Backward whole batch\n\n"
+                "Stage 1: Current task: empty, Current Queue: empty\n"
+                "Stage 2: Current task: Backward whole batch, Current Queue: empty\n\n");
+}
+
+TEST_CASE("the stage log streams while a step runs, and sync-backward shows one whole-batch backward per stage") {
+  std::vector<std::string> printed;
+  std::atomic<bool> step_returned{false};
+  bool printed_before_return = false;
+  pipeline_options o;
+  o.stages = 3;
+  o.microbatches = 4;
+  o.schedule = "sync-backward";
+  auto log = std::make_shared<stage_log_snapshots>(3);
+  o.on_event = [&, log](const stage_event& e) {
+    const std::string text = log->add(e);
+    if (!text.empty()) printed.push_back(text);
+    if (!step_returned) printed_before_return = true;
+  };
+  pipeline pipe(test::nine_layer_model(), o);
+  const dataset d = test::small_blobs(16);
+  pipe.train_step(d.inputs, d.labels, 0);
+  step_returned = true;
+  CHECK(printed_before_return);
+  std::string all;
+  for (const auto& t : printed) all += t;
+  CHECK(all.rfind("=== Step 1 (step 0 in errors and traces) ===\n", 0) == 0);
+  for (int s = 1; s <= 3; ++s) {
+    INFO("stage " << s);
+    CHECK(all.find("Stage " + std::to_string(s) + ": Current task: Backward whole batch, ") != std::string::npos);
+    CHECK(all.find("Stage " + std::to_string(s) + ": Current task: Backward microbatch") == std::string::npos);
+  }
+}

@@ -253,3 +253,34 @@ TEST_CASE("to_svg draws one box per action with its label") {
   CHECK(svg.find(">W7</text>") != std::string::npos);
   CHECK(svg.find("stage 3") != std::string::npos);
 }
+
+// Note [sync-backward]: the forwards pipeline as GPipe's; the backward is one whole-batch B per stage, last
+// stage first, so it takes p * m * B after the last forward: makespan (m + p - 1) F + p m B, and every stage
+// holds all m activations until its backward.
+TEST_CASE("sync-backward (seed 000): pipelined forwards, then one whole-batch backward per stage, last to first") {
+  const schedule s = make_schedule("sync-backward", 3, 4);
+  CHECK(validate(s).ok);
+  CHECK(whole_batch_backward(s));
+  CHECK_FALSE(whole_batch_backward(make_gpipe(3, 4)));
+  for (const auto& row : s.per_stage) {
+    REQUIRE(row.size() == 5);
+    CHECK(row.back().kind == op::backward);
+    CHECK(row.back().microbatch == all_microbatches);
+  }
+  for (int p = 1; p <= 4; ++p)
+    for (int m = 1; m <= 8; ++m) {
+      CAPTURE(p);
+      CAPTURE(m);
+      const simulation sim = simulate(make_sync_backward(p, m), uniform_costs(p, 1, 1, 1));
+      CHECK(sim.makespan == doctest::Approx((m + p - 1) * 1.0 + p * m * 2.0));
+      CHECK(sim.peak_stash == std::vector<int>(static_cast<std::size_t>(p), m));
+      // Slower than GPipe (same forwards, backwards pipelined) as soon as there are two stages and two microbatches.
+      if (p > 1 && m > 1) CHECK(sim.makespan > simulate(make_gpipe(p, m), uniform_costs(p, 1, 1, 1)).makespan);
+    }
+  // The backward spans: stage p-1's starts when its last forward ends; stage s's when stage s+1's ends.
+  const simulation sim = simulate(s, uniform_costs(3, 1, 1, 1));
+  std::vector<double> backward_start(3);
+  for (const auto& span : sim.spans)
+    if (span.a.kind == op::backward) backward_start[span.stage] = span.start;
+  CHECK(backward_start == std::vector<double>{6.0 + 16.0, 6.0 + 8.0, 6.0});
+}

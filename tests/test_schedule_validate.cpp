@@ -82,3 +82,26 @@ TEST_CASE("the validator checks the declared sizes") {
   s.microbatches = 3;  // microbatch 2 never runs
   CHECK(validate(s).message.find("missing action: the forward F of microbatch 2") != std::string::npos);
 }
+
+TEST_CASE("seed 000's whole-batch backward: valid alone, refused mixed with per-microbatch backwards or before a forward") {
+  CHECK(validate(parse_grid("0F0 0F1 0B*\n1F0 1F1 1B*\n")).ok);
+  check_rejected("0F0 0F1 0B0 0B1\n1F0 1F1 1B*\n", "per-microbatch backward in a schedule with whole-batch",
+                 "stage 0: 0F0 0F1 [0B0] 0B1  <-- ERROR HERE");
+  check_rejected("0F0 0B* 0F1\n1F0 1F1 1B*\n", "runs before the forward of microbatch 1",
+                 "stage 0: 0F0 [0B*] 0F1  <-- ERROR HERE");
+  check_rejected("0F0 0F1 0B* 0B*\n1F0 1F1 1B*\n", "duplicate");
+  // Stage 0's backward needs stage 1's, which waits behind stage 1's forward of microbatch 1 ... that stage 0 never sent.
+  check_rejected("0F0 0B* 0F1\n1F0 1F1 1B*\n", "before the forward");
+}
+
+TEST_CASE("validate_for_run: a schedule of other sizes than the run's is refused naming both, with the grid") {
+  const schedule s = make_1f1b(2, 4);
+  CHECK(validate_for_run(s, 2, 4, 1).ok);
+  for (const auto& [v, text] : {std::pair{validate_for_run(s, 3, 4, 1), "2 stages, the run --stages 3"},
+                                std::pair{validate_for_run(s, 2, 8, 1), "4 microbatches, the run --microbatches 8"},
+                                std::pair{validate_for_run(s, 2, 4, 2), "1 chunks per stage, the run --chunks 2"}}) {
+    CHECK_FALSE(v.ok);
+    CHECK(v.message.find(text) != std::string::npos);
+    CHECK(v.message.find("stage 1: 1F0 1B0 1F1 1B1") != std::string::npos);
+  }
+}

@@ -94,6 +94,15 @@ double evaluate_loss(step_runner& runner, const dataset& d, std::size_t batch_si
     labels += bt.labels.size();
   }
   return sum / double(labels);
+std::string progress_line(const step_progress& p, std::size_t epochs) {
+  const double rate = p.elapsed_s > 0 ? static_cast<double>(p.samples) / p.elapsed_s : 0.0;
+  const double per_step = p.steps_done > 0 ? p.elapsed_s / static_cast<double>(p.steps_done) : 0.0;
+  const auto eta = static_cast<long long>(per_step * static_cast<double>(p.steps_total - std::min(p.steps_total, p.steps_done)) + 0.5);
+  char text[200];
+  std::snprintf(text, sizeof text, "epoch %llu/%zu  step %zu/%zu  loss %.4f  %.0f samples/s  ETA %lld:%02lld",
+                static_cast<unsigned long long>(p.epoch + 1), epochs, p.batch + 1, p.batches, p.loss, rate, eta / 60,
+                eta % 60);
+  return text;
 }
 
 double evaluate_accuracy(step_runner& runner, const dataset& d, std::size_t batch_size) {
@@ -130,6 +139,10 @@ train_report train(step_runner& runner, const dataset& train_set, const dataset&
     return at;
   };
   training_state at = position(config.start_step, config.start_epoch, config.start_batch);
+  // Steps this call takes if nothing stops it: to the end of the last epoch, or to max_steps.
+  const std::uint64_t all_steps = static_cast<std::uint64_t>(config.epochs) * batches;
+  const std::uint64_t end_step = config.max_steps ? std::min<std::uint64_t>(config.max_steps, all_steps) : all_steps;
+  const std::size_t steps_total = end_step > at.step ? static_cast<std::size_t>(end_step - at.step) : 0;
   std::uint64_t checkpointed = at.step;  // steps at the last checkpoint call (or the start)
   bool done = false;
   double first_loss = 0.0;  // of this call's first step: Note [divergence]
@@ -150,6 +163,10 @@ train_report train(step_runner& runner, const dataset& train_set, const dataset&
       ++report.steps, ++epoch_steps;
       report.samples += rows(bt.inputs);
       if (config.evaluate && config.evaluate_every && at.step % config.evaluate_every == 0) config.evaluate(at.step);
+      report.last_loss = loss;
+      if (config.on_step)
+        config.on_step(step_progress{at.step - 1, epoch, b, batches, loss, report.steps, steps_total, report.samples,
+                                     std::chrono::duration<double>(clock::now() - start).count()});
       if (config.checkpoint && config.checkpoint_every && at.step % config.checkpoint_every == 0) {
         config.checkpoint(at);
         checkpointed = at.step;
@@ -158,6 +175,7 @@ train_report train(step_runner& runner, const dataset& train_set, const dataset&
     if (epoch_steps == 0) break;
     report.epoch_losses.push_back(loss_sum / static_cast<double>(epoch_steps));
     report.final_loss = report.epoch_losses.back();
+    report.final_loss_steps = epoch_steps;
     if (config.log) {
       char line[160];
       std::snprintf(line, sizeof line, "epoch %llu: mean loss %.4f over %zu steps, %.1f s",

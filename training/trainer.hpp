@@ -52,12 +52,25 @@ class local_runner final : public step_runner {
   float clip_grad_norm_;
 };
 
+// Where a run stands after a step: for progress lines and loss curves (train_config::on_step).
+struct step_progress {
+  std::uint64_t step = 0;        // the step just taken, numbered from 0 over the whole run (a resumed one included)
+  std::uint64_t epoch = 0;       // its epoch, from 0
+  std::size_t batch = 0, batches = 0;  // its batch in the epoch (from 0) and the epoch's batches
+  double loss = 0.0;             // its batch's mean loss
+  std::size_t steps_done = 0;    // steps taken by this call, this one included
+  std::size_t steps_total = 0;   // steps this call will take if nothing stops it
+  std::size_t samples = 0;       // samples trained by this call
+  double elapsed_s = 0.0;        // since this call began
+};
+
 struct train_config {
   std::size_t epochs = 1;
   std::size_t batch_size = 128;
   std::uint64_t seed = 1;       // data order
   std::size_t max_steps = 0;    // stop once this many steps are taken in all, start_step included (0: whole epochs)
   std::function<void(const std::string&)> log;  // progress lines, if set
+  std::function<void(const step_progress&)> on_step;  // after every step, if set
   // Where to start: steps already taken, and the epoch and index in it of the next batch (a resumed run sets
   // them, and `seed`, from the loaded training_state: Note [resumed trajectory]).
   std::uint64_t start_step = 0, start_epoch = 0, start_batch = 0;
@@ -89,7 +102,11 @@ struct train_report {
   std::size_t steps = 0, samples = 0;  // taken by this call
   double wall_s = 0.0;           // training time, without the final test
   double samples_per_s = 0.0;
-  double final_loss = 0.0;       // mean batch loss over the last epoch (or the steps run of it)
+  // Mean batch loss over the steps this call took in its last epoch: after a resume mid-epoch, only those
+  // (final_loss_steps of them), so it differs from an uninterrupted run's mean over the whole epoch.
+  double final_loss = 0.0;
+  std::size_t final_loss_steps = 0;
+  double last_loss = 0.0;        // the last step's batch loss
   double test_accuracy = 0.0;
   std::vector<double> epoch_losses;
 };
@@ -103,6 +120,8 @@ train_report train(step_runner& runner, const dataset& train_set, const dataset&
 // Mean cross-entropy per label (nats; per byte for a byte-level language model, whose labels are
 // (samples, sequence)) over the whole data set, predicted in batches of `batch_size`.
 double evaluate_loss(step_runner& runner, const dataset& d, std::size_t batch_size = 64);
+// "epoch 2/10  step 57/234  loss 0.5432  12,345 samples/s  ETA 0:12": one progress line (no newline).
+std::string progress_line(const step_progress& p, std::size_t epochs);
 
 // Share of rows whose arg-max output matches the label, predicted in batches of `batch_size`.
 double evaluate_accuracy(step_runner& runner, const dataset& d, std::size_t batch_size = 1000);

@@ -1,0 +1,60 @@
+// What `actorpipe train` writes besides the model: the JSON line's loss keys, the loss curve (--plot), no
+// progress line when stderr is not a terminal, --layers-per-chunk with commas and spaces, and --timeline.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "node_process.hpp"
+#include "test_support.hpp"
+
+using namespace ap;
+using namespace std::chrono_literals;
+
+namespace {
+const std::string actorpipe = std::string(AP_BINARY_DIR) + "/cli/actorpipe";
+}  // namespace
+
+TEST_CASE("a 2-stage run with --layers-per-chunk '1, 4' and --plot: JSON loss keys, SVG curve, no progress on a pipe") {
+  test::scratch_dir dir{"cli_train_outputs"};
+  const std::string plot = dir.file("loss.svg"), timeline = dir.file("timeline.svg");
+  test::child_process train({actorpipe, "train", "--stages", "2", "--layers-per-chunk", "1, 4", "--train-limit", "256",
+                             "--batch-size", "64", "--epochs", "2", "--plot", plot, "--timeline", timeline});
+  const std::string line = train.read_line(60s);
+  CHECK(train.wait_exit(10s) == 0);
+  const std::string log = train.stderr_text();
+  INFO(log);
+  REQUIRE(!line.empty());
+  const auto out = nlohmann::json::parse(line);
+  CHECK(out.at("layers_per_chunk") == nlohmann::json::array({1, 4}));
+  CHECK(out.at("steps") == 8);
+  CHECK(out.at("last_epoch_steps") == 4);
+  CHECK(out.at("last_epoch_mean_loss").get<double>() > 0.0);
+  CHECK(out.at("last_step_loss").get<double>() > 0.0);
+  CHECK_FALSE(out.contains("final_loss"));
+  // Per step: predicted and measured busy time per stage, and makespan; the timeline's last step.
+  CHECK(out.at("busy_s").size() == 2);
+  CHECK(out.at("predicted_busy_s").size() == 2);
+  CHECK(out.at("makespan_s").get<double>() > 0.0);
+  CHECK(out.at("predicted_makespan_s").get<double>() > 0.0);
+  CHECK(out.at("timeline").at("step") == 7);
+  CHECK(out.at("timeline").at("measured_makespan_s").get<double>() > 0.0);
+  CHECK(out.at("timeline").at("simulated_makespan_s").get<double>() > 0.0);
+  CHECK(test::contains(log, "timeline of step 7 written to " + timeline));
+  std::ifstream tl(timeline);
+  std::stringstream tl_svg;
+  tl_svg << tl.rdbuf();
+  CHECK(test::contains(tl_svg.str(), "measured, step 7: makespan"));
+  CHECK(log.find('\r') == std::string::npos);  // stderr is a pipe here: epoch lines only
+  CHECK(test::contains(log, "loss curve written to " + plot));
+  std::ifstream in(plot);
+  std::stringstream svg;
+  svg << in.rdbuf();
+  CHECK(svg.str().rfind("<svg", 0) == 0);
+  CHECK(test::contains(svg.str(), "class=\"steps\""));
+  CHECK(test::contains(svg.str(), "<circle"));  // the two epoch means
+}
