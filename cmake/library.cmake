@@ -27,8 +27,29 @@ foreach(folder ${library_folders})
       # Installed next to other projects' libraries: libactorpipe_model.a, not libmodel.a.
       set_target_properties(${target} PROPERTIES OUTPUT_NAME actorpipe_${target})
     endif()
+    # The folders give their users the source root as include path ("tensor/tensor.hpp"): in this build
+    # only; installed, the package gives <prefix>/include/actorpipe instead (cmake/install.cmake).
+    get_target_property(include_dirs ${target} INTERFACE_INCLUDE_DIRECTORIES)
+    if(include_dirs)
+      set(build_only "")
+      foreach(dir ${include_dirs})
+        if(dir STREQUAL PROJECT_SOURCE_DIR)
+          set(dir "$<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>")
+        endif()
+        list(APPEND build_only "${dir}")
+      endforeach()
+      set_target_properties(${target} PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${build_only}")
+    endif()
   endforeach()
 endforeach()
+
+# tensor/CMakeLists.txt wraps oneDNN itself, in its own directory (Debian's dnnl-config.cmake wants the
+# OpenCL headers): the package config must wrap it the same way when tensor links it.
+get_target_property(tensor_links tensor LINK_LIBRARIES)
+if("DNNL::dnnl" IN_LIST tensor_links)
+  set_property(GLOBAL APPEND PROPERTY ACTORPIPE_WRAPPED_LIBRARIES
+    "actorpipe_wrap_library(DNNL::dnnl VARIABLE DNNL HEADER oneapi/dnnl/dnnl.hpp LIBRARY dnnl)")
+endif()
 
 add_library(actorpipe_library INTERFACE)
 set_target_properties(actorpipe_library PROPERTIES EXPORT_NAME actorpipe)  # actorpipe::actorpipe when installed
