@@ -26,10 +26,80 @@ install(TARGETS ${actorpipe_libraries} actorpipe_library EXPORT actorpipe-target
 install(TARGETS actorpipe RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(EXPORT actorpipe-targets NAMESPACE actorpipe:: DESTINATION ${package_dir})
 
-# The package config replays the build's wrapped libraries (cmake/wrapped_libraries.cmake).
+# What the package config must find for its users, read from what the libraries link, publicly or privately
+# (static libraries pass every dependency on to the executable), and what those link in turn:
+# - a target of a CMake package (ZLIB::ZLIB) becomes find_dependency(ZLIB);
+# - a wrapped library (cmake/wrapped_libraries.cmake: CAF, oneDNN) is wrapped again the same way;
+# - any other imported target is re-created from its location on this machine, and one this directory
+#   cannot see gets a warning here (test_install_consumer then fails on it).
+# xtensor and xtensor-blas link by plain names: cmake/actorpipe-config.cmake.in finds them itself.
+set(packages_by_namespace Threads OpenMP ZLIB nlohmann_json OpenSSL)
 get_property(wrapped_calls GLOBAL PROPERTY ACTORPIPE_WRAPPED_LIBRARIES)
 list(REMOVE_DUPLICATES wrapped_calls)
 string(JOIN "\n" ACTORPIPE_WRAPPED_LIBRARY_CALLS ${wrapped_calls})
+
+function(namespaced_targets_in out)  # Namespace::name items of the lists given, generator expressions or not
+  string(JOIN " " text ${ARGN})
+  string(REGEX MATCHALL "[A-Za-z0-9_.+-]+::[A-Za-z0-9_.+-]+" found "${text}")
+  list(FILTER found EXCLUDE REGEX "^actorpipe::")
+  set(${out} ${found} PARENT_SCOPE)
+endfunction()
+set(to_visit "")
+foreach(library ${actorpipe_libraries})
+  foreach(property INTERFACE_LINK_LIBRARIES LINK_LIBRARIES)
+    get_target_property(links ${library} ${property})
+    if(links)
+      namespaced_targets_in(found ${links})
+      list(APPEND to_visit ${found})
+    endif()
+  endforeach()
+endforeach()
+set(linked_targets "")
+while(to_visit)
+  list(POP_FRONT to_visit target)
+  if(NOT target IN_LIST linked_targets)
+    list(APPEND linked_targets ${target})
+    if(TARGET ${target})
+      get_target_property(links ${target} INTERFACE_LINK_LIBRARIES)
+      if(links)
+        namespaced_targets_in(found ${links})
+        list(APPEND to_visit ${found})
+      endif()
+    endif()
+  endif()
+endwhile()
+set(dependency_packages "")
+set(recreated_targets "")  # text: a value may hold ';' (a list of links)
+foreach(target ${linked_targets})
+  string(REGEX REPLACE "::.*" "" namespace ${target})
+  string(FIND "${ACTORPIPE_WRAPPED_LIBRARY_CALLS}" "actorpipe_wrap_library(${target} " wrapped)
+  if(namespace IN_LIST packages_by_namespace)
+    list(APPEND dependency_packages ${namespace})
+  elseif(NOT wrapped EQUAL -1)
+    # wrapped again by ACTORPIPE_WRAPPED_LIBRARY_CALLS
+  elseif(TARGET ${target})
+    set(values "")
+    foreach(property IMPORTED_LOCATION INTERFACE_INCLUDE_DIRECTORIES INTERFACE_LINK_LIBRARIES)
+      get_target_property(value ${target} ${property})
+      if(value)
+        string(APPEND values "\n    ${property} \"${value}\"")
+      endif()
+    endforeach()
+    string(APPEND recreated_targets "if(NOT TARGET ${target})  # as found on the build machine
+  add_library(${target} UNKNOWN IMPORTED)
+  set_target_properties(${target} PROPERTIES${values})
+endif()
+")
+  else()
+    message(WARNING "The installed actorpipe package will not know how to find ${target}, which its libraries "
+                    "link: wrap it with actorpipe_wrap_library (cmake/wrapped_libraries.cmake) or, if a CMake "
+                    "package provides it, add its namespace to packages_by_namespace in cmake/install.cmake.")
+  endif()
+endforeach()
+list(REMOVE_DUPLICATES dependency_packages)
+list(TRANSFORM dependency_packages REPLACE "(.+)" "find_dependency(\\1)")
+string(JOIN "\n" ACTORPIPE_FIND_DEPENDENCIES ${dependency_packages})
+string(APPEND ACTORPIPE_FIND_DEPENDENCIES "\n${recreated_targets}")
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/actorpipe-config.cmake.in
   ${PROJECT_BINARY_DIR}/package/actorpipe-config.cmake
   INSTALL_DESTINATION ${package_dir} PATH_VARS CMAKE_INSTALL_INCLUDEDIR)
