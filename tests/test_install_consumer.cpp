@@ -42,10 +42,12 @@ command_result run_command(const std::string& command, const std::string& log) {
 }
 
 // Configures and builds the project in `source` into `build` against the package installed in `prefix`,
-// with this build's compiler (and compiler launcher, ccache, when it has one).
+// with this build's compiler (and compiler launcher, ccache, when it has one) and flags (those of its build
+// type too: a sanitizer build's libraries need the sanitizer's runtime, scripts/sanitize.sh).
 command_result build_against(const std::string& source, const std::string& build, const std::string& prefix) {
   std::string configure = cmake + " -S '" + source + "' -B '" + build + "' -DCMAKE_PREFIX_PATH='" + prefix +
-                          "' -DCMAKE_CXX_COMPILER='" + AP_CXX_COMPILER + "'";
+                          "' -DCMAKE_CXX_COMPILER='" + AP_CXX_COMPILER + "' -DCMAKE_CXX_FLAGS='" + AP_CXX_FLAGS +
+                          "' -DCMAKE_EXE_LINKER_FLAGS='" + AP_EXE_LINKER_FLAGS + "'";
   if (!std::string(AP_CXX_COMPILER_LAUNCHER).empty())
     configure += " -DCMAKE_CXX_COMPILER_LAUNCHER='" + std::string(AP_CXX_COMPILER_LAUNCHER) + "'";
   command_result r = run_command(configure, build + ".configure.log");
