@@ -1,14 +1,22 @@
 // actorpipe: pipeline-parallel training on CAF actors. `actorpipe train --help`, `actorpipe schedule --help`.
 #include <exception>
 #include <iostream>
+#include <string>
 
+#include "actorpipe/version.hpp"
 #include "cli/commands.hpp"
+#include "network/handshake.hpp"
 #include "tensor/tensor.hpp"
+
+static_assert(ACTORPIPE_WIRE_PROTOCOL_VERSION == ap::wire_protocol_version,
+              "actorpipe/version.hpp is stale: re-run CMake (it reads network/handshake.hpp)");
 
 int main(int argc, char** argv) {
   ap::keep_tensor_memory();
   CLI::App app{"actorpipe: pipeline-parallel training on CAF actors"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("actorpipe ") + ACTORPIPE_VERSION_STRING + " (wire protocol " +
+                                        std::to_string(ACTORPIPE_WIRE_PROTOCOL_VERSION) + ")");
   ap::cli::add_train_command(app);
   ap::cli::add_schedule_command(app);
   ap::cli::add_node_command(app);

@@ -1,0 +1,50 @@
+# The public headers: what a project linking actorpipe::actorpipe may include, installed as
+# <prefix>/include/actorpipe/<folder>/<name>.hpp (`#include <actorpipe/actors/pipeline.hpp>`). Everything
+# else is internal and stays out of the package. A public header may include only public headers (and
+# system, standard and CAF headers): tests/test_install_consumer.cpp compiles each installed header alone
+# and fails on one that includes a header missing here.
+set(actorpipe_public_headers
+  # the pipeline facade (seed 003's PipelineParallel), and the node entry point for a user's own node binary
+  actors/pipeline.hpp
+  actors/run_node.hpp
+  # tensors and their compute
+  tensor/tensor.hpp
+  tensor/dtype.hpp
+  tensor/bfloat16.hpp
+  tensor/compute.hpp
+  tensor/matmul.hpp
+  tensor/nn_ops.hpp
+  random/seeded_random.hpp
+  # layers, the layer-kind registry (a user's own layers), Sequential, losses, optimizers
+  model/layer.hpp
+  model/layer_spec.hpp
+  model/spec_text.hpp
+  model/layer_registry.hpp
+  model/block.hpp
+  model/sequential.hpp
+  model/loss.hpp
+  model/optimizer.hpp
+  model/linear.hpp
+  model/relu.hpp
+  model/gelu.hpp
+  model/tanh.hpp
+  model/sigmoid.hpp
+  model/layer_norm.hpp
+  model/dropout.hpp
+  # checkpoints, data, the training loop
+  checkpoint/checkpoint.hpp
+  checkpoint/safetensors.hpp
+  checkpoint/named_tensors.hpp
+  data/dataset.hpp
+  data/synthetic.hpp
+  data/fashion_mnist.hpp
+  training/trainer.hpp
+  # schedules as data, the plan of a run, the stage event log, timeouts and the handshake's versions
+  schedule/schedule.hpp
+  plan/stage_info.hpp
+  plan/partition.hpp
+  plan/microbatches.hpp
+  stage/event_log.hpp
+  network/timeout.hpp
+  network/handshake.hpp
+)
