@@ -37,12 +37,15 @@ run_asan() {
 }
 
 # ThreadSanitizer sees only instrumented code. Debian's libcaf is not instrumented, so every message hand-off
-# between actors looks like a race (a full run: ~20k reports); tests that run actors are left out. These test
-# executables exercise concurrency that synchronises with std::mutex, atomics, thread joins and OpenMP:
+# between actors looks like a race (a full run: ~20k reports); tests that run actors are left out. OpenMP:
+# libgomp is not instrumented either and hands a parallel loop's shared variables to its threads through its own
+# futex barriers, which TSan cannot see, so our `omp parallel` loops on two threads report false races on the
+# calling thread's stack (test_model_optimizer's one-vs-two-threads case does); they are left to ASan and to
+# that test's bit-for-bit check. oneDNN's OpenMP regions start and end inside uninstrumented code and report
+# nothing. These test executables exercise concurrency that synchronises with std::mutex, atomics and joins:
 tsan_tests=(
-  test_stage_threads    # the event log with its streaming sinks and the layer-kind registry, from std::threads
-  test_tensor_gemm      # compute threads per calling thread; concurrent callers of oneDNN (per-thread caches)
-  test_model_optimizer  # OpenMP element loops on two compute threads (Note [parallel element loops])
+  test_stage_threads  # the event log with its streaming sinks and the layer-kind registry, from std::threads
+  test_tensor_gemm    # compute threads per calling thread; concurrent callers of oneDNN (per-thread caches)
 )
 
 run_tsan() {
