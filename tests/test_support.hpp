@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -59,6 +60,20 @@ double seconds_of(F f) {
   const auto t0 = std::chrono::steady_clock::now();
   f();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Note [test time scale]: a limit a test puts on a wait (how long a peer may take to answer, how long a "never
+// hangs" check allows) is multiplied by AP_TEST_TIME_SCALE (default 1). scripts/sanitize.sh sets it: sanitized
+// code runs several times slower, and parallel tests share two cores. Only bounds scale: a test never asserts
+// that something is fast.
+inline double time_scale() {
+  const char* env = std::getenv("AP_TEST_TIME_SCALE");
+  const double scale = env ? std::atof(env) : 1.0;
+  return scale >= 1.0 ? scale : 1.0;
+}
+inline double scaled(double seconds) { return seconds * time_scale(); }
+inline std::chrono::milliseconds scaled(std::chrono::milliseconds limit) {
+  return std::chrono::milliseconds(static_cast<std::chrono::milliseconds::rep>(limit.count() * time_scale()));
 }
 
 // Uniform in [-scale, scale), the same for the same seed on every platform.
