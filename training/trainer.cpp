@@ -94,6 +94,8 @@ double evaluate_loss(step_runner& runner, const dataset& d, std::size_t batch_si
     labels += bt.labels.size();
   }
   return sum / double(labels);
+}
+
 std::string progress_line(const step_progress& p, std::size_t epochs) {
   const double rate = p.elapsed_s > 0 ? static_cast<double>(p.samples) / p.elapsed_s : 0.0;
   const double per_step = p.steps_done > 0 ? p.elapsed_s / static_cast<double>(p.steps_done) : 0.0;
