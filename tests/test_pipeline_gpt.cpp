@@ -18,7 +18,9 @@ namespace {
 const char* const tiny_gpt = "gpt:layers=2,dim=16,heads=2,context=8";  // 6 elements: 4 stages, or 3 x 2 chunks
 constexpr int steps = 3;
 
-sequential make_gpt(std::uint64_t seed = 7) { return sequential::from_spec(tiny_gpt, sequential_options{"relu", seed}); }
+sequential make_gpt(std::uint64_t seed = 7, const char* spec = tiny_gpt) {
+  return sequential::from_spec(spec, sequential_options{"relu", seed});
+}
 
 // 10 windows of 8 bytes of text: 3 microbatches of 4, 3, 3 sequences; 4 of 3, 3, 2, 2.
 dataset text_batch() {
@@ -44,16 +46,16 @@ struct run_result {
   std::vector<float> losses;
 };
 
-run_result train_single(const dataset& d) {
-  run_result r{make_gpt(), {}};
+run_result train_single(const dataset& d, const char* spec = tiny_gpt) {
+  run_result r{make_gpt(7, spec), {}};
   local_runner runner(r.model, adamw());
   for (int s = 0; s < steps; ++s) r.losses.push_back(runner.train_step(d.inputs, d.labels, s));
   return r;
 }
 
-run_result train_pipeline(const dataset& d, pipeline_options o) {
+run_result train_pipeline(const dataset& d, pipeline_options o, const char* spec = tiny_gpt) {
   o.optimizer = adamw();
-  pipeline pipe(make_gpt(), o);
+  pipeline pipe(make_gpt(7, spec), o);
   run_result r{sequential{}, {}};
   for (int s = 0; s < steps; ++s) r.losses.push_back(pipe.train_step(d.inputs, d.labels, s));
   r.model = pipe.gather_model();
@@ -93,6 +95,11 @@ TEST_CASE("GPT: every schedule on 1..4 stages with unequal microbatches equals s
     run_result piped = train_pipeline(d, options("interleaved", stages, m, 2));
     check_equal(single, piped, "interleaved v=2 p=" + std::to_string(stages) + " m=" + std::to_string(m));
   }
+  // 4 stages x 2 chunks need 8 elements: 4 decoder blocks.
+  const char* const four_blocks = "gpt:layers=4,dim=16,heads=2,context=8";
+  run_result single4 = train_single(d, four_blocks);
+  run_result piped4 = train_pipeline(d, options("interleaved", 4, 4, 2), four_blocks);
+  check_equal(single4, piped4, "interleaved v=2 p=4 m=4, 4 blocks");
 }
 
 TEST_CASE("GPT: the parameter and time partitions split whole decoder blocks and train as one process") {
