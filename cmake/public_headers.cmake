@@ -31,6 +31,19 @@ set(actorpipe_public_headers
   model/sigmoid.hpp
   model/layer_norm.hpp
   model/dropout.hpp
+  model/token_embedding.hpp
+  model/position_embedding.hpp
+  model/attention.hpp
+  model/gpt_spec.hpp
+  model/parallel_linear.hpp
+  model/tensor_parallel.hpp
+  model/grad_clip.hpp
+  # collectives for data and tensor parallelism (across processes: collective/ring_group.hpp)
+  collective/process_group.hpp
+  collective/local_group.hpp
+  collective/ring_group.hpp
+  collective/shard.hpp
+  network/node_address.hpp
   # checkpoints, data, the training loop
   checkpoint/checkpoint.hpp
   checkpoint/safetensors.hpp
@@ -38,7 +51,9 @@ set(actorpipe_public_headers
   data/dataset.hpp
   data/synthetic.hpp
   data/fashion_mnist.hpp
+  data/text_corpus.hpp
   training/trainer.hpp
+  training/mesh_runner.hpp
   # schedules as data, the plan of a run, the stage event log, timeouts and the handshake's versions
   schedule/schedule.hpp
   plan/stage_info.hpp

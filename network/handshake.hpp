@@ -21,7 +21,9 @@ namespace ap {
 // 2: tensors carry their dtype, the hello names the layer kinds, run_* and deliver_* messages replace
 // (int, task) pairs, stage specs carry their actions as fields.
 // 3: stage specs carry the compute dtype; stage_done, task_done and step_result the peak stash bytes.
-inline constexpr std::uint32_t wire_protocol_version = 3;
+// 4: stage_done carries the stage's events, stage specs ask for them (report_events), nodes answer a clock
+//    probe (clock_atom); ring_chunk and ring_abort (collective groups across processes).
+inline constexpr std::uint32_t wire_protocol_version = 4;
 
 using hello_atom = caf::atom_constant<caf::atom("hello")>;
 

@@ -153,6 +153,8 @@ TEST_CASE("a gpt model: bad specs name the key, text flags need a gpt model, a c
   check_refused({"train", "--model", "gpt:context=1000000", "--text", AP_BINARY_DIR "/CMakeCache.txt"},
                 {"too short for the model's context 1000000", "key 'context'"});
   check_refused({"generate", "--checkpoint", "/nonexistent.safetensors"}, {"/nonexistent.safetensors"});
+}
+
 TEST_CASE("train --schedule-file: an invalid or mis-sized schedule is refused before any work, with the marked grid") {
   test::scratch_dir dir{"cli_schedule_file"};
   const std::string bad = dir.file("bad.grid"), good = dir.file("sync.csv");
