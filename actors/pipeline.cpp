@@ -8,6 +8,7 @@
 #include "actors/node.hpp"
 #include "actors/pipeline_actors.hpp"
 #include "actors/stage_spawner.hpp"
+#include "network/guarded_transport.hpp"
 #include "plan/partition.hpp"
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/named_tensors.hpp"
@@ -23,6 +24,7 @@ struct pipeline::impl {
   std::shared_ptr<event_log> log;
   caf::actor_system_config config;
   std::unique_ptr<caf::actor_system> system;
+  std::unique_ptr<guarded_transport> transport;  // with nodes: what connect_node goes through
   std::vector<caf::actor> senders, processors, retrievers;
   caf::actor coordinator;
   std::unique_ptr<caf::scoped_actor> owner;  // places stages on nodes; they stop them when it goes
@@ -44,6 +46,7 @@ struct pipeline::impl {
     coordinator = nullptr;
     retrievers.clear(), processors.clear(), senders.clear();
     owner.reset();
+    transport.reset();
     system.reset();  // waits until every actor has exited
   }
 };
@@ -127,11 +130,13 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
 
   std::vector<node_address> nodes;
   for (const auto& text : options.nodes) nodes.push_back(parse_node_address(text));  // std::invalid_argument
+  if (!nodes.empty()) check_transport_security(options.security, "pipeline");       // std::invalid_argument
 
   set_compute_threads(1);  // stages give the parallelism
   d.config.set("scheduler.max-threads", 2);
   if (!nodes.empty()) enable_network(d.config);
   d.system = std::make_unique<caf::actor_system>(d.config);
+  if (!nodes.empty()) d.transport = std::make_unique<guarded_transport>(*d.system, options.security, transport_options{});
   auto& sys = *d.system;
   std::vector<stage_setup> setups;
   for (int s = 0; s < options.stages; ++s) {

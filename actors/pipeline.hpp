@@ -12,6 +12,7 @@
 #include "plan/stage_info.hpp"
 #include "model/optimizer.hpp"
 #include "network/timeout.hpp"
+#include "network/transport_security.hpp"
 #include "model/sequential.hpp"
 #include "schedule/schedule.hpp"
 #include "training/trainer.hpp"
@@ -35,6 +36,7 @@ struct pipeline_options {
   // "host:port" of `actorpipe node` processes: stage s runs on node s % size (actors/node.hpp). Empty: every
   // stage in this process. Events are only recorded for stages in this process.
   std::vector<std::string> nodes;
+  transport_security security;  // how to reach the nodes: mutual TLS files, or insecure (Note [mutual TLS])
 };
 
 // A failed train step: the text names the stage, the action and microbatch, and the shapes or layer.

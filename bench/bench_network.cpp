@@ -169,9 +169,10 @@ training_result bench_training(const std::string& actorpipe, int steps) {
   o.optimizer.kind = "adam";
   o.optimizer.lr = 1e-3f;
 
-  ap::test::node_process a(actorpipe), b(actorpipe);
+  ap::test::node_process a(actorpipe), b(actorpipe);  // mutual TLS (test certificates)
   ap::pipeline_options on_nodes = o;
   on_nodes.nodes = {a.address(), b.address()};
+  on_nodes.security = ap::test::tls_security();
   // Both pipelines live side by side (each idles while the other trains) so blocks can alternate.
   ap::pipeline local(model, o);
   ap::pipeline remote(model, on_nodes);

@@ -10,6 +10,7 @@
 #include "actors/pipeline.hpp"
 #include "cli/checks.hpp"
 #include "cli/commands.hpp"
+#include "cli/transport_flags.hpp"
 #include "data/fashion_mnist.hpp"
 #include "schedule/schedule.hpp"
 #include "tensor/compute.hpp"
@@ -69,6 +70,10 @@ void run_train(const train_options& o) {
   check_output_path("--checkpoint", o.checkpoint_file);
   check_output_path("--trace", o.trace_file);
   check_checkpoint_options(o);
+  if (!o.pipe.nodes.empty()) {
+    check_transport_security(o.pipe.security, "train --nodes");
+    if (o.pipe.security.insecure) std::cerr << insecure_warning("train --nodes") << "\n";
+  }
   if (o.stages > 0 && o.threads != 0)
     throw std::invalid_argument("--threads " + std::to_string(o.threads) + " is for the single process (no --stages): "
                                 "each of the " + std::to_string(o.stages) + " pipeline stages computes on one thread");
@@ -252,6 +257,8 @@ void add_train_command(CLI::App& app) {
       cmd->add_option("--trace", o->trace_file, "write a Chrome trace (JSON) of the stages' tasks"),
       cmd->add_flag("--stage-log", o->stage_log, "print every stage's current task and queue at each event"),
   };
+  auto* nodes = cmd->get_option("--nodes");
+  for (CLI::Option* t : add_transport_flags(cmd, o->pipe.security)) t->needs(nodes);  // checked in run_train
   cmd->add_option("--checkpoint", o->checkpoint_file, "write a checkpoint (safetensors) there at the end, and every --checkpoint-every steps");
   cmd->add_option("--checkpoint-every", o->train.checkpoint_every, "steps between checkpoints (0: only at the end)")
       ->check(whole_number(0))
