@@ -32,6 +32,7 @@ struct train_options {
   pipeline_options pipe;
   std::string partition = "uniform";  // uniform, params or time; pipe.layers_per_chunk overrides it
   long timeout_ms = default_timeout.count();
+  long restart_wait_ms = 60000;
   std::string trace_file;
   bool stage_log = false;
   std::string checkpoint_file;  // written every train.checkpoint_every steps and at the end
@@ -97,6 +98,8 @@ void run_train(const train_options& o) {
     p.stages = o.stages;
     p.optimizer = o.optimizer;
     p.timeout = std::chrono::milliseconds(o.timeout_ms);
+    p.restart_wait = std::chrono::milliseconds(o.restart_wait_ms);
+    p.log = [](const std::string& line) { std::cerr << line << "\n"; };
     // Note [bounded event log]: busy_s comes from the pipeline's busy sums; events are only streamed, to the
     // stage log and the trace as they come, never kept, so a long run stays flat.
     if (!o.trace_file.empty()) {
@@ -182,6 +185,7 @@ void run_train(const train_options& o) {
                 << predicted_busy[s] * 1e3 << " ms\n";
     }
     out["busy_s"] = busy;
+    if (!o.pipe.nodes.empty()) out["restarts"] = pipe->restarts();
     if (trace) {
       trace->finish();
       if (!trace_file) throw std::runtime_error("cannot write the trace to " + o.trace_file);
@@ -259,6 +263,26 @@ void add_train_command(CLI::App& app) {
   };
   auto* nodes = cmd->get_option("--nodes");
   for (CLI::Option* t : add_transport_flags(cmd, o->pipe.security)) t->needs(nodes);  // checked in run_train
+  // Note [recovery] in actors/pipeline.cpp.
+  const std::string recovery = "Recovery from a lost node (with --nodes)";
+  cmd->add_option("--restart-on-failure", o->pipe.restart_on_failure,
+                  "times a lost node is waited for (or a replacement at its address), every stage restored from the "
+                  "last snapshot and the run continued; 0: fail at once")
+      ->check(whole_number(0, 1000000))
+      ->capture_default_str()
+      ->group(recovery)
+      ->needs(nodes);
+  cmd->add_option("--restart-wait-ms", o->restart_wait_ms, "how long each recovery waits for the nodes")
+      ->check(whole_number(1, 1000000000))
+      ->capture_default_str()
+      ->group(recovery)
+      ->needs(nodes);
+  cmd->add_option("--snapshot-every", o->pipe.snapshot_every,
+                  "steps between in-memory snapshots of every stage (the steps since are replayed after a restore)")
+      ->check(whole_number(1, 1000000))
+      ->capture_default_str()
+      ->group(recovery)
+      ->needs(nodes);
   cmd->add_option("--checkpoint", o->checkpoint_file, "write a checkpoint (safetensors) there at the end, and every --checkpoint-every steps");
   cmd->add_option("--checkpoint-every", o->train.checkpoint_every, "steps between checkpoints (0: only at the end)")
       ->check(whole_number(0))
