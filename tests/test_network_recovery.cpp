@@ -133,3 +133,50 @@ TEST_CASE("a lost node that does not come back within restart_wait fails the ste
   CHECK(contains(message, "cannot connect to node " + second.address()));
   CHECK(pipe.restarts() == 1);
 }
+
+TEST_CASE("`actorpipe train --nodes --restart-on-failure 1`: a node killed and restarted mid-run; the same result as without") {
+  test::node_process first(actorpipe);
+  auto second = std::make_unique<test::node_process>(actorpipe);
+  std::vector<std::string> args{actorpipe, "train", "--stages", "2", "--microbatches", "4", "--train-limit", "2048",
+                                "--epochs", "6", "--batch-size", "64", "--restart-on-failure", "1",
+                                "--restart-wait-ms", "20000", "--snapshot-every", "7", "--nodes",
+                                first.address() + "," + second->address()};
+  for (const auto& f : test::transport_flags(test::tls_security())) args.push_back(f);
+  const auto result_line = [](test::child_process& p) {
+    std::string last;
+    for (std::string line = p.read_line(120s); !line.empty(); line = p.read_line(120s)) last = line;
+    return last;
+  };
+  test::child_process uninterrupted(args);
+  const std::string expected = result_line(uninterrupted);
+  REQUIRE_MESSAGE(uninterrupted.wait_exit(60s) == 0, uninterrupted.stderr_text());
+
+  test::child_process run(args);
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto placed = [&] {  // by this run: the node's log also holds the uninterrupted run's stage
+    const std::string log = second->process().stderr_text();
+    const auto first_start = log.find("stage 1 started");
+    return first_start != std::string::npos && log.find("stage 1 started", first_start + 1) != std::string::npos;
+  };
+  while (!placed() && std::chrono::steady_clock::now() - t0 < 20s) std::this_thread::sleep_for(5ms);
+  REQUIRE_MESSAGE(placed(), run.stderr_text());
+  std::this_thread::sleep_for(200ms);  // some steps in (the run takes ~2 s)
+  const int port = second->port();
+  second->process().kill9();
+  second = std::make_unique<test::node_process>(actorpipe, std::vector<std::string>{}, port);
+  const std::string got = result_line(run);
+  const int code = run.wait_exit(60s);
+  const std::string log = run.stderr_text();
+  INFO(log);
+  CHECK(code == 0);
+  CHECK(contains(log, "recovery 1 of 1: step "));
+  CHECK(contains(log, "every stage restored from the snapshot"));
+  // Every figure of the result but the timings is the same: final_loss, test_accuracy, steps.
+  const auto field = [](const std::string& json, const std::string& key) {
+    const auto at = json.find("\"" + key + "\":");
+    return at == std::string::npos ? std::string("missing") : json.substr(at, json.find_first_of(",}", at) - at);
+  };
+  for (const char* key : {"final_loss", "test_accuracy", "steps"}) CHECK(field(got, key) == field(expected, key));
+  CHECK(contains(got, "\"restarts\":1"));
+  CHECK(contains(expected, "\"restarts\":0"));
+}
