@@ -423,7 +423,31 @@ training_state pipeline::load_checkpoint(const std::string& path) {
 // and snapshot_every batches kept. A coordinator that dies loses the snapshot: --checkpoint covers that.
 
 void pipeline::impl::take_snapshot() {
-  snapshot = request_stage_states(*system, processors, options.timeout, "snapshot");
+  // Not request_stage_states: a request to a stage whose node dies waits for its whole timeout (toolchain
+  // notes), so each stage is monitored and its loss ends the wait at once, in the words of a lost step.
+  std::vector<stage_state> states(processors.size());
+  caf::scoped_actor self{*system};
+  for (std::size_t s = 0; s < processors.size(); ++s) {
+    self->monitor(processors[s]);
+    self->send(processors[s], state_atom::value);  // the answer comes back as a message
+    std::string failure;
+    bool answered = false;
+    while (!answered && failure.empty())
+      self->receive([&](stage_state& st) { states[s] = std::move(st), answered = true; },
+                    [&](const caf::down_msg& m) {
+                      if (m.source == processors[s].address())
+                        failure = "stage " + std::to_string(s) + " on " + (places.empty() ? "" : places[s]) +
+                                  " is gone (lost the connection: " + caf::to_string(m.reason) + ")";
+                    },
+                    [&](caf::error& e) { failure = "stage " + std::to_string(s) + ": " + caf::to_string(e); },
+                    caf::after(options.timeout) >> [&] {
+                      failure = "stage " + std::to_string(s) + " sent no state within " +
+                                std::to_string(options.timeout.count()) + " ms";
+                    });
+    self->demonitor(processors[s]);
+    if (!failure.empty()) throw pipeline_error("snapshot after step " + std::to_string(last_id) + ": " + failure);
+  }
+  snapshot = std::move(states);
   snapshot_taken = true;
   recorded.clear();
 }
