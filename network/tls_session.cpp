@@ -151,16 +151,22 @@ tls_session::rw_state tls_session::read_some(std::size_t& result, void* buf, std
     if (h == rw_state::failure) return h;
     if (!done_) return rw_state::success;  // wait for the peer's next bytes
   }
-  if (len == 0) return rw_state::success;
-  ERR_clear_error();
-  const int ret = SSL_read(ssl_, buf, static_cast<int>(std::min<std::size_t>(len, INT_MAX)));
-  if (ret > 0) {
-    result = static_cast<std::size_t>(ret);
-    return rw_state::success;
+  // One SSL_read yields at most one record (16 KB): loop until `len` or the socket is drained, so a large
+  // message does not take one trip through the event loop per record.
+  auto* out = static_cast<char*>(buf);
+  while (result < len) {
+    ERR_clear_error();
+    const int ret = SSL_read(ssl_, out + result, static_cast<int>(std::min<std::size_t>(len - result, INT_MAX)));
+    if (ret > 0) {
+      result += static_cast<std::size_t>(ret);
+      continue;
+    }
+    const int code = SSL_get_error(ssl_, ret);
+    if (code == SSL_ERROR_WANT_READ || code == SSL_ERROR_WANT_WRITE) return rw_state::success;
+    if (result > 0) return rw_state::success;  // hand over what came; the failure repeats on the next read
+    return fail(ret, "TLS read");
   }
-  const int code = SSL_get_error(ssl_, ret);
-  if (code == SSL_ERROR_WANT_READ || code == SSL_ERROR_WANT_WRITE) return rw_state::success;
-  return fail(ret, "TLS read");
+  return rw_state::success;
 }
 
 tls_session::rw_state tls_session::write_some(std::size_t& result, const void* buf, std::size_t len) {
@@ -171,15 +177,21 @@ tls_session::rw_state tls_session::write_some(std::size_t& result, const void* b
   // answers the peer's bytes), and no write waits on it (a write waiting here would spin the I/O thread).
   if (!done_) return rw_state::success;
   if (len == 0) return rw_state::indeterminate;
-  ERR_clear_error();
-  const int ret = SSL_write(ssl_, buf, static_cast<int>(std::min<std::size_t>(len, INT_MAX)));
-  if (ret > 0) {
-    result = static_cast<std::size_t>(ret);
-    return rw_state::success;
+  // Partial writes return after each record: loop until `len` or the socket is full (as for reads).
+  const auto* in = static_cast<const char*>(buf);
+  while (result < len) {
+    ERR_clear_error();
+    const int ret = SSL_write(ssl_, in + result, static_cast<int>(std::min<std::size_t>(len - result, INT_MAX)));
+    if (ret > 0) {
+      result += static_cast<std::size_t>(ret);
+      continue;
+    }
+    const int code = SSL_get_error(ssl_, ret);
+    if (code == SSL_ERROR_WANT_READ || code == SSL_ERROR_WANT_WRITE) return rw_state::success;
+    if (result > 0) return rw_state::success;
+    return fail(ret, "TLS write");
   }
-  const int code = SSL_get_error(ssl_, ret);
-  if (code == SSL_ERROR_WANT_READ || code == SSL_ERROR_WANT_WRITE) return rw_state::success;
-  return fail(ret, "TLS write");
+  return rw_state::success;
 }
 
 bool tls_session::must_read_more(std::size_t threshold) const {
