@@ -48,7 +48,7 @@ struct pipeline::impl {
   std::vector<recorded_step> recorded;  // the steps since the snapshot, replayed after a restore
   int restarts_done = 0;
 
-  void start_stages();
+  void start_stages(std::chrono::milliseconds placement_timeout);
   void stop_actors();
   step_result run_step(const tensor& inputs, const tensor& labels, long long id);
   void take_snapshot();
@@ -172,12 +172,12 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
     for (const auto& r : info.layer_ranges_per_chunk) setup.slices.push_back(model.slice(r.begin, r.end));
     d.setups.push_back(std::move(setup));
   }
-  d.start_stages();
+  d.start_stages(options.timeout);
 }
 
 // Spawns or places every stage, then the coordinator, and tells every sender its endpoints. In one process the
 // setups are used up; with nodes they are kept, to place the stages again (Note [recovery]).
-void pipeline::impl::start_stages() {
+void pipeline::impl::start_stages(std::chrono::milliseconds placement_timeout) {
   auto& sys = *system;
   const int total_chunks = options.stages * options.chunks_per_stage;
   const auto keep = [this](const stage_actors& a) {  // kept at once: stop_actors stops them if a later stage throws
@@ -190,7 +190,7 @@ void pipeline::impl::start_stages() {
     setups.clear();
   } else {
     owner = std::make_unique<caf::scoped_actor>(sys);
-    for (const auto& a : place_on_nodes(*owner, nodes, setups, options.timeout)) keep(a);
+    for (const auto& a : place_on_nodes(*owner, nodes, setups, placement_timeout)) keep(a);
     for (int s = 0; s < options.stages; ++s)
       places.push_back("node " + nodes[static_cast<std::size_t>(s) % nodes.size()].text());
   }
@@ -470,7 +470,9 @@ void pipeline::impl::recover(std::string why) {
     std::string last;
     for (;;) {
       try {
-        start_stages();
+        // Each attempt within what is left of the wait: a stopped node at the address accepts and stays silent.
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        start_stages(std::max(std::chrono::milliseconds(100), std::min(options.timeout, left)));
         break;
       } catch (const pipeline_error& e) {
         last = e.what();

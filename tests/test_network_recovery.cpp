@@ -4,6 +4,8 @@
 // not come back in time, the step fails with a clear error.
 #include <doctest/doctest.h>
 
+#include <signal.h>
+
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -180,4 +182,50 @@ TEST_CASE("`actorpipe train --nodes --restart-on-failure 1`: a node killed and r
   for (const char* key : {"final_loss", "test_accuracy", "steps"}) CHECK(field(got, key) == field(expected, key));
   CHECK(contains(got, "\"restarts\":1"));
   CHECK(contains(expected, "\"restarts\":0"));
+}
+
+TEST_CASE("a node that stops answering (SIGSTOP) is waited for until it answers again (SIGCONT); the same result") {
+  const dataset d = test::small_blobs(16);
+  const int steps = 4;
+  test::node_process first(actorpipe), second(actorpipe);
+  std::mutex lines_mutex;
+  std::string log;
+  pipeline_options o = recovering_options({first.address(), second.address()});
+  o.restart_on_failure = 1;
+  o.log = [&](const std::string& line) {
+    std::lock_guard<std::mutex> lock(lines_mutex);
+    log += line + "\n";
+  };
+  const auto logged = [&](const std::string& part) {
+    std::lock_guard<std::mutex> lock(lines_mutex);
+    return contains(log, part);
+  };
+  std::vector<float> reference;
+  {
+    pipeline uninterrupted(slow_model(), o);
+    for (int s = 0; s < steps; ++s) reference.push_back(uninterrupted.train_step(d.inputs, d.labels, static_cast<std::uint64_t>(s)));
+  }
+  std::atomic<bool> done{false};
+  std::thread resumer([&] {
+    while (!done && !logged("recovery 1 of 1: ")) std::this_thread::sleep_for(5ms);
+    kill(second.process().pid(), SIGCONT);
+  });
+  pipeline pipe(slow_model(), o);
+  std::vector<float> losses;
+  std::string failure;
+  try {
+    for (int s = 0; s < steps; ++s) {
+      if (s == 1) kill(second.process().pid(), SIGSTOP);
+      losses.push_back(pipe.train_step(d.inputs, d.labels, static_cast<std::uint64_t>(s)));
+    }
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  done = true;
+  resumer.join();
+  REQUIRE_MESSAGE(failure.empty(), failure);
+  INFO(log);
+  CHECK(pipe.restarts() == 1);
+  CHECK(contains(log, "stage 1 on node " + second.address() + " stopped answering heartbeats"));
+  CHECK(losses == reference);
 }
