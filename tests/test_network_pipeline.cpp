@@ -3,6 +3,7 @@
 // seconds naming the stage and host:port, while the coordinator and the other node live on; and bad input
 // (unreachable address, another protocol version, a port in use, a peer that drops or stalls the
 // connection during set-up) is a clear error that never hangs; a restarted node resumes from a checkpoint.
+// Nodes and coordinators speak mutual TLS (test certificates, node_process.hpp) unless a test says --insecure.
 // Every node is killed and reaped by RAII.
 #include <doctest/doctest.h>
 
