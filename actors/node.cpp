@@ -8,6 +8,7 @@
 
 #include <caf/io/all.hpp>
 
+#include "network/guarded_transport.hpp"
 #include "network/message_types.hpp"
 
 namespace ap {
@@ -107,7 +108,7 @@ caf::behavior node(node_actor* self, node_options options) {
         wait->promise = self->make_response_promise();
         wait->left = peers.size();
         if (peers.empty()) wait->promise.deliver(ok_atom::value);
-        auto mm = self->system().middleman().actor_handle();
+        auto mm = transport_of(self->system());  // TLS like the coordinator's connection, when it is
         for (const auto& text : peers) {
           node_address a;
           try {
@@ -201,10 +202,16 @@ caf::actor connect_node(caf::scoped_actor& self, const node_address& address, st
   std::string failure;
   // Not middleman().remote_actor(): it waits without a limit, e.g. on a peer that accepts and stays silent.
   auto sent = std::chrono::steady_clock::now();
-  self->request(self->system().middleman().actor_handle(), timeout, caf::connect_atom::value, address.host, address.port)
+  self->request(transport_of(self->system()), timeout, caf::connect_atom::value, address.host, address.port)
       .receive([&](caf::node_id&, caf::strong_actor_ptr& ptr,
                    std::set<std::string>&) { node = caf::actor_cast<caf::actor>(ptr); },
-               [&](caf::error& e) { failure = wait_failure(e, timeout, sent); });
+               [&](caf::error& e) {
+                 failure = wait_failure(e, timeout, sent);
+                 // The peer hung up before CAF's handshake: on a node that is up, the transports disagree.
+                 if (e == caf::sec::disconnect_during_handshake)
+                   failure += ": the node and this coordinator disagree on TLS (both need certificates signed by "
+                              "the same CA, --tls-ca; or both --insecure); the node's log says which";
+               });
   if (!failure.empty())
     throw std::runtime_error("cannot connect to " + them + ": " + failure + " (is `actorpipe node` running there?)");
   if (!node) throw std::runtime_error(them + " publishes no actor: is it an `actorpipe node`?");

@@ -43,8 +43,10 @@ using quit_atom = caf::atom_constant<caf::atom("quit")>;
 inline constexpr std::chrono::seconds heartbeat_interval{1};
 inline constexpr std::chrono::seconds connection_timeout{5};
 
-// Loads the middleman, registers every message type (message_types.hpp) and turns heartbeats on.
-// Call before the actor_system is built, in coordinators and nodes alike.
+// Loads the middleman, registers every message type (message_types.hpp) and turns heartbeats on. Call before
+// the actor_system is built, in coordinators and nodes alike; then start a guarded_transport
+// (network/guarded_transport.hpp: mutual TLS or plain TCP) in the system, through which connect_node and the
+// node connect and listen.
 void enable_network(caf::actor_system_config& config);
 
 struct node_options {

@@ -1,13 +1,17 @@
 #include "actors/pipeline.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <set>
+#include <thread>
 
 #include <caf/all.hpp>
 
 #include "actors/node.hpp"
 #include "actors/pipeline_actors.hpp"
 #include "actors/stage_spawner.hpp"
+#include "network/guarded_transport.hpp"
+#include "network/port_probe.hpp"
 #include "plan/partition.hpp"
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/named_tensors.hpp"
@@ -23,6 +27,7 @@ struct pipeline::impl {
   std::shared_ptr<event_log> log;
   caf::actor_system_config config;
   std::unique_ptr<caf::actor_system> system;
+  std::unique_ptr<guarded_transport> transport;  // with nodes: what connect_node goes through
   std::vector<caf::actor> senders, processors, retrievers;
   caf::actor coordinator;
   std::unique_ptr<caf::scoped_actor> owner;  // places stages on nodes; they stop them when it goes
@@ -32,22 +37,49 @@ struct pipeline::impl {
   std::vector<int> peak_stash;
   std::vector<std::uint64_t> peak_stash_bytes;
   std::vector<float> microbatch_losses;  // of the last step
+  // Note [recovery]
+  std::vector<node_address> nodes;
+  std::vector<stage_setup> setups;  // with nodes: kept to place the stages again after a lost node
+  struct recorded_step {
+    long long id;
+    tensor inputs, labels;
+  };
+  bool snapshot_taken = false;
+  std::vector<stage_state> snapshot;   // every stage's state before recorded.front()
+  std::vector<recorded_step> recorded;  // the steps since the snapshot, replayed after a restore
+  int restarts_done = 0;
+
+  void start_stages(std::chrono::milliseconds placement_timeout);
+  void stop_actors();
+  step_result run_step(const tensor& inputs, const tensor& labels, long long id);
+  void take_snapshot();
+  void recover(std::string why);
+  void log_line(const std::string& line) const {
+    if (options.log) options.log(line);
+  }
 
   // Also runs when the constructor throws half-way.
   ~impl() {
-    auto stop = [](const caf::actor& a) {
-      if (a) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
-    };
-    stop(coordinator);
-    for (auto* group : {&retrievers, &processors, &senders})
-      for (auto& a : *group) stop(a);
-    // A detached actor's thread ends only when the last handle to it is gone: drop ours first.
-    coordinator = nullptr;
-    retrievers.clear(), processors.clear(), senders.clear();
-    owner.reset();
+    stop_actors();
+    transport.reset();
     system.reset();  // waits until every actor has exited
   }
 };
+
+// Stops the coordinator and every stage; nodes stop theirs when the owner goes.
+void pipeline::impl::stop_actors() {
+  auto stop = [](const caf::actor& a) {
+    if (a) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  };
+  stop(coordinator);
+  for (auto* group : {&retrievers, &processors, &senders})
+    for (auto& a : *group) stop(a);
+  // A detached actor's thread ends only when the last handle to it is gone: drop ours first.
+  coordinator = nullptr;
+  retrievers.clear(), processors.clear(), senders.clear();
+  places.clear();
+  owner.reset();
+}
 
 namespace {
 
@@ -129,54 +161,73 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
     throw std::invalid_argument("pipeline: invalid schedule: " + v.message);
   d.log = std::make_shared<event_log>(options.record_events, options.on_event);  // Note [bounded event log]
 
-  std::vector<node_address> nodes;
-  for (const auto& text : options.nodes) nodes.push_back(parse_node_address(text));  // std::invalid_argument
+  for (const auto& text : options.nodes) d.nodes.push_back(parse_node_address(text));  // std::invalid_argument
+  if (!d.nodes.empty()) check_transport_security(options.security, "pipeline");         // std::invalid_argument
 
   set_compute_threads(1);  // stages give the parallelism
   d.config.set("scheduler.max-threads", 2);
-  if (!nodes.empty()) enable_network(d.config);
+  if (!d.nodes.empty()) enable_network(d.config);
   d.system = std::make_unique<caf::actor_system>(d.config);
-  auto& sys = *d.system;
-  std::vector<stage_setup> setups;
+  if (!d.nodes.empty()) d.transport = std::make_unique<guarded_transport>(*d.system, options.security, transport_options{});
   for (int s = 0; s < options.stages; ++s) {
     const stage_info info = get_stage_info(d.ranges, options.stages, s);
     stage_setup setup{s, options.stages, total_chunks, info.chunks, {}, options.optimizer,
                       d.plan.per_stage[static_cast<std::size_t>(s)], options.timeout, d.log, options.compute_dtype};
     for (const auto& r : info.layer_ranges_per_chunk) setup.slices.push_back(d.model.slice(r.begin, r.end));
-    setups.push_back(std::move(setup));
+    d.setups.push_back(std::move(setup));
   }
-  const auto keep = [&d](const stage_actors& a) {  // kept at once: ~impl stops them if a later stage throws
-    d.senders.push_back(a.sender);
-    d.processors.push_back(a.processor);
-    d.retrievers.push_back(a.retriever);
+  d.start_stages(options.timeout);
+}
+
+// Spawns or places every stage, then the coordinator, and tells every sender its endpoints. In one process the
+// setups are used up; with nodes they are kept, to place the stages again (Note [recovery]).
+void pipeline::impl::start_stages(std::chrono::milliseconds placement_timeout) {
+  auto& sys = *system;
+  const int total_chunks = options.stages * options.chunks_per_stage;
+  const auto keep = [this](const stage_actors& a) {  // kept at once: stop_actors stops them if a later stage throws
+    senders.push_back(a.sender);
+    processors.push_back(a.processor);
+    retrievers.push_back(a.retriever);
   };
   if (nodes.empty()) {
     for (auto& setup : setups) keep(spawn_stage(sys, std::move(setup)));
+    setups.clear();
   } else {
-    d.owner = std::make_unique<caf::scoped_actor>(sys);
-    for (const auto& a : place_on_nodes(*d.owner, nodes, setups, options.timeout)) keep(a);
+    owner = std::make_unique<caf::scoped_actor>(sys);
+    for (const auto& a : place_on_nodes(*owner, nodes, setups, placement_timeout)) keep(a);
     for (int s = 0; s < options.stages; ++s)
-      d.places.push_back("node " + nodes[static_cast<std::size_t>(s) % nodes.size()].text());
+      places.push_back("node " + nodes[static_cast<std::size_t>(s) % nodes.size()].text());
   }
-  d.coordinator = spawn_coordinator(sys, coordinator_config{options.stages, total_chunks, options.microbatches, options.loss,
-                                                            d.retrievers, d.processors, options.timeout, d.places,
-                                                            whole_batch_backward(d.plan)});
-  std::vector<caf::actor> endpoints = d.retrievers;
-  endpoints.push_back(d.coordinator);
-  for (std::size_t s = 0; s < d.senders.size(); ++s) {
-    if (!d.owner) {
-      caf::anon_send(d.senders[s], setup_atom::value, endpoints);
+  coordinator = spawn_coordinator(sys, coordinator_config{options.stages, total_chunks, options.microbatches, options.loss,
+                                                          retrievers, processors, options.timeout, places,
+                                                          whole_batch_backward(plan)});
+  std::vector<caf::actor> endpoints = retrievers;
+  endpoints.push_back(coordinator);
+  for (std::size_t s = 0; s < senders.size(); ++s) {
+    if (!owner) {
+      caf::anon_send(senders[s], setup_atom::value, endpoints);
       continue;
     }
     // A remote sender confirms, so no task can reach it before its endpoints (they come from other processes).
     std::string failure;
-    (*d.owner)->request(d.senders[s], options.timeout, setup_atom::value, endpoints)
+    (*owner)->request(senders[s], options.timeout, setup_atom::value, endpoints)
         .receive([](ok_atom) {}, [&](caf::error& e) { failure = error_text(e); });
     if (!failure.empty())
-      throw pipeline_error("pipeline: stage " + std::to_string(s) + " on " + d.places[s] +
+      throw pipeline_error("pipeline: stage " + std::to_string(s) + " on " + places[s] +
                            " did not confirm its setup: " + failure);
   }
-  caf::anon_send(d.coordinator, setup_atom::value, endpoints);
+  caf::anon_send(coordinator, setup_atom::value, endpoints);
+}
+
+step_result pipeline::impl::run_step(const tensor& inputs, const tensor& labels, long long id) {
+  caf::scoped_actor self{*system};
+  step_result result;
+  self->request(coordinator, options.step_timeout, train_batch{static_cast<int>(id), inputs, labels})
+      .receive([&](step_result& r) { result = std::move(r); },
+               [&](caf::error& e) {
+                 result.error = "step " + std::to_string(id) + ": no answer from the coordinator: " + caf::to_string(e);
+               });
+  return result;
 }
 
 pipeline::~pipeline() = default;  // impl's destructor stops every actor
@@ -192,18 +243,30 @@ float pipeline::train_step(const tensor& inputs, const tensor& labels, std::uint
     throw pipeline_error("step " + std::to_string(id) + ": inputs: " + e.what());
   }
   d.last_id = id;
-  caf::scoped_actor self{*d.system};
-  step_result result;
-  self->request(d.coordinator, d.options.step_timeout, train_batch{static_cast<int>(id), inputs, labels})
-      .receive([&](step_result& r) { result = std::move(r); },
-               [&](caf::error& e) {
-                 result.error = "step " + std::to_string(id) + ": no answer from the coordinator: " + caf::to_string(e);
-               });
-  if (!result.ok) throw pipeline_error(result.error);
-  d.peak_stash = result.peak_stash;
-  d.peak_stash_bytes = result.peak_stash_bytes;
-  d.microbatch_losses = result.microbatch_losses;
-  return result.loss;
+  const bool recovering = !d.nodes.empty() && d.options.restart_on_failure > 0;
+  if (recovering && !d.snapshot_taken) d.take_snapshot();  // before the first step, or after a load
+  for (;;) {
+    step_result result = d.run_step(inputs, labels, id);
+    if (result.ok) {
+      d.peak_stash = result.peak_stash;
+      d.peak_stash_bytes = result.peak_stash_bytes;
+      d.microbatch_losses = result.microbatch_losses;
+      if (recovering) {
+        d.recorded.push_back(impl::recorded_step{id, inputs, labels});
+        if (static_cast<int>(d.recorded.size()) >= std::max(1, d.options.snapshot_every)) {
+          try {
+            d.take_snapshot();
+          } catch (const pipeline_error& e) {  // a node lost between the step and the snapshot
+            d.recover(e.what());                // restores the previous snapshot and replays up to this step
+            d.take_snapshot();
+          }
+        }
+      }
+      return result.loss;
+    }
+    if (!recovering || !is_lost_node_text(result.error)) throw pipeline_error(result.error);
+    d.recover(result.error);  // throws pipeline_error when no restart is left or the node does not come back
+  }
 }
 
 sequential pipeline::gather_model() {
@@ -331,6 +394,8 @@ training_state pipeline::load_checkpoint(const std::string& path) {
   }
 
   d.gathered_id = -2;  // the stages' weights change: gather them again
+  d.snapshot_taken = false;  // Note [recovery]: the next step snapshots the loaded state
+  d.recorded.clear();
   std::string errors;
   caf::scoped_actor self{*d.system};
   for (int s = 0; s < stages; ++s) {
@@ -347,5 +412,109 @@ training_state pipeline::load_checkpoint(const std::string& path) {
                          " (the other stages loaded it: load a checkpoint again before training)");
   return saved;
 }
+
+// Note [recovery]: what "the last checkpoint" is, and why a recovered run ends bit for bit where an
+// uninterrupted one ends. With restart_on_failure, the pipeline keeps in memory a snapshot of every stage's
+// state (its parameters, its optimizer's state and step count: the stage_state a checkpoint file is made of,
+// Note [stage state]) taken before the first step and after every snapshot_every-th step, plus a copy of each
+// batch trained since (inputs, labels, step id). When a step fails because a node was lost (killed, or silent
+// past the heartbeat timeout: is_lost_node_text), the coordinator and every stage are stopped (surviving nodes
+// stop theirs when the owner goes), and the stages are placed again on the same addresses, retried until
+// restart_wait passes (a restarted node, or a replacement listening there). Every new stage loads its part
+// of the snapshot, the recorded steps are replayed with the same batches and step ids, and the failed step is
+// run again. A step is a deterministic function of the stage states, the batch and the step id (one compute
+// thread per stage, a fixed schedule order, dropout masks seeded by step id), so the replay reproduces the
+// lost steps exactly, and the run ends with the same parameters as an uninterrupted one (tested with a node
+// killed twice). In memory rather than on disk: no file, no cost of writing one per step; the cost is a
+// gather of every stage's state per snapshot (a few ms for a small MLP; raise snapshot_every for big models)
+// and snapshot_every batches kept. A coordinator that dies loses the snapshot: --checkpoint covers that.
+
+void pipeline::impl::take_snapshot() {
+  // Not request_stage_states: a request to a stage whose node dies waits for its whole timeout (toolchain
+  // notes), so each stage is monitored and its loss ends the wait at once, in the words of a lost step.
+  std::vector<stage_state> states(processors.size());
+  caf::scoped_actor self{*system};
+  for (std::size_t s = 0; s < processors.size(); ++s) {
+    self->monitor(processors[s]);
+    self->send(processors[s], state_atom::value);  // the answer comes back as a message
+    std::string failure;
+    bool answered = false;
+    while (!answered && failure.empty())
+      self->receive([&](stage_state& st) { states[s] = std::move(st), answered = true; },
+                    [&](const caf::down_msg& m) {
+                      if (m.source == processors[s].address())
+                        failure = "stage " + std::to_string(s) + " on " + (places.empty() ? "" : places[s]) +
+                                  " is gone (lost the connection: " + caf::to_string(m.reason) + ")";
+                    },
+                    [&](caf::error& e) { failure = "stage " + std::to_string(s) + ": " + caf::to_string(e); },
+                    caf::after(options.timeout) >> [&] {
+                      failure = "stage " + std::to_string(s) + " sent no state within " +
+                                std::to_string(options.timeout.count()) + " ms";
+                    });
+    self->demonitor(processors[s]);
+    if (!failure.empty()) throw pipeline_error("snapshot after step " + std::to_string(last_id) + ": " + failure);
+  }
+  snapshot = std::move(states);
+  snapshot_taken = true;
+  recorded.clear();
+}
+
+void pipeline::impl::recover(std::string why) {
+  const auto seconds = [](std::chrono::steady_clock::duration d) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f s", std::chrono::duration<double>(d).count());
+    return std::string(text);
+  };
+  for (;;) {
+    if (restarts_done >= options.restart_on_failure)
+      throw pipeline_error(why + " (no restart left: " + std::to_string(options.restart_on_failure) + " used)");
+    ++restarts_done;
+    log_line("recovery " + std::to_string(restarts_done) + " of " + std::to_string(options.restart_on_failure) + ": " +
+             why + "; waiting up to " + std::to_string(options.restart_wait.count()) + " ms for the nodes");
+    stop_actors();
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto deadline = t0 + options.restart_wait;
+    std::string last;
+    for (;;) {
+      try {
+        // Each attempt within what is left of the wait: a stopped node at the address accepts and stays silent.
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        start_stages(std::max(std::chrono::milliseconds(100), std::min(options.timeout, left)));
+        break;
+      } catch (const pipeline_error& e) {
+        last = e.what();
+        stop_actors();
+        if (std::chrono::steady_clock::now() + std::chrono::milliseconds(250) >= deadline)
+          throw pipeline_error(why + "; the nodes did not come back within " + std::to_string(options.restart_wait.count()) +
+                               " ms: " + last);
+        std::this_thread::sleep_for(std::chrono::milliseconds(250));
+      }
+    }
+    std::string failure;
+    caf::scoped_actor self{*system};
+    for (std::size_t s = 0; s < processors.size() && failure.empty(); ++s)
+      self->request(processors[s], options.timeout, load_atom::value, snapshot[s])
+          .receive([&](stage_state_loaded& answer) { failure = answer.error; },
+                   [&](caf::error& e) { failure = "stage " + std::to_string(s) + ": " + caf::to_string(e); });
+    if (!failure.empty()) throw pipeline_error(why + "; restoring the snapshot failed: " + failure);
+    gathered_id = -2;
+    bool replayed = true;
+    for (const auto& r : recorded) {
+      step_result result = run_step(r.inputs, r.labels, r.id);
+      if (result.ok) continue;
+      if (!is_lost_node_text(result.error)) throw pipeline_error("replaying after a lost node: " + result.error);
+      why = result.error;
+      replayed = false;
+      break;
+    }
+    if (!replayed) continue;
+    log_line("recovery " + std::to_string(restarts_done) + ": the nodes answered after " +
+             seconds(std::chrono::steady_clock::now() - t0) + "; every stage restored from the snapshot and " +
+             std::to_string(recorded.size()) + " step(s) replayed");
+    return;
+  }
+}
+
+int pipeline::restarts() const { return impl_->restarts_done; }
 
 }  // namespace ap

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -13,6 +14,7 @@
 #include "plan/stage_info.hpp"
 #include "model/optimizer.hpp"
 #include "network/timeout.hpp"
+#include "network/transport_security.hpp"
 #include "model/sequential.hpp"
 #include "schedule/schedule.hpp"
 #include "training/trainer.hpp"
@@ -41,6 +43,13 @@ struct pipeline_options {
   // activations and gradients between stages in bfloat16; master weights and optimizer stay float32.
   // It overrides the dtype set on the model passed in.
   dtype compute_dtype = dtype::float32;
+  transport_security security;  // how to reach the nodes: mutual TLS files, or insecure (Note [mutual TLS])
+  // Note [recovery]: with nodes, how many times a step that lost a node waits (up to restart_wait) for it or a
+  // replacement at the same address, restores every stage from the last snapshot and goes on. 0: fail at once.
+  int restart_on_failure = 0;
+  std::chrono::milliseconds restart_wait{60000};
+  int snapshot_every = 10;  // steps between in-memory snapshots of every stage's state (Note [recovery])
+  std::function<void(const std::string&)> log;  // one line per recovery event; may be empty
 };
 
 // A failed train step: the text names the stage, the action and microbatch, and the shapes or layer.
@@ -59,7 +68,8 @@ class pipeline final : public step_runner {
   pipeline& operator=(const pipeline&) = delete;
 
   // One optimizer step over the batch; returns the batch's mean loss. On failure throws pipeline_error and
-  // no stage has changed its parameters. Step numbers must increase (dropout masks depend on them).
+  // no stage has changed its parameters. Step numbers must increase (dropout masks depend on them). With
+  // restart_on_failure, a lost node is waited for and the step retried (Note [recovery]).
   float train_step(const tensor& inputs, const tensor& labels, std::uint64_t step) override;
   tensor predict(const tensor& inputs) override;
 
@@ -77,6 +87,7 @@ class pipeline final : public step_runner {
   // events, in this process's stages only (a stage on a node reads 0).
   std::vector<double> busy_seconds() const;
   void clear_events();                       // drops kept events and the busy sums
+  int restarts() const;                      // how many times a lost node was recovered from (Note [recovery])
 
   // Gathers every stage's parameters and optimizer state (Note [stage state] in stage_worker.hpp) into one
   // checkpoint of the whole model (Note [checkpoint layout]), written atomically. Between steps only.

@@ -15,6 +15,7 @@
 #include <caf/io/all.hpp>
 
 #include "actors/node.hpp"
+#include "network/guarded_transport.hpp"
 #include "tensor/compute.hpp"
 #include "tensor/tensor.hpp"
 
@@ -52,22 +53,25 @@ std::string listen_failure(const std::string& host, int port, const caf::error& 
 
 void run_node(const node_run_options& o) {
   if (o.port < 0 || o.port > 65535) throw std::invalid_argument("--port must be 0..65535, got " + std::to_string(o.port));
+  check_transport_security(o.security, "node");
+  if (o.security.insecure) std::cerr << insecure_warning("node") << std::endl;
   set_compute_threads(1);  // one stage, one core; the node may host several stages
   caf::actor_system_config config;
   enable_network(config);
   config.set("scheduler.max-threads", 2);
   caf::actor_system system{config};
-  auto node = spawn_node(system, node_options{o.protocol_version, [](const std::string& line) {
-                                                std::cerr << "node: " + line + "\n" << std::flush;
-                                              }});
+  const auto log = [](const std::string& line) { std::cerr << "node: " + line + "\n" << std::flush; };
+  guarded_transport transport{system, o.security, transport_options{frame_limits{}, log, nullptr}};  // Note [bounded frames]
+  auto node = spawn_node(system, node_options{o.protocol_version, log});
   // reuse_addr: a restarted node can take its old port while the old connections linger in TIME_WAIT;
   // a port another process listens on is still refused.
-  auto port = system.middleman().publish(node, static_cast<std::uint16_t>(o.port), o.host.c_str(), true);
+  auto port = transport.publish(node, static_cast<std::uint16_t>(o.port), o.host, true);
   if (!port) {
     caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
     throw std::runtime_error(listen_failure(o.host, o.port, port.error()));
   }
   std::cout << "node listening on " << o.host << ":" << *port << std::endl;  // endl: the parent waits for it
+  std::cerr << "node: " << o.security.describe() << "\n" << std::flush;
   caf::scoped_actor self{system};
   self->wait_for(node);
 }
@@ -77,7 +81,8 @@ int run_node(int argc, char** argv) {
   keep_tensor_memory();
   node_run_options o;
   const std::string usage = "usage: " + std::string(argc > 0 ? argv[0] : "node") +
-                            " [node] [--host HOST] [--port PORT (0: a free one)]";
+                            " [node] [--host HOST] [--port PORT (0: a free one)]"
+                            " (--tls-ca CA.pem --tls-cert CERT.pem --tls-key KEY.pem | --insecure)";
   try {
     int i = 1;
     if (i < argc && std::string(argv[i]) == "node") ++i;
@@ -87,10 +92,20 @@ int run_node(int argc, char** argv) {
         std::cout << usage << "\n";
         return 0;
       }
+      if (arg == "--insecure") {
+        o.security.insecure = true;
+        continue;
+      }
       if (i + 1 >= argc) throw std::invalid_argument("option " + arg + " needs a value");
       const std::string value = argv[++i];
       if (arg == "--host") {
         o.host = value;
+      } else if (arg == "--tls-ca") {
+        o.security.ca_file = value;
+      } else if (arg == "--tls-cert") {
+        o.security.certificate_file = value;
+      } else if (arg == "--tls-key") {
+        o.security.key_file = value;
       } else if (arg == "--port" || arg == "--protocol-version") {
         std::size_t used = 0;
         long long v = -1;

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "network/handshake.hpp"
+#include "network/transport_security.hpp"
 
 namespace ap {
 
@@ -20,14 +21,15 @@ struct node_run_options {
   std::string host = "127.0.0.1";
   int port = 0;  // 0: the system picks a free one, printed on stdout
   std::uint32_t protocol_version = wire_protocol_version;  // another one only to test the refusal
+  transport_security security;  // mutual TLS files, or insecure (Note [mutual TLS]); checked before listening
 };
 
 // Runs a node until it is told to quit; throws std::runtime_error / std::invalid_argument with a text a
-// user can act on (a port in use, an unknown host).
+// user can act on (a port in use, an unknown host, a missing or unreadable TLS file, neither TLS nor --insecure).
 void run_node(const node_run_options& options);
 
-// The same from command-line arguments: [node] [--host HOST] [--port PORT] [--protocol-version V], the
-// leading word "node" optional. Returns the process exit code; errors go to stderr.
+// The same from command-line arguments: [node] [--host HOST] [--port PORT] [--protocol-version V]
+// (--tls-ca CA --tls-cert CERT --tls-key KEY | --insecure), the leading word "node" optional. Returns the process exit code; errors go to stderr.
 int run_node(int argc, char** argv);
 
 }  // namespace ap

@@ -9,9 +9,11 @@
 //     placed on 2 `actorpipe node` processes, against the same 2-stage pipeline in one process. Blocks of
 //     steps alternate between the two (Note [timing under load] in bench_single_process.cpp).
 //
-// Usage: bench_network [--actorpipe PATH] [--steps N] [--quick]
+// Usage: bench_network [--actorpipe PATH] [--steps N] [--quick] [--insecure]
 //   --actorpipe  the actorpipe program that runs the nodes (default: ../cli/actorpipe next to this program)
 //   --steps      timed training steps per block (default 30; --quick: 10)
+//   --insecure   plain TCP for both parts; default: mutual TLS (test certificates, Note [mutual TLS]), so
+//                the two runs give TLS's cost
 // Prints a table, then one JSON line.
 #include <unistd.h>
 
@@ -32,6 +34,7 @@
 #include "actors/node.hpp"
 #include "actors/pipeline.hpp"
 #include "data/synthetic.hpp"
+#include "network/guarded_transport.hpp"
 #include "model/sequential.hpp"
 #include "tensor/compute.hpp"
 
@@ -68,13 +71,20 @@ caf::behavior sink(caf::stateful_actor<sink_state>* self) {
   };
 }
 
-int run_sink() {
+ap::transport_security transport_for(bool tls, const std::string& name) {
+  return tls ? ap::test::tls_security(name) : ap::test::insecure_transport();
+}
+
+int run_sink(bool tls, const std::string& cert_dir) {
   caf::actor_system_config config;
   ap::enable_network(config);
   config.set("scheduler.max-threads", 2);
   caf::actor_system system{config};
+  ap::transport_security security = ap::test::insecure_transport();
+  if (tls) security = {cert_dir + "/ca.pem", cert_dir + "/node.pem", cert_dir + "/node.key", false};
+  ap::guarded_transport transport{system, security, {}};
   auto s = system.spawn(sink);
-  auto port = system.middleman().publish(s, 0, "127.0.0.1", true);
+  auto port = transport.publish(s, 0, "127.0.0.1", true);
   if (!port) {
     std::cerr << "sink: " << caf::to_string(port.error()) << "\n";
     caf::anon_send_exit(s, caf::exit_reason::user_shutdown);
@@ -94,8 +104,8 @@ struct transfer_result {
   int messages = 0;
 };
 
-std::vector<transfer_result> bench_transfer(bool quick) {
-  ap::test::child_process child({this_program(), "--sink"});
+std::vector<transfer_result> bench_transfer(bool quick, bool tls) {
+  ap::test::child_process child({this_program(), "--sink", tls ? ap::test::certificate_dir() : "--insecure"});
   const std::string line = child.read_line(10s);
   if (line.rfind("sink listening on ", 0) != 0) throw std::runtime_error("the sink did not start: " + child.stderr_text());
   const int port = std::stoi(line.substr(line.rfind(':') + 1));
@@ -103,10 +113,15 @@ std::vector<transfer_result> bench_transfer(bool quick) {
   ap::enable_network(config);
   config.set("scheduler.max-threads", 2);
   caf::actor_system system{config};
-  auto sink_handle = system.middleman().remote_actor("127.0.0.1", static_cast<std::uint16_t>(port));
-  if (!sink_handle) throw std::runtime_error("cannot reach the sink: " + caf::to_string(sink_handle.error()));
-  caf::actor remote = *sink_handle;
+  ap::guarded_transport transport{system, transport_for(tls, "coordinator"), {}};
+  caf::actor remote;
   caf::scoped_actor self{system};
+  self->request(ap::transport_of(system), 10s, caf::connect_atom::value, std::string("127.0.0.1"),
+                static_cast<std::uint16_t>(port))
+      .receive([&](caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>&) {
+                 remote = caf::actor_cast<caf::actor>(ptr);
+               },
+               [&](caf::error& e) { throw std::runtime_error("cannot reach the sink: " + caf::to_string(e)); });
   auto sync = [&] {
     std::int64_t tasks = 0;
     self->request(remote, 120s, ap::ok_atom::value)
@@ -158,7 +173,7 @@ double train_block(ap::pipeline& pipe, const std::vector<ap::dataset>& batches, 
   return steps * 256.0 / seconds_since(t0);
 }
 
-training_result bench_training(const std::string& actorpipe, int steps) {
+training_result bench_training(const std::string& actorpipe, int steps, bool tls) {
   const ap::sequential model = ap::sequential::from_spec("784-2048-2048-2048-10", {"relu", 1});
   std::vector<ap::dataset> batches;
   for (std::uint64_t i = 0; i < 4; ++i) batches.push_back(ap::make_blobs(256, 784, 10, 100 + i));
@@ -169,9 +184,11 @@ training_result bench_training(const std::string& actorpipe, int steps) {
   o.optimizer.kind = "adam";
   o.optimizer.lr = 1e-3f;
 
-  ap::test::node_process a(actorpipe), b(actorpipe);
+  const std::vector<std::string> flags = tls ? std::vector<std::string>{} : std::vector<std::string>{"--insecure"};
+  ap::test::node_process a(actorpipe, flags), b(actorpipe, flags);  // default: mutual TLS (test certificates)
   ap::pipeline_options on_nodes = o;
   on_nodes.nodes = {a.address(), b.address()};
+  on_nodes.security = transport_for(tls, "coordinator");
   // Both pipelines live side by side (each idles while the other trains) so blocks can alternate.
   ap::pipeline local(model, o);
   ap::pipeline remote(model, on_nodes);
@@ -195,8 +212,8 @@ training_result bench_training(const std::string& actorpipe, int steps) {
 int main(int argc, char** argv) {
   ap::keep_tensor_memory();
   std::vector<std::string> args(argv + 1, argv + argc);
-  if (!args.empty() && args[0] == "--sink") return run_sink();
-  bool quick = false;
+  if (args.size() == 2 && args[0] == "--sink") return run_sink(args[1] != "--insecure", args[1]);
+  bool quick = false, tls = true;
   int steps = 30;
   std::string actorpipe = this_program();
   actorpipe = actorpipe.substr(0, actorpipe.rfind('/')) + "/../cli/actorpipe";
@@ -204,22 +221,25 @@ int main(int argc, char** argv) {
     if (args[i] == "--quick") quick = true, steps = 10;
     else if (args[i] == "--steps" && i + 1 < args.size()) steps = std::stoi(args[++i]);
     else if (args[i] == "--actorpipe" && i + 1 < args.size()) actorpipe = args[++i];
+    else if (args[i] == "--insecure") tls = false;
     else {
-      std::cerr << "usage: bench_network [--actorpipe PATH] [--steps N] [--quick]\n";
+      std::cerr << "usage: bench_network [--actorpipe PATH] [--steps N] [--quick] [--insecure]\n";
       return 2;
     }
   }
   ap::set_compute_threads(1);
   try {
+    std::cout << "transport: " << (tls ? "mutual TLS" : "plain TCP (--insecure)") << std::endl;
     std::cout << "activation transfer between two processes on loopback (forward_task, raw block):" << std::endl;
-    const auto transfers = bench_transfer(quick);
+    const auto transfers = bench_transfer(quick, tls);
     std::cout << "training 784-2048-2048-2048-10, batch 256, m=8, 1F1B, 2 stages, " << steps
               << " steps per block:" << std::endl;
-    const auto training = bench_training(actorpipe, steps);
+    const auto training = bench_training(actorpipe, steps, tls);
     const double ratio = training.two_nodes / training.in_process;
     std::cout << "  median: one process " << training.in_process << " samples/s, 2 nodes " << training.two_nodes
               << " samples/s, ratio " << ratio << " (target >= 0.9)" << std::endl;
     nlohmann::json out;
+    out["transport"] = tls ? "tls" : "plain";
     for (const auto& t : transfers)
       out["transfer_mb_per_s"][std::to_string(static_cast<int>(t.megabytes)) + "MB"] = t.median_mb_per_s;
     out["train_samples_per_s_in_process"] = training.in_process;

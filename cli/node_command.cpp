@@ -5,6 +5,7 @@
 #include "actors/run_node.hpp"
 #include "cli/checks.hpp"
 #include "cli/commands.hpp"
+#include "cli/transport_flags.hpp"
 
 namespace ap::cli {
 
@@ -18,6 +19,7 @@ void add_node_command(CLI::App& app) {
   cmd->add_option("--protocol-version", o->protocol_version, "claim another wire protocol version (tests)")
       ->check(whole_number(0, 1u << 30))
       ->group("");
+  add_transport_flags(cmd, o->security);  // checked by run_node before it listens
   cmd->callback([o] { run_node(*o); });
 }
 

@@ -16,6 +16,7 @@
 #include "cli/checks.hpp"
 #include "cli/commands.hpp"
 #include "cli/schedule_file.hpp"
+#include "cli/transport_flags.hpp"
 #include "data/fashion_mnist.hpp"
 #include "data/text_corpus.hpp"
 #include "model/gpt_spec.hpp"
@@ -66,6 +67,7 @@ struct train_options {
   pipeline_options pipe;
   std::string partition = "uniform";  // uniform, params or time; pipe.layers_per_chunk overrides it
   long timeout_ms = default_timeout.count();
+  long restart_wait_ms = 60000;
   std::string trace_file;
   std::string plot_file;      // the loss curve (SVG)
   std::string timeline_file;  // the last step as it ran above it simulated with its measured costs (SVG)
@@ -144,6 +146,10 @@ void run_train(const train_options& o) {
         !v.ok)
       throw std::invalid_argument("--schedule-file " + o.schedule_file + ": " + v.message);
   }
+  if (!o.pipe.nodes.empty()) {
+    check_transport_security(o.pipe.security, "train --nodes");
+    if (o.pipe.security.insecure) std::cerr << insecure_warning("train --nodes") << "\n";
+  }
   if (o.stages > 0 && o.threads != 0)
     throw std::invalid_argument("--threads " + std::to_string(o.threads) + " is for the single process (no --stages): "
                                 "each of the " + std::to_string(o.stages) + " pipeline stages computes on one thread");
@@ -207,6 +213,8 @@ void run_train(const train_options& o) {
     p.timeout = std::chrono::milliseconds(o.timeout_ms);
     p.compute_dtype = compute_dtype;
     p.plan = user_schedule;
+    p.restart_wait = std::chrono::milliseconds(o.restart_wait_ms);
+    p.log = [](const std::string& line) { std::cerr << line << "\n"; };
     // Note [bounded event log]: busy_s comes from the pipeline's busy sums; events are only streamed, to the
     // stage log and the trace as they come, never kept, so a long run stays flat.
     if (!o.trace_file.empty()) {
@@ -347,6 +355,7 @@ void run_train(const train_options& o) {
       std::cerr << "timeline of step " << m.step << " written to " << o.timeline_file << ": measured makespan "
                 << m.makespan * 1e3 << " ms, simulated with its costs " << sim.makespan * 1e3 << " ms\n";
     }
+    if (!o.pipe.nodes.empty()) out["restarts"] = pipe->restarts();
     if (trace) {
       trace->finish();
       if (!trace_file) throw std::runtime_error("cannot write the trace to " + o.trace_file);
@@ -462,6 +471,28 @@ void add_train_command(CLI::App& app) {
   };
   cmd->get_option("--schedule-file")->excludes(cmd->get_option("--schedule"));
   cmd->add_option("--plot", o->plot_file, "write the loss curve (every step's loss and each epoch's mean) as SVG");
+  auto* nodes = cmd->get_option("--nodes");
+  for (CLI::Option* t : add_transport_flags(cmd, o->pipe.security)) t->needs(nodes);  // checked in run_train
+  // Note [recovery] in actors/pipeline.cpp.
+  const std::string recovery = "Recovery from a lost node (with --nodes)";
+  cmd->add_option("--restart-on-failure", o->pipe.restart_on_failure,
+                  "times a lost node is waited for (or a replacement at its address), every stage restored from the "
+                  "last snapshot and the run continued; 0: fail at once")
+      ->check(whole_number(0, 1000000))
+      ->capture_default_str()
+      ->group(recovery)
+      ->needs(nodes);
+  cmd->add_option("--restart-wait-ms", o->restart_wait_ms, "how long each recovery waits for the nodes")
+      ->check(whole_number(1, 1000000000))
+      ->capture_default_str()
+      ->group(recovery)
+      ->needs(nodes);
+  cmd->add_option("--snapshot-every", o->pipe.snapshot_every,
+                  "steps between in-memory snapshots of every stage (the steps since are replayed after a restore)")
+      ->check(whole_number(1, 1000000))
+      ->capture_default_str()
+      ->group(recovery)
+      ->needs(nodes);
   cmd->add_option("--checkpoint", o->checkpoint_file, "write a checkpoint (safetensors) there at the end, and every --checkpoint-every steps");
   cmd->add_option("--checkpoint-every", o->train.checkpoint_every, "steps between checkpoints (0: only at the end)")
       ->check(whole_number(0))

@@ -62,4 +62,5 @@ set(actorpipe_public_headers
   stage/event_log.hpp
   network/timeout.hpp
   network/handshake.hpp
+  network/transport_security.hpp
 )

@@ -1,7 +1,8 @@
 // A user-defined layer (a learned per-feature scale) registered by name, trained on a 2-stage pipeline in one process and on 2 nodes.
 //   build/examples/example_custom_layer                           trains in one process: single, then 2 stages
-//   build/examples/example_custom_layer node --port 0 &           a node that knows feature_scale (run two)
-//   build/examples/example_custom_layer 127.0.0.1:P1 127.0.0.1:P2 trains on those nodes too, and compares
+//   build/examples/example_custom_layer node --port 0 TLS &       a node that knows feature_scale (run two)
+//   build/examples/example_custom_layer TLS 127.0.0.1:P1 127.0.0.1:P2   trains on those nodes too, and compares
+// where TLS is --tls-ca CA.pem --tls-cert CERT.pem --tls-key KEY.pem (scripts/make_test_certs.sh), or --insecure.
 // A node builds layers by name from their spec texts, so it must be a binary with the layer linked in: this
 // one is its own node (`node` argument, ap::run_node). `actorpipe node` would refuse the model at set-up,
 // naming the kind 'feature_scale' and the node.
@@ -110,11 +111,18 @@ int main(int argc, char** argv) {
 
   float nodes_loss = local_loss;
   if (argc > 1) {
-    for (int i = 1; i < argc; ++i) options.nodes.push_back(argv[i]);  // stage s runs on node s % nodes
+    for (int i = 1; i < argc; ++i) {
+      const std::string arg = argv[i];
+      if (arg == "--insecure") options.security.insecure = true;  // plain TCP, as the nodes were started
+      else if (arg == "--tls-ca" && i + 1 < argc) options.security.ca_file = argv[++i];
+      else if (arg == "--tls-cert" && i + 1 < argc) options.security.certificate_file = argv[++i];
+      else if (arg == "--tls-key" && i + 1 < argc) options.security.key_file = argv[++i];
+      else options.nodes.push_back(arg);  // stage s runs on node s % nodes
+    }
     try {
       ap::pipeline remote(make_model(), options);  // refused here if a node lacks feature_scale
       nodes_loss = train("2 nodes", remote, data, steps);
-    } catch (const ap::pipeline_error& e) {
+    } catch (const std::exception& e) {
       std::fprintf(stderr, "error: %s\n", e.what());
       return 1;
     }

@@ -1,6 +1,10 @@
 // Trains Fashion-MNIST on stages placed on `actorpipe node` processes (CAF's middleman), same code as local.
-//   build/cli/actorpipe node --port 0 &   (prints "node listening on 127.0.0.1:PORT"; start one per machine)
-//   build/examples/example_distributed_pipeline 127.0.0.1:PORT1 127.0.0.1:PORT2
+//   scripts/make_test_certs.sh certs coordinator node          (a CA and certificates: mutual TLS)
+//   build/cli/actorpipe node --port 0 --tls-ca certs/ca.pem --tls-cert certs/node.pem --tls-key certs/node.key &
+//       (prints "node listening on 127.0.0.1:PORT"; start one per machine)
+//   build/examples/example_distributed_pipeline certs/ca.pem certs/coordinator.pem certs/coordinator.key \
+//       127.0.0.1:PORT1 127.0.0.1:PORT2
+//   (or `--insecure 127.0.0.1:PORT1 ...` against nodes started with --insecure: plain TCP)
 #include <cstdio>
 #include <string>
 
@@ -8,8 +12,11 @@
 #include "data/fashion_mnist.hpp"
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: %s HOST:PORT [HOST:PORT ...]  (addresses of running `actorpipe node`s)\n", argv[0]);
+  const bool insecure = argc > 1 && std::string(argv[1]) == "--insecure";
+  const int first_node = insecure ? 2 : 4;
+  if (argc <= first_node) {
+    std::fprintf(stderr, "usage: %s (CA.pem CERT.pem KEY.pem | --insecure) HOST:PORT [HOST:PORT ...]"
+                         "  (addresses of running `actorpipe node`s)\n", argv[0]);
     return 2;
   }
   const ap::dataset train_set = ap::load_fashion_mnist("train");
@@ -18,7 +25,9 @@ int main(int argc, char** argv) {
   ap::sequential model = ap::sequential::from_spec("784-512-256-128-10");  // 4 blocks, one per stage
   ap::pipeline_options options;
   options.stages = 4;                                        // stage s runs on node s % (number of nodes)
-  for (int i = 1; i < argc; ++i) options.nodes.push_back(argv[i]);
+  for (int i = first_node; i < argc; ++i) options.nodes.push_back(argv[i]);
+  options.security.insecure = insecure;                      // else mutual TLS with these files
+  if (!insecure) options.security = {argv[1], argv[2], argv[3], false};
   options.microbatches = 8;
   options.schedule = "1f1b";
   ap::pipeline pipe(model, options);                         // connects, checks versions, places the stages

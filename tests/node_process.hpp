@@ -1,6 +1,7 @@
 // `actorpipe node` child processes for tests and benchmarks: started with fork/exec, their port read from
 // the line they print, and always killed (SIGKILL) and reaped by the destructor, even when a check fails.
 // A child also dies with the process that started it (PR_SET_PDEATHSIG), so a crashed test leaves none.
+// Nodes use mutual TLS unless told --insecure: certificates made at run time by scripts/make_test_certs.sh.
 #pragma once
 
 #include <fcntl.h>
@@ -10,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -17,7 +19,10 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <map>
 #include <vector>
+
+#include "network/transport_security.hpp"
 
 namespace ap::test {
 
@@ -124,8 +129,53 @@ class child_process {
   std::string stderr_path_;
 };
 
+// A test cluster's CA and certificates, made once per process and cluster name by scripts/make_test_certs.sh
+// in a temporary folder (removed at exit): "coordinator", "node" and "other" (a second coordinator) share
+// the cluster's CA; another cluster name is another CA, whose certificates the first cluster refuses.
+inline std::string certificate_dir(const std::string& cluster = "main") {
+  struct dirs {
+    std::map<std::string, std::string> made;
+    ~dirs() {
+      for (const auto& [name, dir] : made) std::system(("rm -rf '" + dir + "'").c_str());
+    }
+  };
+  static dirs all;
+  auto& dir = all.made[cluster];
+  if (!dir.empty()) return dir;
+  char name[] = "/tmp/actorpipe-certs-XXXXXX";
+  if (!mkdtemp(name)) throw std::runtime_error("certificate_dir: mkdtemp failed");
+  dir = name;
+  const std::string script = std::string(AP_SOURCE_DIR) + "/scripts/make_test_certs.sh";
+  if (std::system((script + " " + dir + " coordinator node other > /dev/null").c_str()) != 0)
+    throw std::runtime_error("certificate_dir: " + script + " failed");
+  return dir;
+}
+
+// The TLS files of `name` ("coordinator", "node", "other") in `cluster`.
+inline transport_security tls_security(const std::string& name = "coordinator", const std::string& cluster = "main") {
+  const std::string dir = certificate_dir(cluster);
+  transport_security s;
+  s.ca_file = dir + "/ca.pem";
+  s.certificate_file = dir + "/" + name + ".pem";
+  s.key_file = dir + "/" + name + ".key";
+  return s;
+}
+
+inline transport_security insecure_transport() {
+  transport_security s;
+  s.insecure = true;
+  return s;
+}
+
+// The command-line flags that select `s`.
+inline std::vector<std::string> transport_flags(const transport_security& s) {
+  if (s.insecure) return {"--insecure"};
+  return {"--tls-ca", s.ca_file, "--tls-cert", s.certificate_file, "--tls-key", s.key_file};
+}
+
 // An `actorpipe node --host 127.0.0.1 --port PORT` (0: a free one) and its address, read from the line
-// "node listening on HOST:PORT".
+// "node listening on HOST:PORT". Without --insecure or --tls-* in `extra`, it runs mutual TLS with the
+// "node" certificate of the main test cluster (tls_security).
 class node_process {
  public:
   // Throws std::runtime_error (with the node's stderr) when no port is printed within 10 s; the child
@@ -150,6 +200,9 @@ class node_process {
   static std::vector<std::string> arguments(const std::string& actorpipe, std::vector<std::string> extra, int port) {
     std::vector<std::string> argv{actorpipe, "node", "--host", "127.0.0.1", "--port", std::to_string(port)};
     argv.insert(argv.end(), extra.begin(), extra.end());
+    const auto given = [&](const char* flag) { return std::find(extra.begin(), extra.end(), flag) != extra.end(); };
+    if (!given("--insecure") && !given("--tls-ca"))
+      for (auto& f : transport_flags(tls_security("node"))) argv.push_back(f);
     return argv;
   }
 

@@ -29,8 +29,12 @@ std::string output_until(child_process& p, const std::string& last) {
 }  // namespace
 
 TEST_CASE("the custom-layer example trains on two of its own nodes exactly like one process") {
-  node_process first(example), second(example);
-  child_process run({example, first.address(), second.address()});
+  node_process first(example), second(example);  // mutual TLS, the test cluster's "node" certificate
+  std::vector<std::string> args{example};
+  for (const auto& f : transport_flags(tls_security())) args.push_back(f);
+  args.push_back(first.address());
+  args.push_back(second.address());
+  child_process run(args);
   const std::string out = output_until(run, "final loss");
   INFO(out << run.stderr_text());
   CHECK(contains(out, "2 nodes step 4: loss "));
@@ -40,8 +44,8 @@ TEST_CASE("the custom-layer example trains on two of its own nodes exactly like 
 }
 
 TEST_CASE("`actorpipe node` does not know the example's layer: refused at set-up naming the kind and the node") {
-  node_process node(actorpipe);
-  child_process run({example, node.address()});
+  node_process node(actorpipe, {"--insecure"});
+  child_process run({example, "--insecure", node.address()});
   CHECK(run.wait_exit(60s) == 1);
   const std::string err = run.stderr_text();
   INFO(err);

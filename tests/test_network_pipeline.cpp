@@ -3,6 +3,7 @@
 // seconds naming the stage and host:port, while the coordinator and the other node live on; and bad input
 // (unreachable address, another protocol version, a port in use, a peer that drops or stalls the
 // connection during set-up) is a clear error that never hangs; a restarted node resumes from a checkpoint.
+// Nodes and coordinators speak mutual TLS (test certificates, node_process.hpp) unless a test says --insecure.
 // Every node is killed and reaped by RAII.
 #include <doctest/doctest.h>
 
@@ -99,6 +100,7 @@ TEST_CASE("2 and 4 nodes train to the same parameters as one process, for GPipe 
   for (int i = 0; i < 4; ++i) nodes.push_back(std::make_unique<test::node_process>(actorpipe));
   for (const std::string sched : {"gpipe", "1f1b"}) {
     pipeline_options o;
+  o.security = test::tls_security();
     o.stages = 4;
     o.microbatches = 4;
     o.schedule = sched;
@@ -125,6 +127,7 @@ TEST_CASE("a node killed mid-step fails the step within seconds, naming the stag
   const sequential model = slow_model();
   test::node_process first(actorpipe), second(actorpipe);
   pipeline_options o;
+  o.security = test::tls_security();
   o.stages = 2;
   o.microbatches = 4;
   o.schedule = "1f1b";
@@ -180,6 +183,7 @@ TEST_CASE("kill a node mid-step, restart it, resume from the last checkpoint: th
     return m;
   };
   pipeline_options o;
+  o.security = test::tls_security();
   o.stages = 2;
   o.microbatches = 4;
   o.schedule = "1f1b";
@@ -224,6 +228,7 @@ TEST_CASE("interleaved 1F1B and ZB-H1 across nodes, and one node listed twice, e
   const dataset d = test::small_blobs(32);
   test::node_process a(actorpipe), b(actorpipe);
   pipeline_options o;
+  o.security = test::tls_security();
   o.stages = 2;
   o.microbatches = 4;
   o.optimizer.kind = "sgd";
@@ -250,7 +255,9 @@ TEST_CASE("a coordinator killed mid-training leaves its nodes clean and ready fo
   test::node_process node(actorpipe);
   // `actorpipe train --nodes` (Fashion-MNIST, as a user runs it) as the coordinator process.
   test::child_process coordinator({actorpipe, "train", "--stages", "2", "--microbatches", "4", "--train-limit", "4096",
-                                   "--epochs", "1000", "--nodes", node.address() + "," + node.address()});
+                                   "--epochs", "1000", "--nodes", node.address() + "," + node.address(), "--tls-ca",
+                                   tls_security().ca_file, "--tls-cert", tls_security().certificate_file, "--tls-key",
+                                   tls_security().key_file});
   const auto placed = [&] { return contains(node.process().stderr_text(), "stage 1 started"); };
   const auto t0 = std::chrono::steady_clock::now();
   while (!placed() && std::chrono::steady_clock::now() - t0 < 20s) std::this_thread::sleep_for(20ms);
@@ -265,16 +272,17 @@ TEST_CASE("a coordinator killed mid-training leaves its nodes clean and ready fo
   CHECK(node.process().running());
   const dataset d = test::small_blobs(16);
   pipeline_options o;
+  o.security = test::tls_security();
   o.stages = 2;
   o.nodes = {node.address()};
   pipeline next(test::nine_layer_model(), o);
   CHECK(std::isfinite(next.train_step(d.inputs, d.labels, 0)));
 }
 
-TEST_CASE("`actorpipe train --nodes` exits with an error naming the stage and host:port when a node is killed") {
-  test::node_process first(actorpipe), second(actorpipe);
+TEST_CASE("`actorpipe train --nodes --insecure` exits with an error naming the stage and host:port when a node is killed") {
+  test::node_process first(actorpipe, {"--insecure"}), second(actorpipe, {"--insecure"});
   test::child_process coordinator({actorpipe, "train", "--stages", "2", "--microbatches", "4", "--train-limit", "4096",
-                                   "--epochs", "1000", "--nodes", first.address() + "," + second.address()});
+                                   "--epochs", "1000", "--nodes", first.address() + "," + second.address(), "--insecure"});
   const auto placed = [&] { return contains(second.process().stderr_text(), "stage 1 started"); };
   const auto t0 = std::chrono::steady_clock::now();
   while (!placed() && std::chrono::steady_clock::now() - t0 < 20s) std::this_thread::sleep_for(20ms);
@@ -293,6 +301,7 @@ TEST_CASE("`actorpipe train --nodes` exits with an error naming the stage and ho
 TEST_CASE("a stage a node cannot build is refused with the node's reason; the node serves the next pipeline") {
   test::node_process node(actorpipe);
   pipeline_options o;
+  o.security = test::tls_security();
   o.stages = 2;
   o.optimizer.kind = "nope";
   o.nodes = {node.address()};
@@ -308,6 +317,7 @@ TEST_CASE("a stage a node cannot build is refused with the node's reason; the no
 TEST_CASE("bad node addresses are clear errors and never hang") {
   const sequential model = test::nine_layer_model();
   pipeline_options o;
+  o.security = test::tls_security();
   o.stages = 2;
   o.nodes = {"127.0.0.1:1"};  // nobody listens on port 1
   std::string message;
@@ -324,6 +334,7 @@ TEST_CASE("bad node addresses are clear errors and never hang") {
 TEST_CASE("a peer that stays silent or hangs up during set-up is a clear error within the timeout") {
   const sequential model = test::nine_layer_model();
   pipeline_options o;
+  o.security = test::tls_security();
   o.stages = 2;
   o.timeout = 1s;
   {
@@ -350,8 +361,9 @@ TEST_CASE("a peer that stays silent or hangs up during set-up is a clear error w
 }
 
 TEST_CASE("a node of another protocol version is refused on both sides") {
-  test::node_process node(actorpipe, {"--protocol-version", "999"});
+  test::node_process node(actorpipe, {"--protocol-version", "999", "--insecure"});
   pipeline_options o;
+  o.security = test::insecure_transport();
   o.stages = 2;
   o.nodes = {node.address()};
   const std::string message = construction_error(test::nine_layer_model(), o);
@@ -367,7 +379,7 @@ TEST_CASE("a node of another protocol version is refused on both sides") {
 TEST_CASE("a node asked for a port in use exits at once with a clear error") {
   test::node_process first(actorpipe);
   test::child_process second(
-      {actorpipe, "node", "--host", "127.0.0.1", "--port", std::to_string(first.port())});
+      {actorpipe, "node", "--host", "127.0.0.1", "--port", std::to_string(first.port()), "--insecure"});
   CHECK(second.wait_exit(10s) == 1);
   const std::string log = second.stderr_text();
   INFO(log);
@@ -405,6 +417,7 @@ TEST_CASE("a model using a layer kind the node lacks is refused at set-up, namin
   test::node_process node(actorpipe);
   const dataset d = test::small_blobs(8);
   pipeline_options o;
+  o.security = test::tls_security();
   o.stages = 2;
   o.layers_per_chunk = {2, 2};  // the user kind starts stage 1 (the block partition would keep it on stage 0)
   o.nodes = {node.address()};
@@ -530,6 +543,7 @@ TEST_CASE("a frozen node (SIGSTOP) is noticed by the heartbeat and fails the ste
   const sequential model = slow_model();
   test::node_process first(actorpipe), second(actorpipe);
   pipeline_options o;
+  o.security = test::tls_security();
   o.stages = 2;
   o.microbatches = 4;
   o.schedule = "gpipe";

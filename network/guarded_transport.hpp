@@ -1,0 +1,64 @@
+// The transport coordinators and nodes connect and listen through: CAF 0.17's middleman actor with our own
+// connections (mutual TLS through network/tls_session.hpp, or plain TCP) that bound what a peer can make us
+// allocate, and log the connections they drop.
+//
+// Note [bounded frames]: CAF's BASP layer trusts a frame's 32-bit length field: it sizes its read buffer to
+// whatever a header claims, so one crafted 32-byte header claiming 4 GB made a node allocate (and zero) 4 GB,
+// and eight such connections held open locked it. CAF 0.17 has no setting for this (libcaf_io's basp_broker
+// calls configure_read(exactly(hdr.payload_len)) unchecked). Our connection refuses a read larger than its
+// limit before any buffer grows: the first frame of a connection (the peer's handshake, a few hundred bytes)
+// may claim at most first_frame_bytes, any later one frame_bytes; a refused connection is logged and shut
+// down, which CAF sees as a closed connection. With TLS, a peer without a certificate signed by our CA never
+// gets that far (Note [mutual TLS]); the limits also hold on --insecure plain TCP, where anyone may connect.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <caf/actor_system.hpp>
+#include <caf/expected.hpp>
+#include <caf/io/middleman_actor.hpp>
+
+#include "network/transport_security.hpp"
+
+namespace ap {
+
+struct frame_limits {
+  std::size_t first_frame_bytes = std::size_t{64} << 10;  // a handshake: node id, app id, interface names
+  std::size_t frame_bytes = std::size_t{1} << 30;         // a stage_spec or a stage's state (weights, Adam moments)
+};
+
+class tls_context;
+
+struct transport_options {
+  frame_limits limits;
+  std::function<void(const std::string&)> log;  // one line per dropped connection; may be empty; any thread
+  std::shared_ptr<tls_context> tls;             // set by guarded_transport from its transport_security
+};
+
+// Spawns the transport in `system` (mutual TLS unless security.insecure: Note [mutual TLS]), registers it for
+// transport_of, and stops it in the destructor: destroy it before the actor_system. Throws
+// std::invalid_argument for bad TLS files (check_transport_security first for the flags' texts).
+class guarded_transport {
+ public:
+  guarded_transport(caf::actor_system& system, const transport_security& security, transport_options options);
+  ~guarded_transport();
+  guarded_transport(const guarded_transport&) = delete;
+  guarded_transport& operator=(const guarded_transport&) = delete;
+
+  // Publishes `whom` on host:port (0: a free one); the bound port, or CAF's error.
+  caf::expected<std::uint16_t> publish(const caf::actor& whom, std::uint16_t port, const std::string& host, bool reuse);
+
+ private:
+  caf::actor_system& system_;
+  caf::io::middleman_actor actor_;
+};
+
+// The middleman actor to connect through (connect_atom): the guarded transport when one runs in `system`,
+// else the plain middleman's (in-process tests that never listen).
+caf::io::middleman_actor transport_of(caf::actor_system& system);
+
+}  // namespace ap

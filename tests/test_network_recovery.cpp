@@ -1,0 +1,231 @@
+// Recovery from a lost node (Note [recovery] in actors/pipeline.cpp), with real `actorpipe node` processes
+// over loopback and mutual TLS: a node killed twice mid-run and restarted on its port each time; the run ends
+// with exactly the parameters and losses of an uninterrupted one. Without restarts left, or when the node does
+// not come back in time, the step fails with a clear error.
+#include <doctest/doctest.h>
+
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "actors/pipeline.hpp"
+#include "node_process.hpp"
+#include "pipeline_test_models.hpp"
+#include "test_support.hpp"
+
+using namespace ap;
+using namespace std::chrono_literals;
+using test::contains;
+
+namespace {
+
+const std::string actorpipe = std::string(AP_BINARY_DIR) + "/cli/actorpipe";
+
+// Six layers whose middle one sleeps 15 ms forward and backward: a step lasts long enough to be interrupted.
+sequential slow_model() {
+  sequential m;
+  for (const char* spec : {"linear:12:16", "tanh", "linear:16:16", "sleep:15:15", "relu", "linear:16:4"})
+    m.add(make_layer(spec));
+  m.initialize(3);
+  return m;
+}
+
+pipeline_options recovering_options(std::vector<std::string> nodes) {
+  pipeline_options o;
+  o.stages = 2;
+  o.microbatches = 4;
+  o.schedule = "1f1b";
+  o.optimizer.kind = "adam";
+  o.optimizer.lr = 0.01f;
+  o.nodes = std::move(nodes);
+  o.security = test::tls_security();
+  o.timeout = 20s;
+  o.restart_on_failure = 2;
+  o.restart_wait = 20s;
+  o.snapshot_every = 3;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("a node killed twice mid-run and restarted each time: the run ends exactly as an uninterrupted one") {
+  const dataset d = test::small_blobs(16);
+  const int steps = 8;
+  test::node_process first(actorpipe);
+  auto second = std::make_unique<test::node_process>(actorpipe);
+  const int port = second->port();
+  std::mutex lines_mutex;
+  std::vector<std::string> lines;
+  pipeline_options o = recovering_options({first.address(), second->address()});
+  o.log = [&](const std::string& line) {
+    std::lock_guard<std::mutex> lock(lines_mutex);
+    lines.push_back(line);
+  };
+
+  std::vector<float> reference_losses;
+  sequential reference;
+  {
+    pipeline uninterrupted(slow_model(), o);
+    for (int s = 0; s < steps; ++s)
+      reference_losses.push_back(uninterrupted.train_step(d.inputs, d.labels, static_cast<std::uint64_t>(s)));
+    reference = uninterrupted.gather_model();
+    CHECK(uninterrupted.restarts() == 0);
+  }
+
+  std::atomic<int> step_now{-1};
+  std::thread killer([&] {
+    for (int at : {2, 5}) {
+      while (step_now.load() < at) std::this_thread::sleep_for(1ms);
+      std::this_thread::sleep_for(40ms);  // a step lasts ~150 ms: kill it mid-way
+      second->process().kill9();
+      std::this_thread::sleep_for(300ms);
+      second = std::make_unique<test::node_process>(actorpipe, std::vector<std::string>{}, port);  // same address
+    }
+    // A child dies with the thread that started it (PR_SET_PDEATHSIG): stay until the run is over.
+    while (step_now.load() < steps) std::this_thread::sleep_for(1ms);
+  });
+  std::vector<float> losses;
+  pipeline pipe(slow_model(), o);
+  std::string failure;
+  sequential recovered;
+  try {
+    for (int s = 0; s < steps; ++s) {
+      step_now = s;
+      losses.push_back(pipe.train_step(d.inputs, d.labels, static_cast<std::uint64_t>(s)));
+    }
+    recovered = pipe.gather_model();  // while the restarted node lives (its starter thread is the killer)
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  step_now = steps;  // lets the killer finish
+  killer.join();
+  REQUIRE_MESSAGE(failure.empty(), failure << "\nfirst node:\n" << first.process().stderr_text() << "\nsecond node:\n"
+                                           << second->process().stderr_text());
+  std::string log;
+  for (const auto& l : lines) log += l + "\n";
+  INFO(log);
+  CHECK(pipe.restarts() == 2);
+  CHECK(contains(log, "recovery 1 of 2: step "));
+  CHECK(contains(log, "stage 1 on node " + second->address() + " is gone"));
+  CHECK(contains(log, "recovery 2: the nodes answered after "));
+  for (int s = 0; s < steps; ++s) {
+    INFO("step " << s);
+    CHECK(losses[static_cast<std::size_t>(s)] == reference_losses[static_cast<std::size_t>(s)]);
+  }
+  test::check_same_parameters(reference, recovered, 0.0f, "killed twice, recovered");
+  CHECK(first.process().running());
+}
+
+TEST_CASE("a lost node that does not come back within restart_wait fails the step, naming it and the wait") {
+  const dataset d = test::small_blobs(16);
+  test::node_process first(actorpipe), second(actorpipe);
+  pipeline_options o = recovering_options({first.address(), second.address()});
+  o.restart_wait = 1s;
+  pipeline pipe(slow_model(), o);
+  CHECK(std::isfinite(pipe.train_step(d.inputs, d.labels, 0)));
+  second.process().kill9();
+  const auto [message, took] = test::failed_step(pipe, d, 1);
+  INFO(message);
+  CHECK(contains(message, "stage 1 on node " + second.address() + " is gone"));
+  CHECK(contains(message, "the nodes did not come back within 1000 ms"));
+  CHECK(contains(message, "cannot connect to node " + second.address()));
+  CHECK(pipe.restarts() == 1);
+}
+
+TEST_CASE("`actorpipe train --nodes --restart-on-failure 1`: a node killed and restarted mid-run; the same result as without") {
+  test::node_process first(actorpipe);
+  auto second = std::make_unique<test::node_process>(actorpipe);
+  std::vector<std::string> args{actorpipe, "train", "--stages", "2", "--microbatches", "4", "--train-limit", "2048",
+                                "--epochs", "6", "--batch-size", "64", "--restart-on-failure", "1",
+                                "--restart-wait-ms", "20000", "--snapshot-every", "7", "--nodes",
+                                first.address() + "," + second->address()};
+  for (const auto& f : test::transport_flags(test::tls_security())) args.push_back(f);
+  const auto result_line = [](test::child_process& p) {
+    std::string last;
+    for (std::string line = p.read_line(120s); !line.empty(); line = p.read_line(120s)) last = line;
+    return last;
+  };
+  test::child_process uninterrupted(args);
+  const std::string expected = result_line(uninterrupted);
+  REQUIRE_MESSAGE(uninterrupted.wait_exit(60s) == 0, uninterrupted.stderr_text());
+
+  test::child_process run(args);
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto placed = [&] {  // by this run: the node's log also holds the uninterrupted run's stage
+    const std::string log = second->process().stderr_text();
+    const auto first_start = log.find("stage 1 started");
+    return first_start != std::string::npos && log.find("stage 1 started", first_start + 1) != std::string::npos;
+  };
+  while (!placed() && std::chrono::steady_clock::now() - t0 < 20s) std::this_thread::sleep_for(5ms);
+  REQUIRE_MESSAGE(placed(), run.stderr_text());
+  std::this_thread::sleep_for(200ms);  // some steps in (the run takes ~2 s)
+  const int port = second->port();
+  second->process().kill9();
+  second = std::make_unique<test::node_process>(actorpipe, std::vector<std::string>{}, port);
+  const std::string got = result_line(run);
+  const int code = run.wait_exit(60s);
+  const std::string log = run.stderr_text();
+  INFO(log);
+  CHECK(code == 0);
+  CHECK(contains(log, "recovery 1 of 1: "));  // lost during a step, or during a snapshot after one
+  CHECK(contains(log, "stage 1 on node " + second->address() + " is gone"));
+  CHECK(contains(log, "every stage restored from the snapshot"));
+  // Every figure of the result but the timings is the same: final_loss, test_accuracy, steps.
+  const auto field = [](const std::string& json, const std::string& key) {
+    const auto at = json.find("\"" + key + "\":");
+    return at == std::string::npos ? std::string("missing") : json.substr(at, json.find_first_of(",}", at) - at);
+  };
+  for (const char* key : {"final_loss", "test_accuracy", "steps"}) CHECK(field(got, key) == field(expected, key));
+  CHECK(contains(got, "\"restarts\":1"));
+  CHECK(contains(expected, "\"restarts\":0"));
+}
+
+TEST_CASE("a node that stops answering (SIGSTOP) is waited for until it answers again (SIGCONT); the same result") {
+  const dataset d = test::small_blobs(16);
+  const int steps = 4;
+  test::node_process first(actorpipe), second(actorpipe);
+  std::mutex lines_mutex;
+  std::string log;
+  pipeline_options o = recovering_options({first.address(), second.address()});
+  o.restart_on_failure = 1;
+  o.log = [&](const std::string& line) {
+    std::lock_guard<std::mutex> lock(lines_mutex);
+    log += line + "\n";
+  };
+  const auto logged = [&](const std::string& part) {
+    std::lock_guard<std::mutex> lock(lines_mutex);
+    return contains(log, part);
+  };
+  std::vector<float> reference;
+  {
+    pipeline uninterrupted(slow_model(), o);
+    for (int s = 0; s < steps; ++s) reference.push_back(uninterrupted.train_step(d.inputs, d.labels, static_cast<std::uint64_t>(s)));
+  }
+  std::atomic<bool> done{false};
+  std::thread resumer([&] {
+    while (!done && !logged("recovery 1 of 1: ")) std::this_thread::sleep_for(5ms);
+    kill(second.process().pid(), SIGCONT);
+  });
+  pipeline pipe(slow_model(), o);
+  std::vector<float> losses;
+  std::string failure;
+  try {
+    for (int s = 0; s < steps; ++s) {
+      if (s == 1) kill(second.process().pid(), SIGSTOP);
+      losses.push_back(pipe.train_step(d.inputs, d.labels, static_cast<std::uint64_t>(s)));
+    }
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  done = true;
+  resumer.join();
+  REQUIRE_MESSAGE(failure.empty(), failure);
+  INFO(log);
+  CHECK(pipe.restarts() == 1);
+  CHECK(contains(log, "stage 1 on node " + second.address() + " stopped answering heartbeats"));
+  CHECK(losses == reference);
+}
