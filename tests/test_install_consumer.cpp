@@ -107,7 +107,11 @@ TEST_CASE("a project of its own builds against the installed package and trains 
   CHECK(contains(local, "step 4: loss "));
 
   node_process first(binary), second(binary);
-  child_process on_nodes({binary, first.address(), second.address()});
+  std::vector<std::string> coordinator = {binary};
+  for (const auto& f : transport_flags(tls_security())) coordinator.push_back(f);  // mutual TLS with the nodes
+  coordinator.push_back(first.address());
+  coordinator.push_back(second.address());
+  child_process on_nodes(coordinator);
   const std::string remote = all_output(on_nodes);
   INFO(remote << on_nodes.stderr_text());
   CHECK(on_nodes.wait_exit(30s) == 0);

@@ -166,6 +166,7 @@ TEST_CASE("bf16: a pipeline on 2 nodes equals the same model in bf16 in one proc
   for (const setup& u : {setup{"1f1b", 2, 1, 4}, setup{"zb-h1", 4, 1, 3}}) {
     pipeline_options o = options_for(u, dtype::bfloat16);
     o.nodes = {first.address(), second.address()};
+    o.security = test::tls_security();
     run_result reference = train_microbatched(test::residual_block_model, dtype::bfloat16, d, adam(), u.microbatches);
     run_result piped = train_pipeline(test::residual_block_model, d, o);
     check_bitwise(reference, piped, name_of(u) + " on 2 nodes");

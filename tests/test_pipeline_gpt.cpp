@@ -158,6 +158,7 @@ TEST_CASE("GPT on 2 node processes equals one process (1F1B, ZB-H1, interleaved)
   run_result single = train_single(d);
   for (pipeline_options o : {options("1f1b", 2, 3), options("zb-h1", 4, 4), options("interleaved", 2, 4, 2)}) {
     o.nodes = {a.address(), b.address()};
+    o.security = test::tls_security();
     run_result remote = train_pipeline(d, o);
     check_equal(single, remote, o.schedule + " p=" + std::to_string(o.stages) + " on 2 nodes");
   }

@@ -43,7 +43,14 @@ int main(int argc, char** argv) {
   options.stages = 2;
   options.microbatches = 4;
   options.schedule = "1f1b";
-  for (int i = 1; i < argc; ++i) options.nodes.push_back(argv[i]);  // stage s on node s % nodes; none: here
+  for (int i = 1; i < argc; ++i) {  // [--tls-ca CA --tls-cert CERT --tls-key KEY | --insecure] HOST:PORT...
+    const std::string a = argv[i];
+    if (a == "--insecure") options.security.insecure = true;
+    else if (a == "--tls-ca" && i + 1 < argc) options.security.ca_file = argv[++i];
+    else if (a == "--tls-cert" && i + 1 < argc) options.security.certificate_file = argv[++i];
+    else if (a == "--tls-key" && i + 1 < argc) options.security.key_file = argv[++i];
+    else options.nodes.push_back(a);  // stage s on node s % nodes; none: here
+  }
   try {
     ap::pipeline pipe(model, options);
     for (int step = 0; step < 5; ++step) std::printf("step %d: loss %.6f\n", step, pipe.train_step(data.inputs, data.labels, step));
