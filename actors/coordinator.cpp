@@ -164,7 +164,7 @@ caf::behavior coordinator(coordinator_actor* self, coordinator_config config) {
         st.promise = self->make_response_promise();
         st.step = step;
         st.active = true;
-        st.batch_size = rows(inputs);
+        st.batch_size = st.loss_fn->batch_rows(labels);  // Note [loss scaling]: every token of a sequence
         st.loss_sum = 0.0;
         st.microbatch_losses.assign(split.size(), 0.0f);
         st.outputs = st.stages_done = st.stages_applied = 0;

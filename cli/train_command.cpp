@@ -1,5 +1,7 @@
-// `actorpipe train`: trains a Sequential on Fashion-MNIST, in one process or on a pipeline of stage actors,
-// and ends with one JSON line (samples_per_s, final_loss, test_accuracy, wall_s, ...).
+// `actorpipe train`: trains a Sequential on Fashion-MNIST (a GPT on text), in one process or on a pipeline of
+// stage actors, and ends with one JSON line (samples_per_s, final_loss, test_accuracy, wall_s, ...; a GPT adds
+// validation_loss, bits_per_byte, tokens_per_s).
+#include <cmath>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -11,6 +13,8 @@
 #include "cli/checks.hpp"
 #include "cli/commands.hpp"
 #include "data/fashion_mnist.hpp"
+#include "data/text_corpus.hpp"
+#include "model/gpt_spec.hpp"
 #include "schedule/schedule.hpp"
 #include "tensor/compute.hpp"
 #include "training/trainer.hpp"
@@ -37,7 +41,32 @@ struct train_options {
   std::string resume_file;      // loaded before training, which continues from its position
   std::string dtype = "fp32";   // compute dtype (Note [compute dtype] in model/layer.hpp)
   std::string export_file;      // the final weights in the compute dtype (Note [exported weights])
+  // A gpt model trains on text (language_model_data below).
+  std::string text_path = default_text_path;
+  std::size_t eval_every = 0;           // steps between validation losses (0: only at the end)
+  std::size_t validation_windows = 256; // at most this many windows of validation text
 };
+
+// A GPT's training and validation sets: seeded windows of the text's training part (as many as it has
+// context-sized pieces), and the validation part's first windows in order.
+struct language_model_data {
+  dataset train, validation;
+  std::size_t context = 0;
+};
+
+language_model_data load_language_model_data(const train_options& o) {
+  const gpt_config gpt = parse_gpt_spec(o.model);
+  const text_corpus corpus = load_text_corpus(o.text_path);
+  check_corpus_fills(corpus, gpt.context);
+  std::cerr << "text: " << o.text_path << ", " << corpus.files << " files, " << corpus.train.size()
+            << " training and " << corpus.validation.size() << " validation bytes\n";
+  language_model_data data;
+  data.context = gpt.context;
+  data.train = text_windows(corpus.train, gpt.context, std::max<std::size_t>(1, corpus.train.size() / gpt.context),
+                            o.train.seed, "text train");
+  data.validation = text_windows_in_order(corpus.validation, gpt.context, o.validation_windows, "text validation");
+  return data;
+}
 
 dataset first_samples(dataset d, std::size_t n) {
   if (n == 0 || n >= d.size()) return d;
@@ -77,10 +106,14 @@ void run_train(const train_options& o) {
                                 "each of the " + std::to_string(o.stages) + " pipeline stages computes on one thread");
   set_compute_threads(1);
   const dtype compute_dtype = *parse_dtype(o.dtype);  // checked by dtype_name()
+  const bool language_model = is_gpt_spec(o.model);
+  language_model_data text;
+  if (language_model) text = load_language_model_data(o);  // before the model: a context it cannot fill is refused first
   sequential model = sequential::from_spec(o.model, sequential_options{o.activation, o.init_seed});
   model.set_compute_dtype(compute_dtype);
-  const dataset train_set = first_samples(load_fashion_mnist("train", o.data_dir), o.train_limit);
-  const dataset test_set = load_fashion_mnist("test", o.data_dir);
+  const dataset train_set =
+      first_samples(language_model ? std::move(text.train) : load_fashion_mnist("train", o.data_dir), o.train_limit);
+  const dataset test_set = language_model ? std::move(text.validation) : load_fashion_mnist("test", o.data_dir);
   train_config config = o.train;
   config.log = [](const std::string& line) { std::cerr << line << "\n"; };
 
@@ -161,7 +194,23 @@ void run_train(const train_options& o) {
       std::cerr << "checkpoint of step " << saved.step << " written to " << o.checkpoint_file << "\n";
     };
 
+  // A language model: validation loss in nats per byte (its labels are bytes) and bits per byte.
+  const auto validate = [&](const std::string& when) {
+    const double nats = evaluate_loss(*runner, test_set);
+    std::cerr << when << ": validation loss " << nats << " nats/byte, " << nats / std::log(2.0) << " bits/byte\n";
+    return nats;
+  };
+  if (language_model && o.eval_every) {
+    config.evaluate_every = o.eval_every;
+    config.evaluate = [&](std::uint64_t step) { validate("step " + std::to_string(step)); };
+  }
   const train_report r = train(*runner, train_set, test_set, config);
+  if (language_model) {
+    const double nats = validate("end");
+    out["validation_loss"] = nats;
+    out["bits_per_byte"] = nats / std::log(2.0);
+    out["tokens_per_s"] = r.samples_per_s * static_cast<double>(text.context);
+  }
   out["model"] = o.model;
   out["stages"] = o.stages;
   out["dtype"] = dtype_name(compute_dtype);
@@ -208,7 +257,7 @@ void add_train_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("train", "train a model on Fashion-MNIST (single process, or a pipeline with --stages)");
   // Every numeric flag is checked on its text (whole_number, real_number: cli/checks.hpp), so a negative
   // count is refused, naming the flag, instead of wrapping into a huge unsigned number.
-  cmd->add_option("--model", o->model, "layer widths, Linear layers with activations between")->capture_default_str();
+  cmd->add_option("--model", o->model, "layer widths, Linear layers with activations between (784-512-10), or gpt:layers=8,dim=256,heads=8,context=128 (trains on --text)")->capture_default_str();
   cmd->add_option("--activation", o->activation, "relu, gelu, tanh or sigmoid")
       ->check(CLI::IsMember({"relu", "gelu", "tanh", "sigmoid"}))
       ->capture_default_str();
@@ -234,6 +283,16 @@ void add_train_command(CLI::App& app) {
       ->check(dtype_name())
       ->capture_default_str();
   cmd->add_option("--data", o->data_dir, "directory of the Fashion-MNIST IDX files")->capture_default_str();
+  const std::vector<const CLI::Option*> text_only = {
+      cmd->add_option("--text", o->text_path, "a gpt model's text: a file or a folder of files (byte tokens)")
+          ->capture_default_str(),
+      cmd->add_option("--eval-every", o->eval_every, "a gpt model's validation loss every N steps (0: at the end only)")
+          ->check(whole_number(0))
+          ->capture_default_str(),
+      cmd->add_option("--validation-windows", o->validation_windows, "at most this many windows of validation text")
+          ->check(whole_number(1))
+          ->capture_default_str(),
+  };
   cmd->add_option("--train-limit", o->train_limit, "use only the first N training samples")
       ->check(whole_number(0))
       ->capture_default_str();
@@ -275,8 +334,10 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--export", o->export_file, "write the trained weights (no optimizer state) in --dtype to this safetensors file");
   cmd->add_option("--resume", o->resume_file, "continue training from this checkpoint: its weights, optimizer state, step and data position");
-  cmd->callback([o, pipeline_only] {
+  cmd->callback([o, pipeline_only, text_only] {
     if (o->stages == 0) refuse_given(pipeline_only, "needs --stages N (N >= 1): it only applies to a pipeline");
+    if (!is_gpt_spec(o->model)) refuse_given(text_only, "needs a gpt model (--model gpt:...): it only applies to text");
+    else parse_gpt_spec(o->model);  // a bad spec is refused before any data is read
     run_train(*o);
   });
 }

@@ -34,7 +34,7 @@ batch make_batch(const dataset& d, const std::vector<std::size_t>& order, std::s
                             std::to_string(count) + " batches of " + std::to_string(batch_size) +
                             " in an order of " + std::to_string(order.size()) + " samples");
   const std::size_t samples = d.size();
-  if (d.labels.dimension() != 1 || d.labels.shape()[0] != samples)
+  if (d.labels.dimension() == 0 || d.labels.shape()[0] != samples)
     throw std::invalid_argument("make_batch: data set '" + d.name + "' has inputs " +
                                 shape_string(d.inputs) + " but labels " + shape_string(d.labels));
 
@@ -46,7 +46,10 @@ batch make_batch(const dataset& d, const std::vector<std::size_t>& order, std::s
 
   batch b;
   b.inputs = tensor::from_shape(input_shape);  // (rows_in_batch, features...)
-  b.labels = tensor::from_shape({rows_in_batch});
+  shape_t label_shape = shape_of(d.labels);
+  label_shape[0] = rows_in_batch;
+  const std::size_t label_size = samples == 0 ? 0 : d.labels.size() / samples;  // 1, or a sequence's tokens
+  b.labels = tensor::from_shape(label_shape);
   const float* in = d.inputs.data();
   float* out = b.inputs.data();
   for (std::size_t r = 0; r < rows_in_batch; ++r) {
@@ -56,7 +59,8 @@ batch make_batch(const dataset& d, const std::vector<std::size_t>& order, std::s
                               std::to_string(begin + r) + " of the order is out of range for '" + d.name +
                               "' with " + std::to_string(samples) + " samples");
     if (row_size != 0) std::memcpy(out + r * row_size, in + sample * row_size, row_size * sizeof(float));
-    b.labels.data()[r] = d.labels.data()[sample];
+    if (label_size != 0)
+      std::memcpy(b.labels.data() + r * label_size, d.labels.data() + sample * label_size, label_size * sizeof(float));
   }
   return b;
 }

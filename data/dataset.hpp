@@ -12,14 +12,14 @@ namespace ap {
 struct dataset {
   std::string name;
   tensor inputs;  // (samples, features), e.g. (60000, 784) with pixels scaled to [0, 1]
-  tensor labels;  // (samples): class indices stored as floats (exact below 2^24)
+  tensor labels;  // (samples) or (samples, sequence): class indices stored as floats (exact below 2^24)
   std::size_t num_classes = 0;
   std::size_t size() const { return inputs.dimension() == 0 ? 0 : inputs.shape()[0]; }
 };
 
 struct batch {
   tensor inputs;  // (batch, features)
-  tensor labels;  // (batch)
+  tensor labels;  // (batch) or (batch, sequence)
 };
 
 // The sample order of one epoch: a permutation of [0, n) from a seeded generator of our own

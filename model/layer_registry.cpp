@@ -5,15 +5,18 @@
 #include <mutex>
 #include <stdexcept>
 
+#include "model/attention.hpp"
 #include "model/block.hpp"
 #include "model/dropout.hpp"
 #include "model/gelu.hpp"
 #include "model/layer_norm.hpp"
 #include "model/linear.hpp"
+#include "model/position_embedding.hpp"
 #include "model/relu.hpp"
 #include "model/sigmoid.hpp"
 #include "model/sleep_layer.hpp"
 #include "model/tanh.hpp"
+#include "model/token_embedding.hpp"
 
 namespace ap {
 
@@ -85,6 +88,21 @@ void register_builtin_kinds(registry& r) {
     if (forward_ms < 0 || backward_ms < 0)
       throw std::invalid_argument("bad layer spec '" + s.text + "': sleep times must not be negative");
     return std::make_unique<sleep_layer>(forward_ms, backward_ms);
+  });
+  register_layer_kind("embedding", [](const layer_spec& s) {
+    s.expect_fields(2, "embedding:VOCABULARY:DIM");
+    return std::make_unique<token_embedding>(s.width(0), s.width(1));
+  });
+  register_layer_kind("position", [](const layer_spec& s) {
+    s.expect_fields(2, "position:CONTEXT:DIM");
+    return std::make_unique<position_embedding>(s.width(0), s.width(1));
+  });
+  register_layer_kind("attention", [](const layer_spec& s) {
+    s.expect_fields(2, "attention:DIM:HEADS");
+    if (s.width(0) % s.width(1) != 0)
+      throw std::invalid_argument("bad layer spec '" + s.text + "': heads (" + s.fields[1] + ") must divide dim (" +
+                                  s.fields[0] + ")");
+    return std::make_unique<causal_self_attention>(s.width(0), s.width(1));
   });
   register_layer_kind("relu", plain<relu>("relu"));
   register_layer_kind("gelu", plain<gelu>("gelu"));

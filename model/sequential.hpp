@@ -29,7 +29,8 @@ class sequential {
   sequential(sequential&&) = default;
   sequential& operator=(sequential&&) = default;
 
-  // "784-512-256-10": Linear layers of those widths with the activation between them (not after the last).
+  // "784-512-256-10": Linear layers of those widths with the activation between them (not after the last);
+  // "gpt:layers=8,dim=256,heads=8,context=128": a GPT (model/gpt_spec.hpp; the activation is not used).
   static sequential from_spec(const std::string& spec, const sequential_options& options = {});
   // Rebuilds a model from layer spec() texts; `first_index` is the global index of the first layer.
   static sequential from_layer_specs(const std::vector<std::string>& specs, std::size_t first_index = 0);

@@ -2,7 +2,7 @@
 # Installs every dependency of the project from Debian's registry; skips what is already there (idempotent).
 set -euo pipefail
 packages=(libcaf-dev libxtensor-dev libxtensor-blas-dev doctest-dev libopenblas-dev zlib1g-dev libdnnl-dev
-          libcli11-dev nlohmann-json3-dev dataset-fashion-mnist cmake g++ make)
+          libcli11-dev nlohmann-json3-dev dataset-fashion-mnist fortunes cmake g++ make)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

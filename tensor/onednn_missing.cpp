@@ -2,6 +2,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "tensor/batched_matmul.hpp"
 #include "tensor/matmul.hpp"
 #include "tensor/nn_ops.hpp"
 
@@ -20,6 +21,10 @@ void gemm_onednn(bool, bool, std::size_t, std::size_t, std::size_t, float, const
 void gemm_onednn(bool, bool, std::size_t, std::size_t, std::size_t, float, const bfloat16*, const bfloat16*, float,
                  float*) {
   missing("gemm_onednn");
+}
+void batched_gemm_onednn(bool, bool, std::size_t, std::size_t, std::size_t, std::size_t, float, const float*,
+                         const float*, float, float*) {
+  missing("batched_gemm_onednn");
 }
 void gelu_forward_onednn(const float*, float*, std::size_t) { missing("gelu_forward_onednn"); }
 void gelu_backward_onednn(const float*, const float*, float*, std::size_t) { missing("gelu_backward_onednn"); }

@@ -141,3 +141,14 @@ TEST_CASE("a diverging run (Adam at lr 1e9) stops with an error naming the step"
   CHECK(test::contains(log, "the training diverge"));
   CHECK(train.read_line(1s).empty());  // no result line
 }
+
+TEST_CASE("a gpt model: bad specs name the key, text flags need a gpt model, a corpus too short for the context is refused") {
+  check_refused({"train", "--model", "gpt:layers=0"}, {"key 'layers' must be a positive integer, got '0'"});
+  check_refused({"train", "--model", "gpt:dim=64,heads=5"}, {"key 'heads' (5) must divide key 'dim' (64)"});
+  check_refused({"train", "--model", "gpt:width=3"}, {"unknown key 'width'"});
+  check_refused({"train", "--model", "784-10", "--text", "/tmp", "--data", no_data}, {"--text needs a gpt model"});
+  check_refused({"train", "--model", "gpt", "--text", "/nonexistent-text"}, {"text corpus /nonexistent-text: no such file or folder"});
+  check_refused({"train", "--model", "gpt:context=1000000", "--text", AP_BINARY_DIR "/CMakeCache.txt"},
+                {"too short for the model's context 1000000", "key 'context'"});
+  check_refused({"generate", "--checkpoint", "/nonexistent.safetensors"}, {"/nonexistent.safetensors"});
+}

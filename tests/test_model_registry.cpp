@@ -77,7 +77,7 @@ TEST_CASE("registering a kind twice, or a bad name, is an error naming the kind"
 
 TEST_CASE("an unknown kind names the kind and lists the known ones") {
   const std::string what = error_of([] { make_layer("conv:3"); });
-  CHECK(contains(what, "bad layer spec 'conv:3': unknown layer kind 'conv' (known: block, dropout, gelu"));
+  CHECK(contains(what, "bad layer spec 'conv:3': unknown layer kind 'conv' (known: attention, block, dropout, embedding, gelu"));
   CHECK(contains(what, "test_scale"));
   CHECK(contains(error_of([] { make_layer("residual[relu,conv:3]"); }), "unknown layer kind 'conv'"));
 }

@@ -73,6 +73,21 @@ std::string loss_problem(double loss, double first_loss, double divergence_facto
   return "";
 }
 
+double evaluate_loss(step_runner& runner, const dataset& d, std::size_t batch_size) {
+  if (d.size() == 0) return 0.0;
+  const softmax_cross_entropy ce;
+  std::vector<std::size_t> order(d.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  double sum = 0.0;
+  std::size_t labels = 0;
+  for (std::size_t b = 0; b < batch_count(d.size(), batch_size); ++b) {
+    const batch bt = make_batch(d, order, b, batch_size);
+    sum += double(ce.compute_loss(runner.predict(bt.inputs), bt.labels)) * double(bt.labels.size());
+    labels += bt.labels.size();
+  }
+  return sum / double(labels);
+}
+
 double evaluate_accuracy(step_runner& runner, const dataset& d, std::size_t batch_size) {
   if (d.size() == 0) return 0.0;
   std::vector<std::size_t> order(d.size());
@@ -82,7 +97,7 @@ double evaluate_accuracy(step_runner& runner, const dataset& d, std::size_t batc
     const batch bt = make_batch(d, order, b, batch_size);
     correct += count_correct(runner.predict(bt.inputs), bt.labels);
   }
-  return static_cast<double>(correct) / static_cast<double>(d.size());
+  return static_cast<double>(correct) / static_cast<double>(d.labels.size());  // per label: per token for text
 }
 
 train_report train(step_runner& runner, const dataset& train_set, const dataset& test_set,
@@ -126,6 +141,7 @@ train_report train(step_runner& runner, const dataset& train_set, const dataset&
       at = position(at.step + 1, epoch, b + 1);
       ++report.steps, ++epoch_steps;
       report.samples += rows(bt.inputs);
+      if (config.evaluate && config.evaluate_every && at.step % config.evaluate_every == 0) config.evaluate(at.step);
       if (config.checkpoint && config.checkpoint_every && at.step % config.checkpoint_every == 0) {
         config.checkpoint(at);
         checkpointed = at.step;

@@ -65,6 +65,9 @@ struct train_config {
   // Note [divergence]: stop with an error once a step's loss exceeds this factor times max(first loss, 1)
   // (0: never); a loss that is not finite always stops training.
   double divergence_factor = 1000.0;
+  // If set, called with the step count after every `evaluate_every` steps (a language model's validation loss).
+  std::function<void(std::uint64_t step)> evaluate;
+  std::size_t evaluate_every = 0;
 };
 
 // Note [divergence]: training that diverges (a learning rate far too high) used to run to its end and report
@@ -93,6 +96,10 @@ struct train_report {
 // holding the weights and optimizer state saved at that position, takes exactly the steps the uninterrupted
 // run takes from there: same batches, same step numbers, same updates.
 train_report train(step_runner& runner, const dataset& train_set, const dataset& test_set, const train_config& config);
+
+// Mean cross-entropy per label (nats; per byte for a byte-level language model, whose labels are
+// (samples, sequence)) over the whole data set, predicted in batches of `batch_size`.
+double evaluate_loss(step_runner& runner, const dataset& d, std::size_t batch_size = 64);
 
 // Share of rows whose arg-max output matches the label, predicted in batches of `batch_size`.
 double evaluate_accuracy(step_runner& runner, const dataset& d, std::size_t batch_size = 1000);

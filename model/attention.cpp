@@ -1,0 +1,208 @@
+#include "model/attention.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "random/seeded_random.hpp"
+#include "tensor/batched_matmul.hpp"
+#include "tensor/compute.hpp"
+
+namespace ap {
+
+namespace {
+
+// dim, once checked: before the projections are built, so the error names the heads.
+std::size_t checked_dim(std::size_t dim, std::size_t heads) {
+  if (dim == 0 || heads == 0 || dim % heads != 0)
+    throw std::invalid_argument("Attention needs heads dividing dim, got dim " + std::to_string(dim) + " and " +
+                                std::to_string(heads) + " heads");
+  return dim;
+}
+
+}  // namespace
+
+causal_self_attention::causal_self_attention(std::size_t dim, std::size_t heads)
+    : dim_(checked_dim(dim, heads)), heads_(heads), qkv_(dim, 3 * dim), proj_(dim, dim) {}
+
+std::string causal_self_attention::describe() const {
+  return "Attention(" + std::to_string(dim_) + ", " + std::to_string(heads_) + " heads)";
+}
+
+std::string causal_self_attention::spec() const {
+  return "attention:" + std::to_string(dim_) + ":" + std::to_string(heads_);
+}
+
+namespace {
+
+// Note [parallel element loops] in compute.hpp: rows are independent, so any thread count gives the same bits.
+constexpr std::ptrdiff_t parallel_rows = 64;
+
+// The heads of one of q, k, v (`which` 0, 1, 2) out of qkv (B, T, 3D) into (B*H, T, d), or back (merge: into
+// a (B, T, width) tensor at column offset `which` * D, adding when `add`).
+void split_heads(const float* qkv, std::size_t width, std::size_t which, std::size_t batch, std::size_t t,
+                 std::size_t heads, std::size_t d, float* out) {
+  const std::size_t dim = heads * d;
+  const auto bh_count = static_cast<std::ptrdiff_t>(batch * heads);
+#pragma omp parallel for schedule(static) if (bh_count >= parallel_rows)
+  for (std::ptrdiff_t bh = 0; bh < bh_count; ++bh) {
+    const std::size_t b = std::size_t(bh) / heads, h = std::size_t(bh) % heads;
+    for (std::size_t i = 0; i < t; ++i) {
+      const float* from = qkv + (b * t + i) * width + which * dim + h * d;
+      float* to = out + (std::size_t(bh) * t + i) * d;
+      for (std::size_t j = 0; j < d; ++j) to[j] = from[j];
+    }
+  }
+}
+
+void merge_heads(const float* heads_data, std::size_t batch, std::size_t t, std::size_t heads, std::size_t d,
+                 std::size_t width, std::size_t which, float* out) {
+  const std::size_t dim = heads * d;
+  const auto bt_count = static_cast<std::ptrdiff_t>(batch * t);
+#pragma omp parallel for schedule(static) if (bt_count >= parallel_rows)
+  for (std::ptrdiff_t bt = 0; bt < bt_count; ++bt) {
+    const std::size_t b = std::size_t(bt) / t, i = std::size_t(bt) % t;
+    for (std::size_t h = 0; h < heads; ++h) {
+      const float* from = heads_data + ((b * heads + h) * t + i) * d;
+      float* to = out + std::size_t(bt) * width + which * dim + h * d;
+      for (std::size_t j = 0; j < d; ++j) to[j] = from[j];
+    }
+  }
+}
+
+}  // namespace
+
+void causal_softmax_rows(float* scores, std::size_t rows, std::size_t t) {
+  const auto n = static_cast<std::ptrdiff_t>(rows);
+#pragma omp parallel for schedule(static) if (n >= parallel_rows * 8)
+  for (std::ptrdiff_t r = 0; r < n; ++r) {
+    float* row = scores + std::size_t(r) * t;
+    const std::size_t seen = std::size_t(r) % t + 1;  // columns 0 .. r % t
+    float max = row[0];
+    for (std::size_t j = 1; j < seen; ++j) max = row[j] > max ? row[j] : max;
+    float sum = 0.0f;
+    for (std::size_t j = 0; j < seen; ++j) {
+      row[j] = std::exp(row[j] - max);
+      sum += row[j];
+    }
+    const float inv = 1.0f / sum;
+    for (std::size_t j = 0; j < seen; ++j) row[j] *= inv;
+    for (std::size_t j = seen; j < t; ++j) row[j] = 0.0f;
+  }
+}
+
+tensor causal_self_attention::forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const {
+  if (x.dimension() != 3 || x.shape()[2] != dim_)
+    throw std::invalid_argument(describe() + " takes (batch, sequence, " + std::to_string(dim_) +
+                                "), got input of shape " + shape_string(x));
+  const std::size_t batch = x.shape()[0], t = x.shape()[1], d = dim_ / heads_, bh = batch * heads_;
+  saved& s = cache.emplace<saved>();
+  s.input_done = false;
+  // Note [compute dtype]: in bfloat16 the products' inputs are bfloat16 values (q, k, v, probs, merged) and
+  // are held so; sums, the softmax and the scores stay float32.
+  const dtype type = compute_dtype();
+  tensor qkv = qkv_.forward(x, s.qkv, ctx);  // (B, T, 3D)
+  round_to_compute_dtype(qkv, type);
+  tensor q = tensor::from_shape({bh, t, d}), k = tensor::from_shape({bh, t, d}), v = tensor::from_shape({bh, t, d});
+  split_heads(qkv.data(), 3 * dim_, 0, batch, t, heads_, d, q.data());
+  split_heads(qkv.data(), 3 * dim_, 1, batch, t, heads_, d, k.data());
+  split_heads(qkv.data(), 3 * dim_, 2, batch, t, heads_, d, v.data());
+  tensor probs = tensor::from_shape({bh, t, t});
+  const float scale = 1.0f / std::sqrt(float(d));
+  batched_gemm(false, true, bh, t, t, d, scale, q.data(), k.data(), 0.0f, probs.data());  // scores
+  causal_softmax_rows(probs.data(), bh * t, t);
+  round_to_compute_dtype(probs, type);
+  tensor heads_out = tensor::from_shape({bh, t, d});  // (B*H, T, d)
+  batched_gemm(false, false, bh, t, d, t, 1.0f, probs.data(), v.data(), 0.0f, heads_out.data());
+  tensor merged = tensor::from_shape({batch, t, dim_});  // (B, T, D)
+  merge_heads(heads_out.data(), batch, t, heads_, d, dim_, 0, merged.data());
+  round_to_compute_dtype(merged, type);
+  const auto keep = [type](tensor& held, tensor& value) {
+    if (type == dtype::float32)
+      held = std::move(value);
+    else
+      stash_as(held, value, type);
+  };
+  keep(s.q, q), keep(s.k, k), keep(s.v, v), keep(s.probs, probs);
+  return proj_.forward(merged, s.proj, ctx);
+}
+
+void causal_self_attention::set_compute_dtype(dtype type) {
+  layer::set_compute_dtype(type);
+  qkv_.set_compute_dtype(type);
+  proj_.set_compute_dtype(type);
+}
+
+void causal_self_attention::backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const {
+  saved& s = cache.get<saved>(*this);
+  const std::size_t bh = s.q.shape()[0], t = s.q.shape()[1], d = s.q.shape()[2], batch = bh / heads_;
+  check_dy_shape(dy, {batch, t, dim_}, *this);
+  const dtype type = s.q.type();  // Note [compute dtype]: as the forward held them
+  tensor q32, k32, v32, p32;
+  const tensor& q = float32_view(s.q, q32);
+  const tensor& k = float32_view(s.k, k32);
+  const tensor& v = float32_view(s.v, v32);
+  const tensor& probs = float32_view(s.probs, p32);
+  tensor dmerged;  // (B, T, D)
+  proj_.backward_input(dy, s.proj, &dmerged);
+  round_to_compute_dtype(dmerged, type);
+  tensor dheads = tensor::from_shape({bh, t, d});  // (B*H, T, d)
+  split_heads(dmerged.data(), dim_, 0, batch, t, heads_, d, dheads.data());
+  // dP = dO v^T; dv = P^T dO; dS = P * (dP - rowsum(dP * P)) / sqrt(d); dq = dS k; dk = dS^T q.
+  tensor dp = tensor::from_shape({bh, t, t});  // (B*H, T, T)
+  batched_gemm(false, true, bh, t, t, d, 1.0f, dheads.data(), v.data(), 0.0f, dp.data());
+  tensor dv = tensor::from_shape({bh, t, d}), dq = tensor::from_shape({bh, t, d}), dk = tensor::from_shape({bh, t, d});
+  batched_gemm(true, false, bh, t, d, t, 1.0f, probs.data(), dheads.data(), 0.0f, dv.data());
+  const float scale = 1.0f / std::sqrt(float(d));
+  {
+    const float* p = probs.data();
+    float* g = dp.data();
+    const auto n = static_cast<std::ptrdiff_t>(bh * t);
+#pragma omp parallel for schedule(static) if (n >= parallel_rows * 8)
+    for (std::ptrdiff_t r = 0; r < n; ++r) {
+      const float* pr = p + std::size_t(r) * t;
+      float* gr = g + std::size_t(r) * t;
+      const std::size_t seen = std::size_t(r) % t + 1;
+      float dot = 0.0f;
+      for (std::size_t j = 0; j < seen; ++j) dot += gr[j] * pr[j];
+      for (std::size_t j = 0; j < seen; ++j) gr[j] = pr[j] * (gr[j] - dot) * scale;
+      for (std::size_t j = seen; j < t; ++j) gr[j] = 0.0f;
+    }
+  }
+  round_to_compute_dtype(dp, type);  // dS, the input of the two products below
+  batched_gemm(false, false, bh, t, d, t, 1.0f, dp.data(), k.data(), 0.0f, dq.data());
+  batched_gemm(true, false, bh, t, d, t, 1.0f, dp.data(), q.data(), 0.0f, dk.data());
+  if (shape_of(s.dqkv) != shape_t{batch, t, 3 * dim_}) s.dqkv = tensor::from_shape({batch, t, 3 * dim_});
+  merge_heads(dq.data(), batch, t, heads_, d, 3 * dim_, 0, s.dqkv.data());
+  merge_heads(dk.data(), batch, t, heads_, d, 3 * dim_, 1, s.dqkv.data());
+  merge_heads(dv.data(), batch, t, heads_, d, 3 * dim_, 2, s.dqkv.data());
+  qkv_.backward_input(s.dqkv, s.qkv, dx);
+  s.input_done = true;
+}
+
+void causal_self_attention::backward_weight(const tensor& dy, layer_cache& cache) {
+  saved& s = cache.get<saved>(*this);
+  if (!s.input_done)
+    throw std::invalid_argument(describe() + " backward_weight: run backward_input first (it computes the QKV dy)");
+  proj_.backward_weight(dy, s.proj);
+  qkv_.backward_weight(s.dqkv, s.qkv);
+  // Note [key bias]: adding b_k to every key adds q . b_k to every score of a row, which the softmax ignores:
+  // the key bias's gradient is exactly 0, and what the sum over positions leaves is rounding noise (1e-9) that
+  // Adam would scale into lr-sized steps in a random direction, different for every microbatch split. So
+  // it is set to the exact 0 it is (each backward_weight adds 0, so the accumulated value is 0 too).
+  float* dbias = qkv_.parameters("").at(1).grad->data();
+  std::fill(dbias + dim_, dbias + 2 * dim_, 0.0f);
+}
+
+std::vector<parameter> causal_self_attention::parameters(const std::string& prefix) {
+  std::vector<parameter> all = qkv_.parameters(prefix + "qkv.");
+  for (parameter& p : proj_.parameters(prefix + "proj.")) all.push_back(p);
+  return all;
+}
+
+void causal_self_attention::initialize(std::uint64_t seed) {
+  qkv_.initialize(hash_counters(seed, 0));
+  proj_.initialize(hash_counters(seed, 1));
+}
+
+}  // namespace ap

@@ -1,0 +1,63 @@
+// Causal multi-head self-attention (GPT-2's): a fused QKV projection, per head softmax(q k^T / sqrt(head_dim))
+// with a causal mask (position t sees positions <= t) in fp32, the heads' weighted values concatenated, and an
+// output projection. Input and output (batch, sequence, dim).
+//
+// The two projections are Linear layers held inside (their forward, backward, I/W split and initialisation
+// are Linear's), so a compute dtype given to Linear reaches them; the scores and weighted values go through
+// batched_gemm only (Note [one place for attention's products] in tensor/batched_matmul.hpp). Parameters are
+// named "qkv.weight", "qkv.bias", "proj.weight", "proj.bias" after the layer's prefix.
+#pragma once
+
+#include "model/layer.hpp"
+#include "model/linear.hpp"
+
+namespace ap {
+
+class causal_self_attention final : public layer {
+ public:
+  // Throws std::invalid_argument when heads does not divide dim, naming both.
+  causal_self_attention(std::size_t dim, std::size_t heads);
+
+  std::string describe() const override;  // "Attention(64, 4 heads)"
+  std::optional<std::size_t> in_features() const override { return dim_; }
+  std::optional<std::size_t> out_features() const override { return dim_; }
+
+  // Shapes with B = batch, T = sequence, H = heads, D = dim, d = D / H (head_dim).
+  struct saved : saved_state {
+    layer_cache qkv;    // the QKV projection's (its input x (B, T, D))
+    layer_cache proj;   // the output projection's (its input, the heads' outputs concatenated (B, T, D))
+    tensor q, k, v;     // (B*H, T, d) each: the heads split out of the QKV projection
+    tensor probs;       // (B*H, T, T): softmax of the masked, scaled scores; exactly 0 above the diagonal
+    tensor dqkv;        // (B, T, 3D): the QKV projection's dy, from backward_input, for backward_weight
+    bool input_done = false;
+    // Note [compute dtype]: in bfloat16, q, k, v and probs are held in bfloat16 (the values the products
+    // used: rounded first), the softmax and its backward run in float32.
+    std::size_t bytes() const override {
+      return qkv.bytes() + proj.bytes() + q.byte_size() + k.byte_size() + v.byte_size() + probs.byte_size() +
+             dqkv.byte_size();
+    }
+  };
+  tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
+  void backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const override;
+  void backward_weight(const tensor& dy, layer_cache& cache) override;
+
+  std::vector<parameter> parameters(const std::string& prefix) override;
+  std::unique_ptr<layer> clone() const override { return std::make_unique<causal_self_attention>(*this); }
+  std::string spec() const override;  // "attention:64:4"
+  void initialize(std::uint64_t seed) override;  // each projection as a Linear, from its own seed
+  void set_compute_dtype(dtype type) override;   // its own and its projections' (Note [compute dtype])
+  // Per row (token) at sequence length `context`: the projections' 8 D^2, and 2 T D for the scores and
+  // values at the longest sequence seen so far is unknown here: the projections only (the larger part).
+  double flops_per_row() const override { return 8.0 * double(dim_) * double(dim_); }
+
+ private:
+  std::size_t dim_, heads_;
+  linear qkv_;   // D -> 3D: q, k, v side by side, each D wide (head h at columns h*d of each)
+  linear proj_;  // D -> D
+};
+
+// The attention core on its own (tests, benchmarks): softmax over each row of scores (rows, T) masked to
+// columns <= row % T, in place; masked entries become exactly 0.
+void causal_softmax_rows(float* scores, std::size_t rows, std::size_t t);
+
+}  // namespace ap

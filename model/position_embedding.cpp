@@ -1,0 +1,66 @@
+#include "model/position_embedding.hpp"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "random/seeded_random.hpp"
+
+namespace ap {
+
+position_embedding::position_embedding(std::size_t context, std::size_t dim)
+    : context_(context), dim_(dim), weight_(zeros({context, dim})), dweight_(zeros({context, dim})) {
+  if (context == 0 || dim == 0) throw std::invalid_argument("Position needs positive sizes, got " + describe());
+}
+
+std::string position_embedding::describe() const {
+  return "Position(" + std::to_string(context_) + "x" + std::to_string(dim_) + ")";
+}
+
+std::string position_embedding::spec() const {
+  return "position:" + std::to_string(context_) + ":" + std::to_string(dim_);
+}
+
+tensor position_embedding::forward(const tensor& x, layer_cache& cache, const forward_context&) const {
+  if (x.dimension() != 3 || x.shape()[2] != dim_ || x.shape()[1] > context_)
+    throw std::invalid_argument(describe() + " takes (batch, sequence <= " + std::to_string(context_) + ", " +
+                                std::to_string(dim_) + "), got input of shape " + shape_string(x));
+  const std::size_t batch = x.shape()[0], seq = x.shape()[1];
+  tensor y = tensor::from_shape(x.shape());  // (batch, sequence, dim)
+  const float* px = x.data();
+  const float* w = weight_.data();
+  float* py = y.data();
+  for (std::size_t b = 0; b < batch; ++b)
+    for (std::size_t i = 0; i < seq * dim_; ++i) py[b * seq * dim_ + i] = px[b * seq * dim_ + i] + w[i];
+  cache.emplace<saved>().shape = x.shape();
+  return y;
+}
+
+void position_embedding::backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const {
+  const shape_t& shape = cache.get<saved>(*this).shape;
+  check_dy_shape(dy, shape, *this);
+  if (!dx) return;
+  const float* pdy = dy.data();
+  accumulate_elementwise(*dx, shape, *this, [pdy](std::size_t i) { return pdy[i]; });
+}
+
+void position_embedding::backward_weight(const tensor& dy, layer_cache& cache) {
+  const shape_t& shape = cache.get<saved>(*this).shape;
+  check_dy_shape(dy, shape, *this);
+  const std::size_t batch = shape[0], n = shape[1] * dim_;
+  const float* pdy = dy.data();
+  float* dw = dweight_.data();
+  for (std::size_t b = 0; b < batch; ++b)
+    for (std::size_t i = 0; i < n; ++i) dw[i] += pdy[b * n + i];
+}
+
+std::vector<parameter> position_embedding::parameters(const std::string& prefix) {
+  return {{prefix + "weight", &weight_, &dweight_}};
+}
+
+void position_embedding::initialize(std::uint64_t seed) {
+  const float bound = 0.02f * std::sqrt(3.0f);
+  splitmix64 random(seed);
+  for (float& w : weight_) w = symmetric_unit_float(random.next()) * bound;
+}
+
+}  // namespace ap

@@ -1,0 +1,39 @@
+// Token embedding: token ids (batch, sequence), held as floats, become rows of a table: y[b, t] = W[x[b, t]].
+#pragma once
+
+#include "model/layer.hpp"
+
+namespace ap {
+
+class token_embedding final : public layer {
+ public:
+  // The table is zero until initialize(seed) (or a checkpoint) sets it.
+  token_embedding(std::size_t vocabulary, std::size_t dim);
+
+  std::string describe() const override;  // "Embedding(256x64)"
+  // The input's last axis is the sequence, not features: no input width to check.
+  std::optional<std::size_t> out_features() const override { return dim_; }
+
+  struct saved : saved_state {
+    tensor ids;  // (batch, sequence): the token ids, for dweight[id] += dy
+    std::size_t bytes() const override { return ids.byte_size(); }
+  };
+  // x (batch, sequence) of integers in [0, vocabulary) -> (batch, sequence, dim); throws naming the first
+  // position whose id is not one.
+  tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
+  // Ids have no gradient: a set dx gets nothing added (an empty one becomes zeros of the ids' shape).
+  void backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const override;
+  void backward_weight(const tensor& dy, layer_cache& cache) override;
+
+  std::vector<parameter> parameters(const std::string& prefix) override;
+  std::unique_ptr<layer> clone() const override { return std::make_unique<token_embedding>(*this); }
+  std::string spec() const override;  // "embedding:256:64"
+  void initialize(std::uint64_t seed) override;  // uniform with standard deviation 0.02 (GPT-2's)
+
+ private:
+  std::size_t vocabulary_, dim_;
+  tensor weight_;   // (vocabulary, dim)
+  tensor dweight_;  // (vocabulary, dim)
+};
+
+}  // namespace ap

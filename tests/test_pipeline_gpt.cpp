@@ -1,0 +1,157 @@
+// A GPT through the pipeline: every schedule (GPipe, 1F1B, ZB-H1, interleaved) on 1..4 stages with unequal
+// microbatches, every partition method, and stages on 2 `actorpipe node` processes give the parameters of
+// single-process training (1e-5); a GPT checkpoint resumes and reshards to another stage count.
+#include <doctest/doctest.h>
+
+#include "actors/pipeline.hpp"
+#include "data/text_corpus.hpp"
+#include "model/gpt_spec.hpp"
+#include "node_process.hpp"
+#include "plan/partition.hpp"
+#include "pipeline_test_models.hpp"
+#include "test_support.hpp"
+
+using namespace ap;
+
+namespace {
+
+const char* const tiny_gpt = "gpt:layers=2,dim=16,heads=2,context=8";  // 6 elements: 4 stages, or 3 x 2 chunks
+constexpr int steps = 3;
+
+sequential make_gpt(std::uint64_t seed = 7) { return sequential::from_spec(tiny_gpt, sequential_options{"relu", seed}); }
+
+// 10 windows of 8 bytes of text: 3 microbatches of 4, 3, 3 sequences; 4 of 3, 3, 2, 2.
+dataset text_batch() {
+  const std::string text = "It is a truth universally acknowledged, that a single man in possession of a good fortune, "
+                           "must be in want of a wife.";
+  return text_windows(std::vector<std::uint8_t>(text.begin(), text.end()), 8, 10, 3, "text");
+}
+
+optimizer_config adamw() {
+  optimizer_config o;
+  o.kind = "adamw";
+  o.lr = 0.01f;
+  o.weight_decay = 0.1f;
+  // Adam's first step moves a weight by lr * g / (|g| + eps) whatever g's size: a gradient of 4e-8 (a GELU
+  // unit barely used by this batch) moves by 0.8 lr with eps 1e-8, and its rounding in another summation
+  // order (per microbatch) by 3e-5. eps 1e-6 keeps the test about the pipeline, not about that amplification.
+  o.eps = 1e-6f;
+  return o;
+}
+
+struct run_result {
+  sequential model;
+  std::vector<float> losses;
+};
+
+run_result train_single(const dataset& d) {
+  run_result r{make_gpt(), {}};
+  local_runner runner(r.model, adamw());
+  for (int s = 0; s < steps; ++s) r.losses.push_back(runner.train_step(d.inputs, d.labels, s));
+  return r;
+}
+
+run_result train_pipeline(const dataset& d, pipeline_options o) {
+  o.optimizer = adamw();
+  pipeline pipe(make_gpt(), o);
+  run_result r{sequential{}, {}};
+  for (int s = 0; s < steps; ++s) r.losses.push_back(pipe.train_step(d.inputs, d.labels, s));
+  r.model = pipe.gather_model();
+  return r;
+}
+
+void check_equal(run_result& single, run_result& pipe, const std::string& label) {
+  for (int s = 0; s < steps; ++s) {
+    INFO(label << ": loss of step " << s);
+    CHECK(pipe.losses[s] == doctest::Approx(single.losses[s]).epsilon(1e-5));
+  }
+  test::check_same_parameters(single.model, pipe.model, 1e-5f, label);
+}
+
+pipeline_options options(const std::string& schedule, int stages, int microbatches, int chunks = 1) {
+  pipeline_options o;
+  o.schedule = schedule;
+  o.stages = stages;
+  o.microbatches = microbatches;
+  o.chunks_per_stage = chunks;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("GPT: every schedule on 1..4 stages with unequal microbatches equals single-process training") {
+  const dataset d = text_batch();
+  run_result single = train_single(d);
+  CHECK(single.losses[2] < single.losses[0]);  // it learns
+  for (const std::string sched : {"gpipe", "1f1b", "zb-h1"})
+    for (int stages = 1; stages <= 4; ++stages)
+      for (int m : {3, 4}) {
+        run_result piped = train_pipeline(d, options(sched, stages, m));
+        check_equal(single, piped, sched + " p=" + std::to_string(stages) + " m=" + std::to_string(m));
+      }
+  for (const auto& [stages, m] : {std::pair{2, 4}, std::pair{3, 3}}) {
+    run_result piped = train_pipeline(d, options("interleaved", stages, m, 2));
+    check_equal(single, piped, "interleaved v=2 p=" + std::to_string(stages) + " m=" + std::to_string(m));
+  }
+}
+
+TEST_CASE("GPT: the parameter and time partitions split whole decoder blocks and train as one process") {
+  const dataset d = text_batch();
+  run_result single = train_single(d);
+  const sequential model = make_gpt();
+  const auto costs = measure_layer_costs(model, slice_rows(d.inputs, 0, 4));
+  REQUIRE(costs.size() == 6);
+  for (const partition_method method : {partition_method::parameters, partition_method::time}) {
+    pipeline_options o = options("1f1b", 3, 3);
+    o.layers_per_chunk = partition_counts(method, model, costs, 3);
+    std::size_t total = 0;
+    for (std::size_t c : o.layers_per_chunk) total += c;
+    CHECK(total == 6);
+    run_result piped = train_pipeline(d, o);
+    check_equal(single, piped, "partition " + to_string(method));
+  }
+}
+
+TEST_CASE("GPT checkpoint: 2 stages save, 3 stages (and one process) resume to the uninterrupted result") {
+  test::scratch_dir dir{"gpt_checkpoint"};
+  const dataset d = text_batch();
+  sequential reference = make_gpt();
+  local_runner reference_runner(reference, adamw());
+  for (int s = 0; s < 4; ++s) reference_runner.train_step(d.inputs, d.labels, s);
+
+  const std::string path = (dir.path / "gpt.safetensors").string();
+  pipeline_options two = options("1f1b", 2, 3);
+  two.optimizer = adamw();
+  pipeline first(make_gpt(), two);
+  for (int s = 0; s < 2; ++s) first.train_step(d.inputs, d.labels, s);
+  training_state state;
+  state.step = 2;
+  state.model_spec = tiny_gpt;
+  first.save_checkpoint(path, state);
+
+  pipeline_options three = options("zb-h1", 3, 4);
+  three.optimizer = adamw();
+  pipeline second(make_gpt(/*seed=*/99), three);
+  CHECK(second.load_checkpoint(path).model_spec == tiny_gpt);
+  for (int s = 2; s < 4; ++s) second.train_step(d.inputs, d.labels, s);
+  sequential resumed = second.gather_model();
+  test::check_same_parameters(resumed, reference, 1e-5f, "3 stages resumed from 2");
+
+  sequential single = make_gpt(/*seed=*/99);
+  local_runner runner(single, adamw());
+  CHECK(runner.load_checkpoint(path).step == 2);
+  for (int s = 2; s < 4; ++s) runner.train_step(d.inputs, d.labels, s);
+  test::check_same_parameters(single, reference, 1e-5f, "one process resumed from 2 stages");
+}
+
+TEST_CASE("GPT on 2 node processes equals one process (1F1B, ZB-H1, interleaved)") {
+  const dataset d = text_batch();
+  const std::string actorpipe = std::string(AP_BINARY_DIR) + "/cli/actorpipe";
+  test::node_process a(actorpipe), b(actorpipe);
+  run_result single = train_single(d);
+  for (pipeline_options o : {options("1f1b", 2, 3), options("zb-h1", 4, 4), options("interleaved", 2, 4, 2)}) {
+    o.nodes = {a.address(), b.address()};
+    run_result remote = train_pipeline(d, o);
+    check_equal(single, remote, o.schedule + " p=" + std::to_string(o.stages) + " on 2 nodes");
+  }
+}
