@@ -72,6 +72,34 @@ void merge_heads(const float* heads_data, std::size_t batch, std::size_t t, std:
 
 }  // namespace
 
+namespace {
+
+// Note [compute dtype]: `value` held in `type`: moved when it is float32 already, else converted (rounded).
+void keep_as(tensor& held, tensor& value, dtype type) {
+  if (type == value.type())
+    held = std::move(value);
+  else
+    stash_as(held, value, type);
+}
+
+// `x` in `type`: itself, or converted into `scratch`.
+const tensor& in_type(const tensor& x, dtype type, tensor& scratch) {
+  if (x.type() == type) return x;
+  assign_as(scratch, x, type);
+  return scratch;
+}
+
+// batched_gemm (beta 0) of two tensors of one dtype: bfloat16 inputs with fp32 sums, or float32.
+void product(bool transpose_a, bool transpose_b, std::size_t batch, std::size_t m, std::size_t n, std::size_t k,
+             float alpha, const tensor& a, const tensor& b, float* c) {
+  if (a.type() == dtype::bfloat16)
+    batched_gemm(transpose_a, transpose_b, batch, m, n, k, alpha, a.bf16_data(), b.bf16_data(), 0.0f, c);
+  else
+    batched_gemm(transpose_a, transpose_b, batch, m, n, k, alpha, a.data(), b.data(), 0.0f, c);
+}
+
+}  // namespace
+
 void causal_softmax_rows(float* scores, std::size_t rows, std::size_t t) {
   const auto n = static_cast<std::ptrdiff_t>(rows);
 #pragma omp parallel for schedule(static) if (n >= parallel_rows * 8)
@@ -98,32 +126,24 @@ tensor causal_self_attention::forward(const tensor& x, layer_cache& cache, const
   const std::size_t batch = x.shape()[0], t = x.shape()[1], d = dim_ / heads_, bh = batch * heads_;
   saved& s = cache.emplace<saved>();
   s.input_done = false;
-  // Note [compute dtype]: in bfloat16 the products' inputs are bfloat16 values (q, k, v, probs, merged) and
-  // are held so; sums, the softmax and the scores stay float32.
+  // Note [compute dtype]: in bfloat16, q, k, v and probs are held in bfloat16 and multiplied as such (fp32
+  // sums); the scores and the softmax stay float32.
   const dtype type = compute_dtype();
-  tensor qkv = qkv_.forward(x, s.qkv, ctx);  // (B, T, 3D)
-  round_to_compute_dtype(qkv, type);
+  const tensor qkv = qkv_.forward(x, s.qkv, ctx);  // (B, T, 3D)
   tensor q = tensor::from_shape({bh, t, d}), k = tensor::from_shape({bh, t, d}), v = tensor::from_shape({bh, t, d});
   split_heads(qkv.data(), 3 * dim_, 0, batch, t, heads_, d, q.data());
   split_heads(qkv.data(), 3 * dim_, 1, batch, t, heads_, d, k.data());
   split_heads(qkv.data(), 3 * dim_, 2, batch, t, heads_, d, v.data());
+  keep_as(s.q, q, type), keep_as(s.k, k, type), keep_as(s.v, v, type);
   tensor probs = tensor::from_shape({bh, t, t});
   const float scale = 1.0f / std::sqrt(float(d));
-  batched_gemm(false, true, bh, t, t, d, scale, q.data(), k.data(), 0.0f, probs.data());  // scores
+  product(false, true, bh, t, t, d, scale, s.q, s.k, probs.data());  // scores
   causal_softmax_rows(probs.data(), bh * t, t);
-  round_to_compute_dtype(probs, type);
+  keep_as(s.probs, probs, type);
   tensor heads_out = tensor::from_shape({bh, t, d});  // (B*H, T, d)
-  batched_gemm(false, false, bh, t, d, t, 1.0f, probs.data(), v.data(), 0.0f, heads_out.data());
+  product(false, false, bh, t, d, t, 1.0f, s.probs, s.v, heads_out.data());
   tensor merged = tensor::from_shape({batch, t, dim_});  // (B, T, D)
   merge_heads(heads_out.data(), batch, t, heads_, d, dim_, 0, merged.data());
-  round_to_compute_dtype(merged, type);
-  const auto keep = [type](tensor& held, tensor& value) {
-    if (type == dtype::float32)
-      held = std::move(value);
-    else
-      stash_as(held, value, type);
-  };
-  keep(s.q, q), keep(s.k, k), keep(s.v, v), keep(s.probs, probs);
   return proj_.forward(merged, s.proj, ctx);
 }
 
@@ -137,25 +157,24 @@ void causal_self_attention::backward_input(const tensor& dy, layer_cache& cache,
   saved& s = cache.get<saved>(*this);
   const std::size_t bh = s.q.shape()[0], t = s.q.shape()[1], d = s.q.shape()[2], batch = bh / heads_;
   check_dy_shape(dy, {batch, t, dim_}, *this);
-  const dtype type = s.q.type();  // Note [compute dtype]: as the forward held them
-  tensor q32, k32, v32, p32;
-  const tensor& q = float32_view(s.q, q32);
-  const tensor& k = float32_view(s.k, k32);
-  const tensor& v = float32_view(s.v, v32);
-  const tensor& probs = float32_view(s.probs, p32);
+  // Note [compute dtype]: the products take q, k, v, probs as held (bfloat16 in a bfloat16 layer) and dO, dS
+  // in the same dtype; the softmax backward runs in float32.
+  const dtype type = s.q.type();
   tensor dmerged;  // (B, T, D)
   proj_.backward_input(dy, s.proj, &dmerged);
-  round_to_compute_dtype(dmerged, type);
   tensor dheads = tensor::from_shape({bh, t, d});  // (B*H, T, d)
   split_heads(dmerged.data(), dim_, 0, batch, t, heads_, d, dheads.data());
+  tensor scratch;
+  const tensor& dheads_typed = in_type(dheads, type, scratch);
   // dP = dO v^T; dv = P^T dO; dS = P * (dP - rowsum(dP * P)) / sqrt(d); dq = dS k; dk = dS^T q.
   tensor dp = tensor::from_shape({bh, t, t});  // (B*H, T, T)
-  batched_gemm(false, true, bh, t, t, d, 1.0f, dheads.data(), v.data(), 0.0f, dp.data());
+  product(false, true, bh, t, t, d, 1.0f, dheads_typed, s.v, dp.data());
   tensor dv = tensor::from_shape({bh, t, d}), dq = tensor::from_shape({bh, t, d}), dk = tensor::from_shape({bh, t, d});
-  batched_gemm(true, false, bh, t, d, t, 1.0f, probs.data(), dheads.data(), 0.0f, dv.data());
+  product(true, false, bh, t, d, t, 1.0f, s.probs, dheads_typed, dv.data());
   const float scale = 1.0f / std::sqrt(float(d));
   {
-    const float* p = probs.data();
+    tensor p32;
+    const float* p = float32_view(s.probs, p32).data();
     float* g = dp.data();
     const auto n = static_cast<std::ptrdiff_t>(bh * t);
 #pragma omp parallel for schedule(static) if (n >= parallel_rows * 8)
@@ -169,9 +188,10 @@ void causal_self_attention::backward_input(const tensor& dy, layer_cache& cache,
       for (std::size_t j = seen; j < t; ++j) gr[j] = 0.0f;
     }
   }
-  round_to_compute_dtype(dp, type);  // dS, the input of the two products below
-  batched_gemm(false, false, bh, t, d, t, 1.0f, dp.data(), k.data(), 0.0f, dq.data());
-  batched_gemm(true, false, bh, t, d, t, 1.0f, dp.data(), q.data(), 0.0f, dk.data());
+  tensor ds_scratch;
+  const tensor& ds = in_type(dp, type, ds_scratch);  // dS, the input of the two products below
+  product(false, false, bh, t, d, t, 1.0f, ds, s.k, dq.data());
+  product(true, false, bh, t, d, t, 1.0f, ds, s.q, dk.data());
   if (shape_of(s.dqkv) != shape_t{batch, t, 3 * dim_}) s.dqkv = tensor::from_shape({batch, t, 3 * dim_});
   merge_heads(dq.data(), batch, t, heads_, d, 3 * dim_, 0, s.dqkv.data());
   merge_heads(dk.data(), batch, t, heads_, d, 3 * dim_, 1, s.dqkv.data());

@@ -30,8 +30,8 @@ class causal_self_attention final : public layer {
     tensor probs;       // (B*H, T, T): softmax of the masked, scaled scores; exactly 0 above the diagonal
     tensor dqkv;        // (B, T, 3D): the QKV projection's dy, from backward_input, for backward_weight
     bool input_done = false;
-    // Note [compute dtype]: in bfloat16, q, k, v and probs are held in bfloat16 (the values the products
-    // used: rounded first), the softmax and its backward run in float32.
+    // Note [compute dtype]: in bfloat16, q, k, v and probs are held in bfloat16 and multiplied so (bf16
+    // batched_gemm, fp32 sums); the scores, the softmax and its backward are float32.
     std::size_t bytes() const override {
       return qkv.bytes() + proj.bytes() + q.byte_size() + k.byte_size() + v.byte_size() + probs.byte_size() +
              dqkv.byte_size();

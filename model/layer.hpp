@@ -96,11 +96,10 @@ class layer_cache {
 //   - Linear multiplies bfloat16 inputs (x, dy, and a bfloat16 copy of its weights, remade when the weights
 //     change: tensor::version) with float32 accumulation and float32 outputs (tensor/matmul.hpp);
 //   - what a layer stashes for its backward is held in bfloat16 (Linear's x, ReLU/Tanh/Sigmoid's y, GELU's
-//     and LayerNorm's x, Dropout's keep flags, attention's q, k, v and probabilities, whose products take
-//     them rounded): half the activation memory, and no loss for inputs that are bfloat16 values already
-//     (all but the first layer's input, data the GEMM takes rounded, and Tanh's and Sigmoid's y, rounded like
-//     their output). Attention's batched products take their bfloat16 values through the float32 kernel
-//     (exact products, float32 sums; a bfloat16 batched_gemm overload would be the faster path);
+//     and LayerNorm's x, Dropout's keep flags, attention's q, k, v and probabilities): half the activation
+//     memory, and no loss for inputs that are bfloat16 values already (all but the first layer's input, data
+//     the GEMM takes rounded, and Tanh's and Sigmoid's y, rounded like their output). Attention multiplies
+//     its bfloat16 q, k, v, probabilities, dO and dS the same way (batched_gemm's bfloat16 overload);
 //   - what stays float32: the master weights, gradient accumulation (dweight += in float32), the optimizer
 //     and its state, biases, LayerNorm's statistics (mean, rstd: computed and kept in float32), element-wise
 //     math, the residual sum, and the loss (softmax and cross-entropy on the float32 output of the model's
