@@ -9,9 +9,11 @@
 //     `actorpipe node` actor on loopback; stage s on node s): every tensor byte this process serialised
 //     (network/wire_format.hpp counts them by dtype). Between the stages flow the activations and their
 //     gradients (bfloat16 in bf16); the coordinator's inputs, outputs and loss gradients are float32 in both.
+//   - a GPT (--gpt SPEC, default gpt:layers=4,dim=256,heads=8,context=128; batch 16 sequences of random bytes,
+//     AdamW): tokens/s of the single process and of 2 stages (ZB-H1, m=4), and the stages' peak stash.
 //
 // Usage: bench_bf16 [--steps N (timed steps per round, default 8)] [--rounds R (default 3)] [--threads T]
-//                   [--no-nodes] [--model SPEC]
+//                   [--no-nodes] [--model SPEC] [--gpt SPEC | --no-gpt]
 // Prints a table, then one JSON line.
 #include <chrono>
 #include <cstdio>
@@ -28,6 +30,9 @@
 #include "actors/pipeline.hpp"
 #include "bench/bench_support.hpp"
 #include "data/synthetic.hpp"
+#include "data/text_corpus.hpp"
+#include "model/gpt_spec.hpp"
+#include "random/seeded_random.hpp"
 #include "network/wire_format.hpp"
 #include "tensor/compute.hpp"
 #include "training/trainer.hpp"
@@ -41,6 +46,8 @@ struct settings {
   int steps = 8, rounds = 3, threads = 0;
   bool nodes = true;
   std::string model = "784-2048-2048-2048-10";
+  std::string gpt = "gpt:layers=4,dim=256,heads=8,context=128";  // empty: no GPT runs
+  std::size_t gpt_batch = 16;
   std::size_t batch = 256;
   int microbatches = 8;
 };
@@ -116,8 +123,11 @@ int main(int argc, char** argv) {
     else if (a == "--threads") s.threads = std::stoi(next());
     else if (a == "--no-nodes") s.nodes = false;
     else if (a == "--model") s.model = next();
+    else if (a == "--gpt") s.gpt = next();
+    else if (a == "--no-gpt") s.gpt.clear();
     else {
-      std::cerr << "usage: bench_bf16 [--steps N] [--rounds R] [--threads T] [--no-nodes] [--model SPEC]\n";
+      std::cerr << "usage: bench_bf16 [--steps N] [--rounds R] [--threads T] [--no-nodes] [--model SPEC] "
+                   "[--gpt SPEC | --no-gpt]\n";
       return 2;
     }
   }
@@ -179,6 +189,55 @@ int main(int argc, char** argv) {
     run_pipeline(n.addresses, noded);
   }
 
+  // The GPT: single process, then 2 stages (ZB-H1, m=4), each dtype in alternating rounds.
+  std::vector<double> gpt_single[2], gpt_staged[2];
+  std::vector<std::uint64_t> gpt_peak[2];
+  std::size_t gpt_tokens = 0;
+  if (!s.gpt.empty()) {
+    const auto make_gpt = [&](dtype t) {
+      sequential m = sequential::from_spec(s.gpt, sequential_options{"relu", 1});
+      m.set_compute_dtype(t);
+      return m;
+    };
+    std::vector<std::uint8_t> bytes(1 << 16);
+    splitmix64 random(5);
+    for (auto& b : bytes) b = static_cast<std::uint8_t>(random.next() % 96 + 32);
+    const std::size_t ctx = parse_gpt_spec(s.gpt).context;
+    const dataset text = text_windows(bytes, ctx, s.gpt_batch * 4, 3, "random bytes");
+    gpt_tokens = s.gpt_batch * ctx;
+    optimizer_config adamw = adam();
+    adamw.kind = "adamw";
+    adamw.weight_decay = 0.01f;
+    {
+      set_compute_threads(threads);
+      std::vector<sequential> models;
+      std::vector<std::unique_ptr<local_runner>> runners;
+      for (dtype t : both) models.push_back(make_gpt(t));
+      for (auto& m : models) runners.push_back(std::make_unique<local_runner>(m, adamw));
+      std::uint64_t step[2] = {0, 0};
+      for (int k = 0; k < 2; ++k) time_steps(*runners[k], text, s.gpt_batch, 2, step[k]);
+      for (int r = 0; r < s.rounds; ++r)
+        for (int k = 0; k < 2; ++k) gpt_single[k].push_back(time_steps(*runners[k], text, s.gpt_batch, s.steps, step[k]));
+    }
+    std::vector<std::unique_ptr<pipeline>> pipes;
+    for (dtype t : both) {
+      pipeline_options o;
+      o.stages = 2;
+      o.microbatches = 4;
+      o.schedule = "zb-h1";
+      o.optimizer = adamw;
+      o.compute_dtype = t;
+      pipes.push_back(std::make_unique<pipeline>(make_gpt(dtype::float32), o));
+    }
+    std::uint64_t step[2] = {0, 0};
+    for (int k = 0; k < 2; ++k) time_steps(*pipes[k], text, s.gpt_batch, 2, step[k]);
+    for (int r = 0; r < s.rounds; ++r)
+      for (int k = 0; k < 2; ++k) {
+        gpt_staged[k].push_back(time_steps(*pipes[k], text, s.gpt_batch, s.steps, step[k]));
+        gpt_peak[k] = pipes[k]->last_peak_stash_bytes();
+      }
+  }
+
   const auto per_s = [&](const std::vector<double>& v) { return double(s.batch) / bench::median(v); };
   const auto mib = [](double b) { return b / (1024.0 * 1024.0); };
   nlohmann::json out;
@@ -214,6 +273,23 @@ int main(int argc, char** argv) {
                         {"speedup", per_s(noded[1].step_s) / per_s(noded[0].step_s)},
                         {"wire_bytes_between_stages_per_step", {between[0], between[1]}},
                         {"wire_bytes_coordinator_per_step", coordinator}};
+  }
+  if (!s.gpt.empty()) {
+    const auto tokens_s = [&](const std::vector<double>& v) { return double(gpt_tokens) / bench::median(v); };
+    std::printf("%s, batch %zu:\n", s.gpt.c_str(), s.gpt_batch);
+    std::snprintf(label, sizeof label, "  single process (%d threads), tokens/s", threads);
+    row(label, tokens_s(gpt_single[0]), tokens_s(gpt_single[1]), "");
+    row("  2 stages (ZB-H1, m=4), tokens/s", tokens_s(gpt_staged[0]), tokens_s(gpt_staged[1]), "");
+    for (std::size_t st = 0; st < gpt_peak[0].size(); ++st) {
+      std::snprintf(label, sizeof label, "  stage %zu peak stashed activations, MiB", st);
+      row(label, mib(gpt_peak[0][st]), mib(gpt_peak[1][st]), "");
+    }
+    out["gpt"] = {{"model", s.gpt},
+                  {"single_tokens_per_s", {tokens_s(gpt_single[0]), tokens_s(gpt_single[1])}},
+                  {"single_speedup", tokens_s(gpt_single[1]) / tokens_s(gpt_single[0])},
+                  {"two_stages_tokens_per_s", {tokens_s(gpt_staged[0]), tokens_s(gpt_staged[1])}},
+                  {"two_stages_speedup", tokens_s(gpt_staged[1]) / tokens_s(gpt_staged[0])},
+                  {"peak_stash_bytes", {gpt_peak[0], gpt_peak[1]}}};
   }
   out["model"] = s.model;
   out["batch"] = s.batch;

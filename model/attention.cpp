@@ -101,6 +101,30 @@ inline float exp_nonpositive(float x) {
   return p * scale;
 }
 
+// Note [compute dtype]: `value` held in `type`: moved when it is float32 already, else converted (rounded).
+void keep_as(tensor& held, tensor& value, dtype type) {
+  if (type == value.type())
+    held = std::move(value);
+  else
+    stash_as(held, value, type);
+}
+
+// `x` in `type`: itself, or converted into `scratch`.
+const tensor& in_type(const tensor& x, dtype type, tensor& scratch) {
+  if (x.type() == type) return x;
+  assign_as(scratch, x, type);
+  return scratch;
+}
+
+// batched_gemm (beta 0) of two tensors of one dtype: bfloat16 inputs with fp32 sums, or float32.
+void product(bool transpose_a, bool transpose_b, std::size_t batch, std::size_t m, std::size_t n, std::size_t k,
+             float alpha, const tensor& a, const tensor& b, float* c) {
+  if (a.type() == dtype::bfloat16)
+    batched_gemm(transpose_a, transpose_b, batch, m, n, k, alpha, a.bf16_data(), b.bf16_data(), 0.0f, c);
+  else
+    batched_gemm(transpose_a, transpose_b, batch, m, n, k, alpha, a.data(), b.data(), 0.0f, c);
+}
+
 }  // namespace
 
 void causal_softmax_rows(float* scores, std::size_t rows, std::size_t t) {
@@ -130,39 +154,55 @@ tensor causal_self_attention::forward(const tensor& x, layer_cache& cache, const
   const std::size_t batch = x.shape()[0], t = x.shape()[1], d = dim_ / heads_, bh = batch * heads_;
   saved& s = cache.emplace<saved>();
   s.input_done = false;
+  // Note [compute dtype]: in bfloat16, q, k, v and probs are held in bfloat16 and multiplied as such (fp32
+  // sums); the scores and the softmax stay float32.
+  const dtype type = compute_dtype();
   const tensor qkv = qkv_.forward(x, s.qkv, ctx);  // (B, T, 3D)
-  for (tensor* part : {&s.q, &s.k, &s.v})
-    if (shape_of(*part) != shape_t{bh, t, d}) *part = tensor::from_shape({bh, t, d});
-  split_heads(qkv.data(), 3 * dim_, 0, batch, t, heads_, d, s.q.data());
-  split_heads(qkv.data(), 3 * dim_, 1, batch, t, heads_, d, s.k.data());
-  split_heads(qkv.data(), 3 * dim_, 2, batch, t, heads_, d, s.v.data());
-  if (shape_of(s.probs) != shape_t{bh, t, t}) s.probs = tensor::from_shape({bh, t, t});
+  tensor q = tensor::from_shape({bh, t, d}), k = tensor::from_shape({bh, t, d}), v = tensor::from_shape({bh, t, d});
+  split_heads(qkv.data(), 3 * dim_, 0, batch, t, heads_, d, q.data());
+  split_heads(qkv.data(), 3 * dim_, 1, batch, t, heads_, d, k.data());
+  split_heads(qkv.data(), 3 * dim_, 2, batch, t, heads_, d, v.data());
+  keep_as(s.q, q, type), keep_as(s.k, k, type), keep_as(s.v, v, type);
+  tensor probs = tensor::from_shape({bh, t, t});
   const float scale = 1.0f / std::sqrt(float(d));
-  batched_gemm(false, true, bh, t, t, d, scale, s.q.data(), s.k.data(), 0.0f, s.probs.data());  // scores
-  causal_softmax_rows(s.probs.data(), bh * t, t);
+  product(false, true, bh, t, t, d, scale, s.q, s.k, probs.data());  // scores
+  causal_softmax_rows(probs.data(), bh * t, t);
+  keep_as(s.probs, probs, type);
   tensor heads_out = tensor::from_shape({bh, t, d});  // (B*H, T, d)
-  batched_gemm(false, false, bh, t, d, t, 1.0f, s.probs.data(), s.v.data(), 0.0f, heads_out.data());
+  product(false, false, bh, t, d, t, 1.0f, s.probs, s.v, heads_out.data());
   tensor merged = tensor::from_shape({batch, t, dim_});  // (B, T, D)
   merge_heads(heads_out.data(), batch, t, heads_, d, dim_, 0, merged.data());
   return proj_.forward(merged, s.proj, ctx);
+}
+
+void causal_self_attention::set_compute_dtype(dtype type) {
+  layer::set_compute_dtype(type);
+  qkv_.set_compute_dtype(type);
+  proj_.set_compute_dtype(type);
 }
 
 void causal_self_attention::backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const {
   saved& s = cache.get<saved>(*this);
   const std::size_t bh = s.q.shape()[0], t = s.q.shape()[1], d = s.q.shape()[2], batch = bh / heads_;
   check_dy_shape(dy, {batch, t, dim_}, *this);
+  // Note [compute dtype]: the products take q, k, v, probs as held (bfloat16 in a bfloat16 layer) and dO, dS
+  // in the same dtype; the softmax backward runs in float32.
+  const dtype type = s.q.type();
   tensor dmerged;  // (B, T, D)
   proj_.backward_input(dy, s.proj, &dmerged);
   tensor dheads = tensor::from_shape({bh, t, d});  // (B*H, T, d)
   split_heads(dmerged.data(), dim_, 0, batch, t, heads_, d, dheads.data());
+  tensor scratch;
+  const tensor& dheads_typed = in_type(dheads, type, scratch);
   // dP = dO v^T; dv = P^T dO; dS = P * (dP - rowsum(dP * P)) / sqrt(d); dq = dS k; dk = dS^T q.
   tensor dp = tensor::from_shape({bh, t, t});  // (B*H, T, T)
-  batched_gemm(false, true, bh, t, t, d, 1.0f, dheads.data(), s.v.data(), 0.0f, dp.data());
+  product(false, true, bh, t, t, d, 1.0f, dheads_typed, s.v, dp.data());
   tensor dv = tensor::from_shape({bh, t, d}), dq = tensor::from_shape({bh, t, d}), dk = tensor::from_shape({bh, t, d});
-  batched_gemm(true, false, bh, t, d, t, 1.0f, s.probs.data(), dheads.data(), 0.0f, dv.data());
+  product(true, false, bh, t, d, t, 1.0f, s.probs, dheads_typed, dv.data());
   const float scale = 1.0f / std::sqrt(float(d));
   {
-    const float* p = s.probs.data();
+    tensor p32;
+    const float* p = float32_view(s.probs, p32).data();
     float* g = dp.data();
     const auto n = static_cast<std::ptrdiff_t>(bh * t);
 #pragma omp parallel for schedule(static) if (n >= parallel_rows * 8)
@@ -176,8 +216,10 @@ void causal_self_attention::backward_input(const tensor& dy, layer_cache& cache,
       for (std::size_t j = seen; j < t; ++j) gr[j] = 0.0f;
     }
   }
-  batched_gemm(false, false, bh, t, d, t, 1.0f, dp.data(), s.k.data(), 0.0f, dq.data());
-  batched_gemm(true, false, bh, t, d, t, 1.0f, dp.data(), s.q.data(), 0.0f, dk.data());
+  tensor ds_scratch;
+  const tensor& ds = in_type(dp, type, ds_scratch);  // dS, the input of the two products below
+  product(false, false, bh, t, d, t, 1.0f, ds, s.k, dq.data());
+  product(true, false, bh, t, d, t, 1.0f, ds, s.q, dk.data());
   if (shape_of(s.dqkv) != shape_t{batch, t, 3 * dim_}) s.dqkv = tensor::from_shape({batch, t, 3 * dim_});
   merge_heads(dq.data(), batch, t, heads_, d, 3 * dim_, 0, s.dqkv.data());
   merge_heads(dk.data(), batch, t, heads_, d, 3 * dim_, 1, s.dqkv.data());

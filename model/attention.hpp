@@ -30,6 +30,12 @@ class causal_self_attention final : public layer {
     tensor probs;       // (B*H, T, T): softmax of the masked, scaled scores; exactly 0 above the diagonal
     tensor dqkv;        // (B, T, 3D): the QKV projection's dy, from backward_input, for backward_weight
     bool input_done = false;
+    // Note [compute dtype]: in bfloat16, q, k, v and probs are held in bfloat16 and multiplied so (bf16
+    // batched_gemm, fp32 sums); the scores, the softmax and its backward are float32.
+    std::size_t bytes() const override {
+      return qkv.bytes() + proj.bytes() + q.byte_size() + k.byte_size() + v.byte_size() + probs.byte_size() +
+             dqkv.byte_size();
+    }
   };
   tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
   void backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const override;
@@ -39,6 +45,7 @@ class causal_self_attention final : public layer {
   std::unique_ptr<layer> clone() const override { return std::make_unique<causal_self_attention>(*this); }
   std::string spec() const override;  // "attention:64:4"
   void initialize(std::uint64_t seed) override;  // each projection as a Linear, from its own seed
+  void set_compute_dtype(dtype type) override;   // its own and its projections' (Note [compute dtype])
   // Per row (token): the projections' 2 (3 D^2 + D^2) = 8 D^2. The scores and weighted values add 4 T D,
   // a ratio of T / (2 D) to the projections, with T the sequence length, unknown here.
   double flops_per_row() const override { return 8.0 * double(dim_) * double(dim_); }

@@ -110,26 +110,29 @@ std::unique_ptr<saved_state> join_row_fields(const std::vector<const saved_state
 // nothing, a block still runs its parts' backward_input for what its backward_weight needs.
 //
 // Note [compute dtype]: how a model trains in bfloat16 (seed 003's TrainStep dtype; `train --dtype bf16`,
-// pipeline_options::dtype). There is one place a layer learns its compute dtype: set_compute_dtype, called by
+// pipeline_options::compute_dtype). There is one place a layer learns its compute dtype: set_compute_dtype, called by
 // sequential::set_compute_dtype on every layer (a block passes it to its parts); clone() and slices keep it,
 // and a node gets it in the stage_spec. In bfloat16:
-//   - what crosses a layer boundary is a bfloat16 value: Sequential rounds its input x and its incoming dy
-//     to bfloat16 values (round_to_compute_dtype), and every activation and input gradient between its
-//     layers; a block does the same between its parts. The tensors stay float32, holding bfloat16 values,
-//     so a layer that knows nothing of dtypes still works, and rounding where a pipeline cuts the model is
-//     the same whether the value then crosses a stage (as a bfloat16 tensor: exact) or the next layer in the
-//     same process (pipeline == single process, bit for bit, tests/test_pipeline_bf16.cpp);
+//   - what crosses a layer boundary is a bfloat16 value: Sequential rounds every activation and input
+//     gradient between its layers to bfloat16 values (round_to_compute_dtype); a block does the same between
+//     its parts. The tensors stay float32, holding bfloat16 values, so a layer that knows nothing of dtypes
+//     still works, and rounding where a pipeline cuts the model is the same whether the value then crosses a
+//     stage (as a bfloat16 tensor, which the next stage's Sequential widens: exact) or the next layer in the
+//     same process (pipeline == single process, bit for bit, tests/test_pipeline_bf16.cpp). The model's own
+//     input (data, or token ids a bfloat16 could not hold) and the loss gradient enter as they are;
 //   - Linear multiplies bfloat16 inputs (x, dy, and a bfloat16 copy of its weights, remade when the weights
 //     change: tensor::version) with float32 accumulation and float32 outputs (tensor/matmul.hpp);
 //   - what a layer stashes for its backward is held in bfloat16 (Linear's x, ReLU/Tanh/Sigmoid's y, GELU's
-//     and LayerNorm's x, Dropout's keep flags): half the activation memory, and no loss for inputs that
-//     are bfloat16 values already (all but Tanh's and Sigmoid's y, which are rounded like their output);
+//     and LayerNorm's x, Dropout's keep flags, attention's q, k, v and probabilities): half the activation
+//     memory, and no loss for inputs that are bfloat16 values already (all but the first layer's input, data
+//     the GEMM takes rounded, and Tanh's and Sigmoid's y, rounded like their output). Attention multiplies
+//     its bfloat16 q, k, v, probabilities, dO and dS the same way (batched_gemm's bfloat16 overload);
 //   - what stays float32: the master weights, gradient accumulation (dweight += in float32), the optimizer
 //     and its state, biases, LayerNorm's statistics (mean, rstd: computed and kept in float32), element-wise
 //     math, the residual sum, and the loss (softmax and cross-entropy on the float32 output of the model's
 //     last layer, which is not rounded).
-// The model's output and the dx a Sequential returns are not rounded: whoever takes them next rounds them
-// (a stage's sequential on entry), so the values are identical either way.
+// The model's output and the dx a Sequential returns are not rounded here: in a pipeline the stage sends them
+// to the next stage as bfloat16 (the same rounding), and the model's last output goes to the loss in float32.
 //
 // Note [backward split]: backward_input accumulates dx only; backward_weight accumulates the parameter
 // gradients only (zero-bubble schedules run it later). backward() is both. Both get the same dy and the
@@ -181,8 +184,8 @@ class layer {
 // Note [compute dtype]: rounds every element of a float32 tensor to the nearest value of `type` (nothing for
 // float32), in place.
 void round_to_compute_dtype(tensor& t, dtype type);
-// A tensor entering a model computing in `type`: float32 holding values of `type`. Takes float32, or a
-// bfloat16 tensor (widened, exactly) when `type` is bfloat16.
+// A tensor entering a model computing in `type`: float32 holding values of `type`. Takes float32 (rounded),
+// or a bfloat16 tensor (widened, exactly) when `type` is bfloat16.
 tensor entering_values(const tensor& t, dtype type);
 // A stash for backward: `x` held in `type` (bfloat16 halves it), reusing `out`'s buffer.
 inline void stash_as(tensor& out, const tensor& x, dtype type) { assign_as(out, x, type); }

@@ -125,12 +125,13 @@ tensor sequential::forward(const tensor& x, sequential_cache& cache, const forwa
   cache.layers.resize(layers_.size());  // a reused cache keeps each layer's buffers
   cache.dys.clear();
   if (layers_.empty()) return x;
-  // Note [compute dtype]: in bfloat16, x and every activation between layers are rounded to bfloat16 values.
-  const bool rounding = dtype_ != dtype::float32;
+  // Note [compute dtype]: in bfloat16, every activation between layers is rounded to bfloat16 values; a
+  // bfloat16 x (from the stage before) is widened.
+  const bool widen = x.type() != dtype::float32;
   tensor entry;
-  if (rounding) entry = entering_values(x, dtype_);
+  if (widen) entry = entering_values(x, dtype_);
   tensor h = with_layer_named(first_index_, *layers_[0], true,
-                              [&] { return layers_[0]->forward(rounding ? entry : x, cache.layers[0], ctx); });
+                              [&] { return layers_[0]->forward(widen ? entry : x, cache.layers[0], ctx); });
   for (std::size_t i = 1; i < layers_.size(); ++i) {
     round_to_compute_dtype(h, dtype_);
     h = with_layer_named(first_index_ + i, *layers_[i], true,
@@ -168,11 +169,11 @@ void check_cache(const sequential_cache& cache, std::size_t layers, const char* 
 tensor sequential::backward(const tensor& dy, sequential_cache& cache, bool need_input_grad) {
   check_cache(cache, layers_.size(), "backward");
   check_dy(dy, layers_, first_index_, dtype_);
-  // The last layer reads dy in place (a stage's dy can be megabytes: no copy; in bfloat16 a rounded copy,
+  // The last layer reads dy in place (a stage's dy can be megabytes: no copy; a bfloat16 dy is widened,
   // Note [compute dtype]); later ones read d.
   tensor d;
   const tensor* current = &dy;
-  if (dtype_ != dtype::float32 && !layers_.empty()) {
+  if (dy.type() != dtype::float32 && !layers_.empty()) {
     d = entering_values(dy, dtype_);
     current = &d;
   }
@@ -196,7 +197,7 @@ tensor sequential::backward_input(const tensor& dy, sequential_cache& cache, boo
   check_cache(cache, layers_.size(), "backward_input");
   check_dy(dy, layers_, first_index_, dtype_);
   cache.dys.assign(layers_.size(), tensor{});
-  tensor d = dtype_ == dtype::float32 ? dy : entering_values(dy, dtype_);  // Note [compute dtype]
+  tensor d = dy.type() == dtype::float32 ? dy : entering_values(dy, dtype_);  // Note [compute dtype]
   for (std::size_t i = layers_.size(); i-- > 0;) {
     cache.dys[i] = std::move(d);  // d is reassigned below
     tensor below;

@@ -16,6 +16,7 @@ class token_embedding final : public layer {
 
   struct saved : saved_state {
     tensor ids;  // (batch, sequence): the token ids, for dweight[id] += dy
+    std::size_t bytes() const override { return ids.byte_size(); }
   };
   // x (batch, sequence) of integers in [0, vocabulary) -> (batch, sequence, dim); throws naming the first
   // position whose id is not one.

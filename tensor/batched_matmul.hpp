@@ -10,6 +10,8 @@
 
 #include <cstddef>
 
+#include "tensor/bfloat16.hpp"
+
 namespace ap {
 
 // For every b < batch: C_b (m, n) = alpha * op(A_b) * op(B_b) + beta * C_b, with A_b = a + b*m*k, B_b = b +
@@ -18,6 +20,14 @@ namespace ap {
 void batched_gemm(bool transpose_a, bool transpose_b, std::size_t batch, std::size_t m, std::size_t n,
                   std::size_t k, float alpha, const float* a, const float* b, float beta, float* c);
 
+// The same with bf16 A and B: products accumulate in fp32, C stays fp32 (Note [compute dtype] in
+// model/layer.hpp: attention's products in bfloat16).
+void batched_gemm(bool transpose_a, bool transpose_b, std::size_t batch, std::size_t m, std::size_t n,
+                  std::size_t k, float alpha, const bfloat16* a, const bfloat16* b, float beta, float* c);
+void batched_gemm_reference(bool transpose_a, bool transpose_b, std::size_t batch, std::size_t m, std::size_t n,
+                            std::size_t k, float alpha, const bfloat16* a, const bfloat16* b, float beta, float* c);
+void batched_gemm_onednn(bool transpose_a, bool transpose_b, std::size_t batch, std::size_t m, std::size_t n,
+                         std::size_t k, float alpha, const bfloat16* a, const bfloat16* b, float beta, float* c);
 // The same on a named backend (tests compare the two). batched_gemm_onednn throws std::logic_error in a
 // build without oneDNN.
 void batched_gemm_reference(bool transpose_a, bool transpose_b, std::size_t batch, std::size_t m, std::size_t n,

@@ -15,10 +15,12 @@
 #include <doctest/doctest.h>
 
 #include "actors/pipeline.hpp"
+#include "data/text_corpus.hpp"
 #include "model/loss.hpp"
 #include "node_process.hpp"
 #include "pipeline_test_models.hpp"
 #include "plan/microbatches.hpp"
+#include "tensor/batched_matmul.hpp"
 #include "tensor/compute.hpp"
 #include "test_support.hpp"
 
@@ -37,12 +39,13 @@ struct run_result {
 // The reference of Note [bitwise pipeline == single process in bf16].
 run_result train_microbatched(model_factory make, dtype type, const dataset& d, const optimizer_config& opt,
                               int microbatches) {
+  // forward_context.first_sample counts samples (rows of the first axis), as the coordinator's does.
   set_compute_threads(1);
   run_result r{make(7), {}};
   r.model.set_compute_dtype(type);
   auto optim = make_optimizer(opt);
   const auto loss = make_loss("cross_entropy");
-  const std::size_t batch = rows(d.inputs);
+  const std::size_t batch = loss->batch_rows(d.labels);  // as the coordinator: Note [loss scaling]
   for (int s = 0; s < steps; ++s) {
     r.model.zero_grad();
     double total = 0.0;
@@ -122,6 +125,27 @@ TEST_CASE("bf16: a pipeline equals the same model in bf16 in one process, bit fo
     }
 }
 
+// The GPT of test_pipeline_gpt.cpp: embeddings, attention (q, k, v and probs held in bf16), LayerNorm, GELU.
+sequential tiny_gpt(std::uint64_t seed) {
+  return sequential::from_spec("gpt:layers=2,dim=16,heads=2,context=8", sequential_options{"relu", seed});
+}
+
+TEST_CASE("bf16: a GPT in a pipeline equals the same GPT in bf16 in one process, bit for bit") {
+  const std::string text = "It is a truth universally acknowledged, that a single man in possession of a good fortune, "
+                           "must be in want of a wife.";
+  const dataset d = text_windows(std::vector<std::uint8_t>(text.begin(), text.end()), 8, 10, 3, "text");
+  for (const setup& u : {setup{"1f1b", 3, 1, 3}, setup{"zb-h1", 2, 1, 4}, setup{"interleaved", 3, 2, 3}}) {
+    run_result reference = train_microbatched(tiny_gpt, dtype::bfloat16, d, adam(), u.microbatches);
+    run_result piped = train_pipeline(tiny_gpt, d, options_for(u, dtype::bfloat16));
+    check_bitwise(reference, piped, "gpt " + name_of(u));
+  }
+  // bf16 and fp32 GPTs differ, a little.
+  run_result fp32 = train_microbatched(tiny_gpt, dtype::float32, d, adam(), 3);
+  run_result bf16 = train_microbatched(tiny_gpt, dtype::bfloat16, d, adam(), 3);
+  CHECK(fp32.losses.back() != bf16.losses.back());
+  CHECK(std::abs(fp32.losses.back() - bf16.losses.back()) < 0.02 * fp32.losses.back());
+}
+
 TEST_CASE("bf16 is not fp32: the same pipeline in fp32 ends elsewhere, and bf16 stashes half the bytes") {
   const dataset d = test::small_blobs(30);
   const setup u{"gpipe", 2, 1, 4};
@@ -199,4 +223,19 @@ TEST_CASE("bf16 training tracks fp32 on a small problem") {
     CHECK(std::abs(losses[1][s] - losses[0][s]) <= 0.03 * losses[0][s] + 0.01);
   }
   CHECK(std::abs(accuracy[1] - accuracy[0]) <= 0.02);
+}
+
+TEST_CASE("bf16 batched products (attention's): oneDNN equals the reference, exact products summed in fp32") {
+  if (!onednn_available()) return;
+  const std::size_t batch = 3, m = 5, n = 7, k = 9;
+  const tensor a = test::random_tensor({batch, m, k}, 1).astype(dtype::bfloat16);
+  const tensor b = test::random_tensor({batch, n, k}, 2).astype(dtype::bfloat16);
+  for (bool ta : {false, true}) {
+    tensor c1 = zeros({batch, m, n}), c2 = zeros({batch, m, n});
+    // A stored (k, m) per batch when transposed: the same elements read the other way, fine for a comparison.
+    batched_gemm_onednn(ta, true, batch, m, n, k, 0.5f, a.bf16_data(), b.bf16_data(), 0.0f, c1.data());
+    batched_gemm_reference(ta, true, batch, m, n, k, 0.5f, a.bf16_data(), b.bf16_data(), 0.0f, c2.data());
+    INFO("transpose_a " << ta);
+    CHECK(max_relative_difference(c1, c2) < 1e-5f);
+  }
 }
