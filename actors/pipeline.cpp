@@ -27,6 +27,7 @@ struct pipeline::impl {
   caf::actor coordinator;
   std::unique_ptr<caf::scoped_actor> owner;  // places stages on nodes; they stop them when it goes
   std::vector<std::string> places;           // per stage: "node host:port"; empty in one process
+  std::vector<double> clock_offset_us, clock_bound_us;  // per stage on a node: Note [events from nodes]
   long long last_id = -1;      // internal step ids strictly increase
   long long gathered_id = -2;  // model holds the weights after this step
   std::vector<int> peak_stash;
@@ -80,12 +81,15 @@ void check_layer_kinds(const stage_setup& setup, const std::vector<node_address>
 }
 
 // Stage s goes to node s % nodes.size(); throws pipeline_error naming the node and what failed.
+// `clocks` gets each node's clock offset (Note [events from nodes]).
 std::vector<stage_actors> place_on_nodes(caf::scoped_actor& owner, const std::vector<node_address>& nodes,
-                                         std::vector<stage_setup>& setups, std::chrono::milliseconds timeout) {
+                                         std::vector<stage_setup>& setups, std::chrono::milliseconds timeout,
+                                         std::vector<clock_offset>& clocks) {
   try {
     std::vector<caf::actor> handles;
     std::vector<std::vector<std::string>> kinds(nodes.size());  // per node: the layer kinds it can build
     for (std::size_t i = 0; i < nodes.size(); ++i) handles.push_back(connect_node(owner, nodes[i], timeout, &kinds[i]));
+    for (std::size_t i = 0; i < nodes.size(); ++i) clocks.push_back(estimate_clock_offset(owner, handles[i], nodes[i], timeout));
     for (const auto& setup : setups) check_layer_kinds(setup, nodes, kinds);
     // Note [direct routes between nodes]: node i connects to the distinct nodes listed before it.
     for (std::size_t i = 0; i < nodes.size(); ++i) {
@@ -152,13 +156,19 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
     for (auto& setup : setups) keep(spawn_stage(sys, std::move(setup)));
   } else {
     d.owner = std::make_unique<caf::scoped_actor>(sys);
-    for (const auto& a : place_on_nodes(*d.owner, nodes, setups, options.timeout)) keep(a);
-    for (int s = 0; s < options.stages; ++s)
-      d.places.push_back("node " + nodes[static_cast<std::size_t>(s) % nodes.size()].text());
+    std::vector<clock_offset> clocks;
+    for (const auto& a : place_on_nodes(*d.owner, nodes, setups, options.timeout, clocks)) keep(a);
+    for (int s = 0; s < options.stages; ++s) {
+      const std::size_t n = static_cast<std::size_t>(s) % nodes.size();
+      d.places.push_back("node " + nodes[n].text());
+      d.clock_offset_us.push_back(clocks[n].offset_us);
+      d.clock_bound_us.push_back(clocks[n].bound_us);
+    }
   }
   d.coordinator = spawn_coordinator(sys, coordinator_config{options.stages, total_chunks, options.microbatches, options.loss,
                                                             d.retrievers, d.processors, options.timeout, d.places,
-                                                            whole_batch_backward(d.plan)});
+                                                            whole_batch_backward(d.plan), d.log, d.clock_offset_us,
+                                                            d.clock_bound_us});
   std::vector<caf::actor> endpoints = d.retrievers;
   endpoints.push_back(d.coordinator);
   for (std::size_t s = 0; s < d.senders.size(); ++s) {

@@ -14,7 +14,8 @@ stage_actors spawn_stage(caf::actor_system& system, stage_setup setup) {
   a.processor = spawn_processor(
       system, processor_config{setup.stage, setup.stages, setup.total_chunks, a.sender, setup.log}, std::move(worker));
   a.retriever = spawn_retriever(
-      system, retriever_config{setup.stage, std::move(setup.actions), a.processor, setup.timeout, setup.log});
+      system, retriever_config{setup.stage, std::move(setup.actions), a.processor, setup.timeout, setup.log,
+                               setup.report_events});
   return a;
 }
 
@@ -32,6 +33,7 @@ stage_spec make_stage_spec(stage_setup& setup) {
   spec.optimizer = setup.optimizer;
   spec.actions = setup.actions;
   spec.timeout_ms = setup.timeout.count();
+  spec.report_events = true;  // Note [events from nodes]
   return spec;
 }
 
@@ -70,6 +72,10 @@ stage_setup stage_setup_from_spec(stage_spec spec) {
   }
   setup.actions = std::move(spec.actions);
   setup.timeout = std::chrono::milliseconds(spec.timeout_ms);
+  // Note [events from nodes]: the stage keeps its step's events (one step's worth: the retriever drains them
+  // into stage_done) and its busy sums, and the coordinator's process records them for every output.
+  setup.report_events = spec.report_events;
+  if (spec.report_events) setup.log = std::make_shared<event_log>(/*keep_events=*/true);
   return setup;
 }
 

@@ -20,7 +20,7 @@ namespace ap {
 // Bump whenever a message type, its fields or the protocol between coordinator and node changes.
 // 2: tensors carry their dtype, the hello names the layer kinds, run_* and deliver_* messages replace
 // (int, task) pairs, stage specs carry their actions as fields.
-inline constexpr std::uint32_t wire_protocol_version = 2;
+inline constexpr std::uint32_t wire_protocol_version = 3;  // 3: stage_done carries a node's events
 
 using hello_atom = caf::atom_constant<caf::atom("hello")>;
 

@@ -16,6 +16,7 @@
 #include "network/timeout.hpp"
 #include "network/wire_format.hpp"
 #include "schedule/schedule.hpp"
+#include "stage/event_log.hpp"
 #include "stage/stage_state.hpp"
 #include "stage/tasks.hpp"
 #include "tensor/tensor.hpp"
@@ -77,6 +78,9 @@ struct stage_done {
   int stage = 0;
   int step = 0;
   int peak_stash = 0;  // the most activations this stage held at once during the step
+  // Note [events from nodes]: a stage on a node sends its step's events here, times on the node's steady clock
+  // (microseconds since its epoch); empty for a stage in the coordinator's process (it records directly).
+  std::vector<stage_event> events{};
 };
 
 // A stage could not run an action: which stage, which action, and why (the text names shapes and layers).
@@ -95,6 +99,7 @@ struct step_result {
   std::vector<float> microbatch_losses{};  // each microbatch's mean loss (Note [divergence] names the largest)
 };
 
+using clock_atom = caf::atom_constant<caf::atom("clock")>;      // coordinator -> node: its steady clock, in us
 using begin_atom = caf::atom_constant<caf::atom("begin")>;      // coordinator -> retriever: step starts
 using abort_atom = caf::atom_constant<caf::atom("abort")>;      // coordinator -> stage: drop the step
 using apply_atom = caf::atom_constant<caf::atom("apply")>;      // coordinator -> processor: optimizer step
@@ -158,8 +163,19 @@ typename Inspector::result_type inspect(Inspector& f, named_tensors& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, stage_event& x) {
+  if constexpr (is_wire_inspector<Inspector>::value) {
+    return f(caf::meta::type_name("stage_event"), x.time_us, x.stage, x.kind, x.task, x.step, x.microbatch, x.chunk);
+  } else {  // printed: the op as its letter, as actions print
+    std::string what = std::string(1, op_letter(x.task)) + (x.kind == event_kind::arrive  ? " arrive"
+                                                            : x.kind == event_kind::start ? " start"
+                                                                                          : " finish");
+    return f(caf::meta::type_name("stage_event"), x.time_us, x.stage, what, x.step, x.microbatch, x.chunk);
+  }
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, stage_done& x) {
-  return f(caf::meta::type_name("stage_done"), x.stage, x.step, x.peak_stash);
+  return f(caf::meta::type_name("stage_done"), x.stage, x.step, x.peak_stash, x.events);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, stage_failed& x) {
@@ -233,6 +249,7 @@ struct stage_spec {
   optimizer_config optimizer;
   std::vector<action> actions;  // this stage's row of the schedule
   std::int64_t timeout_ms = default_timeout.count();
+  bool report_events = true;    // Note [events from nodes]: send the step's events with stage_done
 };
 
 // A schedule action travels as its fields (printed as "1F0" by other inspectors).
@@ -253,7 +270,7 @@ typename Inspector::result_type inspect(Inspector& f, stage_spec& x) {
   auto& o = x.optimizer;
   return f(caf::meta::type_name("stage_spec"), x.stage, x.stages, x.total_chunks, x.chunk_ids, x.layer_specs,
            x.first_layer, x.weights, o.kind, o.lr, o.momentum, o.nesterov, o.beta1, o.beta2, o.eps, o.weight_decay,
-           x.actions, x.timeout_ms);
+           x.actions, x.timeout_ms, x.report_events);
 }
 
 }  // namespace ap
