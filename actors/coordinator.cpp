@@ -29,6 +29,8 @@ struct coordinator_state {
   double loss_sum = 0.0;
   std::vector<float> microbatch_losses;  // each microbatch's mean loss, for the trainer's divergence check
   std::vector<tensor> gradients;  // per microbatch, held until all are in when config.whole_batch_backward
+  double step_begin_us = 0.0;     // steady clock when the step began (Note [events from nodes])
+  std::vector<stage_event> node_events;  // this step's, on our clock, until every stage is done
   int outputs = 0, stages_done = 0, stages_applied = 0;
   std::vector<int> peak_stash;
   std::vector<std::uint64_t> peak_stash_bytes;
@@ -43,11 +45,49 @@ struct coordinator_state {
 
 using coordinator_actor = caf::stateful_actor<coordinator_state>;
 
+double steady_now_us() {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Note [events from nodes]: a stage on a node records into its own event log and sends the step's events with
+// stage_done (batched once a step, off the compute path: the retriever drains them when its last action is
+// done), stamped with the node's steady clock. Here they become our clock: minus the node's offset, estimated
+// at set-up from the best of 5 round trips (node.hpp, estimate_clock_offset). Each step checks the estimate
+// against its own round trip: the node's events must lie between the step's begin and this stage_done's
+// arrival. An event outside moves the offset by the excess (a clock that drifted, or a set-up round trip that
+// was unlucky), so the events stay in causal order. They then enter the pipeline's log as if recorded here:
+// busy time, the stage log, the trace and the timeline cover every stage on every node.
+void take_node_events(coordinator_state& st, stage_done& d) {
+  const auto s = static_cast<std::size_t>(d.stage);
+  if (!st.config.log || d.events.empty() || s >= st.config.clock_offset_us.size()) return;
+  double& offset = st.config.clock_offset_us[s];
+  const double arrived = steady_now_us();
+  double earliest = d.events.front().time_us, latest = earliest;
+  for (const auto& e : d.events) earliest = std::min(earliest, e.time_us), latest = std::max(latest, e.time_us);
+  if (latest - offset > arrived) offset += latest - offset - arrived;               // after its own report: too early a clock
+  else if (earliest - offset < st.step_begin_us) offset -= st.step_begin_us - (earliest - offset);  // before the step
+  const double to_log = st.config.log->epoch_us();
+  for (auto& e : d.events) {
+    if (e.step != st.step) continue;  // left over from an aborted step
+    e.time_us = e.time_us - offset - to_log;
+    st.node_events.push_back(e);
+  }
+}
+
+// Once every stage is done: the nodes' events in time order, so the stage log reads as one walkthrough.
+void log_node_events(coordinator_state& st) {
+  std::stable_sort(st.node_events.begin(), st.node_events.end(),
+                   [](const stage_event& a, const stage_event& b) { return a.time_us < b.time_us; });
+  for (const auto& e : st.node_events) st.config.log->ingest(e);
+  st.node_events.clear();
+}
+
 void finish(coordinator_actor* self, step_result r) {
   auto& st = self->state;
   st.active = false;
   st.labels.clear();
   st.gradients.clear();
+  st.node_events.clear();
   st.promise.deliver(std::move(r));
 }
 
@@ -165,6 +205,7 @@ caf::behavior coordinator(coordinator_actor* self, coordinator_config config) {
         }
         st.promise = self->make_response_promise();
         st.step = step;
+        st.step_begin_us = steady_now_us();
         st.active = true;
         st.batch_size = st.loss_fn->batch_rows(labels);  // Note [loss scaling]: every token of a sequence
         st.loss_sum = 0.0;
@@ -223,7 +264,11 @@ caf::behavior coordinator(coordinator_actor* self, coordinator_config config) {
         if (!st.active || d.step != st.step) return;
         st.peak_stash.at(static_cast<std::size_t>(d.stage)) = d.peak_stash;
         st.peak_stash_bytes.at(static_cast<std::size_t>(d.stage)) = d.peak_stash_bytes;
-        if (++st.stages_done == st.config.stages) commit(self);
+        take_node_events(st, d);
+        if (++st.stages_done == st.config.stages) {
+          log_node_events(st);
+          commit(self);
+        }
       },
       [=](stage_failed& f) {
         if (f.step == self->state.step) fail(self, f.what);

@@ -160,6 +160,9 @@ caf::behavior node(node_actor* self, node_options options) {
         log(self, "stage " + std::to_string(stage) + " started: " + layers);
         return {a.retriever, a.processor, a.sender};
       },
+      [=](clock_atom) -> double {  // Note [events from nodes]: the clock the node's events are stamped with
+        return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+      },
       [=](quit_atom) {
         stop_stages(self, {}, "told to quit");
         self->quit();
@@ -231,6 +234,30 @@ caf::actor connect_node(caf::scoped_actor& self, const node_address& address, st
     throw std::runtime_error("refusing " + them + ": " + why);
   if (node_layer_kinds) *node_layer_kinds = std::move(theirs.layer_kinds);
   return node;
+}
+
+clock_offset estimate_clock_offset(caf::scoped_actor& self, const caf::actor& node, const node_address& address,
+                                   std::chrono::milliseconds timeout, int rounds) {
+  const auto now_us = [] {
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  };
+  clock_offset best;
+  double best_round_trip = -1.0;
+  for (int r = 0; r < rounds; ++r) {
+    std::string failure;
+    const auto sent = std::chrono::steady_clock::now();
+    const double t0 = now_us();
+    double theirs = 0.0;
+    self->request(node, timeout, clock_atom::value)
+        .receive([&](double t) { theirs = t; }, [&](caf::error& e) { failure = wait_failure(e, timeout, sent); });
+    const double t1 = now_us();
+    if (!failure.empty()) throw std::runtime_error("node " + address.text() + ": reading its clock: " + failure);
+    if (best_round_trip < 0 || t1 - t0 < best_round_trip) {
+      best_round_trip = t1 - t0;
+      best = clock_offset{theirs - (t0 + t1) / 2, (t1 - t0) / 2};
+    }
+  }
+  return best;
 }
 
 void connect_peers(caf::scoped_actor& self, const caf::actor& node, const node_address& address,

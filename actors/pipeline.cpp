@@ -32,6 +32,7 @@ struct pipeline::impl {
   caf::actor coordinator;
   std::unique_ptr<caf::scoped_actor> owner;  // places stages on nodes; they stop them when it goes
   std::vector<std::string> places;           // per stage: "node host:port"; empty in one process
+  std::vector<double> clock_offset_us, clock_bound_us;  // per stage on a node: Note [events from nodes]
   long long last_id = -1;      // internal step ids strictly increase
   long long gathered_id = -2;  // model holds the weights after this step
   std::vector<int> peak_stash;
@@ -77,7 +78,7 @@ void pipeline::impl::stop_actors() {
   // A detached actor's thread ends only when the last handle to it is gone: drop ours first.
   coordinator = nullptr;
   retrievers.clear(), processors.clear(), senders.clear();
-  places.clear();
+  places.clear(), clock_offset_us.clear(), clock_bound_us.clear();
   owner.reset();
 }
 
@@ -113,12 +114,15 @@ void check_layer_kinds(const stage_setup& setup, const std::vector<node_address>
 }
 
 // Stage s goes to node s % nodes.size(); throws pipeline_error naming the node and what failed.
+// `clocks` gets each node's clock offset (Note [events from nodes]).
 std::vector<stage_actors> place_on_nodes(caf::scoped_actor& owner, const std::vector<node_address>& nodes,
-                                         std::vector<stage_setup>& setups, std::chrono::milliseconds timeout) {
+                                         std::vector<stage_setup>& setups, std::chrono::milliseconds timeout,
+                                         std::vector<clock_offset>& clocks) {
   try {
     std::vector<caf::actor> handles;
     std::vector<std::vector<std::string>> kinds(nodes.size());  // per node: the layer kinds it can build
     for (std::size_t i = 0; i < nodes.size(); ++i) handles.push_back(connect_node(owner, nodes[i], timeout, &kinds[i]));
+    for (std::size_t i = 0; i < nodes.size(); ++i) clocks.push_back(estimate_clock_offset(owner, handles[i], nodes[i], timeout));
     for (const auto& setup : setups) check_layer_kinds(setup, nodes, kinds);
     // Note [direct routes between nodes]: node i connects to the distinct nodes listed before it.
     for (std::size_t i = 0; i < nodes.size(); ++i) {
@@ -194,13 +198,19 @@ void pipeline::impl::start_stages(std::chrono::milliseconds placement_timeout) {
     setups.clear();
   } else {
     owner = std::make_unique<caf::scoped_actor>(sys);
-    for (const auto& a : place_on_nodes(*owner, nodes, setups, placement_timeout)) keep(a);
-    for (int s = 0; s < options.stages; ++s)
-      places.push_back("node " + nodes[static_cast<std::size_t>(s) % nodes.size()].text());
+    std::vector<clock_offset> clocks;
+    for (const auto& a : place_on_nodes(*owner, nodes, setups, placement_timeout, clocks)) keep(a);
+    for (int s = 0; s < options.stages; ++s) {
+      const std::size_t n = static_cast<std::size_t>(s) % nodes.size();
+      places.push_back("node " + nodes[n].text());
+      clock_offset_us.push_back(clocks[n].offset_us);
+      clock_bound_us.push_back(clocks[n].bound_us);
+    }
   }
   coordinator = spawn_coordinator(sys, coordinator_config{options.stages, total_chunks, options.microbatches, options.loss,
                                                           retrievers, processors, options.timeout, places,
-                                                          whole_batch_backward(plan)});
+                                                          whole_batch_backward(plan), log, clock_offset_us,
+                                                          clock_bound_us});
   std::vector<caf::actor> endpoints = retrievers;
   endpoints.push_back(coordinator);
   for (std::size_t s = 0; s < senders.size(); ++s) {

@@ -37,7 +37,7 @@ struct pipeline_options {
   bool record_events = false;
   event_log::sink on_event;         // may be empty; called from the stages' threads, one event at a time
   // "host:port" of `actorpipe node` processes: stage s runs on node s % size (actors/node.hpp). Empty: every
-  // stage in this process. Events are only recorded for stages in this process.
+  // stage in this process. Stages on nodes send their events with each step's end (Note [events from nodes]).
   std::vector<std::string> nodes;
   // Note [compute dtype] in model/layer.hpp: bfloat16 computes and stashes in bfloat16 and sends
   // activations and gradients between stages in bfloat16; master weights and optimizer stay float32.
@@ -84,7 +84,7 @@ class pipeline final : public step_runner {
   std::vector<stage_event> events() const;   // empty unless options.record_events
   std::size_t held_events() const;           // events kept in memory now (0 unless options.record_events)
   // Busy seconds per stage (sum of its tasks' spans) since construction or clear_events; kept without
-  // events, in this process's stages only (a stage on a node reads 0).
+  // events, for every stage (a node's stages count from their events sent at each step's end).
   std::vector<double> busy_seconds() const;
   void clear_events();                       // drops kept events and the busy sums
   int restarts() const;                      // how many times a lost node was recovered from (Note [recovery])

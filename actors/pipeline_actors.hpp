@@ -51,6 +51,7 @@ struct retriever_config {
   caf::actor processor;
   std::chrono::milliseconds timeout = default_timeout;  // longest wait for a peer's task while the processor is idle
   std::shared_ptr<event_log> log;
+  bool report_events = false;  // Note [events from nodes]: send the log's events with stage_done (on a node)
 };
 caf::actor spawn_retriever(caf::actor_system& system, retriever_config config);
 
@@ -63,6 +64,10 @@ struct coordinator_config {
   std::chrono::milliseconds timeout = default_timeout;
   std::vector<std::string> stage_places;  // per stage: "node host:port", or empty in this process (for errors)
   bool whole_batch_backward = false;  // Note [sync-backward]: one gradient for the batch once every loss is in
+  // Note [events from nodes]: where the events a node's stage sends go, and per stage the node's steady clock
+  // minus ours (us; 0 for a stage in this process) and the bound on that estimate (half the best round trip).
+  std::shared_ptr<event_log> log;
+  std::vector<double> clock_offset_us, clock_bound_us;
 };
 // Answers (train_atom, step, inputs, labels) with a step_result once every stage has applied its
 // optimizer, or with the first failure after every stage has dropped the step.

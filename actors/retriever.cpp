@@ -29,6 +29,15 @@ using retriever_actor = caf::stateful_actor<retriever_state>;
 // A task handed over before an abort is dropped by the processor (Note [tasks after an abort]).
 constexpr int max_in_flight = 2;
 
+// Note [events from nodes]: the step's events, on the steady clock, for the coordinator; empty in one process.
+std::vector<stage_event> events_to_report(const retriever_config& c) {
+  if (!c.report_events || !c.log) return {};
+  std::vector<stage_event> events = c.log->drain();
+  const double epoch = c.log->epoch_us();
+  for (auto& e : events) e.time_us += epoch;
+  return events;
+}
+
 void fail(retriever_actor* self, std::string what) {
   auto& st = self->state;
   st.running = false;
@@ -102,7 +111,7 @@ caf::behavior retriever(retriever_actor* self, retriever_config config) {
         self->send(st.config.processor, begin_atom::value, step);
         if (st.config.actions.empty()) {
           st.running = false;
-          self->send(st.coordinator, stage_done{st.config.stage, step, 0});
+          self->send(st.coordinator, stage_done{st.config.stage, step, 0, 0, events_to_report(st.config)});
           return;
         }
         dispatch(self);
@@ -114,7 +123,8 @@ caf::behavior retriever(retriever_actor* self, retriever_config config) {
         if (!d.error.empty()) return fail(self, std::move(d.error));
         if (st.cursor == st.config.actions.size() && st.in_flight == 0) {
           st.running = false;
-          self->send(st.coordinator, stage_done{st.config.stage, st.step, d.peak_stash, d.peak_stash_bytes});
+          self->send(st.coordinator, stage_done{st.config.stage, st.step, d.peak_stash, d.peak_stash_bytes,
+                                                events_to_report(st.config)});
           return;
         }
         dispatch(self);

@@ -16,7 +16,8 @@ stage_actors spawn_stage(caf::actor_system& system, stage_setup setup) {
       system, processor_config{setup.stage, setup.stages, setup.total_chunks, a.sender, setup.log, setup.compute_dtype},
       std::move(worker));
   a.retriever = spawn_retriever(
-      system, retriever_config{setup.stage, std::move(setup.actions), a.processor, setup.timeout, setup.log});
+      system, retriever_config{setup.stage, std::move(setup.actions), a.processor, setup.timeout, setup.log,
+                               setup.report_events});
   return a;
 }
 
@@ -35,6 +36,7 @@ stage_spec make_stage_spec(stage_setup& setup) {
   spec.actions = setup.actions;
   spec.timeout_ms = setup.timeout.count();
   spec.compute_dtype = static_cast<std::uint8_t>(setup.compute_dtype);
+  spec.report_events = true;  // Note [events from nodes]
   return spec;
 }
 
@@ -77,6 +79,10 @@ stage_setup stage_setup_from_spec(stage_spec spec) {
   if (!type) throw std::invalid_argument(where + ": unknown compute dtype code " + std::to_string(spec.compute_dtype));
   setup.compute_dtype = *type;
   for (auto& slice : setup.slices) slice.set_compute_dtype(*type);
+  // Note [events from nodes]: the stage keeps its step's events (one step's worth: the retriever drains them
+  // into stage_done) and its busy sums, and the coordinator's process records them for every output.
+  setup.report_events = spec.report_events;
+  if (spec.report_events) setup.log = std::make_shared<event_log>(/*keep_events=*/true);
   return setup;
 }
 

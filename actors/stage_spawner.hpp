@@ -35,7 +35,8 @@ struct stage_setup {
   optimizer_config optimizer;
   std::vector<action> actions;       // this stage's row of the schedule
   std::chrono::milliseconds timeout = default_timeout;
-  std::shared_ptr<event_log> log;    // may be null (always null on a node)
+  std::shared_ptr<event_log> log;    // may be null; on a node, the stage's own (Note [events from nodes])
+  bool report_events = false;        // send the log's events with stage_done (a stage on a node)
   dtype compute_dtype = dtype::float32;  // set on the slices too (Note [compute dtype] in model/layer.hpp)
 };
 

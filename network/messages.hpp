@@ -16,6 +16,7 @@
 #include "network/timeout.hpp"
 #include "network/wire_format.hpp"
 #include "schedule/schedule.hpp"
+#include "stage/event_log.hpp"
 #include "stage/stage_state.hpp"
 #include "stage/tasks.hpp"
 #include "tensor/tensor.hpp"
@@ -79,6 +80,9 @@ struct stage_done {
   int step = 0;
   int peak_stash = 0;  // the most activations this stage held at once during the step
   std::uint64_t peak_stash_bytes = 0;  // the most bytes of them at once
+  // Note [events from nodes]: a stage on a node sends its step's events here, times on the node's steady clock
+  // (microseconds since its epoch); empty for a stage in the coordinator's process (it records directly).
+  std::vector<stage_event> events{};
 };
 
 // A stage could not run an action: which stage, which action, and why (the text names shapes and layers).
@@ -98,6 +102,7 @@ struct step_result {
   std::vector<std::uint64_t> peak_stash_bytes{};  // per stage
 };
 
+using clock_atom = caf::atom_constant<caf::atom("clock")>;      // coordinator -> node: its steady clock, in us
 using begin_atom = caf::atom_constant<caf::atom("begin")>;      // coordinator -> retriever: step starts
 using abort_atom = caf::atom_constant<caf::atom("abort")>;      // coordinator -> stage: drop the step
 using apply_atom = caf::atom_constant<caf::atom("apply")>;      // coordinator -> processor: optimizer step
@@ -161,8 +166,19 @@ typename Inspector::result_type inspect(Inspector& f, named_tensors& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, stage_event& x) {
+  if constexpr (is_wire_inspector<Inspector>::value) {
+    return f(caf::meta::type_name("stage_event"), x.time_us, x.stage, x.kind, x.task, x.step, x.microbatch, x.chunk);
+  } else {  // printed: the op as its letter, as actions print
+    std::string what = std::string(1, op_letter(x.task)) + (x.kind == event_kind::arrive  ? " arrive"
+                                                            : x.kind == event_kind::start ? " start"
+                                                                                          : " finish");
+    return f(caf::meta::type_name("stage_event"), x.time_us, x.stage, what, x.step, x.microbatch, x.chunk);
+  }
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, stage_done& x) {
-  return f(caf::meta::type_name("stage_done"), x.stage, x.step, x.peak_stash, x.peak_stash_bytes);
+  return f(caf::meta::type_name("stage_done"), x.stage, x.step, x.peak_stash, x.peak_stash_bytes, x.events);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, stage_failed& x) {
@@ -238,6 +254,7 @@ struct stage_spec {
   std::vector<action> actions;  // this stage's row of the schedule
   std::int64_t timeout_ms = default_timeout.count();
   std::uint8_t compute_dtype = 0;  // dtype code (dtype_from_code): Note [compute dtype] in model/layer.hpp
+  bool report_events = true;    // Note [events from nodes]: send the step's events with stage_done
 };
 
 // A schedule action travels as its fields (printed as "1F0" by other inspectors).
@@ -258,7 +275,7 @@ typename Inspector::result_type inspect(Inspector& f, stage_spec& x) {
   auto& o = x.optimizer;
   return f(caf::meta::type_name("stage_spec"), x.stage, x.stages, x.total_chunks, x.chunk_ids, x.layer_specs,
            x.first_layer, x.weights, o.kind, o.lr, o.momentum, o.nesterov, o.beta1, o.beta2, o.eps, o.weight_decay,
-           x.actions, x.timeout_ms, x.compute_dtype);
+           x.actions, x.timeout_ms, x.compute_dtype, x.report_events);
 }
 
 }  // namespace ap

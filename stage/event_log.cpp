@@ -9,7 +9,24 @@ namespace ap {
 
 void event_log::record(int stage, event_kind kind, op task, int step, int microbatch, int chunk) {
   const double t = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start_).count();
-  const stage_event e{t, stage, kind, task, step, microbatch, chunk};
+  ingest(stage_event{t, stage, kind, task, step, microbatch, chunk});
+}
+
+std::vector<stage_event> event_log::drain() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<stage_event> out;
+  out.swap(events_);
+  return out;
+}
+
+double event_log::epoch_us() const {
+  return std::chrono::duration<double, std::micro>(start_.time_since_epoch()).count();
+}
+
+void event_log::ingest(const stage_event& e) {
+  const double t = e.time_us;
+  const int stage = e.stage;
+  const event_kind kind = e.kind;
   std::lock_guard<std::mutex> lock(mutex_);
   if (stage >= 0 && kind != event_kind::arrive) {  // Note [bounded event log]: one sum per stage
     const auto s = static_cast<std::size_t>(stage);

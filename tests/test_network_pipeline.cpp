@@ -11,12 +11,15 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <set>
 #include <thread>
 
 #include <caf/all.hpp>
+#include <nlohmann/json.hpp>
 #include <caf/binary_deserializer.hpp>
 #include <caf/binary_serializer.hpp>
 
@@ -559,4 +562,71 @@ TEST_CASE("a frozen node (SIGSTOP) is noticed by the heartbeat and fails the ste
   CHECK(contains(message, "its port still accepts connections"));
   CHECK(took < connection_timeout.count() + 4.0);
   CHECK(seconds_of([&] { pipe.reset(); }) < 10.0);
+}
+
+TEST_CASE("stages on 2 node processes send their events: busy time, the stage log and the trace cover both, in causal order") {
+  test::node_process first(actorpipe), second(actorpipe);
+  sequential model;  // stage 0 forwards for 5 ms: far more than any clock error on loopback
+  for (const char* spec : {"linear:12:16", "sleep:5:5", "tanh", "linear:16:4"}) model.add(make_layer(spec));
+  model.initialize(3);
+  pipeline_options o;
+  o.stages = 2;
+  o.microbatches = 3;
+  o.schedule = "1f1b";
+  o.layers_per_chunk = {2, 2};
+  o.record_events = true;
+  o.nodes = {first.address(), second.address()};
+  std::vector<stage_event> streamed;
+  o.on_event = [&](const stage_event& e) { streamed.push_back(e); };
+  pipeline pipe(model, o);
+  const dataset d = test::small_blobs(12);
+  for (int s = 0; s < 2; ++s) pipe.train_step(d.inputs, d.labels, s);
+  const auto events = pipe.events();
+  CHECK(events.size() == streamed.size());
+  const auto busy = pipe.busy_seconds();
+  REQUIRE(busy.size() == 2);
+  CHECK(busy[0] > 0.0);
+  CHECK(busy[1] > 0.0);
+  // Every action of both steps ran, as a start and a finish on its stage.
+  for (int step = 0; step < 2; ++step)
+    for (int stage = 0; stage < 2; ++stage) {
+      std::size_t finished = 0;
+      for (const auto& e : events) finished += e.step == step && e.stage == stage && e.kind == event_kind::finish;
+      CHECK(finished == pipe.plan().per_stage[static_cast<std::size_t>(stage)].size());
+    }
+  // On our clock, stage 1 starts a microbatch's forward after stage 0 started it (5 ms of sleep in between).
+  for (int step = 0; step < 2; ++step)
+    for (int mb = 0; mb < 3; ++mb) {
+      double start0 = -1, start1 = -1;
+      for (const auto& e : events)
+        if (e.step == step && e.microbatch == mb && e.task == op::forward && e.kind == event_kind::start)
+          (e.stage == 0 ? start0 : start1) = e.time_us;
+      INFO("step " << step << " microbatch " << mb);
+      CHECK(start0 >= 0.0);
+      CHECK(start1 > start0);
+    }
+  const auto log = render_stage_log(events);
+  CHECK(std::any_of(log.begin(), log.end(),
+                    [](const std::string& l) { return l.rfind("Stage 2: Current task: Forward microbatch 1,", 0) == 0; }));
+  const auto trace = nlohmann::json::parse(chrome_trace(events, 2));
+  std::set<int> tracks;
+  for (const auto& t : trace["traceEvents"])
+    if (t["ph"] == "X") tracks.insert(t["tid"].get<int>());
+  CHECK(tracks == std::set<int>{0, 1});
+}
+
+TEST_CASE("a node's clock offset on the same machine is 0 within its bound (half the best round trip)") {
+  test::node_process node(actorpipe);
+  caf::actor_system_config cfg;
+  enable_network(cfg);
+  caf::actor_system sys{cfg};
+  {
+    caf::scoped_actor self{sys};
+    const node_address address = parse_node_address(node.address());
+    const caf::actor handle = connect_node(self, address, 10s);
+    const clock_offset c = estimate_clock_offset(self, handle, address, 10s);
+    // One steady clock: the node read it between our two readings, so |offset| <= half that round trip.
+    CHECK(c.bound_us > 0.0);
+    CHECK(std::abs(c.offset_us) <= c.bound_us);
+  }
 }
