@@ -29,7 +29,11 @@ run_asan() {
   # UBSan checks stay recoverable so that scripts/ubsan.supp can silence CAF's one report (Note there; the
   # runtime never suppresses an unrecoverable check); halt_on_error=1 still ends the test at any other report.
   configure build-asan "-fsanitize=address,undefined"
-  cmake --build build-asan -j"$jobs"
+  # The test executables and the programs they start; not the benchmarks.
+  local targets=(actorpipe example_custom_layer)
+  local src
+  for src in tests/test_*.cpp; do targets+=("$(basename "$src" .cpp)"); done
+  cmake --build build-asan -j"$jobs" --target "${targets[@]}"
   export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:check_initialization_order=1"
   export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$root/scripts/ubsan.supp"
   ctest --test-dir build-asan --output-on-failure -j"$jobs"

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "network/transport_security.hpp"
+#include "test_support.hpp"  // scaled(): Note [test time scale]
 
 namespace ap::test {
 
@@ -64,9 +65,10 @@ class child_process {
 
   pid_t pid() const { return pid_; }
 
-  // The next line of its stdout, or "" when none comes within `limit` (or the child closed stdout).
+  // The next line of its stdout, or "" when none comes within `limit` (scaled: Note [test time scale]) or the
+  // child closed stdout.
   std::string read_line(std::chrono::milliseconds limit) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
+    const auto deadline = std::chrono::steady_clock::now() + scaled(limit);
     for (;;) {
       if (auto nl = buffer_.find('\n'); nl != std::string::npos) {
         std::string line = buffer_.substr(0, nl);
@@ -92,9 +94,10 @@ class child_process {
     reaped_ = true;
   }
 
-  // Its exit code once it exits within `limit`; -1 if it is still running then (it keeps running).
+  // Its exit code once it exits within `limit` (scaled: Note [test time scale]); -1 if it is still running then
+  // (it keeps running).
   int wait_exit(std::chrono::milliseconds limit) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
+    const auto deadline = std::chrono::steady_clock::now() + scaled(limit);
     while (!reaped_) {
       if (waitpid(pid_, &status_, WNOHANG) == pid_) {
         reaped_ = true;
@@ -178,7 +181,7 @@ inline std::vector<std::string> transport_flags(const transport_security& s) {
 // "node" certificate of the main test cluster (tls_security).
 class node_process {
  public:
-  // Throws std::runtime_error (with the node's stderr) when no port is printed within 10 s; the child
+  // Throws std::runtime_error (with the node's stderr) when no port is printed within 10 s (scaled); the child
   // is killed either way.
   explicit node_process(const std::string& actorpipe, std::vector<std::string> extra = {}, int port = 0)
       : child_(arguments(actorpipe, std::move(extra), port)) {

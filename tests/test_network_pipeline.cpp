@@ -160,14 +160,14 @@ TEST_CASE("a node killed mid-step fails the step within seconds, naming the stag
   CHECK_FALSE(contains(message, "stopped answering heartbeats"));
   const double latency = std::chrono::duration<double>(failed_at - killed_at).count();
   MESSAGE("the step failed " << latency << " s after the kill");
-  CHECK(latency < 3.0);
+  CHECK(latency < test::scaled(3.0));
   CHECK(first.process().running());
 
   // The pipeline stays failed (no step can complete without stage 1) and says why at once.
   const auto [again, took] = test::failed_step(*pipe, d, 2);
   CHECK(contains(again, "stage 1 on node " + second.address()));
-  CHECK(took < 1.0);
-  CHECK(seconds_of([&] { pipe.reset(); }) < 10.0);  // the coordinator shuts down cleanly
+  CHECK(took < test::scaled(1.0));
+  CHECK(seconds_of([&] { pipe.reset(); }) < test::scaled(10.0));  // the coordinator shuts down cleanly
 
   // The surviving node, and the dead one restarted on its old port, serve a new pipeline.
   test::node_process restarted(actorpipe, {}, second.port());
@@ -263,13 +263,13 @@ TEST_CASE("a coordinator killed mid-training leaves its nodes clean and ready fo
                                    tls_security().key_file});
   const auto placed = [&] { return contains(node.process().stderr_text(), "stage 1 started"); };
   const auto t0 = std::chrono::steady_clock::now();
-  while (!placed() && std::chrono::steady_clock::now() - t0 < 20s) std::this_thread::sleep_for(20ms);
+  while (!placed() && std::chrono::steady_clock::now() - t0 < test::scaled(20s)) std::this_thread::sleep_for(20ms);
   REQUIRE_MESSAGE(placed(), coordinator.stderr_text());
   std::this_thread::sleep_for(300ms);  // a few steps in
   coordinator.kill9();
   const auto stopped = [&] { return contains(node.process().stderr_text(), "stopped stage(s) 0, 1: their coordinator is gone"); };
   const auto t1 = std::chrono::steady_clock::now();
-  while (!stopped() && std::chrono::steady_clock::now() - t1 < 5s) std::this_thread::sleep_for(20ms);
+  while (!stopped() && std::chrono::steady_clock::now() - t1 < test::scaled(5s)) std::this_thread::sleep_for(20ms);
   INFO(node.process().stderr_text());
   CHECK(stopped());
   CHECK(node.process().running());
@@ -288,7 +288,7 @@ TEST_CASE("`actorpipe train --nodes --insecure` exits with an error naming the s
                                    "--epochs", "1000", "--nodes", first.address() + "," + second.address(), "--insecure"});
   const auto placed = [&] { return contains(second.process().stderr_text(), "stage 1 started"); };
   const auto t0 = std::chrono::steady_clock::now();
-  while (!placed() && std::chrono::steady_clock::now() - t0 < 20s) std::this_thread::sleep_for(20ms);
+  while (!placed() && std::chrono::steady_clock::now() - t0 < test::scaled(20s)) std::this_thread::sleep_for(20ms);
   REQUIRE_MESSAGE(placed(), coordinator.stderr_text());
   std::this_thread::sleep_for(300ms);  // a few steps in
   second.process().kill9();
@@ -309,7 +309,7 @@ TEST_CASE("a stage a node cannot build is refused with the node's reason; the no
   o.optimizer.kind = "nope";
   o.nodes = {node.address()};
   std::string message;
-  CHECK(seconds_of([&] { message = construction_error(test::nine_layer_model(), o); }) < 5.0);
+  CHECK(seconds_of([&] { message = construction_error(test::nine_layer_model(), o); }) < test::scaled(5.0));
   CHECK_MESSAGE(contains(message, "placing stage 0 on node " + node.address() + ": unknown optimizer 'nope'"), message);
   o.optimizer.kind = "sgd";
   pipeline next(test::nine_layer_model(), o);
@@ -324,7 +324,7 @@ TEST_CASE("bad node addresses are clear errors and never hang") {
   o.stages = 2;
   o.nodes = {"127.0.0.1:1"};  // nobody listens on port 1
   std::string message;
-  CHECK(seconds_of([&] { message = construction_error(model, o); }) < 5.0);
+  CHECK(seconds_of([&] { message = construction_error(model, o); }) < test::scaled(5.0));
   CHECK_MESSAGE(contains(message, "cannot connect to node 127.0.0.1:1"), message);
 
   o.nodes = {"127.0.0.1"};
@@ -344,7 +344,7 @@ TEST_CASE("a peer that stays silent or hangs up during set-up is a clear error w
     raw_listener silent;  // the kernel accepts the connection; nobody ever answers
     o.nodes = {silent.address()};
     std::string message;
-    CHECK(seconds_of([&] { message = construction_error(model, o); }) < 5.0);
+    CHECK(seconds_of([&] { message = construction_error(model, o); }) < test::scaled(5.0));
     // Our 1000 ms limit or the middleman's own connection timeout, whichever comes first (wait_failure_text).
     CHECK_MESSAGE(contains(message, "cannot connect to node " + silent.address() + ": no answer"), message);
     CHECK_MESSAGE(contains(message, "1000 ms"), message);
@@ -357,7 +357,7 @@ TEST_CASE("a peer that stays silent or hangs up during set-up is a clear error w
     });
     o.nodes = {rude.address()};
     std::string message;
-    CHECK(seconds_of([&] { message = construction_error(model, o); }) < 5.0);
+    CHECK(seconds_of([&] { message = construction_error(model, o); }) < test::scaled(5.0));
     hang_up.join();
     CHECK_MESSAGE(contains(message, "cannot connect to node " + rude.address()), message);
   }
@@ -429,7 +429,7 @@ TEST_CASE("a model using a layer kind the node lacks is refused at set-up, namin
     sequential model = sequential::from_layer_specs({"linear:12:16", "relu", spec, "linear:16:4"});
     model.initialize(1);
     std::string message;
-    CHECK(seconds_of([&] { message = construction_error(model, o); }) < 5.0);
+    CHECK(seconds_of([&] { message = construction_error(model, o); }) < test::scaled(5.0));
     INFO(message);
     CHECK(contains(message, "node " + node.address() + " lacks layer kind 'net_doubling', used by stage 1 (layer 2 " +
                                 spec + ")"));
@@ -560,8 +560,8 @@ TEST_CASE("a frozen node (SIGSTOP) is noticed by the heartbeat and fails the ste
   MESSAGE("a frozen node was noticed after " << took << " s");
   CHECK(contains(message, "stage 1 on node " + second.address() + " stopped answering heartbeats"));
   CHECK(contains(message, "its port still accepts connections"));
-  CHECK(took < connection_timeout.count() + 4.0);
-  CHECK(seconds_of([&] { pipe.reset(); }) < 10.0);
+  CHECK(took < connection_timeout.count() + test::scaled(4.0));
+  CHECK(seconds_of([&] { pipe.reset(); }) < test::scaled(10.0));
 }
 
 TEST_CASE("stages on 2 node processes send their events: busy time, the stage log and the trace cover both, in causal order") {
