@@ -176,7 +176,8 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
   for (int s = 0; s < options.stages; ++s) {
     const stage_info info = get_stage_info(d.ranges, options.stages, s);
     stage_setup setup{s, options.stages, total_chunks, info.chunks, {}, options.optimizer,
-                      d.plan.per_stage[static_cast<std::size_t>(s)], options.timeout, d.log, options.compute_dtype};
+                      d.plan.per_stage[static_cast<std::size_t>(s)], options.timeout, d.log,
+                      /*report_events=*/false, options.compute_dtype};
     for (const auto& r : info.layer_ranges_per_chunk) setup.slices.push_back(d.model.slice(r.begin, r.end));
     d.setups.push_back(std::move(setup));
   }
