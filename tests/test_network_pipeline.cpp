@@ -26,6 +26,7 @@
 #include "network/handshake.hpp"
 #include "network/message_types.hpp"
 #include "actors/node.hpp"
+#include "network/guarded_transport.hpp"
 #include "actors/pipeline.hpp"
 #include "actors/stage_spawner.hpp"
 #include "checkpoint/checkpoint.hpp"
@@ -576,6 +577,7 @@ TEST_CASE("stages on 2 node processes send their events: busy time, the stage lo
   o.layers_per_chunk = {2, 2};
   o.record_events = true;
   o.nodes = {first.address(), second.address()};
+  o.security = test::tls_security();
   std::vector<stage_event> streamed;
   o.on_event = [&](const stage_event& e) { streamed.push_back(e); };
   pipeline pipe(model, o);
@@ -620,6 +622,7 @@ TEST_CASE("a node's clock offset on the same machine is 0 within its bound (half
   caf::actor_system_config cfg;
   enable_network(cfg);
   caf::actor_system sys{cfg};
+  guarded_transport transport{sys, test::tls_security("coordinator"), {}};  // connect_node goes through it
   {
     caf::scoped_actor self{sys};
     const node_address address = parse_node_address(node.address());
