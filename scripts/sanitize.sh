@@ -36,6 +36,7 @@ run_asan() {
   cmake --build build-asan -j"$jobs" --target "${targets[@]}"
   export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:check_initialization_order=1"
   export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$root/scripts/ubsan.supp"
+  export LSAN_OPTIONS="suppressions=$root/scripts/lsan.supp"  # CAF's middleman at shutdown (the file says why)
   ctest --test-dir build-asan --output-on-failure -j"$jobs"
   echo "sanitize: ASan+UBSan build and suite took $((SECONDS - t0)) s"
 }

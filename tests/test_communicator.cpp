@@ -345,7 +345,9 @@ TEST_CASE("barrier times out when one rank never arrives, then works again") {
   for (auto& t : threads) t.join();
   CHECK(timeouts.load() == 2);
   CHECK(slowest.load() >= 150);
-  CHECK(slowest.load() < 1000);  // the barrier actor's own expiry, not the 1 s client-side fallback
+  // The barrier actor's own expiry, not the 1 s client-side fallback; a loaded machine may deliver even the
+  // expiry late, so the bound scales (Note [test time scale]).
+  CHECK(slowest.load() < 1000 * time_scale());
   CHECK(contains(texts[0], "rank 0"));
   CHECK(contains(texts[1], "rank 1"));
 
@@ -424,7 +426,7 @@ TEST_CASE("receive times out within bounded time, and a tensor arriving later is
     const std::string text = thrown_text<timeout_error>(call);
     const long long took = ms_since(start);
     CHECK(took >= 150);
-    CHECK(took < 1000);
+    CHECK(took < 1000 * time_scale());  // the inbox's own expiry (scaled: Note [test time scale])
     CHECK(contains(text, "rank 1"));
   };
   timed_out([&] { world.at(1).receive_forward(0); }, "receive_forward");
@@ -464,7 +466,17 @@ TEST_CASE("a tensor arriving while a receive is timing out goes to exactly one r
       ++received;
     } catch (const timeout_error&) {
       sender.join();
-      check_tensor(world.at(1).receive(0), ramp({1}, float(i)), "receive after a raced timeout");
+      // Sent, but on a loaded machine perhaps not in the inbox yet: receive again until it comes (a receive that
+      // times out takes nothing), within a scaled bound (Note [test time scale]).
+      const auto deadline = clock_type::now() + scaled(std::chrono::milliseconds(2000));
+      for (;;) {
+        try {
+          check_tensor(world.at(1).receive(0), ramp({1}, float(i)), "receive after a raced timeout");
+          break;
+        } catch (const timeout_error&) {
+          if (clock_type::now() > deadline) throw;
+        }
+      }
       ++received;
       continue;
     }

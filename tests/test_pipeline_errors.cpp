@@ -180,9 +180,14 @@ TEST_CASE("a stage that waits on a peer longer than the timeout fails the step w
   auto pipe = std::make_unique<pipeline>(model, o);
   const auto [message, took] = test::failed_step(*pipe, d, 0);
   INFO(message);
-  CHECK(message.find("stage 2: waited 200 ms") != std::string::npos);
-  CHECK(message.find("forward microbatch 0 of chunk 2") != std::string::npos);
-  CHECK(took < 3.0);
+  // Stage 2 waits for stage 1's forward from the start; stage 0 starts waiting for its backward a moment later,
+  // so on a loaded machine (a sanitizer run) its 200 ms may expire first: either names what it waited for.
+  const bool stage_2 = test::contains(message, "stage 2: waited 200 ms") &&
+                       test::contains(message, "forward microbatch 0 of chunk 2");
+  const bool stage_0 = test::contains(message, "stage 0: waited 200 ms") &&
+                       test::contains(message, "backward microbatch 0 of chunk 0");
+  CHECK((stage_2 || stage_0));
+  CHECK(took < test::scaled(3.0));
   CHECK(shuts_down_within(std::move(pipe), std::chrono::seconds(10)));
 }
 
