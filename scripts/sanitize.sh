@@ -51,6 +51,8 @@ run_asan() {
 tsan_tests=(
   test_stage_threads  # the event log with its streaming sinks and the layer-kind registry, from std::threads
   test_tensor_gemm    # compute threads per calling thread; concurrent callers of oneDNN (per-thread caches)
+  test_collective_local  # shared-memory collectives: ranks' threads, the communication thread, async handles
+  test_training_mesh     # data and tensor parallelism: replica threads on local groups (one compute thread each)
 )
 
 run_tsan() {
