@@ -1,3 +1,0 @@
-file(REMOVE_RECURSE
-  "libdoctest_main.a"
-)

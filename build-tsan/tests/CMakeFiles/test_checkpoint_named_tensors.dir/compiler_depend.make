@@ -1,2 +1,0 @@
-# Empty compiler generated dependencies file for test_checkpoint_named_tensors.
-# This may be replaced when dependencies are built.

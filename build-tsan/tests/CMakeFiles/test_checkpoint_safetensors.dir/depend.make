@@ -1,2 +1,0 @@
-# Empty dependencies file for test_checkpoint_safetensors.
-# This may be replaced when dependencies are built.

@@ -1,2 +1,0 @@
-# Empty dependencies file for test_example_custom_layer.
-# This may be replaced when dependencies are built.

@@ -1,2 +1,0 @@
-# Empty dependencies file for test_model_optimizer.
-# This may be replaced when dependencies are built.

@@ -1,2 +1,0 @@
-# Empty dependencies file for test_random_pinned.
-# This may be replaced when dependencies are built.

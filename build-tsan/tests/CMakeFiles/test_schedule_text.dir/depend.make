@@ -1,2 +1,0 @@
-# Empty dependencies file for test_schedule_text.
-# This may be replaced when dependencies are built.

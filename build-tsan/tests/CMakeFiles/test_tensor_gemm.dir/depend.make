@@ -1,2 +1,0 @@
-# Empty dependencies file for test_tensor_gemm.
-# This may be replaced when dependencies are built.

@@ -1,5 +1,0 @@
-if(EXISTS "/work/wt-coll/build-tsan/tests/test_checkpoint_model_tests-b858cb2.cmake")
-  include("/work/wt-coll/build-tsan/tests/test_checkpoint_model_tests-b858cb2.cmake")
-else()
-  add_test(test_checkpoint_model_NOT_BUILT-b858cb2 test_checkpoint_model_NOT_BUILT-b858cb2)
-endif()

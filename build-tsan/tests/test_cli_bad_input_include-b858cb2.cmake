@@ -1,5 +1,0 @@
-if(EXISTS "/work/wt-coll/build-tsan/tests/test_cli_bad_input_tests-b858cb2.cmake")
-  include("/work/wt-coll/build-tsan/tests/test_cli_bad_input_tests-b858cb2.cmake")
-else()
-  add_test(test_cli_bad_input_NOT_BUILT-b858cb2 test_cli_bad_input_NOT_BUILT-b858cb2)
-endif()

@@ -1,5 +1,0 @@
-if(EXISTS "/work/wt-coll/build-tsan/tests/test_tensor_dtype_tests-b858cb2.cmake")
-  include("/work/wt-coll/build-tsan/tests/test_tensor_dtype_tests-b858cb2.cmake")
-else()
-  add_test(test_tensor_dtype_NOT_BUILT-b858cb2 test_tensor_dtype_NOT_BUILT-b858cb2)
-endif()
