@@ -28,6 +28,9 @@ struct mesh_options {
 // bits (local_group sums in rank order) and takes the same optimizer step, so the replicas never drift.
 // The whole model given to the constructor stays the runner's view of the weights: predict and
 // checkpoints gather the replicas' shards into it, and a loaded checkpoint is cut into shards again.
+// A step that fails (a bad label, a non-finite loss) aborts the runner's groups so that every rank stops at
+// once; the runner is then spent: train_step throws for good (training stops at a failed step anyway; resume
+// from a checkpoint with a new runner).
 class mesh_runner final : public step_runner {
  public:
   // Checks everything before any step: D and T positive, the model has Linear pairs to split when T > 1,
