@@ -164,9 +164,11 @@ T actor_communicator::take(int k, int source) {
   caf::scoped_actor self{system_};
   T result;
   caf::error failure;
-  // The inbox expires the wait itself after timeout_ (so nothing that arrives later is lost); the extra
-  // second only guards against an inbox that is gone.
-  self->request(endpoints_[static_cast<std::size_t>(rank_)], timeout_ + std::chrono::seconds(1), take_atom::value,
+  // The inbox expires the wait itself after timeout_ (so nothing that arrives later is lost), and an inbox
+  // that is gone answers at once (request_receiver_down). This guard is only for an inbox alive but starved
+  // of CPU: a tensor it hands to a request given up here is lost, so the guard is long. (With one second, a
+  // sanitizer run at load 16 starved the inbox past it once and lost a tensor.)
+  self->request(endpoints_[static_cast<std::size_t>(rank_)], timeout_ + std::chrono::seconds(30), take_atom::value,
                 k, source, static_cast<int>(timeout_.count()))
       .receive([&](T& x) { result = std::move(x); }, [&](caf::error& e) { failure = std::move(e); });
   if (failure) {
