@@ -13,13 +13,12 @@ namespace ap {
 std::vector<std::string> megatron_mlp_specs(const std::vector<std::string>& specs) {
   std::vector<std::string> out = specs;
   long open_column = -1;  // index of a Linear waiting for its row partner
-  const std::size_t prefix = std::string("linear:").size();
   for (std::size_t i = 0; i < specs.size(); ++i) {
     const layer_spec s = parse_layer_spec(specs[i]);
     if (s.kind == "linear") {
       if (open_column >= 0) {
         out[static_cast<std::size_t>(open_column)] = "column_" + specs[static_cast<std::size_t>(open_column)];
-        out[i] = "row_linear:" + specs[i].substr(prefix);
+        out[i] = "row_" + specs[i];
         open_column = -1;
       } else {
         open_column = static_cast<long>(i);
