@@ -12,6 +12,7 @@
 #include "model/linear.hpp"
 #include "model/parallel_linear.hpp"
 #include "model/sequential.hpp"
+#include "model/tensor_parallel.hpp"
 #include "test_support.hpp"
 
 using namespace ap;
@@ -58,6 +59,23 @@ struct rank_result {
   std::vector<tensor> grads;  // weight, bias of the column layer, then of the row layer
 };
 
+// One forward and backward of `model`, layer by layer: its output, its input gradient and every gradient.
+rank_result forward_backward(sequential& model, const tensor& x, const tensor& dy) {
+  std::vector<layer_cache> caches(model.size());
+  rank_result out;
+  out.y = x;
+  for (std::size_t i = 0; i < model.size(); ++i) out.y = model.at(i).forward(out.y, caches[i], {});
+  out.dx = dy;
+  for (std::size_t i = model.size(); i-- > 0;) {
+    tensor below;
+    model.at(i).backward(out.dx, caches[i], &below);
+    out.dx = std::move(below);
+  }
+  for (std::size_t i = 0; i < model.size(); ++i)
+    for (parameter& p : model.at(i).parameters("")) out.grads.push_back(*p.grad);
+  return out;
+}
+
 // Forward and backward of the MLP `specs` split over `ranks` threads.
 std::vector<rank_result> run_split(const std::vector<std::string>& specs, int ranks, const tensor& x,
                                    const tensor& dy, std::atomic<int>& all_reduces) {
@@ -69,24 +87,9 @@ std::vector<rank_result> run_split(const std::vector<std::string>& specs, int ra
     threads.emplace_back([&, r] {
       try {
         sequential model = sequential::from_layer_specs(specs);
-        auto member = std::make_shared<counting_group>(group.member(r), all_reduces);
-        for (std::size_t i = 0; i < model.size(); ++i)
-          if (auto* p = dynamic_cast<tensor_parallel_layer*>(&model.at(i))) p->join_group(member);
+        join_tensor_parallel(model, std::make_shared<counting_group>(group.member(r), all_reduces));
         model.initialize(7);  // after joining: each rank's slice of the unsplit initialisation
-        std::vector<layer_cache> caches(model.size());
-        tensor h = x;
-        for (std::size_t i = 0; i < model.size(); ++i) h = model.at(i).forward(h, caches[i], {});
-        rank_result& out = results[static_cast<std::size_t>(r)];
-        out.y = h;
-        tensor d = dy;
-        for (std::size_t i = model.size(); i-- > 0;) {
-          tensor below;
-          model.at(i).backward(d, caches[i], &below);
-          d = std::move(below);
-        }
-        out.dx = d;
-        for (std::size_t i = 0; i < model.size(); ++i)
-          for (parameter& p : model.at(i).parameters("")) out.grads.push_back(*p.grad);
+        results[static_cast<std::size_t>(r)] = forward_backward(model, x, dy);
       } catch (const std::exception& e) {
         errors[static_cast<std::size_t>(r)] = e.what();
       }
@@ -99,20 +102,7 @@ std::vector<rank_result> run_split(const std::vector<std::string>& specs, int ra
 rank_result run_whole(const std::vector<std::string>& specs, const tensor& x, const tensor& dy) {
   sequential model = sequential::from_layer_specs(specs);
   model.initialize(7);
-  std::vector<layer_cache> caches(model.size());
-  tensor h = x;
-  for (std::size_t i = 0; i < model.size(); ++i) h = model.at(i).forward(h, caches[i], {});
-  rank_result out{h, {}, {}};
-  tensor d = dy;
-  for (std::size_t i = model.size(); i-- > 0;) {
-    tensor below;
-    model.at(i).backward(d, caches[i], &below);
-    d = std::move(below);
-  }
-  out.dx = d;
-  for (std::size_t i = 0; i < model.size(); ++i)
-    for (parameter& p : model.at(i).parameters("")) out.grads.push_back(*p.grad);
-  return out;
+  return forward_backward(model, x, dy);
 }
 
 }  // namespace
