@@ -7,7 +7,10 @@
 // MB = 2^20 bytes; the median of the repeats is printed. scripts/bench_allreduce.sh runs this next to
 // Open MPI's MPI_Allreduce on the same sizes (bench/mpi_allreduce.c).
 //
-// Usage: bench_allreduce [--repeats N] [--chunk-kb K] [--max-mb M]
+// Transport (Note [ring security]): mutual TLS by default (test certificates made at start by
+// scripts/make_test_certs.sh); --insecure for plain TCP, the same transport as MPI's btl tcp.
+//
+// Usage: bench_allreduce [--insecure] [--repeats N] [--chunk-kb K] [--max-mb M]
 #include <unistd.h>
 
 #include <chrono>
@@ -44,6 +47,8 @@ struct options {
   int repeats = 10;
   std::size_t chunk_kb = 1024;
   std::size_t max_mb = 64;
+  bool insecure = false;
+  std::string cert_dir;  // rank 1: the certificates rank 0 made
 };
 
 options parse(int argc, char** argv) {
@@ -59,6 +64,8 @@ options parse(int argc, char** argv) {
     else if (a == "--repeats") o.repeats = std::stoi(next());
     else if (a == "--chunk-kb") o.chunk_kb = std::stoul(next());
     else if (a == "--max-mb") o.max_mb = std::stoul(next());
+    else if (a == "--insecure") o.insecure = true;
+    else if (a == "--cert-dir") o.cert_dir = next();
     else throw std::invalid_argument("unknown flag " + a);
   }
   if (o.repeats < 1) throw std::invalid_argument("--repeats must be positive");
@@ -74,14 +81,24 @@ int main(int argc, char** argv) try {
   ap::add_message_types(config);
   caf::actor_system system{config};
   const auto timeout = std::chrono::milliseconds(60000);
-  ap::ring_group group(system, "bench", o.rank, 2, ap::node_address{"127.0.0.1", 0}, timeout, o.chunk_kb * 1024);
+  ap::transport_security security = ap::test::insecure_transport();
+  std::string cert_dir = o.cert_dir;
+  if (!o.insecure) {
+    if (cert_dir.empty()) cert_dir = ap::test::certificate_dir();
+    security = {cert_dir + "/ca.pem", cert_dir + "/node.pem", cert_dir + "/node.key", false};
+  }
+  ap::ring_group group(system, "bench", o.rank, 2, ap::node_address{"127.0.0.1", 0}, security, timeout,
+                       o.chunk_kb * 1024);
 
   std::unique_ptr<ap::test::child_process> child;
   std::vector<ap::node_address> addresses(2, ap::node_address{"127.0.0.1", 0});
   if (o.rank == 0) {
-    child = std::make_unique<ap::test::child_process>(std::vector<std::string>{
-        this_program(), "--rank", "1", "--peer-port", std::to_string(group.port()), "--repeats",
-        std::to_string(o.repeats), "--chunk-kb", std::to_string(o.chunk_kb), "--max-mb", std::to_string(o.max_mb)});
+    std::vector<std::string> argv{this_program(), "--rank", "1", "--peer-port", std::to_string(group.port()),
+                                  "--repeats", std::to_string(o.repeats), "--chunk-kb", std::to_string(o.chunk_kb),
+                                  "--max-mb", std::to_string(o.max_mb)};
+    if (o.insecure) argv.push_back("--insecure");
+    else argv.insert(argv.end(), {"--cert-dir", cert_dir});
+    child = std::make_unique<ap::test::child_process>(argv);
     const std::string line = child->read_line(std::chrono::seconds(10));
     addresses[1].port = static_cast<std::uint16_t>(std::stoi(line.substr(line.find(' ') + 1)));
   } else {
@@ -92,7 +109,8 @@ int main(int argc, char** argv) try {
 
   nlohmann::json sizes = nlohmann::json::array();
   if (o.rank == 0)
-    std::cout << "all-reduce between 2 processes on loopback (ring group over CAF), chunks of " << o.chunk_kb
+    std::cout << "all-reduce between 2 processes on loopback (ring group over CAF, "
+              << (o.insecure ? "plain TCP: --insecure" : "mutual TLS") << "), chunks of " << o.chunk_kb
               << " KB, median of " << o.repeats << ", load " << ap::bench::load_average() << "\n"
               << "     MB   time ms   bus GB/s\n";
   for (std::size_t mb = 1; mb <= o.max_mb; mb *= 2) {
@@ -113,7 +131,8 @@ int main(int argc, char** argv) try {
     }
   }
   if (o.rank == 0) {
-    std::cout << nlohmann::json{{"bench", "allreduce_ring_caf"}, {"processes", 2}, {"chunk_kb", o.chunk_kb},
+    std::cout << nlohmann::json{{"bench", "allreduce_ring_caf"}, {"processes", 2},
+                                {"transport", o.insecure ? "tcp" : "tls"}, {"chunk_kb", o.chunk_kb},
                                 {"sizes", sizes}}.dump()
               << std::endl;
     child->wait_exit(std::chrono::seconds(30));

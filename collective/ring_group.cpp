@@ -14,6 +14,7 @@
 #include <caf/io/all.hpp>
 
 #include "collective/shard.hpp"
+#include "network/guarded_transport.hpp"
 #include "network/ring_messages.hpp"
 
 namespace ap {
@@ -97,6 +98,25 @@ class peer_table {
   std::vector<caf::actor> peers_;
 };
 
+// What this rank's transport refused (Note [ring security]), for the error of a rank that never came.
+class drop_log {
+ public:
+  void add(const std::string& line) {
+    std::lock_guard lock(mutex_);
+    if (lines_.size() < 4) lines_.push_back(line);
+  }
+  std::string text() const {
+    std::lock_guard lock(mutex_);
+    std::string t;
+    for (const auto& l : lines_) t += (t.empty() ? "" : "; ") + l;
+    return t;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<std::string> lines_;
+};
+
 struct endpoint_state {
   std::map<caf::actor_addr, std::string> peers;  // whom it monitors, named for errors
 };
@@ -172,6 +192,8 @@ struct ring_state {
   std::size_t chunk_elements;
   std::shared_ptr<ring_inbox> inbox = std::make_shared<ring_inbox>();
   std::shared_ptr<peer_table> lower;  // the lower ranks' endpoints, from their hellos
+  std::shared_ptr<drop_log> dropped = std::make_shared<drop_log>();
+  std::unique_ptr<guarded_transport> transport;  // Note [ring security]
   caf::actor endpoint;
   std::uint16_t port = 0;
   std::vector<caf::actor> peers;           // by rank; empty for this rank
@@ -372,17 +394,23 @@ struct ring_state {
 };
 
 ring_group::ring_group(caf::actor_system& system, std::string name, int rank, int size, node_address listen,
-                       std::chrono::milliseconds timeout, std::size_t chunk_bytes) {
+                       const transport_security& security, std::chrono::milliseconds timeout, std::size_t chunk_bytes) {
   if (size < 1 || rank < 0 || rank >= size)
     throw std::invalid_argument("group '" + name + "': rank " + std::to_string(rank) + " of " + std::to_string(size) +
                                 " does not exist");
   if (timeout.count() <= 0) throw std::invalid_argument("group '" + name + "' needs a positive timeout");
   state_ = std::make_shared<ring_state>(system, name, rank, size, timeout, chunk_bytes);
   state_->lower = std::make_shared<peer_table>(size);
+  check_transport_security(security, "group '" + name + "' rank " + std::to_string(rank));
+  transport_options options;
+  options.registered = false;  // the process's own transport (a node's), if any, stays what transport_of gives
+  options.log = [dropped = state_->dropped](const std::string& line) { dropped->add(line); };
+  state_->transport = std::make_unique<guarded_transport>(system, security, std::move(options));
   state_->endpoint = system.spawn(ring_endpoint, state_->inbox, state_->lower, name, static_cast<std::int32_t>(rank));
-  auto port = system.middleman().publish(state_->endpoint, listen.port, listen.host.c_str(), true);
+  auto port = state_->transport->publish(state_->endpoint, listen.port, listen.host, true);
   if (!port) {
     caf::anon_send_exit(state_->endpoint, caf::exit_reason::user_shutdown);
+    state_->transport.reset();
     throw collective_error("group '" + name + "' rank " + std::to_string(rank) + " cannot listen on " + listen.text() +
                            ": " + system.render(port.error()));
   }
@@ -400,6 +428,7 @@ ring_group::~ring_group() {
   for (auto& q : state_->queue) q->finish("group '" + state_->name + "' was closed before this collective ran");
   state_->system.middleman().unpublish(state_->endpoint, state_->port);
   caf::anon_send_exit(state_->endpoint, caf::exit_reason::user_shutdown);
+  state_->transport.reset();
 }
 
 std::uint16_t ring_group::port() const { return state_->port; }
@@ -427,14 +456,24 @@ void ring_group::connect(const std::vector<node_address>& ranks) {
     const std::string them = "rank " + std::to_string(q) + " at " + a.text();
     caf::actor peer;
     std::string failure;
-    // Peers start in any order: a refused connection is tried again until the deadline.
+    // Peers start in any order: a refused connection is tried again until the deadline; a peer that hangs up
+    // during the handshake is up but speaks another transport (Note [ring security]): refused at once.
     while (!peer) {
       failure.clear();
-      self->request(s.system.middleman().actor_handle(), remaining(), caf::connect_atom::value, a.host, a.port)
+      bool disagree = false;
+      self->request(s.transport->actor(), remaining(), caf::connect_atom::value, a.host, a.port)
           .receive([&](caf::node_id&, caf::strong_actor_ptr& ptr,
                        std::set<std::string>&) { peer = caf::actor_cast<caf::actor>(ptr); },
-                   [&](caf::error& e) { failure = s.system.render(e); });
+                   [&](caf::error& e) {
+                     failure = s.system.render(e);
+                     disagree = e == caf::sec::disconnect_during_handshake;
+                   });
       if (peer) break;
+      if (disagree)
+        throw collective_error("group '" + s.name + "' rank " + std::to_string(s.rank) + " cannot join " + them +
+                               ": it hung up during the handshake (" + failure +
+                               "): the ranks disagree on TLS (every rank needs a certificate signed by the same CA; "
+                               "or every rank insecure)");
       if (clock_type::now() >= deadline)
         throw collective_error("group '" + s.name + "' rank " + std::to_string(s.rank) + " cannot reach " + them +
                                " within " + std::to_string(s.timeout.count()) + " ms" +
@@ -462,7 +501,9 @@ void ring_group::connect(const std::vector<node_address>& ranks) {
     if (!s.peers[static_cast<std::size_t>(q)])
       throw collective_error("group '" + s.name + "' rank " + std::to_string(s.rank) + ": rank " + std::to_string(q) +
                              " at " + ranks[static_cast<std::size_t>(q)].text() + " did not connect within " +
-                             std::to_string(s.timeout.count()) + " ms");
+                             std::to_string(s.timeout.count()) + " ms" +
+                             (s.dropped->text().empty() ? std::string()
+                                                        : " (this rank's transport " + s.dropped->text() + ")"));
   }
   for (int q = 0; q < s.rank; ++q)  // named with its address from now on
     caf::anon_send(s.endpoint, ring_watch_atom::value, s.peers[static_cast<std::size_t>(q)],

@@ -11,6 +11,7 @@
 #include "collective/process_group.hpp"
 #include "network/node_address.hpp"
 #include "network/timeout.hpp"
+#include "network/transport_security.hpp"
 
 namespace caf {
 class actor_system;
@@ -34,10 +35,23 @@ struct ring_state;
 // Every rank makes a ring_group with its own address (port 0: a free one, see port()), then calls
 // connect() with every rank's address; peers may start in any order within the timeout. The caller's
 // actor_system must have the middleman loaded and the runtime's message types added (enable_network).
+//
+// Note [ring security]: a group listens and connects through a guarded transport of its own
+// (network/guarded_transport.hpp), as nodes and coordinators do: mutual TLS with the cluster's CA (Note
+// [mutual TLS]), so a process without a certificate signed by that CA fails in the TLS handshake and never
+// reaches the group's endpoint; or, only when `security.insecure` says so, plain TCP (trusted networks,
+// benchmarks against MPI over TCP). Either way frames are bounded (Note [bounded frames]). A rank that
+// refuses a peer names it: at once on the connecting side ("the ranks disagree on TLS"), after the timeout
+// on the accepting side, with the connections its transport dropped and why.
 class ring_group final : public process_group {
  public:
+  static constexpr std::size_t default_chunk_bytes = std::size_t{1} << 20;
+
+  // Throws std::invalid_argument for bad TLS files (check_transport_security's texts), collective_error when
+  // it cannot listen.
   ring_group(caf::actor_system& system, std::string name, int rank, int size, node_address listen,
-             std::chrono::milliseconds timeout = default_timeout, std::size_t chunk_bytes = std::size_t{1} << 20);
+             const transport_security& security, std::chrono::milliseconds timeout = default_timeout,
+             std::size_t chunk_bytes = default_chunk_bytes);
   ~ring_group() override;
   ring_group(const ring_group&) = delete;
   ring_group& operator=(const ring_group&) = delete;

@@ -226,16 +226,16 @@ class guarded_middleman : public caf::io::middleman_actor_impl {
 
 guarded_transport::guarded_transport(caf::actor_system& system, const transport_security& security,
                                      transport_options options)
-    : system_(system) {
+    : system_(system), registered_(options.registered) {
   if (security.tls()) options.tls = std::make_shared<tls_context>(security, "transport");
   auto broker = system.middleman().named_broker<caf::io::basp_broker>(caf::atom("BASP"));
   actor_ = caf::actor_cast<caf::io::middleman_actor>(
       system.spawn<guarded_middleman, caf::detached + caf::hidden>(std::move(broker), std::move(options)));
-  system.registry().put(registry_key, actor_);
+  if (registered_) system.registry().put(registry_key, actor_);
 }
 
 guarded_transport::~guarded_transport() {
-  system_.registry().erase(registry_key);
+  if (registered_) system_.registry().erase(registry_key);
   caf::scoped_actor self{system_, true};
   self->send_exit(actor_, caf::exit_reason::kill);
   self->wait_for(actor_);

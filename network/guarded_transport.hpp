@@ -37,6 +37,9 @@ struct transport_options {
   frame_limits limits;
   std::function<void(const std::string&)> log;  // one line per dropped connection; may be empty; any thread
   std::shared_ptr<tls_context> tls;             // set by guarded_transport from its transport_security
+  // Registered for transport_of (the process's one transport: a node's, a coordinator's). A transport of
+  // its own (a ring_group's) is not, so it neither replaces nor unregisters the process's.
+  bool registered = true;
 };
 
 // Spawns the transport in `system` (mutual TLS unless security.insecure: Note [mutual TLS]), registers it for
@@ -51,10 +54,13 @@ class guarded_transport {
 
   // Publishes `whom` on host:port (0: a free one); the bound port, or CAF's error.
   caf::expected<std::uint16_t> publish(const caf::actor& whom, std::uint16_t port, const std::string& host, bool reuse);
+  // The middleman actor to connect through (connect_atom), as transport_of gives for a registered one.
+  const caf::io::middleman_actor& actor() const { return actor_; }
 
  private:
   caf::actor_system& system_;
   caf::io::middleman_actor actor_;
+  bool registered_ = true;
 };
 
 // The middleman actor to connect through (connect_atom): the guarded transport when one runs in `system`,

@@ -9,9 +9,11 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
+#include "collective/local_group.hpp"
 #include "collective/ring_group.hpp"
 #include "collective/shard.hpp"
 #include "network/message_types.hpp"
+#include "node_process.hpp"  // test certificates
 
 using namespace ap;
 using namespace std::chrono_literals;
@@ -32,19 +34,31 @@ struct rank_process {
   std::unique_ptr<ring_group> group;
 };
 
-// `size` ranks of group `name`, each connected to the others (connect() runs on one thread per rank, as
-// it would in separate processes). chunk_bytes small, so tensors travel in many chunks.
-std::vector<std::unique_ptr<rank_process>> make_ring(const std::string& name, int size,
-                                                     std::chrono::milliseconds timeout = 20s,
-                                                     std::size_t chunk_bytes = 64) {
+// Plain TCP (most tests: the collectives, not the transport, are under test) or mutual TLS.
+transport_security plain() { return test::insecure_transport(); }
+
+// `size` ranks of group `name`, rank r with security[r] (or the last entry), before connecting.
+std::vector<std::unique_ptr<rank_process>> make_ranks(const std::string& name, int size, std::chrono::milliseconds timeout,
+                                                      std::size_t chunk_bytes, const std::vector<transport_security>& security) {
   std::vector<std::unique_ptr<rank_process>> ranks;
-  std::vector<node_address> addresses;
   for (int r = 0; r < size; ++r) {
     ranks.push_back(std::make_unique<rank_process>());
+    const auto& sec = security[std::min<std::size_t>(static_cast<std::size_t>(r), security.size() - 1)];
     ranks.back()->group = std::make_unique<ring_group>(ranks.back()->system, name, r, size,
-                                                       node_address{"127.0.0.1", 0}, timeout, chunk_bytes);
-    addresses.push_back({"127.0.0.1", ranks.back()->group->port()});
+                                                       node_address{"127.0.0.1", 0}, sec, timeout, chunk_bytes);
   }
+  return ranks;
+}
+
+std::vector<node_address> addresses_of(const std::vector<std::unique_ptr<rank_process>>& ranks) {
+  std::vector<node_address> addresses;
+  for (const auto& r : ranks) addresses.push_back({"127.0.0.1", r->group->port()});
+  return addresses;
+}
+
+// connect() on one thread per rank, as it would run in separate processes; each rank's error ("" if none).
+std::vector<std::string> connect_all(std::vector<std::unique_ptr<rank_process>>& ranks) {
+  const auto addresses = addresses_of(ranks);
   std::vector<std::thread> threads;
   std::vector<std::string> errors(ranks.size());
   for (std::size_t r = 0; r < ranks.size(); ++r)
@@ -56,9 +70,21 @@ std::vector<std::unique_ptr<rank_process>> make_ring(const std::string& name, in
       }
     });
   for (auto& t : threads) t.join();
-  for (auto& e : errors) REQUIRE_MESSAGE(e.empty(), e);
+  return errors;
+}
+
+// `size` ranks of group `name`, each connected to the others. chunk_bytes small, so tensors travel in
+// many chunks.
+std::vector<std::unique_ptr<rank_process>> make_ring(const std::string& name, int size,
+                                                     std::chrono::milliseconds timeout = 20s,
+                                                     std::size_t chunk_bytes = 64,
+                                                     const transport_security& security = plain()) {
+  auto ranks = make_ranks(name, size, timeout, chunk_bytes, {security});
+  for (auto& e : connect_all(ranks)) REQUIRE_MESSAGE(e.empty(), e);
   return ranks;
 }
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 // Runs body(group) on one thread per rank and rethrows the first failure.
 void on_every_rank(std::vector<std::unique_ptr<rank_process>>& ranks, const std::function<void(process_group&)>& body) {
@@ -178,10 +204,10 @@ TEST_CASE("an aborting rank fails its peers' collectives, naming it and the reas
 
 TEST_CASE("connect names the rank it cannot reach, and a peer of another group") {
   rank_process lonely;
-  ring_group g(lonely.system, "dp", 0, 2, node_address{"127.0.0.1", 0}, 300ms);
+  ring_group g(lonely.system, "dp", 0, 2, node_address{"127.0.0.1", 0}, plain(), 300ms);
   // A port nobody listens on (this rank's own port + nothing): take a free one and close it.
   rank_process other;
-  auto closed_port = std::make_unique<ring_group>(other.system, "x", 0, 1, node_address{"127.0.0.1", 0}, 300ms);
+  auto closed_port = std::make_unique<ring_group>(other.system, "x", 0, 1, node_address{"127.0.0.1", 0}, plain(), 300ms);
   const std::uint16_t port = closed_port->port();
   closed_port.reset();
   try {
@@ -192,10 +218,60 @@ TEST_CASE("connect names the rank it cannot reach, and a peer of another group")
                                      " within 300 ms") == 0);
   }
   rank_process stranger_process;
-  ring_group stranger(stranger_process.system, "tp", 1, 2, node_address{"127.0.0.1", 0}, 2s);
-  ring_group mine(lonely.system, "dp", 0, 2, node_address{"127.0.0.1", 0}, 2s);
+  ring_group stranger(stranger_process.system, "tp", 1, 2, node_address{"127.0.0.1", 0}, plain(), 2s);
+  ring_group mine(lonely.system, "dp", 0, 2, node_address{"127.0.0.1", 0}, plain(), 2s);
   CHECK_THROWS_WITH_AS(mine.connect({{"127.0.0.1", 0}, {"127.0.0.1", stranger.port()}}),
                        ("group 'dp' rank 0: 127.0.0.1:" + std::to_string(stranger.port()) +
                         " is rank 1 of group 'tp', expected rank 1 of group 'dp'").c_str(),
                        collective_error);
+}
+
+TEST_CASE("a ring over mutual TLS: all_reduce gives local_group's bits, and chunks larger than a TLS record") {
+  const std::size_t rows = 5000;  // 15000 floats: 2 segments of 30 KB in chunks of 16 KB (a TLS record each)
+  auto ranks = make_ring("dp", 2, 20s, 16 << 10, test::tls_security("node"));
+  std::vector<std::vector<float>> ring(2), local(2);
+  on_every_rank(ranks, [&](process_group& g) {
+    tensor a = input(g.rank(), rows);
+    g.all_reduce(a).wait();
+    ring[g.rank()] = values(a);
+  });
+  local_group reference("dp", 2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      auto g = reference.member(r);
+      tensor a = input(r, rows);
+      g->all_reduce(a).wait();
+      local[r] = values(a);
+    });
+  for (auto& t : threads) t.join();
+  CHECK(ring[0] == local[0]);  // two terms: a + b == b + a exactly, whatever the order of the sum
+  CHECK(ring[1] == local[1]);
+}
+
+TEST_CASE("a peer without the cluster's certificate cannot join a TLS ring: both sides name each other") {
+  const transport_security mine = test::tls_security("node");
+  for (const auto& intruder : {test::tls_security("node", "other CA"), test::insecure_transport()}) {
+    CAPTURE(intruder.describe());
+    // The intruder as rank 0 connects to rank 1 (Note [one connection per pair]); then as rank 1.
+    for (int bad : {0, 1}) {
+      CAPTURE(bad);
+      std::vector<transport_security> security{mine, mine};
+      security[static_cast<std::size_t>(bad)] = intruder;
+      auto ranks = make_ranks("dp", 2, 1500ms, 64, security);
+      const auto addresses = addresses_of(ranks);
+      const auto started = std::chrono::steady_clock::now();
+      const auto errors = connect_all(ranks);
+      CHECK(std::chrono::steady_clock::now() - started < 10s);  // the timeout is 1.5 s; generous under load
+      INFO(errors[0]);
+      INFO(errors[1]);
+      // Rank 0 connects: it is refused at once, naming rank 1 and its address.
+      CHECK(contains(errors[0], "group 'dp' rank 0 cannot join rank 1 at " + addresses[1].text()));
+      CHECK(contains(errors[0], "the ranks disagree on TLS"));
+      // Rank 1 waits for rank 0, which never got through: named with its address after the timeout, with
+      // the connection rank 1's transport dropped and why (a TLS failure; BASP garbage on a plain one).
+      CHECK(contains(errors[1], "group 'dp' rank 1: rank 0 at " + addresses[0].text() + " did not connect within 1500 ms"));
+      CHECK(contains(errors[1], "this rank's transport dropped a connection from 127.0.0.1:"));
+    }
+  }
 }
