@@ -150,6 +150,31 @@ caf::behavior ring_endpoint(caf::stateful_actor<endpoint_state>* self, std::shar
   };
 }
 
+// The messages still borrowing a collective's buffers (Note [ring chunk floats]): each holds a token;
+// the collective finishes only once every token is gone.
+class borrow_count {
+ public:
+  std::shared_ptr<const void> token() {
+    std::lock_guard lock(mutex_);
+    ++count_;
+    return std::shared_ptr<const void>(this, [this](const void*) {
+      std::lock_guard lock(mutex_);
+      if (--count_ == 0) idle_.notify_all();
+    });
+  }
+  // Waits on this process's own I/O thread only: BASP serialises (or, for a lost connection, drops) every
+  // message it is given without waiting on the peer, so no peer can hold this up; no timeout needed.
+  void wait_idle() {
+    std::unique_lock lock(mutex_);
+    idle_.wait(lock, [&] { return count_ == 0; });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable idle_;
+  int count_ = 0;
+};
+
 // A collective in the queue of the communication thread, and how its handle waits for it.
 struct ring_op final : collective_handle::state {
   std::uint64_t index = 0;
@@ -158,6 +183,8 @@ struct ring_op final : collective_handle::state {
   int root = 0;
   const tensor* in = nullptr;
   tensor* out = nullptr;
+  tensor scratch;  // reduce_scatter: the copy of `in` the ring adds into
+  borrow_count sending;
 
   mutable std::mutex mutex;
   std::condition_variable finished;
@@ -218,16 +245,18 @@ struct ring_state {
            " on rank " + std::to_string(rank);
   }
 
-  void send(const ring_op& op, std::uint32_t step, std::uint32_t chunk, const float* data, std::size_t n) {
-    tensor t = tensor::from_shape({n});
-    if (n > 0) std::memcpy(t.data(), data, n * sizeof(float));
+  // Sends n floats at `data`, borrowed (Note [ring chunk floats]): held by `hold`, or by a token of the op.
+  void send(ring_op& op, std::uint32_t step, std::uint32_t chunk, const float* data, std::size_t n,
+            std::shared_ptr<const void> hold = nullptr) {
+    if (!hold) hold = op.sending.token();
     caf::anon_send(peers[static_cast<std::size_t>(right())],
-                   ring_chunk{op.index, static_cast<std::uint8_t>(op.kind), step, chunk, rank, std::move(t)});
+                   ring_chunk{op.index, static_cast<std::uint8_t>(op.kind), step, chunk, rank,
+                              ring_floats{data, n, std::move(hold)}});
   }
 
   // The left neighbour's chunk, of `expected` floats (or any size when expected is npos); throws
   // collective_error naming the peer on a timeout, a failure or a mismatch.
-  tensor receive(const ring_op& op, std::uint32_t step, std::uint32_t chunk, std::size_t expected) {
+  ring_floats receive(const ring_op& op, std::uint32_t step, std::uint32_t chunk, std::size_t expected) {
     const std::string context = describe(op);
     auto c = inbox->take(op.index, step, chunk, timeout, context);
     if (!c)
@@ -237,8 +266,8 @@ struct ring_state {
     if (c->kind != static_cast<std::uint8_t>(op.kind))
       throw collective_error(context + ": " + who(c->from) + " runs " + kind_name(c->kind) +
                              " as collective #" + std::to_string(op.index) + ": the ranks called different collectives");
-    if (expected != std::string::npos && c->data.size() != expected)
-      throw collective_error(context + ": " + who(c->from) + " sent " + std::to_string(c->data.size()) +
+    if (expected != std::string::npos && c->data.size != expected)
+      throw collective_error(context + ": " + who(c->from) + " sent " + std::to_string(c->data.size) +
                              " floats for chunk " + std::to_string(chunk) + " of step " + std::to_string(step) +
                              ", this rank expected " + std::to_string(expected) + ": the ranks' tensors differ in shape");
     return std::move(c->data);
@@ -247,7 +276,7 @@ struct ring_state {
   // Note [ring collectives]: reduce-scatter (and then all-gather) of buf over segments of `unit`-float
   // rows. This rank sends segment (rank - step + offset) and receives (rank - step - 1 + offset), mod size,
   // so after size-1 steps it holds segment rank+1+offset complete (offset -1: its own shard).
-  void ring_reduce(const ring_op& op, float* buf, std::size_t units, std::size_t unit, int offset, bool then_gather) {
+  void ring_reduce(ring_op& op, float* buf, std::size_t units, std::size_t unit, int offset, bool then_gather) {
     const int n = size;
     const std::uint32_t steps = static_cast<std::uint32_t>((n - 1) * (then_gather ? 2 : 1));
     const auto segment = [&](long s) {  // element range of segment s mod n
@@ -268,8 +297,8 @@ struct ring_state {
       const bool reducing = s < static_cast<std::uint32_t>(n - 1);
       for (std::uint32_t k = 0; k < chunks_of(range); ++k) {
         const std::size_t b = range.first + k * chunk_elements, e = std::min(range.second, b + chunk_elements);
-        const tensor got = receive(op, s, k, e - b);
-        const float* g = got.data();
+        const ring_floats got = receive(op, s, k, e - b);
+        const float* g = got.data;
         float* dst = buf + b;
         if (reducing) {
           for (std::size_t i = 0; i < e - b; ++i) dst[i] += g[i];
@@ -283,7 +312,7 @@ struct ring_state {
     }
   }
 
-  void run(const ring_op& op) {
+  void run(ring_op& op) {
     switch (op.kind) {
       case ring_kind::all_reduce: {
         float* buf = op.out->data();
@@ -294,40 +323,41 @@ struct ring_state {
       case ring_kind::reduce_scatter: {
         const shape_t& shape = op.in->shape();
         const std::size_t rows = shape.empty() ? 1 : shape[0], unit = shape.empty() ? 1 : op.in->size() / std::max<std::size_t>(rows, 1);
-        tensor work = *op.in;  // the ring adds into it; `in` stays the caller's
+        op.scratch = *op.in;  // the ring adds into it; `in` stays the caller's
+        tensor& work = op.scratch;
         if (size > 1) ring_reduce(op, work.data(), rows, unit, -1, false);
         const auto [first, last] = shard_rows(rows, static_cast<std::size_t>(size), static_cast<std::size_t>(rank));
         if (last > first) std::memcpy(op.out->data(), work.data() + first * unit, (last - first) * unit * sizeof(float));
         return;
       }
       case ring_kind::all_gather: {
-        std::vector<tensor> pieces(static_cast<std::size_t>(size));
-        pieces[static_cast<std::size_t>(rank)] = *op.in;
+        std::vector<ring_floats> pieces(static_cast<std::size_t>(size));
+        pieces[static_cast<std::size_t>(rank)] = ring_floats{op.in->data(), op.in->size(), nullptr};
         if (size > 1) send(op, 0, 0, op.in->data(), op.in->size());
         // Step s brings rank (rank - s - 1)'s piece, whole (one chunk), with its shape after the first
         // axis known to match this rank's (checked below).
         for (int s = 0; s + 1 < size; ++s) {
           const int owner = (rank - s - 1 + 2 * size) % size;
-          tensor got = receive(op, static_cast<std::uint32_t>(s), 0, std::string::npos);
-          if (s + 2 < size) send(op, static_cast<std::uint32_t>(s + 1), 0, got.data(), got.size());
+          ring_floats got = receive(op, static_cast<std::uint32_t>(s), 0, std::string::npos);
+          if (s + 2 < size) send(op, static_cast<std::uint32_t>(s + 1), 0, got.data, got.size, got.hold);
           pieces[static_cast<std::size_t>(owner)] = std::move(got);
         }
         const std::size_t row = op.in->dimension() == 0 ? 1 : op.in->size() / std::max<std::size_t>(op.in->shape()[0], 1);
         shape_t shape = op.in->shape();
         std::size_t rows = 0;
         for (int r = 0; r < size; ++r) {
-          const tensor& p = pieces[static_cast<std::size_t>(r)];
-          if (row == 0 || p.size() % row != 0)
-            throw collective_error(describe(op) + ": " + who(r) + " sent " + std::to_string(p.size()) +
+          const ring_floats& p = pieces[static_cast<std::size_t>(r)];
+          if (row == 0 || p.size % row != 0)
+            throw collective_error(describe(op) + ": " + who(r) + " sent " + std::to_string(p.size) +
                                    " floats, not whole rows of " + std::to_string(row) + ": the ranks' shapes differ after the first axis");
-          rows += p.size() / row;
+          rows += p.size / row;
         }
         shape[0] = rows;
         *op.out = tensor::from_shape(shape);
         std::size_t offset = 0;
         for (auto& p : pieces) {
-          if (p.size() > 0) std::memcpy(op.out->data() + offset, p.data(), p.size() * sizeof(float));
-          offset += p.size();
+          if (p.size > 0) std::memcpy(op.out->data() + offset, p.data, p.size * sizeof(float));
+          offset += p.size;
         }
         return;
       }
@@ -340,8 +370,8 @@ struct ring_state {
         for (std::uint32_t k = 0; k < chunks; ++k) {
           const std::size_t b = k * chunk_elements, e = std::min(n, b + chunk_elements);
           if (position > 0) {
-            const tensor got = receive(op, 0, k, e - b);
-            std::memcpy(buf + b, got.data(), (e - b) * sizeof(float));
+            const ring_floats got = receive(op, 0, k, e - b);
+            std::memcpy(buf + b, got.data, (e - b) * sizeof(float));
           }
           if (position + 1 < size) send(op, 0, k, buf + b, e - b);
         }
@@ -368,6 +398,8 @@ struct ring_state {
       } catch (const std::exception& e) {
         error = describe(*op) + " failed: " + e.what();
       }
+      op->sending.wait_idle();  // the caller's tensors are its own again only once no message borrows them
+      op->scratch = tensor();
       op->finish(std::move(error));
     }
   }
@@ -406,6 +438,8 @@ ring_group::ring_group(caf::actor_system& system, std::string name, int rank, in
   options.registered = false;  // the process's own transport (a node's), if any, stays what transport_of gives
   options.log = [dropped = state_->dropped](const std::string& line) { dropped->add(line); };
   state_->transport = std::make_unique<guarded_transport>(system, security, std::move(options));
+  // Not detached: CAF's registry keeps an actor sent to another node alive until the system stops, after
+  // it waits for detached actors' threads: a detached endpoint hung the actor_system's destructor.
   state_->endpoint = system.spawn(ring_endpoint, state_->inbox, state_->lower, name, static_cast<std::int32_t>(rank));
   auto port = state_->transport->publish(state_->endpoint, listen.port, listen.host, true);
   if (!port) {
