@@ -32,8 +32,8 @@ struct ring_floats {
 class ring_buffer_pool {
  public:
   static ring_buffer_pool& instance() {
-    static ring_buffer_pool pool;
-    return pool;
+    static ring_buffer_pool* pool = new ring_buffer_pool;  // never destroyed: a chunk may outlive main's locals
+    return *pool;
   }
   // A buffer of at least n floats (its first n are the chunk's), returned to the pool when let go.
   std::shared_ptr<std::vector<float>> take(std::size_t n) {
