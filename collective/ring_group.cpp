@@ -246,6 +246,10 @@ struct ring_state {
   }
 
   // Sends n floats at `data`, borrowed (Note [ring chunk floats]): held by `hold`, or by a token of the op.
+  // Borrowing is safe while the collective runs: in ring_reduce a region is sent once per phase, after its
+  // last change of that phase, and written again only by the all-gather, with the finished segment that
+  // came round the ring, built by the right neighbour from this very chunk (so already serialised); the
+  // op's end waits for the last tokens (serve).
   void send(ring_op& op, std::uint32_t step, std::uint32_t chunk, const float* data, std::size_t n,
             std::shared_ptr<const void> hold = nullptr) {
     if (!hold) hold = op.sending.token();
