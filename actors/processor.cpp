@@ -8,7 +8,7 @@ namespace {
 
 struct processor_state {
   processor_config config;
-  std::unique_ptr<stage_worker> worker;
+  std::unique_ptr<lockstep_stage> worker;
   int aborted_step = -1;  // tasks of this step or earlier are dropped (Note [tasks after an abort])
   static inline const char* name = "processor";
 };
@@ -43,7 +43,7 @@ void run_task(processor_actor* self, op kind, int step, int microbatch, int chun
   self->send(caf::actor_cast<caf::actor>(self->current_sender()), std::move(done));
 }
 
-caf::behavior processor(processor_actor* self, processor_config config, std::unique_ptr<stage_worker> worker) {
+caf::behavior processor(processor_actor* self, processor_config config, std::unique_ptr<lockstep_stage> worker) {
   self->state.config = std::move(config);
   self->state.worker = std::move(worker);
   return {
@@ -82,8 +82,21 @@ caf::behavior processor(processor_actor* self, processor_config config, std::uni
         run_task(self, op::backward_weight, w.step, w.microbatch, w.chunk,
                  [&] { self->state.worker->backward_weight(w.microbatch, w.chunk); });
       },
-      [=](apply_atom, int) -> ok_atom {
-        self->state.worker->apply_optimizer();
+      [=](norm_atom, int) -> gradient_norm {
+        gradient_norm answer;
+        try {
+          answer.square_sum = self->state.worker->gradient_square_sum();
+        } catch (const std::exception& e) {
+          answer.error = "stage " + std::to_string(self->state.config.stage) + ": " + e.what();
+        }
+        return answer;
+      },
+      [=](apply_atom, int, float clip_factor) -> caf::result<ok_atom> {
+        try {
+          self->state.worker->apply_optimizer(clip_factor);
+        } catch (const std::exception& e) {
+          return caf::make_error(caf::sec::runtime_error, std::string(e.what()));
+        }
         return ok_atom::value;
       },
       [=](abort_atom, int step) {
@@ -92,9 +105,7 @@ caf::behavior processor(processor_actor* self, processor_config config, std::uni
         st.worker->abort();
       },
       [=](params_atom) -> named_tensors {
-        named_tensors out;
-        add_parameters(out, self->state.worker->parameters());
-        return out;
+        return self->state.worker->whole_parameters();
       },
       [=](state_atom) -> stage_state { return self->state.worker->export_state(); },
       [=](load_atom, const stage_state& state) -> stage_state_loaded {
@@ -111,7 +122,7 @@ caf::behavior processor(processor_actor* self, processor_config config, std::uni
 
 }  // namespace
 
-caf::actor spawn_processor(caf::actor_system& system, processor_config config, std::unique_ptr<stage_worker> worker) {
+caf::actor spawn_processor(caf::actor_system& system, processor_config config, std::unique_ptr<lockstep_stage> worker) {
   return system.spawn<caf::detached>(processor, std::move(config), std::move(worker));
 }
 

@@ -9,7 +9,9 @@ namespace ap {
 stage_actors spawn_stage(caf::actor_system& system, stage_setup setup) {
   // Built first: it throws for a bad optimizer setting before any actor exists.
   for (auto& slice : setup.slices) slice.set_compute_dtype(setup.compute_dtype);
-  auto worker = std::make_unique<stage_worker>(setup.stage, setup.chunk_ids, std::move(setup.slices), setup.optimizer);
+  auto worker = std::make_unique<lockstep_stage>(setup.stage, setup.chunk_ids, std::move(setup.slices), setup.optimizer,
+                                                 setup.tensor_parallel, setup.timeout);
+  if (!setup.data_parallel.empty()) worker->join_data_parallel(std::move(setup.data_parallel), setup.replica);
   stage_actors a;
   a.sender = spawn_sender(system, setup.stage, setup.timeout);
   a.processor = spawn_processor(
@@ -37,6 +39,7 @@ stage_spec make_stage_spec(stage_setup& setup) {
   spec.timeout_ms = setup.timeout.count();
   spec.compute_dtype = static_cast<std::uint8_t>(setup.compute_dtype);
   spec.report_events = true;  // Note [events from nodes]
+  spec.tensor_parallel = setup.tensor_parallel;
   return spec;
 }
 
@@ -82,6 +85,7 @@ stage_setup stage_setup_from_spec(stage_spec spec) {
   // Note [events from nodes]: the stage keeps its step's events (one step's worth: the retriever drains them
   // into stage_done) and its busy sums, and the coordinator's process records them for every output.
   setup.report_events = spec.report_events;
+  setup.tensor_parallel = spec.tensor_parallel;
   if (spec.report_events) setup.log = std::make_shared<event_log>(/*keep_events=*/true);
   return setup;
 }

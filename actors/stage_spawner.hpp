@@ -12,6 +12,7 @@
 
 #include <caf/all.hpp>
 
+#include "collective/process_group.hpp"
 #include "stage/event_log.hpp"
 #include "network/messages.hpp"
 #include "network/timeout.hpp"
@@ -38,6 +39,11 @@ struct stage_setup {
   std::shared_ptr<event_log> log;    // may be null; on a node, the stage's own (Note [events from nodes])
   bool report_events = false;        // send the log's events with stage_done (a stage on a node)
   dtype compute_dtype = dtype::float32;  // set on the slices too (Note [compute dtype] in model/layer.hpp)
+  int tensor_parallel = 1;           // ranks (threads) the stage's layers split over (Note [tensor-parallel stage])
+  // Note [data-parallel stage]: per tensor-parallel rank, its member of the stage's data-parallel group (in
+  // this process only); empty: one replica.
+  std::vector<std::shared_ptr<process_group>> data_parallel;
+  int replica = 0;
 };
 
 stage_actors spawn_stage(caf::actor_system& system, stage_setup setup);

@@ -45,6 +45,9 @@ class column_parallel_linear final : public layer, public tensor_parallel_layer 
 
   struct saved : saved_state {
     tensor x;  // (rows, in): whole, for dweight = x^T dy
+    std::unique_ptr<saved_state> join_rows(const std::vector<const saved_state*>& parts) const override {
+      return join_row_fields<saved>(parts, {&saved::x});  // Note [joined caches]
+    }
   };
   tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
   void backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const override;
@@ -83,6 +86,9 @@ class row_parallel_linear final : public layer, public tensor_parallel_layer {
 
   struct saved : saved_state {
     tensor x;  // (rows, last - first): this rank's shard of the input
+    std::unique_ptr<saved_state> join_rows(const std::vector<const saved_state*>& parts) const override {
+      return join_row_fields<saved>(parts, {&saved::x});  // Note [joined caches]
+    }
   };
   tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
   void backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const override;

@@ -30,6 +30,10 @@ std::vector<std::string> megatron_mlp_specs(const std::vector<std::string>& spec
   return out;
 }
 
+std::vector<std::string> tensor_parallel_specs(const std::vector<std::string>& specs) {
+  return megatron_mlp_specs(specs);
+}
+
 namespace {
 
 void visit(layer& l, const std::function<void(layer&)>& f) {
@@ -62,6 +66,25 @@ std::map<const tensor*, int> sharded_axes(sequential& model) {
   return axes;
 }
 
+std::map<std::string, int> sharded_axes_by_name(sequential& model) {
+  const auto axes = sharded_axes(model);
+  std::map<std::string, int> named;
+  for (const parameter& p : model.parameters())
+    if (auto it = axes.find(p.value); it != axes.end()) named[p.name] = it->second;
+  return named;
+}
+
+int sharded_axis_of(const std::string& name, const std::map<std::string, int>& axes) {
+  if (auto it = axes.find(name); it != axes.end()) return it->second;
+  std::size_t best = 0;  // the longest parameter name that `name` extends with "."
+  int axis = -1;
+  for (const auto& [param, a] : axes)
+    if (name.size() > param.size() && name.compare(0, param.size(), param) == 0 && name[param.size()] == '.' &&
+        param.size() > best)
+      best = param.size(), axis = a;
+  return axis;
+}
+
 void gather_along(const std::vector<const tensor*>& pieces, int axis, tensor& whole) {
   const bool columns = axis == 1 && whole.dimension() == 2;
   if (!columns) {  // rows (or a vector's elements): the pieces back to back
@@ -82,6 +105,16 @@ void gather_along(const std::vector<const tensor*>& pieces, int axis, tensor& wh
     first += w;
   }
   if (first != width) throw std::invalid_argument("gather_along: pieces do not cover the columns");
+}
+
+tensor gather_pieces(const std::vector<const tensor*>& pieces, int axis) {
+  std::vector<std::size_t> shape = pieces.at(0)->shape();
+  const std::size_t along = axis == 1 && shape.size() == 2 ? 1 : 0;
+  shape[along] = 0;
+  for (const tensor* p : pieces) shape[along] += p->shape()[along];
+  tensor whole = tensor::from_shape(shape);
+  gather_along(pieces, axis, whole);
+  return whole;
 }
 
 tensor piece_along(const tensor& whole, int axis, std::size_t rank, std::size_t ranks) {

@@ -22,6 +22,10 @@ namespace ap {
 // width). Returns the new specs.
 std::vector<std::string> megatron_mlp_specs(const std::vector<std::string>& specs);
 
+// The specs of `specs` (a model or any slice of one, e.g. a pipeline chunk) with every layer that can be
+// split over tensor-parallel ranks made parallel: the Megatron pairing (megatron_mlp_specs).
+std::vector<std::string> tensor_parallel_specs(const std::vector<std::string>& specs);
+
 // Every layer of `model`, blocks' parts included (depth first, in order), that is a tensor-parallel layer.
 std::vector<tensor_parallel_layer*> tensor_parallel_layers(sequential& model);
 
@@ -30,10 +34,17 @@ std::size_t join_tensor_parallel(sequential& model, const std::shared_ptr<proces
 
 // The axis each sharded parameter value of `model` is sliced on, by value pointer (absent: whole).
 std::map<const tensor*, int> sharded_axes(sequential& model);
+// The same by parameter name ("3.weight" -> 1).
+std::map<std::string, int> sharded_axes_by_name(sequential& model);
+// The axis a named tensor is cut on: a parameter's own ("3.weight"), or for its optimizer state
+// ("3.weight.m") its parameter's; -1 when it is whole on every rank.
+int sharded_axis_of(const std::string& name, const std::map<std::string, int>& axes);
 
 // Pieces (one per rank, in rank order) joined along `axis` (0: rows or elements, 1: columns) into `whole`,
 // or `whole` cut into its piece for `rank` of `ranks` (shard_rows over that axis).
 void gather_along(const std::vector<const tensor*>& pieces, int axis, tensor& whole);
 tensor piece_along(const tensor& whole, int axis, std::size_t rank, std::size_t ranks);
+// gather_along into a new tensor of the pieces' joined shape.
+tensor gather_pieces(const std::vector<const tensor*>& pieces, int axis);
 
 }  // namespace ap
