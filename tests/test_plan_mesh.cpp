@@ -1,0 +1,25 @@
+// The (data, pipeline, tensor) mesh as `train` prints and checks it.
+#include <doctest/doctest.h>
+
+#include <stdexcept>
+
+#include "plan/mesh.hpp"
+#include "test_support.hpp"
+
+using namespace ap;
+using namespace ap::test;
+
+TEST_CASE("describe_mesh counts the threads and places the stages on their nodes") {
+  CHECK(describe_mesh(mesh_shape{2, 2, 2}, {}) ==
+        "2 data-parallel replicas x 2 stages x 2 tensor-parallel ranks = 8 compute threads, all in this process");
+  CHECK(describe_mesh(mesh_shape{1, 3, 2}, {"127.0.0.1:4000", "127.0.0.1:4001"}) ==
+        "1 data-parallel replica x 3 stages x 2 tensor-parallel ranks = 6 compute threads; stage 0: node "
+        "127.0.0.1:4000 (2 threads), stage 1: node 127.0.0.1:4001 (2 threads), stage 2: node 127.0.0.1:4000 (2 threads)");
+}
+
+TEST_CASE("check_mesh refuses sizes below 1 and replicas on nodes, naming the flag") {
+  CHECK(contains(error_of([] { check_mesh(mesh_shape{0, 2, 1}, {}); }), "--data-parallel must be at least 1"));
+  CHECK(contains(error_of([] { check_mesh(mesh_shape{1, 2, 0}, {}); }), "--tensor-parallel must be at least 1"));
+  CHECK(contains(error_of([] { check_mesh(mesh_shape{2, 2, 1}, {"127.0.0.1:4000"}); }), "--data-parallel 2 with --nodes"));
+  CHECK(error_of([] { check_mesh(mesh_shape{1, 2, 2}, {"127.0.0.1:4000"}); }) == "no exception");
+}
