@@ -19,13 +19,6 @@ namespace {
 
 const std::string actorpipe = std::string(AP_BINARY_DIR) + "/cli/actorpipe";
 
-sequential pair_model(std::uint64_t seed = 5) {
-  sequential m = sequential::from_layer_specs({"linear:12:16", "relu", "linear:16:24", "tanh", "linear:24:16",
-                                               "relu", "linear:16:32", "gelu", "linear:32:4"});
-  m.initialize(seed);
-  return m;
-}
-
 pipeline_options node_options(const std::vector<std::unique_ptr<test::node_process>>& nodes, int T, float clip) {
   pipeline_options o;
   o.security = test::tls_security();
@@ -36,7 +29,7 @@ pipeline_options node_options(const std::vector<std::unique_ptr<test::node_proce
   o.optimizer.lr = 0.01f;
   o.tensor_parallel = T;
   o.clip_grad_norm = clip;
-  o.layers_per_chunk = {4, 5};
+  o.layers_per_chunk = {4, 7};
   for (auto& n : nodes) o.nodes.push_back(n->address());
   return o;
 }
@@ -51,9 +44,9 @@ TEST_CASE("D = 2 replicas x 2 stages on 3 nodes (x 2 tensor-parallel ranks), wit
   for (int T : {1, 2}) {
     CAPTURE(T);
     const pipeline_options o = node_options(nodes, T, 0.1f);
-    sequential reference = pair_model();
+    sequential reference = test::linear_pairs_model();
     local_runner local(reference, o.optimizer, "cross_entropy", o.clip_grad_norm);
-    data_parallel_pipeline mesh(pair_model(), o, 2);
+    data_parallel_pipeline mesh(test::linear_pairs_model(), o, 2);
     for (int s = 0; s < 3; ++s) {
       const float expected = local.train_step(d.inputs, d.labels, static_cast<std::uint64_t>(s));
       CHECK(mesh.train_step(d.inputs, d.labels, static_cast<std::uint64_t>(s)) == doctest::Approx(expected).epsilon(1e-5));

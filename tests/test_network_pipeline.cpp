@@ -131,12 +131,6 @@ TEST_CASE("2 nodes x 2 tensor-parallel ranks (threads on each node), with clippi
   const dataset d = test::small_blobs(32);
   std::vector<std::unique_ptr<test::node_process>> nodes;
   for (int i = 0; i < 2; ++i) nodes.push_back(std::make_unique<test::node_process>(actorpipe));
-  const auto model = [] {
-    sequential m = sequential::from_layer_specs({"linear:12:16", "relu", "linear:16:24", "tanh", "linear:24:16",
-                                                 "relu", "linear:16:32", "gelu", "linear:32:4"});
-    m.initialize(5);
-    return m;
-  };
   pipeline_options o;
   o.security = test::tls_security();
   o.stages = 2;
@@ -146,11 +140,11 @@ TEST_CASE("2 nodes x 2 tensor-parallel ranks (threads on each node), with clippi
   o.optimizer.lr = 0.01f;
   o.tensor_parallel = 2;
   o.clip_grad_norm = 0.1f;
-  o.layers_per_chunk = {4, 5};
+  o.layers_per_chunk = {4, 7};
   for (auto& n : nodes) o.nodes.push_back(n->address());
-  sequential reference = model();
+  sequential reference = test::linear_pairs_model();
   local_runner local(reference, o.optimizer, "cross_entropy", o.clip_grad_norm);
-  pipeline pipe(model(), o);
+  pipeline pipe(test::linear_pairs_model(), o);
   for (int s = 0; s < 3; ++s) {
     const float expected = local.train_step(d.inputs, d.labels, static_cast<std::uint64_t>(s));
     CHECK(pipe.train_step(d.inputs, d.labels, static_cast<std::uint64_t>(s)) == doctest::Approx(expected).epsilon(1e-5));

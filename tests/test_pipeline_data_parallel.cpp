@@ -12,27 +12,13 @@ using namespace ap::test;
 
 namespace {
 
-optimizer_config adam() {
-  optimizer_config o;
-  o.kind = "adam";
-  o.lr = 1e-2f;
-  return o;
-}
-
-sequential pair_model(std::uint64_t seed = 7) {
-  sequential m = sequential::from_layer_specs({"linear:12:16", "relu", "linear:16:24", "gelu", "linear:24:16", "tanh",
-                                               "linear:16:32", "relu", "linear:32:16", "relu", "linear:16:4"});
-  m.initialize(seed);
-  return m;
-}
-
 pipeline_options mesh_options_for(int stages, int T, const std::string& schedule, float clip = 0.0f) {
   pipeline_options o;
   o.stages = stages;
   o.microbatches = 2;
   o.schedule = schedule;
   o.chunks_per_stage = schedule == "interleaved" ? 2 : 1;
-  o.optimizer = adam();
+  o.optimizer = adam_optimizer();
   o.tensor_parallel = T;
   o.clip_grad_norm = clip;
   return o;
@@ -61,9 +47,9 @@ void check_equals_local(const pipeline_options& o, int D, sequential (*make)(std
 TEST_CASE("D replicas x P stages equal single-process training on the whole batch, for every kind of schedule") {
   const dataset d = small_blobs(42);  // 21 rows a replica at D = 2, 14 at D = 3: unequal microbatches
   for (const char* schedule : {"gpipe", "1f1b", "zb-h1", "interleaved", "sync-backward"})
-    check_equals_local(mesh_options_for(2, 1, schedule), 2, pair_model, d);
-  check_equals_local(mesh_options_for(2, 1, "1f1b"), 3, pair_model, d);
-  check_equals_local(mesh_options_for(1, 1, "gpipe"), 2, pair_model, d);
+    check_equals_local(mesh_options_for(2, 1, schedule), 2, linear_pairs_model, d);
+  check_equals_local(mesh_options_for(2, 1, "1f1b"), 3, linear_pairs_model, d);
+  check_equals_local(mesh_options_for(1, 1, "gpipe"), 2, linear_pairs_model, d);
 }
 
 TEST_CASE("dropout masks follow global sample indices: a replica's rows drop as in one process") {
@@ -71,24 +57,24 @@ TEST_CASE("dropout masks follow global sample indices: a replica's rows drop as 
 }
 
 TEST_CASE("the full mesh: D = 2 x P = 2 x T = 2 equals single-process training") {
-  check_equals_local(mesh_options_for(2, 2, "1f1b"), 2, pair_model, small_blobs(40));
-  check_equals_local(mesh_options_for(2, 2, "zb-h1"), 2, pair_model, small_blobs(40));
+  check_equals_local(mesh_options_for(2, 2, "1f1b"), 2, linear_pairs_model, small_blobs(40));
+  check_equals_local(mesh_options_for(2, 2, "zb-h1"), 2, linear_pairs_model, small_blobs(40));
 }
 
 TEST_CASE("global gradient clipping over every stage, rank and replica equals single-process clipping") {
   const dataset d = small_blobs(40);
   // 0.05 clips every step (the gradients' norm here is ~1); 100 never does.
   for (float clip : {0.05f, 100.0f}) {
-    check_equals_local(mesh_options_for(2, 1, "1f1b", clip), 1, pair_model, d);
-    check_equals_local(mesh_options_for(2, 2, "zb-h1", clip), 1, pair_model, d);
-    check_equals_local(mesh_options_for(2, 2, "1f1b", clip), 2, pair_model, d);
+    check_equals_local(mesh_options_for(2, 1, "1f1b", clip), 1, linear_pairs_model, d);
+    check_equals_local(mesh_options_for(2, 2, "zb-h1", clip), 1, linear_pairs_model, d);
+    check_equals_local(mesh_options_for(2, 2, "1f1b", clip), 2, linear_pairs_model, d);
     check_equals_local(mesh_options_for(3, 1, "gpipe", clip), 2, test::nine_layer_model, d);
   }
 }
 
 TEST_CASE("a replica's failure fails the step in every replica, nothing applied; the pipeline is then spent") {
   const dataset d = small_blobs(40);
-  data_parallel_pipeline mesh(pair_model(), mesh_options_for(2, 2, "1f1b"), 2);
+  data_parallel_pipeline mesh(linear_pairs_model(), mesh_options_for(2, 2, "1f1b"), 2);
   tensor labels = d.labels;
   labels.data()[30] = 99.0f;  // replica 1's rows (20..39): no such class
   std::string failure;
@@ -100,7 +86,7 @@ TEST_CASE("a replica's failure fails the step in every replica, nothing applied;
   INFO(failure);
   CHECK(contains(failure, "99"));
   CHECK(contains(failure, "data-parallel replica 1"));
-  sequential untouched = pair_model(), gathered = mesh.first().gather_model();
+  sequential untouched = linear_pairs_model(), gathered = mesh.first().gather_model();
   check_same_parameters(gathered, untouched, 0.0f, "after the failed step");
   CHECK(contains(error_of([&] { mesh.train_step(d.inputs, d.labels, 1); }), "spent"));
 }
@@ -109,17 +95,17 @@ TEST_CASE("a D x P x T checkpoint is the whole model's: it resumes in one proces
   const dataset d = small_blobs(40);
   const scratch_dir dir("dp_pipeline");
   const std::string path = dir.file("dp.ckpt");
-  sequential reference = pair_model();
-  local_runner local(reference, adam());
+  sequential reference = linear_pairs_model();
+  local_runner local(reference, adam_optimizer());
   {
-    data_parallel_pipeline mesh(pair_model(), mesh_options_for(2, 2, "1f1b"), 2);
+    data_parallel_pipeline mesh(linear_pairs_model(), mesh_options_for(2, 2, "1f1b"), 2);
     for (int s = 0; s < 2; ++s) {
       local.train_step(d.inputs, d.labels, static_cast<std::uint64_t>(s));
       mesh.train_step(d.inputs, d.labels, static_cast<std::uint64_t>(s));
     }
     mesh.save_checkpoint(path, training_state{2, 0, 2, 5, ""});
   }
-  data_parallel_pipeline other(pair_model(99), mesh_options_for(3, 1, "gpipe"), 3);
+  data_parallel_pipeline other(linear_pairs_model(99), mesh_options_for(3, 1, "gpipe"), 3);
   CHECK(other.load_checkpoint(path).step == 2);
   const float expected = local.train_step(d.inputs, d.labels, 2);
   CHECK(other.train_step(d.inputs, d.labels, 2) == doctest::Approx(expected).epsilon(1e-5));

@@ -13,28 +13,13 @@ using namespace ap::test;
 
 namespace {
 
-optimizer_config adam() {
-  optimizer_config o;
-  o.kind = "adam";
-  o.lr = 1e-2f;
-  return o;
-}
-
-// An MLP with two Linear pairs per stage at 2 stages: 12 -> 16 -> 24 -> 16 -> 32 -> 16 -> 4.
-sequential pair_model(std::uint64_t seed = 7) {
-  sequential m = sequential::from_layer_specs({"linear:12:16", "relu", "linear:16:24", "gelu", "linear:24:16", "tanh",
-                                               "linear:16:32", "relu", "linear:32:16", "relu", "linear:16:4"});
-  m.initialize(seed);
-  return m;
-}
-
 pipeline_options tp_options(int stages, int T, const std::string& schedule, int microbatches = 4) {
   pipeline_options o;
   o.stages = stages;
   o.microbatches = microbatches;
   o.schedule = schedule;
   o.chunks_per_stage = schedule == "interleaved" ? 2 : 1;
-  o.optimizer = adam();
+  o.optimizer = adam_optimizer();
   o.tensor_parallel = T;
   return o;
 }
@@ -60,11 +45,11 @@ void check_pipeline_equals_local(const pipeline_options& o, sequential (*make)(s
 TEST_CASE("P stages x T tensor-parallel ranks equal single-process training, for every kind of schedule") {
   const dataset d = small_blobs(40);
   for (const char* schedule : {"gpipe", "1f1b", "zb-h1"})
-    for (int T : {2, 4}) check_pipeline_equals_local(tp_options(2, T, schedule), pair_model, d);
-  check_pipeline_equals_local(tp_options(1, 2, "1f1b"), pair_model, d);
-  check_pipeline_equals_local(tp_options(3, 2, "1f1b", 3), pair_model, d);
-  check_pipeline_equals_local(tp_options(2, 2, "interleaved"), pair_model, d);
-  check_pipeline_equals_local(tp_options(2, 2, "sync-backward"), pair_model, d);
+    for (int T : {2, 4}) check_pipeline_equals_local(tp_options(2, T, schedule), linear_pairs_model, d);
+  check_pipeline_equals_local(tp_options(1, 2, "1f1b"), linear_pairs_model, d);
+  check_pipeline_equals_local(tp_options(3, 2, "1f1b", 3), linear_pairs_model, d);
+  check_pipeline_equals_local(tp_options(2, 2, "interleaved"), linear_pairs_model, d);
+  check_pipeline_equals_local(tp_options(2, 2, "sync-backward"), linear_pairs_model, d);
 }
 
 TEST_CASE("tensor-parallel stages of residual blocks, with dropout, equal single-process training") {
@@ -84,10 +69,10 @@ TEST_CASE("a P x T pipeline's checkpoint is the whole model's: it resumes in one
   const dataset d = small_blobs(40);
   const scratch_dir dir("tp_stage");
   const std::string path = dir.file("tp.ckpt");
-  sequential reference = pair_model();
-  local_runner local(reference, adam());
+  sequential reference = linear_pairs_model();
+  local_runner local(reference, adam_optimizer());
   {
-    pipeline pipe(pair_model(), tp_options(2, 2, "1f1b"));
+    pipeline pipe(linear_pairs_model(), tp_options(2, 2, "1f1b"));
     for (int s = 0; s < 2; ++s) {
       local.train_step(d.inputs, d.labels, static_cast<std::uint64_t>(s));
       pipe.train_step(d.inputs, d.labels, static_cast<std::uint64_t>(s));
@@ -95,10 +80,10 @@ TEST_CASE("a P x T pipeline's checkpoint is the whole model's: it resumes in one
     pipe.save_checkpoint(path, training_state{2, 0, 2, 5, ""});
   }
   // One process, from the file, and 3 stages x T=4 from the file: both continue like the reference.
-  sequential single = pair_model(99);
-  local_runner resumed(single, adam());
+  sequential single = linear_pairs_model(99);
+  local_runner resumed(single, adam_optimizer());
   CHECK(resumed.load_checkpoint(path).step == 2);
-  pipeline other(pair_model(99), tp_options(3, 4, "1f1b", 3));
+  pipeline other(linear_pairs_model(99), tp_options(3, 4, "1f1b", 3));
   other.load_checkpoint(path);
   const float expected = local.train_step(d.inputs, d.labels, 2);
   CHECK(resumed.train_step(d.inputs, d.labels, 2) == doctest::Approx(expected).epsilon(1e-5));
@@ -110,9 +95,9 @@ TEST_CASE("a P x T pipeline's checkpoint is the whole model's: it resumes in one
 
 TEST_CASE("a failed step on a tensor-parallel stage changes nothing, and the next step trains as in one process") {
   const dataset d = small_blobs(40);
-  sequential reference = pair_model();
-  local_runner local(reference, adam());
-  pipeline pipe(pair_model(), tp_options(2, 2, "1f1b"));
+  sequential reference = linear_pairs_model();
+  local_runner local(reference, adam_optimizer());
+  pipeline pipe(linear_pairs_model(), tp_options(2, 2, "1f1b"));
   tensor bad = tensor::from_shape({40, 11});  // a width stage 0's first layer refuses, on every rank
   const step_failure f = [&] {
     dataset wrong{"wrong width", bad, d.labels, 4};
@@ -136,7 +121,7 @@ TEST_CASE("bad tensor-parallel meshes are refused before any stage runs, naming 
     }
     return std::string();
   };
-  const std::string not_dividing = refusal(tp_options(2, 3, "1f1b"), pair_model());
+  const std::string not_dividing = refusal(tp_options(2, 3, "1f1b"), linear_pairs_model());
   INFO(not_dividing);
   CHECK(contains(not_dividing, "--tensor-parallel 3"));
   CHECK(contains(not_dividing, "stage 0"));
@@ -144,5 +129,5 @@ TEST_CASE("bad tensor-parallel meshes are refused before any stage runs, naming 
   sequential unpaired = sequential::from_layer_specs({"linear:12:16", "layernorm:16", "linear:16:4"});
   unpaired.initialize(1);
   CHECK(contains(refusal(tp_options(2, 2, "1f1b"), std::move(unpaired)), "no chunk has a layer to split"));
-  CHECK(contains(refusal(tp_options(2, 0, "1f1b"), pair_model()), "at least 1"));
+  CHECK(contains(refusal(tp_options(2, 0, "1f1b"), linear_pairs_model()), "at least 1"));
 }
