@@ -115,31 +115,25 @@ void lockstep_stage::on_ranks(const std::function<void(int, stage_worker&)>& wor
   }
 }
 
-tensor lockstep_stage::forward(int step, int microbatch, int chunk, int first_sample, const tensor& x) {
+tensor lockstep_stage::rank0_result(const std::function<tensor(stage_worker&)>& work) {
   tensor out;
   on_ranks([&](int r, stage_worker& w) {
-    tensor y = w.forward(step, microbatch, chunk, first_sample, x);
-    if (r == 0) out = std::move(y);
+    tensor mine = work(w);
+    if (r == 0) out = std::move(mine);
   });
   return out;
+}
+
+tensor lockstep_stage::forward(int step, int microbatch, int chunk, int first_sample, const tensor& x) {
+  return rank0_result([&](stage_worker& w) { return w.forward(step, microbatch, chunk, first_sample, x); });
 }
 
 tensor lockstep_stage::backward(int microbatch, int chunk, const tensor& dy) {
-  tensor out;
-  on_ranks([&](int r, stage_worker& w) {
-    tensor dx = w.backward(microbatch, chunk, dy);
-    if (r == 0) out = std::move(dx);
-  });
-  return out;
+  return rank0_result([&](stage_worker& w) { return w.backward(microbatch, chunk, dy); });
 }
 
 tensor lockstep_stage::backward_input(int microbatch, int chunk, const tensor& dy) {
-  tensor out;
-  on_ranks([&](int r, stage_worker& w) {
-    tensor dx = w.backward_input(microbatch, chunk, dy);
-    if (r == 0) out = std::move(dx);
-  });
-  return out;
+  return rank0_result([&](stage_worker& w) { return w.backward_input(microbatch, chunk, dy); });
 }
 
 void lockstep_stage::backward_weight(int microbatch, int chunk) {

@@ -82,6 +82,8 @@ class lockstep_stage {
   void rebuild_if_broken();
   // Runs work(r, worker r) on every rank; rethrows the cause of a failure (not a peer's view of it).
   void on_ranks(const std::function<void(int, stage_worker&)>& work);
+  // on_ranks, keeping rank 0's result (every rank's is the same whole tensor).
+  tensor rank0_result(const std::function<tensor(stage_worker&)>& work);
 
   int stage_;
   std::vector<int> chunk_ids_;
