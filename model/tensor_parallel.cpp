@@ -53,6 +53,12 @@ std::vector<tensor_parallel_layer*> tensor_parallel_layers(sequential& model) {
   return found;
 }
 
+std::size_t tensor_parallel_parts(layer& l) {
+  std::size_t n = 0;
+  visit(l, [&](layer& part) { n += dynamic_cast<tensor_parallel_layer*>(&part) != nullptr; });
+  return n;
+}
+
 std::size_t join_tensor_parallel(sequential& model, const std::shared_ptr<process_group>& group) {
   const auto layers = tensor_parallel_layers(model);
   for (auto* p : layers) p->join_group(group);

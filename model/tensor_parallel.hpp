@@ -29,6 +29,9 @@ std::vector<std::string> tensor_parallel_specs(const std::vector<std::string>& s
 // Every layer of `model`, blocks' parts included (depth first, in order), that is a tensor-parallel layer.
 std::vector<tensor_parallel_layer*> tensor_parallel_layers(sequential& model);
 
+// How many tensor-parallel layers `l` is or holds (a block's parts included).
+std::size_t tensor_parallel_parts(layer& l);
+
 // Makes every tensor-parallel layer of `model` join `group`; returns how many joined.
 std::size_t join_tensor_parallel(sequential& model, const std::shared_ptr<process_group>& group);
 

@@ -40,6 +40,7 @@ void lockstep_stage::build_ranks() {
   ranks_.clear();
   group_ = std::make_unique<local_group>("tensor-parallel stage " + std::to_string(stage_), T, timeout_);
   axes_.clear();
+  split_layers_.clear();
   for (int r = 0; r < T; ++r) {
     std::vector<sequential> mine;
     std::shared_ptr<process_group> member(group_->member(r));
@@ -52,18 +53,18 @@ void lockstep_stage::build_ranks() {
         throw std::invalid_argument("stage " + std::to_string(stage_) + ", tensor-parallel degree " + std::to_string(T) +
                                     ": " + e.what());
       }
-      if (r == 0)
+      if (r == 0) {
         for (const auto& [name, axis] : sharded_axes_by_name(mine.back())) axes_[name] = axis;
+        sequential& m = mine.back();
+        for (std::size_t i = 0; i < m.size(); ++i) {
+          if (tensor_parallel_parts(m.at(i)) > 0)
+            split_layers_ += (split_layers_.empty() ? "" : ", ") + std::to_string(m.first_index() + i) + " " + m.at(i).spec();
+        }
+      }
     }
     ranks_.push_back(std::make_unique<stage_worker>(stage_, chunk_ids_, std::move(mine), optimizer_));
   }
   broken_ = false;
-}
-
-std::string lockstep_stage::split_layers() const {
-  std::string text;
-  for (const auto& [name, axis] : axes_) text += (text.empty() ? "" : ", ") + name;
-  return text;
 }
 
 void lockstep_stage::rebuild_if_broken() {

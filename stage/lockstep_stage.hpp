@@ -49,7 +49,7 @@ class lockstep_stage {
   int stage() const { return stage_; }
   int tensor_parallel() const { return tensor_parallel_; }
   // Layers split over the ranks, as "2 column_linear:16:32, 4 row_linear:32:16"; empty when none is.
-  std::string split_layers() const;
+  const std::string& split_layers() const { return split_layers_; }
 
   // As stage_worker's; the results are rank 0's (every rank's are the same).
   tensor forward(int step, int microbatch, int chunk, int first_sample, const tensor& x);
@@ -92,6 +92,7 @@ class lockstep_stage {
   int tensor_parallel_;
   std::chrono::milliseconds timeout_;
   std::map<std::string, int> axes_;  // sharded parameters by global name: the axis they are cut on
+  std::string split_layers_;
   std::unique_ptr<local_group> group_;
   std::vector<std::unique_ptr<stage_worker>> ranks_;
   std::unique_ptr<lockstep_threads> threads_;
