@@ -3,7 +3,7 @@
 // single-process training (1e-5); a GPT checkpoint resumes and reshards to another stage count.
 #include <doctest/doctest.h>
 
-#include "actors/pipeline.hpp"
+#include "actors/data_parallel_pipeline.hpp"
 #include "data/text_corpus.hpp"
 #include "model/gpt_spec.hpp"
 #include "node_process.hpp"
@@ -161,5 +161,24 @@ TEST_CASE("GPT on 2 node processes equals one process (1F1B, ZB-H1, interleaved)
     o.security = test::tls_security();
     run_result remote = train_pipeline(d, o);
     check_equal(single, remote, o.schedule + " p=" + std::to_string(o.stages) + " on 2 nodes");
+  }
+}
+
+TEST_CASE("GPT on a D = 2 x P = 2 mesh, with clipping, equals one process") {
+  const dataset d = text_batch();
+  for (float clip : {0.0f, 0.5f}) {
+    CAPTURE(clip);
+    sequential reference = make_gpt();
+    local_runner local(reference, adamw(), "cross_entropy", clip);
+    pipeline_options o = options("1f1b", 2, 2);
+    o.optimizer = adamw();
+    o.clip_grad_norm = clip;
+    data_parallel_pipeline mesh(make_gpt(), o, 2);
+    for (int s = 0; s < steps; ++s) {
+      const float expected = local.train_step(d.inputs, d.labels, static_cast<std::uint64_t>(s));
+      CHECK(mesh.train_step(d.inputs, d.labels, static_cast<std::uint64_t>(s)) == doctest::Approx(expected).epsilon(1e-5));
+    }
+    sequential gathered = mesh.first().gather_model();
+    test::check_same_parameters(gathered, reference, 1e-5f, "GPT D = 2 x P = 2");
   }
 }
