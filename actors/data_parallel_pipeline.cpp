@@ -3,6 +3,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "actors/stage_spawner.hpp"
 #include "collective/shard.hpp"
 #include "model/loss.hpp"
 
@@ -13,15 +14,14 @@ data_parallel_pipeline::data_parallel_pipeline(const sequential& model, const pi
     : loss_(make_loss(options.loss)), model_(model.clone()) {
   if (data_parallel < 1)
     throw std::invalid_argument("--data-parallel must be at least 1, got " + std::to_string(data_parallel));
-  if (!options.nodes.empty() && data_parallel > 1)
-    throw std::invalid_argument("--data-parallel " + std::to_string(data_parallel) +
-                                " with --nodes: data-parallel replicas run in this process in this version");
   const int T = std::max(1, options.tensor_parallel);
+  if (!options.nodes.empty()) {
+    place_on_nodes(model, options, data_parallel);
+    return;
+  }
   for (int s = 0; s < options.stages; ++s)
     for (int r = 0; r < T; ++r)
-      groups_.push_back(std::make_unique<local_group>(
-          "data-parallel stage " + std::to_string(s) + (T > 1 ? " rank " + std::to_string(r) : ""), data_parallel,
-          options.timeout));
+      groups_.push_back(std::make_unique<local_group>(data_parallel_group_name(s, r, T), data_parallel, options.timeout));
   for (int d = 0; d < data_parallel; ++d) {
     pipeline_options o = options;
     if (data_parallel > 1) {
@@ -35,6 +35,42 @@ data_parallel_pipeline::data_parallel_pipeline(const sequential& model, const pi
     if (d > 0) o.on_event = nullptr, o.record_events = false;  // replica 0 describes the run
     replicas_.push_back(std::make_unique<pipeline>(model, o));
   }
+}
+
+// Note [data-parallel nodes]: replica d's stage s runs on node (d * stages + s) % nodes (its own list rotated),
+// so replicas spread over the nodes before sharing one. Every stage of every replica opens one ring_group
+// endpoint per tensor-parallel rank on its node; once every replica is placed, each replica connects its
+// stages' groups, all replicas at once (a ring's connect waits for its peers).
+void data_parallel_pipeline::place_on_nodes(const sequential& model, const pipeline_options& options, int D) {
+  const std::size_t N = options.nodes.size();
+  for (int d = 0; d < D; ++d) {
+    pipeline_options o = options;
+    o.replica = d;
+    o.replicas = D;
+    o.nodes.clear();
+    for (std::size_t i = 0; i < N; ++i) o.nodes.push_back(options.nodes[(i + static_cast<std::size_t>(d * options.stages)) % N]);
+    if (d > 0) o.on_event = nullptr, o.record_events = false;
+    replicas_.push_back(std::make_unique<pipeline>(model, o));
+  }
+  if (D == 1) return;
+  std::vector<std::vector<std::string>> endpoints;  // per replica, per group
+  for (auto& r : replicas_) endpoints.push_back(r->data_parallel_endpoints());
+  std::vector<std::string> addresses;  // group g of replica d at g * D + d
+  for (std::size_t g = 0; g < endpoints[0].size(); ++g)
+    for (int d = 0; d < D; ++d) addresses.push_back(endpoints[static_cast<std::size_t>(d)].at(g));
+  std::vector<std::string> errors(static_cast<std::size_t>(D));
+  std::vector<std::thread> threads;
+  for (int d = 0; d < D; ++d)
+    threads.emplace_back([&, d] {
+      try {
+        replicas_[static_cast<std::size_t>(d)]->connect_data_parallel(addresses);
+      } catch (const std::exception& e) {
+        errors[static_cast<std::size_t>(d)] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (const auto& e : errors)
+    if (!e.empty()) throw pipeline_error("connecting the data-parallel groups: " + e);
 }
 
 data_parallel_pipeline::~data_parallel_pipeline() {
@@ -70,12 +106,14 @@ float data_parallel_pipeline::train_step(const tensor& inputs, const tensor& lab
       }
     });
   for (auto& t : threads) t.join();
-  // The cause, not a replica that saw another abandon the step (Note [data-parallel stage]).
+  // The cause, not a replica that saw it through a data-parallel group (a peer that abandoned the step or
+  // whose process is gone: Note [data-parallel stage]); those texts name the group.
+  const auto seen_through_group = [&](std::size_t d) {
+    return errors[d].find(std::string("group '") + data_parallel_group_prefix) != std::string::npos;
+  };
   std::size_t failed = D;
   for (std::size_t d = 0; d < D; ++d)
-    if (!errors[d].empty() && (failed == D || (errors[failed].find("abandoned its step") != std::string::npos &&
-                                               errors[d].find("abandoned its step") == std::string::npos)))
-      failed = d;
+    if (!errors[d].empty() && (failed == D || (seen_through_group(failed) && !seen_through_group(d)))) failed = d;
   if (failed < D) {
     spent_ = errors[failed];
     throw pipeline_error(errors[failed] + (D > 1 ? " (data-parallel replica " + std::to_string(failed) + ")" : ""));

@@ -22,8 +22,8 @@ namespace ap {
 // (every replica holds the same weights); a loaded checkpoint goes to every replica.
 class data_parallel_pipeline final : public step_runner {
  public:
-  // `options` describes one replica (stages, T, schedule...); throws std::invalid_argument for D < 1, with
-  // nodes, or whatever one replica refuses.
+  // `options` describes one replica (stages, T, schedule, nodes...); throws std::invalid_argument for D < 1
+  // or whatever one replica refuses, pipeline_error when the nodes' groups cannot connect.
   data_parallel_pipeline(const sequential& model, const pipeline_options& options, int data_parallel);
   ~data_parallel_pipeline() override;
 
@@ -39,6 +39,8 @@ class data_parallel_pipeline final : public step_runner {
   pipeline& first() { return *replicas_.front(); }
 
  private:
+  void place_on_nodes(const sequential& model, const pipeline_options& options, int data_parallel);
+
   std::vector<std::unique_ptr<local_group>> groups_;  // stage s, rank r at s * T + r
   std::vector<std::unique_ptr<pipeline>> replicas_;
   std::unique_ptr<loss> loss_;

@@ -198,8 +198,9 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
 
   for (const auto& text : options.nodes) d.nodes.push_back(parse_node_address(text));  // std::invalid_argument
   if (!d.nodes.empty() && !options.data_parallel_members.empty())
-    throw std::invalid_argument("pipeline: data-parallel replicas run their stages in this process in this version, "
-                                "not on --nodes");
+    throw std::invalid_argument("pipeline: data-parallel members of this process cannot reach stages on nodes");
+  if (options.replicas > 1 && options.restart_on_failure > 0)
+    throw std::invalid_argument("pipeline: --restart-on-failure does not combine with data-parallel replicas yet");
   if (!d.nodes.empty()) check_transport_security(options.security, "pipeline");         // std::invalid_argument
 
   set_compute_threads(1);  // stages give the parallelism
@@ -215,6 +216,10 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
     if (!options.data_parallel_members.empty()) {
       setup.data_parallel = options.data_parallel_members.at(static_cast<std::size_t>(s));
       setup.replica = options.replica;
+    } else if (options.replicas > 1 && !d.nodes.empty()) {  // Note [data-parallel nodes]
+      setup.replica = options.replica;
+      setup.data_parallel_size = options.replicas;
+      setup.data_parallel_host = d.nodes[static_cast<std::size_t>(s) % d.nodes.size()].host;
     }
     for (const auto& r : info.layer_ranges_per_chunk) setup.slices.push_back(d.model.slice(r.begin, r.end));
     d.setups.push_back(std::move(setup));
@@ -572,5 +577,48 @@ void pipeline::impl::recover(std::string why) {
 }
 
 int pipeline::restarts() const { return impl_->restarts_done; }
+
+std::vector<std::string> pipeline::data_parallel_endpoints() {
+  auto& d = *impl_;
+  std::vector<std::string> out;
+  caf::scoped_actor self{*d.system};
+  for (std::size_t s = 0; s < d.processors.size(); ++s) {
+    std::string failure;
+    std::vector<std::string> ports;
+    self->request(d.processors[s], d.options.timeout, ring_atom::value)
+        .receive([&](std::vector<std::string>& p) { ports = std::move(p); },
+                 [&](caf::error& e) { failure = caf::to_string(e); });
+    if (!failure.empty() || ports.size() != static_cast<std::size_t>(d.options.tensor_parallel))
+      throw pipeline_error("stage " + std::to_string(s) + (d.places.empty() ? "" : " on " + d.places[s]) +
+                           " did not send its data-parallel endpoints" + (failure.empty() ? "" : ": " + failure));
+    const std::string host = d.nodes.empty() ? "127.0.0.1" : d.nodes[s % d.nodes.size()].host;
+    for (const std::string& port : ports) out.push_back(host + ":" + port);
+  }
+  return out;
+}
+
+void pipeline::connect_data_parallel(const std::vector<std::string>& addresses) {
+  auto& d = *impl_;
+  const std::size_t groups = d.processors.size() * static_cast<std::size_t>(d.options.tensor_parallel);
+  if (groups == 0 || addresses.size() % groups != 0)
+    throw std::invalid_argument("connect_data_parallel: " + std::to_string(addresses.size()) + " addresses for " +
+                                std::to_string(groups) + " groups");
+  const std::size_t per_stage = addresses.size() / d.processors.size();
+  caf::scoped_actor self{*d.system};
+  // Every stage connects at once: a ring's connect waits for its peers, which may be this replica's stages.
+  for (std::size_t s = 0; s < d.processors.size(); ++s)
+    self->send(d.processors[s], ring_atom::value,
+               std::vector<std::string>(addresses.begin() + static_cast<long>(s * per_stage),
+                                        addresses.begin() + static_cast<long>((s + 1) * per_stage)));
+  std::string errors;
+  for (std::size_t answered = 0; answered < d.processors.size(); ++answered)
+    self->receive([&](const std::string& why) { errors += (errors.empty() || why.empty() ? "" : "; ") + why; },
+                  caf::after(d.options.timeout * (d.options.tensor_parallel + 1)) >> [&] {
+                    errors += (errors.empty() ? "" : "; ") + std::string("a stage did not connect its data-parallel "
+                                                                         "groups in time");
+                    answered = d.processors.size();
+                  });
+  if (!errors.empty()) throw pipeline_error("pipeline replica " + std::to_string(d.options.replica) + ": " + errors);
+}
 
 }  // namespace ap

@@ -52,6 +52,7 @@ struct pipeline_options {
   // tensor-parallel rank, this replica's member of the stage's data-parallel group. Empty: one replica.
   std::vector<std::vector<std::shared_ptr<process_group>>> data_parallel_members;
   int replica = 0;
+  int replicas = 1;  // with nodes: Note [data-parallel nodes] (each stage opens its own ring endpoints)
   transport_security security;  // how to reach the nodes: mutual TLS files, or insecure (Note [mutual TLS])
   // Note [recovery]: with nodes, how many times a step that lost a node waits (up to restart_wait) for it or a
   // replacement at the same address, restores every stage from the last snapshot and goes on. 0: fail at once.
@@ -101,6 +102,13 @@ class pipeline final : public step_runner {
   std::vector<double> busy_seconds() const;
   void clear_events();                       // drops kept events and the busy sums
   int restarts() const;                      // how many times a lost node was recovered from (Note [recovery])
+
+  // Note [data-parallel nodes]: "host:port" of every stage's ring endpoints, stage s rank r at s * T + r.
+  std::vector<std::string> data_parallel_endpoints();
+  // Connects every stage's endpoints: `addresses[(s * T + r) * replicas + d]` is replica d's endpoint of
+  // stage s rank r. Blocks until every replica has connected (each replica's call runs at once, on its own
+  // thread) or the timeout; throws pipeline_error naming the stage and the peer.
+  void connect_data_parallel(const std::vector<std::string>& addresses);
 
   // Gathers every stage's parameters and optimizer state (Note [stage state] in stage_worker.hpp) into one
   // checkpoint of the whole model (Note [checkpoint layout]), written atomically. Between steps only.

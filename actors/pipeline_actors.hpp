@@ -26,6 +26,8 @@
 
 namespace ap {
 
+class ring_group;
+
 using setup_atom = caf::atom_constant<caf::atom("setup")>;  // endpoints of every rank, sent once at start
 
 // Rank numbering in a pipeline's communicator: stage s is rank s, the coordinator is rank `stages`.
@@ -42,6 +44,7 @@ struct processor_config {
   caf::actor sender;
   std::shared_ptr<event_log> log;  // may be null
   dtype transfer_dtype = dtype::float32;  // of activations and gradients sent to other stages (Note [compute dtype])
+  std::vector<std::shared_ptr<ring_group>> rings;  // Note [data-parallel nodes]: per rank; empty in one process
 };
 caf::actor spawn_processor(caf::actor_system& system, processor_config config, std::unique_ptr<lockstep_stage> worker);
 

@@ -1,6 +1,7 @@
 // The processor of a stage: runs exactly one task at a time (its mailbox holds at most the one the retriever
 // handed over), hands the result to the sender and tells the retriever it is free. Detached: it computes.
 #include "actors/pipeline_actors.hpp"
+#include "collective/ring_group.hpp"
 #include "tensor/compute.hpp"
 
 namespace ap {
@@ -108,6 +109,31 @@ caf::behavior processor(processor_actor* self, processor_config config, std::uni
         return self->state.worker->whole_parameters();
       },
       [=](state_atom) -> stage_state { return self->state.worker->export_state(); },
+      // Note [data-parallel nodes]: the ports of this stage's ring endpoints, one per tensor-parallel rank ...
+      [=](ring_atom) -> std::vector<std::string> {  // as text: a vector of strings is a CAF built-in type
+        std::vector<std::string> ports;
+        for (const auto& r : self->state.config.rings) ports.push_back(std::to_string(r->port()));
+        return ports;
+      },
+      // ... and their connection: rank r's group gets addresses[r * replicas + d] for replica d. Blocks until
+      // every replica's endpoint answered or the group's timeout passed. Answers "" or why not.
+      [=](ring_atom, const std::vector<std::string>& addresses) -> std::string {
+        auto& rings = self->state.config.rings;
+        try {
+          if (rings.empty() || addresses.size() % rings.size() != 0)
+            throw std::invalid_argument(std::to_string(addresses.size()) + " addresses for " +
+                                        std::to_string(rings.size()) + " data-parallel groups");
+          const std::size_t replicas = addresses.size() / rings.size();
+          for (std::size_t r = 0; r < rings.size(); ++r) {
+            std::vector<node_address> ranks;
+            for (std::size_t d = 0; d < replicas; ++d) ranks.push_back(parse_node_address(addresses[r * replicas + d]));
+            rings[r]->connect(ranks);
+          }
+        } catch (const std::exception& e) {
+          return "stage " + std::to_string(self->state.config.stage) + ": " + e.what();
+        }
+        return {};
+      },
       [=](load_atom, const stage_state& state) -> stage_state_loaded {
         stage_state_loaded answer{self->state.config.stage, {}};
         try {

@@ -44,9 +44,17 @@ struct stage_setup {
   // this process only); empty: one replica.
   std::vector<std::shared_ptr<process_group>> data_parallel;
   int replica = 0;
+  // Note [data-parallel nodes]: a stage on a node opens its own ring_group endpoints instead (data_parallel
+  // stays empty), one per tensor-parallel rank, listening on data_parallel_host.
+  int data_parallel_size = 1;
+  std::string data_parallel_host;
 };
 
 stage_actors spawn_stage(caf::actor_system& system, stage_setup setup);
+
+// "data-parallel stage 1 rank 0" (no rank with T = 1): the group of stage `stage`'s rank `rank` across replicas.
+inline constexpr const char* data_parallel_group_prefix = "data-parallel stage ";
+std::string data_parallel_group_name(int stage, int rank, int tensor_parallel);
 
 // Layer spec texts and a copy of the weights; no actor, no log.
 stage_spec make_stage_spec(stage_setup& setup);

@@ -152,7 +152,7 @@ void run_train(const train_options& o) {
     check_transport_security(o.pipe.security, "train --nodes");
     if (o.pipe.security.insecure) std::cerr << insecure_warning("train --nodes") << "\n";
   }
-  if (o.stages > 0) check_mesh(mesh_shape{o.mesh.data_parallel, o.stages, o.mesh.tensor_parallel}, o.pipe.nodes);
+  if (o.stages > 0) check_mesh(mesh_shape{o.mesh.data_parallel, o.stages, o.mesh.tensor_parallel});
   if (o.stages > 0 && o.threads != 0)
     throw std::invalid_argument("--threads " + std::to_string(o.threads) + " is for the single process (no --stages): "
                                 "each of the " + std::to_string(o.stages) + " pipeline stages computes on one thread");

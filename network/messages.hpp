@@ -118,6 +118,7 @@ using begin_atom = caf::atom_constant<caf::atom("begin")>;      // coordinator -
 using abort_atom = caf::atom_constant<caf::atom("abort")>;      // coordinator -> stage: drop the step
 using apply_atom = caf::atom_constant<caf::atom("apply")>;      // coordinator -> processor: optimizer step
 using norm_atom = caf::atom_constant<caf::atom("norm")>;        // coordinator -> processor: its gradient_norm
+using ring_atom = caf::atom_constant<caf::atom("ring")>;        // -> processor: its data-parallel endpoints / connect them
 using params_atom = caf::atom_constant<caf::atom("params")>;    // -> processor: its parameters
 using take_atom = caf::atom_constant<caf::atom("take")>;        // receiver -> inbox: next tensor
 using expire_atom = caf::atom_constant<caf::atom("expire")>;    // inbox -> itself: a receive timed out
@@ -273,6 +274,11 @@ struct stage_spec {
   std::uint8_t compute_dtype = 0;  // dtype code (dtype_from_code): Note [compute dtype] in model/layer.hpp
   bool report_events = true;    // Note [events from nodes]: send the step's events with stage_done
   int tensor_parallel = 1;      // Note [tensor-parallel stage]: the node runs the stage's ranks as threads
+  // Note [data-parallel nodes]: with data_parallel > 1, the stage is replica `replica` of that many and opens
+  // one ring_group endpoint per tensor-parallel rank on data_parallel_host (the node's own host).
+  int data_parallel = 1;
+  int replica = 0;
+  std::string data_parallel_host;
 };
 
 // A schedule action travels as its fields (printed as "1F0" by other inspectors).
@@ -293,7 +299,8 @@ typename Inspector::result_type inspect(Inspector& f, stage_spec& x) {
   auto& o = x.optimizer;
   return f(caf::meta::type_name("stage_spec"), x.stage, x.stages, x.total_chunks, x.chunk_ids, x.layer_specs,
            x.first_layer, x.weights, o.kind, o.lr, o.momentum, o.nesterov, o.beta1, o.beta2, o.eps, o.weight_decay,
-           x.actions, x.timeout_ms, x.compute_dtype, x.report_events, x.tensor_parallel);
+           x.actions, x.timeout_ms, x.compute_dtype, x.report_events, x.tensor_parallel, x.data_parallel, x.replica,
+           x.data_parallel_host);
 }
 
 }  // namespace ap

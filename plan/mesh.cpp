@@ -16,21 +16,21 @@ std::string describe_mesh(const mesh_shape& m, const std::vector<std::string>& n
                      count(m.data_parallel * m.stages * m.tensor_parallel, "compute thread");
   if (nodes.empty()) return text + ", all in this process";
   text += ";";
-  for (int s = 0; s < m.stages; ++s)
-    text += std::string(s == 0 ? " " : ", ") + "stage " + std::to_string(s) + ": node " +
-            nodes[static_cast<std::size_t>(s) % nodes.size()] + " (" + count(m.tensor_parallel, "thread") + ")";
+  // Note [data-parallel nodes]: replica d's stage s on node (d * stages + s) % nodes.
+  for (int d = 0; d < m.data_parallel; ++d)
+    for (int s = 0; s < m.stages; ++s)
+      text += std::string(d + s == 0 ? " " : ", ") + (m.data_parallel > 1 ? "replica " + std::to_string(d) + " " : "") +
+              "stage " + std::to_string(s) + ": node " +
+              nodes[static_cast<std::size_t>(d * m.stages + s) % nodes.size()] + " (" +
+              count(m.tensor_parallel, "thread") + ")";
   return text;
 }
 
-void check_mesh(const mesh_shape& m, const std::vector<std::string>& nodes) {
+void check_mesh(const mesh_shape& m) {
   if (m.data_parallel < 1) throw std::invalid_argument("--data-parallel must be at least 1, got " + std::to_string(m.data_parallel));
   if (m.stages < 1) throw std::invalid_argument("--stages must be at least 1, got " + std::to_string(m.stages));
   if (m.tensor_parallel < 1)
     throw std::invalid_argument("--tensor-parallel must be at least 1, got " + std::to_string(m.tensor_parallel));
-  if (m.data_parallel > 1 && !nodes.empty())
-    throw std::invalid_argument("--data-parallel " + std::to_string(m.data_parallel) +
-                                " with --nodes: data-parallel replicas run in this process in this version (tensor "
-                                "parallelism runs on the nodes: --tensor-parallel)");
 }
 
 }  // namespace ap

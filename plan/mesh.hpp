@@ -13,13 +13,13 @@ struct mesh_shape {
   int tensor_parallel = 1;  // T: ranks (threads) per stage
 };
 
-// "2 data-parallel replicas x 2 stages x 2 tensor-parallel ranks = 8 compute threads; stage 0: node
-// 127.0.0.1:4000 (2 threads), stage 1: node 127.0.0.1:4001 (2 threads)". Nodes as given to --nodes (stage s
-// on node s % count); empty: every thread in this process.
+// "2 data-parallel replicas x 2 stages x 2 tensor-parallel ranks = 8 compute threads; replica 0 stage 0:
+// node 127.0.0.1:4000 (2 threads), ...". Nodes as given to --nodes: replica d's stage s on node
+// (d * stages + s) % count (Note [data-parallel nodes]); empty: every thread in this process.
 std::string describe_mesh(const mesh_shape& mesh, const std::vector<std::string>& nodes);
 
-// Refuses a mesh this version cannot place, naming the flags: a size below 1, or data-parallel replicas
-// with nodes (replicas run in this process). Throws std::invalid_argument.
-void check_mesh(const mesh_shape& mesh, const std::vector<std::string>& nodes);
+// Refuses a size below 1, naming the flag (a node hosts any number of stages and ranks). Throws
+// std::invalid_argument.
+void check_mesh(const mesh_shape& mesh);
 
 }  // namespace ap

@@ -83,8 +83,6 @@ TEST_CASE("bad meshes are refused before any data is read, naming the flag or th
   CHECK(test::contains(refusal({"--tensor-parallel", "3"}),
                        "ColumnParallelLinear(784->512) cannot split its 512 output columns over 3 tensor-parallel ranks"));
   CHECK(test::contains(refusal({"--data-parallel", "0"}), "--data-parallel: 0 is not a whole number from 1 to 256"));
-  CHECK(test::contains(refusal({"--data-parallel", "2", "--stages", "2", "--nodes", "127.0.0.1:9", "--insecure"}),
-                       "--data-parallel 2 with --nodes: data-parallel replicas run in this process"));
   CHECK(test::contains(refusal({"--data-parallel", "2", "--threads", "2"}), "--threads is for the single process"));
   CHECK(test::contains(refusal({"--model", "784-10", "--tensor-parallel", "2"}), "has no Linear pair to split"));
 }
