@@ -112,10 +112,11 @@ std::pair<tensor, tensor> gpt_batch() {
 
 const char* const tiny_gpt = "gpt:layers=2,dim=16,heads=4,context=8";
 
-// A GPT's rounding differs with T (the ranks' partial products are summed in another order) at the 1e-7
-// level, and lr 1e-2 makes 3 Adam steps of this tiny model amplify it past 1e-5 in the outputs (an embedding
-// row moves by lr whatever its gradient's size, tests/test_pipeline_gpt.cpp says the same of microbatches):
-// at lr 1e-3 weights agree to ~1e-7 and outputs to ~5e-6 for every mesh here, data-parallel ones included.
+// A split GPT's gradients differ from one process's by rounding (the ranks' partial products summed in
+// another order): ~1e-7 relative, measured. Adam's early steps move a weight by about lr whatever its
+// gradient's size, so at lr 1e-2 a gradient near 0 rounded differently moves the outputs of this tiny model
+// by 1e-5 after 3 steps, 7e-5 with eps 1e-6 (tests/test_pipeline_gpt.cpp says the same of microbatches). At lr 1e-3 weights
+// agree to ~1e-7 and outputs to ~5e-6 for every mesh here, data-parallel ones (T = 1) included.
 optimizer_config gpt_adam() {
   optimizer_config o = adam();
   o.lr = 1e-3f;

@@ -85,8 +85,8 @@ mesh_runner::mesh_runner(sequential& model, const optimizer_config& optimizer, c
         const std::size_t joined = join_tensor_parallel(w->model, w->tp);  // refuses widths T does not divide
         if (joined == 0)
           throw std::invalid_argument("--tensor-parallel " + std::to_string(T) +
-                                      ": the model has nothing to split over the ranks (Note [tensor-parallel specs]: "
-                                      "attention, or two Linear layers with only an activation between them)");
+                                      ": the model has no Linear pair to split over the ranks, and no attention (Note "
+                                      "[tensor-parallel specs]: two Linear layers with only an activation between them)");
       }
       w->layouts = sharded_layouts(w->model);
       w->opt = make_optimizer(optimizer);
