@@ -1,6 +1,6 @@
 // bench_parallelism: the ways to use this machine's cores on one model, side by side in one run, so a user
 // can pick: one process on 1 and on 2 compute threads, data parallelism (D = 2 replicas), tensor
-// parallelism (T = 2, the Megatron MLP split; MLP only: attention is not split yet), a 2-stage pipeline
+// parallelism (T = 2: the Megatron MLP split, and a GPT's attention heads and block MLPs), a 2-stage pipeline
 // (1F1B and ZB-H1, 8 microbatches), and tensor and data parallelism through the actor runtime (a stage of
 // T = 2 ranks, D = 2 pipeline replicas) to show what the actors cost over the plain threads.
 //
@@ -95,10 +95,9 @@ int main(int argc, char** argv) try {
     configs.push_back({"data parallel D=2", [](sequential& m, const workload& w) {
                          return std::make_unique<mesh_runner>(m, w.optimizer, "cross_entropy", mesh_options{2, 1});
                        }});
-    if (mlp)
-      configs.push_back({"tensor parallel T=2", [](sequential& m, const workload& w) {
-                           return std::make_unique<mesh_runner>(m, w.optimizer, "cross_entropy", mesh_options{1, 2});
-                         }});
+    configs.push_back({"tensor parallel T=2", [](sequential& m, const workload& w) {
+                         return std::make_unique<mesh_runner>(m, w.optimizer, "cross_entropy", mesh_options{1, 2});
+                       }});
     const auto pipelined = [](int D, int P, int T, const char* schedule, int microbatches) {
       return [=](sequential& m, const workload& w) -> std::unique_ptr<step_runner> {
         pipeline_options o;
@@ -113,7 +112,8 @@ int main(int argc, char** argv) try {
     configs.push_back({"pipeline P=2 (1F1B, 8 mb)", pipelined(1, 2, 1, "1f1b", 8)});
     configs.push_back({"pipeline P=2 (ZB-H1, 8 mb)", pipelined(1, 2, 1, "zb-h1", 8)});
     // The same parallelism through the actor runtime (Note [tensor-parallel stage], [data-parallel pipeline]):
-    // one stage of T = 2 lockstep ranks, and D = 2 replicas of a one-stage pipeline.
+    // one stage of T = 2 lockstep ranks (MLP only until lockstep_stage gathers by shard_layout: a GPT's QKV
+    // weight is cut in 3 blocks, Note [shard blocks]), and D = 2 replicas of a one-stage pipeline.
     if (mlp) configs.push_back({"actors: 1 stage x T=2", pipelined(1, 1, 2, "gpipe", 1)});
     configs.push_back({"actors: D=2 x 1 stage", pipelined(2, 1, 1, "gpipe", 1)});
     for (auto& c : configs) {
