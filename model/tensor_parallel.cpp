@@ -107,39 +107,10 @@ Value named_or_parent(const std::string& name, const std::map<std::string, Value
   return found;
 }
 
-int axis_alone(const shard_layout& layout, const std::string& what) {
-  if (layout.blocks != 1)
-    throw std::logic_error(what + " is cut in " + std::to_string(layout.blocks) +
-                           " blocks (Note [shard blocks]): an axis alone cannot gather it; use sharded_layouts");
-  return layout.axis;
-}
-
 }  // namespace
 
 shard_layout sharded_layout_of(const std::string& name, const std::map<std::string, shard_layout>& layouts) {
   return named_or_parent(name, layouts, shard_layout{-1});
-}
-
-std::map<const tensor*, int> sharded_axes(sequential& model) {
-  std::map<const tensor*, int> axes;
-  const auto params = model.parameters();
-  for (const auto& [value, layout] : sharded_layouts(model)) {
-    std::string what = "a sharded parameter";
-    for (const parameter& p : params)
-      if (p.value == value) what = "parameter " + p.name;
-    axes[value] = axis_alone(layout, what);
-  }
-  return axes;
-}
-
-std::map<std::string, int> sharded_axes_by_name(sequential& model) {
-  std::map<std::string, int> named;
-  for (const auto& [name, layout] : sharded_layouts_by_name(model)) named[name] = axis_alone(layout, "parameter " + name);
-  return named;
-}
-
-int sharded_axis_of(const std::string& name, const std::map<std::string, int>& axes) {
-  return named_or_parent(name, axes, -1);
 }
 
 namespace {

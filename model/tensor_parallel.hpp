@@ -52,13 +52,6 @@ std::map<std::string, shard_layout> sharded_layouts_by_name(sequential& model);
 // parameter's; axis -1 when it is whole on every rank.
 shard_layout sharded_layout_of(const std::string& name, const std::map<std::string, shard_layout>& layouts);
 
-// The same with the axis alone, for callers written before layouts had blocks: they throw
-// std::logic_error naming the parameter when one is cut in blocks (an attention's QKV weight), which the
-// axis alone would gather wrongly. Use the layouts above.
-std::map<const tensor*, int> sharded_axes(sequential& model);
-std::map<std::string, int> sharded_axes_by_name(sequential& model);
-int sharded_axis_of(const std::string& name, const std::map<std::string, int>& axes);
-
 // Pieces (one per rank, in rank order) joined into `whole` as `layout` cut it (an int converts to a layout
 // of one block: 0 rows or elements, 1 columns), or `whole` cut into its piece for `rank` of `ranks` (each
 // block split by shard_rows). Throw std::invalid_argument when the pieces do not fit the whole.

@@ -39,7 +39,7 @@ void lockstep_stage::build_ranks() {
   const int T = tensor_parallel_;
   ranks_.clear();
   group_ = std::make_unique<local_group>("tensor-parallel stage " + std::to_string(stage_), T, timeout_);
-  axes_.clear();
+  layouts_.clear();
   split_layers_.clear();
   for (int r = 0; r < T; ++r) {
     std::vector<sequential> mine;
@@ -54,7 +54,7 @@ void lockstep_stage::build_ranks() {
                                     ": " + e.what());
       }
       if (r == 0) {
-        for (const auto& [name, axis] : sharded_axes_by_name(mine.back())) axes_[name] = axis;
+        for (const auto& [name, layout] : sharded_layouts_by_name(mine.back())) layouts_[name] = layout;
         sequential& m = mine.back();
         for (std::size_t i = 0; i < m.size(); ++i) {
           if (tensor_parallel_parts(m.at(i)) > 0)
@@ -177,7 +177,7 @@ double lockstep_stage::gradient_square_sum() {
   double sum = 0.0;
   for (std::size_t r = 0; r < ranks_.size(); ++r)
     sum += ap::gradient_square_sum(ranks_[r]->parameters(), [&](const parameter& p) {
-      return r == 0 || axes_.count(p.name) > 0;
+      return r == 0 || layouts_.count(p.name) > 0;
     });
   return sum;
 }
@@ -249,10 +249,10 @@ named_tensors lockstep_stage::whole_parameters() {
 
 namespace {
 
-// The axis a stage-state tensor is cut on: its parameter's ("3.weight", or "optimizer/3.weight.m"); -1: whole.
-int axis_of(const std::string& name, const std::map<std::string, int>& axes) {
+// How a stage-state tensor is cut: as its parameter ("3.weight", or "optimizer/3.weight.m"); axis -1: whole.
+shard_layout layout_of(const std::string& name, const std::map<std::string, shard_layout>& layouts) {
   const std::string prefix = checkpoint_optimizer_prefix;
-  return sharded_axis_of(name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name, axes);
+  return sharded_layout_of(name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name, layouts);
 }
 
 }  // namespace
@@ -263,11 +263,11 @@ stage_state lockstep_stage::export_state() {
   for (auto& w : ranks_) parts.push_back(w->export_state());
   stage_state out = std::move(parts[0]);
   for (std::size_t i = 0; i < out.tensors.names.size(); ++i) {
-    const int axis = axis_of(out.tensors.names[i], axes_);
-    if (axis < 0) continue;
+    const shard_layout layout = layout_of(out.tensors.names[i], layouts_);
+    if (layout.axis < 0) continue;
     std::vector<const tensor*> pieces{&out.tensors.values[i]};
     for (std::size_t r = 1; r < parts.size(); ++r) pieces.push_back(&parts[r].tensors.values.at(i));
-    out.tensors.values[i] = gather_pieces(pieces, axis);
+    out.tensors.values[i] = gather_pieces(pieces, layout);
   }
   return out;
 }
@@ -281,9 +281,9 @@ void lockstep_stage::import_state(const stage_state& state) {
     stage_state piece{state.stage, state.optimizer_steps, {}};
     for (std::size_t i = 0; i < state.tensors.names.size(); ++i) {
       const tensor& whole = state.tensors.values[i];
-      const int axis = axis_of(state.tensors.names[i], axes_);
+      const shard_layout layout = layout_of(state.tensors.names[i], layouts_);
       piece.tensors.names.push_back(state.tensors.names[i]);
-      piece.tensors.values.push_back(axis < 0 ? whole : piece_along(whole, axis, r, T));
+      piece.tensors.values.push_back(layout.axis < 0 ? whole : piece_along(whole, layout, r, T));
     }
     ranks_[r]->import_state(piece);
   }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "collective/local_group.hpp"
+#include "model/parallel_linear.hpp"
 #include "network/timeout.hpp"
 #include "stage/lockstep_threads.hpp"
 #include "stage/stage_worker.hpp"
@@ -91,7 +92,7 @@ class lockstep_stage {
   optimizer_config optimizer_;
   int tensor_parallel_;
   std::chrono::milliseconds timeout_;
-  std::map<std::string, int> axes_;  // sharded parameters by global name: the axis they are cut on
+  std::map<std::string, shard_layout> layouts_;  // sharded parameters by global name: how they are cut
   std::string split_layers_;
   std::unique_ptr<local_group> group_;
   std::vector<std::unique_ptr<stage_worker>> ranks_;

@@ -338,14 +338,9 @@ TEST_CASE("attention refuses a T that does not divide its heads, naming the laye
   local_group pair("tp", 2);
   p->join_group(pair.member(1));
   CHECK(attention->describe() == "HeadParallelAttention(12, 4 heads) rank 1 of 2");
-  // The axis alone cannot gather a QKV weight: the old by-axis view refuses it, naming the parameter.
   sequential model = sequential::from_layer_specs({"head_parallel_attention:16:4"});
   local_group two("tp", 2);
   join_tensor_parallel(model, two.member(0));
-  CHECK_THROWS_WITH_AS(sharded_axes_by_name(model),
-                       "parameter 0.qkv.bias is cut in 3 blocks (Note [shard blocks]): an axis alone cannot gather "
-                       "it; use sharded_layouts",
-                       std::logic_error);
   CHECK(sharded_layouts_by_name(model).at("0.qkv.weight") == shard_layout{1, 3});
   CHECK(sharded_layout_of("0.qkv.bias.m", sharded_layouts_by_name(model)) == shard_layout{0, 3});
   CHECK(sharded_layout_of("0.proj.bias", sharded_layouts_by_name(model)).axis == -1);
