@@ -194,6 +194,9 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
                         : make_schedule(options.schedule, options.stages, options.microbatches, options.chunks_per_stage);
   if (auto v = validate_for_run(d.plan, options.stages, options.microbatches, options.chunks_per_stage); !v.ok)
     throw std::invalid_argument("pipeline: invalid schedule: " + v.message);
+  // Note [gradient reduction]: a replica's stages reduce each chunk as soon as its gradients are final.
+  const bool replicated = !options.data_parallel_members.empty() || options.replicas > 1;
+  if (replicated && !has_gradient_reductions(d.plan)) d.plan = with_gradient_reductions(d.plan);
   d.log = std::make_shared<event_log>(options.record_events, options.on_event);  // Note [bounded event log]
 
   for (const auto& text : options.nodes) d.nodes.push_back(parse_node_address(text));  // std::invalid_argument

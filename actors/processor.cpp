@@ -92,6 +92,10 @@ caf::behavior processor(processor_actor* self, processor_config config, std::uni
         }
         return answer;
       },
+      [=](const run_reduce& r) {  // Note [gradient reduction]: starts the collective and returns
+        run_task(self, op::reduce_grad, r.step, all_microbatches, r.chunk,
+                 [&] { self->state.worker->reduce_gradients(r.chunk); });
+      },
       [=](apply_atom, int, float clip_factor) -> caf::result<ok_atom> {
         try {
           self->state.worker->apply_optimizer(clip_factor);

@@ -14,6 +14,7 @@
 #include <caf/io/all.hpp>
 
 #include "collective/shard.hpp"
+#include "network/guarded_transport.hpp"
 #include "network/ring_messages.hpp"
 
 namespace ap {
@@ -380,7 +381,11 @@ ring_group::ring_group(caf::actor_system& system, std::string name, int rank, in
   state_ = std::make_shared<ring_state>(system, name, rank, size, timeout, chunk_bytes);
   state_->lower = std::make_shared<peer_table>(size);
   state_->endpoint = system.spawn(ring_endpoint, state_->inbox, state_->lower, name, static_cast<std::int32_t>(rank));
-  auto port = system.middleman().publish(state_->endpoint, listen.port, listen.host.c_str(), true);
+  // Note [ring security]: through the process's guarded transport when it runs one (mutual TLS, bounded
+  // frames), as every other connection between nodes and coordinators.
+  auto publish = caf::make_function_view(transport_of(system));
+  auto port = publish(caf::publish_atom::value, listen.port, caf::actor_cast<caf::strong_actor_ptr>(state_->endpoint),
+                      system.message_types(state_->endpoint), listen.host, true);
   if (!port) {
     caf::anon_send_exit(state_->endpoint, caf::exit_reason::user_shutdown);
     throw collective_error("group '" + name + "' rank " + std::to_string(rank) + " cannot listen on " + listen.text() +
@@ -398,7 +403,8 @@ ring_group::~ring_group() {
   state_->inbox->fail("group '" + state_->name + "' was closed on rank " + std::to_string(state_->rank));
   if (state_->communication.joinable()) state_->communication.join();
   for (auto& q : state_->queue) q->finish("group '" + state_->name + "' was closed before this collective ran");
-  state_->system.middleman().unpublish(state_->endpoint, state_->port);
+  caf::anon_send(transport_of(state_->system), caf::unpublish_atom::value,
+                 caf::actor_cast<caf::actor_addr>(state_->endpoint), state_->port);
   caf::anon_send_exit(state_->endpoint, caf::exit_reason::user_shutdown);
 }
 
@@ -430,7 +436,7 @@ void ring_group::connect(const std::vector<node_address>& ranks) {
     // Peers start in any order: a refused connection is tried again until the deadline.
     while (!peer) {
       failure.clear();
-      self->request(s.system.middleman().actor_handle(), remaining(), caf::connect_atom::value, a.host, a.port)
+      self->request(transport_of(s.system), remaining(), caf::connect_atom::value, a.host, a.port)
           .receive([&](caf::node_id&, caf::strong_actor_ptr& ptr,
                        std::set<std::string>&) { peer = caf::actor_cast<caf::actor>(ptr); },
                    [&](caf::error& e) { failure = s.system.render(e); });

@@ -31,6 +31,11 @@ struct ring_state;
 // each wait for a peer's chunk is bounded by the timeout and names the peer; a peer whose process ends
 // fails the group at once (CAF's down message, heartbeats for a silent one: actors/node.hpp).
 //
+// Note [ring security]: a ring's endpoint listens and connects through the process's guarded transport when
+// one runs (network/guarded_transport.hpp: mutual TLS unless --insecure, bounded frames), so on nodes a
+// peer without a certificate signed by the run's CA cannot join a group; in a process without one (a test,
+// a benchmark that says so) it is CAF's plain middleman.
+//
 // Every rank makes a ring_group with its own address (port 0: a free one, see port()), then calls
 // connect() with every rank's address; peers may start in any order within the timeout. The caller's
 // actor_system must have the middleman loaded and the runtime's message types added (enable_network).

@@ -25,6 +25,7 @@ void visit_message_types(Visitor& v) {
   v.template add<run_forward>("run_forward");
   v.template add<run_backward>("run_backward");
   v.template add<run_weight>("run_weight");
+  v.template add<run_reduce>("run_reduce");
   v.template add<deliver_forward>("deliver_forward");
   v.template add<deliver_backward>("deliver_backward");
   v.template add<stage_spec>("stage_spec");

@@ -43,6 +43,12 @@ struct run_weight {
   int chunk = 0;
 };
 
+// retriever -> processor: start the data-parallel reduction of a chunk's gradients (Note [gradient reduction]).
+struct run_reduce {
+  int step = 0;
+  int chunk = 0;
+};
+
 // processor -> sender: deliver `task` to the communicator rank `destination` (a stage, or the coordinator).
 struct deliver_forward {
   int destination = 0;
@@ -243,6 +249,11 @@ typename Inspector::result_type inspect(Inspector& f, run_backward& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_weight& x) {
   return f(caf::meta::type_name("run_weight"), x.step, x.microbatch, x.chunk);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, run_reduce& x) {
+  return f(caf::meta::type_name("run_reduce"), x.step, x.chunk);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, deliver_forward& x) {

@@ -112,3 +112,21 @@ TEST_CASE("a D x P x T checkpoint is the whole model's: it resumes in one proces
   sequential gathered = other.first().gather_model();
   check_same_parameters(gathered, reference, 1e-5f, "D = 3 x P = 3 after resuming");
 }
+
+TEST_CASE("the replicas run the schedule's R actions (Note [gradient reduction]); one replica runs them as no-ops") {
+  const dataset d = small_blobs(40);
+  pipeline_options o = mesh_options_for(2, 1, "interleaved");
+  o.microbatches = 2;
+  o.record_events = true;
+  data_parallel_pipeline mesh(linear_pairs_model(), o, 2);
+  CHECK(has_gradient_reductions(mesh.first().plan()));
+  mesh.train_step(d.inputs, d.labels, 0);
+  int reductions = 0;
+  for (const stage_event& e : mesh.first().events())
+    reductions += e.task == op::reduce_grad && e.kind == event_kind::finish;
+  CHECK(reductions == 4);  // one per chunk: 2 stages x 2 chunks
+  // A schedule file with R, run without replicas: the same as without R.
+  pipeline_options one = mesh_options_for(2, 1, "1f1b");
+  one.plan = with_gradient_reductions(make_1f1b(2, 2));
+  check_equals_local(one, 1, linear_pairs_model, d);
+}
