@@ -87,7 +87,6 @@ int main(int argc, char** argv) try {
   if (only.empty() || only == "mlp") workloads.push_back(heavy_mlp());
   if (only.empty() || only == "gpt") workloads.push_back(gpt());
   for (const workload& w : workloads) {
-    const bool mlp = w.spec.rfind("gpt:", 0) != 0;
     std::vector<configuration> configs;
     const auto local = [](sequential& m, const workload& w) { return std::make_unique<local_runner>(m, w.optimizer); };
     configs.push_back({"1 process, 1 thread", local, 1});
@@ -112,9 +111,8 @@ int main(int argc, char** argv) try {
     configs.push_back({"pipeline P=2 (1F1B, 8 mb)", pipelined(1, 2, 1, "1f1b", 8)});
     configs.push_back({"pipeline P=2 (ZB-H1, 8 mb)", pipelined(1, 2, 1, "zb-h1", 8)});
     // The same parallelism through the actor runtime (Note [tensor-parallel stage], [data-parallel pipeline]):
-    // one stage of T = 2 lockstep ranks (MLP only until lockstep_stage gathers by shard_layout: a GPT's QKV
-    // weight is cut in 3 blocks, Note [shard blocks]), and D = 2 replicas of a one-stage pipeline.
-    if (mlp) configs.push_back({"actors: 1 stage x T=2", pipelined(1, 1, 2, "gpipe", 1)});
+    // one stage of T = 2 lockstep ranks, and D = 2 replicas of a one-stage pipeline.
+    configs.push_back({"actors: 1 stage x T=2", pipelined(1, 1, 2, "gpipe", 1)});
     configs.push_back({"actors: D=2 x 1 stage", pipelined(2, 1, 1, "gpipe", 1)});
     for (auto& c : configs) {
       set_compute_threads(1);
