@@ -10,6 +10,7 @@
 #include "actors/pipeline_actors.hpp"
 #include "network/port_probe.hpp"
 #include "plan/microbatches.hpp"
+#include "model/grad_clip.hpp"
 #include "model/loss.hpp"
 
 namespace ap {
@@ -36,6 +37,8 @@ struct coordinator_state {
   std::vector<std::uint64_t> peak_stash_bytes;
   std::vector<bool> applied;  // per stage: confirmed the optimizer step
   bool applying = false;      // apply requests are out
+  bool norming = false;       // gradient norm requests are out (Note [global gradient clipping])
+  std::vector<double> norms;  // per stage; -1 until it answers
   std::chrono::steady_clock::time_point apply_since;
   bool timer_armed = false;   // Note [one timer per retriever], for the apply confirmations
   bool broken = false;  // a stage actor died: no further step can run
@@ -121,7 +124,7 @@ void arm_timer(coordinator_actor* self, std::chrono::steady_clock::duration afte
 // The requests carry no timeout of their own: a CAF 0.17 request timeout stays in the actor clock for the
 // whole timeout even when answered (four a step piled up, see Note [one timer per retriever]); one timer
 // checks them all.
-void commit(coordinator_actor* self) {
+void apply(coordinator_actor* self, float clip_factor) {
   auto& st = self->state;
   const int step = st.step;
   st.applied.assign(st.config.processors.size(), false);
@@ -129,7 +132,7 @@ void commit(coordinator_actor* self) {
   st.apply_since = std::chrono::steady_clock::now();
   if (!st.timer_armed) arm_timer(self, st.config.timeout);
   for (std::size_t i = 0; i < st.config.processors.size(); ++i)
-    self->request(st.config.processors[i], caf::infinite, apply_atom::value, step)
+    self->request(st.config.processors[i], caf::infinite, apply_atom::value, step, clip_factor)
         .then(
             [=](ok_atom) {
               auto& s = self->state;
@@ -142,6 +145,42 @@ void commit(coordinator_actor* self) {
               }
             },
             [=](caf::error& e) { apply_failed(self, i, step, caf::to_string(e)); });
+}
+
+// Note [global gradient clipping]: with clip_grad_norm, every stage first sends its sum of squares (after its
+// data-parallel reductions); the coordinator adds them in stage order and every stage applies with the same
+// factor. Nothing is applied before every norm is in, so a failure here fails the step cleanly.
+void commit(coordinator_actor* self) {
+  auto& st = self->state;
+  if (st.config.clip_grad_norm <= 0.0f) return apply(self, 1.0f);
+  const int step = st.step;
+  st.norms.assign(st.config.processors.size(), -1.0);
+  st.norming = true;
+  st.apply_since = std::chrono::steady_clock::now();
+  if (!st.timer_armed) arm_timer(self, st.config.timeout);
+  for (std::size_t i = 0; i < st.config.processors.size(); ++i)
+    self->request(st.config.processors[i], caf::infinite, norm_atom::value, step)
+        .then(
+            [=](gradient_norm& n) {
+              auto& s = self->state;
+              if (!s.active || s.step != step || !s.norming) return;
+              if (!n.error.empty()) {
+                s.norming = false;
+                return fail(self, "gradient norm: " + n.error);
+              }
+              s.norms[i] = n.square_sum;
+              if (std::find(s.norms.begin(), s.norms.end(), -1.0) != s.norms.end()) return;
+              s.norming = false;
+              double sum = 0.0;
+              for (double v : s.norms) sum += v;
+              apply(self, clip_factor(sum, s.config.clip_grad_norm));
+            },
+            [=](caf::error& e) {
+              auto& s = self->state;
+              if (!s.active || s.step != step || !s.norming) return;
+              s.norming = false;
+              fail(self, "gradient norm of stage " + std::to_string(i) + ": " + caf::to_string(e));
+            });
 }
 
 // "stage 1 on node 127.0.0.1:4242 is gone (...)": which stage a stopped actor belonged to, where it ran, and
@@ -207,7 +246,9 @@ caf::behavior coordinator(coordinator_actor* self, coordinator_config config) {
         st.step = step;
         st.step_begin_us = steady_now_us();
         st.active = true;
-        st.batch_size = st.loss_fn->batch_rows(labels);  // Note [loss scaling]: every token of a sequence
+        // Note [loss scaling]: every token of a sequence; a data-parallel replica's share counts the whole batch.
+        st.batch_size = batch.batch_rows > 0 ? static_cast<std::size_t>(batch.batch_rows) : st.loss_fn->batch_rows(labels);
+        st.norming = false;
         st.loss_sum = 0.0;
         st.microbatch_losses.assign(split.size(), 0.0f);
         st.gradients.assign(split.size(), tensor{});
@@ -221,8 +262,9 @@ caf::behavior coordinator(coordinator_actor* self, coordinator_config config) {
         for (std::size_t i = 0; i < split.size(); ++i) {
           const auto& r = split[i];
           st.labels.push_back(slice_rows(labels, r.begin, r.end));
-          st.first_sample.push_back(static_cast<int>(r.begin));
-          st.comm->send_forward(forward_task{step, static_cast<int>(i), 0, 0, static_cast<int>(r.begin),
+          const int first = static_cast<int>(batch.first_sample + static_cast<std::int64_t>(r.begin));
+          st.first_sample.push_back(first);
+          st.comm->send_forward(forward_task{step, static_cast<int>(i), 0, 0, first,
                                              slice_rows(inputs, r.begin, r.end)},
                                 stage_of_chunk(0, st.config.stages));
         }
@@ -276,9 +318,15 @@ caf::behavior coordinator(coordinator_actor* self, coordinator_config config) {
       [=](timeout_atom, std::uint64_t, int) {
         auto& st = self->state;
         st.timer_armed = false;
-        if (!st.active || !st.applying) return;
+        if (!st.active || !(st.applying || st.norming)) return;
         const auto waited = std::chrono::steady_clock::now() - st.apply_since;
         if (waited < st.config.timeout) return arm_timer(self, st.config.timeout - waited);
+        if (st.norming) {
+          st.norming = false;
+          const auto late = std::find(st.norms.begin(), st.norms.end(), -1.0) - st.norms.begin();
+          return fail(self, "stage " + std::to_string(late) + " sent no gradient norm within " +
+                                std::to_string(st.config.timeout.count()) + " ms");
+        }
         const auto late = std::find(st.applied.begin(), st.applied.end(), false) - st.applied.begin();
         apply_failed(self, static_cast<std::size_t>(late), st.step,
                      "no answer within " + std::to_string(st.config.timeout.count()) + " ms");

@@ -12,6 +12,8 @@
 #include "actors/stage_spawner.hpp"
 #include "network/guarded_transport.hpp"
 #include "network/port_probe.hpp"
+#include "collective/local_group.hpp"
+#include "model/tensor_parallel.hpp"
 #include "plan/partition.hpp"
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/named_tensors.hpp"
@@ -52,7 +54,8 @@ struct pipeline::impl {
 
   void start_stages(std::chrono::milliseconds placement_timeout);
   void stop_actors();
-  step_result run_step(const tensor& inputs, const tensor& labels, long long id);
+  step_result run_step(const tensor& inputs, const tensor& labels, long long id, std::int64_t first_sample = 0,
+                       std::int64_t batch_rows = 0);
   void take_snapshot();
   void recover(std::string why);
   void log_line(const std::string& line) const {
@@ -92,10 +95,37 @@ void check_options(const sequential& model, const pipeline_options& o) {
     throw std::invalid_argument("pipeline: chunks per stage must be positive, got " +
                                 std::to_string(o.chunks_per_stage));
   if (model.empty()) throw std::invalid_argument("pipeline: the model has no layers");
+  if (o.tensor_parallel < 1)
+    throw std::invalid_argument("pipeline: tensor-parallel degree must be at least 1, got " +
+                                std::to_string(o.tensor_parallel));
   if (static_cast<std::size_t>(o.stages * o.chunks_per_stage) > model.size())
     throw std::invalid_argument("pipeline: " + std::to_string(o.stages) + " stages x " +
                                 std::to_string(o.chunks_per_stage) + " chunks need at least as many layers, the model has " +
                                 std::to_string(model.size()));
+}
+
+// Note [tensor-parallel stage]: each chunk split on its own; before any stage is placed, a width T does not
+// divide is refused naming the stage and layer, and so is a T that splits nothing at all.
+void check_tensor_parallel(const sequential& model, const std::vector<layer_range>& ranges, int stages, int T) {
+  if (T == 1) return;
+  local_group group("tensor-parallel check", T);
+  std::shared_ptr<process_group> rank0(group.member(0));
+  std::size_t split = 0;
+  for (std::size_t c = 0; c < ranges.size(); ++c) {
+    const sequential chunk = model.slice(ranges[c].begin, ranges[c].end);
+    sequential parallel = sequential::from_layer_specs(tensor_parallel_specs(chunk.layer_specs()), chunk.first_index());
+    try {
+      split += join_tensor_parallel(parallel, rank0);
+    } catch (const std::exception& e) {
+      throw std::invalid_argument("pipeline: --tensor-parallel " + std::to_string(T) + ", stage " +
+                                  std::to_string(stage_of_chunk(static_cast<int>(c), stages)) + " (chunk " +
+                                  std::to_string(c) + "): " + e.what());
+    }
+  }
+  if (split == 0)
+    throw std::invalid_argument("pipeline: --tensor-parallel " + std::to_string(T) +
+                                ": no chunk has a layer to split over the ranks (Note [Megatron pairing]: two Linear "
+                                "layers with only an activation between them, within one chunk)");
 }
 
 // A stage whose layers use a kind its node cannot build is refused before any stage is placed.
@@ -159,13 +189,21 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
   if (static_cast<int>(d.ranges.size()) != total_chunks)
     throw std::invalid_argument("pipeline: " + std::to_string(d.ranges.size()) + " layer counts given for " +
                                 std::to_string(total_chunks) + " chunks");
+  check_tensor_parallel(d.model, d.ranges, options.stages, options.tensor_parallel);
   d.plan = options.plan ? *options.plan
                         : make_schedule(options.schedule, options.stages, options.microbatches, options.chunks_per_stage);
   if (auto v = validate_for_run(d.plan, options.stages, options.microbatches, options.chunks_per_stage); !v.ok)
     throw std::invalid_argument("pipeline: invalid schedule: " + v.message);
+  // Note [gradient reduction]: a replica's stages reduce each chunk as soon as its gradients are final.
+  const bool replicated = !options.data_parallel_members.empty() || options.replicas > 1;
+  if (replicated && !has_gradient_reductions(d.plan)) d.plan = with_gradient_reductions(d.plan);
   d.log = std::make_shared<event_log>(options.record_events, options.on_event);  // Note [bounded event log]
 
   for (const auto& text : options.nodes) d.nodes.push_back(parse_node_address(text));  // std::invalid_argument
+  if (!d.nodes.empty() && !options.data_parallel_members.empty())
+    throw std::invalid_argument("pipeline: data-parallel members of this process cannot reach stages on nodes");
+  if (options.replicas > 1 && options.restart_on_failure > 0)
+    throw std::invalid_argument("pipeline: --restart-on-failure does not combine with data-parallel replicas yet");
   if (!d.nodes.empty()) check_transport_security(options.security, "pipeline");         // std::invalid_argument
 
   set_compute_threads(1);  // stages give the parallelism
@@ -177,7 +215,15 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
     const stage_info info = get_stage_info(d.ranges, options.stages, s);
     stage_setup setup{s, options.stages, total_chunks, info.chunks, {}, options.optimizer,
                       d.plan.per_stage[static_cast<std::size_t>(s)], options.timeout, d.log,
-                      /*report_events=*/false, options.compute_dtype};
+                      /*report_events=*/false, options.compute_dtype, options.tensor_parallel, {}, 0, 1, {}, {}};
+    if (!options.data_parallel_members.empty()) {
+      setup.data_parallel = options.data_parallel_members.at(static_cast<std::size_t>(s));
+      setup.replica = options.replica;
+    } else if (options.replicas > 1 && !d.nodes.empty()) {  // Note [data-parallel nodes]
+      setup.replica = options.replica;
+      setup.data_parallel_size = options.replicas;
+      setup.data_parallel_host = d.nodes[static_cast<std::size_t>(s) % d.nodes.size()].host;
+    }
     for (const auto& r : info.layer_ranges_per_chunk) setup.slices.push_back(d.model.slice(r.begin, r.end));
     d.setups.push_back(std::move(setup));
   }
@@ -211,7 +257,7 @@ void pipeline::impl::start_stages(std::chrono::milliseconds placement_timeout) {
   coordinator = spawn_coordinator(sys, coordinator_config{options.stages, total_chunks, options.microbatches, options.loss,
                                                           retrievers, processors, options.timeout, places,
                                                           whole_batch_backward(plan), log, clock_offset_us,
-                                                          clock_bound_us});
+                                                          clock_bound_us, options.clip_grad_norm});
   std::vector<caf::actor> endpoints = retrievers;
   endpoints.push_back(coordinator);
   for (std::size_t s = 0; s < senders.size(); ++s) {
@@ -230,10 +276,12 @@ void pipeline::impl::start_stages(std::chrono::milliseconds placement_timeout) {
   caf::anon_send(coordinator, setup_atom::value, endpoints);
 }
 
-step_result pipeline::impl::run_step(const tensor& inputs, const tensor& labels, long long id) {
+step_result pipeline::impl::run_step(const tensor& inputs, const tensor& labels, long long id,
+                                     std::int64_t first_sample, std::int64_t batch_rows) {
   caf::scoped_actor self{*system};
   step_result result;
-  self->request(coordinator, options.step_timeout, train_batch{static_cast<int>(id), inputs, labels})
+  self->request(coordinator, options.step_timeout,
+                train_batch{static_cast<int>(id), inputs, labels, first_sample, batch_rows})
       .receive([&](step_result& r) { result = std::move(r); },
                [&](caf::error& e) {
                  result.error = "step " + std::to_string(id) + ": no answer from the coordinator: " + caf::to_string(e);
@@ -244,6 +292,11 @@ step_result pipeline::impl::run_step(const tensor& inputs, const tensor& labels,
 pipeline::~pipeline() = default;  // impl's destructor stops every actor
 
 float pipeline::train_step(const tensor& inputs, const tensor& labels, std::uint64_t step) {
+  return train_shard(inputs, labels, step, 0, 0);
+}
+
+float pipeline::train_shard(const tensor& inputs, const tensor& labels, std::uint64_t step, std::int64_t first_sample,
+                            std::int64_t batch_rows) {
   auto& d = *impl_;
   const long long id = std::max(static_cast<long long>(step), d.last_id + 1);
   // Cheap checks on the caller's thread before any stage runs: the text names the first layer and both
@@ -257,7 +310,7 @@ float pipeline::train_step(const tensor& inputs, const tensor& labels, std::uint
   const bool recovering = !d.nodes.empty() && d.options.restart_on_failure > 0;
   if (recovering && !d.snapshot_taken) d.take_snapshot();  // before the first step, or after a load
   for (;;) {
-    step_result result = d.run_step(inputs, labels, id);
+    step_result result = d.run_step(inputs, labels, id, first_sample, batch_rows);
     if (result.ok) {
       d.peak_stash = result.peak_stash;
       d.peak_stash_bytes = result.peak_stash_bytes;
@@ -527,5 +580,48 @@ void pipeline::impl::recover(std::string why) {
 }
 
 int pipeline::restarts() const { return impl_->restarts_done; }
+
+std::vector<std::string> pipeline::data_parallel_endpoints() {
+  auto& d = *impl_;
+  std::vector<std::string> out;
+  caf::scoped_actor self{*d.system};
+  for (std::size_t s = 0; s < d.processors.size(); ++s) {
+    std::string failure;
+    std::vector<std::string> ports;
+    self->request(d.processors[s], d.options.timeout, ring_atom::value)
+        .receive([&](std::vector<std::string>& p) { ports = std::move(p); },
+                 [&](caf::error& e) { failure = caf::to_string(e); });
+    if (!failure.empty() || ports.size() != static_cast<std::size_t>(d.options.tensor_parallel))
+      throw pipeline_error("stage " + std::to_string(s) + (d.places.empty() ? "" : " on " + d.places[s]) +
+                           " did not send its data-parallel endpoints" + (failure.empty() ? "" : ": " + failure));
+    const std::string host = d.nodes.empty() ? "127.0.0.1" : d.nodes[s % d.nodes.size()].host;
+    for (const std::string& port : ports) out.push_back(host + ":" + port);
+  }
+  return out;
+}
+
+void pipeline::connect_data_parallel(const std::vector<std::string>& addresses) {
+  auto& d = *impl_;
+  const std::size_t groups = d.processors.size() * static_cast<std::size_t>(d.options.tensor_parallel);
+  if (groups == 0 || addresses.size() % groups != 0)
+    throw std::invalid_argument("connect_data_parallel: " + std::to_string(addresses.size()) + " addresses for " +
+                                std::to_string(groups) + " groups");
+  const std::size_t per_stage = addresses.size() / d.processors.size();
+  caf::scoped_actor self{*d.system};
+  // Every stage connects at once: a ring's connect waits for its peers, which may be this replica's stages.
+  for (std::size_t s = 0; s < d.processors.size(); ++s)
+    self->send(d.processors[s], ring_atom::value,
+               std::vector<std::string>(addresses.begin() + static_cast<long>(s * per_stage),
+                                        addresses.begin() + static_cast<long>((s + 1) * per_stage)));
+  std::string errors;
+  for (std::size_t answered = 0; answered < d.processors.size(); ++answered)
+    self->receive([&](const std::string& why) { errors += (errors.empty() || why.empty() ? "" : "; ") + why; },
+                  caf::after(d.options.timeout * (d.options.tensor_parallel + 1)) >> [&] {
+                    errors += (errors.empty() ? "" : "; ") + std::string("a stage did not connect its data-parallel "
+                                                                         "groups in time");
+                    answered = d.processors.size();
+                  });
+  if (!errors.empty()) throw pipeline_error("pipeline replica " + std::to_string(d.options.replica) + ": " + errors);
+}
 
 }  // namespace ap

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "collective/process_group.hpp"
 #include "stage/event_log.hpp"
 #include "plan/stage_info.hpp"
 #include "model/optimizer.hpp"
@@ -43,6 +44,15 @@ struct pipeline_options {
   // activations and gradients between stages in bfloat16; master weights and optimizer stay float32.
   // It overrides the dtype set on the model passed in.
   dtype compute_dtype = dtype::float32;
+  // Note [tensor-parallel stage] in stage/lockstep_stage.hpp: each stage runs its chunks split over this many
+  // ranks (threads, in this process or on the stage's node), its Linear pairs column/row-parallel.
+  int tensor_parallel = 1;
+  float clip_grad_norm = 0.0f;  // Note [global gradient clipping]: over every stage; 0: no clipping
+  // Note [data-parallel stage]: set by data_parallel_pipeline for each of its replicas: per stage, per
+  // tensor-parallel rank, this replica's member of the stage's data-parallel group. Empty: one replica.
+  std::vector<std::vector<std::shared_ptr<process_group>>> data_parallel_members;
+  int replica = 0;
+  int replicas = 1;  // with nodes: Note [data-parallel nodes] (each stage opens its own ring endpoints)
   transport_security security;  // how to reach the nodes: mutual TLS files, or insecure (Note [mutual TLS])
   // Note [recovery]: with nodes, how many times a step that lost a node waits (up to restart_wait) for it or a
   // replacement at the same address, restores every stage from the last snapshot and goes on. 0: fail at once.
@@ -71,6 +81,10 @@ class pipeline final : public step_runner {
   // no stage has changed its parameters. Step numbers must increase (dropout masks depend on them). With
   // restart_on_failure, a lost node is waited for and the step retried (Note [recovery]).
   float train_step(const tensor& inputs, const tensor& labels, std::uint64_t step) override;
+  // A data-parallel replica's share of a batch (Note [data-parallel stage]): its first sample's index in the
+  // whole batch and the whole batch's loss rows; returns its share of the whole batch's mean loss.
+  float train_shard(const tensor& inputs, const tensor& labels, std::uint64_t step, std::int64_t first_sample,
+                    std::int64_t batch_rows);
   tensor predict(const tensor& inputs) override;
 
   // The whole model with every stage's current weights.
@@ -88,6 +102,13 @@ class pipeline final : public step_runner {
   std::vector<double> busy_seconds() const;
   void clear_events();                       // drops kept events and the busy sums
   int restarts() const;                      // how many times a lost node was recovered from (Note [recovery])
+
+  // Note [data-parallel nodes]: "host:port" of every stage's ring endpoints, stage s rank r at s * T + r.
+  std::vector<std::string> data_parallel_endpoints();
+  // Connects every stage's endpoints: `addresses[(s * T + r) * replicas + d]` is replica d's endpoint of
+  // stage s rank r. Blocks until every replica has connected (each replica's call runs at once, on its own
+  // thread) or the timeout; throws pipeline_error naming the stage and the peer.
+  void connect_data_parallel(const std::vector<std::string>& addresses);
 
   // Gathers every stage's parameters and optimizer state (Note [stage state] in stage_worker.hpp) into one
   // checkpoint of the whole model (Note [checkpoint layout]), written atomically. Between steps only.

@@ -21,10 +21,12 @@
 #include "stage/event_log.hpp"
 #include "network/messages.hpp"
 #include "network/timeout.hpp"
-#include "stage/stage_worker.hpp"
+#include "stage/lockstep_stage.hpp"
 #include "schedule/schedule.hpp"
 
 namespace ap {
+
+class ring_group;
 
 using setup_atom = caf::atom_constant<caf::atom("setup")>;  // endpoints of every rank, sent once at start
 
@@ -42,8 +44,9 @@ struct processor_config {
   caf::actor sender;
   std::shared_ptr<event_log> log;  // may be null
   dtype transfer_dtype = dtype::float32;  // of activations and gradients sent to other stages (Note [compute dtype])
+  std::vector<std::shared_ptr<ring_group>> rings;  // Note [data-parallel nodes]: per rank; empty in one process
 };
-caf::actor spawn_processor(caf::actor_system& system, processor_config config, std::unique_ptr<stage_worker> worker);
+caf::actor spawn_processor(caf::actor_system& system, processor_config config, std::unique_ptr<lockstep_stage> worker);
 
 struct retriever_config {
   int stage = 0;
@@ -68,6 +71,7 @@ struct coordinator_config {
   // minus ours (us; 0 for a stage in this process) and the bound on that estimate (half the best round trip).
   std::shared_ptr<event_log> log;
   std::vector<double> clock_offset_us, clock_bound_us;
+  float clip_grad_norm = 0.0f;  // Note [global gradient clipping]: > 0 asks every stage its norm before applying
 };
 // Answers (train_atom, step, inputs, labels) with a step_result once every stage has applied its
 // optimizer, or with the first failure after every stage has dropped the step.

@@ -1,6 +1,7 @@
 // The processor of a stage: runs exactly one task at a time (its mailbox holds at most the one the retriever
 // handed over), hands the result to the sender and tells the retriever it is free. Detached: it computes.
 #include "actors/pipeline_actors.hpp"
+#include "collective/ring_group.hpp"
 #include "tensor/compute.hpp"
 
 namespace ap {
@@ -8,7 +9,7 @@ namespace {
 
 struct processor_state {
   processor_config config;
-  std::unique_ptr<stage_worker> worker;
+  std::unique_ptr<lockstep_stage> worker;
   int aborted_step = -1;  // tasks of this step or earlier are dropped (Note [tasks after an abort])
   static inline const char* name = "processor";
 };
@@ -43,7 +44,7 @@ void run_task(processor_actor* self, op kind, int step, int microbatch, int chun
   self->send(caf::actor_cast<caf::actor>(self->current_sender()), std::move(done));
 }
 
-caf::behavior processor(processor_actor* self, processor_config config, std::unique_ptr<stage_worker> worker) {
+caf::behavior processor(processor_actor* self, processor_config config, std::unique_ptr<lockstep_stage> worker) {
   self->state.config = std::move(config);
   self->state.worker = std::move(worker);
   return {
@@ -82,8 +83,25 @@ caf::behavior processor(processor_actor* self, processor_config config, std::uni
         run_task(self, op::backward_weight, w.step, w.microbatch, w.chunk,
                  [&] { self->state.worker->backward_weight(w.microbatch, w.chunk); });
       },
-      [=](apply_atom, int) -> ok_atom {
-        self->state.worker->apply_optimizer();
+      [=](norm_atom, int) -> gradient_norm {
+        gradient_norm answer;
+        try {
+          answer.square_sum = self->state.worker->gradient_square_sum();
+        } catch (const std::exception& e) {
+          answer.error = "stage " + std::to_string(self->state.config.stage) + ": " + e.what();
+        }
+        return answer;
+      },
+      [=](const run_reduce& r) {  // Note [gradient reduction]: starts the collective and returns
+        run_task(self, op::reduce_grad, r.step, all_microbatches, r.chunk,
+                 [&] { self->state.worker->reduce_gradients(r.chunk); });
+      },
+      [=](apply_atom, int, float clip_factor) -> caf::result<ok_atom> {
+        try {
+          self->state.worker->apply_optimizer(clip_factor);
+        } catch (const std::exception& e) {
+          return caf::make_error(caf::sec::runtime_error, std::string(e.what()));
+        }
         return ok_atom::value;
       },
       [=](abort_atom, int step) {
@@ -92,11 +110,34 @@ caf::behavior processor(processor_actor* self, processor_config config, std::uni
         st.worker->abort();
       },
       [=](params_atom) -> named_tensors {
-        named_tensors out;
-        add_parameters(out, self->state.worker->parameters());
-        return out;
+        return self->state.worker->whole_parameters();
       },
       [=](state_atom) -> stage_state { return self->state.worker->export_state(); },
+      // Note [data-parallel nodes]: the ports of this stage's ring endpoints, one per tensor-parallel rank ...
+      [=](ring_atom) -> std::vector<std::string> {  // as text: a vector of strings is a CAF built-in type
+        std::vector<std::string> ports;
+        for (const auto& r : self->state.config.rings) ports.push_back(std::to_string(r->port()));
+        return ports;
+      },
+      // ... and their connection: rank r's group gets addresses[r * replicas + d] for replica d. Blocks until
+      // every replica's endpoint answered or the group's timeout passed. Answers "" or why not.
+      [=](ring_atom, const std::vector<std::string>& addresses) -> std::string {
+        auto& rings = self->state.config.rings;
+        try {
+          if (rings.empty() || addresses.size() % rings.size() != 0)
+            throw std::invalid_argument(std::to_string(addresses.size()) + " addresses for " +
+                                        std::to_string(rings.size()) + " data-parallel groups");
+          const std::size_t replicas = addresses.size() / rings.size();
+          for (std::size_t r = 0; r < rings.size(); ++r) {
+            std::vector<node_address> ranks;
+            for (std::size_t d = 0; d < replicas; ++d) ranks.push_back(parse_node_address(addresses[r * replicas + d]));
+            rings[r]->connect(ranks);
+          }
+        } catch (const std::exception& e) {
+          return "stage " + std::to_string(self->state.config.stage) + ": " + e.what();
+        }
+        return {};
+      },
       [=](load_atom, const stage_state& state) -> stage_state_loaded {
         stage_state_loaded answer{self->state.config.stage, {}};
         try {
@@ -111,7 +152,7 @@ caf::behavior processor(processor_actor* self, processor_config config, std::uni
 
 }  // namespace
 
-caf::actor spawn_processor(caf::actor_system& system, processor_config config, std::unique_ptr<stage_worker> worker) {
+caf::actor spawn_processor(caf::actor_system& system, processor_config config, std::unique_ptr<lockstep_stage> worker) {
   return system.spawn<caf::detached>(processor, std::move(config), std::move(worker));
 }
 

@@ -80,6 +80,10 @@ void dispatch(retriever_actor* self) {
       self->send(st.config.processor, run_weight{st.step, a.microbatch, a.chunk});
       continue;
     }
+    if (is_reduction(a)) {  // Note [gradient reduction]
+      self->send(st.config.processor, run_reduce{st.step, a.chunk});
+      continue;
+    }
     pending_task task = st.queue.take(a, st.step);
     if (auto* t = std::get_if<forward_task>(&task)) self->send(st.config.processor, run_forward{std::move(*t)});
     else self->send(st.config.processor, run_backward{a.kind, std::get<backward_task>(std::move(task))});

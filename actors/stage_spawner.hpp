@@ -12,8 +12,10 @@
 
 #include <caf/all.hpp>
 
+#include "collective/process_group.hpp"
 #include "stage/event_log.hpp"
 #include "network/messages.hpp"
+#include "network/transport_security.hpp"
 #include "network/timeout.hpp"
 #include "model/optimizer.hpp"
 #include "model/sequential.hpp"
@@ -38,9 +40,23 @@ struct stage_setup {
   std::shared_ptr<event_log> log;    // may be null; on a node, the stage's own (Note [events from nodes])
   bool report_events = false;        // send the log's events with stage_done (a stage on a node)
   dtype compute_dtype = dtype::float32;  // set on the slices too (Note [compute dtype] in model/layer.hpp)
+  int tensor_parallel = 1;           // ranks (threads) the stage's layers split over (Note [tensor-parallel stage])
+  // Note [data-parallel stage]: per tensor-parallel rank, its member of the stage's data-parallel group (in
+  // this process only); empty: one replica.
+  std::vector<std::shared_ptr<process_group>> data_parallel;
+  int replica = 0;
+  // Note [data-parallel nodes]: a stage on a node opens its own ring_group endpoints instead (data_parallel
+  // stays empty), one per tensor-parallel rank, listening on data_parallel_host.
+  int data_parallel_size = 1;
+  std::string data_parallel_host;
+  transport_security ring_security;  // the node's own (Note [ring security])
 };
 
 stage_actors spawn_stage(caf::actor_system& system, stage_setup setup);
+
+// "data-parallel stage 1 rank 0" (no rank with T = 1): the group of stage `stage`'s rank `rank` across replicas.
+inline constexpr const char* data_parallel_group_prefix = "data-parallel stage ";
+std::string data_parallel_group_name(int stage, int rank, int tensor_parallel);
 
 // Layer spec texts and a copy of the weights; no actor, no log.
 stage_spec make_stage_spec(stage_setup& setup);

@@ -76,6 +76,7 @@ options parse(int argc, char** argv) {
 
 int main(int argc, char** argv) try {
   const options o = parse(argc, argv);
+  ap::keep_tensor_memory();  // as `actorpipe node` does: a chunk's buffers are reused, not faulted in again
   caf::actor_system_config config;
   config.load<caf::io::middleman>();
   ap::add_message_types(config);

@@ -1,7 +1,8 @@
 // bench_parallelism: the ways to use this machine's cores on one model, side by side in one run, so a user
 // can pick: one process on 1 and on 2 compute threads, data parallelism (D = 2 replicas), tensor
-// parallelism (T = 2, the Megatron MLP split; MLP only: attention is not split yet) and a 2-stage
-// pipeline (1F1B, 8 microbatches).
+// parallelism (T = 2: the Megatron MLP split, and a GPT's attention heads and block MLPs), a 2-stage pipeline
+// (1F1B and ZB-H1, 8 microbatches), and tensor and data parallelism through the actor runtime (a stage of
+// T = 2 ranks, D = 2 pipeline replicas) to show what the actors cost over the plain threads.
 //
 // Models: the heavy MLP 784-2048-2048-2048-10 (batch 256, Adam) and gpt:layers=4,dim=256,heads=8,context=128
 // (batch 16 sequences, AdamW). Each configuration runs --steps timed steps (after 2 warm-up steps) in each of
@@ -21,7 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "actors/pipeline.hpp"
+#include "actors/data_parallel_pipeline.hpp"
 #include "bench_support.hpp"
 #include "tensor/compute.hpp"
 #include "training/mesh_runner.hpp"
@@ -86,7 +87,6 @@ int main(int argc, char** argv) try {
   if (only.empty() || only == "mlp") workloads.push_back(heavy_mlp());
   if (only.empty() || only == "gpt") workloads.push_back(gpt());
   for (const workload& w : workloads) {
-    const bool mlp = w.spec.rfind("gpt:", 0) != 0;
     std::vector<configuration> configs;
     const auto local = [](sequential& m, const workload& w) { return std::make_unique<local_runner>(m, w.optimizer); };
     configs.push_back({"1 process, 1 thread", local, 1});
@@ -94,18 +94,26 @@ int main(int argc, char** argv) try {
     configs.push_back({"data parallel D=2", [](sequential& m, const workload& w) {
                          return std::make_unique<mesh_runner>(m, w.optimizer, "cross_entropy", mesh_options{2, 1});
                        }});
-    if (mlp)
-      configs.push_back({"tensor parallel T=2", [](sequential& m, const workload& w) {
-                           return std::make_unique<mesh_runner>(m, w.optimizer, "cross_entropy", mesh_options{1, 2});
-                         }});
-    configs.push_back({"pipeline P=2 (1F1B, 8 mb)", [](sequential& m, const workload& w) {
-                         pipeline_options o;
-                         o.stages = 2;
-                         o.microbatches = 8;
-                         o.schedule = "1f1b";
-                         o.optimizer = w.optimizer;
-                         return std::make_unique<pipeline>(m, o);
+    configs.push_back({"tensor parallel T=2", [](sequential& m, const workload& w) {
+                         return std::make_unique<mesh_runner>(m, w.optimizer, "cross_entropy", mesh_options{1, 2});
                        }});
+    const auto pipelined = [](int D, int P, int T, const char* schedule, int microbatches) {
+      return [=](sequential& m, const workload& w) -> std::unique_ptr<step_runner> {
+        pipeline_options o;
+        o.stages = P;
+        o.microbatches = microbatches;
+        o.schedule = schedule;
+        o.optimizer = w.optimizer;
+        o.tensor_parallel = T;
+        return std::make_unique<data_parallel_pipeline>(m, o, D);
+      };
+    };
+    configs.push_back({"pipeline P=2 (1F1B, 8 mb)", pipelined(1, 2, 1, "1f1b", 8)});
+    configs.push_back({"pipeline P=2 (ZB-H1, 8 mb)", pipelined(1, 2, 1, "zb-h1", 8)});
+    // The same parallelism through the actor runtime (Note [tensor-parallel stage], [data-parallel pipeline]):
+    // one stage of T = 2 lockstep ranks, and D = 2 replicas of a one-stage pipeline.
+    configs.push_back({"actors: 1 stage x T=2", pipelined(1, 1, 2, "gpipe", 1)});
+    configs.push_back({"actors: D=2 x 1 stage", pipelined(2, 1, 1, "gpipe", 1)});
     for (auto& c : configs) {
       set_compute_threads(1);
       c.model = std::make_unique<sequential>(sequential::from_spec(w.spec));
@@ -123,13 +131,15 @@ int main(int argc, char** argv) try {
       }
     std::printf("%s %s, batch %zu, %d rounds of %d steps, load %s\n", w.name.c_str(), w.spec.c_str(),
                 w.inputs.shape()[0], rounds, steps, bench::load_average().c_str());
-    std::printf("  %-28s %12s %12s %10s\n", "configuration", "samples/s", "tokens/s", "vs 2 thr");
-    const double base = bench::median(configs[1].rates);
+    std::printf("  %-28s %12s %12s %10s %10s\n", "configuration", "samples/s", "tokens/s", "vs 1 thr", "vs 2 thr");
+    const double one = bench::median(configs[0].rates), base = bench::median(configs[1].rates);
     for (auto& c : configs) {
       const double rate = bench::median(c.rates);
-      std::printf("  %-28s %12.1f %12.0f %9.2fx\n", c.name.c_str(), rate, rate * w.tokens_per_sample, rate / base);
+      std::printf("  %-28s %12.1f %12.0f %9.2fx %9.2fx\n", c.name.c_str(), rate, rate * w.tokens_per_sample, rate / one,
+                  rate / base);
       results.push_back({{"model", w.spec}, {"configuration", c.name}, {"samples_per_s", rate},
-                         {"tokens_per_s", rate * w.tokens_per_sample}, {"vs_one_process_two_threads", rate / base}});
+                         {"tokens_per_s", rate * w.tokens_per_sample}, {"vs_one_process_one_thread", rate / one},
+                         {"vs_one_process_two_threads", rate / base}});
     }
   }
   std::cout << nlohmann::json{{"bench", "parallelism"}, {"results", results}}.dump() << std::endl;

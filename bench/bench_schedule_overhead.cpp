@@ -123,7 +123,7 @@ std::vector<ran_task> tasks_of(const std::vector<ap::stage_event>& events, int t
     }
     if (e.kind == ap::event_kind::finish && open.count(e.stage)) {
       tasks[static_cast<std::size_t>(open[e.stage])].finish = e.time_us;
-      if (e.task != ap::op::backward_weight) produced[k] = open[e.stage];
+      if (ap::runs_on_arrival(e.task)) produced[k] = open[e.stage];
     }
   }
   for (auto& t : tasks) {

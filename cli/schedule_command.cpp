@@ -25,6 +25,8 @@ struct schedule_options {
   double forward_cost = 1.0;  // per stage, all of its chunks
   double backward_cost = 2.0; // B; split schedules use I = W = B/2
   double transfer_cost = 0.0;
+  bool reduce = false;        // add the data-parallel gradient reductions (R) of a replicated pipeline
+  double reduce_cost = 0.0;   // one R's time on the stage's communication lane
   std::string svg_path, csv_path;
 };
 
@@ -40,7 +42,7 @@ schedule load_or_generate(const schedule_options& o) {
 void run(const schedule_options& o) {
   check_output_path("--svg", o.svg_path);  // before any work (cli/checks.hpp)
   check_output_path("--csv", o.csv_path);
-  const schedule s = load_or_generate(o);
+  const schedule s = o.reduce ? with_gradient_reductions(load_or_generate(o)) : load_or_generate(o);
   std::cout << s.name << ": " << s.stages << " stages, " << s.microbatches << " microbatches, "
             << s.chunks_per_stage << " chunks per stage\n"
             << to_grid(s);
@@ -65,6 +67,7 @@ void run(const schedule_options& o) {
   costs.backward_input.assign(s.stages, o.backward_cost / 2);
   costs.backward_weight.assign(s.stages, o.backward_cost / 2);
   costs.transfer = o.transfer_cost;
+  costs.reduce_grad = o.reduce_cost;
   const simulation sim = simulate(s, costs);
   if (!o.svg_path.empty()) write_text(o.svg_path, to_svg(s, sim));
 
@@ -99,6 +102,12 @@ void add_schedule_command(CLI::App& app) {
       ->capture_default_str()->check(real_number(0, true));
   cmd->add_option("--transfer-cost", o->transfer_cost, "Time added to every cross-stage dependency")
       ->capture_default_str()->check(real_number(0, true));
+  cmd->add_flag("--reduce", o->reduce,
+                "Add each chunk's data-parallel gradient reduction R right after its last backward (what a pipeline "
+                "with --data-parallel runs)");
+  cmd->add_option("--reduce-cost", o->reduce_cost, "Time of one R, on its stage's communication lane (with --reduce)")
+      ->capture_default_str()
+      ->check(real_number(0, true));
   cmd->add_option("--svg", o->svg_path, "Write the simulated timeline as SVG");
   cmd->add_option("--csv", o->csv_path, "Write the schedule as CSV");
   cmd->callback([o] { run(*o); });

@@ -24,6 +24,8 @@
 #include "stage/timeline.hpp"
 #include "tensor/compute.hpp"
 #include "training/loss_curve.hpp"
+#include "actors/data_parallel_pipeline.hpp"
+#include "plan/mesh.hpp"
 #include "training/mesh_runner.hpp"
 #include "training/trainer.hpp"
 
@@ -150,6 +152,7 @@ void run_train(const train_options& o) {
     check_transport_security(o.pipe.security, "train --nodes");
     if (o.pipe.security.insecure) std::cerr << insecure_warning("train --nodes") << "\n";
   }
+  if (o.stages > 0) check_mesh(mesh_shape{o.mesh.data_parallel, o.stages, o.mesh.tensor_parallel});
   if (o.stages > 0 && o.threads != 0)
     throw std::invalid_argument("--threads " + std::to_string(o.threads) + " is for the single process (no --stages): "
                                 "each of the " + std::to_string(o.stages) + " pipeline stages computes on one thread");
@@ -200,7 +203,9 @@ void run_train(const train_options& o) {
   nlohmann::json out;
   std::ofstream trace_file;  // declared before the pipeline so it outlives it: its stages write the trace
   std::shared_ptr<chrome_trace_writer> trace;
-  std::unique_ptr<pipeline> pipe;
+  std::unique_ptr<data_parallel_pipeline> replicated;  // the pipeline's D replicas (--data-parallel with --stages)
+  std::unique_ptr<pipeline> single_pipe;
+  pipeline* pipe = nullptr;  // the pipeline (replica 0 of several) that describes the run
   step_runner* runner = nullptr;
   std::string partition = o.pipe.layers_per_chunk.empty() ? o.partition : "explicit";
   std::vector<double> predicted_busy;  // seconds per step and stage, from the measured layer costs
@@ -237,12 +242,23 @@ void run_train(const train_options& o) {
     if (p.layers_per_chunk.empty())
       p.layers_per_chunk = partition_counts(parse_partition_method(o.partition), model, costs,
                                             p.stages * p.chunks_per_stage);
-    pipe = std::make_unique<pipeline>(model, p);
+    p.tensor_parallel = o.mesh.tensor_parallel;
+    p.clip_grad_norm = o.mesh.clip_grad_norm;
+    if (o.mesh.data_parallel > 1) {
+      replicated = std::make_unique<data_parallel_pipeline>(model, p, o.mesh.data_parallel);
+      pipe = &replicated->first();
+      runner = replicated.get();
+    } else {
+      single_pipe = std::make_unique<pipeline>(model, p);
+      pipe = single_pipe.get();
+      runner = pipe;
+    }
     predicted_busy = predicted_busy_s(costs, pipe->chunk_ranges(), p.stages, p.microbatches);
     predicted_makespan = simulate(pipe->plan(), simulation_costs(costs, pipe->chunk_ranges(), p.stages)).makespan;
-    runner = pipe.get();
     std::cerr << "pipeline: " << p.stages << " stages, " << p.microbatches << " microbatches, schedule "
               << (user_schedule ? "from " + o.schedule_file : p.schedule) << ", partition " << partition << "\n";
+    std::cerr << "mesh: " << describe_mesh(mesh_shape{o.mesh.data_parallel, p.stages, o.mesh.tensor_parallel}, p.nodes)
+              << "\n";
     const auto& ranges = pipe->chunk_ranges();
     for (std::size_t c = 0; c < ranges.size(); ++c)
       std::cerr << "  chunk " << c << " on stage " << stage_of_chunk(static_cast<int>(c), p.stages) << ": "
@@ -424,18 +440,21 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--threads", o->threads, "compute threads of the single process (no --stages); 0: every core")
       ->check(CLI::Range(0, 256))
       ->capture_default_str();
-  // Single-process-only flags: data and tensor parallelism, and clipping, do not yet combine with a pipeline.
-  const std::vector<const CLI::Option*> single_process_only = {
-      cmd->add_option("--data-parallel", o->mesh.data_parallel, "replicas of the model, each on its share of every batch (threads of this process)")
-          ->check(whole_number(1, 256))
-          ->capture_default_str(),
-      cmd->add_option("--tensor-parallel", o->mesh.tensor_parallel, "ranks each replica's Linear pairs are split over (Megatron: column -> activation -> row)")
-          ->check(whole_number(1, 256))
-          ->capture_default_str(),
-      cmd->add_option("--clip-grad-norm", o->mesh.clip_grad_norm, "clip gradients to this global norm (0: no clipping)")
-          ->check(real_number(0, true))
-          ->capture_default_str(),
-  };
+  // The (data, pipeline, tensor) mesh: with --stages, every stage runs T ranks and the pipeline D replicas.
+  cmd->add_option("--data-parallel", o->mesh.data_parallel,
+                  "replicas of the model (or of the whole pipeline, with --stages), each on its share of every batch "
+                  "(threads of this process)")
+      ->check(whole_number(1, 256))
+      ->capture_default_str();
+  cmd->add_option("--tensor-parallel", o->mesh.tensor_parallel,
+                  "ranks each replica's (or each stage's) Linear pairs are split over (Megatron: column -> activation "
+                  "-> row); threads, on the stage's node with --nodes")
+      ->check(whole_number(1, 256))
+      ->capture_default_str();
+  cmd->add_option("--clip-grad-norm", o->mesh.clip_grad_norm,
+                  "clip gradients to this global norm over every stage, rank and replica (0: no clipping)")
+      ->check(real_number(0, true))
+      ->capture_default_str();
   // Pipeline-only flags: refused without --stages (below) rather than silently ignored.
   std::string schedules;
   for (const auto& n : schedule_names()) schedules += (schedules.empty() ? "" : ", ") + n;
@@ -499,9 +518,8 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--export", o->export_file, "write the trained weights (no optimizer state) in --dtype to this safetensors file");
   cmd->add_option("--resume", o->resume_file, "continue training from this checkpoint: its weights, optimizer state, step and data position");
-  cmd->callback([o, pipeline_only, text_only, single_process_only] {
+  cmd->callback([o, pipeline_only, text_only] {
     if (o->stages == 0) refuse_given(pipeline_only, "needs --stages N (N >= 1): it only applies to a pipeline");
-    else refuse_given(single_process_only, "runs without --stages: it does not yet combine with a pipeline");
     if (!is_gpt_spec(o->model)) refuse_given(text_only, "needs a gpt model (--model gpt:...): it only applies to text");
     else parse_gpt_spec(o->model);  // a bad spec is refused before any data is read
     run_train(*o);

@@ -220,7 +220,8 @@ struct ring_state {
   std::shared_ptr<ring_inbox> inbox = std::make_shared<ring_inbox>();
   std::shared_ptr<peer_table> lower;  // the lower ranks' endpoints, from their hellos
   std::shared_ptr<drop_log> dropped = std::make_shared<drop_log>();
-  std::unique_ptr<guarded_transport> transport;  // Note [ring security]
+  std::unique_ptr<guarded_transport> transport;  // of its own (Note [ring security]), or null
+  caf::io::middleman_actor middleman;             // what it listens and connects through
   caf::actor endpoint;
   std::uint16_t port = 0;
   std::vector<caf::actor> peers;           // by rank; empty for this rank
@@ -430,22 +431,40 @@ struct ring_state {
 };
 
 ring_group::ring_group(caf::actor_system& system, std::string name, int rank, int size, node_address listen,
+                       std::chrono::milliseconds timeout, std::size_t chunk_bytes) {
+  // Note [ring security]: the process's guarded transport when it runs one (a node's), else CAF's middleman.
+  open(system, std::move(name), rank, size, listen, nullptr, timeout, chunk_bytes);
+}
+
+ring_group::ring_group(caf::actor_system& system, std::string name, int rank, int size, node_address listen,
                        const transport_security& security, std::chrono::milliseconds timeout, std::size_t chunk_bytes) {
+  open(system, std::move(name), rank, size, listen, &security, timeout, chunk_bytes);
+}
+
+void ring_group::open(caf::actor_system& system, std::string name, int rank, int size, const node_address& listen,
+                      const transport_security* security, std::chrono::milliseconds timeout, std::size_t chunk_bytes) {
   if (size < 1 || rank < 0 || rank >= size)
     throw std::invalid_argument("group '" + name + "': rank " + std::to_string(rank) + " of " + std::to_string(size) +
                                 " does not exist");
   if (timeout.count() <= 0) throw std::invalid_argument("group '" + name + "' needs a positive timeout");
   state_ = std::make_shared<ring_state>(system, name, rank, size, timeout, chunk_bytes);
   state_->lower = std::make_shared<peer_table>(size);
-  check_transport_security(security, "group '" + name + "' rank " + std::to_string(rank));
-  transport_options options;
-  options.registered = false;  // the process's own transport (a node's), if any, stays what transport_of gives
-  options.log = [dropped = state_->dropped](const std::string& line) { dropped->add(line); };
-  state_->transport = std::make_unique<guarded_transport>(system, security, std::move(options));
+  if (security) {
+    check_transport_security(*security, "group '" + name + "' rank " + std::to_string(rank));
+    transport_options options;
+    options.registered = false;  // the process's own transport (a node's), if any, stays what transport_of gives
+    options.log = [dropped = state_->dropped](const std::string& line) { dropped->add(line); };
+    state_->transport = std::make_unique<guarded_transport>(system, *security, std::move(options));
+    state_->middleman = state_->transport->actor();
+  } else {
+    state_->middleman = transport_of(system);
+  }
   // Not detached: CAF's registry keeps an actor sent to another node alive until the system stops, after
   // it waits for detached actors' threads: a detached endpoint hung the actor_system's destructor.
   state_->endpoint = system.spawn(ring_endpoint, state_->inbox, state_->lower, name, static_cast<std::int32_t>(rank));
-  auto port = state_->transport->publish(state_->endpoint, listen.port, listen.host, true);
+  auto publish = caf::make_function_view(state_->middleman);
+  auto port = publish(caf::publish_atom::value, listen.port, caf::actor_cast<caf::strong_actor_ptr>(state_->endpoint),
+                      system.message_types(state_->endpoint), listen.host, true);
   if (!port) {
     caf::anon_send_exit(state_->endpoint, caf::exit_reason::user_shutdown);
     state_->transport.reset();
@@ -464,7 +483,13 @@ ring_group::~ring_group() {
   state_->inbox->fail("group '" + state_->name + "' was closed on rank " + std::to_string(state_->rank));
   if (state_->communication.joinable()) state_->communication.join();
   for (auto& q : state_->queue) q->finish("group '" + state_->name + "' was closed before this collective ran");
-  state_->system.middleman().unpublish(state_->endpoint, state_->port);
+  if (state_->transport) {
+    // Answered before the transport of its own stops (its doorman lives in CAF's shared BASP broker).
+    state_->system.middleman().unpublish(state_->endpoint, state_->port);
+  } else {
+    caf::anon_send(state_->middleman, caf::unpublish_atom::value, caf::actor_cast<caf::actor_addr>(state_->endpoint),
+                   state_->port);
+  }
   caf::anon_send_exit(state_->endpoint, caf::exit_reason::user_shutdown);
   state_->transport.reset();
 }
@@ -499,7 +524,7 @@ void ring_group::connect(const std::vector<node_address>& ranks) {
     while (!peer) {
       failure.clear();
       bool disagree = false;
-      self->request(s.transport->actor(), remaining(), caf::connect_atom::value, a.host, a.port)
+      self->request(s.middleman, remaining(), caf::connect_atom::value, a.host, a.port)
           .receive([&](caf::node_id&, caf::strong_actor_ptr& ptr,
                        std::set<std::string>&) { peer = caf::actor_cast<caf::actor>(ptr); },
                    [&](caf::error& e) {

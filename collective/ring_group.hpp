@@ -36,19 +36,25 @@ struct ring_state;
 // connect() with every rank's address; peers may start in any order within the timeout. The caller's
 // actor_system must have the middleman loaded and the runtime's message types added (enable_network).
 //
-// Note [ring security]: a group listens and connects through a guarded transport of its own
-// (network/guarded_transport.hpp), as nodes and coordinators do: mutual TLS with the cluster's CA (Note
-// [mutual TLS]), so a process without a certificate signed by that CA fails in the TLS handshake and never
-// reaches the group's endpoint; or, only when `security.insecure` says so, plain TCP (trusted networks,
-// benchmarks against MPI over TCP). Either way frames are bounded (Note [bounded frames]). A rank that
-// refuses a peer names it: at once on the connecting side ("the ranks disagree on TLS"), after the timeout
-// on the accepting side, with the connections its transport dropped and why.
+// Note [ring security]: a group listens and connects through a guarded transport
+// (network/guarded_transport.hpp), as nodes and coordinators do, so a process without a certificate signed
+// by the cluster's CA fails in the TLS handshake and never reaches the group's endpoint (Note [mutual TLS]);
+// frames are bounded either way (Note [bounded frames]). Given a transport_security, the group runs a
+// transport of its own with it: mutual TLS, or plain TCP only when `security.insecure` says so (trusted
+// networks, benchmarks against MPI over TCP). Without one, it uses the process's guarded transport when one
+// runs (a node's, started with the node's security), else CAF's plain middleman (a test that says so). A
+// rank that refuses a peer names it: at once on the connecting side ("the ranks disagree on TLS"); after
+// the timeout on the accepting side, with the connections its own transport dropped and why.
 class ring_group final : public process_group {
  public:
   static constexpr std::size_t default_chunk_bytes = std::size_t{1} << 20;
 
-  // Throws std::invalid_argument for bad TLS files (check_transport_security's texts), collective_error when
-  // it cannot listen.
+  // Through the process's guarded transport, or CAF's middleman without one (Note [ring security]).
+  // Throws collective_error when it cannot listen.
+  ring_group(caf::actor_system& system, std::string name, int rank, int size, node_address listen,
+             std::chrono::milliseconds timeout = default_timeout, std::size_t chunk_bytes = default_chunk_bytes);
+  // Through a transport of its own with `security`. Also throws std::invalid_argument for bad TLS files
+  // (check_transport_security's texts).
   ring_group(caf::actor_system& system, std::string name, int rank, int size, node_address listen,
              const transport_security& security, std::chrono::milliseconds timeout = default_timeout,
              std::size_t chunk_bytes = default_chunk_bytes);
@@ -73,6 +79,8 @@ class ring_group final : public process_group {
   void abort(const std::string& reason) override;
 
  private:
+  void open(caf::actor_system& system, std::string name, int rank, int size, const node_address& listen,
+            const transport_security* security, std::chrono::milliseconds timeout, std::size_t chunk_bytes);
   std::shared_ptr<ring_state> state_;
 };
 

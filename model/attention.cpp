@@ -147,21 +147,13 @@ void causal_softmax_rows(float* scores, std::size_t rows, std::size_t t) {
   }
 }
 
-tensor causal_self_attention::forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const {
-  if (x.dimension() != 3 || x.shape()[2] != dim_)
-    throw std::invalid_argument(describe() + " takes (batch, sequence, " + std::to_string(dim_) +
-                                "), got input of shape " + shape_string(x));
-  const std::size_t batch = x.shape()[0], t = x.shape()[1], d = dim_ / heads_, bh = batch * heads_;
-  saved& s = cache.emplace<saved>();
-  s.input_done = false;
-  // Note [compute dtype]: in bfloat16, q, k, v and probs are held in bfloat16 and multiplied as such (fp32
-  // sums); the scores and the softmax stay float32.
-  const dtype type = compute_dtype();
-  const tensor qkv = qkv_.forward(x, s.qkv, ctx);  // (B, T, 3D)
+tensor attention_heads_forward(const tensor& qkv, std::size_t heads, dtype type, attention_heads& s) {
+  const std::size_t batch = qkv.shape()[0], t = qkv.shape()[1], width = qkv.shape()[2] / 3, d = width / heads;
+  const std::size_t bh = batch * heads;
   tensor q = tensor::from_shape({bh, t, d}), k = tensor::from_shape({bh, t, d}), v = tensor::from_shape({bh, t, d});
-  split_heads(qkv.data(), 3 * dim_, 0, batch, t, heads_, d, q.data());
-  split_heads(qkv.data(), 3 * dim_, 1, batch, t, heads_, d, k.data());
-  split_heads(qkv.data(), 3 * dim_, 2, batch, t, heads_, d, v.data());
+  split_heads(qkv.data(), 3 * width, 0, batch, t, heads, d, q.data());
+  split_heads(qkv.data(), 3 * width, 1, batch, t, heads, d, k.data());
+  split_heads(qkv.data(), 3 * width, 2, batch, t, heads, d, v.data());
   keep_as(s.q, q, type), keep_as(s.k, k, type), keep_as(s.v, v, type);
   tensor probs = tensor::from_shape({bh, t, t});
   const float scale = 1.0f / std::sqrt(float(d));
@@ -170,28 +162,19 @@ tensor causal_self_attention::forward(const tensor& x, layer_cache& cache, const
   keep_as(s.probs, probs, type);
   tensor heads_out = tensor::from_shape({bh, t, d});  // (B*H, T, d)
   product(false, false, bh, t, d, t, 1.0f, s.probs, s.v, heads_out.data());
-  tensor merged = tensor::from_shape({batch, t, dim_});  // (B, T, D)
-  merge_heads(heads_out.data(), batch, t, heads_, d, dim_, 0, merged.data());
-  return proj_.forward(merged, s.proj, ctx);
+  tensor merged = tensor::from_shape({batch, t, width});  // (B, T, W)
+  merge_heads(heads_out.data(), batch, t, heads, d, width, 0, merged.data());
+  return merged;
 }
 
-void causal_self_attention::set_compute_dtype(dtype type) {
-  layer::set_compute_dtype(type);
-  qkv_.set_compute_dtype(type);
-  proj_.set_compute_dtype(type);
-}
-
-void causal_self_attention::backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const {
-  saved& s = cache.get<saved>(*this);
-  const std::size_t bh = s.q.shape()[0], t = s.q.shape()[1], d = s.q.shape()[2], batch = bh / heads_;
-  check_dy_shape(dy, {batch, t, dim_}, *this);
+void attention_heads_backward(const tensor& dmerged, std::size_t heads, const attention_heads& s, tensor& dqkv) {
+  const std::size_t bh = s.q.shape()[0], t = s.q.shape()[1], d = s.q.shape()[2], batch = bh / heads;
+  const std::size_t width = heads * d;
   // Note [compute dtype]: the products take q, k, v, probs as held (bfloat16 in a bfloat16 layer) and dO, dS
   // in the same dtype; the softmax backward runs in float32.
   const dtype type = s.q.type();
-  tensor dmerged;  // (B, T, D)
-  proj_.backward_input(dy, s.proj, &dmerged);
   tensor dheads = tensor::from_shape({bh, t, d});  // (B*H, T, d)
-  split_heads(dmerged.data(), dim_, 0, batch, t, heads_, d, dheads.data());
+  split_heads(dmerged.data(), width, 0, batch, t, heads, d, dheads.data());
   tensor scratch;
   const tensor& dheads_typed = in_type(dheads, type, scratch);
   // dP = dO v^T; dv = P^T dO; dS = P * (dP - rowsum(dP * P)) / sqrt(d); dq = dS k; dk = dS^T q.
@@ -220,10 +203,36 @@ void causal_self_attention::backward_input(const tensor& dy, layer_cache& cache,
   const tensor& ds = in_type(dp, type, ds_scratch);  // dS, the input of the two products below
   product(false, false, bh, t, d, t, 1.0f, ds, s.k, dq.data());
   product(true, false, bh, t, d, t, 1.0f, ds, s.q, dk.data());
-  if (shape_of(s.dqkv) != shape_t{batch, t, 3 * dim_}) s.dqkv = tensor::from_shape({batch, t, 3 * dim_});
-  merge_heads(dq.data(), batch, t, heads_, d, 3 * dim_, 0, s.dqkv.data());
-  merge_heads(dk.data(), batch, t, heads_, d, 3 * dim_, 1, s.dqkv.data());
-  merge_heads(dv.data(), batch, t, heads_, d, 3 * dim_, 2, s.dqkv.data());
+  if (shape_of(dqkv) != shape_t{batch, t, 3 * width}) dqkv = tensor::from_shape({batch, t, 3 * width});
+  merge_heads(dq.data(), batch, t, heads, d, 3 * width, 0, dqkv.data());
+  merge_heads(dk.data(), batch, t, heads, d, 3 * width, 1, dqkv.data());
+  merge_heads(dv.data(), batch, t, heads, d, 3 * width, 2, dqkv.data());
+}
+
+tensor causal_self_attention::forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const {
+  if (x.dimension() != 3 || x.shape()[2] != dim_)
+    throw std::invalid_argument(describe() + " takes (batch, sequence, " + std::to_string(dim_) +
+                                "), got input of shape " + shape_string(x));
+  saved& s = cache.emplace<saved>();
+  s.input_done = false;
+  const tensor qkv = qkv_.forward(x, s.qkv, ctx);  // (B, T, 3D)
+  const tensor merged = attention_heads_forward(qkv, heads_, compute_dtype(), s.heads);  // (B, T, D)
+  return proj_.forward(merged, s.proj, ctx);
+}
+
+void causal_self_attention::set_compute_dtype(dtype type) {
+  layer::set_compute_dtype(type);
+  qkv_.set_compute_dtype(type);
+  proj_.set_compute_dtype(type);
+}
+
+void causal_self_attention::backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const {
+  saved& s = cache.get<saved>(*this);
+  const std::size_t batch = s.heads.q.shape()[0] / heads_, t = s.heads.q.shape()[1];
+  check_dy_shape(dy, {batch, t, dim_}, *this);
+  tensor dmerged;  // (B, T, D)
+  proj_.backward_input(dy, s.proj, &dmerged);
+  attention_heads_backward(dmerged, heads_, s.heads, s.dqkv);
   qkv_.backward_input(s.dqkv, s.qkv, dx);
   s.input_done = true;
 }

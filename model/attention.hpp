@@ -13,6 +13,23 @@
 
 namespace ap {
 
+// The attention core between the two projections, for `heads` heads of width d: from the QKV projection's
+// output (B, T, 3 W), q, k and v side by side, each W = heads * d wide with head h at columns h * d of each,
+// to the heads' outputs concatenated (B, T, W), and back. causal_self_attention runs it on all heads;
+// head_parallel_attention (model/parallel_attention.hpp) on its rank's heads only.
+struct attention_heads {
+  tensor q, k, v;  // (B*H, T, d) each: the heads split out of the QKV projection
+  tensor probs;    // (B*H, T, T): softmax of the masked, scaled scores; exactly 0 above the diagonal
+  // Note [compute dtype]: in bfloat16, q, k, v and probs are held in bfloat16 and multiplied so (bf16
+  // batched_gemm, fp32 sums); the scores, the softmax and its backward are float32.
+  std::size_t bytes() const { return q.byte_size() + k.byte_size() + v.byte_size() + probs.byte_size(); }
+};
+// Returns the heads' outputs (B, T, W) of `qkv` (B, T, 3 W), keeping in `s` what the backward needs.
+tensor attention_heads_forward(const tensor& qkv, std::size_t heads, dtype type, attention_heads& s);
+// Writes into `dqkv` (reshaped to (B, T, 3 W) if needed) the gradient of the QKV output from `dmerged`
+// (B, T, W), the gradient of the heads' outputs.
+void attention_heads_backward(const tensor& dmerged, std::size_t heads, const attention_heads& s, tensor& dqkv);
+
 class causal_self_attention final : public layer {
  public:
   // Throws std::invalid_argument when heads does not divide dim, naming both.
@@ -26,16 +43,10 @@ class causal_self_attention final : public layer {
   struct saved : saved_state {
     layer_cache qkv;    // the QKV projection's (its input x (B, T, D))
     layer_cache proj;   // the output projection's (its input, the heads' outputs concatenated (B, T, D))
-    tensor q, k, v;     // (B*H, T, d) each: the heads split out of the QKV projection
-    tensor probs;       // (B*H, T, T): softmax of the masked, scaled scores; exactly 0 above the diagonal
+    attention_heads heads;  // q, k, v, probs of the H heads
     tensor dqkv;        // (B, T, 3D): the QKV projection's dy, from backward_input, for backward_weight
     bool input_done = false;
-    // Note [compute dtype]: in bfloat16, q, k, v and probs are held in bfloat16 and multiplied so (bf16
-    // batched_gemm, fp32 sums); the scores, the softmax and its backward are float32.
-    std::size_t bytes() const override {
-      return qkv.bytes() + proj.bytes() + q.byte_size() + k.byte_size() + v.byte_size() + probs.byte_size() +
-             dqkv.byte_size();
-    }
+    std::size_t bytes() const override { return qkv.bytes() + proj.bytes() + heads.bytes() + dqkv.byte_size(); }
   };
   tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
   void backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const override;

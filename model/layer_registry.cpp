@@ -11,6 +11,7 @@
 #include "model/gelu.hpp"
 #include "model/layer_norm.hpp"
 #include "model/linear.hpp"
+#include "model/parallel_attention.hpp"
 #include "model/parallel_linear.hpp"
 #include "model/position_embedding.hpp"
 #include "model/relu.hpp"
@@ -73,8 +74,8 @@ void register_builtin_kinds(registry& r) {
     return std::make_unique<linear>(s.width(0), s.width(1));
   });
   register_layer_kind("column_linear", [](const layer_spec& s) {
-    s.expect_fields(2, "column_linear:IN:OUT");
-    return std::make_unique<column_parallel_linear>(s.width(0), s.width(1));
+    s.expect_fields(s.fields.size() == 3 ? 3 : 2, "column_linear:IN:OUT or column_linear:IN:OUT:BLOCKS");
+    return std::make_unique<column_parallel_linear>(s.width(0), s.width(1), s.fields.size() == 3 ? s.width(2) : 1);
   });
   register_layer_kind("row_linear", [](const layer_spec& s) {
     s.expect_fields(2, "row_linear:IN:OUT");
@@ -112,6 +113,13 @@ void register_builtin_kinds(registry& r) {
       throw std::invalid_argument("bad layer spec '" + s.text + "': heads (" + s.fields[1] + ") must divide dim (" +
                                   s.fields[0] + ")");
     return std::make_unique<causal_self_attention>(s.width(0), s.width(1));
+  });
+  register_layer_kind("head_parallel_attention", [](const layer_spec& s) {
+    s.expect_fields(2, "head_parallel_attention:DIM:HEADS");
+    if (s.width(0) % s.width(1) != 0)
+      throw std::invalid_argument("bad layer spec '" + s.text + "': heads (" + s.fields[1] + ") must divide dim (" +
+                                  s.fields[0] + ")");
+    return std::make_unique<head_parallel_attention>(s.width(0), s.width(1));
   });
   register_layer_kind("relu", plain<relu>("relu"));
   register_layer_kind("gelu", plain<gelu>("gelu"));

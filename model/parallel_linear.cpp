@@ -22,11 +22,15 @@ std::string shard_text(const std::shared_ptr<process_group>& group) {
   return group ? " rank " + std::to_string(group->rank()) + " of " + std::to_string(group->size()) : "";
 }
 
-// Columns [first, last) of the (rows, cols) matrix `m`.
-tensor columns(const tensor& m, std::size_t first, std::size_t last) {
+// Columns [first, last) of each of the `blocks` equal column blocks of the (rows, cols) matrix (or vector)
+// `m`, side by side (Note [shard blocks]).
+tensor columns(const tensor& m, std::size_t blocks, std::size_t first, std::size_t last) {
   const std::size_t r = m.dimension() == 1 ? 1 : m.shape()[0], c = m.shape().back(), w = last - first;
-  tensor out = tensor::from_shape(m.dimension() == 1 ? shape_t{w} : shape_t{r, w});
-  for (std::size_t i = 0; i < r; ++i) std::memcpy(out.data() + i * w, m.data() + i * c + first, w * sizeof(float));
+  const std::size_t block = c / blocks;
+  tensor out = tensor::from_shape(m.dimension() == 1 ? shape_t{blocks * w} : shape_t{r, blocks * w});
+  for (std::size_t i = 0; i < r; ++i)
+    for (std::size_t b = 0; b < blocks; ++b)
+      std::memcpy(out.data() + (i * blocks + b) * w, m.data() + i * c + b * block + first, w * sizeof(float));
   return out;
 }
 
@@ -60,29 +64,34 @@ void add_column_sums(const tensor& dy, std::size_t width, tensor& dbias) {
 
 // ---- column_parallel_linear ----
 
-column_parallel_linear::column_parallel_linear(std::size_t in, std::size_t out)
-    : in_(in), out_(out), last_(out), weight_(zeros({in, out})), bias_(zeros({out})), dweight_(zeros({in, out})),
-      dbias_(zeros({out})) {
+column_parallel_linear::column_parallel_linear(std::size_t in, std::size_t out, std::size_t blocks)
+    : in_(in), out_(out), blocks_(blocks), last_(blocks == 0 ? out : out / blocks), weight_(zeros({in, out})),
+      bias_(zeros({out})), dweight_(zeros({in, out})), dbias_(zeros({out})) {
   if (in == 0 || out == 0) throw std::invalid_argument("ColumnParallelLinear needs positive widths, got " + describe());
+  if (blocks == 0 || out % blocks != 0)
+    throw std::invalid_argument(describe() + ": " + std::to_string(blocks) + " column blocks do not divide its " +
+                                std::to_string(out) + " outputs");
 }
 
 std::string column_parallel_linear::describe() const {
-  return "ColumnParallelLinear(" + std::to_string(in_) + "->" + std::to_string(out_) + ")" + shard_text(group_);
+  return "ColumnParallelLinear(" + std::to_string(in_) + "->" + std::to_string(out_) +
+         (blocks_ == 1 ? "" : " in " + std::to_string(blocks_) + " blocks") + ")" + shard_text(group_);
 }
 
 std::string column_parallel_linear::spec() const {
-  return "column_linear:" + std::to_string(in_) + ":" + std::to_string(out_);
+  return "column_linear:" + std::to_string(in_) + ":" + std::to_string(out_) +
+         (blocks_ == 1 ? "" : ":" + std::to_string(blocks_));
 }
 
 void column_parallel_linear::join_group(std::shared_ptr<process_group> group) {
   if (group_) throw std::logic_error(describe() + " already joined group '" + group_->name() + "'");
-  const auto [first, last] = split(*this, out_, "output columns", *group);
-  weight_ = columns(weight_, first, last);
-  bias_ = columns(bias_, first, last);
-  dweight_ = zeros({in_, last - first});
-  dbias_ = zeros({last - first});
+  const auto [first, last] = split(*this, out_ / blocks_, blocks_ == 1 ? "output columns" : "columns per block", *group);
+  weight_ = columns(weight_, blocks_, first, last);
+  bias_ = columns(bias_, blocks_, first, last);
   first_ = first;
   last_ = last;
+  dweight_ = zeros({in_, width()});
+  dbias_ = zeros({width()});
   group_ = std::move(group);
 }
 
@@ -90,15 +99,15 @@ void column_parallel_linear::initialize(std::uint64_t seed) {
   linear whole(in_, out_);  // the same weights as Linear with this seed, then this rank's slice
   whole.initialize(seed);
   const auto p = whole.parameters("");
-  weight_ = columns(*p[0].value, first_, last_);
-  bias_ = columns(*p[1].value, first_, last_);
+  weight_ = columns(*p[0].value, blocks_, first_, last_);
+  bias_ = columns(*p[1].value, blocks_, first_, last_);
 }
 
 tensor column_parallel_linear::forward(const tensor& x, layer_cache& cache, const forward_context&) const {
   if (cols(x) != in_)
     throw std::invalid_argument(describe() + " takes " + std::to_string(in_) + " features, got input of shape " +
                                 shape_string(x));
-  const std::size_t n = rows(x), w = last_ - first_;
+  const std::size_t n = rows(x), w = width();
   tensor y = tensor::from_shape(with_last_axis(x, w));  // (rows, w)
   float* py = y.data();
   for (std::size_t r = 0; r < n; ++r) std::memcpy(py + r * w, bias_.data(), w * sizeof(float));
@@ -109,7 +118,7 @@ tensor column_parallel_linear::forward(const tensor& x, layer_cache& cache, cons
 
 void column_parallel_linear::backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const {
   const tensor& x = cache.get<saved>(*this).x;
-  const std::size_t w = last_ - first_;
+  const std::size_t w = width();
   check_dy_shape(dy, with_last_axis(x, w), *this);
   if (!dx) return;
   if (!group_) {  // as Linear: straight into dx
@@ -126,7 +135,7 @@ void column_parallel_linear::backward_input(const tensor& dy, layer_cache& cache
 
 void column_parallel_linear::backward_weight(const tensor& dy, layer_cache& cache) {
   const tensor& x = cache.get<saved>(*this).x;
-  const std::size_t w = last_ - first_;
+  const std::size_t w = width();
   check_dy_shape(dy, with_last_axis(x, w), *this);
   gemm(true, false, in_, w, rows(dy), 1.0f, x.data(), dy.data(), 1.0f, dweight_.data());
   add_column_sums(dy, w, dbias_);

@@ -20,24 +20,41 @@ namespace ap {
 // the pair's input and output, and dx of its input, are whole and the same on every rank. Widths split
 // evenly: T must divide the width it splits (Megatron's rule), else join_group refuses naming both.
 // The all-reduce waits at once in this version: backward_input must return its dx (Note [backward split]).
+//
+// Note [shard blocks]: a fused weight is made of equal blocks side by side (attention's QKV weight: the q, k
+// and v columns, each D wide), and a rank needs its shard of every block (its heads' q, k and v columns), not
+// one contiguous slice of the whole. A shard_layout says so: the axis is cut into `blocks` equal blocks, each
+// block split over the ranks as shard_rows does, and rank r holds its part of every block, in block order.
+// One block is the plain split. Checkpoints hold the whole tensor in the unsplit layer's layout, so a run
+// saved at any T loads at any other (gather_along / piece_along in model/tensor_parallel.hpp).
+struct shard_layout {
+  int axis = 0;            // 0: rows (or a vector's elements), 1: columns; -1: whole (not sharded)
+  std::size_t blocks = 1;  // equal blocks the axis is made of, each split over the ranks
+  // Implicit from an axis alone (one block): gather_along(pieces, 1, whole) reads as before.
+  shard_layout(int along = 0, std::size_t block_count = 1) : axis(along), blocks(block_count) {}
+  bool operator==(const shard_layout& o) const { return axis == o.axis && blocks == o.blocks; }
+};
+
 class tensor_parallel_layer {
  public:
   virtual ~tensor_parallel_layer() = default;
   virtual void join_group(std::shared_ptr<process_group> group) = 0;
-  // The parameter values this rank holds a slice of, and the axis of the whole tensor they slice (0: rows
-  // or a vector's elements, 1: columns); the others are whole and equal on every rank.
+  // The parameter values this rank holds a slice of, and how the whole tensor is cut (Note [shard blocks]);
+  // the others are whole and equal on every rank.
   struct sharded_value {
     const tensor* value;
-    int axis;
+    shard_layout layout;
   };
   virtual std::vector<sharded_value> sharded_values() const = 0;
 };
 
 // y = x W + b with W's output columns split: rank r holds columns shard r of W and b; its output is that
 // shard of y's columns. Forward needs no collective; backward_input all-reduces the partial dx.
+// With `blocks` > 1 (Note [shard blocks]) the output columns are that many equal blocks, and rank r holds
+// shard r of each block, side by side (the fused QKV projection of head_parallel_attention: 3 blocks).
 class column_parallel_linear final : public layer, public tensor_parallel_layer {
  public:
-  column_parallel_linear(std::size_t in, std::size_t out);
+  column_parallel_linear(std::size_t in, std::size_t out, std::size_t blocks = 1);
 
   std::string describe() const override;
   std::optional<std::size_t> in_features() const override { return in_; }
@@ -45,6 +62,9 @@ class column_parallel_linear final : public layer, public tensor_parallel_layer 
 
   struct saved : saved_state {
     tensor x;  // (rows, in): whole, for dweight = x^T dy
+    std::unique_ptr<saved_state> join_rows(const std::vector<const saved_state*>& parts) const override {
+      return join_row_fields<saved>(parts, {&saved::x});  // Note [joined caches]
+    }
   };
   tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
   void backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const override;
@@ -57,17 +77,19 @@ class column_parallel_linear final : public layer, public tensor_parallel_layer 
   double flops_per_row() const override { return 2.0 * double(in_) * double(out_); }
   void join_group(std::shared_ptr<process_group> group) override;
   std::vector<sharded_value> sharded_values() const override {
-    return group_ ? std::vector<sharded_value>{{&weight_, 1}, {&bias_, 0}} : std::vector<sharded_value>{};
+    return group_ ? std::vector<sharded_value>{{&weight_, {1, blocks_}}, {&bias_, {0, blocks_}}}
+                  : std::vector<sharded_value>{};
   }
 
  private:
-  std::size_t in_, out_;
-  std::size_t first_ = 0, last_;  // the output columns this rank holds: [first_, last_)
+  std::size_t width() const { return blocks_ * (last_ - first_); }  // the output columns this rank holds
+  std::size_t in_, out_, blocks_;
+  std::size_t first_ = 0, last_;  // the columns this rank holds of each block: [first_, last_) of out / blocks
   std::shared_ptr<process_group> group_;  // null: not split
-  tensor weight_;   // (in, last - first)
-  tensor bias_;     // (last - first)
-  tensor dweight_;  // (in, last - first)
-  tensor dbias_;    // (last - first)
+  tensor weight_;   // (in, width)
+  tensor bias_;     // (width)
+  tensor dweight_;  // (in, width)
+  tensor dbias_;    // (width)
 };
 
 // y = x W + b with W's input rows split: rank r holds rows shard r of W, takes that shard of x's columns
@@ -83,6 +105,9 @@ class row_parallel_linear final : public layer, public tensor_parallel_layer {
 
   struct saved : saved_state {
     tensor x;  // (rows, last - first): this rank's shard of the input
+    std::unique_ptr<saved_state> join_rows(const std::vector<const saved_state*>& parts) const override {
+      return join_row_fields<saved>(parts, {&saved::x});  // Note [joined caches]
+    }
   };
   tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
   void backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const override;
@@ -95,7 +120,7 @@ class row_parallel_linear final : public layer, public tensor_parallel_layer {
   double flops_per_row() const override { return 2.0 * double(in_) * double(out_); }
   void join_group(std::shared_ptr<process_group> group) override;
   std::vector<sharded_value> sharded_values() const override {
-    return group_ ? std::vector<sharded_value>{{&weight_, 0}} : std::vector<sharded_value>{};
+    return group_ ? std::vector<sharded_value>{{&weight_, {0}}} : std::vector<sharded_value>{};
   }
 
  private:

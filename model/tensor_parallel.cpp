@@ -30,6 +30,21 @@ std::vector<std::string> megatron_mlp_specs(const std::vector<std::string>& spec
   return out;
 }
 
+std::vector<std::string> tensor_parallel_specs(const std::vector<std::string>& specs) {
+  std::vector<std::string> out = megatron_mlp_specs(specs);
+  for (std::string& text : out) {
+    const layer_spec s = parse_layer_spec(text);
+    if (s.kind == "attention") {
+      text = "head_parallel_" + text;
+    } else if (s.kind == "block" || s.kind == "residual") {  // the composites tensor_parallel_layers walks into
+      std::string parts;
+      for (const std::string& part : tensor_parallel_specs(s.parts)) parts += (parts.empty() ? "" : ",") + part;
+      text = s.kind + "[" + parts + "]";
+    }
+  }
+  return out;
+}
+
 namespace {
 
 void visit(layer& l, const std::function<void(layer&)>& f) {
@@ -49,52 +64,135 @@ std::vector<tensor_parallel_layer*> tensor_parallel_layers(sequential& model) {
   return found;
 }
 
+std::size_t tensor_parallel_parts(layer& l) {
+  std::size_t n = 0;
+  visit(l, [&](layer& part) { n += dynamic_cast<tensor_parallel_layer*>(&part) != nullptr; });
+  return n;
+}
+
 std::size_t join_tensor_parallel(sequential& model, const std::shared_ptr<process_group>& group) {
   const auto layers = tensor_parallel_layers(model);
   for (auto* p : layers) p->join_group(group);
   return layers.size();
 }
 
-std::map<const tensor*, int> sharded_axes(sequential& model) {
-  std::map<const tensor*, int> axes;
+std::map<const tensor*, shard_layout> sharded_layouts(sequential& model) {
+  std::map<const tensor*, shard_layout> layouts;
   for (auto* p : tensor_parallel_layers(model))
-    for (const auto& v : p->sharded_values()) axes[v.value] = v.axis;
-  return axes;
+    for (const auto& v : p->sharded_values()) layouts[v.value] = v.layout;
+  return layouts;
 }
 
-void gather_along(const std::vector<const tensor*>& pieces, int axis, tensor& whole) {
-  const bool columns = axis == 1 && whole.dimension() == 2;
-  if (!columns) {  // rows (or a vector's elements): the pieces back to back
-    std::size_t offset = 0;
-    for (const tensor* p : pieces) {
-      if (offset + p->size() > whole.size()) throw std::invalid_argument("gather_along: pieces larger than the whole");
-      std::memcpy(whole.data() + offset, p->data(), p->byte_size());
-      offset += p->size();
-    }
-    if (offset != whole.size()) throw std::invalid_argument("gather_along: pieces smaller than the whole");
-    return;
-  }
-  const std::size_t rows = whole.shape()[0], width = whole.shape()[1];
-  std::size_t first = 0;
+std::map<std::string, shard_layout> sharded_layouts_by_name(sequential& model) {
+  const auto layouts = sharded_layouts(model);
+  std::map<std::string, shard_layout> named;
+  for (const parameter& p : model.parameters())
+    if (auto it = layouts.find(p.value); it != layouts.end()) named[p.name] = it->second;
+  return named;
+}
+
+namespace {
+
+// The value of `name`'s entry in `by_name`, or of the longest parameter name that `name` extends with "."
+// (an optimizer state: "3.weight.m"); `whole` when there is none.
+template <class Value>
+Value named_or_parent(const std::string& name, const std::map<std::string, Value>& by_name, Value whole) {
+  if (auto it = by_name.find(name); it != by_name.end()) return it->second;
+  std::size_t best = 0;
+  Value found = whole;
+  for (const auto& [param, v] : by_name)
+    if (name.size() > param.size() && name.compare(0, param.size(), param) == 0 && name[param.size()] == '.' &&
+        param.size() > best)
+      best = param.size(), found = v;
+  return found;
+}
+
+}  // namespace
+
+shard_layout sharded_layout_of(const std::string& name, const std::map<std::string, shard_layout>& layouts) {
+  return named_or_parent(name, layouts, shard_layout{-1});
+}
+
+namespace {
+
+// Note [shard blocks]: a tensor seen as (outer, length, inner) around the cut axis (rows: outer 1, inner the
+// elements of a row; columns of a matrix: outer its rows, inner 1), the axis made of `blocks` equal blocks.
+struct cut_view {
+  std::size_t outer, length, inner;
+};
+
+cut_view view_of(const tensor& t, int axis) {
+  if (t.dimension() == 0) throw std::invalid_argument("a scalar cannot be cut into shards");
+  if (axis == 1 && t.dimension() == 2) return {t.shape()[0], t.shape()[1], 1};
+  std::size_t inner = 1;
+  for (std::size_t i = 1; i < t.dimension(); ++i) inner *= t.shape()[i];
+  return {1, t.shape()[0], inner};
+}
+
+// Calls copy(whole element, piece element, elements) for each run of chunk [offset, offset + count) of every
+// block: where it sits in the whole (block length w.length / blocks) and in the piece (the blocks' chunks
+// back to back).
+template <class Copy>
+void for_each_chunk(const cut_view& w, std::size_t blocks, std::size_t offset, std::size_t count, Copy copy) {
+  const std::size_t block = w.length / blocks;
+  for (std::size_t o = 0; o < w.outer; ++o)
+    for (std::size_t b = 0; b < blocks; ++b)
+      copy((o * w.length + b * block + offset) * w.inner, ((o * blocks + b) * count) * w.inner, count * w.inner);
+}
+
+std::string layout_text(const shard_layout& layout) {
+  return std::string(layout.axis == 1 ? "columns" : "rows") +
+         (layout.blocks == 1 ? "" : " in " + std::to_string(layout.blocks) + " blocks");
+}
+
+}  // namespace
+
+void gather_along(const std::vector<const tensor*>& pieces, shard_layout layout, tensor& whole) {
+  const cut_view w = view_of(whole, layout.axis);
+  const std::size_t blocks = layout.blocks;
+  const auto bad = [&](const std::string& why) {
+    return std::invalid_argument("gather_along (" + layout_text(layout) + "): " + why + ", whole " + shape_string(whole));
+  };
+  if (blocks == 0 || w.length % blocks != 0) throw bad("the blocks do not divide the axis");
+  std::size_t offset = 0;
   for (const tensor* p : pieces) {
-    const std::size_t w = p->shape()[1];
-    for (std::size_t r = 0; r < rows; ++r) std::memcpy(whole.data() + r * width + first, p->data() + r * w, w * sizeof(float));
-    first += w;
+    const cut_view v = view_of(*p, layout.axis);
+    if (v.outer != w.outer || v.inner != w.inner || v.length % blocks != 0)
+      throw bad("a piece " + shape_string(*p) + " does not fit");
+    const std::size_t count = v.length / blocks;
+    if (offset + count > w.length / blocks) throw bad("pieces larger than the whole");
+    for_each_chunk(w, blocks, offset, count, [&](std::size_t at, std::size_t from, std::size_t n) {
+      std::memcpy(whole.data() + at, p->data() + from, n * sizeof(float));
+    });
+    offset += count;
   }
-  if (first != width) throw std::invalid_argument("gather_along: pieces do not cover the columns");
+  if (offset != w.length / blocks) throw bad("pieces smaller than the whole");
 }
 
-tensor piece_along(const tensor& whole, int axis, std::size_t rank, std::size_t ranks) {
-  if (!(axis == 1 && whole.dimension() == 2)) {
-    const auto [first, last] = shard_rows(whole.shape()[0], ranks, rank);
-    return slice_rows(whole, first, last);
-  }
-  const std::size_t rows = whole.shape()[0], width = whole.shape()[1];
-  const auto [first, last] = shard_rows(width, ranks, rank);
-  tensor out = tensor::from_shape({rows, last - first});
-  for (std::size_t r = 0; r < rows; ++r)
-    std::memcpy(out.data() + r * (last - first), whole.data() + r * width + first, (last - first) * sizeof(float));
-  return out;
+tensor gather_pieces(const std::vector<const tensor*>& pieces, shard_layout layout) {
+  std::vector<std::size_t> shape = pieces.at(0)->shape();
+  const std::size_t along = layout.axis == 1 && shape.size() == 2 ? 1 : 0;
+  shape[along] = 0;
+  for (const tensor* p : pieces) shape[along] += p->shape()[along];
+  tensor whole = tensor::from_shape(shape);
+  gather_along(pieces, layout, whole);
+  return whole;
+}
+
+tensor piece_along(const tensor& whole, shard_layout layout, std::size_t rank, std::size_t ranks) {
+  const cut_view w = view_of(whole, layout.axis);
+  const std::size_t blocks = layout.blocks;
+  if (blocks == 0 || w.length % blocks != 0)
+    throw std::invalid_argument("piece_along (" + layout_text(layout) + "): the blocks do not divide the axis of " +
+                                shape_string(whole));
+  const auto [first, last] = shard_rows(w.length / blocks, ranks, rank);
+  std::vector<std::size_t> shape = whole.shape();
+  shape[layout.axis == 1 && shape.size() == 2 ? 1 : 0] = blocks * (last - first);
+  tensor piece = tensor::from_shape(shape);
+  for_each_chunk(w, blocks, first, last - first, [&](std::size_t from, std::size_t at, std::size_t n) {
+    std::memcpy(piece.data() + at, whole.data() + from, n * sizeof(float));
+  });
+  return piece;
 }
 
 }  // namespace ap

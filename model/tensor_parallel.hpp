@@ -1,5 +1,6 @@
-// A whole model made tensor-parallel: which Linear layers split (the Megatron pairing), joining a model's
-// parallel layers to a group, and cutting / gathering parameters between a whole model and its shards.
+// A whole model made tensor-parallel: which layers split (the Megatron pairing of Linear layers, attention
+// heads), joining a model's parallel layers to a group, and cutting / gathering parameters between a whole
+// model and its shards.
 #pragma once
 
 #include <map>
@@ -22,18 +23,41 @@ namespace ap {
 // width). Returns the new specs.
 std::vector<std::string> megatron_mlp_specs(const std::vector<std::string>& specs);
 
+// Note [tensor-parallel specs]: the specs of `specs` (a model or any slice of one, e.g. a pipeline chunk)
+// with every layer that can be split over tensor-parallel ranks made parallel: the Megatron pairing of
+// Linear layers (megatron_mlp_specs) in the list and, the same way, inside every block[...] and
+// residual[...] (a pair never spans a composite's edge), and every attention made head-parallel (Note
+// [head-parallel attention]). A GPT block, block[residual[layernorm,attention],residual[layernorm,linear,
+// gelu,linear]], becomes block[residual[layernorm,head_parallel_attention],residual[layernorm,column_linear,
+// gelu,row_linear]]: its two residual branches each take whole inputs and give whole outputs, so the block
+// costs exactly 2 all-reduces forward (the two row-wise projections) and 2 backward (the dx of the two
+// column-wise ones). The embeddings, the final LayerNorm and the LM head (a last Linear with no partner)
+// stay whole, computed alike by every rank.
+std::vector<std::string> tensor_parallel_specs(const std::vector<std::string>& specs);
+
 // Every layer of `model`, blocks' parts included (depth first, in order), that is a tensor-parallel layer.
 std::vector<tensor_parallel_layer*> tensor_parallel_layers(sequential& model);
+
+// How many tensor-parallel layers `l` is or holds (a block's parts included).
+std::size_t tensor_parallel_parts(layer& l);
 
 // Makes every tensor-parallel layer of `model` join `group`; returns how many joined.
 std::size_t join_tensor_parallel(sequential& model, const std::shared_ptr<process_group>& group);
 
-// The axis each sharded parameter value of `model` is sliced on, by value pointer (absent: whole).
-std::map<const tensor*, int> sharded_axes(sequential& model);
+// How each sharded parameter value of `model` is cut (Note [shard blocks]), by value pointer or by
+// parameter name ("3.0.1.qkv.weight" -> columns in 3 blocks); absent: whole on every rank.
+std::map<const tensor*, shard_layout> sharded_layouts(sequential& model);
+std::map<std::string, shard_layout> sharded_layouts_by_name(sequential& model);
+// How a named tensor is cut: a parameter's own ("3.weight"), or for its optimizer state ("3.weight.m") its
+// parameter's; axis -1 when it is whole on every rank.
+shard_layout sharded_layout_of(const std::string& name, const std::map<std::string, shard_layout>& layouts);
 
-// Pieces (one per rank, in rank order) joined along `axis` (0: rows or elements, 1: columns) into `whole`,
-// or `whole` cut into its piece for `rank` of `ranks` (shard_rows over that axis).
-void gather_along(const std::vector<const tensor*>& pieces, int axis, tensor& whole);
-tensor piece_along(const tensor& whole, int axis, std::size_t rank, std::size_t ranks);
+// Pieces (one per rank, in rank order) joined into `whole` as `layout` cut it (an int converts to a layout
+// of one block: 0 rows or elements, 1 columns), or `whole` cut into its piece for `rank` of `ranks` (each
+// block split by shard_rows). Throw std::invalid_argument when the pieces do not fit the whole.
+void gather_along(const std::vector<const tensor*>& pieces, shard_layout layout, tensor& whole);
+tensor piece_along(const tensor& whole, shard_layout layout, std::size_t rank, std::size_t ranks);
+// gather_along into a new tensor of the pieces' joined shape.
+tensor gather_pieces(const std::vector<const tensor*>& pieces, shard_layout layout);
 
 }  // namespace ap

@@ -23,7 +23,7 @@ namespace ap {
 // 3: stage specs carry the compute dtype; stage_done, task_done and step_result the peak stash bytes.
 // 4: stage_done carries the stage's events, stage specs ask for them (report_events), nodes answer a clock
 //    probe (clock_atom); ring_chunk and ring_abort (collective groups across processes).
-inline constexpr std::uint32_t wire_protocol_version = 4;
+inline constexpr std::uint32_t wire_protocol_version = 5;
 
 using hello_atom = caf::atom_constant<caf::atom("hello")>;
 

@@ -16,6 +16,7 @@ void visit_message_types(Visitor& v) {
   v.template add<backward_task>("backward_task");
   v.template add<tensor_message>("tensor_message");
   v.template add<train_batch>("train_batch");
+  v.template add<gradient_norm>("gradient_norm");
   v.template add<stage_done>("stage_done");
   v.template add<stage_failed>("stage_failed");
   v.template add<step_result>("step_result");
@@ -24,6 +25,7 @@ void visit_message_types(Visitor& v) {
   v.template add<run_forward>("run_forward");
   v.template add<run_backward>("run_backward");
   v.template add<run_weight>("run_weight");
+  v.template add<run_reduce>("run_reduce");
   v.template add<deliver_forward>("deliver_forward");
   v.template add<deliver_backward>("deliver_backward");
   v.template add<stage_spec>("stage_spec");

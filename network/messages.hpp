@@ -43,6 +43,12 @@ struct run_weight {
   int chunk = 0;
 };
 
+// retriever -> processor: start the data-parallel reduction of a chunk's gradients (Note [gradient reduction]).
+struct run_reduce {
+  int step = 0;
+  int chunk = 0;
+};
+
 // processor -> sender: deliver `task` to the communicator rank `destination` (a stage, or the coordinator).
 struct deliver_forward {
   int destination = 0;
@@ -66,6 +72,17 @@ struct train_batch {
   int step = 0;
   tensor inputs;  // (samples, features)
   tensor labels;  // (samples) class indices, or (samples, outputs) regression targets
+  // Note [data-parallel stage]: a replica's share of a larger batch: the index of its first sample in the
+  // whole batch (dropout masks follow global sample indices) and the loss rows of the whole batch (Note
+  // [loss scaling]); batch_rows 0: these labels' own.
+  std::int64_t first_sample = 0;
+  std::int64_t batch_rows = 0;
+};
+
+// A stage's sum of squared gradients for global clipping (Note [global gradient clipping]), or why not.
+struct gradient_norm {
+  double square_sum = 0.0;
+  std::string error;
 };
 
 // A tensor sent with communicator::send (no pipeline meaning): who sent it, and the tensor.
@@ -106,6 +123,8 @@ using clock_atom = caf::atom_constant<caf::atom("clock")>;      // coordinator -
 using begin_atom = caf::atom_constant<caf::atom("begin")>;      // coordinator -> retriever: step starts
 using abort_atom = caf::atom_constant<caf::atom("abort")>;      // coordinator -> stage: drop the step
 using apply_atom = caf::atom_constant<caf::atom("apply")>;      // coordinator -> processor: optimizer step
+using norm_atom = caf::atom_constant<caf::atom("norm")>;        // coordinator -> processor: its gradient_norm
+using ring_atom = caf::atom_constant<caf::atom("ring")>;        // -> processor: its data-parallel endpoints / connect them
 using params_atom = caf::atom_constant<caf::atom("params")>;    // -> processor: its parameters
 using take_atom = caf::atom_constant<caf::atom("take")>;        // receiver -> inbox: next tensor
 using expire_atom = caf::atom_constant<caf::atom("expire")>;    // inbox -> itself: a receive timed out
@@ -147,12 +166,17 @@ typename Inspector::result_type inspect(Inspector& f, tensor_message& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, train_batch& x) {
   if constexpr (is_wire_inspector<Inspector>::value) {
-    return caf::error::eval([&] { return f(caf::meta::type_name("train_batch"), x.step); },
+    return caf::error::eval([&] { return f(caf::meta::type_name("train_batch"), x.step, x.first_sample, x.batch_rows); },
                             [&] { return wire_tensor(f, x.inputs); }, [&] { return wire_tensor(f, x.labels); });
   } else {
     std::string shapes = shape_string(x.inputs) + " " + shape_string(x.labels);
-    return f(caf::meta::type_name("train_batch"), x.step, shapes);
+    return f(caf::meta::type_name("train_batch"), x.step, shapes, x.first_sample, x.batch_rows);
   }
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, gradient_norm& x) {
+  return f(caf::meta::type_name("gradient_norm"), x.square_sum, x.error);
 }
 
 template <class Inspector>
@@ -226,6 +250,11 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_weight& x) {
   return f(caf::meta::type_name("run_weight"), x.step, x.microbatch, x.chunk);
 }
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, run_reduce& x) {
+  return f(caf::meta::type_name("run_reduce"), x.step, x.chunk);
+}
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, deliver_forward& x) {
   return f(caf::meta::type_name("deliver_forward"), x.destination, x.task);
@@ -255,6 +284,12 @@ struct stage_spec {
   std::int64_t timeout_ms = default_timeout.count();
   std::uint8_t compute_dtype = 0;  // dtype code (dtype_from_code): Note [compute dtype] in model/layer.hpp
   bool report_events = true;    // Note [events from nodes]: send the step's events with stage_done
+  int tensor_parallel = 1;      // Note [tensor-parallel stage]: the node runs the stage's ranks as threads
+  // Note [data-parallel nodes]: with data_parallel > 1, the stage is replica `replica` of that many and opens
+  // one ring_group endpoint per tensor-parallel rank on data_parallel_host (the node's own host).
+  int data_parallel = 1;
+  int replica = 0;
+  std::string data_parallel_host;
 };
 
 // A schedule action travels as its fields (printed as "1F0" by other inspectors).
@@ -275,7 +310,8 @@ typename Inspector::result_type inspect(Inspector& f, stage_spec& x) {
   auto& o = x.optimizer;
   return f(caf::meta::type_name("stage_spec"), x.stage, x.stages, x.total_chunks, x.chunk_ids, x.layer_specs,
            x.first_layer, x.weights, o.kind, o.lr, o.momentum, o.nesterov, o.beta1, o.beta2, o.eps, o.weight_decay,
-           x.actions, x.timeout_ms, x.compute_dtype, x.report_events);
+           x.actions, x.timeout_ms, x.compute_dtype, x.report_events, x.tensor_parallel, x.data_parallel, x.replica,
+           x.data_parallel_host);
 }
 
 }  // namespace ap

@@ -7,6 +7,7 @@
 namespace ap {
 
 std::string to_string(const action& a) {
+  if (is_reduction(a)) return std::to_string(a.chunk) + op_letter(a.kind);  // Note [gradient reduction]
   return std::to_string(a.chunk) + op_letter(a.kind) +
          (a.microbatch == all_microbatches ? std::string("*") : std::to_string(a.microbatch));
 }
@@ -19,7 +20,7 @@ int read_number(const std::string& text, std::size_t& pos, const char* what) {
   while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos]))) ++pos;
   if (pos == begin)
     throw std::invalid_argument("action '" + text + "': missing " + what +
-                                " number (expected <chunk><F|B|I|W><microbatch>, e.g. 1F0, or 1B* for a whole-batch backward)");
+                                " number (expected <chunk><F|B|I|W><microbatch>, e.g. 1F0, 1B* for a whole-batch backward, or <chunk>R)");
   if (pos - begin > 9)
     throw std::invalid_argument("action '" + text + "': " + what + " number is too large");
   return std::stoi(text.substr(begin, pos - begin));
@@ -33,13 +34,19 @@ action parse_action(const std::string& text, int stage) {
   a.stage = stage;
   a.chunk = read_number(text, pos, "chunk");
   if (pos == text.size())
-    throw std::invalid_argument("action '" + text + "': missing op letter (expected F, B, I or W)");
+    throw std::invalid_argument("action '" + text + "': missing op letter (expected F, B, I, W or R)");
   const char letter = text[pos++];
   const std::optional<op> kind = op_of_letter(letter);
   if (!kind)
     throw std::invalid_argument("action '" + text + "': unknown op letter '" + std::string(1, letter) +
-                                "' (expected F, B, I or W)");
+                                "' (expected F, B, I, W or R)");
   a.kind = *kind;
+  if (a.kind == op::reduce_grad) {  // Note [gradient reduction]: the whole batch's, no microbatch
+    if (pos != text.size())
+      throw std::invalid_argument("action '" + text + "': a gradient reduction R takes no microbatch (e.g. 1R)");
+    a.microbatch = all_microbatches;
+    return a;
+  }
   if (pos < text.size() && text[pos] == '*') {  // Note [sync-backward]
     if (a.kind != op::backward)
       throw std::invalid_argument("action '" + text + "': only a full backward B runs all microbatches ('*')");

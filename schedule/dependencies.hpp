@@ -24,6 +24,8 @@ struct requirement {
 // B or I of chunk c needs its own F (the stashed activation) and B/I of chunk c+1 (the gradient flows
 // back; the last chunk starts the backward from the loss computed by its own forward).
 // W needs its own I (the output gradient it multiplies with the stashed input).
+// R needs the weight gradient of every microbatch of its chunk (Note [gradient reduction]); it reaches no
+// milestone: nothing waits for it within the step.
 // A whole-batch B (Note [sync-backward]) needs all of these for every microbatch.
 inline std::vector<requirement> requirements_of(const action& a, int total_chunks, int microbatches) {
   std::vector<requirement> needs;
@@ -46,6 +48,9 @@ inline std::vector<requirement> requirements_of(const action& a, int total_chunk
       break;
     case op::backward_weight:
       needs.push_back({milestone::input_grad, a.microbatch, a.chunk});
+      break;
+    case op::reduce_grad:
+      needs.push_back({milestone::weight_grad, a.microbatch, a.chunk});
       break;
   }
   return needs;
@@ -77,6 +82,7 @@ class milestone_times {
         break;
       case op::backward_input: slot({milestone::input_grad, a.microbatch, a.chunk}) = end; break;
       case op::backward_weight: slot({milestone::weight_grad, a.microbatch, a.chunk}) = end; break;
+      case op::reduce_grad: break;
     }
   }
 

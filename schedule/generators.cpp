@@ -166,8 +166,35 @@ schedule make_sync_backward(int stages, int microbatches) {
 bool whole_batch_backward(const schedule& s) {
   for (const auto& row : s.per_stage)
     for (const action& a : row)
-      if (a.microbatch == all_microbatches) return true;
+      if (a.kind == op::backward && a.microbatch == all_microbatches) return true;
   return false;
+}
+
+bool has_gradient_reductions(const schedule& s) {
+  for (const auto& row : s.per_stage)
+    for (const action& a : row)
+      if (is_reduction(a)) return true;
+  return false;
+}
+
+schedule with_gradient_reductions(schedule s) {
+  for (auto& row : s.per_stage) {
+    std::vector<action> out;
+    for (const action& a : row)
+      if (!is_reduction(a)) out.push_back(a);
+    // Backwards to front: the first backward met for a chunk is its last; R goes right after it.
+    std::vector<bool> placed(static_cast<std::size_t>(s.total_chunks()), false);
+    for (std::size_t i = out.size(); i-- > 0;) {
+      const action a = out[i];
+      const bool gradient_final = a.kind == op::backward || a.kind == op::backward_weight;
+      if (!gradient_final || a.chunk < 0 || a.chunk >= s.total_chunks() || placed[static_cast<std::size_t>(a.chunk)])
+        continue;
+      placed[static_cast<std::size_t>(a.chunk)] = true;
+      out.insert(out.begin() + static_cast<long>(i) + 1, action{a.stage, op::reduce_grad, all_microbatches, a.chunk});
+    }
+    row = std::move(out);
+  }
+  return s;
 }
 
 std::vector<std::string> schedule_names() { return {"gpipe", "1f1b", "interleaved", "zb-h1", "sync-backward"}; }

@@ -128,11 +128,14 @@ schedule parse_csv(const std::string& text, const std::string& name) {
     const int step = number(1, "step");
     const std::string& letter = fields[2];
     const std::optional<op> kind = letter.size() == 1 ? op_of_letter(letter[0]) : std::nullopt;
-    if (!kind) throw std::invalid_argument(where + ": op '" + letter + "' is not one of F, B, I, W");
-    // "*": the whole batch (Note [sync-backward]), for a full backward B only.
+    if (!kind) throw std::invalid_argument(where + ": op '" + letter + "' is not one of F, B, I, W, R");
+    // "*": the whole batch (Note [sync-backward]), for a full backward B, and always for R (Note [gradient
+    // reduction]).
     const bool whole_batch = fields[3] == "*";
-    if (whole_batch && *kind != op::backward)
-      throw std::invalid_argument(where + ": microbatch '*' (the whole batch) is for a full backward B only");
+    if (whole_batch && *kind != op::backward && *kind != op::reduce_grad)
+      throw std::invalid_argument(where + ": microbatch '*' (the whole batch) is for a full backward B or R only");
+    if (!whole_batch && *kind == op::reduce_grad)
+      throw std::invalid_argument(where + ": a gradient reduction R is the whole batch's: its microbatch is '*'");
     const action a{stage, *kind, whole_batch ? all_microbatches : number(3, "microbatch"), number(4, "chunk")};
     if (!by_stage[stage].emplace(step, a).second)
       throw std::invalid_argument(where + ": stage " + std::to_string(stage) + " step " + std::to_string(step) +

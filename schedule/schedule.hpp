@@ -10,22 +10,26 @@
 
 namespace ap {
 
-// F: forward; B: full backward; I: input-gradient backward; W: weight-gradient backward (zero bubble).
-enum class op : std::uint8_t { forward, backward, backward_input, backward_weight };
-inline constexpr std::size_t op_count = static_cast<std::size_t>(op::backward_weight) + 1;
+// F: forward; B: full backward; I: input-gradient backward; W: weight-gradient backward (zero bubble);
+// R: the data-parallel reduction of a chunk's gradients (Note [gradient reduction]).
+enum class op : std::uint8_t { forward, backward, backward_input, backward_weight, reduce_grad };
+inline constexpr std::size_t op_count = static_cast<std::size_t>(op::reduce_grad) + 1;
 
 // The one table of op names, in enum order: the letter of the schedule notation ("1F0"), the word of
-// error messages ("backward_input microbatch 3") and the title of the seed's stage log ("Backward-input").
+// error messages ("backward_input microbatch 3"), the title of the seed's stage log ("Backward-input") and
+// the colour of its boxes in the SVG pictures (schedule/svg.cpp, stage/timeline.cpp).
 struct op_name {
   char letter;
   const char* word;
   const char* title;
+  const char* colour;
 };
 inline constexpr std::array<op_name, op_count> op_names = {{
-    {'F', "forward", "Forward"},
-    {'B', "backward", "Backward"},
-    {'I', "backward_input", "Backward-input"},
-    {'W', "backward_weight", "Backward-weight"},
+    {'F', "forward", "Forward", "#6fa8dc"},
+    {'B', "backward", "Backward", "#93c47d"},
+    {'I', "backward_input", "Backward-input", "#b6d7a8"},
+    {'W', "backward_weight", "Backward-weight", "#c27ba0"},
+    {'R', "reduce_grad", "Reduce-gradients", "#e69138"},
 }};
 static_assert(op_names.size() == op_count, "one name per op");
 
@@ -68,7 +72,22 @@ struct schedule {
 inline int stage_of_chunk(int chunk, int stages) { return chunk % stages; }
 inline int local_chunk_index(int chunk, int stages) { return chunk / stages; }
 
-// "1F0": chunk, op letter, microbatch (PyTorch's notation); "1B*" is chunk 1's whole-batch backward.
+// Note [gradient reduction]: with data-parallel replicas, a chunk's gradients are final after the last of
+// its microbatches' backwards (B, or W) on its stage, and must then be summed across the replicas (as
+// PyTorch's REDUCE_GRAD). That is the action R of the chunk ("0R", microbatch all_microbatches: it is the
+// whole batch's), placed by with_gradient_reductions right after that last backward, so the reduction
+// starts at once and overlaps the rest of the stage's backward work. R is asynchronous: it starts a
+// collective on the stage's communication thread and the stage goes on with its next action; the
+// optimizer step waits for it. The validator checks that a schedule has no R, or exactly one per chunk
+// after every backward of the chunk; the simulator runs R on a per-stage communication lane with
+// op_costs::reduce_grad and ends the step when the last R has finished. One replica: R does nothing.
+inline bool is_reduction(const action& a) { return a.kind == op::reduce_grad; }
+
+// F, B and I run on a task that arrives (an activation, a gradient); W and R run on what the stage holds.
+inline bool runs_on_arrival(op k) { return k != op::backward_weight && k != op::reduce_grad; }
+
+// "1F0": chunk, op letter, microbatch (PyTorch's notation); "1B*" is chunk 1's whole-batch backward; "1R"
+// chunk 1's gradient reduction.
 // parse_action throws std::invalid_argument.
 std::string to_string(const action& a);
 action parse_action(const std::string& text, int stage);
@@ -96,6 +115,12 @@ std::vector<std::string> schedule_names();
 // True when the schedule's backwards run on the whole batch: the coordinator then sends one joined gradient.
 bool whole_batch_backward(const schedule& s);
 
+// Note [gradient reduction]: `s` with one R per chunk right after the chunk's last backward on its stage
+// (any R already there are dropped first, so the function is idempotent).
+schedule with_gradient_reductions(schedule s);
+// True when the schedule holds R actions.
+bool has_gradient_reductions(const schedule& s);
+
 // One row per stage, actions separated by spaces: "0F0 0F1 0B0 0B1". parse_grid reads it back
 // (p = number of rows; m and v inferred from the actions).
 std::string to_grid(const schedule& s);
@@ -121,6 +146,7 @@ validation validate_for_run(const schedule& s, int stages, int microbatches, int
 struct op_costs {
   std::vector<double> forward, backward_input, backward_weight;  // backward (B) = I + W
   double transfer = 0.0;  // added to every cross-stage dependency
+  double reduce_grad = 0.0;  // one R (a chunk's all-reduce), on its stage's communication lane
 };
 struct simulation {
   double makespan = 0.0;
@@ -128,7 +154,7 @@ struct simulation {
   double bubble = 0.0;  // makespan / ideal - 1
   std::vector<int> peak_stash;  // per stage: the most forward activations held at once
   struct span { int stage; action a; double start, end; };
-  std::vector<span> spans;  // every action's simulated start and end
+  std::vector<span> spans;  // every action's simulated start and end (R: on the stage's communication lane)
 };
 // Throws std::invalid_argument (with the validator's message) for an invalid schedule.
 simulation simulate(const schedule& s, const op_costs& costs = {});

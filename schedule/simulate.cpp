@@ -25,6 +25,8 @@ std::vector<double> per_stage_costs(const std::vector<double>& given, int stages
 // Every stage runs its list in order; an action starts when its stage is free and everything it needs
 // (Note [dependencies]) has finished, plus `transfer` for each need that ran on another stage.
 // A chunk is 1/v of its stage's layers, so one action of a chunk costs the stage's cost divided by v.
+// An R costs op_costs::reduce_grad on the stage's communication lane, one at a time; the step ends when
+// the last action of any lane has (makespan).
 //
 // Note [stash accounting]
 // peak_stash counts, per stage, the (microbatch, chunk) activations whose F has run and whose backward has
@@ -41,12 +43,13 @@ simulation simulate(const schedule& s, const op_costs& costs) {
   const auto weight = per_stage_costs(costs.backward_weight, p, "backward_weight");
   auto cost_of = [&](const action& a) {
     // A whole-batch B costs all m microbatches' backwards (linear in the rows, as the ideal time assumes).
-    if (a.microbatch == all_microbatches) return m * (input[a.stage] + weight[a.stage]) / v;
+    if (a.microbatch == all_microbatches && !is_reduction(a)) return m * (input[a.stage] + weight[a.stage]) / v;
     switch (a.kind) {
       case op::forward: return forward[a.stage] / v;
       case op::backward: return (input[a.stage] + weight[a.stage]) / v;
       case op::backward_input: return input[a.stage] / v;
       case op::backward_weight: return weight[a.stage] / v;
+      case op::reduce_grad: return costs.reduce_grad;
     }
     return 0.0;
   };
@@ -56,6 +59,7 @@ simulation simulate(const schedule& s, const op_costs& costs) {
   detail::milestone_times done(m, chunks);
   std::vector<std::size_t> next(static_cast<std::size_t>(p), 0);
   std::vector<double> free_at(static_cast<std::size_t>(p), 0.0);
+  std::vector<double> lane_free_at(static_cast<std::size_t>(p), 0.0);  // Note [gradient reduction]: R's lane
   std::size_t remaining = 0;
   for (const auto& row : s.per_stage) remaining += row.size();
   while (remaining > 0) {  // terminates: the validator proved that some head is always ready
@@ -63,7 +67,9 @@ simulation simulate(const schedule& s, const op_costs& costs) {
       const auto& row = s.per_stage[stage];
       while (next[stage] < row.size()) {
         const action& a = row[next[stage]];
-        double start = free_at[stage];
+        // R starts the stage's collective and the stage goes on: it waits for its communication lane, not
+        // for the compute (Note [gradient reduction]).
+        double start = is_reduction(a) ? std::max(free_at[stage], lane_free_at[stage]) : free_at[stage];
         bool ready = true;
         for (const auto& r : detail::requirements_of(a, chunks, m)) {
           if (!done.reached(r)) { ready = false; break; }
@@ -73,7 +79,7 @@ simulation simulate(const schedule& s, const op_costs& costs) {
         if (!ready) break;
         const double end = start + cost_of(a);
         done.finish(a, end);
-        free_at[stage] = end;
+        (is_reduction(a) ? lane_free_at : free_at)[stage] = end;
         spans[stage].push_back({stage, a, start, end});
         sim.makespan = std::max(sim.makespan, end);
         ++next[stage];

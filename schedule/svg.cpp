@@ -12,8 +12,6 @@ constexpr double timeline_width = 960.0;  // pixels for the whole makespan
 constexpr double label_width = 70.0;      // the "stage N" column
 constexpr double row_height = 28.0;
 constexpr double axis_height = 24.0;
-constexpr std::array<const char*, op_count> op_colours = {"#6fa8dc", "#93c47d", "#b6d7a8", "#c27ba0"};  // F B I W
-static_assert(op_colours.size() == op_names.size(), "one colour per op (op_names)");
 
 std::string number(double x) {
   char buf[32];
@@ -42,14 +40,16 @@ std::string to_svg(const schedule& s, const simulation& sim) {
   for (const auto& span : sim.spans) {
     const double x = label_width + span.start * scale;
     const double w = std::max(1.0, (span.end - span.start) * scale);
-    const double y = axis_height + row_height * span.stage + 2.0;
-    const auto k = static_cast<std::size_t>(span.a.kind);
+    // Note [gradient reduction]: R runs on the stage's communication lane, a thin bar under its compute.
+    const bool lane = is_reduction(span.a);
+    const double y = axis_height + row_height * span.stage + (lane ? row_height - 7.0 : 2.0);
+    const double h = lane ? 5.0 : row_height - 4.0;
     const std::string label = to_string(span.a).substr(std::to_string(span.a.chunk).size());  // "F3", "B*"
     out += "<g><title>" + to_string(span.a) + " on stage " + std::to_string(span.stage) + ": " +
            number(span.start) + " .. " + number(span.end) + "</title>";
     out += "<rect x=\"" + number(x) + "\" y=\"" + number(y) + "\" width=\"" + number(w) + "\" height=\"" +
-           number(row_height - 4.0) + "\" fill=\"" + op_colours[k] + "\" stroke=\"#333\" stroke-width=\"0.5\"/>";
-    if (w >= 7.0 * label.size())
+           number(h) + "\" fill=\"" + name_of(span.a.kind).colour + "\" stroke=\"#333\" stroke-width=\"0.5\"/>";
+    if (!lane && w >= 7.0 * label.size())
       out += "<text x=\"" + number(x + w / 2) + "\" y=\"" + number(y + row_height * 0.6) +
              "\" text-anchor=\"middle\">" + label + "</text>";
     out += "</g>\n";
@@ -68,7 +68,7 @@ std::string to_svg(const schedule& s, const simulation& sim) {
   // Legend at the top.
   for (std::size_t k = 0; k < op_count; ++k) {
     const double x = label_width + 60.0 * k;
-    out += "<rect x=\"" + number(x) + "\" y=\"6\" width=\"12\" height=\"12\" fill=\"" + op_colours[k] +
+    out += "<rect x=\"" + number(x) + "\" y=\"6\" width=\"12\" height=\"12\" fill=\"" + op_names[k].colour +
            "\"/><text x=\"" + number(x + 16) + "\" y=\"16\">" + op_names[k].letter + "</text>\n";
   }
   out += "</svg>\n";

@@ -1,4 +1,5 @@
 // The validator: counts, placement, local order and deadlock-freedom, with the grid printed on failure.
+#include <algorithm>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -40,6 +41,7 @@ validation failure(const schedule& s, const std::string& reason, const std::vect
 }
 
 std::string describe(const action& a) {
+  if (is_reduction(a)) return to_string(a) + " (R of chunk " + std::to_string(a.chunk) + "'s gradients)";
   const std::string of = a.microbatch == all_microbatches ? "the whole batch" : "microbatch " + std::to_string(a.microbatch);
   return to_string(a) + " (" + std::string(1, op_letter(a.kind)) + " of " + of + ", chunk " + std::to_string(a.chunk) + ")";
 }
@@ -77,7 +79,7 @@ validation validate(const schedule& s) {
     for (std::size_t i = 0; i < row.size(); ++i) {
       const action& a = row[i];
       const std::vector<mark> here{{stage, static_cast<int>(i)}};
-      const bool whole_batch = a.microbatch == all_microbatches && a.kind == op::backward;
+      const bool whole_batch = a.microbatch == all_microbatches && (a.kind == op::backward || is_reduction(a));
       if (!whole_batch && (a.microbatch < 0 || a.microbatch >= m))
         return failure(s, where(stage, i) + ": " + describe(a) + " has a microbatch out of range 0.." +
                               std::to_string(m - 1), here);
@@ -99,7 +101,7 @@ validation validate(const schedule& s) {
     for (int stage = 0; stage < p; ++stage) {
       const auto& row = s.per_stage[stage];
       for (std::size_t i = 0; i < row.size(); ++i)
-        if (row[i].kind != op::forward && row[i].microbatch != all_microbatches)
+        if (row[i].kind != op::forward && !is_reduction(row[i]) && row[i].microbatch != all_microbatches)
           return failure(s, where(stage, i) + ": " + describe(row[i]) + " is a per-microbatch backward in a schedule "
                                 "with whole-batch backwards (B*): every chunk's backward must then be B* (one "
                                 "gradient for the whole batch travels between the stages)", {{stage, static_cast<int>(i)}});
@@ -107,12 +109,25 @@ validation validate(const schedule& s) {
 
   // 2. Local order and duplicates, walking each stage in its own order.
   std::vector<op_counts> seen(static_cast<std::size_t>(m) * chunks);
+  std::vector<int> reductions(static_cast<std::size_t>(chunks), 0);  // R per chunk (Note [gradient reduction])
   auto seen_of = [&](const action& a) -> op_counts& { return seen[static_cast<std::size_t>(a.microbatch) * chunks + a.chunk]; };
   for (int stage = 0; stage < p; ++stage) {
     const auto& row = s.per_stage[stage];
     for (std::size_t i = 0; i < row.size(); ++i) {
       const action& a = row[i];
       const std::vector<mark> here{{stage, static_cast<int>(i)}};
+      if (is_reduction(a)) {
+        if (reductions[static_cast<std::size_t>(a.chunk)]++ > 0)
+          return failure(s, where(stage, i) + ": " + describe(a) + " is a duplicate: chunk " +
+                                std::to_string(a.chunk) + "'s gradients are already reduced", here);
+        for (int mb = 0; mb < m; ++mb) {
+          const op_counts& one = seen[static_cast<std::size_t>(mb) * chunks + a.chunk];
+          if (one.b + one.w == 0)
+            return failure(s, where(stage, i) + ": " + describe(a) + " runs before the weight gradient (B or W) of "
+                                  "microbatch " + std::to_string(mb) + ": the gradients are not final yet", here);
+        }
+        continue;
+      }
       op_counts scratch;  // a whole-batch B counts into every microbatch's entry instead
       op_counts& c = a.microbatch == all_microbatches ? scratch : seen_of(a);
       const std::string at = where(stage, i) + ": " + describe(a);
@@ -141,6 +156,8 @@ validation validate(const schedule& s) {
           if (c.f == 0) return failure(s, at + " runs before its forward (F before B/I)", here);
           (a.kind == op::backward ? c.b : c.i)++;
           break;
+        case op::reduce_grad:
+          break;  // handled above
         case op::backward_weight:
           if (c.w > 0) return failure(s, at + " is a duplicate: this weight gradient already ran", here);
           if (c.b > 0) return failure(s, at + " mixes a W with a full backward B for the same microbatch", here);
@@ -163,6 +180,14 @@ validation validate(const schedule& s) {
       if (c.b == 0 && c.i == 0) return failure(s, "missing action: the backward (B, or I and W) of " + what, row);
       if (c.i > 0 && c.w == 0) return failure(s, "missing action: the weight gradient W of " + what, row);
     }
+
+  // Note [gradient reduction]: no R at all, or one per chunk.
+  const bool reduced = std::any_of(reductions.begin(), reductions.end(), [](int n) { return n > 0; });
+  for (int chunk = 0; chunk < chunks && reduced; ++chunk)
+    if (reductions[static_cast<std::size_t>(chunk)] == 0)
+      return failure(s, "missing action: the gradient reduction R of chunk " + std::to_string(chunk) + " (stage " +
+                            std::to_string(stage_of_chunk(chunk, p)) + "): a schedule reduces every chunk or none",
+                     {{stage_of_chunk(chunk, p), -1}});
 
   // 4. Deadlock-freedom by symbolic execution (Note [dependencies]): each stage runs its list in order;
   // a head runs as soon as everything it needs has run. If no head can run before the end, it's stuck.

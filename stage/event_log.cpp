@@ -108,7 +108,7 @@ void stage_log_renderer::apply(const stage_event& e) {
     auto it = std::find_if(q.begin(), q.end(), [&](const queued& x) {
       return x.kind == k && x.microbatch == e.microbatch && x.chunk == e.chunk;
     });
-    if (it != q.end() && e.task != op::backward_weight) q.erase(it);
+    if (it != q.end() && runs_on_arrival(e.task)) q.erase(it);
     cur = queued{e.task, e.microbatch, e.chunk};
   } else {
     cur.reset();
@@ -204,7 +204,7 @@ void chrome_trace_writer::add(const stage_event& e) {
   using nlohmann::json;
   if (finished_ || e.stage < 0 || e.stage >= stages_) return;
   const auto s = static_cast<std::size_t>(e.stage);
-  if (e.kind == event_kind::arrive || (e.kind == event_kind::start && e.task != op::backward_weight)) {
+  if (e.kind == event_kind::arrive || (e.kind == event_kind::start && runs_on_arrival(e.task))) {
     queue_length_[s] += e.kind == event_kind::arrive ? 1 : -1;
     put(json{{"ph", "C"}, {"name", "queue stage " + std::to_string(s)}, {"pid", 0}, {"ts", e.time_us},
              {"args", {{"length", queue_length_[s]}}}}.dump());
@@ -212,7 +212,7 @@ void chrome_trace_writer::add(const stage_event& e) {
   if (e.kind == event_kind::start) open_[s] = e;
   if (e.kind == event_kind::finish && open_[s]) {
     const stage_event& b = *open_[s];
-    const std::string name = std::to_string(b.chunk) + op_letter(b.task) + std::to_string(b.microbatch);
+    const std::string name = to_string(action{b.stage, b.task, b.microbatch, b.chunk});
     put(json{{"ph", "X"}, {"name", name}, {"cat", name_of(b.task).title}, {"pid", 0}, {"tid", e.stage},
              {"ts", b.time_us}, {"dur", e.time_us - b.time_us},
              {"args", {{"step", b.step}, {"microbatch", b.microbatch}, {"chunk", b.chunk}}}}.dump());

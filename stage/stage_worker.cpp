@@ -145,6 +145,10 @@ std::vector<parameter> stage_worker::parameters() {
   return all;
 }
 
+std::vector<parameter> stage_worker::chunk_parameters(int chunk) {
+  return chunk_model(chunk, "reduce_grad", all_microbatches).parameters();
+}
+
 void stage_worker::apply_optimizer() {
   optimizer_->step(parameters());
   for (auto& s : slices_) s.zero_grad();

@@ -47,6 +47,7 @@ class stage_worker {
   void reset_peak() { peak_ = stashed(), peak_bytes_ = stashed_bytes(); }
 
   std::vector<parameter> parameters();
+  std::vector<parameter> chunk_parameters(int chunk);  // the parameters of one chunk this stage holds
   // "stage 1 (chunk 1: Linear(512->256) ReLU)": names the place in error messages.
   std::string where(int chunk) const;
 

@@ -15,7 +15,7 @@ void task_queue::put(backward_task&& t) {
 }
 
 std::optional<task_queue::key> task_queue::needed_by(const action& a, int step) {
-  if (a.kind == op::backward_weight) return std::nullopt;
+  if (!runs_on_arrival(a.kind)) return std::nullopt;
   return key{step, a.kind == op::forward, a.microbatch, a.chunk};
 }
 

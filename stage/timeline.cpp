@@ -46,8 +46,6 @@ std::string number(double x) {
   return s;
 }
 
-constexpr std::array<const char*, op_count> op_colours = {"#6fa8dc", "#93c47d", "#b6d7a8", "#c27ba0"};  // as svg.cpp
-static_assert(op_colours.size() == op_names.size(), "one colour per op (op_names)");
 
 }  // namespace
 
@@ -106,6 +104,7 @@ op_costs measured_costs(const measured_step& m, const schedule& plan) {
         break;
       case op::backward_input: sum_i[k] += d, ++n_i[k]; break;
       case op::backward_weight: sum_w[k] += d, ++n_w[k]; break;
+      case op::reduce_grad: break;  // starts a collective and returns: its cost is not the stage's
     }
   }
   const auto mean = [](double sum, int n) { return n > 0 ? sum / n : 0.0; };
@@ -139,10 +138,10 @@ std::string timeline_svg(const schedule& plan, const measured_step& measured, co
   out += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   for (std::size_t k = 0; k < op_count; ++k)
     out += "<rect x=\"" + number(label_width + 60.0 * k) + "\" y=\"6\" width=\"12\" height=\"12\" fill=\"" +
-           op_colours[k] + "\"/><text x=\"" + number(label_width + 60.0 * k + 16) + "\" y=\"16\">" +
+           op_names[k].colour + "\"/><text x=\"" + number(label_width + 60.0 * k + 16) + "\" y=\"16\">" +
            op_names[k].letter + "</text>\n";
-  out += "<line x1=\"" + number(label_width + 250) + "\" y1=\"12\" x2=\"" + number(label_width + 270) +
-         "\" y2=\"12\" stroke=\"#cc0000\" stroke-width=\"2\"/><text x=\"" + number(label_width + 274) +
+  out += "<line x1=\"" + number(label_width + 310) + "\" y1=\"12\" x2=\"" + number(label_width + 330) +
+         "\" y2=\"12\" stroke=\"#cc0000\" stroke-width=\"2\"/><text x=\"" + number(label_width + 334) +
          "\" y=\"16\">transfer (sent .. arrived)</text>\n";
   const auto draw = [&](double top, const std::string& title, const std::vector<simulation::span>& spans,
                         const std::vector<measured_step::transfer>* transfers) {
@@ -152,14 +151,14 @@ std::string timeline_svg(const schedule& plan, const measured_step& measured, co
              std::to_string(s) + "</text>\n";
     for (const auto& span : spans) {
       const double x = label_width + span.start * scale, w = std::max(1.0, (span.end - span.start) * scale);
-      const double y = top + header + row_height * span.stage + 2.0;
-      const auto k = static_cast<std::size_t>(span.a.kind);
+      const bool lane = is_reduction(span.a);  // Note [gradient reduction]: a thin bar under the compute
+      const double y = top + header + row_height * span.stage + (lane ? row_height - 11.0 : 2.0);
       const std::string label = to_string(span.a).substr(std::to_string(span.a.chunk).size());
       out += "<g><title>" + to_string(span.a) + " on stage " + std::to_string(span.stage) + ": " +
              number(span.start * 1e3) + " .. " + number(span.end * 1e3) + " ms</title><rect x=\"" + number(x) +
-             "\" y=\"" + number(y) + "\" width=\"" + number(w) + "\" height=\"" + number(row_height - 8.0) +
-             "\" fill=\"" + op_colours[k] + "\" stroke=\"#333\" stroke-width=\"0.5\"/>";
-      if (w >= 7.0 * label.size())
+             "\" y=\"" + number(y) + "\" width=\"" + number(w) + "\" height=\"" + number(lane ? 4.0 : row_height - 8.0) +
+             "\" fill=\"" + name_of(span.a.kind).colour + "\" stroke=\"#333\" stroke-width=\"0.5\"/>";
+      if (!lane && w >= 7.0 * label.size())
         out += "<text x=\"" + number(x + w / 2) + "\" y=\"" + number(y + row_height * 0.5) +
                "\" text-anchor=\"middle\">" + label + "</text>";
       out += "</g>\n";

@@ -35,6 +35,22 @@ inline sequential residual_block_model(std::uint64_t seed = 7) {
   return m;
 }
 
+// Linear layers that pair up (Note [Megatron pairing]) within a 2-stage split {4, 7}: 12 -> 16 -> 24 -> 16 ->
+// 32 -> 16 -> 4, every width divisible by 2 and 4 (tensor-parallel tests).
+inline sequential linear_pairs_model(std::uint64_t seed = 7) {
+  sequential m = sequential::from_layer_specs({"linear:12:16", "relu", "linear:16:24", "gelu", "linear:24:16", "tanh",
+                                               "linear:16:32", "relu", "linear:32:16", "relu", "linear:16:4"});
+  m.initialize(seed);
+  return m;
+}
+
+inline optimizer_config adam_optimizer(float lr = 1e-2f) {
+  optimizer_config o;
+  o.kind = "adam";
+  o.lr = lr;
+  return o;
+}
+
 inline dataset small_blobs(std::size_t samples = 48) { return make_blobs(samples, 12, 4, 3); }
 
 inline std::map<std::string, tensor> parameter_values(sequential& m) {

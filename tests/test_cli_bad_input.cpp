@@ -177,3 +177,16 @@ TEST_CASE("train --schedule-file: an invalid or mis-sized schedule is refused be
   CHECK(ok.wait_exit(20s) == 1);
   CHECK(test::contains(ok.stderr_text(), no_data));
 }
+
+TEST_CASE("`schedule --reduce --reduce-cost` adds the gradient reductions and simulates them on the lanes") {
+  test::child_process p({actorpipe, "schedule", "--schedule", "1f1b", "--stages", "2", "--microbatches", "4",
+                         "--reduce", "--reduce-cost", "0.5"});
+  std::string out;
+  for (std::string line; !(line = p.read_line(30s)).empty();) out += line + "\n";
+  INFO(out);
+  CHECK(p.wait_exit(30s) == 0);
+  CHECK(test::contains(out, "0B3 0R\n"));
+  CHECK(test::contains(out, "1B3 1R\n"));
+  CHECK(test::contains(out, "makespan 15.5,"));  // 1F1B's 15 plus stage 0's last R, which nothing hides
+  check_refused({"schedule", "--reduce-cost", "-1"}, {"--reduce-cost"});
+}

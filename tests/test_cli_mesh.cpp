@@ -59,14 +59,30 @@ TEST_CASE("train on a 2 x 2 mesh with clipping gives the single process's loss")
   CHECK(mesh["test_accuracy"].get<double>() == doctest::Approx(single["test_accuracy"].get<double>()).epsilon(1e-4));
 }
 
+TEST_CASE("train on a D = 2 x P = 2 x T = 2 mesh with clipping gives the single process's loss") {
+  const auto single = train({"--clip-grad-norm", "0.5"});
+  std::vector<std::string> args = {actorpipe, "train", "--model", "784-64-32-10", "--train-limit", "512",
+                                   "--batch-size", "64", "--max-steps", "6", "--stages", "2", "--microbatches", "2",
+                                   "--layers-per-chunk", "3,2", "--data-parallel", "2", "--tensor-parallel", "2",
+                                   "--clip-grad-norm", "0.5"};
+  test::child_process p(args);
+  const std::string line = p.read_line(120s);
+  INFO(p.stderr_text());
+  REQUIRE(p.wait_exit(30s) == 0);
+  const auto mesh = nlohmann::json::parse(line);
+  CHECK(test::contains(p.stderr_text(), "mesh: 2 data-parallel replicas x 2 stages x 2 tensor-parallel ranks = 8 "
+                                        "compute threads, all in this process"));
+  CHECK(mesh["data_parallel"] == 2);
+  CHECK(mesh["tensor_parallel"] == 2);
+  CHECK(mesh["stages"] == 2);
+  CHECK(mesh["last_epoch_mean_loss"].get<double>() == doctest::Approx(single["last_epoch_mean_loss"].get<double>()).epsilon(1e-5));
+  CHECK(mesh["test_accuracy"].get<double>() == doctest::Approx(single["test_accuracy"].get<double>()).epsilon(1e-4));
+}
+
 TEST_CASE("bad meshes are refused before any data is read, naming the flag or the layer") {
   CHECK(test::contains(refusal({"--tensor-parallel", "3"}),
                        "ColumnParallelLinear(784->512) cannot split its 512 output columns over 3 tensor-parallel ranks"));
   CHECK(test::contains(refusal({"--data-parallel", "0"}), "--data-parallel: 0 is not a whole number from 1 to 256"));
-  CHECK(test::contains(refusal({"--data-parallel", "2", "--stages", "2"}),
-                       "--data-parallel runs without --stages: it does not yet combine with a pipeline"));
-  CHECK(test::contains(refusal({"--clip-grad-norm", "1", "--stages", "2"}),
-                       "--clip-grad-norm runs without --stages"));
   CHECK(test::contains(refusal({"--data-parallel", "2", "--threads", "2"}), "--threads is for the single process"));
   CHECK(test::contains(refusal({"--model", "784-10", "--tensor-parallel", "2"}), "has no Linear pair to split"));
 }

@@ -12,8 +12,10 @@
 #include "collective/local_group.hpp"
 #include "collective/ring_group.hpp"
 #include "collective/shard.hpp"
+#include "network/guarded_transport.hpp"
 #include "network/message_types.hpp"
 #include "node_process.hpp"  // test certificates
+#include "test_support.hpp"
 
 using namespace ap;
 using namespace std::chrono_literals;
@@ -27,10 +29,11 @@ caf::actor_system_config& network_config(caf::actor_system_config& config) {
   return config;
 }
 
-// One "process": an actor system and its rank of the group.
+// One "process": an actor system, optionally its guarded transport (Note [ring security]), and its rank.
 struct rank_process {
   caf::actor_system_config config;
   caf::actor_system system{network_config(config)};
+  std::unique_ptr<guarded_transport> transport;
   std::unique_ptr<ring_group> group;
 };
 
@@ -274,4 +277,58 @@ TEST_CASE("a peer without the cluster's certificate cannot join a TLS ring: both
       CHECK(contains(errors[1], "this rank's transport dropped a connection from 127.0.0.1:"));
     }
   }
+}
+
+TEST_CASE("ring groups over mutual TLS: the same bits as in one process; a peer of another CA cannot join") {
+  // Note [ring security]: each process runs the guarded transport, as nodes do.
+  const auto tls_rank = [](const transport_security& security, int rank, int size, std::chrono::milliseconds timeout) {
+    auto p = std::make_unique<rank_process>();
+    p->transport = std::make_unique<guarded_transport>(p->system, security, transport_options{});
+    p->group = std::make_unique<ring_group>(p->system, "tls ring", rank, size, node_address{"127.0.0.1", 0}, timeout, 64);
+    return p;
+  };
+  {
+    std::vector<std::unique_ptr<rank_process>> ranks;
+    for (int r = 0; r < 3; ++r) ranks.push_back(tls_rank(test::tls_security(r == 0 ? "coordinator" : "node"), r, 3, 20s));
+    std::vector<node_address> addresses;
+    for (auto& r : ranks) addresses.push_back({"127.0.0.1", r->group->port()});
+    std::vector<std::thread> threads;
+    std::vector<std::string> errors(3);
+    for (std::size_t r = 0; r < 3; ++r)
+      threads.emplace_back([&, r] {
+        try {
+          ranks[r]->group->connect(addresses);
+        } catch (const std::exception& e) {
+          errors[r] = e.what();
+        }
+      });
+    for (auto& t : threads) t.join();
+    for (auto& e : errors) REQUIRE_MESSAGE(e.empty(), e);
+    std::vector<tensor> sums(3);
+    on_every_rank(ranks, [&](process_group& g) {
+      tensor t = input(g.rank(), 40);
+      g.all_reduce(t).wait();
+      sums[static_cast<std::size_t>(g.rank())] = t;
+    });
+    tensor expected = input(0, 40);
+    for (int r = 1; r < 3; ++r)
+      for (std::size_t i = 0; i < expected.size(); ++i) expected.data()[i] += input(r, 40).data()[i];
+    for (const tensor& s : sums) CHECK(test::check_close(s, expected, 1e-6, 1e-6, "TLS all-reduce"));
+  }
+  // Rank 1 holds a certificate of another CA: rank 0 cannot reach it, and says whom, within the timeout.
+  auto good = tls_rank(test::tls_security("coordinator"), 0, 2, 3s);
+  auto rogue = tls_rank(test::tls_security("node", "rogue"), 1, 2, 3s);
+  const std::vector<node_address> addresses{{"127.0.0.1", good->group->port()}, {"127.0.0.1", rogue->group->port()}};
+  std::string failure;
+  std::thread other([&] {
+    try {
+      rogue->group->connect(addresses);
+    } catch (const std::exception&) {
+    }
+  });
+  const double took = test::seconds_of([&] { failure = test::error_of([&] { good->group->connect(addresses); }); });
+  other.join();
+  INFO(failure);
+  CHECK(test::contains(failure, "rank 1 at 127.0.0.1:" + std::to_string(rogue->group->port())));
+  CHECK(took < test::scaled(10.0));
 }

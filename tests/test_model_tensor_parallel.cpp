@@ -1,6 +1,7 @@
-// Tensor-parallel Linear layers (model/parallel_linear.hpp): the Megatron MLP split over T ranks (threads
-// of one local_group) gives the unsplit MLP's output, dx and gradient slices, with exactly one all-reduce
-// forward and one backward; unsplit they are Linear, bit for bit.
+// Tensor-parallel layers (model/parallel_linear.hpp, model/parallel_attention.hpp): the Megatron MLP, attention
+// with its heads split, and a whole GPT block over T ranks (threads of one local_group) give the unsplit
+// model's output, dx and gradient slices, with exactly one all-reduce forward and one backward per MLP pair
+// or attention (two each way per block); unsplit they are Linear and attention, bit for bit.
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -9,7 +10,10 @@
 #include "collective/local_group.hpp"
 #include "collective/shard.hpp"
 #include "gradient_check.hpp"
+#include "model/attention.hpp"
+#include "model/gpt_spec.hpp"
 #include "model/linear.hpp"
+#include "model/parallel_attention.hpp"
 #include "model/parallel_linear.hpp"
 #include "model/sequential.hpp"
 #include "model/tensor_parallel.hpp"
@@ -56,42 +60,69 @@ tensor column_slice(const tensor& m, std::size_t first, std::size_t last) {
 
 struct rank_result {
   tensor y, dx;
-  std::vector<tensor> grads;  // weight, bias of the column layer, then of the row layer
+  std::vector<tensor> grads;           // every parameter's gradient, in parameters() order
+  std::vector<tensor> values;          // every parameter's value, the same order
+  std::vector<shard_layout> layouts;   // how each is cut (axis -1: whole on every rank)
+  int forward_all_reduces = 0, backward_all_reduces = 0;  // this rank's
 };
 
 // One forward and backward of `model`, layer by layer: its output, its input gradient and every gradient.
-rank_result forward_backward(sequential& model, const tensor& x, const tensor& dy) {
+// With `split_iw`, every layer's backward_input runs first (top down), then every backward_weight (Note
+// [backward split]), as a zero-bubble schedule runs them. `all_reduces` counts this rank's (null: none).
+rank_result forward_backward(sequential& model, const tensor& x, const tensor& dy, bool split_iw = false,
+                             const std::atomic<int>* all_reduces = nullptr) {
+  const auto count = [&] { return all_reduces ? all_reduces->load() : 0; };
   std::vector<layer_cache> caches(model.size());
   rank_result out;
+  const int before = count();
   out.y = x;
   for (std::size_t i = 0; i < model.size(); ++i) out.y = model.at(i).forward(out.y, caches[i], {});
+  out.forward_all_reduces = count() - before;
+  std::vector<tensor> dys(model.size());  // each layer's dy, for the later backward_weight
   out.dx = dy;
   for (std::size_t i = model.size(); i-- > 0;) {
     tensor below;
-    model.at(i).backward(out.dx, caches[i], &below);
+    if (split_iw) {
+      dys[i] = out.dx;
+      model.at(i).backward_input(out.dx, caches[i], &below);
+    } else {
+      model.at(i).backward(out.dx, caches[i], &below);
+    }
     out.dx = std::move(below);
   }
+  if (split_iw)
+    for (std::size_t i = 0; i < model.size(); ++i) model.at(i).backward_weight(dys[i], caches[i]);
+  out.backward_all_reduces = count() - before - out.forward_all_reduces;
+  const auto layouts = sharded_layouts(model);
   for (std::size_t i = 0; i < model.size(); ++i)
-    for (parameter& p : model.at(i).parameters("")) out.grads.push_back(*p.grad);
+    for (parameter& p : model.at(i).parameters("")) {
+      out.grads.push_back(*p.grad);
+      out.values.push_back(*p.value);
+      const auto it = layouts.find(p.value);
+      out.layouts.push_back(it == layouts.end() ? shard_layout{-1} : it->second);
+    }
   return out;
 }
 
-// Forward and backward of the MLP `specs` split over `ranks` threads.
+// Forward and backward of the model `specs` split over `ranks` threads, each rank counting its own
+// all-reduces (one counter per rank: the ranks run at once).
 std::vector<rank_result> run_split(const std::vector<std::string>& specs, int ranks, const tensor& x,
-                                   const tensor& dy, std::atomic<int>& all_reduces) {
+                                   const tensor& dy, bool split_iw = false) {
   local_group group("tp", ranks);
   std::vector<rank_result> results(static_cast<std::size_t>(ranks));
+  std::vector<std::atomic<int>> counters(static_cast<std::size_t>(ranks));
   std::vector<std::thread> threads;
   std::vector<std::string> errors(static_cast<std::size_t>(ranks));
   for (int r = 0; r < ranks; ++r)
     threads.emplace_back([&, r] {
+      const auto i = static_cast<std::size_t>(r);
       try {
         sequential model = sequential::from_layer_specs(specs);
-        join_tensor_parallel(model, std::make_shared<counting_group>(group.member(r), all_reduces));
+        join_tensor_parallel(model, std::make_shared<counting_group>(group.member(r), counters[i]));
         model.initialize(7);  // after joining: each rank's slice of the unsplit initialisation
-        results[static_cast<std::size_t>(r)] = forward_backward(model, x, dy);
+        results[i] = forward_backward(model, x, dy, split_iw, &counters[i]);
       } catch (const std::exception& e) {
-        errors[static_cast<std::size_t>(r)] = e.what();
+        errors[i] = e.what();
       }
     });
   for (auto& t : threads) t.join();
@@ -103,6 +134,33 @@ rank_result run_whole(const std::vector<std::string>& specs, const tensor& x, co
   sequential model = sequential::from_layer_specs(specs);
   model.initialize(7);
   return forward_backward(model, x, dy);
+}
+
+// The split run equals the whole one: every rank's output and dx, and every parameter value (exactly: the
+// shards are slices of the unsplit initialisation) and gradient, gathered from the ranks' shards.
+void check_split_equals_whole(const std::vector<rank_result>& got, const rank_result& expected) {
+  for (std::size_t r = 0; r < got.size(); ++r) {
+    CAPTURE(r);
+    CHECK(got[r].y.shape() == expected.y.shape());
+    CHECK(check_close(got[r].y, expected.y, 1e-5, 1e-5, "y"));
+    CHECK(check_close(got[r].dx, expected.dx, 1e-5, 1e-5, "dx"));
+  }
+  REQUIRE(got[0].grads.size() == expected.grads.size());
+  for (std::size_t k = 0; k < expected.grads.size(); ++k) {
+    CAPTURE(k);
+    const shard_layout layout = got[0].layouts[k];
+    std::vector<const tensor*> values, grads;
+    for (const rank_result& g : got) values.push_back(&g.values[k]), grads.push_back(&g.grads[k]);
+    if (layout.axis < 0) {  // whole on every rank
+      for (const rank_result& g : got) {
+        CHECK(check_close(g.values[k], expected.values[k], 0.0, 0.0, "whole value"));
+        CHECK(check_close(g.grads[k], expected.grads[k], 1e-5, 1e-5, "whole gradient"));
+      }
+      continue;
+    }
+    CHECK(check_close(gather_pieces(values, layout), expected.values[k], 0.0, 0.0, "gathered value"));
+    CHECK(check_close(gather_pieces(grads, layout), expected.grads[k], 1e-5, 1e-5, "gathered gradient"));
+  }
 }
 
 }  // namespace
@@ -131,11 +189,11 @@ TEST_CASE("the Megatron MLP (column -> GELU -> row) over T ranks equals the unsp
   const rank_result expected = run_whole(whole, x, dy);
   for (int ranks : {1, 2, 4}) {
     CAPTURE(ranks);
-    std::atomic<int> all_reduces{0};
-    const auto got = run_split(split, ranks, x, dy, all_reduces);
-    CHECK(all_reduces == 2 * ranks);  // per rank: the row layer's forward, the column layer's backward
+    const auto got = run_split(split, ranks, x, dy);
     for (int r = 0; r < ranks; ++r) {
       const rank_result& g = got[static_cast<std::size_t>(r)];
+      CHECK(g.forward_all_reduces == 1);   // the row layer's partial outputs
+      CHECK(g.backward_all_reduces == 1);  // the column layer's partial dx
       CHECK(g.y.shape() == expected.y.shape());
       CHECK(check_close(g.y, expected.y, 1e-5, 1e-5, "y"));
       CHECK(check_close(g.dx, expected.dx, 1e-5, 1e-5, "dx"));
@@ -167,4 +225,142 @@ TEST_CASE("a width the group does not divide, or joining twice, is refused namin
   CHECK_THROWS_WITH_AS(row->forward(random_tensor({2, 16}, 1), cache, {}),
                        "RowParallelLinear(16->8) rank 1 of 2 takes 8 features (its shard of 16), got input of shape (2, 16)",
                        std::invalid_argument);
+}
+
+TEST_CASE("unsplit, head-parallel attention is attention bit for bit (same initialisation, names, gradients)") {
+  const tensor x = random_tensor({2, 8, 16}, 1), dy = random_tensor({2, 8, 16}, 2);  // (batch, sequence, dim)
+  auto parallel = make_layer("head_parallel_attention:16:4");
+  causal_self_attention plain(16, 4);
+  parallel->initialize(3);
+  plain.initialize(3);
+  layer_cache c1, c2;
+  const tensor y1 = parallel->forward(x, c1, {}), y2 = plain.forward(x, c2, {});
+  CHECK(std::vector<float>(y1.begin(), y1.end()) == std::vector<float>(y2.begin(), y2.end()));
+  const tensor dx1 = parallel->backward(dy, c1), dx2 = plain.backward(dy, c2);
+  CHECK(std::vector<float>(dx1.begin(), dx1.end()) == std::vector<float>(dx2.begin(), dx2.end()));
+  const auto p1 = parallel->parameters("0."), p2 = plain.parameters("0.");
+  REQUIRE(p1.size() == p2.size());
+  for (std::size_t k = 0; k < p1.size(); ++k) {
+    CHECK(p1[k].name == p2[k].name);
+    CHECK(check_close(*p1[k].value, *p2[k].value, 0.0, 0.0, p1[k].name));
+    CHECK(check_close(*p1[k].grad, *p2[k].grad, 0.0, 0.0, p1[k].name + " grad"));
+  }
+  CHECK(parallel->spec() == "head_parallel_attention:16:4");
+  check_layer_gradients(*parallel, random_tensor({1, 4, 16}, 4, 0.5f), {});
+}
+
+TEST_CASE("attention with its heads split over T ranks equals the unsplit layer, one all-reduce each way, I/W split too") {
+  const tensor x = random_tensor({2, 8, 16}, 21), dy = random_tensor({2, 8, 16}, 22);
+  const rank_result expected = run_whole({"attention:16:4"}, x, dy);
+  for (int ranks : {1, 2, 4})
+    for (bool split_iw : {false, true}) {
+      CAPTURE(ranks);
+      CAPTURE(split_iw);
+      const auto got = run_split({"head_parallel_attention:16:4"}, ranks, x, dy, split_iw);
+      for (const rank_result& g : got) {
+        CHECK(g.forward_all_reduces == 1);   // the output projection's partial products
+        CHECK(g.backward_all_reduces == 1);  // the QKV projection's partial dx
+      }
+      check_split_equals_whole(got, expected);
+    }
+}
+
+TEST_CASE("a GPT block over T ranks equals the unsplit block with exactly 2 all-reduces forward and 2 backward") {
+  const std::vector<std::string> whole = {gpt_block_spec(16, 4)};
+  const std::vector<std::string> split = tensor_parallel_specs(whole);
+  CHECK(split == std::vector<std::string>{"block[residual[layernorm:16,head_parallel_attention:16:4],residual["
+                                          "layernorm:16,column_linear:16:64,gelu,row_linear:64:16]]"});
+  const tensor x = random_tensor({2, 8, 16}, 31), dy = random_tensor({2, 8, 16}, 32);
+  const rank_result expected = run_whole(whole, x, dy);
+  for (int ranks : {2, 4})
+    for (bool split_iw : {false, true}) {
+      CAPTURE(ranks);
+      CAPTURE(split_iw);
+      const auto got = run_split(split, ranks, x, dy, split_iw);
+      for (const rank_result& g : got) {
+        CHECK(g.forward_all_reduces == 2);   // attention's output projection, the MLP's row layer
+        CHECK(g.backward_all_reduces == 2);  // attention's QKV dx, the MLP's column layer's dx
+      }
+      check_split_equals_whole(got, expected);
+    }
+}
+
+TEST_CASE("the fused QKV weight is cut per head in q, k and v alike, and gathers back to the unsplit tensor") {
+  causal_self_attention whole(16, 4);  // head width 4: q at columns 0-15, k at 16-31, v at 32-47
+  whole.initialize(5);
+  const tensor& w = *whole.parameters("").at(0).value;  // (16, 48)
+  const tensor& b = *whole.parameters("").at(1).value;  // (48)
+  for (std::size_t ranks : {2u, 4u}) {
+    CAPTURE(ranks);
+    local_group group("tp", static_cast<int>(ranks));
+    std::vector<head_parallel_attention> shards(ranks, head_parallel_attention(16, 4));
+    std::vector<const tensor*> weights, biases;
+    for (std::size_t r = 0; r < ranks; ++r) {
+      shards[r].join_group(group.member(static_cast<int>(r)));
+      shards[r].initialize(5);
+      const auto values = shards[r].sharded_values();
+      REQUIRE(values.size() == 3);  // qkv weight and bias, proj weight (its bias is whole)
+      CHECK(values[0].layout == shard_layout{1, 3});
+      CHECK(values[1].layout == shard_layout{0, 3});
+      CHECK(values[2].layout == shard_layout{0, 1});
+      weights.push_back(values[0].value);
+      biases.push_back(values[1].value);
+      CHECK(check_close(*values[0].value, piece_along(w, values[0].layout, r, ranks), 0.0, 0.0, "piece of qkv.weight"));
+      CHECK(check_close(*values[1].value, piece_along(b, values[1].layout, r, ranks), 0.0, 0.0, "piece of qkv.bias"));
+    }
+    // Rank 1's first column is q of its first head, its first k column is k of the same head.
+    const std::size_t width = 16 / ranks, first = width;  // rank 1's heads start at column `width` of q
+    const tensor& piece = *weights[1];
+    REQUIRE(piece.shape() == shape_t{16, 3 * width});
+    for (std::size_t i = 0; i < 16; ++i) {
+      CHECK(piece.data()[i * 3 * width] == w.data()[i * 48 + first]);
+      CHECK(piece.data()[i * 3 * width + width] == w.data()[i * 48 + 16 + first]);
+      CHECK(piece.data()[i * 3 * width + 2 * width] == w.data()[i * 48 + 32 + first]);
+    }
+    CHECK(check_close(gather_pieces(weights, {1, 3}), w, 0.0, 0.0, "gathered qkv.weight"));
+    CHECK(check_close(gather_pieces(biases, {0, 3}), b, 0.0, 0.0, "gathered qkv.bias"));
+    const std::vector<const tensor*> missing(weights.begin(), weights.end() - 1);
+    tensor target = w;
+    CHECK_THROWS_AS(gather_along(missing, {1, 3}, target), std::invalid_argument);
+  }
+}
+
+TEST_CASE("attention refuses a T that does not divide its heads, naming the layer, the heads and T") {
+  local_group group("tp stage 0", 3);
+  auto attention = make_layer("head_parallel_attention:12:4");  // 3 divides dim 12, not the 4 heads
+  auto* p = dynamic_cast<tensor_parallel_layer*>(attention.get());
+  REQUIRE(p);
+  CHECK_THROWS_WITH_AS(p->join_group(group.member(0)),
+                       "HeadParallelAttention(12, 4 heads) cannot split its 4 heads over 3 tensor-parallel ranks "
+                       "of group 'tp stage 0': 3 does not divide 4",
+                       std::invalid_argument);
+  CHECK(attention->describe() == "HeadParallelAttention(12, 4 heads)");  // unchanged: nothing was cut
+  local_group pair("tp", 2);
+  p->join_group(pair.member(1));
+  CHECK(attention->describe() == "HeadParallelAttention(12, 4 heads) rank 1 of 2");
+  sequential model = sequential::from_layer_specs({"head_parallel_attention:16:4"});
+  local_group two("tp", 2);
+  join_tensor_parallel(model, two.member(0));
+  CHECK(sharded_layouts_by_name(model).at("0.qkv.weight") == shard_layout{1, 3});
+  CHECK(sharded_layout_of("0.qkv.bias.m", sharded_layouts_by_name(model)) == shard_layout{0, 3});
+  CHECK(sharded_layout_of("0.proj.bias", sharded_layouts_by_name(model)).axis == -1);
+}
+
+TEST_CASE("tensor_parallel_specs splits attention and MLP pairs inside blocks, on any slice of a model") {
+  const auto gpt = gpt_layer_specs(gpt_config{2, 16, 4, 8, 256});
+  const auto split = tensor_parallel_specs(gpt);
+  REQUIRE(split.size() == gpt.size());
+  const std::string block = "block[residual[layernorm:16,head_parallel_attention:16:4],residual[layernorm:16,"
+                            "column_linear:16:64,gelu,row_linear:64:16]]";
+  CHECK(split == std::vector<std::string>{"embedding:256:16", "position:8:16", block, block, "layernorm:16",
+                                          "linear:16:256"});  // embeddings, final LayerNorm and LM head whole
+  const std::vector<std::string> chunk(gpt.begin() + 3, gpt.end());  // a pipeline chunk: block 1 and the head
+  CHECK(tensor_parallel_specs(chunk) == std::vector<std::string>(split.begin() + 3, split.end()));
+  // Plain MLPs pair as before; a pair never spans a composite's edge or a dropout.
+  const std::vector<std::string> mlp = {"linear:8:16", "relu", "linear:16:8", "linear:8:4"};
+  CHECK(tensor_parallel_specs(mlp) == megatron_mlp_specs(mlp));
+  CHECK(tensor_parallel_specs({"residual[linear:8:16,dropout:0.1:3,linear:16:8]", "linear:8:8"}) ==
+        std::vector<std::string>{"residual[linear:8:16,dropout:0.1:3,linear:16:8]", "linear:8:8"});
+  CHECK(tensor_parallel_specs({"residual[linear:8:16,tanh,linear:16:8]", "attention:8:2"}) ==
+        std::vector<std::string>{"residual[column_linear:8:16,tanh,row_linear:16:8]", "head_parallel_attention:8:2"});
 }

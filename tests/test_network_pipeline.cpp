@@ -126,6 +126,33 @@ TEST_CASE("2 and 4 nodes train to the same parameters as one process, for GPipe 
   for (auto& n : nodes) CHECK(n->process().running());  // every pipeline came and went; the nodes live on
 }
 
+TEST_CASE("2 nodes x 2 tensor-parallel ranks (threads on each node), with clipping, equal one process") {
+  // Note [tensor-parallel stage]: the stage_spec carries T; each node runs its stage's ranks as threads.
+  const dataset d = test::small_blobs(32);
+  std::vector<std::unique_ptr<test::node_process>> nodes;
+  for (int i = 0; i < 2; ++i) nodes.push_back(std::make_unique<test::node_process>(actorpipe));
+  pipeline_options o;
+  o.security = test::tls_security();
+  o.stages = 2;
+  o.microbatches = 4;
+  o.schedule = "zb-h1";
+  o.optimizer.kind = "adam";
+  o.optimizer.lr = 0.01f;
+  o.tensor_parallel = 2;
+  o.clip_grad_norm = 0.1f;
+  o.layers_per_chunk = {4, 7};
+  for (auto& n : nodes) o.nodes.push_back(n->address());
+  sequential reference = test::linear_pairs_model();
+  local_runner local(reference, o.optimizer, "cross_entropy", o.clip_grad_norm);
+  pipeline pipe(test::linear_pairs_model(), o);
+  for (int s = 0; s < 3; ++s) {
+    const float expected = local.train_step(d.inputs, d.labels, static_cast<std::uint64_t>(s));
+    CHECK(pipe.train_step(d.inputs, d.labels, static_cast<std::uint64_t>(s)) == doctest::Approx(expected).epsilon(1e-5));
+  }
+  sequential gathered = pipe.gather_model();
+  test::check_same_parameters(gathered, reference, 1e-5f, "2 nodes x TP 2");
+}
+
 TEST_CASE("a node killed mid-step fails the step within seconds, naming the stage and host:port") {
   const dataset d = test::small_blobs(16);
   const sequential model = slow_model();

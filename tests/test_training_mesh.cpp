@@ -31,14 +31,14 @@ optimizer_config adam() {
 // Trains `steps` steps on the same batches with a plain local_runner and with a mesh_runner, checking the
 // losses step by step, then the weights (gathered into the mesh's whole model by predict).
 void check_mesh_equals_local(const std::string& spec, int D, int T, float clip, const tensor& x, const tensor& labels,
-                             int steps = 3) {
+                             int steps = 3, const optimizer_config& optimizer = adam()) {
   CAPTURE(spec);
   CAPTURE(D);
   CAPTURE(T);
   CAPTURE(clip);
   sequential reference = sequential::from_spec(spec), split = sequential::from_spec(spec);
-  local_runner local(reference, adam(), "cross_entropy", clip);
-  mesh_runner mesh(split, adam(), "cross_entropy", mesh_options{D, T, clip});
+  local_runner local(reference, optimizer, "cross_entropy", clip);
+  mesh_runner mesh(split, optimizer, "cross_entropy", mesh_options{D, T, clip});
   for (int s = 0; s < steps; ++s) {
     const float expected = local.train_step(x, labels, static_cast<std::uint64_t>(s));
     const float got = mesh.train_step(x, labels, static_cast<std::uint64_t>(s));
@@ -96,6 +96,73 @@ TEST_CASE("a GPT trains data-parallel exactly as in one process") {
     next.data()[i] = static_cast<float>((i * 53 + 7) % 256);
   }
   check_mesh_equals_local("gpt:layers=1,dim=8,heads=2,context=4", 2, 1, 0.0f, tokens, next, 2);
+}
+
+namespace {
+
+// 4 sequences of 8 byte tokens and their next tokens.
+std::pair<tensor, tensor> gpt_batch() {
+  tensor tokens = tensor::from_shape({4, 8}), next = tensor::from_shape({4, 8});
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    tokens.data()[i] = static_cast<float>((i * 37 + 11) % 256);
+    next.data()[i] = static_cast<float>((i * 53 + 7) % 256);
+  }
+  return {tokens, next};
+}
+
+const char* const tiny_gpt = "gpt:layers=2,dim=16,heads=4,context=8";
+
+// A split GPT's gradients differ from one process's by rounding (the ranks' partial products summed in
+// another order): ~1e-7 relative, measured. Adam's early steps move a weight by about lr whatever its
+// gradient's size, so at lr 1e-2 a gradient near 0 rounded differently moves the outputs of this tiny model
+// by 1e-5 after 3 steps, 7e-5 with eps 1e-6 (tests/test_pipeline_gpt.cpp says the same of microbatches). At lr 1e-3 weights
+// agree to ~1e-7 and outputs to ~5e-6 for every mesh here, data-parallel ones (T = 1) included.
+optimizer_config gpt_adam() {
+  optimizer_config o = adam();
+  o.lr = 1e-3f;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("a GPT trains tensor-parallel (heads and MLP split) and data x tensor parallel exactly as in one process") {
+  const auto [tokens, next] = gpt_batch();
+  for (auto [D, T] : std::vector<std::pair<int, int>>{{1, 2}, {1, 4}, {2, 2}})
+    check_mesh_equals_local(tiny_gpt, D, T, 0.0f, tokens, next, 3, gpt_adam());
+  check_mesh_equals_local(tiny_gpt, 2, 2, 5.0f, tokens, next, 3, gpt_adam());  // the norm is ~30: clipped every step
+  sequential m = sequential::from_spec(tiny_gpt);
+  CHECK(mesh_runner(m, adam(), "cross_entropy", mesh_options{1, 2}).describe() ==
+        "1 data-parallel replica x 2 tensor-parallel ranks = 2 threads; split: 2-3 block (head_parallel_attention:16:4, "
+        "column_linear:16:64, row_linear:64:16)");
+  sequential odd = sequential::from_spec("gpt:layers=1,dim=24,heads=3,context=8");  // 2 divides 24 and 96, not 3
+  CHECK_THROWS_WITH_AS(mesh_runner(odd, adam(), "cross_entropy", mesh_options{1, 2}),
+                       "HeadParallelAttention(24, 3 heads) cannot split its 3 heads over 2 tensor-parallel ranks of "
+                       "group 'tensor-parallel replica 0': 2 does not divide 3",
+                       std::invalid_argument);
+}
+
+TEST_CASE("a GPT checkpoint saved at T = 2 is the unsplit model's: it loads at T = 1 exactly") {
+  const auto [tokens, next] = gpt_batch();
+  sequential a = sequential::from_spec(tiny_gpt), b = sequential::from_spec(tiny_gpt);
+  mesh_runner split(a, adam(), "cross_entropy", mesh_options{1, 2});
+  for (int s = 0; s < 2; ++s) split.train_step(tokens, next, s);
+  char path[] = "/tmp/actorpipe-mesh-gpt-XXXXXX";
+  const int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  split.save_checkpoint(path, training_state{});
+  local_runner whole(b, adam(), "cross_entropy");
+  whole.load_checkpoint(path);
+  std::remove(path);
+  auto pa = a.parameters(), pb = b.parameters();  // a: the mesh's gathered view, as saved
+  REQUIRE(pa.size() == pb.size());
+  for (std::size_t i = 0; i < pa.size(); ++i) {
+    CHECK(pa[i].name == pb[i].name);
+    CHECK(check_close(*pb[i].value, *pa[i].value, 0.0, 0.0, pb[i].name));
+  }
+  // Weights and optimizer state alike: both take the same next step.
+  const float la = split.train_step(tokens, next, 2), lb = whole.train_step(tokens, next, 2);
+  CHECK(la == doctest::Approx(lb).epsilon(1e-5));
+  CHECK(check_close(split.predict(tokens), whole.predict(tokens), 1e-5, 1e-5, "outputs after the step"));
 }
 
 TEST_CASE("a mesh checkpoint holds whole tensors: it loads into another mesh shape") {

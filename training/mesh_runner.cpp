@@ -6,6 +6,7 @@
 
 #include "collective/shard.hpp"
 #include "model/grad_clip.hpp"
+#include "model/layer_spec.hpp"
 #include "model/tensor_parallel.hpp"
 #include "tensor/compute.hpp"
 
@@ -16,7 +17,7 @@ struct mesh_runner::worker {
   sequential model;
   std::unique_ptr<optimizer> opt;
   std::shared_ptr<process_group> tp, dp;
-  std::map<const tensor*, int> axes;  // this rank's sharded parameter values (sharded_axes)
+  std::map<const tensor*, shard_layout> layouts;  // this rank's sharded parameter values (sharded_layouts)
   float loss_share = 0.0f;
   std::string error;
   bool collective_failure = false;  // the error is a peer's failure seen from here, not a cause
@@ -30,18 +31,30 @@ void copy_parameters(sequential& from, sequential& to) {
   for (std::size_t i = 0; i < a.size(); ++i) *b[i].value = *a[i].value;
 }
 
-// The axis of the parameter a state tensor ("3.weight.m") belongs to, or -1 when it is whole.
-int state_axis(const std::string& state_name, const std::vector<parameter>& params, const std::map<const tensor*, int>& axes) {
-  std::size_t best = 0;
-  int axis = -1;
+// How the parameter a state tensor ("3.weight.m") belongs to is cut; axis -1 when it is whole.
+shard_layout state_layout(const std::string& state_name, const std::vector<parameter>& params,
+                          const std::map<const tensor*, shard_layout>& layouts) {
+  std::map<std::string, shard_layout> by_name;
   for (const parameter& p : params)
-    if (state_name.size() > p.name.size() && state_name.compare(0, p.name.size(), p.name) == 0 &&
-        state_name[p.name.size()] == '.' && p.name.size() > best) {
-      best = p.name.size();
-      auto it = axes.find(p.value);
-      axis = it == axes.end() ? -1 : it->second;
-    }
-  return axis;
+    if (auto it = layouts.find(p.value); it != layouts.end()) by_name[p.name] = it->second;
+  return sharded_layout_of(state_name, by_name);
+}
+
+// "column_linear:12:10" for a split layer, "block (head_parallel_attention:16:4, ...)" for a composite
+// holding split layers; empty for a whole one.
+std::string split_parts_text(const std::string& spec) {
+  const layer_spec s = parse_layer_spec(spec);
+  if (s.parts.empty())
+    return s.kind == "column_linear" || s.kind == "row_linear" || s.kind == "head_parallel_attention" ? spec : "";
+  std::string inner;
+  for (const std::string& part : s.parts) {
+    std::string text = split_parts_text(part);
+    if (text.empty()) continue;
+    const std::size_t open = text.find(" (");  // a nested composite: its split parts only
+    if (open != std::string::npos) text = text.substr(open + 2, text.size() - open - 3);
+    inner += (inner.empty() ? "" : ", ") + text;
+  }
+  return inner.empty() ? "" : s.kind + " (" + inner + ")";
 }
 
 }  // namespace
@@ -53,7 +66,7 @@ mesh_runner::mesh_runner(sequential& model, const optimizer_config& optimizer, c
   const int D = options.data_parallel, T = options.tensor_parallel;
   if (D < 1) throw std::invalid_argument("--data-parallel must be at least 1, got " + std::to_string(D));
   if (T < 1) throw std::invalid_argument("--tensor-parallel must be at least 1, got " + std::to_string(T));
-  specs_ = T > 1 ? megatron_mlp_specs(model.layer_specs()) : model.layer_specs();
+  specs_ = T > 1 ? tensor_parallel_specs(model.layer_specs()) : model.layer_specs();
   for (int d = 0; d < D; ++d)
     tp_groups_.push_back(std::make_unique<local_group>("tensor-parallel replica " + std::to_string(d), T, options.timeout));
   for (int t = 0; t < T; ++t)
@@ -72,10 +85,10 @@ mesh_runner::mesh_runner(sequential& model, const optimizer_config& optimizer, c
         const std::size_t joined = join_tensor_parallel(w->model, w->tp);  // refuses widths T does not divide
         if (joined == 0)
           throw std::invalid_argument("--tensor-parallel " + std::to_string(T) +
-                                      ": the model has no Linear pair to split over the ranks (Note [Megatron "
-                                      "pairing]: two Linear layers with only an activation between them)");
+                                      ": the model has no Linear pair to split over the ranks, and no attention (Note "
+                                      "[tensor-parallel specs]: two Linear layers with only an activation between them)");
       }
-      w->axes = sharded_axes(w->model);
+      w->layouts = sharded_layouts(w->model);
       w->opt = make_optimizer(optimizer);
       workers_.push_back(std::move(w));
     }
@@ -88,10 +101,18 @@ std::string mesh_runner::describe() const {
   std::string text = std::to_string(D) + " data-parallel replica" + (D == 1 ? "" : "s") + " x " + std::to_string(T) +
                      " tensor-parallel rank" + (T == 1 ? "" : "s") + " = " + std::to_string(D * T) + " thread" +
                      (D * T == 1 ? "" : "s");
+  // Each split layer by index, a composite with its split parts; equal neighbours (a GPT's blocks) as a range.
   std::string split;
-  for (std::size_t i = 0; i < specs_.size(); ++i)
-    if (specs_[i].rfind("column_linear", 0) == 0 || specs_[i].rfind("row_linear", 0) == 0)
-      split += (split.empty() ? "" : ", ") + std::to_string(model_.first_index() + i) + " " + specs_[i];
+  std::size_t i = 0;
+  while (i < specs_.size()) {
+    const std::string what = split_parts_text(specs_[i]);
+    std::size_t end = i + 1;
+    while (!what.empty() && end < specs_.size() && specs_[end] == specs_[i]) ++end;
+    if (!what.empty())
+      split += (split.empty() ? "" : ", ") + std::to_string(model_.first_index() + i) +
+               (end - i > 1 ? "-" + std::to_string(model_.first_index() + end - 1) : "") + " " + what;
+    i = end;
+  }
   return text + (split.empty() ? std::string() : "; split: " + split);
 }
 
@@ -142,7 +163,7 @@ float mesh_runner::train_step(const tensor& inputs, const tensor& labels, std::u
         if (options_.clip_grad_norm > 0.0f) {  // Note [global gradient clipping]
           tensor sum = tensor::from_shape({1});
           sum.data()[0] = static_cast<float>(gradient_square_sum(
-              params, [&](const parameter& p) { return w->rank == 0 || w->axes.count(p.value) > 0; }));
+              params, [&](const parameter& p) { return w->rank == 0 || w->layouts.count(p.value) > 0; }));
           if (options_.tensor_parallel > 1) w->tp->all_reduce(sum).wait();
           scale_gradients(params, clip_factor(sum.data()[0], options_.clip_grad_norm));
         }
@@ -181,9 +202,9 @@ void mesh_runner::gather_into_whole() {
   std::vector<std::vector<parameter>> ranks;  // replica 0's ranks
   for (int t = 0; t < T; ++t) ranks.push_back(workers_[static_cast<std::size_t>(t)]->model.parameters());
   for (std::size_t k = 0; k < whole.size(); ++k) {
-    const auto& axes = workers_[0]->axes;
-    auto it = axes.find(ranks[0][k].value);
-    if (it == axes.end()) {
+    const auto& layouts = workers_[0]->layouts;
+    auto it = layouts.find(ranks[0][k].value);
+    if (it == layouts.end()) {
       *whole[k].value = *ranks[0][k].value;
       continue;
     }
@@ -200,14 +221,14 @@ void mesh_runner::gather_into_whole() {
   for (int t = 0; t < T; ++t) rank_states.push_back(workers_[static_cast<std::size_t>(t)]->opt->state());
   const auto rank0_params = workers_[0]->model.parameters();
   for (auto& [name, value] : whole_state) {
-    const int axis = state_axis(name, rank0_params, workers_[0]->axes);
-    if (axis < 0) {
+    const shard_layout layout = state_layout(name, rank0_params, workers_[0]->layouts);
+    if (layout.axis < 0) {
       *value = *rank_states[0].at(name);
       continue;
     }
     std::vector<const tensor*> pieces;
     for (int t = 0; t < T; ++t) pieces.push_back(rank_states[static_cast<std::size_t>(t)].at(name));
-    gather_along(pieces, axis, *value);
+    gather_along(pieces, layout, *value);
   }
   whole_optimizer_->set_steps(workers_[0]->opt->steps());
 }
@@ -219,15 +240,15 @@ void mesh_runner::scatter_from_whole() {
   for (auto& w : workers_) {
     auto mine = w->model.parameters();
     for (std::size_t k = 0; k < whole.size(); ++k) {
-      auto it = w->axes.find(mine[k].value);
-      *mine[k].value = it == w->axes.end() ? *whole[k].value
+      auto it = w->layouts.find(mine[k].value);
+      *mine[k].value = it == w->layouts.end() ? *whole[k].value
                                            : piece_along(*whole[k].value, it->second, static_cast<std::size_t>(w->rank), T);
     }
     w->opt->init_state(mine);
     for (auto& [name, value] : w->opt->state()) {
-      const int axis = state_axis(name, mine, w->axes);
+      const shard_layout layout = state_layout(name, mine, w->layouts);
       const tensor& from = *whole_state.at(name);
-      *value = axis < 0 ? from : piece_along(from, axis, static_cast<std::size_t>(w->rank), T);
+      *value = layout.axis < 0 ? from : piece_along(from, layout, static_cast<std::size_t>(w->rank), T);
     }
     w->opt->set_steps(whole_optimizer_->steps());
   }

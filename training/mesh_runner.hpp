@@ -15,7 +15,7 @@ namespace ap {
 
 struct mesh_options {
   int data_parallel = 1;    // D: replicas, each on its share of every batch
-  int tensor_parallel = 1;  // T: ranks each replica's Linear pairs are split over (Note [Megatron pairing])
+  int tensor_parallel = 1;  // T: ranks each replica is split over (Note [tensor-parallel specs])
   float clip_grad_norm = 0.0f;  // Note [global gradient clipping]; 0: no clipping
   std::chrono::milliseconds timeout = default_timeout;  // every collective's wait
 };
@@ -33,8 +33,9 @@ struct mesh_options {
 // from a checkpoint with a new runner).
 class mesh_runner final : public step_runner {
  public:
-  // Checks everything before any step: D and T positive, the model has Linear pairs to split when T > 1,
-  // T divides every width it splits (naming the layer). Throws std::invalid_argument.
+  // Checks everything before any step: D and T positive, the model has layers to split when T > 1 (Linear
+  // pairs, attention), T divides every width and head count it splits (naming the layer). Throws
+  // std::invalid_argument.
   mesh_runner(sequential& model, const optimizer_config& optimizer, const std::string& loss, mesh_options options);
   ~mesh_runner() override;
 
@@ -43,7 +44,8 @@ class mesh_runner final : public step_runner {
   void save_checkpoint(const std::string& path, const training_state& state) override;
   training_state load_checkpoint(const std::string& path) override;
 
-  // "2 data-parallel replicas x 2 tensor-parallel ranks = 4 threads; split: 0 column_linear:784:512, ..."
+  // "2 data-parallel replicas x 2 tensor-parallel ranks = 4 threads; split: 0 column_linear:784:512, ...";
+  // a GPT's blocks: "2-5 block (head_parallel_attention:256:8, column_linear:256:1024, row_linear:1024:256)".
   std::string describe() const;
 
  private:
@@ -56,7 +58,7 @@ class mesh_runner final : public step_runner {
   std::unique_ptr<optimizer> whole_optimizer_;  // the checkpoint's view of the workers' optimizer state
   std::unique_ptr<loss> loss_;
   mesh_options options_;
-  std::vector<std::string> specs_;                       // the workers' layer specs (pairs split)
+  std::vector<std::string> specs_;                       // the workers' layer specs (tensor_parallel_specs)
   std::vector<std::unique_ptr<local_group>> tp_groups_;  // one per replica, T ranks
   std::vector<std::unique_ptr<local_group>> dp_groups_;  // one per tensor-parallel rank, D ranks
   std::vector<std::unique_ptr<worker>> workers_;         // replica d, rank t at d * T + t

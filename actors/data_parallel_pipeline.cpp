@@ -1,0 +1,145 @@
+#include "actors/data_parallel_pipeline.hpp"
+
+#include <stdexcept>
+#include <thread>
+
+#include "actors/stage_spawner.hpp"
+#include "collective/shard.hpp"
+#include "model/loss.hpp"
+
+namespace ap {
+
+data_parallel_pipeline::data_parallel_pipeline(const sequential& model, const pipeline_options& options,
+                                               int data_parallel)
+    : loss_(make_loss(options.loss)), model_(model.clone()) {
+  if (data_parallel < 1)
+    throw std::invalid_argument("--data-parallel must be at least 1, got " + std::to_string(data_parallel));
+  const int T = std::max(1, options.tensor_parallel);
+  if (!options.nodes.empty()) {
+    place_on_nodes(model, options, data_parallel);
+    return;
+  }
+  for (int s = 0; s < options.stages; ++s)
+    for (int r = 0; r < T; ++r)
+      groups_.push_back(std::make_unique<local_group>(data_parallel_group_name(s, r, T), data_parallel, options.timeout));
+  for (int d = 0; d < data_parallel; ++d) {
+    pipeline_options o = options;
+    if (data_parallel > 1) {
+      o.replica = d;
+      o.data_parallel_members.assign(static_cast<std::size_t>(options.stages), {});
+      for (int s = 0; s < options.stages; ++s)
+        for (int r = 0; r < T; ++r)
+          o.data_parallel_members[static_cast<std::size_t>(s)].push_back(
+              std::shared_ptr<process_group>(groups_[static_cast<std::size_t>(s * T + r)]->member(d)));
+    }
+    if (d > 0) o.on_event = nullptr, o.record_events = false;  // replica 0 describes the run
+    replicas_.push_back(std::make_unique<pipeline>(model, o));
+  }
+}
+
+// Note [data-parallel nodes]: replica d's stage s runs on node (d * stages + s) % nodes (its own list rotated),
+// so replicas spread over the nodes before sharing one. Every stage of every replica opens one ring_group
+// endpoint per tensor-parallel rank on its node; once every replica is placed, each replica connects its
+// stages' groups, all replicas at once (a ring's connect waits for its peers).
+void data_parallel_pipeline::place_on_nodes(const sequential& model, const pipeline_options& options, int D) {
+  const std::size_t N = options.nodes.size();
+  for (int d = 0; d < D; ++d) {
+    pipeline_options o = options;
+    o.replica = d;
+    o.replicas = D;
+    o.nodes.clear();
+    for (std::size_t i = 0; i < N; ++i) o.nodes.push_back(options.nodes[(i + static_cast<std::size_t>(d * options.stages)) % N]);
+    if (d > 0) o.on_event = nullptr, o.record_events = false;
+    replicas_.push_back(std::make_unique<pipeline>(model, o));
+  }
+  if (D == 1) return;
+  std::vector<std::vector<std::string>> endpoints;  // per replica, per group
+  for (auto& r : replicas_) endpoints.push_back(r->data_parallel_endpoints());
+  std::vector<std::string> addresses;  // group g of replica d at g * D + d
+  for (std::size_t g = 0; g < endpoints[0].size(); ++g)
+    for (int d = 0; d < D; ++d) addresses.push_back(endpoints[static_cast<std::size_t>(d)].at(g));
+  std::vector<std::string> errors(static_cast<std::size_t>(D));
+  std::vector<std::thread> threads;
+  for (int d = 0; d < D; ++d)
+    threads.emplace_back([&, d] {
+      try {
+        replicas_[static_cast<std::size_t>(d)]->connect_data_parallel(addresses);
+      } catch (const std::exception& e) {
+        errors[static_cast<std::size_t>(d)] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (const auto& e : errors)
+    if (!e.empty()) throw pipeline_error("connecting the data-parallel groups: " + e);
+}
+
+data_parallel_pipeline::~data_parallel_pipeline() {
+  replicas_.clear();  // the stages first: they hold members of the groups
+}
+
+float data_parallel_pipeline::train_step(const tensor& inputs, const tensor& labels, std::uint64_t step) {
+  if (!spent_.empty())
+    throw pipeline_error("step " + std::to_string(step) + ": the data-parallel pipeline is spent after a failed step (" +
+                         spent_ + "); resume from a checkpoint");
+  const std::size_t D = replicas_.size();
+  const std::size_t samples = inputs.dimension() == 0 ? 0 : inputs.shape()[0];
+  if (samples < D)
+    throw pipeline_error("step " + std::to_string(step) + ": a batch of " + std::to_string(samples) +
+                         " samples cannot feed " + std::to_string(D) + " data-parallel replicas");
+  try {  // checked here, before any replica starts: one refusing alone would leave the others waiting
+    model_.check_input(inputs);
+  } catch (const std::invalid_argument& e) {
+    throw pipeline_error("step " + std::to_string(step) + ": inputs: " + e.what());
+  }
+  const auto rows = static_cast<std::int64_t>(loss_->batch_rows(labels));
+  std::vector<float> losses(D, 0.0f);
+  std::vector<std::string> errors(D);
+  std::vector<std::thread> threads;
+  for (std::size_t d = 0; d < D; ++d)
+    threads.emplace_back([&, d] {
+      const auto [first, last] = shard_rows(samples, D, d);
+      try {
+        losses[d] = replicas_[d]->train_shard(slice_rows(inputs, first, last), slice_rows(labels, first, last), step,
+                                              static_cast<std::int64_t>(first), rows);
+      } catch (const std::exception& e) {
+        errors[d] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  // The cause, not a replica that saw it through a data-parallel group (a peer that abandoned the step or
+  // whose process is gone: Note [data-parallel stage]); those texts name the group.
+  const auto seen_through_group = [&](std::size_t d) {
+    return errors[d].find(std::string("group '") + data_parallel_group_prefix) != std::string::npos;
+  };
+  std::size_t failed = D;
+  for (std::size_t d = 0; d < D; ++d)
+    if (!errors[d].empty() && (failed == D || (seen_through_group(failed) && !seen_through_group(d)))) failed = d;
+  if (failed < D) {
+    spent_ = errors[failed];
+    throw pipeline_error(errors[failed] + (D > 1 ? " (data-parallel replica " + std::to_string(failed) + ")" : ""));
+  }
+  float total = 0.0f;
+  for (float l : losses) total += l;
+  return total;
+}
+
+tensor data_parallel_pipeline::predict(const tensor& inputs) { return replicas_.front()->predict(inputs); }
+
+void data_parallel_pipeline::save_checkpoint(const std::string& path, const training_state& state) {
+  replicas_.front()->save_checkpoint(path, state);
+}
+
+training_state data_parallel_pipeline::load_checkpoint(const std::string& path) {
+  training_state state;
+  for (auto& r : replicas_) state = r->load_checkpoint(path);  // the file is checked before the first changes
+  return state;
+}
+
+std::vector<float> data_parallel_pipeline::last_microbatch_losses() const {
+  std::vector<float> all;
+  for (const auto& r : replicas_)
+    for (float l : r->last_microbatch_losses()) all.push_back(l);
+  return all;
+}
+
+}  // namespace ap

@@ -1,0 +1,51 @@
+// Data parallelism composed with the pipeline (seed 004's 3D mesh in one process): D replicas of the whole
+// pipeline, each on its share of every batch, whose stages all-reduce their gradients across the replicas.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/pipeline.hpp"
+#include "collective/local_group.hpp"
+
+namespace ap {
+
+// Note [data-parallel pipeline]: replica d trains on the rows shard_rows(batch, D, d) of every batch, split
+// into its own microbatches, with the whole batch's loss rows and global sample indices (Note [data-parallel
+// stage] in stage/lockstep_stage.hpp), so the replicas' gradient sums are the whole batch's: the result
+// equals one process training on the whole batch (tested within 1e-5 for every schedule and with tensor-
+// parallel stages). Stage s's rank r of every replica forms one data-parallel group (local_group). Clipping
+// uses every stage's norm after the reductions, so every replica finds the same factor. A failed step fails
+// in every replica with nothing applied, and leaves this pipeline spent (its groups aborted): later steps
+// are refused; resume from a checkpoint. Checkpoints, gathered weights and predictions come from replica 0
+// (every replica holds the same weights); a loaded checkpoint goes to every replica.
+class data_parallel_pipeline final : public step_runner {
+ public:
+  // `options` describes one replica (stages, T, schedule, nodes...); throws std::invalid_argument for D < 1
+  // or whatever one replica refuses, pipeline_error when the nodes' groups cannot connect.
+  data_parallel_pipeline(const sequential& model, const pipeline_options& options, int data_parallel);
+  ~data_parallel_pipeline() override;
+
+  float train_step(const tensor& inputs, const tensor& labels, std::uint64_t step) override;
+  tensor predict(const tensor& inputs) override;
+  void save_checkpoint(const std::string& path, const training_state& state) override;
+  training_state load_checkpoint(const std::string& path) override;
+  std::vector<float> last_microbatch_losses() const override;
+
+  int replicas() const { return static_cast<int>(replicas_.size()); }
+  // Replica 0, for what describes the run: its plan, chunk ranges, events and busy times (which only replica
+  // 0 reports), gathered model.
+  pipeline& first() { return *replicas_.front(); }
+
+ private:
+  void place_on_nodes(const sequential& model, const pipeline_options& options, int data_parallel);
+
+  std::vector<std::unique_ptr<local_group>> groups_;  // stage s, rank r at s * T + r
+  std::vector<std::unique_ptr<pipeline>> replicas_;
+  std::unique_ptr<loss> loss_;
+  sequential model_;           // checks inputs before any replica starts
+  std::string spent_;          // why no further step can run; empty while it can
+};
+
+}  // namespace ap

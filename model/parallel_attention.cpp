@@ -1,0 +1,107 @@
+#include "model/parallel_attention.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "random/seeded_random.hpp"
+
+namespace ap {
+
+namespace {
+
+// dim, once checked: before the projections are built, so the error names the heads.
+std::size_t checked_dim(std::size_t dim, std::size_t heads) {
+  if (dim == 0 || heads == 0 || dim % heads != 0)
+    throw std::invalid_argument("HeadParallelAttention needs heads dividing dim, got dim " + std::to_string(dim) +
+                                " and " + std::to_string(heads) + " heads");
+  return dim;
+}
+
+}  // namespace
+
+head_parallel_attention::head_parallel_attention(std::size_t dim, std::size_t heads)
+    : dim_(checked_dim(dim, heads)), heads_(heads), local_heads_(heads), qkv_(dim, 3 * dim, 3), proj_(dim, dim) {}
+
+std::string head_parallel_attention::describe() const {
+  return "HeadParallelAttention(" + std::to_string(dim_) + ", " + std::to_string(heads_) + " heads)" +
+         (group_ ? " rank " + std::to_string(group_->rank()) + " of " + std::to_string(group_->size()) : "");
+}
+
+std::string head_parallel_attention::spec() const {
+  return "head_parallel_attention:" + std::to_string(dim_) + ":" + std::to_string(heads_);
+}
+
+void head_parallel_attention::join_group(std::shared_ptr<process_group> group) {
+  if (group_) throw std::logic_error(describe() + " already joined group '" + group_->name() + "'");
+  const auto size = static_cast<std::size_t>(group->size());
+  if (heads_ % size != 0)
+    throw std::invalid_argument(describe() + " cannot split its " + std::to_string(heads_) + " heads over " +
+                                std::to_string(size) + " tensor-parallel ranks of group '" + group->name() + "': " +
+                                std::to_string(size) + " does not divide " + std::to_string(heads_));
+  // T divides the heads, so it divides each of q, k, v (heads * d columns) and the projection's D rows, and
+  // shard_rows gives rank r the columns and rows of heads [r H / T, (r + 1) H / T).
+  qkv_.join_group(group);
+  proj_.join_group(group);
+  local_heads_ = heads_ / size;
+  group_ = std::move(group);
+}
+
+std::vector<tensor_parallel_layer::sharded_value> head_parallel_attention::sharded_values() const {
+  std::vector<sharded_value> all = qkv_.sharded_values();
+  for (const sharded_value& v : proj_.sharded_values()) all.push_back(v);
+  return all;
+}
+
+void head_parallel_attention::initialize(std::uint64_t seed) {
+  qkv_.initialize(hash_counters(seed, 0));  // causal_self_attention::initialize's seeds: the same weights
+  proj_.initialize(hash_counters(seed, 1));
+}
+
+void head_parallel_attention::set_compute_dtype(dtype type) {
+  layer::set_compute_dtype(type);
+  qkv_.set_compute_dtype(type);
+  proj_.set_compute_dtype(type);
+}
+
+tensor head_parallel_attention::forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const {
+  if (x.dimension() != 3 || x.shape()[2] != dim_)
+    throw std::invalid_argument(describe() + " takes (batch, sequence, " + std::to_string(dim_) +
+                                "), got input of shape " + shape_string(x));
+  saved& s = cache.emplace<saved>();
+  s.input_done = false;
+  const tensor qkv = qkv_.forward(x, s.qkv, ctx);  // (B, T, 3w): no collective
+  const tensor merged = attention_heads_forward(qkv, local_heads_, compute_dtype(), s.heads);  // (B, T, w)
+  return proj_.forward(merged, s.proj, ctx);  // the forward's one all-reduce, then the whole bias
+}
+
+void head_parallel_attention::backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const {
+  saved& s = cache.get<saved>(*this);
+  const std::size_t batch = s.heads.q.shape()[0] / local_heads_, t = s.heads.q.shape()[1];
+  check_dy_shape(dy, {batch, t, dim_}, *this);
+  tensor dmerged;  // (B, T, w): this rank's heads, no collective
+  proj_.backward_input(dy, s.proj, &dmerged);
+  attention_heads_backward(dmerged, local_heads_, s.heads, s.dqkv);
+  qkv_.backward_input(s.dqkv, s.qkv, dx);  // the backward's one all-reduce: the ranks' partial dx
+  s.input_done = true;
+}
+
+void head_parallel_attention::backward_weight(const tensor& dy, layer_cache& cache) {
+  saved& s = cache.get<saved>(*this);
+  if (!s.input_done)
+    throw std::invalid_argument(describe() + " backward_weight: run backward_input first (it computes the QKV dy)");
+  proj_.backward_weight(dy, s.proj);
+  qkv_.backward_weight(s.dqkv, s.qkv);
+  // Note [key bias] in attention.cpp: the key bias's gradient is exactly 0; this rank's key columns are the
+  // middle of its three blocks.
+  float* dbias = qkv_.parameters("").at(1).grad->data();
+  const std::size_t w = dim_ / heads_ * local_heads_;
+  std::fill(dbias + w, dbias + 2 * w, 0.0f);
+}
+
+std::vector<parameter> head_parallel_attention::parameters(const std::string& prefix) {
+  std::vector<parameter> all = qkv_.parameters(prefix + "qkv.");
+  for (parameter& p : proj_.parameters(prefix + "proj.")) all.push_back(p);
+  return all;
+}
+
+}  // namespace ap

@@ -1,0 +1,65 @@
+// Causal self-attention with its heads split over tensor-parallel ranks (Megatron's parallel attention, seed
+// 004): the attention half of "2 all-reduces per transformer block".
+#pragma once
+
+#include <memory>
+
+#include "model/attention.hpp"
+#include "model/parallel_linear.hpp"
+
+namespace ap {
+
+// Note [head-parallel attention]: heads are independent between the two projections, so rank r of T takes
+// heads shard r (H / T heads; T must divide H): its q, k and v columns of the fused QKV projection (a
+// column_parallel_linear of 3 blocks, Note [shard blocks]: q, k and v each sliced to its heads), the
+// attention core on those heads alone (attention_heads_*), and its rows of the output projection (a
+// row_parallel_linear: the heads' outputs concatenated are the columns h * d of the merged heads, so its
+// heads are one contiguous shard of the projection's input rows). The input is whole on every rank; the
+// forward's only collective is the output projection's all-reduce of partial products (then its whole
+// bias is added), the backward's only one is the QKV projection's all-reduce of the partial dx. Spec
+// "head_parallel_attention:DIM:HEADS" names the global layer: unsplit (before join_group) it computes
+// exactly what "attention:DIM:HEADS" computes, with the same initialisation, parameter names ("qkv.weight",
+// "qkv.bias", "proj.weight", "proj.bias") and bits; joined, its shards are slices of those, so a checkpoint
+// holds the unsplit layer's tensors whatever T was.
+class head_parallel_attention final : public layer, public tensor_parallel_layer {
+ public:
+  // Throws std::invalid_argument when heads does not divide dim, naming both.
+  head_parallel_attention(std::size_t dim, std::size_t heads);
+
+  std::string describe() const override;  // "HeadParallelAttention(64, 8 heads) rank 1 of 2"
+  std::optional<std::size_t> in_features() const override { return dim_; }
+  std::optional<std::size_t> out_features() const override { return dim_; }
+
+  // Shapes with B = batch, T = sequence, D = dim, h = the heads this rank holds, w = h * D / heads.
+  struct saved : saved_state {
+    layer_cache qkv;        // the QKV projection's (its input x (B, T, D), whole)
+    layer_cache proj;       // the output projection's (its input, this rank's heads' outputs (B, T, w))
+    attention_heads heads;  // q, k, v, probs of this rank's h heads
+    tensor dqkv;            // (B, T, 3w): the QKV projection's dy, from backward_input, for backward_weight
+    bool input_done = false;
+    std::size_t bytes() const override { return qkv.bytes() + proj.bytes() + heads.bytes() + dqkv.byte_size(); }
+  };
+  tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
+  void backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const override;
+  void backward_weight(const tensor& dy, layer_cache& cache) override;
+
+  std::vector<parameter> parameters(const std::string& prefix) override;
+  std::unique_ptr<layer> clone() const override { return std::make_unique<head_parallel_attention>(*this); }
+  std::string spec() const override;  // "head_parallel_attention:64:8"
+  void initialize(std::uint64_t seed) override;  // as causal_self_attention, then this rank's slices
+  void set_compute_dtype(dtype type) override;
+  double flops_per_row() const override { return 8.0 * double(dim_) * double(dim_); }  // global, as attention's
+
+  // Refuses a T that does not divide the heads, naming the layer, the heads, T and the group.
+  void join_group(std::shared_ptr<process_group> group) override;
+  std::vector<sharded_value> sharded_values() const override;
+
+ private:
+  std::size_t dim_, heads_;
+  std::size_t local_heads_;                // the heads this rank holds: heads_ / T
+  std::shared_ptr<process_group> group_;  // null: not split
+  column_parallel_linear qkv_;  // D -> 3D in 3 blocks (q, k, v): this rank's heads' columns of each
+  row_parallel_linear proj_;    // D -> D: this rank's heads' rows; bias whole
+};
+
+}  // namespace ap

@@ -1,0 +1,25 @@
+// The (data, pipeline, tensor) mesh of a run: D replicas x P stages x T tensor-parallel ranks, and where
+// each runs. Pure: what `train` prints at start and refuses before anything is built.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace ap {
+
+struct mesh_shape {
+  int data_parallel = 1;    // D: replicas of the whole pipeline
+  int stages = 1;           // P: pipeline stages (1 without --stages)
+  int tensor_parallel = 1;  // T: ranks (threads) per stage
+};
+
+// "2 data-parallel replicas x 2 stages x 2 tensor-parallel ranks = 8 compute threads; replica 0 stage 0:
+// node 127.0.0.1:4000 (2 threads), ...". Nodes as given to --nodes: replica d's stage s on node
+// (d * stages + s) % count (Note [data-parallel nodes]); empty: every thread in this process.
+std::string describe_mesh(const mesh_shape& mesh, const std::vector<std::string>& nodes);
+
+// Refuses a size below 1, naming the flag (a node hosts any number of stages and ranks). Throws
+// std::invalid_argument.
+void check_mesh(const mesh_shape& mesh);
+
+}  // namespace ap

@@ -1,0 +1,292 @@
+#include "stage/lockstep_stage.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "checkpoint/checkpoint.hpp"
+#include "collective/process_group.hpp"
+#include "model/grad_clip.hpp"
+#include "model/tensor_parallel.hpp"
+
+namespace ap {
+
+lockstep_stage::lockstep_stage(int stage, std::vector<int> chunk_ids, std::vector<sequential> slices,
+                               const optimizer_config& optimizer, int tensor_parallel, std::chrono::milliseconds timeout)
+    : stage_(stage), chunk_ids_(std::move(chunk_ids)), optimizer_(optimizer), tensor_parallel_(tensor_parallel),
+      timeout_(timeout) {
+  if (tensor_parallel < 1)
+    throw std::invalid_argument("stage " + std::to_string(stage) + ": tensor-parallel degree must be at least 1, got " +
+                                std::to_string(tensor_parallel));
+  if (tensor_parallel == 1) {
+    ranks_.push_back(std::make_unique<stage_worker>(stage, chunk_ids_, std::move(slices), optimizer));
+    return;
+  }
+  stage_state given{stage, 0, {}};
+  for (auto& s : slices) {
+    add_parameters(given.tensors, s.parameters());
+    wholes_.push_back(sequential::from_layer_specs(s.layer_specs(), s.first_index()));  // the architecture only
+    wholes_.back().set_compute_dtype(s.compute_dtype());
+  }
+  slices.clear();
+  threads_ = std::make_unique<lockstep_threads>(tensor_parallel);
+  build_ranks();
+  import_state(given);
+}
+
+lockstep_stage::~lockstep_stage() = default;
+
+void lockstep_stage::build_ranks() {
+  const int T = tensor_parallel_;
+  ranks_.clear();
+  group_ = std::make_unique<local_group>("tensor-parallel stage " + std::to_string(stage_), T, timeout_);
+  layouts_.clear();
+  split_layers_.clear();
+  for (int r = 0; r < T; ++r) {
+    std::vector<sequential> mine;
+    std::shared_ptr<process_group> member(group_->member(r));
+    for (const sequential& whole : wholes_) {
+      mine.push_back(sequential::from_layer_specs(tensor_parallel_specs(whole.layer_specs()), whole.first_index()));
+      mine.back().set_compute_dtype(whole.compute_dtype());
+      try {
+        join_tensor_parallel(mine.back(), member);  // refuses a width T does not divide, naming the layer
+      } catch (const std::exception& e) {
+        throw std::invalid_argument("stage " + std::to_string(stage_) + ", tensor-parallel degree " + std::to_string(T) +
+                                    ": " + e.what());
+      }
+      if (r == 0) {
+        for (const auto& [name, layout] : sharded_layouts_by_name(mine.back())) layouts_[name] = layout;
+        sequential& m = mine.back();
+        for (std::size_t i = 0; i < m.size(); ++i) {
+          if (tensor_parallel_parts(m.at(i)) > 0)
+            split_layers_ += (split_layers_.empty() ? "" : ", ") + std::to_string(m.first_index() + i) + " " + m.at(i).spec();
+        }
+      }
+    }
+    ranks_.push_back(std::make_unique<stage_worker>(stage_, chunk_ids_, std::move(mine), optimizer_));
+  }
+  broken_ = false;
+}
+
+void lockstep_stage::rebuild_if_broken() {
+  if (!broken_) return;
+  const stage_state state = export_state();  // the shards' weights did not change in the failed action
+  build_ranks();
+  import_state(state);
+}
+
+void lockstep_stage::on_ranks(const std::function<void(int, stage_worker&)>& work) {
+  if (tensor_parallel_ == 1) return work(0, *ranks_[0]);
+  rebuild_if_broken();
+  std::vector<std::exception_ptr> errors = threads_->run([&](int r) {
+    try {
+      work(r, *ranks_[static_cast<std::size_t>(r)]);
+    } catch (...) {
+      // The other ranks may wait for this one in a collective: they fail at once instead.
+      group_->member(r)->abort("tensor-parallel rank " + std::to_string(r) + " of stage " + std::to_string(stage_) +
+                               " failed");
+      throw;
+    }
+  });
+  // The cause, not a peer's view of it: an error other than a collective's first.
+  std::exception_ptr cause;
+  int where = -1;
+  for (int r = 0; r < tensor_parallel_; ++r) {
+    const auto& e = errors[static_cast<std::size_t>(r)];
+    if (!e) continue;
+    bool collective = false;
+    try {
+      std::rethrow_exception(e);
+    } catch (const collective_error&) {
+      collective = true;
+    } catch (...) {
+    }
+    if (!cause || (!collective && where < 0)) cause = e;
+    if (!collective && where < 0) where = r;
+  }
+  if (!cause) return;
+  broken_ = true;
+  try {
+    std::rethrow_exception(cause);
+  } catch (const collective_error&) {
+    throw;
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string(e.what()) + " (tensor-parallel rank " + std::to_string(where) + ")");
+  } catch (const std::exception& e) {
+    throw std::runtime_error(std::string(e.what()) + " (tensor-parallel rank " + std::to_string(where) + ")");
+  }
+}
+
+tensor lockstep_stage::rank0_result(const std::function<tensor(stage_worker&)>& work) {
+  tensor out;
+  on_ranks([&](int r, stage_worker& w) {
+    tensor mine = work(w);
+    if (r == 0) out = std::move(mine);
+  });
+  return out;
+}
+
+tensor lockstep_stage::forward(int step, int microbatch, int chunk, int first_sample, const tensor& x) {
+  return rank0_result([&](stage_worker& w) { return w.forward(step, microbatch, chunk, first_sample, x); });
+}
+
+tensor lockstep_stage::backward(int microbatch, int chunk, const tensor& dy) {
+  return rank0_result([&](stage_worker& w) { return w.backward(microbatch, chunk, dy); });
+}
+
+tensor lockstep_stage::backward_input(int microbatch, int chunk, const tensor& dy) {
+  return rank0_result([&](stage_worker& w) { return w.backward_input(microbatch, chunk, dy); });
+}
+
+void lockstep_stage::backward_weight(int microbatch, int chunk) {
+  on_ranks([&](int, stage_worker& w) { w.backward_weight(microbatch, chunk); });
+}
+
+void lockstep_stage::join_data_parallel(std::vector<std::shared_ptr<process_group>> members, int replica) {
+  if (members.size() != ranks_.size())
+    throw std::invalid_argument("stage " + std::to_string(stage_) + ": " + std::to_string(members.size()) +
+                                " data-parallel members for " + std::to_string(ranks_.size()) + " tensor-parallel ranks");
+  data_parallel_ = std::move(members);
+  replica_ = replica;
+}
+
+void lockstep_stage::reduce_gradients(int chunk) {
+  if (data_parallel_.empty()) return;
+  if (std::find(reduced_chunks_.begin(), reduced_chunks_.end(), chunk) != reduced_chunks_.end())
+    throw std::logic_error("stage " + std::to_string(stage_) + ": gradients of chunk " + std::to_string(chunk) +
+                           " reduced twice in one step");
+  reduced_chunks_.push_back(chunk);
+  // Posted from this thread for every rank: starting a collective only queues it (Note [local collectives]).
+  for (std::size_t r = 0; r < ranks_.size(); ++r)
+    for (parameter& p : ranks_[r]->chunk_parameters(chunk)) reductions_.push_back(data_parallel_[r]->all_reduce(*p.grad));
+}
+
+// Starts what the schedule did not (every chunk in order, the same in every replica), then waits for all.
+void lockstep_stage::finish_reductions() {
+  if (data_parallel_.empty() || reductions_finished_) return;
+  for (int chunk : chunk_ids_)
+    if (std::find(reduced_chunks_.begin(), reduced_chunks_.end(), chunk) == reduced_chunks_.end()) reduce_gradients(chunk);
+  std::vector<collective_handle> pending = std::move(reductions_);
+  reductions_.clear();
+  reduced_chunks_.clear();
+  reductions_finished_ = true;  // until the optimizer step (or an abort) ends the step
+  for (auto& h : pending) h.wait();  // a failure throws collective_error naming the group and the rank
+}
+
+double lockstep_stage::gradient_square_sum() {
+  finish_reductions();
+  double sum = 0.0;
+  for (std::size_t r = 0; r < ranks_.size(); ++r)
+    sum += ap::gradient_square_sum(ranks_[r]->parameters(), [&](const parameter& p) {
+      return r == 0 || layouts_.count(p.name) > 0;
+    });
+  return sum;
+}
+
+void lockstep_stage::apply_optimizer(float clip_factor) {
+  finish_reductions();
+  if (!data_parallel_.empty()) {  // Note [data-parallel stage]: the commit every replica meets
+    std::vector<tensor> votes(ranks_.size(), tensor::from_shape({1}));
+    std::vector<collective_handle> handles;
+    for (std::size_t r = 0; r < ranks_.size(); ++r) {
+      votes[r].data()[0] = 1.0f;
+      handles.push_back(data_parallel_[r]->all_reduce(votes[r]));
+    }
+    for (auto& h : handles) h.wait();
+  }
+  reductions_finished_ = false;
+  on_ranks([&](int, stage_worker& w) {
+    if (clip_factor != 1.0f) scale_gradients(w.parameters(), clip_factor);
+    w.apply_optimizer();
+  });
+}
+
+void lockstep_stage::abort() {
+  if (!data_parallel_.empty()) {
+    // The other replicas must not commit this step: their optimizer step fails at once (Note [data-parallel stage]).
+    for (auto& m : data_parallel_)
+      m->abort("replica " + std::to_string(replica_) + " stage " + std::to_string(stage_) + " abandoned its step");
+    for (auto& h : reductions_) {  // they may still touch the gradients: wait, then drop them
+      try {
+        h.wait();
+      } catch (const collective_error&) {
+      }
+    }
+    reductions_.clear();
+    reduced_chunks_.clear();
+    reductions_finished_ = false;
+  }
+  for (auto& w : ranks_) w->abort();
+  if (tensor_parallel_ > 1) rebuild_if_broken();
+}
+
+int lockstep_stage::peak_stashed() const { return ranks_[0]->peak_stashed(); }
+
+std::size_t lockstep_stage::peak_stashed_bytes() const {
+  std::size_t bytes = 0;
+  for (const auto& w : ranks_) bytes += w->peak_stashed_bytes();
+  return bytes;
+}
+
+void lockstep_stage::reset_peak() {
+  for (auto& w : ranks_) w->reset_peak();
+}
+
+named_tensors lockstep_stage::whole_parameters() {
+  if (tensor_parallel_ == 1) {
+    named_tensors out;
+    add_parameters(out, ranks_[0]->parameters());
+    return out;
+  }
+  const stage_state state = export_state();
+  named_tensors out;
+  for (std::size_t i = 0; i < state.tensors.names.size(); ++i)
+    if (state.tensors.names[i].rfind(checkpoint_optimizer_prefix, 0) != 0) {
+      out.names.push_back(state.tensors.names[i]);
+      out.values.push_back(state.tensors.values[i]);
+    }
+  return out;
+}
+
+namespace {
+
+// How a stage-state tensor is cut: as its parameter ("3.weight", or "optimizer/3.weight.m"); axis -1: whole.
+shard_layout layout_of(const std::string& name, const std::map<std::string, shard_layout>& layouts) {
+  const std::string prefix = checkpoint_optimizer_prefix;
+  return sharded_layout_of(name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name, layouts);
+}
+
+}  // namespace
+
+stage_state lockstep_stage::export_state() {
+  if (tensor_parallel_ == 1) return ranks_[0]->export_state();
+  std::vector<stage_state> parts;
+  for (auto& w : ranks_) parts.push_back(w->export_state());
+  stage_state out = std::move(parts[0]);
+  for (std::size_t i = 0; i < out.tensors.names.size(); ++i) {
+    const shard_layout layout = layout_of(out.tensors.names[i], layouts_);
+    if (layout.axis < 0) continue;
+    std::vector<const tensor*> pieces{&out.tensors.values[i]};
+    for (std::size_t r = 1; r < parts.size(); ++r) pieces.push_back(&parts[r].tensors.values.at(i));
+    out.tensors.values[i] = gather_pieces(pieces, layout);
+  }
+  return out;
+}
+
+void lockstep_stage::import_state(const stage_state& state) {
+  if (tensor_parallel_ == 1) return ranks_[0]->import_state(state);
+  const std::size_t T = static_cast<std::size_t>(tensor_parallel_);
+  // Rank 0 first: the ranks hold the same names and shapes, so a state rank 0 refuses (changing nothing)
+  // every rank would refuse, and one it takes every rank takes.
+  for (std::size_t r = 0; r < T; ++r) {
+    stage_state piece{state.stage, state.optimizer_steps, {}};
+    for (std::size_t i = 0; i < state.tensors.names.size(); ++i) {
+      const tensor& whole = state.tensors.values[i];
+      const shard_layout layout = layout_of(state.tensors.names[i], layouts_);
+      piece.tensors.names.push_back(state.tensors.names[i]);
+      piece.tensors.values.push_back(layout.axis < 0 ? whole : piece_along(whole, layout, r, T));
+    }
+    ranks_[r]->import_state(piece);
+  }
+}
+
+}  // namespace ap

@@ -1,0 +1,109 @@
+// A stage's tensor-parallel ranks: T stage_workers, each over its shards of the stage's chunks, that run
+// every action of the stage in lockstep on T threads. The processor actor wraps it as it wrapped one worker.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collective/local_group.hpp"
+#include "model/parallel_linear.hpp"
+#include "network/timeout.hpp"
+#include "stage/lockstep_threads.hpp"
+#include "stage/stage_worker.hpp"
+
+namespace ap {
+
+// Note [tensor-parallel stage]: with tensor-parallel degree T, each chunk of the stage goes through
+// tensor_parallel_specs (its Linear pairs become column/row-parallel, Note [Megatron pairing]) chunk by
+// chunk, so a pair never spans two chunks or two stages, and every chunk's input and output are whole. Rank
+// r of T builds the chunks from their specs, takes the whole weights and joins the stage's local_group,
+// keeping its shard (Note [tensor-parallel layers]). Every action (F, B, I, W, the optimizer step) then
+// runs on all T ranks at once, one thread each, in lockstep: they compute the same layers on the same input,
+// meeting in the pairs' all-reduces, and produce the same whole output (and dx); rank 0's goes on to the
+// next stage, so the schedule, the I/W split and the messages between stages are those of an unsplit stage.
+// A chunk with nothing to split is computed whole by every rank.
+//
+// Note [data-parallel stage]: with D replicas of the pipeline, rank r of stage s in every replica is a
+// member of one data-parallel group (D ranks). reduce_gradients(chunk), at the schedule's R action or at the
+// latest in the optimizer step, starts the all-reduce (sum) of the chunk's gradients across the replicas,
+// one collective per parameter, and returns at once, so the reduction overlaps the stage's remaining
+// backward work (Note [async collectives]); each replica scales its loss by the whole batch's rows, so the
+// sums are the whole batch's gradients, the same bits in every replica. The optimizer step waits for them,
+// then meets the other replicas in a one-number all-reduce: it is the step's commit, which a replica whose
+// step failed never reaches (its stages abort the group instead), so either every replica steps or none.
+// A data-parallel group, once aborted, stays so: the pipeline is spent after a failed step (as mesh_runner). The stage's state (checkpoints, snapshots,
+// gathered weights) is always whole, under the global names (Note [stage state]): the ranks' shards are
+// gathered into it and cut from it, so it loads into any (stages, T) layout. A rank whose action fails
+// aborts the group, so the other ranks stop at once instead of waiting for it; the stage then rebuilds its
+// ranks and group from their (unchanged) weights before the next action, and the pipeline can go on.
+class lockstep_stage {
+ public:
+  // `slices` are the stage's chunks whole, with their weights and compute dtype. Throws
+  // std::invalid_argument naming the stage and layer when T does not divide a width it splits.
+  lockstep_stage(int stage, std::vector<int> chunk_ids, std::vector<sequential> slices, const optimizer_config& optimizer,
+                 int tensor_parallel = 1, std::chrono::milliseconds timeout = default_timeout);
+  ~lockstep_stage();
+
+  int stage() const { return stage_; }
+  int tensor_parallel() const { return tensor_parallel_; }
+  // Layers split over the ranks, as "2 column_linear:16:32, 4 row_linear:32:16"; empty when none is.
+  const std::string& split_layers() const { return split_layers_; }
+
+  // As stage_worker's; the results are rank 0's (every rank's are the same).
+  tensor forward(int step, int microbatch, int chunk, int first_sample, const tensor& x);
+  tensor backward(int microbatch, int chunk, const tensor& dy);
+  tensor backward_input(int microbatch, int chunk, const tensor& dy);
+  void backward_weight(int microbatch, int chunk);
+  // Note [data-parallel stage]: `members[r]` is rank r's member of its data-parallel group, `replica` this
+  // replica's index (for error texts). Before the first step.
+  void join_data_parallel(std::vector<std::shared_ptr<process_group>> members, int replica);
+  // Starts the all-reduce of `chunk`'s gradients across the replicas (nothing with one replica).
+  void reduce_gradients(int chunk);
+  // Note [global gradient clipping]: the sum of squares of this stage's gradients, each element counted once
+  // (shards on every rank, whole tensors on rank 0), after the data-parallel reductions.
+  double gradient_square_sum();
+  // One optimizer step on the accumulated (and reduced) gradients multiplied by `clip_factor`.
+  void apply_optimizer(float clip_factor = 1.0f);
+  void abort();
+
+  int peak_stashed() const;               // rank 0's count of stashed forwards
+  std::size_t peak_stashed_bytes() const;  // over every rank
+  void reset_peak();
+
+  // Whole tensors under their global names (Note [stage state]).
+  named_tensors whole_parameters();
+  stage_state export_state();
+  void import_state(const stage_state& state);
+
+ private:
+  void build_ranks();
+  void rebuild_if_broken();
+  // Runs work(r, worker r) on every rank; rethrows the cause of a failure (not a peer's view of it).
+  void on_ranks(const std::function<void(int, stage_worker&)>& work);
+  // on_ranks, keeping rank 0's result (every rank's is the same whole tensor).
+  tensor rank0_result(const std::function<tensor(stage_worker&)>& work);
+
+  int stage_;
+  std::vector<int> chunk_ids_;
+  std::vector<sequential> wholes_;  // the chunks as given: the specs and dtype the ranks are built from
+  optimizer_config optimizer_;
+  int tensor_parallel_;
+  std::chrono::milliseconds timeout_;
+  std::map<std::string, shard_layout> layouts_;  // sharded parameters by global name: how they are cut
+  std::string split_layers_;
+  std::unique_ptr<local_group> group_;
+  std::vector<std::unique_ptr<stage_worker>> ranks_;
+  std::unique_ptr<lockstep_threads> threads_;
+  bool broken_ = false;  // a rank failed and aborted the group: rebuild before the next action
+  std::vector<std::shared_ptr<process_group>> data_parallel_;  // per rank; empty: one replica
+  int replica_ = 0;
+  std::vector<int> reduced_chunks_;                // chunks whose reduction started this step
+  std::vector<collective_handle> reductions_;      // their collectives, waited for by the optimizer step
+  bool reductions_finished_ = false;               // this step's gradients are reduced (by the norm's request)
+  void finish_reductions();
+};
+
+}  // namespace ap

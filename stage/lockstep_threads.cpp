@@ -1,0 +1,70 @@
+#include "stage/lockstep_threads.hpp"
+
+#include <stdexcept>
+#include <string>
+
+#include "tensor/compute.hpp"
+
+namespace ap {
+
+lockstep_threads::lockstep_threads(int ranks) : ranks_(ranks) {
+  if (ranks < 1) throw std::invalid_argument("lockstep_threads: ranks must be at least 1, got " + std::to_string(ranks));
+  for (int r = 1; r < ranks; ++r) threads_.emplace_back([this, r] { serve(r); });
+}
+
+lockstep_threads::~lockstep_threads() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void lockstep_threads::serve(int rank) {
+  set_compute_threads(1);
+  unsigned long long seen = 0;
+  for (;;) {
+    const std::function<void(int)>* work = nullptr;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+      if (stopping_) return;
+      seen = generation_;
+      work = work_;
+    }
+    std::exception_ptr error;
+    try {
+      (*work)(rank);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    errors_[static_cast<std::size_t>(rank)] = error;
+    if (--running_ == 0) done_.notify_one();
+  }
+}
+
+std::vector<std::exception_ptr> lockstep_threads::run(const std::function<void(int)>& work) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    errors_.assign(static_cast<std::size_t>(ranks_), nullptr);
+    work_ = &work;
+    running_ = ranks_ - 1;
+    ++generation_;
+  }
+  wake_.notify_all();
+  std::exception_ptr mine;
+  try {
+    work(0);
+  } catch (...) {
+    mine = std::current_exception();
+  }
+  std::unique_lock<std::mutex> lock(mutex_);
+  done_.wait(lock, [&] { return running_ == 0; });
+  errors_[0] = mine;
+  work_ = nullptr;
+  return errors_;
+}
+
+}  // namespace ap

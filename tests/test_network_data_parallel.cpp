@@ -1,0 +1,88 @@
+// Data-parallel replicas of a pipeline whose stages run on `actorpipe node` processes (Note [data-parallel
+// nodes]): their gradients meet in ring groups between the nodes; the result equals one process, and a
+// killed node fails the step in every replica within seconds, naming it.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <memory>
+#include <thread>
+
+#include "actors/data_parallel_pipeline.hpp"
+#include "node_process.hpp"
+#include "pipeline_test_models.hpp"
+#include "test_support.hpp"
+
+using namespace ap;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string actorpipe = std::string(AP_BINARY_DIR) + "/cli/actorpipe";
+
+pipeline_options node_options(const std::vector<std::unique_ptr<test::node_process>>& nodes, int T, float clip) {
+  pipeline_options o;
+  o.security = test::tls_security();
+  o.stages = 2;
+  o.microbatches = 2;
+  o.schedule = "1f1b";
+  o.optimizer.kind = "adam";
+  o.optimizer.lr = 0.01f;
+  o.tensor_parallel = T;
+  o.clip_grad_norm = clip;
+  o.layers_per_chunk = {4, 7};
+  for (auto& n : nodes) o.nodes.push_back(n->address());
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("D = 2 replicas x 2 stages on 3 nodes (x 2 tensor-parallel ranks), with clipping, equal one process") {
+  // Replica 0's stages on nodes 0, 1; replica 1's on nodes 2, 0: every data-parallel group spans two processes.
+  const dataset d = test::small_blobs(32);
+  std::vector<std::unique_ptr<test::node_process>> nodes;
+  for (int i = 0; i < 3; ++i) nodes.push_back(std::make_unique<test::node_process>(actorpipe));
+  for (int T : {1, 2}) {
+    CAPTURE(T);
+    const pipeline_options o = node_options(nodes, T, 0.1f);
+    sequential reference = test::linear_pairs_model();
+    local_runner local(reference, o.optimizer, "cross_entropy", o.clip_grad_norm);
+    data_parallel_pipeline mesh(test::linear_pairs_model(), o, 2);
+    for (int s = 0; s < 3; ++s) {
+      const float expected = local.train_step(d.inputs, d.labels, static_cast<std::uint64_t>(s));
+      CHECK(mesh.train_step(d.inputs, d.labels, static_cast<std::uint64_t>(s)) == doctest::Approx(expected).epsilon(1e-5));
+    }
+    sequential gathered = mesh.first().gather_model();
+    test::check_same_parameters(gathered, reference, 1e-5f, "D = 2 x P = 2 on 3 nodes");
+  }
+  for (auto& n : nodes) CHECK(n->process().running());
+}
+
+TEST_CASE("a node of one replica killed mid-step fails the step in every replica within seconds, naming it") {
+  const dataset d = test::small_blobs(16);
+  std::vector<std::unique_ptr<test::node_process>> nodes;
+  for (int i = 0; i < 3; ++i) nodes.push_back(std::make_unique<test::node_process>(actorpipe));
+  sequential slow;
+  for (const char* spec : {"linear:12:16", "tanh", "linear:16:16", "sleep:40:40", "relu", "linear:16:4"})
+    slow.add(make_layer(spec));
+  slow.initialize(3);
+  pipeline_options o = node_options(nodes, 1, 0.0f);
+  o.layers_per_chunk = {3, 3};
+  o.timeout = 20s;  // the failure must come from the lost peer, not from a wait running out
+  data_parallel_pipeline mesh(slow, o, 2);
+  REQUIRE(std::isfinite(mesh.train_step(d.inputs, d.labels, 0)));
+  std::chrono::steady_clock::time_point killed_at;
+  std::thread killer([&] {
+    std::this_thread::sleep_for(100ms);
+    killed_at = std::chrono::steady_clock::now();
+    nodes[2]->process().kill9();  // replica 1's stage 0
+  });
+  const auto [message, took] = test::failed_step(mesh, d, 1);
+  killer.join();
+  INFO(message);
+  CHECK(test::contains(message, nodes[2]->address()));
+  const double latency = took - 0.1;
+  MESSAGE("the step failed " << latency << " s after the kill");
+  CHECK(latency < test::scaled(5.0));
+  CHECK(nodes[0]->process().running());
+  CHECK(nodes[1]->process().running());
+}

@@ -1,0 +1,27 @@
+// The (data, pipeline, tensor) mesh as `train` prints and checks it.
+#include <doctest/doctest.h>
+
+#include <stdexcept>
+
+#include "plan/mesh.hpp"
+#include "test_support.hpp"
+
+using namespace ap;
+using namespace ap::test;
+
+TEST_CASE("describe_mesh counts the threads and places the stages on their nodes") {
+  CHECK(describe_mesh(mesh_shape{2, 2, 2}, {}) ==
+        "2 data-parallel replicas x 2 stages x 2 tensor-parallel ranks = 8 compute threads, all in this process");
+  CHECK(describe_mesh(mesh_shape{1, 3, 2}, {"127.0.0.1:4000", "127.0.0.1:4001"}) ==
+        "1 data-parallel replica x 3 stages x 2 tensor-parallel ranks = 6 compute threads; stage 0: node "
+        "127.0.0.1:4000 (2 threads), stage 1: node 127.0.0.1:4001 (2 threads), stage 2: node 127.0.0.1:4000 (2 threads)");
+  CHECK(describe_mesh(mesh_shape{2, 1, 1}, {"a:1", "b:2", "c:3"}) ==
+        "2 data-parallel replicas x 1 stage x 1 tensor-parallel rank = 2 compute threads; replica 0 stage 0: node "
+        "a:1 (1 thread), replica 1 stage 0: node b:2 (1 thread)");
+}
+
+TEST_CASE("check_mesh refuses sizes below 1, naming the flag") {
+  CHECK(contains(error_of([] { check_mesh(mesh_shape{0, 2, 1}); }), "--data-parallel must be at least 1"));
+  CHECK(contains(error_of([] { check_mesh(mesh_shape{1, 2, 0}); }), "--tensor-parallel must be at least 1"));
+  CHECK(error_of([] { check_mesh(mesh_shape{2, 2, 2}); }) == "no exception");
+}
