@@ -146,7 +146,6 @@ caf::behavior node(node_actor* self, node_options options) {
         std::string layers;
         try {
           stage_setup setup = stage_setup_from_spec(std::move(spec));
-          setup.ring_security = st.options.security;  // Note [data-parallel nodes]
           for (const auto& s : setup.slices) layers += (layers.empty() ? "" : " | ") + s.describe();
           a = spawn_stage(self->system(), std::move(setup));
         } catch (const std::exception& e) {

@@ -25,7 +25,6 @@
 
 #include <caf/all.hpp>
 
-#include "network/transport_security.hpp"
 #include "network/error_text.hpp"
 #include "network/handshake.hpp"
 #include "actors/stage_spawner.hpp"
@@ -53,7 +52,6 @@ void enable_network(caf::actor_system_config& config);
 struct node_options {
   std::uint32_t protocol_version = wire_protocol_version;  // another one only to test the refusal
   std::function<void(const std::string&)> log;             // one line per event; may be empty
-  transport_security security;  // the node's own: its stages' data-parallel rings use it (Note [ring security])
 };
 caf::actor spawn_node(caf::actor_system& system, node_options options);
 

@@ -62,7 +62,7 @@ void run_node(const node_run_options& o) {
   caf::actor_system system{config};
   const auto log = [](const std::string& line) { std::cerr << "node: " + line + "\n" << std::flush; };
   guarded_transport transport{system, o.security, transport_options{frame_limits{}, log, nullptr}};  // Note [bounded frames]
-  auto node = spawn_node(system, node_options{o.protocol_version, log, o.security});
+  auto node = spawn_node(system, node_options{o.protocol_version, log});
   // reuse_addr: a restarted node can take its old port while the old connections linger in TIME_WAIT;
   // a port another process listens on is still refused.
   auto port = transport.publish(node, static_cast<std::uint16_t>(o.port), o.host, true);

@@ -15,7 +15,6 @@
 #include "collective/process_group.hpp"
 #include "stage/event_log.hpp"
 #include "network/messages.hpp"
-#include "network/transport_security.hpp"
 #include "network/timeout.hpp"
 #include "model/optimizer.hpp"
 #include "model/sequential.hpp"
@@ -49,7 +48,6 @@ struct stage_setup {
   // stays empty), one per tensor-parallel rank, listening on data_parallel_host.
   int data_parallel_size = 1;
   std::string data_parallel_host;
-  transport_security ring_security;  // the node's own (Note [ring security])
 };
 
 stage_actors spawn_stage(caf::actor_system& system, stage_setup setup);
