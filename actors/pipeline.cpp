@@ -215,7 +215,7 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
     const stage_info info = get_stage_info(d.ranges, options.stages, s);
     stage_setup setup{s, options.stages, total_chunks, info.chunks, {}, options.optimizer,
                       d.plan.per_stage[static_cast<std::size_t>(s)], options.timeout, d.log,
-                      /*report_events=*/false, options.compute_dtype, options.tensor_parallel, {}, 0};
+                      /*report_events=*/false, options.compute_dtype, options.tensor_parallel, {}, 0, 1, {}};
     if (!options.data_parallel_members.empty()) {
       setup.data_parallel = options.data_parallel_members.at(static_cast<std::size_t>(s));
       setup.replica = options.replica;
