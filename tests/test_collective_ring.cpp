@@ -279,8 +279,8 @@ TEST_CASE("a peer without the cluster's certificate cannot join a TLS ring: both
   }
 }
 
-TEST_CASE("ring groups over mutual TLS: the same bits as in one process; a peer of another CA cannot join") {
-  // Note [ring security]: each process runs the guarded transport, as nodes do.
+TEST_CASE("rings through the process's own guarded transport (a node's): TLS bits; a peer of another CA cannot join") {
+  // Note [ring security]: the constructor without a transport_security, as a node's stages use it.
   const auto tls_rank = [](const transport_security& security, int rank, int size, std::chrono::milliseconds timeout) {
     auto p = std::make_unique<rank_process>();
     p->transport = std::make_unique<guarded_transport>(p->system, security, transport_options{});
@@ -290,20 +290,7 @@ TEST_CASE("ring groups over mutual TLS: the same bits as in one process; a peer 
   {
     std::vector<std::unique_ptr<rank_process>> ranks;
     for (int r = 0; r < 3; ++r) ranks.push_back(tls_rank(test::tls_security(r == 0 ? "coordinator" : "node"), r, 3, 20s));
-    std::vector<node_address> addresses;
-    for (auto& r : ranks) addresses.push_back({"127.0.0.1", r->group->port()});
-    std::vector<std::thread> threads;
-    std::vector<std::string> errors(3);
-    for (std::size_t r = 0; r < 3; ++r)
-      threads.emplace_back([&, r] {
-        try {
-          ranks[r]->group->connect(addresses);
-        } catch (const std::exception& e) {
-          errors[r] = e.what();
-        }
-      });
-    for (auto& t : threads) t.join();
-    for (auto& e : errors) REQUIRE_MESSAGE(e.empty(), e);
+    for (auto& e : connect_all(ranks)) REQUIRE_MESSAGE(e.empty(), e);
     std::vector<tensor> sums(3);
     on_every_rank(ranks, [&](process_group& g) {
       tensor t = input(g.rank(), 40);
