@@ -5,6 +5,7 @@
 
 #include "actors/stage_spawner.hpp"
 #include "collective/shard.hpp"
+#include "plan/cores.hpp"
 #include "model/loss.hpp"
 
 namespace ap {
@@ -22,8 +23,17 @@ data_parallel_pipeline::data_parallel_pipeline(const sequential& model, const pi
   for (int s = 0; s < options.stages; ++s)
     for (int r = 0; r < T; ++r)
       groups_.push_back(std::make_unique<local_group>(data_parallel_group_name(s, r, T), data_parallel, options.timeout));
+  // Note [cores per rank]: the process's cores divided among every replica's stages and ranks.
+  std::vector<compute_cores> cores = options.cores;
+  if (cores.empty()) cores = assign_cores(process_cores(), data_parallel * options.stages * T, options.threads);
+  const std::size_t per_replica = static_cast<std::size_t>(options.stages * T);
+  if (cores.size() != per_replica * static_cast<std::size_t>(data_parallel))
+    throw std::invalid_argument("data-parallel pipeline: " + std::to_string(cores.size()) + " core assignments for " +
+                                std::to_string(data_parallel) + " replicas x " + std::to_string(per_replica) + " ranks");
   for (int d = 0; d < data_parallel; ++d) {
     pipeline_options o = options;
+    const auto mine = cores.begin() + static_cast<std::ptrdiff_t>(per_replica) * d;
+    o.cores.assign(mine, mine + static_cast<std::ptrdiff_t>(per_replica));
     if (data_parallel > 1) {
       o.replica = d;
       o.data_parallel_members.assign(static_cast<std::size_t>(options.stages), {});
@@ -43,10 +53,14 @@ data_parallel_pipeline::data_parallel_pipeline(const sequential& model, const pi
 // stages' groups, all replicas at once (a ring's connect waits for its peers).
 void data_parallel_pipeline::place_on_nodes(const sequential& model, const pipeline_options& options, int D) {
   const std::size_t N = options.nodes.size();
+  const int T = std::max(1, options.tensor_parallel);
+  const std::vector<node_slot> slots = node_slots(D, options.stages, T, static_cast<int>(N));  // Note [cores on nodes]
   for (int d = 0; d < D; ++d) {
     pipeline_options o = options;
     o.replica = d;
     o.replicas = D;
+    const auto mine = slots.begin() + d * options.stages;
+    o.node_slots.assign(mine, mine + options.stages);
     o.nodes.clear();
     for (std::size_t i = 0; i < N; ++i) o.nodes.push_back(options.nodes[(i + static_cast<std::size_t>(d * options.stages)) % N]);
     if (d > 0) o.on_event = nullptr, o.record_events = false;
@@ -71,6 +85,12 @@ void data_parallel_pipeline::place_on_nodes(const sequential& model, const pipel
   for (auto& t : threads) t.join();
   for (const auto& e : errors)
     if (!e.empty()) throw pipeline_error("connecting the data-parallel groups: " + e);
+}
+
+std::vector<compute_cores> data_parallel_pipeline::cores() const {
+  std::vector<compute_cores> all;
+  for (const auto& r : replicas_) all.insert(all.end(), r->cores().begin(), r->cores().end());
+  return all;
 }
 
 data_parallel_pipeline::~data_parallel_pipeline() {

@@ -37,6 +37,8 @@ class data_parallel_pipeline final : public step_runner {
   // Replica 0, for what describes the run: its plan, chunk ranges, events and busy times (which only replica
   // 0 reports), gathered model.
   pipeline& first() { return *replicas_.front(); }
+  // Every replica's stages' ranks' threads and cores, replica after replica (Note [cores per rank]).
+  std::vector<compute_cores> cores() const;
 
  private:
   void place_on_nodes(const sequential& model, const pipeline_options& options, int data_parallel);

@@ -145,8 +145,11 @@ caf::behavior node(node_actor* self, node_options options) {
         stage_actors a;
         std::string layers;
         try {
-          stage_setup setup = stage_setup_from_spec(std::move(spec));
+          stage_setup setup = stage_setup_from_spec(std::move(spec), st.options.threads);
           for (const auto& s : setup.slices) layers += (layers.empty() ? "" : " | ") + s.describe();
+          for (std::size_t r = 0; r < setup.cores.size(); ++r)
+            layers += (r == 0 ? " on " : ", ") + std::string(setup.cores.size() > 1 ? "rank " + std::to_string(r) + " " : "") +
+                      cores_text(setup.cores[r]);
           a = spawn_stage(self->system(), std::move(setup));
         } catch (const std::exception& e) {
           log(self, std::string("could not start a stage: ") + e.what());

@@ -52,6 +52,7 @@ void enable_network(caf::actor_system_config& config);
 struct node_options {
   std::uint32_t protocol_version = wire_protocol_version;  // another one only to test the refusal
   std::function<void(const std::string&)> log;             // one line per event; may be empty
+  int threads = 0;  // intra-op threads of every rank it hosts (Note [cores on nodes]); 0: as the coordinator asks
 };
 caf::actor spawn_node(caf::actor_system& system, node_options options);
 

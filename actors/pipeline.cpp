@@ -14,6 +14,7 @@
 #include "network/port_probe.hpp"
 #include "collective/local_group.hpp"
 #include "model/tensor_parallel.hpp"
+#include "plan/cores.hpp"
 #include "plan/partition.hpp"
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/named_tensors.hpp"
@@ -43,6 +44,7 @@ struct pipeline::impl {
   // Note [recovery]
   std::vector<node_address> nodes;
   std::vector<stage_setup> setups;  // with nodes: kept to place the stages again after a lost node
+  std::vector<compute_cores> cores;  // stage s, rank r at s * T + r (Note [cores per rank]); empty with nodes
   struct recorded_step {
     long long id;
     tensor inputs, labels;
@@ -206,11 +208,17 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
     throw std::invalid_argument("pipeline: --restart-on-failure does not combine with data-parallel replicas yet");
   if (!d.nodes.empty()) check_transport_security(options.security, "pipeline");         // std::invalid_argument
 
-  set_compute_threads(1);  // stages give the parallelism
   d.config.set("scheduler.max-threads", 2);
   if (!d.nodes.empty()) enable_network(d.config);
   d.system = std::make_unique<caf::actor_system>(d.config);
   if (!d.nodes.empty()) d.transport = std::make_unique<guarded_transport>(*d.system, options.security, transport_options{});
+  d.cores = options.cores;
+  if (d.cores.empty() && d.nodes.empty())
+    d.cores = assign_cores(process_cores(), options.stages * options.tensor_parallel, options.threads);
+  if (!d.cores.empty() && d.cores.size() != static_cast<std::size_t>(options.stages * options.tensor_parallel))
+    throw std::invalid_argument("pipeline: " + std::to_string(d.cores.size()) + " core assignments for " +
+                                std::to_string(options.stages) + " stages x " + std::to_string(options.tensor_parallel) +
+                                " tensor-parallel ranks");
   for (int s = 0; s < options.stages; ++s) {
     const stage_info info = get_stage_info(d.ranges, options.stages, s);
     stage_setup setup{s, options.stages, total_chunks, info.chunks, {}, options.optimizer,
@@ -225,6 +233,15 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
       setup.data_parallel_host = d.nodes[static_cast<std::size_t>(s) % d.nodes.size()].host;
     }
     for (const auto& r : info.layer_ranges_per_chunk) setup.slices.push_back(d.model.slice(r.begin, r.end));
+    if (!d.cores.empty()) {
+      const auto mine = d.cores.begin() + s * options.tensor_parallel;
+      setup.cores.assign(mine, mine + options.tensor_parallel);
+    } else {  // Note [cores on nodes]
+      setup.threads = options.threads;
+      setup.slot = options.node_slots.empty()
+                       ? node_slots(1, options.stages, options.tensor_parallel, static_cast<int>(d.nodes.size()))[s]
+                       : options.node_slots.at(static_cast<std::size_t>(s));
+    }
     d.setups.push_back(std::move(setup));
   }
   d.start_stages(options.timeout);
@@ -361,6 +378,7 @@ tensor pipeline::predict(const tensor& inputs) {
 }
 
 const schedule& pipeline::plan() const { return impl_->plan; }
+const std::vector<compute_cores>& pipeline::cores() const { return impl_->cores; }
 const std::vector<layer_range>& pipeline::chunk_ranges() const { return impl_->ranges; }
 std::vector<int> pipeline::last_peak_stash() const { return impl_->peak_stash; }
 std::vector<std::uint64_t> pipeline::last_peak_stash_bytes() const { return impl_->peak_stash_bytes; }
@@ -404,27 +422,8 @@ void pipeline::save_checkpoint(const std::string& path, const training_state& st
   auto& d = *impl_;
   const std::vector<stage_state> states = request_stage_states(*d.system, d.processors, d.options.timeout, path);
   const auto refuse = [&](const std::string& what) { throw pipeline_error("checkpoint " + path + ": " + what); };
-  // Note [stage state]: the stages' tensors have global names; together they are the whole model and the
-  // state of one optimizer for all of it, which the checkpoint library saves like a single process's.
-  tensor_sources sent;
-  for (const stage_state& st : states) {
-    if (st.optimizer_steps != states.front().optimizer_steps)
-      refuse("stage " + std::to_string(st.stage) + "'s optimizer took " + std::to_string(st.optimizer_steps) +
-             " steps, stage " + std::to_string(states.front().stage) + "'s " +
-             std::to_string(states.front().optimizer_steps));
-    if (const std::string why = add_sources(sent, st.tensors, "stage " + std::to_string(st.stage)); !why.empty())
-      refuse(why);
-  }
-  const std::string prefix = checkpoint_optimizer_prefix;
-  const bool has_state = std::any_of(sent.begin(), sent.end(), [&](const auto& named) { return named.first.rfind(prefix, 0) == 0; });
   std::unique_ptr<optimizer> opt = make_optimizer(d.options.optimizer);
-  if (has_state) opt->init_state(d.model.parameters());
-  opt->set_steps(states.empty() ? 0 : static_cast<long>(states.front().optimizer_steps));
-  std::vector<tensor_target> targets = parameter_targets(d.model.parameters(), "the model's parameter");
-  for (auto& t : optimizer_state_targets(opt->state(), prefix, "the optimizer's state")) targets.push_back(std::move(t));
-  if (const std::string why = bind_named_tensors(
-          targets, sent, "neither a parameter of the model nor state of a " + d.options.optimizer.kind + " optimizer");
-      !why.empty())
+  if (const std::string why = gather_stage_states(states, d.model, *opt, d.options.optimizer.kind); !why.empty())
     refuse(why);
   d.gathered_id = d.last_id;  // d.model now holds every stage's current weights
   ap::save_checkpoint(path, d.model, opt.get(), state);

@@ -12,6 +12,7 @@
 
 #include "collective/process_group.hpp"
 #include "stage/event_log.hpp"
+#include "plan/cores.hpp"
 #include "plan/stage_info.hpp"
 #include "model/optimizer.hpp"
 #include "network/timeout.hpp"
@@ -47,6 +48,15 @@ struct pipeline_options {
   // Note [tensor-parallel stage] in stage/lockstep_stage.hpp: each stage runs its chunks split over this many
   // ranks (threads, in this process or on the stage's node), its Linear pairs column/row-parallel.
   int tensor_parallel = 1;
+  // Note [cores per rank] in tensor/compute.hpp: intra-op threads of each stage's each rank (0: this process's
+  // cores divided evenly among its P x T ranks), pinned to disjoint cores where they fit. `cores`, if given,
+  // is the assignment itself (stage s, rank r at s * T + r), as data_parallel_pipeline hands each replica its
+  // share of the cores. Stages on nodes: each node assigns its own cores.
+  int threads = 0;
+  std::vector<compute_cores> cores;
+  // Note [cores on nodes]: each stage's slot among its node's ranks (set by data_parallel_pipeline for its
+  // replicas); empty: this pipeline's stages alone.
+  std::vector<node_slot> node_slots;
   float clip_grad_norm = 0.0f;  // Note [global gradient clipping]: over every stage; 0: no clipping
   // Note [data-parallel stage]: set by data_parallel_pipeline for each of its replicas: per stage, per
   // tensor-parallel rank, this replica's member of the stage's data-parallel group. Empty: one replica.
@@ -91,6 +101,8 @@ class pipeline final : public step_runner {
   sequential gather_model();
 
   const schedule& plan() const;
+  // Each stage's ranks' threads and cores, stage s rank r at s * T + r (Note [cores per rank]); empty with nodes.
+  const std::vector<compute_cores>& cores() const;
   const std::vector<layer_range>& chunk_ranges() const;
   std::vector<int> last_peak_stash() const;  // per stage, of the last successful step
   std::vector<std::uint64_t> last_peak_stash_bytes() const;  // the bytes of those activations, per stage

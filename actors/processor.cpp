@@ -32,7 +32,6 @@ void run_task(processor_actor* self, op kind, int step, int microbatch, int chun
   }
   if (st.config.log) st.config.log->record(st.config.stage, event_kind::start, kind, step, microbatch, chunk);
   task_done done{step, 0, {}};
-  set_compute_threads(1);  // per thread (OpenMP): this stage's ops on this thread only; the stages give the parallelism
   try {
     work();
   } catch (const std::exception& e) {

@@ -55,14 +55,14 @@ void run_node(const node_run_options& o) {
   if (o.port < 0 || o.port > 65535) throw std::invalid_argument("--port must be 0..65535, got " + std::to_string(o.port));
   check_transport_security(o.security, "node");
   if (o.security.insecure) std::cerr << insecure_warning("node") << std::endl;
-  set_compute_threads(1);  // one stage, one core; the node may host several stages
   caf::actor_system_config config;
   enable_network(config);
   config.set("scheduler.max-threads", 2);
   caf::actor_system system{config};
   const auto log = [](const std::string& line) { std::cerr << "node: " + line + "\n" << std::flush; };
   guarded_transport transport{system, o.security, transport_options{frame_limits{}, log, nullptr}};  // Note [bounded frames]
-  auto node = spawn_node(system, node_options{o.protocol_version, log});
+  if (o.threads < 0) throw std::invalid_argument("--threads must be 0 (automatic) or more, got " + std::to_string(o.threads));
+  auto node = spawn_node(system, node_options{o.protocol_version, log, o.threads});
   // reuse_addr: a restarted node can take its old port while the old connections linger in TIME_WAIT;
   // a port another process listens on is still refused.
   auto port = transport.publish(node, static_cast<std::uint16_t>(o.port), o.host, true);
@@ -81,7 +81,7 @@ int run_node(int argc, char** argv) {
   keep_tensor_memory();
   node_run_options o;
   const std::string usage = "usage: " + std::string(argc > 0 ? argv[0] : "node") +
-                            " [node] [--host HOST] [--port PORT (0: a free one)]"
+                            " [node] [--host HOST] [--port PORT (0: a free one)] [--threads N (per rank)]"
                             " (--tls-ca CA.pem --tls-cert CERT.pem --tls-key KEY.pem | --insecure)";
   try {
     int i = 1;
@@ -106,7 +106,7 @@ int run_node(int argc, char** argv) {
         o.security.certificate_file = value;
       } else if (arg == "--tls-key") {
         o.security.key_file = value;
-      } else if (arg == "--port" || arg == "--protocol-version") {
+      } else if (arg == "--port" || arg == "--protocol-version" || arg == "--threads") {
         std::size_t used = 0;
         long long v = -1;
         try {
@@ -116,6 +116,8 @@ int run_node(int argc, char** argv) {
         if (used != value.size() || v < 0) throw std::invalid_argument(arg + " needs a non-negative integer, got " + value);
         if (arg == "--port")
           o.port = static_cast<int>(std::min<long long>(v, 1 << 20));
+        else if (arg == "--threads")
+          o.threads = static_cast<int>(std::min<long long>(v, 1024));
         else
           o.protocol_version = static_cast<std::uint32_t>(v);
       } else {

@@ -22,13 +22,15 @@ struct node_run_options {
   int port = 0;  // 0: the system picks a free one, printed on stdout
   std::uint32_t protocol_version = wire_protocol_version;  // another one only to test the refusal
   transport_security security;  // mutual TLS files, or insecure (Note [mutual TLS]); checked before listening
+  int threads = 0;  // intra-op threads of every rank it hosts (Note [cores on nodes]); 0: as the coordinator asks,
+                    // else this machine's cores divided among them
 };
 
 // Runs a node until it is told to quit; throws std::runtime_error / std::invalid_argument with a text a
 // user can act on (a port in use, an unknown host, a missing or unreadable TLS file, neither TLS nor --insecure).
 void run_node(const node_run_options& options);
 
-// The same from command-line arguments: [node] [--host HOST] [--port PORT] [--protocol-version V]
+// The same from command-line arguments: [node] [--host HOST] [--port PORT] [--threads N] [--protocol-version V]
 // (--tls-ca CA --tls-cert CERT --tls-key KEY | --insecure), the leading word "node" optional. Returns the process exit code; errors go to stderr.
 int run_node(int argc, char** argv);
 

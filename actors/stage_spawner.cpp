@@ -15,7 +15,7 @@ stage_actors spawn_stage(caf::actor_system& system, stage_setup setup) {
   // Built first: it throws for a bad optimizer setting before any actor exists.
   for (auto& slice : setup.slices) slice.set_compute_dtype(setup.compute_dtype);
   auto worker = std::make_unique<lockstep_stage>(setup.stage, setup.chunk_ids, std::move(setup.slices), setup.optimizer,
-                                                 setup.tensor_parallel, setup.timeout);
+                                                 setup.tensor_parallel, setup.timeout, std::move(setup.cores));
   std::vector<std::shared_ptr<ring_group>> rings;
   if (setup.data_parallel.empty() && setup.data_parallel_size > 1) {
     // Note [data-parallel nodes]: one endpoint per tensor-parallel rank; connected once every replica is placed.
@@ -59,10 +59,13 @@ stage_spec make_stage_spec(stage_setup& setup) {
   spec.data_parallel = setup.data_parallel_size;
   spec.replica = setup.replica;
   spec.data_parallel_host = setup.data_parallel_host;
+  spec.threads = setup.threads;
+  spec.node_first_rank = setup.slot.first_rank;
+  spec.node_ranks = setup.slot.node_ranks;
   return spec;
 }
 
-stage_setup stage_setup_from_spec(stage_spec spec) {
+stage_setup stage_setup_from_spec(stage_spec spec, int node_threads) {
   const std::string where = "stage " + std::to_string(spec.stage);
   const std::size_t chunks = spec.chunk_ids.size();
   if (spec.layer_specs.size() != chunks || spec.first_layer.size() != chunks)
@@ -111,6 +114,16 @@ stage_setup stage_setup_from_spec(stage_spec spec) {
   setup.data_parallel_size = spec.data_parallel;
   setup.replica = spec.replica;
   setup.data_parallel_host = std::move(spec.data_parallel_host);
+  // Note [cores on nodes]: this machine's cores divided among every rank the node hosts.
+  const int T = std::max(1, spec.tensor_parallel);
+  if (spec.threads < 0 || spec.node_first_rank < 0 || spec.node_ranks < spec.node_first_rank + T)
+    throw std::invalid_argument(where + ": a slot of ranks " + std::to_string(spec.node_first_rank) + ".." +
+                                std::to_string(spec.node_first_rank + T - 1) + " among " +
+                                std::to_string(spec.node_ranks) + " ranks of the node, with " +
+                                std::to_string(spec.threads) + " threads, does not exist");
+  const std::vector<compute_cores> all =
+      assign_cores(process_cores(), spec.node_ranks, node_threads > 0 ? node_threads : spec.threads);
+  setup.cores.assign(all.begin() + spec.node_first_rank, all.begin() + spec.node_first_rank + T);
   if (spec.report_events) setup.log = std::make_shared<event_log>(/*keep_events=*/true);
   return setup;
 }

@@ -18,6 +18,7 @@
 #include "network/timeout.hpp"
 #include "model/optimizer.hpp"
 #include "model/sequential.hpp"
+#include "plan/cores.hpp"
 #include "schedule/schedule.hpp"
 
 namespace ap {
@@ -40,6 +41,12 @@ struct stage_setup {
   bool report_events = false;        // send the log's events with stage_done (a stage on a node)
   dtype compute_dtype = dtype::float32;  // set on the slices too (Note [compute dtype] in model/layer.hpp)
   int tensor_parallel = 1;           // ranks (threads) the stage's layers split over (Note [tensor-parallel stage])
+  // Note [cores per rank]: per tensor-parallel rank, its intra-op threads and cores; empty: one thread each.
+  std::vector<compute_cores> cores;
+  // On a node, which decides its own cores (Note [cores on nodes]): the threads asked for (0: the node's own
+  // --threads, else its cores divided) and the stage's slot among the node's ranks.
+  int threads = 0;
+  node_slot slot;
   // Note [data-parallel stage]: per tensor-parallel rank, its member of the stage's data-parallel group (in
   // this process only); empty: one replica.
   std::vector<std::shared_ptr<process_group>> data_parallel;
@@ -58,8 +65,9 @@ std::string data_parallel_group_name(int stage, int rank, int tensor_parallel);
 
 // Layer spec texts and a copy of the weights; no actor, no log.
 stage_spec make_stage_spec(stage_setup& setup);
-// Rebuilds the layers and sets every weight; throws std::invalid_argument naming a bad layer text, a
-// missing, extra or misshapen tensor, or an action of no known op or of another stage.
-stage_setup stage_setup_from_spec(stage_spec spec);
+// Rebuilds the layers and sets every weight, and places the stage's ranks on this machine's cores (Note [cores
+// on nodes]; `node_threads` > 0: the node's own --threads, which wins); throws std::invalid_argument naming a
+// bad layer text, a missing, extra or misshapen tensor, or an action of no known op or of another stage.
+stage_setup stage_setup_from_spec(stage_spec spec, int node_threads = 0);
 
 }  // namespace ap

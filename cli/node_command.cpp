@@ -16,6 +16,11 @@ void add_node_command(CLI::App& app) {
   cmd->add_option("--port", o->port, "port to listen on (0: a free one, printed on stdout)")
       ->check(whole_number(0, 65535))
       ->capture_default_str();
+  cmd->add_option("--threads", o->threads,
+                  "intra-op threads of every rank the node hosts, pinned to its own cores where they fit; 0: as "
+                  "`train --threads` asks, else this machine's cores divided among the ranks it hosts")
+      ->check(whole_number(0, 1024))
+      ->capture_default_str();
   cmd->add_option("--protocol-version", o->protocol_version, "claim another wire protocol version (tests)")
       ->check(whole_number(0, 1u << 30))
       ->group("");

@@ -26,6 +26,7 @@
 #include "training/loss_curve.hpp"
 #include "actors/data_parallel_pipeline.hpp"
 #include "plan/mesh.hpp"
+#include "plan/cores.hpp"
 #include "training/mesh_runner.hpp"
 #include "training/trainer.hpp"
 
@@ -64,7 +65,7 @@ struct train_options {
   optimizer_config optimizer;
   std::uint64_t init_seed = 1;
   int stages = 0;  // 0: single process, no actors
-  int threads = 0;  // compute threads of the single process (0: every core); every pipeline stage uses one
+  int threads = 0;  // intra-op threads of every compute rank (Note [cores per rank]); 0: the cores divided evenly
   mesh_options mesh;  // data and tensor parallelism of the single process (training/mesh_runner.hpp)
   pipeline_options pipe;
   std::string partition = "uniform";  // uniform, params or time; pipe.layers_per_chunk overrides it
@@ -153,12 +154,7 @@ void run_train(const train_options& o) {
     if (o.pipe.security.insecure) std::cerr << insecure_warning("train --nodes") << "\n";
   }
   if (o.stages > 0) check_mesh(mesh_shape{o.mesh.data_parallel, o.stages, o.mesh.tensor_parallel});
-  if (o.stages > 0 && o.threads != 0)
-    throw std::invalid_argument("--threads " + std::to_string(o.threads) + " is for the single process (no --stages): "
-                                "each of the " + std::to_string(o.stages) + " pipeline stages computes on one thread");
-  if (o.threads != 0 && o.mesh.data_parallel * o.mesh.tensor_parallel > 1)
-    throw std::invalid_argument("--threads is for the single process: with --data-parallel or --tensor-parallel "
-                                "each replica's rank computes on one thread");
+  if (o.threads < 0) throw std::invalid_argument("--threads must be 0 (automatic) or more, got " + std::to_string(o.threads));
   set_compute_threads(1);
   const bool language_model = is_gpt_spec(o.model);
   language_model_data text;
@@ -174,8 +170,11 @@ void run_train(const train_options& o) {
   // split is refused at once, naming the layer.
   std::unique_ptr<step_runner> local;
   if (o.stages == 0 && o.mesh.data_parallel * o.mesh.tensor_parallel > 1) {
-    auto mesh = std::make_unique<mesh_runner>(model, o.optimizer, "cross_entropy", o.mesh);
+    mesh_options m = o.mesh;
+    m.threads = o.threads;
+    auto mesh = std::make_unique<mesh_runner>(model, o.optimizer, "cross_entropy", m);
     std::cerr << "mesh: " << mesh->describe() << "\n";
+    std::cerr << "cores: " << mesh->cores_layout() << "\n";
     local = std::move(mesh);
   }
   const dataset train_set =
@@ -244,6 +243,7 @@ void run_train(const train_options& o) {
                                             p.stages * p.chunks_per_stage);
     p.tensor_parallel = o.mesh.tensor_parallel;
     p.clip_grad_norm = o.mesh.clip_grad_norm;
+    p.threads = o.threads;
     if (o.mesh.data_parallel > 1) {
       replicated = std::make_unique<data_parallel_pipeline>(model, p, o.mesh.data_parallel);
       pipe = &replicated->first();
@@ -259,6 +259,13 @@ void run_train(const train_options& o) {
               << (user_schedule ? "from " + o.schedule_file : p.schedule) << ", partition " << partition << "\n";
     std::cerr << "mesh: " << describe_mesh(mesh_shape{o.mesh.data_parallel, p.stages, o.mesh.tensor_parallel}, p.nodes)
               << "\n";
+    if (p.nodes.empty()) {  // Note [cores per rank]
+      const std::vector<compute_cores> cores = replicated ? replicated->cores() : pipe->cores();
+      std::cerr << "cores: "
+                << cores_layout_text(rank_names(o.mesh.data_parallel, p.stages, o.mesh.tensor_parallel), cores,
+                                     process_cores().size())
+                << "\n";
+    }
     const auto& ranges = pipe->chunk_ranges();
     for (std::size_t c = 0; c < ranges.size(); ++c)
       std::cerr << "  chunk " << c << " on stage " << stage_of_chunk(static_cast<int>(c), p.stages) << ": "
@@ -437,7 +444,9 @@ void add_train_command(CLI::App& app) {
   auto* stages = cmd->add_option("--stages", o->stages, "pipeline stages (0: single process, no actors)")
                      ->check(whole_number(0, 4096))
                      ->capture_default_str();
-  cmd->add_option("--threads", o->threads, "compute threads of the single process (no --stages); 0: every core")
+  cmd->add_option("--threads", o->threads, "intra-op threads of every compute rank: the single process, each stage, each data- or "
+                  "tensor-parallel rank (pinned to their own cores where they fit); 0: this machine's cores divided "
+                  "evenly among the ranks")
       ->check(CLI::Range(0, 256))
       ->capture_default_str();
   // The (data, pipeline, tensor) mesh: with --stages, every stage runs T ranks and the pipeline D replicas.

@@ -12,21 +12,7 @@
 
 namespace ap {
 
-const char* reduce_op_name(reduce_op op) { return op == reduce_op::sum ? "sum" : "mean"; }
-
 namespace {
-
-enum class collective_kind { all_reduce, reduce_scatter, all_gather, broadcast };
-
-const char* kind_name(collective_kind k) {
-  switch (k) {
-    case collective_kind::all_reduce: return "all_reduce";
-    case collective_kind::reduce_scatter: return "reduce_scatter";
-    case collective_kind::all_gather: return "all_gather";
-    case collective_kind::broadcast: return "broadcast";
-  }
-  return "?";
-}
 
 // One rank's part of a collective: what it contributes and where its result goes.
 struct contribution {
@@ -51,7 +37,7 @@ struct collective {
 };
 
 std::string describe(const std::string& group, const collective& c) {
-  return "group '" + group + "' " + kind_name(c.kind) + " #" + std::to_string(c.index);
+  return "group '" + group + "' " + collective_kind_name(c.kind) + " #" + std::to_string(c.index);
 }
 
 std::string rank_list(const std::vector<int>& ranks) {
@@ -70,9 +56,9 @@ std::size_t row_length(const shape_t& shape) {
 // Why rank `rank`'s call does not fit collective `c`, or "" if it does.
 std::string mismatch(const collective& c, collective_kind kind, reduce_op op, int root, const shape_t& shape,
                      int rank) {
-  const std::string mine = "rank " + std::to_string(rank) + " called " + kind_name(kind) + " on " +
+  const std::string mine = "rank " + std::to_string(rank) + " called " + collective_kind_name(kind) + " on " +
                            shape_string(shape), theirs = "rank " + std::to_string(c.first_rank) + " called " +
-                                                         kind_name(c.kind) + " on " + shape_string(c.shape);
+                                                         collective_kind_name(c.kind) + " on " + shape_string(c.shape);
   if (kind != c.kind) return mine + ", " + theirs;
   if (kind == collective_kind::all_gather) {
     const bool same_rows = shape.size() == c.shape.size() && shape.size() > 0 &&
@@ -277,13 +263,13 @@ class local_member final : public process_group {
  private:
   void check_float32(collective_kind kind, const tensor& t) const {
     if (t.type() != dtype::float32)
-      throw std::invalid_argument("group '" + g_->name + "' " + kind_name(kind) + " on rank " +
+      throw std::invalid_argument("group '" + g_->name + "' " + collective_kind_name(kind) + " on rank " +
                                   std::to_string(rank_) + ": the tensor is " + dtype_name(t.type()) + " " +
                                   shape_string(t.shape()) + ", collectives take float32");
   }
   void refuse_aliasing(collective_kind kind, const tensor& in, const tensor& out) const {
     if (&in == &out)
-      throw std::invalid_argument("group '" + g_->name + "' " + kind_name(kind) + " on rank " +
+      throw std::invalid_argument("group '" + g_->name + "' " + collective_kind_name(kind) + " on rank " +
                                   std::to_string(rank_) + ": in and out must be different tensors");
   }
 

@@ -3,9 +3,12 @@
 // later, across nodes, so a tensor- or data-parallel worker never knows where its peers run.
 #pragma once
 
+#include <cstdint>
+#include <exception>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "tensor/tensor.hpp"
 
@@ -14,6 +17,13 @@ namespace ap {
 enum class reduce_op { sum, mean };
 const char* reduce_op_name(reduce_op op);
 
+// The collectives a group runs, one list for every kind of group; the values cross the network in the ring's
+// messages (0 is never sent).
+enum class collective_kind : std::uint8_t { all_reduce = 1, reduce_scatter, all_gather, broadcast };
+constexpr std::size_t collective_kinds = 4;
+// "all_reduce", "reduce_scatter", ...; "an unknown collective" for a value off the list (from a peer).
+const char* collective_kind_name(collective_kind kind);
+
 // A collective that cannot complete: a peer did not join within the timeout, ranks called different
 // collectives at the same position, a rank aborted the group, or the group is gone. The text names the
 // group, the collective, the rank that waited and the rank(s) at fault.
@@ -21,6 +31,16 @@ class collective_error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+// Note [the cause, not a peer's view]: when one rank of a group fails, it aborts the group and the others
+// fail too, with a collective_error that only says they saw it. Of the errors of ranks that ran together
+// (null where a rank succeeded), the index of the first that is not a collective_error (the cause), else of
+// the first error; -1 when none failed.
+int first_cause(const std::vector<std::exception_ptr>& errors);
+
+// Rethrows `error` with `suffix` appended to its text, keeping its kind: std::invalid_argument (bad input),
+// std::domain_error (a loss that is not a number), collective_error; anything else as std::runtime_error.
+[[noreturn]] void rethrow_with(const std::exception_ptr& error, const std::string& suffix);
 
 // Note [async collectives]: starting a collective returns at once with a handle; the caller computes on
 // and calls wait() only when it needs the result (seed 004: compute never blocks on communication). Until

@@ -23,18 +23,6 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-enum class ring_kind : std::uint8_t { all_reduce = 1, reduce_scatter, all_gather, broadcast };
-
-const char* kind_name(std::uint8_t k) {
-  switch (static_cast<ring_kind>(k)) {
-    case ring_kind::all_reduce: return "all_reduce";
-    case ring_kind::reduce_scatter: return "reduce_scatter";
-    case ring_kind::all_gather: return "all_gather";
-    case ring_kind::broadcast: return "broadcast";
-  }
-  return "an unknown collective";
-}
-
 // Chunks that arrived from the left neighbour, until the communication thread takes them; or why the
 // group failed (a peer gone or aborted).
 class ring_inbox {
@@ -178,7 +166,7 @@ class borrow_count {
 // A collective in the queue of the communication thread, and how its handle waits for it.
 struct ring_op final : collective_handle::state {
   std::uint64_t index = 0;
-  ring_kind kind{};
+  collective_kind kind{};
   reduce_op op{};
   int root = 0;
   const tensor* in = nullptr;
@@ -242,7 +230,7 @@ struct ring_state {
   int left() const { return (rank + size - 1) % size; }
   std::string who(int r) const { return "rank " + std::to_string(r) + " (" + addresses[static_cast<std::size_t>(r)].text() + ")"; }
   std::string describe(const ring_op& op) const {
-    return "group '" + name + "' " + kind_name(static_cast<std::uint8_t>(op.kind)) + " #" + std::to_string(op.index) +
+    return "group '" + name + "' " + collective_kind_name(op.kind) + " #" + std::to_string(op.index) +
            " on rank " + std::to_string(rank);
   }
 
@@ -269,7 +257,7 @@ struct ring_state {
                              std::to_string(step) + " chunk " + std::to_string(chunk) + " from " + who(left()) +
                              ", which sent nothing");
     if (c->kind != static_cast<std::uint8_t>(op.kind))
-      throw collective_error(context + ": " + who(c->from) + " runs " + kind_name(c->kind) +
+      throw collective_error(context + ": " + who(c->from) + " runs " + collective_kind_name(static_cast<collective_kind>(c->kind)) +
                              " as collective #" + std::to_string(op.index) + ": the ranks called different collectives");
     if (expected != std::string::npos && c->data.size != expected)
       throw collective_error(context + ": " + who(c->from) + " sent " + std::to_string(c->data.size) +
@@ -319,13 +307,13 @@ struct ring_state {
 
   void run(ring_op& op) {
     switch (op.kind) {
-      case ring_kind::all_reduce: {
+      case collective_kind::all_reduce: {
         float* buf = op.out->data();
         if (size == 1 || op.out->size() == 0) return;
         ring_reduce(op, buf, op.out->size(), 1, 0, true);
         return;
       }
-      case ring_kind::reduce_scatter: {
+      case collective_kind::reduce_scatter: {
         const shape_t& shape = op.in->shape();
         const std::size_t rows = shape.empty() ? 1 : shape[0], unit = shape.empty() ? 1 : op.in->size() / std::max<std::size_t>(rows, 1);
         op.scratch = *op.in;  // the ring adds into it; `in` stays the caller's
@@ -335,7 +323,7 @@ struct ring_state {
         if (last > first) std::memcpy(op.out->data(), work.data() + first * unit, (last - first) * unit * sizeof(float));
         return;
       }
-      case ring_kind::all_gather: {
+      case collective_kind::all_gather: {
         std::vector<ring_floats> pieces(static_cast<std::size_t>(size));
         pieces[static_cast<std::size_t>(rank)] = ring_floats{op.in->data(), op.in->size(), nullptr};
         if (size > 1) send(op, 0, 0, op.in->data(), op.in->size());
@@ -366,7 +354,7 @@ struct ring_state {
         }
         return;
       }
-      case ring_kind::broadcast: {
+      case collective_kind::broadcast: {
         if (size == 1) return;
         float* buf = op.out->data();
         const std::size_t n = op.out->size();
@@ -409,9 +397,9 @@ struct ring_state {
     }
   }
 
-  collective_handle start(ring_kind kind, reduce_op r, int root, const tensor& in, tensor& out) {
+  collective_handle start(collective_kind kind, reduce_op r, int root, const tensor& in, tensor& out) {
     if (in.type() != dtype::float32)
-      throw std::invalid_argument("group '" + name + "' " + kind_name(static_cast<std::uint8_t>(kind)) + " on rank " +
+      throw std::invalid_argument("group '" + name + "' " + collective_kind_name(kind) + " on rank " +
                                   std::to_string(rank) + ": the tensor is " + dtype_name(in.type()) + " " +
                                   shape_string(in.shape()) + ", collectives take float32");
     auto op = std::make_shared<ring_op>();
@@ -581,7 +569,7 @@ int ring_group::rank() const { return state_->rank; }
 int ring_group::size() const { return state_->size; }
 
 collective_handle ring_group::all_reduce(tensor& t, reduce_op op) {
-  return state_->start(ring_kind::all_reduce, op, 0, t, t);
+  return state_->start(collective_kind::all_reduce, op, 0, t, t);
 }
 
 collective_handle ring_group::reduce_scatter(const tensor& in, tensor& out, reduce_op op) {
@@ -593,7 +581,7 @@ collective_handle ring_group::reduce_scatter(const tensor& in, tensor& out, redu
     shard[0] = last - first;
   }
   out = tensor::from_shape(shard);
-  return state_->start(ring_kind::reduce_scatter, op, 0, in, out);
+  return state_->start(collective_kind::reduce_scatter, op, 0, in, out);
 }
 
 collective_handle ring_group::all_gather(const tensor& in, tensor& out) {
@@ -601,14 +589,14 @@ collective_handle ring_group::all_gather(const tensor& in, tensor& out) {
     throw std::invalid_argument("group '" + state_->name + "' all_gather: in and out must be different tensors");
   if (in.dimension() == 0)
     throw std::invalid_argument("group '" + state_->name + "' all_gather: a scalar has no rows to gather");
-  return state_->start(ring_kind::all_gather, reduce_op::sum, 0, in, out);
+  return state_->start(collective_kind::all_gather, reduce_op::sum, 0, in, out);
 }
 
 collective_handle ring_group::broadcast(tensor& t, int root) {
   if (root < 0 || root >= state_->size)
     throw std::out_of_range("group '" + state_->name + "' broadcast from root " + std::to_string(root) +
                             ": the group has ranks 0.." + std::to_string(state_->size - 1));
-  return state_->start(ring_kind::broadcast, reduce_op::sum, root, t, t);
+  return state_->start(collective_kind::broadcast, reduce_op::sum, root, t, t);
 }
 
 void ring_group::abort(const std::string& reason) {

@@ -27,10 +27,11 @@ namespace {
 struct registry {
   std::mutex mutex;
   std::map<std::string, layer_factory> factories;
+  std::map<std::string, tensor_parallel_traits> traits;
 };
 
 // Every registration, built-in or user, goes through here.
-void add_kind(registry& r, const std::string& kind, layer_factory factory) {
+void add_kind(registry& r, const std::string& kind, layer_factory factory, tensor_parallel_traits traits = {}) {
   // A kind must read back through parse_layer_spec, which stops the kind at the first other character.
   bool valid = false;
   try {
@@ -44,6 +45,7 @@ void add_kind(registry& r, const std::string& kind, layer_factory factory) {
   std::lock_guard<std::mutex> lock(r.mutex);
   if (!r.factories.emplace(kind, std::move(factory)).second)
     throw std::logic_error("layer kind '" + kind + "' is registered twice");
+  r.traits.emplace(kind, std::move(traits));
 }
 
 void register_builtin_kinds(registry& r);
@@ -68,11 +70,19 @@ layer_factory plain(const char* form) {
 }
 
 void register_builtin_kinds(registry& r) {
-  const auto register_layer_kind = [&r](const std::string& kind, layer_factory f) { add_kind(r, kind, std::move(f)); };
-  register_layer_kind("linear", [](const layer_spec& s) {
-    s.expect_fields(2, "linear:IN:OUT");
-    return std::make_unique<linear>(s.width(0), s.width(1));
-  });
+  const auto register_layer_kind = [&r](const std::string& kind, layer_factory f, tensor_parallel_traits t = {}) {
+    add_kind(r, kind, std::move(f), std::move(t));
+  };
+  tensor_parallel_traits pairs;  // Note [Megatron pairing]
+  pairs.column_kind = "column_linear";
+  pairs.row_kind = "row_linear";
+  register_layer_kind(
+      "linear",
+      [](const layer_spec& s) {
+        s.expect_fields(2, "linear:IN:OUT");
+        return std::make_unique<linear>(s.width(0), s.width(1));
+      },
+      pairs);
   register_layer_kind("column_linear", [](const layer_spec& s) {
     s.expect_fields(s.fields.size() == 3 ? 3 : 2, "column_linear:IN:OUT or column_linear:IN:OUT:BLOCKS");
     return std::make_unique<column_parallel_linear>(s.width(0), s.width(1), s.fields.size() == 3 ? s.width(2) : 1);
@@ -107,13 +117,18 @@ void register_builtin_kinds(registry& r) {
     s.expect_fields(2, "position:CONTEXT:DIM");
     return std::make_unique<position_embedding>(s.width(0), s.width(1));
   });
-  register_layer_kind("attention", [](const layer_spec& s) {
-    s.expect_fields(2, "attention:DIM:HEADS");
-    if (s.width(0) % s.width(1) != 0)
-      throw std::invalid_argument("bad layer spec '" + s.text + "': heads (" + s.fields[1] + ") must divide dim (" +
-                                  s.fields[0] + ")");
-    return std::make_unique<causal_self_attention>(s.width(0), s.width(1));
-  });
+  tensor_parallel_traits heads;  // Note [head-parallel attention]
+  heads.split_kind = "head_parallel_attention";
+  register_layer_kind(
+      "attention",
+      [](const layer_spec& s) {
+        s.expect_fields(2, "attention:DIM:HEADS");
+        if (s.width(0) % s.width(1) != 0)
+          throw std::invalid_argument("bad layer spec '" + s.text + "': heads (" + s.fields[1] + ") must divide dim (" +
+                                      s.fields[0] + ")");
+        return std::make_unique<causal_self_attention>(s.width(0), s.width(1));
+      },
+      heads);
   register_layer_kind("head_parallel_attention", [](const layer_spec& s) {
     s.expect_fields(2, "head_parallel_attention:DIM:HEADS");
     if (s.width(0) % s.width(1) != 0)
@@ -121,12 +136,16 @@ void register_builtin_kinds(registry& r) {
                                   s.fields[0] + ")");
     return std::make_unique<head_parallel_attention>(s.width(0), s.width(1));
   });
-  register_layer_kind("relu", plain<relu>("relu"));
-  register_layer_kind("gelu", plain<gelu>("gelu"));
-  register_layer_kind("tanh", plain<tanh_layer>("tanh"));
-  register_layer_kind("sigmoid", plain<sigmoid>("sigmoid"));
-  register_layer_kind("block", [](const layer_spec& s) { return make_block(s, /*residual=*/false); });
-  register_layer_kind("residual", [](const layer_spec& s) { return make_block(s, /*residual=*/true); });
+  tensor_parallel_traits elementwise;
+  elementwise.elementwise = true;
+  register_layer_kind("relu", plain<relu>("relu"), elementwise);
+  register_layer_kind("gelu", plain<gelu>("gelu"), elementwise);
+  register_layer_kind("tanh", plain<tanh_layer>("tanh"), elementwise);
+  register_layer_kind("sigmoid", plain<sigmoid>("sigmoid"), elementwise);
+  tensor_parallel_traits composite;
+  composite.split_parts = true;
+  register_layer_kind("block", [](const layer_spec& s) { return make_block(s, /*residual=*/false); }, composite);
+  register_layer_kind("residual", [](const layer_spec& s) { return make_block(s, /*residual=*/true); }, composite);
 }
 
 std::string joined(const std::vector<std::string>& names) {
@@ -137,8 +156,15 @@ std::string joined(const std::vector<std::string>& names) {
 
 }  // namespace
 
-void register_layer_kind(const std::string& kind, layer_factory factory) {
-  add_kind(the_registry(), kind, std::move(factory));
+void register_layer_kind(const std::string& kind, layer_factory factory, tensor_parallel_traits traits) {
+  add_kind(the_registry(), kind, std::move(factory), std::move(traits));
+}
+
+tensor_parallel_traits tensor_parallel_traits_of(const std::string& kind) {
+  registry& r = the_registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  auto it = r.traits.find(kind);
+  return it == r.traits.end() ? tensor_parallel_traits{} : it->second;
 }
 
 std::vector<std::string> registered_layer_kinds() {

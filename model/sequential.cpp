@@ -166,7 +166,8 @@ void check_cache(const sequential_cache& cache, std::size_t layers, const char* 
 
 }  // namespace
 
-tensor sequential::backward(const tensor& dy, sequential_cache& cache, bool need_input_grad) {
+tensor sequential::backward(const tensor& dy, sequential_cache& cache, bool need_input_grad,
+                            const std::function<void(layer&)>& layer_done) {
   check_cache(cache, layers_.size(), "backward");
   check_dy(dy, layers_, first_index_, dtype_);
   // The last layer reads dy in place (a stage's dy can be megabytes: no copy; a bfloat16 dy is widened,
@@ -182,6 +183,7 @@ tensor sequential::backward(const tensor& dy, sequential_cache& cache, bool need
     with_layer_named(first_index_ + i, *layers_[i], true, [&] {
       layers_[i]->backward(*current, cache.layers[i], i == 0 && !need_input_grad ? nullptr : &below);
     });
+    if (layer_done) layer_done(*layers_[i]);
     if (i > 0) round_to_compute_dtype(below, dtype_);
     d = std::move(below);
     current = &d;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -70,8 +71,11 @@ class sequential {
   // dx; accumulates every parameter gradient. dy must be float32 (or bfloat16 in a bfloat16 model); errors name
   // the layer as forward's do. With need_input_grad false the first layer's dx is not computed (the first
   // stage has nobody to send it to) and an empty tensor (shape (0)) is returned.
-  // Like backward_weight, it frees the cache: one forward, one backward.
-  tensor backward(const tensor& dy, sequential_cache& cache, bool need_input_grad = true);
+  // Like backward_weight, it frees the cache: one forward, one backward. `layer_done`, if set, is called with
+  // each layer as soon as its backward has accumulated its parameter gradients (last layer first): a
+  // data-parallel reduction of those gradients can start while the layers below run theirs.
+  tensor backward(const tensor& dy, sequential_cache& cache, bool need_input_grad = true,
+                  const std::function<void(layer&)>& layer_done = {});
   // Note [backward split] in layer.hpp: dx only, keeping each layer's dy in the cache ...
   tensor backward_input(const tensor& dy, sequential_cache& cache, bool need_input_grad = true) const;
   // ... for backward_weight, which accumulates the parameter gradients and then frees the cache.

@@ -6,24 +6,37 @@
 
 #include "collective/shard.hpp"
 #include "model/block.hpp"
+#include "model/layer_registry.hpp"
 #include "model/layer_spec.hpp"
 
 namespace ap {
 
+namespace {
+
+// `spec` as the registered kind `kind` with the same fields or parts ("linear:8:16" -> "column_linear:8:16").
+std::string as_kind(const std::string& spec, const layer_spec& parsed, const std::string& kind) {
+  return kind + spec.substr(parsed.kind.size());
+}
+
+}  // namespace
+
 std::vector<std::string> megatron_mlp_specs(const std::vector<std::string>& specs) {
   std::vector<std::string> out = specs;
-  long open_column = -1;  // index of a Linear waiting for its row partner
+  long open_column = -1;  // index of a layer waiting for its row partner
   for (std::size_t i = 0; i < specs.size(); ++i) {
     const layer_spec s = parse_layer_spec(specs[i]);
-    if (s.kind == "linear") {
+    const tensor_parallel_traits traits = tensor_parallel_traits_of(s.kind);  // Note [tensor-parallel split]
+    if (!traits.column_kind.empty() && !traits.row_kind.empty()) {
       if (open_column >= 0) {
-        out[static_cast<std::size_t>(open_column)] = "column_" + specs[static_cast<std::size_t>(open_column)];
-        out[i] = "row_" + specs[i];
+        const std::size_t c = static_cast<std::size_t>(open_column);
+        const layer_spec first = parse_layer_spec(specs[c]);
+        out[c] = as_kind(specs[c], first, tensor_parallel_traits_of(first.kind).column_kind);
+        out[i] = as_kind(specs[i], s, traits.row_kind);
         open_column = -1;
       } else {
         open_column = static_cast<long>(i);
       }
-    } else if (s.kind != "relu" && s.kind != "gelu" && s.kind != "tanh" && s.kind != "sigmoid") {
+    } else if (!traits.elementwise) {
       open_column = -1;  // not a pure element-wise map (dropout's mask counts whole units): no pair spans it
     }
   }
@@ -34,9 +47,10 @@ std::vector<std::string> tensor_parallel_specs(const std::vector<std::string>& s
   std::vector<std::string> out = megatron_mlp_specs(specs);
   for (std::string& text : out) {
     const layer_spec s = parse_layer_spec(text);
-    if (s.kind == "attention") {
-      text = "head_parallel_" + text;
-    } else if (s.kind == "block" || s.kind == "residual") {  // the composites tensor_parallel_layers walks into
+    const tensor_parallel_traits traits = tensor_parallel_traits_of(s.kind);
+    if (!traits.split_kind.empty()) {
+      text = as_kind(text, s, traits.split_kind);
+    } else if (traits.split_parts) {  // a composite: its parts split on their own (tensor_parallel_layers walks in)
       std::string parts;
       for (const std::string& part : tensor_parallel_specs(s.parts)) parts += (parts.empty() ? "" : ",") + part;
       text = s.kind + "[" + parts + "]";
@@ -68,6 +82,42 @@ std::size_t tensor_parallel_parts(layer& l) {
   std::size_t n = 0;
   visit(l, [&](layer& part) { n += dynamic_cast<tensor_parallel_layer*>(&part) != nullptr; });
   return n;
+}
+
+namespace {
+
+// A split layer's spec, or a composite's kind with its split parts (nested composites flattened); "" when
+// `l` holds no tensor-parallel layer.
+std::string split_text(layer& l) {
+  if (dynamic_cast<tensor_parallel_layer*>(&l)) return l.spec();
+  auto* b = dynamic_cast<block*>(&l);
+  if (!b) return "";
+  std::string inner;
+  for (std::size_t i = 0; i < b->size(); ++i) {
+    std::string text = split_text(b->part(i));
+    if (text.empty()) continue;
+    if (const std::size_t open = text.find(" ("); open != std::string::npos)
+      text = text.substr(open + 2, text.size() - open - 3);  // a nested composite: its split parts only
+    inner += (inner.empty() ? "" : ", ") + text;
+  }
+  return inner.empty() ? "" : parse_layer_spec(l.spec()).kind + " (" + inner + ")";
+}
+
+}  // namespace
+
+std::string split_layers_text(sequential& model) {
+  std::string out;
+  std::size_t i = 0;
+  while (i < model.size()) {
+    const std::string what = split_text(model.at(i));
+    std::size_t end = i + 1;
+    while (!what.empty() && end < model.size() && model.at(end).spec() == model.at(i).spec()) ++end;
+    if (!what.empty())
+      out += (out.empty() ? "" : ", ") + std::to_string(model.first_index() + i) +
+             (end - i > 1 ? "-" + std::to_string(model.first_index() + end - 1) : "") + " " + what;
+    i = end;
+  }
+  return out;
 }
 
 std::size_t join_tensor_parallel(sequential& model, const std::shared_ptr<process_group>& group) {

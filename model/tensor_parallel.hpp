@@ -41,6 +41,12 @@ std::vector<tensor_parallel_layer*> tensor_parallel_layers(sequential& model);
 // How many tensor-parallel layers `l` is or holds (a block's parts included).
 std::size_t tensor_parallel_parts(layer& l);
 
+// The layers of `model` that are or hold tensor-parallel layers, by global index: a split layer as its spec
+// ("0 column_linear:12:10"), a composite as its kind and its split parts ("2 block (head_parallel_attention:16:4,
+// column_linear:16:64, row_linear:64:16)"), equal neighbours (a GPT's blocks) as one range ("2-5 block (...)");
+// empty when nothing is split. Found by asking the layers, so a user's tensor-parallel layer is named too.
+std::string split_layers_text(sequential& model);
+
 // Makes every tensor-parallel layer of `model` join `group`; returns how many joined.
 std::size_t join_tensor_parallel(sequential& model, const std::shared_ptr<process_group>& group);
 

@@ -290,6 +290,11 @@ struct stage_spec {
   int data_parallel = 1;
   int replica = 0;
   std::string data_parallel_host;
+  // Note [cores on nodes]: intra-op threads per rank asked by `train --threads` (0: the node decides), and the
+  // stage's first rank among all the ranks the node hosts, of node_ranks.
+  int threads = 0;
+  int node_first_rank = 0;
+  int node_ranks = 1;
 };
 
 // A schedule action travels as its fields (printed as "1F0" by other inspectors).
@@ -311,7 +316,7 @@ typename Inspector::result_type inspect(Inspector& f, stage_spec& x) {
   return f(caf::meta::type_name("stage_spec"), x.stage, x.stages, x.total_chunks, x.chunk_ids, x.layer_specs,
            x.first_layer, x.weights, o.kind, o.lr, o.momentum, o.nesterov, o.beta1, o.beta2, o.eps, o.weight_decay,
            x.actions, x.timeout_ms, x.compute_dtype, x.report_events, x.tensor_parallel, x.data_parallel, x.replica,
-           x.data_parallel_host);
+           x.data_parallel_host, x.threads, x.node_first_rank, x.node_ranks);
 }
 
 }  // namespace ap

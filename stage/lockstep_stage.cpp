@@ -11,12 +11,17 @@
 namespace ap {
 
 lockstep_stage::lockstep_stage(int stage, std::vector<int> chunk_ids, std::vector<sequential> slices,
-                               const optimizer_config& optimizer, int tensor_parallel, std::chrono::milliseconds timeout)
+                               const optimizer_config& optimizer, int tensor_parallel, std::chrono::milliseconds timeout,
+                               std::vector<compute_cores> cores)
     : stage_(stage), chunk_ids_(std::move(chunk_ids)), optimizer_(optimizer), tensor_parallel_(tensor_parallel),
-      timeout_(timeout) {
+      timeout_(timeout), cores_(std::move(cores)) {
   if (tensor_parallel < 1)
     throw std::invalid_argument("stage " + std::to_string(stage) + ": tensor-parallel degree must be at least 1, got " +
                                 std::to_string(tensor_parallel));
+  if (cores_.empty()) cores_.assign(static_cast<std::size_t>(tensor_parallel), compute_cores{});
+  if (cores_.size() != static_cast<std::size_t>(tensor_parallel))
+    throw std::invalid_argument("stage " + std::to_string(stage) + ": " + std::to_string(cores_.size()) +
+                                " core assignments for " + std::to_string(tensor_parallel) + " tensor-parallel ranks");
   if (tensor_parallel == 1) {
     ranks_.push_back(std::make_unique<stage_worker>(stage, chunk_ids_, std::move(slices), optimizer));
     return;
@@ -28,7 +33,7 @@ lockstep_stage::lockstep_stage(int stage, std::vector<int> chunk_ids, std::vecto
     wholes_.back().set_compute_dtype(s.compute_dtype());
   }
   slices.clear();
-  threads_ = std::make_unique<lockstep_threads>(tensor_parallel);
+  threads_ = std::make_unique<lockstep_threads>(tensor_parallel, cores_);
   build_ranks();
   import_state(given);
 }
@@ -55,11 +60,8 @@ void lockstep_stage::build_ranks() {
       }
       if (r == 0) {
         for (const auto& [name, layout] : sharded_layouts_by_name(mine.back())) layouts_[name] = layout;
-        sequential& m = mine.back();
-        for (std::size_t i = 0; i < m.size(); ++i) {
-          if (tensor_parallel_parts(m.at(i)) > 0)
-            split_layers_ += (split_layers_.empty() ? "" : ", ") + std::to_string(m.first_index() + i) + " " + m.at(i).spec();
-        }
+        const std::string text = split_layers_text(mine.back());
+        if (!text.empty()) split_layers_ += (split_layers_.empty() ? "" : ", ") + text;
       }
     }
     ranks_.push_back(std::make_unique<stage_worker>(stage_, chunk_ids_, std::move(mine), optimizer_));
@@ -75,7 +77,10 @@ void lockstep_stage::rebuild_if_broken() {
 }
 
 void lockstep_stage::on_ranks(const std::function<void(int, stage_worker&)>& work) {
-  if (tensor_parallel_ == 1) return work(0, *ranks_[0]);
+  if (tensor_parallel_ == 1) {
+    use_compute_cores(cores_[0]);
+    return work(0, *ranks_[0]);
+  }
   rebuild_if_broken();
   std::vector<std::exception_ptr> errors = threads_->run([&](int r) {
     try {
@@ -87,33 +92,17 @@ void lockstep_stage::on_ranks(const std::function<void(int, stage_worker&)>& wor
       throw;
     }
   });
-  // The cause, not a peer's view of it: an error other than a collective's first.
-  std::exception_ptr cause;
-  int where = -1;
-  for (int r = 0; r < tensor_parallel_; ++r) {
-    const auto& e = errors[static_cast<std::size_t>(r)];
-    if (!e) continue;
-    bool collective = false;
-    try {
-      std::rethrow_exception(e);
-    } catch (const collective_error&) {
-      collective = true;
-    } catch (...) {
-    }
-    if (!cause || (!collective && where < 0)) cause = e;
-    if (!collective && where < 0) where = r;
-  }
-  if (!cause) return;
+  const int cause = first_cause(errors);  // Note [the cause, not a peer's view]
+  if (cause < 0) return;
   broken_ = true;
+  const std::exception_ptr& e = errors[static_cast<std::size_t>(cause)];
   try {
-    std::rethrow_exception(cause);
+    std::rethrow_exception(e);
   } catch (const collective_error&) {
     throw;
-  } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(std::string(e.what()) + " (tensor-parallel rank " + std::to_string(where) + ")");
-  } catch (const std::exception& e) {
-    throw std::runtime_error(std::string(e.what()) + " (tensor-parallel rank " + std::to_string(where) + ")");
+  } catch (...) {
   }
+  rethrow_with(e, " (tensor-parallel rank " + std::to_string(cause) + ")");
 }
 
 tensor lockstep_stage::rank0_result(const std::function<tensor(stage_worker&)>& work) {
@@ -137,6 +126,31 @@ tensor lockstep_stage::backward_input(int microbatch, int chunk, const tensor& d
   return rank0_result([&](stage_worker& w) { return w.backward_input(microbatch, chunk, dy); });
 }
 
+tensor lockstep_stage::backward_and_reduce(int microbatch, int chunk, const tensor& dy) {
+  if (data_parallel_.empty()) return backward(microbatch, chunk, dy);
+  mark_reduced(chunk);
+  std::vector<std::vector<collective_handle>> started(ranks_.size());
+  const auto keep_started = [&] {  // waited for by the optimizer step, or by abort() after a failure
+    for (auto& mine : started)
+      for (auto& h : mine) reductions_.push_back(std::move(h));
+  };
+  tensor out;
+  try {
+    on_ranks([&](int r, stage_worker& w) {
+      const std::size_t rank = static_cast<std::size_t>(r);
+      tensor mine = w.backward(microbatch, chunk, dy, [&](layer& l) {
+        for (parameter& p : l.parameters("")) started[rank].push_back(data_parallel_[rank]->all_reduce(*p.grad));
+      });
+      if (r == 0) out = std::move(mine);
+    });
+  } catch (...) {
+    keep_started();
+    throw;
+  }
+  keep_started();
+  return out;
+}
+
 void lockstep_stage::backward_weight(int microbatch, int chunk) {
   on_ranks([&](int, stage_worker& w) { w.backward_weight(microbatch, chunk); });
 }
@@ -151,13 +165,17 @@ void lockstep_stage::join_data_parallel(std::vector<std::shared_ptr<process_grou
 
 void lockstep_stage::reduce_gradients(int chunk) {
   if (data_parallel_.empty()) return;
+  mark_reduced(chunk);
+  // Posted from this thread for every rank: starting a collective only queues it (Note [local collectives]).
+  for (std::size_t r = 0; r < ranks_.size(); ++r)
+    for (parameter& p : ranks_[r]->chunk_parameters(chunk)) reductions_.push_back(data_parallel_[r]->all_reduce(*p.grad));
+}
+
+void lockstep_stage::mark_reduced(int chunk) {
   if (std::find(reduced_chunks_.begin(), reduced_chunks_.end(), chunk) != reduced_chunks_.end())
     throw std::logic_error("stage " + std::to_string(stage_) + ": gradients of chunk " + std::to_string(chunk) +
                            " reduced twice in one step");
   reduced_chunks_.push_back(chunk);
-  // Posted from this thread for every rank: starting a collective only queues it (Note [local collectives]).
-  for (std::size_t r = 0; r < ranks_.size(); ++r)
-    for (parameter& p : ranks_[r]->chunk_parameters(chunk)) reductions_.push_back(data_parallel_[r]->all_reduce(*p.grad));
 }
 
 // Starts what the schedule did not (every chunk in order, the same in every replica), then waits for all.

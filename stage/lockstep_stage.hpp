@@ -41,10 +41,13 @@ namespace ap {
 // ranks and group from their (unchanged) weights before the next action, and the pipeline can go on.
 class lockstep_stage {
  public:
-  // `slices` are the stage's chunks whole, with their weights and compute dtype. Throws
-  // std::invalid_argument naming the stage and layer when T does not divide a width it splits.
+  // `slices` are the stage's chunks whole, with their weights and compute dtype. Rank r computes on cores[r]
+  // (Note [cores per rank] in tensor/compute.hpp; rank 0 on the thread that calls the actions); empty: one
+  // thread each, not pinned. Throws std::invalid_argument naming the stage and layer when T does not divide a
+  // width it splits.
   lockstep_stage(int stage, std::vector<int> chunk_ids, std::vector<sequential> slices, const optimizer_config& optimizer,
-                 int tensor_parallel = 1, std::chrono::milliseconds timeout = default_timeout);
+                 int tensor_parallel = 1, std::chrono::milliseconds timeout = default_timeout,
+                 std::vector<compute_cores> cores = {});
   ~lockstep_stage();
 
   int stage() const { return stage_; }
@@ -62,6 +65,10 @@ class lockstep_stage {
   void join_data_parallel(std::vector<std::shared_ptr<process_group>> members, int replica);
   // Starts the all-reduce of `chunk`'s gradients across the replicas (nothing with one replica).
   void reduce_gradients(int chunk);
+  // B of the chunk's last microbatch in this step, starting each layer's reduction across the replicas as soon as
+  // that layer's backward is done (one bucket per layer, last layer first), while the layers below still
+  // compute: reduce_gradients(chunk) done as early as it can be. A backward alone with one replica.
+  tensor backward_and_reduce(int microbatch, int chunk, const tensor& dy);
   // Note [global gradient clipping]: the sum of squares of this stage's gradients, each element counted once
   // (shards on every rank, whole tensors on rank 0), after the data-parallel reductions.
   double gradient_square_sum();
@@ -92,6 +99,7 @@ class lockstep_stage {
   optimizer_config optimizer_;
   int tensor_parallel_;
   std::chrono::milliseconds timeout_;
+  std::vector<compute_cores> cores_;  // one per rank
   std::map<std::string, shard_layout> layouts_;  // sharded parameters by global name: how they are cut
   std::string split_layers_;
   std::unique_ptr<local_group> group_;
@@ -104,6 +112,7 @@ class lockstep_stage {
   std::vector<collective_handle> reductions_;      // their collectives, waited for by the optimizer step
   bool reductions_finished_ = false;               // this step's gradients are reduced (by the norm's request)
   void finish_reductions();
+  void mark_reduced(int chunk);  // throws when the chunk's reduction already started this step
 };
 
 }  // namespace ap

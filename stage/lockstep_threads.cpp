@@ -7,9 +7,14 @@
 
 namespace ap {
 
-lockstep_threads::lockstep_threads(int ranks) : ranks_(ranks) {
+lockstep_threads::lockstep_threads(int ranks, std::vector<compute_cores> cores, bool caller_runs_rank0)
+    : ranks_(ranks), cores_(std::move(cores)), caller_runs_rank0_(caller_runs_rank0) {
   if (ranks < 1) throw std::invalid_argument("lockstep_threads: ranks must be at least 1, got " + std::to_string(ranks));
-  for (int r = 1; r < ranks; ++r) threads_.emplace_back([this, r] { serve(r); });
+  if (cores_.empty()) cores_.assign(static_cast<std::size_t>(ranks), compute_cores{});
+  if (cores_.size() != static_cast<std::size_t>(ranks))
+    throw std::invalid_argument("lockstep_threads: " + std::to_string(cores_.size()) + " core assignments for " +
+                                std::to_string(ranks) + " ranks");
+  for (int r = caller_runs_rank0 ? 1 : 0; r < ranks; ++r) threads_.emplace_back([this, r] { serve(r); });
 }
 
 lockstep_threads::~lockstep_threads() {
@@ -22,7 +27,7 @@ lockstep_threads::~lockstep_threads() {
 }
 
 void lockstep_threads::serve(int rank) {
-  set_compute_threads(1);
+  use_compute_cores(cores_[static_cast<std::size_t>(rank)]);
   unsigned long long seen = 0;
   for (;;) {
     const std::function<void(int)>* work = nullptr;
@@ -50,19 +55,22 @@ std::vector<std::exception_ptr> lockstep_threads::run(const std::function<void(i
     std::lock_guard<std::mutex> lock(mutex_);
     errors_.assign(static_cast<std::size_t>(ranks_), nullptr);
     work_ = &work;
-    running_ = ranks_ - 1;
+    running_ = static_cast<int>(threads_.size());
     ++generation_;
   }
   wake_.notify_all();
   std::exception_ptr mine;
-  try {
-    work(0);
-  } catch (...) {
-    mine = std::current_exception();
+  if (caller_runs_rank0_) {
+    try {
+      use_compute_cores(cores_[0]);
+      work(0);
+    } catch (...) {
+      mine = std::current_exception();
+    }
   }
   std::unique_lock<std::mutex> lock(mutex_);
   done_.wait(lock, [&] { return running_ == 0; });
-  errors_[0] = mine;
+  if (caller_runs_rank0_) errors_[0] = mine;
   work_ = nullptr;
   return errors_;
 }

@@ -9,13 +9,17 @@
 #include <thread>
 #include <vector>
 
+#include "tensor/compute.hpp"
+
 namespace ap {
 
 class lockstep_threads {
  public:
-  // ranks - 1 threads are started (rank 0 runs on the caller's thread); each computes with one oneDNN /
-  // OpenMP thread, as a stage does (the ranks give the parallelism).
-  explicit lockstep_threads(int ranks);
+  // ranks - 1 threads are started and rank 0 runs on the caller's thread, or, with `caller_runs_rank0` false,
+  // `ranks` threads (the caller only waits: its own thread is never pinned). Rank r computes on cores[r] (Note
+  // [cores per rank] in tensor/compute.hpp: its intra-op threads and, if pinned, its cores), rank 0 on the
+  // caller's thread from its first run(); empty `cores`: one thread each, not pinned.
+  explicit lockstep_threads(int ranks, std::vector<compute_cores> cores = {}, bool caller_runs_rank0 = true);
   ~lockstep_threads();
   lockstep_threads(const lockstep_threads&) = delete;
   lockstep_threads& operator=(const lockstep_threads&) = delete;
@@ -29,6 +33,8 @@ class lockstep_threads {
   void serve(int rank);
 
   int ranks_;
+  std::vector<compute_cores> cores_;  // one per rank
+  bool caller_runs_rank0_;
   std::mutex mutex_;
   std::condition_variable wake_, done_;
   const std::function<void(int)>* work_ = nullptr;

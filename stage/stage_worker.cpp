@@ -97,12 +97,13 @@ sequential_cache stage_worker::take_joined_cache(int chunk) {
   return joined;
 }
 
-tensor stage_worker::backward(int microbatch, int chunk, const tensor& dy) {
+tensor stage_worker::backward(int microbatch, int chunk, const tensor& dy,
+                              const std::function<void(layer&)>& layer_done) {
   sequential& model = chunk_model(chunk, "backward", microbatch);
   sequential_cache cache =
       microbatch == all_microbatches ? take_joined_cache(chunk) : take_cache(microbatch, chunk, "backward");
   try {
-    return model.backward(dy, cache, /*need_input_grad=*/chunk != 0);
+    return model.backward(dy, cache, /*need_input_grad=*/chunk != 0, layer_done);
   } catch (const std::exception& e) {
     throw std::runtime_error(where(chunk) + ", backward microbatch " + std::to_string(microbatch) + ": " + e.what());
   }

@@ -27,7 +27,8 @@ class stage_worker {
   // B: dx (empty for chunk 0: nobody needs it) and parameter gradients; frees the cache. With microbatch
   // all_microbatches, one backward over the whole batch from every microbatch's cache of the chunk joined
   // (Note [sync-backward] in schedule.hpp): dy and dx hold the whole batch's rows.
-  tensor backward(int microbatch, int chunk, const tensor& dy);
+  // `layer_done` as sequential::backward's.
+  tensor backward(int microbatch, int chunk, const tensor& dy, const std::function<void(layer&)>& layer_done = {});
   // I: dx only (empty for chunk 0); keeps the cache for W. Note [backward split] in layer.hpp.
   tensor backward_input(int microbatch, int chunk, const tensor& dy);
   // W: parameter gradients from the cache left by I; frees the cache.

@@ -1,5 +1,8 @@
 #include "tensor/compute.hpp"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
 
 #include <omp.h>
@@ -64,6 +67,21 @@ void set_compute_threads(int threads) {
 }
 
 int compute_threads() { return omp_get_max_threads(); }
+
+void use_compute_cores(const compute_cores& c) {
+  if (compute_threads() != c.threads) set_compute_threads(c.threads);  // also after a direct set_compute_threads
+  thread_local std::vector<int> pinned;  // the cores this thread was last pinned to
+  if (c.cores.empty() || c.cores == pinned) return;
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  for (int core : c.cores) CPU_SET(core, &mask);
+  if (const int error = pthread_setaffinity_np(pthread_self(), sizeof mask, &mask); error != 0) {
+    std::string list;
+    for (int core : c.cores) list += (list.empty() ? "" : ",") + std::to_string(core);
+    throw std::runtime_error("cannot pin a compute rank to cores " + list + ": error " + std::to_string(error));
+  }
+  pinned = c.cores;
+}
 
 int single_process_threads() { return std::max(1, omp_get_num_procs()); }
 

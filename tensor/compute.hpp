@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace ap {
 
@@ -37,6 +38,21 @@ int compute_threads();  // the calling thread's setting
 // a pipeline stage's one thread runs them serially, a single process uses every core. Each element is
 // computed alone, by the same instructions, so any thread count gives the same bits.
 inline constexpr std::ptrdiff_t parallel_elements = 1 << 16;
+
+// Note [cores per rank]: a compute rank (a single process, a stage, a tensor-parallel rank, a data-parallel
+// replica's stage) computes on `threads` intra-op threads: OpenMP's team size is a per-thread setting and
+// libgomp gives every thread that opens a parallel region a team of its own, so several ranks in one process
+// each run their own team at once (oneDNN follows the calling thread's setting). A rank pinned to `cores`
+// (as many as its threads) binds its thread to them before its first parallel region; the team's threads,
+// created by that thread, inherit its mask, so two ranks never time-slice one core. Empty `cores`: not pinned.
+struct compute_cores {
+  int threads = 1;
+  std::vector<int> cores;
+};
+// Makes the calling thread a rank computing on `c` (threads and, if given, its cores). Cheap when the thread
+// already is (it is called before every action). Throws std::invalid_argument for fewer than 1 thread, or
+// std::runtime_error naming the cores when the system refuses the mask.
+void use_compute_cores(const compute_cores& c);
 
 // Threads for a single process with no pipeline stages to share the cores with: every core (at least 1).
 int single_process_threads();

@@ -42,7 +42,6 @@ std::string refusal(std::vector<std::string> args) {
 
 TEST_CASE("train on a 2 x 2 mesh with clipping gives the single process's loss") {
   const auto single = train({"--clip-grad-norm", "0.5"});
-  // --threads is the single process's: a mesh gives each rank one thread and refuses it, so drop it here.
   std::vector<std::string> args = {actorpipe, "train", "--model", "784-64-32-10", "--train-limit", "512",
                                    "--batch-size", "64", "--max-steps", "6", "--data-parallel", "2",
                                    "--tensor-parallel", "2", "--clip-grad-norm", "0.5"};
@@ -83,6 +82,5 @@ TEST_CASE("bad meshes are refused before any data is read, naming the flag or th
   CHECK(test::contains(refusal({"--tensor-parallel", "3"}),
                        "ColumnParallelLinear(784->512) cannot split its 512 output columns over 3 tensor-parallel ranks"));
   CHECK(test::contains(refusal({"--data-parallel", "0"}), "--data-parallel: 0 is not a whole number from 1 to 256"));
-  CHECK(test::contains(refusal({"--data-parallel", "2", "--threads", "2"}), "--threads is for the single process"));
   CHECK(test::contains(refusal({"--model", "784-10", "--tensor-parallel", "2"}), "has no Linear pair to split"));
 }

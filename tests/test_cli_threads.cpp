@@ -1,4 +1,5 @@
-// `actorpipe train --threads`: the single process's compute threads; refused, before any work, with --stages.
+// `actorpipe train --threads`: the intra-op threads of every compute rank (the single process, each stage, each
+// data- or tensor-parallel rank), pinned to their own cores where they fit, and the layout printed.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -7,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "node_process.hpp"
+#include "plan/cores.hpp"
 #include "test_support.hpp"
 
 using namespace ap;
@@ -16,13 +18,47 @@ namespace {
 const std::string actorpipe = std::string(AP_BINARY_DIR) + "/cli/actorpipe";
 }  // namespace
 
-TEST_CASE("--threads with --stages is refused at once, naming both flags") {
-  test::child_process train({actorpipe, "train", "--stages", "2", "--threads", "2"});
-  CHECK(train.wait_exit(10s) == 1);
-  const std::string log = train.stderr_text();
-  INFO(log);
-  CHECK(test::contains(log, "--threads 2 is for the single process (no --stages): each of the 2 pipeline stages "
-                            "computes on one thread"));
+// What `train` prints for D replicas x P stages (0: no pipeline) x T ranks of `threads` each, on this process's cores.
+std::string expected_layout(int D, int P, int T, int threads) {
+  const std::vector<int> cores = process_cores();
+  return "cores: " + cores_layout_text(rank_names(D, P, T), assign_cores(cores, D * std::max(P, 1) * T, threads),
+                                       cores.size());
+}
+
+TEST_CASE("--threads gives every stage and every replica its threads, and train prints where each computes") {
+  struct run {
+    std::vector<std::string> flags;
+    int D, P, T;
+  };
+  for (const run& r : {run{{"--stages", "2", "--threads", "1"}, 1, 2, 1}, run{{"--stages", "1"}, 1, 1, 1},
+                       run{{"--data-parallel", "2", "--threads", "1"}, 2, 0, 1},
+                       run{{"--stages", "2", "--tensor-parallel", "2", "--microbatches", "2"}, 1, 2, 2}}) {
+    std::vector<std::string> args{actorpipe, "train", "--train-limit", "256", "--max-steps", "1", "--batch-size", "64"};
+    args.insert(args.end(), r.flags.begin(), r.flags.end());
+    test::child_process train(args);
+    const std::string json = train.read_line(60s);
+    CHECK(train.wait_exit(10s) == 0);
+    const std::string log = train.stderr_text();
+    INFO(log);
+    CHECK(!json.empty());
+    const int threads = r.flags.size() > 2 && r.flags[2] == "--threads" ? 1 : 0;
+    CHECK(test::contains(log, expected_layout(r.D, r.P, r.T, threads)));
+  }
+}
+
+TEST_CASE("a one-stage pipeline with 2 threads per stage trains to the loss of 1 thread") {
+  double losses[2] = {0, 0};
+  int i = 0;
+  for (const char* threads : {"1", "2"}) {
+    test::child_process train({actorpipe, "train", "--stages", "1", "--microbatches", "2", "--threads", threads,
+                               "--train-limit", "512", "--max-steps", "3", "--batch-size", "64"});
+    const std::string json = train.read_line(60s);
+    CHECK(train.wait_exit(10s) == 0);
+    INFO(train.stderr_text());
+    REQUIRE(!json.empty());
+    losses[i++] = nlohmann::json::parse(json).at("last_epoch_mean_loss").get<double>();
+  }
+  CHECK(losses[0] == doctest::Approx(losses[1]).epsilon(1e-5));  // more threads may split a GEMM's sums otherwise
 }
 
 TEST_CASE("the single process trains with one thread and with every core, to the same loss") {

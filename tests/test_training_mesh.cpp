@@ -136,8 +136,8 @@ TEST_CASE("a GPT trains tensor-parallel (heads and MLP split) and data x tensor 
         "column_linear:16:64, row_linear:64:16)");
   sequential odd = sequential::from_spec("gpt:layers=1,dim=24,heads=3,context=8");  // 2 divides 24 and 96, not 3
   CHECK_THROWS_WITH_AS(mesh_runner(odd, adam(), "cross_entropy", mesh_options{1, 2}),
-                       "HeadParallelAttention(24, 3 heads) cannot split its 3 heads over 2 tensor-parallel ranks of "
-                       "group 'tensor-parallel replica 0': 2 does not divide 3",
+                       "stage 0, tensor-parallel degree 2: HeadParallelAttention(24, 3 heads) cannot split its 3 heads "
+                       "over 2 tensor-parallel ranks of group 'tensor-parallel stage 0': 2 does not divide 3",
                        std::invalid_argument);
 }
 
@@ -189,8 +189,8 @@ TEST_CASE("bad meshes are refused before any step, naming the flag or the layer"
   CHECK_THROWS_WITH_AS(mesh_runner(m, adam(), "cross_entropy", mesh_options{0, 1}),
                        "--data-parallel must be at least 1, got 0", std::invalid_argument);
   CHECK_THROWS_WITH_AS(mesh_runner(m, adam(), "cross_entropy", mesh_options{1, 4}),
-                       "ColumnParallelLinear(12->10) cannot split its 10 output columns over 4 tensor-parallel ranks "
-                       "of group 'tensor-parallel replica 0': 4 does not divide 10",
+                       "stage 0, tensor-parallel degree 4: ColumnParallelLinear(12->10) cannot split its 10 output "
+                       "columns over 4 tensor-parallel ranks of group 'tensor-parallel stage 0': 4 does not divide 10",
                        std::invalid_argument);
   sequential single = sequential::from_spec("12-4");
   CHECK_THROWS_AS(mesh_runner(single, adam(), "cross_entropy", mesh_options{1, 2}), std::invalid_argument);
@@ -209,11 +209,14 @@ TEST_CASE("a replica that fails stops the step at once, naming it, with no updat
   try {
     mesh.train_step(x, labels, 0);
     FAIL("a bad label trained");
-  } catch (const std::runtime_error& e) {
+  } catch (const std::invalid_argument& e) {  // bad input, as the single process says it
     const std::string what = e.what();
-    CHECK(what.find("replica 1, tensor-parallel rank") != std::string::npos);
+    CHECK(what.find("(replica 1)") != std::string::npos);
     CHECK(what.find("label") != std::string::npos);
   }
   sequential fresh = sequential::from_spec("12-16-8-4");
   CHECK(check_close(mesh.predict(x), fresh.forward(x), 0.0, 0.0, "no update"));
+  CHECK_THROWS_WITH_AS(mesh.train_step(x, class_labels(6, 4, 0), 1),
+                       "step 1: the mesh is spent after a failed step (replica 1); resume from a checkpoint",
+                       std::runtime_error);
 }

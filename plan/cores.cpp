@@ -1,0 +1,88 @@
+#include "plan/cores.hpp"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace ap {
+
+std::vector<int> process_cores() {
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  std::vector<int> cores;
+  if (sched_getaffinity(0, sizeof mask, &mask) == 0) {
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &mask)) cores.push_back(c);
+  }
+  if (cores.empty()) cores.push_back(0);
+  return cores;
+}
+
+std::vector<compute_cores> assign_cores(const std::vector<int>& cores, int ranks, int threads) {
+  if (ranks < 1) throw std::invalid_argument("assign_cores: need at least 1 compute rank, got " + std::to_string(ranks));
+  if (threads < 0) throw std::invalid_argument("--threads must be 0 (automatic) or more, got " + std::to_string(threads));
+  const int available = static_cast<int>(cores.size());
+  const int each = threads > 0 ? threads : std::max(1, available / ranks);
+  std::vector<compute_cores> placement(static_cast<std::size_t>(ranks), compute_cores{each, {}});
+  if (static_cast<long>(ranks) * each > available) return placement;
+  for (int r = 0; r < ranks; ++r)
+    placement[static_cast<std::size_t>(r)].cores.assign(cores.begin() + r * each, cores.begin() + (r + 1) * each);
+  return placement;
+}
+
+std::string cores_text(const compute_cores& c) {
+  if (c.cores.empty())
+    return std::to_string(c.threads) + (c.threads == 1 ? " thread" : " threads") + ", not pinned";
+  if (c.cores.size() == 1) return "core " + std::to_string(c.cores[0]);
+  bool consecutive = true;
+  for (std::size_t i = 1; i < c.cores.size(); ++i) consecutive = consecutive && c.cores[i] == c.cores[i - 1] + 1;
+  if (consecutive) return "cores " + std::to_string(c.cores.front()) + "-" + std::to_string(c.cores.back());
+  std::string list;
+  for (int core : c.cores) list += (list.empty() ? "" : ",") + std::to_string(core);
+  return "cores " + list;
+}
+
+std::vector<std::string> rank_names(int replicas, int stages, int tensor_parallel) {
+  std::vector<std::string> names;
+  for (int d = 0; d < replicas; ++d)
+    for (int s = 0; s < std::max(stages, 1); ++s)
+      for (int r = 0; r < tensor_parallel; ++r) {
+        std::string name = replicas > 1 ? "replica " + std::to_string(d) : "";
+        if (stages > 0) name += (name.empty() ? "" : " ") + std::string("stage ") + std::to_string(s);
+        if (tensor_parallel > 1) name += (name.empty() ? "" : " ") + std::string("rank ") + std::to_string(r);
+        names.push_back(name.empty() ? "rank 0" : name);
+      }
+  return names;
+}
+
+std::vector<node_slot> node_slots(int replicas, int stages, int tensor_parallel, int nodes) {
+  if (nodes < 1) throw std::invalid_argument("node_slots: need at least 1 node, got " + std::to_string(nodes));
+  std::vector<int> hosted(static_cast<std::size_t>(nodes), 0);
+  std::vector<node_slot> slots;
+  for (int i = 0; i < replicas * stages; ++i) {
+    int& ranks = hosted[static_cast<std::size_t>(i % nodes)];
+    slots.push_back(node_slot{ranks, 0});
+    ranks += tensor_parallel;
+  }
+  for (int i = 0; i < replicas * stages; ++i) slots[static_cast<std::size_t>(i)].node_ranks = hosted[static_cast<std::size_t>(i % nodes)];
+  return slots;
+}
+
+std::string cores_layout_text(const std::vector<std::string>& names, const std::vector<compute_cores>& placement,
+                              std::size_t cores) {
+  if (placement.empty()) return "";
+  if (placement.front().cores.empty()) {
+    const int threads = placement.front().threads;
+    return std::to_string(placement.size()) + " compute rank" + (placement.size() == 1 ? "" : "s") + " x " +
+           std::to_string(threads) + (threads == 1 ? " thread" : " threads") + " on " + std::to_string(cores) +
+           " core" + (cores == 1 ? "" : "s") + ", not pinned (more ranks x threads than cores)";
+  }
+  std::string out;
+  for (std::size_t i = 0; i < placement.size(); ++i)
+    out += (out.empty() ? "" : ", ") + (i < names.size() ? names[i] : "rank " + std::to_string(i)) + ": " +
+           cores_text(placement[i]);
+  return out;
+}
+
+}  // namespace ap

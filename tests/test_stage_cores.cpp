@@ -1,0 +1,111 @@
+// Note [cores per rank]: where compute ranks run (plan/cores.hpp, pure), and that several ranks of one process
+// each computing on a team of intra-op threads of its own give the bits of one rank alone, pinned to their cores.
+#include <doctest/doctest.h>
+
+#include <sched.h>
+
+#include <mutex>
+#include <thread>
+
+#include "plan/cores.hpp"
+#include "stage/lockstep_threads.hpp"
+#include "pipeline_test_models.hpp"
+#include "test_support.hpp"
+
+using namespace ap;
+using namespace ap::test;
+
+TEST_CASE("assign_cores divides the cores evenly, pins where ranks fit, and leaves oversubscribed ranks unpinned") {
+  std::vector<int> sixteen;
+  for (int c = 0; c < 16; ++c) sixteen.push_back(c);
+  const auto four = assign_cores(sixteen, 4, 0);
+  REQUIRE(four.size() == 4);
+  CHECK(four[0].threads == 4);
+  CHECK(four[0].cores == std::vector<int>{0, 1, 2, 3});
+  CHECK(four[3].cores == std::vector<int>{12, 13, 14, 15});
+  CHECK(assign_cores(sixteen, 3, 0)[2].cores == std::vector<int>{10, 11, 12, 13, 14});  // 5 each, core 15 spare
+  CHECK(assign_cores(sixteen, 8, 2)[7].cores == std::vector<int>{14, 15});
+  const auto over = assign_cores({0, 1}, 4, 0);  // more ranks than cores: one thread each, the system spreads them
+  CHECK(over[3].threads == 1);
+  CHECK(over[3].cores.empty());
+  CHECK(assign_cores(sixteen, 4, 8)[0].cores.empty());  // 4 x 8 > 16: not pinned, 8 threads as asked
+  CHECK(assign_cores(sixteen, 4, 8)[0].threads == 8);
+  CHECK(assign_cores({1, 3, 5, 7}, 2, 0)[1].cores == std::vector<int>{5, 7});  // the process's own cores (taskset)
+  CHECK_THROWS_WITH_AS(assign_cores(sixteen, 2, -1), "--threads must be 0 (automatic) or more, got -1",
+                       std::invalid_argument);
+}
+
+TEST_CASE("the layout train prints names every rank and its cores") {
+  std::vector<int> eight{0, 1, 2, 3, 4, 5, 6, 7};
+  CHECK(cores_layout_text(rank_names(1, 2, 1), assign_cores(eight, 2, 0), 8) == "stage 0: cores 0-3, stage 1: cores 4-7");
+  CHECK(cores_layout_text(rank_names(2, 1, 2), assign_cores(eight, 4, 1), 8) ==
+        "replica 0 stage 0 rank 0: core 0, replica 0 stage 0 rank 1: core 1, replica 1 stage 0 rank 0: core 2, "
+        "replica 1 stage 0 rank 1: core 3");
+  CHECK(cores_layout_text(rank_names(2, 0, 1), assign_cores({0, 2, 4, 6}, 2, 0), 4) ==
+        "replica 0: cores 0,2, replica 1: cores 4,6");
+  CHECK(cores_layout_text(rank_names(1, 4, 1), assign_cores({0, 1}, 4, 0), 2) ==
+        "4 compute ranks x 1 thread on 2 cores, not pinned (more ranks x threads than cores)");
+  CHECK(rank_names(1, 0, 1) == std::vector<std::string>{"rank 0"});
+}
+
+namespace {
+
+// One training pass (forward, backward) of a model wide enough for oneDNN to split its GEMMs over threads:
+// the parameters' gradients, flattened.
+std::vector<float> one_pass() {
+  sequential m = sequential::from_layer_specs({"linear:64:256", "gelu", "linear:256:256", "relu", "linear:256:8"});
+  m.initialize(3);
+  const tensor x = random_tensor({128, 64}, 5);
+  sequential_cache cache;
+  const tensor y = m.forward(x, cache, forward_context{true, 0, 0});
+  m.zero_grad();
+  m.backward(y, cache);
+  std::vector<float> out;
+  for (const parameter& p : m.parameters()) out.insert(out.end(), p.grad->begin(), p.grad->end());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("two ranks of one process, 2 intra-op threads each, give the bits of one such rank run alone") {
+  use_compute_cores(compute_cores{2, {}});
+  const std::vector<float> alone = one_pass();
+  set_compute_threads(1);
+  lockstep_threads ranks(2, {compute_cores{2, {}}, compute_cores{2, {}}});
+  std::vector<std::vector<float>> got(2);
+  std::vector<int> threads(2);
+  for (int round = 0; round < 3; ++round) {
+    const auto errors = ranks.run([&](int r) {
+      threads[static_cast<std::size_t>(r)] = compute_threads();
+      got[static_cast<std::size_t>(r)] = one_pass();
+    });
+    for (const auto& e : errors) CHECK(!e);
+    CHECK(threads == std::vector<int>{2, 2});
+    CHECK(got[0] == alone);
+    CHECK(got[1] == alone);
+  }
+  set_compute_threads(1);
+}
+
+TEST_CASE("pinned ranks run on their own cores only") {
+  const std::vector<int> cores = process_cores();
+  if (cores.size() < 2) return;  // nothing to pin apart on one core
+  const auto placement = assign_cores(cores, 2, 1);
+  REQUIRE(!placement[1].cores.empty());
+  std::vector<std::vector<int>> seen(2);
+  {
+    lockstep_threads ranks(2, placement);
+    std::thread owner([&] {  // rank 0 runs on the caller: a thread of its own, so the test's stays unpinned
+      ranks.run([&](int r) {
+        cpu_set_t mask;
+        CPU_ZERO(&mask);
+        sched_getaffinity(0, sizeof mask, &mask);
+        for (int c = 0; c < CPU_SETSIZE; ++c)
+          if (CPU_ISSET(c, &mask)) seen[static_cast<std::size_t>(r)].push_back(c);
+      });
+    });
+    owner.join();
+  }
+  CHECK(seen[0] == placement[0].cores);
+  CHECK(seen[1] == placement[1].cores);
+}
