@@ -13,6 +13,17 @@
 //   - the cross-entropy loss keeps one value per row and adds the rows in order after the parallel loop.
 // Below a few tens of thousands of elements a loop runs serially (the team's start-up, a few microseconds,
 // would cost more than it saves): parallel_elements in compute.hpp.
+//
+// Note [oneDNN primitives against the loops]: measured on this 2-vCPU machine under load 8-10 (other builds;
+// three interleaved runs, best of 7-9 repeats, so only large differences count): layer normalisation backward
+// (8192 x 256, dx, dgamma, dbeta) on oneDNN 1.0-14 ms against 7.4-10.6 ms for the loops of
+// model/layer_norm.cpp on one thread: no clear winner, and oneDNN's dgamma/dbeta sum per thread (bits
+// that follow the thread count), so the loops stay. Softmax over 512 x 128 x 128 with the upper triangle set
+// to -inf first, oneDNN 16-24 ms against 38-60 ms for causal_softmax_rows on one thread: faster, but another
+// per-row arithmetic (its own exp), which would move every trained bit off the pinned figures; left for a
+// change of its own, measured on a quiet machine. GELU forward and backward were already oneDNN's eltwise
+// (tensor/nn_ops.hpp); reorders for bf16 <-> fp32 are not the same conversion (Note [conversions] in
+// bfloat16.hpp); the residual add is memory-bound (a sum/binary primitive has nothing to gain over one pass).
 #pragma once
 
 #include <cstddef>
