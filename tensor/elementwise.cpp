@@ -10,7 +10,7 @@ namespace ap {
 namespace {
 
 // Bytes per piece of a parallel copy: at least this much per thread, else one memcpy.
-constexpr std::size_t copy_piece = std::size_t(1) << 18;
+constexpr std::size_t piece_bytes = std::size_t(1) << 18;
 
 }  // namespace
 
@@ -21,7 +21,7 @@ void add_into(float* y, const float* x, std::size_t n) {
 }
 
 void parallel_copy(void* to, const void* from, std::size_t bytes) {
-  const auto pieces = static_cast<std::ptrdiff_t>((bytes + copy_piece - 1) / copy_piece);
+  const auto pieces = static_cast<std::ptrdiff_t>((bytes + piece_bytes - 1) / piece_bytes);
   if (pieces < 2) {
     if (bytes) std::memcpy(to, from, bytes);
     return;
@@ -30,13 +30,28 @@ void parallel_copy(void* to, const void* from, std::size_t bytes) {
   const char* f = static_cast<const char*>(from);
 #pragma omp parallel for schedule(static)
   for (std::ptrdiff_t p = 0; p < pieces; ++p) {
-    const std::size_t begin = std::size_t(p) * copy_piece, end = std::min(bytes, begin + copy_piece);
+    const std::size_t begin = std::size_t(p) * piece_bytes, end = std::min(bytes, begin + piece_bytes);
     std::memcpy(t + begin, f + begin, end - begin);
   }
 }
 
+void parallel_copy(const std::vector<copy_piece>& copies) {
+  std::vector<copy_piece> pieces;
+  std::size_t total = 0;
+  for (const copy_piece& c : copies) {
+    for (std::size_t b = 0; b < c.bytes; b += piece_bytes)
+      pieces.push_back({static_cast<char*>(c.to) + b, static_cast<const char*>(c.from) + b,
+                        std::min(piece_bytes, c.bytes - b)});
+    total += c.bytes;
+  }
+  const auto count = static_cast<std::ptrdiff_t>(pieces.size());
+#pragma omp parallel for schedule(static) if (total >= 2 * piece_bytes)
+  for (std::ptrdiff_t p = 0; p < count; ++p)
+    std::memcpy(pieces[std::size_t(p)].to, pieces[std::size_t(p)].from, pieces[std::size_t(p)].bytes);
+}
+
 void parallel_zero(void* to, std::size_t bytes) {
-  const auto pieces = static_cast<std::ptrdiff_t>((bytes + copy_piece - 1) / copy_piece);
+  const auto pieces = static_cast<std::ptrdiff_t>((bytes + piece_bytes - 1) / piece_bytes);
   if (pieces < 2) {
     if (bytes) std::memset(to, 0, bytes);
     return;
@@ -44,7 +59,7 @@ void parallel_zero(void* to, std::size_t bytes) {
   char* t = static_cast<char*>(to);
 #pragma omp parallel for schedule(static)
   for (std::ptrdiff_t p = 0; p < pieces; ++p) {
-    const std::size_t begin = std::size_t(p) * copy_piece, end = std::min(bytes, begin + copy_piece);
+    const std::size_t begin = std::size_t(p) * piece_bytes, end = std::min(bytes, begin + piece_bytes);
     std::memset(t + begin, 0, end - begin);
   }
 }

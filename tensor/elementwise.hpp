@@ -28,6 +28,7 @@
 
 #include <cstddef>
 #include <utility>
+#include <vector>
 
 #include <omp.h>
 
@@ -49,6 +50,13 @@ inline std::pair<std::size_t, std::size_t> thread_share(std::size_t count) {
 void add_into(float* y, const float* x, std::size_t n);
 // memcpy on the compute threads (large copies only; a small one is one memcpy).
 void parallel_copy(void* to, const void* from, std::size_t bytes);
+// Several copies (a microbatch join's parts) in one team: each split into pieces, all pieces shared out.
+struct copy_piece {
+  void* to;
+  const void* from;
+  std::size_t bytes;
+};
+void parallel_copy(const std::vector<copy_piece>& copies);
 // memset(to, 0, bytes) on the compute threads.
 void parallel_zero(void* to, std::size_t bytes);
 // Sum of x[i]^2 for i < n, in double: per sum_block block (8 running sums, added in a fixed order), the block

@@ -298,11 +298,13 @@ tensor concat_rows(const std::vector<const tensor*>& parts) {
     shape[0] += p.shape()[0];
   }
   tensor out = tensor::from_shape(shape, first.type());
+  std::vector<copy_piece> pieces;  // every part's bytes, in one team (Note [op threads] in elementwise.hpp)
   std::size_t offset = 0;
   for (const tensor* p : parts) {
-    if (p->byte_size() > 0) parallel_copy(out.bytes() + offset, p->bytes(), p->byte_size());
+    pieces.push_back({out.bytes() + offset, p->bytes(), p->byte_size()});
     offset += p->byte_size();
   }
+  parallel_copy(pieces);
   return out;
 }
 
