@@ -76,6 +76,42 @@ void merge_heads(const float* heads_data, std::size_t batch, std::size_t t, std:
   }
 }
 
+// The three parts of qkv (B, T, 3 W) split out at once, q, k and v each (B*H, T, d): one team, not three.
+void split_qkv_heads(const float* qkv, std::size_t batch, std::size_t t, std::size_t heads, std::size_t d, float* q,
+                     float* k, float* v) {
+  const std::size_t dim = heads * d, width = 3 * dim;
+  float* const outs[3] = {q, k, v};
+  const auto bh_count = static_cast<std::ptrdiff_t>(batch * heads);
+#pragma omp parallel for schedule(static) if (bh_count >= parallel_rows)
+  for (std::ptrdiff_t bh = 0; bh < bh_count; ++bh) {
+    const std::size_t b = std::size_t(bh) / heads, h = std::size_t(bh) % heads;
+    for (std::size_t which = 0; which < 3; ++which)
+      for (std::size_t i = 0; i < t; ++i) {
+        const float* from = qkv + (b * t + i) * width + which * dim + h * d;
+        float* to = outs[which] + (std::size_t(bh) * t + i) * d;
+        for (std::size_t j = 0; j < d; ++j) to[j] = from[j];
+      }
+  }
+}
+
+// dq, dk, dv (B*H, T, d) merged into dqkv (B, T, 3 W) at once: one team, and each row of dqkv written whole.
+void merge_qkv_heads(const float* dq, const float* dk, const float* dv, std::size_t batch, std::size_t t,
+                     std::size_t heads, std::size_t d, float* dqkv) {
+  const std::size_t dim = heads * d, width = 3 * dim;
+  const float* const ins[3] = {dq, dk, dv};
+  const auto bt_count = static_cast<std::ptrdiff_t>(batch * t);
+#pragma omp parallel for schedule(static) if (bt_count >= parallel_rows)
+  for (std::ptrdiff_t bt = 0; bt < bt_count; ++bt) {
+    const std::size_t b = std::size_t(bt) / t, i = std::size_t(bt) % t;
+    for (std::size_t which = 0; which < 3; ++which)
+      for (std::size_t h = 0; h < heads; ++h) {
+        const float* from = ins[which] + ((b * heads + h) * t + i) * d;
+        float* to = dqkv + std::size_t(bt) * width + which * dim + h * d;
+        for (std::size_t j = 0; j < d; ++j) to[j] = from[j];
+      }
+  }
+}
+
 }  // namespace
 
 namespace {
@@ -151,9 +187,7 @@ tensor attention_heads_forward(const tensor& qkv, std::size_t heads, dtype type,
   const std::size_t batch = qkv.shape()[0], t = qkv.shape()[1], width = qkv.shape()[2] / 3, d = width / heads;
   const std::size_t bh = batch * heads;
   tensor q = tensor::from_shape({bh, t, d}), k = tensor::from_shape({bh, t, d}), v = tensor::from_shape({bh, t, d});
-  split_heads(qkv.data(), 3 * width, 0, batch, t, heads, d, q.data());
-  split_heads(qkv.data(), 3 * width, 1, batch, t, heads, d, k.data());
-  split_heads(qkv.data(), 3 * width, 2, batch, t, heads, d, v.data());
+  split_qkv_heads(qkv.data(), batch, t, heads, d, q.data(), k.data(), v.data());
   keep_as(s.q, q, type), keep_as(s.k, k, type), keep_as(s.v, v, type);
   tensor probs = tensor::from_shape({bh, t, t});
   const float scale = 1.0f / std::sqrt(float(d));
@@ -204,9 +238,7 @@ void attention_heads_backward(const tensor& dmerged, std::size_t heads, const at
   product(false, false, bh, t, d, t, 1.0f, ds, s.k, dq.data());
   product(true, false, bh, t, d, t, 1.0f, ds, s.q, dk.data());
   if (shape_of(dqkv) != shape_t{batch, t, 3 * width}) dqkv = tensor::from_shape({batch, t, 3 * width});
-  merge_heads(dq.data(), batch, t, heads, d, 3 * width, 0, dqkv.data());
-  merge_heads(dk.data(), batch, t, heads, d, 3 * width, 1, dqkv.data());
-  merge_heads(dv.data(), batch, t, heads, d, 3 * width, 2, dqkv.data());
+  merge_qkv_heads(dq.data(), dk.data(), dv.data(), batch, t, heads, d, dqkv.data());
 }
 
 tensor causal_self_attention::forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const {

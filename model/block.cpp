@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "random/seeded_random.hpp"
+#include "tensor/elementwise.hpp"
 
 namespace ap {
 
@@ -89,7 +90,7 @@ tensor block::forward(const tensor& x, layer_cache& cache, const forward_context
                                 shape_string(h) + ", but x + f(x) needs the same shape");
   float* ph = h.data();
   const float* px = x.data();
-  for (std::size_t i = 0, n = h.size(); i < n; ++i) ph[i] += px[i];
+  add_into(ph, px, h.size());  // tensor/elementwise.hpp: on the compute threads
   return h;
 }
 
@@ -113,7 +114,7 @@ void block::backward_input(const tensor& dy, layer_cache& cache, tensor* dx) con
   if (residual_ && dx) {  // the skip path: dx += dy
     float* pdx = accumulate_into(*dx, shape_of(dy), *this);
     const float* pdy = dy.data();
-    for (std::size_t i = 0, m = dy.size(); i < m; ++i) pdx[i] += pdy[i];
+    add_into(pdx, pdy, dy.size());
   }
   s.input_done = true;
 }

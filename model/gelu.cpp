@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "tensor/elementwise.hpp"
 #include "tensor/nn_ops.hpp"
 
 namespace ap {
@@ -28,7 +29,7 @@ void gelu::backward_input(const tensor& dy, layer_cache& cache, tensor* dx) cons
   tensor local = tensor::from_shape(x.shape());
   gelu_backward(x.data(), dy.data(), local.data(), dy.size());
   const float* pl = local.data();
-  for (std::size_t i = 0; i < local.size(); ++i) pdx[i] += pl[i];
+  add_into(pdx, pl, local.size());
 }
 
 }  // namespace ap

@@ -3,14 +3,16 @@
 #include <algorithm>
 #include <cmath>
 
+#include "tensor/compute.hpp"
+#include "tensor/elementwise.hpp"
+
 namespace ap {
 
 double gradient_square_sum(const std::vector<parameter>& params, const std::function<bool(const parameter&)>& counted) {
   double sum = 0.0;
   for (const parameter& p : params) {
     if (counted && !counted(p)) continue;
-    const float* g = p.grad->data();
-    for (std::size_t i = 0; i < p.grad->size(); ++i) sum += double(g[i]) * double(g[i]);
+    sum += square_sum(p.grad->data(), p.grad->size());  // tensor/elementwise.hpp: fixed blocks, in order
   }
   return sum;
 }
@@ -24,7 +26,9 @@ void scale_gradients(const std::vector<parameter>& params, float factor) {
   if (factor == 1.0f) return;
   for (const parameter& p : params) {
     float* g = p.grad->data();
-    for (std::size_t i = 0; i < p.grad->size(); ++i) g[i] *= factor;
+    const auto n = static_cast<std::ptrdiff_t>(p.grad->size());
+#pragma omp parallel for simd schedule(static) if (n >= parallel_elements)
+    for (std::ptrdiff_t i = 0; i < n; ++i) g[i] *= factor;
   }
 }
 

@@ -14,7 +14,8 @@ namespace ap {
 // pieces' sums of squares before the square root, each element counted once: a tensor-parallel rank
 // counts its shards and, on rank 0 only, the whole tensors every rank holds; data-parallel replicas hold
 // the same (all-reduced) gradients, so one replica's sum is the sum. Sums are in double, in parameter
-// order, so the result does not depend on thread counts.
+// order, each parameter's in fixed blocks added in order (square_sum in tensor/elementwise.hpp), so the
+// result does not depend on thread counts.
 double gradient_square_sum(const std::vector<parameter>& params,
                            const std::function<bool(const parameter&)>& counted = nullptr);
 // The factor gradients are multiplied by: min(1, max_norm / (sqrt(square_sum) + 1e-6)); 1 for max_norm 0.

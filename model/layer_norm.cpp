@@ -1,8 +1,11 @@
 #include "model/layer_norm.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
+#include "tensor/compute.hpp"
+#include "tensor/elementwise.hpp"
 #include "tensor/nn_ops.hpp"
 
 namespace ap {
@@ -53,9 +56,15 @@ void layer_norm::backward_input(const tensor& dy, layer_cache& cache, tensor* dx
   const float* g = gamma_.data();
   const std::size_t n = rows(x), c = width_;
   float* pdx = accumulate_into(*dx, shape_of(x), *this);
-  for (std::size_t r = 0; r < n; ++r) {
-    const float* xr = x.data() + r * c;
-    const float* dyr = dy.data() + r * c;
+  const float* px = x.data();
+  const float* pdy = dy.data();
+  // Note [op threads] in tensor/elementwise.hpp: rows are independent; each keeps the serial arithmetic.
+  const auto count = static_cast<std::ptrdiff_t>(n);
+#pragma omp parallel for schedule(static) if (std::ptrdiff_t(n * c) >= parallel_elements)
+  for (std::ptrdiff_t row = 0; row < count; ++row) {
+    const std::size_t r = std::size_t(row);
+    const float* xr = px + r * c;
+    const float* dyr = pdy + r * c;
     float* dxr = pdx + r * c;
     // dx = rstd * (dnorm - mean(dnorm) - xhat * mean(dnorm * xhat)), with dnorm = dy * gamma (as llm.c).
     float dnorm_mean = 0.0f, dnorm_xhat_mean = 0.0f;
@@ -83,12 +92,21 @@ void layer_norm::backward_weight(const tensor& dy, layer_cache& cache) {
   float* dg = dgamma_.data();
   float* db = dbeta_.data();
   const std::size_t n = rows(x), c = width_;
-  for (std::size_t r = 0; r < n; ++r) {
-    const float* xr = x.data() + r * c;
-    const float* dyr = dy.data() + r * c;
-    for (std::size_t i = 0; i < c; ++i) {
-      dg[i] += dyr[i] * (xr[i] - mean[r]) * rstd[r];
-      db[i] += dyr[i];
+  const float* px = x.data();
+  const float* pdy = dy.data();
+  // Note [op threads] in tensor/elementwise.hpp: split by column blocks, each column summing its rows in order.
+  const std::size_t blocks = (c + column_block - 1) / column_block;
+#pragma omp parallel if (std::ptrdiff_t(n * c) >= parallel_elements)
+  {
+    const auto [first, last] = thread_share(blocks);
+    const std::size_t begin = first * column_block, end = std::min(c, last * column_block);
+    for (std::size_t r = 0; r < n; ++r) {
+      const float* xr = px + r * c;
+      const float* dyr = pdy + r * c;
+      for (std::size_t i = begin; i < end; ++i) {
+        dg[i] += dyr[i] * (xr[i] - mean[r]) * rstd[r];
+        db[i] += dyr[i];
+      }
     }
   }
 }

@@ -2,8 +2,10 @@
 
 #include <cmath>
 #include <stdexcept>
+#include <vector>
 
 #include "model/spec_text.hpp"
+#include "tensor/compute.hpp"
 
 namespace ap {
 
@@ -63,20 +65,51 @@ float row_max(const float* x, std::size_t n) {
 
 }  // namespace
 
+namespace {
+
+// Rows of cross-entropy on the compute threads (Note [op threads] in tensor/elementwise.hpp): `row(r)` for
+// every r < n, in parallel where the work is large enough. A row that throws is not rethrown from inside
+// the team: it is marked, and after the loop the first marked row runs again serially and throws as it would
+// have alone, so the errors are those of the serial loop.
+template <class Row>
+void for_each_row(std::size_t n, std::size_t cols, Row row) {
+  const auto count = static_cast<std::ptrdiff_t>(n);
+  if (std::ptrdiff_t(n * cols) < parallel_elements / 16 || count < 2) {
+    for (std::size_t r = 0; r < n; ++r) row(r);
+    return;
+  }
+  std::vector<unsigned char> failed(n, 0);
+#pragma omp parallel for schedule(static)
+  for (std::ptrdiff_t r = 0; r < count; ++r) {
+    try {
+      row(std::size_t(r));
+    } catch (...) {
+      failed[std::size_t(r)] = 1;
+    }
+  }
+  for (std::size_t r = 0; r < n; ++r)
+    if (failed[r]) row(r);  // throws
+}
+
+}  // namespace
+
 float softmax_cross_entropy::compute_loss(const tensor& output, const tensor& target,
                                           std::size_t batch_size) const {
   check_labels_shape("cross_entropy", output, target);
   const std::size_t n = rows(output), c = cols(output);
-  double total = 0.0;
-  for (std::size_t r = 0; r < n; ++r) {
+  // Each row's loss, then their sum in row order: the serial loop's sum, whatever the threads.
+  std::vector<double> row_losses(n);
+  for_each_row(n, c, [&](std::size_t r) {
     const float* x = output.data() + r * c;
     check_finite_row("cross_entropy", x, c, r);
     const std::size_t label = label_of(target, r, c);
     const double row_loss = log_sum_exp(x, c, row_max(x, c)) - double(x[label]);
     if (!std::isfinite(row_loss))
       throw std::domain_error("cross_entropy: the loss of row " + std::to_string(r) + " is not finite");
-    total += row_loss;
-  }
+    row_losses[r] = row_loss;
+  });
+  double total = 0.0;
+  for (std::size_t r = 0; r < n; ++r) total += row_losses[r];
   return static_cast<float>(total / divisor(output, batch_size));
 }
 
@@ -86,7 +119,7 @@ tensor softmax_cross_entropy::compute_gradient(const tensor& output, const tenso
   const std::size_t n = rows(output), c = cols(output);
   const double scale = 1.0 / divisor(output, batch_size);
   tensor grad = tensor::from_shape(output.shape());
-  for (std::size_t r = 0; r < n; ++r) {
+  for_each_row(n, c, [&](std::size_t r) {
     const float* x = output.data() + r * c;
     float* g = grad.data() + r * c;
     check_finite_row("cross_entropy", x, c, r);
@@ -95,7 +128,7 @@ tensor softmax_cross_entropy::compute_gradient(const tensor& output, const tenso
     const double lse = log_sum_exp(x, c, max);
     for (std::size_t i = 0; i < c; ++i)
       g[i] = static_cast<float>((std::exp(double(x[i]) - lse) - (i == label ? 1.0 : 0.0)) * scale);
-  }
+  });
   return grad;
 }
 
@@ -113,8 +146,8 @@ void check_same_shape(const tensor& output, const tensor& target) {
 float mean_squared_error::compute_loss(const tensor& output, const tensor& target, std::size_t batch_size) const {
   check_same_shape(output, target);
   const std::size_t n = rows(output), c = cols(output);
-  double total = 0.0;
-  for (std::size_t r = 0; r < n; ++r) {
+  std::vector<double> row_sums(n);  // summed in row order below, as the serial loop did
+  for_each_row(n, c, [&](std::size_t r) {
     const float* o = output.data() + r * c;
     const float* t = target.data() + r * c;
     double row_sum = 0.0;
@@ -123,8 +156,10 @@ float mean_squared_error::compute_loss(const tensor& output, const tensor& targe
       check_finite_row("mse", o, c, r);
       throw std::domain_error("mse: the loss of row " + std::to_string(r) + " is not finite (check the target)");
     }
-    total += row_sum;
-  }
+    row_sums[r] = row_sum;
+  });
+  double total = 0.0;
+  for (std::size_t r = 0; r < n; ++r) total += row_sums[r];
   return static_cast<float>(total / (divisor(output, batch_size) * double(c)));
 }
 
@@ -134,13 +169,13 @@ tensor mean_squared_error::compute_gradient(const tensor& output, const tensor& 
   const std::size_t n = rows(output), c = cols(output);
   const float scale = static_cast<float>(2.0 / (divisor(output, batch_size) * double(c)));
   tensor grad = tensor::from_shape(output.shape());
-  for (std::size_t r = 0; r < n; ++r) {
+  for_each_row(n, c, [&](std::size_t r) {
     const float* o = output.data() + r * c;
     const float* t = target.data() + r * c;
     float* g = grad.data() + r * c;
     check_finite_row("mse", o, c, r);
     for (std::size_t i = 0; i < c; ++i) g[i] = (o[i] - t[i]) * scale;
-  }
+  });
   return grad;
 }
 

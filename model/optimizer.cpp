@@ -1,7 +1,9 @@
 #include "model/optimizer.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <vector>
 
 #include "model/spec_text.hpp"
 #include "tensor/compute.hpp"
@@ -40,27 +42,66 @@ std::map<std::string, tensor*> pointers(std::map<std::string, tensor>& states) {
   return out;
 }
 
+// Note [one team per optimizer step]: every parameter's elements are cut into pieces of at most
+// optimizer_piece elements, and one `omp parallel for` over all the pieces of all parameters runs the update
+// (rather than one team per parameter, which pays a team start-up and a barrier per tensor and leaves the
+// small ones serial). Each element is updated alone by the same instructions (Note [op threads] in
+// tensor/elementwise.hpp), so any thread count gives the same bits.
+constexpr std::size_t optimizer_piece = std::size_t(1) << 14;
+
+struct piece {
+  std::size_t param;        // index into the step's pointer lists
+  std::size_t begin, end;   // element range
+};
+
+std::vector<piece> pieces_of(const std::vector<parameter>& params, std::size_t* total) {
+  std::vector<piece> out;
+  *total = 0;
+  for (std::size_t p = 0; p < params.size(); ++p) {
+    const std::size_t n = params[p].value->size();
+    for (std::size_t b = 0; b < n; b += optimizer_piece) out.push_back({p, b, std::min(n, b + optimizer_piece)});
+    *total += n;
+  }
+  return out;
+}
+
 class sgd final : public optimizer {
  public:
   explicit sgd(const optimizer_config& c) : c_(c) {}
 
   void step(const std::vector<parameter>& params) override {
-    for (const parameter& p : params) {
-      check_parameter(p);
-      float* w = p.value->data();
-      const float* g = p.grad->data();
-      const std::ptrdiff_t n = static_cast<std::ptrdiff_t>(p.value->size());
-      if (c_.momentum == 0.0f) {
-#pragma omp parallel for simd schedule(static) if (n >= parallel_elements)
-        for (std::ptrdiff_t i = 0; i < n; ++i) w[i] -= c_.lr * (g[i] + c_.weight_decay * w[i]);
+    // The state is found (or made) serially, then one team updates every parameter (Note [one team per
+    // optimizer step]).
+    std::vector<float*> w(params.size()), v(params.size());
+    std::vector<const float*> g(params.size());
+    for (std::size_t p = 0; p < params.size(); ++p) {
+      check_parameter(params[p]);
+      w[p] = params[p].value->data();
+      g[p] = params[p].grad->data();
+      if (c_.momentum != 0.0f) v[p] = state_for(states_, params[p].name + ".momentum", *params[p].value).data();
+    }
+    std::size_t total = 0;
+    const std::vector<piece> pieces = pieces_of(params, &total);
+    const auto count = static_cast<std::ptrdiff_t>(pieces.size());
+    const float lr = c_.lr, decay = c_.weight_decay, momentum = c_.momentum;
+    const bool nesterov = c_.nesterov;
+#pragma omp parallel for schedule(static) if (std::ptrdiff_t(total) >= parallel_elements)
+    for (std::ptrdiff_t k = 0; k < count; ++k) {
+      const piece& pc = pieces[std::size_t(k)];
+      float* pw = w[pc.param];
+      const float* pg = g[pc.param];
+      const auto begin = static_cast<std::ptrdiff_t>(pc.begin), end = static_cast<std::ptrdiff_t>(pc.end);
+      if (momentum == 0.0f) {
+#pragma omp simd
+        for (std::ptrdiff_t i = begin; i < end; ++i) pw[i] -= lr * (pg[i] + decay * pw[i]);
         continue;
       }
-      float* v = state_for(states_, p.name + ".momentum", *p.value).data();  // v = momentum v + g
-#pragma omp parallel for simd schedule(static) if (n >= parallel_elements)
-      for (std::ptrdiff_t i = 0; i < n; ++i) {
-        const float gi = g[i] + c_.weight_decay * w[i];
-        v[i] = c_.momentum * v[i] + gi;
-        w[i] -= c_.lr * (c_.nesterov ? gi + c_.momentum * v[i] : v[i]);
+      float* pv = v[pc.param];  // v = momentum v + g
+#pragma omp simd
+      for (std::ptrdiff_t i = begin; i < end; ++i) {
+        const float gi = pg[i] + decay * pw[i];
+        pv[i] = momentum * pv[i] + gi;
+        pw[i] -= lr * (nesterov ? gi + momentum * pv[i] : pv[i]);
       }
     }
     ++steps_;
@@ -87,22 +128,36 @@ class adam final : public optimizer {
     const float correction2 = static_cast<float>(1.0 - std::pow(double(c_.beta2), t));
     const float l2 = decoupled_ ? 0.0f : c_.weight_decay;
     const float shrink = decoupled_ ? 1.0f - c_.lr * c_.weight_decay : 1.0f;
-    for (const parameter& p : params) {
-      check_parameter(p);
-      float* w = p.value->data();
-      const float* g = p.grad->data();
-      float* m = state_for(states_, p.name + ".m", *p.value).data();
-      float* v = state_for(states_, p.name + ".v", *p.value).data();
-      const std::ptrdiff_t n = static_cast<std::ptrdiff_t>(p.value->size());
-      // Note [parallel element loops] in tensor/compute.hpp.
-#pragma omp parallel for simd schedule(static) if (n >= parallel_elements)
-      for (std::ptrdiff_t i = 0; i < n; ++i) {
-        const float gi = g[i] + l2 * w[i];
-        m[i] = c_.beta1 * m[i] + (1.0f - c_.beta1) * gi;
-        v[i] = c_.beta2 * v[i] + (1.0f - c_.beta2) * gi * gi;
-        const float m_hat = m[i] / correction1;
-        const float v_hat = v[i] / correction2;
-        w[i] = w[i] * shrink - c_.lr * m_hat / (std::sqrt(v_hat) + c_.eps);
+    // Note [one team per optimizer step]: the state serially, then one team over every parameter's pieces.
+    std::vector<float*> w(params.size()), m(params.size()), v(params.size());
+    std::vector<const float*> g(params.size());
+    for (std::size_t p = 0; p < params.size(); ++p) {
+      check_parameter(params[p]);
+      w[p] = params[p].value->data();
+      g[p] = params[p].grad->data();
+      m[p] = state_for(states_, params[p].name + ".m", *params[p].value).data();
+      v[p] = state_for(states_, params[p].name + ".v", *params[p].value).data();
+    }
+    std::size_t total = 0;
+    const std::vector<piece> pieces = pieces_of(params, &total);
+    const auto count = static_cast<std::ptrdiff_t>(pieces.size());
+    const float beta1 = c_.beta1, beta2 = c_.beta2, lr = c_.lr, eps = c_.eps;
+#pragma omp parallel for schedule(static) if (std::ptrdiff_t(total) >= parallel_elements)
+    for (std::ptrdiff_t k = 0; k < count; ++k) {
+      const piece& pc = pieces[std::size_t(k)];
+      float* pw = w[pc.param];
+      const float* pg = g[pc.param];
+      float* pm = m[pc.param];
+      float* pv = v[pc.param];
+      const auto begin = static_cast<std::ptrdiff_t>(pc.begin), end = static_cast<std::ptrdiff_t>(pc.end);
+#pragma omp simd
+      for (std::ptrdiff_t i = begin; i < end; ++i) {
+        const float gi = pg[i] + l2 * pw[i];
+        pm[i] = beta1 * pm[i] + (1.0f - beta1) * gi;
+        pv[i] = beta2 * pv[i] + (1.0f - beta2) * gi * gi;
+        const float m_hat = pm[i] / correction1;
+        const float v_hat = pv[i] / correction2;
+        pw[i] = pw[i] * shrink - lr * m_hat / (std::sqrt(v_hat) + eps);
       }
     }
     ++steps_;

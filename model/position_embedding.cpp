@@ -4,6 +4,8 @@
 #include <stdexcept>
 
 #include "random/seeded_random.hpp"
+#include "tensor/compute.hpp"
+#include "tensor/elementwise.hpp"
 
 namespace ap {
 
@@ -29,8 +31,13 @@ tensor position_embedding::forward(const tensor& x, layer_cache& cache, const fo
   const float* px = x.data();
   const float* w = weight_.data();
   float* py = y.data();
-  for (std::size_t b = 0; b < batch; ++b)
-    for (std::size_t i = 0; i < seq * dim_; ++i) py[b * seq * dim_ + i] = px[b * seq * dim_ + i] + w[i];
+  const std::size_t n = seq * dim_;
+  const auto count = static_cast<std::ptrdiff_t>(batch * seq);  // Note [op threads] in tensor/elementwise.hpp
+#pragma omp parallel for schedule(static) if (std::ptrdiff_t(batch * n) >= parallel_elements)
+  for (std::ptrdiff_t bt = 0; bt < count; ++bt) {
+    const std::size_t b = std::size_t(bt) / seq, i0 = (std::size_t(bt) % seq) * dim_;
+    for (std::size_t i = i0; i < i0 + dim_; ++i) py[b * n + i] = px[b * n + i] + w[i];
+  }
   cache.emplace<saved>().shape = x.shape();
   return y;
 }
@@ -39,8 +46,12 @@ void position_embedding::backward_input(const tensor& dy, layer_cache& cache, te
   const shape_t& shape = cache.get<saved>(*this).shape;
   check_dy_shape(dy, shape, *this);
   if (!dx) return;
-  const float* pdy = dy.data();
-  accumulate_elementwise(*dx, shape, *this, [pdy](std::size_t i) { return pdy[i]; });
+  bool fresh = false;
+  float* pdx = accumulate_into(*dx, shape, *this, &fresh);
+  if (fresh)
+    parallel_copy(pdx, dy.data(), dy.byte_size());  // tensor/elementwise.hpp: dx = dy
+  else
+    add_into(pdx, dy.data(), dy.size());
 }
 
 void position_embedding::backward_weight(const tensor& dy, layer_cache& cache) {
@@ -49,8 +60,13 @@ void position_embedding::backward_weight(const tensor& dy, layer_cache& cache) {
   const std::size_t batch = shape[0], n = shape[1] * dim_;
   const float* pdy = dy.data();
   float* dw = dweight_.data();
-  for (std::size_t b = 0; b < batch; ++b)
-    for (std::size_t i = 0; i < n; ++i) dw[i] += pdy[b * n + i];
+  // Note [op threads] in tensor/elementwise.hpp: split by columns; each adds the batch's rows in order.
+#pragma omp parallel if (std::ptrdiff_t(batch * n) >= parallel_elements)
+  {
+    const auto [begin, end] = thread_share(n);
+    for (std::size_t b = 0; b < batch; ++b)
+      for (std::size_t i = begin; i < end; ++i) dw[i] += pdy[b * n + i];
+  }
 }
 
 std::vector<parameter> position_embedding::parameters(const std::string& prefix) {

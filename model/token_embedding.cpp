@@ -1,11 +1,14 @@
 #include "model/token_embedding.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
 
 #include "model/spec_text.hpp"
 #include "random/seeded_random.hpp"
+#include "tensor/compute.hpp"
+#include "tensor/elementwise.hpp"
 
 namespace ap {
 
@@ -35,8 +38,10 @@ tensor token_embedding::forward(const tensor& x, layer_cache& cache, const forwa
   tensor y = tensor::from_shape({x.shape()[0], x.shape()[1], dim_});  // (batch, sequence, dim)
   const float* w = weight_.data();
   float* py = y.data();
-  for (std::size_t i = 0; i < n; ++i)
-    std::memcpy(py + i * dim_, w + static_cast<std::size_t>(ids[i]) * dim_, dim_ * sizeof(float));
+  const auto count = static_cast<std::ptrdiff_t>(n);  // Note [op threads] in tensor/elementwise.hpp
+#pragma omp parallel for schedule(static) if (std::ptrdiff_t(n * dim_) >= parallel_elements)
+  for (std::ptrdiff_t i = 0; i < count; ++i)
+    std::memcpy(py + std::size_t(i) * dim_, w + static_cast<std::size_t>(ids[i]) * dim_, dim_ * sizeof(float));
   cache.emplace<saved>().ids = x;
   return y;
 }
@@ -62,10 +67,18 @@ void token_embedding::backward_weight(const tensor& dy, layer_cache& cache) {
   const float* ids = s.ids.data();
   const float* pdy = dy.data();
   float* dw = dweight_.data();
-  for (std::size_t i = 0; i < s.ids.size(); ++i) {
-    float* row = dw + static_cast<std::size_t>(ids[i]) * dim_;
-    const float* d = pdy + i * dim_;
-    for (std::size_t j = 0; j < dim_; ++j) row[j] += d[j];
+  const std::size_t n = s.ids.size();
+  // Note [op threads] in tensor/elementwise.hpp: split by column blocks; every column adds the tokens in order.
+  const std::size_t blocks = (dim_ + column_block - 1) / column_block;
+#pragma omp parallel if (std::ptrdiff_t(n * dim_) >= parallel_elements)
+  {
+    const auto [first, last] = thread_share(blocks);
+    const std::size_t begin = first * column_block, end = std::min(dim_, last * column_block);
+    for (std::size_t i = 0; i < n; ++i) {
+      float* row = dw + static_cast<std::size_t>(ids[i]) * dim_;
+      const float* d = pdy + i * dim_;
+      for (std::size_t j = begin; j < end; ++j) row[j] += d[j];
+    }
   }
 }
 

@@ -1,5 +1,7 @@
 #include "tensor/tensor.hpp"
 
+#include "tensor/elementwise.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -233,7 +235,7 @@ tensor& operator*=(tensor& a, float s) {
 
 tensor zeros(const shape_t& shape, dtype type) {
   tensor t = tensor::from_shape(shape, type);
-  std::memset(t.bytes(), 0, t.byte_size());  // +0.0 in both dtypes
+  parallel_zero(t.bytes(), t.byte_size());  // +0.0 in both dtypes
   return t;
 }
 
@@ -276,7 +278,7 @@ tensor slice_rows(const tensor& t, std::size_t begin, std::size_t end) {
   const std::size_t row_bytes = shape[0] == 0 ? 0 : t.byte_size() / shape[0];
   shape[0] = end - begin;
   tensor out = tensor::from_shape(shape, t.type());
-  if (end > begin && row_bytes > 0) std::memcpy(out.bytes(), t.bytes() + begin * row_bytes, (end - begin) * row_bytes);
+  if (end > begin && row_bytes > 0) parallel_copy(out.bytes(), t.bytes() + begin * row_bytes, (end - begin) * row_bytes);
   return out;
 }
 
@@ -296,11 +298,13 @@ tensor concat_rows(const std::vector<const tensor*>& parts) {
     shape[0] += p.shape()[0];
   }
   tensor out = tensor::from_shape(shape, first.type());
+  std::vector<copy_piece> pieces;  // every part's bytes, in one team (Note [op threads] in elementwise.hpp)
   std::size_t offset = 0;
   for (const tensor* p : parts) {
-    if (p->byte_size() > 0) std::memcpy(out.bytes() + offset, p->bytes(), p->byte_size());
+    pieces.push_back({out.bytes() + offset, p->bytes(), p->byte_size()});
     offset += p->byte_size();
   }
+  parallel_copy(pieces);
   return out;
 }
 
