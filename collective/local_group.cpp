@@ -33,6 +33,10 @@ const char* kind_name(collective_kind k) {
 struct contribution {
   const tensor* in = nullptr;
   tensor* out = nullptr;
+  // Taken once when the collective is handed (tensor::data() counts writes: chunks on several threads
+  // must not call it on one tensor): all_reduce, reduce_scatter, and broadcast's receivers.
+  const float* in_data = nullptr;
+  float* out_data = nullptr;
 };
 
 // Collective number `index` of the group, as the first rank to join described it. The fields above the
@@ -119,7 +123,7 @@ void add_three(float* __restrict into, const float* __restrict a, const float* _
 // sum is decided (Note [local collectives]): whoever runs a chunk gets the same bits.
 void reduce_range(const collective& c, std::size_t begin, std::size_t n, float* into) {
   const std::size_t ranks = c.parts.size();
-  const auto in = [&](std::size_t r) { return c.parts[r].in->data() + begin; };
+  const auto in = [&](std::size_t r) { return c.parts[r].in_data + begin; };
   if (ranks == 1) {
     std::memcpy(into, in(0), n * sizeof(float));
   } else {
@@ -139,6 +143,12 @@ std::size_t chunks_of(std::size_t elements) { return (elements + chunk_elements 
 // Splits a collective whose ranks have all joined into chunks (with the group's lock held).
 void plan(collective& c) {
   const std::size_t ranks = c.parts.size();
+  if (c.kind != collective_kind::all_gather)
+    for (std::size_t r = 0; r < ranks; ++r) {
+      contribution& p = c.parts[r];
+      p.in_data = p.in->data();
+      if (c.kind != collective_kind::broadcast || static_cast<int>(r) != c.root) p.out_data = p.out->data();
+    }
   switch (c.kind) {
     case collective_kind::all_reduce:
     case collective_kind::broadcast: c.chunks = chunks_of(c.parts[0].in->size()); break;
@@ -168,7 +178,7 @@ void run_chunk(collective& c, std::size_t k) {
       for (std::size_t b = k * chunk_elements; b < end; b += block_elements) {
         const std::size_t m = std::min(block_elements, end - b);
         reduce_range(c, b, m, accumulator);
-        for (auto& p : c.parts) std::memcpy(p.out->data() + b, accumulator, m * sizeof(float));
+        for (auto& p : c.parts) std::memcpy(p.out_data + b, accumulator, m * sizeof(float));
       }
       break;
     }
@@ -180,7 +190,7 @@ void run_chunk(collective& c, std::size_t k) {
       const std::size_t shard_end = shard_rows(c.shape[0], ranks, r).second * row;
       const std::size_t b = shard_begin + (k - c.first_chunk[r]) * chunk_elements;
       const std::size_t e = std::min(shard_end, b + chunk_elements);
-      reduce_range(c, b, e - b, c.parts[r].out->data() + (b - shard_begin));
+      reduce_range(c, b, e - b, c.parts[r].out_data + (b - shard_begin));
       break;
     }
     case collective_kind::all_gather: {
@@ -198,11 +208,11 @@ void run_chunk(collective& c, std::size_t k) {
       break;
     }
     case collective_kind::broadcast: {
-      const float* from = c.parts[static_cast<std::size_t>(c.root)].in->data();
+      const float* from = c.parts[static_cast<std::size_t>(c.root)].in_data;
       const std::size_t n = c.parts[0].in->size(), b = k * chunk_elements, e = std::min(n, b + chunk_elements);
       for (std::size_t r = 0; r < ranks; ++r)
         if (static_cast<int>(r) != c.root)
-          std::memcpy(c.parts[r].out->data() + b, from + b, (e - b) * sizeof(float));
+          std::memcpy(c.parts[r].out_data + b, from + b, (e - b) * sizeof(float));
       break;
     }
   }
