@@ -1,6 +1,7 @@
 #include "collective/local_group.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -18,9 +19,15 @@ namespace {
 struct contribution {
   const tensor* in = nullptr;
   tensor* out = nullptr;
+  // Taken once when the collective is handed (tensor::data() counts writes: chunks on several threads
+  // must not call it on one tensor): all_reduce, reduce_scatter, and broadcast's receivers.
+  const float* in_data = nullptr;
+  float* out_data = nullptr;
 };
 
-// Collective number `index` of the group, as the first rank to join described it.
+// Collective number `index` of the group, as the first rank to join described it. The fields above the
+// chunk counters are guarded by the group's mutex; the counters are claimed without it (Note [shared
+// reduction]).
 struct collective {
   std::size_t index = 0;
   collective_kind kind{};
@@ -31,9 +38,17 @@ struct collective {
   std::vector<contribution> parts;  // by rank
   std::vector<bool> joined;         // by rank
   int joined_count = 0;
-  bool handed = false;  // given to the communication thread: it will complete
-  bool done = false;
-  std::string error;  // why it failed; empty while it may still succeed
+  bool handed = false;    // every rank joined and the calls match: it runs to its last chunk
+  bool finished = false;  // every chunk done or skipped: nobody touches the ranks' tensors any more
+  bool done = false;      // finished without an error
+  std::string error;      // why it failed; empty while it may still succeed
+
+  // Set when it is handed, read-only after: its chunks and, for reduce_scatter, each rank's first chunk.
+  std::size_t chunks = 0;
+  std::vector<std::size_t> first_chunk;  // reduce_scatter: by rank, and the total at the end
+  std::atomic<std::size_t> next_chunk{0};   // the next chunk to claim (may run past `chunks`)
+  std::atomic<std::size_t> chunks_done{0};  // chunks run or skipped; `chunks` means finished
+  std::atomic<bool> cancelled{false};       // failed while running: skip the chunks not yet started
 };
 
 std::string describe(const std::string& group, const collective& c) {
@@ -74,45 +89,94 @@ std::string mismatch(const collective& c, collective_kind kind, reduce_op op, in
   return "";
 }
 
-// Elements [begin, end) of the reduction over every rank's input, in rank order, into `into` (end-begin
-// floats). The one place the order of the sum is decided (Note [local collectives]).
-void reduce_range(const collective& c, std::size_t begin, std::size_t end, float* into) {
-  const std::size_t n = end - begin;
-  std::memcpy(into, c.parts[0].in->data() + begin, n * sizeof(float));
-  for (std::size_t r = 1; r < c.parts.size(); ++r) {
-    const float* in = c.parts[r].in->data() + begin;
-    for (std::size_t i = 0; i < n; ++i) into[i] += in[i];
+constexpr std::size_t chunk_elements = 1 << 14;  // 64 KB: the unit of work sharing (Note [shared reduction])
+constexpr std::size_t block_elements = 1 << 11;  // 8 KB: an all-reduce's accumulator stays in L1
+
+// The sum loops, one pass over `into` per one or three ranks; each element is still summed in rank order.
+void add_two(float* __restrict into, const float* __restrict a, const float* __restrict b, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) into[i] = a[i] + b[i];
+}
+void add_one(float* __restrict into, const float* __restrict a, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) into[i] += a[i];
+}
+void add_three(float* __restrict into, const float* __restrict a, const float* __restrict b,
+               const float* __restrict c, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) into[i] = ((into[i] + a[i]) + b[i]) + c[i];
+}
+
+// Elements [begin, begin + n) of the reduction over every rank's input into `into` (n floats): in rank
+// order, ((in_0 + in_1) + in_2) + ..., then divided by the ranks for a mean. The one place the order of the
+// sum is decided (Note [local collectives]): whoever runs a chunk gets the same bits.
+void reduce_range(const collective& c, std::size_t begin, std::size_t n, float* into) {
+  const std::size_t ranks = c.parts.size();
+  const auto in = [&](std::size_t r) { return c.parts[r].in_data + begin; };
+  if (ranks == 1) {
+    std::memcpy(into, in(0), n * sizeof(float));
+  } else {
+    add_two(into, in(0), in(1), n);
+    std::size_t r = 2;
+    for (; r + 3 <= ranks; r += 3) add_three(into, in(r), in(r + 1), in(r + 2), n);
+    for (; r < ranks; ++r) add_one(into, in(r), n);
   }
   if (c.op == reduce_op::mean) {
-    const float ranks = static_cast<float>(c.parts.size());
-    for (std::size_t i = 0; i < n; ++i) into[i] /= ranks;
+    const float divisor = static_cast<float>(ranks);
+    for (std::size_t i = 0; i < n; ++i) into[i] /= divisor;
   }
 }
 
-constexpr std::size_t chunk_elements = 1 << 14;  // 64 KB: the accumulator stays in L2
+std::size_t chunks_of(std::size_t elements) { return (elements + chunk_elements - 1) / chunk_elements; }
 
-void run(collective& c) {
+// Splits a collective whose ranks have all joined into chunks (with the group's lock held).
+void plan(collective& c) {
   const std::size_t ranks = c.parts.size();
-  std::vector<float> accumulator(chunk_elements);
+  if (c.kind != collective_kind::all_gather)
+    for (std::size_t r = 0; r < ranks; ++r) {
+      contribution& p = c.parts[r];
+      p.in_data = p.in->data();
+      if (c.kind != collective_kind::broadcast || static_cast<int>(r) != c.root) p.out_data = p.out->data();
+    }
+  switch (c.kind) {
+    case collective_kind::all_reduce:
+    case collective_kind::broadcast: c.chunks = chunks_of(c.parts[0].in->size()); break;
+    case collective_kind::reduce_scatter: {
+      const std::size_t row = row_length(c.shape), rows = c.shape.empty() ? 0 : c.shape[0];
+      c.first_chunk.assign(ranks + 1, 0);
+      for (std::size_t r = 0; r < ranks; ++r) {
+        const auto [first, last] = shard_rows(rows, ranks, r);
+        c.first_chunk[r + 1] = c.first_chunk[r] + chunks_of((last - first) * row);
+      }
+      c.chunks = c.first_chunk[ranks];
+      break;
+    }
+    case collective_kind::all_gather: c.chunks = ranks; break;  // one per receiving rank: it allocates
+  }
+}
+
+// Chunk k of collective c; any thread may run it, once.
+void run_chunk(collective& c, std::size_t k) {
+  const std::size_t ranks = c.parts.size();
   switch (c.kind) {
     case collective_kind::all_reduce: {
-      const std::size_t n = c.parts[0].in->size();
-      for (std::size_t b = 0; b < n; b += chunk_elements) {
-        const std::size_t e = std::min(n, b + chunk_elements);
-        reduce_range(c, b, e, accumulator.data());  // reads every rank's chunk before any is overwritten
-        for (auto& p : c.parts) std::memcpy(p.out->data() + b, accumulator.data(), (e - b) * sizeof(float));
+      // One pass: each block is summed into an L1 accumulator, reading every rank's block before any
+      // rank's block (the same memory: all_reduce is in place) is overwritten, then written to every rank.
+      alignas(64) float accumulator[block_elements];
+      const std::size_t n = c.parts[0].in->size(), end = std::min(n, (k + 1) * chunk_elements);
+      for (std::size_t b = k * chunk_elements; b < end; b += block_elements) {
+        const std::size_t m = std::min(block_elements, end - b);
+        reduce_range(c, b, m, accumulator);
+        for (auto& p : c.parts) std::memcpy(p.out_data + b, accumulator, m * sizeof(float));
       }
       break;
     }
     case collective_kind::reduce_scatter: {
+      const std::size_t r = static_cast<std::size_t>(
+          std::upper_bound(c.first_chunk.begin(), c.first_chunk.end(), k) - c.first_chunk.begin() - 1);
       const std::size_t row = row_length(c.shape);
-      for (std::size_t r = 0; r < ranks; ++r) {
-        const auto [first, last] = shard_rows(c.shape.empty() ? 0 : c.shape[0], ranks, r);
-        for (std::size_t b = first * row; b < last * row; b += chunk_elements) {
-          const std::size_t e = std::min(last * row, b + chunk_elements);
-          reduce_range(c, b, e, c.parts[r].out->data() + (b - first * row));
-        }
-      }
+      const std::size_t shard_begin = shard_rows(c.shape[0], ranks, r).first * row;
+      const std::size_t shard_end = shard_rows(c.shape[0], ranks, r).second * row;
+      const std::size_t b = shard_begin + (k - c.first_chunk[r]) * chunk_elements;
+      const std::size_t e = std::min(shard_end, b + chunk_elements);
+      reduce_range(c, b, e - b, c.parts[r].out_data + (b - shard_begin));
       break;
     }
     case collective_kind::all_gather: {
@@ -120,20 +184,21 @@ void run(collective& c) {
       for (auto& p : c.parts) rows += p.in->shape()[0];
       shape_t shape = c.shape;
       shape[0] = rows;
-      for (auto& p : c.parts) *p.out = tensor::from_shape(shape);
+      tensor& out = *c.parts[k].out;
+      out = tensor::from_shape(shape);
       std::size_t offset = 0;
       for (auto& src : c.parts) {
-        for (auto& dst : c.parts)
-          if (src.in->size() > 0) std::memcpy(dst.out->data() + offset, src.in->data(), src.in->byte_size());
+        if (src.in->size() > 0) std::memcpy(out.data() + offset, src.in->data(), src.in->byte_size());
         offset += src.in->size();
       }
       break;
     }
     case collective_kind::broadcast: {
-      const tensor& from = *c.parts[static_cast<std::size_t>(c.root)].in;
+      const float* from = c.parts[static_cast<std::size_t>(c.root)].in_data;
+      const std::size_t n = c.parts[0].in->size(), b = k * chunk_elements, e = std::min(n, b + chunk_elements);
       for (std::size_t r = 0; r < ranks; ++r)
-        if (static_cast<int>(r) != c.root && from.size() > 0)
-          std::memcpy(c.parts[r].out->data(), from.data(), from.byte_size());
+        if (static_cast<int>(r) != c.root)
+          std::memcpy(c.parts[r].out_data + b, from + b, (e - b) * sizeof(float));
       break;
     }
   }
@@ -141,46 +206,127 @@ void run(collective& c) {
 
 }  // namespace
 
+// Note [shared reduction]: every thread that would otherwise wait computes. Once every rank has joined a
+// collective it is "handed": split into chunks (64 KB of the result; all_gather: one per receiving rank)
+// and put on the `ready` queue. Workers claim chunks from the collective's atomic counter, without the
+// lock, and run them: the communication thread (the oldest collective first, so a collective started
+// while the ranks compute still progresses), and every rank blocked in wait() (its own collective first,
+// then the oldest ready one, one chunk at a time, so it returns as soon as its own is done). An
+// all-reduce chunk is reduced in rank order, block by block through an L1 accumulator, and written to
+// every rank's tensor in the same pass (reduce-scatter and all-gather in one pass per chunk); the order of
+// the sum is fixed per element, so the bits do not depend on who runs a chunk. The worker that completes
+// the last chunk marks the collective finished under the lock and wakes the waiters. With D ranks waiting
+// on a large all-reduce, D + 1 threads sum instead of one; a small (tensor-parallel) all-reduce is usually
+// run by the last rank to wait, with no hand-off to another thread. Abort marks running collectives
+// cancelled: their chunks not yet started are skipped (counted done at once), and their waiters still wait
+// for the chunks in progress, so no rank gets its tensors back while another thread writes them (Note
+// [async collectives]). The timeout applies until a collective is handed: from then on it waits on no one.
 struct local_group_state {
   std::string name;
   int size = 0;
   std::chrono::milliseconds timeout{};
   std::mutex mutex;
-  std::condition_variable changed;  // a collective finished or failed, or the group was aborted
+  std::condition_variable changed;  // a collective finished, failed or is ready to share, or an abort
   std::condition_variable work;     // a collective is ready for the communication thread, or stop
   std::vector<std::size_t> calls_made;                       // by rank: collectives started so far
   std::map<std::size_t, std::shared_ptr<collective>> open;   // joined by some ranks, not yet all
-  std::deque<std::shared_ptr<collective>> ready;             // joined by all, for the thread
+  std::deque<std::shared_ptr<collective>> ready;             // handed, maybe with chunks to claim
+  std::vector<std::shared_ptr<collective>> running;          // handed, not finished
   std::string aborted;  // why every unfinished collective fails; empty while the group is healthy
   bool stopping = false;
 
-  // The communication thread: runs ready collectives in order until stopped and drained.
-  void serve() {
-    std::unique_lock lock(mutex);
-    for (;;) {
-      work.wait(lock, [&] { return stopping || !ready.empty(); });
-      if (ready.empty()) return;
-      auto c = std::move(ready.front());
-      ready.pop_front();
-      lock.unlock();
-      std::string error;
-      try {
-        run(*c);
-      } catch (const std::exception& e) {
-        error = describe(name, *c) + " failed: " + e.what();
-      }
-      lock.lock();
-      c->done = error.empty();
-      c->error = error;
+  // Every rank has joined `c` and the calls match (with the lock held).
+  void hand(const std::shared_ptr<collective>& c) {
+    c->handed = true;
+    plan(*c);
+    if (c->chunks == 0) {
+      c->finished = c->done = true;
       changed.notify_all();
+      return;
+    }
+    running.push_back(c);
+    ready.push_back(c);
+    work.notify_one();
+    // Waiting ranks help with the chunks the communication thread does not take.
+    for (std::size_t i = 1; i < std::min<std::size_t>(c->chunks, static_cast<std::size_t>(size) + 1); ++i)
+      changed.notify_one();
+  }
+
+  // A collective with chunks to claim, `own` first, then the oldest (with the lock held); null if none.
+  std::shared_ptr<collective> claimable(const std::shared_ptr<collective>& own) {
+    if (own && own->handed && !own->finished && own->next_chunk.load(std::memory_order_relaxed) < own->chunks)
+      return own;
+    while (!ready.empty()) {
+      auto& front = ready.front();
+      if (front->next_chunk.load(std::memory_order_relaxed) < front->chunks) return front;
+      ready.pop_front();  // every chunk claimed: its workers finish it
+    }
+    return nullptr;
+  }
+
+  // Claims and runs up to `max_chunks` chunks of `c` (without the lock), fewer if none are left.
+  void work_on(collective& c, std::size_t max_chunks) {
+    for (std::size_t n = 0; n < max_chunks; ++n) {
+      std::size_t k = 0, count = 1;
+      if (c.cancelled.load(std::memory_order_acquire)) {  // claim every chunk left, to skip them
+        k = c.next_chunk.exchange(c.chunks, std::memory_order_relaxed);
+        if (k >= c.chunks) return;
+        count = c.chunks - k;
+      } else {
+        k = c.next_chunk.fetch_add(1, std::memory_order_relaxed);
+        if (k >= c.chunks) return;
+        try {
+          run_chunk(c, k);
+        } catch (const std::exception& e) {
+          std::lock_guard lock(mutex);
+          if (c.error.empty()) c.error = describe(name, c) + " failed: " + e.what();
+          c.cancelled.store(true, std::memory_order_release);
+        }
+      }
+      if (c.chunks_done.fetch_add(count, std::memory_order_acq_rel) + count == c.chunks) {
+        finish(c);
+        return;
+      }
     }
   }
 
-  // Fails every collective that has not been handed to the thread (with the lock held).
-  void fail_open(const std::string& why) {
+  // The last chunk of `c` is done: nobody touches its tensors any more.
+  void finish(collective& c) {
+    std::lock_guard lock(mutex);
+    c.finished = true;
+    c.done = c.error.empty();
+    running.erase(std::find_if(running.begin(), running.end(), [&](auto& r) { return r.get() == &c; }));
+    changed.notify_all();
+    if (stopping) work.notify_all();
+  }
+
+  // The communication thread: runs chunks of ready collectives, oldest first, until stopped and every
+  // handed collective has finished.
+  void serve() {
+    std::unique_lock lock(mutex);
+    for (;;) {
+      if (auto c = claimable(nullptr)) {
+        lock.unlock();
+        work_on(*c, c->chunks);
+        lock.lock();
+        continue;
+      }
+      if (stopping && running.empty()) return;
+      work.wait(lock);
+    }
+  }
+
+  // Fails every collective that has not been handed (with the lock held); `running_too`: and cancels the
+  // handed ones that have not finished (an abort).
+  void fail_open(const std::string& why, bool running_too) {
     if (aborted.empty()) aborted = why;
     for (auto& [index, c] : open)
       if (c->error.empty()) c->error = describe(name, *c) + ": " + why;
+    if (running_too)
+      for (auto& c : running) {
+        if (c->error.empty()) c->error = describe(name, *c) + ": " + why;
+        c->cancelled.store(true, std::memory_order_release);
+      }
     changed.notify_all();
   }
 };
@@ -192,30 +338,48 @@ class local_handle final : public collective_handle::state {
   local_handle(std::shared_ptr<local_group_state> g, std::shared_ptr<collective> c, int rank)
       : g_(std::move(g)), c_(std::move(c)), rank_(rank) {}
 
+  // Helps with ready collectives while it waits (Note [shared reduction]).
   void wait() override {
     std::unique_lock lock(g_->mutex);
-    const bool settled =
-        g_->changed.wait_for(lock, g_->timeout, [&] { return c_->done || !c_->error.empty() || c_->handed; });
-    // A handed collective completes without waiting on anyone: wait for it, even past the timeout, so
-    // the caller never gets its tensors back while the thread still writes them.
-    if (c_->handed) g_->changed.wait(lock, [&] { return c_->done || !c_->error.empty(); });
-    if (c_->done) return;
-    if (!c_->error.empty()) throw collective_error(c_->error + " (seen by rank " + std::to_string(rank_) + ")");
-    (void)settled;
-    std::vector<int> missing;
-    for (int r = 0; r < g_->size; ++r)
-      if (!c_->joined[static_cast<std::size_t>(r)]) missing.push_back(r);
-    throw collective_error(describe(g_->name, *c_) + ": rank " + std::to_string(rank_) + " waited " +
-                           std::to_string(g_->timeout.count()) + " ms, but " + rank_list(missing) +
-                           " never joined");
+    const auto deadline = std::chrono::steady_clock::now() + g_->timeout;
+    for (;;) {
+      if (c_->finished) {
+        if (c_->done) return;
+        throw collective_error(c_->error + " (seen by rank " + std::to_string(rank_) + ")");
+      }
+      if (!c_->handed) {
+        if (!c_->error.empty()) throw collective_error(c_->error + " (seen by rank " + std::to_string(rank_) + ")");
+        if (std::chrono::steady_clock::now() >= deadline) throw never_joined();
+      }
+      if (auto c = g_->claimable(c_)) {
+        lock.unlock();
+        // All of its own collective's chunks; one of another's, then look again.
+        g_->work_on(*c, c == c_ ? c->chunks : 1);
+        lock.lock();
+      } else if (c_->handed) {
+        g_->changed.wait(lock);  // its last chunks run on other threads; they wait on no one
+      } else {
+        g_->changed.wait_until(lock, deadline);
+      }
+    }
   }
 
   bool ready() const override {
     std::lock_guard lock(g_->mutex);
-    return c_->done || !c_->error.empty();
+    return c_->finished || (!c_->handed && !c_->error.empty());
   }
 
  private:
+  // With the lock held.
+  collective_error never_joined() const {
+    std::vector<int> missing;
+    for (int r = 0; r < g_->size; ++r)
+      if (!c_->joined[static_cast<std::size_t>(r)]) missing.push_back(r);
+    return collective_error(describe(g_->name, *c_) + ": rank " + std::to_string(rank_) + " waited " +
+                            std::to_string(g_->timeout.count()) + " ms, but " + rank_list(missing) +
+                            " never joined");
+  }
+
   std::shared_ptr<local_group_state> g_;
   std::shared_ptr<collective> c_;
   int rank_;
@@ -257,7 +421,7 @@ class local_member final : public process_group {
 
   void abort(const std::string& reason) override {
     std::lock_guard lock(g_->mutex);
-    g_->fail_open("rank " + std::to_string(rank_) + " aborted the group: " + reason);
+    g_->fail_open("rank " + std::to_string(rank_) + " aborted the group: " + reason, true);
   }
 
  private:
@@ -304,11 +468,7 @@ class local_member final : public process_group {
     c->joined[static_cast<std::size_t>(rank_)] = true;
     if (++c->joined_count == g_->size) {
       g_->open.erase(index);
-      if (c->error.empty()) {
-        c->handed = true;
-        g_->ready.push_back(c);
-        g_->work.notify_one();
-      }
+      if (c->error.empty()) g_->hand(c);
     }
     return collective_handle(std::make_shared<local_handle>(g_, c, rank_));
   }
@@ -337,7 +497,7 @@ local_group::~local_group() {
   {
     std::lock_guard lock(state_->mutex);
     state_->stopping = true;
-    state_->fail_open("group '" + state_->name + "' was destroyed");
+    state_->fail_open("group '" + state_->name + "' was destroyed", false);  // handed ones complete
     state_->work.notify_all();
   }
   communication_.join();

@@ -52,6 +52,7 @@ tsan_tests=(
   test_stage_threads  # the event log with its streaming sinks and the layer-kind registry, from std::threads
   test_tensor_gemm    # compute threads per calling thread; concurrent callers of oneDNN (per-thread caches)
   test_collective_local  # shared-memory collectives: ranks' threads, the communication thread, async handles
+  test_collective_local_shared  # chunks of one reduction claimed by several threads (atomics), abort mid-way
   test_training_mesh     # data and tensor parallelism: replica threads on local groups (one compute thread each)
   test_stage_lockstep    # a stage's tensor-parallel ranks in lockstep threads, its data-parallel replicas
 )
