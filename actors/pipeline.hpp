@@ -14,7 +14,7 @@
 #include "stage/event_log.hpp"
 #include "plan/stage_info.hpp"
 #include "model/optimizer.hpp"
-#include "network/timeout.hpp"
+#include "failure/timeout.hpp"
 #include "network/transport_security.hpp"
 #include "model/sequential.hpp"
 #include "schedule/schedule.hpp"

@@ -10,7 +10,7 @@
 
 #include "collective/local_group.hpp"
 #include "model/parallel_linear.hpp"
-#include "network/timeout.hpp"
+#include "failure/timeout.hpp"
 #include "stage/lockstep_threads.hpp"
 #include "stage/stage_worker.hpp"
 

@@ -1,5 +1,5 @@
 // The tasks that travel between stages: a forward_task carries a chunk's input, a backward_task the gradient
-// of a chunk's output. Plain data; how they cross actors and processes is network/messages.hpp.
+// of a chunk's output. Plain data; how they cross actors and processes is actors/messages.hpp.
 #pragma once
 
 #include "tensor/tensor.hpp"

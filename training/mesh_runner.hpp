@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "collective/local_group.hpp"
-#include "network/timeout.hpp"
+#include "failure/timeout.hpp"
 #include "training/trainer.hpp"
 
 namespace ap {

@@ -1,5 +1,5 @@
 // Every message between the actors, and how each crosses a process boundary (all are registered for the
-// network, network/message_types.cpp). Tensors are serialised as one raw block, so they cross a network
+// network, actors/message_types.cpp). Tensors are serialised as one raw block, so they cross a network
 // quickly (network/wire_format.hpp, toolchain notes). Each message is a struct whose fields say what they
 // are; a bare int never means different things to different actors.
 #pragma once
@@ -13,7 +13,7 @@
 
 #include "checkpoint/named_tensors.hpp"
 #include "model/optimizer.hpp"
-#include "network/timeout.hpp"
+#include "failure/timeout.hpp"
 #include "network/wire_format.hpp"
 #include "schedule/schedule.hpp"
 #include "stage/event_log.hpp"
