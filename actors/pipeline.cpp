@@ -11,7 +11,7 @@
 #include "actors/pipeline_actors.hpp"
 #include "actors/stage_spawner.hpp"
 #include "network/guarded_transport.hpp"
-#include "network/port_probe.hpp"
+#include "actors/recovery.hpp"
 #include "collective/local_group.hpp"
 #include "model/tensor_parallel.hpp"
 #include "plan/partition.hpp"
@@ -284,7 +284,8 @@ step_result pipeline::impl::run_step(const tensor& inputs, const tensor& labels,
                 train_batch{static_cast<int>(id), inputs, labels, first_sample, batch_rows})
       .receive([&](step_result& r) { result = std::move(r); },
                [&](caf::error& e) {
-                 result.error = "step " + std::to_string(id) + ": no answer from the coordinator: " + caf::to_string(e);
+                 result = failed_step(e == caf::sec::request_timeout ? error_code::timeout : error_code::internal,
+                                      "step " + std::to_string(id) + ": no answer from the coordinator: " + caf::to_string(e));
                });
   return result;
 }
@@ -304,7 +305,7 @@ float pipeline::train_shard(const tensor& inputs, const tensor& labels, std::uin
   try {
     d.model.check_input(inputs);
   } catch (const std::invalid_argument& e) {
-    throw pipeline_error("step " + std::to_string(id) + ": inputs: " + e.what());
+    throw pipeline_error("step " + std::to_string(id) + ": inputs: " + e.what(), error_code::bad_input);
   }
   d.last_id = id;
   const bool recovering = !d.nodes.empty() && d.options.restart_on_failure > 0;
@@ -328,7 +329,7 @@ float pipeline::train_shard(const tensor& inputs, const tensor& labels, std::uin
       }
       return result.loss;
     }
-    if (!recovering || !is_lost_node_text(result.error)) throw pipeline_error(result.error);
+    if (!recovering || !restart_recovers(result)) throw pipeline_error(result.error, result.code);
     d.recover(result.error);  // throws pipeline_error when no restart is left or the node does not come back
   }
 }
@@ -482,7 +483,7 @@ training_state pipeline::load_checkpoint(const std::string& path) {
 // state (its parameters, its optimizer's state and step count: the stage_state a checkpoint file is made of,
 // Note [stage state]) taken before the first step and after every snapshot_every-th step, plus a copy of each
 // batch trained since (inputs, labels, step id). When a step fails because a node was lost (killed, or silent
-// past the heartbeat timeout: is_lost_node_text), the coordinator and every stage are stopped (surviving nodes
+// past the heartbeat timeout: restart_recovers, by its error code), the coordinator and every stage are stopped (surviving nodes
 // stop theirs when the owner goes), and the stages are placed again on the same addresses, retried until
 // restart_wait passes (a restarted node, or a replacement listening there). Every new stage loads its part
 // of the snapshot, the recorded steps are replayed with the same batches and step ids, and the failed step is
@@ -531,7 +532,8 @@ void pipeline::impl::recover(std::string why) {
   };
   for (;;) {
     if (restarts_done >= options.restart_on_failure)
-      throw pipeline_error(why + " (no restart left: " + std::to_string(options.restart_on_failure) + " used)");
+      throw pipeline_error(why + " (no restart left: " + std::to_string(options.restart_on_failure) + " used)",
+                           error_code::lost_node);
     ++restarts_done;
     log_line("recovery " + std::to_string(restarts_done) + " of " + std::to_string(options.restart_on_failure) + ": " +
              why + "; waiting up to " + std::to_string(options.restart_wait.count()) + " ms for the nodes");
@@ -550,7 +552,7 @@ void pipeline::impl::recover(std::string why) {
         stop_actors();
         if (std::chrono::steady_clock::now() + std::chrono::milliseconds(250) >= deadline)
           throw pipeline_error(why + "; the nodes did not come back within " + std::to_string(options.restart_wait.count()) +
-                               " ms: " + last);
+                               " ms: " + last, error_code::lost_node);
         std::this_thread::sleep_for(std::chrono::milliseconds(250));
       }
     }
@@ -566,7 +568,7 @@ void pipeline::impl::recover(std::string why) {
     for (const auto& r : recorded) {
       step_result result = run_step(r.inputs, r.labels, r.id);
       if (result.ok) continue;
-      if (!is_lost_node_text(result.error)) throw pipeline_error("replaying after a lost node: " + result.error);
+      if (!restart_recovers(result)) throw pipeline_error("replaying after a lost node: " + result.error, result.code);
       why = result.error;
       replayed = false;
       break;

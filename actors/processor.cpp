@@ -18,7 +18,7 @@ using processor_actor = caf::stateful_actor<processor_state>;
 
 tensor to_transfer_dtype(tensor t, dtype type) { return t.type() == type ? t : t.astype(type); }
 
-// Runs one task: records start and finish, turns an exception into an error text for the retriever.
+// Runs one task: records start and finish, turns an exception into an error text and code for the retriever.
 // Note [tasks after an abort]: the retriever hands over a task and the coordinator sends the abort; the two
 // can reach this mailbox in either order. A task of an aborted step that runs after the abort would leave a
 // stashed activation behind, so it is dropped (the retriever is still told the processor is free).
@@ -37,6 +37,7 @@ void run_task(processor_actor* self, op kind, int step, int microbatch, int chun
     work();
   } catch (const std::exception& e) {
     done.error = e.what();
+    done.code = code_of(e);
   }
   if (st.config.log) st.config.log->record(st.config.stage, event_kind::finish, kind, step, microbatch, chunk);
   done.peak_stash = st.worker->peak_stashed();
@@ -89,6 +90,7 @@ caf::behavior processor(processor_actor* self, processor_config config, std::uni
           answer.square_sum = self->state.worker->gradient_square_sum();
         } catch (const std::exception& e) {
           answer.error = "stage " + std::to_string(self->state.config.stage) + ": " + e.what();
+          answer.code = code_of(e);
         }
         return answer;
       },
@@ -100,7 +102,7 @@ caf::behavior processor(processor_actor* self, processor_config config, std::uni
         try {
           self->state.worker->apply_optimizer(clip_factor);
         } catch (const std::exception& e) {
-          return caf::make_error(caf::sec::runtime_error, std::string(e.what()));
+          return coded_error(code_of(e), e.what());
         }
         return ok_atom::value;
       },

@@ -62,6 +62,7 @@ set(actorpipe_public_headers
   plan/microbatches.hpp
   stage/event_log.hpp
   failure/timeout.hpp
+  failure/error.hpp
   actors/handshake.hpp
   network/transport_security.hpp
 )

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "failure/error.hpp"
 #include "tensor/tensor.hpp"
 
 namespace ap {
@@ -17,9 +18,10 @@ const char* reduce_op_name(reduce_op op);
 // A collective that cannot complete: a peer did not join within the timeout, ranks called different
 // collectives at the same position, a rank aborted the group, or the group is gone. The text names the
 // group, the collective, the rank that waited and the rank(s) at fault.
-class collective_error : public std::runtime_error {
+// Its code is error_code::collective: a peer's failure seen through the group (failure/error.hpp).
+class collective_error : public runtime_failure {
  public:
-  using std::runtime_error::runtime_error;
+  explicit collective_error(const std::string& what) : runtime_failure(error_code::collective, what) {}
 };
 
 // Note [async collectives]: starting a collective returns at once with a handle; the caller computes on

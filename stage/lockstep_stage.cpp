@@ -109,10 +109,8 @@ void lockstep_stage::on_ranks(const std::function<void(int, stage_worker&)>& wor
     std::rethrow_exception(cause);
   } catch (const collective_error&) {
     throw;
-  } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(std::string(e.what()) + " (tensor-parallel rank " + std::to_string(where) + ")");
-  } catch (const std::exception& e) {
-    throw std::runtime_error(std::string(e.what()) + " (tensor-parallel rank " + std::to_string(where) + ")");
+  } catch (const std::exception& e) {  // the same code, so the same std type (failure/error.hpp)
+    throw_error(code_of(e), std::string(e.what()) + " (tensor-parallel rank " + std::to_string(where) + ")");
   }
 }
 

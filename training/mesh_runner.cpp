@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "collective/shard.hpp"
+#include "failure/error.hpp"
 #include "model/grad_clip.hpp"
 #include "model/layer_spec.hpp"
 #include "model/tensor_parallel.hpp"
@@ -20,7 +21,7 @@ struct mesh_runner::worker {
   std::map<const tensor*, shard_layout> layouts;  // this rank's sharded parameter values (sharded_layouts)
   float loss_share = 0.0f;
   std::string error;
-  bool collective_failure = false;  // the error is a peer's failure seen from here, not a cause
+  error_code code = error_code::none;  // collective: a peer's failure seen from here, not a cause
 };
 
 namespace {
@@ -128,7 +129,7 @@ float mesh_runner::train_step(const tensor& inputs, const tensor& labels, std::u
   for (auto& wp : workers_)
     threads.emplace_back([&, w = wp.get()] {
       w->error.clear();
-      w->collective_failure = false;
+      w->code = error_code::none;
       try {
         set_compute_threads(1);
         const auto [first, last] = shard_rows(samples, D, static_cast<std::size_t>(w->replica));
@@ -143,7 +144,7 @@ float mesh_runner::train_step(const tensor& inputs, const tensor& labels, std::u
         try {
           w->loss_share = loss_->compute_loss(h, y, batch_rows);
         } catch (const std::domain_error& e) {
-          throw std::domain_error("step " + std::to_string(step) + ": " + e.what());
+          throw diverged_error("step " + std::to_string(step) + ": " + e.what());
         }
         tensor dy = loss_->compute_gradient(h, y, batch_rows);
         std::vector<collective_handle> reductions;  // Note [data parallelism]: one bucket per layer
@@ -170,9 +171,10 @@ float mesh_runner::train_step(const tensor& inputs, const tensor& labels, std::u
         w->opt->step(params);
       } catch (const collective_error& e) {
         w->error = e.what();
-        w->collective_failure = true;
+        w->code = error_code::collective;
       } catch (const std::exception& e) {
         w->error = e.what();
+        w->code = code_of(e);
         w->tp->abort("replica " + std::to_string(w->replica) + " rank " + std::to_string(w->rank) + " failed");
         w->dp->abort("replica " + std::to_string(w->replica) + " rank " + std::to_string(w->rank) + " failed");
       }
@@ -181,14 +183,14 @@ float mesh_runner::train_step(const tensor& inputs, const tensor& labels, std::u
   // The cause, not a peer's view of it: an error other than a collective's first.
   const worker* failed = nullptr;
   for (auto& w : workers_)
-    if (!w->error.empty() && (!failed || (failed->collective_failure && !w->collective_failure))) failed = w.get();
+    if (!w->error.empty() && (!failed || (failed->code == error_code::collective && w->code != error_code::collective)))
+      failed = w.get();
   if (failed) {
     const std::string where = options_.data_parallel * options_.tensor_parallel > 1
                                   ? " (replica " + std::to_string(failed->replica) + ", tensor-parallel rank " +
                                         std::to_string(failed->rank) + ")"
                                   : "";
-    if (failed->error.rfind("step ", 0) == 0) throw std::domain_error(failed->error + where);
-    throw std::runtime_error(failed->error + where);
+    throw_step_error(failed->code, failed->error + where);  // Note [errors as codes]: the std type follows the code
   }
   float total = 0.0f;
   for (auto& w : workers_)
