@@ -21,7 +21,7 @@ struct coordinator_state {
   std::unique_ptr<actor_communicator> comm;
   std::unique_ptr<loss> loss_fn;
   // The step in flight.
-  int step = -1;
+  std::uint64_t step = 0;  // meaningful while active
   bool active = false;
   caf::response_promise promise;
   std::vector<tensor> labels;  // per microbatch
@@ -108,7 +108,7 @@ void fail(coordinator_actor* self, error_code code, const std::string& what) {
 // Other stages may have applied this step already: no later step may run on mixed weights.
 // Its code is `collective` when the stage's optimizer step failed in a collective (a data-parallel peer
 // abandoned the step: the cause is elsewhere), else `broken`.
-void apply_failed(coordinator_actor* self, std::size_t stage, int step, const std::string& why, error_code cause) {
+void apply_failed(coordinator_actor* self, std::size_t stage, std::uint64_t step, const std::string& why, error_code cause) {
   auto& s = self->state;
   if (!s.broken) {
     s.broken = true;
@@ -131,7 +131,7 @@ void arm_timer(coordinator_actor* self, std::chrono::steady_clock::duration afte
 // checks them all.
 void apply(coordinator_actor* self, float clip_factor) {
   auto& st = self->state;
-  const int step = st.step;
+  const std::uint64_t step = st.step;
   st.applied.assign(st.config.processors.size(), false);
   st.applying = true;
   st.apply_since = std::chrono::steady_clock::now();
@@ -158,7 +158,7 @@ void apply(coordinator_actor* self, float clip_factor) {
 void commit(coordinator_actor* self) {
   auto& st = self->state;
   if (st.config.clip_grad_norm <= 0.0f) return apply(self, 1.0f);
-  const int step = st.step;
+  const std::uint64_t step = st.step;
   st.norms.assign(st.config.processors.size(), -1.0);
   st.norming = true;
   st.apply_since = std::chrono::steady_clock::now();
@@ -243,7 +243,7 @@ caf::behavior coordinator(coordinator_actor* self, coordinator_config config) {
       },
       [=](train_batch& batch) -> caf::result<step_result> {
         auto& st = self->state;
-        const int step = batch.step;
+        const std::uint64_t step = batch.step;
         const tensor& inputs = batch.inputs;
         const tensor& labels = batch.labels;
         if (st.broken) return failed_step(st.broken_code, "step " + std::to_string(step) + ": " + st.broken_reason);
@@ -327,7 +327,7 @@ caf::behavior coordinator(coordinator_actor* self, coordinator_config config) {
       [=](stage_failed& f) {
         if (f.step == self->state.step) fail(self, f.code, f.what);
       },
-      [=](timeout_atom, std::uint64_t, int) {
+      [=](timeout_atom, std::uint64_t, std::uint64_t) {
         auto& st = self->state;
         st.timer_armed = false;
         if (!st.active || !(st.applying || st.norming)) return;

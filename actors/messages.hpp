@@ -39,14 +39,14 @@ struct run_backward {
 // retriever -> processor: run the weight-gradient backward (W) of (microbatch, chunk); it needs no tensor,
 // its I left the cache.
 struct run_weight {
-  int step = 0;
+  std::uint64_t step = 0;
   int microbatch = 0;
   int chunk = 0;
 };
 
 // retriever -> processor: start the data-parallel reduction of a chunk's gradients (Note [gradient reduction]).
 struct run_reduce {
-  int step = 0;
+  std::uint64_t step = 0;
   int chunk = 0;
 };
 
@@ -63,7 +63,7 @@ struct deliver_backward {
 // processor -> retriever: it finished a task, with the stage's peak stash so far and, if the task failed, why
 // (code_of the exception the task threw, Note [errors as codes]).
 struct task_done {
-  int step = 0;
+  std::uint64_t step = 0;
   int peak_stash = 0;
   std::string error;
   std::uint64_t peak_stash_bytes = 0;  // the activation bytes behind peak_stash (stage_worker::peak_stashed_bytes)
@@ -72,7 +72,7 @@ struct task_done {
 
 // The facade asks the coordinator to train one batch.
 struct train_batch {
-  int step = 0;
+  std::uint64_t step = 0;
   tensor inputs;  // (samples, features)
   tensor labels;  // (samples) class indices, or (samples, outputs) regression targets
   // Note [data-parallel stage]: a replica's share of a larger batch: the index of its first sample in the
@@ -98,7 +98,7 @@ struct tensor_message {
 // Every stage reports the end of its action list for a step: it has run all its actions.
 struct stage_done {
   int stage = 0;
-  int step = 0;
+  std::uint64_t step = 0;
   int peak_stash = 0;  // the most activations this stage held at once during the step
   std::uint64_t peak_stash_bytes = 0;  // the most bytes of them at once
   // Note [events from nodes]: a stage on a node sends its step's events here, times on the node's steady clock
@@ -110,7 +110,7 @@ struct stage_done {
 // code is what decides, Note [errors as codes]).
 struct stage_failed {
   int stage = 0;
-  int step = 0;
+  std::uint64_t step = 0;
   std::string what;
   error_code code = error_code::internal;
 };
@@ -159,6 +159,7 @@ inline std::string coded_error_string(const caf::error& e) {
 }
 
 using clock_atom = caf::atom_constant<caf::atom("clock")>;      // coordinator -> node: its steady clock, in us
+// Every step number is a std::uint64_t, from train_step through every message to the layers' forward_context.
 using begin_atom = caf::atom_constant<caf::atom("begin")>;      // coordinator -> retriever: step starts
 using abort_atom = caf::atom_constant<caf::atom("abort")>;      // coordinator -> stage: drop the step
 using apply_atom = caf::atom_constant<caf::atom("apply")>;      // coordinator -> processor: optimizer step

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -35,8 +36,10 @@ struct pipeline::impl {
   std::unique_ptr<caf::scoped_actor> owner;  // places stages on nodes; they stop them when it goes
   std::vector<std::string> places;           // per stage: "node host:port"; empty in one process
   std::vector<double> clock_offset_us, clock_bound_us;  // per stage on a node: Note [events from nodes]
-  long long last_id = -1;      // internal step ids strictly increase
-  long long gathered_id = -2;  // model holds the weights after this step
+  // Step ids strictly increase: the next step's id is at least next_id (a train_step given a smaller number
+  // runs as next_id).
+  std::uint64_t next_id = 0;
+  std::optional<std::uint64_t> gathered_at;  // model holds the weights after this many steps; none: gather again
   std::vector<int> peak_stash;
   std::vector<std::uint64_t> peak_stash_bytes;
   std::vector<float> microbatch_losses;  // of the last step
@@ -44,7 +47,7 @@ struct pipeline::impl {
   std::vector<node_address> nodes;
   std::vector<stage_setup> setups;  // with nodes: kept to place the stages again after a lost node
   struct recorded_step {
-    long long id;
+    std::uint64_t id;
     tensor inputs, labels;
   };
   bool snapshot_taken = false;
@@ -54,7 +57,7 @@ struct pipeline::impl {
 
   void start_stages(std::chrono::milliseconds placement_timeout);
   void stop_actors();
-  step_result run_step(const tensor& inputs, const tensor& labels, long long id, std::int64_t first_sample = 0,
+  step_result run_step(const tensor& inputs, const tensor& labels, std::uint64_t id, std::int64_t first_sample = 0,
                        std::int64_t batch_rows = 0);
   void take_snapshot();
   void recover(std::string why);
@@ -276,12 +279,12 @@ void pipeline::impl::start_stages(std::chrono::milliseconds placement_timeout) {
   caf::anon_send(coordinator, setup_atom::value, endpoints);
 }
 
-step_result pipeline::impl::run_step(const tensor& inputs, const tensor& labels, long long id,
+step_result pipeline::impl::run_step(const tensor& inputs, const tensor& labels, std::uint64_t id,
                                      std::int64_t first_sample, std::int64_t batch_rows) {
   caf::scoped_actor self{*system};
   step_result result;
   self->request(coordinator, options.step_timeout,
-                train_batch{static_cast<int>(id), inputs, labels, first_sample, batch_rows})
+                train_batch{id, inputs, labels, first_sample, batch_rows})
       .receive([&](step_result& r) { result = std::move(r); },
                [&](caf::error& e) {
                  result = failed_step(e == caf::sec::request_timeout ? error_code::timeout : error_code::internal,
@@ -299,7 +302,7 @@ float pipeline::train_step(const tensor& inputs, const tensor& labels, std::uint
 float pipeline::train_shard(const tensor& inputs, const tensor& labels, std::uint64_t step, std::int64_t first_sample,
                             std::int64_t batch_rows) {
   auto& d = *impl_;
-  const long long id = std::max(static_cast<long long>(step), d.last_id + 1);
+  const std::uint64_t id = std::max(step, d.next_id);
   // Cheap checks on the caller's thread before any stage runs: the text names the first layer and both
   // dtypes or widths, with no stage to blame (the stages would fail later with the same text, in a stage).
   try {
@@ -307,7 +310,7 @@ float pipeline::train_shard(const tensor& inputs, const tensor& labels, std::uin
   } catch (const std::invalid_argument& e) {
     throw pipeline_error("step " + std::to_string(id) + ": inputs: " + e.what(), error_code::bad_input);
   }
-  d.last_id = id;
+  d.next_id = id + 1;
   const bool recovering = !d.nodes.empty() && d.options.restart_on_failure > 0;
   if (recovering && !d.snapshot_taken) d.take_snapshot();  // before the first step, or after a load
   for (;;) {
@@ -336,7 +339,7 @@ float pipeline::train_shard(const tensor& inputs, const tensor& labels, std::uin
 
 sequential pipeline::gather_model() {
   auto& d = *impl_;
-  if (d.gathered_id != d.last_id) {
+  if (d.gathered_at != d.next_id) {
     std::vector<named_tensors> sent(d.processors.size());
     tensor_sources sources;
     caf::scoped_actor self{*d.system};
@@ -351,7 +354,7 @@ sequential pipeline::gather_model() {
     const std::string why = bind_named_tensors(parameter_targets(d.model.parameters(), "the model's parameter"),
                                                sources, "no parameter of the model");
     if (!why.empty()) throw pipeline_error("gathering parameters: " + why);
-    d.gathered_id = d.last_id;
+    d.gathered_at = d.next_id;
   }
   return d.model.clone();
 }
@@ -427,7 +430,7 @@ void pipeline::save_checkpoint(const std::string& path, const training_state& st
           targets, sent, "neither a parameter of the model nor state of a " + d.options.optimizer.kind + " optimizer");
       !why.empty())
     refuse(why);
-  d.gathered_id = d.last_id;  // d.model now holds every stage's current weights
+  d.gathered_at = d.next_id;  // d.model now holds every stage's current weights
   ap::save_checkpoint(path, d.model, opt.get(), state);
 }
 
@@ -458,7 +461,7 @@ training_state pipeline::load_checkpoint(const std::string& path) {
     add_optimizer_state(out, opt->state(), checkpoint_optimizer_prefix);
   }
 
-  d.gathered_id = -2;  // the stages' weights change: gather them again
+  d.gathered_at.reset();  // the stages' weights change: gather them again
   d.snapshot_taken = false;  // Note [recovery]: the next step snapshots the loaded state
   d.recorded.clear();
   std::string errors;
@@ -517,7 +520,8 @@ void pipeline::impl::take_snapshot() {
                                 std::to_string(options.timeout.count()) + " ms";
                     });
     self->demonitor(processors[s]);
-    if (!failure.empty()) throw pipeline_error("snapshot after step " + std::to_string(last_id) + ": " + failure);
+    if (!failure.empty())
+      throw pipeline_error("snapshot after step " + (next_id > 0 ? std::to_string(next_id - 1) : std::string("none")) + ": " + failure);
   }
   snapshot = std::move(states);
   snapshot_taken = true;
@@ -563,7 +567,7 @@ void pipeline::impl::recover(std::string why) {
           .receive([&](stage_state_loaded& answer) { failure = answer.error; },
                    [&](caf::error& e) { failure = "stage " + std::to_string(s) + ": " + caf::to_string(e); });
     if (!failure.empty()) throw pipeline_error(why + "; restoring the snapshot failed: " + failure);
-    gathered_id = -2;
+    gathered_at.reset();
     bool replayed = true;
     for (const auto& r : recorded) {
       step_result result = run_step(r.inputs, r.labels, r.id);

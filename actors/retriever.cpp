@@ -10,7 +10,7 @@ struct retriever_state {
   retriever_config config;
   task_queue queue;
   caf::actor coordinator;      // whoever began the step
-  int step = -1;
+  std::uint64_t step = 0;
   bool running = false;        // a step has begun and not finished or failed
   int in_flight = 0;           // tasks handed to the processor and not done yet (at most max_in_flight)
   std::size_t cursor = 0;      // index of the next action to dispatch
@@ -104,7 +104,7 @@ caf::behavior retriever(retriever_actor* self, retriever_config config) {
   return {
       [=](forward_task& t) { arrive(self, t, op::forward); },
       [=](backward_task& t) { arrive(self, t, op::backward); },
-      [=](begin_atom, int step) {
+      [=](begin_atom, std::uint64_t step) {
         auto& st = self->state;
         st.coordinator = caf::actor_cast<caf::actor>(self->current_sender());
         st.step = step;
@@ -133,19 +133,19 @@ caf::behavior retriever(retriever_actor* self, retriever_config config) {
         }
         dispatch(self);
       },
-      [=](timeout_atom, std::uint64_t, int) {
+      [=](timeout_atom, std::uint64_t, std::uint64_t) {
         auto& st = self->state;
         st.timer_armed = false;
         if (!st.running || st.in_flight > 0 || !st.waiting) return;
         const auto waited = std::chrono::steady_clock::now() - st.wait_since;
         if (waited < st.config.timeout) return arm_timer(self, st.config.timeout - waited);
-        const int step = st.step;
+        const std::uint64_t step = st.step;
         const action& a = st.config.actions[st.cursor];
         fail(self, error_code::timeout, "stage " + std::to_string(st.config.stage) + ": waited " + std::to_string(st.config.timeout.count()) +
                        " ms for the task of its next action, " + task_queue::describe(a) + " (step " +
                        std::to_string(step) + "); " + std::to_string(st.queue.size()) + " other tasks are queued");
       },
-      [=](abort_atom, int step) {
+      [=](abort_atom, std::uint64_t step) {
         auto& st = self->state;
         if (step == st.step) st.running = false;
         st.queue.drop_before(step + 1);

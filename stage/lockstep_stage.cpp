@@ -123,7 +123,7 @@ tensor lockstep_stage::rank0_result(const std::function<tensor(stage_worker&)>& 
   return out;
 }
 
-tensor lockstep_stage::forward(int step, int microbatch, int chunk, int first_sample, const tensor& x) {
+tensor lockstep_stage::forward(std::uint64_t step, int microbatch, int chunk, int first_sample, const tensor& x) {
   return rank0_result([&](stage_worker& w) { return w.forward(step, microbatch, chunk, first_sample, x); });
 }
 
