@@ -11,7 +11,7 @@
 #include <caf/all.hpp>
 
 #include "network/communicator.hpp"
-#include "network/messages.hpp"
+#include "actors/messages.hpp"
 
 namespace ap {
 

@@ -21,7 +21,7 @@ struct coordinator_state {
   std::unique_ptr<actor_communicator> comm;
   std::unique_ptr<loss> loss_fn;
   // The step in flight.
-  int step = -1;
+  std::uint64_t step = 0;  // meaningful while active
   bool active = false;
   caf::response_promise promise;
   std::vector<tensor> labels;  // per microbatch
@@ -43,6 +43,7 @@ struct coordinator_state {
   bool timer_armed = false;   // Note [one timer per retriever], for the apply confirmations
   bool broken = false;  // a stage actor died: no further step can run
   std::string broken_reason;
+  error_code broken_code = error_code::none;  // why (lost_node: a node's connection was lost)
   static inline const char* name = "coordinator";
 };
 
@@ -94,25 +95,29 @@ void finish(coordinator_actor* self, step_result r) {
   st.promise.deliver(std::move(r));
 }
 
-// The step fails: every stage drops it (caches, gradients, queued tasks), nothing is applied.
-void fail(coordinator_actor* self, const std::string& what) {
+// The step fails: every stage drops it (caches, gradients, queued tasks), nothing is applied. `code` is what
+// decides (Note [errors as codes]), `what` is for people.
+void fail(coordinator_actor* self, error_code code, const std::string& what) {
   auto& st = self->state;
   if (!st.active) return;
   for (auto& r : st.config.retrievers) self->send(r, abort_atom::value, st.step);
   for (auto& p : st.config.processors) self->send(p, abort_atom::value, st.step);
-  finish(self, step_result{false, 0.0f, "step " + std::to_string(st.step) + ": " + what, {}});
+  finish(self, failed_step(code, "step " + std::to_string(st.step) + ": " + what));
 }
 
 // Other stages may have applied this step already: no later step may run on mixed weights.
-void apply_failed(coordinator_actor* self, std::size_t stage, int step, const std::string& why) {
+// Its code is `collective` when the stage's optimizer step failed in a collective (a data-parallel peer
+// abandoned the step: the cause is elsewhere), else `broken`.
+void apply_failed(coordinator_actor* self, std::size_t stage, std::uint64_t step, const std::string& why, error_code cause) {
   auto& s = self->state;
   if (!s.broken) {
     s.broken = true;
+    s.broken_code = cause == error_code::collective ? error_code::collective : error_code::broken;
     s.broken_reason = "stage " + std::to_string(stage) + " did not confirm the optimizer step of step " +
                       std::to_string(step) + " (" + why + "); the stages may disagree, rebuild the pipeline from a checkpoint";
   }
   s.applying = false;
-  fail(self, "applying the optimizer: " + s.broken_reason);
+  fail(self, s.broken_code, "applying the optimizer: " + s.broken_reason);
 }
 
 void arm_timer(coordinator_actor* self, std::chrono::steady_clock::duration after) {
@@ -126,7 +131,7 @@ void arm_timer(coordinator_actor* self, std::chrono::steady_clock::duration afte
 // checks them all.
 void apply(coordinator_actor* self, float clip_factor) {
   auto& st = self->state;
-  const int step = st.step;
+  const std::uint64_t step = st.step;
   st.applied.assign(st.config.processors.size(), false);
   st.applying = true;
   st.apply_since = std::chrono::steady_clock::now();
@@ -144,7 +149,7 @@ void apply(coordinator_actor* self, float clip_factor) {
                                          s.peak_stash_bytes});
               }
             },
-            [=](caf::error& e) { apply_failed(self, i, step, caf::to_string(e)); });
+            [=](caf::error& e) { apply_failed(self, i, step, coded_error_string(e), code_in(e)); });
 }
 
 // Note [global gradient clipping]: with clip_grad_norm, every stage first sends its sum of squares (after its
@@ -153,7 +158,7 @@ void apply(coordinator_actor* self, float clip_factor) {
 void commit(coordinator_actor* self) {
   auto& st = self->state;
   if (st.config.clip_grad_norm <= 0.0f) return apply(self, 1.0f);
-  const int step = st.step;
+  const std::uint64_t step = st.step;
   st.norms.assign(st.config.processors.size(), -1.0);
   st.norming = true;
   st.apply_since = std::chrono::steady_clock::now();
@@ -166,7 +171,7 @@ void commit(coordinator_actor* self) {
               if (!s.active || s.step != step || !s.norming) return;
               if (!n.error.empty()) {
                 s.norming = false;
-                return fail(self, "gradient norm: " + n.error);
+                return fail(self, n.code, "gradient norm: " + n.error);
               }
               s.norms[i] = n.square_sum;
               if (std::find(s.norms.begin(), s.norms.end(), -1.0) != s.norms.end()) return;
@@ -179,7 +184,7 @@ void commit(coordinator_actor* self) {
               auto& s = self->state;
               if (!s.active || s.step != step || !s.norming) return;
               s.norming = false;
-              fail(self, "gradient norm of stage " + std::to_string(i) + ": " + caf::to_string(e));
+              fail(self, error_code::internal, "gradient norm of stage " + std::to_string(i) + ": " + caf::to_string(e));
             });
 }
 
@@ -212,6 +217,12 @@ std::string describe_stopped(const coordinator_config& c, const caf::down_msg& m
   return who + lost_connection_text(port, reason);
 }
 
+// A stage actor that stopped because its node's connection was lost (killed, or silent past the heartbeat
+// timeout) is a lost node, the one failure --restart-on-failure waits out (Note [recovery]); any other stop is not.
+error_code stopped_code(const caf::down_msg& m) {
+  return m.reason == caf::exit_reason::remote_link_unreachable ? error_code::lost_node : error_code::internal;
+}
+
 caf::behavior coordinator(coordinator_actor* self, coordinator_config config) {
   self->state.config = std::move(config);
   self->state.loss_fn = make_loss(self->state.config.loss);
@@ -221,7 +232,8 @@ caf::behavior coordinator(coordinator_actor* self, coordinator_config config) {
     auto& st = self->state;
     st.broken = true;
     st.broken_reason = describe_stopped(st.config, m);
-    fail(self, st.broken_reason);
+    st.broken_code = stopped_code(m);
+    fail(self, st.broken_code, st.broken_reason);
   });
   return {
       [=](setup_atom, const std::vector<caf::actor>& endpoints) {
@@ -231,16 +243,16 @@ caf::behavior coordinator(coordinator_actor* self, coordinator_config config) {
       },
       [=](train_batch& batch) -> caf::result<step_result> {
         auto& st = self->state;
-        const int step = batch.step;
+        const std::uint64_t step = batch.step;
         const tensor& inputs = batch.inputs;
         const tensor& labels = batch.labels;
-        if (st.broken) return step_result{false, 0.0f, "step " + std::to_string(step) + ": " + st.broken_reason, {}};
-        if (st.active) return step_result{false, 0.0f, "step " + std::to_string(step) + ": a step is in flight", {}};
+        if (st.broken) return failed_step(st.broken_code, "step " + std::to_string(step) + ": " + st.broken_reason);
+        if (st.active) return failed_step(error_code::internal, "step " + std::to_string(step) + ": a step is in flight");
         std::vector<microbatch_range> split;
         try {
           split = split_batch(inputs, labels, st.config.microbatches);
         } catch (const std::exception& e) {
-          return step_result{false, 0.0f, "step " + std::to_string(step) + ": " + e.what(), {}};
+          return failed_step(code_of(e), "step " + std::to_string(step) + ": " + e.what());
         }
         st.promise = self->make_response_promise();
         st.step = step;
@@ -298,7 +310,7 @@ caf::behavior coordinator(coordinator_actor* self, coordinator_config config) {
           st.comm->send_backward(backward_task{st.step, out.microbatch, last, 0, st.first_sample[mb], std::move(grad)},
                                  stage_of_chunk(last, st.config.stages));
         } catch (const std::exception& e) {
-          fail(self, "loss of microbatch " + std::to_string(out.microbatch) + ": " + e.what());
+          fail(self, code_of(e), "loss of microbatch " + std::to_string(out.microbatch) + ": " + e.what());
         }
       },
       [=](stage_done& d) {
@@ -313,9 +325,9 @@ caf::behavior coordinator(coordinator_actor* self, coordinator_config config) {
         }
       },
       [=](stage_failed& f) {
-        if (f.step == self->state.step) fail(self, f.what);
+        if (f.step == self->state.step) fail(self, f.code, f.what);
       },
-      [=](timeout_atom, std::uint64_t, int) {
+      [=](timeout_atom, std::uint64_t, std::uint64_t) {
         auto& st = self->state;
         st.timer_armed = false;
         if (!st.active || !(st.applying || st.norming)) return;
@@ -324,12 +336,12 @@ caf::behavior coordinator(coordinator_actor* self, coordinator_config config) {
         if (st.norming) {
           st.norming = false;
           const auto late = std::find(st.norms.begin(), st.norms.end(), -1.0) - st.norms.begin();
-          return fail(self, "stage " + std::to_string(late) + " sent no gradient norm within " +
+          return fail(self, error_code::timeout, "stage " + std::to_string(late) + " sent no gradient norm within " +
                                 std::to_string(st.config.timeout.count()) + " ms");
         }
         const auto late = std::find(st.applied.begin(), st.applied.end(), false) - st.applied.begin();
         apply_failed(self, static_cast<std::size_t>(late), st.step,
-                     "no answer within " + std::to_string(st.config.timeout.count()) + " ms");
+                     "no answer within " + std::to_string(st.config.timeout.count()) + " ms", error_code::timeout);
       },
   };
 }

@@ -100,20 +100,21 @@ data_parallel_pipeline::~data_parallel_pipeline() {
 float data_parallel_pipeline::train_step(const tensor& inputs, const tensor& labels, std::uint64_t step) {
   if (!spent_.empty())
     throw pipeline_error("step " + std::to_string(step) + ": the data-parallel pipeline is spent after a failed step (" +
-                         spent_ + "); resume from a checkpoint");
+                         spent_ + ", error_code::broken); resume from a checkpoint");
   const std::size_t D = replicas_.size();
   const std::size_t samples = inputs.dimension() == 0 ? 0 : inputs.shape()[0];
   if (samples < D)
     throw pipeline_error("step " + std::to_string(step) + ": a batch of " + std::to_string(samples) +
-                         " samples cannot feed " + std::to_string(D) + " data-parallel replicas");
+                         " samples cannot feed " + std::to_string(D) + " data-parallel replicas", error_code::bad_input);
   try {  // checked here, before any replica starts: one refusing alone would leave the others waiting
     model_.check_input(inputs);
   } catch (const std::invalid_argument& e) {
-    throw pipeline_error("step " + std::to_string(step) + ": inputs: " + e.what());
+    throw pipeline_error("step " + std::to_string(step) + ": inputs: " + e.what(), error_code::bad_input);
   }
   const auto rows = static_cast<std::int64_t>(loss_->batch_rows(labels));
   std::vector<float> losses(D, 0.0f);
   std::vector<std::string> errors(D);
+  std::vector<error_code> codes(D, error_code::none);
   std::vector<std::thread> threads;
   for (std::size_t d = 0; d < D; ++d)
     threads.emplace_back([&, d] {
@@ -123,20 +124,20 @@ float data_parallel_pipeline::train_step(const tensor& inputs, const tensor& lab
                                               static_cast<std::int64_t>(first), rows);
       } catch (const std::exception& e) {
         errors[d] = e.what();
+        codes[d] = code_of(e);
       }
     });
   for (auto& t : threads) t.join();
   // The cause, not a replica that saw it through a data-parallel group (a peer that abandoned the step or
-  // whose process is gone: Note [data-parallel stage]); those texts name the group.
-  const auto seen_through_group = [&](std::size_t d) {
-    return errors[d].find(std::string("group '") + data_parallel_group_prefix) != std::string::npos;
-  };
+  // whose process is gone: Note [data-parallel stage]); those carry the code `collective`.
+  const auto seen_through_group = [&](std::size_t d) { return codes[d] == error_code::collective; };
   std::size_t failed = D;
   for (std::size_t d = 0; d < D; ++d)
     if (!errors[d].empty() && (failed == D || (seen_through_group(failed) && !seen_through_group(d)))) failed = d;
   if (failed < D) {
     spent_ = errors[failed];
-    throw pipeline_error(errors[failed] + (D > 1 ? " (data-parallel replica " + std::to_string(failed) + ")" : ""));
+    throw pipeline_error(errors[failed] + (D > 1 ? " (data-parallel replica " + std::to_string(failed) + ")" : ""),
+                         codes[failed]);
   }
   float total = 0.0f;
   for (float l : losses) total += l;

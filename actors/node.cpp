@@ -9,7 +9,7 @@
 #include <caf/io/all.hpp>
 
 #include "network/guarded_transport.hpp"
-#include "network/message_types.hpp"
+#include "actors/message_types.hpp"
 
 namespace ap {
 

@@ -26,7 +26,7 @@
 #include <caf/all.hpp>
 
 #include "network/error_text.hpp"
-#include "network/handshake.hpp"
+#include "actors/handshake.hpp"
 #include "actors/stage_spawner.hpp"
 #include "network/node_address.hpp"
 

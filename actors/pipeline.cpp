@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -11,7 +12,7 @@
 #include "actors/pipeline_actors.hpp"
 #include "actors/stage_spawner.hpp"
 #include "network/guarded_transport.hpp"
-#include "network/port_probe.hpp"
+#include "actors/recovery.hpp"
 #include "collective/local_group.hpp"
 #include "model/tensor_parallel.hpp"
 #include "plan/cores.hpp"
@@ -36,8 +37,10 @@ struct pipeline::impl {
   std::unique_ptr<caf::scoped_actor> owner;  // places stages on nodes; they stop them when it goes
   std::vector<std::string> places;           // per stage: "node host:port"; empty in one process
   std::vector<double> clock_offset_us, clock_bound_us;  // per stage on a node: Note [events from nodes]
-  long long last_id = -1;      // internal step ids strictly increase
-  long long gathered_id = -2;  // model holds the weights after this step
+  // Step ids strictly increase: the next step's id is at least next_id (a train_step given a smaller number
+  // runs as next_id).
+  std::uint64_t next_id = 0;
+  std::optional<std::uint64_t> gathered_at;  // model holds the weights after this many steps; none: gather again
   std::vector<int> peak_stash;
   std::vector<std::uint64_t> peak_stash_bytes;
   std::vector<float> microbatch_losses;  // of the last step
@@ -46,7 +49,7 @@ struct pipeline::impl {
   std::vector<stage_setup> setups;  // with nodes: kept to place the stages again after a lost node
   std::vector<compute_cores> cores;  // stage s, rank r at s * T + r (Note [cores per rank]); empty with nodes
   struct recorded_step {
-    long long id;
+    std::uint64_t id;
     tensor inputs, labels;
   };
   bool snapshot_taken = false;
@@ -56,7 +59,7 @@ struct pipeline::impl {
 
   void start_stages(std::chrono::milliseconds placement_timeout);
   void stop_actors();
-  step_result run_step(const tensor& inputs, const tensor& labels, long long id, std::int64_t first_sample = 0,
+  step_result run_step(const tensor& inputs, const tensor& labels, std::uint64_t id, std::int64_t first_sample = 0,
                        std::int64_t batch_rows = 0);
   void take_snapshot();
   void recover(std::string why);
@@ -293,15 +296,16 @@ void pipeline::impl::start_stages(std::chrono::milliseconds placement_timeout) {
   caf::anon_send(coordinator, setup_atom::value, endpoints);
 }
 
-step_result pipeline::impl::run_step(const tensor& inputs, const tensor& labels, long long id,
+step_result pipeline::impl::run_step(const tensor& inputs, const tensor& labels, std::uint64_t id,
                                      std::int64_t first_sample, std::int64_t batch_rows) {
   caf::scoped_actor self{*system};
   step_result result;
   self->request(coordinator, options.step_timeout,
-                train_batch{static_cast<int>(id), inputs, labels, first_sample, batch_rows})
+                train_batch{id, inputs, labels, first_sample, batch_rows})
       .receive([&](step_result& r) { result = std::move(r); },
                [&](caf::error& e) {
-                 result.error = "step " + std::to_string(id) + ": no answer from the coordinator: " + caf::to_string(e);
+                 result = failed_step(e == caf::sec::request_timeout ? error_code::timeout : error_code::internal,
+                                      "step " + std::to_string(id) + ": no answer from the coordinator: " + caf::to_string(e));
                });
   return result;
 }
@@ -315,15 +319,15 @@ float pipeline::train_step(const tensor& inputs, const tensor& labels, std::uint
 float pipeline::train_shard(const tensor& inputs, const tensor& labels, std::uint64_t step, std::int64_t first_sample,
                             std::int64_t batch_rows) {
   auto& d = *impl_;
-  const long long id = std::max(static_cast<long long>(step), d.last_id + 1);
+  const std::uint64_t id = std::max(step, d.next_id);
   // Cheap checks on the caller's thread before any stage runs: the text names the first layer and both
   // dtypes or widths, with no stage to blame (the stages would fail later with the same text, in a stage).
   try {
     d.model.check_input(inputs);
   } catch (const std::invalid_argument& e) {
-    throw pipeline_error("step " + std::to_string(id) + ": inputs: " + e.what());
+    throw pipeline_error("step " + std::to_string(id) + ": inputs: " + e.what(), error_code::bad_input);
   }
-  d.last_id = id;
+  d.next_id = id + 1;
   const bool recovering = !d.nodes.empty() && d.options.restart_on_failure > 0;
   if (recovering && !d.snapshot_taken) d.take_snapshot();  // before the first step, or after a load
   for (;;) {
@@ -345,14 +349,14 @@ float pipeline::train_shard(const tensor& inputs, const tensor& labels, std::uin
       }
       return result.loss;
     }
-    if (!recovering || !is_lost_node_text(result.error)) throw pipeline_error(result.error);
+    if (!recovering || !restart_recovers(result)) throw pipeline_error(result.error, result.code);
     d.recover(result.error);  // throws pipeline_error when no restart is left or the node does not come back
   }
 }
 
 sequential pipeline::gather_model() {
   auto& d = *impl_;
-  if (d.gathered_id != d.last_id) {
+  if (d.gathered_at != d.next_id) {
     std::vector<named_tensors> sent(d.processors.size());
     tensor_sources sources;
     caf::scoped_actor self{*d.system};
@@ -367,7 +371,7 @@ sequential pipeline::gather_model() {
     const std::string why = bind_named_tensors(parameter_targets(d.model.parameters(), "the model's parameter"),
                                                sources, "no parameter of the model");
     if (!why.empty()) throw pipeline_error("gathering parameters: " + why);
-    d.gathered_id = d.last_id;
+    d.gathered_at = d.next_id;
   }
   return d.model.clone();
 }
@@ -425,7 +429,7 @@ void pipeline::save_checkpoint(const std::string& path, const training_state& st
   std::unique_ptr<optimizer> opt = make_optimizer(d.options.optimizer);
   if (const std::string why = gather_stage_states(states, d.model, *opt, d.options.optimizer.kind); !why.empty())
     refuse(why);
-  d.gathered_id = d.last_id;  // d.model now holds every stage's current weights
+  d.gathered_at = d.next_id;  // d.model now holds every stage's current weights
   ap::save_checkpoint(path, d.model, opt.get(), state);
 }
 
@@ -456,7 +460,7 @@ training_state pipeline::load_checkpoint(const std::string& path) {
     add_optimizer_state(out, opt->state(), checkpoint_optimizer_prefix);
   }
 
-  d.gathered_id = -2;  // the stages' weights change: gather them again
+  d.gathered_at.reset();  // the stages' weights change: gather them again
   d.snapshot_taken = false;  // Note [recovery]: the next step snapshots the loaded state
   d.recorded.clear();
   std::string errors;
@@ -481,7 +485,7 @@ training_state pipeline::load_checkpoint(const std::string& path) {
 // state (its parameters, its optimizer's state and step count: the stage_state a checkpoint file is made of,
 // Note [stage state]) taken before the first step and after every snapshot_every-th step, plus a copy of each
 // batch trained since (inputs, labels, step id). When a step fails because a node was lost (killed, or silent
-// past the heartbeat timeout: is_lost_node_text), the coordinator and every stage are stopped (surviving nodes
+// past the heartbeat timeout: restart_recovers, by its error code), the coordinator and every stage are stopped (surviving nodes
 // stop theirs when the owner goes), and the stages are placed again on the same addresses, retried until
 // restart_wait passes (a restarted node, or a replacement listening there). Every new stage loads its part
 // of the snapshot, the recorded steps are replayed with the same batches and step ids, and the failed step is
@@ -515,7 +519,8 @@ void pipeline::impl::take_snapshot() {
                                 std::to_string(options.timeout.count()) + " ms";
                     });
     self->demonitor(processors[s]);
-    if (!failure.empty()) throw pipeline_error("snapshot after step " + std::to_string(last_id) + ": " + failure);
+    if (!failure.empty())
+      throw pipeline_error("snapshot after step " + (next_id > 0 ? std::to_string(next_id - 1) : std::string("none")) + ": " + failure);
   }
   snapshot = std::move(states);
   snapshot_taken = true;
@@ -530,7 +535,8 @@ void pipeline::impl::recover(std::string why) {
   };
   for (;;) {
     if (restarts_done >= options.restart_on_failure)
-      throw pipeline_error(why + " (no restart left: " + std::to_string(options.restart_on_failure) + " used)");
+      throw pipeline_error(why + " (no restart left: " + std::to_string(options.restart_on_failure) + " used)",
+                           error_code::lost_node);
     ++restarts_done;
     log_line("recovery " + std::to_string(restarts_done) + " of " + std::to_string(options.restart_on_failure) + ": " +
              why + "; waiting up to " + std::to_string(options.restart_wait.count()) + " ms for the nodes");
@@ -549,7 +555,7 @@ void pipeline::impl::recover(std::string why) {
         stop_actors();
         if (std::chrono::steady_clock::now() + std::chrono::milliseconds(250) >= deadline)
           throw pipeline_error(why + "; the nodes did not come back within " + std::to_string(options.restart_wait.count()) +
-                               " ms: " + last);
+                               " ms: " + last, error_code::lost_node);
         std::this_thread::sleep_for(std::chrono::milliseconds(250));
       }
     }
@@ -560,12 +566,12 @@ void pipeline::impl::recover(std::string why) {
           .receive([&](stage_state_loaded& answer) { failure = answer.error; },
                    [&](caf::error& e) { failure = "stage " + std::to_string(s) + ": " + caf::to_string(e); });
     if (!failure.empty()) throw pipeline_error(why + "; restoring the snapshot failed: " + failure);
-    gathered_id = -2;
+    gathered_at.reset();
     bool replayed = true;
     for (const auto& r : recorded) {
       step_result result = run_step(r.inputs, r.labels, r.id);
       if (result.ok) continue;
-      if (!is_lost_node_text(result.error)) throw pipeline_error("replaying after a lost node: " + result.error);
+      if (!restart_recovers(result)) throw pipeline_error("replaying after a lost node: " + result.error, result.code);
       why = result.error;
       replayed = false;
       break;

@@ -11,11 +11,12 @@
 #include <vector>
 
 #include "collective/process_group.hpp"
+#include "failure/error.hpp"
 #include "stage/event_log.hpp"
 #include "plan/cores.hpp"
 #include "plan/stage_info.hpp"
 #include "model/optimizer.hpp"
-#include "network/timeout.hpp"
+#include "failure/timeout.hpp"
 #include "network/transport_security.hpp"
 #include "model/sequential.hpp"
 #include "schedule/schedule.hpp"
@@ -72,10 +73,12 @@ struct pipeline_options {
   std::function<void(const std::string&)> log;  // one line per recovery event; may be empty
 };
 
-// A failed train step: the text names the stage, the action and microbatch, and the shapes or layer.
-class pipeline_error : public std::runtime_error {
+// A failed train step: the text names the stage, the action and microbatch, and the shapes or layer; code()
+// says what kind of failure it is (Note [errors as codes] in failure/error.hpp).
+class pipeline_error : public std::runtime_error, public error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit pipeline_error(const std::string& what, error_code code = error_code::internal)
+      : std::runtime_error(what), error(code) {}
 };
 
 class pipeline final : public step_runner {

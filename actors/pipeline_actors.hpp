@@ -19,8 +19,8 @@
 #include <caf/all.hpp>
 
 #include "stage/event_log.hpp"
-#include "network/messages.hpp"
-#include "network/timeout.hpp"
+#include "actors/messages.hpp"
+#include "failure/timeout.hpp"
 #include "stage/lockstep_stage.hpp"
 #include "schedule/schedule.hpp"
 

@@ -10,7 +10,7 @@ namespace {
 struct processor_state {
   processor_config config;
   std::unique_ptr<lockstep_stage> worker;
-  int aborted_step = -1;  // tasks of this step or earlier are dropped (Note [tasks after an abort])
+  std::uint64_t first_live_step = 0;  // tasks of earlier steps are dropped (Note [tasks after an abort])
   static inline const char* name = "processor";
 };
 
@@ -18,14 +18,14 @@ using processor_actor = caf::stateful_actor<processor_state>;
 
 tensor to_transfer_dtype(tensor t, dtype type) { return t.type() == type ? t : t.astype(type); }
 
-// Runs one task: records start and finish, turns an exception into an error text for the retriever.
+// Runs one task: records start and finish, turns an exception into an error text and code for the retriever.
 // Note [tasks after an abort]: the retriever hands over a task and the coordinator sends the abort; the two
 // can reach this mailbox in either order. A task of an aborted step that runs after the abort would leave a
 // stashed activation behind, so it is dropped (the retriever is still told the processor is free).
 template <class Work>
-void run_task(processor_actor* self, op kind, int step, int microbatch, int chunk, Work work) {
+void run_task(processor_actor* self, op kind, std::uint64_t step, int microbatch, int chunk, Work work) {
   auto& st = self->state;
-  if (step <= st.aborted_step) {
+  if (step < st.first_live_step) {
     self->send(caf::actor_cast<caf::actor>(self->current_sender()),
                task_done{step, st.worker->peak_stashed(), {}, st.worker->peak_stashed_bytes()});
     return;
@@ -36,6 +36,7 @@ void run_task(processor_actor* self, op kind, int step, int microbatch, int chun
     work();
   } catch (const std::exception& e) {
     done.error = e.what();
+    done.code = code_of(e);
   }
   if (st.config.log) st.config.log->record(st.config.stage, event_kind::finish, kind, step, microbatch, chunk);
   done.peak_stash = st.worker->peak_stashed();
@@ -47,7 +48,7 @@ caf::behavior processor(processor_actor* self, processor_config config, std::uni
   self->state.config = std::move(config);
   self->state.worker = std::move(worker);
   return {
-      [=](begin_atom, int) { self->state.worker->reset_peak(); },
+      [=](begin_atom, std::uint64_t) { self->state.worker->reset_peak(); },
       [=](run_forward& r) {
         const forward_task& t = r.task;
         run_task(self, op::forward, t.step, t.microbatch, t.chunk, [&] {
@@ -82,12 +83,13 @@ caf::behavior processor(processor_actor* self, processor_config config, std::uni
         run_task(self, op::backward_weight, w.step, w.microbatch, w.chunk,
                  [&] { self->state.worker->backward_weight(w.microbatch, w.chunk); });
       },
-      [=](norm_atom, int) -> gradient_norm {
+      [=](norm_atom, std::uint64_t) -> gradient_norm {
         gradient_norm answer;
         try {
           answer.square_sum = self->state.worker->gradient_square_sum();
         } catch (const std::exception& e) {
           answer.error = "stage " + std::to_string(self->state.config.stage) + ": " + e.what();
+          answer.code = code_of(e);
         }
         return answer;
       },
@@ -95,17 +97,17 @@ caf::behavior processor(processor_actor* self, processor_config config, std::uni
         run_task(self, op::reduce_grad, r.step, all_microbatches, r.chunk,
                  [&] { self->state.worker->reduce_gradients(r.chunk); });
       },
-      [=](apply_atom, int, float clip_factor) -> caf::result<ok_atom> {
+      [=](apply_atom, std::uint64_t, float clip_factor) -> caf::result<ok_atom> {
         try {
           self->state.worker->apply_optimizer(clip_factor);
         } catch (const std::exception& e) {
-          return caf::make_error(caf::sec::runtime_error, std::string(e.what()));
+          return coded_error(code_of(e), e.what());
         }
         return ok_atom::value;
       },
-      [=](abort_atom, int step) {
+      [=](abort_atom, std::uint64_t step) {
         auto& st = self->state;
-        st.aborted_step = std::max(st.aborted_step, step);
+        st.first_live_step = std::max(st.first_live_step, step + 1);
         st.worker->abort();
       },
       [=](params_atom) -> named_tensors {

@@ -10,7 +10,7 @@ struct retriever_state {
   retriever_config config;
   task_queue queue;
   caf::actor coordinator;      // whoever began the step
-  int step = -1;
+  std::uint64_t step = 0;
   bool running = false;        // a step has begun and not finished or failed
   int in_flight = 0;           // tasks handed to the processor and not done yet (at most max_in_flight)
   std::size_t cursor = 0;      // index of the next action to dispatch
@@ -38,10 +38,10 @@ std::vector<stage_event> events_to_report(const retriever_config& c) {
   return events;
 }
 
-void fail(retriever_actor* self, std::string what) {
+void fail(retriever_actor* self, error_code code, std::string what) {
   auto& st = self->state;
   st.running = false;
-  self->send(st.coordinator, stage_failed{st.config.stage, st.step, std::move(what)});
+  self->send(st.coordinator, stage_failed{st.config.stage, st.step, std::move(what), code});
 }
 
 // Note [one timer per retriever]: a CAF 0.17 delayed message cannot be cancelled; it stays in the actor
@@ -104,7 +104,7 @@ caf::behavior retriever(retriever_actor* self, retriever_config config) {
   return {
       [=](forward_task& t) { arrive(self, t, op::forward); },
       [=](backward_task& t) { arrive(self, t, op::backward); },
-      [=](begin_atom, int step) {
+      [=](begin_atom, std::uint64_t step) {
         auto& st = self->state;
         st.coordinator = caf::actor_cast<caf::actor>(self->current_sender());
         st.step = step;
@@ -124,7 +124,7 @@ caf::behavior retriever(retriever_actor* self, retriever_config config) {
         auto& st = self->state;
         --st.in_flight;
         if (d.step != st.step || !st.running) return dispatch(self);
-        if (!d.error.empty()) return fail(self, std::move(d.error));
+        if (!d.error.empty()) return fail(self, d.code, std::move(d.error));
         if (st.cursor == st.config.actions.size() && st.in_flight == 0) {
           st.running = false;
           self->send(st.coordinator, stage_done{st.config.stage, st.step, d.peak_stash, d.peak_stash_bytes,
@@ -133,19 +133,19 @@ caf::behavior retriever(retriever_actor* self, retriever_config config) {
         }
         dispatch(self);
       },
-      [=](timeout_atom, std::uint64_t, int) {
+      [=](timeout_atom, std::uint64_t, std::uint64_t) {
         auto& st = self->state;
         st.timer_armed = false;
         if (!st.running || st.in_flight > 0 || !st.waiting) return;
         const auto waited = std::chrono::steady_clock::now() - st.wait_since;
         if (waited < st.config.timeout) return arm_timer(self, st.config.timeout - waited);
-        const int step = st.step;
+        const std::uint64_t step = st.step;
         const action& a = st.config.actions[st.cursor];
-        fail(self, "stage " + std::to_string(st.config.stage) + ": waited " + std::to_string(st.config.timeout.count()) +
+        fail(self, error_code::timeout, "stage " + std::to_string(st.config.stage) + ": waited " + std::to_string(st.config.timeout.count()) +
                        " ms for the task of its next action, " + task_queue::describe(a) + " (step " +
                        std::to_string(step) + "); " + std::to_string(st.queue.size()) + " other tasks are queued");
       },
-      [=](abort_atom, int step) {
+      [=](abort_atom, std::uint64_t step) {
         auto& st = self->state;
         if (step == st.step) st.running = false;
         st.queue.drop_before(step + 1);

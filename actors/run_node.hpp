@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <string>
 
-#include "network/handshake.hpp"
+#include "actors/handshake.hpp"
 #include "network/transport_security.hpp"
 
 namespace ap {

@@ -1,6 +1,6 @@
 // How a stage comes to life: its three actors (retriever, processor, sender, pipeline_actors.hpp) spawned
 // from the same pieces whether the stage runs in the coordinator's process or on a node. A node receives
-// the pieces as a stage_spec (network/messages.hpp): layers as spec texts plus their weights, so it needs no
+// the pieces as a stage_spec (actors/messages.hpp): layers as spec texts plus their weights, so it needs no
 // training config.
 #pragma once
 
@@ -14,8 +14,8 @@
 
 #include "collective/process_group.hpp"
 #include "stage/event_log.hpp"
-#include "network/messages.hpp"
-#include "network/timeout.hpp"
+#include "actors/messages.hpp"
+#include "failure/timeout.hpp"
 #include "model/optimizer.hpp"
 #include "model/sequential.hpp"
 #include "plan/cores.hpp"

@@ -27,7 +27,7 @@
 #include "../tests/node_process.hpp"
 #include "bench_support.hpp"
 #include "collective/ring_group.hpp"
-#include "network/message_types.hpp"
+#include "actors/message_types.hpp"
 
 namespace {
 

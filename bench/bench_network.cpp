@@ -30,7 +30,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../tests/node_process.hpp"
-#include "network/messages.hpp"
+#include "actors/messages.hpp"
 #include "actors/node.hpp"
 #include "actors/pipeline.hpp"
 #include "data/synthetic.hpp"

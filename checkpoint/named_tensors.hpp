@@ -12,7 +12,7 @@
 
 namespace ap {
 
-// names[i] names values[i] (two vectors: the wire form, network/messages.hpp).
+// names[i] names values[i] (two vectors: the wire form, actors/messages.hpp).
 struct named_tensors {
   std::vector<std::string> names;
   std::vector<tensor> values;

@@ -5,11 +5,11 @@
 
 #include "actorpipe/version.hpp"
 #include "cli/commands.hpp"
-#include "network/handshake.hpp"
+#include "actors/handshake.hpp"
 #include "tensor/tensor.hpp"
 
 static_assert(ACTORPIPE_WIRE_PROTOCOL_VERSION == ap::wire_protocol_version,
-              "actorpipe/version.hpp is stale: re-run CMake (it reads network/handshake.hpp)");
+              "actorpipe/version.hpp is stale: re-run CMake (it reads actors/handshake.hpp)");
 
 int main(int argc, char** argv) {
   ap::keep_tensor_memory();

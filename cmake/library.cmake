@@ -3,8 +3,8 @@
 # uses them: every library defined by then is part of it.
 
 # The version header, <actorpipe/version.hpp>: the project version and the wire protocol version, read from
-# network/handshake.hpp (one place; CMake re-runs when that file changes).
-set(handshake_header ${PROJECT_SOURCE_DIR}/network/handshake.hpp)
+# actors/handshake.hpp (one place; CMake re-runs when that file changes).
+set(handshake_header ${PROJECT_SOURCE_DIR}/actors/handshake.hpp)
 file(STRINGS ${handshake_header} protocol_line REGEX "wire_protocol_version = [0-9]+")
 string(REGEX REPLACE ".*wire_protocol_version = ([0-9]+).*" "\\1" ACTORPIPE_WIRE_PROTOCOL_VERSION "${protocol_line}")
 if(NOT ACTORPIPE_WIRE_PROTOCOL_VERSION MATCHES "^[0-9]+$")

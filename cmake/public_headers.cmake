@@ -61,7 +61,8 @@ set(actorpipe_public_headers
   plan/partition.hpp
   plan/microbatches.hpp
   stage/event_log.hpp
-  network/timeout.hpp
-  network/handshake.hpp
+  failure/timeout.hpp
+  failure/error.hpp
+  actors/handshake.hpp
   network/transport_security.hpp
 )

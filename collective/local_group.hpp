@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "collective/process_group.hpp"
-#include "network/timeout.hpp"
+#include "failure/timeout.hpp"
 
 namespace ap {
 

@@ -20,33 +20,24 @@ const char* collective_kind_name(collective_kind kind) {
   return k >= 1 && k <= collective_kinds ? collective_kind_names[k - 1] : "an unknown collective";
 }
 
+failure failure_of(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return failure{code_of(e), e.what()};
+  } catch (...) {
+    return failure{error_code::internal, "an exception that is not a std::exception"};
+  }
+}
+
 int first_cause(const std::vector<std::exception_ptr>& errors) {
   int first = -1;
   for (std::size_t i = 0; i < errors.size(); ++i) {
     if (!errors[i]) continue;
-    try {
-      std::rethrow_exception(errors[i]);
-    } catch (const collective_error&) {
-      if (first < 0) first = static_cast<int>(i);
-    } catch (...) {
-      return static_cast<int>(i);
-    }
+    if (failure_of(errors[i]).code != error_code::collective) return static_cast<int>(i);
+    if (first < 0) first = static_cast<int>(i);
   }
   return first;
-}
-
-void rethrow_with(const std::exception_ptr& error, const std::string& suffix) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const collective_error& e) {
-    throw collective_error(e.what() + suffix);
-  } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(e.what() + suffix);
-  } catch (const std::domain_error& e) {
-    throw std::domain_error(e.what() + suffix);
-  } catch (const std::exception& e) {
-    throw std::runtime_error(e.what() + suffix);
-  }
 }
 
 }  // namespace ap

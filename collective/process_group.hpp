@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "failure/error.hpp"
 #include "tensor/tensor.hpp"
 
 namespace ap {
@@ -27,20 +28,24 @@ const char* collective_kind_name(collective_kind kind);
 // A collective that cannot complete: a peer did not join within the timeout, ranks called different
 // collectives at the same position, a rank aborted the group, or the group is gone. The text names the
 // group, the collective, the rank that waited and the rank(s) at fault.
-class collective_error : public std::runtime_error {
+// Its code is error_code::collective: a peer's failure seen through the group (failure/error.hpp).
+class collective_error : public runtime_failure {
  public:
-  using std::runtime_error::runtime_error;
+  explicit collective_error(const std::string& what) : runtime_failure(error_code::collective, what) {}
 };
 
 // Note [the cause, not a peer's view]: when one rank of a group fails, it aborts the group and the others
-// fail too, with a collective_error that only says they saw it. Of the errors of ranks that ran together
-// (null where a rank succeeded), the index of the first that is not a collective_error (the cause), else of
-// the first error; -1 when none failed.
+// fail too, with an error of code `collective` that only says they saw it. Of the errors of ranks that ran
+// together (null where a rank succeeded), the index of the first whose code is not `collective` (the cause),
+// else of the first error; -1 when none failed.
 int first_cause(const std::vector<std::exception_ptr>& errors);
 
-// Rethrows `error` with `suffix` appended to its text, keeping its kind: std::invalid_argument (bad input),
-// std::domain_error (a loss that is not a number), collective_error; anything else as std::runtime_error.
-[[noreturn]] void rethrow_with(const std::exception_ptr& error, const std::string& suffix);
+// An exception's code (code_of) and text, for throwing it on with more text and the same code.
+struct failure {
+  error_code code = error_code::none;
+  std::string what;
+};
+failure failure_of(const std::exception_ptr& error);
 
 // Note [async collectives]: starting a collective returns at once with a handle; the caller computes on
 // and calls wait() only when it needs the result (seed 004: compute never blocks on communication). Until

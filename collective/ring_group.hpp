@@ -10,7 +10,7 @@
 
 #include "collective/process_group.hpp"
 #include "network/node_address.hpp"
-#include "network/timeout.hpp"
+#include "failure/timeout.hpp"
 #include "network/transport_security.hpp"
 
 namespace caf {

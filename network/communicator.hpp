@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "network/timeout.hpp"
+#include "failure/timeout.hpp"
 #include "tensor/tensor.hpp"
 
 namespace ap {

@@ -53,9 +53,4 @@ std::string lost_connection_text(port_state port, const std::string& reason) {
   return " is gone (" + lost + ")";
 }
 
-bool is_lost_node_text(const std::string& error) {
-  return error.find(" is gone (lost the connection: ") != std::string::npos ||
-         error.find(" stopped answering heartbeats (lost the connection: ") != std::string::npos;
-}
-
 }  // namespace ap

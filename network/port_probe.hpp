@@ -20,7 +20,4 @@ port_state probe_port(const std::string& host, int port, std::chrono::millisecon
 // killed)"; unknown: " is gone (lost the connection: <reason>)".
 std::string lost_connection_text(port_state port, const std::string& reason);
 
-// Does a step's error say a node was lost (either text of lost_connection_text)? Recovery waits only for these.
-bool is_lost_node_text(const std::string& error);
-
 }  // namespace ap

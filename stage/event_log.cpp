@@ -7,7 +7,7 @@
 
 namespace ap {
 
-void event_log::record(int stage, event_kind kind, op task, int step, int microbatch, int chunk) {
+void event_log::record(int stage, event_kind kind, op task, std::uint64_t step, int microbatch, int chunk) {
   const double t = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start_).count();
   ingest(stage_event{t, stage, kind, task, step, microbatch, chunk});
 }

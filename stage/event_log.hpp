@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -26,7 +27,8 @@ struct stage_event {
   int stage = 0;
   event_kind kind = event_kind::arrive;
   op task = op::forward;  // for arrive: forward or backward (the message kind)
-  int step = 0, microbatch = 0, chunk = 0;
+  std::uint64_t step = 0;
+  int microbatch = 0, chunk = 0;
 };
 
 // Thread-safe: the retriever and processor of every stage record into one log. Note [bounded event log].
@@ -36,7 +38,7 @@ class event_log {
 
   explicit event_log(bool keep_events = true, sink on_event = {})
       : start_(std::chrono::steady_clock::now()), keep_(keep_events), sink_(std::move(on_event)) {}
-  void record(int stage, event_kind kind, op task, int step, int microbatch, int chunk);
+  void record(int stage, event_kind kind, op task, std::uint64_t step, int microbatch, int chunk);
   std::vector<stage_event> events() const;  // empty unless keep_events
   std::size_t event_count() const;          // events held now
   // Busy time per stage (sum of start..finish spans) since creation or the last clear, in microseconds;
@@ -96,7 +98,7 @@ class stage_log_snapshots {
   std::string snapshot() const;
   int stages_;
   stage_log_renderer renderer_;
-  int step_ = -1;
+  std::optional<std::uint64_t> step_;  // of the last event; none before the first
   bool arrivals_unshown_ = false;
 };
 

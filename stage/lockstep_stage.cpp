@@ -95,14 +95,9 @@ void lockstep_stage::on_ranks(const std::function<void(int, stage_worker&)>& wor
   const int cause = first_cause(errors);  // Note [the cause, not a peer's view]
   if (cause < 0) return;
   broken_ = true;
-  const std::exception_ptr& e = errors[static_cast<std::size_t>(cause)];
-  try {
-    std::rethrow_exception(e);
-  } catch (const collective_error&) {
-    throw;
-  } catch (...) {
-  }
-  rethrow_with(e, " (tensor-parallel rank " + std::to_string(cause) + ")");
+  const failure f = failure_of(errors[static_cast<std::size_t>(cause)]);
+  if (f.code == error_code::collective) std::rethrow_exception(errors[static_cast<std::size_t>(cause)]);
+  throw_error(f.code, f.what + " (tensor-parallel rank " + std::to_string(cause) + ")");  // the same code and std type
 }
 
 tensor lockstep_stage::rank0_result(const std::function<tensor(stage_worker&)>& work) {
@@ -114,7 +109,7 @@ tensor lockstep_stage::rank0_result(const std::function<tensor(stage_worker&)>& 
   return out;
 }
 
-tensor lockstep_stage::forward(int step, int microbatch, int chunk, int first_sample, const tensor& x) {
+tensor lockstep_stage::forward(std::uint64_t step, int microbatch, int chunk, int first_sample, const tensor& x) {
   return rank0_result([&](stage_worker& w) { return w.forward(step, microbatch, chunk, first_sample, x); });
 }
 

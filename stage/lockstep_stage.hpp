@@ -10,7 +10,7 @@
 
 #include "collective/local_group.hpp"
 #include "model/parallel_linear.hpp"
-#include "network/timeout.hpp"
+#include "failure/timeout.hpp"
 #include "stage/lockstep_threads.hpp"
 #include "stage/stage_worker.hpp"
 
@@ -56,7 +56,7 @@ class lockstep_stage {
   const std::string& split_layers() const { return split_layers_; }
 
   // As stage_worker's; the results are rank 0's (every rank's are the same).
-  tensor forward(int step, int microbatch, int chunk, int first_sample, const tensor& x);
+  tensor forward(std::uint64_t step, int microbatch, int chunk, int first_sample, const tensor& x);
   tensor backward(int microbatch, int chunk, const tensor& dy);
   tensor backward_input(int microbatch, int chunk, const tensor& dy);
   void backward_weight(int microbatch, int chunk);

@@ -49,14 +49,14 @@ sequential_cache stage_worker::take_cache(int microbatch, int chunk, const char*
   return cache;
 }
 
-tensor stage_worker::forward(int step, int microbatch, int chunk, int first_sample, const tensor& x) {
+tensor stage_worker::forward(std::uint64_t step, int microbatch, int chunk, int first_sample, const tensor& x) {
   sequential& model = chunk_model(chunk, "forward", microbatch);
   if (caches_.count({microbatch, chunk}))
     throw std::logic_error(where(chunk) + ": forward microbatch " + std::to_string(microbatch) + " twice");
   sequential_cache cache;
   tensor y;
   try {
-    y = model.forward(x, cache, forward_context{true, static_cast<std::uint64_t>(step),
+    y = model.forward(x, cache, forward_context{true, step,
                                                 static_cast<std::size_t>(first_sample)});
   } catch (const std::exception& e) {
     throw std::runtime_error(where(chunk) + ", forward microbatch " + std::to_string(microbatch) + ": " + e.what());

@@ -23,7 +23,7 @@ class stage_worker {
   int stage() const { return stage_; }
 
   // F: runs the chunk and stashes its cache under (microbatch, chunk).
-  tensor forward(int step, int microbatch, int chunk, int first_sample, const tensor& x);
+  tensor forward(std::uint64_t step, int microbatch, int chunk, int first_sample, const tensor& x);
   // B: dx (empty for chunk 0: nobody needs it) and parameter gradients; frees the cache. With microbatch
   // all_microbatches, one backward over the whole batch from every microbatch's cache of the chunk joined
   // (Note [sync-backward] in schedule.hpp): dy and dx hold the whole batch's rows.

@@ -14,17 +14,17 @@ void task_queue::put(backward_task&& t) {
   tasks_.insert_or_assign(k, pending_task{std::move(t)});
 }
 
-std::optional<task_queue::key> task_queue::needed_by(const action& a, int step) {
+std::optional<task_queue::key> task_queue::needed_by(const action& a, std::uint64_t step) {
   if (!runs_on_arrival(a.kind)) return std::nullopt;
   return key{step, a.kind == op::forward, a.microbatch, a.chunk};
 }
 
-bool task_queue::ready(const action& a, int step) const {
+bool task_queue::ready(const action& a, std::uint64_t step) const {
   const auto k = needed_by(a, step);
   return !k || tasks_.count(*k) > 0;
 }
 
-pending_task task_queue::take(const action& a, int step) {
+pending_task task_queue::take(const action& a, std::uint64_t step) {
   const auto k = needed_by(a, step);
   auto it = k ? tasks_.find(*k) : tasks_.end();
   if (it == tasks_.end()) throw std::logic_error("task_queue: no task for " + describe(a));
@@ -33,7 +33,7 @@ pending_task task_queue::take(const action& a, int step) {
   return t;
 }
 
-void task_queue::drop_before(int step) {
+void task_queue::drop_before(std::uint64_t step) {
   for (auto it = tasks_.begin(); it != tasks_.end();) it = it->first.step < step ? tasks_.erase(it) : std::next(it);
 }
 

@@ -22,7 +22,7 @@ using pending_task = std::variant<forward_task, backward_task>;
 class task_queue {
  public:
   struct key {
-    int step;
+    std::uint64_t step;
     bool forward;
     int microbatch, chunk;
     bool operator<(const key& o) const {
@@ -33,12 +33,12 @@ class task_queue {
   void put(forward_task&& t);
   void put(backward_task&& t);
   // The task the action consumes, or nullopt for W (it needs no message: its I left the cache).
-  static std::optional<key> needed_by(const action& a, int step);
-  bool ready(const action& a, int step) const;
+  static std::optional<key> needed_by(const action& a, std::uint64_t step);
+  bool ready(const action& a, std::uint64_t step) const;
   // Removes and returns the task the action consumes (ready() must be true; not for W).
-  pending_task take(const action& a, int step);
+  pending_task take(const action& a, std::uint64_t step);
   // Drops every task of a step before `step` (left over from an aborted step).
-  void drop_before(int step);
+  void drop_before(std::uint64_t step);
   std::size_t size() const { return tasks_.size(); }
   // "backward microbatch 3 of chunk 2" (0-based, for error messages).
   static std::string describe(const action& a);

@@ -1,6 +1,8 @@
 // The tasks that travel between stages: a forward_task carries a chunk's input, a backward_task the gradient
-// of a chunk's output. Plain data; how they cross actors and processes is network/messages.hpp.
+// of a chunk's output. Plain data; how they cross actors and processes is actors/messages.hpp.
 #pragma once
+
+#include <cstdint>
 
 #include "tensor/tensor.hpp"
 
@@ -10,7 +12,7 @@ namespace ap {
 // `first_sample` is the microbatch's first row in the batch (dropout masks depend on it).
 // `source` is the sender's rank in the communicator (the coordinator is rank `stages`).
 struct forward_task {
-  int step = 0;
+  std::uint64_t step = 0;  // the optimizer step: one type from train_step to the layers
   int microbatch = 0;
   int chunk = 0;
   int source = 0;
@@ -20,7 +22,7 @@ struct forward_task {
 
 // A gradient travelling backward: d loss / d (output of `chunk`) for `microbatch`.
 struct backward_task {
-  int step = 0;
+  std::uint64_t step = 0;
   int microbatch = 0;
   int chunk = 0;
   int source = 0;

@@ -193,14 +193,14 @@ std::string timeline_svg(const schedule& plan, const measured_step& measured, co
 }
 
 void step_recorder::close_step() {
-  if (step_ < 0) return;
+  if (!step_) return;
   makespan_sum_us_ += last_finish_us_ - first_us_;
   ++steps_;
 }
 
 void step_recorder::add(const stage_event& e) {
   if (e.step != step_) {
-    if (e.step < step_) return;  // a straggler of an earlier (aborted) step
+    if (step_ && e.step < *step_) return;  // a straggler of an earlier (aborted) step
     close_step();
     step_ = e.step;
     current_.clear();
@@ -214,7 +214,7 @@ void step_recorder::add(const stage_event& e) {
 double step_recorder::mean_makespan_s() const {
   double sum = makespan_sum_us_;
   std::size_t n = steps_;
-  if (step_ >= 0) sum += last_finish_us_ - first_us_, ++n;  // the step in progress, complete after the run
+  if (step_) sum += last_finish_us_ - first_us_, ++n;  // the step in progress, complete after the run
   return n > 0 ? sum / static_cast<double>(n) / 1e6 : 0.0;
 }
 

@@ -2,6 +2,9 @@
 // per-action costs they imply, and the same schedule simulated with those costs, drawn one above the other.
 #pragma once
 
+#include <cstdint>
+#include <optional>
+
 #include <string>
 #include <vector>
 
@@ -12,7 +15,7 @@ namespace ap {
 
 // One step as it ran, in seconds since the step's first event (the coordinator's first forward_task arriving).
 struct measured_step {
-  int step = -1;
+  std::uint64_t step = 0;
   std::vector<simulation::span> spans;  // every action that ran, start..end
   struct transfer {
     int stage;         // the receiving stage
@@ -49,7 +52,7 @@ class step_recorder {
 
  private:
   void close_step();
-  int step_ = -1;
+  std::optional<std::uint64_t> step_;  // the latest step seen; none before the first event
   std::vector<stage_event> current_;
   double first_us_ = 0.0, last_finish_us_ = 0.0;
   double makespan_sum_us_ = 0.0;

@@ -13,7 +13,7 @@
 #include "collective/ring_group.hpp"
 #include "collective/shard.hpp"
 #include "network/guarded_transport.hpp"
-#include "network/message_types.hpp"
+#include "actors/message_types.hpp"
 #include "node_process.hpp"  // test certificates
 #include "test_support.hpp"
 

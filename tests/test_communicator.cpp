@@ -22,7 +22,7 @@
 
 #include "actors/actor_communicator.hpp"
 #include "network/communicator.hpp"
-#include "network/messages.hpp"
+#include "actors/messages.hpp"
 #include "tensor/tensor.hpp"
 #include "test_support.hpp"
 

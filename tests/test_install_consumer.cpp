@@ -15,7 +15,7 @@
 #include <string>
 
 #include "actorpipe/version.hpp"
-#include "network/handshake.hpp"
+#include "actors/handshake.hpp"
 #include "node_process.hpp"
 #include "test_support.hpp"
 

@@ -23,8 +23,8 @@
 #include <caf/binary_deserializer.hpp>
 #include <caf/binary_serializer.hpp>
 
-#include "network/handshake.hpp"
-#include "network/message_types.hpp"
+#include "actors/handshake.hpp"
+#include "actors/message_types.hpp"
 #include "actors/node.hpp"
 #include "network/guarded_transport.hpp"
 #include "actors/pipeline.hpp"

@@ -221,7 +221,7 @@ TEST_CASE("a task of an aborted step that reaches the processor after the abort 
   caf::scoped_actor self{sys};
   auto processor = spawn_processor(sys, processor_config{0, 1, 1, self, nullptr, dtype::float32, {}}, std::move(worker));
   const dataset d = test::small_blobs(4);
-  self->send(processor, abort_atom::value, 0);
+  self->send(processor, abort_atom::value, std::uint64_t{0});
   self->send(processor, run_forward{forward_task{0, 0, 0, 1, 0, d.inputs}});
   self->send(processor, run_forward{forward_task{1, 0, 0, 1, 0, d.inputs}});
   // We are both the retriever (task_done) and the sender (the step-1 output): collect both dones.

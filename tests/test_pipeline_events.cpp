@@ -198,7 +198,7 @@ TEST_CASE("the stage log rendered one event at a time matches the whole log; a f
 TEST_CASE("--stage-log's snapshots: every stage after each change, numbered from 1, arrivals shown together, a step separator") {
   stage_log_snapshots log(2);
   std::string text;
-  int step = 0;
+  std::uint64_t step = 0;
   const auto add = [&](int stage, event_kind k, op o, int mb) { text += log.add(stage_event{0, stage, k, o, step, mb, stage}); };
   for (int mb = 0; mb < 3; ++mb) add(0, event_kind::arrive, op::forward, mb);  // the coordinator enqueues all three
   CHECK(text == "=== Step 1 (step 0 in errors and traces) ===\n");

@@ -7,7 +7,7 @@
 #include <caf/binary_deserializer.hpp>
 #include <caf/binary_serializer.hpp>
 
-#include "network/messages.hpp"
+#include "actors/messages.hpp"
 #include "stage/stage_worker.hpp"
 #include "pipeline_test_models.hpp"
 #include "test_support.hpp"

@@ -4,6 +4,7 @@
 
 #include "checkpoint/checkpoint.hpp"
 #include "collective/shard.hpp"
+#include "failure/error.hpp"
 #include "model/grad_clip.hpp"
 #include "plan/cores.hpp"
 #include "stage/stage_state.hpp"
@@ -82,7 +83,7 @@ float mesh_runner::train_step(const tensor& inputs, const tensor& labels, std::u
       try {
         loss_shares[static_cast<std::size_t>(d)] = loss_->compute_loss(out, y, batch_rows);
       } catch (const std::domain_error& e) {
-        throw std::domain_error("step " + std::to_string(step) + ": " + e.what());
+        throw diverged_error("step " + std::to_string(step) + ": " + e.what());
       }
       replica.backward_and_reduce(0, 0, loss_->compute_gradient(out, y, batch_rows));
       float factor = 1.0f;  // Note [global gradient clipping]: the sum is over the reduced gradients, alike everywhere
@@ -94,9 +95,9 @@ float mesh_runner::train_step(const tensor& inputs, const tensor& labels, std::u
     }
   });
   if (const int cause = first_cause(errors); cause >= 0) {  // Note [the cause, not a peer's view]
-    const std::exception_ptr& e = errors[static_cast<std::size_t>(cause)];
+    const failure f = failure_of(errors[static_cast<std::size_t>(cause)]);
     spent_ = "replica " + std::to_string(cause);
-    rethrow_with(e, D > 1 ? " (replica " + std::to_string(cause) + ")" : "");
+    throw_step_error(f.code, f.what + (D > 1 ? " (replica " + std::to_string(cause) + ")" : ""));
   }
   float total = 0.0f;
   for (float share : loss_shares) total += share;

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "collective/local_group.hpp"
-#include "network/timeout.hpp"
+#include "failure/timeout.hpp"
 #include "stage/lockstep_stage.hpp"
 #include "stage/lockstep_threads.hpp"
 #include "training/trainer.hpp"

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "failure/error.hpp"
 #include "model/grad_clip.hpp"
 
 namespace ap {
@@ -26,7 +27,7 @@ float local_runner::train_step(const tensor& inputs, const tensor& labels, std::
   try {
     batch_loss = loss_->compute_loss(output, labels);
   } catch (const std::domain_error& e) {  // a loss that is not finite: say at which step
-    throw std::domain_error("step " + std::to_string(step) + ": " + e.what());
+    throw diverged_error("step " + std::to_string(step) + ": " + e.what());
   }
   model_.backward(loss_->compute_gradient(output, labels), cache, /*need_input_grad=*/false);
   const auto params = model_.parameters();

@@ -1,5 +1,5 @@
 // Every message between the actors, and how each crosses a process boundary (all are registered for the
-// network, network/message_types.cpp). Tensors are serialised as one raw block, so they cross a network
+// network, actors/message_types.cpp). Tensors are serialised as one raw block, so they cross a network
 // quickly (network/wire_format.hpp, toolchain notes). Each message is a struct whose fields say what they
 // are; a bare int never means different things to different actors.
 #pragma once
@@ -12,8 +12,9 @@
 #include <caf/all.hpp>
 
 #include "checkpoint/named_tensors.hpp"
+#include "failure/error.hpp"
 #include "model/optimizer.hpp"
-#include "network/timeout.hpp"
+#include "failure/timeout.hpp"
 #include "network/wire_format.hpp"
 #include "schedule/schedule.hpp"
 #include "stage/event_log.hpp"
@@ -38,14 +39,14 @@ struct run_backward {
 // retriever -> processor: run the weight-gradient backward (W) of (microbatch, chunk); it needs no tensor,
 // its I left the cache.
 struct run_weight {
-  int step = 0;
+  std::uint64_t step = 0;
   int microbatch = 0;
   int chunk = 0;
 };
 
 // retriever -> processor: start the data-parallel reduction of a chunk's gradients (Note [gradient reduction]).
 struct run_reduce {
-  int step = 0;
+  std::uint64_t step = 0;
   int chunk = 0;
 };
 
@@ -59,17 +60,19 @@ struct deliver_backward {
   backward_task task;
 };
 
-// processor -> retriever: it finished a task, with the stage's peak stash so far and, if the task failed, why.
+// processor -> retriever: it finished a task, with the stage's peak stash so far and, if the task failed, why
+// (code_of the exception the task threw, Note [errors as codes]).
 struct task_done {
-  int step = 0;
+  std::uint64_t step = 0;
   int peak_stash = 0;
   std::string error;
   std::uint64_t peak_stash_bytes = 0;  // the activation bytes behind peak_stash (stage_worker::peak_stashed_bytes)
+  error_code code = error_code::none;
 };
 
 // The facade asks the coordinator to train one batch.
 struct train_batch {
-  int step = 0;
+  std::uint64_t step = 0;
   tensor inputs;  // (samples, features)
   tensor labels;  // (samples) class indices, or (samples, outputs) regression targets
   // Note [data-parallel stage]: a replica's share of a larger batch: the index of its first sample in the
@@ -83,6 +86,7 @@ struct train_batch {
 struct gradient_norm {
   double square_sum = 0.0;
   std::string error;
+  error_code code = error_code::none;
 };
 
 // A tensor sent with communicator::send (no pipeline meaning): who sent it, and the tensor.
@@ -94,7 +98,7 @@ struct tensor_message {
 // Every stage reports the end of its action list for a step: it has run all its actions.
 struct stage_done {
   int stage = 0;
-  int step = 0;
+  std::uint64_t step = 0;
   int peak_stash = 0;  // the most activations this stage held at once during the step
   std::uint64_t peak_stash_bytes = 0;  // the most bytes of them at once
   // Note [events from nodes]: a stage on a node sends its step's events here, times on the node's steady clock
@@ -102,11 +106,13 @@ struct stage_done {
   std::vector<stage_event> events{};
 };
 
-// A stage could not run an action: which stage, which action, and why (the text names shapes and layers).
+// A stage could not run an action: which stage, which action, and why (the text names shapes and layers; the
+// code is what decides, Note [errors as codes]).
 struct stage_failed {
   int stage = 0;
-  int step = 0;
+  std::uint64_t step = 0;
   std::string what;
+  error_code code = error_code::internal;
 };
 
 // The coordinator's answer to a train request.
@@ -117,9 +123,43 @@ struct step_result {
   std::vector<int> peak_stash;  // per stage
   std::vector<float> microbatch_losses{};  // each microbatch's mean loss (Note [divergence] names the largest)
   std::vector<std::uint64_t> peak_stash_bytes{};  // per stage
+  error_code code = error_code::none;  // why it failed (Note [errors as codes]); none when ok
 };
 
+// A failed step: its code and its text.
+inline step_result failed_step(error_code code, std::string what) {
+  step_result r;
+  r.code = code;
+  r.error = std::move(what);
+  return r;
+}
+
+// A refusal between actors as a caf::error that keeps its code: the text is the context's first element (what
+// error_text reads), the code its second.
+inline caf::error coded_error(error_code code, const std::string& text) {
+  return caf::make_error(caf::sec::runtime_error, text, static_cast<std::uint8_t>(code));
+}
+// The code of a coded_error; internal for any other caf::error.
+inline error_code code_in(const caf::error& e) {
+  if (!e) return error_code::internal;  // no error: CAF 0.17 gives it no context to read
+  const caf::message& context = e.context();
+  if (context.size() == 2 && context.match_element<std::string>(0) && context.match_element<std::uint8_t>(1)) {
+    const auto number = context.get_as<std::uint8_t>(1);
+    if (number < static_cast<std::uint8_t>(error_code::count)) return static_cast<error_code>(number);
+  }
+  return error_code::internal;
+}
+// How CAF prints a coded_error without its code (as the plain runtime_error it carries); any other as CAF does.
+inline std::string coded_error_string(const caf::error& e) {
+  if (!e) return caf::to_string(e);
+  const caf::message& context = e.context();
+  if (context.size() == 2 && context.match_element<std::string>(0) && context.match_element<std::uint8_t>(1))
+    return caf::to_string(caf::make_error(caf::sec::runtime_error, context.get_as<std::string>(0)));
+  return caf::to_string(e);
+}
+
 using clock_atom = caf::atom_constant<caf::atom("clock")>;      // coordinator -> node: its steady clock, in us
+// Every step number is a std::uint64_t, from train_step through every message to the layers' forward_context.
 using begin_atom = caf::atom_constant<caf::atom("begin")>;      // coordinator -> retriever: step starts
 using abort_atom = caf::atom_constant<caf::atom("abort")>;      // coordinator -> stage: drop the step
 using apply_atom = caf::atom_constant<caf::atom("apply")>;      // coordinator -> processor: optimizer step
@@ -176,7 +216,12 @@ typename Inspector::result_type inspect(Inspector& f, train_batch& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, gradient_norm& x) {
-  return f(caf::meta::type_name("gradient_norm"), x.square_sum, x.error);
+  if constexpr (is_wire_inspector<Inspector>::value) {  // the code as its number; printed, its name
+    return f(caf::meta::type_name("gradient_norm"), x.square_sum, x.error, x.code);
+  } else {
+    std::string code = error_code_name(x.code);
+    return f(caf::meta::type_name("gradient_norm"), x.square_sum, x.error, code);
+  }
 }
 
 template <class Inspector>
@@ -206,12 +251,23 @@ typename Inspector::result_type inspect(Inspector& f, stage_done& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, stage_failed& x) {
-  return f(caf::meta::type_name("stage_failed"), x.stage, x.step, x.what);
+  if constexpr (is_wire_inspector<Inspector>::value) {  // the code as its number; printed, its name
+    return f(caf::meta::type_name("stage_failed"), x.stage, x.step, x.what, x.code);
+  } else {
+    std::string code = error_code_name(x.code);
+    return f(caf::meta::type_name("stage_failed"), x.stage, x.step, x.what, code);
+  }
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_result& x) {
-  return f(caf::meta::type_name("step_result"), x.ok, x.loss, x.error, x.peak_stash, x.microbatch_losses,
-           x.peak_stash_bytes);
+  if constexpr (is_wire_inspector<Inspector>::value) {  // the code as its number; printed, its name
+    return f(caf::meta::type_name("step_result"), x.ok, x.loss, x.error, x.peak_stash, x.microbatch_losses,
+             x.peak_stash_bytes, x.code);
+  } else {
+    std::string code = error_code_name(x.code);
+    return f(caf::meta::type_name("step_result"), x.ok, x.loss, x.error, x.peak_stash, x.microbatch_losses,
+             x.peak_stash_bytes, code);
+  }
 }
 
 // The answer to (load_atom, stage_state): an empty `error` when the stage loaded it; otherwise the stage
@@ -265,7 +321,12 @@ typename Inspector::result_type inspect(Inspector& f, deliver_backward& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, task_done& x) {
-  return f(caf::meta::type_name("task_done"), x.step, x.peak_stash, x.error, x.peak_stash_bytes);
+  if constexpr (is_wire_inspector<Inspector>::value) {  // the code as its number; printed, its name
+    return f(caf::meta::type_name("task_done"), x.step, x.peak_stash, x.error, x.peak_stash_bytes, x.code);
+  } else {
+    std::string code = error_code_name(x.code);
+    return f(caf::meta::type_name("task_done"), x.step, x.peak_stash, x.error, x.peak_stash_bytes, code);
+  }
 }
 
 // The wire form of a stage_setup (actors/stage_spawner.hpp), coordinator -> node: layers as spec texts plus

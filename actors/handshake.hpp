@@ -23,7 +23,8 @@ namespace ap {
 // 3: stage specs carry the compute dtype; stage_done, task_done and step_result the peak stash bytes.
 // 4: stage_done carries the stage's events, stage specs ask for them (report_events), nodes answer a clock
 //    probe (clock_atom); ring_chunk and ring_abort (collective groups across processes).
-inline constexpr std::uint32_t wire_protocol_version = 5;
+// 6: task_done, stage_failed, step_result and gradient_norm carry an error_code (Note [errors as codes]).
+inline constexpr std::uint32_t wire_protocol_version = 6;
 
 using hello_atom = caf::atom_constant<caf::atom("hello")>;
 

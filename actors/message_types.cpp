@@ -1,8 +1,8 @@
-#include "network/message_types.hpp"
+#include "actors/message_types.hpp"
 
 #include <caf/all.hpp>
 
-#include "network/messages.hpp"
+#include "actors/messages.hpp"
 #include "network/ring_messages.hpp"
 
 namespace ap {

@@ -1,10 +1,10 @@
-#include "network/handshake.hpp"
+#include "actors/handshake.hpp"
 
 #include <algorithm>
 #include <cstring>
 
 #include "model/layer_registry.hpp"
-#include "network/message_types.hpp"
+#include "actors/message_types.hpp"
 
 namespace ap {
 

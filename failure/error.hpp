@@ -1,0 +1,88 @@
+// What went wrong, as a value: one error_code per kind of failure, set where the failure is first seen (a lost
+// node's down message, a timeout, a collective's abort, a bad label) and carried with its text through
+// task_done, stage_failed and step_result to the exception the API throws. Note [errors as codes].
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <stdexcept>
+#include <string>
+
+namespace ap {
+
+// Note [errors as codes]: decisions read the code, never the text. Whether --restart-on-failure waits for a
+// node (actors/recovery.hpp) and which std exception a runner throws (throw_error, throw_step_error) depend on
+// the code only, so a message can be reworded freely: the text is for people.
+enum class error_code : std::uint8_t {
+  none,        // no failure
+  lost_node,   // a node's process died, was killed, or stopped answering heartbeats
+  timeout,     // a peer sent nothing within the timeout
+  bad_input,   // the caller's inputs, labels or options are wrong (std::invalid_argument)
+  diverged,    // a loss is not finite (std::domain_error)
+  collective,  // a peer's failure seen through a collective group: the cause is elsewhere
+  broken,      // stages may disagree (an optimizer step applied on some only): rebuild from a checkpoint
+  internal,    // anything else: an actor that stopped, an exception without a code
+  count
+};
+
+inline constexpr const char* error_code_names[] = {
+    "none", "lost_node", "timeout", "bad_input", "diverged", "collective", "broken", "internal",
+};
+static_assert(std::size(error_code_names) == static_cast<std::size_t>(error_code::count),
+              "error_code_names needs one name per error_code");
+
+inline const char* error_code_name(error_code code) {
+  const auto i = static_cast<std::size_t>(code);
+  return i < std::size(error_code_names) ? error_code_names[i] : "unknown";
+}
+
+// The code an exception carries: its own (ap::error), else by its std type, else internal.
+class error {
+ public:
+  explicit error(error_code code) : code_(code) {}
+  virtual ~error() = default;
+  error_code code() const { return code_; }
+
+ private:
+  error_code code_;
+};
+
+// The exceptions the runners throw: the std types callers catch, each carrying its code.
+class input_error : public std::invalid_argument, public error {
+ public:
+  explicit input_error(const std::string& what) : std::invalid_argument(what), error(error_code::bad_input) {}
+};
+class diverged_error : public std::domain_error, public error {
+ public:
+  explicit diverged_error(const std::string& what) : std::domain_error(what), error(error_code::diverged) {}
+};
+class runtime_failure : public std::runtime_error, public error {
+ public:
+  runtime_failure(error_code code, const std::string& what) : std::runtime_error(what), error(code) {}
+};
+
+inline error_code code_of(const std::exception& e) {
+  if (const auto* coded = dynamic_cast<const error*>(&e)) return coded->code();
+  if (dynamic_cast<const std::invalid_argument*>(&e)) return error_code::bad_input;
+  if (dynamic_cast<const std::domain_error*>(&e)) return error_code::diverged;
+  return error_code::internal;
+}
+
+// The exception type for a code: bad_input as std::invalid_argument, diverged as std::domain_error, anything
+// else as std::runtime_error; each carries the code.
+[[noreturn]] inline void throw_error(error_code code, const std::string& what) {
+  if (code == error_code::bad_input) throw input_error(what);
+  if (code == error_code::diverged) throw diverged_error(what);
+  throw runtime_failure(code, what);
+}
+
+// A training step that failed while it ran: std::domain_error when it diverged (the trainer reports divergence
+// from that type), std::runtime_error otherwise, bad input found inside the running step included (as a
+// pipeline_error is); each carries its code.
+[[noreturn]] inline void throw_step_error(error_code code, const std::string& what) {
+  if (code == error_code::diverged) throw diverged_error(what);
+  throw runtime_failure(code, what);
+}
+
+}  // namespace ap
