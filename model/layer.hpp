@@ -48,9 +48,10 @@ struct forward_context {
 // (join_row_fields); nullptr says this kind cannot join, and the stage says so naming the layer.
 struct saved_state {
   virtual ~saved_state() = default;
-  // Bytes of the tensors it holds (activation memory, Note [compute dtype]); each layer's `saved` counts
-  // its fields. A layer that does not override it counts 0.
-  virtual std::size_t bytes() const { return 0; }
+  // Bytes of the tensors it holds (activation memory: what a stage's peak_stash_bytes adds up, Note [compute
+  // dtype]). Pure virtual, so no layer stashes uncounted: each `saved` sums its tensor fields' byte_size()
+  // (0 for one that holds no tensor, saying so).
+  virtual std::size_t bytes() const = 0;
   virtual std::unique_ptr<saved_state> join_rows(const std::vector<const saved_state*>& parts) const {
     (void)parts;
     return nullptr;

@@ -131,3 +131,23 @@ TEST_CASE("bad tensor-parallel meshes are refused before any stage runs, naming 
   CHECK(contains(refusal(tp_options(2, 2, "1f1b"), std::move(unpaired)), "no chunk has a layer to split"));
   CHECK(contains(refusal(tp_options(2, 0, "1f1b"), linear_pairs_model()), "at least 1"));
 }
+
+TEST_CASE("a tensor-parallel stage's peak stash bytes count every rank's parallel layers") {
+  // One stage, GPipe: all 4 microbatches (40 rows) are stashed at the peak. Per row, float32: unsplit,
+  // linear x 12 + relu y 16 + linear x 16 = 44 elements; over T = 2, each rank holds the column layer's whole
+  // x 12, relu's y 8 and the row layer's x shard 8 = 28, so 56 for the stage.
+  const dataset d = small_blobs(40);
+  const auto model = [] {
+    sequential m = sequential::from_layer_specs({"linear:12:16", "relu", "linear:16:4"});
+    m.initialize(7);
+    return m;
+  };
+  for (int T : {1, 2}) {
+    CAPTURE(T);
+    pipeline pipe(model(), tp_options(1, T, "gpipe"));
+    pipe.train_step(d.inputs, d.labels, 0);
+    const auto bytes = pipe.last_peak_stash_bytes();
+    REQUIRE(bytes.size() == 1);
+    CHECK(bytes[0] == 40u * (T == 1 ? 44u : 56u) * 4u);
+  }
+}
