@@ -41,7 +41,7 @@ struct forward_context {
 // so otherwise. A holder rather than a `std::unique_ptr<saved_state>&` in every signature: a caller writes
 // `layer_cache c;` without knowing the layer's type, and the checks live in one place.
 //
-// Note [joined caches]: seed 000's synchronous backward (Note [sync-backward] in schedule/schedule.hpp) runs one
+// Note [joined caches]: the synchronous backward (Note [sync-backward] in schedule/schedule.hpp) runs one
 // backward over the whole batch from the caches of its microbatches' forwards. join_rows builds, from the
 // saved states of forwards over consecutive row ranges (`parts`, this one first, in row order), what one
 // forward over all their rows would have saved: a layer whose saved fields are per-row tensors lists them
@@ -110,7 +110,7 @@ std::unique_ptr<saved_state> join_row_fields(const std::vector<const saved_state
 // caller needs no input gradient (the model's first layer on the first stage): a plain layer then does
 // nothing, a block still runs its parts' backward_input for what its backward_weight needs.
 //
-// Note [compute dtype]: how a model trains in bfloat16 (seed 003's TrainStep dtype; `train --dtype bf16`,
+// Note [compute dtype]: how a model trains in bfloat16 (`train --dtype bf16`,
 // pipeline_options::compute_dtype). There is one place a layer learns its compute dtype: set_compute_dtype, called by
 // sequential::set_compute_dtype on every layer (a block passes it to its parts); clone() and slices keep it,
 // and a node gets it in the stage_spec. In bfloat16:

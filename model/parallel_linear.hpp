@@ -1,4 +1,4 @@
-// Tensor-parallel Linear layers (Megatron's ColumnParallelLinear and RowParallelLinear, seed 004): each
+// Tensor-parallel Linear layers (Megatron's ColumnParallelLinear and RowParallelLinear): each
 // of T ranks holds a slice of the weights, and the layer's forward or backward all-reduces where the
 // split needs it.
 #pragma once

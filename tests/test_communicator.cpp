@@ -1,4 +1,4 @@
-// The communicator (seed 002): point-to-point tensors, ordering, concurrency, barrier, shutdown, timeouts,
+// The communicator: point-to-point tensors, ordering, concurrency, barrier, shutdown, timeouts,
 // invalid ranks, multi-stage forward/backward traffic, self-sends, a 256 MB zero-copy transfer, and the
 // wire format of forward_task / backward_task.
 #include <doctest/doctest.h>

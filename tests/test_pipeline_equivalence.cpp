@@ -185,7 +185,7 @@ TEST_CASE("1F1B holds at most min(m, p - s) activations on stage s, GPipe holds 
   }
 }
 
-TEST_CASE("stage_info gives seed 003's half-open layer ranges with round-robin chunks") {
+TEST_CASE("stage_info gives half-open layer ranges with round-robin chunks") {
   const stage_info a = get_stage_info(24, 4, 1);
   CHECK_FALSE(a.is_first_stage);
   CHECK_FALSE(a.is_last_stage);
@@ -202,7 +202,7 @@ TEST_CASE("stage_info gives seed 003's half-open layer ranges with round-robin c
                        std::invalid_argument);
 }
 
-TEST_CASE("seed 000's sync-backward (caches joined, one whole-batch backward per stage) equals single-process training") {
+TEST_CASE("sync-backward (caches joined, one whole-batch backward per stage) equals single-process training") {
   optimizer_config opt;
   opt.kind = "adam";
   opt.lr = 0.01f;

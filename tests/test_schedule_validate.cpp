@@ -83,7 +83,7 @@ TEST_CASE("the validator checks the declared sizes") {
   CHECK(validate(s).message.find("missing action: the forward F of microbatch 2") != std::string::npos);
 }
 
-TEST_CASE("seed 000's whole-batch backward: valid alone, refused mixed with per-microbatch backwards or before a forward") {
+TEST_CASE("the whole-batch backward: valid alone, refused mixed with per-microbatch backwards or before a forward") {
   CHECK(validate(parse_grid("0F0 0F1 0B*\n1F0 1F1 1B*\n")).ok);
   check_rejected("0F0 0F1 0B0 0B1\n1F0 1F1 1B*\n", "per-microbatch backward in a schedule with whole-batch",
                  "stage 0: 0F0 0F1 [0B0] 0B1  <-- ERROR HERE");
