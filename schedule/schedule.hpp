@@ -70,7 +70,6 @@ struct schedule {
 };
 
 inline int stage_of_chunk(int chunk, int stages) { return chunk % stages; }
-inline int local_chunk_index(int chunk, int stages) { return chunk / stages; }
 
 // Note [gradient reduction]: with data-parallel replicas, a chunk's gradients are final after the last of
 // its microbatches' backwards (B, or W) on its stage, and must then be summed across the replicas (as

@@ -21,6 +21,7 @@
 #include <caf/binary_serializer.hpp>
 
 #include "actors/actor_communicator.hpp"
+#include "equivalence.hpp"
 #include "network/communicator.hpp"
 #include "network/messages.hpp"
 #include "tensor/tensor.hpp"
@@ -42,16 +43,9 @@ tensor ramp(const shape_t& shape, float offset) {
   return t;
 }
 
-// Shapes equal and every element equal; on a mismatch names the first differing element.
+// Shapes equal and every element equal, bit for bit; on a mismatch names the first differing element.
 void check_tensor(const tensor& actual, const tensor& expected, const std::string& label) {
-  INFO(label);
-  REQUIRE(shape_string(actual) == shape_string(expected));
-  REQUIRE(actual.size() == expected.size());
-  for (std::size_t i = 0; i < actual.size(); ++i)
-    if (actual.data()[i] != expected.data()[i]) {
-      INFO("element " << i << ": got " << actual.data()[i] << ", expected " << expected.data()[i]);
-      REQUIRE(actual.data()[i] == expected.data()[i]);
-    }
+  REQUIRE(test::check_tensor(actual, expected, 0.0f, label));
 }
 
 forward_task make_forward(int step, int microbatch, int chunk, int first_sample, tensor data) {

@@ -3,21 +3,22 @@
 
 #include <stdexcept>
 
+#include "equivalence.hpp"
 #include "schedule/schedule.hpp"
 
 using namespace ap;
 
 namespace {
 
-// Validates a hand-written grid and checks that it fails for `reason` with the grid marked.
+// Validates a hand-written grid: refused for `reason`, with the grid printed and the failing step marked.
 void check_rejected(const std::string& grid, const std::string& reason, const std::string& marked = "") {
   CAPTURE(grid);
-  const validation v = validate(parse_grid(grid));
-  CAPTURE(v.message);
-  CHECK_FALSE(v.ok);
-  CHECK(v.message.find("ERROR HERE") != std::string::npos);
-  CHECK(v.message.find(reason) != std::string::npos);
-  if (!marked.empty()) CHECK(v.message.find(marked) != std::string::npos);
+  test::check_refused(
+      [&] {
+        const validation v = validate(parse_grid(grid));
+        if (!v.ok) throw std::invalid_argument(v.message);
+      },
+      {"ERROR HERE", reason, marked});
 }
 
 }  // namespace
