@@ -56,7 +56,7 @@ caf::actor spawn_inbox(caf::actor_system& system);
 // A barrier for `world_size` ranks; a round not complete within the timeout fails for every waiter.
 caf::actor spawn_barrier(caf::actor_system& system, int world_size, std::chrono::milliseconds timeout);
 
-// An in-process world of `world_size` ranks, each with an inbox: the seed's LocalPipelineCommunicator.
+// An in-process world of `world_size` ranks, each with an inbox: the communicator of stages that share a process.
 class local_world {
  public:
   local_world(caf::actor_system& system, int world_size,

@@ -270,7 +270,7 @@ caf::behavior coordinator(coordinator_actor* self, coordinator_config config) {
         st.labels.clear();
         st.first_sample.clear();
         // Note [enqueue before begin]: the first stage receives all its microbatches before the step
-        // begins, so its queue holds them all when it starts (the seed's walkthrough).
+        // begins, so its queue holds them all when it starts (--stage-log: "Current Queue: Forward microbatch 1,2,3,4").
         for (std::size_t i = 0; i < split.size(); ++i) {
           const auto& r = split[i];
           st.labels.push_back(slice_rows(labels, r.begin, r.end));

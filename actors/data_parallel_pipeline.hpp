@@ -1,4 +1,4 @@
-// Data parallelism composed with the pipeline (seed 004's 3D mesh in one process): D replicas of the whole
+// Data parallelism composed with the pipeline (the data x pipeline mesh in one process): D replicas of the whole
 // pipeline, each on its share of every batch, whose stages all-reduce their gradients across the replicas.
 #pragma once
 

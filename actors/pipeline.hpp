@@ -1,4 +1,4 @@
-// The pipeline facade (seed 003's PipelineParallel): a Sequential split into stages of CAF actors,
+// The pipeline facade: a Sequential split into stages of CAF actors,
 // trained one batch at a time by train_step, with exactly the gradients of single-process training.
 #pragma once
 

@@ -4,7 +4,7 @@
 # system, standard and CAF headers): tests/test_install_consumer.cpp compiles each installed header alone
 # and fails on one that includes a header missing here.
 set(actorpipe_public_headers
-  # the pipeline facade (seed 003's PipelineParallel), and the node entry point for a user's own node binary
+  # the pipeline facade, and the node entry point for a user's own node binary
   actors/pipeline.hpp
   actors/data_parallel_pipeline.hpp
   actors/run_node.hpp

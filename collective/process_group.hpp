@@ -1,6 +1,7 @@
-// One rank's view of a group of ranks and the collectives it can start (seed 004's communication layer):
-// all-reduce, reduce-scatter, all-gather, broadcast. The same interface in one process (local_group) and,
-// later, across nodes, so a tensor- or data-parallel worker never knows where its peers run.
+// One rank's view of a group of ranks and the collectives it can start: all-reduce, reduce-scatter,
+// all-gather, broadcast. The same interface between the threads of one process (local_group) and across
+// processes (ring_group, collective/ring_group.hpp), so a tensor- or data-parallel worker never knows where
+// its peers run.
 #pragma once
 
 #include <cstdint>
@@ -48,7 +49,7 @@ struct failure {
 failure failure_of(const std::exception_ptr& error);
 
 // Note [async collectives]: starting a collective returns at once with a handle; the caller computes on
-// and calls wait() only when it needs the result (seed 004: compute never blocks on communication). Until
+// and calls wait() only when it needs the result (compute never blocks on communication). Until
 // wait() returns, the tensors given to the collective belong to it: the caller must neither read nor
 // write them (as MPI's non-blocking calls and NCCL). Every wait has a timeout.
 class collective_handle {

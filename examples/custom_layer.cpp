@@ -33,6 +33,7 @@ class feature_scale final : public ap::layer {
   // What forward keeps for backward, owned by the caller (one per microbatch in flight).
   struct saved : ap::saved_state {
     ap::tensor x;  // (rows, width)
+    std::size_t bytes() const override { return x.byte_size(); }  // activation memory, counted per stage
   };
 
   ap::tensor forward(const ap::tensor& x, ap::layer_cache& cache, const ap::forward_context&) const override {

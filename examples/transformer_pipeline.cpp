@@ -1,4 +1,4 @@
-// Seed 003's usage example with a real Transformer: a 24-block GPT on 4 stages, 8 microbatches, interleaved
+// The pipeline API on a real Transformer: a 24-block GPT on 4 stages, 8 microbatches, interleaved
 // 1F1B with 2 chunks per stage (vpp 2), AdamW, trained on the fortunes (bytes); prints the loss, the validation
 // loss and a sampled text.
 #include <cstdio>

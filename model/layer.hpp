@@ -41,16 +41,17 @@ struct forward_context {
 // so otherwise. A holder rather than a `std::unique_ptr<saved_state>&` in every signature: a caller writes
 // `layer_cache c;` without knowing the layer's type, and the checks live in one place.
 //
-// Note [joined caches]: seed 000's synchronous backward (Note [sync-backward] in schedule/schedule.hpp) runs one
+// Note [joined caches]: the synchronous backward (Note [sync-backward] in schedule/schedule.hpp) runs one
 // backward over the whole batch from the caches of its microbatches' forwards. join_rows builds, from the
 // saved states of forwards over consecutive row ranges (`parts`, this one first, in row order), what one
 // forward over all their rows would have saved: a layer whose saved fields are per-row tensors lists them
 // (join_row_fields); nullptr says this kind cannot join, and the stage says so naming the layer.
 struct saved_state {
   virtual ~saved_state() = default;
-  // Bytes of the tensors it holds (activation memory, Note [compute dtype]); each layer's `saved` counts
-  // its fields. A layer that does not override it counts 0.
-  virtual std::size_t bytes() const { return 0; }
+  // Bytes of the tensors it holds (activation memory: what a stage's peak_stash_bytes adds up, Note [compute
+  // dtype]). Pure virtual, so no layer stashes uncounted: each `saved` sums its tensor fields' byte_size()
+  // (0 for one that holds no tensor, saying so).
+  virtual std::size_t bytes() const = 0;
   virtual std::unique_ptr<saved_state> join_rows(const std::vector<const saved_state*>& parts) const {
     (void)parts;
     return nullptr;
@@ -109,7 +110,7 @@ std::unique_ptr<saved_state> join_row_fields(const std::vector<const saved_state
 // caller needs no input gradient (the model's first layer on the first stage): a plain layer then does
 // nothing, a block still runs its parts' backward_input for what its backward_weight needs.
 //
-// Note [compute dtype]: how a model trains in bfloat16 (seed 003's TrainStep dtype; `train --dtype bf16`,
+// Note [compute dtype]: how a model trains in bfloat16 (`train --dtype bf16`,
 // pipeline_options::compute_dtype). There is one place a layer learns its compute dtype: set_compute_dtype, called by
 // sequential::set_compute_dtype on every layer (a block passes it to its parts); clone() and slices keep it,
 // and a node gets it in the stage_spec. In bfloat16:

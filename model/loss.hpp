@@ -1,4 +1,4 @@
-// The Loss class of the seed: compute_loss and compute_gradient, mean over the samples of the whole batch.
+// The Loss class: compute_loss and compute_gradient, mean over the samples of the whole batch.
 #pragma once
 
 #include <memory>

@@ -10,7 +10,7 @@
 
 namespace ap {
 
-// Plain settings: copied to every stage (and later sent to remote nodes) to build its own optimizer.
+// Plain settings: copied to every stage (sent to a node with its stage) to build its own optimizer.
 struct optimizer_config {
   std::string kind = "adam";  // sgd, adam, adamw
   float lr = 1e-3f;

@@ -1,4 +1,4 @@
-// Tensor-parallel Linear layers (Megatron's ColumnParallelLinear and RowParallelLinear, seed 004): each
+// Tensor-parallel Linear layers (Megatron's ColumnParallelLinear and RowParallelLinear): each
 // of T ranks holds a slice of the weights, and the layer's forward or backward all-reduces where the
 // split needs it.
 #pragma once
@@ -62,6 +62,7 @@ class column_parallel_linear final : public layer, public tensor_parallel_layer 
 
   struct saved : saved_state {
     tensor x;  // (rows, in): whole, for dweight = x^T dy
+    std::size_t bytes() const override { return x.byte_size(); }
     std::unique_ptr<saved_state> join_rows(const std::vector<const saved_state*>& parts) const override {
       return join_row_fields<saved>(parts, {&saved::x});  // Note [joined caches]
     }
@@ -105,6 +106,7 @@ class row_parallel_linear final : public layer, public tensor_parallel_layer {
 
   struct saved : saved_state {
     tensor x;  // (rows, last - first): this rank's shard of the input
+    std::size_t bytes() const override { return x.byte_size(); }
     std::unique_ptr<saved_state> join_rows(const std::vector<const saved_state*>& parts) const override {
       return join_row_fields<saved>(parts, {&saved::x});  // Note [joined caches]
     }

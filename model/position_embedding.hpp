@@ -15,6 +15,7 @@ class position_embedding final : public layer {
 
   struct saved : saved_state {
     shape_t shape;  // (batch, sequence, dim) of the input: the backward needs no values
+    std::size_t bytes() const override { return 0; }  // no tensor
   };
   // x (batch, sequence, dim) with sequence <= context; throws naming the shape otherwise.
   tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;

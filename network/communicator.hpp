@@ -1,4 +1,4 @@
-// The communicator (seed 002 in C++ terms): point-to-point tensors between ranks, a barrier, timeouts.
+// The communicator: point-to-point tensors between ranks, a barrier, timeouts.
 #pragma once
 
 #include <chrono>

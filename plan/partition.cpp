@@ -109,10 +109,6 @@ std::vector<double> parameters_per_layer(const sequential& model) {
   return counts;
 }
 
-std::vector<std::size_t> counts_by_parameters(const sequential& model, int chunks) {
-  return balanced_counts(parameters_per_layer(model), chunks);
-}
-
 namespace {
 
 double median(std::vector<double> v) {
@@ -169,10 +165,6 @@ std::vector<double> total_costs(const std::vector<layer_cost>& costs) {
   std::vector<double> t;
   for (const auto& c : costs) t.push_back(c.total_s());
   return t;
-}
-
-std::vector<std::size_t> counts_by_time(const std::vector<layer_cost>& costs, int chunks) {
-  return balanced_counts(total_costs(costs), chunks);
 }
 
 // Note [whole blocks]

@@ -34,9 +34,8 @@ std::vector<std::size_t> chunk_layer_counts(const std::vector<layer_range>& chun
 // uniform_chunk_ranges as counts: as equal as possible, the first chunks take the remainder.
 std::vector<std::size_t> uniform_counts(std::size_t layers, int chunks);
 
-// Parameters of each layer (weights and biases), and the split that balances them.
+// Parameters of each layer (weights and biases).
 std::vector<double> parameters_per_layer(const sequential& model);
-std::vector<std::size_t> counts_by_parameters(const sequential& model, int chunks);
 
 // Wall seconds of one layer on one microbatch, as the pipeline runs it: forward, backward_input (I) and
 // backward_weight (W); a full backward (B) is I + W.
@@ -53,7 +52,6 @@ struct layer_cost {
 std::vector<layer_cost> measure_layer_costs(const sequential& model, const tensor& sample, int repeats = 5);
 
 std::vector<double> total_costs(const std::vector<layer_cost>& costs);  // F + I + W per layer
-std::vector<std::size_t> counts_by_time(const std::vector<layer_cost>& costs, int chunks);
 
 // Note [whole blocks]
 // A block is a layer with parameters and the parameter-free layers after it (a Linear and its activation);

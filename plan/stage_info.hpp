@@ -1,4 +1,4 @@
-// Which layers each stage holds: seed 003's GetStageInfo, uniform or from explicit layer counts.
+// Which layers each stage holds (get_stage_info): uniform or from explicit layer counts.
 #pragma once
 
 #include <cstddef>

@@ -151,7 +151,7 @@ schedule make_zb_h1(int stages, int microbatches) {
   return s;
 }
 
-// Seed 000 literally (Note [sync-backward] in schedule.hpp): every stage runs all forwards in microbatch
+// The synchronous backward (Note [sync-backward] in schedule.hpp): every stage runs all forwards in microbatch
 // order, then one backward of the whole batch. The backward is not pipelined: stage s waits for stage s+1's.
 schedule make_sync_backward(int stages, int microbatches) {
   schedule s = empty_schedule("sync-backward", stages, microbatches, 1);

@@ -16,7 +16,7 @@ enum class op : std::uint8_t { forward, backward, backward_input, backward_weigh
 inline constexpr std::size_t op_count = static_cast<std::size_t>(op::reduce_grad) + 1;
 
 // The one table of op names, in enum order: the letter of the schedule notation ("1F0"), the word of
-// error messages ("backward_input microbatch 3"), the title of the seed's stage log ("Backward-input") and
+// error messages ("backward_input microbatch 3"), the title of the stage log ("Backward-input", --stage-log) and
 // the colour of its boxes in the SVG pictures (schedule/svg.cpp, stage/timeline.cpp).
 struct op_name {
   char letter;
@@ -70,7 +70,6 @@ struct schedule {
 };
 
 inline int stage_of_chunk(int chunk, int stages) { return chunk % stages; }
-inline int local_chunk_index(int chunk, int stages) { return chunk / stages; }
 
 // Note [gradient reduction]: with data-parallel replicas, a chunk's gradients are final after the last of
 // its microbatches' backwards (B, or W) on its stage, and must then be summed across the replicas (as
@@ -103,15 +102,15 @@ schedule make_sync_backward(int stages, int microbatches);
 schedule make_schedule(const std::string& name, int stages, int microbatches, int chunks_per_stage = 1);
 std::vector<std::string> schedule_names();
 
-// Note [sync-backward]: seed 000's own design. Forwards are pipelined per microbatch; then, "when the
-// coordinator has computed the Loss for every microbatch", the backward runs "as a normal synchronous" pass:
+// Note [sync-backward]: a backward that is not pipelined. Forwards are pipelined per microbatch; then, once
+// the coordinator has computed the loss of every microbatch, the backward runs as one synchronous pass:
 // each stage, last to first, runs one backward over the whole batch (its microbatch caches joined into one,
 // Note [joined caches] in model/layer.hpp) and sends one gradient for the batch to the stage before it. As
 // data it is the action B of microbatch all_microbatches ("0B*"), which needs the forwards of every
 // microbatch on its chunk and the whole-batch backward of the next chunk. A schedule runs either every
 // backward whole-batch or none (one gradient message per batch, or one per microbatch), which the validator
 // checks. It gives the same gradients as the pipelined backward (tested); it is slower because stage s
-// starts its backward only when stage s+1 has finished all of its (README, "Seed 000's synchronous backward").
+// starts its backward only when stage s+1 has finished all of its (the README compares the two).
 // True when the schedule's backwards run on the whole batch: the coordinator then sends one joined gradient.
 bool whole_batch_backward(const schedule& s);
 

@@ -76,7 +76,7 @@ std::string task_words(op kind, int chunk, bool name_chunk, int microbatch = 0) 
 }
 
 std::string number_of(int microbatch) {
-  return microbatch == all_microbatches ? "" : std::to_string(microbatch + 1);  // the seed counts from 1
+  return microbatch == all_microbatches ? "" : std::to_string(microbatch + 1);  // the stage log counts from 1
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// What the stages did, as events: recorded while running, then rendered as the seed's stage log
+// What the stages did, as events: recorded while running, then rendered as the stage log
 // ("Stage 1: Current task: Forward microbatch 2, Current Queue: Forward microbatch 3,4") or a Chrome trace.
 // Note [bounded event log]: a run of many steps must not grow. The log always sums each stage's busy time
 // (start..finish) as events come, in memory of one number per stage; it keeps the events themselves only when
@@ -83,12 +83,12 @@ class stage_log_renderer {
   std::map<int, std::optional<queued>> current_;
 };
 
-// Note [seed's walkthrough]: --stage-log prints what seed 000's walkthrough prints: after each change, the
-// state of every stage ("Stage 1: Current task: Forward microbatch 2, Current Queue: Forward microbatch 3,4",
-// stages and microbatches from 1 as the seed counts), one block per change, a blank line between blocks, and
+// Note [seed's walkthrough]: --stage-log prints a walkthrough of the run: after each change, the state of
+// every stage ("Stage 1: Current task: Forward microbatch 2, Current Queue: Forward microbatch 3,4", stages
+// and microbatches counted from 1, for people), one block per change, a blank line between blocks, and
 // "=== Step 1 (step 0 in errors and traces) ===" before a step's first block. Arrivals are shown with the next
-// start or finish (the coordinator's m forwards at once are one state: "Forward microbatch 1,2,3,4", as in
-// the seed). Fed one event at a time by the stages' sink, so it streams while training runs.
+// start or finish (the coordinator's m forwards at once are one state: "Forward microbatch 1,2,3,4").
+// Fed one event at a time by the stages' sink, so it streams while training runs.
 class stage_log_snapshots {
  public:
   explicit stage_log_snapshots(int stages, int chunks_per_stage = 1) : stages_(stages), renderer_(chunks_per_stage) {}
@@ -102,8 +102,8 @@ class stage_log_snapshots {
   bool arrivals_unshown_ = false;
 };
 
-// One line per event: the state of the event's stage after it, in the seed's words. Stages and
-// microbatches are numbered from 1 as in the seed's example; with several chunks per stage the chunk is named.
+// One line per event: the state of the event's stage after it, in words. Stages and microbatches are
+// numbered from 1 (errors and traces count from 0); with several chunks per stage the chunk is named.
 std::vector<std::string> render_stage_log(const std::vector<stage_event>& events, int chunks_per_stage = 1);
 
 // The Chrome trace written as events come: keeps only each stage's queue length and open task. finish()

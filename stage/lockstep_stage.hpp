@@ -1,5 +1,5 @@
 // A stage's tensor-parallel ranks: T stage_workers, each over its shards of the stage's chunks, that run
-// every action of the stage in lockstep on T threads. The processor actor wraps it as it wrapped one worker.
+// every action of the stage in lockstep on T threads. The processor actor wraps it, T = 1 included.
 #pragma once
 
 #include <chrono>

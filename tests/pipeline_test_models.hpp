@@ -9,6 +9,7 @@
 
 #include "actors/pipeline.hpp"
 #include "data/synthetic.hpp"
+#include "equivalence.hpp"
 #include "model/sequential.hpp"
 
 namespace ap::test {
@@ -57,17 +58,6 @@ inline std::map<std::string, tensor> parameter_values(sequential& m) {
   std::map<std::string, tensor> out;
   for (auto& p : m.parameters()) out[p.name] = *p.value;
   return out;
-}
-
-// Every parameter agrees within `tolerance` (relative, see max_relative_difference); names the worst one.
-inline void check_same_parameters(sequential& a, sequential& b, float tolerance, const std::string& label) {
-  const auto pa = parameter_values(a), pb = parameter_values(b);
-  REQUIRE(pa.size() == pb.size());
-  for (const auto& [name, value] : pa) {
-    const float d = max_relative_difference(value, pb.at(name));
-    INFO(label << ": parameter " << name << " differs by " << d);
-    CHECK(d <= tolerance);
-  }
 }
 
 // The text of the pipeline_error a train step throws ("" if it succeeds) and how long the step took.

@@ -4,13 +4,13 @@
 
 #include <unistd.h>
 
-#include <cstring>
 #include <filesystem>
 #include <stdexcept>
 #include <string>
 
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/safetensors.hpp"
+#include "equivalence.hpp"
 #include "model/loss.hpp"
 #include "random/seeded_random.hpp"
 #include "test_support.hpp"
@@ -21,34 +21,6 @@ namespace fs = std::filesystem;
 namespace {
 
 using namespace ap::test;
-
-bool same_bits(const tensor& a, const tensor& b) {
-  return a.shape() == b.shape() && (a.size() == 0 || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
-}
-
-// llm.c's check_tensor, for bit equality: prints the first element that differs.
-bool check_same(const tensor& actual, const tensor& expected, const std::string& label) {
-  if (actual.shape() != expected.shape()) {
-    MESSAGE(label << ": shape " << shape_string(actual) << ", expected " << shape_string(expected));
-    return false;
-  }
-  for (std::size_t i = 0; i < actual.size(); ++i)
-    if (std::memcmp(actual.data() + i, expected.data() + i, sizeof(float)) != 0) {
-      MESSAGE(label << "[" << i << "] = " << actual.data()[i] << ", expected " << expected.data()[i]);
-      return false;
-    }
-  return true;
-}
-
-// Every parameter of `a` equals the one of the same name in `b`, bit for bit.
-bool same_parameters(sequential& a, sequential& b) {
-  std::map<std::string, const tensor*> theirs;
-  for (const parameter& p : b.parameters()) theirs[p.name] = p.value;
-  bool same = true;
-  for (const parameter& p : a.parameters())
-    same = theirs.count(p.name) && check_same(*p.value, *theirs[p.name], p.name) && same;
-  return same;
-}
 
 // One batch of a small regression task.
 struct batch {
@@ -120,17 +92,17 @@ TEST_CASE("checkpoint round trip: resuming from a checkpoint trains exactly like
   CHECK(state.data_seed == 1234);
   CHECK(state.model_spec == "4-8-3");
   CHECK(resumed_opt->steps() == 2);
-  CHECK(same_parameters(resumed, model));
+  CHECK(check_parameters(resumed, model, 0.0f, "resumed"));
   auto saved_state = opt->state();
   auto loaded_state = resumed_opt->state();
   REQUIRE(loaded_state.size() == saved_state.size());
   CHECK(loaded_state.size() == 8);  // m and v of 0.weight, 0.bias, 2.weight, 2.bias
-  for (const auto& [key, t] : saved_state) CHECK(check_same(*loaded_state.at(key), *t, key));
+  for (const auto& [key, t] : saved_state) CHECK(check_tensor(*loaded_state.at(key), *t, 0.0f, key));
 
   // One more step on both: identical weights, bit for bit.
   train_step(model, *opt, make_batch(3));
   train_step(resumed, *resumed_opt, make_batch(3));
-  CHECK(same_parameters(resumed, model));
+  CHECK(check_parameters(resumed, model, 0.0f, "resumed"));
   CHECK(resumed_opt->steps() == opt->steps());
 }
 
@@ -168,7 +140,7 @@ TEST_CASE("checkpoint file: global parameter names, optimizer state under optimi
   CHECK(info.state.data_seed == 1234);
   sequential rebuilt = sequential::from_layer_specs(info.layer_specs);
   load_checkpoint(path, rebuilt, nullptr);
-  CHECK(same_parameters(rebuilt, model));
+  CHECK(check_parameters(rebuilt, model, 0.0f, "rebuilt"));
 }
 
 TEST_CASE("checkpoint without an optimizer: weights only, and loading it into an optimizer is refused") {
@@ -182,14 +154,14 @@ TEST_CASE("checkpoint without an optimizer: weights only, and loading it into an
   const std::string error = error_of([&] { load_checkpoint(path, other, opt.get()); });
   CHECK(contains(error, "checkpoint " + path + ": was saved without optimizer state"));
   load_checkpoint(path, other, nullptr);
-  CHECK(same_parameters(other, model));
+  CHECK(check_parameters(other, model, 0.0f, "other"));
 
   // And the other way: optimizer state in the file, no optimizer given: the weights load.
   auto trained = adam();
   train_step(model, *trained, make_batch(1));
   save_checkpoint(path, model, trained.get(), sample_state);
   load_checkpoint(path, other, nullptr);
-  CHECK(same_parameters(other, model));
+  CHECK(check_parameters(other, model, 0.0f, "other"));
 }
 
 TEST_CASE("checkpoint refusals name the file and the tensor, and leave the model unchanged") {
@@ -208,7 +180,7 @@ TEST_CASE("checkpoint refusals name the file and the tensor, and leave the model
     INFO(message);
     CHECK(contains(message, "checkpoint " + file + ": "));
     sequential copy = before.clone();
-    CHECK(same_parameters(target, copy));  // a refused load changes nothing
+    CHECK(check_parameters(target, copy, 0.0f, "target"));  // a refused load changes nothing
     return message;
   };
 
@@ -311,13 +283,13 @@ TEST_CASE("checkpoint into slices: each stage loads its own layers, then the sta
   auto opt0 = adam(), opt1 = adam();
   CHECK(load_checkpoint_slice(path, stage0, opt0.get()).batch_in_epoch == 7);
   CHECK(load_checkpoint_slice(path, stage1, opt1.get()).step == 2);
-  CHECK(same_parameters(stage0, model));
-  CHECK(same_parameters(stage1, model));
+  CHECK(check_parameters(stage0, model, 0.0f, "stage0", false));
+  CHECK(check_parameters(stage1, model, 0.0f, "stage1", false));
   CHECK(opt0->state().size() == 4);  // 0.weight, 0.bias: m and v
   CHECK(opt1->state().size() == 8);  // 2.* and 4.*
   CHECK(opt0->state().count("0.weight.m") == 1);
   CHECK(opt1->state().count("4.bias.v") == 1);
-  CHECK(check_same(*opt1->state().at("2.weight.v"), *opt->state().at("2.weight.v"), "2.weight.v"));
+  CHECK(check_tensor(*opt1->state().at("2.weight.v"), *opt->state().at("2.weight.v"), 0.0f, "2.weight.v"));
   CHECK(opt0->steps() == 2);
 
   // One step through the stages (forward 0 then 1, backward 1 then 0) equals one step of the whole model.
@@ -334,8 +306,8 @@ TEST_CASE("checkpoint into slices: each stage loads its own layers, then the sta
   opt0->step(stage0.parameters());
   opt1->step(stage1.parameters());
   train_step(model, *opt, b);
-  CHECK(same_parameters(stage0, model));
-  CHECK(same_parameters(stage1, model));
+  CHECK(check_parameters(stage0, model, 0.0f, "stage0", false));
+  CHECK(check_parameters(stage1, model, 0.0f, "stage1", false));
 
   // A parameter-free slice loads nothing and needs nothing.
   sequential relu_only = fresh.slice(1, 2);
@@ -381,12 +353,12 @@ TEST_CASE("materialize_optimizer_state: zero state for every parameter, weights 
   materialize_optimizer_state(*opt, model.parameters());
   CHECK(opt->steps() == 5);
   sequential copy = before.clone();
-  CHECK(same_parameters(model, copy));
+  CHECK(check_parameters(model, copy, 0.0f, "model"));
   const auto state = opt->state();
   CHECK(state.size() == 8);
   for (const auto& [key, t] : state) {
     INFO(key);
-    CHECK(same_bits(*t, zeros(shape_of(*t))));
+    CHECK(check_tensor(*t, zeros(shape_of(*t)), 0.0f, key));
   }
 }
 
@@ -405,11 +377,11 @@ TEST_CASE("checkpoint of a model of blocks: hierarchical names, rebuilt from the
   for (std::size_t i = 0; i < got.size(); ++i) {
     CAPTURE(expected[i].name);
     CHECK(got[i].name == expected[i].name);
-    CHECK(same_bits(*got[i].value, *expected[i].value));
+    CHECK(check_tensor(*got[i].value, *expected[i].value, 0.0f, expected[i].name));
   }
   CHECK(expected[2].name == "1.0.gamma");
   CHECK(expected[4].name == "1.1.weight");
   sequential tail = sequential::from_layer_specs({info.layer_specs[1], info.layer_specs[2]}, 1);
   load_checkpoint_slice(dir.file("m.safetensors"), tail, nullptr);
-  CHECK(same_bits(*tail.parameters()[2].value, *model.parameters()[4].value));
+  CHECK(check_tensor(*tail.parameters()[2].value, *model.parameters()[4].value, 0.0f, "1.1.weight"));
 }

@@ -1,4 +1,4 @@
-// The communicator (seed 002): point-to-point tensors, ordering, concurrency, barrier, shutdown, timeouts,
+// The communicator: point-to-point tensors, ordering, concurrency, barrier, shutdown, timeouts,
 // invalid ranks, multi-stage forward/backward traffic, self-sends, a 256 MB zero-copy transfer, and the
 // wire format of forward_task / backward_task.
 #include <doctest/doctest.h>
@@ -21,6 +21,7 @@
 #include <caf/binary_serializer.hpp>
 
 #include "actors/actor_communicator.hpp"
+#include "equivalence.hpp"
 #include "network/communicator.hpp"
 #include "actors/messages.hpp"
 #include "tensor/tensor.hpp"
@@ -42,16 +43,9 @@ tensor ramp(const shape_t& shape, float offset) {
   return t;
 }
 
-// Shapes equal and every element equal; on a mismatch names the first differing element.
+// Shapes equal and every element equal, bit for bit; on a mismatch names the first differing element.
 void check_tensor(const tensor& actual, const tensor& expected, const std::string& label) {
-  INFO(label);
-  REQUIRE(shape_string(actual) == shape_string(expected));
-  REQUIRE(actual.size() == expected.size());
-  for (std::size_t i = 0; i < actual.size(); ++i)
-    if (actual.data()[i] != expected.data()[i]) {
-      INFO("element " << i << ": got " << actual.data()[i] << ", expected " << expected.data()[i]);
-      REQUIRE(actual.data()[i] == expected.data()[i]);
-    }
+  REQUIRE(test::check_tensor(actual, expected, 0.0f, label));
 }
 
 forward_task make_forward(int step, int microbatch, int chunk, int first_sample, tensor data) {

@@ -364,3 +364,57 @@ TEST_CASE("tensor_parallel_specs splits attention and MLP pairs inside blocks, o
   CHECK(tensor_parallel_specs({"residual[linear:8:16,tanh,linear:16:8]", "attention:8:2"}) ==
         std::vector<std::string>{"residual[column_linear:8:16,tanh,row_linear:16:8]", "head_parallel_attention:8:2"});
 }
+
+TEST_CASE("the parallel layers' stashes count their bytes: what column, row and head-parallel layers hold") {
+  // Split over 2 ranks (threads of one group): each rank's cache after a forward says the bytes of the
+  // tensors it holds, non-zero, field by field (float32, 4 bytes an element).
+  constexpr int ranks = 2;
+  local_group group("tp", ranks);
+  struct counted {
+    std::size_t column = 0, row = 0, attention = 0;  // cache.bytes() after one forward
+    std::size_t column_x = 0, row_x = 0, attention_fields = 0;  // the bytes of the saved fields themselves
+  };
+  std::vector<counted> got(ranks);
+  std::vector<std::string> errors(ranks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r)
+    threads.emplace_back([&, r] {
+      const auto i = static_cast<std::size_t>(r);
+      try {
+        const auto run = [&](const std::string& spec, const tensor& x, layer_cache& cache) {
+          auto l = make_layer(spec);
+          dynamic_cast<tensor_parallel_layer&>(*l).join_group(group.member(r));
+          l->initialize(3);
+          l->forward(x, cache, {});
+          return l;
+        };
+        layer_cache column_cache, row_cache, attention_cache;
+        auto column = run("column_linear:8:16", random_tensor({5, 8}, 1), column_cache);
+        auto row = run("row_linear:16:8", random_tensor({5, 8}, 2), row_cache);  // this rank's 8 of 16 columns
+        auto attention = run("head_parallel_attention:16:4", random_tensor({2, 8, 16}, 3), attention_cache);
+        got[i].column = column_cache.bytes();
+        got[i].row = row_cache.bytes();
+        got[i].attention = attention_cache.bytes();
+        got[i].column_x = column_cache.get<column_parallel_linear::saved>(*column).x.byte_size();
+        got[i].row_x = row_cache.get<row_parallel_linear::saved>(*row).x.byte_size();
+        const auto& s = attention_cache.get<head_parallel_attention::saved>(*attention);
+        got[i].attention_fields = s.qkv.bytes() + s.proj.bytes() + s.heads.q.byte_size() + s.heads.k.byte_size() +
+                                  s.heads.v.byte_size() + s.heads.probs.byte_size() + s.dqkv.byte_size();
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (auto& e : errors) REQUIRE_MESSAGE(e.empty(), e);
+  for (const counted& c : got) {
+    CHECK(c.column == 5u * 8u * 4u);  // x (5, 8), whole
+    CHECK(c.column == c.column_x);
+    CHECK(c.row == 5u * 8u * 4u);     // x (5, 8): this rank's shard of the 16 input columns
+    CHECK(c.row == c.row_x);
+    // B = 2, T = 8, D = 16, 2 of 4 heads of width 4 (w = 8): the QKV projection's x (B, T, D), the output
+    // projection's x (B, T, w), q, k, v (B*2, T, 4) each, probs (B*2, T, T); dqkv, filled by backward_input,
+    // is still a default tensor (a scalar: one element).
+    CHECK(c.attention == (2u * 8u * 16u + 2u * 8u * 8u + 3u * 4u * 8u * 4u + 4u * 8u * 8u + 1u) * 4u);
+    CHECK(c.attention == c.attention_fields);
+  }
+}

@@ -9,6 +9,7 @@
 
 #include "actors/data_parallel_pipeline.hpp"
 #include "node_process.hpp"
+#include "equivalence.hpp"
 #include "pipeline_test_models.hpp"
 #include "test_support.hpp"
 

@@ -31,6 +31,7 @@
 #include "actors/stage_spawner.hpp"
 #include "checkpoint/checkpoint.hpp"
 #include "node_process.hpp"
+#include "equivalence.hpp"
 #include "pipeline_test_models.hpp"
 #include "test_support.hpp"
 
@@ -42,11 +43,6 @@ namespace {
 using namespace ap::test;
 
 const std::string actorpipe = std::string(AP_BINARY_DIR) + "/cli/actorpipe";
-
-struct run_result {
-  sequential model;
-  std::vector<float> losses;
-};
 
 run_result train_steps(const sequential& model, const dataset& d, const pipeline_options& o, int steps) {
   pipeline pipe(model, o);
@@ -116,11 +112,7 @@ TEST_CASE("2 and 4 nodes train to the same parameters as one process, for GPipe 
       for (std::size_t i = 0; i < n; ++i) o.nodes.push_back(nodes[i]->address());
       run_result remote = train_steps(test::nine_layer_model(), d, o, 3);
       const std::string label = sched + " on " + std::to_string(n) + " nodes";
-      for (std::size_t s = 0; s < local.losses.size(); ++s) {
-        INFO(label << ": loss of step " << s);
-        CHECK(remote.losses[s] == doctest::Approx(local.losses[s]).epsilon(1e-5));
-      }
-      test::check_same_parameters(local.model, remote.model, 1e-5f, label);
+      test::check_same_run(remote, local, 1e-5f, 1e-5, label);
     }
   }
   for (auto& n : nodes) CHECK(n->process().running());  // every pipeline came and went; the nodes live on

@@ -14,6 +14,7 @@
 
 #include "actors/pipeline.hpp"
 #include "node_process.hpp"
+#include "equivalence.hpp"
 #include "pipeline_test_models.hpp"
 #include "test_support.hpp"
 

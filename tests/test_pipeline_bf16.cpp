@@ -16,6 +16,7 @@
 
 #include "actors/pipeline.hpp"
 #include "data/text_corpus.hpp"
+#include "equivalence.hpp"
 #include "model/loss.hpp"
 #include "node_process.hpp"
 #include "pipeline_test_models.hpp"
@@ -31,10 +32,7 @@ namespace {
 constexpr int steps = 3;
 using model_factory = sequential (*)(std::uint64_t);
 
-struct run_result {
-  sequential model;
-  std::vector<double> losses;
-};
+using test::run_result;
 
 // The reference of Note [bitwise pipeline == single process in bf16].
 run_result train_microbatched(model_factory make, dtype type, const dataset& d, const optimizer_config& opt,
@@ -70,17 +68,9 @@ run_result train_pipeline(model_factory make, const dataset& d, const pipeline_o
   return r;
 }
 
+// Parameters bit for bit (Note [bitwise pipeline == single process in bf16]), losses within 1e-6.
 void check_bitwise(run_result& reference, run_result& piped, const std::string& label) {
-  for (int s = 0; s < steps; ++s) {
-    INFO(label << ": loss of step " << s);
-    CHECK(piped.losses[s] == doctest::Approx(reference.losses[s]).epsilon(1e-6));
-  }
-  const auto a = test::parameter_values(reference.model), b = test::parameter_values(piped.model);
-  REQUIRE(a.size() == b.size());
-  for (const auto& [name, value] : a) {
-    INFO(label << ": parameter " << name << " differs by " << max_relative_difference(value, b.at(name)));
-    CHECK(value == b.at(name));  // bitwise (Note [bitwise pipeline == single process in bf16])
-  }
+  test::check_same_run(piped, reference, 0.0f, 1e-6, label);
 }
 
 optimizer_config adam() {

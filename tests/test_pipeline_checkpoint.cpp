@@ -12,6 +12,7 @@
 #include "actors/pipeline.hpp"
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/safetensors.hpp"  // not with actors/messages.hpp: both declare ap::named_tensors
+#include "equivalence.hpp"
 #include "pipeline_test_models.hpp"
 #include "test_support.hpp"
 

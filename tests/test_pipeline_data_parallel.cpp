@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "actors/data_parallel_pipeline.hpp"
+#include "equivalence.hpp"
 #include "pipeline_test_models.hpp"
 #include "test_support.hpp"
 

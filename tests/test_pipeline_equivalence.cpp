@@ -2,17 +2,14 @@
 #include <doctest/doctest.h>
 
 #include "actors/pipeline.hpp"
+#include "equivalence.hpp"
 #include "pipeline_test_models.hpp"
 #include "test_support.hpp"
 
 using namespace ap;
+using test::run_result;
 
 namespace {
-
-struct run_result {
-  sequential model;
-  std::vector<float> losses;
-};
 
 constexpr int steps = 3;
 
@@ -33,14 +30,6 @@ run_result train_pipeline(const dataset& d, const pipeline_options& o, model_fac
   return r;
 }
 
-void check_equal(run_result& single, run_result& pipe, const std::string& label) {
-  for (int s = 0; s < steps; ++s) {
-    INFO(label << ": loss of step " << s);
-    CHECK(pipe.losses[s] == doctest::Approx(single.losses[s]).epsilon(1e-5));
-  }
-  test::check_same_parameters(single.model, pipe.model, 1e-5f, label);
-}
-
 }  // namespace
 
 TEST_CASE("GPipe and 1F1B on 1..4 stages with 1..8 microbatches, unequal splits, equal single-process training") {
@@ -58,7 +47,7 @@ TEST_CASE("GPipe and 1F1B on 1..4 stages with 1..8 microbatches, unequal splits,
         o.schedule = sched;
         o.optimizer = opt;
         run_result piped = train_pipeline(d, o);
-        check_equal(single, piped, sched + " p=" + std::to_string(stages) + " m=" + std::to_string(m));
+        test::check_same_run(piped, single, 1e-5f, 1e-5, sched + " p=" + std::to_string(stages) + " m=" + std::to_string(m));
       }
 }
 
@@ -77,7 +66,7 @@ TEST_CASE("zero-bubble ZB-H1 and interleaved 1F1B equal single-process training"
       o.schedule = "zb-h1";
       o.optimizer = opt;
       run_result piped = train_pipeline(d, o);
-      check_equal(single, piped, "zb-h1 p=" + std::to_string(stages) + " m=" + std::to_string(m));
+      test::check_same_run(piped, single, 1e-5f, 1e-5, "zb-h1 p=" + std::to_string(stages) + " m=" + std::to_string(m));
     }
   for (int stages : {2, 4})
     for (int m : {4, 8}) {
@@ -88,7 +77,7 @@ TEST_CASE("zero-bubble ZB-H1 and interleaved 1F1B equal single-process training"
       o.chunks_per_stage = 2;
       o.optimizer = opt;
       run_result piped = train_pipeline(d, o);
-      check_equal(single, piped, "interleaved v=2 p=" + std::to_string(stages) + " m=" + std::to_string(m));
+      test::check_same_run(piped, single, 1e-5f, 1e-5, "interleaved v=2 p=" + std::to_string(stages) + " m=" + std::to_string(m));
     }
 }
 
@@ -110,8 +99,9 @@ TEST_CASE("a model of residual blocks: every schedule equals single-process trai
     o.optimizer = opt;
     run_result piped = train_pipeline(d, o, test::residual_block_model);
     CHECK(piped.model.layer_specs() == single.model.layer_specs());
-    check_equal(single, piped, "residual blocks, " + u.schedule + " p=" + std::to_string(u.stages) + " v=" +
-                                   std::to_string(u.chunks) + " m=" + std::to_string(u.microbatches));
+    test::check_same_run(piped, single, 1e-5f, 1e-5,
+                         "residual blocks, " + u.schedule + " p=" + std::to_string(u.stages) + " v=" +
+                             std::to_string(u.chunks) + " m=" + std::to_string(u.microbatches));
   }
 }
 
@@ -145,7 +135,7 @@ TEST_CASE("rank 3: (batch, sequence, features) inputs and mse targets (batch, se
     for (int s = 0; s < steps; ++s) piped.losses.push_back(pipe.train_step(d.inputs, d.labels, s));
     CHECK(shape_of(pipe.predict(d.inputs)) == shape_t{10, 5, 3});
     piped.model = pipe.gather_model();
-    check_equal(single, piped, "rank 3, " + sched + " p=2 m=3");
+    test::check_same_run(piped, single, 1e-5f, 1e-5, "rank 3, " + sched + " p=2 m=3");
   }
 }
 
@@ -164,7 +154,7 @@ TEST_CASE("an explicit partition trains like a uniform one") {
   run_result piped{sequential{}, {}};
   for (int s = 0; s < steps; ++s) piped.losses.push_back(pipe.train_step(d.inputs, d.labels, s));
   piped.model = pipe.gather_model();
-  check_equal(single, piped, "explicit 1,6,2");
+  test::check_same_run(piped, single, 1e-5f, 1e-5, "explicit 1,6,2");
 }
 
 TEST_CASE("1F1B holds at most min(m, p - s) activations on stage s, GPipe holds all m") {
@@ -185,7 +175,7 @@ TEST_CASE("1F1B holds at most min(m, p - s) activations on stage s, GPipe holds 
   }
 }
 
-TEST_CASE("stage_info gives seed 003's half-open layer ranges with round-robin chunks") {
+TEST_CASE("stage_info gives half-open layer ranges with round-robin chunks") {
   const stage_info a = get_stage_info(24, 4, 1);
   CHECK_FALSE(a.is_first_stage);
   CHECK_FALSE(a.is_last_stage);
@@ -202,7 +192,7 @@ TEST_CASE("stage_info gives seed 003's half-open layer ranges with round-robin c
                        std::invalid_argument);
 }
 
-TEST_CASE("seed 000's sync-backward (caches joined, one whole-batch backward per stage) equals single-process training") {
+TEST_CASE("sync-backward (caches joined, one whole-batch backward per stage) equals single-process training") {
   optimizer_config opt;
   opt.kind = "adam";
   opt.lr = 0.01f;
@@ -216,7 +206,7 @@ TEST_CASE("seed 000's sync-backward (caches joined, one whole-batch backward per
       o.schedule = "sync-backward";
       o.optimizer = opt;
       run_result piped = train_pipeline(d, o);
-      check_equal(single, piped, "sync-backward p=" + std::to_string(stages) + " m=" + std::to_string(m));
+      test::check_same_run(piped, single, 1e-5f, 1e-5, "sync-backward p=" + std::to_string(stages) + " m=" + std::to_string(m));
     }
   const dataset r = test::small_blobs(24);
   run_result single_blocks = train_single(r, opt, test::residual_block_model);
@@ -226,5 +216,5 @@ TEST_CASE("seed 000's sync-backward (caches joined, one whole-batch backward per
   o.schedule = "sync-backward";
   o.optimizer = opt;
   run_result piped = train_pipeline(r, o, test::residual_block_model);
-  check_equal(single_blocks, piped, "residual blocks, sync-backward p=3 m=4");
+  test::check_same_run(piped, single_blocks, 1e-5f, 1e-5, "residual blocks, sync-backward p=3 m=4");
 }

@@ -7,6 +7,7 @@
 
 #include "actors/pipeline.hpp"
 #include "actors/pipeline_actors.hpp"
+#include "equivalence.hpp"
 #include "pipeline_test_models.hpp"
 #include "test_support.hpp"
 

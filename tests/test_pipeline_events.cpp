@@ -1,4 +1,4 @@
-// What the stages did, checked from recorded events: the seed's walkthrough, one task at a time, the trace.
+// What the stages did, checked from recorded events: the stage log's walkthrough, one task at a time, the trace.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -46,7 +46,7 @@ std::vector<stage_event> run_recorded(const std::string& schedule_name, int stag
 
 }  // namespace
 
-TEST_CASE("the seed's walkthrough: 4 stages, 4 microbatches") {
+TEST_CASE("the stage log's walkthrough: 4 stages, 4 microbatches") {
   const auto events = run_recorded("gpipe", 4, 4);
   const auto log = render_stage_log(events);
   const auto stage1 = lines_of_stage(log, 1);

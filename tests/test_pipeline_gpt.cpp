@@ -5,6 +5,7 @@
 
 #include "actors/data_parallel_pipeline.hpp"
 #include "data/text_corpus.hpp"
+#include "equivalence.hpp"
 #include "model/gpt_spec.hpp"
 #include "node_process.hpp"
 #include "plan/partition.hpp"
@@ -41,10 +42,7 @@ optimizer_config adamw() {
   return o;
 }
 
-struct run_result {
-  sequential model;
-  std::vector<float> losses;
-};
+using test::run_result;
 
 run_result train_single(const dataset& d, const char* spec = tiny_gpt) {
   run_result r{make_gpt(7, spec), {}};
@@ -60,14 +58,6 @@ run_result train_pipeline(const dataset& d, pipeline_options o, const char* spec
   for (int s = 0; s < steps; ++s) r.losses.push_back(pipe.train_step(d.inputs, d.labels, s));
   r.model = pipe.gather_model();
   return r;
-}
-
-void check_equal(run_result& single, run_result& pipe, const std::string& label) {
-  for (int s = 0; s < steps; ++s) {
-    INFO(label << ": loss of step " << s);
-    CHECK(pipe.losses[s] == doctest::Approx(single.losses[s]).epsilon(1e-5));
-  }
-  test::check_same_parameters(single.model, pipe.model, 1e-5f, label);
 }
 
 pipeline_options options(const std::string& schedule, int stages, int microbatches, int chunks = 1) {
@@ -89,17 +79,17 @@ TEST_CASE("GPT: every schedule on 1..4 stages with unequal microbatches equals s
     for (int stages = 1; stages <= 4; ++stages)
       for (int m : {3, 4}) {
         run_result piped = train_pipeline(d, options(sched, stages, m));
-        check_equal(single, piped, sched + " p=" + std::to_string(stages) + " m=" + std::to_string(m));
+        test::check_same_run(piped, single, 1e-5f, 1e-5, sched + " p=" + std::to_string(stages) + " m=" + std::to_string(m));
       }
   for (const auto& [stages, m] : {std::pair{2, 4}, std::pair{3, 3}}) {
     run_result piped = train_pipeline(d, options("interleaved", stages, m, 2));
-    check_equal(single, piped, "interleaved v=2 p=" + std::to_string(stages) + " m=" + std::to_string(m));
+    test::check_same_run(piped, single, 1e-5f, 1e-5, "interleaved v=2 p=" + std::to_string(stages) + " m=" + std::to_string(m));
   }
   // 4 stages x 2 chunks need 8 elements: 4 decoder blocks.
   const char* const four_blocks = "gpt:layers=4,dim=16,heads=2,context=8";
   run_result single4 = train_single(d, four_blocks);
   run_result piped4 = train_pipeline(d, options("interleaved", 4, 4, 2), four_blocks);
-  check_equal(single4, piped4, "interleaved v=2 p=4 m=4, 4 blocks");
+  test::check_same_run(piped4, single4, 1e-5f, 1e-5, "interleaved v=2 p=4 m=4, 4 blocks");
 }
 
 TEST_CASE("GPT: the parameter and time partitions split whole decoder blocks and train as one process") {
@@ -115,7 +105,7 @@ TEST_CASE("GPT: the parameter and time partitions split whole decoder blocks and
     for (std::size_t c : o.layers_per_chunk) total += c;
     CHECK(total == 6);
     run_result piped = train_pipeline(d, o);
-    check_equal(single, piped, "partition " + to_string(method));
+    test::check_same_run(piped, single, 1e-5f, 1e-5, "partition " + to_string(method));
   }
 }
 
@@ -160,7 +150,7 @@ TEST_CASE("GPT on 2 node processes equals one process (1F1B, ZB-H1, interleaved)
     o.nodes = {a.address(), b.address()};
     o.security = test::tls_security();
     run_result remote = train_pipeline(d, o);
-    check_equal(single, remote, o.schedule + " p=" + std::to_string(o.stages) + " on 2 nodes");
+    test::check_same_run(remote, single, 1e-5f, 1e-5, o.schedule + " p=" + std::to_string(o.stages) + " on 2 nodes");
   }
 }
 

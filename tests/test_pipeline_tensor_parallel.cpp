@@ -5,6 +5,7 @@
 
 #include "actors/pipeline.hpp"
 #include "checkpoint/checkpoint.hpp"
+#include "equivalence.hpp"
 #include "pipeline_test_models.hpp"
 #include "test_support.hpp"
 
@@ -113,21 +114,33 @@ TEST_CASE("a failed step on a tensor-parallel stage changes nothing, and the nex
 }
 
 TEST_CASE("bad tensor-parallel meshes are refused before any stage runs, naming the stage and layer") {
-  const auto refusal = [](const pipeline_options& o, sequential m) {
-    try {
-      pipeline p(std::move(m), o);
-    } catch (const std::invalid_argument& e) {
-      return std::string(e.what());
-    }
-    return std::string();
+  // Building the pipeline, as a call check_refused makes.
+  const auto build = [](const pipeline_options& o, sequential m) {
+    return [o, m = std::move(m)]() mutable { pipeline p(std::move(m), o); };
   };
-  const std::string not_dividing = refusal(tp_options(2, 3, "1f1b"), linear_pairs_model());
-  INFO(not_dividing);
-  CHECK(contains(not_dividing, "--tensor-parallel 3"));
-  CHECK(contains(not_dividing, "stage 0"));
-  CHECK(contains(not_dividing, "16"));
+  check_refused(build(tp_options(2, 3, "1f1b"), linear_pairs_model()), {"--tensor-parallel 3", "stage 0", "16"});
   sequential unpaired = sequential::from_layer_specs({"linear:12:16", "layernorm:16", "linear:16:4"});
   unpaired.initialize(1);
-  CHECK(contains(refusal(tp_options(2, 2, "1f1b"), std::move(unpaired)), "no chunk has a layer to split"));
-  CHECK(contains(refusal(tp_options(2, 0, "1f1b"), linear_pairs_model()), "at least 1"));
+  check_refused(build(tp_options(2, 2, "1f1b"), std::move(unpaired)), {"no chunk has a layer to split"});
+  check_refused(build(tp_options(2, 0, "1f1b"), linear_pairs_model()), {"at least 1"});
+}
+
+TEST_CASE("a tensor-parallel stage's peak stash bytes count every rank's parallel layers") {
+  // One stage, GPipe: all 4 microbatches (40 rows) are stashed at the peak. Per row, float32: unsplit,
+  // linear x 12 + relu y 16 + linear x 16 = 44 elements; over T = 2, each rank holds the column layer's whole
+  // x 12, relu's y 8 and the row layer's x shard 8 = 28, so 56 for the stage.
+  const dataset d = small_blobs(40);
+  const auto model = [] {
+    sequential m = sequential::from_layer_specs({"linear:12:16", "relu", "linear:16:4"});
+    m.initialize(7);
+    return m;
+  };
+  for (int T : {1, 2}) {
+    CAPTURE(T);
+    pipeline pipe(model(), tp_options(1, T, "gpipe"));
+    pipe.train_step(d.inputs, d.labels, 0);
+    const auto bytes = pipe.last_peak_stash_bytes();
+    REQUIRE(bytes.size() == 1);
+    CHECK(bytes[0] == 40u * (T == 1 ? 44u : 56u) * 4u);
+  }
 }

@@ -111,12 +111,12 @@ TEST_CASE("the split by parameter count of 784-2048-2048-2048-10") {
   CHECK(std::accumulate(params.begin(), params.end(), 0.0) == double(model.parameter_count()));
 
   // Two chunks: the first Linear goes with the second (5.8M | 4.2M), not alone (1.6M | 8.4M).
-  const counts two = counts_by_parameters(model, 2);
+  const counts two = balanced_counts(params, 2);
   check_valid(two, 7, 2);
   CHECK((two == counts{3, 4} || two == counts{4, 3}));
   CHECK(bottleneck_of(params, two) == first + middle);
   // Four chunks: each big Linear in its own chunk, the bottleneck is one 2048x2048 Linear.
-  const counts four = counts_by_parameters(model, 4);
+  const counts four = balanced_counts(params, 4);
   check_valid(four, 7, 4);
   CHECK(bottleneck_of(params, four) == middle);
   CHECK(uniform_counts(7, 4) == counts{2, 2, 2, 1});
@@ -157,7 +157,7 @@ TEST_CASE("the split by measured time puts a heavy Linear(2048->2048) alone") {
     INFO("layer " << i << " costs " << costs[i].total_s() << " s, the Linear " << costs[2].total_s() << " s");
     CHECK(costs[i].total_s() < costs[2].total_s());
   }
-  CHECK(counts_by_time(costs, 3) == counts{2, 1, 2});
+  CHECK(balanced_counts(total_costs(costs), 3) == counts{2, 1, 2});
   CHECK(partition_counts(partition_method::time, model, costs, 3) == counts{2, 1, 2});
   CHECK(uniform_counts(5, 3) == counts{2, 2, 1});  // what uniform would do: the Linear shares a chunk
 }
@@ -173,7 +173,7 @@ TEST_CASE("the split by measured time on sleep layers follows the sleeps") {
   CHECK(costs[3].forward_s >= 0.050);
   CHECK(costs[3].backward_input_s >= 0.025);
   CHECK(costs[0].backward_input_s == 0.0);  // never run by a pipeline
-  CHECK(counts_by_time(costs, 3) == counts{3, 1, 2});
+  CHECK(balanced_counts(total_costs(costs), 3) == counts{3, 1, 2});
 }
 
 TEST_CASE("predicted busy time sums each stage's chunks times the microbatches") {

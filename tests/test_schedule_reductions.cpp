@@ -5,6 +5,7 @@
 
 #include <stdexcept>
 
+#include "equivalence.hpp"
 #include "schedule/schedule.hpp"
 #include "test_support.hpp"
 
@@ -13,13 +14,15 @@ using namespace ap::test;
 
 namespace {
 
+// Validates a hand-written grid: refused for `reason`, with the grid printed and the failing step marked.
 void check_rejected(const std::string& grid, const std::string& reason, const std::string& marked = "") {
   CAPTURE(grid);
-  const validation v = validate(parse_grid(grid));
-  CAPTURE(v.message);
-  CHECK_FALSE(v.ok);
-  CHECK(contains(v.message, reason));
-  if (!marked.empty()) CHECK(contains(v.message, marked));
+  test::check_refused(
+      [&] {
+        const validation v = validate(parse_grid(grid));
+        if (!v.ok) throw std::invalid_argument(v.message);
+      },
+      {"ERROR HERE", reason, marked});
 }
 
 double span_start(const simulation& sim, const std::string& action_text, int stage) {

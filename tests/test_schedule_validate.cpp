@@ -3,21 +3,22 @@
 
 #include <stdexcept>
 
+#include "equivalence.hpp"
 #include "schedule/schedule.hpp"
 
 using namespace ap;
 
 namespace {
 
-// Validates a hand-written grid and checks that it fails for `reason` with the grid marked.
+// Validates a hand-written grid: refused for `reason`, with the grid printed and the failing step marked.
 void check_rejected(const std::string& grid, const std::string& reason, const std::string& marked = "") {
   CAPTURE(grid);
-  const validation v = validate(parse_grid(grid));
-  CAPTURE(v.message);
-  CHECK_FALSE(v.ok);
-  CHECK(v.message.find("ERROR HERE") != std::string::npos);
-  CHECK(v.message.find(reason) != std::string::npos);
-  if (!marked.empty()) CHECK(v.message.find(marked) != std::string::npos);
+  test::check_refused(
+      [&] {
+        const validation v = validate(parse_grid(grid));
+        if (!v.ok) throw std::invalid_argument(v.message);
+      },
+      {"ERROR HERE", reason, marked});
 }
 
 }  // namespace
@@ -83,7 +84,7 @@ TEST_CASE("the validator checks the declared sizes") {
   CHECK(validate(s).message.find("missing action: the forward F of microbatch 2") != std::string::npos);
 }
 
-TEST_CASE("seed 000's whole-batch backward: valid alone, refused mixed with per-microbatch backwards or before a forward") {
+TEST_CASE("the whole-batch backward: valid alone, refused mixed with per-microbatch backwards or before a forward") {
   CHECK(validate(parse_grid("0F0 0F1 0B*\n1F0 1F1 1B*\n")).ok);
   check_rejected("0F0 0F1 0B0 0B1\n1F0 1F1 1B*\n", "per-microbatch backward in a schedule with whole-batch",
                  "stage 0: 0F0 0F1 [0B0] 0B1  <-- ERROR HERE");

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 
+#include "equivalence.hpp"
 #include "failure/error.hpp"
 #include "model/grad_clip.hpp"
 #include "model/tensor_parallel.hpp"
@@ -47,9 +48,7 @@ void check_mesh_equals_local(const std::string& spec, int D, int T, float clip, 
   }
   const tensor out = mesh.predict(x), expected_out = local.predict(x);
   CHECK(check_close(out, expected_out, 1e-5, 1e-5, "outputs"));
-  auto a = split.parameters(), b = reference.parameters();
-  REQUIRE(a.size() == b.size());
-  for (std::size_t i = 0; i < a.size(); ++i) CHECK(check_close(*a[i].value, *b[i].value, 1e-5, 1e-5, a[i].name));
+  check_same_parameters(split, reference, 1e-5f, "D x T mesh");
 }
 
 }  // namespace
@@ -154,12 +153,7 @@ TEST_CASE("a GPT checkpoint saved at T = 2 is the unsplit model's: it loads at T
   local_runner whole(b, adam(), "cross_entropy");
   whole.load_checkpoint(path);
   std::remove(path);
-  auto pa = a.parameters(), pb = b.parameters();  // a: the mesh's gathered view, as saved
-  REQUIRE(pa.size() == pb.size());
-  for (std::size_t i = 0; i < pa.size(); ++i) {
-    CHECK(pa[i].name == pb[i].name);
-    CHECK(check_close(*pb[i].value, *pa[i].value, 0.0, 0.0, pb[i].name));
-  }
+  check_same_parameters(b, a, 0.0f, "loaded in one process");  // a: the mesh's gathered view, as saved
   // Weights and optimizer state alike: both take the same next step.
   const float la = split.train_step(tokens, next, 2), lb = whole.train_step(tokens, next, 2);
   CHECK(la == doctest::Approx(lb).epsilon(1e-5));

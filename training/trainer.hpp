@@ -86,8 +86,8 @@ struct train_config {
   std::size_t evaluate_every = 0;
 };
 
-// Note [divergence]: training that diverges (a learning rate far too high) used to run to its end and report
-// a final loss of 4.9e20. train() stops at the first step whose loss is not finite, or exceeds
+// Note [divergence]: training that diverges (a learning rate far too high) would otherwise run to its end and
+// report a final loss like 4.9e20. train() stops at the first step whose loss is not finite, or exceeds
 // divergence_factor * max(L0, 1), where L0 is the loss of the first step of this call (before any update it
 // made: a resumed run takes its own first loss). The floor of 1 keeps a run that starts from a well-trained
 // checkpoint (L0 = 0.05) from stopping on one noisy batch. With the default factor 1000, cross-entropy over

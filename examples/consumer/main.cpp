@@ -11,7 +11,10 @@
 
 // y = x / (1 + |x|), so dy/dx = 1 / (1 + |x|)^2.
 struct softsign final : ap::layer {
-  struct saved : ap::saved_state { ap::tensor x; };  // (rows, features)
+  struct saved : ap::saved_state {
+    ap::tensor x;  // (rows, features)
+    std::size_t bytes() const override { return x.byte_size(); }
+  };
   std::string describe() const override { return "Softsign"; }
   std::string spec() const override { return "softsign"; }
   std::unique_ptr<ap::layer> clone() const override { return std::make_unique<softsign>(*this); }
