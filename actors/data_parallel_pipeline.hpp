@@ -13,7 +13,7 @@ namespace ap {
 
 // Note [data-parallel pipeline]: replica d trains on the rows shard_rows(batch, D, d) of every batch, split
 // into its own microbatches, with the whole batch's loss rows and global sample indices (Note [data-parallel
-// stage] in stage/lockstep_stage.hpp), so the replicas' gradient sums are the whole batch's: the result
+// stage] in stage/stage_compute.hpp), so the replicas' gradient sums are the whole batch's: the result
 // equals one process training on the whole batch (tested within 1e-5 for every schedule and with tensor-
 // parallel stages). Stage s's rank r of every replica forms one data-parallel group (local_group). Clipping
 // uses every stage's norm after the reductions, so every replica finds the same factor. A failed step fails

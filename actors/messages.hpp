@@ -66,7 +66,7 @@ struct task_done {
   std::uint64_t step = 0;
   int peak_stash = 0;
   std::string error;
-  std::uint64_t peak_stash_bytes = 0;  // the activation bytes behind peak_stash (stage_worker::peak_stashed_bytes)
+  std::uint64_t peak_stash_bytes = 0;  // the activation bytes behind peak_stash (stage_rank::peak_stashed_bytes)
   error_code code = error_code::none;
 };
 
@@ -346,9 +346,9 @@ struct stage_spec {
   std::uint8_t compute_dtype = 0;  // dtype code (dtype_from_code): Note [compute dtype] in model/layer.hpp
   bool report_events = true;    // Note [events from nodes]: send the step's events with stage_done
   int tensor_parallel = 1;      // Note [tensor-parallel stage]: the node runs the stage's ranks as threads
-  // Note [data-parallel nodes]: with data_parallel > 1, the stage is replica `replica` of that many and opens
+  // Note [data-parallel nodes]: with data_parallel_size > 1, the stage is replica `replica` of that many and opens
   // one ring_group endpoint per tensor-parallel rank on data_parallel_host (the node's own host).
-  int data_parallel = 1;
+  int data_parallel_size = 1;
   int replica = 0;
   std::string data_parallel_host;
   // Note [cores on nodes]: intra-op threads per rank asked by `train --threads` (0: the node decides), and the
@@ -376,7 +376,7 @@ typename Inspector::result_type inspect(Inspector& f, stage_spec& x) {
   auto& o = x.optimizer;
   return f(caf::meta::type_name("stage_spec"), x.stage, x.stages, x.total_chunks, x.chunk_ids, x.layer_specs,
            x.first_layer, x.weights, o.kind, o.lr, o.momentum, o.nesterov, o.beta1, o.beta2, o.eps, o.weight_decay,
-           x.actions, x.timeout_ms, x.compute_dtype, x.report_events, x.tensor_parallel, x.data_parallel, x.replica,
+           x.actions, x.timeout_ms, x.compute_dtype, x.report_events, x.tensor_parallel, x.data_parallel_size, x.replica,
            x.data_parallel_host, x.threads, x.node_first_rank, x.node_ranks);
 }
 

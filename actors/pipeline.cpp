@@ -26,7 +26,7 @@ namespace ap {
 struct pipeline::impl {
   pipeline_options options;
   sequential model;  // the architecture, and the weights as of the last gather
-  schedule plan;
+  ap::schedule plan;
   std::vector<layer_range> ranges;
   std::shared_ptr<event_log> log;
   caf::actor_system_config config;
@@ -195,7 +195,7 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
     throw std::invalid_argument("pipeline: " + std::to_string(d.ranges.size()) + " layer counts given for " +
                                 std::to_string(total_chunks) + " chunks");
   check_tensor_parallel(d.model, d.ranges, options.stages, options.tensor_parallel);
-  d.plan = options.plan ? *options.plan
+  d.plan = options.custom_schedule ? *options.custom_schedule
                         : make_schedule(options.schedule, options.stages, options.microbatches, options.chunks_per_stage);
   if (auto v = validate_for_run(d.plan, options.stages, options.microbatches, options.chunks_per_stage); !v.ok)
     throw std::invalid_argument("pipeline: invalid schedule: " + v.message);
@@ -228,7 +228,7 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
                       d.plan.per_stage[static_cast<std::size_t>(s)], options.timeout, d.log,
                       /*report_events=*/false, options.compute_dtype, options.tensor_parallel, {}, 0, 1, {}};
     if (!options.data_parallel_members.empty()) {
-      setup.data_parallel = options.data_parallel_members.at(static_cast<std::size_t>(s));
+      setup.data_parallel_members = options.data_parallel_members.at(static_cast<std::size_t>(s));
       setup.replica = options.replica;
     } else if (options.replicas > 1 && !d.nodes.empty()) {  // Note [data-parallel nodes]
       setup.replica = options.replica;
@@ -381,7 +381,7 @@ tensor pipeline::predict(const tensor& inputs) {
   return impl_->model.forward(inputs);
 }
 
-const schedule& pipeline::plan() const { return impl_->plan; }
+const ap::schedule& pipeline::schedule() const { return impl_->plan; }
 const std::vector<compute_cores>& pipeline::cores() const { return impl_->cores; }
 const std::vector<layer_range>& pipeline::chunk_ranges() const { return impl_->ranges; }
 std::vector<int> pipeline::last_peak_stash() const { return impl_->peak_stash; }

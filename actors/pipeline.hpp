@@ -29,7 +29,7 @@ struct pipeline_options {
   int microbatches = 4;
   int chunks_per_stage = 1;         // v > 1 for interleaved schedules
   std::string schedule = "gpipe";   // gpipe, 1f1b, interleaved, zb-h1, sync-backward
-  std::optional<ap::schedule> plan;  // a given schedule (train --schedule-file), instead of generating `schedule`
+  std::optional<ap::schedule> custom_schedule;  // a given schedule (train --schedule-file), instead of generating `schedule`
   optimizer_config optimizer;       // every stage builds its own optimizer from it
   std::string loss = "cross_entropy";
   std::vector<std::size_t> layers_per_chunk;  // explicit partition, one count per chunk; empty: uniform in whole blocks (plan/partition.hpp)
@@ -46,7 +46,7 @@ struct pipeline_options {
   // activations and gradients between stages in bfloat16; master weights and optimizer stay float32.
   // It overrides the dtype set on the model passed in.
   dtype compute_dtype = dtype::float32;
-  // Note [tensor-parallel stage] in stage/lockstep_stage.hpp: each stage runs its chunks split over this many
+  // Note [tensor-parallel stage] in stage/stage_compute.hpp: each stage runs its chunks split over this many
   // ranks (threads, in this process or on the stage's node), its Linear pairs column/row-parallel.
   int tensor_parallel = 1;
   // Note [cores per rank] in tensor/compute.hpp: intra-op threads of each stage's each rank (0: this process's
@@ -103,7 +103,7 @@ class pipeline final : public step_runner {
   // The whole model with every stage's current weights.
   sequential gather_model();
 
-  const schedule& plan() const;
+  const ap::schedule& schedule() const;  // what every stage runs, the gradient reductions included
   // Each stage's ranks' threads and cores, stage s rank r at s * T + r (Note [cores per rank]); empty with nodes.
   const std::vector<compute_cores>& cores() const;
   const std::vector<layer_range>& chunk_ranges() const;
@@ -125,7 +125,7 @@ class pipeline final : public step_runner {
   // thread) or the timeout; throws pipeline_error naming the stage and the peer.
   void connect_data_parallel(const std::vector<std::string>& addresses);
 
-  // Gathers every stage's parameters and optimizer state (Note [stage state] in stage_worker.hpp) into one
+  // Gathers every stage's parameters and optimizer state (Note [stage state] in stage/stage_rank.hpp) into one
   // checkpoint of the whole model (Note [checkpoint layout]), written atomically. Between steps only.
   // Throws pipeline_error if a stage does not answer, std::runtime_error if the file cannot be written.
   void save_checkpoint(const std::string& path, const training_state& state) override;

@@ -21,7 +21,7 @@
 #include "stage/event_log.hpp"
 #include "actors/messages.hpp"
 #include "failure/timeout.hpp"
-#include "stage/lockstep_stage.hpp"
+#include "stage/stage_compute.hpp"
 #include "schedule/schedule.hpp"
 
 namespace ap {
@@ -46,7 +46,7 @@ struct processor_config {
   dtype transfer_dtype = dtype::float32;  // of activations and gradients sent to other stages (Note [compute dtype])
   std::vector<std::shared_ptr<ring_group>> rings;  // Note [data-parallel nodes]: per rank; empty in one process
 };
-caf::actor spawn_processor(caf::actor_system& system, processor_config config, std::unique_ptr<lockstep_stage> worker);
+caf::actor spawn_processor(caf::actor_system& system, processor_config config, std::unique_ptr<stage_compute> compute);
 
 struct retriever_config {
   int stage = 0;

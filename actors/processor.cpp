@@ -9,7 +9,7 @@ namespace {
 
 struct processor_state {
   processor_config config;
-  std::unique_ptr<lockstep_stage> worker;
+  std::unique_ptr<stage_compute> compute;
   std::uint64_t first_live_step = 0;  // tasks of earlier steps are dropped (Note [tasks after an abort])
   static inline const char* name = "processor";
 };
@@ -27,7 +27,7 @@ void run_task(processor_actor* self, op kind, std::uint64_t step, int microbatch
   auto& st = self->state;
   if (step < st.first_live_step) {
     self->send(caf::actor_cast<caf::actor>(self->current_sender()),
-               task_done{step, st.worker->peak_stashed(), {}, st.worker->peak_stashed_bytes()});
+               task_done{step, st.compute->peak_stashed(), {}, st.compute->peak_stashed_bytes()});
     return;
   }
   if (st.config.log) st.config.log->record(st.config.stage, event_kind::start, kind, step, microbatch, chunk);
@@ -39,16 +39,16 @@ void run_task(processor_actor* self, op kind, std::uint64_t step, int microbatch
     done.code = code_of(e);
   }
   if (st.config.log) st.config.log->record(st.config.stage, event_kind::finish, kind, step, microbatch, chunk);
-  done.peak_stash = st.worker->peak_stashed();
-  done.peak_stash_bytes = st.worker->peak_stashed_bytes();
+  done.peak_stash = st.compute->peak_stashed();
+  done.peak_stash_bytes = st.compute->peak_stashed_bytes();
   self->send(caf::actor_cast<caf::actor>(self->current_sender()), std::move(done));
 }
 
-caf::behavior processor(processor_actor* self, processor_config config, std::unique_ptr<lockstep_stage> worker) {
+caf::behavior processor(processor_actor* self, processor_config config, std::unique_ptr<stage_compute> compute) {
   self->state.config = std::move(config);
-  self->state.worker = std::move(worker);
+  self->state.compute = std::move(compute);
   return {
-      [=](begin_atom, std::uint64_t) { self->state.worker->reset_peak(); },
+      [=](begin_atom, std::uint64_t) { self->state.compute->reset_peak(); },
       [=](run_forward& r) {
         const forward_task& t = r.task;
         run_task(self, op::forward, t.step, t.microbatch, t.chunk, [&] {
@@ -57,7 +57,7 @@ caf::behavior processor(processor_actor* self, processor_config config, std::uni
           const int destination = next < st.config.total_chunks ? stage_of_chunk(next, st.config.stages)
                                                                 : coordinator_rank(st.config.stages);
           forward_task out{t.step, t.microbatch, next, st.config.stage, t.first_sample,
-                           st.worker->forward(t.step, t.microbatch, t.chunk, t.first_sample, t.data)};
+                           st.compute->forward(t.step, t.microbatch, t.chunk, t.first_sample, t.data)};
           // Note [compute dtype]: between stages an activation travels in the compute dtype (bfloat16: half
           // the bytes, and exact, as the next stage rounds it so); the model's output goes to the loss in float32.
           if (next < st.config.total_chunks) out.data = to_transfer_dtype(std::move(out.data), st.config.transfer_dtype);
@@ -68,8 +68,8 @@ caf::behavior processor(processor_actor* self, processor_config config, std::uni
         const backward_task& t = r.task;
         run_task(self, r.kind, t.step, t.microbatch, t.chunk, [&] {
           auto& st = self->state;
-          tensor dx = r.kind == op::backward_input ? st.worker->backward_input(t.microbatch, t.chunk, t.data)
-                                                   : st.worker->backward(t.microbatch, t.chunk, t.data);
+          tensor dx = r.kind == op::backward_input ? st.compute->backward_input(t.microbatch, t.chunk, t.data)
+                                                   : st.compute->backward(t.microbatch, t.chunk, t.data);
           if (t.chunk == 0) return;  // the first chunk's input gradient is not needed by anyone
           dx = to_transfer_dtype(std::move(dx), st.config.transfer_dtype);  // Note [compute dtype], as activations
           const int previous = t.chunk - 1;
@@ -81,12 +81,12 @@ caf::behavior processor(processor_actor* self, processor_config config, std::uni
       },
       [=](const run_weight& w) {
         run_task(self, op::backward_weight, w.step, w.microbatch, w.chunk,
-                 [&] { self->state.worker->backward_weight(w.microbatch, w.chunk); });
+                 [&] { self->state.compute->backward_weight(w.microbatch, w.chunk); });
       },
       [=](norm_atom, std::uint64_t) -> gradient_norm {
         gradient_norm answer;
         try {
-          answer.square_sum = self->state.worker->gradient_square_sum();
+          answer.square_sum = self->state.compute->gradient_square_sum();
         } catch (const std::exception& e) {
           answer.error = "stage " + std::to_string(self->state.config.stage) + ": " + e.what();
           answer.code = code_of(e);
@@ -95,11 +95,11 @@ caf::behavior processor(processor_actor* self, processor_config config, std::uni
       },
       [=](const run_reduce& r) {  // Note [gradient reduction]: starts the collective and returns
         run_task(self, op::reduce_grad, r.step, all_microbatches, r.chunk,
-                 [&] { self->state.worker->reduce_gradients(r.chunk); });
+                 [&] { self->state.compute->reduce_gradients(r.chunk); });
       },
       [=](apply_atom, std::uint64_t, float clip_factor) -> caf::result<ok_atom> {
         try {
-          self->state.worker->apply_optimizer(clip_factor);
+          self->state.compute->apply_optimizer(clip_factor);
         } catch (const std::exception& e) {
           return coded_error(code_of(e), e.what());
         }
@@ -108,12 +108,12 @@ caf::behavior processor(processor_actor* self, processor_config config, std::uni
       [=](abort_atom, std::uint64_t step) {
         auto& st = self->state;
         st.first_live_step = std::max(st.first_live_step, step + 1);
-        st.worker->abort();
+        st.compute->abort();
       },
       [=](params_atom) -> named_tensors {
-        return self->state.worker->whole_parameters();
+        return self->state.compute->whole_parameters();
       },
-      [=](state_atom) -> stage_state { return self->state.worker->export_state(); },
+      [=](state_atom) -> stage_state { return self->state.compute->export_state(); },
       // Note [data-parallel nodes]: the ports of this stage's ring endpoints, one per tensor-parallel rank ...
       [=](ring_atom) -> std::vector<std::string> {  // as text: a vector of strings is a CAF built-in type
         std::vector<std::string> ports;
@@ -142,7 +142,7 @@ caf::behavior processor(processor_actor* self, processor_config config, std::uni
       [=](load_atom, const stage_state& state) -> stage_state_loaded {
         stage_state_loaded answer{self->state.config.stage, {}};
         try {
-          self->state.worker->import_state(state);
+          self->state.compute->import_state(state);
         } catch (const std::exception& e) {
           answer.error = e.what();
         }
@@ -153,8 +153,8 @@ caf::behavior processor(processor_actor* self, processor_config config, std::uni
 
 }  // namespace
 
-caf::actor spawn_processor(caf::actor_system& system, processor_config config, std::unique_ptr<lockstep_stage> worker) {
-  return system.spawn<caf::detached>(processor, std::move(config), std::move(worker));
+caf::actor spawn_processor(caf::actor_system& system, processor_config config, std::unique_ptr<stage_compute> compute) {
+  return system.spawn<caf::detached>(processor, std::move(config), std::move(compute));
 }
 
 }  // namespace ap

@@ -14,25 +14,25 @@ std::string data_parallel_group_name(int stage, int rank, int tensor_parallel) {
 stage_actors spawn_stage(caf::actor_system& system, stage_setup setup) {
   // Built first: it throws for a bad optimizer setting before any actor exists.
   for (auto& slice : setup.slices) slice.set_compute_dtype(setup.compute_dtype);
-  auto worker = std::make_unique<lockstep_stage>(setup.stage, setup.chunk_ids, std::move(setup.slices), setup.optimizer,
+  auto compute = std::make_unique<stage_compute>(setup.stage, setup.chunk_ids, std::move(setup.slices), setup.optimizer,
                                                  setup.tensor_parallel, setup.timeout, std::move(setup.cores));
   std::vector<std::shared_ptr<ring_group>> rings;
-  if (setup.data_parallel.empty() && setup.data_parallel_size > 1) {
+  if (setup.data_parallel_members.empty() && setup.data_parallel_size > 1) {
     // Note [data-parallel nodes]: one endpoint per tensor-parallel rank; connected once every replica is placed.
     for (int r = 0; r < setup.tensor_parallel; ++r) {
       rings.push_back(std::make_shared<ring_group>(
           system, data_parallel_group_name(setup.stage, r, setup.tensor_parallel), setup.replica,
           setup.data_parallel_size, node_address{setup.data_parallel_host, 0}, setup.timeout));
-      setup.data_parallel.push_back(rings.back());
+      setup.data_parallel_members.push_back(rings.back());
     }
   }
-  if (!setup.data_parallel.empty()) worker->join_data_parallel(std::move(setup.data_parallel), setup.replica);
+  if (!setup.data_parallel_members.empty()) compute->join_data_parallel(std::move(setup.data_parallel_members), setup.replica);
   stage_actors a;
   a.sender = spawn_sender(system, setup.stage, setup.timeout);
   a.processor = spawn_processor(
       system, processor_config{setup.stage, setup.stages, setup.total_chunks, a.sender, setup.log, setup.compute_dtype,
                                std::move(rings)},
-      std::move(worker));
+      std::move(compute));
   a.retriever = spawn_retriever(
       system, retriever_config{setup.stage, std::move(setup.actions), a.processor, setup.timeout, setup.log,
                                setup.report_events});
@@ -56,7 +56,7 @@ stage_spec make_stage_spec(stage_setup& setup) {
   spec.compute_dtype = static_cast<std::uint8_t>(setup.compute_dtype);
   spec.report_events = true;  // Note [events from nodes]
   spec.tensor_parallel = setup.tensor_parallel;
-  spec.data_parallel = setup.data_parallel_size;
+  spec.data_parallel_size = setup.data_parallel_size;
   spec.replica = setup.replica;
   spec.data_parallel_host = setup.data_parallel_host;
   spec.threads = setup.threads;
@@ -108,10 +108,10 @@ stage_setup stage_setup_from_spec(stage_spec spec, int node_threads) {
   // into stage_done) and its busy sums, and the coordinator's process records them for every output.
   setup.report_events = spec.report_events;
   setup.tensor_parallel = spec.tensor_parallel;
-  if (spec.data_parallel < 1 || spec.replica < 0 || spec.replica >= spec.data_parallel)
+  if (spec.data_parallel_size < 1 || spec.replica < 0 || spec.replica >= spec.data_parallel_size)
     throw std::invalid_argument(where + ": replica " + std::to_string(spec.replica) + " of " +
-                                std::to_string(spec.data_parallel) + " data-parallel replicas does not exist");
-  setup.data_parallel_size = spec.data_parallel;
+                                std::to_string(spec.data_parallel_size) + " data-parallel replicas does not exist");
+  setup.data_parallel_size = spec.data_parallel_size;
   setup.replica = spec.replica;
   setup.data_parallel_host = std::move(spec.data_parallel_host);
   // Note [cores on nodes]: this machine's cores divided among every rank the node hosts.

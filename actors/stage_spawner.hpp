@@ -49,9 +49,9 @@ struct stage_setup {
   node_slot slot;
   // Note [data-parallel stage]: per tensor-parallel rank, its member of the stage's data-parallel group (in
   // this process only); empty: one replica.
-  std::vector<std::shared_ptr<process_group>> data_parallel;
+  std::vector<std::shared_ptr<process_group>> data_parallel_members;
   int replica = 0;
-  // Note [data-parallel nodes]: a stage on a node opens its own ring_group endpoints instead (data_parallel
+  // Note [data-parallel nodes]: a stage on a node opens its own ring_group endpoints instead (data_parallel_members
   // stays empty), one per tensor-parallel rank, listening on data_parallel_host.
   int data_parallel_size = 1;
   std::string data_parallel_host;

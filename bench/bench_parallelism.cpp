@@ -25,7 +25,7 @@
 #include "actors/data_parallel_pipeline.hpp"
 #include "bench_support.hpp"
 #include "tensor/compute.hpp"
-#include "training/mesh_runner.hpp"
+#include "training/data_tensor_runner.hpp"
 #include "training/trainer.hpp"
 
 namespace {
@@ -92,10 +92,10 @@ int main(int argc, char** argv) try {
     configs.push_back({"1 process, 1 thread", local, 1});
     configs.push_back({"1 process, 2 threads", local, 2});
     configs.push_back({"data parallel D=2", [](sequential& m, const workload& w) {
-                         return std::make_unique<mesh_runner>(m, w.optimizer, "cross_entropy", mesh_options{2, 1});
+                         return std::make_unique<data_tensor_runner>(m, w.optimizer, "cross_entropy", data_tensor_options{2, 1});
                        }});
     configs.push_back({"tensor parallel T=2", [](sequential& m, const workload& w) {
-                         return std::make_unique<mesh_runner>(m, w.optimizer, "cross_entropy", mesh_options{1, 2});
+                         return std::make_unique<data_tensor_runner>(m, w.optimizer, "cross_entropy", data_tensor_options{1, 2});
                        }});
     const auto pipelined = [](int D, int P, int T, const char* schedule, int microbatches) {
       return [=](sequential& m, const workload& w) -> std::unique_ptr<step_runner> {

@@ -26,7 +26,7 @@
 #include "bench_support.hpp"
 #include "plan/cores.hpp"
 #include "tensor/compute.hpp"
-#include "training/mesh_runner.hpp"
+#include "training/data_tensor_runner.hpp"
 #include "training/trainer.hpp"
 
 namespace {
@@ -78,11 +78,11 @@ std::unique_ptr<step_runner> make_runner(const configuration& c, sequential& m, 
     return std::make_unique<local_runner>(m, opt);
   }
   if (c.P == 0) {
-    mesh_options o;
+    data_tensor_options o;
     o.data_parallel = c.D;
     o.tensor_parallel = c.T;
     o.threads = c.threads;
-    return std::make_unique<mesh_runner>(m, opt, "cross_entropy", o);
+    return std::make_unique<data_tensor_runner>(m, opt, "cross_entropy", o);
   }
   pipeline_options o;
   o.stages = c.P;

@@ -220,7 +220,7 @@ case_result run_case(const std::string& schedule, int p, int m, double forward_m
   nominal.forward.assign(p, forward_ms);
   nominal.backward_input.assign(p, backward_ms / 2);
   nominal.backward_weight.assign(p, backward_ms / 2);
-  const ap::simulation sim = ap::simulate(pipe.plan(), nominal);
+  const ap::simulation sim = ap::simulate(pipe.schedule(), nominal);
   r.sim_ms = sim.makespan, r.ideal_ms = sim.ideal, r.bubble_sim = sim.bubble, r.sim_peak_stash = sim.peak_stash;
   r.bubble_formula = formula_bubble(schedule, p, m, v);
 
@@ -286,7 +286,7 @@ case_result run_case(const std::string& schedule, int p, int m, double forward_m
       measured.backward_input[stage] = measured.backward_weight[stage] = med(ap::op::backward) * v / 2;
     }
   }
-  r.calibrated_ms = ap::simulate(pipe.plan(), measured).makespan;
+  r.calibrated_ms = ap::simulate(pipe.schedule(), measured).makespan;
   return r;
 }
 

@@ -116,7 +116,7 @@ runner pipeline_runner(const std::string& schedule, int microbatches, ap::partit
   o.layers_per_chunk = ap::partition_counts(method, model, costs, o.stages * r.result.chunks);
   auto pipe = std::make_shared<ap::pipeline>(model, o);
   r.result.layers_per_chunk = ap::chunk_layer_counts(pipe->chunk_ranges());
-  const ap::simulation sim = ap::simulate(pipe->plan(), ap::simulation_costs(costs, pipe->chunk_ranges(), o.stages));
+  const ap::simulation sim = ap::simulate(pipe->schedule(), ap::simulation_costs(costs, pipe->chunk_ranges(), o.stages));
   r.result.simulated_ms = sim.makespan * 1e3;
   r.result.simulated_peak_stash = sim.peak_stash;
   auto busy = std::make_shared<std::vector<std::vector<double>>>(static_cast<std::size_t>(o.stages));

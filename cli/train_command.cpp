@@ -27,7 +27,7 @@
 #include "actors/data_parallel_pipeline.hpp"
 #include "plan/mesh.hpp"
 #include "plan/cores.hpp"
-#include "training/mesh_runner.hpp"
+#include "training/data_tensor_runner.hpp"
 #include "training/trainer.hpp"
 
 namespace ap::cli {
@@ -66,7 +66,7 @@ struct train_options {
   std::uint64_t init_seed = 1;
   int stages = 0;  // 0: single process, no actors
   int threads = 0;  // intra-op threads of every compute rank (Note [cores per rank]); 0: the cores divided evenly
-  mesh_options mesh;  // data and tensor parallelism of the single process (training/mesh_runner.hpp)
+  data_tensor_options mesh;  // data and tensor parallelism of the single process (training/data_tensor_runner.hpp)
   pipeline_options pipe;
   std::string partition = "uniform";  // uniform, params or time; pipe.layers_per_chunk overrides it
   long timeout_ms = default_timeout.count();
@@ -170,9 +170,9 @@ void run_train(const train_options& o) {
   // split is refused at once, naming the layer.
   std::unique_ptr<step_runner> local;
   if (o.stages == 0 && o.mesh.data_parallel * o.mesh.tensor_parallel > 1) {
-    mesh_options m = o.mesh;
+    data_tensor_options m = o.mesh;
     m.threads = o.threads;
-    auto mesh = std::make_unique<mesh_runner>(model, o.optimizer, "cross_entropy", m);
+    auto mesh = std::make_unique<data_tensor_runner>(model, o.optimizer, "cross_entropy", m);
     std::cerr << "mesh: " << mesh->describe() << "\n";
     std::cerr << "cores: " << mesh->cores_layout() << "\n";
     local = std::move(mesh);
@@ -216,7 +216,7 @@ void run_train(const train_options& o) {
     p.optimizer = o.optimizer;
     p.timeout = std::chrono::milliseconds(o.timeout_ms);
     p.compute_dtype = compute_dtype;
-    p.plan = user_schedule;
+    p.custom_schedule = user_schedule;
     p.restart_wait = std::chrono::milliseconds(o.restart_wait_ms);
     p.log = [](const std::string& line) { std::cerr << line << "\n"; };
     // Note [bounded event log]: busy_s comes from the pipeline's busy sums; events are only streamed, to the
@@ -254,7 +254,7 @@ void run_train(const train_options& o) {
       runner = pipe;
     }
     predicted_busy = predicted_busy_s(costs, pipe->chunk_ranges(), p.stages, p.microbatches);
-    predicted_makespan = simulate(pipe->plan(), simulation_costs(costs, pipe->chunk_ranges(), p.stages)).makespan;
+    predicted_makespan = simulate(pipe->schedule(), simulation_costs(costs, pipe->chunk_ranges(), p.stages)).makespan;
     std::cerr << "pipeline: " << p.stages << " stages, " << p.microbatches << " microbatches, schedule "
               << (user_schedule ? "from " + o.schedule_file : p.schedule) << ", partition " << partition << "\n";
     std::cerr << "mesh: " << describe_mesh(mesh_shape{o.mesh.data_parallel, p.stages, o.mesh.tensor_parallel}, p.nodes)
@@ -364,10 +364,10 @@ void run_train(const train_options& o) {
               << " ms\n";
     if (!o.timeline_file.empty() && !steps->last().empty()) {
       // The last step as it ran, above the same schedule simulated with that step's measured per-action costs.
-      const measured_step m = measure_step(steps->last(), pipe->plan());
-      const simulation sim = simulate(pipe->plan(), measured_costs(m, pipe->plan()));
+      const measured_step m = measure_step(steps->last(), pipe->schedule());
+      const simulation sim = simulate(pipe->schedule(), measured_costs(m, pipe->schedule()));
       std::ofstream svg(o.timeline_file);
-      svg << timeline_svg(pipe->plan(), m, sim);
+      svg << timeline_svg(pipe->schedule(), m, sim);
       if (!svg.flush()) throw std::runtime_error("cannot write the timeline to " + o.timeline_file);
       const double ideal = m.busy / o.stages;
       out["timeline"] = {{"step", m.step},

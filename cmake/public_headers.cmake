@@ -54,7 +54,7 @@ set(actorpipe_public_headers
   data/fashion_mnist.hpp
   data/text_corpus.hpp
   training/trainer.hpp
-  training/mesh_runner.hpp
+  training/data_tensor_runner.hpp
   # schedules as data, the plan of a run, the stage event log, timeouts and the handshake's versions
   schedule/schedule.hpp
   plan/stage_info.hpp

@@ -53,8 +53,8 @@ tsan_tests=(
   test_tensor_gemm    # compute threads per calling thread; concurrent callers of oneDNN (per-thread caches)
   test_collective_local  # shared-memory collectives: ranks' threads, the communication thread, async handles
   test_collective_local_shared  # chunks of one reduction claimed by several threads (atomics), abort mid-way
-  test_training_mesh     # data and tensor parallelism: replica threads on local groups (one compute thread each)
-  test_stage_lockstep    # a stage's tensor-parallel ranks in lockstep threads, its data-parallel replicas
+  test_training_data_tensor     # data and tensor parallelism: replica threads on local groups (one compute thread each)
+  test_stage_compute    # a stage's tensor-parallel ranks in lockstep threads, its data-parallel replicas
 )
 
 run_tsan() {

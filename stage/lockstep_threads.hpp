@@ -1,5 +1,5 @@
 // T threads that run the same function for ranks 0..T-1 at once and return together: a tensor-parallel
-// stage's ranks executing one action in lockstep (Note [tensor-parallel stage] in stage/lockstep_stage.hpp).
+// stage's ranks executing one action in lockstep (Note [tensor-parallel stage] in stage/stage_compute.hpp).
 #pragma once
 
 #include <condition_variable>

@@ -1,4 +1,4 @@
-// A stage's whole state for a checkpoint: Note [stage state] in stage/stage_worker.hpp.
+// A stage's whole state for a checkpoint: Note [stage state] in stage/stage_rank.hpp.
 #pragma once
 
 #include <cstdint>

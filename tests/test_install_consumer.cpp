@@ -85,7 +85,7 @@ TEST_CASE("a project of its own builds against the installed package and trains 
   for (const char* installed : {"/bin/actorpipe", "/include/actorpipe/actors/pipeline.hpp", "/include/actorpipe/version.hpp",
                                 "/lib/cmake/actorpipe/actorpipe-config.cmake"})
     CHECK_MESSAGE(std::filesystem::exists(prefix + installed), installed);
-  CHECK_FALSE(std::filesystem::exists(prefix + "/include/actorpipe/stage/stage_worker.hpp"));  // internal
+  CHECK_FALSE(std::filesystem::exists(prefix + "/include/actorpipe/stage/stage_rank.hpp"));  // internal
 
   {
     const command_result headers = build_against(source_dir + "/tests/installed_headers", work + "/headers", prefix);

@@ -120,7 +120,7 @@ TEST_CASE("the replicas run the schedule's R actions (Note [gradient reduction])
   o.microbatches = 2;
   o.record_events = true;
   data_parallel_pipeline mesh(linear_pairs_model(), o, 2);
-  CHECK(has_gradient_reductions(mesh.first().plan()));
+  CHECK(has_gradient_reductions(mesh.first().schedule()));
   mesh.train_step(d.inputs, d.labels, 0);
   int reductions = 0;
   for (const stage_event& e : mesh.first().events())
@@ -128,6 +128,6 @@ TEST_CASE("the replicas run the schedule's R actions (Note [gradient reduction])
   CHECK(reductions == 4);  // one per chunk: 2 stages x 2 chunks
   // A schedule file with R, run without replicas: the same as without R.
   pipeline_options one = mesh_options_for(2, 1, "1f1b");
-  one.plan = with_gradient_reductions(make_1f1b(2, 2));
+  one.custom_schedule = with_gradient_reductions(make_1f1b(2, 2));
   check_equals_local(one, 1, linear_pairs_model, d);
 }

@@ -218,7 +218,7 @@ TEST_CASE("a task of an aborted step that reaches the processor after the abort 
   sequential model = test::nine_layer_model();
   std::vector<sequential> slices;
   slices.push_back(model.slice(0, 9));
-  auto worker = std::make_unique<lockstep_stage>(0, std::vector<int>{0}, std::move(slices), optimizer_config{});
+  auto worker = std::make_unique<stage_compute>(0, std::vector<int>{0}, std::move(slices), optimizer_config{});
   caf::scoped_actor self{sys};
   auto processor = spawn_processor(sys, processor_config{0, 1, 1, self, nullptr, dtype::float32, {}}, std::move(worker));
   const dataset d = test::small_blobs(4);

@@ -170,7 +170,7 @@ TEST_CASE("GPT on D x P x T meshes (heads and block MLPs split inside stages), w
     CAPTURE(m.clip);
     // Split heads and MLPs sum their partial products in another order (~1e-7 relative); Adam's early steps
     // move a weight by ~lr whatever its gradient's size, so lr 1e-3 keeps the test about the mesh (as in
-    // test_training_mesh.cpp's GPT cases).
+    // test_training_data_tensor.cpp's GPT cases).
     optimizer_config opt = adamw();
     opt.lr = 1e-3f;
     sequential reference = make_gpt();

@@ -62,7 +62,7 @@ TEST_CASE("the runtime's peak stash per stage equals the simulator's for every s
   for (const std::string& sched : schedule_names()) {
     const int chunks = sched == "interleaved" ? 2 : 1;
     pipeline pipe(test::nine_layer_model(), options_for(sched, 4, 8, chunks));
-    const simulation sim = simulate(pipe.plan());
+    const simulation sim = simulate(pipe.schedule());
     for (int s = 0; s < 2; ++s) {  // the second step starts from an empty stash too
       pipe.train_step(d.inputs, d.labels, s);
       INFO(sched << " step " << s);

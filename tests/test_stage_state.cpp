@@ -8,7 +8,7 @@
 #include <caf/binary_serializer.hpp>
 
 #include "actors/messages.hpp"
-#include "stage/stage_worker.hpp"
+#include "stage/stage_rank.hpp"
 #include "pipeline_test_models.hpp"
 #include "test_support.hpp"
 
@@ -34,9 +34,9 @@ TEST_CASE("stage state: exported under global names, refused whole when a tensor
     std::vector<sequential> slices;
     slices.push_back(source.slice(4, 6));
     slices.push_back(source.slice(8, 9));
-    return stage_worker(1, {1, 3}, std::move(slices), adam());
+    return stage_rank(1, {1, 3}, std::move(slices), adam());
   };
-  stage_worker stage = make_stage(7);
+  stage_rank stage = make_stage(7);
   const tensor x = zeros({3, 16});
   stage.forward(0, 0, 1, 0, x);
   stage.backward(0, 1, zeros({3, 16}));
@@ -61,7 +61,7 @@ TEST_CASE("stage state: exported under global names, refused whole when a tensor
     REQUIRE(!source(got));
     CHECK(got.optimizer_steps == 1);
     CHECK(got.tensors.names == state.tensors.names);
-    stage_worker other = make_stage(99);
+    stage_rank other = make_stage(99);
     other.import_state(got);
     const stage_state again = other.export_state();
     REQUIRE(again.tensors.values.size() == state.tensors.values.size());
@@ -71,7 +71,7 @@ TEST_CASE("stage state: exported under global names, refused whole when a tensor
     }
   }
   SUBCASE("refusals") {
-    stage_worker other = make_stage(99);
+    stage_rank other = make_stage(99);
     const stage_state before = other.export_state();
     stage_state broken = state;
     std::string expected;
@@ -109,7 +109,7 @@ TEST_CASE("a layer's error inside a stage names the stage, chunk, layers, microb
   model.initialize(1);
   std::vector<sequential> slices;
   slices.push_back(model.slice(2, 4));
-  stage_worker stage(1, {1}, std::move(slices), adam());
+  stage_rank stage(1, {1}, std::move(slices), adam());
   CHECK(error_of([&] { stage.forward(0, 3, 1, 0, zeros({8, 12})); }) ==
         "stage 1 (chunk 1, layers 2..3: Linear(16->4) Sigmoid), forward microbatch 3: "
         "layer 2 Linear(16->4) takes 16 features, got input of shape (8, 12)");

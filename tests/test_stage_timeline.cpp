@@ -90,13 +90,13 @@ TEST_CASE("a real sync-backward step: every action measured, one whole-batch gra
   pipeline pipe(test::nine_layer_model(), o);
   const dataset d = test::small_blobs(16);
   pipe.train_step(d.inputs, d.labels, 0);
-  const measured_step m = measure_step(pipe.events(), pipe.plan());
+  const measured_step m = measure_step(pipe.events(), pipe.schedule());
   std::size_t actions = 0;
-  for (const auto& row : pipe.plan().per_stage) actions += row.size();
+  for (const auto& row : pipe.schedule().per_stage) actions += row.size();
   CHECK(m.spans.size() == actions);
   CHECK(m.transfers.size() == 2 * 4 + 3);  // forwards into stages 1 and 2; one gradient into each stage
   for (const auto& t : m.transfers) CHECK(t.arrived >= t.sent);
-  const simulation sim = simulate(pipe.plan(), measured_costs(m, pipe.plan()));
+  const simulation sim = simulate(pipe.schedule(), measured_costs(m, pipe.schedule()));
   CHECK(sim.makespan > 0.0);
   CHECK(m.makespan >= m.busy / 3);
 }

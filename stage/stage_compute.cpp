@@ -1,4 +1,4 @@
-#include "stage/lockstep_stage.hpp"
+#include "stage/stage_compute.hpp"
 
 #include <algorithm>
 #include <stdexcept>
@@ -10,7 +10,7 @@
 
 namespace ap {
 
-lockstep_stage::lockstep_stage(int stage, std::vector<int> chunk_ids, std::vector<sequential> slices,
+stage_compute::stage_compute(int stage, std::vector<int> chunk_ids, std::vector<sequential> slices,
                                const optimizer_config& optimizer, int tensor_parallel, std::chrono::milliseconds timeout,
                                std::vector<compute_cores> cores)
     : stage_(stage), chunk_ids_(std::move(chunk_ids)), optimizer_(optimizer), tensor_parallel_(tensor_parallel),
@@ -23,7 +23,7 @@ lockstep_stage::lockstep_stage(int stage, std::vector<int> chunk_ids, std::vecto
     throw std::invalid_argument("stage " + std::to_string(stage) + ": " + std::to_string(cores_.size()) +
                                 " core assignments for " + std::to_string(tensor_parallel) + " tensor-parallel ranks");
   if (tensor_parallel == 1) {
-    ranks_.push_back(std::make_unique<stage_worker>(stage, chunk_ids_, std::move(slices), optimizer));
+    ranks_.push_back(std::make_unique<stage_rank>(stage, chunk_ids_, std::move(slices), optimizer));
     return;
   }
   stage_state given{stage, 0, {}};
@@ -38,9 +38,9 @@ lockstep_stage::lockstep_stage(int stage, std::vector<int> chunk_ids, std::vecto
   import_state(given);
 }
 
-lockstep_stage::~lockstep_stage() = default;
+stage_compute::~stage_compute() = default;
 
-void lockstep_stage::build_ranks() {
+void stage_compute::build_ranks() {
   const int T = tensor_parallel_;
   ranks_.clear();
   group_ = std::make_unique<local_group>("tensor-parallel stage " + std::to_string(stage_), T, timeout_);
@@ -64,19 +64,19 @@ void lockstep_stage::build_ranks() {
         if (!text.empty()) split_layers_ += (split_layers_.empty() ? "" : ", ") + text;
       }
     }
-    ranks_.push_back(std::make_unique<stage_worker>(stage_, chunk_ids_, std::move(mine), optimizer_));
+    ranks_.push_back(std::make_unique<stage_rank>(stage_, chunk_ids_, std::move(mine), optimizer_));
   }
   broken_ = false;
 }
 
-void lockstep_stage::rebuild_if_broken() {
+void stage_compute::rebuild_if_broken() {
   if (!broken_) return;
   const stage_state state = export_state();  // the shards' weights did not change in the failed action
   build_ranks();
   import_state(state);
 }
 
-void lockstep_stage::on_ranks(const std::function<void(int, stage_worker&)>& work) {
+void stage_compute::on_ranks(const std::function<void(int, stage_rank&)>& work) {
   if (tensor_parallel_ == 1) {
     use_compute_cores(cores_[0]);
     return work(0, *ranks_[0]);
@@ -100,28 +100,28 @@ void lockstep_stage::on_ranks(const std::function<void(int, stage_worker&)>& wor
   throw_error(f.code, f.what + " (tensor-parallel rank " + std::to_string(cause) + ")");  // the same code and std type
 }
 
-tensor lockstep_stage::rank0_result(const std::function<tensor(stage_worker&)>& work) {
+tensor stage_compute::rank0_result(const std::function<tensor(stage_rank&)>& work) {
   tensor out;
-  on_ranks([&](int r, stage_worker& w) {
+  on_ranks([&](int r, stage_rank& w) {
     tensor mine = work(w);
     if (r == 0) out = std::move(mine);
   });
   return out;
 }
 
-tensor lockstep_stage::forward(std::uint64_t step, int microbatch, int chunk, int first_sample, const tensor& x) {
-  return rank0_result([&](stage_worker& w) { return w.forward(step, microbatch, chunk, first_sample, x); });
+tensor stage_compute::forward(std::uint64_t step, int microbatch, int chunk, int first_sample, const tensor& x) {
+  return rank0_result([&](stage_rank& w) { return w.forward(step, microbatch, chunk, first_sample, x); });
 }
 
-tensor lockstep_stage::backward(int microbatch, int chunk, const tensor& dy) {
-  return rank0_result([&](stage_worker& w) { return w.backward(microbatch, chunk, dy); });
+tensor stage_compute::backward(int microbatch, int chunk, const tensor& dy) {
+  return rank0_result([&](stage_rank& w) { return w.backward(microbatch, chunk, dy); });
 }
 
-tensor lockstep_stage::backward_input(int microbatch, int chunk, const tensor& dy) {
-  return rank0_result([&](stage_worker& w) { return w.backward_input(microbatch, chunk, dy); });
+tensor stage_compute::backward_input(int microbatch, int chunk, const tensor& dy) {
+  return rank0_result([&](stage_rank& w) { return w.backward_input(microbatch, chunk, dy); });
 }
 
-tensor lockstep_stage::backward_and_reduce(int microbatch, int chunk, const tensor& dy) {
+tensor stage_compute::backward_and_reduce(int microbatch, int chunk, const tensor& dy) {
   if (data_parallel_.empty()) return backward(microbatch, chunk, dy);
   mark_reduced(chunk);
   std::vector<std::vector<collective_handle>> started(ranks_.size());
@@ -131,7 +131,7 @@ tensor lockstep_stage::backward_and_reduce(int microbatch, int chunk, const tens
   };
   tensor out;
   try {
-    on_ranks([&](int r, stage_worker& w) {
+    on_ranks([&](int r, stage_rank& w) {
       const std::size_t rank = static_cast<std::size_t>(r);
       tensor mine = w.backward(microbatch, chunk, dy, [&](layer& l) {
         for (parameter& p : l.parameters("")) started[rank].push_back(data_parallel_[rank]->all_reduce(*p.grad));
@@ -146,11 +146,11 @@ tensor lockstep_stage::backward_and_reduce(int microbatch, int chunk, const tens
   return out;
 }
 
-void lockstep_stage::backward_weight(int microbatch, int chunk) {
-  on_ranks([&](int, stage_worker& w) { w.backward_weight(microbatch, chunk); });
+void stage_compute::backward_weight(int microbatch, int chunk) {
+  on_ranks([&](int, stage_rank& w) { w.backward_weight(microbatch, chunk); });
 }
 
-void lockstep_stage::join_data_parallel(std::vector<std::shared_ptr<process_group>> members, int replica) {
+void stage_compute::join_data_parallel(std::vector<std::shared_ptr<process_group>> members, int replica) {
   if (members.size() != ranks_.size())
     throw std::invalid_argument("stage " + std::to_string(stage_) + ": " + std::to_string(members.size()) +
                                 " data-parallel members for " + std::to_string(ranks_.size()) + " tensor-parallel ranks");
@@ -158,7 +158,7 @@ void lockstep_stage::join_data_parallel(std::vector<std::shared_ptr<process_grou
   replica_ = replica;
 }
 
-void lockstep_stage::reduce_gradients(int chunk) {
+void stage_compute::reduce_gradients(int chunk) {
   if (data_parallel_.empty()) return;
   mark_reduced(chunk);
   // Posted from this thread for every rank: starting a collective only queues it (Note [local collectives]).
@@ -166,7 +166,7 @@ void lockstep_stage::reduce_gradients(int chunk) {
     for (parameter& p : ranks_[r]->chunk_parameters(chunk)) reductions_.push_back(data_parallel_[r]->all_reduce(*p.grad));
 }
 
-void lockstep_stage::mark_reduced(int chunk) {
+void stage_compute::mark_reduced(int chunk) {
   if (std::find(reduced_chunks_.begin(), reduced_chunks_.end(), chunk) != reduced_chunks_.end())
     throw std::logic_error("stage " + std::to_string(stage_) + ": gradients of chunk " + std::to_string(chunk) +
                            " reduced twice in one step");
@@ -174,7 +174,7 @@ void lockstep_stage::mark_reduced(int chunk) {
 }
 
 // Starts what the schedule did not (every chunk in order, the same in every replica), then waits for all.
-void lockstep_stage::finish_reductions() {
+void stage_compute::finish_reductions() {
   if (data_parallel_.empty() || reductions_finished_) return;
   for (int chunk : chunk_ids_)
     if (std::find(reduced_chunks_.begin(), reduced_chunks_.end(), chunk) == reduced_chunks_.end()) reduce_gradients(chunk);
@@ -185,7 +185,7 @@ void lockstep_stage::finish_reductions() {
   for (auto& h : pending) h.wait();  // a failure throws collective_error naming the group and the rank
 }
 
-double lockstep_stage::gradient_square_sum() {
+double stage_compute::gradient_square_sum() {
   finish_reductions();
   double sum = 0.0;
   for (std::size_t r = 0; r < ranks_.size(); ++r)
@@ -195,7 +195,7 @@ double lockstep_stage::gradient_square_sum() {
   return sum;
 }
 
-void lockstep_stage::apply_optimizer(float clip_factor) {
+void stage_compute::apply_optimizer(float clip_factor) {
   finish_reductions();
   if (!data_parallel_.empty()) {  // Note [data-parallel stage]: the commit every replica meets
     std::vector<tensor> votes(ranks_.size(), tensor::from_shape({1}));
@@ -207,13 +207,13 @@ void lockstep_stage::apply_optimizer(float clip_factor) {
     for (auto& h : handles) h.wait();
   }
   reductions_finished_ = false;
-  on_ranks([&](int, stage_worker& w) {
+  on_ranks([&](int, stage_rank& w) {
     if (clip_factor != 1.0f) scale_gradients(w.parameters(), clip_factor);
     w.apply_optimizer();
   });
 }
 
-void lockstep_stage::abort() {
+void stage_compute::abort() {
   if (!data_parallel_.empty()) {
     // The other replicas must not commit this step: their optimizer step fails at once (Note [data-parallel stage]).
     for (auto& m : data_parallel_)
@@ -232,19 +232,19 @@ void lockstep_stage::abort() {
   if (tensor_parallel_ > 1) rebuild_if_broken();
 }
 
-int lockstep_stage::peak_stashed() const { return ranks_[0]->peak_stashed(); }
+int stage_compute::peak_stashed() const { return ranks_[0]->peak_stashed(); }
 
-std::size_t lockstep_stage::peak_stashed_bytes() const {
+std::size_t stage_compute::peak_stashed_bytes() const {
   std::size_t bytes = 0;
   for (const auto& w : ranks_) bytes += w->peak_stashed_bytes();
   return bytes;
 }
 
-void lockstep_stage::reset_peak() {
+void stage_compute::reset_peak() {
   for (auto& w : ranks_) w->reset_peak();
 }
 
-named_tensors lockstep_stage::whole_parameters() {
+named_tensors stage_compute::whole_parameters() {
   if (tensor_parallel_ == 1) {
     named_tensors out;
     add_parameters(out, ranks_[0]->parameters());
@@ -270,7 +270,7 @@ shard_layout layout_of(const std::string& name, const std::map<std::string, shar
 
 }  // namespace
 
-stage_state lockstep_stage::export_state() {
+stage_state stage_compute::export_state() {
   if (tensor_parallel_ == 1) return ranks_[0]->export_state();
   std::vector<stage_state> parts;
   for (auto& w : ranks_) parts.push_back(w->export_state());
@@ -285,7 +285,7 @@ stage_state lockstep_stage::export_state() {
   return out;
 }
 
-void lockstep_stage::import_state(const stage_state& state) {
+void stage_compute::import_state(const stage_state& state) {
   if (tensor_parallel_ == 1) return ranks_[0]->import_state(state);
   const std::size_t T = static_cast<std::size_t>(tensor_parallel_);
   // Rank 0 first: the ranks hold the same names and shapes, so a state rank 0 refuses (changing nothing)

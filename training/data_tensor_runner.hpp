@@ -1,5 +1,5 @@
 // Data and tensor parallelism in one process without a pipeline: D replicas of the model, each one stage of
-// T tensor-parallel ranks (stage/lockstep_stage.hpp), one thread per (replica, rank), on shared-memory
+// T tensor-parallel ranks (stage/stage_compute.hpp), one thread per (replica, rank), on shared-memory
 // collectives (collective/local_group.hpp).
 #pragma once
 
@@ -10,13 +10,13 @@
 
 #include "collective/local_group.hpp"
 #include "failure/timeout.hpp"
-#include "stage/lockstep_stage.hpp"
+#include "stage/stage_compute.hpp"
 #include "stage/lockstep_threads.hpp"
 #include "training/trainer.hpp"
 
 namespace ap {
 
-struct mesh_options {
+struct data_tensor_options {
   int data_parallel = 1;    // D: replicas, each on its share of every batch
   int tensor_parallel = 1;  // T: ranks each replica is split over (Note [tensor-parallel specs])
   float clip_grad_norm = 0.0f;  // Note [global gradient clipping]; 0: no clipping
@@ -27,10 +27,10 @@ struct mesh_options {
 // Note [data parallelism]: replica d trains on samples shard_rows(batch, D, d) of each batch; its loss and
 // gradients are scaled by the rows of the *whole* batch (Note [loss scaling]), so the replicas' gradients
 // sum to the full batch's. Each replica is the whole model as one pipeline stage with one microbatch, run by
-// the stage code every pipeline runs (lockstep_stage: the same forward, backward, tensor-parallel ranks,
+// the stage code every pipeline runs (stage_compute: the same forward, backward, tensor-parallel ranks,
 // reductions, clipping and optimizer step; one implementation of a layer-by-layer pass, Note [compute dtype]
 // included). Each layer's gradients are all-reduced (summed) across the replicas as soon as that layer's
-// backward is done, while the layers below still run their backward (lockstep_stage::backward_and_reduce),
+// backward is done, while the layers below still run their backward (stage_compute::backward_and_reduce),
 // and waited for before the optimizer step. Every replica then holds the same bits (local_group sums in rank
 // order) and takes the same optimizer step, so the replicas never drift. The whole model given to the
 // constructor stays the runner's view of the weights: predict and checkpoints gather the stage's state into it,
@@ -38,13 +38,13 @@ struct mesh_options {
 // is not finite) aborts the data-parallel groups so that every replica stops at once, with nothing applied; the
 // runner is then spent: train_step throws for good (training stops at a failed step anyway; resume from a
 // checkpoint with a new runner).
-class mesh_runner final : public step_runner {
+class data_tensor_runner final : public step_runner {
  public:
   // Checks everything before any step: D and T positive, the model has layers to split when T > 1 (Linear
   // pairs, attention), T divides every width and head count it splits (naming the layer). Throws
   // std::invalid_argument.
-  mesh_runner(sequential& model, const optimizer_config& optimizer, const std::string& loss, mesh_options options);
-  ~mesh_runner() override;
+  data_tensor_runner(sequential& model, const optimizer_config& optimizer, const std::string& loss, data_tensor_options options);
+  ~data_tensor_runner() override;
 
   float train_step(const tensor& inputs, const tensor& labels, std::uint64_t step) override;
   tensor predict(const tensor& inputs) override;
@@ -64,9 +64,9 @@ class mesh_runner final : public step_runner {
   sequential& model_;
   optimizer_config optimizer_config_;
   std::unique_ptr<loss> loss_;
-  mesh_options options_;
+  data_tensor_options options_;
   std::vector<std::unique_ptr<local_group>> dp_groups_;  // one per tensor-parallel rank, D members
-  std::vector<std::unique_ptr<lockstep_stage>> replicas_;  // replica d: the whole model as one stage
+  std::vector<std::unique_ptr<stage_compute>> replicas_;  // replica d: the whole model as one stage
   std::unique_ptr<lockstep_threads> threads_;             // runs the replicas at once, each on a thread of its own
   std::string spent_;                                     // why, after a failed step
   std::vector<compute_cores> cores_;                      // replica d, rank t at d * T + t

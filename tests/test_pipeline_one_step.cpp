@@ -1,5 +1,5 @@
-// One training step for every mode: mesh_runner (D x T without a pipeline) runs the stage code every pipeline
-// runs (lockstep_stage), so it gives the bits of a pipeline with the same D and T and one microbatch, in
+// One training step for every mode: data_tensor_runner (D x T without a pipeline) runs the stage code every pipeline
+// runs (stage_compute), so it gives the bits of a pipeline with the same D and T and one microbatch, in
 // float32 and in bfloat16 (Note [compute dtype]: the rounding between layers included): on one stage, and on
 // two where the split does not change what tensor parallelism pairs (T = 1; with T > 1 each chunk pairs its
 // own Linear layers, Note [tensor-parallel stage], so the shards and their rounding differ); and one process's
@@ -10,7 +10,7 @@
 #include "pipeline_test_models.hpp"
 #include "test_support.hpp"
 #include "tensor/compute.hpp"
-#include "training/mesh_runner.hpp"
+#include "training/data_tensor_runner.hpp"
 
 using namespace ap;
 using namespace ap::test;
@@ -45,9 +45,9 @@ void check_mesh_equals_pipelines(int D, int T, dtype type, float clip, int threa
   CAPTURE(clip);
   const dataset d = small_blobs(40);
   sequential whole = model_in(type), reference = model_in(type);
-  mesh_options m{D, T, clip};
+  data_tensor_options m{D, T, clip};
   m.threads = threads;
-  mesh_runner mesh(whole, adam_optimizer(), "cross_entropy", m);
+  data_tensor_runner mesh(whole, adam_optimizer(), "cross_entropy", m);
   set_compute_threads(1);
   local_runner local(reference, adam_optimizer(), "cross_entropy", clip);
   std::vector<std::unique_ptr<data_parallel_pipeline>> pipelines;

@@ -1,4 +1,4 @@
-// Data and tensor parallelism in one process (training/mesh_runner.hpp) against plain training of the
+// Data and tensor parallelism in one process (training/data_tensor_runner.hpp) against plain training of the
 // same model on the same batches: losses, weights and optimizer state within 1e-5, for D x T meshes, with
 // and without global gradient clipping; checkpoints; errors that name where.
 #include <doctest/doctest.h>
@@ -10,7 +10,7 @@
 #include "model/grad_clip.hpp"
 #include "model/tensor_parallel.hpp"
 #include "test_support.hpp"
-#include "training/mesh_runner.hpp"
+#include "training/data_tensor_runner.hpp"
 
 using namespace ap;
 using namespace ap::test;
@@ -30,7 +30,7 @@ optimizer_config adam() {
   return o;
 }
 
-// Trains `steps` steps on the same batches with a plain local_runner and with a mesh_runner, checking the
+// Trains `steps` steps on the same batches with a plain local_runner and with a data_tensor_runner, checking the
 // losses step by step, then the weights (gathered into the mesh's whole model by predict).
 void check_mesh_equals_local(const std::string& spec, int D, int T, float clip, const tensor& x, const tensor& labels,
                              int steps = 3, const optimizer_config& optimizer = adam()) {
@@ -40,7 +40,9 @@ void check_mesh_equals_local(const std::string& spec, int D, int T, float clip, 
   CAPTURE(clip);
   sequential reference = sequential::from_spec(spec), split = sequential::from_spec(spec);
   local_runner local(reference, optimizer, "cross_entropy", clip);
-  mesh_runner mesh(split, optimizer, "cross_entropy", mesh_options{D, T, clip});
+  data_tensor_options o{D, T, clip};
+  o.threads = 1;  // one compute thread per rank, as ThreadSanitizer needs (scripts/sanitize.sh)
+  data_tensor_runner mesh(split, optimizer, "cross_entropy", o);
   for (int s = 0; s < steps; ++s) {
     const float expected = local.train_step(x, labels, static_cast<std::uint64_t>(s));
     const float got = mesh.train_step(x, labels, static_cast<std::uint64_t>(s));
@@ -131,11 +133,11 @@ TEST_CASE("a GPT trains tensor-parallel (heads and MLP split) and data x tensor 
     check_mesh_equals_local(tiny_gpt, D, T, 0.0f, tokens, next, 3, gpt_adam());
   check_mesh_equals_local(tiny_gpt, 2, 2, 5.0f, tokens, next, 3, gpt_adam());  // the norm is ~30: clipped every step
   sequential m = sequential::from_spec(tiny_gpt);
-  CHECK(mesh_runner(m, adam(), "cross_entropy", mesh_options{1, 2}).describe() ==
+  CHECK(data_tensor_runner(m, adam(), "cross_entropy", data_tensor_options{1, 2}).describe() ==
         "1 data-parallel replica x 2 tensor-parallel ranks = 2 threads; split: 2-3 block (head_parallel_attention:16:4, "
         "column_linear:16:64, row_linear:64:16)");
   sequential odd = sequential::from_spec("gpt:layers=1,dim=24,heads=3,context=8");  // 2 divides 24 and 96, not 3
-  CHECK_THROWS_WITH_AS(mesh_runner(odd, adam(), "cross_entropy", mesh_options{1, 2}),
+  CHECK_THROWS_WITH_AS(data_tensor_runner(odd, adam(), "cross_entropy", data_tensor_options{1, 2}),
                        "stage 0, tensor-parallel degree 2: HeadParallelAttention(24, 3 heads) cannot split its 3 heads "
                        "over 2 tensor-parallel ranks of group 'tensor-parallel stage 0': 2 does not divide 3",
                        std::invalid_argument);
@@ -144,7 +146,7 @@ TEST_CASE("a GPT trains tensor-parallel (heads and MLP split) and data x tensor 
 TEST_CASE("a GPT checkpoint saved at T = 2 is the unsplit model's: it loads at T = 1 exactly") {
   const auto [tokens, next] = gpt_batch();
   sequential a = sequential::from_spec(tiny_gpt), b = sequential::from_spec(tiny_gpt);
-  mesh_runner split(a, adam(), "cross_entropy", mesh_options{1, 2});
+  data_tensor_runner split(a, adam(), "cross_entropy", data_tensor_options{1, 2});
   for (int s = 0; s < 2; ++s) split.train_step(tokens, next, s);
   char path[] = "/tmp/actorpipe-mesh-gpt-XXXXXX";
   const int fd = mkstemp(path);
@@ -164,13 +166,13 @@ TEST_CASE("a mesh checkpoint holds whole tensors: it loads into another mesh sha
   const tensor x = random_tensor({8, 12}, 7);
   const tensor labels = class_labels(8, 4, 3);
   sequential a = sequential::from_spec("12-16-8-4"), b = sequential::from_spec("12-16-8-4");
-  mesh_runner split(a, adam(), "cross_entropy", mesh_options{2, 2});
+  data_tensor_runner split(a, adam(), "cross_entropy", data_tensor_options{2, 2});
   for (int s = 0; s < 2; ++s) split.train_step(x, labels, s);
   char path[] = "/tmp/actorpipe-mesh-XXXXXX";
   const int fd = mkstemp(path);
   REQUIRE(fd >= 0);
   split.save_checkpoint(path, training_state{});
-  mesh_runner other(b, adam(), "cross_entropy", mesh_options{1, 4});
+  data_tensor_runner other(b, adam(), "cross_entropy", data_tensor_options{1, 4});
   other.load_checkpoint(path);
   std::remove(path);
   // Both take the same next step from the same weights and optimizer state.
@@ -181,15 +183,15 @@ TEST_CASE("a mesh checkpoint holds whole tensors: it loads into another mesh sha
 
 TEST_CASE("bad meshes are refused before any step, naming the flag or the layer") {
   sequential m = sequential::from_spec("12-10-4");
-  CHECK_THROWS_WITH_AS(mesh_runner(m, adam(), "cross_entropy", mesh_options{0, 1}),
+  CHECK_THROWS_WITH_AS(data_tensor_runner(m, adam(), "cross_entropy", data_tensor_options{0, 1}),
                        "--data-parallel must be at least 1, got 0", std::invalid_argument);
-  CHECK_THROWS_WITH_AS(mesh_runner(m, adam(), "cross_entropy", mesh_options{1, 4}),
+  CHECK_THROWS_WITH_AS(data_tensor_runner(m, adam(), "cross_entropy", data_tensor_options{1, 4}),
                        "stage 0, tensor-parallel degree 4: ColumnParallelLinear(12->10) cannot split its 10 output "
                        "columns over 4 tensor-parallel ranks of group 'tensor-parallel stage 0': 4 does not divide 10",
                        std::invalid_argument);
   sequential single = sequential::from_spec("12-4");
-  CHECK_THROWS_AS(mesh_runner(single, adam(), "cross_entropy", mesh_options{1, 2}), std::invalid_argument);
-  mesh_runner ok(m, adam(), "cross_entropy", mesh_options{2, 2});
+  CHECK_THROWS_AS(data_tensor_runner(single, adam(), "cross_entropy", data_tensor_options{1, 2}), std::invalid_argument);
+  data_tensor_runner ok(m, adam(), "cross_entropy", data_tensor_options{2, 2});
   CHECK(ok.describe() == "2 data-parallel replicas x 2 tensor-parallel ranks = 4 threads; split: 0 column_linear:12:10, 2 row_linear:10:4");
   CHECK_THROWS_WITH_AS(ok.train_step(random_tensor({1, 12}, 1), class_labels(1, 4, 0), 0),
                        "step 0: a batch of 1 samples cannot feed 2 data-parallel replicas", std::invalid_argument);
@@ -197,7 +199,7 @@ TEST_CASE("bad meshes are refused before any step, naming the flag or the layer"
 
 TEST_CASE("a replica that fails stops the step at once, naming it, with no update anywhere") {
   sequential m = sequential::from_spec("12-16-8-4");
-  mesh_runner mesh(m, adam(), "cross_entropy", mesh_options{2, 2});
+  data_tensor_runner mesh(m, adam(), "cross_entropy", data_tensor_options{2, 2});
   const tensor x = random_tensor({6, 12}, 8);
   tensor labels = class_labels(6, 4, 0);
   labels.data()[5] = 9;  // out of range, in replica 1's share

@@ -1,5 +1,5 @@
 // A stage's tensor-parallel ranks without actors (Note [tensor-parallel stage]): lockstep_threads runs every
-// rank and returns each one's failure; lockstep_stage at T = 2 and 4 computes what one stage_worker computes
+// rank and returns each one's failure; stage_compute at T = 2 and 4 computes what one stage_rank computes
 // (outputs, dx, gradients after the optimizer step, whole state), rebuilds itself after a failed action, and
 // its data-parallel replicas (Note [data-parallel stage]) commit together or not at all. ThreadSanitizer runs it.
 #include <doctest/doctest.h>
@@ -10,7 +10,7 @@
 
 #include "checkpoint/checkpoint.hpp"
 #include "collective/local_group.hpp"
-#include "stage/lockstep_stage.hpp"
+#include "stage/stage_compute.hpp"
 #include "pipeline_test_models.hpp"
 #include "test_support.hpp"
 
@@ -50,8 +50,8 @@ TEST_CASE("a stage of T = 2 and 4 lockstep ranks computes what one worker comput
   for (int T : {2, 4}) {
     CAPTURE(T);
     const sequential model = linear_pairs_model();
-    stage_worker whole(0, {0}, chunk_of(model), adam_optimizer());
-    lockstep_stage split(0, {0}, chunk_of(model), adam_optimizer(), T);
+    stage_rank whole(0, {0}, chunk_of(model), adam_optimizer());
+    stage_compute split(0, {0}, chunk_of(model), adam_optimizer(), T);
     CHECK(split.split_layers() == "0 column_linear:12:16, 2 row_linear:16:24, 4 column_linear:24:16, 6 row_linear:16:32, "
                                  "8 column_linear:32:16, 10 row_linear:16:4");
     for (int step = 0; step < 2; ++step) {
@@ -70,7 +70,7 @@ TEST_CASE("a stage of T = 2 and 4 lockstep ranks computes what one worker comput
     for (std::size_t i = 0; i < a.tensors.names.size(); ++i)
       CHECK(check_close(b.tensors.values[i], a.tensors.values[i], 1e-5, 1e-5, a.tensors.names[i]));
     // The whole state goes back in: a fresh split stage takes it and continues like the worker.
-    lockstep_stage other(0, {0}, chunk_of(linear_pairs_model(99)), adam_optimizer(), T);
+    stage_compute other(0, {0}, chunk_of(linear_pairs_model(99)), adam_optimizer(), T);
     other.import_state(a);
     CHECK(check_close(other.forward(2, 0, 0, 0, d.inputs), whole.forward(2, 0, 0, 0, d.inputs), 1e-5, 1e-5, "after import"));
   }
@@ -78,11 +78,11 @@ TEST_CASE("a stage of T = 2 and 4 lockstep ranks computes what one worker comput
 
 TEST_CASE("a failed action aborts the ranks' group; the stage rebuilds it and the next action runs") {
   const dataset d = small_blobs(8);
-  lockstep_stage split(0, {0}, chunk_of(linear_pairs_model()), adam_optimizer(), 2);
+  stage_compute split(0, {0}, chunk_of(linear_pairs_model()), adam_optimizer(), 2);
   const tensor wrong = tensor::from_shape({8, 11});
   CHECK(contains(error_of([&] { split.forward(0, 0, 0, 0, wrong); }), "tensor-parallel rank 0"));
   split.abort();
-  stage_worker whole(0, {0}, chunk_of(linear_pairs_model()), adam_optimizer());
+  stage_rank whole(0, {0}, chunk_of(linear_pairs_model()), adam_optimizer());
   CHECK(check_close(split.forward(1, 0, 0, 0, d.inputs), whole.forward(1, 0, 0, 0, d.inputs), 1e-5, 1e-5, "after"));
 }
 
@@ -90,16 +90,16 @@ TEST_CASE("data-parallel replicas of a stage sum their gradients and commit toge
   const dataset d = small_blobs(8);
   const tensor x0 = slice_rows(d.inputs, 0, 4), x1 = slice_rows(d.inputs, 4, 8);
   // The reference: one worker on the whole batch (loss rows = 8 in both: the gradients are summed).
-  stage_worker whole(0, {0}, chunk_of(linear_pairs_model()), adam_optimizer());
+  stage_rank whole(0, {0}, chunk_of(linear_pairs_model()), adam_optimizer());
   const tensor y = whole.forward(0, 0, 0, 0, d.inputs);
   whole.backward(0, 0, y);
   whole.apply_optimizer();
 
   // Two replicas of a stage of T = 2 ranks: one data-parallel group per rank.
   local_group rank0("data-parallel stage 0 rank 0", 2), rank1("data-parallel stage 0 rank 1", 2);
-  std::vector<std::unique_ptr<lockstep_stage>> replicas;
+  std::vector<std::unique_ptr<stage_compute>> replicas;
   for (int d = 0; d < 2; ++d) {
-    replicas.push_back(std::make_unique<lockstep_stage>(0, std::vector<int>{0}, chunk_of(linear_pairs_model()),
+    replicas.push_back(std::make_unique<stage_compute>(0, std::vector<int>{0}, chunk_of(linear_pairs_model()),
                                                         adam_optimizer(), 2));
     replicas.back()->join_data_parallel({std::shared_ptr<process_group>(rank0.member(d)),
                                          std::shared_ptr<process_group>(rank1.member(d))}, d);
@@ -108,7 +108,7 @@ TEST_CASE("data-parallel replicas of a stage sum their gradients and commit toge
   std::vector<std::thread> threads;
   for (int r = 0; r < 2; ++r)
     threads.emplace_back([&, r] {
-      lockstep_stage& s = *replicas[static_cast<std::size_t>(r)];
+      stage_compute& s = *replicas[static_cast<std::size_t>(r)];
       const tensor yr = s.forward(0, 0, 0, r * 4, r == 0 ? x0 : x1);
       s.backward(0, 0, yr);
       s.reduce_gradients(0);

@@ -1,4 +1,4 @@
-#include "stage/stage_worker.hpp"
+#include "stage/stage_rank.hpp"
 
 #include <algorithm>
 #include <map>
@@ -11,7 +11,7 @@
 
 namespace ap {
 
-stage_worker::stage_worker(int stage, std::vector<int> chunk_ids, std::vector<sequential> slices,
+stage_rank::stage_rank(int stage, std::vector<int> chunk_ids, std::vector<sequential> slices,
                            const optimizer_config& optimizer)
     : stage_(stage), chunk_ids_(std::move(chunk_ids)), slices_(std::move(slices)), optimizer_config_(optimizer),
       optimizer_(make_optimizer(optimizer)) {
@@ -21,7 +21,7 @@ stage_worker::stage_worker(int stage, std::vector<int> chunk_ids, std::vector<se
   for (auto& s : slices_) s.zero_grad();
 }
 
-std::string stage_worker::where(int chunk) const {
+std::string stage_rank::where(int chunk) const {
   for (std::size_t i = 0; i < chunk_ids_.size(); ++i)
     if (chunk_ids_[i] == chunk) {
       const auto& s = slices_[i];
@@ -31,7 +31,7 @@ std::string stage_worker::where(int chunk) const {
   return "stage " + std::to_string(stage_);
 }
 
-sequential& stage_worker::chunk_model(int chunk, const char* action, int microbatch) {
+sequential& stage_rank::chunk_model(int chunk, const char* action, int microbatch) {
   for (std::size_t i = 0; i < chunk_ids_.size(); ++i)
     if (chunk_ids_[i] == chunk) return slices_[i];
   throw std::logic_error("stage " + std::to_string(stage_) + ": " + action + " microbatch " +
@@ -39,7 +39,7 @@ sequential& stage_worker::chunk_model(int chunk, const char* action, int microba
                          ", which this stage does not hold");
 }
 
-sequential_cache stage_worker::take_cache(int microbatch, int chunk, const char* action) {
+sequential_cache stage_rank::take_cache(int microbatch, int chunk, const char* action) {
   auto it = caches_.find({microbatch, chunk});
   if (it == caches_.end())
     throw std::logic_error(where(chunk) + ": " + action + " microbatch " + std::to_string(microbatch) +
@@ -49,7 +49,7 @@ sequential_cache stage_worker::take_cache(int microbatch, int chunk, const char*
   return cache;
 }
 
-tensor stage_worker::forward(std::uint64_t step, int microbatch, int chunk, int first_sample, const tensor& x) {
+tensor stage_rank::forward(std::uint64_t step, int microbatch, int chunk, int first_sample, const tensor& x) {
   sequential& model = chunk_model(chunk, "forward", microbatch);
   if (caches_.count({microbatch, chunk}))
     throw std::logic_error(where(chunk) + ": forward microbatch " + std::to_string(microbatch) + " twice");
@@ -67,7 +67,7 @@ tensor stage_worker::forward(std::uint64_t step, int microbatch, int chunk, int 
   return y;
 }
 
-std::size_t stage_worker::stashed_bytes() const {
+std::size_t stage_rank::stashed_bytes() const {
   std::size_t n = 0;
   for (const auto& [key, cache] : caches_) n += ap::stashed_bytes(cache);
   return n;
@@ -75,7 +75,7 @@ std::size_t stage_worker::stashed_bytes() const {
 
 // Note [joined caches] in model/layer.hpp: the chunk's caches of every microbatch, in microbatch order (the
 // batch's row order), joined layer by layer into the cache of one forward over the whole batch.
-sequential_cache stage_worker::take_joined_cache(int chunk) {
+sequential_cache stage_rank::take_joined_cache(int chunk) {
   sequential& model = chunk_model(chunk, "backward", all_microbatches);
   std::vector<std::map<std::pair<int, int>, sequential_cache>::iterator> mine;
   for (auto it = caches_.begin(); it != caches_.end(); ++it)
@@ -97,7 +97,7 @@ sequential_cache stage_worker::take_joined_cache(int chunk) {
   return joined;
 }
 
-tensor stage_worker::backward(int microbatch, int chunk, const tensor& dy,
+tensor stage_rank::backward(int microbatch, int chunk, const tensor& dy,
                               const std::function<void(layer&)>& layer_done) {
   sequential& model = chunk_model(chunk, "backward", microbatch);
   sequential_cache cache =
@@ -109,7 +109,7 @@ tensor stage_worker::backward(int microbatch, int chunk, const tensor& dy,
   }
 }
 
-tensor stage_worker::backward_input(int microbatch, int chunk, const tensor& dy) {
+tensor stage_rank::backward_input(int microbatch, int chunk, const tensor& dy) {
   sequential& model = chunk_model(chunk, "backward_input", microbatch);
   auto it = caches_.find({microbatch, chunk});
   if (it == caches_.end())
@@ -123,7 +123,7 @@ tensor stage_worker::backward_input(int microbatch, int chunk, const tensor& dy)
   }
 }
 
-void stage_worker::backward_weight(int microbatch, int chunk) {
+void stage_rank::backward_weight(int microbatch, int chunk) {
   sequential& model = chunk_model(chunk, "backward_weight", microbatch);
   sequential_cache cache = take_cache(microbatch, chunk, "backward_weight");
   if (cache.dys.empty())
@@ -137,7 +137,7 @@ void stage_worker::backward_weight(int microbatch, int chunk) {
   }
 }
 
-std::vector<parameter> stage_worker::parameters() {
+std::vector<parameter> stage_rank::parameters() {
   std::vector<parameter> all;
   for (auto& s : slices_) {
     auto p = s.parameters();
@@ -146,21 +146,21 @@ std::vector<parameter> stage_worker::parameters() {
   return all;
 }
 
-std::vector<parameter> stage_worker::chunk_parameters(int chunk) {
+std::vector<parameter> stage_rank::chunk_parameters(int chunk) {
   return chunk_model(chunk, "reduce_grad", all_microbatches).parameters();
 }
 
-void stage_worker::apply_optimizer() {
+void stage_rank::apply_optimizer() {
   optimizer_->step(parameters());
   for (auto& s : slices_) s.zero_grad();
 }
 
-void stage_worker::abort() {
+void stage_rank::abort() {
   caches_.clear();
   for (auto& s : slices_) s.zero_grad();
 }
 
-stage_state stage_worker::export_state() {
+stage_state stage_rank::export_state() {
   stage_state out;
   out.stage = stage_;
   out.optimizer_steps = optimizer_->steps();
@@ -169,7 +169,7 @@ stage_state stage_worker::export_state() {
   return out;
 }
 
-void stage_worker::import_state(const stage_state& state) {
+void stage_rank::import_state(const stage_state& state) {
   const auto refuse = [&](const std::string& what) {
     throw std::runtime_error("stage " + std::to_string(stage_) + ": cannot load its state: " + what);
   };

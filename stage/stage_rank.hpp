@@ -15,10 +15,10 @@
 
 namespace ap {
 
-class stage_worker {
+class stage_rank {
  public:
   // chunk_ids[i] is the global chunk id of slices[i]; ranges[i] its layers in the whole model.
-  stage_worker(int stage, std::vector<int> chunk_ids, std::vector<sequential> slices, const optimizer_config& optimizer);
+  stage_rank(int stage, std::vector<int> chunk_ids, std::vector<sequential> slices, const optimizer_config& optimizer);
 
   int stage() const { return stage_; }
 

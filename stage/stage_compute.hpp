@@ -12,7 +12,7 @@
 #include "model/parallel_linear.hpp"
 #include "failure/timeout.hpp"
 #include "stage/lockstep_threads.hpp"
-#include "stage/stage_worker.hpp"
+#include "stage/stage_rank.hpp"
 
 namespace ap {
 
@@ -34,28 +34,28 @@ namespace ap {
 // sums are the whole batch's gradients, the same bits in every replica. The optimizer step waits for them,
 // then meets the other replicas in a one-number all-reduce: it is the step's commit, which a replica whose
 // step failed never reaches (its stages abort the group instead), so either every replica steps or none.
-// A data-parallel group, once aborted, stays so: the pipeline is spent after a failed step (as mesh_runner). The stage's state (checkpoints, snapshots,
+// A data-parallel group, once aborted, stays so: the pipeline is spent after a failed step (as data_tensor_runner). The stage's state (checkpoints, snapshots,
 // gathered weights) is always whole, under the global names (Note [stage state]): the ranks' shards are
 // gathered into it and cut from it, so it loads into any (stages, T) layout. A rank whose action fails
 // aborts the group, so the other ranks stop at once instead of waiting for it; the stage then rebuilds its
 // ranks and group from their (unchanged) weights before the next action, and the pipeline can go on.
-class lockstep_stage {
+class stage_compute {
  public:
   // `slices` are the stage's chunks whole, with their weights and compute dtype. Rank r computes on cores[r]
   // (Note [cores per rank] in tensor/compute.hpp; rank 0 on the thread that calls the actions); empty: one
   // thread each, not pinned. Throws std::invalid_argument naming the stage and layer when T does not divide a
   // width it splits.
-  lockstep_stage(int stage, std::vector<int> chunk_ids, std::vector<sequential> slices, const optimizer_config& optimizer,
+  stage_compute(int stage, std::vector<int> chunk_ids, std::vector<sequential> slices, const optimizer_config& optimizer,
                  int tensor_parallel = 1, std::chrono::milliseconds timeout = default_timeout,
                  std::vector<compute_cores> cores = {});
-  ~lockstep_stage();
+  ~stage_compute();
 
   int stage() const { return stage_; }
   int tensor_parallel() const { return tensor_parallel_; }
   // Layers split over the ranks, as "2 column_linear:16:32, 4 row_linear:32:16"; empty when none is.
   const std::string& split_layers() const { return split_layers_; }
 
-  // As stage_worker's; the results are rank 0's (every rank's are the same).
+  // As stage_rank's; the results are rank 0's (every rank's are the same).
   tensor forward(std::uint64_t step, int microbatch, int chunk, int first_sample, const tensor& x);
   tensor backward(int microbatch, int chunk, const tensor& dy);
   tensor backward_input(int microbatch, int chunk, const tensor& dy);
@@ -89,9 +89,9 @@ class lockstep_stage {
   void build_ranks();
   void rebuild_if_broken();
   // Runs work(r, worker r) on every rank; rethrows the cause of a failure (not a peer's view of it).
-  void on_ranks(const std::function<void(int, stage_worker&)>& work);
+  void on_ranks(const std::function<void(int, stage_rank&)>& work);
   // on_ranks, keeping rank 0's result (every rank's is the same whole tensor).
-  tensor rank0_result(const std::function<tensor(stage_worker&)>& work);
+  tensor rank0_result(const std::function<tensor(stage_rank&)>& work);
 
   int stage_;
   std::vector<int> chunk_ids_;
@@ -103,7 +103,7 @@ class lockstep_stage {
   std::map<std::string, shard_layout> layouts_;  // sharded parameters by global name: how they are cut
   std::string split_layers_;
   std::unique_ptr<local_group> group_;
-  std::vector<std::unique_ptr<stage_worker>> ranks_;
+  std::vector<std::unique_ptr<stage_rank>> ranks_;
   std::unique_ptr<lockstep_threads> threads_;
   bool broken_ = false;  // a rank failed and aborted the group: rebuild before the next action
   std::vector<std::shared_ptr<process_group>> data_parallel_;  // per rank; empty: one replica

@@ -1,4 +1,4 @@
-#include "training/mesh_runner.hpp"
+#include "training/data_tensor_runner.hpp"
 
 #include <stdexcept>
 
@@ -11,8 +11,8 @@
 
 namespace ap {
 
-mesh_runner::mesh_runner(sequential& model, const optimizer_config& optimizer, const std::string& loss,
-                         mesh_options options)
+data_tensor_runner::data_tensor_runner(sequential& model, const optimizer_config& optimizer, const std::string& loss,
+                         data_tensor_options options)
     : model_(model), optimizer_config_(optimizer), loss_(make_loss(loss)), options_(options) {
   const int D = options.data_parallel, T = options.tensor_parallel;
   if (D < 1) throw std::invalid_argument("--data-parallel must be at least 1, got " + std::to_string(D));
@@ -25,7 +25,7 @@ mesh_runner::mesh_runner(sequential& model, const optimizer_config& optimizer, c
     std::vector<sequential> whole;
     whole.push_back(model.clone());  // keeps the compute dtype (Note [compute dtype])
     const auto mine = cores_.begin() + d * T;
-    replicas_.push_back(std::make_unique<lockstep_stage>(0, std::vector<int>{0}, std::move(whole), optimizer, T,
+    replicas_.push_back(std::make_unique<stage_compute>(0, std::vector<int>{0}, std::move(whole), optimizer, T,
                                                          options.timeout, std::vector<compute_cores>(mine, mine + T)));
   }
   if (T > 1 && replicas_[0]->split_layers().empty())
@@ -45,9 +45,9 @@ mesh_runner::mesh_runner(sequential& model, const optimizer_config& optimizer, c
   threads_ = std::make_unique<lockstep_threads>(D, std::vector<compute_cores>{}, /*caller_runs_rank0=*/false);
 }
 
-mesh_runner::~mesh_runner() = default;
+data_tensor_runner::~data_tensor_runner() = default;
 
-std::string mesh_runner::describe() const {
+std::string data_tensor_runner::describe() const {
   const int D = options_.data_parallel, T = options_.tensor_parallel;
   const std::string text = std::to_string(D) + " data-parallel replica" + (D == 1 ? "" : "s") + " x " +
                            std::to_string(T) + " tensor-parallel rank" + (T == 1 ? "" : "s") + " = " +
@@ -56,11 +56,11 @@ std::string mesh_runner::describe() const {
   return text + (split.empty() ? std::string() : "; split: " + split);
 }
 
-std::string mesh_runner::cores_layout() const {
+std::string data_tensor_runner::cores_layout() const {
   return cores_layout_text(rank_names(options_.data_parallel, 0, options_.tensor_parallel), cores_, process_cores_);
 }
 
-float mesh_runner::train_step(const tensor& inputs, const tensor& labels, std::uint64_t step) {
+float data_tensor_runner::train_step(const tensor& inputs, const tensor& labels, std::uint64_t step) {
   if (!spent_.empty())
     throw std::runtime_error("step " + std::to_string(step) + ": the mesh is spent after a failed step (" + spent_ +
                              "); resume from a checkpoint");
@@ -73,7 +73,7 @@ float mesh_runner::train_step(const tensor& inputs, const tensor& labels, std::u
   model_.check_input(inputs);  // the whole model names a bad width or dtype before any thread starts
   std::vector<float> loss_shares(D, 0.0f);
   const std::vector<std::exception_ptr> errors = threads_->run([&](int d) {
-    lockstep_stage& replica = *replicas_[static_cast<std::size_t>(d)];
+    stage_compute& replica = *replicas_[static_cast<std::size_t>(d)];
     try {
       // One microbatch through the one stage: the pipeline's F, the coordinator's loss, B with the reductions.
       const auto [first, last] = shard_rows(samples, D, static_cast<std::size_t>(d));
@@ -104,7 +104,7 @@ float mesh_runner::train_step(const tensor& inputs, const tensor& labels, std::u
   return total;
 }
 
-std::unique_ptr<optimizer> mesh_runner::gather_into_whole() {
+std::unique_ptr<optimizer> data_tensor_runner::gather_into_whole() {
   std::unique_ptr<optimizer> opt = make_optimizer(optimizer_config_);
   if (const std::string why = gather_stage_states({replicas_[0]->export_state()}, model_, *opt, optimizer_config_.kind);
       !why.empty())
@@ -112,17 +112,17 @@ std::unique_ptr<optimizer> mesh_runner::gather_into_whole() {
   return opt;
 }
 
-tensor mesh_runner::predict(const tensor& inputs) {
+tensor data_tensor_runner::predict(const tensor& inputs) {
   gather_into_whole();
   return model_.forward(inputs);
 }
 
-void mesh_runner::save_checkpoint(const std::string& path, const training_state& state) {
+void data_tensor_runner::save_checkpoint(const std::string& path, const training_state& state) {
   const std::unique_ptr<optimizer> opt = gather_into_whole();
   ap::save_checkpoint(path, model_, opt.get(), state);
 }
 
-training_state mesh_runner::load_checkpoint(const std::string& path) {
+training_state data_tensor_runner::load_checkpoint(const std::string& path) {
   // The checkpoint library checks everything while loading into the whole model, before any replica changes.
   std::unique_ptr<optimizer> opt = make_optimizer(optimizer_config_);
   opt->init_state(model_.parameters());
