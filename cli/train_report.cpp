@@ -103,7 +103,7 @@ void report_training(const train_options& o, const train_plan& plan, train_runne
   nlohmann::json out;
   write_loss_plot(o, run.curve);
   if (plan.language_model) {
-    const double nats = validation_loss(*r.runner, plan.test_set, "end");
+    const double nats = validation_loss(o, *r.runner, plan.test_set, "end");
     out["validation_loss"] = nats;
     out["bits_per_byte"] = nats / std::log(2.0);
     out["tokens_per_s"] = run.report.samples_per_s * static_cast<double>(plan.context);

@@ -50,8 +50,8 @@ std::uint64_t resume(const train_options& o, step_runner& runner, train_config& 
 
 }  // namespace
 
-double validation_loss(step_runner& runner, const dataset& validation, const std::string& when) {
-  const double nats = evaluate_loss(runner, validation);
+double validation_loss(const train_options& o, step_runner& runner, const dataset& validation, const std::string& when) {
+  const double nats = evaluate_loss(runner, validation, o.train.batch_size);
   std::cerr << when << ": validation loss " << nats << " nats/byte, " << nats / std::log(2.0) << " bits/byte\n";
   return nats;
 }
@@ -86,7 +86,7 @@ train_outcome run_training(const train_options& o, const train_plan& plan, step_
   if (plan.language_model && o.eval_every) {
     config.evaluate_every = o.eval_every;
     config.evaluate = [&](std::uint64_t step) {
-      validation_loss(runner, plan.test_set, "step " + std::to_string(step));
+      validation_loss(o, runner, plan.test_set, "step " + std::to_string(step));
     };
   }
   outcome.report = train(runner, plan.train_set, plan.test_set, config);

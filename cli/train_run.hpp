@@ -120,8 +120,9 @@ struct train_outcome {
 // Trains: progress on a terminal, --resume, --checkpoint, a language model's validation every --eval-every.
 train_outcome run_training(const train_options& o, const train_plan& plan, step_runner& runner);
 
-// A language model's validation loss in nats per byte (its labels are bytes), printed with bits per byte.
-double validation_loss(step_runner& runner, const dataset& validation, const std::string& when);
+// A language model's validation loss in nats per byte (its labels are bytes), printed with bits per byte;
+// predicted in batches of --batch-size (Note [evaluation in batches] in training/trainer.hpp).
+double validation_loss(const train_options& o, step_runner& runner, const dataset& validation, const std::string& when);
 
 // --- report (train_report.cpp) ---
 
