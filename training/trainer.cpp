@@ -190,7 +190,7 @@ train_report train(step_runner& runner, const dataset& train_set, const dataset&
   if (config.checkpoint && at.step != checkpointed) config.checkpoint(at);
   report.wall_s = std::chrono::duration<double>(clock::now() - start).count();
   report.samples_per_s = report.wall_s > 0 ? static_cast<double>(report.samples) / report.wall_s : 0.0;
-  report.test_accuracy = evaluate_accuracy(runner, test_set);
+  report.test_accuracy = evaluate_accuracy(runner, test_set, config.batch_size);  // Note [evaluation in batches]
   return report;
 }
 

@@ -115,7 +115,16 @@ struct train_report {
 // number s (dropout masks depend on it). A run started at (start_step, start_epoch, start_batch), on a runner
 // holding the weights and optimizer state saved at that position, takes exactly the steps the uninterrupted
 // run takes from there: same batches, same step numbers, same updates.
+// The final test accuracy is predicted in batches of config.batch_size (Note [evaluation in batches]).
 train_report train(step_runner& runner, const dataset& train_set, const dataset& test_set, const train_config& config);
+
+// Note [evaluation in batches]: evaluate_loss and evaluate_accuracy predict the data set `batch_size` rows at
+// a time (the last batch takes what is left), so their memory is one batch's whatever the data set's size;
+// train() and `actorpipe train` pass the training batch size. No layer mixes the samples of a batch, so a
+// sample's outputs do not depend on the batch it is predicted in (up to the GEMM kernel chosen for a batch's
+// row count) and the accuracy, a count, equals the one-batch accuracy; the loss sums each batch's mean
+// (rounded to float once) weighted by its label count, in double: within about 1e-7 (relative) of the
+// one-batch loss whatever the batch size (tests/test_training_evaluate.cpp checks 1e-6).
 
 // Mean cross-entropy per label (nats; per byte for a byte-level language model, whose labels are
 // (samples, sequence)) over the whole data set, predicted in batches of `batch_size`.
@@ -123,7 +132,8 @@ double evaluate_loss(step_runner& runner, const dataset& d, std::size_t batch_si
 // "epoch 2/10  step 57/234  loss 0.5432  12,345 samples/s  ETA 0:12": one progress line (no newline).
 std::string progress_line(const step_progress& p, std::size_t epochs);
 
-// Share of rows whose arg-max output matches the label, predicted in batches of `batch_size`.
+// Share of rows whose arg-max output matches the label, predicted in batches of `batch_size`
+// (Note [evaluation in batches]).
 double evaluate_accuracy(step_runner& runner, const dataset& d, std::size_t batch_size = 1000);
 
 }  // namespace ap

@@ -1,0 +1,117 @@
+// `actorpipe train`'s report: the loss curve, a language model's validation, the stages' busy times, the
+// timeline, the trace, the exported weights, and the one JSON line on stdout.
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <stdexcept>
+
+#include "cli/train_run.hpp"
+#include "plan/partition.hpp"
+
+namespace ap::cli {
+namespace {
+
+void write_loss_plot(const train_options& o, const loss_curve& curve) {
+  if (o.plot_file.empty() || curve.steps.empty()) return;
+  std::ofstream plot(o.plot_file);
+  plot << to_svg(curve, "loss per step and epoch mean: " + o.model + (o.stages ? ", " + std::to_string(o.stages) + " stages" : ""));
+  if (!plot.flush()) throw std::runtime_error("cannot write the loss curve to " + o.plot_file);
+  std::cerr << "loss curve written to " << o.plot_file << "\n";
+}
+
+// What every run reports: the model, the mesh, the training figures.
+void report_run(const train_options& o, const train_plan& plan, const train_outcome& run, nlohmann::json& out) {
+  const train_report& r = run.report;
+  if (run.resumed_at_step) out["resumed_at_step"] = *run.resumed_at_step;
+  out["model"] = o.model;
+  out["stages"] = o.stages;
+  out["data_parallel"] = o.mesh.data_parallel;
+  out["tensor_parallel"] = o.mesh.tensor_parallel;
+  if (o.mesh.clip_grad_norm > 0.0f) out["clip_grad_norm"] = o.mesh.clip_grad_norm;
+  out["dtype"] = dtype_name(plan.compute_dtype);
+  out["steps"] = r.steps;
+  out["samples_per_s"] = r.samples_per_s;
+  // Over this invocation's steps of its last epoch only (after --resume, not the whole epoch's): named so.
+  out["last_epoch_mean_loss"] = r.final_loss;
+  out["last_epoch_steps"] = r.final_loss_steps;
+  out["last_step_loss"] = r.last_loss;
+  out["test_accuracy"] = r.test_accuracy;
+  out["wall_s"] = r.wall_s;
+}
+
+// --timeline: the last step as it ran, above the same schedule simulated with that step's measured per-action costs.
+void write_timeline(const train_options& o, const pipeline& pipe, const step_recorder& steps, nlohmann::json& out) {
+  if (o.timeline_file.empty() || steps.last().empty()) return;
+  const measured_step m = measure_step(steps.last(), pipe.schedule());
+  const simulation sim = simulate(pipe.schedule(), measured_costs(m, pipe.schedule()));
+  std::ofstream svg(o.timeline_file);
+  svg << timeline_svg(pipe.schedule(), m, sim);
+  if (!svg.flush()) throw std::runtime_error("cannot write the timeline to " + o.timeline_file);
+  const double ideal = m.busy / o.stages;
+  out["timeline"] = {{"step", m.step},
+                     {"measured_makespan_s", m.makespan},
+                     {"simulated_makespan_s", sim.makespan},
+                     {"measured_bubble", ideal > 0 ? m.makespan / ideal - 1.0 : 0.0},
+                     {"simulated_bubble", sim.bubble}};
+  std::cerr << "timeline of step " << m.step << " written to " << o.timeline_file << ": measured makespan "
+            << m.makespan * 1e3 << " ms, simulated with its costs " << sim.makespan * 1e3 << " ms\n";
+}
+
+// A pipeline's report: schedule, partition, stash, each stage's busy time measured and predicted, the step
+// makespan; the timeline and the trace.
+void report_pipeline(const train_options& o, const train_plan& plan, train_runner& r, std::size_t steps,
+                     nlohmann::json& out) {
+  const pipeline& pipe = *r.pipe;
+  out["schedule"] = plan.user_schedule ? "file:" + o.schedule_file : o.pipe.schedule;
+  out["microbatches"] = o.pipe.microbatches;
+  out["peak_stash"] = pipe.last_peak_stash();
+  out["peak_stash_bytes"] = pipe.last_peak_stash_bytes();
+  out["partition"] = r.partition;
+  out["layers_per_chunk"] = chunk_layer_counts(pipe.chunk_ranges());
+  out["predicted_busy_s"] = r.predicted_busy;  // per step, as busy_s
+  auto busy = pipe.busy_seconds();
+  for (std::size_t s = 0; s < busy.size(); ++s) {
+    busy[s] /= static_cast<double>(std::max<std::size_t>(steps, 1));
+    std::cerr << "stage " << s << ": busy " << busy[s] * 1e3 << " ms per step, predicted "
+              << r.predicted_busy[s] * 1e3 << " ms\n";
+  }
+  out["busy_s"] = busy;
+  out["predicted_makespan_s"] = r.predicted_makespan;  // per step
+  out["makespan_s"] = r.steps->mean_makespan_s();       // per step, measured: first event to last action's end
+  std::cerr << "step makespan " << r.steps->mean_makespan_s() * 1e3 << " ms, predicted "
+            << r.predicted_makespan * 1e3 << " ms\n";
+  write_timeline(o, pipe, *r.steps, out);
+  if (!o.pipe.nodes.empty()) out["restarts"] = pipe.restarts();
+  if (r.trace) {
+    r.trace->finish();
+    if (!*r.trace_file) throw std::runtime_error("cannot write the trace to " + o.trace_file);
+    std::cerr << "trace written to " << o.trace_file << "\n";
+  }
+}
+
+// --export: the trained weights in the compute dtype (Note [exported weights]).
+void export_trained_weights(const train_options& o, const train_plan& plan, train_runner& r) {
+  if (o.export_file.empty()) return;
+  sequential trained = r.pipe ? r.pipe->gather_model() : plan.model.clone();
+  export_weights(o.export_file, trained, plan.compute_dtype);
+  std::cerr << "weights written to " << o.export_file << " in " << dtype_name(plan.compute_dtype) << "\n";
+}
+
+}  // namespace
+
+void report_training(const train_options& o, const train_plan& plan, train_runner& r, const train_outcome& run) {
+  nlohmann::json out;
+  write_loss_plot(o, run.curve);
+  if (plan.language_model) {
+    const double nats = validation_loss(o, *r.runner, plan.test_set, "end");
+    out["validation_loss"] = nats;
+    out["bits_per_byte"] = nats / std::log(2.0);
+    out["tokens_per_s"] = run.report.samples_per_s * static_cast<double>(plan.context);
+  }
+  report_run(o, plan, run, out);
+  if (r.pipe) report_pipeline(o, plan, r, run.report.steps, out);
+  export_trained_weights(o, plan, r);
+  std::cout << out.dump() << std::endl;
+}
+
+}  // namespace ap::cli

@@ -1,0 +1,129 @@
+// `actorpipe train`'s runner: a local_runner, a data_tensor_runner (--data-parallel or --tensor-parallel without
+// --stages), or a pipeline of stage actors (D replicas of it with --data-parallel).
+#include <algorithm>
+#include <iostream>
+#include <stdexcept>
+
+#include "cli/train_run.hpp"
+#include "plan/cores.hpp"
+#include "plan/mesh.hpp"
+#include "plan/partition.hpp"
+#include "tensor/compute.hpp"
+
+namespace ap::cli {
+namespace {
+
+// The pipeline's options from the flags, with the user's schedule and the stage events streamed to the
+// stage log, the trace and the step recorder.
+pipeline_options pipeline_options_of(const train_options& o, const train_plan& plan, train_runner& r) {
+  pipeline_options p = o.pipe;
+  p.stages = o.stages;
+  p.optimizer = o.optimizer;
+  p.timeout = std::chrono::milliseconds(o.timeout_ms);
+  p.compute_dtype = plan.compute_dtype;
+  p.custom_schedule = plan.user_schedule;
+  p.restart_wait = std::chrono::milliseconds(o.restart_wait_ms);
+  p.log = [](const std::string& line) { std::cerr << line << "\n"; };
+  p.tensor_parallel = o.mesh.tensor_parallel;
+  p.clip_grad_norm = o.mesh.clip_grad_norm;
+  p.threads = o.threads;  // Note [cores per rank]
+  // Note [bounded event log]: busy_s comes from the pipeline's busy sums; events are only streamed, to the
+  // stage log and the trace as they come, never kept, so a long run stays flat.
+  if (!o.trace_file.empty()) {
+    r.trace_file = std::make_unique<std::ofstream>(o.trace_file);
+    if (!*r.trace_file) throw std::runtime_error("cannot write the trace to " + o.trace_file);
+    r.trace = std::make_shared<chrome_trace_writer>(*r.trace_file, p.stages);
+  }
+  // The step recorder keeps one step's events: the measured makespan per step, and --timeline's last step.
+  p.on_event = [trace = r.trace, steps = r.steps,
+                log = o.stage_log ? std::make_shared<stage_log_snapshots>(p.stages, p.chunks_per_stage) : nullptr](
+                   const stage_event& e) {
+    if (log) std::cerr << log->add(e);  // Note [seed's walkthrough]
+    if (trace) trace->add(e);
+    steps->add(e);
+  };
+  return p;
+}
+
+// Each layer's cost on one microbatch of training data: the time partition and every stage's predicted busy time.
+std::vector<layer_cost> layer_costs_of(const train_options& o, const train_plan& plan, int microbatches) {
+  const std::size_t per = static_cast<std::size_t>(std::max(1, microbatches));
+  const std::size_t rows = std::min(plan.train_set.size(), (o.train.batch_size + per - 1) / per);
+  return measure_layer_costs(plan.model, slice_rows(plan.train_set.inputs, 0, std::max<std::size_t>(rows, 1)));
+}
+
+// The pipeline's layout on stderr: stages, schedule, partition, mesh, each chunk's layers, each stage's
+// predicted busy time.
+void describe_pipeline(const train_options& o, const train_plan& plan, const train_runner& r,
+                       const pipeline_options& p) {
+  std::cerr << "pipeline: " << p.stages << " stages, " << p.microbatches << " microbatches, schedule "
+            << (plan.user_schedule ? "from " + o.schedule_file : p.schedule) << ", partition " << r.partition << "\n";
+  std::cerr << "mesh: " << describe_mesh(mesh_shape{o.mesh.data_parallel, p.stages, o.mesh.tensor_parallel}, p.nodes)
+            << "\n";
+  if (p.nodes.empty())  // Note [cores per rank]; on nodes, each node's log says
+    std::cerr << "cores: "
+              << cores_layout_text(rank_names(o.mesh.data_parallel, p.stages, o.mesh.tensor_parallel),
+                                   r.replicated ? r.replicated->cores() : r.pipe->cores(), process_cores().size())
+              << "\n";
+  const auto& ranges = r.pipe->chunk_ranges();
+  for (std::size_t c = 0; c < ranges.size(); ++c)
+    std::cerr << "  chunk " << c << " on stage " << stage_of_chunk(static_cast<int>(c), p.stages) << ": "
+              << to_string(ranges[c]) << "\n";
+  for (std::size_t c : chunks_without_parameters(plan.model, ranges))  // Note [whole blocks]
+    std::cerr << "  warning: chunk " << c << " (" << to_string(ranges[c])
+              << ") holds no parameters: the model has fewer blocks (a Linear and its activation) than chunks\n";
+  for (int s = 0; s < p.stages; ++s)
+    std::cerr << "  stage " << s << ": predicted busy " << r.predicted_busy[static_cast<std::size_t>(s)] * 1e3
+              << " ms per step\n";
+}
+
+void build_pipeline(const train_options& o, train_plan& plan, train_runner& r) {
+  pipeline_options p = pipeline_options_of(o, plan, r);
+  const auto costs = layer_costs_of(o, plan, p.microbatches);
+  if (p.layers_per_chunk.empty())
+    p.layers_per_chunk = partition_counts(parse_partition_method(o.partition), plan.model, costs,
+                                          p.stages * p.chunks_per_stage);
+  if (o.mesh.data_parallel > 1) {
+    r.replicated = std::make_unique<data_parallel_pipeline>(plan.model, p, o.mesh.data_parallel);
+    r.pipe = &r.replicated->first();
+    r.runner = r.replicated.get();
+  } else {
+    r.single_pipe = std::make_unique<pipeline>(plan.model, p);
+    r.pipe = r.single_pipe.get();
+    r.runner = r.pipe;
+  }
+  r.predicted_busy = predicted_busy_s(costs, r.pipe->chunk_ranges(), p.stages, p.microbatches);
+  r.predicted_makespan = simulate(r.pipe->schedule(), simulation_costs(costs, r.pipe->chunk_ranges(), p.stages)).makespan;
+  describe_pipeline(o, plan, r, p);
+}
+
+}  // namespace
+
+std::unique_ptr<step_runner> make_mesh_runner(const train_options& o, sequential& model) {
+  if (o.stages > 0 || o.mesh.data_parallel * o.mesh.tensor_parallel == 1) return nullptr;
+  data_tensor_options m = o.mesh;
+  m.threads = o.threads;  // Note [cores per rank]
+  auto mesh = std::make_unique<data_tensor_runner>(model, o.optimizer, "cross_entropy", m);
+  std::cerr << "mesh: " << mesh->describe() << "\n";
+  std::cerr << "cores: " << mesh->cores_layout() << "\n";
+  return mesh;
+}
+
+train_runner build_train_runner(const train_options& o, train_plan& plan, std::unique_ptr<step_runner> mesh) {
+  train_runner r;
+  r.partition = o.pipe.layers_per_chunk.empty() ? o.partition : "explicit";
+  if (o.stages > 0) {
+    build_pipeline(o, plan, r);
+    return r;
+  }
+  // Every core by default, as PyTorch does. On a machine shared with other work, --threads 1 is steadier:
+  // two OpenMP threads lost 4x (small MLP) when the other core was busy, since a preempted thread stalls
+  // its partner at every barrier.
+  set_compute_threads(o.threads > 0 ? o.threads : single_process_threads());
+  r.local = mesh ? std::move(mesh)
+                 : std::make_unique<local_runner>(plan.model, o.optimizer, "cross_entropy", o.mesh.clip_grad_norm);
+  r.runner = r.local.get();
+  return r;
+}
+
+}  // namespace ap::cli
