@@ -60,6 +60,7 @@ set(actorpipe_public_headers
   plan/stage_info.hpp
   plan/partition.hpp
   plan/microbatches.hpp
+  plan/cores.hpp
   stage/event_log.hpp
   failure/timeout.hpp
   failure/error.hpp

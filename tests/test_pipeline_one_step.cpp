@@ -95,3 +95,31 @@ TEST_CASE("ranks of 2 intra-op threads each: the mesh still gives the pipelines'
   check_mesh_equals_pipelines(1, 2, dtype::bfloat16, 0.0f, 2);
   check_mesh_equals_pipelines(1, 1, dtype::float32, 0.0f, 2);
 }
+
+TEST_CASE("every schedule, and D x P x T, with 2 intra-op threads per rank equals one process") {
+  const dataset d = small_blobs(40);
+  struct shape {
+    const char* schedule;
+    int D, P, T;
+  };
+  for (const shape& s : {shape{"gpipe", 1, 2, 1}, shape{"1f1b", 1, 2, 1}, shape{"zb-h1", 1, 2, 1},
+                         shape{"interleaved", 1, 2, 1}, shape{"sync-backward", 1, 2, 1}, shape{"1f1b", 2, 2, 2}}) {
+    CAPTURE(s.schedule);
+    CAPTURE(s.D);
+    CAPTURE(s.T);
+    pipeline_options o = one_microbatch(s.P, s.T, dtype::float32, 0.0f, 2);
+    o.schedule = s.schedule;
+    o.microbatches = 4;
+    o.chunks_per_stage = std::string(s.schedule) == "interleaved" ? 2 : 1;
+    sequential reference = model_in(dtype::float32);
+    set_compute_threads(1);
+    local_runner local(reference, adam_optimizer(), "cross_entropy");
+    data_parallel_pipeline piped(model_in(dtype::float32), o, s.D);
+    for (const auto& c : piped.cores()) CHECK(c.threads == 2);
+    for (std::uint64_t step = 0; step < 2; ++step)
+      CHECK(piped.train_step(d.inputs, d.labels, step) ==
+            doctest::Approx(local.train_step(d.inputs, d.labels, step)).epsilon(1e-5));
+    sequential gathered = piped.first().gather_model();
+    check_same_parameters(gathered, reference, 1e-5f, "2 threads per rank vs one process");
+  }
+}

@@ -7,6 +7,8 @@
 #include "failure/error.hpp"
 #include "model/grad_clip.hpp"
 #include "plan/cores.hpp"
+#include "stage/lockstep_threads.hpp"
+#include "stage/stage_compute.hpp"
 #include "stage/stage_state.hpp"
 
 namespace ap {

@@ -10,11 +10,13 @@
 
 #include "collective/local_group.hpp"
 #include "failure/timeout.hpp"
-#include "stage/stage_compute.hpp"
-#include "stage/lockstep_threads.hpp"
+#include "tensor/compute.hpp"
 #include "training/trainer.hpp"
 
 namespace ap {
+
+class stage_compute;     // stage/stage_compute.hpp: the stage code, kept out of the installed headers
+class lockstep_threads;  // stage/lockstep_threads.hpp
 
 struct data_tensor_options {
   int data_parallel = 1;    // D: replicas, each on its share of every batch
