@@ -46,8 +46,8 @@ class stage_compute {
   // thread each, not pinned. Throws std::invalid_argument naming the stage and layer when T does not divide a
   // width it splits.
   stage_compute(int stage, std::vector<int> chunk_ids, std::vector<sequential> slices, const optimizer_config& optimizer,
-                 int tensor_parallel = 1, std::chrono::milliseconds timeout = default_timeout,
-                 std::vector<compute_cores> cores = {});
+                int tensor_parallel = 1, std::chrono::milliseconds timeout = default_timeout,
+                std::vector<compute_cores> cores = {});
   ~stage_compute();
 
   int stage() const { return stage_; }

@@ -98,7 +98,7 @@ sequential_cache stage_rank::take_joined_cache(int chunk) {
 }
 
 tensor stage_rank::backward(int microbatch, int chunk, const tensor& dy,
-                              const std::function<void(layer&)>& layer_done) {
+                            const std::function<void(layer&)>& layer_done) {
   sequential& model = chunk_model(chunk, "backward", microbatch);
   sequential_cache cache =
       microbatch == all_microbatches ? take_joined_cache(chunk) : take_cache(microbatch, chunk, "backward");

@@ -14,7 +14,7 @@
 namespace ap {
 
 data_tensor_runner::data_tensor_runner(sequential& model, const optimizer_config& optimizer, const std::string& loss,
-                         data_tensor_options options)
+                                       data_tensor_options options)
     : model_(model), optimizer_config_(optimizer), loss_(make_loss(loss)), options_(options) {
   const int D = options.data_parallel, T = options.tensor_parallel;
   if (D < 1) throw std::invalid_argument("--data-parallel must be at least 1, got " + std::to_string(D));
@@ -28,7 +28,7 @@ data_tensor_runner::data_tensor_runner(sequential& model, const optimizer_config
     whole.push_back(model.clone());  // keeps the compute dtype (Note [compute dtype])
     const auto mine = cores_.begin() + d * T;
     replicas_.push_back(std::make_unique<stage_compute>(0, std::vector<int>{0}, std::move(whole), optimizer, T,
-                                                         options.timeout, std::vector<compute_cores>(mine, mine + T)));
+                                                        options.timeout, std::vector<compute_cores>(mine, mine + T)));
   }
   if (T > 1 && replicas_[0]->split_layers().empty())
     throw std::invalid_argument("--tensor-parallel " + std::to_string(T) +
@@ -79,8 +79,7 @@ float data_tensor_runner::train_step(const tensor& inputs, const tensor& labels,
     try {
       // One microbatch through the one stage: the pipeline's F, the coordinator's loss, B with the reductions.
       const auto [first, last] = shard_rows(samples, D, static_cast<std::size_t>(d));
-      const tensor out = replica.forward(static_cast<int>(step), 0, 0, static_cast<int>(first),
-                                         slice_rows(inputs, first, last));
+      const tensor out = replica.forward(step, 0, 0, static_cast<int>(first), slice_rows(inputs, first, last));
       const tensor y = slice_rows(labels, first, last);
       try {
         loss_shares[static_cast<std::size_t>(d)] = loss_->compute_loss(out, y, batch_rows);
