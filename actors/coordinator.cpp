@@ -8,6 +8,7 @@
 #include "actors/actor_communicator.hpp"
 #include "actors/node.hpp"
 #include "actors/pipeline_actors.hpp"
+#include "tensor/compute.hpp"
 #include "network/port_probe.hpp"
 #include "plan/microbatches.hpp"
 #include "model/grad_clip.hpp"
@@ -287,6 +288,9 @@ caf::behavior coordinator(coordinator_actor* self, coordinator_config config) {
         auto& st = self->state;
         if (!st.active || out.step != st.step) return;
         const auto mb = static_cast<std::size_t>(out.microbatch);
+        // On CAF's scheduler thread: one intra-op thread, so no OpenMP team of its own spins beside the stages'
+        // (Note [cores per rank]: the cores belong to the compute ranks).
+        set_compute_threads(1);
         try {
           const float share = st.loss_fn->compute_loss(out.data, st.labels.at(mb), st.batch_size);
           st.loss_sum += share;

@@ -62,6 +62,9 @@ run_tsan() {
   configure build-tsan "-fsanitize=thread"
   cmake --build build-tsan -j"$jobs" --target "${tsan_tests[@]}"
   export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/scripts/tsan.supp"
+  # Our `omp parallel` loops report libgomp's invisible barrier as races (above), and each report costs TSan a
+  # stack walk even when suppressed: one OpenMP thread unless a test asks for more (those run oneDNN's regions).
+  export OMP_NUM_THREADS=1
   local t failed=()
   for t in "${tsan_tests[@]}"; do
     echo "sanitize: TSan $t"
