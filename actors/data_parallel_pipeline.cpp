@@ -113,8 +113,7 @@ float data_parallel_pipeline::train_step(const tensor& inputs, const tensor& lab
   }
   const auto rows = static_cast<std::int64_t>(loss_->batch_rows(labels));
   std::vector<float> losses(D, 0.0f);
-  std::vector<std::string> errors(D);
-  std::vector<error_code> codes(D, error_code::none);
+  std::vector<std::exception_ptr> errors(D);
   std::vector<std::thread> threads;
   for (std::size_t d = 0; d < D; ++d)
     threads.emplace_back([&, d] {
@@ -122,22 +121,17 @@ float data_parallel_pipeline::train_step(const tensor& inputs, const tensor& lab
       try {
         losses[d] = replicas_[d]->train_shard(slice_rows(inputs, first, last), slice_rows(labels, first, last), step,
                                               static_cast<std::int64_t>(first), rows);
-      } catch (const std::exception& e) {
-        errors[d] = e.what();
-        codes[d] = code_of(e);
+      } catch (...) {
+        errors[d] = std::current_exception();
       }
     });
   for (auto& t : threads) t.join();
   // The cause, not a replica that saw it through a data-parallel group (a peer that abandoned the step or
-  // whose process is gone: Note [data-parallel stage]); those carry the code `collective`.
-  const auto seen_through_group = [&](std::size_t d) { return codes[d] == error_code::collective; };
-  std::size_t failed = D;
-  for (std::size_t d = 0; d < D; ++d)
-    if (!errors[d].empty() && (failed == D || (seen_through_group(failed) && !seen_through_group(d)))) failed = d;
-  if (failed < D) {
-    spent_ = errors[failed];
-    throw pipeline_error(errors[failed] + (D > 1 ? " (data-parallel replica " + std::to_string(failed) + ")" : ""),
-                         codes[failed]);
+  // whose process is gone: Note [data-parallel stage], Note [the cause, not a peer's view]).
+  if (const int cause = first_cause(errors); cause >= 0) {
+    const failure f = failure_of(errors[static_cast<std::size_t>(cause)]);
+    spent_ = f.what;
+    throw pipeline_error(f.what + (D > 1 ? " (data-parallel replica " + std::to_string(cause) + ")" : ""), f.code);
   }
   float total = 0.0f;
   for (float l : losses) total += l;

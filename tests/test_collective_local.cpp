@@ -10,8 +10,10 @@
 
 #include "collective/local_group.hpp"
 #include "collective/shard.hpp"
+#include "collective_ranks.hpp"
 
 using namespace ap;
+using ap::test::on_every_rank;
 using namespace std::chrono_literals;
 
 namespace {
@@ -24,22 +26,6 @@ tensor input(int rank, std::size_t rows) {
   return t;
 }
 
-// Runs body(member) on one thread per rank and rethrows the first failure.
-void on_every_rank(local_group& g, const std::function<void(process_group&)>& body) {
-  std::vector<std::thread> threads;
-  std::vector<std::string> errors(static_cast<std::size_t>(g.size()));
-  for (int r = 0; r < g.size(); ++r)
-    threads.emplace_back([&, r] {
-      try {
-        auto m = g.member(r);
-        body(*m);
-      } catch (const std::exception& e) {
-        errors[static_cast<std::size_t>(r)] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (auto& e : errors) REQUIRE_MESSAGE(e.empty(), e);
-}
 
 std::vector<float> values(const tensor& t) { return std::vector<float>(t.begin(), t.end()); }
 

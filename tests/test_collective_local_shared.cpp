@@ -14,9 +14,11 @@
 
 #include "collective/local_group.hpp"
 #include "collective/shard.hpp"
+#include "collective_ranks.hpp"
 #include "test_support.hpp"
 
 using namespace ap;
+using ap::test::on_every_rank;
 using namespace std::chrono_literals;
 
 namespace {
@@ -53,22 +55,6 @@ bool same_bits(const float* got, const float* want, std::size_t n, std::string& 
   return true;
 }
 
-// Runs body(member) on one thread per rank and rethrows the first failure.
-void on_every_rank(local_group& g, const std::function<void(process_group&)>& body) {
-  std::vector<std::thread> threads;
-  std::vector<std::string> errors(static_cast<std::size_t>(g.size()));
-  for (int r = 0; r < g.size(); ++r)
-    threads.emplace_back([&, r] {
-      try {
-        auto m = g.member(r);
-        body(*m);
-      } catch (const std::exception& e) {
-        errors[static_cast<std::size_t>(r)] = "rank " + std::to_string(r) + ": " + e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (auto& e : errors) REQUIRE_MESSAGE(e.empty(), e);
-}
 
 }  // namespace
 
