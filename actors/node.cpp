@@ -1,5 +1,6 @@
 #include "actors/node.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -8,6 +9,7 @@
 
 #include <caf/io/all.hpp>
 
+#include "network/connect_retry.hpp"
 #include "network/guarded_transport.hpp"
 #include "actors/message_types.hpp"
 
@@ -70,6 +72,33 @@ struct peer_wait {
   bool answered = false;
 };
 
+// One of peers_atom's connections; tried again on CAF's spurious timeout (Note [a fresh connection's first
+// heartbeat]) until `deadline`.
+void connect_peer(node_actor* self, const caf::io::middleman_actor& mm, const std::shared_ptr<peer_wait>& wait,
+                  const std::string& text, const node_address& a, std::chrono::steady_clock::time_point deadline) {
+  const auto left = std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                                deadline - std::chrono::steady_clock::now()));
+  self->request(mm, left, caf::connect_atom::value, a.host, a.port)
+      .then(
+          [=](caf::node_id&, caf::strong_actor_ptr&, std::set<std::string>&) {
+            if (!wait->answered && --wait->left == 0) {
+              wait->answered = true;
+              wait->promise.deliver(ok_atom::value);
+            }
+          },
+          [=](caf::error& e) {
+            if (wait->answered) return;
+            if (retry_connect(e, std::chrono::steady_clock::now(), deadline)) {
+              connect_peer(self, mm, wait, text, a, deadline);
+              return;
+            }
+            wait->answered = true;
+            const std::string why = "cannot connect to its peer node " + text + ": " + error_text(e);
+            log(self, why);
+            wait->promise.deliver(refusal(why));
+          });
+}
+
 caf::behavior node(node_actor* self, node_options options) {
   self->state.options = std::move(options);
   self->set_down_handler([=](caf::down_msg& m) {
@@ -118,21 +147,7 @@ caf::behavior node(node_actor* self, node_options options) {
             wait->promise.deliver(refusal(e.what()));
             return wait->promise;
           }
-          self->request(mm, std::chrono::milliseconds(timeout_ms), caf::connect_atom::value, a.host, a.port)
-              .then(
-                  [=](caf::node_id&, caf::strong_actor_ptr&, std::set<std::string>&) {
-                    if (!wait->answered && --wait->left == 0) {
-                      wait->answered = true;
-                      wait->promise.deliver(ok_atom::value);
-                    }
-                  },
-                  [=](caf::error& e) {
-                    if (wait->answered) return;
-                    wait->answered = true;
-                    const std::string why = "cannot connect to its peer node " + text + ": " + error_text(e);
-                    log(self, why);
-                    wait->promise.deliver(refusal(why));
-                  });
+          connect_peer(self, mm, wait, text, a, std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms));
         }
         return wait->promise;
       },
@@ -208,16 +223,23 @@ caf::actor connect_node(caf::scoped_actor& self, const node_address& address, st
   std::string failure;
   // Not middleman().remote_actor(): it waits without a limit, e.g. on a peer that accepts and stays silent.
   auto sent = std::chrono::steady_clock::now();
-  self->request(transport_of(self->system()), timeout, caf::connect_atom::value, address.host, address.port)
-      .receive([&](caf::node_id&, caf::strong_actor_ptr& ptr,
-                   std::set<std::string>&) { node = caf::actor_cast<caf::actor>(ptr); },
-               [&](caf::error& e) {
-                 failure = wait_failure(e, timeout, sent);
-                 // The peer hung up before CAF's handshake: on a node that is up, the transports disagree.
-                 if (e == caf::sec::disconnect_during_handshake)
-                   failure += ": the node and this coordinator disagree on TLS (both need certificates signed by "
-                              "the same CA, --tls-ca; or both --insecure); the node's log says which";
-               });
+  const auto deadline = sent + timeout;
+  for (bool again = true; again;) {  // Note [a fresh connection's first heartbeat]
+    again = false;
+    const auto left = std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                                  deadline - std::chrono::steady_clock::now()));
+    self->request(transport_of(self->system()), left, caf::connect_atom::value, address.host, address.port)
+        .receive([&](caf::node_id&, caf::strong_actor_ptr& ptr,
+                     std::set<std::string>&) { node = caf::actor_cast<caf::actor>(ptr); },
+                 [&](caf::error& e) {
+                   if ((again = retry_connect(e, std::chrono::steady_clock::now(), deadline))) return;
+                   failure = wait_failure(e, timeout, sent);
+                   // The peer hung up before CAF's handshake: on a node that is up, the transports disagree.
+                   if (e == caf::sec::disconnect_during_handshake)
+                     failure += ": the node and this coordinator disagree on TLS (both need certificates signed by "
+                                "the same CA, --tls-ca; or both --insecure); the node's log says which";
+                 });
+  }
   if (!failure.empty())
     throw std::runtime_error("cannot connect to " + them + ": " + failure + " (is `actorpipe node` running there?)");
   if (!node) throw std::runtime_error(them + " publishes no actor: is it an `actorpipe node`?");

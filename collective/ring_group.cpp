@@ -507,8 +507,9 @@ void ring_group::connect(const std::vector<node_address>& ranks) {
     const std::string them = "rank " + std::to_string(q) + " at " + a.text();
     caf::actor peer;
     std::string failure;
-    // Peers start in any order: a refused connection is tried again until the deadline; a peer that hangs up
-    // during the handshake is up but speaks another transport (Note [ring security]): refused at once.
+    // Peers start in any order: a refused connection (or CAF's spurious timeout, Note [a fresh connection's
+    // first heartbeat]) is tried again until the deadline; a peer that hangs up during the handshake is up but
+    // speaks another transport (Note [ring security]): refused at once.
     while (!peer) {
       failure.clear();
       bool disagree = false;

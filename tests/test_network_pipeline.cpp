@@ -652,3 +652,34 @@ TEST_CASE("a node's clock offset on the same machine is 0 within its bound (half
     CHECK(std::abs(c.offset_us) <= c.bound_us);
   }
 }
+
+// Note [a fresh connection's first heartbeat]: CAF drops a connection whose peer has not answered the handshake
+// by the broker's next heartbeat tick; a node paused past that tick (a loaded machine) is still reached.
+TEST_CASE("a node that answers its handshake late is still connected: by the coordinator, and by its peer node") {
+  test::node_process late(actorpipe, {"--insecure"}), first(actorpipe, {"--insecure"});
+  caf::actor_system_config cfg;
+  enable_network(cfg);
+  caf::actor_system sys{cfg};
+  transport_security insecure;
+  insecure.insecure = true;
+  guarded_transport transport{sys, insecure, {}};
+  caf::scoped_actor self{sys};
+  const node_address late_address = parse_node_address(late.address());
+  const node_address first_address = parse_node_address(first.address());
+  const caf::actor first_handle = connect_node(self, first_address, 10s);
+  const auto pause_late = [&] {  // stopped for 2.5 s: two heartbeat ticks pass before it answers
+    REQUIRE(kill(late.process().pid(), SIGSTOP) == 0);
+    return std::thread([pid = late.process().pid()] {
+      std::this_thread::sleep_for(2500ms);
+      kill(pid, SIGCONT);
+    });
+  };
+  std::thread resume = pause_late();
+  caf::actor late_handle;
+  CHECK_NOTHROW(late_handle = connect_node(self, late_address, 10s));
+  resume.join();
+  CHECK(late_handle);
+  resume = pause_late();
+  CHECK_NOTHROW(connect_peers(self, first_handle, first_address, {late_address}, 10s));
+  resume.join();
+}
