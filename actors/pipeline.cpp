@@ -13,6 +13,7 @@
 #include "actors/stage_spawner.hpp"
 #include "network/guarded_transport.hpp"
 #include "actors/recovery.hpp"
+#include "actors/scheduler_config.hpp"
 #include "collective/local_group.hpp"
 #include "model/tensor_parallel.hpp"
 #include "plan/cores.hpp"
@@ -20,6 +21,7 @@
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/named_tensors.hpp"
 #include "tensor/compute.hpp"
+#include "tensor/tensor.hpp"
 
 namespace ap {
 
@@ -211,7 +213,8 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
     throw std::invalid_argument("pipeline: --restart-on-failure does not combine with data-parallel replicas yet");
   if (!d.nodes.empty()) check_transport_security(options.security, "pipeline");         // std::invalid_argument
 
-  d.config.set("scheduler.max-threads", 2);
+  keep_tensor_memory();  // before the stages' threads start: Note [one malloc arena]
+  configure_scheduler(d.config);
   if (!d.nodes.empty()) enable_network(d.config);
   d.system = std::make_unique<caf::actor_system>(d.config);
   if (!d.nodes.empty()) d.transport = std::make_unique<guarded_transport>(*d.system, options.security, transport_options{});

@@ -15,6 +15,7 @@
 #include <caf/io/all.hpp>
 
 #include "actors/node.hpp"
+#include "actors/scheduler_config.hpp"
 #include "network/guarded_transport.hpp"
 #include "tensor/compute.hpp"
 #include "tensor/tensor.hpp"
@@ -57,7 +58,7 @@ void run_node(const node_run_options& o) {
   if (o.security.insecure) std::cerr << insecure_warning("node") << std::endl;
   caf::actor_system_config config;
   enable_network(config);
-  config.set("scheduler.max-threads", 2);
+  configure_scheduler(config);
   caf::actor_system system{config};
   const auto log = [](const std::string& line) { std::cerr << "node: " + line + "\n" << std::flush; };
   guarded_transport transport{system, o.security, transport_options{frame_limits{}, log, nullptr}};  // Note [bounded frames]

@@ -10,7 +10,9 @@
 // A table per model, then one JSON line.
 //
 // Usage: bench_scaling [--models mlp,gpt4,gpt16] [--steps N] [--rounds R] [--dtype float32|bfloat16]
-//                      [--torch PATH_TO_torch_cpu_bench.py | --no-torch] [--max-cores N]
+//                      [--torch PATH_TO_torch_cpu_bench.py | --no-torch] [--max-cores N] [--only TEXT,...]
+// --only keeps the configurations whose name contains one of the texts (e.g. "P=1"), beside the one-thread
+// process every efficiency is measured against.
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -148,7 +150,7 @@ std::vector<configuration> sweep(int n, const workload& w) {
 int main(int argc, char** argv) try {
   keep_tensor_memory();
   int steps = 3, rounds = 3, max_cores = 0;
-  std::string models = "mlp,gpt4,gpt16", dtype_text = "float32";
+  std::string models = "mlp,gpt4,gpt16", dtype_text = "float32", only;
   std::string torch_script = std::string(AP_SOURCE_DIR) + "/../shared/tools/torch_cpu_bench.py";
   bool use_torch = true;
   for (int i = 1; i < argc; ++i) {
@@ -160,6 +162,7 @@ int main(int argc, char** argv) try {
     else if (a == "--torch" && i + 1 < argc) torch_script = argv[++i];
     else if (a == "--no-torch") use_torch = false;
     else if (a == "--max-cores" && i + 1 < argc) max_cores = std::stoi(argv[++i]);
+    else if (a == "--only" && i + 1 < argc) only = argv[++i];
     else throw std::invalid_argument("unknown flag " + a);
   }
   const dtype type = dtype_text == "bfloat16" ? dtype::bfloat16 : dtype::float32;
@@ -187,6 +190,7 @@ int main(int argc, char** argv) try {
     };
     std::vector<run> runs;
     for (const configuration& c : sweep(n, w)) {
+      if (!runs.empty() && !only.empty() && !bench::matches_any(c.name(), only)) continue;
       run r{c, std::make_unique<sequential>(sequential::from_spec(w.spec)), nullptr, {}, 0, 0.0};
       r.model->set_compute_dtype(type);
       runs.push_back(std::move(r));

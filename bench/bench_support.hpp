@@ -26,3 +26,19 @@ inline std::string load_average() {
 }
 
 }  // namespace ap::bench
+
+namespace ap::bench {
+
+// Whether `name` contains one of the comma-separated texts in `list` (a benchmark's --only filter).
+inline bool matches_any(const std::string& name, const std::string& list) {
+  std::size_t start = 0;
+  while (start <= list.size()) {
+    const std::size_t comma = std::min(list.find(',', start), list.size());
+    const std::string text = list.substr(start, comma - start);
+    if (!text.empty() && name.find(text) != std::string::npos) return true;
+    start = comma + 1;
+  }
+  return false;
+}
+
+}  // namespace ap::bench

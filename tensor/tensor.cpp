@@ -335,6 +335,7 @@ namespace ap {
 void keep_tensor_memory() {
   mallopt(M_MMAP_THRESHOLD, 64 << 20);   // blocks below 64 MB come from the heap, not fresh mmaps
   mallopt(M_TRIM_THRESHOLD, 1 << 30);    // and the heap is not trimmed back until 1 GB is free
+  mallopt(M_ARENA_MAX, 1);               // one heap for every thread: Note [one malloc arena]
 }
 
 }  // namespace ap

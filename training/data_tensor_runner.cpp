@@ -10,6 +10,7 @@
 #include "stage/lockstep_threads.hpp"
 #include "stage/stage_compute.hpp"
 #include "stage/stage_state.hpp"
+#include "tensor/tensor.hpp"
 
 namespace ap {
 
@@ -20,6 +21,7 @@ data_tensor_runner::data_tensor_runner(sequential& model, const optimizer_config
   if (D < 1) throw std::invalid_argument("--data-parallel must be at least 1, got " + std::to_string(D));
   if (T < 1) throw std::invalid_argument("--tensor-parallel must be at least 1, got " + std::to_string(T));
   make_optimizer(optimizer);  // refuses a bad kind or learning rate before anything is built
+  keep_tensor_memory();       // before the ranks' threads start: Note [one malloc arena]
   const std::vector<int> cores = process_cores();
   process_cores_ = cores.size();
   cores_ = assign_cores(cores, D * T, options.threads);  // Note [cores per rank]

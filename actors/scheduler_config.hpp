@@ -1,0 +1,28 @@
+// The actor system a pipeline, a node or a collective ring runs its actors in.
+//
+// Note [quiet scheduler]: CAF 0.17's work-stealing workers, with nothing to do, poll their queues 100 times,
+// then 500 times more with a 50 us sleep between polls (~25 ms of waking up every 50 us), and only then wait on
+// a condition variable. Every message a stage sends starts that again, so on a machine whose cores all compute
+// (a stage on every core, or one stage with a team of OpenMP threads on each), the idle workers' wake-ups
+// preempted the compute threads ~3,000 times a second: `train --stages 1 --threads 2` ran its GEMMs at 240
+// GFLOPS against 310 in one process. Our actors do little work each (the compute is the processor's, on a
+// thread of its own), so the workers poll briefly and then wait: a job sent from outside the scheduler (the
+// processor's thread, the network) wakes a waiting worker at once; a job one worker sends to its own queue
+// while it is busy is stolen by an idle one within relaxed-sleep-duration.
+#pragma once
+
+#include <chrono>
+
+#include <caf/actor_system_config.hpp>
+
+namespace ap {
+
+inline void configure_scheduler(caf::actor_system_config& config) {
+  config.set("scheduler.max-threads", 2);  // the actors are light; the cores are for the compute ranks
+  config.set("work-stealing.aggressive-poll-attempts", 100);
+  config.set("work-stealing.moderate-poll-attempts", 0);
+  config.set("work-stealing.relaxed-steal-interval", 1);
+  config.set("work-stealing.relaxed-sleep-duration", caf::timespan{std::chrono::milliseconds(1)});
+}
+
+}  // namespace ap
