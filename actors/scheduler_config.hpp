@@ -22,7 +22,7 @@ inline void configure_scheduler(caf::actor_system_config& config) {
   config.set("work-stealing.aggressive-poll-attempts", 100);
   config.set("work-stealing.moderate-poll-attempts", 0);
   config.set("work-stealing.relaxed-steal-interval", 1);
-  config.set("work-stealing.relaxed-sleep-duration", caf::timespan{std::chrono::milliseconds(1)});
+  config.set("work-stealing.relaxed-sleep-duration", caf::timespan{std::chrono::milliseconds(10)});
 }
 
 }  // namespace ap

@@ -55,16 +55,16 @@ void dropout::backward_input(const tensor& dy, layer_cache& cache, tensor* dx) c
   if (!s.identity) check_dy_shape(dy, shape_of(s.mask), *this);
   if (!dx) return;
   const float* pdy = dy.data();
-  if (s.identity) return accumulate_elementwise(*dx, shape_of(dy), *this, [&](std::size_t i) { return pdy[i]; });
+  if (s.identity) return accumulate_elementwise(*dx, shape_of(dy), *this, [=](std::size_t i) { return pdy[i]; });
   if (s.mask.type() == dtype::bfloat16) {
     const bfloat16* pk = s.mask.bf16_data();
     const float scale = 1.0f / (1.0f - p_);  // as in forward: the same float32 factor
     accumulate_elementwise(*dx, shape_of(dy), *this,
-                           [&](std::size_t i) { return pdy[i] * (to_float(pk[i]) != 0.0f ? scale : 0.0f); });
+                           [=](std::size_t i) { return pdy[i] * (to_float(pk[i]) != 0.0f ? scale : 0.0f); });
     return;
   }
   const float* pm = s.mask.data();
-  accumulate_elementwise(*dx, shape_of(dy), *this, [&](std::size_t i) { return pdy[i] * pm[i]; });
+  accumulate_elementwise(*dx, shape_of(dy), *this, [=](std::size_t i) { return pdy[i] * pm[i]; });
 }
 
 }  // namespace ap

@@ -9,6 +9,11 @@
 #include <typeinfo>
 #include <vector>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "tensor/compute.hpp"
 #include "tensor/tensor.hpp"
 
 namespace ap {
@@ -199,16 +204,32 @@ const tensor& float32_view(const tensor& stashed, tensor& scratch);
 // every element with `=` (a GEMM's beta 0), saving a pass over memory in the common case of a fresh dx.
 float* accumulate_into(tensor& dx, const shape_t& shape, const layer& who, bool* fresh = nullptr);
 
-// dx[i] += value(i) for every element of `shape`, written as dx[i] = value(i) when dx is fresh.
+// dx[i] += value(i) for every element of `shape`, written as dx[i] = value(i) when dx is fresh. Note
+// [parallel element loops] in tensor/compute.hpp: on the calling rank's threads, each a contiguous share.
+// Capture the pointers `value` reads by value ([=]): through references the compiler reloads them after
+// every store to dx and runs a scalar, branching loop (ReLU's backward took 10 ms instead of 0.9).
 template <class Value>
 void accumulate_elementwise(tensor& dx, const shape_t& shape, const layer& who, Value value) {
   bool fresh = false;
   float* out = accumulate_into(dx, shape, who, &fresh);
-  const std::size_t n = dx.size();
-  if (fresh)
-    for (std::size_t i = 0; i < n; ++i) out[i] = value(i);
-  else
-    for (std::size_t i = 0; i < n; ++i) out[i] += value(i);
+  const auto n = static_cast<std::ptrdiff_t>(dx.size());
+  const auto share = [out, fresh](std::ptrdiff_t begin, std::ptrdiff_t end, Value v) {
+    if (fresh)
+      for (std::ptrdiff_t i = begin; i < end; ++i) out[i] = v(std::size_t(i));
+    else
+      for (std::ptrdiff_t i = begin; i < end; ++i) out[i] += v(std::size_t(i));
+  };
+#ifdef _OPENMP
+  if (n >= parallel_elements && omp_get_max_threads() > 1) {
+#pragma omp parallel
+    {
+      const std::ptrdiff_t t = omp_get_thread_num(), k = omp_get_num_threads();
+      share(n * t / k, n * (t + 1) / k, value);
+    }
+    return;
+  }
+#endif
+  share(0, n, value);
 }
 
 // dy must have the shape of what the forward saw; throws naming `who` and both shapes otherwise.

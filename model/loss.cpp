@@ -1,6 +1,8 @@
 #include "model/loss.hpp"
 
 #include <cmath>
+#include <map>
+#include <mutex>
 #include <stdexcept>
 #include <vector>
 
@@ -179,10 +181,67 @@ tensor mean_squared_error::compute_gradient(const tensor& output, const tensor& 
   return grad;
 }
 
+namespace {
+
+struct loss_registry {
+  std::mutex mutex;
+  std::map<std::string, loss_factory> factories;
+};
+
+// Built on first use with the built-in losses, so user registrations during static initialisation find it
+// ready; never destroyed (as the layer registry).
+loss_registry& the_losses() {
+  static loss_registry* r = [] {
+    auto* made = new loss_registry;
+    made->factories.emplace("cross_entropy", [] { return std::make_unique<softmax_cross_entropy>(); });
+    made->factories.emplace("mse", [] { return std::make_unique<mean_squared_error>(); });
+    return made;
+  }();
+  return *r;
+}
+
+bool valid_loss_name(const std::string& name) {
+  if (name.empty() || !(name[0] >= 'a' && name[0] <= 'z')) return false;
+  for (char c : name)
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) return false;
+  return true;
+}
+
+}  // namespace
+
+void register_loss(const std::string& name, loss_factory factory) {
+  if (!valid_loss_name(name))
+    throw std::logic_error("loss name '" + name + "' is not lower-case letters, digits and '_' starting with a letter");
+  if (!factory) throw std::logic_error("loss '" + name + "' is registered without a factory");
+  loss_registry& r = the_losses();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  if (!r.factories.emplace(name, std::move(factory)).second)
+    throw std::logic_error("loss '" + name + "' is registered twice");
+}
+
+std::vector<std::string> registered_losses() {
+  loss_registry& r = the_losses();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  std::vector<std::string> names;
+  for (const auto& [name, factory] : r.factories) names.push_back(name);
+  return names;
+}
+
 std::unique_ptr<loss> make_loss(const std::string& name) {
-  if (name == "cross_entropy") return std::make_unique<softmax_cross_entropy>();
-  if (name == "mse") return std::make_unique<mean_squared_error>();
-  throw std::invalid_argument("unknown loss '" + name + "': expected cross_entropy or mse");
+  loss_factory factory;
+  {
+    loss_registry& r = the_losses();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    if (auto i = r.factories.find(name); i != r.factories.end()) factory = i->second;
+  }
+  if (!factory) {
+    std::string known;
+    for (const auto& n : registered_losses()) known += (known.empty() ? "" : ", ") + n;
+    throw std::invalid_argument("unknown loss '" + name + "': registered losses are " + known);
+  }
+  std::unique_ptr<loss> made = factory();
+  if (!made) throw std::invalid_argument("loss '" + name + "': its factory made no loss");
+  return made;
 }
 
 std::size_t count_correct(const tensor& output, const tensor& target) {

@@ -1,8 +1,11 @@
-// The Loss class: compute_loss and compute_gradient, mean over the samples of the whole batch.
+// The Loss class: compute_loss and compute_gradient, mean over the samples of the whole batch; and the open
+// registry of losses, through which the built-in ones are made like a user's.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "tensor/tensor.hpp"
 
@@ -48,7 +51,32 @@ class mean_squared_error final : public loss {
   std::size_t batch_rows(const tensor& target) const override { return rows(target); }
 };
 
-// "cross_entropy" or "mse"; throws std::invalid_argument naming the unknown loss.
+// Note [the user's loss]: seed 000's coordinator computes the loss with the user's compute_loss and
+// compute_gradient. A user's loss derives from `loss` and registers a name, as a layer kind does
+// (layer_registry.hpp); every runner takes a loss by name (pipeline_options::loss, data_tensor_runner,
+// trainer), and only the coordinator's process computes it, so nodes need not know it:
+//
+//   class smoothed_cross_entropy final : public ap::loss { ... };
+//   static const ap::loss_registration smoothed{"smoothed_cross_entropy",
+//                                                [] { return std::make_unique<smoothed_cross_entropy>(); }};
+//
+// Its compute_loss and compute_gradient follow Note [loss scaling] (divide by batch_size when it is not 0),
+// so that the microbatches' sums are the batch's: then a pipeline trains with it exactly as one process does.
+using loss_factory = std::function<std::unique_ptr<loss>()>;
+
+// Registers `name` (lower-case letters, digits and '_', starting with a letter). Throws std::logic_error
+// naming it when it is already registered or not a valid name. Safe from any thread.
+void register_loss(const std::string& name, loss_factory factory);
+
+// Every registered loss name, sorted ("cross_entropy", "mse" and the user's).
+std::vector<std::string> registered_losses();
+
+// Registers a loss during static initialisation, in the user's own source file (not a static library's).
+struct loss_registration {
+  loss_registration(const std::string& name, loss_factory factory) { register_loss(name, std::move(factory)); }
+};
+
+// The registered loss `name`; throws std::invalid_argument naming the unknown loss and the known ones.
 std::unique_ptr<loss> make_loss(const std::string& name);
 
 // Number of rows of `output` whose arg-max equals the label in `target` (rows).

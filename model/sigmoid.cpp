@@ -21,7 +21,7 @@ void sigmoid::backward_input(const tensor& dy, layer_cache& cache, tensor* dx) c
   if (!dx) return;
   const float* py = y.data();
   const float* pdy = dy.data();
-  accumulate_elementwise(*dx, shape_of(y), *this, [&](std::size_t i) { return py[i] * (1.0f - py[i]) * pdy[i]; });
+  accumulate_elementwise(*dx, shape_of(y), *this, [=](std::size_t i) { return py[i] * (1.0f - py[i]) * pdy[i]; });
 }
 
 }  // namespace ap

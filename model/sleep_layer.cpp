@@ -30,7 +30,7 @@ void sleep_layer::backward_input(const tensor& dy, layer_cache&, tensor* dx) con
   sleep_ms(backward_ms_ / 2);
   if (!dx) return;
   const float* pdy = dy.data();
-  accumulate_elementwise(*dx, shape_of(dy), *this, [&](std::size_t i) { return pdy[i]; });
+  accumulate_elementwise(*dx, shape_of(dy), *this, [=](std::size_t i) { return pdy[i]; });
 }
 
 void sleep_layer::backward_weight(const tensor&, layer_cache&) { sleep_ms(backward_ms_ / 2); }

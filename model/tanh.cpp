@@ -20,7 +20,7 @@ void tanh_layer::backward_input(const tensor& dy, layer_cache& cache, tensor* dx
   if (!dx) return;
   const float* py = y.data();
   const float* pdy = dy.data();
-  accumulate_elementwise(*dx, shape_of(y), *this, [&](std::size_t i) { return (1.0f - py[i] * py[i]) * pdy[i]; });
+  accumulate_elementwise(*dx, shape_of(y), *this, [=](std::size_t i) { return (1.0f - py[i] * py[i]) * pdy[i]; });
 }
 
 }  // namespace ap

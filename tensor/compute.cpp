@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "tensor/elementwise.hpp"
+
 // From OpenBLAS; declared here rather than by <cblas.h> (which must not meet xtensor-blas, toolchain notes).
 extern "C" void openblas_set_num_threads(int);
 
@@ -60,16 +62,23 @@ compute_backend parse_compute_backend(const std::string& text) {
   throw std::invalid_argument("compute backend '" + text + "': expected onednn or reference");
 }
 
+namespace {
+thread_local bool compute_rank_thread = false;  // Note [parallel tensor copies]
+}  // namespace
+
+bool is_compute_rank_thread() { return compute_rank_thread; }
+
 void set_compute_threads(int threads) {
   if (threads < 1) throw std::invalid_argument("set_compute_threads: need at least 1 thread, got " + std::to_string(threads));
   omp_set_num_threads(threads);
   openblas_set_num_threads(1);
+  compute_rank_thread = true;
 }
 
 int compute_threads() { return omp_get_max_threads(); }
 
 void use_compute_cores(const compute_cores& c) {
-  if (compute_threads() != c.threads) set_compute_threads(c.threads);  // also after a direct set_compute_threads
+  if (!compute_rank_thread || compute_threads() != c.threads) set_compute_threads(c.threads);  // also after a direct set
   thread_local std::vector<int> pinned;  // the cores this thread was last pinned to
   if (c.cores.empty() || c.cores == pinned) return;
   cpu_set_t mask;

@@ -35,6 +35,13 @@ void parallel_copy(void* to, const void* from, std::size_t bytes) {
   }
 }
 
+void copy_bytes(void* to, const void* from, std::size_t bytes) {
+  if (is_compute_rank_thread())
+    parallel_copy(to, from, bytes);
+  else if (bytes)
+    std::memcpy(to, from, bytes);
+}
+
 void parallel_copy(const std::vector<copy_piece>& copies) {
   std::vector<copy_piece> pieces;
   std::size_t total = 0;

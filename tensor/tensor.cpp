@@ -47,7 +47,7 @@ tensor::tensor(float value) : tensor() { *data() = value; }
 tensor::tensor(const tensor& other)
     : shape_(other.shape_), size_(other.size_), type_(other.type_), version_(other.version_ + 1) {
   allocate(other.byte_size());
-  if (other.byte_size() > 0) std::memcpy(block_.get(), other.block_.get(), other.byte_size());
+  copy_bytes(block_.get(), other.block_.get(), other.byte_size());  // Note [parallel tensor copies]
 }
 
 tensor::tensor(tensor&& other) noexcept
@@ -66,7 +66,7 @@ tensor& tensor::operator=(const tensor& other) {
   size_ = other.size_;
   type_ = other.type_;
   version_ = std::max(version_, other.version_) + 1;
-  if (other.byte_size() > 0) std::memcpy(block_.get(), other.block_.get(), other.byte_size());
+  copy_bytes(block_.get(), other.block_.get(), other.byte_size());
   return *this;
 }
 

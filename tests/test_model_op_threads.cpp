@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "model/attention.hpp"
@@ -320,4 +321,24 @@ TEST_CASE("optimizers and gradient clipping: same bits on 1, 2 and 3 threads") {
     grads.push_back(bits_of(sum));
     return grads;
   });
+}
+
+TEST_CASE("a tensor copy runs on a compute rank's threads only, and copies every byte") {
+  const tensor big = random_tensor({1024, 1000}, 41);  // 4 MB: 16 pieces of parallel_copy
+  check_threads("tensor copy", [&] {
+    tensor copy(big);
+    tensor assigned = tensor::from_shape({3});
+    assigned = big;
+    return std::vector<tensor>{copy, assigned};
+  });
+  CHECK(same_bits(tensor(big), big));
+  CHECK(is_compute_rank_thread());  // check_threads made this thread a rank
+  bool fresh_thread_is_rank = true, fresh_copy_same = false;
+  std::thread other([&] {  // Note [parallel tensor copies]: not a rank, so one memcpy
+    fresh_thread_is_rank = is_compute_rank_thread();
+    fresh_copy_same = same_bits(tensor(big), big);
+  });
+  other.join();
+  CHECK_FALSE(fresh_thread_is_rank);
+  CHECK(fresh_copy_same);
 }
