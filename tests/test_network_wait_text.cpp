@@ -10,10 +10,20 @@
 #include <chrono>
 
 #include "actors/node.hpp"
+#include "network/connect_retry.hpp"
 #include "network/port_probe.hpp"
 
 using namespace ap;
 using namespace std::chrono_literals;
+
+TEST_CASE("a connect is tried again only on CAF's connection timeout, and only before its deadline") {
+  const auto now = std::chrono::steady_clock::now();
+  CHECK(retry_connect(caf::sec::connection_timeout, now, now + 1s));
+  CHECK_FALSE(retry_connect(caf::sec::connection_timeout, now + 1s, now + 1s));  // the limit is reached
+  CHECK_FALSE(retry_connect(caf::sec::disconnect_during_handshake, now, now + 1s));  // TLS disagreement: at once
+  CHECK_FALSE(retry_connect(caf::sec::cannot_connect_to_node, now, now + 1s));
+  CHECK_FALSE(retry_connect(caf::sec::request_timeout, now, now + 1s));
+}
 
 TEST_CASE("wait_failure_text: our limit, the middleman's earlier connection timeout, anything else") {
   CHECK(wait_failure_text(caf::sec::request_timeout, 30000ms, 30.02) == "no answer within 30000 ms (waited 30.0 s)");
