@@ -290,7 +290,7 @@ caf::behavior coordinator(coordinator_actor* self, coordinator_config config) {
         const auto mb = static_cast<std::size_t>(out.microbatch);
         // On CAF's scheduler thread: one intra-op thread, so no OpenMP team of its own spins beside the stages'
         // (Note [cores per rank]: the cores belong to the compute ranks).
-        set_compute_threads(1);
+        use_compute_cores(compute_cores{1, {}});  // cheap once set: this runs per microbatch
         try {
           const float share = st.loss_fn->compute_loss(out.data, st.labels.at(mb), st.batch_size);
           st.loss_sum += share;

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "model/spec_text.hpp"
+
 namespace ap::bench {
 
 // The middle value (the mean of the two middle ones for an even count); 0 for none.
@@ -25,20 +27,11 @@ inline std::string load_average() {
   return f ? a + " " + b + " " + c : "unknown";
 }
 
-}  // namespace ap::bench
-
-namespace ap::bench {
-
 // Whether `name` contains one of the comma-separated texts in `list` (a benchmark's --only filter).
 inline bool matches_any(const std::string& name, const std::string& list) {
-  std::size_t start = 0;
-  while (start <= list.size()) {
-    const std::size_t comma = std::min(list.find(',', start), list.size());
-    const std::string text = list.substr(start, comma - start);
-    if (!text.empty() && name.find(text) != std::string::npos) return true;
-    start = comma + 1;
-  }
-  return false;
+  const std::vector<std::string> texts = split_fields(list, ',');
+  return std::any_of(texts.begin(), texts.end(),
+                     [&](const std::string& t) { return !t.empty() && name.find(t) != std::string::npos; });
 }
 
 }  // namespace ap::bench

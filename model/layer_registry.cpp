@@ -32,13 +32,7 @@ struct registry {
 
 // Every registration, built-in or user, goes through here.
 void add_kind(registry& r, const std::string& kind, layer_factory factory, tensor_parallel_traits traits = {}) {
-  // A kind must read back through parse_layer_spec, which stops the kind at the first other character.
-  bool valid = false;
-  try {
-    valid = parse_layer_spec(kind).kind == kind;
-  } catch (const std::invalid_argument&) {
-  }
-  if (!valid)
+  if (!is_kind_name(kind))  // so that it reads back through parse_layer_spec
     throw std::logic_error("cannot register layer kind '" + kind +
                            "': a kind is lower-case letters, digits and '_', starting with a letter");
   if (!factory) throw std::logic_error("cannot register layer kind '" + kind + "': no factory");

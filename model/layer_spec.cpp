@@ -19,6 +19,12 @@ bool kind_char(char c, bool first) {
 
 }  // namespace
 
+bool is_kind_name(const std::string& name) {
+  for (std::size_t i = 0; i < name.size(); ++i)
+    if (!kind_char(name[i], i == 0)) return false;
+  return !name.empty();
+}
+
 layer_spec parse_layer_spec(const std::string& text) {
   layer_spec s;
   s.text = text;

@@ -34,6 +34,10 @@ struct layer_spec {
 // '[' at 8 is never closed".
 layer_spec parse_layer_spec(const std::string& text);
 
+// Whether `name` is a whole KIND of the grammar above: lower-case letters, digits and '_', starting with a
+// letter. Layer kinds and loss names (model/loss.hpp) are registered under such names.
+bool is_kind_name(const std::string& name);
+
 // Every kind `text` uses, its parts' kinds included, each once, in order of appearance.
 std::vector<std::string> layer_kinds_in(const std::string& text);
 

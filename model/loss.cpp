@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "model/layer_spec.hpp"
 #include "model/spec_text.hpp"
 #include "tensor/compute.hpp"
 
@@ -200,17 +201,10 @@ loss_registry& the_losses() {
   return *r;
 }
 
-bool valid_loss_name(const std::string& name) {
-  if (name.empty() || !(name[0] >= 'a' && name[0] <= 'z')) return false;
-  for (char c : name)
-    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) return false;
-  return true;
-}
-
 }  // namespace
 
 void register_loss(const std::string& name, loss_factory factory) {
-  if (!valid_loss_name(name))
+  if (!is_kind_name(name))
     throw std::logic_error("loss name '" + name + "' is not lower-case letters, digits and '_' starting with a letter");
   if (!factory) throw std::logic_error("loss '" + name + "' is registered without a factory");
   loss_registry& r = the_losses();

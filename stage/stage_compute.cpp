@@ -103,8 +103,8 @@ void stage_compute::on_ranks(const std::function<void(int, stage_rank&)>& work) 
 tensor stage_compute::rank0_result(const std::function<tensor(stage_rank&)>& work) {
   tensor out;
   on_ranks([&](int r, stage_rank& w) {
-           tensor mine = work(w);
-           if (r == 0) out = std::move(mine);
+    tensor mine = work(w);
+    if (r == 0) out = std::move(mine);
   });
   return out;
 }
@@ -132,8 +132,8 @@ tensor stage_compute::backward_and_reduce(int microbatch, int chunk, const tenso
   tensor out;
   try {
     on_ranks([&](int r, stage_rank& w) {
-             const std::size_t rank = static_cast<std::size_t>(r);
-             tensor mine = w.backward(microbatch, chunk, dy, [&](layer& l) {
+      const std::size_t rank = static_cast<std::size_t>(r);
+      tensor mine = w.backward(microbatch, chunk, dy, [&](layer& l) {
         for (parameter& p : l.parameters("")) started[rank].push_back(data_parallel_[rank]->all_reduce(*p.grad));
       });
       if (r == 0) out = std::move(mine);
@@ -208,8 +208,8 @@ void stage_compute::apply_optimizer(float clip_factor) {
   }
   reductions_finished_ = false;
   on_ranks([&](int, stage_rank& w) {
-           if (clip_factor != 1.0f) scale_gradients(w.parameters(), clip_factor);
-           w.apply_optimizer();
+    if (clip_factor != 1.0f) scale_gradients(w.parameters(), clip_factor);
+    w.apply_optimizer();
   });
 }
 
