@@ -1,8 +1,10 @@
 #include "actors/actor_communicator.hpp"
 
 #include <deque>
+#include <exception>
 #include <map>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "network/error_text.hpp"
@@ -15,26 +17,44 @@ const char* kind_name(int k) { return k == forward_kind ? "forward" : k == backw
 
 // ---- inbox -------------------------------------------------------------------------------------------
 
+// A receive in flight at the inbox (Note [receive handles]): its id, and the actor that answers its handle.
 struct waiter {
   std::uint64_t id;
-  caf::response_promise promise;
+  caf::actor receiver;
 };
 
 struct inbox_state {
   std::map<std::pair<int, int>, std::deque<caf::message>> held;  // (kind, source) -> arrived, in order
-  std::map<std::pair<int, int>, std::deque<waiter>> waiting;     // (kind, source) -> blocked receivers
-  std::uint64_t next_id = 0;
+  std::map<std::pair<int, int>, std::deque<waiter>> waiting;     // (kind, source) -> receives in flight
   static inline const char* name = "inbox";
 };
+
+// Sends `m` (an arrival as the inbox keeps it) to `to` as a message of its own.
+template <class Self>
+void hand(Self* self, const caf::actor& to, caf::message m) {
+  to->enqueue(caf::make_mailbox_element(self->ctrl(), caf::make_message_id(), {}, std::move(m)), self->context());
+}
 
 void arrive(caf::stateful_actor<inbox_state>* self, int k, int source, caf::message m) {
   auto& w = self->state.waiting[{k, source}];
   if (!w.empty()) {
-    w.front().promise.deliver(std::move(m));
+    hand(self, w.front().receiver, std::move(m));
     w.pop_front();
   } else {
     self->state.held[{k, source}].push_back(std::move(m));
   }
+}
+
+// Removes the receive `id` of (kind, source); whether it was still waiting.
+bool remove_waiter(caf::stateful_actor<inbox_state>* self, int k, int source, std::uint64_t id, caf::actor* receiver) {
+  auto& w = self->state.waiting[{k, source}];
+  for (auto it = w.begin(); it != w.end(); ++it)
+    if (it->id == id) {
+      *receiver = it->receiver;
+      w.erase(it);
+      return true;
+    }
+  return false;
 }
 
 caf::behavior inbox(caf::stateful_actor<inbox_state>* self) {
@@ -45,27 +65,26 @@ caf::behavior inbox(caf::stateful_actor<inbox_state>* self) {
         arrive(self, backward_kind, s, caf::make_message(std::move(t)));
       },
       [=](tensor_message& t) { const int s = t.source; arrive(self, plain_kind, s, caf::make_message(std::move(t))); },
-      [=](take_atom, int k, int source, int timeout_ms) -> caf::response_promise {
-        auto rp = self->make_response_promise();
+      [=](take_atom, int k, int source, int timeout_ms, std::uint64_t id, caf::actor& receiver) {
         auto& held = self->state.held[{k, source}];
         if (!held.empty()) {
-          rp.deliver(std::move(held.front()));
+          hand(self, receiver, std::move(held.front()));
           held.pop_front();
-          return rp;
+          return;
         }
-        const auto id = self->state.next_id++;
-        self->state.waiting[{k, source}].push_back(waiter{id, rp});
+        self->state.waiting[{k, source}].push_back(waiter{id, std::move(receiver)});
         self->delayed_send(self, std::chrono::milliseconds(timeout_ms), expire_atom::value, k, source, id);
-        return rp;
       },
       [=](expire_atom, int k, int source, std::uint64_t id) {
-        auto& w = self->state.waiting[{k, source}];
-        for (auto it = w.begin(); it != w.end(); ++it)
-          if (it->id == id) {
-            it->promise.deliver(caf::make_error(caf::sec::request_timeout, std::string("timed out")));
-            w.erase(it);
-            return;
-          }
+        caf::actor receiver;
+        if (remove_waiter(self, k, source, id, &receiver)) self->send(receiver, expire_atom::value);
+      },
+      // Acknowledged cancellation: true if the receive was still waiting (it never gets anything now).
+      [=](withdraw_atom, int k, int source, std::uint64_t id) -> bool {
+        caf::actor receiver;
+        if (!remove_waiter(self, k, source, id, &receiver)) return false;
+        self->send(receiver, withdraw_atom::value);
+        return true;
       },
   };
 }
@@ -73,36 +92,115 @@ caf::behavior inbox(caf::stateful_actor<inbox_state>* self) {
 // ---- barrier -----------------------------------------------------------------------------------------
 
 struct barrier_state {
-  std::vector<caf::response_promise> arrived;
+  std::vector<waiter> arrived;  // this round's ranks, each with the actor that answers its handle
   std::uint64_t round = 0;
   static inline const char* name = "barrier";
 };
 
 caf::behavior barrier(caf::stateful_actor<barrier_state>* self, int world_size, std::chrono::milliseconds timeout) {
   return {
-      [=](barrier_atom, int) -> caf::response_promise {
-        auto rp = self->make_response_promise();
+      [=](barrier_atom, int, std::uint64_t id, caf::actor& receiver) {
         auto& st = self->state;
         if (st.arrived.empty()) self->delayed_send(self, timeout, expire_atom::value, st.round);
-        st.arrived.push_back(rp);
+        st.arrived.push_back(waiter{id, std::move(receiver)});
         if (static_cast<int>(st.arrived.size()) == world_size) {
-          for (auto& p : st.arrived) p.deliver(ok_atom::value);
+          for (auto& w : st.arrived) self->send(w.receiver, ok_atom::value, st.round);
           st.arrived.clear();
           ++st.round;
         }
-        return rp;
       },
       [=](expire_atom, std::uint64_t round) {
         auto& st = self->state;
-        if (round != st.round) return;
+        if (round != st.round || st.arrived.empty()) return;
         const std::string why = std::to_string(st.arrived.size()) + " of " + std::to_string(world_size) +
                                 " ranks arrived";
-        for (auto& p : st.arrived) p.deliver(caf::make_error(caf::sec::request_timeout, why));
+        for (auto& w : st.arrived) self->send(w.receiver, expire_atom::value, why);
         st.arrived.clear();
         ++st.round;
       },
+      [=](withdraw_atom, std::uint64_t id) -> bool {
+        auto& arrived = self->state.arrived;
+        for (auto it = arrived.begin(); it != arrived.end(); ++it)
+          if (it->id == id) {
+            self->send(it->receiver, withdraw_atom::value);
+            arrived.erase(it);
+            return true;
+          }
+        return false;
+      },
   };
 }
+
+// ---- the actors behind the handles (Note [receive handles]) --------------------------------------------
+
+template <class T>
+using handle_state = std::shared_ptr<typename receive_handle<T>::state>;
+
+template <class T>
+void fail(const handle_state<T>& st, std::exception_ptr e) {
+  st->finish(std::nullopt, std::move(e));
+}
+
+// Answers one receive's handle: the Reply the inbox hands it (as a T), its expiry, or a gone inbox.
+template <class T, class Reply>
+caf::behavior tensor_receiver(caf::event_based_actor* self, handle_state<T> st, caf::actor inbox, std::string where,
+                              std::chrono::milliseconds timeout) {
+  self->monitor(inbox);
+  self->set_down_handler([=](caf::down_msg& m) {
+    fail<T>(st, std::make_exception_ptr(std::runtime_error(where + ": its inbox is gone (" + caf::to_string(m.reason) + ")")));
+    self->quit();
+  });
+  return {
+      [=](Reply& x) {
+        if constexpr (std::is_same_v<Reply, tensor_message>)
+          st->finish(std::move(x.data), nullptr);
+        else
+          st->finish(std::move(x), nullptr);
+        self->quit();
+      },
+      [=](expire_atom) {
+        fail<T>(st, std::make_exception_ptr(timeout_error(where + " within " + std::to_string(timeout.count()) + " ms")));
+        self->quit();
+      },
+      [=](withdraw_atom) { self->quit(); },  // cancel() was acknowledged: nothing comes
+  };
+}
+
+caf::behavior barrier_receiver(caf::event_based_actor* self, handle_state<std::uint64_t> st, caf::actor barrier_actor,
+                               std::string where) {
+  self->monitor(barrier_actor);
+  self->set_down_handler([=](caf::down_msg& m) {
+    fail<std::uint64_t>(st, std::make_exception_ptr(std::runtime_error(where + ": the barrier is gone (" +
+                                                                         caf::to_string(m.reason) + ")")));
+    self->quit();
+  });
+  return {
+      [=](ok_atom, std::uint64_t round) {
+        st->finish(round, nullptr);
+        self->quit();
+      },
+      [=](expire_atom, const std::string& why) {
+        fail<std::uint64_t>(st, std::make_exception_ptr(timeout_error(where + " (" + why + ")")));
+        self->quit();
+      },
+      [=](withdraw_atom) { self->quit(); },
+  };
+}
+
+// Asks `target` to withdraw a receive; true when it acknowledged doing so. A target that does not answer in
+// `limit` (or is gone) withdrew nothing: the handle then gets its answer from the receiving actor.
+template <class... Ts>
+bool withdraw(caf::actor_system& system, const caf::actor& target, std::chrono::milliseconds limit, Ts... xs) {
+  caf::scoped_actor self{system};
+  bool withdrawn = false;
+  self->request(target, limit, withdraw_atom::value, xs...)
+      .receive([&](bool b) { withdrawn = b; }, [&](caf::error&) { withdrawn = false; });
+  return withdrawn;
+}
+
+// How long past its timeout a receive waits for its inbox or barrier to answer before withdrawing itself:
+// they answer by themselves at the timeout, so only an actor starved of CPU for this long is given up on.
+constexpr std::chrono::seconds answer_grace{30};
 
 }  // namespace
 
@@ -155,59 +253,90 @@ void actor_communicator::send(tensor&& t, int destination) {
   caf::anon_send(endpoints_[static_cast<std::size_t>(destination)], tensor_message{rank_, std::move(t)});
 }
 
-// Note [typed replies]: the inbox answers with the stored message (a forward_task, backward_task or
-// tensor_message). A blocking receive in CAF 0.17 matches replies by type: a `caf::message&` handler is
-// not a catch-all, so the reply must be taken as the concrete T (by mutable reference, so the tensor is
-// moved out of the reply without a copy).
+// Note [typed replies]: the inbox hands over the stored message (a forward_task, backward_task or
+// tensor_message) as a message of its own; the receive's actor matches it as the concrete Reply (by mutable
+// reference, so the tensor is moved out without a copy). The take is sent from the calling thread, so the
+// inbox sees it before any cancel() of the same handle.
+template <class T, class Reply>
+receive_handle<T> actor_communicator::take_async(int k, int source) {
+  const caf::actor& inbox = endpoints_[static_cast<std::size_t>(rank_)];
+  auto st = std::make_shared<typename receive_handle<T>::state>();
+  const std::string where = "communicator of rank " + std::to_string(rank_) + ": no " + kind_name(k) +
+                            " tensor from rank " + std::to_string(source);
+  const caf::actor receiver = system_.spawn(tensor_receiver<T, Reply>, st, inbox, where, timeout_);
+  const std::uint64_t id = next_receive_++;
+  caf::anon_send(inbox, take_atom::value, k, source, static_cast<int>(timeout_.count()), id, receiver);
+  caf::actor_system& system = system_;
+  const auto limit = timeout_ + answer_grace;
+  return receive_handle<T>(std::move(st), [&system, inbox, limit, k, source, id] {
+    return withdraw(system, inbox, limit, k, source, id);
+  });
+}
+
 template <class T>
-T actor_communicator::take(int k, int source) {
-  caf::scoped_actor self{system_};
-  T result;
-  caf::error failure;
-  // The inbox expires the wait itself after timeout_ (so nothing that arrives later is lost), and an inbox
-  // that is gone answers at once (request_receiver_down). This guard is only for an inbox alive but starved
-  // of CPU: a tensor it hands to a request given up here is lost, so the guard is long. (With one second, a
-  // sanitizer run at load 16 starved the inbox past it once and lost a tensor.)
-  self->request(endpoints_[static_cast<std::size_t>(rank_)], timeout_ + std::chrono::seconds(30), take_atom::value,
-                k, source, static_cast<int>(timeout_.count()))
-      .receive([&](T& x) { result = std::move(x); }, [&](caf::error& e) { failure = std::move(e); });
-  if (failure) {
-    const std::string where = "communicator of rank " + std::to_string(rank_) + ": no " + kind_name(k) +
-                              " tensor from rank " + std::to_string(source);
-    if (failure == caf::sec::request_timeout)
-      throw timeout_error(where + " within " + std::to_string(timeout_.count()) + " ms");
-    throw std::runtime_error(where + ": " + error_text(failure));
-  }
-  return result;
+T actor_communicator::answer(receive_handle<T>& handle, const std::string& what) {
+  if (auto value = handle.wait_for(timeout_ + answer_grace)) return std::move(*value);
+  // The receiving actor answered neither the tensor nor its own expiry: starved of CPU. Withdraw the receive,
+  // acknowledged, so the tensor cannot be handed to it once this call has given up.
+  if (handle.cancel())
+    throw timeout_error("communicator of rank " + std::to_string(rank_) + ": " + what + " within " +
+                        std::to_string(timeout_.count()) + " ms (its receiving actor did not answer)");
+  return handle.wait();  // answered after all: the tensor, or its failure
+}
+
+receive_handle<forward_task> actor_communicator::receive_forward_async(int source) {
+  check_open("receive_forward");
+  check_rank(source, "receive_forward");
+  return take_async<forward_task, forward_task>(forward_kind, source);
+}
+
+receive_handle<backward_task> actor_communicator::receive_backward_async(int source) {
+  check_open("receive_backward");
+  check_rank(source, "receive_backward");
+  return take_async<backward_task, backward_task>(backward_kind, source);
+}
+
+receive_handle<tensor> actor_communicator::receive_async(int source) {
+  check_open("receive");
+  check_rank(source, "receive");
+  return take_async<tensor, tensor_message>(plain_kind, source);
 }
 
 forward_task actor_communicator::receive_forward(int source) {
-  check_open("receive_forward");
-  check_rank(source, "receive_forward");
-  return take<forward_task>(forward_kind, source);
+  auto handle = receive_forward_async(source);
+  return answer(handle, "no forward tensor from rank " + std::to_string(source));
 }
 
 backward_task actor_communicator::receive_backward(int source) {
-  check_open("receive_backward");
-  check_rank(source, "receive_backward");
-  return take<backward_task>(backward_kind, source);
+  auto handle = receive_backward_async(source);
+  return answer(handle, "no backward tensor from rank " + std::to_string(source));
 }
 
 tensor actor_communicator::receive(int source) {
-  check_open("receive");
-  check_rank(source, "receive");
-  return take<tensor_message>(plain_kind, source).data;
+  auto handle = receive_async(source);
+  return answer(handle, "no tensor from rank " + std::to_string(source));
+}
+
+receive_handle<std::uint64_t> actor_communicator::barrier_async() {
+  check_open("barrier");
+  if (!barrier_) throw std::logic_error("communicator of rank " + std::to_string(rank_) + ": barrier without a barrier actor");
+  auto st = std::make_shared<receive_handle<std::uint64_t>::state>();
+  const std::string where = "communicator of rank " + std::to_string(rank_) + ": barrier not reached within " +
+                            std::to_string(timeout_.count()) + " ms";
+  const caf::actor receiver = system_.spawn(barrier_receiver, st, barrier_, where);
+  const std::uint64_t id = next_receive_++;
+  caf::anon_send(barrier_, barrier_atom::value, rank_, id, receiver);
+  caf::actor_system& system = system_;
+  const caf::actor target = barrier_;
+  const auto limit = timeout_ + answer_grace;
+  return receive_handle<std::uint64_t>(std::move(st), [&system, target, limit, id] {
+    return withdraw(system, target, limit, id);
+  });
 }
 
 void actor_communicator::barrier() {
-  check_open("barrier");
-  caf::scoped_actor self{system_};
-  caf::error failure;
-  self->request(barrier_, timeout_ + std::chrono::seconds(1), barrier_atom::value, rank_)
-      .receive([&](ok_atom) {}, [&](caf::error& e) { failure = std::move(e); });
-  if (failure)
-    throw timeout_error("communicator of rank " + std::to_string(rank_) + ": barrier not reached within " +
-                        std::to_string(timeout_.count()) + " ms (" + error_text(failure) + ")");
+  auto handle = barrier_async();
+  answer(handle, "barrier not reached");
 }
 
 // ---- local_world -------------------------------------------------------------------------------------

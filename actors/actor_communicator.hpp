@@ -33,15 +33,22 @@ class actor_communicator final : public communicator {
   forward_task receive_forward(int source) override;
   backward_task receive_backward(int source) override;
   tensor receive(int source) override;
+  receive_handle<forward_task> receive_forward_async(int source) override;
+  receive_handle<backward_task> receive_backward_async(int source) override;
+  receive_handle<tensor> receive_async(int source) override;
   void barrier() override;
+  receive_handle<std::uint64_t> barrier_async() override;
   void shutdown() override { closed_ = true; }
 
  private:
   void check_open(const char* operation) const;
   void check_rank(int r, const char* operation) const;
-  // Asks this rank's inbox for the next T from `source`; defined (and only used) in the .cpp.
+  // Asks this rank's inbox for the next Reply from `source`, answered as a T; defined (and only used) in the .cpp.
+  template <class T, class Reply>
+  receive_handle<T> take_async(int kind, int source);
+  // A handle's answer, waiting no longer than the timeout and a grace (Note [receive handles]).
   template <class T>
-  T take(int kind, int source);
+  T answer(receive_handle<T>& handle, const std::string& what);
 
   caf::actor_system& system_;
   int rank_;
@@ -49,6 +56,7 @@ class actor_communicator final : public communicator {
   caf::actor barrier_;
   std::chrono::milliseconds timeout_;
   std::atomic<bool> closed_{false};
+  std::atomic<std::uint64_t> next_receive_{0};  // ids of this communicator's receives
 };
 
 // An inbox: holds what arrives per (kind, source) and answers blocking receives in arrival order.

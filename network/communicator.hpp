@@ -2,6 +2,13 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -17,6 +24,95 @@ struct backward_task;
 class timeout_error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+};
+
+// Note [receive handles]: seed 002's ReceiveForwardAsync, ReceiveBackwardAsync and BarrierAsync in C++ terms.
+// An *_async call returns at once with a handle to the receive in flight; every tensor goes to exactly one
+// receive. cancel() withdraws the receive and is acknowledged by the receiving side (the rank's inbox, one
+// actor that orders arrivals, expiries and withdrawals): true means nothing was or ever will be handed to this
+// receive, and a tensor arriving later waits for the next receive; false means the receive had already been
+// answered, and wait() returns the tensor (or throws the timeout). The blocking calls are the handles'
+// wait(), with a cancel() when the inbox has not answered long after the timeout: a tensor is never handed
+// to a receive its caller gave up on (the race the blocking receive used to have). A handle must not outlive
+// its communicator's actor system.
+template <class T>
+class receive_handle {
+ public:
+  // What the receiving side fills in, once: a value or an error.
+  struct state {
+    std::mutex mutex;
+    std::condition_variable changed;
+    std::optional<T> value;
+    std::exception_ptr error;
+    bool finished = false;
+    void finish(std::optional<T> v, std::exception_ptr e) {
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (finished) return;
+        value = std::move(v);
+        error = std::move(e);
+        finished = true;
+      }
+      changed.notify_all();
+    }
+  };
+  // Asks the receiving side to withdraw the receive; true when it did (acknowledged), false when the receive
+  // had been answered already.
+  using withdraw_function = std::function<bool()>;
+
+  receive_handle() = default;
+  receive_handle(std::shared_ptr<state> s, withdraw_function withdraw)
+      : state_(std::move(s)), withdraw_(std::move(withdraw)) {}
+
+  bool valid() const { return state_ != nullptr; }
+  // Whether wait() would return (or throw) at once.
+  bool ready() const {
+    check("ready");
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    return state_->finished;
+  }
+  // The value, once it came; throws what the receive failed with (timeout_error after the communicator's
+  // timeout). One wait per handle: a second throws std::logic_error, as any call after cancel() withdrew it.
+  T wait() {
+    check("wait");
+    std::unique_lock<std::mutex> lock(state_->mutex);
+    state_->changed.wait(lock, [&] { return state_->finished; });
+    return take(lock);
+  }
+  // The value if it comes within `limit`; nothing otherwise (the receive stays in flight).
+  std::optional<T> wait_for(std::chrono::milliseconds limit) {
+    check("wait_for");
+    std::unique_lock<std::mutex> lock(state_->mutex);
+    if (!state_->changed.wait_for(lock, limit, [&] { return state_->finished; })) return std::nullopt;
+    return take(lock);
+  }
+  // Withdraws the receive (Note [receive handles]): true, acknowledged, when nothing was handed to it; false
+  // when it had been answered. After true the handle is spent; after false, wait() gives the answer.
+  bool cancel() {
+    check("cancel");
+    if (withdraw_()) {
+      withdrawn_ = true;
+      return true;
+    }
+    return false;
+  }
+
+ private:
+  void check(const char* what) const {
+    if (!state_) throw std::logic_error(std::string("receive_handle::") + what + " on an empty handle");
+    if (withdrawn_) throw std::logic_error(std::string("receive_handle::") + what + " after cancel() withdrew it");
+    if (taken_) throw std::logic_error(std::string("receive_handle::") + what + " after its answer was taken");
+  }
+  T take(std::unique_lock<std::mutex>&) {
+    taken_ = true;
+    if (state_->error) std::rethrow_exception(state_->error);
+    return std::move(*state_->value);
+  }
+
+  std::shared_ptr<state> state_;
+  withdraw_function withdraw_;
+  bool withdrawn_ = false;
+  bool taken_ = false;
 };
 
 // Ranks are 0 .. world_size-1. Sends never block and move the tensor (no copy in one process); a send
@@ -40,8 +136,15 @@ class communicator {
   virtual backward_task receive_backward(int source) = 0;
   virtual tensor receive(int source) = 0;
 
+  // Note [receive handles]: the same receives, returning at once with a handle to wait on or cancel.
+  virtual receive_handle<forward_task> receive_forward_async(int source) = 0;
+  virtual receive_handle<backward_task> receive_backward_async(int source) = 0;
+  virtual receive_handle<tensor> receive_async(int source) = 0;
+
   // Returns when every rank has called barrier(), or throws timeout_error.
   virtual void barrier() = 0;
+  // The same, returning at once: wait() gives the number of the barrier round this rank passed.
+  virtual receive_handle<std::uint64_t> barrier_async() = 0;
   // After shutdown every call throws std::logic_error. Idempotent.
   virtual void shutdown() = 0;
 };

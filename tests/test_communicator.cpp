@@ -480,6 +480,112 @@ TEST_CASE("a tensor arriving while a receive is timing out goes to exactly one r
   CHECK_THROWS_AS(world.at(1).receive(0), timeout_error);
 }
 
+// ---- receive handles (Note [receive handles]) ----------------------------------------------------------
+
+TEST_CASE("receive_async returns at once; ready() and wait_for() say when the tensor came; wait() takes it once") {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  local_world world{sys, 2, 5000ms};
+  const auto start = clock_type::now();
+  receive_handle<tensor> h = world.at(1).receive_async(0);
+  CHECK(ms_since(start) < 1000);
+  CHECK(h.valid());
+  CHECK_FALSE(h.ready());
+  CHECK_FALSE(h.wait_for(50ms).has_value());  // nothing yet: the receive stays in flight
+  world.at(0).send(ramp({2, 3}, 7.0f), 1);
+  check_tensor(h.wait(), ramp({2, 3}, 7.0f), "async receive");
+  CHECK_THROWS_AS(h.wait(), std::logic_error);  // one answer per handle
+  CHECK_THROWS_AS(receive_handle<tensor>{}.wait(), std::logic_error);
+  // Forward and backward handles keep their task fields; several handles in flight are answered in order.
+  receive_handle<forward_task> f1 = world.at(1).receive_forward_async(0);
+  receive_handle<forward_task> f2 = world.at(1).receive_forward_async(0);
+  world.at(0).send_forward(make_forward(3, 1, 0, 8, ramp({2}, 1.0f)), 1);
+  world.at(0).send_forward(make_forward(3, 2, 0, 16, ramp({2}, 2.0f)), 1);
+  const forward_task a = f1.wait(), b = f2.wait();
+  CHECK(a.microbatch == 1);
+  CHECK(b.microbatch == 2);
+  CHECK(a.source == 0);
+  receive_handle<backward_task> g = world.at(0).receive_backward_async(1);
+  world.at(1).send_backward(make_backward(3, 2, 0, 16, ramp({2}, 4.0f)), 0);
+  const auto got = g.wait_for(5000ms);
+  REQUIRE(got.has_value());
+  CHECK(got->first_sample == 16);
+}
+
+TEST_CASE("an async receive times out like a blocking one, and a tensor arriving later waits for the next") {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  local_world world{sys, 2, 100ms};
+  receive_handle<tensor> h = world.at(1).receive_async(0);
+  const std::string text = thrown_text<timeout_error>([&] { h.wait(); });
+  CHECK(text.find("communicator of rank 1: no tensor tensor from rank 0 within 100 ms") != std::string::npos);
+  world.at(0).send(ramp({1}, 5.0f), 1);
+  check_tensor(world.at(1).receive(0), ramp({1}, 5.0f), "after a timed-out async receive");
+}
+
+TEST_CASE("cancel() before the tensor is acknowledged and the tensor goes to the next receive; after it, wait() has it") {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  local_world world{sys, 2, 5000ms};
+  receive_handle<tensor> early = world.at(1).receive_async(0);
+  CHECK(early.cancel());                               // nothing had come: withdrawn
+  CHECK_THROWS_AS(early.wait(), std::logic_error);     // a withdrawn receive has no answer
+  world.at(0).send(ramp({4}, 1.0f), 1);
+  check_tensor(world.at(1).receive(0), ramp({4}, 1.0f), "the tensor a cancelled receive did not take");
+  receive_handle<tensor> late = world.at(1).receive_async(0);
+  world.at(0).send(ramp({4}, 2.0f), 1);
+  const auto deadline = clock_type::now() + scaled(std::chrono::milliseconds(5000));
+  while (!late.ready() && clock_type::now() < deadline) std::this_thread::sleep_for(1ms);
+  REQUIRE(late.ready());
+  CHECK_FALSE(late.cancel());  // answered already: not withdrawn
+  check_tensor(late.wait(), ramp({4}, 2.0f), "the tensor of a receive cancelled too late");
+}
+
+TEST_CASE("a tensor raced against cancel() is received exactly once, never lost to a withdrawn receive") {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  local_world world{sys, 2, 5000ms};
+  int by_handle = 0, by_next = 0;
+  for (int i = 0; i < 200; ++i) {
+    receive_handle<tensor> h = world.at(1).receive_async(0);
+    std::thread sender([&, i] {
+      if (i % 3 == 1) std::this_thread::sleep_for(std::chrono::microseconds(50 * (i % 7)));
+      world.at(0).send(ramp({1}, float(i)), 1);
+    });
+    if (i % 3 == 2) std::this_thread::sleep_for(std::chrono::microseconds(50 * (i % 5)));
+    if (h.cancel()) {
+      ++by_next;
+      check_tensor(world.at(1).receive(0), ramp({1}, float(i)), "raced tensor, taken by the next receive");
+    } else {
+      ++by_handle;
+      check_tensor(h.wait(), ramp({1}, float(i)), "raced tensor, taken by the cancelled-too-late receive");
+    }
+    sender.join();
+  }
+  INFO("by the raced handle " << by_handle << ", by the next receive " << by_next);
+  CHECK(by_handle + by_next == 200);
+  receive_handle<tensor> rest = world.at(1).receive_async(0);  // nothing left over, nothing doubled
+  CHECK_FALSE(rest.wait_for(100ms).has_value());
+  CHECK(rest.cancel());
+}
+
+TEST_CASE("barrier_async: every rank's handle gives the same round; a withdrawn arrival does not count") {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  local_world world{sys, 2, 5000ms};
+  receive_handle<std::uint64_t> first = world.at(0).barrier_async();
+  CHECK_FALSE(first.wait_for(50ms).has_value());  // rank 1 has not arrived
+  CHECK(first.cancel());                          // withdrawn: rank 0 is no longer waiting there
+  receive_handle<std::uint64_t> a = world.at(1).barrier_async();
+  CHECK_FALSE(a.wait_for(50ms).has_value());      // the withdrawn arrival did not complete the round
+  receive_handle<std::uint64_t> b = world.at(0).barrier_async();
+  const std::uint64_t round_a = a.wait(), round_b = b.wait();
+  CHECK(round_a == round_b);
+  std::thread other([&] { world.at(1).barrier(); });  // and the blocking form still works on top
+  CHECK_NOTHROW(world.at(0).barrier());
+  other.join();
+}
+
 TEST_CASE("a receive whose inbox is gone fails with an error instead of hanging") {
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};
