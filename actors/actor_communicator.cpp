@@ -1,8 +1,10 @@
 #include "actors/actor_communicator.hpp"
 
+#include <algorithm>
 #include <deque>
 #include <exception>
 #include <map>
+#include <mutex>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -10,17 +12,102 @@
 #include "network/error_text.hpp"
 
 namespace ap {
+
+// Note [receive handles]: a receive in flight as its inbox or barrier keeps it. The inbox (or barrier) fills
+// the handle's state itself, in the order it handles arrivals, expiries and withdrawals, so a receive is
+// answered once and a withdrawn one never. Inboxes and barriers are local to their rank's process (only the
+// endpoints of other ranks may be remote), so a slot travels as a pointer.
+struct receive_slot {
+  std::string where;  // "communicator of rank 1: no forward tensor from rank 0", for its failures
+  std::chrono::milliseconds timeout;
+  receive_slot(std::string w, std::chrono::milliseconds t) : where(std::move(w)), timeout(t) {}
+  virtual ~receive_slot() = default;
+  virtual void deliver(caf::message& m) = 0;  // the arrival (or the barrier's round) that answers it
+  virtual void fail(std::exception_ptr e) = 0;
+  void expire(const std::string& detail) {
+    fail(std::make_exception_ptr(timeout_error(where + " within " + std::to_string(timeout.count()) + " ms" +
+                                               (detail.empty() ? "" : " (" + detail + ")"))));
+  }
+};
+using slot_ptr = std::shared_ptr<receive_slot>;
+
+}  // namespace ap
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ap::slot_ptr)
+
+namespace ap {
+
+// The receives of one communicator at one inbox or barrier that are not answered yet. One functor, attached
+// to that actor when the communicator is made (while it lives, so its exit is never missed), fails them all
+// when it goes; a receive asked of it afterwards fails at once.
+struct pending_receives {
+  std::mutex mutex;
+  std::vector<std::weak_ptr<receive_slot>> slots;  // owned by their handles (and the actor while it waits)
+  std::string gone;                                // why the actor is gone; empty while it lives
+
+  void add(const slot_ptr& s) {
+    std::string why;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      why = gone;
+      if (why.empty()) {
+        slots.erase(std::remove_if(slots.begin(), slots.end(), [](const auto& w) { return w.expired(); }), slots.end());
+        slots.push_back(s);
+      }
+    }
+    if (!why.empty()) s->fail(std::make_exception_ptr(std::runtime_error(s->where + ": " + why)));
+  }
+  void fail_all(const std::string& why) {
+    std::vector<std::weak_ptr<receive_slot>> failed;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      gone = why;
+      failed.swap(slots);
+    }
+    for (auto& w : failed)
+      if (auto s = w.lock()) s->fail(std::make_exception_ptr(std::runtime_error(s->where + ": " + why)));
+  }
+};
+
 namespace {
 
 enum kind : int { forward_kind = 0, backward_kind = 1, plain_kind = 2 };
-const char* kind_name(int k) { return k == forward_kind ? "forward" : k == backward_kind ? "backward" : "tensor"; }
+const char* kind_name(int k) {
+  return k == forward_kind ? "forward tensor" : k == backward_kind ? "backward tensor" : "tensor";
+}
+
+// A receive answered as a T from the inbox's stored Reply (forward_task, backward_task or tensor_message),
+// moved out of it without a copy, or from the barrier's round. Its handle's state lives inside it, and the
+// handle owns it through that state: a slot whose take was never handled (its inbox gone) stays alive for
+// the functor that fails it.
+template <class T, class Reply>
+struct slot_for final : receive_slot {
+  typename receive_handle<T>::state state;
+  using receive_slot::receive_slot;
+  void deliver(caf::message& m) override {
+    auto& x = m.get_mutable_as<Reply>(0);
+    if constexpr (std::is_same_v<Reply, tensor_message>)
+      state.finish(std::move(x.data), nullptr);
+    else
+      state.finish(std::move(x), nullptr);
+  }
+  void fail(std::exception_ptr e) override { state.finish(std::nullopt, std::move(e)); }
+};
+
+// A new receive's slot, and its handle's state owned through it.
+template <class T, class Reply>
+std::pair<slot_ptr, std::shared_ptr<typename receive_handle<T>::state>> make_slot(std::string where,
+                                                                                   std::chrono::milliseconds timeout) {
+  auto slot = std::make_shared<slot_for<T, Reply>>(std::move(where), timeout);
+  std::shared_ptr<typename receive_handle<T>::state> state(slot, &slot->state);
+  return {std::move(slot), std::move(state)};
+}
 
 // ---- inbox -------------------------------------------------------------------------------------------
 
-// A receive in flight at the inbox (Note [receive handles]): its id, and the actor that answers its handle.
 struct waiter {
   std::uint64_t id;
-  caf::actor receiver;
+  slot_ptr slot;
 };
 
 struct inbox_state {
@@ -29,32 +116,26 @@ struct inbox_state {
   static inline const char* name = "inbox";
 };
 
-// Sends `m` (an arrival as the inbox keeps it) to `to` as a message of its own.
-template <class Self>
-void hand(Self* self, const caf::actor& to, caf::message m) {
-  to->enqueue(caf::make_mailbox_element(self->ctrl(), caf::make_message_id(), {}, std::move(m)), self->context());
-}
-
 void arrive(caf::stateful_actor<inbox_state>* self, int k, int source, caf::message m) {
   auto& w = self->state.waiting[{k, source}];
   if (!w.empty()) {
-    hand(self, w.front().receiver, std::move(m));
+    w.front().slot->deliver(m);
     w.pop_front();
   } else {
     self->state.held[{k, source}].push_back(std::move(m));
   }
 }
 
-// Removes the receive `id` of (kind, source); whether it was still waiting.
-bool remove_waiter(caf::stateful_actor<inbox_state>* self, int k, int source, std::uint64_t id, caf::actor* receiver) {
+// Removes the receive `id` of (kind, source); its slot if it was still waiting.
+slot_ptr remove_waiter(caf::stateful_actor<inbox_state>* self, int k, int source, std::uint64_t id) {
   auto& w = self->state.waiting[{k, source}];
   for (auto it = w.begin(); it != w.end(); ++it)
     if (it->id == id) {
-      *receiver = it->receiver;
+      slot_ptr s = std::move(it->slot);
       w.erase(it);
-      return true;
+      return s;
     }
-  return false;
+  return nullptr;
 }
 
 caf::behavior inbox(caf::stateful_actor<inbox_state>* self) {
@@ -65,26 +146,22 @@ caf::behavior inbox(caf::stateful_actor<inbox_state>* self) {
         arrive(self, backward_kind, s, caf::make_message(std::move(t)));
       },
       [=](tensor_message& t) { const int s = t.source; arrive(self, plain_kind, s, caf::make_message(std::move(t))); },
-      [=](take_atom, int k, int source, int timeout_ms, std::uint64_t id, caf::actor& receiver) {
+      [=](take_atom, int k, int source, std::uint64_t id, slot_ptr& slot) {
         auto& held = self->state.held[{k, source}];
         if (!held.empty()) {
-          hand(self, receiver, std::move(held.front()));
+          slot->deliver(held.front());
           held.pop_front();
           return;
         }
-        self->state.waiting[{k, source}].push_back(waiter{id, std::move(receiver)});
-        self->delayed_send(self, std::chrono::milliseconds(timeout_ms), expire_atom::value, k, source, id);
+        self->delayed_send(self, slot->timeout, expire_atom::value, k, source, id);
+        self->state.waiting[{k, source}].push_back(waiter{id, std::move(slot)});
       },
       [=](expire_atom, int k, int source, std::uint64_t id) {
-        caf::actor receiver;
-        if (remove_waiter(self, k, source, id, &receiver)) self->send(receiver, expire_atom::value);
+        if (auto s = remove_waiter(self, k, source, id)) s->expire("");
       },
       // Acknowledged cancellation: true if the receive was still waiting (it never gets anything now).
       [=](withdraw_atom, int k, int source, std::uint64_t id) -> bool {
-        caf::actor receiver;
-        if (!remove_waiter(self, k, source, id, &receiver)) return false;
-        self->send(receiver, withdraw_atom::value);
-        return true;
+        return remove_waiter(self, k, source, id) != nullptr;
       },
   };
 }
@@ -92,19 +169,20 @@ caf::behavior inbox(caf::stateful_actor<inbox_state>* self) {
 // ---- barrier -----------------------------------------------------------------------------------------
 
 struct barrier_state {
-  std::vector<waiter> arrived;  // this round's ranks, each with the actor that answers its handle
+  std::vector<waiter> arrived;  // this round's ranks, each with its receive
   std::uint64_t round = 0;
   static inline const char* name = "barrier";
 };
 
 caf::behavior barrier(caf::stateful_actor<barrier_state>* self, int world_size, std::chrono::milliseconds timeout) {
   return {
-      [=](barrier_atom, int, std::uint64_t id, caf::actor& receiver) {
+      [=](barrier_atom, int, std::uint64_t id, slot_ptr& slot) {
         auto& st = self->state;
         if (st.arrived.empty()) self->delayed_send(self, timeout, expire_atom::value, st.round);
-        st.arrived.push_back(waiter{id, std::move(receiver)});
+        st.arrived.push_back(waiter{id, std::move(slot)});
         if (static_cast<int>(st.arrived.size()) == world_size) {
-          for (auto& w : st.arrived) self->send(w.receiver, ok_atom::value, st.round);
+          auto passed = caf::make_message(st.round);
+          for (auto& w : st.arrived) w.slot->deliver(passed);
           st.arrived.clear();
           ++st.round;
         }
@@ -114,7 +192,7 @@ caf::behavior barrier(caf::stateful_actor<barrier_state>* self, int world_size, 
         if (round != st.round || st.arrived.empty()) return;
         const std::string why = std::to_string(st.arrived.size()) + " of " + std::to_string(world_size) +
                                 " ranks arrived";
-        for (auto& w : st.arrived) self->send(w.receiver, expire_atom::value, why);
+        for (auto& w : st.arrived) w.slot->expire(why);
         st.arrived.clear();
         ++st.round;
       },
@@ -122,7 +200,6 @@ caf::behavior barrier(caf::stateful_actor<barrier_state>* self, int world_size, 
         auto& arrived = self->state.arrived;
         for (auto it = arrived.begin(); it != arrived.end(); ++it)
           if (it->id == id) {
-            self->send(it->receiver, withdraw_atom::value);
             arrived.erase(it);
             return true;
           }
@@ -131,64 +208,8 @@ caf::behavior barrier(caf::stateful_actor<barrier_state>* self, int world_size, 
   };
 }
 
-// ---- the actors behind the handles (Note [receive handles]) --------------------------------------------
-
-template <class T>
-using handle_state = std::shared_ptr<typename receive_handle<T>::state>;
-
-template <class T>
-void fail(const handle_state<T>& st, std::exception_ptr e) {
-  st->finish(std::nullopt, std::move(e));
-}
-
-// Answers one receive's handle: the Reply the inbox hands it (as a T), its expiry, or a gone inbox.
-template <class T, class Reply>
-caf::behavior tensor_receiver(caf::event_based_actor* self, handle_state<T> st, caf::actor inbox, std::string where,
-                              std::chrono::milliseconds timeout) {
-  self->monitor(inbox);
-  self->set_down_handler([=](caf::down_msg& m) {
-    fail<T>(st, std::make_exception_ptr(std::runtime_error(where + ": its inbox is gone (" + caf::to_string(m.reason) + ")")));
-    self->quit();
-  });
-  return {
-      [=](Reply& x) {
-        if constexpr (std::is_same_v<Reply, tensor_message>)
-          st->finish(std::move(x.data), nullptr);
-        else
-          st->finish(std::move(x), nullptr);
-        self->quit();
-      },
-      [=](expire_atom) {
-        fail<T>(st, std::make_exception_ptr(timeout_error(where + " within " + std::to_string(timeout.count()) + " ms")));
-        self->quit();
-      },
-      [=](withdraw_atom) { self->quit(); },  // cancel() was acknowledged: nothing comes
-  };
-}
-
-caf::behavior barrier_receiver(caf::event_based_actor* self, handle_state<std::uint64_t> st, caf::actor barrier_actor,
-                               std::string where) {
-  self->monitor(barrier_actor);
-  self->set_down_handler([=](caf::down_msg& m) {
-    fail<std::uint64_t>(st, std::make_exception_ptr(std::runtime_error(where + ": the barrier is gone (" +
-                                                                         caf::to_string(m.reason) + ")")));
-    self->quit();
-  });
-  return {
-      [=](ok_atom, std::uint64_t round) {
-        st->finish(round, nullptr);
-        self->quit();
-      },
-      [=](expire_atom, const std::string& why) {
-        fail<std::uint64_t>(st, std::make_exception_ptr(timeout_error(where + " (" + why + ")")));
-        self->quit();
-      },
-      [=](withdraw_atom) { self->quit(); },
-  };
-}
-
 // Asks `target` to withdraw a receive; true when it acknowledged doing so. A target that does not answer in
-// `limit` (or is gone) withdrew nothing: the handle then gets its answer from the receiving actor.
+// `limit` (or is gone) withdrew nothing: the handle then gets its answer from the target (or its exit).
 template <class... Ts>
 bool withdraw(caf::actor_system& system, const caf::actor& target, std::chrono::milliseconds limit, Ts... xs) {
   caf::scoped_actor self{system};
@@ -198,8 +219,17 @@ bool withdraw(caf::actor_system& system, const caf::actor& target, std::chrono::
   return withdrawn;
 }
 
-// How long past its timeout a receive waits for its inbox or barrier to answer before withdrawing itself:
-// they answer by themselves at the timeout, so only an actor starved of CPU for this long is given up on.
+// Fails the receives of `pending` when `target` exits (Note [receive handles]).
+void watch(const caf::actor& target, const std::shared_ptr<pending_receives>& pending, const char* what) {
+  if (!target) return;
+  const std::string name = what;
+  target->attach_functor([pending, name](const caf::error& reason) {
+    pending->fail_all("its " + name + " is gone (" + error_text(reason) + ")");
+  });
+}
+
+// How long past its timeout a blocking receive waits for its inbox or barrier to answer before withdrawing
+// itself: they answer by themselves at the timeout, so only an actor starved of CPU this long is given up on.
 constexpr std::chrono::seconds answer_grace{30};
 
 }  // namespace
@@ -213,9 +243,19 @@ caf::actor spawn_barrier(caf::actor_system& system, int world_size, std::chrono:
 
 actor_communicator::actor_communicator(caf::actor_system& system, int rank, std::vector<caf::actor> endpoints,
                                        caf::actor barrier, std::chrono::milliseconds timeout)
-    : system_(system), rank_(rank), endpoints_(std::move(endpoints)), barrier_(std::move(barrier)), timeout_(timeout) {
+    : system_(system),
+      rank_(rank),
+      endpoints_(std::move(endpoints)),
+      barrier_(std::move(barrier)),
+      timeout_(timeout),
+      inbox_pending_(std::make_shared<pending_receives>()),
+      barrier_pending_(std::make_shared<pending_receives>()) {
   check_rank(rank, "construct");
+  watch(endpoints_[static_cast<std::size_t>(rank_)], inbox_pending_, "inbox");
+  watch(barrier_, barrier_pending_, "barrier");
 }
+
+actor_communicator::~actor_communicator() = default;
 
 void actor_communicator::check_open(const char* operation) const {
   if (closed_)
@@ -253,19 +293,19 @@ void actor_communicator::send(tensor&& t, int destination) {
   caf::anon_send(endpoints_[static_cast<std::size_t>(destination)], tensor_message{rank_, std::move(t)});
 }
 
-// Note [typed replies]: the inbox hands over the stored message (a forward_task, backward_task or
-// tensor_message) as a message of its own; the receive's actor matches it as the concrete Reply (by mutable
-// reference, so the tensor is moved out without a copy). The take is sent from the calling thread, so the
-// inbox sees it before any cancel() of the same handle.
+// Note [typed replies]: the inbox keeps each arrival as the message it came in (a forward_task, backward_task
+// or tensor_message); the receive's slot takes it as that concrete type by mutable reference, so the tensor is
+// moved out without a copy. The take is sent from the calling thread, so the inbox sees it before any cancel()
+// of the same handle.
 template <class T, class Reply>
 receive_handle<T> actor_communicator::take_async(int k, int source) {
   const caf::actor& inbox = endpoints_[static_cast<std::size_t>(rank_)];
-  auto st = std::make_shared<typename receive_handle<T>::state>();
-  const std::string where = "communicator of rank " + std::to_string(rank_) + ": no " + kind_name(k) +
-                            " tensor from rank " + std::to_string(source);
-  const caf::actor receiver = system_.spawn(tensor_receiver<T, Reply>, st, inbox, where, timeout_);
+  auto [slot, st] = make_slot<T, Reply>("communicator of rank " + std::to_string(rank_) + ": no " + kind_name(k) +
+                                             " from rank " + std::to_string(source),
+                                         timeout_);
+  inbox_pending_->add(slot);
   const std::uint64_t id = next_receive_++;
-  caf::anon_send(inbox, take_atom::value, k, source, static_cast<int>(timeout_.count()), id, receiver);
+  caf::anon_send(inbox, take_atom::value, k, source, id, std::move(slot));
   caf::actor_system& system = system_;
   const auto limit = timeout_ + answer_grace;
   return receive_handle<T>(std::move(st), [&system, inbox, limit, k, source, id] {
@@ -276,11 +316,11 @@ receive_handle<T> actor_communicator::take_async(int k, int source) {
 template <class T>
 T actor_communicator::answer(receive_handle<T>& handle, const std::string& what) {
   if (auto value = handle.wait_for(timeout_ + answer_grace)) return std::move(*value);
-  // The receiving actor answered neither the tensor nor its own expiry: starved of CPU. Withdraw the receive,
-  // acknowledged, so the tensor cannot be handed to it once this call has given up.
+  // The inbox (or barrier) answered neither the tensor nor its own expiry: starved of CPU. Withdraw the
+  // receive, acknowledged, so the tensor cannot be handed to it once this call has given up.
   if (handle.cancel())
     throw timeout_error("communicator of rank " + std::to_string(rank_) + ": " + what + " within " +
-                        std::to_string(timeout_.count()) + " ms (its receiving actor did not answer)");
+                        std::to_string(timeout_.count()) + " ms (its inbox did not answer)");
   return handle.wait();  // answered after all: the tensor, or its failure
 }
 
@@ -320,12 +360,11 @@ tensor actor_communicator::receive(int source) {
 receive_handle<std::uint64_t> actor_communicator::barrier_async() {
   check_open("barrier");
   if (!barrier_) throw std::logic_error("communicator of rank " + std::to_string(rank_) + ": barrier without a barrier actor");
-  auto st = std::make_shared<receive_handle<std::uint64_t>::state>();
-  const std::string where = "communicator of rank " + std::to_string(rank_) + ": barrier not reached within " +
-                            std::to_string(timeout_.count()) + " ms";
-  const caf::actor receiver = system_.spawn(barrier_receiver, st, barrier_, where);
+  auto [slot, st] = make_slot<std::uint64_t, std::uint64_t>(
+      "communicator of rank " + std::to_string(rank_) + ": barrier not reached", timeout_);
+  barrier_pending_->add(slot);
   const std::uint64_t id = next_receive_++;
-  caf::anon_send(barrier_, barrier_atom::value, rank_, id, receiver);
+  caf::anon_send(barrier_, barrier_atom::value, rank_, id, std::move(slot));
   caf::actor_system& system = system_;
   const caf::actor target = barrier_;
   const auto limit = timeout_ + answer_grace;

@@ -15,12 +15,15 @@
 
 namespace ap {
 
+struct pending_receives;  // Note [receive handles]: a communicator's unanswered receives at one actor
+
 class actor_communicator final : public communicator {
  public:
   // endpoints[r] receives everything sent to rank r. A rank whose endpoint is an inbox (below) can also
   // receive(); a stage's endpoint is its retriever, which takes tasks in schedule order instead.
   actor_communicator(caf::actor_system& system, int rank, std::vector<caf::actor> endpoints, caf::actor barrier,
                      std::chrono::milliseconds timeout = default_timeout);
+  ~actor_communicator() override;
 
   int rank() const override { return rank_; }
   int world_size() const override { return static_cast<int>(endpoints_.size()); }
@@ -57,6 +60,8 @@ class actor_communicator final : public communicator {
   std::chrono::milliseconds timeout_;
   std::atomic<bool> closed_{false};
   std::atomic<std::uint64_t> next_receive_{0};  // ids of this communicator's receives
+  std::shared_ptr<pending_receives> inbox_pending_;    // failed at once if this rank's inbox exits
+  std::shared_ptr<pending_receives> barrier_pending_;  // likewise for the barrier
 };
 
 // An inbox: holds what arrives per (kind, source) and answers blocking receives in arrival order.

@@ -518,7 +518,7 @@ TEST_CASE("an async receive times out like a blocking one, and a tensor arriving
   local_world world{sys, 2, 100ms};
   receive_handle<tensor> h = world.at(1).receive_async(0);
   const std::string text = thrown_text<timeout_error>([&] { h.wait(); });
-  CHECK(text.find("communicator of rank 1: no tensor tensor from rank 0 within 100 ms") != std::string::npos);
+  CHECK(text.find("communicator of rank 1: no tensor from rank 0 within 100 ms") != std::string::npos);
   world.at(0).send(ramp({1}, 5.0f), 1);
   check_tensor(world.at(1).receive(0), ramp({1}, 5.0f), "after a timed-out async receive");
 }
@@ -584,6 +584,29 @@ TEST_CASE("barrier_async: every rank's handle gives the same round; a withdrawn 
   std::thread other([&] { world.at(1).barrier(); });  // and the blocking form still works on top
   CHECK_NOTHROW(world.at(0).barrier());
   other.join();
+}
+
+TEST_CASE("receives waiting at an inbox or barrier that exits fail at once, naming it") {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  std::vector<caf::actor> endpoints{spawn_inbox(sys), spawn_inbox(sys)};
+  caf::actor barrier = spawn_barrier(sys, 2, 60000ms);
+  actor_communicator c{sys, 1, endpoints, barrier, 60000ms};
+  receive_handle<forward_task> f = c.receive_forward_async(0);
+  receive_handle<std::uint64_t> b = c.barrier_async();
+  CHECK_FALSE(f.wait_for(100ms).has_value());  // both are waiting at their actors now
+  CHECK_FALSE(b.wait_for(1ms).has_value());
+  const auto start = clock_type::now();
+  caf::anon_send_exit(endpoints[1], caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(barrier, caf::exit_reason::user_shutdown);
+  const std::string ft = thrown_text<std::runtime_error>([&] { f.wait(); });
+  const std::string bt = thrown_text<std::runtime_error>([&] { b.wait(); });
+  CHECK(ms_since(start) < 1500);  // not the minute of the timeout
+  CHECK(contains(ft, "communicator of rank 1: no forward tensor from rank 0: its inbox is gone"));
+  CHECK(contains(bt, "communicator of rank 1: barrier not reached: its barrier is gone"));
+  // A receive asked afterwards fails at once too.
+  CHECK(contains(thrown_text<std::runtime_error>([&] { c.receive_backward_async(0).wait(); }), "its inbox is gone"));
+  caf::anon_send_exit(endpoints[0], caf::exit_reason::user_shutdown);
 }
 
 TEST_CASE("a receive whose inbox is gone fails with an error instead of hanging") {
