@@ -1,4 +1,4 @@
-# actorpipe::actorpipe: the library a C++ project links (README "Using it as a library"). Included by the
+# actorpipe::actorpipe: the library a C++ project links (docs/library.md, "Using it as a library"). Included by the
 # top-level CMakeLists.txt right after the folder libraries (tensor ... actors) and before anything that
 # uses them: every library defined by then is part of it.
 

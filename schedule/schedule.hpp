@@ -110,7 +110,7 @@ std::vector<std::string> schedule_names();
 // microbatch on its chunk and the whole-batch backward of the next chunk. A schedule runs either every
 // backward whole-batch or none (one gradient message per batch, or one per microbatch), which the validator
 // checks. It gives the same gradients as the pipelined backward (tested); it is slower because stage s
-// starts its backward only when stage s+1 has finished all of its (the README compares the two).
+// starts its backward only when stage s+1 has finished all of its (docs/performance.md compares the two).
 // True when the schedule's backwards run on the whole batch: the coordinator then sends one joined gradient.
 bool whole_batch_backward(const schedule& s);
 

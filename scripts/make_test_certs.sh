@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Makes a certificate authority and CA-signed certificates for a test cluster of actorpipe nodes and
-# coordinators (mutual TLS, README "Nodes over TLS"):
+# coordinators (mutual TLS, docs/cluster.md):
 #   scripts/make_test_certs.sh DIR [NAME...]      (NAMEs default to: coordinator node)
 # writes DIR/ca.pem (the CA's certificate: pass it as --tls-ca everywhere), DIR/ca.key (keep it private),
 # and for each NAME DIR/NAME.pem and DIR/NAME.key (--tls-cert, --tls-key). An existing DIR/ca.pem is reused, so
