@@ -24,7 +24,7 @@ struct coordinator_state {
   // The step in flight.
   std::uint64_t step = 0;  // meaningful while active
   bool active = false;
-  caf::response_promise promise;
+  caf::typed_response_promise<step_result> promise;
   std::vector<tensor> labels;  // per microbatch
   std::vector<int> first_sample;
   std::size_t batch_size = 0;
@@ -48,7 +48,7 @@ struct coordinator_state {
   static inline const char* name = "coordinator";
 };
 
-using coordinator_actor = caf::stateful_actor<coordinator_state>;
+using coordinator_self = coordinator_actor::stateful_pointer<coordinator_state>;
 
 double steady_now_us() {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -87,7 +87,7 @@ void log_node_events(coordinator_state& st) {
   st.node_events.clear();
 }
 
-void finish(coordinator_actor* self, step_result r) {
+void finish(coordinator_self self, step_result r) {
   auto& st = self->state;
   st.active = false;
   st.labels.clear();
@@ -98,7 +98,7 @@ void finish(coordinator_actor* self, step_result r) {
 
 // The step fails: every stage drops it (caches, gradients, queued tasks), nothing is applied. `code` is what
 // decides (Note [errors as codes]), `what` is for people.
-void fail(coordinator_actor* self, error_code code, const std::string& what) {
+void fail(coordinator_self self, error_code code, const std::string& what) {
   auto& st = self->state;
   if (!st.active) return;
   for (auto& r : st.config.retrievers) self->send(r, abort_atom::value, st.step);
@@ -109,7 +109,7 @@ void fail(coordinator_actor* self, error_code code, const std::string& what) {
 // Other stages may have applied this step already: no later step may run on mixed weights.
 // Its code is `collective` when the stage's optimizer step failed in a collective (a data-parallel peer
 // abandoned the step: the cause is elsewhere), else `broken`.
-void apply_failed(coordinator_actor* self, std::size_t stage, std::uint64_t step, const std::string& why, error_code cause) {
+void apply_failed(coordinator_self self, std::size_t stage, std::uint64_t step, const std::string& why, error_code cause) {
   auto& s = self->state;
   if (!s.broken) {
     s.broken = true;
@@ -121,7 +121,7 @@ void apply_failed(coordinator_actor* self, std::size_t stage, std::uint64_t step
   fail(self, s.broken_code, "applying the optimizer: " + s.broken_reason);
 }
 
-void arm_timer(coordinator_actor* self, std::chrono::steady_clock::duration after) {
+void arm_timer(coordinator_self self, std::chrono::steady_clock::duration after) {
   self->state.timer_armed = true;
   self->delayed_send(self, std::chrono::duration_cast<std::chrono::milliseconds>(after) + std::chrono::milliseconds(1),
                      timeout_atom::value, std::uint64_t{0}, self->state.step);
@@ -130,7 +130,7 @@ void arm_timer(coordinator_actor* self, std::chrono::steady_clock::duration afte
 // The requests carry no timeout of their own: a CAF 0.17 request timeout stays in the actor clock for the
 // whole timeout even when answered (four a step piled up, see Note [one timer per retriever]); one timer
 // checks them all.
-void apply(coordinator_actor* self, float clip_factor) {
+void apply(coordinator_self self, float clip_factor) {
   auto& st = self->state;
   const std::uint64_t step = st.step;
   st.applied.assign(st.config.processors.size(), false);
@@ -156,7 +156,7 @@ void apply(coordinator_actor* self, float clip_factor) {
 // Note [global gradient clipping]: with clip_grad_norm, every stage first sends its sum of squares (after its
 // data-parallel reductions); the coordinator adds them in stage order and every stage applies with the same
 // factor. Nothing is applied before every norm is in, so a failure here fails the step cleanly.
-void commit(coordinator_actor* self) {
+void commit(coordinator_self self) {
   auto& st = self->state;
   if (st.config.clip_grad_norm <= 0.0f) return apply(self, 1.0f);
   const std::uint64_t step = st.step;
@@ -224,7 +224,7 @@ error_code stopped_code(const caf::down_msg& m) {
   return m.reason == caf::exit_reason::remote_link_unreachable ? error_code::lost_node : error_code::internal;
 }
 
-caf::behavior coordinator(coordinator_actor* self, coordinator_config config) {
+coordinator_actor::behavior_type coordinator(coordinator_self self, coordinator_config config) {
   self->state.config = std::move(config);
   self->state.loss_fn = make_loss(self->state.config.loss);
   for (auto& a : self->state.config.retrievers) self->monitor(a);
@@ -255,7 +255,7 @@ caf::behavior coordinator(coordinator_actor* self, coordinator_config config) {
         } catch (const std::exception& e) {
           return failed_step(code_of(e), "step " + std::to_string(step) + ": " + e.what());
         }
-        st.promise = self->make_response_promise();
+        st.promise = self->make_response_promise<step_result>();
         st.step = step;
         st.step_begin_us = steady_now_us();
         st.active = true;
@@ -352,7 +352,7 @@ caf::behavior coordinator(coordinator_actor* self, coordinator_config config) {
 
 }  // namespace
 
-caf::actor spawn_coordinator(caf::actor_system& system, coordinator_config config) {
+coordinator_actor spawn_coordinator(caf::actor_system& system, coordinator_config config) {
   return system.spawn(coordinator, std::move(config));
 }
 

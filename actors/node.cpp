@@ -57,8 +57,9 @@ void stop_stages(node_actor* self, const caf::actor_addr& owner, const std::stri
       kept.push_back(std::move(h));
       continue;
     }
-    for (auto* a : {&h.actors.retriever, &h.actors.processor, &h.actors.sender})
-      self->send_exit(*a, caf::exit_reason::user_shutdown);
+    self->send_exit(h.actors.retriever, caf::exit_reason::user_shutdown);
+    self->send_exit(h.actors.processor, caf::exit_reason::user_shutdown);
+    self->send_exit(h.actors.sender, caf::exit_reason::user_shutdown);
     stopped += (stopped.empty() ? "" : ", ") + std::to_string(h.stage);
   }
   st.stages = std::move(kept);
@@ -176,7 +177,9 @@ caf::behavior node(node_actor* self, node_options options) {
         if (!known) self->monitor(owner);
         st.stages.push_back(hosted_stage{stage, owner.address(), a});
         log(self, "stage " + std::to_string(stage) + " started: " + layers);
-        return {a.retriever, a.processor, a.sender};
+        // Untyped on the wire, as before (Note [typed stage interfaces]): place_stage casts them back.
+        return {caf::actor_cast<caf::actor>(a.retriever), caf::actor_cast<caf::actor>(a.processor),
+                caf::actor_cast<caf::actor>(a.sender)};
       },
       [=](clock_atom) -> double {  // Note [events from nodes]: the clock the node's events are stamped with
         return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -308,7 +311,11 @@ stage_actors place_stage(caf::scoped_actor& self, const caf::actor& node, const 
   self->request(node, timeout, std::move(spec))
       .receive(
           [&](caf::actor& retriever, caf::actor& processor, caf::actor& sender) {
-            a = stage_actors{std::move(retriever), std::move(processor), std::move(sender)};
+            // Note [typed stage interfaces]: the node speaks our protocol version with our message types (the
+            // handshake said so), so these are the typed actors of stage_spawner.cpp.
+            a = stage_actors{caf::actor_cast<retriever_actor>(std::move(retriever)),
+                             caf::actor_cast<processor_actor>(std::move(processor)),
+                             caf::actor_cast<sender_actor>(std::move(sender))};
           },
           [&](caf::error& e) { failure = wait_failure(e, timeout, sent); });
   if (!failure.empty()) throw std::runtime_error(what + ": " + failure);

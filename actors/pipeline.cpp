@@ -34,8 +34,10 @@ struct pipeline::impl {
   caf::actor_system_config config;
   std::unique_ptr<caf::actor_system> system;
   std::unique_ptr<guarded_transport> transport;  // with nodes: what connect_node goes through
-  std::vector<caf::actor> senders, processors, retrievers;
-  caf::actor coordinator;
+  std::vector<sender_actor> senders;
+  std::vector<processor_actor> processors;
+  std::vector<retriever_actor> retrievers;
+  coordinator_actor coordinator;
   std::unique_ptr<caf::scoped_actor> owner;  // places stages on nodes; they stop them when it goes
   std::vector<std::string> places;           // per stage: "node host:port"; empty in one process
   std::vector<double> clock_offset_us, clock_bound_us;  // per stage on a node: Note [events from nodes]
@@ -79,12 +81,13 @@ struct pipeline::impl {
 
 // Stops the coordinator and every stage; nodes stop theirs when the owner goes.
 void pipeline::impl::stop_actors() {
-  auto stop = [](const caf::actor& a) {
+  auto stop = [](const auto& a) {
     if (a) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
   };
   stop(coordinator);
-  for (auto* group : {&retrievers, &processors, &senders})
-    for (auto& a : *group) stop(a);
+  for (auto& a : retrievers) stop(a);
+  for (auto& a : processors) stop(a);
+  for (auto& a : senders) stop(a);
   // A detached actor's thread ends only when the last handle to it is gone: drop ours first.
   coordinator = nullptr;
   retrievers.clear(), processors.clear(), senders.clear();
@@ -281,8 +284,10 @@ void pipeline::impl::start_stages(std::chrono::milliseconds placement_timeout) {
                                                           retrievers, processors, options.timeout, places,
                                                           whole_batch_backward(plan), log, clock_offset_us,
                                                           clock_bound_us, options.clip_grad_norm});
-  std::vector<caf::actor> endpoints = retrievers;
-  endpoints.push_back(coordinator);
+  // Note [typed stage interfaces]: one vector of endpoints holds two interfaces, so it is untyped.
+  std::vector<caf::actor> endpoints;
+  for (const auto& r : retrievers) endpoints.push_back(caf::actor_cast<caf::actor>(r));
+  endpoints.push_back(caf::actor_cast<caf::actor>(coordinator));
   for (std::size_t s = 0; s < senders.size(); ++s) {
     if (!owner) {
       caf::anon_send(senders[s], setup_atom::value, endpoints);
@@ -408,7 +413,7 @@ std::string describe_layers(const std::vector<std::string>& specs) {
 }
 
 // Every stage's stage_state, in stage order.
-std::vector<stage_state> request_stage_states(caf::actor_system& system, const std::vector<caf::actor>& processors,
+std::vector<stage_state> request_stage_states(caf::actor_system& system, const std::vector<processor_actor>& processors,
                                               std::chrono::milliseconds timeout, const std::string& path) {
   std::vector<stage_state> states;
   caf::scoped_actor self{system};
@@ -521,7 +526,7 @@ void pipeline::impl::take_snapshot() {
                       failure = "stage " + std::to_string(s) + " sent no state within " +
                                 std::to_string(options.timeout.count()) + " ms";
                     });
-    self->demonitor(processors[s]);
+    self->demonitor(processors[s].address());  // CAF 0.17 has demonitor(actor) but not for a typed handle
     if (!failure.empty())
       throw pipeline_error("snapshot after step " + (next_id > 0 ? std::to_string(next_id - 1) : std::string("none")) + ": " + failure);
   }

@@ -3,12 +3,37 @@
 //   coordinator --forward_task--> stage 0 retriever -> processor -> sender --forward_task--> stage 1 ...
 //   last stage sender --forward_task (output)--> coordinator: loss, gradient --backward_task--> last stage
 //
-// A stage is three actors: the retriever (its mailbox is the stage's queue; it holds tasks until they are
-// the stage's next scheduled action), the processor (detached: computes exactly one task at a time) and the
-// sender (hands results to the communicator, so compute never waits on delivery).
+// A stage is three actors: the retriever (tasks arrive in its mailbox; it holds them in the stage's task_queue
+// until they are the stage's next scheduled action, Note [mailbox as the queue] in retriever.cpp), the
+// processor (detached: computes exactly one task at a time) and the sender (hands results to the
+// communicator, so compute never waits on delivery).
 //
 // With pipeline_options::nodes a stage's three actors run in an `actorpipe node` process (node.hpp); the
 // coordinator and the other stages hold remote handles and use them exactly like local ones.
+//
+// Note [typed stage interfaces]: the retriever, processor, sender and coordinator are caf::typed_actor, each
+// accepting exactly the messages listed in actors/stage_interfaces.hpp; their spawn functions return those
+// handles, and a message a role does not accept, or a request answer of the wrong type, is a compile error
+// (checked in CAF 0.17.6 for mutable-reference handlers that move a tensor out, caf::skip, typed response
+// promises, delegate, stateful and detached typed actors, down/exit handlers, publish/remote_actor<T> and
+// remote_spawn<T>). Where handles stay untyped, and why:
+//  - The communicator's endpoints are a std::vector<caf::actor> (retrievers and the coordinator, and inboxes in
+//    tests): one vector holds several interfaces. The facade converts with caf::actor_cast<caf::actor>, which
+//    keeps the same actor.
+//  - CAF 0.17 lets a typed actor send() only to typed handles ("statically typed actors are only allowed to
+//    send() to other statically typed actors", static_assert in caf/mixin/sender.hpp:228). So the processor
+//    answers task_done to caf::actor_cast<retriever_actor>(current_sender()), and the retriever reports to
+//    caf::actor_cast<coordinator_actor>(the sender of begin). Such a cast checks nothing at run time: a
+//    message the actor lacks is dropped as unexpected, as with untyped handles.
+//  - Across processes the node (node.cpp) still answers a stage_spec with three caf::actor and place_stage casts
+//    them: the wire format stays as it was (no protocol version bump: the messages are the same), and the
+//    handshake has already checked that both sides speak the same protocol version with the same message types
+//    (actors/handshake.hpp). A typed handle could travel instead (tried: it arrives and answers), but it is
+//    not checked either: only middleman().remote_actor<T> and remote_spawn<T> compare interfaces, at connect.
+//  - The node is not one of these roles and stays caf::actor: once published typed, an untyped remote_actor to
+//    it is refused (unexpected_actor_messaging_interface, tried with CAF 0.17.6).
+//  - The pipeline's scoped_actor (blocking, untyped) requests and receives from typed handles as before; only
+//    demonitor needs the address (CAF 0.17 has demonitor(actor_addr) and demonitor(actor), no typed overload).
 #pragma once
 
 #include <chrono>
@@ -20,6 +45,7 @@
 
 #include "stage/event_log.hpp"
 #include "actors/messages.hpp"
+#include "actors/stage_interfaces.hpp"
 #include "failure/timeout.hpp"
 #include "stage/stage_compute.hpp"
 #include "schedule/schedule.hpp"
@@ -28,42 +54,42 @@ namespace ap {
 
 class ring_group;
 
-using setup_atom = caf::atom_constant<caf::atom("setup")>;  // endpoints of every rank, sent once at start
-
 // Rank numbering in a pipeline's communicator: stage s is rank s, the coordinator is rank `stages`.
 inline int coordinator_rank(int stages) { return stages; }
 
 // The sender of stage `stage`: builds its communicator from the endpoints it is sent (setup_atom), then
 // delivers deliver_forward and deliver_backward messages.
-caf::actor spawn_sender(caf::actor_system& system, int stage, std::chrono::milliseconds timeout);
+sender_actor spawn_sender(caf::actor_system& system, int stage, std::chrono::milliseconds timeout);
 
 struct processor_config {
   int stage = 0;
   int stages = 1;
   int total_chunks = 1;
-  caf::actor sender;
+  sender_actor sender;
   std::shared_ptr<event_log> log;  // may be null
   dtype transfer_dtype = dtype::float32;  // of activations and gradients sent to other stages (Note [compute dtype])
   std::vector<std::shared_ptr<ring_group>> rings;  // Note [data-parallel nodes]: per rank; empty in one process
 };
-caf::actor spawn_processor(caf::actor_system& system, processor_config config, std::unique_ptr<stage_compute> compute);
+processor_actor spawn_processor(caf::actor_system& system, processor_config config,
+                                std::unique_ptr<stage_compute> compute);
 
 struct retriever_config {
   int stage = 0;
   std::vector<action> actions;  // this stage's row of the schedule
-  caf::actor processor;
+  processor_actor processor;
   std::chrono::milliseconds timeout = default_timeout;  // longest wait for a peer's task while the processor is idle
   std::shared_ptr<event_log> log;
   bool report_events = false;  // Note [events from nodes]: send the log's events with stage_done (on a node)
 };
-caf::actor spawn_retriever(caf::actor_system& system, retriever_config config);
+retriever_actor spawn_retriever(caf::actor_system& system, retriever_config config);
 
 struct coordinator_config {
   int stages = 1;
   int total_chunks = 1;
   int microbatches = 1;
   std::string loss = "cross_entropy";
-  std::vector<caf::actor> retrievers, processors;
+  std::vector<retriever_actor> retrievers;
+  std::vector<processor_actor> processors;
   std::chrono::milliseconds timeout = default_timeout;
   std::vector<std::string> stage_places;  // per stage: "node host:port", or empty in this process (for errors)
   bool whole_batch_backward = false;  // Note [sync-backward]: one gradient for the batch once every loss is in
@@ -75,6 +101,6 @@ struct coordinator_config {
 };
 // Answers (train_atom, step, inputs, labels) with a step_result once every stage has applied its
 // optimizer, or with the first failure after every stage has dropped the step.
-caf::actor spawn_coordinator(caf::actor_system& system, coordinator_config config);
+coordinator_actor spawn_coordinator(caf::actor_system& system, coordinator_config config);
 
 }  // namespace ap

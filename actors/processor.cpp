@@ -14,7 +14,10 @@ struct processor_state {
   static inline const char* name = "processor";
 };
 
-using processor_actor = caf::stateful_actor<processor_state>;
+using processor_self = processor_actor::stateful_pointer<processor_state>;
+
+// Note [typed stage interfaces]: the retriever that handed over the task; a typed actor sends only to typed handles.
+retriever_actor retriever_of(processor_self self) { return caf::actor_cast<retriever_actor>(self->current_sender()); }
 
 tensor to_transfer_dtype(tensor t, dtype type) { return t.type() == type ? t : t.astype(type); }
 
@@ -23,11 +26,10 @@ tensor to_transfer_dtype(tensor t, dtype type) { return t.type() == type ? t : t
 // can reach this mailbox in either order. A task of an aborted step that runs after the abort would leave a
 // stashed activation behind, so it is dropped (the retriever is still told the processor is free).
 template <class Work>
-void run_task(processor_actor* self, op kind, std::uint64_t step, int microbatch, int chunk, Work work) {
+void run_task(processor_self self, op kind, std::uint64_t step, int microbatch, int chunk, Work work) {
   auto& st = self->state;
   if (step < st.first_live_step) {
-    self->send(caf::actor_cast<caf::actor>(self->current_sender()),
-               task_done{step, st.compute->peak_stashed(), {}, st.compute->peak_stashed_bytes()});
+    self->send(retriever_of(self), task_done{step, st.compute->peak_stashed(), {}, st.compute->peak_stashed_bytes()});
     return;
   }
   if (st.config.log) st.config.log->record(st.config.stage, event_kind::start, kind, step, microbatch, chunk);
@@ -41,10 +43,11 @@ void run_task(processor_actor* self, op kind, std::uint64_t step, int microbatch
   if (st.config.log) st.config.log->record(st.config.stage, event_kind::finish, kind, step, microbatch, chunk);
   done.peak_stash = st.compute->peak_stashed();
   done.peak_stash_bytes = st.compute->peak_stashed_bytes();
-  self->send(caf::actor_cast<caf::actor>(self->current_sender()), std::move(done));
+  self->send(retriever_of(self), std::move(done));
 }
 
-caf::behavior processor(processor_actor* self, processor_config config, std::unique_ptr<stage_compute> compute) {
+processor_actor::behavior_type processor(processor_self self, processor_config config,
+                                         std::unique_ptr<stage_compute> compute) {
   self->state.config = std::move(config);
   self->state.compute = std::move(compute);
   return {
@@ -153,7 +156,8 @@ caf::behavior processor(processor_actor* self, processor_config config, std::uni
 
 }  // namespace
 
-caf::actor spawn_processor(caf::actor_system& system, processor_config config, std::unique_ptr<stage_compute> compute) {
+processor_actor spawn_processor(caf::actor_system& system, processor_config config,
+                                std::unique_ptr<stage_compute> compute) {
   return system.spawn<caf::detached>(processor, std::move(config), std::move(compute));
 }
 

@@ -1,5 +1,37 @@
-// The retriever of a stage: its mailbox is the stage's queue. It holds arriving tasks (task_queue) and
-// hands the processor exactly the schedule's next actions, in order.
+// The retriever of a stage: tasks arrive in its mailbox as typed forward_task and backward_task messages; it
+// takes each at once into the stage's task_queue and hands the processor exactly the schedule's next actions,
+// in order (Note [mailbox as the queue]).
+//
+// Note [mailbox as the queue]: could the mailbox itself be the pending-task queue, a task that is not the
+// schedule's next one answered with caf::skip so that it waits there? Measured by bench/bench_mailbox_queue
+// (real CAF actors in one actor system, the project's scheduler settings, 1x1-tensor tasks; N tasks sent
+// before begin, handed on as F0 B0 F1 B1 ..., at most two in flight, each answered with task_done; median
+// ns per task of 101 rounds; 2-vCPU AMD EPYC VM, load average 0.61, `build/bench/bench_mailbox_queue`):
+//
+//     arrival      N   queue ns/task   skip ns/task   skip/queue   skip's handler calls per task
+//     scrambled    8        1592           1942          1.22         6.4
+//     scrambled   32        1038           2708          2.61        24.5
+//     scrambled  128        1093           6543          5.99        96.4
+//     scrambled  512        1140          23314         20.45       384.5
+//     reverse    512        1097          27211         24.81       512.0
+//     in order   512        1042          13935         13.37       256.5
+//
+// (A second run: scrambled ratios 0.98, 1.38, 5.91, 19.72. Below N = 32 both are message passing and wake-ups.)
+// The queue costs the same per task at any N; skip's cost per task grows with N, so a step costs O(N^2). The
+// cause is in CAF 0.17.6's mailbox (caf/intrusive/drr_cached_queue.hpp, new_round, lines 190-216): a skipped
+// message moves to the queue's cache, and after every message the actor consumes (a task it takes, but also
+// each task_done, begin, abort and timer) flush_cache() puts the whole cache back in front and every skipped
+// message is offered to the behaviour again; an arrival that is itself skipped does not re-scan. Even in order
+// the cache is re-offered after each task_done while two tasks are in flight.
+//
+// Decision: keep the queue. skip is not as fast (2-25x slower per task from N = 32 on; the first stage holds
+// all m microbatches at once, Note [enqueue before begin]), not as clear (every task handler would repeat the
+// "is it next and is there room" test, and code that runs on arrival, the stage log's arrive event, would
+// run once per offer, so it would need a set of tasks already seen: a second queue), and it loses the stage
+// log's view of waiting tasks: CAF 0.17 has no documented way to list an actor's skipped messages. The
+// public-but-undocumented scheduled_actor::get_normal_queue().cache() does list them (the bench found all N),
+// but as type-erased mailbox elements of CAF's internal queue, missing the messages not yet offered; the
+// timeout's text ("N other tasks are queued") and drop_before (an aborted step's tasks) read task_queue directly.
 #include "actors/pipeline_actors.hpp"
 #include "stage/task_queue.hpp"
 
@@ -9,7 +41,7 @@ namespace {
 struct retriever_state {
   retriever_config config;
   task_queue queue;
-  caf::actor coordinator;      // whoever began the step
+  coordinator_actor coordinator;  // whoever began the step
   std::uint64_t step = 0;
   bool running = false;        // a step has begun and not finished or failed
   int in_flight = 0;           // tasks handed to the processor and not done yet (at most max_in_flight)
@@ -21,7 +53,7 @@ struct retriever_state {
   static inline const char* name = "retriever";
 };
 
-using retriever_actor = caf::stateful_actor<retriever_state>;
+using retriever_self = retriever_actor::stateful_pointer<retriever_state>;
 
 // Note [one action ahead]: the processor still runs one task at a time, but the retriever hands it the next
 // action while the current one runs, so the processor finds it in its mailbox instead of waiting for a
@@ -38,7 +70,7 @@ std::vector<stage_event> events_to_report(const retriever_config& c) {
   return events;
 }
 
-void fail(retriever_actor* self, error_code code, std::string what) {
+void fail(retriever_self self, error_code code, std::string what) {
   auto& st = self->state;
   st.running = false;
   self->send(st.coordinator, stage_failed{st.config.stage, st.step, std::move(what), code});
@@ -50,7 +82,7 @@ void fail(retriever_actor* self, error_code code, std::string what) {
 // activations (~300 KB a step of RSS, bench_soak). So at most one timer is on its way: a wait that begins
 // while it is out only records its start, and the timer, when it fires early for the current wait, re-arms
 // for the time left.
-void arm_timer(retriever_actor* self, std::chrono::steady_clock::duration after) {
+void arm_timer(retriever_self self, std::chrono::steady_clock::duration after) {
   auto& st = self->state;
   st.timer_armed = true;
   self->delayed_send(self, std::chrono::duration_cast<std::chrono::milliseconds>(after) + std::chrono::milliseconds(1),
@@ -59,7 +91,7 @@ void arm_timer(retriever_actor* self, std::chrono::steady_clock::duration after)
 
 // Sends the processor the next actions whose tasks are here; when it is idle and the next task is missing,
 // starts a timed wait for it.
-void dispatch(retriever_actor* self) {
+void dispatch(retriever_self self) {
   auto& st = self->state;
   while (st.running && st.in_flight < max_in_flight && st.cursor < st.config.actions.size()) {
     const action& a = st.config.actions[st.cursor];
@@ -91,7 +123,7 @@ void dispatch(retriever_actor* self) {
 }
 
 template <class Task>
-void arrive(retriever_actor* self, Task& t, op kind) {
+void arrive(retriever_self self, Task& t, op kind) {
   auto& st = self->state;
   if (t.step < st.step || (t.step == st.step && !st.running && st.cursor > 0)) return;  // of a finished or aborted step
   if (st.config.log) st.config.log->record(st.config.stage, event_kind::arrive, kind, t.step, t.microbatch, t.chunk);
@@ -99,14 +131,15 @@ void arrive(retriever_actor* self, Task& t, op kind) {
   dispatch(self);
 }
 
-caf::behavior retriever(retriever_actor* self, retriever_config config) {
+retriever_actor::behavior_type retriever(retriever_self self, retriever_config config) {
   self->state.config = std::move(config);
   return {
       [=](forward_task& t) { arrive(self, t, op::forward); },
       [=](backward_task& t) { arrive(self, t, op::backward); },
       [=](begin_atom, std::uint64_t step) {
         auto& st = self->state;
-        st.coordinator = caf::actor_cast<caf::actor>(self->current_sender());
+        // Note [typed stage interfaces]: the coordinator sends begin; a typed actor sends only to typed handles.
+        st.coordinator = caf::actor_cast<coordinator_actor>(self->current_sender());
         st.step = step;
         st.running = true;
         st.cursor = 0;
@@ -155,7 +188,7 @@ caf::behavior retriever(retriever_actor* self, retriever_config config) {
 
 }  // namespace
 
-caf::actor spawn_retriever(caf::actor_system& system, retriever_config config) {
+retriever_actor spawn_retriever(caf::actor_system& system, retriever_config config) {
   return system.spawn(retriever, std::move(config));
 }
 

@@ -12,7 +12,8 @@ struct sender_state {
   static inline const char* name = "sender";
 };
 
-caf::behavior sender(caf::stateful_actor<sender_state>* self, int stage, std::chrono::milliseconds timeout) {
+sender_actor::behavior_type sender(sender_actor::stateful_pointer<sender_state> self, int stage,
+                                   std::chrono::milliseconds timeout) {
   return {
       [=](setup_atom, const std::vector<caf::actor>& endpoints) -> ok_atom {  // acknowledged for remote stages
         self->state.comm = std::make_unique<actor_communicator>(self->system(), stage, endpoints, caf::actor{}, timeout);
@@ -25,7 +26,7 @@ caf::behavior sender(caf::stateful_actor<sender_state>* self, int stage, std::ch
 
 }  // namespace
 
-caf::actor spawn_sender(caf::actor_system& system, int stage, std::chrono::milliseconds timeout) {
+sender_actor spawn_sender(caf::actor_system& system, int stage, std::chrono::milliseconds timeout) {
   return system.spawn(sender, stage, timeout);
 }
 

@@ -15,6 +15,7 @@
 #include "collective/process_group.hpp"
 #include "stage/event_log.hpp"
 #include "actors/messages.hpp"
+#include "actors/stage_interfaces.hpp"
 #include "failure/timeout.hpp"
 #include "model/optimizer.hpp"
 #include "model/sequential.hpp"
@@ -23,8 +24,11 @@
 
 namespace ap {
 
+// A stage's three actors, by their typed interfaces (Note [typed stage interfaces] in pipeline_actors.hpp).
 struct stage_actors {
-  caf::actor retriever, processor, sender;
+  retriever_actor retriever;
+  processor_actor processor;
+  sender_actor sender;
 };
 
 // Everything one stage needs to run.

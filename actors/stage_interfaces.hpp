@@ -1,0 +1,87 @@
+// The typed interfaces of the pipeline's actors: exactly the messages each role accepts, checked by the compiler
+// when a behaviour is written, when a message is sent to a handle, and when a request's answer is handled
+// (Note [typed stage interfaces] in actors/pipeline_actors.hpp says where handles are cast and why).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "actors/messages.hpp"
+
+namespace ap {
+
+using setup_atom = caf::atom_constant<caf::atom("setup")>;  // endpoints of every rank, sent once at start
+
+// A stage's retriever: its peers' tasks, and the step's control. Its mailbox is where tasks arrive; it holds
+// them until they are the stage's next scheduled action (Note [mailbox as the queue], actors/retriever.cpp).
+using retriever_actor = caf::typed_actor<
+    caf::reacts_to<forward_task>,                               // from the previous stage or the coordinator
+    caf::reacts_to<backward_task>,                              // from the next stage or the coordinator
+    caf::reacts_to<begin_atom, std::uint64_t>,                  // coordinator: the step starts
+    caf::reacts_to<abort_atom, std::uint64_t>,                  // coordinator: drop the step
+    caf::reacts_to<task_done>,                                  // processor: it finished a task
+    caf::reacts_to<timeout_atom, std::uint64_t, std::uint64_t>  // itself: check a wait (wait id, step)
+    >;
+
+// A stage's processor: runs what the retriever hands it, one task at a time, and answers the coordinator and
+// the pipeline facade (optimizer step, norms, parameters, checkpoint state, data-parallel rings).
+using processor_actor = caf::typed_actor<
+    caf::reacts_to<begin_atom, std::uint64_t>,  // retriever: the step starts (resets the peak stash)
+    caf::reacts_to<run_forward>,                // retriever: the schedule's next actions
+    caf::reacts_to<run_backward>,
+    caf::reacts_to<run_weight>,
+    caf::reacts_to<run_reduce>,
+    caf::reacts_to<abort_atom, std::uint64_t>,                                     // coordinator: drop the step
+    caf::replies_to<norm_atom, std::uint64_t>::with<gradient_norm>,                // coordinator
+    caf::replies_to<apply_atom, std::uint64_t, float>::with<ok_atom>,              // coordinator: clip factor
+    caf::replies_to<params_atom>::with<named_tensors>,                             // facade: gather the model
+    caf::replies_to<state_atom>::with<stage_state>,                                // facade: checkpoint, snapshot
+    caf::replies_to<load_atom, stage_state>::with<stage_state_loaded>,             // facade: restore
+    caf::replies_to<ring_atom>::with<std::vector<std::string>>,                    // facade: ring ports
+    caf::replies_to<ring_atom, std::vector<std::string>>::with<std::string>        // facade: connect rings
+    >;
+
+// A stage's sender: hands finished tasks to the communicator, off the processor's thread.
+using sender_actor = caf::typed_actor<
+    caf::replies_to<setup_atom, std::vector<caf::actor>>::with<ok_atom>,  // facade: every rank's endpoint
+    caf::reacts_to<deliver_forward>,                                      // processor
+    caf::reacts_to<deliver_backward>>;
+
+// The coordinator: trains a batch when asked, takes the last stage's outputs, and hears every stage's end.
+using coordinator_actor = caf::typed_actor<
+    caf::reacts_to<setup_atom, std::vector<caf::actor>>,         // facade: every rank's endpoint
+    caf::replies_to<train_batch>::with<step_result>,             // facade: one step
+    caf::reacts_to<forward_task>,                                // last stage's sender: a microbatch's output
+    caf::reacts_to<stage_done>,                                  // retrievers
+    caf::reacts_to<stage_failed>,                                // retrievers
+    caf::reacts_to<timeout_atom, std::uint64_t, std::uint64_t>  // itself: check the apply confirmations
+    >;
+
+// Whether `Handle` accepts the message (Ts...), as the compiler decides for a send.
+template <class Handle, class... Ts>
+inline constexpr bool accepts =
+    caf::response_type_unbox<caf::signatures_of_t<Handle>, caf::detail::type_list<Ts...>>::valid;
+
+// The design in types. Tasks travel between stages as forward_task and backward_task, to a retriever (or, the
+// model's output, to the coordinator): the communicator's endpoints are exactly these.
+static_assert(accepts<retriever_actor, forward_task> && accepts<retriever_actor, backward_task>);
+static_assert(accepts<coordinator_actor, forward_task> && !accepts<coordinator_actor, backward_task>);
+// Only the retriever decides the order: a task sent to a processor or a sender directly does not compile; the
+// processor runs what it is handed (run_*), the sender delivers what it is given (deliver_*).
+static_assert(!accepts<processor_actor, forward_task> && !accepts<processor_actor, backward_task>);
+static_assert(!accepts<sender_actor, forward_task> && !accepts<sender_actor, backward_task>);
+static_assert(accepts<processor_actor, run_forward> && !accepts<retriever_actor, run_forward>);
+// The processor tells the retriever (not the coordinator) that it is free; stages report to the coordinator.
+static_assert(accepts<retriever_actor, task_done> && !accepts<coordinator_actor, task_done>);
+static_assert(accepts<coordinator_actor, stage_done> && accepts<coordinator_actor, stage_failed>);
+// Every role's list, counted: a message added to or removed from a behaviour changes it here, in the comments
+// above, and in the README's table of messages.
+static_assert(caf::detail::tl_size<retriever_actor::signatures>::value == 6);
+static_assert(caf::detail::tl_size<processor_actor::signatures>::value == 13);
+static_assert(caf::detail::tl_size<sender_actor::signatures>::value == 3);
+static_assert(caf::detail::tl_size<coordinator_actor::signatures>::value == 6);
+
+}  // namespace ap
