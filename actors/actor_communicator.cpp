@@ -222,10 +222,10 @@ bool withdraw(caf::actor_system& system, const caf::actor& target, std::chrono::
 // Fails the receives of `pending` when `target` exits (Note [receive handles]).
 void watch(const caf::actor& target, const std::shared_ptr<pending_receives>& pending, const char* what) {
   if (!target) return;
-  const std::string name = what;
-  target->attach_functor([pending, name](const caf::error& reason) {
-    pending->fail_all("its " + name + " is gone (" + error_text(reason) + ")");
-  });
+  // No reason in the text: an exiting actor's reason is not safe to render from here (a scoped_actor's was
+  // already gone when its attachables ran).
+  const std::string why = std::string("its ") + what + " is gone";
+  target->attach_functor([pending, why] { pending->fail_all(why); });
 }
 
 // How long past its timeout a blocking receive waits for its inbox or barrier to answer before withdrawing

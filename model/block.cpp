@@ -95,6 +95,16 @@ tensor block::forward(const tensor& x, layer_cache& cache, const forward_context
 }
 
 void block::backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const {
+  backward_parts(dy, cache, dx, /*with_weights=*/false);
+}
+
+// Each part's fused backward, so a part that overlaps its collective with its weight gradients does so
+// (Note [overlapped backward]); the inner dy's are kept as backward_input keeps them.
+void block::backward(const tensor& dy, layer_cache& cache, tensor* dx) {
+  backward_parts(dy, cache, dx, /*with_weights=*/true);
+}
+
+void block::backward_parts(const tensor& dy, layer_cache& cache, tensor* dx, bool with_weights) const {
   saved& s = cache.get<saved>(*this);
   const std::size_t n = parts_.size();
   if (s.parts.size() != n)
@@ -106,11 +116,21 @@ void block::backward_input(const tensor& dy, layer_cache& cache, tensor* dx) con
   for (std::size_t i = n; i-- > 1;) {
     tensor& below = s.dys[i - 1];
     below = tensor{};  // unset: part i accumulates into fresh zeros (Note [dx accumulates])
-    with_layer_named(i, *parts_[i], false, [&] { parts_[i]->backward_input(*d, s.parts[i], &below); });
+    with_layer_named(i, *parts_[i], false, [&] {
+      if (with_weights)
+        parts_[i]->backward(*d, s.parts[i], &below);
+      else
+        parts_[i]->backward_input(*d, s.parts[i], &below);
+    });
     round_to_compute_dtype(below, compute_dtype());
     d = &below;
   }
-  with_layer_named(0, *parts_[0], false, [&] { parts_[0]->backward_input(*d, s.parts[0], dx); });
+  with_layer_named(0, *parts_[0], false, [&] {
+    if (with_weights)
+      parts_[0]->backward(*d, s.parts[0], dx);
+    else
+      parts_[0]->backward_input(*d, s.parts[0], dx);
+  });
   if (residual_ && dx) {  // the skip path: dx += dy
     float* pdx = accumulate_into(*dx, shape_of(dy), *this);
     const float* pdy = dy.data();

@@ -52,6 +52,8 @@ class block final : public layer {
   tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
   void backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const override;
   void backward_weight(const tensor& dy, layer_cache& cache) override;
+  using layer::backward;
+  void backward(const tensor& dy, layer_cache& cache, tensor* dx) override;
 
   std::string describe() const override;  // "Residual(LayerNorm(64) Linear(64->256) GELU Linear(256->64))"
   std::optional<std::size_t> in_features() const override;
@@ -69,6 +71,9 @@ class block final : public layer {
   layer& part(std::size_t i) { return *parts_.at(i); }
 
  private:
+  // backward_input (with_weights false) or the fused backward of every part, last to first.
+  void backward_parts(const tensor& dy, layer_cache& cache, tensor* dx, bool with_weights) const;
+
   std::vector<std::unique_ptr<layer>> parts_;
   bool residual_;
 };

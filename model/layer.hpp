@@ -157,7 +157,10 @@ class layer {
   virtual tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const = 0;
   virtual void backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const = 0;
   virtual void backward_weight(const tensor& dy, layer_cache& cache) {}
-  void backward(const tensor& dy, layer_cache& cache, tensor* dx) {
+  // Both halves (Note [overlapped backward] in model/parallel_linear.hpp: a layer whose backward_input waits
+  // on a collective computes its weight gradients while the collective runs; same bits). A layer that
+  // overrides it says `using layer::backward;` to keep the overload below.
+  virtual void backward(const tensor& dy, layer_cache& cache, tensor* dx) {
     backward_input(dy, cache, dx);
     backward_weight(dy, cache);
   }

@@ -74,15 +74,29 @@ tensor head_parallel_attention::forward(const tensor& x, layer_cache& cache, con
   return proj_.forward(merged, s.proj, ctx);  // the forward's one all-reduce, then the whole bias
 }
 
-void head_parallel_attention::backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const {
+// Up to the QKV projection's input gradient, left summing in the group (the backward's one all-reduce).
+column_parallel_linear::pending_dx head_parallel_attention::start_backward_input(const tensor& dy, layer_cache& cache,
+                                                                                tensor* dx) const {
   saved& s = cache.get<saved>(*this);
   const std::size_t batch = s.heads.q.shape()[0] / local_heads_, t = s.heads.q.shape()[1];
   check_dy_shape(dy, {batch, t, dim_}, *this);
   tensor dmerged;  // (B, T, w): this rank's heads, no collective
   proj_.backward_input(dy, s.proj, &dmerged);
   attention_heads_backward(dmerged, local_heads_, s.heads, s.dqkv);
-  qkv_.backward_input(s.dqkv, s.qkv, dx);  // the backward's one all-reduce: the ranks' partial dx
+  auto pending = qkv_.start_backward_input(s.dqkv, s.qkv, dx);
   s.input_done = true;
+  return pending;
+}
+
+void head_parallel_attention::backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const {
+  auto pending = start_backward_input(dy, cache, dx);
+  qkv_.finish_backward_input(pending);
+}
+
+void head_parallel_attention::backward(const tensor& dy, layer_cache& cache, tensor* dx) {
+  auto pending = start_backward_input(dy, cache, dx);
+  backward_weight(dy, cache);  // while the group sums the partial dx
+  qkv_.finish_backward_input(pending);
 }
 
 void head_parallel_attention::backward_weight(const tensor& dy, layer_cache& cache) {

@@ -42,6 +42,9 @@ class head_parallel_attention final : public layer, public tensor_parallel_layer
   tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
   void backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const override;
   void backward_weight(const tensor& dy, layer_cache& cache) override;
+  using layer::backward;
+  // The QKV projection's all-reduce runs beside both projections' weight gradients (Note [overlapped backward]).
+  void backward(const tensor& dy, layer_cache& cache, tensor* dx) override;
 
   std::vector<parameter> parameters(const std::string& prefix) override;
   std::unique_ptr<layer> clone() const override { return std::make_unique<head_parallel_attention>(*this); }
@@ -55,6 +58,8 @@ class head_parallel_attention final : public layer, public tensor_parallel_layer
   std::vector<sharded_value> sharded_values() const override;
 
  private:
+  column_parallel_linear::pending_dx start_backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const;
+
   std::size_t dim_, heads_;
   std::size_t local_heads_;                // the heads this rank holds: heads_ / T
   std::shared_ptr<process_group> group_;  // null: not split

@@ -46,11 +46,6 @@ std::pair<std::size_t, std::size_t> split(const layer& who, std::size_t width, c
   return shard_rows(width, size, static_cast<std::size_t>(group.rank()));
 }
 
-// dx += partial, after summing the ranks' partial dx when split.
-void all_reduce_then_add(tensor& partial, process_group* group, tensor& dx, const layer& who) {
-  if (group) group->all_reduce(partial).wait();
-  accumulate_elementwise(dx, partial.shape(), who, [p = partial.data()](std::size_t i) { return p[i]; });
-}
 
 void add_column_sums(const tensor& dy, std::size_t width, tensor& dbias) {
   const std::size_t n = rows(dy);
@@ -116,21 +111,44 @@ tensor column_parallel_linear::forward(const tensor& x, layer_cache& cache, cons
   return y;
 }
 
-void column_parallel_linear::backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const {
+column_parallel_linear::pending_dx column_parallel_linear::start_backward_input(const tensor& dy, layer_cache& cache,
+                                                                              tensor* dx) const {
   const tensor& x = cache.get<saved>(*this).x;
   const std::size_t w = width();
   check_dy_shape(dy, with_last_axis(x, w), *this);
-  if (!dx) return;
+  pending_dx pending;
+  if (!dx) return pending;
   if (!group_) {  // as Linear: straight into dx
     bool fresh = false;
     float* pdx = accumulate_into(*dx, shape_of(x), *this, &fresh);
     gemm(false, true, rows(dy), in_, w, 1.0f, dy.data(), weight_.data(), fresh ? 0.0f : 1.0f, pdx);
-    return;
+    return pending;
   }
   // Only the partial dx is summed over the ranks: what dx already holds is whole on every rank.
-  tensor partial = tensor::from_shape(shape_of(x));  // (rows, in)
-  gemm(false, true, rows(dy), in_, w, 1.0f, dy.data(), weight_.data(), 0.0f, partial.data());
-  all_reduce_then_add(partial, group_.get(), *dx, *this);
+  pending.partial = tensor::from_shape(shape_of(x));  // (rows, in)
+  gemm(false, true, rows(dy), in_, w, 1.0f, dy.data(), weight_.data(), 0.0f, pending.partial.data());
+  pending.sum = group_->all_reduce(pending.partial);
+  pending.dx = dx;
+  return pending;
+}
+
+void column_parallel_linear::finish_backward_input(pending_dx& pending) const {
+  if (!pending.dx) return;
+  pending.sum.wait();
+  accumulate_elementwise(*pending.dx, pending.partial.shape(), *this,
+                         [p = pending.partial.data()](std::size_t i) { return p[i]; });
+  pending.dx = nullptr;
+}
+
+void column_parallel_linear::backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const {
+  pending_dx pending = start_backward_input(dy, cache, dx);
+  finish_backward_input(pending);
+}
+
+void column_parallel_linear::backward(const tensor& dy, layer_cache& cache, tensor* dx) {
+  pending_dx pending = start_backward_input(dy, cache, dx);
+  backward_weight(dy, cache);  // while the group sums the partial dx
+  finish_backward_input(pending);
 }
 
 void column_parallel_linear::backward_weight(const tensor& dy, layer_cache& cache) {
@@ -188,11 +206,13 @@ tensor row_parallel_linear::forward(const tensor& x, layer_cache& cache, const f
   const std::size_t n = rows(x);
   tensor y = tensor::from_shape(with_last_axis(x, out_));  // (rows, out)
   gemm(false, false, n, out_, w, 1.0f, x.data(), weight_.data(), 0.0f, y.data());
-  if (group_) group_->all_reduce(y).wait();  // the ranks' partial products, summed in rank order
+  collective_handle sum;
+  if (group_) sum = group_->all_reduce(y);  // the ranks' partial products, summed in rank order
+  cache.emplace<saved>().x = x;             // while they are summed (Note [overlapped backward])
+  sum.wait();
   float* py = y.data();
   for (std::size_t r = 0; r < n; ++r)
     for (std::size_t o = 0; o < out_; ++o) py[r * out_ + o] += bias_.data()[o];
-  cache.emplace<saved>().x = x;
   return y;
 }
 

@@ -19,7 +19,18 @@ namespace ap {
 // all-reduce forward (the row layer's partial outputs) and one backward (the column layer's partial dx):
 // the pair's input and output, and dx of its input, are whole and the same on every rank. Widths split
 // evenly: T must divide the width it splits (Megatron's rule), else join_group refuses naming both.
-// The all-reduce waits at once in this version: backward_input must return its dx (Note [backward split]).
+// backward_input must return its dx (Note [backward split]), so it waits for its all-reduce at once.
+//
+// Note [overlapped backward]: seed 004's "compute never waits on communication" for tensor parallelism. The
+// forward's all-reduce (the row layer's partial outputs) feeds the very next operation, the bias and then the
+// residual or layer norm, so only the row layer's cache copy of its input runs beside it. In the backward the
+// column layer's partial dx is all-reduced while nothing needs it yet but the layers below, and its weight
+// gradient (dW = x^T dy, db) needs only what it has: the fused backward (layer::backward, which every
+// schedule without a split backward runs) starts the all-reduce, computes the weight gradients while the
+// group's communication thread sums, then waits and adds the sum into dx. head_parallel_attention does the
+// same around its QKV projection, with its output projection's weight gradients too, and a block passes the
+// fused backward to its parts. The bits are those of backward_input then backward_weight: the same
+// operations on the same values, in another order in time only.
 //
 // Note [shard blocks]: a fused weight is made of equal blocks side by side (attention's QKV weight: the q, k
 // and v columns, each D wide), and a rank needs its shard of every block (its heads' q, k and v columns), not
@@ -70,6 +81,19 @@ class column_parallel_linear final : public layer, public tensor_parallel_layer 
   tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
   void backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const override;
   void backward_weight(const tensor& dy, layer_cache& cache) override;
+  using layer::backward;
+  void backward(const tensor& dy, layer_cache& cache, tensor* dx) override;  // Note [overlapped backward]
+
+  // backward_input in two halves, so the caller can compute between them (Note [overlapped backward]):
+  // start() leaves the ranks' partial dx summing in the group; finish() waits and adds the sum into dx.
+  // Unsplit, or without a dx, start() does all the work and finish() nothing.
+  struct pending_dx {
+    tensor partial;  // (rows, in): this rank's partial dx, summed in place by the group
+    collective_handle sum;
+    tensor* dx = nullptr;
+  };
+  pending_dx start_backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const;
+  void finish_backward_input(pending_dx& pending) const;
 
   std::vector<parameter> parameters(const std::string& prefix) override;
   std::unique_ptr<layer> clone() const override { return std::make_unique<column_parallel_linear>(*this); }

@@ -4,7 +4,10 @@
 // or attention (two each way per block); unsplit they are Linear and attention, bit for bit.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <functional>
+#include <map>
 #include <thread>
 
 #include "collective/local_group.hpp"
@@ -161,6 +164,53 @@ void check_split_equals_whole(const std::vector<rank_result>& got, const rank_re
     CHECK(check_close(gather_pieces(values, layout), expected.values[k], 0.0, 0.0, "gathered value"));
     CHECK(check_close(gather_pieces(grads, layout), expected.grads[k], 1e-5, 1e-5, "gathered gradient"));
   }
+}
+
+// A real group member whose collectives call `before_wait` when waited on (what had been computed by then).
+class probed_group final : public process_group {
+ public:
+  probed_group(std::unique_ptr<process_group> inner, std::function<void()> before_wait)
+      : inner_(std::move(inner)), before_wait_(std::move(before_wait)) {}
+  const std::string& name() const override { return inner_->name(); }
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  collective_handle all_reduce(tensor& t, reduce_op op) override { return probed(inner_->all_reduce(t, op)); }
+  collective_handle reduce_scatter(const tensor& in, tensor& out, reduce_op op) override {
+    return probed(inner_->reduce_scatter(in, out, op));
+  }
+  collective_handle all_gather(const tensor& in, tensor& out) override { return probed(inner_->all_gather(in, out)); }
+  collective_handle broadcast(tensor& t, int root) override { return probed(inner_->broadcast(t, root)); }
+  void abort(const std::string& reason) override { inner_->abort(reason); }
+
+ private:
+  struct probed_state final : collective_handle::state {
+    collective_handle inner;
+    std::function<void()> before_wait;
+    void wait() override {
+      before_wait();
+      inner.wait();
+    }
+    bool ready() const override { return inner.ready(); }
+  };
+  collective_handle probed(collective_handle h) {
+    auto st = std::make_shared<probed_state>();
+    st->inner = std::move(h);
+    st->before_wait = before_wait_;
+    return collective_handle(st);
+  }
+  std::unique_ptr<process_group> inner_;
+  std::function<void()> before_wait_;
+};
+
+// How many of `model`'s parameters have a gradient with a nonzero element.
+int nonzero_gradients(sequential& model) {
+  int n = 0;
+  for (std::size_t i = 0; i < model.size(); ++i)
+    for (parameter& p : model.at(i).parameters("")) {
+      const float* g = p.grad->data();
+      n += std::any_of(g, g + p.grad->size(), [](float v) { return v != 0.0f; }) ? 1 : 0;
+    }
+  return n;
 }
 
 }  // namespace
@@ -416,5 +466,54 @@ TEST_CASE("the parallel layers' stashes count their bytes: what column, row and 
     // is still a default tensor (a scalar: one element).
     CHECK(c.attention == (2u * 8u * 16u + 2u * 8u * 8u + 3u * 4u * 8u * 4u + 4u * 8u * 8u + 1u) * 4u);
     CHECK(c.attention == c.attention_fields);
+  }
+}
+
+TEST_CASE("the fused backward computes the weight gradients while its all-reduce runs, with the bits of input then weight") {
+  // Note [overlapped backward]. For each model: the parameters whose gradients are computed by the time the
+  // backward's last all-reduce (the lowest column layer's partial dx) is waited on. The fused backward has
+  // them all by then; backward_input then backward_weight has none (nothing waits in backward_weight).
+  struct model_case {
+    std::vector<std::string> specs;
+    std::vector<std::size_t> x_shape;
+    int computed_fused;  // gradients computed by the last wait in the fused backward
+  };
+  const std::vector<model_case> cases = {
+      {{"column_linear:8:12", "gelu", "row_linear:12:8"}, {5, 8}, 4},  // both layers' weight and bias
+      {{"head_parallel_attention:16:4"}, {2, 8, 16}, 4},                // both projections' weight and bias
+      // All 12 but the first layer norm's 2, whose backward follows the attention's all-reduce.
+      {tensor_parallel_specs({gpt_block_spec(16, 4)}), {2, 8, 16}, 10},
+  };
+  for (const model_case& c : cases) {
+    CAPTURE(c.specs.front());
+    const tensor x = random_tensor(c.x_shape, 41), dy = random_tensor(c.x_shape, 42);
+    std::map<bool, std::vector<rank_result>> results;
+    for (bool split_iw : {false, true}) {
+      CAPTURE(split_iw);
+      local_group group("tp", 2);
+      std::vector<rank_result> got(2);
+      std::vector<int> computed_at_last_wait(2, -1);
+      std::vector<std::thread> threads;
+      for (int r = 0; r < 2; ++r)
+        threads.emplace_back([&, r] {
+          sequential model = sequential::from_layer_specs(c.specs);
+          join_tensor_parallel(model, std::make_shared<probed_group>(group.member(r), [&, r] {
+                                 computed_at_last_wait[r] = nonzero_gradients(model);
+                               }));
+          model.initialize(7);
+          got[r] = forward_backward(model, x, dy, split_iw);
+        });
+      for (auto& t : threads) t.join();
+      for (int r = 0; r < 2; ++r) {
+        CAPTURE(r);
+        CHECK(computed_at_last_wait[r] == (split_iw ? 0 : c.computed_fused));
+      }
+      results[split_iw] = std::move(got);
+    }
+    for (std::size_t r = 0; r < 2; ++r) {  // the same bits either way
+      CHECK(check_close(results[false][r].dx, results[true][r].dx, 0.0, 0.0, "dx"));
+      for (std::size_t k = 0; k < results[false][r].grads.size(); ++k)
+        CHECK(check_close(results[false][r].grads[k], results[true][r].grads[k], 0.0, 0.0, "gradient"));
+    }
   }
 }
