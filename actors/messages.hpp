@@ -345,6 +345,7 @@ struct stage_spec {
   std::vector<action> actions;  // this stage's row of the schedule
   std::int64_t timeout_ms = default_timeout.count();
   std::uint8_t compute_dtype = 0;  // dtype code (dtype_from_code): Note [compute dtype] in model/layer.hpp
+  std::uint8_t recompute = 0;      // recompute_mode code: Note [recomputation] in model/block.hpp
   bool report_events = true;    // Note [events from nodes]: send the step's events with stage_done
   int tensor_parallel = 1;      // Note [tensor-parallel stage]: the node runs the stage's ranks as threads
   // Note [data-parallel nodes]: with data_parallel_size > 1, the stage is replica `replica` of that many and opens
@@ -377,7 +378,7 @@ typename Inspector::result_type inspect(Inspector& f, stage_spec& x) {
   auto& o = x.optimizer;
   return f(caf::meta::type_name("stage_spec"), x.stage, x.stages, x.total_chunks, x.chunk_ids, x.layer_specs,
            x.first_layer, x.weights, o.kind, o.lr, o.momentum, o.nesterov, o.beta1, o.beta2, o.eps, o.weight_decay,
-           x.actions, x.timeout_ms, x.compute_dtype, x.report_events, x.tensor_parallel, x.data_parallel_size, x.replica,
+           x.actions, x.timeout_ms, x.compute_dtype, x.recompute, x.report_events, x.tensor_parallel, x.data_parallel_size, x.replica,
            x.data_parallel_host, x.threads, x.node_first_rank, x.node_ranks);
 }
 

@@ -204,6 +204,10 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
                         : make_schedule(options.schedule, options.stages, options.microbatches, options.chunks_per_stage);
   if (auto v = validate_for_run(d.plan, options.stages, options.microbatches, options.chunks_per_stage); !v.ok)
     throw std::invalid_argument("pipeline: invalid schedule: " + v.message);
+  if (whole_batch_backward(d.plan) && d.model.recompute() != recompute_mode::none)
+    throw std::invalid_argument("pipeline: the synchronous backward joins every microbatch's caches for one "
+                                "backward, and recomputing blocks keep none (Note [recomputation]): use "
+                                "--recompute none or another schedule");
   // Note [gradient reduction]: a replica's stages reduce each chunk as soon as its gradients are final.
   const bool replicated = !options.data_parallel_members.empty() || options.replicas > 1;
   if (replicated && !has_gradient_reductions(d.plan)) d.plan = with_gradient_reductions(d.plan);

@@ -54,6 +54,7 @@ stage_spec make_stage_spec(stage_setup& setup) {
   spec.actions = setup.actions;
   spec.timeout_ms = setup.timeout.count();
   spec.compute_dtype = static_cast<std::uint8_t>(setup.compute_dtype);
+  spec.recompute = static_cast<std::uint8_t>(setup.slices.empty() ? recompute_mode::none : setup.slices.front().recompute());
   spec.report_events = true;  // Note [events from nodes]
   spec.tensor_parallel = setup.tensor_parallel;
   spec.data_parallel_size = setup.data_parallel_size;
@@ -104,6 +105,9 @@ stage_setup stage_setup_from_spec(stage_spec spec, int node_threads) {
   if (!type) throw std::invalid_argument(where + ": unknown compute dtype code " + std::to_string(spec.compute_dtype));
   setup.compute_dtype = *type;
   for (auto& slice : setup.slices) slice.set_compute_dtype(*type);
+  const std::optional<recompute_mode> recompute = recompute_mode_from_code(spec.recompute);
+  if (!recompute) throw std::invalid_argument(where + ": unknown recompute mode code " + std::to_string(spec.recompute));
+  for (auto& slice : setup.slices) slice.set_recompute(*recompute);
   // Note [events from nodes]: the stage keeps its step's events (one step's worth: the retriever drains them
   // into stage_done) and its busy sums, and the coordinator's process records them for every output.
   setup.report_events = spec.report_events;

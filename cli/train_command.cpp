@@ -60,6 +60,11 @@ void add_train_command(CLI::App& app) {
                   "compute dtype: fp32, or bf16 (bf16 GEMMs and stashed activations, fp32 master weights and optimizer)")
       ->check(dtype_name())
       ->capture_default_str();
+  cmd->add_option("--recompute", o->recompute,
+                  "none, or blocks: every block keeps only its input and runs its forward again in the backward "
+                  "(less activation memory, one more forward; same gradients bit for bit)")
+      ->check(CLI::IsMember({"none", "blocks"}))
+      ->capture_default_str();
   cmd->add_option("--data", o->data_dir, "directory of the Fashion-MNIST IDX files")->capture_default_str();
   const std::vector<const CLI::Option*> text_only = {
       cmd->add_option("--text", o->text_path, "a gpt model's text: a file or a folder of files (byte tokens)")

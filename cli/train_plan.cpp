@@ -43,6 +43,7 @@ train_plan plan_model(const train_options& o, std::optional<schedule> user_sched
   plan.compute_dtype = *parse_dtype(o.dtype);  // checked by dtype_name()
   plan.model = sequential::from_spec(o.model, sequential_options{o.activation, o.init_seed});
   plan.model.set_compute_dtype(plan.compute_dtype);
+  plan.model.set_recompute(parse_recompute_mode(o.recompute));  // checked by the option's choices
   return plan;
 }
 

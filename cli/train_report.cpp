@@ -29,6 +29,7 @@ void report_run(const train_options& o, const train_plan& plan, const train_outc
   out["tensor_parallel"] = o.mesh.tensor_parallel;
   if (o.mesh.clip_grad_norm > 0.0f) out["clip_grad_norm"] = o.mesh.clip_grad_norm;
   out["dtype"] = dtype_name(plan.compute_dtype);
+  out["recompute"] = recompute_mode_name(plan.model.recompute());
   out["steps"] = r.steps;
   out["samples_per_s"] = r.samples_per_s;
   // Over this invocation's steps of its last epoch only (after --resume, not the whole epoch's): named so.

@@ -54,6 +54,7 @@ struct train_options {
   std::size_t eval_every = 0;           // steps between validation losses (0: only at the end)
   std::size_t validation_windows = 256; // at most this many windows of validation text
   std::string dtype = "fp32";   // compute dtype (Note [compute dtype] in model/layer.hpp)
+  std::string recompute = "none";  // Note [recomputation] in model/block.hpp
   std::string export_file;      // the final weights in the compute dtype (Note [exported weights])
 };
 

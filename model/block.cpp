@@ -46,7 +46,7 @@ block::block(std::vector<std::unique_ptr<layer>> parts, bool residual) : parts_(
                                 std::to_string(*out) + ", but x + f(x) needs f to keep the width");
 }
 
-block::block(const block& other) : layer(other), residual_(other.residual_) {
+block::block(const block& other) : layer(other), residual_(other.residual_), recompute_(other.recompute_) {
   for (const auto& p : other.parts_) parts_.push_back(p->clone());
 }
 
@@ -73,16 +73,31 @@ std::optional<std::size_t> block::out_features() const {
   return residual_ ? first_in(parts_) : std::nullopt;
 }
 
-tensor block::forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const {
-  saved& s = cache.emplace<saved>();
+tensor block::forward_parts(const tensor& x, saved& s, const forward_context& ctx) const {
+  s.parts.clear();
   s.parts.resize(parts_.size());
-  s.dys.clear();
-  s.input_done = false;
-  check_float32(x, *this, "input");  // a block can be called on its own: Note [errors name the layer]
   tensor h = with_layer_named(0, *parts_[0], false, [&] { return parts_[0]->forward(x, s.parts[0], ctx); });
   for (std::size_t i = 1; i < parts_.size(); ++i) {
     round_to_compute_dtype(h, compute_dtype());  // Note [compute dtype]: between parts, as between layers
     h = with_layer_named(i, *parts_[i], false, [&] { return parts_[i]->forward(h, s.parts[i], ctx); });
+  }
+  return h;
+}
+
+tensor block::forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const {
+  saved& s = cache.emplace<saved>();
+  s.dys.clear();
+  s.input_done = false;
+  check_float32(x, *this, "input");  // a block can be called on its own: Note [errors name the layer]
+  tensor h = forward_parts(x, s, ctx);
+  if (recompute_ && ctx.training) {  // Note [recomputation]: keep x, drop what the parts saved
+    s.parts.clear();
+    s.x = x;
+    s.ctx = ctx;
+    s.recompute = true;
+  } else {
+    s.x = tensor{};
+    s.recompute = false;
   }
   if (!residual_) return h;
   if (shape_of(h) != shape_of(x))
@@ -106,6 +121,11 @@ void block::backward(const tensor& dy, layer_cache& cache, tensor* dx) {
 
 void block::backward_parts(const tensor& dy, layer_cache& cache, tensor* dx, bool with_weights) const {
   saved& s = cache.get<saved>(*this);
+  if (s.recompute) {  // Note [recomputation]: the forward again, from the kept input, into fresh caches
+    forward_parts(s.x, s, s.ctx);
+    s.x = tensor{};
+    s.recompute = false;
+  }
   const std::size_t n = parts_.size();
   if (s.parts.size() != n)
     throw std::invalid_argument(describe() + " backward: the cache holds " + std::to_string(s.parts.size()) +

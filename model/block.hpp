@@ -8,6 +8,14 @@
 // f's input gradient into dx and the block adds dy into the same dx (the skip path). For Note [backward
 // split], backward_input stashes the dy at each inner boundary in the block's own cache, and
 // backward_weight hands each part its dy from there.
+//
+// Note [recomputation] (activation checkpointing): a block set to recompute keeps only its input x and the
+// forward's context when its forward runs (its parts' caches are dropped at once), and its backward first runs
+// the parts' forward again from x into fresh caches. Every op is deterministic and a dropout mask is a hash
+// of (seed, step, sample, unit), so the second forward saves the very bits of the first and the gradients are
+// those without recomputation, bit for bit. It trades one more forward of the block for its stash: what a
+// stage holds between a microbatch's forward and its backward shrinks to the blocks' inputs. The sync
+// backward cannot join recomputing blocks (nothing to join); the stage refuses it naming the layer.
 #pragma once
 
 #include <memory>
@@ -26,18 +34,24 @@ class block final : public layer {
   block(const block& other);  // deep copy of the parts
 
   struct saved : saved_state {
+    // Note [recomputation]: while a recomputing block waits for its backward, only x and ctx are kept and
+    // parts is empty; the backward refills parts by running the forward again.
+    tensor x;                        // the block's input, kept only when it recomputes
+    forward_context ctx;             // the forward's context, for the same dropout masks
+    bool recompute = false;          // parts must be refilled before the backward
     std::vector<layer_cache> parts;  // one per part, in order
     std::vector<tensor> dys;         // dys[i] (rows, part i's output width): dy at part i's output, for
                                      // i < n - 1 (the last part's dy is the block's own); from backward_input
     bool input_done = false;         // backward_input ran since the forward: dys are valid
     std::size_t bytes() const override {
-      std::size_t n = 0;
+      std::size_t n = x.byte_size();
       for (const layer_cache& p : parts) n += p.bytes();
       for (const tensor& d : dys) n += d.byte_size();
       return n;
     }
     // Note [joined caches]: each part's caches joined; before any backward_input (no dys yet).
     std::unique_ptr<saved_state> join_rows(const std::vector<const saved_state*>& parts_saved) const override {
+      if (recompute) return nullptr;  // a recomputing block keeps no part caches to join
       auto out = std::make_unique<saved>();
       for (std::size_t i = 0; i < parts.size(); ++i) {
         std::vector<const layer_cache*> column;
@@ -64,6 +78,8 @@ class block final : public layer {
   void initialize(std::uint64_t seed) override;
   double flops_per_row() const override;
   void set_compute_dtype(dtype type) override;  // its own and every part's (Note [compute dtype])
+  void set_recompute(bool on) override { recompute_ = on; }  // Note [recomputation]
+  bool recomputes() const override { return recompute_; }
 
   bool residual() const { return residual_; }
   std::size_t size() const { return parts_.size(); }
@@ -73,9 +89,12 @@ class block final : public layer {
  private:
   // backward_input (with_weights false) or the fused backward of every part, last to first.
   void backward_parts(const tensor& dy, layer_cache& cache, tensor* dx, bool with_weights) const;
+  // The parts' forward from x into s.parts: f(x), before the residual.
+  tensor forward_parts(const tensor& x, saved& s, const forward_context& ctx) const;
 
   std::vector<std::unique_ptr<layer>> parts_;
   bool residual_;
+  bool recompute_ = false;  // Note [recomputation]
 };
 
 // The factory of the kinds "block" and "residual": builds each part with make_layer; errors name the

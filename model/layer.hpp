@@ -157,6 +157,10 @@ class layer {
   virtual tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const = 0;
   virtual void backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const = 0;
   virtual void backward_weight(const tensor& dy, layer_cache& cache) {}
+  // Note [recomputation] in model/block.hpp: a block that recomputes keeps only its input from the forward
+  // and runs its parts' forward again in the backward. Other layers keep what they keep.
+  virtual void set_recompute(bool on) {}
+  virtual bool recomputes() const { return false; }
   // Both halves (Note [overlapped backward] in model/parallel_linear.hpp: a layer whose backward_input waits
   // on a collective computes its weight gradients while the collective runs; same bits). A layer that
   // overrides it says `using layer::backward;` to keep the overload below.

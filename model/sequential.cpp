@@ -47,6 +47,24 @@ sequential sequential::from_layer_specs(const std::vector<std::string>& specs, s
   return model;
 }
 
+const char* recompute_mode_name(recompute_mode mode) { return mode == recompute_mode::blocks ? "blocks" : "none"; }
+
+recompute_mode parse_recompute_mode(const std::string& text) {
+  if (text == "none") return recompute_mode::none;
+  if (text == "blocks") return recompute_mode::blocks;
+  throw std::invalid_argument("unknown recompute mode '" + text + "': choose none or blocks");
+}
+
+std::optional<recompute_mode> recompute_mode_from_code(std::uint8_t code) {
+  if (code > static_cast<std::uint8_t>(recompute_mode::blocks)) return std::nullopt;
+  return static_cast<recompute_mode>(code);
+}
+
+void sequential::set_recompute(recompute_mode mode) {
+  recompute_ = mode;
+  for (auto& l : layers_) l->set_recompute(mode == recompute_mode::blocks);
+}
+
 void sequential::set_compute_dtype(dtype type) {
   dtype_ = type;
   for (auto& l : layers_) l->set_compute_dtype(type);
@@ -62,6 +80,7 @@ std::size_t stashed_bytes(const sequential_cache& cache) {
 sequential& sequential::add(std::unique_ptr<layer> l) {
   if (!l) throw std::invalid_argument("sequential::add: null layer");
   l->set_compute_dtype(dtype_);
+  l->set_recompute(recompute_ == recompute_mode::blocks);
   const auto in = l->in_features();
   if (in) {
     // The width so far is set by the last layer that fixes one; element-wise layers pass it through.
@@ -253,7 +272,8 @@ sequential sequential::slice(std::size_t begin, std::size_t end) const {
                             std::to_string(layers_.size()) + " layers");
   sequential part;
   part.first_index_ = first_index_ + begin;
-  part.dtype_ = dtype_;  // each cloned layer keeps its own
+  part.dtype_ = dtype_;  // each cloned layer keeps its own, and its recompute setting
+  part.recompute_ = recompute_;
   for (std::size_t i = begin; i < end; ++i) part.layers_.push_back(layers_[i]->clone());
   return part;
 }

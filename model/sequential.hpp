@@ -19,6 +19,15 @@ struct sequential_cache {
                                     // backward_input for backward_weight
 };
 
+// Note [recomputation] in block.hpp: which layers run their forward again in the backward instead of keeping
+// what it saved. `blocks`: every block (a GPT's decoder blocks).
+enum class recompute_mode : std::uint8_t { none = 0, blocks = 1 };
+const char* recompute_mode_name(recompute_mode mode);  // "none", "blocks"
+// "none" or "blocks"; throws std::invalid_argument naming the text and the choices otherwise.
+recompute_mode parse_recompute_mode(const std::string& text);
+// The mode of a code that travelled (stage_spec); nullopt for an unknown one.
+std::optional<recompute_mode> recompute_mode_from_code(std::uint8_t code);
+
 struct sequential_options {
   std::string activation = "relu";  // put between Linear layers by from_spec: relu, gelu, tanh, sigmoid
   std::uint64_t seed = 1;           // initialisation seed
@@ -44,6 +53,10 @@ class sequential {
   // slices and clones keep it.
   void set_compute_dtype(dtype type);
   dtype compute_dtype() const { return dtype_; }
+  // Note [recomputation] in block.hpp: with recompute_mode::blocks every block of this model (a layer of it
+  // that is a block, and those added later) recomputes its forward in its backward; slices and clones keep it.
+  void set_recompute(recompute_mode mode);
+  recompute_mode recompute() const { return recompute_; }
 
   std::size_t size() const { return layers_.size(); }
   bool empty() const { return layers_.empty(); }
@@ -95,6 +108,7 @@ class sequential {
   std::vector<std::unique_ptr<layer>> layers_;
   std::size_t first_index_ = 0;
   dtype dtype_ = dtype::float32;
+  recompute_mode recompute_ = recompute_mode::none;
 };
 
 // Bytes held by one microbatch's cache: every layer's stash and the dy's kept for backward_weight.

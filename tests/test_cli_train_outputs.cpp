@@ -58,3 +58,35 @@ TEST_CASE("a 2-stage run with --layers-per-chunk '1, 4' and --plot: JSON loss ke
   CHECK(test::contains(svg.str(), "class=\"steps\""));
   CHECK(test::contains(svg.str(), "<circle"));  // the two epoch means
 }
+
+TEST_CASE("--recompute blocks on two nodes: the run without it, bit for bit, with smaller stashes; bad modes refused") {
+  // Note [recomputation]: the mode travels to the nodes in the stage spec.
+  test::node_process first(actorpipe, {"--insecure"}), second(actorpipe, {"--insecure"});
+  const auto run = [&](const std::string& mode) {
+    test::child_process train({actorpipe, "train", "--model", "gpt:layers=2,dim=32,heads=2,context=16", "--stages",
+                               "2", "--microbatches", "4", "--batch-size", "16", "--max-steps", "4", "--recompute",
+                               mode, "--nodes", first.address() + "," + second.address(), "--insecure"});
+    const std::string line = train.read_line(120s);
+    CHECK(train.wait_exit(20s) == 0);
+    INFO(train.stderr_text());
+    REQUIRE(!line.empty());
+    return nlohmann::json::parse(line);
+  };
+  const auto kept = run("none"), recomputed = run("blocks");
+  CHECK(kept.at("recompute") == "none");
+  CHECK(recomputed.at("recompute") == "blocks");
+  CHECK(recomputed.at("last_step_loss").get<double>() == kept.at("last_step_loss").get<double>());
+  for (int s = 0; s < 2; ++s) {
+    CAPTURE(s);
+    CHECK(recomputed.at("peak_stash_bytes").at(s).get<std::uint64_t>() <
+          kept.at("peak_stash_bytes").at(s).get<std::uint64_t>());
+  }
+  test::child_process bad({actorpipe, "train", "--recompute", "layers"});
+  CHECK(bad.wait_exit(20s) != 0);
+  CHECK(test::contains(bad.stderr_text(), "--recompute"));
+  test::child_process sync({actorpipe, "train", "--model", "gpt:layers=2,dim=32,heads=2,context=16", "--stages", "2",
+                            "--schedule", "sync-backward", "--recompute", "blocks", "--max-steps", "1"});
+  CHECK(sync.wait_exit(20s) != 0);
+  CHECK(test::contains(sync.stderr_text(), "recomputing blocks keep none"));
+  CHECK_FALSE(test::contains(sync.stderr_text(), "step 0"));  // refused before any step
+}
