@@ -65,6 +65,11 @@ void add_train_command(CLI::App& app) {
                   "(less activation memory, one more forward; same gradients bit for bit)")
       ->check(CLI::IsMember({"none", "blocks"}))
       ->capture_default_str();
+  cmd->add_option("--sequence-lengths", o->train.sequence_lengths,
+                  "a gpt model: train each batch on the first L positions of its windows, L one of these (e.g. "
+                  "32,64,128) chosen per step from --seed (Note [sequence lengths]); each at most the context")
+      ->delimiter(',')
+      ->check(whole_number(1));
   cmd->add_option("--data", o->data_dir, "directory of the Fashion-MNIST IDX files")->capture_default_str();
   const std::vector<const CLI::Option*> text_only = {
       cmd->add_option("--text", o->text_path, "a gpt model's text: a file or a folder of files (byte tokens)")

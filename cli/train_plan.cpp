@@ -35,10 +35,16 @@ train_plan plan_model(const train_options& o, std::optional<schedule> user_sched
   train_plan plan;
   plan.user_schedule = std::move(user_schedule);
   plan.language_model = is_gpt_spec(o.model);
+  if (!o.train.sequence_lengths.empty() && !plan.language_model)
+    throw std::invalid_argument("--sequence-lengths needs a gpt model (windows of text), not '" + o.model + "'");
   if (plan.language_model) {
     // The windows a resumed run trains on are the checkpointed run's: Note [resumed trajectory].
     const std::uint64_t seed = o.resume_file.empty() ? o.train.seed : read_checkpoint_info(o.resume_file).state.data_seed;
     load_language_model_data(o, seed, plan);
+    for (std::size_t length : o.train.sequence_lengths)
+      if (length > plan.context)
+        throw std::invalid_argument("--sequence-lengths " + std::to_string(length) + " is longer than the model's " +
+                                    std::to_string(plan.context) + " positions (the spec's key 'context')");
   }
   plan.compute_dtype = *parse_dtype(o.dtype);  // checked by dtype_name()
   plan.model = sequential::from_spec(o.model, sequential_options{o.activation, o.init_seed});

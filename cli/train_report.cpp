@@ -107,7 +107,7 @@ void report_training(const train_options& o, const train_plan& plan, train_runne
     const double nats = validation_loss(o, *r.runner, plan.test_set, "end");
     out["validation_loss"] = nats;
     out["bits_per_byte"] = nats / std::log(2.0);
-    out["tokens_per_s"] = run.report.samples_per_s * static_cast<double>(plan.context);
+    out["tokens_per_s"] = run.report.positions_per_s;  // Note [sequence lengths]: positions, not windows x context
   }
   report_run(o, plan, run, out);
   if (r.pipe) report_pipeline(o, plan, r, run.report.steps, out);

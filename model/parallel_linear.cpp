@@ -46,7 +46,6 @@ std::pair<std::size_t, std::size_t> split(const layer& who, std::size_t width, c
   return shard_rows(width, size, static_cast<std::size_t>(group.rank()));
 }
 
-
 void add_column_sums(const tensor& dy, std::size_t width, tensor& dbias) {
   const std::size_t n = rows(dy);
   const float* pdy = dy.data();
@@ -132,6 +131,14 @@ column_parallel_linear::pending_dx column_parallel_linear::start_backward_input(
   return pending;
 }
 
+column_parallel_linear::pending_dx::~pending_dx() {
+  if (!dx) return;
+  try {
+    sum.wait();
+  } catch (...) {  // the step fails anyway; the buffer is free once the wait returns
+  }
+}
+
 void column_parallel_linear::finish_backward_input(pending_dx& pending) const {
   if (!pending.dx) return;
   pending.sum.wait();
@@ -206,13 +213,11 @@ tensor row_parallel_linear::forward(const tensor& x, layer_cache& cache, const f
   const std::size_t n = rows(x);
   tensor y = tensor::from_shape(with_last_axis(x, out_));  // (rows, out)
   gemm(false, false, n, out_, w, 1.0f, x.data(), weight_.data(), 0.0f, y.data());
-  collective_handle sum;
-  if (group_) sum = group_->all_reduce(y);  // the ranks' partial products, summed in rank order
-  cache.emplace<saved>().x = x;             // while they are summed (Note [overlapped backward])
-  sum.wait();
+  if (group_) group_->all_reduce(y).wait();  // the ranks' partial products, summed in rank order
   float* py = y.data();
   for (std::size_t r = 0; r < n; ++r)
     for (std::size_t o = 0; o < out_; ++o) py[r * out_ + o] += bias_.data()[o];
+  cache.emplace<saved>().x = x;
   return y;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <utility>
 
 #include "collective/process_group.hpp"
 #include "model/layer.hpp"
@@ -23,7 +24,7 @@ namespace ap {
 //
 // Note [overlapped backward]: seed 004's "compute never waits on communication" for tensor parallelism. The
 // forward's all-reduce (the row layer's partial outputs) feeds the very next operation, the bias and then the
-// residual or layer norm, so only the row layer's cache copy of its input runs beside it. In the backward the
+// residual or layer norm, so the forward waits for it at once. In the backward the
 // column layer's partial dx is all-reduced while nothing needs it yet but the layers below, and its weight
 // gradient (dW = x^T dy, db) needs only what it has: the fused backward (layer::backward, which every
 // schedule without a split backward runs) starts the all-reduce, computes the weight gradients while the
@@ -91,6 +92,13 @@ class column_parallel_linear final : public layer, public tensor_parallel_layer 
     tensor partial;  // (rows, in): this rank's partial dx, summed in place by the group
     collective_handle sum;
     tensor* dx = nullptr;
+    pending_dx() = default;
+    pending_dx(pending_dx&& other) noexcept
+        : partial(std::move(other.partial)), sum(std::move(other.sum)), dx(std::exchange(other.dx, nullptr)) {}
+    pending_dx& operator=(pending_dx&&) = delete;
+    // A sum still in flight (an exception between start and finish) is waited for: the group writes into
+    // `partial` until then (Note [async collectives]).
+    ~pending_dx();
   };
   pending_dx start_backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const;
   void finish_backward_input(pending_dx& pending) const;

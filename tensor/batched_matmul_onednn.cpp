@@ -53,8 +53,10 @@ void run(bool transpose_a, bool transpose_b, std::size_t batch, std::size_t m, s
   const batched_key key{batch, m, n, k, transpose_a, transpose_b, alpha, beta, omp_get_max_threads(),
                         static_cast<int>(input)};
   auto it = cache.find(key);
-  if (it == cache.end())
+  if (it == cache.end()) {
+    onednn::make_room(cache);  // Note [bounded primitive caches]
     it = cache.emplace(key, make_batched(transpose_a, transpose_b, batch, m, n, k, alpha, beta, input)).first;
+  }
   cached_batched_matmul& mm = it->second;
   mm.a.set_data_handle(const_cast<void*>(a));
   mm.b.set_data_handle(const_cast<void*>(b));

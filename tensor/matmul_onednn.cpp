@@ -62,7 +62,10 @@ void run(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::
   thread_local std::map<matmul_key, cached_matmul> cache;  // Note [primitive cache per thread]
   const matmul_key key{m, n, k, transpose_a, transpose_b, static_cast<int>(input), alpha, beta, omp_get_max_threads()};
   auto it = cache.find(key);
-  if (it == cache.end()) it = cache.emplace(key, make_matmul(transpose_a, transpose_b, m, n, k, alpha, beta, input)).first;
+  if (it == cache.end()) {
+    onednn::make_room(cache);  // Note [bounded primitive caches]
+    it = cache.emplace(key, make_matmul(transpose_a, transpose_b, m, n, k, alpha, beta, input)).first;
+  }
   cached_matmul& mm = it->second;
   mm.a.set_data_handle(const_cast<void*>(a));  // oneDNN only reads the inputs
   mm.b.set_data_handle(const_cast<void*>(b));

@@ -34,6 +34,7 @@ gelu_primitives& gelu_for(std::size_t n) {
   const auto key = std::make_pair(n, omp_get_max_threads());
   auto it = cache.find(key);
   if (it == cache.end()) {
+    onednn::make_room(cache);  // Note [bounded primitive caches]
     const auto md = flat(n);
     const dnnl::eltwise_forward::primitive_desc fpd(
         dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::eltwise_gelu_tanh, md, 0.f, 0.f),
@@ -55,6 +56,7 @@ layer_norm_primitive& layer_norm_for(std::size_t rows, std::size_t cols, float e
   const auto key = std::make_tuple(rows, cols, eps, omp_get_max_threads());
   auto it = cache.find(key);
   if (it == cache.end()) {
+    onednn::make_room(cache);  // Note [bounded primitive caches]
     const auto R = static_cast<dnnl::memory::dim>(rows), C = static_cast<dnnl::memory::dim>(cols);
     const dnnl::memory::desc data({R, C}, dt::f32, tag::ab), stats({R}, dt::f32, tag::a), weights({C}, dt::f32, tag::a);
     const dnnl::layer_normalization_forward::primitive_desc pd(

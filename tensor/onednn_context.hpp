@@ -6,6 +6,17 @@
 
 namespace ap::onednn {
 
+// Note [bounded primitive caches]: the per-thread primitive caches (Note [primitive cache per thread] in
+// matmul_onednn.cpp) are keyed by shape, and a language model trained on several sequence lengths (Note
+// [sequence lengths] in training/trainer.hpp) meets shapes per length and microbatch size. A cache holding this
+// many primitives is emptied before it takes the next: recreating a few costs milliseconds once, an unbounded
+// map grows with every shape ever seen.
+inline constexpr std::size_t max_cached_primitives = 256;
+template <class Map>
+void make_room(Map& cache) {
+  if (cache.size() >= max_cached_primitives) cache.clear();
+}
+
 inline dnnl::engine& engine() {
   static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   return eng;

@@ -90,3 +90,27 @@ TEST_CASE("--recompute blocks on two nodes: the run without it, bit for bit, wit
   CHECK(test::contains(sync.stderr_text(), "recomputing blocks keep none"));
   CHECK_FALSE(test::contains(sync.stderr_text(), "step 0"));  // refused before any step
 }
+
+TEST_CASE("--sequence-lengths trains a gpt on mixed lengths, counts its tokens, and refuses what cannot fit") {
+  // Note [sequence lengths].
+  test::child_process train({actorpipe, "train", "--model", "gpt:layers=1,dim=16,heads=2,context=16", "--stages", "2",
+                             "--microbatches", "2", "--batch-size", "8", "--max-steps", "6", "--sequence-lengths",
+                             "4,16"});
+  const std::string line = train.read_line(60s);
+  CHECK(train.wait_exit(20s) == 0);
+  INFO(train.stderr_text());
+  REQUIRE(!line.empty());
+  const auto out = nlohmann::json::parse(line);
+  CHECK(out.at("steps") == 6);
+  // Tokens are the positions trained on: between 6 steps of 8 x 4 and 6 of 8 x 16, over the same time.
+  const double tokens = out.at("tokens_per_s").get<double>() * out.at("wall_s").get<double>();
+  CHECK(tokens >= 6 * 8 * 4 * 0.99);
+  CHECK(tokens <= 6 * 8 * 16 * 1.01);
+  test::child_process longer({actorpipe, "train", "--model", "gpt:layers=1,dim=16,heads=2,context=16",
+                              "--sequence-lengths", "8,32"});
+  CHECK(longer.wait_exit(20s) != 0);
+  CHECK(test::contains(longer.stderr_text(), "--sequence-lengths 32 is longer than the model's 16 positions"));
+  test::child_process mlp({actorpipe, "train", "--sequence-lengths", "8"});
+  CHECK(mlp.wait_exit(20s) != 0);
+  CHECK(test::contains(mlp.stderr_text(), "--sequence-lengths needs a gpt model"));
+}

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "failure/error.hpp"
+#include "random/seeded_random.hpp"
 #include "model/grad_clip.hpp"
 
 namespace ap {
@@ -155,7 +156,9 @@ train_report train(step_runner& runner, const dataset& train_set, const dataset&
     std::size_t epoch_steps = 0;
     for (std::size_t b = epoch == at.epoch ? at.batch_in_epoch : 0; b < batches; ++b) {
       if (config.max_steps && at.step >= config.max_steps) { done = true; break; }
-      const batch bt = make_batch(train_set, order, b, config.batch_size);
+      batch bt = make_batch(train_set, order, b, config.batch_size);
+      if (!config.sequence_lengths.empty())  // Note [sequence lengths]
+        bt = first_positions(bt, sequence_length_of(config.sequence_lengths, config.seed, at.step));
       const double loss = runner.train_step(bt.inputs, bt.labels, at.step);
       if (report.steps == 0) first_loss = loss;
       if (!loss_problem(loss, first_loss, config.divergence_factor).empty())  // again, naming the microbatch
@@ -165,6 +168,7 @@ train_report train(step_runner& runner, const dataset& train_set, const dataset&
       at = position(at.step + 1, epoch, b + 1);
       ++report.steps, ++epoch_steps;
       report.samples += rows(bt.inputs);
+      report.positions += bt.labels.size();
       if (config.evaluate && config.evaluate_every && at.step % config.evaluate_every == 0) config.evaluate(at.step);
       report.last_loss = loss;
       if (config.on_step)
@@ -190,8 +194,30 @@ train_report train(step_runner& runner, const dataset& train_set, const dataset&
   if (config.checkpoint && at.step != checkpointed) config.checkpoint(at);
   report.wall_s = std::chrono::duration<double>(clock::now() - start).count();
   report.samples_per_s = report.wall_s > 0 ? static_cast<double>(report.samples) / report.wall_s : 0.0;
+  report.positions_per_s = report.wall_s > 0 ? static_cast<double>(report.positions) / report.wall_s : 0.0;
   report.test_accuracy = evaluate_accuracy(runner, test_set, config.batch_size);  // Note [evaluation in batches]
   return report;
+}
+
+std::size_t sequence_length_of(const std::vector<std::size_t>& lengths, std::uint64_t seed, std::uint64_t step) {
+  if (lengths.empty()) throw std::invalid_argument("sequence_length_of: no lengths to choose from");
+  return lengths[hash_counters(seed, step) % lengths.size()];
+}
+
+batch first_positions(const batch& b, std::size_t length) {
+  if (b.inputs.dimension() != 2 || b.labels.dimension() != 2 || b.inputs.shape() != b.labels.shape())
+    throw std::invalid_argument("sequence lengths need (rows, context) windows of inputs and labels, got inputs " +
+                                shape_string(b.inputs) + " and labels " + shape_string(b.labels));
+  const std::size_t n = b.inputs.shape()[0], context = b.inputs.shape()[1];
+  if (length == 0 || length > context)
+    throw std::invalid_argument("sequence length " + std::to_string(length) + " does not fit windows of " +
+                                std::to_string(context) + " positions (the model spec's key 'context')");
+  batch out{tensor::from_shape({n, length}), tensor::from_shape({n, length})};
+  for (std::size_t r = 0; r < n; ++r) {
+    std::copy_n(b.inputs.data() + r * context, length, out.inputs.data() + r * length);
+    std::copy_n(b.labels.data() + r * context, length, out.labels.data() + r * length);
+  }
+  return out;
 }
 
 }  // namespace ap

@@ -84,7 +84,19 @@ struct train_config {
   // If set, called with the step count after every `evaluate_every` steps (a language model's validation loss).
   std::function<void(std::uint64_t step)> evaluate;
   std::size_t evaluate_every = 0;
+  // Note [sequence lengths]: empty: every batch as the data has it. Else each batch of (rows, context) windows
+  // is cut to its first L positions, L one of these chosen per step from (seed, step).
+  std::vector<std::size_t> sequence_lengths;
 };
+
+// Note [sequence lengths]: seed 003's stages take a batch's shape from the message (recv_shape's role), so a
+// language model may train on a different sequence length at every step: every layer reads T from its input,
+// attention's causal mask and the position embedding use the first T positions, and a pipeline's tensors carry
+// their shapes. The length of step `step` is lengths[hash(seed, step) % n]: the same for a resumed run.
+std::size_t sequence_length_of(const std::vector<std::size_t>& lengths, std::uint64_t seed, std::uint64_t step);
+// The first `length` positions of every window: inputs (rows, context) and labels (rows, context) cut to
+// (rows, length). Throws std::invalid_argument when length is 0 or more than the windows hold, naming both.
+batch first_positions(const batch& b, std::size_t length);
 
 // Note [divergence]: training that diverges (a learning rate far too high) would otherwise run to its end and
 // report a final loss like 4.9e20. train() stops at the first step whose loss is not finite, or exceeds
@@ -100,8 +112,10 @@ std::string loss_problem(double loss, double first_loss, double divergence_facto
 
 struct train_report {
   std::size_t steps = 0, samples = 0;  // taken by this call
+  std::size_t positions = 0;           // labels trained on: samples x sequence length for a language model
   double wall_s = 0.0;           // training time, without the final test
   double samples_per_s = 0.0;
+  double positions_per_s = 0.0;  // a language model's tokens per second
   // Mean batch loss over the steps this call took in its last epoch: after a resume mid-epoch, only those
   // (final_loss_steps of them), so it differs from an uninterrupted run's mean over the whole epoch.
   double final_loss = 0.0;
