@@ -67,6 +67,12 @@ void report_pipeline(const train_options& o, const train_plan& plan, train_runne
   out["microbatches"] = o.pipe.microbatches;
   out["peak_stash"] = pipe.last_peak_stash();
   out["peak_stash_bytes"] = pipe.last_peak_stash_bytes();
+  if (!r.predicted_memory.empty()) {  // Note [memory model]
+    std::vector<std::uint64_t> stash, total;
+    for (const stage_memory& m : r.predicted_memory) stash.push_back(m.stash), total.push_back(m.total());
+    out["predicted_peak_stash_bytes"] = stash;
+    out["predicted_memory_bytes"] = total;
+  }
   out["partition"] = r.partition;
   out["layers_per_chunk"] = chunk_layer_counts(pipe.chunk_ranges());
   out["predicted_busy_s"] = r.predicted_busy;  // per step, as busy_s

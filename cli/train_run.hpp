@@ -18,6 +18,7 @@
 #include "data/fashion_mnist.hpp"
 #include "data/text_corpus.hpp"
 #include "model/sequential.hpp"
+#include "plan/memory_model.hpp"
 #include "schedule/schedule.hpp"
 #include "stage/event_log.hpp"
 #include "stage/timeline.hpp"
@@ -55,6 +56,7 @@ struct train_options {
   std::size_t validation_windows = 256; // at most this many windows of validation text
   std::string dtype = "fp32";   // compute dtype (Note [compute dtype] in model/layer.hpp)
   std::string recompute = "none";  // Note [recomputation] in model/block.hpp
+  std::string max_memory;          // per stage, e.g. "2G" (Note [memory model]); empty: no budget
   std::string export_file;      // the final weights in the compute dtype (Note [exported weights])
 };
 
@@ -98,6 +100,7 @@ struct train_runner {
   step_runner* runner = nullptr;
   std::string partition;               // uniform, params, time or explicit (--layers-per-chunk)
   std::vector<double> predicted_busy;  // seconds per step and stage, from the measured layer costs
+  std::vector<stage_memory> predicted_memory;  // per stage (Note [memory model]); empty with tensor parallelism
   double predicted_makespan = 0.0;     // seconds per step: the schedule simulated with the layer costs
   std::shared_ptr<step_recorder> steps = std::make_shared<step_recorder>();  // fed by the stages (latest step)
 };

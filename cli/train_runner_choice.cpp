@@ -6,6 +6,7 @@
 
 #include "cli/train_run.hpp"
 #include "plan/cores.hpp"
+#include "plan/memory_model.hpp"
 #include "plan/mesh.hpp"
 #include "plan/partition.hpp"
 #include "tensor/compute.hpp"
@@ -75,6 +76,13 @@ void describe_pipeline(const train_options& o, const train_plan& plan, const tra
   for (int s = 0; s < p.stages; ++s)
     std::cerr << "  stage " << s << ": predicted busy " << r.predicted_busy[static_cast<std::size_t>(s)] * 1e3
               << " ms per step\n";
+  for (std::size_t s = 0; s < r.predicted_memory.size(); ++s) {  // Note [memory model]
+    const stage_memory& m = r.predicted_memory[s];
+    std::cerr << "  stage " << s << ": predicted memory " << memory_text(m.total()) << " (weights "
+              << memory_text(m.parameters) << ", gradients " << memory_text(m.gradients) << ", optimizer "
+              << memory_text(m.optimizer_state) << ", stash " << m.in_flight << " x "
+              << memory_text(m.stash_per_activation) << ")\n";
+  }
 }
 
 void build_pipeline(const train_options& o, train_plan& plan, train_runner& r) {
@@ -83,6 +91,22 @@ void build_pipeline(const train_options& o, train_plan& plan, train_runner& r) {
   if (p.layers_per_chunk.empty())
     p.layers_per_chunk = partition_counts(parse_partition_method(o.partition), plan.model, costs,
                                           p.stages * p.chunks_per_stage);
+  // Note [memory model]: each stage's peak, before any stage is placed; refused over --max-memory. With
+  // tensor-parallel ranks a stage's parts are split T ways, which the model does not follow: not predicted.
+  if (o.mesh.tensor_parallel == 1) {
+    std::vector<std::uint64_t> stash;
+    for (const layer_cost& c : costs) stash.push_back(c.stash_bytes);
+    const schedule planned = plan.user_schedule ? *plan.user_schedule
+                                                : make_schedule(p.schedule, p.stages, p.microbatches, p.chunks_per_stage);
+    r.predicted_memory = predict_stage_memory(plan.model, chunk_ranges_from_counts(p.layers_per_chunk, plan.model.size()),
+                                              p.stages, stash, simulate(planned).peak_stash, o.optimizer);
+    if (!o.max_memory.empty()) {
+      const std::string over = over_budget(r.predicted_memory, parse_memory_size(o.max_memory));
+      if (!over.empty()) throw std::invalid_argument(over);
+    }
+  } else if (!o.max_memory.empty()) {
+    throw std::invalid_argument("--max-memory: the memory model does not split a stage over --tensor-parallel ranks yet");
+  }
   if (o.mesh.data_parallel > 1) {
     r.replicated = std::make_unique<data_parallel_pipeline>(plan.model, p, o.mesh.data_parallel);
     r.pipe = &r.replicated->first();

@@ -133,6 +133,7 @@ std::vector<layer_cost> measure_layer_costs(const sequential& model, const tenso
   sequential work = model.clone();
   const std::size_t n = work.size();
   std::vector<std::vector<double>> forward(n), input(n), weight(n);  // seconds per repeat
+  std::vector<std::uint64_t> stash(n, 0);  // bytes each layer's forward kept
   for (int r = 0; r <= repeats; ++r) {  // r == 0 warms up
     const forward_context ctx{true, static_cast<std::uint64_t>(r), 0};
     std::vector<layer_cache> caches(n);
@@ -140,6 +141,7 @@ std::vector<layer_cost> measure_layer_costs(const sequential& model, const tenso
     const tensor* x = &sample;
     for (std::size_t i = 0; i < n; ++i) {
       const double s = seconds_of([&] { outputs[i] = work.at(i).forward(*x, caches[i], ctx); });
+      if (r == 0) stash[i] = caches[i].bytes();
       x = &outputs[i];
       if (r > 0) forward[i].push_back(s);
     }
@@ -157,7 +159,7 @@ std::vector<layer_cost> measure_layer_costs(const sequential& model, const tenso
     }
   }
   std::vector<layer_cost> costs(n);
-  for (std::size_t i = 0; i < n; ++i) costs[i] = {median(forward[i]), median(input[i]), median(weight[i])};
+  for (std::size_t i = 0; i < n; ++i) costs[i] = {median(forward[i]), median(input[i]), median(weight[i]), stash[i]};
   return costs;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,7 @@ std::vector<double> parameters_per_layer(const sequential& model);
 // backward_weight (W); a full backward (B) is I + W.
 struct layer_cost {
   double forward_s = 0.0, backward_input_s = 0.0, backward_weight_s = 0.0;
+  std::uint64_t stash_bytes = 0;  // what the layer's forward keeps for its backward (Note [memory model])
   double total_s() const { return forward_s + backward_input_s + backward_weight_s; }
 };
 

@@ -114,3 +114,42 @@ TEST_CASE("--sequence-lengths trains a gpt on mixed lengths, counts its tokens, 
   CHECK(mlp.wait_exit(20s) != 0);
   CHECK(test::contains(mlp.stderr_text(), "--sequence-lengths needs a gpt model"));
 }
+
+TEST_CASE("the memory model predicts each stage's peak stash within 10% of the measured, and --max-memory refuses") {
+  // Note [memory model]: GPipe holds every microbatch, 1F1B p - s of them; an MLP and a GPT.
+  struct run_case {
+    std::vector<std::string> args;
+  };
+  const std::vector<run_case> cases = {
+      {{"--model", "784-256-128-10", "--schedule", "gpipe", "--train-limit", "512"}},
+      {{"--model", "784-256-128-10", "--schedule", "1f1b", "--train-limit", "512"}},
+      {{"--model", "gpt:layers=2,dim=32,heads=2,context=16", "--schedule", "1f1b"}},
+      {{"--model", "gpt:layers=2,dim=32,heads=2,context=16", "--schedule", "1f1b", "--recompute", "blocks"}},
+  };
+  for (const run_case& c : cases) {
+    std::vector<std::string> args = {actorpipe, "train", "--stages", "2", "--microbatches", "4", "--batch-size", "32",
+                                      "--max-steps", "3"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    CAPTURE(c.args[1]);
+    CAPTURE(c.args[3]);
+    test::child_process train(args);
+    const std::string line = train.read_line(60s);
+    CHECK(train.wait_exit(20s) == 0);
+    INFO(train.stderr_text());
+    REQUIRE(!line.empty());
+    const auto out = nlohmann::json::parse(line);
+    CHECK(test::contains(train.stderr_text(), "stage 1: predicted memory"));
+    for (int s = 0; s < 2; ++s) {
+      CAPTURE(s);
+      const double predicted = out.at("predicted_peak_stash_bytes").at(s).get<double>();
+      const double measured = out.at("peak_stash_bytes").at(s).get<double>();
+      CHECK(measured > 0.0);
+      CHECK(std::abs(predicted - measured) <= 0.1 * measured);
+    }
+  }
+  test::child_process tight({actorpipe, "train", "--stages", "2", "--model", "784-256-128-10", "--max-memory", "1M"});
+  CHECK(tight.wait_exit(30s) != 0);
+  CHECK(test::contains(tight.stderr_text(), "stage 0 needs about"));
+  CHECK(test::contains(tight.stderr_text(), "over --max-memory 1.0 MB"));
+  CHECK_FALSE(test::contains(tight.stderr_text(), "epoch"));  // refused before any step
+}

@@ -1,0 +1,97 @@
+#include "plan/memory_model.hpp"
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+
+#include "schedule/schedule.hpp"
+
+namespace ap {
+
+std::uint64_t optimizer_state_bytes(const optimizer_config& optimizer) {
+  if (optimizer.kind == "adam" || optimizer.kind == "adamw") return 8;
+  if (optimizer.kind == "sgd") return optimizer.momentum != 0.0f ? 4 : 0;
+  throw std::invalid_argument("optimizer_state_bytes: unknown optimizer '" + optimizer.kind + "'");
+}
+
+std::vector<stage_memory> predict_stage_memory(sequential& model, const std::vector<layer_range>& ranges, int stages,
+                                               const std::vector<std::uint64_t>& stash_bytes,
+                                               const std::vector<int>& peak_stash, const optimizer_config& optimizer) {
+  if (stages < 1 || peak_stash.size() != static_cast<std::size_t>(stages) || stash_bytes.size() != model.size())
+    throw std::invalid_argument("predict_stage_memory: " + std::to_string(peak_stash.size()) + " peak stashes and " +
+                                std::to_string(stash_bytes.size()) + " layer stashes for " + std::to_string(stages) +
+                                " stages and " + std::to_string(model.size()) + " layers");
+  const std::uint64_t state = optimizer_state_bytes(optimizer);
+  std::vector<stage_memory> out(static_cast<std::size_t>(stages));
+  for (std::size_t c = 0; c < ranges.size(); ++c) {
+    stage_memory& m = out[static_cast<std::size_t>(stage_of_chunk(static_cast<int>(c), stages))];
+    std::uint64_t chunk_stash = 0;
+    for (std::size_t i = ranges[c].begin; i < ranges[c].end; ++i) {
+      chunk_stash += stash_bytes.at(i);
+      for (const parameter& p : model.at(i).parameters("")) {
+        const auto n = static_cast<std::uint64_t>(p.value->size());
+        m.parameters += 4 * n;
+        m.gradients += 4 * n;
+        m.optimizer_state += state * n;
+      }
+    }
+    m.stash_per_activation = std::max(m.stash_per_activation, chunk_stash);
+  }
+  for (std::size_t s = 0; s < out.size(); ++s) {
+    out[s].in_flight = peak_stash[s];
+    out[s].stash = static_cast<std::uint64_t>(peak_stash[s]) * out[s].stash_per_activation;
+  }
+  return out;
+}
+
+std::uint64_t parse_memory_size(const std::string& text) {
+  const auto refuse = [&] {
+    return std::invalid_argument("memory size '" + text + "': give bytes or a number with K, M, G or T (e.g. 512M, 2G)");
+  };
+  std::size_t used = 0;
+  double value = 0.0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    throw refuse();
+  }
+  std::string unit = text.substr(used);
+  for (char& ch : unit) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  if (unit.size() > 1 && unit.back() == 'B') unit.pop_back();
+  if (unit.size() > 1 && unit.back() == 'I') unit.pop_back();
+  double scale = 1.0;
+  if (unit == "K") scale = 1024.0;
+  else if (unit == "M") scale = 1024.0 * 1024.0;
+  else if (unit == "G") scale = 1024.0 * 1024.0 * 1024.0;
+  else if (unit == "T") scale = 1024.0 * 1024.0 * 1024.0 * 1024.0;
+  else if (!unit.empty() && unit != "B") throw refuse();
+  if (!(value > 0.0) || !std::isfinite(value)) throw refuse();
+  return static_cast<std::uint64_t>(value * scale);
+}
+
+std::string memory_text(std::uint64_t bytes) {
+  char buf[32];
+  const double b = static_cast<double>(bytes);
+  if (b >= 1024.0 * 1024.0 * 1024.0) std::snprintf(buf, sizeof buf, "%.1f GB", b / (1024.0 * 1024.0 * 1024.0));
+  else if (b >= 1024.0 * 1024.0) std::snprintf(buf, sizeof buf, "%.1f MB", b / (1024.0 * 1024.0));
+  else if (b >= 1024.0) std::snprintf(buf, sizeof buf, "%.1f KB", b / 1024.0);
+  else std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(bytes));
+  return buf;
+}
+
+std::string over_budget(const std::vector<stage_memory>& stages, std::uint64_t budget) {
+  for (std::size_t s = 0; s < stages.size(); ++s) {
+    const stage_memory& m = stages[s];
+    if (m.total() <= budget) continue;
+    return "stage " + std::to_string(s) + " needs about " + memory_text(m.total()) + ", over --max-memory " +
+           memory_text(budget) + ": weights " + memory_text(m.parameters) + ", gradients " + memory_text(m.gradients) +
+           ", optimizer state " + memory_text(m.optimizer_state) + ", stash " + std::to_string(m.in_flight) + " x " +
+           memory_text(m.stash_per_activation) +
+           " (Note [memory model]). What would fit: more stages (fewer layers each), a schedule with fewer "
+           "microbatches in flight (1f1b rather than gpipe), --recompute blocks, or --dtype bf16 (half the stash)";
+  }
+  return "";
+}
+
+}  // namespace ap
