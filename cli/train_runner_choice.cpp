@@ -80,8 +80,8 @@ void describe_pipeline(const train_options& o, const train_plan& plan, const tra
     const stage_memory& m = r.predicted_memory[s];
     std::cerr << "  stage " << s << ": predicted memory " << memory_text(m.total()) << " (weights "
               << memory_text(m.parameters) << ", gradients " << memory_text(m.gradients) << ", optimizer "
-              << memory_text(m.optimizer_state) << ", stash " << m.in_flight << " x "
-              << memory_text(m.stash_per_activation) << ")\n";
+              << memory_text(m.optimizer_state) << ", stash " << memory_text(m.stash) << " at " << m.in_flight
+              << " in flight)\n";
   }
 }
 
@@ -99,7 +99,7 @@ void build_pipeline(const train_options& o, train_plan& plan, train_runner& r) {
     const schedule planned = plan.user_schedule ? *plan.user_schedule
                                                 : make_schedule(p.schedule, p.stages, p.microbatches, p.chunks_per_stage);
     r.predicted_memory = predict_stage_memory(plan.model, chunk_ranges_from_counts(p.layers_per_chunk, plan.model.size()),
-                                              p.stages, stash, simulate(planned).peak_stash, o.optimizer);
+                                              planned, stash, o.optimizer);
     if (!o.max_memory.empty()) {
       const std::string over = over_budget(r.predicted_memory, parse_memory_size(o.max_memory));
       if (!over.empty()) throw std::invalid_argument(over);

@@ -15,20 +15,41 @@ std::uint64_t optimizer_state_bytes(const optimizer_config& optimizer) {
   throw std::invalid_argument("optimizer_state_bytes: unknown optimizer '" + optimizer.kind + "'");
 }
 
-std::vector<stage_memory> predict_stage_memory(sequential& model, const std::vector<layer_range>& ranges, int stages,
-                                               const std::vector<std::uint64_t>& stash_bytes,
-                                               const std::vector<int>& peak_stash, const optimizer_config& optimizer) {
-  if (stages < 1 || peak_stash.size() != static_cast<std::size_t>(stages) || stash_bytes.size() != model.size())
-    throw std::invalid_argument("predict_stage_memory: " + std::to_string(peak_stash.size()) + " peak stashes and " +
-                                std::to_string(stash_bytes.size()) + " layer stashes for " + std::to_string(stages) +
-                                " stages and " + std::to_string(model.size()) + " layers");
+std::vector<stash_peak> stash_peaks(const schedule& s, const std::vector<std::uint64_t>& chunk_stash) {
+  std::vector<stash_peak> peaks;
+  for (const std::vector<action>& row : s.per_stage) {
+    stash_peak now, peak;
+    for (const action& a : row) {
+      const std::uint64_t bytes = chunk_stash.at(static_cast<std::size_t>(a.chunk));
+      if (a.kind == op::forward) {
+        now.bytes += bytes, ++now.activations;
+      } else if (a.kind == op::backward || a.kind == op::backward_weight) {
+        now.bytes -= bytes, --now.activations;
+      }
+      if (now.bytes > peak.bytes) peak = now;
+    }
+    peaks.push_back(peak);
+  }
+  return peaks;
+}
+
+std::vector<stage_memory> predict_stage_memory(sequential& model, const std::vector<layer_range>& ranges,
+                                               const schedule& s, const std::vector<std::uint64_t>& stash_bytes,
+                                               const optimizer_config& optimizer) {
+  const int stages = s.stages;
+  if (stages < 1 || s.per_stage.size() != static_cast<std::size_t>(stages) || stash_bytes.size() != model.size() ||
+      ranges.size() != static_cast<std::size_t>(stages * s.chunks_per_stage))
+    throw std::invalid_argument("predict_stage_memory: " + std::to_string(ranges.size()) + " chunks and " +
+                                std::to_string(stash_bytes.size()) + " layer stashes for a schedule of " +
+                                std::to_string(stages) + " stages x " + std::to_string(s.chunks_per_stage) +
+                                " chunks and a model of " + std::to_string(model.size()) + " layers");
   const std::uint64_t state = optimizer_state_bytes(optimizer);
   std::vector<stage_memory> out(static_cast<std::size_t>(stages));
+  std::vector<std::uint64_t> chunk_stash(ranges.size(), 0);
   for (std::size_t c = 0; c < ranges.size(); ++c) {
     stage_memory& m = out[static_cast<std::size_t>(stage_of_chunk(static_cast<int>(c), stages))];
-    std::uint64_t chunk_stash = 0;
     for (std::size_t i = ranges[c].begin; i < ranges[c].end; ++i) {
-      chunk_stash += stash_bytes.at(i);
+      chunk_stash[c] += stash_bytes.at(i);
       for (const parameter& p : model.at(i).parameters("")) {
         const auto n = static_cast<std::uint64_t>(p.value->size());
         m.parameters += 4 * n;
@@ -36,11 +57,11 @@ std::vector<stage_memory> predict_stage_memory(sequential& model, const std::vec
         m.optimizer_state += state * n;
       }
     }
-    m.stash_per_activation = std::max(m.stash_per_activation, chunk_stash);
   }
-  for (std::size_t s = 0; s < out.size(); ++s) {
-    out[s].in_flight = peak_stash[s];
-    out[s].stash = static_cast<std::uint64_t>(peak_stash[s]) * out[s].stash_per_activation;
+  const std::vector<stash_peak> peaks = stash_peaks(s, chunk_stash);
+  for (std::size_t st = 0; st < out.size(); ++st) {
+    out[st].stash = peaks[st].bytes;
+    out[st].in_flight = peaks[st].activations;
   }
   return out;
 }
@@ -86,9 +107,8 @@ std::string over_budget(const std::vector<stage_memory>& stages, std::uint64_t b
     if (m.total() <= budget) continue;
     return "stage " + std::to_string(s) + " needs about " + memory_text(m.total()) + ", over --max-memory " +
            memory_text(budget) + ": weights " + memory_text(m.parameters) + ", gradients " + memory_text(m.gradients) +
-           ", optimizer state " + memory_text(m.optimizer_state) + ", stash " + std::to_string(m.in_flight) + " x " +
-           memory_text(m.stash_per_activation) +
-           " (Note [memory model]). What would fit: more stages (fewer layers each), a schedule with fewer "
+           ", optimizer state " + memory_text(m.optimizer_state) + ", stash " + memory_text(m.stash) + " (" + std::to_string(m.in_flight) +
+           " activations in flight at its peak; Note [memory model]). What would fit: more stages (fewer layers each), a schedule with fewer "
            "microbatches in flight (1f1b rather than gpipe), --recompute blocks, or --dtype bf16 (half the stash)";
   }
   return "";

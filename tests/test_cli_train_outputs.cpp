@@ -116,7 +116,8 @@ TEST_CASE("--sequence-lengths trains a gpt on mixed lengths, counts its tokens, 
 }
 
 TEST_CASE("the memory model predicts each stage's peak stash within 10% of the measured, and --max-memory refuses") {
-  // Note [memory model]: GPipe holds every microbatch, 1F1B p - s of them; an MLP and a GPT.
+  // Note [memory model]: GPipe holds every microbatch, 1F1B p - s of them, interleaved chunks of unequal stashes;
+  // an MLP and a GPT.
   struct run_case {
     std::vector<std::string> args;
   };
@@ -125,6 +126,7 @@ TEST_CASE("the memory model predicts each stage's peak stash within 10% of the m
       {{"--model", "784-256-128-10", "--schedule", "1f1b", "--train-limit", "512"}},
       {{"--model", "gpt:layers=2,dim=32,heads=2,context=16", "--schedule", "1f1b"}},
       {{"--model", "gpt:layers=2,dim=32,heads=2,context=16", "--schedule", "1f1b", "--recompute", "blocks"}},
+      {{"--model", "gpt:layers=2,dim=32,heads=2,context=16", "--schedule", "interleaved", "--chunks", "2"}},
   };
   for (const run_case& c : cases) {
     std::vector<std::string> args = {actorpipe, "train", "--stages", "2", "--microbatches", "4", "--batch-size", "32",

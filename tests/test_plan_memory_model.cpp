@@ -11,32 +11,50 @@
 
 using namespace ap;
 
-TEST_CASE("predict_stage_memory: parameters x (4 + 4 + optimizer state) and peak in flight x the largest chunk stash") {
+TEST_CASE("predict_stage_memory: parameters x (4 + 4 + optimizer state), and the stash along each stage's actions") {
   sequential model = sequential::from_spec("10-20-5", sequential_options{"relu", 1});  // linear, relu, linear
-  // Linear(10->20): 220 parameters; Linear(20->5): 105.
+  // Linear(10->20): 220 parameters; Linear(20->5): 105. Chunk 0 = layers 0-1 (1200 bytes), chunk 1 = layer 2.
   const std::vector<std::uint64_t> stash = {400, 800, 160};
   optimizer_config adam;
   adam.kind = "adam";
-  const auto two = predict_stage_memory(model, chunk_ranges_from_counts({2, 1}, 3), 2, stash, {2, 1}, adam);
+  const auto ranges = chunk_ranges_from_counts({2, 1}, 3);
+  const auto two = predict_stage_memory(model, ranges, make_schedule("1f1b", 2, 2), stash, adam);
   REQUIRE(two.size() == 2);
   CHECK(two[0].parameters == 4 * 220);
   CHECK(two[0].gradients == 4 * 220);
   CHECK(two[0].optimizer_state == 8 * 220);
-  CHECK(two[0].stash_per_activation == 1200);
-  CHECK(two[0].stash == 2 * 1200);
+  CHECK(two[0].stash == 2 * 1200);  // 1F1B on 2 stages: stage 0 holds both microbatches before its first B
+  CHECK(two[0].in_flight == 2);
   CHECK(two[1].parameters == 4 * 105);
   CHECK(two[1].stash == 160);
   CHECK(two[1].total() == 4 * 105 * 2 + 8 * 105 + 160);
-  // Interleaved: stage 0 holds chunks 0 and 2 and counts its larger chunk per activation.
+  const auto gpipe = predict_stage_memory(model, ranges, make_schedule("gpipe", 2, 4), stash, adam);
+  CHECK(gpipe[1].stash == 4 * 160);  // GPipe: every microbatch
   optimizer_config sgd;
   sgd.kind = "sgd";
-  const auto chunks = predict_stage_memory(model, chunk_ranges_from_counts({1, 1, 1}, 3), 2, stash, {3, 2}, sgd);
-  CHECK(chunks[0].stash_per_activation == 400);
-  CHECK(chunks[0].optimizer_state == 0);
+  CHECK(predict_stage_memory(model, ranges, make_schedule("1f1b", 2, 2), stash, sgd)[0].optimizer_state == 0);
   sgd.momentum = 0.9f;
   CHECK(optimizer_state_bytes(sgd) == 4);
-  CHECK_THROWS_AS(predict_stage_memory(model, chunk_ranges_from_counts({2, 1}, 3), 2, stash, {2}, adam),
-                  std::invalid_argument);
+  CHECK_THROWS_AS(predict_stage_memory(model, ranges, make_schedule("1f1b", 3, 2), stash, adam), std::invalid_argument);
+}
+
+TEST_CASE("stash_peaks walks each stage's own actions: F adds its chunk's stash, B or W takes it away, I keeps it") {
+  schedule s;
+  s.stages = 2;
+  s.chunks_per_stage = 2;
+  s.microbatches = 2;
+  const auto a = [](int stage, op kind, int mb, int chunk) { return action{stage, kind, mb, chunk}; };
+  s.per_stage = {{a(0, op::forward, 0, 0), a(0, op::forward, 0, 2), a(0, op::forward, 1, 0), a(0, op::backward, 0, 2),
+                  a(0, op::forward, 1, 2), a(0, op::backward, 1, 2), a(0, op::backward, 0, 0), a(0, op::backward, 1, 0)},
+                 {a(1, op::forward, 0, 1), a(1, op::forward, 0, 3), a(1, op::backward, 0, 3), a(1, op::forward, 1, 1),
+                  a(1, op::backward_input, 0, 1), a(1, op::backward_weight, 0, 1), a(1, op::backward_input, 1, 1),
+                  a(1, op::backward_weight, 1, 1)}};
+  const auto peaks = stash_peaks(s, {400, 800, 500, 160});
+  REQUIRE(peaks.size() == 2);
+  CHECK(peaks[0].bytes == 1300);  // 400 + 500 + 400: chunk 0 twice and chunk 2 once, not 3 x the largest
+  CHECK(peaks[0].activations == 3);
+  CHECK(peaks[1].bytes == 1600);  // both microbatches of chunk 1: an I keeps its activation until its W
+  CHECK(peaks[1].activations == 2);
 }
 
 TEST_CASE("memory sizes: bytes, K/M/G/T with or without B or iB; anything else refused naming the text") {
@@ -61,12 +79,11 @@ TEST_CASE("over_budget names the first stage over it, its parts, and what would 
   big.parameters = big.gradients = 1 << 20;
   big.optimizer_state = 2 << 20;
   big.in_flight = 4;
-  big.stash_per_activation = 10 << 20;
   big.stash = 40 << 20;
   CHECK(over_budget({small, big}, 64ull << 20).empty());
   const std::string text = over_budget({small, big}, 32ull << 20);
   CHECK(test::contains(text, "stage 1 needs about 44.0 MB, over --max-memory 32.0 MB"));
-  CHECK(test::contains(text, "stash 4 x 10.0 MB"));
+  CHECK(test::contains(text, "stash 40.0 MB (4 activations in flight at its peak"));
   CHECK(test::contains(text, "--recompute blocks"));
   CHECK(test::contains(text, "more stages"));
 }
