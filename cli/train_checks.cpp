@@ -6,6 +6,7 @@
 #include "cli/schedule_file.hpp"
 #include "cli/train_run.hpp"
 #include "cli/transport_flags.hpp"
+#include "plan/memory_model.hpp"
 #include "plan/mesh.hpp"
 
 namespace ap::cli {
@@ -62,6 +63,10 @@ std::optional<schedule> check_train_flags(const train_options& o) {
   }
   if (o.stages > 0) check_mesh(mesh_shape{o.mesh.data_parallel, o.stages, o.mesh.tensor_parallel});
   check_threads(o);
+  if (!o.max_memory.empty()) {  // Note [memory model]: a budget per pipeline stage
+    parse_memory_size(o.max_memory);  // std::invalid_argument naming the text
+    if (o.stages == 0) throw std::invalid_argument("--max-memory budgets each pipeline stage: it needs --stages");
+  }
   return user_schedule;
 }
 

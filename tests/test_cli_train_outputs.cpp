@@ -154,4 +154,10 @@ TEST_CASE("the memory model predicts each stage's peak stash within 10% of the m
   CHECK(test::contains(tight.stderr_text(), "stage 0 needs about"));
   CHECK(test::contains(tight.stderr_text(), "over --max-memory 1.0 MB"));
   CHECK_FALSE(test::contains(tight.stderr_text(), "epoch"));  // refused before any step
+  test::child_process single({actorpipe, "train", "--max-memory", "1G"});
+  CHECK(single.wait_exit(30s) != 0);
+  CHECK(test::contains(single.stderr_text(), "--max-memory budgets each pipeline stage: it needs --stages"));
+  test::child_process unreadable({actorpipe, "train", "--stages", "2", "--max-memory", "lots"});
+  CHECK(unreadable.wait_exit(30s) != 0);
+  CHECK(test::contains(unreadable.stderr_text(), "memory size 'lots'"));
 }
