@@ -126,6 +126,15 @@ void block::backward_parts(const tensor& dy, layer_cache& cache, tensor* dx, boo
     s.x = tensor{};
     s.recompute = false;
   }
+  // Part i's backward from its dy `d` into `below`: fused, or its input half only (Note [backward split]).
+  const auto part_backward = [&](std::size_t i, const tensor& d, tensor* below) {
+    with_layer_named(i, *parts_[i], false, [&] {
+      if (with_weights)
+        parts_[i]->backward(d, s.parts[i], below);
+      else
+        parts_[i]->backward_input(d, s.parts[i], below);
+    });
+  };
   const std::size_t n = parts_.size();
   if (s.parts.size() != n)
     throw std::invalid_argument(describe() + " backward: the cache holds " + std::to_string(s.parts.size()) +
@@ -136,21 +145,11 @@ void block::backward_parts(const tensor& dy, layer_cache& cache, tensor* dx, boo
   for (std::size_t i = n; i-- > 1;) {
     tensor& below = s.dys[i - 1];
     below = tensor{};  // unset: part i accumulates into fresh zeros (Note [dx accumulates])
-    with_layer_named(i, *parts_[i], false, [&] {
-      if (with_weights)
-        parts_[i]->backward(*d, s.parts[i], &below);
-      else
-        parts_[i]->backward_input(*d, s.parts[i], &below);
-    });
+    part_backward(i, *d, &below);
     round_to_compute_dtype(below, compute_dtype());
     d = &below;
   }
-  with_layer_named(0, *parts_[0], false, [&] {
-    if (with_weights)
-      parts_[0]->backward(*d, s.parts[0], dx);
-    else
-      parts_[0]->backward_input(*d, s.parts[0], dx);
-  });
+  part_backward(0, *d, dx);
   if (residual_ && dx) {  // the skip path: dx += dy
     float* pdx = accumulate_into(*dx, shape_of(dy), *this);
     const float* pdy = dy.data();

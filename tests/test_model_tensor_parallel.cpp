@@ -27,28 +27,46 @@ using namespace ap::test;
 
 namespace {
 
-// A real group member that counts the all-reduces going through it.
-class counting_group final : public process_group {
+// A real group member observed: `on_all_reduce` runs when an all-reduce starts (counting them), and
+// `before_wait` when any of its collectives is waited on (what had been computed by then). Either may be empty.
+class observed_group final : public process_group {
  public:
-  counting_group(std::unique_ptr<process_group> inner, std::atomic<int>& all_reduces)
-      : inner_(std::move(inner)), all_reduces_(all_reduces) {}
+  observed_group(std::unique_ptr<process_group> inner, std::function<void()> on_all_reduce,
+                 std::function<void()> before_wait)
+      : inner_(std::move(inner)), on_all_reduce_(std::move(on_all_reduce)), before_wait_(std::move(before_wait)) {}
   const std::string& name() const override { return inner_->name(); }
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
   collective_handle all_reduce(tensor& t, reduce_op op) override {
-    ++all_reduces_;
-    return inner_->all_reduce(t, op);
+    if (on_all_reduce_) on_all_reduce_();
+    return probed(inner_->all_reduce(t, op));
   }
   collective_handle reduce_scatter(const tensor& in, tensor& out, reduce_op op) override {
-    return inner_->reduce_scatter(in, out, op);
+    return probed(inner_->reduce_scatter(in, out, op));
   }
-  collective_handle all_gather(const tensor& in, tensor& out) override { return inner_->all_gather(in, out); }
-  collective_handle broadcast(tensor& t, int root) override { return inner_->broadcast(t, root); }
+  collective_handle all_gather(const tensor& in, tensor& out) override { return probed(inner_->all_gather(in, out)); }
+  collective_handle broadcast(tensor& t, int root) override { return probed(inner_->broadcast(t, root)); }
   void abort(const std::string& reason) override { inner_->abort(reason); }
 
  private:
+  struct probed_state final : collective_handle::state {
+    collective_handle inner;
+    std::function<void()> before_wait;
+    void wait() override {
+      before_wait();
+      inner.wait();
+    }
+    bool ready() const override { return inner.ready(); }
+  };
+  collective_handle probed(collective_handle h) {
+    if (!before_wait_) return h;
+    auto st = std::make_shared<probed_state>();
+    st->inner = std::move(h);
+    st->before_wait = before_wait_;
+    return collective_handle(st);
+  }
   std::unique_ptr<process_group> inner_;
-  std::atomic<int>& all_reduces_;
+  std::function<void()> on_all_reduce_, before_wait_;
 };
 
 // Columns [first, last) of a (rows, cols) tensor, or elements of a vector.
@@ -121,7 +139,8 @@ std::vector<rank_result> run_split(const std::vector<std::string>& specs, int ra
       const auto i = static_cast<std::size_t>(r);
       try {
         sequential model = sequential::from_layer_specs(specs);
-        join_tensor_parallel(model, std::make_shared<counting_group>(group.member(r), counters[i]));
+        join_tensor_parallel(model, std::make_shared<observed_group>(group.member(r), [&c = counters[i]] { ++c; },
+                                                                     nullptr));
         model.initialize(7);  // after joining: each rank's slice of the unsplit initialisation
         results[i] = forward_backward(model, x, dy, split_iw, &counters[i]);
       } catch (const std::exception& e) {
@@ -165,42 +184,6 @@ void check_split_equals_whole(const std::vector<rank_result>& got, const rank_re
     CHECK(check_close(gather_pieces(grads, layout), expected.grads[k], 1e-5, 1e-5, "gathered gradient"));
   }
 }
-
-// A real group member whose collectives call `before_wait` when waited on (what had been computed by then).
-class probed_group final : public process_group {
- public:
-  probed_group(std::unique_ptr<process_group> inner, std::function<void()> before_wait)
-      : inner_(std::move(inner)), before_wait_(std::move(before_wait)) {}
-  const std::string& name() const override { return inner_->name(); }
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
-  collective_handle all_reduce(tensor& t, reduce_op op) override { return probed(inner_->all_reduce(t, op)); }
-  collective_handle reduce_scatter(const tensor& in, tensor& out, reduce_op op) override {
-    return probed(inner_->reduce_scatter(in, out, op));
-  }
-  collective_handle all_gather(const tensor& in, tensor& out) override { return probed(inner_->all_gather(in, out)); }
-  collective_handle broadcast(tensor& t, int root) override { return probed(inner_->broadcast(t, root)); }
-  void abort(const std::string& reason) override { inner_->abort(reason); }
-
- private:
-  struct probed_state final : collective_handle::state {
-    collective_handle inner;
-    std::function<void()> before_wait;
-    void wait() override {
-      before_wait();
-      inner.wait();
-    }
-    bool ready() const override { return inner.ready(); }
-  };
-  collective_handle probed(collective_handle h) {
-    auto st = std::make_shared<probed_state>();
-    st->inner = std::move(h);
-    st->before_wait = before_wait_;
-    return collective_handle(st);
-  }
-  std::unique_ptr<process_group> inner_;
-  std::function<void()> before_wait_;
-};
 
 // How many of `model`'s parameters have a gradient with a nonzero element.
 int nonzero_gradients(sequential& model) {
@@ -497,7 +480,7 @@ TEST_CASE("the fused backward computes the weight gradients while its all-reduce
       for (int r = 0; r < 2; ++r)
         threads.emplace_back([&, r] {
           sequential model = sequential::from_layer_specs(c.specs);
-          join_tensor_parallel(model, std::make_shared<probed_group>(group.member(r), [&, r] {
+          join_tensor_parallel(model, std::make_shared<observed_group>(group.member(r), nullptr, [&, r] {
                                  computed_at_last_wait[r] = nonzero_gradients(model);
                                }));
           model.initialize(7);
