@@ -65,7 +65,8 @@ std::optional<schedule> check_train_flags(const train_options& o) {
   check_threads(o);
   if (!o.max_memory.empty()) {  // Note [memory model]: a budget per pipeline stage
     parse_memory_size(o.max_memory);  // std::invalid_argument naming the text
-    if (o.stages == 0) throw std::invalid_argument("--max-memory budgets each pipeline stage: it needs --stages");
+    if (o.stages == 0 && !o.auto_config)
+      throw std::invalid_argument("--max-memory budgets each pipeline stage: it needs --stages (or --auto)");
   }
   return user_schedule;
 }

@@ -2,6 +2,7 @@
 // stage actors, and ends with one JSON line (samples_per_s, last_epoch_mean_loss, last_step_loss, test_accuracy,
 // wall_s, ...; a GPT adds validation_loss, bits_per_byte, tokens_per_s). This file holds the flags and
 // run_train; the parts run_train calls live in cli/train_*.cpp (cli/train_run.hpp).
+#include <iostream>
 #include <memory>
 
 #include "cli/checks.hpp"
@@ -15,12 +16,22 @@
 namespace ap::cli {
 namespace {
 
-void run_train(const train_options& o) {
+void run_train(train_options o) {
   std::optional<schedule> user_schedule = check_train_flags(o);  // every check before any work
   set_compute_threads(1);
   train_plan plan = plan_model(o, std::move(user_schedule));
-  std::unique_ptr<step_runner> mesh = make_mesh_runner(o, plan.model);  // before the data: a bad split fails at once
-  plan_data(o, plan);
+  std::unique_ptr<step_runner> mesh;
+  if (o.auto_config) {  // measured on the data, so the data comes first; --auto only picks a split that works
+    plan_data(o, plan);
+    choose_configuration(o, plan);
+    if (o.stages == 0)
+      for (const std::string& flag : o.pipeline_flags)
+        std::cerr << "auto: " << flag << " applies only to a pipeline: unused\n";
+    mesh = make_mesh_runner(o, plan.model);
+  } else {
+    mesh = make_mesh_runner(o, plan.model);  // before the data: a bad split fails at once
+    plan_data(o, plan);
+  }
   train_runner runner = build_train_runner(o, plan, std::move(mesh));
   const train_outcome outcome = run_training(o, plan, *runner.runner);
   report_training(o, plan, runner, outcome);
@@ -73,6 +84,17 @@ void add_train_command(CLI::App& app) {
                   "32,64,128) chosen per step from --seed (Note [sequence lengths]); each at most the context")
       ->delimiter(',')
       ->check(whole_number(1));
+  auto* auto_flag = cmd->add_flag("--auto", o->auto_config,
+                "choose the mesh: measure the model's layer costs on this machine's cores, predict every "
+                "configuration that fits them and --max-memory (single process or pipeline; stages, microbatches, "
+                "schedule, chunks, partition, data- and tensor-parallel ranks, threads, recomputation), print the "
+                "best few and train with the best (Note [automatic configuration])");
+  cmd->add_option("--auto-trials", o->auto_trials,
+                  "with --auto: run the best N predicted configurations for a few steps each and train with the "
+                  "fastest as measured (0: the best predicted; Note [auto trials])")
+      ->check(whole_number(0, 100))
+      ->capture_default_str()
+      ->needs(auto_flag);
   cmd->add_option("--data", o->data_dir, "directory of the Fashion-MNIST IDX files")->capture_default_str();
   const std::vector<const CLI::Option*> text_only = {
       cmd->add_option("--text", o->text_path, "a gpt model's text: a file or a folder of files (byte tokens)")
@@ -173,8 +195,18 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--export", o->export_file, "write the trained weights (no optimizer state) in --dtype to this safetensors file");
   cmd->add_option("--resume", o->resume_file, "continue training from this checkpoint: its weights, optimizer state, step and data position");
-  cmd->callback([o, pipeline_only, text_only] {
-    if (o->stages == 0) refuse_given(pipeline_only, "needs --stages N (N >= 1): it only applies to a pipeline");
+  // What --auto chooses, refused beside it rather than silently overridden.
+  std::vector<const CLI::Option*> chosen_by_auto;
+  for (const char* name : {"--stages", "--threads", "--data-parallel", "--tensor-parallel", "--microbatches", "--schedule",
+                           "--schedule-file", "--chunks", "--partition", "--layers-per-chunk", "--recompute", "--nodes"})
+    chosen_by_auto.push_back(cmd->get_option(name));
+  cmd->callback([o, pipeline_only, text_only, chosen_by_auto] {
+    for (const CLI::Option* flag : pipeline_only)
+      if (flag->count() > 0) o->pipeline_flags.push_back(flag->get_name());
+    if (o->auto_config)
+      refuse_given(chosen_by_auto, "is chosen by --auto (Note [automatic configuration]): give one or the other");
+    else if (o->stages == 0)
+      refuse_given(pipeline_only, "needs --stages N (N >= 1): it only applies to a pipeline");
     if (!is_gpt_spec(o->model)) refuse_given(text_only, "needs a gpt model (--model gpt:...): it only applies to text");
     else parse_gpt_spec(o->model);  // a bad spec is refused before any data is read
     run_train(*o);

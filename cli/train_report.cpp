@@ -38,6 +38,7 @@ void report_run(const train_options& o, const train_plan& plan, const train_outc
   out["last_step_loss"] = r.last_loss;
   out["test_accuracy"] = r.test_accuracy;
   out["wall_s"] = r.wall_s;
+  out["median_step_s"] = r.median_step_s;
 }
 
 // --timeline: the last step as it ran, above the same schedule simulated with that step's measured per-action costs.
@@ -60,9 +61,10 @@ void write_timeline(const train_options& o, const pipeline& pipe, const step_rec
 
 // A pipeline's report: schedule, partition, stash, each stage's busy time measured and predicted, the step
 // makespan; the timeline and the trace.
-void report_pipeline(const train_options& o, const train_plan& plan, train_runner& r, std::size_t steps,
+void report_pipeline(const train_options& o, const train_plan& plan, train_runner& r, const train_outcome& run,
                      nlohmann::json& out) {
   const pipeline& pipe = *r.pipe;
+  const std::size_t steps = run.report.steps;
   out["schedule"] = plan.user_schedule ? "file:" + o.schedule_file : o.pipe.schedule;
   out["microbatches"] = o.pipe.microbatches;
   out["peak_stash"] = pipe.last_peak_stash();
@@ -72,6 +74,15 @@ void report_pipeline(const train_options& o, const train_plan& plan, train_runne
     for (const stage_memory& m : r.predicted_memory) stash.push_back(m.stash), total.push_back(m.total());
     out["predicted_peak_stash_bytes"] = stash;
     out["predicted_memory_bytes"] = total;
+    // Note [memory model]: the stages together against what the process's resident peak grew by.
+    if (r.peak_reset && run.training_peak > r.before.now) {
+      std::uint64_t sum = 0;
+      for (std::uint64_t t : total) sum += t;
+      const std::uint64_t grown = run.training_peak - r.before.now;
+      out["resident_peak_growth_bytes"] = grown;
+      std::cerr << "memory: the stages together predicted " << memory_text(sum) << ", the process's resident peak grew "
+                << memory_text(grown) << " while building and training them\n";
+    }
   }
   out["partition"] = r.partition;
   out["layers_per_chunk"] = chunk_layer_counts(pipe.chunk_ranges());
@@ -116,7 +127,8 @@ void report_training(const train_options& o, const train_plan& plan, train_runne
     out["tokens_per_s"] = run.report.positions_per_s;  // Note [sequence lengths]: positions, not windows x context
   }
   report_run(o, plan, run, out);
-  if (r.pipe) report_pipeline(o, plan, r, run.report.steps, out);
+  if (r.pipe) report_pipeline(o, plan, r, run, out);
+  report_auto(plan, r, run.report, out);
   export_trained_weights(o, plan, r);
   std::cout << out.dump() << std::endl;
 }

@@ -65,6 +65,7 @@ train_outcome run_training(const train_options& o, const train_plan& plan, step_
   epoch_mean_points epoch_points;
   auto last_progress = std::chrono::steady_clock::time_point{};
   config.on_step = [&, progress, epochs = config.epochs](const step_progress& p) {
+    outcome.training_peak = measure_resident_memory().peak;  // before any evaluation: Note [memory model]
     if (!o.plot_file.empty()) {
       outcome.curve.steps.push_back({static_cast<double>(p.step), p.loss});
       epoch_points.add(p);

@@ -18,6 +18,7 @@
 #include "data/fashion_mnist.hpp"
 #include "data/text_corpus.hpp"
 #include "model/sequential.hpp"
+#include "plan/auto_config.hpp"
 #include "plan/memory_model.hpp"
 #include "schedule/schedule.hpp"
 #include "stage/event_log.hpp"
@@ -58,6 +59,9 @@ struct train_options {
   std::string recompute = "none";  // Note [recomputation] in model/block.hpp
   std::string max_memory;          // per stage, e.g. "2G" (Note [memory model]); empty: no budget
   std::string export_file;      // the final weights in the compute dtype (Note [exported weights])
+  bool auto_config = false;     // --auto: choose the mesh (Note [automatic configuration] in plan/auto_config.hpp)
+  int auto_trials = 3;          // --auto-trials: the best predicted configurations run for a few steps (Note [auto trials])
+  std::vector<std::string> pipeline_flags;  // the pipeline-only flags given (with --auto: unused if it picks no pipeline)
 };
 
 // --- check the flags (train_checks.cpp) ---
@@ -79,12 +83,21 @@ struct train_plan {
   dtype compute_dtype = dtype::float32;
   sequential model;
   dataset train_set, test_set;
+  std::optional<auto_candidate> auto_choice;  // --auto's
+  std::vector<layer_cost> layer_costs;        // --auto's, for the chosen microbatch (else the pipeline measures)
 };
 
 // The model, and a language model's text (before the model: a context the text cannot fill is refused first).
 train_plan plan_model(const train_options& o, std::optional<schedule> user_schedule);
 // The Fashion-MNIST training and test sets, unless the plan's text already gave them; then --train-limit.
 void plan_data(const train_options& o, train_plan& plan);
+
+// --- --auto (train_auto.cpp) ---
+
+// Measures the model's layer costs on this process's cores (one microbatch of the training data per size), predicts
+// every configuration that fits them and --max-memory, prints the best few and sets `o` and the plan to the
+// best (Note [automatic configuration]).
+void choose_configuration(train_options& o, train_plan& plan);
 
 // --- build the runner (train_runner_choice.cpp) ---
 
@@ -101,6 +114,8 @@ struct train_runner {
   std::string partition;               // uniform, params, time or explicit (--layers-per-chunk)
   std::vector<double> predicted_busy;  // seconds per step and stage, from the measured layer costs
   std::vector<stage_memory> predicted_memory;  // per stage (Note [memory model]); empty with tensor parallelism
+  resident_memory before;  // this process's, before the pipeline was built (its peak reset then, where allowed)
+  bool peak_reset = false;
   double predicted_makespan = 0.0;     // seconds per step: the schedule simulated with the layer costs
   std::shared_ptr<step_recorder> steps = std::make_shared<step_recorder>();  // fed by the stages (latest step)
 };
@@ -119,6 +134,7 @@ struct train_outcome {
   train_report report;
   std::optional<std::uint64_t> resumed_at_step;  // --resume: the checkpoint's step
   loss_curve curve;                              // every step's loss and each epoch's mean, with --plot
+  std::uint64_t training_peak = 0;  // the process's resident peak after the last step (before the final test)
 };
 
 // Trains: progress on a terminal, --resume, --checkpoint, a language model's validation every --eval-every.
@@ -129,6 +145,9 @@ train_outcome run_training(const train_options& o, const train_plan& plan, step_
 double validation_loss(const train_options& o, step_runner& runner, const dataset& validation, const std::string& when);
 
 // --- report (train_report.cpp) ---
+
+// --auto's prediction against the measured step, and what was off by more than 15% (train_auto.cpp).
+void report_auto(const train_plan& plan, const train_runner& runner, const train_report& report, nlohmann::json& out);
 
 // Writes --plot, --timeline, --trace and --export, prints the stages' busy times, and ends with the JSON line.
 void report_training(const train_options& o, const train_plan& plan, train_runner& runner, const train_outcome& run);

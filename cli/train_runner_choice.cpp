@@ -86,8 +86,10 @@ void describe_pipeline(const train_options& o, const train_plan& plan, const tra
 }
 
 void build_pipeline(const train_options& o, train_plan& plan, train_runner& r) {
+  r.peak_reset = reset_peak_resident_memory();  // what building and training the pipeline adds: report_pipeline
+  r.before = measure_resident_memory();
   pipeline_options p = pipeline_options_of(o, plan, r);
-  const auto costs = layer_costs_of(o, plan, p.microbatches);
+  const auto costs = plan.layer_costs.empty() ? layer_costs_of(o, plan, p.microbatches) : plan.layer_costs;
   if (p.layers_per_chunk.empty())
     p.layers_per_chunk = partition_counts(parse_partition_method(o.partition), plan.model, costs,
                                           p.stages * p.chunks_per_stage);
@@ -104,7 +106,7 @@ void build_pipeline(const train_options& o, train_plan& plan, train_runner& r) {
       const std::string over = over_budget(r.predicted_memory, parse_memory_size(o.max_memory));
       if (!over.empty()) throw std::invalid_argument(over);
     }
-  } else if (!o.max_memory.empty()) {
+  } else if (!o.max_memory.empty() && !plan.auto_choice) {  // --auto counted the split layers whole
     throw std::invalid_argument("--max-memory: the memory model does not split a stage over --tensor-parallel ranks yet");
   }
   if (o.mesh.data_parallel > 1) {

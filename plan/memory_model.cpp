@@ -3,7 +3,9 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <stdexcept>
+#include <string>
 
 #include "schedule/schedule.hpp"
 
@@ -112,6 +114,23 @@ std::string over_budget(const std::vector<stage_memory>& stages, std::uint64_t b
            "microbatches in flight (1f1b rather than gpipe), --recompute blocks, or --dtype bf16 (half the stash)";
   }
   return "";
+}
+
+resident_memory measure_resident_memory() {
+  resident_memory m;
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    const auto kb = [&](std::size_t at) { return std::stoull(line.substr(at)) * 1024; };  // "VmRSS:   1234 kB"
+    if (line.rfind("VmRSS:", 0) == 0) m.now = kb(6);
+    if (line.rfind("VmHWM:", 0) == 0) m.peak = kb(6);
+  }
+  return m;
+}
+
+bool reset_peak_resident_memory() {
+  std::ofstream refs("/proc/self/clear_refs");
+  refs << "5" << std::flush;
+  return static_cast<bool>(refs);
 }
 
 }  // namespace ap

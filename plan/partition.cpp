@@ -127,13 +127,14 @@ double seconds_of(F&& f) {
 
 }  // namespace
 
-std::vector<layer_cost> measure_layer_costs(const sequential& model, const tensor& sample, int repeats) {
+std::vector<layer_cost> measure_layer_costs(const sequential& model, const tensor& sample, int repeats, int threads) {
   if (repeats < 1) throw std::invalid_argument("measure_layer_costs: repeats must be positive, got " + std::to_string(repeats));
-  set_compute_threads(1);
+  if (threads < 1) throw std::invalid_argument("measure_layer_costs: threads must be positive, got " + std::to_string(threads));
+  set_compute_threads(threads);
   sequential work = model.clone();
   const std::size_t n = work.size();
   std::vector<std::vector<double>> forward(n), input(n), weight(n);  // seconds per repeat
-  std::vector<std::uint64_t> stash(n, 0);  // bytes each layer's forward kept
+  std::vector<std::uint64_t> stash(n, 0), output(n, 0);  // bytes each layer's forward kept and gave
   for (int r = 0; r <= repeats; ++r) {  // r == 0 warms up
     const forward_context ctx{true, static_cast<std::uint64_t>(r), 0};
     std::vector<layer_cache> caches(n);
@@ -141,7 +142,7 @@ std::vector<layer_cost> measure_layer_costs(const sequential& model, const tenso
     const tensor* x = &sample;
     for (std::size_t i = 0; i < n; ++i) {
       const double s = seconds_of([&] { outputs[i] = work.at(i).forward(*x, caches[i], ctx); });
-      if (r == 0) stash[i] = caches[i].bytes();
+      if (r == 0) stash[i] = caches[i].bytes(), output[i] = outputs[i].byte_size();
       x = &outputs[i];
       if (r > 0) forward[i].push_back(s);
     }
@@ -159,7 +160,7 @@ std::vector<layer_cost> measure_layer_costs(const sequential& model, const tenso
     }
   }
   std::vector<layer_cost> costs(n);
-  for (std::size_t i = 0; i < n; ++i) costs[i] = {median(forward[i]), median(input[i]), median(weight[i]), stash[i]};
+  for (std::size_t i = 0; i < n; ++i) costs[i] = {median(forward[i]), median(input[i]), median(weight[i]), stash[i], output[i]};
   return costs;
 }
 

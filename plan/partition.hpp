@@ -43,6 +43,7 @@ std::vector<double> parameters_per_layer(const sequential& model);
 struct layer_cost {
   double forward_s = 0.0, backward_input_s = 0.0, backward_weight_s = 0.0;
   std::uint64_t stash_bytes = 0;  // what the layer's forward keeps for its backward (Note [memory model])
+  std::uint64_t output_bytes = 0; // the layer's output (what a tensor-parallel all-reduce of it moves)
   double total_s() const { return forward_s + backward_input_s + backward_weight_s; }
 };
 
@@ -50,8 +51,10 @@ struct layer_cost {
 // forwards in order, then the backwards in reverse, dy being the layer's own output for the last layer.
 // One untimed warm-up pass, then the median of `repeats` passes per layer and op. Runs ops on one thread
 // (ap::set_compute_threads(1)), as the stages run. Layer 0's backward_input counts 0: the pipeline never
-// computes the model input's gradient. Works on a copy: the model's gradients are untouched.
-std::vector<layer_cost> measure_layer_costs(const sequential& model, const tensor& sample, int repeats = 5);
+// computes the model input's gradient. Works on a copy: the model's gradients are untouched. `threads`
+// other than 1 times the ops on that many intra-op threads (--auto's ranks of several threads).
+std::vector<layer_cost> measure_layer_costs(const sequential& model, const tensor& sample, int repeats = 5,
+                                            int threads = 1);
 
 std::vector<double> total_costs(const std::vector<layer_cost>& costs);  // F + I + W per layer
 

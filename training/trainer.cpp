@@ -150,6 +150,7 @@ train_report train(step_runner& runner, const dataset& train_set, const dataset&
   std::uint64_t checkpointed = at.step;  // steps at the last checkpoint call (or the start)
   bool done = false;
   double first_loss = 0.0;  // of this call's first step: Note [divergence]
+  std::vector<double> step_seconds;
   for (std::uint64_t epoch = at.epoch; epoch < config.epochs && !done; ++epoch) {
     const auto order = epoch_order(train_set.size(), config.seed, epoch);
     double loss_sum = 0.0;
@@ -159,7 +160,9 @@ train_report train(step_runner& runner, const dataset& train_set, const dataset&
       batch bt = make_batch(train_set, order, b, config.batch_size);
       if (!config.sequence_lengths.empty())  // Note [sequence lengths]
         bt = first_positions(bt, sequence_length_of(config.sequence_lengths, config.seed, at.step));
+      const auto step_start = clock::now();
       const double loss = runner.train_step(bt.inputs, bt.labels, at.step);
+      step_seconds.push_back(std::chrono::duration<double>(clock::now() - step_start).count());
       if (report.steps == 0) first_loss = loss;
       if (!loss_problem(loss, first_loss, config.divergence_factor).empty())  // again, naming the microbatch
         throw std::runtime_error("step " + std::to_string(at.step) + ": " +
@@ -195,6 +198,10 @@ train_report train(step_runner& runner, const dataset& train_set, const dataset&
   report.wall_s = std::chrono::duration<double>(clock::now() - start).count();
   report.samples_per_s = report.wall_s > 0 ? static_cast<double>(report.samples) / report.wall_s : 0.0;
   report.positions_per_s = report.wall_s > 0 ? static_cast<double>(report.positions) / report.wall_s : 0.0;
+  if (!step_seconds.empty()) {
+    std::nth_element(step_seconds.begin(), step_seconds.begin() + step_seconds.size() / 2, step_seconds.end());
+    report.median_step_s = step_seconds[step_seconds.size() / 2];
+  }
   report.test_accuracy = evaluate_accuracy(runner, test_set, config.batch_size);  // Note [evaluation in batches]
   return report;
 }

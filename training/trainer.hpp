@@ -116,6 +116,7 @@ struct train_report {
   double wall_s = 0.0;           // training time, without the final test
   double samples_per_s = 0.0;
   double positions_per_s = 0.0;  // a language model's tokens per second
+  double median_step_s = 0.0;    // a step's pace: the median of the steps' wall times (set-up in the first moves it not)
   // Mean batch loss over the steps this call took in its last epoch: after a resume mid-epoch, only those
   // (final_loss_steps of them), so it differs from an uninterrupted run's mean over the whole epoch.
   double final_loss = 0.0;

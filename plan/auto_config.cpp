@@ -1,0 +1,369 @@
+#include "plan/auto_config.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <thread>
+#include <tuple>
+
+#include "collective/local_group.hpp"
+#include "model/parallel_attention.hpp"
+#include "model/parallel_linear.hpp"
+#include "model/tensor_parallel.hpp"
+#include "schedule/schedule.hpp"
+
+namespace ap {
+namespace {
+
+std::string plural(int n, const std::string& one) { return std::to_string(n) + " " + one + (n == 1 ? "" : "s"); }
+
+std::string counts_text(const std::vector<std::size_t>& counts) {
+  std::string text;
+  for (std::size_t c : counts) text += (text.empty() ? "" : ",") + std::to_string(c);
+  return text;
+}
+
+// 1, 2, 4, ... up to `cores`, and `cores` itself.
+std::vector<int> powers_of_two_and(int cores) {
+  std::vector<int> out;
+  for (int n = 1; n <= cores; n *= 2) out.push_back(n);
+  if (out.back() != cores) out.push_back(cores);
+  return out;
+}
+
+// All-reduces a top-level layer makes per microbatch once split over tensor-parallel ranks: forward (the
+// row-parallel Linear and attention reduce their outputs) and backward (the column-parallel Linear and
+// attention reduce their input gradients); zero for a layer that stays whole.
+struct layer_reductions {
+  int forward = 0, backward = 0;
+};
+
+std::vector<layer_reductions> tensor_parallel_reductions(const sequential& model) {
+  sequential split = sequential::from_layer_specs(tensor_parallel_specs(model.layer_specs()));
+  std::vector<layer_reductions> out(split.size());
+  for (std::size_t i = 0; i < split.size(); ++i) {
+    sequential one = split.slice(i, i + 1);
+    for (tensor_parallel_layer* part : tensor_parallel_layers(one)) {
+      const bool attention = dynamic_cast<head_parallel_attention*>(part) != nullptr;
+      out[i].forward += attention || dynamic_cast<row_parallel_linear*>(part) ? 1 : 0;
+      out[i].backward += attention || dynamic_cast<column_parallel_linear*>(part) ? 1 : 0;
+    }
+  }
+  return out;
+}
+
+// The costs of a tensor-parallel rank (Note [automatic configuration]): a layer with split parts computes
+// 1/T of its time and waits for its all-reduces; `reduce_s` collects the all-reduce seconds per layer.
+std::vector<layer_cost> tensor_parallel_costs(const std::vector<layer_cost>& whole,
+                                              const std::vector<layer_reductions>& reductions, int T,
+                                              const auto_inputs& in, std::vector<double>& reduce_s) {
+  reduce_s.assign(whole.size(), 0.0);
+  if (T == 1) return whole;
+  std::vector<layer_cost> out = whole;
+  for (std::size_t i = 0; i < whole.size(); ++i) {
+    const layer_reductions& r = reductions.at(i);
+    if (r.forward + r.backward == 0) continue;
+    layer_cost& c = out[i];
+    c.forward_s /= T, c.backward_input_s /= T, c.backward_weight_s /= T;
+    const double f = r.forward * in.allreduce_s(T, whole[i].output_bytes);
+    // Layer 0's input gradient is never computed (measure_layer_costs), so it reduces nothing backward.
+    const double b = i == 0 ? 0.0 : r.backward * in.allreduce_s(T, whole[i - 1].output_bytes);
+    c.forward_s += f, c.backward_input_s += b;
+    reduce_s[i] = f + b;
+  }
+  return out;
+}
+
+// True when some layer of `model` would recompute its forward under recompute_mode::blocks.
+bool has_blocks(const sequential& model) {
+  sequential copy = model.clone();
+  copy.set_recompute(recompute_mode::blocks);
+  for (std::size_t i = 0; i < copy.size(); ++i)
+    if (copy.at(i).recomputes()) return true;
+  return false;
+}
+
+std::vector<std::uint64_t> stash_of(const std::vector<layer_cost>& costs) {
+  std::vector<std::uint64_t> stash;
+  for (const layer_cost& c : costs) stash.push_back(c.stash_bytes);
+  return stash;
+}
+
+std::uint64_t peak_of(const std::vector<stage_memory>& stages) {
+  std::uint64_t peak = 0;
+  for (const stage_memory& m : stages) peak = std::max(peak, m.total());
+  return peak;
+}
+
+std::uint64_t gradient_bytes(sequential& model, layer_range range) {
+  std::uint64_t bytes = 0;
+  for (std::size_t i = range.begin; i < range.end; ++i)
+    for (const parameter& p : model.at(i).parameters("")) bytes += 4 * static_cast<std::uint64_t>(p.value->size());
+  return bytes;
+}
+
+// The layers, costs and all-reduces every candidate of one (rows, threads, recompute, T) shares.
+struct cost_view {
+  std::vector<layer_cost> costs;  // a rank's, T applied
+  std::vector<double> reduce_s;   // the tensor-parallel all-reduce seconds inside each layer's costs
+};
+
+class planner {
+ public:
+  planner(sequential& model, const auto_inputs& in)
+      : model_(model),
+        in_(in),
+        reductions_(tensor_parallel_reductions(model)),
+        parameters_(parameters_per_layer(model)) {
+    blocks_ = static_cast<int>(block_sizes(model).size());
+    for (double p : parameters_) all_parameters_ += p;
+  }
+
+  std::vector<auto_candidate> candidates() {
+    std::vector<recompute_mode> recomputes{recompute_mode::none};
+    if (in_.budget > 0 && has_blocks(model_)) recomputes.push_back(recompute_mode::blocks);
+    std::vector<int> tensor_sizes{1};
+    for (int T : tensor_parallel_sizes(model_, in_.cores)) tensor_sizes.push_back(T);
+    for (int D : powers_of_two_and(in_.cores)) {
+      if (in_.batch % static_cast<std::size_t>(D) != 0) continue;
+      const std::size_t replica_batch = in_.batch / static_cast<std::size_t>(D);
+      for (int T : tensor_sizes)
+        for (recompute_mode rc : recomputes) {
+          if (D * T > in_.cores) continue;
+          for (int t : powers_of_two_and(in_.cores))
+            if (D * T * t <= in_.cores) add_single(D, T, t, rc, replica_batch);
+          for (int P = 2; P <= std::min(blocks_, in_.cores / (D * T)); ++P)
+            for (int t : powers_of_two_and(in_.cores))
+              if (P * D * T * t <= in_.cores) add_pipelines(P, D, T, t, rc, replica_batch);
+        }
+    }
+    return std::move(found_);
+  }
+
+ private:
+  const cost_view& view(std::size_t rows, int threads, recompute_mode rc, int T) {
+    const auto key = std::make_tuple(rows, threads, rc, T);
+    auto it = views_.find(key);
+    if (it != views_.end()) return it->second;
+    cost_view v;
+    v.costs = tensor_parallel_costs(in_.layer_costs(rows, threads, rc), reductions_, T, in_, v.reduce_s);
+    return views_.emplace(key, std::move(v)).first->second;
+  }
+
+  // A rank's optimizer step over layers [begin, end): its share of the whole model's, split layers 1/T.
+  double optimizer_s(std::size_t begin, std::size_t end, int T, int threads) {
+    if (all_parameters_ <= 0.0) return 0.0;
+    double share = 0.0;
+    for (std::size_t i = begin; i < end; ++i) {
+      const layer_reductions& r = reductions_.at(i);
+      share += parameters_.at(i) / (r.forward + r.backward > 0 ? T : 1);
+    }
+    return in_.optimizer_s(threads) * share / all_parameters_;
+  }
+
+  void add_single(int D, int T, int t, recompute_mode rc, std::size_t replica_batch) {
+    const cost_view& v = view(replica_batch, t, rc, T);
+    auto_candidate c;
+    c.config = mesh_config{0, 1, "", 1, D, T, t, rc, {}};
+    double reduce = 0.0;
+    for (std::size_t i = 0; i < v.costs.size(); ++i) c.compute_s += v.costs[i].total_s(), reduce += v.reduce_s[i];
+    c.compute_s -= reduce;
+    const std::size_t n = model_.size();
+    c.compute_s += optimizer_s(0, n, T, t);
+    c.communication_s = reduce + (D > 1 ? in_.allreduce_s(D, gradient_bytes(model_, {0, n})) : 0.0);
+    c.step_s = c.compute_s + c.communication_s;
+    c.peak_bytes = peak_of(predict_stage_memory(model_, {layer_range{0, n}}, make_schedule("gpipe", 1, 1),
+                                                stash_of(v.costs), in_.optimizer));
+    keep(std::move(c));
+  }
+
+  void add_pipelines(int P, int D, int T, int t, recompute_mode rc, std::size_t replica_batch) {
+    for (int m = P; m <= 8 * P && static_cast<std::size_t>(m) <= replica_batch; m *= 2) {
+      // Microbatches differ by at most a row (split_rows): the largest sets the pace.
+      const cost_view& v = view((replica_batch + m - 1) / static_cast<std::size_t>(m), t, rc, T);
+      for (const auto& [name, chunks] : std::vector<std::pair<std::string, int>>{
+               {"gpipe", 1}, {"1f1b", 1}, {"zb-h1", 1}, {"interleaved", 2}}) {
+        if (P * chunks > blocks_) continue;  // whole blocks (Note [whole blocks])
+        add_pipeline(mesh_config{P, m, name, chunks, D, T, t, rc, {}}, v);
+      }
+    }
+  }
+
+  void add_pipeline(mesh_config config, const cost_view& v) {
+    const int P = config.stages;
+    config.layers_per_chunk = partition_counts(partition_method::time, model_, v.costs, P * config.chunks);
+    const auto ranges = chunk_ranges_from_counts(config.layers_per_chunk, model_.size());
+    const schedule s = make_schedule(config.schedule, P, config.microbatches, config.chunks);
+    op_costs costs = simulation_costs(v.costs, ranges, P);
+    costs.transfer = in_.hop_s;
+    auto_candidate c;
+    c.config = config;
+    std::vector<double> reduce(static_cast<std::size_t>(P), 0.0), update(static_cast<std::size_t>(P), 0.0);
+    std::vector<std::uint64_t> grads(static_cast<std::size_t>(P), 0);
+    for (std::size_t k = 0; k < ranges.size(); ++k) {
+      const auto stage = static_cast<std::size_t>(stage_of_chunk(static_cast<int>(k), P));
+      for (std::size_t i = ranges[k].begin; i < ranges[k].end; ++i) reduce[stage] += v.reduce_s[i];
+      grads[stage] += gradient_bytes(model_, ranges[k]);
+      update[stage] += optimizer_s(ranges[k].begin, ranges[k].end, config.tensor_parallel, config.threads);
+    }
+    const std::vector<double> busy = predicted_busy_s(v.costs, ranges, P, config.microbatches);
+    const auto busiest = static_cast<std::size_t>(std::max_element(busy.begin(), busy.end()) - busy.begin());
+    c.compute_s = busy[busiest] - reduce[busiest] * config.microbatches;
+    c.busy_s = busy;
+    double data_reduce = 0.0;
+    if (config.data_parallel > 1)
+      for (std::uint64_t bytes : grads)
+        data_reduce = std::max(data_reduce, in_.allreduce_s(config.data_parallel, bytes));
+    c.communication_s = reduce[busiest] * config.microbatches + data_reduce;
+    const double last_update = *std::max_element(update.begin(), update.end());
+    c.compute_s += last_update;
+    c.step_s = simulate(s, costs).makespan + data_reduce + last_update;
+    c.peak_bytes = peak_of(predict_stage_memory(model_, ranges, s, stash_of(v.costs), in_.optimizer));
+    keep(std::move(c));
+  }
+
+  void keep(auto_candidate c) {
+    if (!smallest_ || c.peak_bytes < smallest_->peak_bytes) smallest_ = c;
+    if (in_.budget == 0 || c.peak_bytes <= in_.budget) found_.push_back(std::move(c));
+  }
+
+  sequential& model_;
+  const auto_inputs& in_;
+  std::vector<layer_reductions> reductions_;
+  std::vector<double> parameters_;  // per layer
+  double all_parameters_ = 0.0;
+  int blocks_ = 1;
+  std::map<std::tuple<std::size_t, int, recompute_mode, int>, cost_view> views_;
+  std::vector<auto_candidate> found_;
+  std::optional<auto_candidate> smallest_;  // the candidate with the smallest peak, fitting or not
+
+ public:
+  const std::optional<auto_candidate>& smallest() const { return smallest_; }
+};
+
+}  // namespace
+
+std::string describe(const mesh_config& c) {
+  const std::string threads = plural(c.threads, "thread");
+  std::string text;
+  if (c.stages > 0) {
+    text = "pipeline: " + plural(c.stages, "stage") + " x " + threads + ", " + c.schedule + ", " +
+           std::to_string(c.microbatches) + (c.microbatches == 1 ? " microbatch" : " microbatches");
+    if (c.chunks > 1) text += ", " + std::to_string(c.chunks) + " chunks per stage";
+    text += ", layers " + counts_text(c.layers_per_chunk);
+    if (c.data_parallel > 1) text += ", " + plural(c.data_parallel, "replica");
+  } else {
+    text = "single process: " + (c.data_parallel > 1 ? plural(c.data_parallel, "replica") + " x " : "") + threads;
+  }
+  if (c.tensor_parallel > 1) text += ", " + std::to_string(c.tensor_parallel) + " tensor-parallel ranks";
+  if (c.recompute != recompute_mode::none) text += std::string(", recompute ") + recompute_mode_name(c.recompute);
+  return text;
+}
+
+std::vector<auto_candidate> rank_configurations(sequential& model, const auto_inputs& in) {
+  if (in.cores < 1) throw std::invalid_argument("--auto: needs at least 1 core, got " + std::to_string(in.cores));
+  if (in.batch < 1) throw std::invalid_argument("--auto: needs a batch of at least 1 sample");
+  if (!in.layer_costs || !in.allreduce_s || !in.optimizer_s)
+    throw std::invalid_argument("--auto: the planner needs its three measurements");
+  planner p(model, in);
+  std::vector<auto_candidate> found = p.candidates();
+  if (found.empty()) {
+    std::string smallest = "no configuration was predicted";
+    if (p.smallest())
+      smallest = "the smallest predicted peak of a stage is " + memory_text(p.smallest()->peak_bytes) + ", with " +
+                 describe(p.smallest()->config);
+    throw std::invalid_argument("--auto: no configuration on " + plural(in.cores, "core") + " fits --max-memory " +
+                                memory_text(in.budget) + ": " + smallest +
+                                " (a smaller --batch-size, --dtype bf16 or more cores would need less)");
+  }
+  std::stable_sort(found.begin(), found.end(), [](const auto_candidate& a, const auto_candidate& b) {
+    if (a.step_s != b.step_s) return a.step_s < b.step_s;
+    return a.config.ranks() < b.config.ranks();
+  });
+  return found;
+}
+
+std::vector<int> tensor_parallel_sizes(sequential& model, int cores) {
+  std::vector<int> sizes;
+  const std::vector<std::string> split = tensor_parallel_specs(model.layer_specs());
+  for (int T = 2; T <= cores; T *= 2) {
+    sequential copy = sequential::from_layer_specs(split);
+    if (tensor_parallel_layers(copy).empty()) break;
+    local_group group("--auto's check of T = " + std::to_string(T), T);
+    try {
+      join_tensor_parallel(copy, group.member(0));  // refuses a width or head count T does not divide
+      sizes.push_back(T);
+    } catch (const std::invalid_argument&) {
+    }
+  }
+  return sizes;
+}
+
+double measure_local_allreduce_s(int ranks, std::uint64_t bytes, int repeats) {
+  if (ranks < 2) return 0.0;
+  const auto elements = static_cast<std::size_t>(std::max<std::uint64_t>(1, bytes / 4));
+  local_group group("--auto's all-reduce measurement", ranks);
+  std::vector<double> seconds;
+  std::vector<std::thread> threads;
+  std::vector<std::unique_ptr<process_group>> members;
+  for (int r = 0; r < ranks; ++r) members.push_back(group.member(r));
+  for (int rep = 0; rep <= repeats; ++rep) {  // rep 0 warms up
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int r = 1; r < ranks; ++r)
+      threads.emplace_back([&, r] {
+        tensor t = zeros({elements});
+        members[static_cast<std::size_t>(r)]->all_reduce(t).wait();
+      });
+    tensor mine = zeros({elements});
+    members[0]->all_reduce(mine).wait();
+    for (auto& t : threads) t.join();
+    threads.clear();
+    if (rep > 0) seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(seconds.begin(), seconds.end());
+  return seconds[seconds.size() / 2];
+}
+
+std::string predicted_step_check(const auto_candidate& chosen, double measured_step_s,
+                                 const std::vector<double>& busy_s) {
+  const std::vector<double>& predicted_busy_s = chosen.busy_s;
+  const double ratio = measured_step_s / chosen.step_s;
+  if (!(chosen.step_s > 0.0) || std::abs(ratio - 1.0) <= 0.15) return "";
+  char head[160];
+  std::snprintf(head, sizeof head, "measured %.2f ms per step against the predicted %.2f ms (%+.0f%%): ",
+                measured_step_s * 1e3, chosen.step_s * 1e3, (ratio - 1.0) * 100.0);
+  char why[320];
+  if (!busy_s.empty() && busy_s.size() == predicted_busy_s.size()) {
+    std::size_t worst = 0;
+    double off = 0.0;
+    for (std::size_t s = 0; s < busy_s.size(); ++s) {
+      const double e = predicted_busy_s[s] > 0.0 ? std::abs(busy_s[s] / predicted_busy_s[s] - 1.0) : 0.0;
+      if (e > off) off = e, worst = s;
+    }
+    if (off > 0.15)
+      std::snprintf(why, sizeof why,
+                    "stage %zu computed %.2f ms per step, predicted %.2f: its layer costs, measured one layer at a "
+                    "time, were off",
+                    worst, busy_s[worst] * 1e3, predicted_busy_s[worst] * 1e3);
+    else
+      std::snprintf(why, sizeof why,
+                    "every stage computed within 15%% of its prediction, so the waits were off: the bubble and the "
+                    "messages between stages (estimated at %.0f us each)%s",
+                    default_hop_s * 1e6, chosen.communication_s > 0 ? ", or the all-reduces" : "");
+  } else if (chosen.communication_s > 0.15 * chosen.step_s) {
+    std::snprintf(why, sizeof why,
+                  "the all-reduces (%.2f ms of the prediction, measured alone) or the compute (%.2f ms) were off",
+                  chosen.communication_s * 1e3, chosen.compute_s * 1e3);
+  } else {
+    std::snprintf(why, sizeof why, "the compute (%.2f ms): its layer costs, measured one layer at a time, were off",
+                  chosen.compute_s * 1e3);
+  }
+  return std::string(head) + why;
+}
+
+}  // namespace ap

@@ -1,0 +1,110 @@
+// --auto: the mesh a run trains on, chosen before it starts by predicting every configuration that fits the
+// machine's cores and the memory budget (Note [automatic configuration]).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "model/optimizer.hpp"
+#include "model/sequential.hpp"
+#include "plan/memory_model.hpp"
+#include "plan/partition.hpp"
+
+namespace ap {
+
+// Note [automatic configuration]
+// A configuration is the run's mesh: a single process (stages 0) or a pipeline (P >= 2 stages, m
+// microbatches, a schedule, chunks per stage, a partition), D data-parallel replicas, T tensor-parallel ranks
+// and t intra-op threads per compute rank. The candidates are every configuration whose ranks fit the cores
+// with their threads, no two ranks sharing a core (P x D x T x t <= cores):
+// - t and D are powers of two or all the cores, D divides the batch, T is one the model splits over;
+// - P runs from 2 to the model's blocks (whole blocks: Note [whole blocks]), m is P, 2P, 4P or 8P (at most a
+//   replica's batch), the schedule GPipe, 1F1B, ZB-H1, or interleaved with 2 chunks per stage, and the
+//   partition balances the measured time;
+// - recomputation of blocks is tried only under a budget (without one it only costs) and for a model that
+//   has blocks.
+// Each is predicted from costs measured on this machine, once per microbatch size and thread count:
+// - a pipeline's step is the schedule simulated with its stages' layer costs (each action also paying
+//   `hop_s`, the estimated cost of a message between two stages), plus the largest stage's gradient
+//   all-reduce among the D replicas and its optimizer step (the whole model's, measured, times the stage's
+//   share of the parameters);
+// - a single process's step is the sum of its layer costs, the gradient all-reduce among the replicas and
+//   the optimizer step;
+// - with T ranks, a layer that holds tensor-parallel parts computes 1/T of its measured time and pays an
+//   all-reduce of its output for each part that reduces (row-parallel Linear and attention forward,
+//   column-parallel Linear and attention backward), measured among T threads; its memory is counted whole
+//   (an upper bound);
+// - all-reduces are charged in full, as if none overlapped the backward (a pessimistic figure for D).
+// The memory of a candidate is the memory model's (Note [memory model]): a single process counts as one
+// stage holding every layer with its replica's whole batch in flight. The fastest candidates come first.
+// `actorpipe train --auto` prints the best few, runs the first of them for a few steps each (Note [auto
+// trials] in cli/train_auto.cpp), trains with the fastest, and after training compares its prediction with
+// the measured step (predicted_step_check).
+struct mesh_config {
+  int stages = 0;  // 0: one process computes every layer, no pipeline
+  int microbatches = 1;
+  std::string schedule;  // a pipeline's
+  int chunks = 1;        // per stage
+  int data_parallel = 1, tensor_parallel = 1;
+  int threads = 1;  // intra-op threads of every compute rank
+  recompute_mode recompute = recompute_mode::none;
+  std::vector<std::size_t> layers_per_chunk;  // a pipeline's time partition
+  int ranks() const { return (stages > 0 ? stages : 1) * data_parallel * tensor_parallel; }
+};
+
+// "pipeline: 2 stages x 1 thread, 1f1b, 8 microbatches, layers 3,2", "single process: 2 threads",
+// "single process: 2 replicas x 1 thread", each adding ", 2 tensor-parallel ranks" and ", recompute blocks"
+// where they apply.
+std::string describe(const mesh_config& c);
+
+// A configuration and what it is predicted to cost.
+struct auto_candidate {
+  mesh_config config;
+  double step_s = 0.0;          // seconds per step
+  double compute_s = 0.0;       // of which the busiest rank computes (a pipeline: its busiest stage)
+  double communication_s = 0.0; // all-reduces charged to the step
+  std::uint64_t peak_bytes = 0; // the largest stage's predicted memory (a single process: the replica's)
+  std::vector<double> busy_s;   // a pipeline's: each stage's compute per step (tensor-parallel all-reduces in)
+};
+
+// The estimated cost of one message between two stages of this process (a mailbox hop and a wake-up).
+inline constexpr double default_hop_s = 50e-6;
+
+// What the planner knows: the run, the machine and how to measure it.
+struct auto_inputs {
+  std::size_t batch = 1;  // samples per step
+  int cores = 1;
+  std::uint64_t budget = 0;  // bytes a stage may hold (0: no budget)
+  optimizer_config optimizer;
+  // Each layer's cost on one microbatch of `rows` samples on `threads` intra-op threads, with `recompute`
+  // (measured by the caller, who keeps them: the planner asks for the same figures many times).
+  std::function<const std::vector<layer_cost>&(std::size_t rows, int threads, recompute_mode recompute)> layer_costs;
+  // Seconds of one all-reduce of `bytes` among `ranks` compute ranks of this process.
+  std::function<double(int ranks, std::uint64_t bytes)> allreduce_s;
+  // Seconds of one optimizer step of the whole model on `threads` intra-op threads (a stage steps its share).
+  std::function<double(int threads)> optimizer_s;
+  double hop_s = default_hop_s;  // a message between two stages (an estimate: Note [automatic configuration])
+};
+
+// Every configuration that fits, predicted, fastest first (ties: fewer ranks, then the simpler). Throws
+// std::invalid_argument when none fits the budget, naming the smallest peak any configuration reaches and that
+// configuration.
+std::vector<auto_candidate> rank_configurations(sequential& model, const auto_inputs& in);
+
+// The tensor-parallel sizes T > 1 that `model` splits over (its widths and heads divide) with T <= cores.
+std::vector<int> tensor_parallel_sizes(sequential& model, int cores);
+
+// Seconds of one all-reduce of `bytes` float32 among `ranks` threads of this process (a local_group),
+// the median of `repeats`.
+double measure_local_allreduce_s(int ranks, std::uint64_t bytes, int repeats = 5);
+
+// The check after training: empty when the measured step is within 15% of the prediction; else which part of
+// the prediction was off. `busy_s` is a pipeline's measured busy seconds per step and stage (empty for a single
+// process), compared with the chosen candidate's.
+std::string predicted_step_check(const auto_candidate& chosen, double measured_step_s,
+                                 const std::vector<double>& busy_s);
+
+}  // namespace ap

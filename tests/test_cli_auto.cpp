@@ -1,0 +1,126 @@
+// `actorpipe train --auto` (Note [automatic configuration], Note [auto trials]): it prints the best predicted
+// configurations and the trials, trains with one and reports it; its trials leave the weights as they were
+// (the run equals the chosen configuration run by hand, bit for bit); a budget is kept or refused; the flags it
+// chooses are refused beside it.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "node_process.hpp"
+#include "test_support.hpp"
+
+using namespace ap;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string actorpipe = std::string(AP_BINARY_DIR) + "/cli/actorpipe";
+const std::vector<std::string> small_run = {"train", "--train-limit", "512", "--batch-size", "64", "--max-steps", "4"};
+
+struct run_result {
+  int code = -1;
+  nlohmann::json out;
+  std::string log;
+};
+
+run_result run(std::vector<std::string> args) {
+  args.insert(args.begin(), actorpipe);
+  test::child_process p(args);
+  run_result r;
+  const std::string line = p.read_line(test::scaled(120s));
+  r.code = p.wait_exit(test::scaled(30s));
+  r.log = p.stderr_text();
+  if (!line.empty() && line.front() == '{') r.out = nlohmann::json::parse(line);
+  return r;
+}
+
+std::vector<std::string> with(std::vector<std::string> args, const std::vector<std::string>& more) {
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+// The flags that train the configuration --auto chose, by hand.
+std::vector<std::string> chosen_flags(const nlohmann::json& a) {
+  std::vector<std::string> flags = {"--threads", std::to_string(a.at("threads").get<int>()), "--data-parallel",
+                                    std::to_string(a.at("data_parallel").get<int>()), "--tensor-parallel",
+                                    std::to_string(a.at("tensor_parallel").get<int>())};
+  if (a.at("stages").get<int>() == 0) return flags;
+  std::string counts;
+  for (const auto& c : a.at("layers_per_chunk")) counts += (counts.empty() ? "" : ",") + std::to_string(c.get<int>());
+  return with(flags, {"--stages", std::to_string(a.at("stages").get<int>()), "--microbatches",
+                      std::to_string(a.at("microbatches").get<int>()), "--schedule", a.at("schedule").get<std::string>(),
+                      "--chunks", std::to_string(a.at("chunks").get<int>()), "--layers-per-chunk", counts});
+}
+
+}  // namespace
+
+TEST_CASE("--auto prints its candidates and trials, trains with one, and equals that one run by hand") {
+  const run_result chosen = run(with(small_run, {"--auto"}));
+  INFO(chosen.log);
+  REQUIRE(chosen.code == 0);
+  CHECK(test::contains(chosen.log, "configurations fit"));
+  CHECK(test::contains(chosen.log, "  1. "));
+  CHECK(test::contains(chosen.log, "auto: tried 3: "));
+  CHECK(test::contains(chosen.log, "auto: training with "));
+  const nlohmann::json& a = chosen.out.at("auto");
+  const std::string choice = a.at("choice");
+  CHECK(test::contains(chosen.log, ". " + choice + "\n"));  // "auto: training with 2. <choice>"
+  CHECK(a.at("predicted_step_s").get<double>() > 0.0);
+  CHECK(a.at("measured_step_s").get<double>() > 0.0);
+  CHECK(chosen.out.at("data_parallel") == a.at("data_parallel"));
+  CHECK(chosen.out.at("tensor_parallel") == a.at("tensor_parallel"));
+  CHECK(chosen.out.at("stages") == a.at("stages"));
+  if (a.at("stages").get<int>() > 0) CHECK(chosen.out.at("layers_per_chunk") == a.at("layers_per_chunk"));
+
+  // The trials ran on the model and put it back: the run is the chosen configuration's from the start.
+  const run_result by_hand = run(with(small_run, chosen_flags(a)));
+  INFO(by_hand.log);
+  REQUIRE(by_hand.code == 0);
+  CHECK(by_hand.out.at("last_step_loss") == chosen.out.at("last_step_loss"));
+  CHECK(by_hand.out.at("test_accuracy") == chosen.out.at("test_accuracy"));
+}
+
+TEST_CASE("--auto --auto-trials 0 trains with the best predicted") {
+  const run_result r = run(with(small_run, {"--auto", "--auto-trials", "0"}));
+  INFO(r.log);
+  REQUIRE(r.code == 0);
+  CHECK(!test::contains(r.log, "auto: tried"));
+  CHECK(test::contains(r.log, "auto: training with 1. " + r.out.at("auto").at("choice").get<std::string>()));
+}
+
+TEST_CASE("--auto keeps --max-memory: a budget only a pipeline fits, and one nothing fits") {
+  // 784-512-256-10 with Adam: 535,818 parameters x 16 bytes = 8.6 MB in one process; a 2-stage pipeline's
+  // first stage holds the 784x512 layer, 6.4 MB.
+  const run_result r = run(with(small_run, {"--auto", "--max-memory", "7.5M", "--auto-trials", "1"}));
+  INFO(r.log);
+  REQUIRE(r.code == 0);
+  const nlohmann::json& a = r.out.at("auto");
+  CHECK(a.at("stages").get<int>() >= 2);
+  CHECK(a.at("predicted_peak_bytes").get<double>() <= 7.5 * 1024 * 1024);
+  CHECK(test::contains(r.log, " cores and --max-memory 7.5 MB; predicted from "));
+
+  const run_result none = run(with(small_run, {"--auto", "--max-memory", "1M"}));
+  INFO(none.log);
+  CHECK(none.code != 0);
+  CHECK(test::contains(none.log, "--auto: no configuration on "));
+  CHECK(test::contains(none.log, "fits --max-memory 1.0 MB: the smallest predicted peak of a stage is "));
+}
+
+TEST_CASE("the flags --auto chooses are refused beside it, and --auto-trials needs it") {
+  for (const std::vector<std::string> flag :
+       {std::vector<std::string>{"--stages", "2"}, {"--threads", "1"}, {"--data-parallel", "2"}, {"--recompute", "blocks"},
+        {"--tensor-parallel", "2"}, {"--microbatches", "4"}, {"--schedule", "1f1b"}, {"--partition", "time"}}) {
+    const run_result r = run(with({"train", "--data", "/nonexistent", "--auto"}, flag));
+    INFO(r.log);
+    CHECK(r.code != 0);
+    CHECK(test::contains(r.log, flag[0] + " is chosen by --auto"));
+  }
+  const run_result r = run({"train", "--data", "/nonexistent", "--auto-trials", "2"});
+  INFO(r.log);
+  CHECK(r.code != 0);
+  CHECK(test::contains(r.log, "--auto-trials requires --auto"));
+}
