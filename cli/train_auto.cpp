@@ -188,6 +188,17 @@ void choose_configuration(train_options& o, train_plan& plan) {
   plan.auto_choice = ranked[best];
 }
 
+void report_auto_early(const auto_candidate& chosen, std::vector<double> step_ends) {
+  std::vector<double> steps;
+  for (std::size_t i = 1; i < step_ends.size(); ++i) steps.push_back(step_ends[i] - step_ends[i - 1]);
+  if (steps.empty()) return;
+  std::sort(steps.begin(), steps.end());
+  const double measured = steps[steps.size() / 2];
+  const std::string off = predicted_step_check(chosen, measured, {});
+  std::cerr << "auto: after " << step_ends.size() << " steps: " << ms_text(measured) << " per step, predicted "
+            << ms_text(chosen.step_s) << (off.empty() ? " (within 15%)" : "") << "\n";
+}
+
 void report_auto(const train_plan& plan, const train_runner& runner, const train_report& report, nlohmann::json& out) {
   if (!plan.auto_choice || report.steps == 0) return;
   const auto_candidate& chosen = *plan.auto_choice;

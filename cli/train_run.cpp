@@ -64,8 +64,13 @@ train_outcome run_training(const train_options& o, const train_plan& plan, step_
   config.log = [progress](const std::string& line) { std::cerr << (progress ? "\r\033[K" : "") << line << "\n"; };
   epoch_mean_points epoch_points;
   auto last_progress = std::chrono::steady_clock::time_point{};
+  std::vector<double> step_ends;  // --auto's early check: the first steps' end times
   config.on_step = [&, progress, epochs = config.epochs](const step_progress& p) {
     outcome.training_peak = measure_resident_memory().peak;  // before any evaluation: Note [memory model]
+    if (plan.auto_choice && step_ends.size() <= auto_early_steps) {
+      step_ends.push_back(p.elapsed_s);
+      if (step_ends.size() == auto_early_steps + 1) report_auto_early(*plan.auto_choice, step_ends);
+    }
     if (!o.plot_file.empty()) {
       outcome.curve.steps.push_back({static_cast<double>(p.step), p.loss});
       epoch_points.add(p);

@@ -146,6 +146,10 @@ double validation_loss(const train_options& o, step_runner& runner, const datase
 
 // --- report (train_report.cpp) ---
 
+// --auto's check after its first steps (train_auto.cpp): the median of the steps after the first against the
+// prediction, on stderr; `step_ends` holds the elapsed seconds at the end of steps 1 .. auto_early_steps + 1.
+inline constexpr std::size_t auto_early_steps = 5;
+void report_auto_early(const auto_candidate& chosen, std::vector<double> step_ends);
 // --auto's prediction against the measured step, and what was off by more than 15% (train_auto.cpp).
 void report_auto(const train_plan& plan, const train_runner& runner, const train_report& report, nlohmann::json& out);
 

@@ -84,11 +84,13 @@ TEST_CASE("--auto prints its candidates and trials, trains with one, and equals 
   CHECK(by_hand.out.at("test_accuracy") == chosen.out.at("test_accuracy"));
 }
 
-TEST_CASE("--auto --auto-trials 0 trains with the best predicted") {
-  const run_result r = run(with(small_run, {"--auto", "--auto-trials", "0"}));
+TEST_CASE("--auto --auto-trials 0 trains with the best predicted, and checks it after its first steps") {
+  const run_result r = run({"train", "--train-limit", "1024", "--batch-size", "64", "--max-steps", "8", "--auto",
+                            "--auto-trials", "0"});
   INFO(r.log);
   REQUIRE(r.code == 0);
   CHECK(!test::contains(r.log, "auto: tried"));
+  CHECK(test::contains(r.log, "auto: after 6 steps: "));
   CHECK(test::contains(r.log, "auto: training with 1. " + r.out.at("auto").at("choice").get<std::string>()));
 }
 
