@@ -10,6 +10,7 @@
 #include <iostream>
 #include <memory>
 #include <stdexcept>
+#include <thread>
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
@@ -73,8 +74,24 @@ void run_node(const node_run_options& o) {
   }
   std::cout << "node listening on " << o.host << ":" << *port << std::endl;  // endl: the parent waits for it
   std::cerr << "node: " << o.security.describe() << "\n" << std::flush;
+  if (o.on_listening) try {
+      o.on_listening(o.host, *port);
+    } catch (...) {
+      caf::anon_send_exit(node, caf::exit_reason::user_shutdown);  // else the system would wait for it forever
+      throw;
+    }
+  std::thread released;
+  if (o.until_released)
+    released = std::thread([&o, node] {
+      o.until_released();
+      caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
+    });
   caf::scoped_actor self{system};
   self->wait_for(node);
+  if (released.joinable()) {
+    if (o.cancel_release) o.cancel_release();
+    released.join();
+  }
 }
 
 

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "actors/handshake.hpp"
@@ -24,6 +25,11 @@ struct node_run_options {
   transport_security security;  // mutual TLS files, or insecure (Note [mutual TLS]); checked before listening
   int threads = 0;  // intra-op threads of every rank it hosts (Note [cores on nodes]); 0: as the coordinator asks,
                     // else this machine's cores divided among them
+  // Note [environment rendezvous] (network/rendezvous.hpp): when set, the node says where it listens once it
+  // does, then runs until `until_released` returns (the job is over) or it is told to quit, after which
+  // `cancel_release` is called so that `until_released` returns.
+  std::function<void(const std::string& host, std::uint16_t port)> on_listening;
+  std::function<void()> until_released, cancel_release;
 };
 
 // Runs a node until it is told to quit; throws std::runtime_error / std::invalid_argument with a text a

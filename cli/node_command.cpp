@@ -5,6 +5,7 @@
 #include "actors/run_node.hpp"
 #include "cli/checks.hpp"
 #include "cli/commands.hpp"
+#include "cli/rendezvous.hpp"
 #include "cli/transport_flags.hpp"
 
 namespace ap::cli {
@@ -24,8 +25,24 @@ void add_node_command(CLI::App& app) {
   cmd->add_option("--protocol-version", o->protocol_version, "claim another wire protocol version (tests)")
       ->check(whole_number(0, 1u << 30))
       ->group("");
+  auto rendezvous = std::make_shared<std::string>();
+  auto* rendezvous_flag =
+      cmd->add_option("--rendezvous", *rendezvous,
+                      "env: the job's rank (> 0), and rank 0's address, from the environment (torchrun's RANK, "
+                      "WORLD_SIZE, MASTER_ADDR, MASTER_PORT, or Slurm's); listens where it reaches rank 0, registers "
+                      "there, and stops when the job ends (Note [environment rendezvous])")
+          ->check(CLI::IsMember({"env"}));
+  cmd->get_option("--host")->excludes(rendezvous_flag);
+  cmd->get_option("--port")->excludes(rendezvous_flag);
   add_transport_flags(cmd, o->security);  // checked by run_node before it listens
-  cmd->callback([o] { run_node(*o); });
+  cmd->callback([o, rendezvous] {
+    if (rendezvous->empty()) return run_node(*o);
+    const rendezvous_env env = rendezvous_place();
+    if (env.rank == 0)
+      throw std::invalid_argument("node --rendezvous env: rank 0 is the coordinator; start `train --rendezvous env` "
+                                  "there");
+    run_rendezvous_node(env, *o);
+  });
 }
 
 }  // namespace ap::cli

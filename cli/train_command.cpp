@@ -7,6 +7,7 @@
 
 #include "cli/checks.hpp"
 #include "cli/commands.hpp"
+#include "cli/rendezvous.hpp"
 #include "cli/train_run.hpp"
 #include "cli/transport_flags.hpp"
 #include "model/gpt_spec.hpp"
@@ -168,7 +169,16 @@ void add_train_command(CLI::App& app) {
   cmd->get_option("--schedule-file")->excludes(cmd->get_option("--schedule"));
   cmd->add_option("--plot", o->plot_file, "write the loss curve (every step's loss and each epoch's mean) as SVG");
   auto* nodes = cmd->get_option("--nodes");
-  for (CLI::Option* t : add_transport_flags(cmd, o->pipe.security)) t->needs(nodes);  // checked in run_train
+  std::vector<const CLI::Option*> transport;  // checked in run_train; given, they need --nodes or --rendezvous
+  for (CLI::Option* t : add_transport_flags(cmd, o->pipe.security)) transport.push_back(t);
+  auto* rendezvous =
+      cmd->add_option("--rendezvous", o->rendezvous,
+                      "env: one command per process starts the job: the rank, the job's size and rank 0's address from "
+                      "the environment (torchrun's RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, or Slurm's "
+                      "SLURM_PROCID, SLURM_NTASKS, SLURM_STEP_NODELIST); rank 0 trains the pipeline, every other rank is "
+                      "a node of it (Note [environment rendezvous])")
+          ->check(CLI::IsMember({"env"}))
+          ->excludes(nodes);
   // Note [recovery] in actors/pipeline.cpp.
   const std::string recovery = "Recovery from a lost node (with --nodes)";
   cmd->add_option("--restart-on-failure", o->pipe.restart_on_failure,
@@ -200,7 +210,7 @@ void add_train_command(CLI::App& app) {
   for (const char* name : {"--stages", "--threads", "--data-parallel", "--tensor-parallel", "--microbatches", "--schedule",
                            "--schedule-file", "--chunks", "--partition", "--layers-per-chunk", "--recompute", "--nodes"})
     chosen_by_auto.push_back(cmd->get_option(name));
-  cmd->callback([o, pipeline_only, text_only, chosen_by_auto] {
+  cmd->callback([o, pipeline_only, text_only, chosen_by_auto, transport, rendezvous] {
     for (const CLI::Option* flag : pipeline_only)
       if (flag->count() > 0) o->pipeline_flags.push_back(flag->get_name());
     if (o->auto_config)
@@ -209,7 +219,23 @@ void add_train_command(CLI::App& app) {
       refuse_given(pipeline_only, "needs --stages N (N >= 1): it only applies to a pipeline");
     if (!is_gpt_spec(o->model)) refuse_given(text_only, "needs a gpt model (--model gpt:...): it only applies to text");
     else parse_gpt_spec(o->model);  // a bad spec is refused before any data is read
-    run_train(*o);
+    if (o->pipe.nodes.empty() && o->rendezvous.empty())
+      refuse_given(transport, "requires --nodes or --rendezvous env: it secures the connections to nodes");
+    if (o->rendezvous.empty()) return run_train(*o);
+    if (o->auto_config) throw std::invalid_argument("--rendezvous: --auto does not choose a mesh on nodes yet");
+    const rendezvous_env env = rendezvous_place();  // Note [environment rendezvous]
+    if (env.rank > 0) {
+      node_run_options node;
+      node.security = o->pipe.security;
+      return run_rendezvous_node(env, node);
+    }
+    if (o->stages == 0)
+      throw std::invalid_argument("--rendezvous env: rank 0 trains a pipeline on the other ranks: it needs --stages N");
+    check_transport_security(o->pipe.security, "train --rendezvous");  // before waiting for anyone
+    run_rendezvous_coordinator(env, [&](std::vector<std::string> nodes) {
+      o->pipe.nodes = std::move(nodes);
+      run_train(*o);
+    });
   });
 }
 

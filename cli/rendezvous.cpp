@@ -1,0 +1,44 @@
+#include "cli/rendezvous.hpp"
+
+#include <cstdlib>
+#include <iostream>
+#include <stdexcept>
+
+namespace ap::cli {
+
+rendezvous_env rendezvous_place() {
+  const rendezvous_env env = rendezvous_from_env([](const char* name) { return std::getenv(name); });
+  std::cerr << "rendezvous: rank " << env.rank << " of " << env.world_size << " (from " << env.source << "), rank 0 at "
+            << env.master_host << ":" << env.master_port << "\n";
+  return env;
+}
+
+void run_rendezvous_node(const rendezvous_env& env, node_run_options options) {
+  rendezvous_client client(env, rendezvous_timeout);
+  options.host = client.local_address();
+  options.port = 0;
+  options.on_listening = [&](const std::string& host, std::uint16_t port) {
+    client.register_node(port);
+    std::cerr << "rendezvous: rank " << env.rank << " registered as the node at " << host << ":" << port << "\n";
+  };
+  bool done = false;
+  options.until_released = [&] { done = client.wait_for_release(); };
+  options.cancel_release = [&] { client.cancel(); };
+  run_node(options);
+  if (!done)
+    throw std::runtime_error("rendezvous: rank " + std::to_string(env.rank) + ": rank 0 (" + env.master_host + ":" +
+                             std::to_string(env.master_port) + ") went away without ending the job (it failed or was killed)");
+  std::cerr << "rendezvous: rank " << env.rank << ": the job is over\n";
+}
+
+void run_rendezvous_coordinator(const rendezvous_env& env, const std::function<void(std::vector<std::string>)>& train) {
+  rendezvous_server server(env.master_port, env.world_size, rendezvous_timeout);
+  std::vector<std::string> nodes = server.wait_for_nodes();
+  std::string list;
+  for (const auto& n : nodes) list += (list.empty() ? "" : ",") + n;
+  std::cerr << "rendezvous: " << nodes.size() << " nodes registered: " << list << "\n";
+  train(std::move(nodes));  // throwing: the server's destructor closes the connections without "done"
+  server.release();
+}
+
+}  // namespace ap::cli

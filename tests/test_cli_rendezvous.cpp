@@ -1,0 +1,145 @@
+// One command per process starts a whole job (Note [environment rendezvous]): `actorpipe train --rendezvous env`
+// in 3 processes with torchrun's variables, and in 2 with Slurm's over mutual TLS, trains and every process exits
+// 0; a node whose rank 0 is killed stops with an error instead of running on; bad command lines are refused.
+#include <doctest/doctest.h>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "node_process.hpp"
+#include "test_support.hpp"
+
+using namespace ap;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string actorpipe = std::string(AP_BINARY_DIR) + "/cli/actorpipe";
+
+// A port nobody listens on now.
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t size = sizeof a;
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &size);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+// `env VARS... actorpipe ARGS...`
+std::unique_ptr<test::child_process> start(const std::vector<std::string>& vars, const std::vector<std::string>& args) {
+  std::vector<std::string> argv{"/usr/bin/env"};
+  argv.insert(argv.end(), vars.begin(), vars.end());
+  argv.push_back(actorpipe);
+  argv.insert(argv.end(), args.begin(), args.end());
+  return std::make_unique<test::child_process>(argv);
+}
+
+std::vector<std::string> join(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+const std::vector<std::string> job = {"train", "--rendezvous", "env", "--stages", "2", "--train-limit", "512",
+                                      "--batch-size", "64", "--max-steps", "3"};
+
+}  // namespace
+
+TEST_CASE("torchrun's variables: 3 processes, one command each, train 2 stages on the 2 nodes and all exit 0") {
+  const std::string port = std::to_string(free_port());
+  const auto vars = [&](int rank) {
+    return std::vector<std::string>{"RANK=" + std::to_string(rank), "WORLD_SIZE=3", "MASTER_ADDR=127.0.0.1",
+                                    "MASTER_PORT=" + port};
+  };
+  auto node2 = start(vars(2), join(job, {"--insecure"}));  // nodes may start first: they retry
+  auto node1 = start(vars(1), join(job, {"--insecure"}));
+  auto coordinator = start(vars(0), join(job, {"--insecure"}));
+  const std::string line = coordinator->read_line(test::scaled(120s));
+  CHECK(coordinator->wait_exit(test::scaled(30s)) == 0);
+  CHECK(node1->wait_exit(test::scaled(30s)) == 0);
+  CHECK(node2->wait_exit(test::scaled(30s)) == 0);
+  const std::string log = coordinator->stderr_text();
+  INFO(log << "\n--- node 1:\n" << node1->stderr_text() << "\n--- node 2:\n" << node2->stderr_text());
+  REQUIRE(!line.empty());
+  const auto out = nlohmann::json::parse(line);
+  CHECK(out.at("stages") == 2);
+  CHECK(out.at("steps") == 3);
+  CHECK(test::contains(log, "rendezvous: rank 0 of 3 (from RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)"));
+  CHECK(test::contains(log, "rendezvous: 2 nodes registered: 127.0.0.1:"));
+  CHECK(test::contains(node1->stderr_text(), "node: stage 0 started"));
+  CHECK(test::contains(node2->stderr_text(), "node: stage 1 started"));
+  CHECK(test::contains(node1->stderr_text(), "rendezvous: rank 1: the job is over"));
+}
+
+TEST_CASE("Slurm's variables over mutual TLS: the first host of the node list is rank 0") {
+  const std::string port = std::to_string(free_port());
+  const auto vars = [&](int rank) {
+    return std::vector<std::string>{"SLURM_PROCID=" + std::to_string(rank), "SLURM_NTASKS=2",
+                                    "SLURM_STEP_NODELIST=localhost,gpu[02-03]", "MASTER_PORT=" + port};
+  };
+  auto node = start(vars(1), join(job, test::transport_flags(test::tls_security("node"))));
+  auto coordinator = start(vars(0), join(job, test::transport_flags(test::tls_security("coordinator"))));
+  const std::string line = coordinator->read_line(test::scaled(120s));
+  CHECK(coordinator->wait_exit(test::scaled(30s)) == 0);
+  CHECK(node->wait_exit(test::scaled(30s)) == 0);
+  INFO(coordinator->stderr_text() << "\n--- node:\n" << node->stderr_text());
+  REQUIRE(!line.empty());
+  CHECK(nlohmann::json::parse(line).at("steps") == 3);
+  CHECK(test::contains(node->stderr_text(), "rank 0 at localhost:" + port));
+  CHECK(test::contains(node->stderr_text(), "mutual TLS"));
+}
+
+TEST_CASE("a node whose rank 0 is killed stops with an error instead of running on") {
+  const std::string port = std::to_string(free_port());
+  const auto vars = [&](int rank) {
+    return std::vector<std::string>{"RANK=" + std::to_string(rank), "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1",
+                                    "MASTER_PORT=" + port};
+  };
+  const std::vector<std::string> long_job = {"train", "--rendezvous", "env", "--stages", "1", "--epochs", "100",
+                                             "--insecure"};
+  auto node = start(vars(1), long_job);
+  auto coordinator = start(vars(0), long_job);
+  // Wait until it trains (its epoch line), then kill it.
+  const auto deadline = std::chrono::steady_clock::now() + test::scaled(60s);
+  while (!test::contains(coordinator->stderr_text(), "epoch 1:") && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(100ms);
+  REQUIRE(test::contains(coordinator->stderr_text(), "epoch 1:"));
+  coordinator->kill9();
+  CHECK(node->wait_exit(test::scaled(30s)) == 1);
+  INFO(node->stderr_text());
+  CHECK(test::contains(node->stderr_text(),
+                       "rendezvous: rank 1: rank 0 (127.0.0.1:" + port + ") went away without ending the job"));
+}
+
+TEST_CASE("--rendezvous refusals name what is wrong") {
+  const auto refused = [](const std::vector<std::string>& vars, const std::vector<std::string>& args) {
+    auto p = start(vars, args);
+    const int code = p->wait_exit(test::scaled(20s));
+    CHECK(code != 0);
+    return p->stderr_text();
+  };
+  const std::vector<std::string> rank0 = {"RANK=0", "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=1"};
+  CHECK(test::contains(refused({"RANK=", "SLURM_PROCID="}, {"train", "--rendezvous", "env", "--stages", "1", "--insecure"}),
+                       "neither torchrun's variables"));
+  CHECK(test::contains(refused(rank0, {"train", "--rendezvous", "env", "--insecure"}),
+                       "rank 0 trains a pipeline on the other ranks: it needs --stages N"));
+  CHECK(test::contains(refused(rank0, {"train", "--rendezvous", "env", "--stages", "1", "--nodes", "127.0.0.1:1"}),
+                       "--nodes excludes --rendezvous"));
+  CHECK(test::contains(refused({}, {"train", "--insecure"}), "--insecure requires --nodes or --rendezvous env"));
+  CHECK(test::contains(refused(rank0, {"node", "--rendezvous", "env", "--insecure"}),
+                       "rank 0 is the coordinator; start `train --rendezvous env` there"));
+  CHECK(test::contains(refused({"RANK=1", "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1"},
+                               {"node", "--rendezvous", "env", "--insecure"}),
+                       "MASTER_PORT is not set"));
+}
