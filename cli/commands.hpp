@@ -9,5 +9,6 @@ void add_train_command(CLI::App& app);     // train_command.cpp
 void add_schedule_command(CLI::App& app);  // schedule_command.cpp
 void add_node_command(CLI::App& app);      // node_command.cpp
 void add_generate_command(CLI::App& app);  // generate_command.cpp
+void add_launch_command(CLI::App& app);    // launch_command.cpp
 
 }  // namespace ap::cli

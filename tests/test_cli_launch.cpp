@@ -1,0 +1,119 @@
+// `actorpipe launch --hostfile` (Note [launch over ssh]) with scripts/local_ssh.sh standing in for ssh: a
+// 5-process job (rank 0 and 4 nodes) trains 4 stages from one command and every process exits 0, each rank's
+// lines prefixed; a failing rank 0 ends the job at once with its status; hostfiles are read as mpirun writes
+// them and bad ones refused by line.
+#include <doctest/doctest.h>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "network/hostfile.hpp"
+#include "node_process.hpp"
+#include "test_support.hpp"
+
+using namespace ap;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string actorpipe = std::string(AP_BINARY_DIR) + "/cli/actorpipe";
+const std::string local_ssh = std::string(AP_SOURCE_DIR) + "/scripts/local_ssh.sh";
+
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t size = sizeof a;
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &size);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+std::string hostfile(test::scratch_dir& dir, const std::string& text) {
+  const std::string path = dir.file("hosts");
+  std::ofstream(path) << text;
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("hostfiles: host, host slots=N, host:N, comments; refusals name the line") {
+  const auto hosts = parse_hostfile("# the job\nnode1 slots=2\n\nnode2:3   # gpus\nnode3\n", "hosts");
+  REQUIRE(hosts.size() == 3);
+  CHECK(hosts[0].host == "node1");
+  CHECK(hosts[0].slots == 2);
+  CHECK(hosts[1].host == "node2");
+  CHECK(hosts[1].slots == 3);
+  CHECK(hosts[2].slots == 1);
+  CHECK(rank_hosts(hosts) == std::vector<std::string>{"node1", "node1", "node2", "node2", "node2", "node3"});
+  CHECK(test::contains(test::error_of([] { parse_hostfile("a\nb slots=0\n", "h"); }),
+                       "h line 2: the slot count must be a whole number from 1 to 4096, got '0'"));
+  CHECK(test::contains(test::error_of([] { parse_hostfile("a max_slots=2\n", "h"); }), "h line 1: unknown 'max_slots=2'"));
+  CHECK(test::contains(test::error_of([] { parse_hostfile("a\na\n", "h"); }), "h line 2: host a is listed twice"));
+  CHECK(test::contains(test::error_of([] { parse_hostfile("# nothing\n", "h"); }), "h: no host in it"));
+}
+
+TEST_CASE("one launch command: 5 processes (rank 0 and 4 nodes) train 4 stages and all exit 0") {
+  test::scratch_dir dir{"cli_launch"};
+  test::child_process launch({actorpipe, "launch", "--hostfile", hostfile(dir, "localhost slots=5\n"), "--ssh",
+                              local_ssh, "--master-port", std::to_string(free_port()), "--", "train", "--stages",
+                              "4", "--model", "784-64-64-64-10", "--train-limit", "512", "--batch-size", "64",
+                              "--max-steps", "3", "--insecure"});
+  const std::string line = launch.read_line(test::scaled(120s));
+  CHECK(launch.wait_exit(test::scaled(60s)) == 0);
+  const std::string log = launch.stderr_text();
+  INFO(log);
+  REQUIRE(!line.empty());
+  const auto out = nlohmann::json::parse(line);  // rank 0's stdout, unprefixed
+  CHECK(out.at("stages") == 4);
+  CHECK(out.at("steps") == 3);
+  CHECK(test::contains(log, "launch: 5 ranks on "));
+  CHECK(test::contains(log, "[localhost rank 0] rendezvous: 4 nodes registered"));
+  for (int r = 1; r <= 4; ++r) {
+    CHECK(test::contains(log, "[localhost rank " + std::to_string(r) + "] rendezvous: rank " + std::to_string(r) +
+                                  ": the job is over"));
+    CHECK(test::contains(log, "[localhost rank " + std::to_string(r) + "] node: stage " + std::to_string(r - 1) +
+                                  " started"));
+  }
+  CHECK(test::contains(log, "launch: all 5 ranks exited 0"));
+}
+
+TEST_CASE("a rank 0 that fails ends the launch at once with its status; bad commands are refused") {
+  test::scratch_dir dir{"cli_launch_fail"};
+  const std::string hosts = hostfile(dir, "localhost slots=3\n");
+  const auto started = std::chrono::steady_clock::now();
+  // This --data folder does not exist: rank 0 fails after the rendezvous, while its nodes wait for it.
+  test::child_process launch({actorpipe, "launch", "--hostfile", hosts, "--ssh", local_ssh, "--master-port",
+                              std::to_string(free_port()), "--", "train", "--stages", "2", "--data",
+                              "/nonexistent-data", "--insecure"});
+  const int code = launch.wait_exit(test::scaled(60s));
+  const std::string log = launch.stderr_text();
+  INFO(log);
+  CHECK(code == 1);
+  CHECK(test::contains(log, "launch: rank 0 on localhost exited 1"));
+  CHECK(std::chrono::steady_clock::now() - started < test::scaled(30s));  // nodes not left to retry for minutes
+
+  const auto refused = [&](const std::vector<std::string>& command) {
+    std::vector<std::string> argv = {actorpipe, "launch", "--hostfile", hosts, "--ssh", local_ssh, "--"};
+    argv.insert(argv.end(), command.begin(), command.end());
+    test::child_process p(argv);
+    CHECK(p.wait_exit(test::scaled(20s)) != 0);
+    return p.stderr_text();
+  };
+  CHECK(test::contains(refused({"schedule", "--stages", "2"}), "the command after -- must be `train ...`"));
+  CHECK(test::contains(refused({"train", "--stages", "2", "--nodes", "h:1"}), "leave --nodes out of the command"));
+  const std::string one = hostfile(dir, "localhost\n");
+  test::child_process single({actorpipe, "launch", "--hostfile", one, "--", "train", "--stages", "1"});
+  CHECK(single.wait_exit(test::scaled(20s)) != 0);
+  CHECK(test::contains(single.stderr_text(), "gives 1 slot: a job needs rank 0 and at least one node"));
+}
