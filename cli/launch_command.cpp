@@ -12,6 +12,8 @@
 // failed (a node that never reached it would retry for minutes); any still running then is killed. It exits
 // with rank 0's status, or the first failed node's; its ranks die with it (they are started with a parent-death
 // signal: the local ssh clients, whose ends close the connections). PROGRAM is this binary's path (--program for another one on the hosts).
+// With --certs DIR (`actorpipe certs --out DIR HOST...`, Note [cluster certificates]) rank 0 presents
+// DIR/coordinator.pem and a node DIR/HOST.pem, each with its key, all trusting DIR/ca.pem.
 // Tests pass `--ssh scripts/local_ssh.sh`, a stand-in that runs the command here, so the whole path runs on
 // loopback.
 #include <fcntl.h>
@@ -43,6 +45,7 @@ struct launch_options {
   std::string ssh = "ssh -o BatchMode=yes";
   int master_port = 29500;
   std::string program;  // empty: this binary
+  std::string certs;    // a folder of `actorpipe certs`: each rank's --tls-* flags
   std::vector<std::string> command;  // train ...
 };
 
@@ -147,6 +150,10 @@ int launch(const launch_options& o) {
     if (word == "--rendezvous" || word == "--nodes" || word.rfind("--rendezvous=", 0) == 0 || word.rfind("--nodes=", 0) == 0)
       throw std::invalid_argument("launch: leave " + word + " out of the command: launch finds the nodes itself "
                                   "(--rendezvous env)");
+  if (!o.certs.empty())
+    for (const std::string& word : o.command)
+      if (word.rfind("--tls-", 0) == 0 || word == "--insecure")
+        throw std::invalid_argument("launch: leave " + word + " out of the command: --certs gives every rank its files");
   if (hosts.size() < 2)
     throw std::invalid_argument("launch: " + o.hostfile + " gives 1 slot: a job needs rank 0 and at least one node");
   const std::string program = o.program.empty() ? this_program() : o.program;
@@ -162,6 +169,11 @@ int launch(const launch_options& o) {
                          " " + shell_quoted(program);
     for (const std::string& word : o.command) remote += " " + shell_quoted(word);
     remote += " --rendezvous env";
+    if (!o.certs.empty()) {  // rank 0 is the coordinator; a node presents its host's certificate
+      const std::string name = o.certs + "/" + (r == 0 ? std::string("coordinator") : hosts[static_cast<std::size_t>(r)]);
+      remote += " --tls-ca " + shell_quoted(o.certs + "/ca.pem") + " --tls-cert " + shell_quoted(name + ".pem") +
+                " --tls-key " + shell_quoted(name + ".key");
+    }
     std::vector<std::string> argv = ssh;
     argv.push_back(hosts[static_cast<std::size_t>(r)]);
     argv.push_back(remote);
@@ -212,6 +224,9 @@ void add_launch_command(CLI::App& app) {
       ->check(whole_number(1, 65535))
       ->capture_default_str();
   cmd->add_option("--program", o->program, "the actorpipe binary on the hosts (default: this one's path)");
+  cmd->add_option("--certs", o->certs,
+                  "a folder every host can read, made by `actorpipe certs --out DIR HOST...`: rank 0 presents "
+                  "coordinator.pem, a node its host's HOST.pem, all trust ca.pem (mutual TLS)");
   cmd->add_option("command", o->command, "-- train ... (run on every rank with --rendezvous env)")->required();
   cmd->callback([o] {
     const int code = launch(*o);

@@ -117,3 +117,25 @@ TEST_CASE("a rank 0 that fails ends the launch at once with its status; bad comm
   CHECK(single.wait_exit(test::scaled(20s)) != 0);
   CHECK(test::contains(single.stderr_text(), "gives 1 slot: a job needs rank 0 and at least one node"));
 }
+
+TEST_CASE("actorpipe certs, then launch --certs: the job runs over mutual TLS with the certificates it made") {
+  test::scratch_dir dir{"cli_launch_certs"};
+  const std::string certs = dir.file("certs");
+  test::child_process make({actorpipe, "certs", "--out", certs, "localhost"});
+  const std::string said = make.read_line(test::scaled(30s));
+  REQUIRE(make.wait_exit(test::scaled(30s)) == 0);
+  CHECK(test::contains(said, "a new CA"));
+  CHECK(test::contains(said, "coordinator.pem, localhost.pem"));
+  test::child_process launch({actorpipe, "launch", "--hostfile", hostfile(dir, "localhost slots=3\n"), "--ssh",
+                              local_ssh, "--master-port", std::to_string(free_port()), "--certs", certs, "--", "train",
+                              "--stages", "2", "--model", "784-32-10", "--train-limit", "256", "--batch-size", "64",
+                              "--max-steps", "2"});
+  const std::string line = launch.read_line(test::scaled(120s));
+  CHECK(launch.wait_exit(test::scaled(60s)) == 0);
+  const std::string log = launch.stderr_text();
+  INFO(log);
+  REQUIRE(!line.empty());
+  CHECK(nlohmann::json::parse(line).at("steps") == 2);
+  CHECK(test::contains(log, "[localhost rank 1] node: mutual TLS"));
+  CHECK(!test::contains(log, "--insecure"));
+}
