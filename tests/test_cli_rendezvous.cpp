@@ -1,6 +1,7 @@
 // One command per process starts a whole job (Note [environment rendezvous]): `actorpipe train --rendezvous env`
-// in 3 processes with torchrun's variables, and in 2 with Slurm's over mutual TLS, trains and every process exits
-// 0; a node whose rank 0 is killed stops with an error instead of running on; bad command lines are refused.
+// in 5 processes (rank 0 and 4 nodes) with torchrun's variables, and in 5 with Slurm's over mutual TLS, trains 4
+// stages and every process exits 0; a node whose rank 0 is killed stops with an error instead of running on;
+// bad command lines are refused.
 #include <doctest/doctest.h>
 
 #include <netinet/in.h>
@@ -51,53 +52,54 @@ std::vector<std::string> join(std::vector<std::string> a, const std::vector<std:
   return a;
 }
 
-const std::vector<std::string> job = {"train", "--rendezvous", "env", "--stages", "2", "--train-limit", "512",
-                                      "--batch-size", "64", "--max-steps", "3"};
+const std::vector<std::string> job = {"train", "--rendezvous", "env", "--stages", "4", "--model", "784-32-32-32-10",
+                                      "--train-limit", "512", "--batch-size", "64", "--max-steps", "3"};
 
 }  // namespace
 
-TEST_CASE("torchrun's variables: 3 processes, one command each, train 2 stages on the 2 nodes and all exit 0") {
+TEST_CASE("torchrun's variables: 5 processes, one command each, train 4 stages on the 4 nodes and all exit 0") {
   const std::string port = std::to_string(free_port());
   const auto vars = [&](int rank) {
-    return std::vector<std::string>{"RANK=" + std::to_string(rank), "WORLD_SIZE=3", "MASTER_ADDR=127.0.0.1",
+    return std::vector<std::string>{"RANK=" + std::to_string(rank), "WORLD_SIZE=5", "MASTER_ADDR=127.0.0.1",
                                     "MASTER_PORT=" + port};
   };
-  auto node2 = start(vars(2), join(job, {"--insecure"}));  // nodes may start first: they retry
-  auto node1 = start(vars(1), join(job, {"--insecure"}));
+  std::vector<std::unique_ptr<test::child_process>> nodes;
+  for (int rank : {4, 2, 3, 1}) nodes.push_back(start(vars(rank), join(job, {"--insecure"})));  // first: they retry
   auto coordinator = start(vars(0), join(job, {"--insecure"}));
   const std::string line = coordinator->read_line(test::scaled(120s));
   CHECK(coordinator->wait_exit(test::scaled(30s)) == 0);
-  CHECK(node1->wait_exit(test::scaled(30s)) == 0);
-  CHECK(node2->wait_exit(test::scaled(30s)) == 0);
+  for (auto& n : nodes) CHECK(n->wait_exit(test::scaled(30s)) == 0);
   const std::string log = coordinator->stderr_text();
-  INFO(log << "\n--- node 1:\n" << node1->stderr_text() << "\n--- node 2:\n" << node2->stderr_text());
+  INFO(log << "\n--- node 4:\n" << nodes[0]->stderr_text());
   REQUIRE(!line.empty());
   const auto out = nlohmann::json::parse(line);
-  CHECK(out.at("stages") == 2);
+  CHECK(out.at("stages") == 4);
   CHECK(out.at("steps") == 3);
-  CHECK(test::contains(log, "rendezvous: rank 0 of 3 (from RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)"));
-  CHECK(test::contains(log, "rendezvous: 2 nodes registered: 127.0.0.1:"));
-  CHECK(test::contains(node1->stderr_text(), "node: stage 0 started"));
-  CHECK(test::contains(node2->stderr_text(), "node: stage 1 started"));
-  CHECK(test::contains(node1->stderr_text(), "rendezvous: rank 1: the job is over"));
+  CHECK(test::contains(log, "rendezvous: rank 0 of 5 (from RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)"));
+  CHECK(test::contains(log, "rendezvous: 4 nodes registered: 127.0.0.1:"));
+  CHECK(test::contains(nodes[3]->stderr_text(), "node: stage 0 started"));  // rank 1: the first stage
+  CHECK(test::contains(nodes[0]->stderr_text(), "node: stage 3 started"));  // rank 4: the last
+  for (auto& n : nodes) CHECK(test::contains(n->stderr_text(), ": the job is over"));
 }
 
-TEST_CASE("Slurm's variables over mutual TLS: the first host of the node list is rank 0") {
+TEST_CASE("Slurm's variables over mutual TLS: 5 processes, the first host of the node list is rank 0's") {
   const std::string port = std::to_string(free_port());
   const auto vars = [&](int rank) {
-    return std::vector<std::string>{"SLURM_PROCID=" + std::to_string(rank), "SLURM_NTASKS=2",
-                                    "SLURM_STEP_NODELIST=localhost,gpu[02-03]", "MASTER_PORT=" + port};
+    return std::vector<std::string>{"SLURM_PROCID=" + std::to_string(rank), "SLURM_NTASKS=5",
+                                    "SLURM_STEP_NODELIST=localhost,gpu[02-05]", "MASTER_PORT=" + port};
   };
-  auto node = start(vars(1), join(job, test::transport_flags(test::tls_security("node"))));
+  std::vector<std::unique_ptr<test::child_process>> nodes;
+  for (int rank = 1; rank <= 4; ++rank)
+    nodes.push_back(start(vars(rank), join(job, test::transport_flags(test::tls_security("node")))));
   auto coordinator = start(vars(0), join(job, test::transport_flags(test::tls_security("coordinator"))));
   const std::string line = coordinator->read_line(test::scaled(120s));
   CHECK(coordinator->wait_exit(test::scaled(30s)) == 0);
-  CHECK(node->wait_exit(test::scaled(30s)) == 0);
-  INFO(coordinator->stderr_text() << "\n--- node:\n" << node->stderr_text());
+  for (auto& n : nodes) CHECK(n->wait_exit(test::scaled(30s)) == 0);
+  INFO(coordinator->stderr_text() << "\n--- node 1:\n" << nodes[0]->stderr_text());
   REQUIRE(!line.empty());
   CHECK(nlohmann::json::parse(line).at("steps") == 3);
-  CHECK(test::contains(node->stderr_text(), "rank 0 at localhost:" + port));
-  CHECK(test::contains(node->stderr_text(), "mutual TLS"));
+  CHECK(test::contains(nodes[0]->stderr_text(), "rank 0 at localhost:" + port));
+  CHECK(test::contains(nodes[0]->stderr_text(), "mutual TLS"));
 }
 
 TEST_CASE("a node whose rank 0 is killed stops with an error instead of running on") {
