@@ -27,9 +27,13 @@ namespace ap {
 // Against the process: `train` prints what its resident peak grew by while it built and trained the pipeline
 // (VmHWM, reset before; read after the last step, before the final test) beside the stages' sum. It grows
 // more: 1.7x for the heavy MLP on 2 stages (299 MB against 178) and 2.1x for the 4-layer GPT (368 against
-// 173). The heap keeps what it once held (keep_tensor_memory: not trimmed until 1 GB is free, Note [one malloc
-// arena]), so every transient copy counts at its peak: the layer-cost measurement's copy of the model with its
-// gradients and caches alone added 80 MB to the MLP's; then the stage copies, the workspace and fragmentation.
+// 173). What the model counts is there: building the MLP's pipeline put exactly its weights, gradients and
+// optimizer state in use (malloc's in-use bytes grew 153 MB, the prediction's 38 + 38 + 76), and the stash is
+// exact (above). The rest is the allocator's: the heap keeps what it once held (keep_tensor_memory: not trimmed
+// until 1 GB is free, Note [one malloc arena]) and does not always fit new blocks into freed ones. The layer-cost
+// measurement before the build left 80 MB (MLP) and 245 MB (GPT) free in the heap, and the GPT's steps still
+// grew the resident peak 157 MB for 122 MB of stash. Predicting the process's peak within 10% would take a
+// tensor memory pool whose blocks are reused by size.
 struct stage_memory {
   std::uint64_t parameters = 0, gradients = 0, optimizer_state = 0;  // bytes
   std::uint64_t stash = 0;  // bytes at the stage's peak
