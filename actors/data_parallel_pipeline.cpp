@@ -1,5 +1,6 @@
 #include "actors/data_parallel_pipeline.hpp"
 
+#include <chrono>
 #include <stdexcept>
 #include <thread>
 
@@ -7,12 +8,13 @@
 #include "collective/shard.hpp"
 #include "plan/cores.hpp"
 #include "model/loss.hpp"
+#include "stage/stage_state.hpp"
 
 namespace ap {
 
 data_parallel_pipeline::data_parallel_pipeline(const sequential& model, const pipeline_options& options,
                                                int data_parallel)
-    : loss_(make_loss(options.loss)), model_(model.clone()) {
+    : loss_(make_loss(options.loss)), model_(model.clone()), options_(options) {
   if (data_parallel < 1)
     throw std::invalid_argument("--data-parallel must be at least 1, got " + std::to_string(data_parallel));
   const int T = std::max(1, options.tensor_parallel);
@@ -59,6 +61,7 @@ void data_parallel_pipeline::place_on_nodes(const sequential& model, const pipel
     pipeline_options o = options;
     o.replica = d;
     o.replicas = D;
+    o.restart_on_failure = 0;  // recovered together, here (Note [recovery with replicas])
     const auto mine = slots.begin() + d * options.stages;
     o.node_slots.assign(mine, mine + options.stages);
     o.nodes.clear();
@@ -66,6 +69,11 @@ void data_parallel_pipeline::place_on_nodes(const sequential& model, const pipel
     if (d > 0) o.on_event = nullptr, o.record_events = false;
     replicas_.push_back(std::make_unique<pipeline>(model, o));
   }
+  connect_groups();
+}
+
+void data_parallel_pipeline::connect_groups() {
+  const int D = static_cast<int>(replicas_.size());
   if (D == 1) return;
   std::vector<std::vector<std::string>> endpoints;  // per replica, per group
   for (auto& r : replicas_) endpoints.push_back(r->data_parallel_endpoints());
@@ -111,6 +119,44 @@ float data_parallel_pipeline::train_step(const tensor& inputs, const tensor& lab
   } catch (const std::invalid_argument& e) {
     throw pipeline_error("step " + std::to_string(step) + ": inputs: " + e.what(), error_code::bad_input);
   }
+  const bool recovering = !options_.nodes.empty() && options_.restart_on_failure > 0;
+  try {
+    if (recovering && !snapshot_taken_) {  // before the first step, or after a load
+      take_snapshot();
+      snapshot_next_step_ = step;
+    }
+    for (;;) {
+      float loss = 0.0f;
+      try {
+        loss = run_replicas(inputs, labels, step);
+      } catch (const pipeline_error& e) {
+        if (!recovering || e.code() != error_code::lost_node) throw;
+        recover(e.what());  // throws pipeline_error when no restart is left or the node does not come back
+        continue;
+      }
+      if (recovering) {
+        recorded_.push_back(recorded_step{step, inputs, labels});
+        if (static_cast<int>(recorded_.size()) >= std::max(1, options_.snapshot_every)) {
+          try {
+            take_snapshot();
+          } catch (const pipeline_error& e) {  // a node lost between the step and the snapshot
+            recover(e.what());
+            take_snapshot();
+          }
+          snapshot_next_step_ = step + 1;
+        }
+      }
+      return loss;
+    }
+  } catch (const pipeline_error& e) {
+    spent_ = e.what();
+    throw;
+  }
+}
+
+float data_parallel_pipeline::run_replicas(const tensor& inputs, const tensor& labels, std::uint64_t step) {
+  const std::size_t D = replicas_.size();
+  const std::size_t samples = inputs.shape()[0];
   const auto rows = static_cast<std::int64_t>(loss_->batch_rows(labels));
   std::vector<float> losses(D, 0.0f);
   std::vector<std::exception_ptr> errors(D);
@@ -130,12 +176,60 @@ float data_parallel_pipeline::train_step(const tensor& inputs, const tensor& lab
   // whose process is gone: Note [data-parallel stage], Note [the cause, not a peer's view]).
   if (const int cause = first_cause(errors); cause >= 0) {
     const failure f = failure_of(errors[static_cast<std::size_t>(cause)]);
-    spent_ = f.what;
     throw pipeline_error(f.what + (D > 1 ? " (data-parallel replica " + std::to_string(cause) + ")" : ""), f.code);
   }
   float total = 0.0f;
   for (float l : losses) total += l;
   return total;
+}
+
+// Note [recovery with replicas]: Note [recovery] (actors/pipeline.cpp) for D replicas on nodes. The replicas
+// cannot recover one by one: their stages meet in data-parallel rings, so a node lost by one replica fails the
+// step in all of them (the cause named, Note [the cause, not a peer's view]). Here, then, not in each replica:
+// a snapshot of every replica's stages before the first step and after every snapshot_every-th, and the
+// batches since; on a lost node every replica's stages are stopped and placed again on the same addresses
+// (retried until restart_wait), the rings connected anew, every replica loads its snapshot and the recorded
+// steps are replayed through all replicas with their step numbers, then the failed step runs again. The
+// replicas' steps are deterministic as a pipeline's are (and the rings sum in a fixed order), so the run ends
+// with the parameters of an uninterrupted one (tested with D = 2 and a node killed mid-run).
+void data_parallel_pipeline::take_snapshot() {
+  std::vector<std::vector<stage_state>> states;
+  for (auto& r : replicas_) states.push_back(r->stage_states());
+  snapshot_ = std::move(states);
+  snapshot_taken_ = true;
+  recorded_.clear();
+}
+
+void data_parallel_pipeline::recover(std::string why) {
+  const auto log = [&](const std::string& line) {
+    if (options_.log) options_.log(line);
+  };
+  for (;;) {
+    if (restarts_ >= options_.restart_on_failure)
+      throw pipeline_error(why + " (no restart left: " + std::to_string(options_.restart_on_failure) + " used)",
+                           error_code::lost_node);
+    ++restarts_;
+    log("recovery " + std::to_string(restarts_) + " of " + std::to_string(options_.restart_on_failure) + ": " + why +
+        "; waiting up to " + std::to_string(options_.restart_wait.count()) + " ms for the nodes of " +
+        std::to_string(replicas_.size()) + " replicas");
+    const auto t0 = std::chrono::steady_clock::now();
+    for (auto& r : replicas_) r->restart_stages(why, options_.restart_wait);  // not back in time: the step fails
+    try {
+      connect_groups();
+      const std::uint64_t next = recorded_.empty() ? snapshot_next_step_ : recorded_.front().step;
+      for (std::size_t d = 0; d < replicas_.size(); ++d) replicas_[d]->load_stage_states(snapshot_[d], next, why);
+      for (const recorded_step& r : recorded_) run_replicas(r.inputs, r.labels, r.step);
+    } catch (const pipeline_error& e) {
+      if (e.code() != error_code::lost_node) throw;
+      why = e.what();
+      continue;
+    }
+    log("recovery " + std::to_string(restarts_) + ": the nodes answered after " +
+        std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count()) +
+        " ms; every replica's stages restored from the snapshot and " + std::to_string(recorded_.size()) +
+        " step(s) replayed");
+    return;
+  }
 }
 
 tensor data_parallel_pipeline::predict(const tensor& inputs) { return replicas_.front()->predict(inputs); }
@@ -147,6 +241,7 @@ void data_parallel_pipeline::save_checkpoint(const std::string& path, const trai
 training_state data_parallel_pipeline::load_checkpoint(const std::string& path) {
   training_state state;
   for (auto& r : replicas_) state = r->load_checkpoint(path);  // the file is checked before the first changes
+  snapshot_taken_ = false, recorded_.clear();  // the next step snapshots the loaded state (Note [recovery with replicas])
   return state;
 }
 

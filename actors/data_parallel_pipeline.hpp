@@ -18,8 +18,10 @@ namespace ap {
 // parallel stages). Stage s's rank r of every replica forms one data-parallel group (local_group). Clipping
 // uses every stage's norm after the reductions, so every replica finds the same factor. A failed step fails
 // in every replica with nothing applied, and leaves this pipeline spent (its groups aborted): later steps
-// are refused; resume from a checkpoint. Checkpoints, gathered weights and predictions come from replica 0
-// (every replica holds the same weights); a loaded checkpoint goes to every replica.
+// are refused; resume from a checkpoint (on nodes with restart_on_failure, a lost node is recovered from
+// instead: Note [recovery with replicas] in data_parallel_pipeline.cpp). Checkpoints, gathered weights and
+// predictions come from replica 0 (every replica holds the same weights); a loaded checkpoint goes to every
+// replica.
 class data_parallel_pipeline final : public step_runner {
  public:
   // `options` describes one replica (stages, T, schedule, nodes...); throws std::invalid_argument for D < 1
@@ -39,15 +41,31 @@ class data_parallel_pipeline final : public step_runner {
   pipeline& first() { return *replicas_.front(); }
   // Every replica's stages' ranks' threads and cores, replica after replica (Note [cores per rank]).
   std::vector<compute_cores> cores() const;
+  int restarts() const { return restarts_; }  // lost nodes recovered from (Note [recovery with replicas])
 
  private:
   void place_on_nodes(const sequential& model, const pipeline_options& options, int data_parallel);
+  void connect_groups();  // every replica's stages' data-parallel rings, on nodes
+  float run_replicas(const tensor& inputs, const tensor& labels, std::uint64_t step);  // throws pipeline_error
+  void take_snapshot();
+  void recover(std::string why);
 
   std::vector<std::unique_ptr<local_group>> groups_;  // stage s, rank r at s * T + r
   std::vector<std::unique_ptr<pipeline>> replicas_;
   std::unique_ptr<loss> loss_;
   sequential model_;           // checks inputs before any replica starts
   std::string spent_;          // why no further step can run; empty while it can
+  // Note [recovery with replicas]
+  pipeline_options options_;   // one replica's: restart_on_failure, restart_wait, snapshot_every, log
+  struct recorded_step {
+    std::uint64_t step;
+    tensor inputs, labels;
+  };
+  bool snapshot_taken_ = false;
+  std::vector<std::vector<stage_state>> snapshot_;  // per replica, before recorded_.front()
+  std::vector<recorded_step> recorded_;
+  std::uint64_t snapshot_next_step_ = 0;  // the step after the snapshot
+  int restarts_ = 0;
 };
 
 }  // namespace ap

@@ -66,7 +66,10 @@ struct pipeline::impl {
   step_result run_step(const tensor& inputs, const tensor& labels, std::uint64_t id, std::int64_t first_sample = 0,
                        std::int64_t batch_rows = 0);
   void take_snapshot();
+  std::vector<stage_state> gather_states();
   void recover(std::string why);
+  void restart_stages(const std::string& why, std::chrono::milliseconds wait);
+  void load_states(const std::vector<stage_state>& states, const std::string& why);
   void log_line(const std::string& line) const {
     if (options.log) options.log(line);
   }
@@ -217,7 +220,8 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
   if (!d.nodes.empty() && !options.data_parallel_members.empty())
     throw std::invalid_argument("pipeline: data-parallel members of this process cannot reach stages on nodes");
   if (options.replicas > 1 && options.restart_on_failure > 0)
-    throw std::invalid_argument("pipeline: --restart-on-failure does not combine with data-parallel replicas yet");
+    throw std::invalid_argument("pipeline: a replica does not recover alone: its data_parallel_pipeline recovers every "
+                                "replica together (Note [recovery with replicas])");
   if (!d.nodes.empty()) check_transport_security(options.security, "pipeline");         // std::invalid_argument
 
   keep_tensor_memory();  // before the stages' threads start: Note [one malloc arena]
@@ -509,6 +513,12 @@ training_state pipeline::load_checkpoint(const std::string& path) {
 // and snapshot_every batches kept. A coordinator that dies loses the snapshot: --checkpoint covers that.
 
 void pipeline::impl::take_snapshot() {
+  snapshot = gather_states();
+  snapshot_taken = true;
+  recorded.clear();
+}
+
+std::vector<stage_state> pipeline::impl::gather_states() {
   // Not request_stage_states: a request to a stage whose node dies waits for its whole timeout (toolchain
   // notes), so each stage is monitored and its loss ends the wait at once, in the words of a lost step.
   std::vector<stage_state> states(processors.size());
@@ -532,11 +542,10 @@ void pipeline::impl::take_snapshot() {
                     });
     self->demonitor(processors[s].address());  // CAF 0.17 has demonitor(actor) but not for a typed handle
     if (!failure.empty())
-      throw pipeline_error("snapshot after step " + (next_id > 0 ? std::to_string(next_id - 1) : std::string("none")) + ": " + failure);
+      throw pipeline_error("snapshot after step " + (next_id > 0 ? std::to_string(next_id - 1) : std::string("none")) +
+                           ": " + failure);
   }
-  snapshot = std::move(states);
-  snapshot_taken = true;
-  recorded.clear();
+  return states;
 }
 
 void pipeline::impl::recover(std::string why) {
@@ -552,32 +561,9 @@ void pipeline::impl::recover(std::string why) {
     ++restarts_done;
     log_line("recovery " + std::to_string(restarts_done) + " of " + std::to_string(options.restart_on_failure) + ": " +
              why + "; waiting up to " + std::to_string(options.restart_wait.count()) + " ms for the nodes");
-    stop_actors();
     const auto t0 = std::chrono::steady_clock::now();
-    const auto deadline = t0 + options.restart_wait;
-    std::string last;
-    for (;;) {
-      try {
-        // Each attempt within what is left of the wait: a stopped node at the address accepts and stays silent.
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-        start_stages(std::max(std::chrono::milliseconds(100), std::min(options.timeout, left)));
-        break;
-      } catch (const pipeline_error& e) {
-        last = e.what();
-        stop_actors();
-        if (std::chrono::steady_clock::now() + std::chrono::milliseconds(250) >= deadline)
-          throw pipeline_error(why + "; the nodes did not come back within " + std::to_string(options.restart_wait.count()) +
-                               " ms: " + last, error_code::lost_node);
-        std::this_thread::sleep_for(std::chrono::milliseconds(250));
-      }
-    }
-    std::string failure;
-    caf::scoped_actor self{*system};
-    for (std::size_t s = 0; s < processors.size() && failure.empty(); ++s)
-      self->request(processors[s], options.timeout, load_atom::value, snapshot[s])
-          .receive([&](stage_state_loaded& answer) { failure = answer.error; },
-                   [&](caf::error& e) { failure = "stage " + std::to_string(s) + ": " + caf::to_string(e); });
-    if (!failure.empty()) throw pipeline_error(why + "; restoring the snapshot failed: " + failure);
+    restart_stages(why, options.restart_wait);
+    load_states(snapshot, why);
     gathered_at.reset();
     bool replayed = true;
     for (const auto& r : recorded) {
@@ -594,6 +580,47 @@ void pipeline::impl::recover(std::string why) {
              std::to_string(recorded.size()) + " step(s) replayed");
     return;
   }
+}
+
+void pipeline::impl::restart_stages(const std::string& why, std::chrono::milliseconds wait) {
+  stop_actors();
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  std::string last;
+  for (;;) {
+    try {
+      // Each attempt within what is left of the wait: a stopped node at the address accepts and stays silent.
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      start_stages(std::max(std::chrono::milliseconds(100), std::min(options.timeout, left)));
+      return;
+    } catch (const pipeline_error& e) {
+      last = e.what();
+      stop_actors();
+      if (std::chrono::steady_clock::now() + std::chrono::milliseconds(250) >= deadline)
+        throw pipeline_error(why + "; the nodes did not come back within " + std::to_string(wait.count()) + " ms: " + last,
+                             error_code::lost_node);
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    }
+  }
+}
+
+void pipeline::impl::load_states(const std::vector<stage_state>& states, const std::string& why) {
+  std::string failure;
+  caf::scoped_actor self{*system};
+  for (std::size_t s = 0; s < processors.size() && failure.empty(); ++s)
+    self->request(processors[s], options.timeout, load_atom::value, states.at(s))
+        .receive([&](stage_state_loaded& answer) { failure = answer.error; },
+                 [&](caf::error& e) { failure = "stage " + std::to_string(s) + ": " + caf::to_string(e); });
+  if (!failure.empty()) throw pipeline_error(why + "; restoring the snapshot failed: " + failure);
+  gathered_at.reset();
+}
+
+std::vector<stage_state> pipeline::stage_states() { return impl_->gather_states(); }
+
+void pipeline::restart_stages(const std::string& why, std::chrono::milliseconds wait) { impl_->restart_stages(why, wait); }
+
+void pipeline::load_stage_states(const std::vector<stage_state>& states, std::uint64_t next_step, const std::string& why) {
+  impl_->load_states(states, why);
+  impl_->next_id = next_step;
 }
 
 int pipeline::restarts() const { return impl_->restarts_done; }

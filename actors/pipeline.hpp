@@ -24,6 +24,8 @@
 
 namespace ap {
 
+struct stage_state;  // stage/stage_state.hpp
+
 struct pipeline_options {
   int stages = 2;
   int microbatches = 4;
@@ -117,6 +119,15 @@ class pipeline final : public step_runner {
   std::vector<double> busy_seconds() const;
   void clear_events();                       // drops kept events and the busy sums
   int restarts() const;                      // how many times a lost node was recovered from (Note [recovery])
+
+  // Note [recovery with replicas] (data_parallel_pipeline.cpp): the three parts of a recovery, for a caller that
+  // recovers several pipelines together. Every stage's state (parameters, optimizer state; throws
+  // pipeline_error when a stage is lost or silent); every stage stopped and placed again on the same nodes,
+  // retried until `wait` passes (throws pipeline_error with error_code::lost_node, naming `why` and the wait);
+  // every stage loading `states`, the next step numbered `next_step` (steps from it are replayed).
+  std::vector<stage_state> stage_states();
+  void restart_stages(const std::string& why, std::chrono::milliseconds wait);
+  void load_stage_states(const std::vector<stage_state>& states, std::uint64_t next_step, const std::string& why);
 
   // Note [data-parallel nodes]: "host:port" of every stage's ring endpoints, stage s rank r at s * T + r.
   std::vector<std::string> data_parallel_endpoints();

@@ -99,7 +99,7 @@ void report_pipeline(const train_options& o, const train_plan& plan, train_runne
   std::cerr << "step makespan " << r.steps->mean_makespan_s() * 1e3 << " ms, predicted "
             << r.predicted_makespan * 1e3 << " ms\n";
   write_timeline(o, pipe, *r.steps, out);
-  if (!o.pipe.nodes.empty()) out["restarts"] = pipe.restarts();
+  if (!o.pipe.nodes.empty()) out["restarts"] = r.replicated ? r.replicated->restarts() : pipe.restarts();
   if (r.trace) {
     r.trace->finish();
     if (!*r.trace_file) throw std::runtime_error("cannot write the trace to " + o.trace_file);

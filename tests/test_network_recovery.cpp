@@ -1,7 +1,8 @@
 // Recovery from a lost node (Note [recovery] in actors/pipeline.cpp), with real `actorpipe node` processes
 // over loopback and mutual TLS: a node killed twice mid-run and restarted on its port each time; the run ends
-// with exactly the parameters and losses of an uninterrupted one. Without restarts left, or when the node does
-// not come back in time, the step fails with a clear error.
+// with exactly the parameters and losses of an uninterrupted one; the same with two data-parallel replicas
+// (and with T = 2) recovering together (Note [recovery with replicas]), also through the CLI. Without restarts
+// left, or when the node does not come back in time, the step fails with a clear error.
 #include <doctest/doctest.h>
 
 #include <signal.h>
@@ -12,6 +13,7 @@
 #include <mutex>
 #include <thread>
 
+#include "actors/data_parallel_pipeline.hpp"
 #include "actors/pipeline.hpp"
 #include "node_process.hpp"
 #include "equivalence.hpp"
@@ -121,6 +123,84 @@ TEST_CASE("a node killed twice mid-run and restarted each time: the run ends exa
   CHECK(first.process().running());
 }
 
+namespace {
+
+// Note [recovery with replicas]: replica d's stage s on node (2d + s) % 2, so the killed node held stage 1 of
+// both replicas, and their rings met on it; every stage split over T tensor-parallel ranks.
+void two_replicas_recover(int T) {
+  const dataset d = test::small_blobs(16);
+  const int steps = 6;
+  test::node_process first(actorpipe);
+  auto second = std::make_unique<test::node_process>(actorpipe);
+  const int port = second->port();
+  std::mutex lines_mutex;
+  std::vector<std::string> lines;
+  pipeline_options o = recovering_options({first.address(), second->address()});
+  o.tensor_parallel = T;
+  o.log = [&](const std::string& line) {
+    std::lock_guard<std::mutex> lock(lines_mutex);
+    lines.push_back(line);
+  };
+  std::vector<float> reference_losses;
+  sequential reference;
+  {
+    data_parallel_pipeline uninterrupted(slow_model(), o, 2);
+    for (int s = 0; s < steps; ++s)
+      reference_losses.push_back(uninterrupted.train_step(d.inputs, d.labels, static_cast<std::uint64_t>(s)));
+    reference = uninterrupted.first().gather_model();
+    CHECK(uninterrupted.restarts() == 0);
+  }
+  std::atomic<int> step_now{-1};
+  std::thread killer([&] {
+    while (step_now.load() < 4) std::this_thread::sleep_for(1ms);  // after the snapshot of step 2: steps 3 replayed
+    std::this_thread::sleep_for(40ms);
+    second->process().kill9();
+    std::this_thread::sleep_for(300ms);
+    second = std::make_unique<test::node_process>(actorpipe, std::vector<std::string>{}, port);
+    while (step_now.load() < steps) std::this_thread::sleep_for(1ms);
+  });
+  std::vector<float> losses;
+  data_parallel_pipeline replicated(slow_model(), o, 2);
+  std::string failure;
+  sequential recovered;
+  try {
+    for (int s = 0; s < steps; ++s) {
+      step_now = s;
+      losses.push_back(replicated.train_step(d.inputs, d.labels, static_cast<std::uint64_t>(s)));
+    }
+    recovered = replicated.first().gather_model();
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  step_now = steps;
+  killer.join();
+  REQUIRE_MESSAGE(failure.empty(), failure << "\nfirst node:\n" << first.process().stderr_text() << "\nsecond node:\n"
+                                           << second->process().stderr_text());
+  std::string log;
+  for (const auto& l : lines) log += l + "\n";
+  INFO(log);
+  CHECK(replicated.restarts() == 1);
+  CHECK(contains(log, "recovery 1 of 2: step "));
+  CHECK(contains(log, "ms for the nodes of 2 replicas"));
+  CHECK(contains(log, "recovery 1: the nodes answered after "));
+  CHECK(contains(log, "every replica's stages restored from the snapshot and 1 step(s) replayed"));
+  for (int s = 0; s < steps; ++s) {
+    INFO("step " << s);
+    CHECK(losses[static_cast<std::size_t>(s)] == reference_losses[static_cast<std::size_t>(s)]);
+  }
+  test::check_same_parameters(reference, recovered, 0.0f, "two replicas, a node killed, recovered");
+}
+
+}  // namespace
+
+TEST_CASE("two data-parallel replicas on nodes, a node killed mid-run and restarted: the run ends as an uninterrupted one") {
+  two_replicas_recover(1);
+}
+
+TEST_CASE("the same with every stage split over 2 tensor-parallel ranks (D = 2 x P = 2 x T = 2 on 2 nodes)") {
+  two_replicas_recover(2);
+}
+
 TEST_CASE("a lost node that does not come back within restart_wait fails the step, naming it and the wait") {
   const dataset d = test::small_blobs(16);
   test::node_process first(actorpipe), second(actorpipe);
@@ -137,13 +217,16 @@ TEST_CASE("a lost node that does not come back within restart_wait fails the ste
   CHECK(pipe.restarts() == 1);
 }
 
-TEST_CASE("`actorpipe train --nodes --restart-on-failure 1`: a node killed and restarted mid-run; the same result as without") {
+namespace {
+
+// `actorpipe train --nodes ... --restart-on-failure 1 --data-parallel D`, a node killed mid-run and restarted.
+void cli_run_recovers(int D) {
   test::node_process first(actorpipe);
   auto second = std::make_unique<test::node_process>(actorpipe);
   std::vector<std::string> args{actorpipe, "train", "--stages", "2", "--microbatches", "4", "--train-limit", "2048",
                                 "--epochs", "6", "--batch-size", "64", "--restart-on-failure", "1",
-                                "--restart-wait-ms", "20000", "--snapshot-every", "7", "--nodes",
-                                first.address() + "," + second->address()};
+                                "--restart-wait-ms", "20000", "--snapshot-every", "7", "--data-parallel",
+                                std::to_string(D), "--nodes", first.address() + "," + second->address()};
   for (const auto& f : test::transport_flags(test::tls_security())) args.push_back(f);
   const auto result_line = [](test::child_process& p) {
     std::string last;
@@ -156,10 +239,11 @@ TEST_CASE("`actorpipe train --nodes --restart-on-failure 1`: a node killed and r
 
   test::child_process run(args);
   const auto t0 = std::chrono::steady_clock::now();
-  const auto placed = [&] {  // by this run: the node's log also holds the uninterrupted run's stage
+  const auto placed = [&] {  // by this run: the node's log also holds the uninterrupted run's D stages 1
     const std::string log = second->process().stderr_text();
-    const auto first_start = log.find("stage 1 started");
-    return first_start != std::string::npos && log.find("stage 1 started", first_start + 1) != std::string::npos;
+    int started = 0;
+    for (auto at = log.find("stage 1 started"); at != std::string::npos; at = log.find("stage 1 started", at + 1)) ++started;
+    return started > D;
   };
   while (!placed() && std::chrono::steady_clock::now() - t0 < 20s) std::this_thread::sleep_for(5ms);
   REQUIRE_MESSAGE(placed(), run.stderr_text());
@@ -174,7 +258,7 @@ TEST_CASE("`actorpipe train --nodes --restart-on-failure 1`: a node killed and r
   CHECK(code == 0);
   CHECK(contains(log, "recovery 1 of 1: "));  // lost during a step, or during a snapshot after one
   CHECK(contains(log, "stage 1 on node " + second->address() + " is gone"));
-  CHECK(contains(log, "every stage restored from the snapshot"));
+  CHECK(contains(log, D == 1 ? "every stage restored from the snapshot" : "every replica's stages restored from the snapshot"));
   // Every figure of the result but the timings is the same: the losses, test_accuracy, steps.
   const auto field = [](const std::string& json, const std::string& key) {
     const auto at = json.find("\"" + key + "\":");
@@ -183,6 +267,16 @@ TEST_CASE("`actorpipe train --nodes --restart-on-failure 1`: a node killed and r
   for (const char* key : {"last_epoch_mean_loss", "last_step_loss", "test_accuracy", "steps"}) CHECK(field(got, key) == field(expected, key));
   CHECK(contains(got, "\"restarts\":1"));
   CHECK(contains(expected, "\"restarts\":0"));
+}
+
+}  // namespace
+
+TEST_CASE("`actorpipe train --nodes --restart-on-failure 1`: a node killed and restarted mid-run; the same result as without") {
+  cli_run_recovers(1);
+}
+
+TEST_CASE("the same with --data-parallel 2: both replicas recover together, the same result as without") {
+  cli_run_recovers(2);
 }
 
 TEST_CASE("a node that stops answering (SIGSTOP) is waited for until it answers again (SIGCONT); the same result") {
