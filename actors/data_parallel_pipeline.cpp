@@ -122,7 +122,7 @@ float data_parallel_pipeline::train_step(const tensor& inputs, const tensor& lab
   const bool recovering = !options_.nodes.empty() && options_.restart_on_failure > 0;
   try {
     if (recovering && !snapshot_taken_) {  // before the first step, or after a load
-      take_snapshot();
+      first_snapshot();
       snapshot_next_step_ = step;
     }
     for (;;) {
@@ -200,6 +200,26 @@ void data_parallel_pipeline::take_snapshot() {
   recorded_.clear();
 }
 
+// A node lost before the first snapshot: with no step taken and nothing loaded, placing every replica again
+// (from the setups they were built with) restores them.
+void data_parallel_pipeline::first_snapshot() {
+  for (;;) {
+    try {
+      take_snapshot();
+      stages_as_placed_ = false;
+      return;
+    } catch (const pipeline_error& e) {
+      if (!stages_as_placed_ || restarts_ >= options_.restart_on_failure) throw;
+      ++restarts_;
+      if (options_.log)
+        options_.log("recovery " + std::to_string(restarts_) + " of " + std::to_string(options_.restart_on_failure) +
+                     ": " + e.what() + "; before any step: placing every replica again");
+      for (auto& r : replicas_) r->restart_stages(e.what(), options_.restart_wait);
+      connect_groups();
+    }
+  }
+}
+
 void data_parallel_pipeline::recover(std::string why) {
   const auto log = [&](const std::string& line) {
     if (options_.log) options_.log(line);
@@ -242,6 +262,7 @@ training_state data_parallel_pipeline::load_checkpoint(const std::string& path) 
   training_state state;
   for (auto& r : replicas_) state = r->load_checkpoint(path);  // the file is checked before the first changes
   snapshot_taken_ = false, recorded_.clear();  // the next step snapshots the loaded state (Note [recovery with replicas])
+  stages_as_placed_ = false;
   return state;
 }
 

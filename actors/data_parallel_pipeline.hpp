@@ -48,6 +48,7 @@ class data_parallel_pipeline final : public step_runner {
   void connect_groups();  // every replica's stages' data-parallel rings, on nodes
   float run_replicas(const tensor& inputs, const tensor& labels, std::uint64_t step);  // throws pipeline_error
   void take_snapshot();
+  void first_snapshot();
   void recover(std::string why);
 
   std::vector<std::unique_ptr<local_group>> groups_;  // stage s, rank r at s * T + r
@@ -62,6 +63,7 @@ class data_parallel_pipeline final : public step_runner {
     tensor inputs, labels;
   };
   bool snapshot_taken_ = false;
+  bool stages_as_placed_ = true;  // no step taken, nothing loaded: the stages' setups restore them
   std::vector<std::vector<stage_state>> snapshot_;  // per replica, before recorded_.front()
   std::vector<recorded_step> recorded_;
   std::uint64_t snapshot_next_step_ = 0;  // the step after the snapshot

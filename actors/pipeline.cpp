@@ -57,6 +57,7 @@ struct pipeline::impl {
     tensor inputs, labels;
   };
   bool snapshot_taken = false;
+  bool stages_as_placed = true;  // the stages hold what their setups gave them (no step, no load yet)
   std::vector<stage_state> snapshot;   // every stage's state before recorded.front()
   std::vector<recorded_step> recorded;  // the steps since the snapshot, replayed after a restore
   int restarts_done = 0;
@@ -66,6 +67,7 @@ struct pipeline::impl {
   step_result run_step(const tensor& inputs, const tensor& labels, std::uint64_t id, std::int64_t first_sample = 0,
                        std::int64_t batch_rows = 0);
   void take_snapshot();
+  void first_snapshot();
   std::vector<stage_state> gather_states();
   void recover(std::string why);
   void restart_stages(const std::string& why, std::chrono::milliseconds wait);
@@ -345,7 +347,7 @@ float pipeline::train_shard(const tensor& inputs, const tensor& labels, std::uin
   }
   d.next_id = id + 1;
   const bool recovering = !d.nodes.empty() && d.options.restart_on_failure > 0;
-  if (recovering && !d.snapshot_taken) d.take_snapshot();  // before the first step, or after a load
+  if (recovering && !d.snapshot_taken) d.first_snapshot();  // before the first step, or after a load
   for (;;) {
     step_result result = d.run_step(inputs, labels, id, first_sample, batch_rows);
     if (result.ok) {
@@ -478,6 +480,7 @@ training_state pipeline::load_checkpoint(const std::string& path) {
 
   d.gathered_at.reset();  // the stages' weights change: gather them again
   d.snapshot_taken = false;  // Note [recovery]: the next step snapshots the loaded state
+  d.stages_as_placed = false;
   d.recorded.clear();
   std::string errors;
   caf::scoped_actor self{*d.system};
@@ -516,6 +519,25 @@ void pipeline::impl::take_snapshot() {
   snapshot = gather_states();
   snapshot_taken = true;
   recorded.clear();
+}
+
+// The snapshot before the first step (or after a load). A node lost before it: with no step taken and nothing
+// loaded, placing the stages again from their setups restores them (a restart like any other); after a load
+// there is nothing to restore from, and the error goes on.
+void pipeline::impl::first_snapshot() {
+  for (;;) {
+    try {
+      take_snapshot();
+      stages_as_placed = false;
+      return;
+    } catch (const pipeline_error& e) {
+      if (!stages_as_placed || restarts_done >= options.restart_on_failure) throw;
+      ++restarts_done;
+      log_line("recovery " + std::to_string(restarts_done) + " of " + std::to_string(options.restart_on_failure) +
+               ": " + e.what() + "; before any step: placing the stages again");
+      restart_stages(e.what(), options.restart_wait);
+    }
+  }
 }
 
 std::vector<stage_state> pipeline::impl::gather_states() {
@@ -614,7 +636,11 @@ void pipeline::impl::load_states(const std::vector<stage_state>& states, const s
   gathered_at.reset();
 }
 
-std::vector<stage_state> pipeline::stage_states() { return impl_->gather_states(); }
+std::vector<stage_state> pipeline::stage_states() {
+  auto states = impl_->gather_states();
+  impl_->stages_as_placed = false;
+  return states;
+}
 
 void pipeline::restart_stages(const std::string& why, std::chrono::milliseconds wait) { impl_->restart_stages(why, wait); }
 

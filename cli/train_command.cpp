@@ -78,8 +78,9 @@ void add_train_command(CLI::App& app) {
       ->check(CLI::IsMember({"none", "blocks"}))
       ->capture_default_str();
   cmd->add_option("--max-memory", o->max_memory,
-                  "refuse a pipeline whose predicted peak on some stage (weights, gradients, optimizer state, stash) "
-                  "exceeds this, e.g. 2G or 512M (Note [memory model])");
+                  "what one process may hold, e.g. 2G or 512M: this one for stages and replicas in it, each node for "
+                  "the stages on it; a plan predicted over it (weights, gradients, optimizer state, stash) is refused "
+                  "before any step (Note [memory budget])");
   cmd->add_option("--sequence-lengths", o->train.sequence_lengths,
                   "a gpt model: train each batch on the first L positions of its windows, L one of these (e.g. "
                   "32,64,128) chosen per step from --seed (Note [sequence lengths]); each at most the context")

@@ -46,9 +46,10 @@ pipeline_options pipeline_options_of(const train_options& o, const train_plan& p
   return p;
 }
 
-// Each layer's cost on one microbatch of training data: the time partition and every stage's predicted busy time.
+// Each layer's cost on one microbatch of training data (a replica's, with D replicas): the time partition and
+// every stage's predicted busy time.
 std::vector<layer_cost> layer_costs_of(const train_options& o, const train_plan& plan, int microbatches) {
-  const std::size_t per = static_cast<std::size_t>(std::max(1, microbatches));
+  const std::size_t per = static_cast<std::size_t>(std::max(1, microbatches) * std::max(1, o.mesh.data_parallel));
   const std::size_t rows = std::min(plan.train_set.size(), (o.train.batch_size + per - 1) / per);
   return measure_layer_costs(plan.model, slice_rows(plan.train_set.inputs, 0, std::max<std::size_t>(rows, 1)));
 }
@@ -102,8 +103,9 @@ void build_pipeline(const train_options& o, train_plan& plan, train_runner& r) {
                                                 : make_schedule(p.schedule, p.stages, p.microbatches, p.chunks_per_stage);
     r.predicted_memory = predict_stage_memory(plan.model, chunk_ranges_from_counts(p.layers_per_chunk, plan.model.size()),
                                               planned, stash, o.optimizer);
-    if (!o.max_memory.empty()) {
-      const std::string over = over_budget(r.predicted_memory, parse_memory_size(o.max_memory));
+    if (!o.max_memory.empty()) {  // Note [memory budget]: per process, or per node
+      const std::string over = over_budget(r.predicted_memory, memory_holders(p.stages, o.mesh.data_parallel, p.nodes),
+                                           parse_memory_size(o.max_memory));
       if (!over.empty()) throw std::invalid_argument(over);
     }
   } else if (!o.max_memory.empty() && !plan.auto_choice) {  // --auto counted the split layers whole
@@ -135,6 +137,27 @@ std::unique_ptr<step_runner> make_mesh_runner(const train_options& o, sequential
   return mesh;
 }
 
+// Note [memory budget] for a run without stages: the process holds the model D times, each replica with its share
+// of the batch in flight (one stage of every layer, one microbatch); refused over --max-memory before any step.
+void check_single_process_budget(const train_options& o, train_plan& plan) {
+  if (o.max_memory.empty() || plan.auto_choice) return;  // --auto chose within it
+  if (o.mesh.tensor_parallel > 1)
+    throw std::invalid_argument("--max-memory: the memory model does not split a stage over --tensor-parallel ranks yet");
+  const auto D = static_cast<std::size_t>(o.mesh.data_parallel);
+  const std::size_t rows = std::max<std::size_t>(1, std::min(plan.train_set.size(), o.train.batch_size) / D);
+  const std::vector<layer_cost> costs = measure_layer_costs(plan.model, slice_rows(plan.train_set.inputs, 0, rows), 1);
+  std::vector<std::uint64_t> stash;
+  for (const layer_cost& c : costs) stash.push_back(c.stash_bytes);
+  const auto predicted = predict_stage_memory(plan.model, {layer_range{0, plan.model.size()}}, make_schedule("gpipe", 1, 1),
+                                              stash, o.optimizer);
+  std::cerr << "memory: predicted " << memory_text(predicted[0].total() * D) << " for " << D << " replica"
+            << (D == 1 ? "" : "s") << " of the model (weights " << memory_text(predicted[0].parameters) << ", gradients "
+            << memory_text(predicted[0].gradients) << ", optimizer " << memory_text(predicted[0].optimizer_state)
+            << ", stash " << memory_text(predicted[0].stash) << " each)\n";
+  const std::string over = over_budget(predicted, memory_holders(1, o.mesh.data_parallel, {}), parse_memory_size(o.max_memory));
+  if (!over.empty()) throw std::invalid_argument(over);
+}
+
 train_runner build_train_runner(const train_options& o, train_plan& plan, std::unique_ptr<step_runner> mesh) {
   train_runner r;
   r.partition = o.pipe.layers_per_chunk.empty() ? o.partition : "explicit";
@@ -145,6 +168,7 @@ train_runner build_train_runner(const train_options& o, train_plan& plan, std::u
   // Every core by default, as PyTorch does. On a machine shared with other work, --threads 1 is steadier:
   // two OpenMP threads lost 4x (small MLP) when the other core was busy, since a preempted thread stalls
   // its partner at every barrier.
+  check_single_process_budget(o, plan);
   set_compute_threads(o.threads > 0 ? o.threads : single_process_threads());
   r.local = mesh ? std::move(mesh)
                  : std::make_unique<local_runner>(plan.model, o.optimizer, "cross_entropy", o.mesh.clip_grad_norm);

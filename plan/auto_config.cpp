@@ -94,10 +94,14 @@ std::vector<std::uint64_t> stash_of(const std::vector<layer_cost>& costs) {
   return stash;
 }
 
-std::uint64_t peak_of(const std::vector<stage_memory>& stages) {
-  std::uint64_t peak = 0;
-  for (const stage_memory& m : stages) peak = std::max(peak, m.total());
-  return peak;
+// Note [memory budget]: everything this process holds: D replicas of every stage; with T ranks a stage's
+// weights, gradients and optimizer state once (the ranks split them) and its stash once per rank (an upper
+// bound: a column-parallel layer keeps its whole input on every rank).
+std::uint64_t process_memory(const std::vector<stage_memory>& stages, int D, int T) {
+  std::uint64_t total = 0;
+  for (const stage_memory& m : stages)
+    total += m.parameters + m.gradients + m.optimizer_state + static_cast<std::uint64_t>(T) * m.stash;
+  return static_cast<std::uint64_t>(D) * total;
 }
 
 std::uint64_t gradient_bytes(sequential& model, layer_range range) {
@@ -177,8 +181,9 @@ class planner {
     c.compute_s += optimizer_s(0, n, T, t);
     c.communication_s = reduce + (D > 1 ? in_.allreduce_s(D, gradient_bytes(model_, {0, n})) : 0.0);
     c.step_s = c.compute_s + c.communication_s;
-    c.peak_bytes = peak_of(predict_stage_memory(model_, {layer_range{0, n}}, make_schedule("gpipe", 1, 1),
-                                                stash_of(v.costs), in_.optimizer));
+    c.peak_bytes = process_memory(predict_stage_memory(model_, {layer_range{0, n}}, make_schedule("gpipe", 1, 1),
+                                                       stash_of(v.costs), in_.optimizer),
+                                  D, T);
     keep(std::move(c));
   }
 
@@ -223,7 +228,8 @@ class planner {
     const double last_update = *std::max_element(update.begin(), update.end());
     c.compute_s += last_update;
     c.step_s = simulate(s, costs).makespan + data_reduce + last_update;
-    c.peak_bytes = peak_of(predict_stage_memory(model_, ranges, s, stash_of(v.costs), in_.optimizer));
+    c.peak_bytes = process_memory(predict_stage_memory(model_, ranges, s, stash_of(v.costs), in_.optimizer),
+                                  config.data_parallel, config.tensor_parallel);
     keep(std::move(c));
   }
 
@@ -275,11 +281,11 @@ std::vector<auto_candidate> rank_configurations(sequential& model, const auto_in
   if (found.empty()) {
     std::string smallest = "no configuration was predicted";
     if (p.smallest())
-      smallest = "the smallest predicted peak of a stage is " + memory_text(p.smallest()->peak_bytes) + ", with " +
-                 describe(p.smallest()->config);
+      smallest = "the least memory this process is predicted to hold is " + memory_text(p.smallest()->peak_bytes) +
+                 ", with " + describe(p.smallest()->config);
     throw std::invalid_argument("--auto: no configuration on " + plural(in.cores, "core") + " fits --max-memory " +
                                 memory_text(in.budget) + ": " + smallest +
-                                " (a smaller --batch-size, --dtype bf16 or more cores would need less)");
+                                " (a smaller --batch-size, --dtype bf16, or nodes would need less here)");
   }
   std::stable_sort(found.begin(), found.end(), [](const auto_candidate& a, const auto_candidate& b) {
     if (a.step_s != b.step_s) return a.step_s < b.step_s;

@@ -38,8 +38,10 @@ namespace ap {
 //   column-parallel Linear and attention backward), measured among T threads; its memory is counted whole
 //   (an upper bound);
 // - all-reduces are charged in full, as if none overlapped the backward (a pessimistic figure for D).
-// The memory of a candidate is the memory model's (Note [memory model]): a single process counts as one
-// stage holding every layer with its replica's whole batch in flight. The fastest candidates come first.
+// The memory of a candidate is the memory model's (Note [memory model]) for the whole process, which is what
+// --max-memory bounds (Note [memory budget]): a single process counts as one stage holding every layer with its
+// replica's whole batch in flight, D replicas D times, and T ranks their stage's weights once and its stash
+// once each. The fastest candidates come first.
 // `actorpipe train --auto` prints the best few, runs the first of them for a few steps each (Note [auto
 // trials] in cli/train_auto.cpp), trains with the fastest, and after training compares its prediction with
 // the measured step (predicted_step_check).
@@ -66,7 +68,7 @@ struct auto_candidate {
   double step_s = 0.0;          // seconds per step
   double compute_s = 0.0;       // of which the busiest rank computes (a pipeline: its busiest stage)
   double communication_s = 0.0; // all-reduces charged to the step
-  std::uint64_t peak_bytes = 0; // the largest stage's predicted memory (a single process: the replica's)
+  std::uint64_t peak_bytes = 0; // this process's predicted memory: every stage and replica it holds
   std::vector<double> busy_s;   // a pipeline's: each stage's compute per step (tensor-parallel all-reduces in)
 };
 
@@ -90,7 +92,7 @@ struct auto_inputs {
 };
 
 // Every configuration that fits, predicted, fastest first (ties: fewer ranks, then the simpler). Throws
-// std::invalid_argument when none fits the budget, naming the smallest peak any configuration reaches and that
+// std::invalid_argument when none fits the budget, naming the least memory any configuration needs and that
 // configuration.
 std::vector<auto_candidate> rank_configurations(sequential& model, const auto_inputs& in);
 

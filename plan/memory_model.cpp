@@ -103,14 +103,41 @@ std::string memory_text(std::uint64_t bytes) {
   return buf;
 }
 
-std::string over_budget(const std::vector<stage_memory>& stages, std::uint64_t budget) {
-  for (std::size_t s = 0; s < stages.size(); ++s) {
-    const stage_memory& m = stages[s];
-    if (m.total() <= budget) continue;
-    return "stage " + std::to_string(s) + " needs about " + memory_text(m.total()) + ", over --max-memory " +
-           memory_text(budget) + ": weights " + memory_text(m.parameters) + ", gradients " + memory_text(m.gradients) +
-           ", optimizer state " + memory_text(m.optimizer_state) + ", stash " + memory_text(m.stash) + " (" + std::to_string(m.in_flight) +
-           " activations in flight at its peak; Note [memory model]). What would fit: more stages (fewer layers each), a schedule with fewer "
+// Note [memory budget]
+std::vector<memory_holder> memory_holders(int stages, int replicas, const std::vector<std::string>& nodes) {
+  if (nodes.empty()) {
+    memory_holder here{"this process", {}};
+    for (int d = 0; d < replicas; ++d)
+      for (int s = 0; s < stages; ++s) here.stages.push_back(s);
+    return {here};
+  }
+  std::vector<memory_holder> holders;
+  for (const std::string& n : nodes) holders.push_back({"node " + n, {}});
+  for (int d = 0; d < replicas; ++d)
+    for (int s = 0; s < stages; ++s)
+      holders[static_cast<std::size_t>(d * stages + s) % nodes.size()].stages.push_back(s);
+  std::vector<memory_holder> used;
+  for (auto& h : holders)
+    if (!h.stages.empty()) used.push_back(std::move(h));
+  return used;
+}
+
+std::string over_budget(const std::vector<stage_memory>& stages, const std::vector<memory_holder>& holders,
+                        std::uint64_t budget) {
+  for (const memory_holder& h : holders) {
+    std::uint64_t total = 0;
+    for (int s : h.stages) total += stages.at(static_cast<std::size_t>(s)).total();
+    if (total <= budget) continue;
+    std::string parts;
+    for (int s : h.stages) {
+      const stage_memory& m = stages.at(static_cast<std::size_t>(s));
+      parts += (parts.empty() ? "" : "; ") + std::string("stage ") + std::to_string(s) + " " + memory_text(m.total()) +
+               " (weights " + memory_text(m.parameters) + ", gradients " + memory_text(m.gradients) + ", optimizer state " +
+               memory_text(m.optimizer_state) + ", stash " + memory_text(m.stash) + " at " + std::to_string(m.in_flight) +
+               " activations in flight)";
+    }
+    return h.name + " needs about " + memory_text(total) + ", over --max-memory " + memory_text(budget) + ": " + parts +
+           " (Note [memory model]). What would fit: more stages or nodes (fewer layers each), a schedule with fewer "
            "microbatches in flight (1f1b rather than gpipe), --recompute blocks, or --dtype bf16 (half the stash)";
   }
   return "";

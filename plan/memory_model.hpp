@@ -73,8 +73,21 @@ struct resident_memory {
 resident_memory measure_resident_memory();
 bool reset_peak_resident_memory();
 
-// Empty when every stage fits `budget` bytes; else names the first stage over it, its figure and parts, and
-// what would fit: more stages, fewer microbatches in flight (another schedule), recomputation, bf16.
-std::string over_budget(const std::vector<stage_memory>& stages, std::uint64_t budget);
+// Note [memory budget]: --max-memory is what one process may hold: this process, for stages in it (every
+// replica's: D copies), or each node, for the stages placed on it (replica d's stage s on node
+// (d * stages + s) % nodes, Note [data-parallel nodes]). A holder is a process and the stages it holds.
+struct memory_holder {
+  std::string name;         // "this process", "node 10.0.0.2:4242"
+  std::vector<int> stages;  // a stage once per replica that places it here
+};
+// The holders of `stages` stages of `replicas` replicas: one, this process, without nodes; else one per node
+// that holds any.
+std::vector<memory_holder> memory_holders(int stages, int replicas, const std::vector<std::string>& nodes);
+
+// Empty when every holder's stages together fit `budget` bytes; else names the first holder over it, its total
+// and each of its stages' figures with their parts, and what would fit: more stages or nodes, fewer
+// microbatches in flight (another schedule), recomputation, bf16.
+std::string over_budget(const std::vector<stage_memory>& stages, const std::vector<memory_holder>& holders,
+                        std::uint64_t budget);
 
 }  // namespace ap

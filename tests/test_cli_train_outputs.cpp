@@ -151,12 +151,20 @@ TEST_CASE("the memory model predicts each stage's peak stash within 10% of the m
   }
   test::child_process tight({actorpipe, "train", "--stages", "2", "--model", "784-256-128-10", "--max-memory", "1M"});
   CHECK(tight.wait_exit(30s) != 0);
-  CHECK(test::contains(tight.stderr_text(), "stage 0 needs about"));
-  CHECK(test::contains(tight.stderr_text(), "over --max-memory 1.0 MB"));
+  CHECK(test::contains(tight.stderr_text(), "this process needs about"));
+  CHECK(test::contains(tight.stderr_text(), "over --max-memory 1.0 MB: stage 0 "));
   CHECK_FALSE(test::contains(tight.stderr_text(), "epoch"));  // refused before any step
-  test::child_process single({actorpipe, "train", "--max-memory", "1G"});
+  // Without stages, the process holds the model once per replica (Note [memory budget]).
+  test::child_process single({actorpipe, "train", "--model", "784-256-128-10", "--data-parallel", "2", "--max-memory",
+                              "1M", "--train-limit", "512"});
   CHECK(single.wait_exit(30s) != 0);
-  CHECK(test::contains(single.stderr_text(), "--max-memory budgets each pipeline stage: it needs --stages"));
+  CHECK(test::contains(single.stderr_text(), "memory: predicted "));
+  CHECK(test::contains(single.stderr_text(), " for 2 replicas of the model"));
+  CHECK(test::contains(single.stderr_text(), "this process needs about"));
+  CHECK_FALSE(test::contains(single.stderr_text(), "epoch"));
+  test::child_process fits({actorpipe, "train", "--model", "784-256-128-10", "--max-memory", "1G", "--train-limit", "256",
+                            "--max-steps", "1"});
+  CHECK(fits.wait_exit(30s) == 0);
   test::child_process unreadable({actorpipe, "train", "--stages", "2", "--max-memory", "lots"});
   CHECK(unreadable.wait_exit(30s) != 0);
   CHECK(test::contains(unreadable.stderr_text(), "memory size 'lots'"));

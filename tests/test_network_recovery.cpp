@@ -201,6 +201,45 @@ TEST_CASE("the same with every stage split over 2 tensor-parallel ranks (D = 2 x
   two_replicas_recover(2);
 }
 
+TEST_CASE("a node lost before the first step: the stages are placed again from scratch; the run is the uninterrupted one") {
+  const dataset d = test::small_blobs(16);
+  test::node_process first(actorpipe);
+  auto second = std::make_unique<test::node_process>(actorpipe);
+  const int port = second->port();
+  std::vector<std::string> lines;
+  pipeline_options o = recovering_options({first.address(), second->address()});
+  o.log = [&](const std::string& line) { lines.push_back(line); };
+  float expected = 0.0f;
+  {
+    pipeline uninterrupted(slow_model(), o);
+    expected = uninterrupted.train_step(d.inputs, d.labels, 0);
+  }
+  pipeline pipe(slow_model(), o);
+  second->process().kill9();  // placed, not yet snapshotted
+  std::atomic<bool> done{false};
+  std::thread restart([&] {
+    std::this_thread::sleep_for(300ms);
+    second = std::make_unique<test::node_process>(actorpipe, std::vector<std::string>{}, port);
+    while (!done.load()) std::this_thread::sleep_for(1ms);  // a child dies with the thread that started it
+  });
+  std::string failure;
+  float loss = 0.0f;
+  try {
+    loss = pipe.train_step(d.inputs, d.labels, 0);
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  done = true;
+  restart.join();
+  std::string log;
+  for (const auto& l : lines) log += l + "\n";
+  INFO(log);
+  REQUIRE_MESSAGE(failure.empty(), failure);
+  CHECK(pipe.restarts() == 1);
+  CHECK(contains(log, "before any step: placing the stages again"));
+  CHECK(loss == expected);
+}
+
 TEST_CASE("a lost node that does not come back within restart_wait fails the step, naming it and the wait") {
   const dataset d = test::small_blobs(16);
   test::node_process first(actorpipe), second(actorpipe);
@@ -258,7 +297,9 @@ void cli_run_recovers(int D) {
   CHECK(code == 0);
   CHECK(contains(log, "recovery 1 of 1: "));  // lost during a step, or during a snapshot after one
   CHECK(contains(log, "stage 1 on node " + second->address() + " is gone"));
-  CHECK(contains(log, D == 1 ? "every stage restored from the snapshot" : "every replica's stages restored from the snapshot"));
+  // Lost after some steps: restored from the snapshot; before the first one (a loaded machine): placed again.
+  CHECK((contains(log, D == 1 ? "every stage restored from the snapshot" : "every replica's stages restored from the snapshot") ||
+         contains(log, D == 1 ? "before any step: placing the stages again" : "before any step: placing every replica again")));
   // Every figure of the result but the timings is the same: the losses, test_accuracy, steps.
   const auto field = [](const std::string& json, const std::string& key) {
     const auto at = json.find("\"" + key + "\":");

@@ -174,7 +174,7 @@ TEST_CASE("a budget: only what fits, recomputation where it buys room, and a ref
   const std::string refused =
       test::error_of([&] { rank_configurations(model, machine.inputs(model, 16, 2, 1000)); });
   CHECK(test::contains(refused, "--auto: no configuration on 2 cores fits --max-memory"));
-  CHECK(test::contains(refused, "the smallest predicted peak of a stage is"));
+  CHECK(test::contains(refused, "the least memory this process is predicted to hold is"));
   CHECK(test::contains(refused, "recompute blocks"));
 }
 

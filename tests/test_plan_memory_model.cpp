@@ -73,17 +73,38 @@ TEST_CASE("memory sizes: bytes, K/M/G/T with or without B or iB; anything else r
   CHECK(memory_text(512) == "512 B");
 }
 
-TEST_CASE("over_budget names the first stage over it, its parts, and what would fit; nothing when all fit") {
+TEST_CASE("over_budget names the first process or node over it, its stages' parts, and what would fit") {
   stage_memory small, big;
   small.parameters = small.gradients = 1 << 20;
   big.parameters = big.gradients = 1 << 20;
   big.optimizer_state = 2 << 20;
   big.in_flight = 4;
   big.stash = 40 << 20;
-  CHECK(over_budget({small, big}, 64ull << 20).empty());
-  const std::string text = over_budget({small, big}, 32ull << 20);
-  CHECK(test::contains(text, "stage 1 needs about 44.0 MB, over --max-memory 32.0 MB"));
-  CHECK(test::contains(text, "stash 40.0 MB (4 activations in flight at its peak"));
+  const auto here = memory_holders(2, 1, {});  // both stages in this process: 2 + 44 MB
+  CHECK(over_budget({small, big}, here, 64ull << 20).empty());
+  const std::string text = over_budget({small, big}, here, 32ull << 20);
+  CHECK(test::contains(text, "this process needs about 46.0 MB, over --max-memory 32.0 MB: stage 0 2.0 MB"));
+  CHECK(test::contains(text, "stage 1 44.0 MB (weights 1.0 MB, gradients 1.0 MB, optimizer state 2.0 MB, stash 40.0 MB at 4 "
+                             "activations in flight)"));
   CHECK(test::contains(text, "--recompute blocks"));
-  CHECK(test::contains(text, "more stages"));
+  CHECK(test::contains(text, "more stages or nodes"));
+  // On two nodes each holds one stage: only the second is over 32 MB.
+  const auto nodes = memory_holders(2, 1, {"a:1", "b:2"});
+  const std::string on_nodes = over_budget({small, big}, nodes, 32ull << 20);
+  CHECK(test::contains(on_nodes, "node b:2 needs about 44.0 MB"));
+  CHECK(over_budget({small, big}, nodes, 45ull << 20).empty());
+}
+
+TEST_CASE("memory holders: this process holds every replica's stages; on nodes, replica d's stage s is on (d p + s) % n") {
+  const auto here = memory_holders(2, 3, {});
+  REQUIRE(here.size() == 1);
+  CHECK(here[0].name == "this process");
+  CHECK(here[0].stages == std::vector<int>{0, 1, 0, 1, 0, 1});
+  const auto nodes = memory_holders(2, 2, {"a:1", "b:2", "c:3"});  // slots 0..3 on a, b, c, a
+  REQUIRE(nodes.size() == 3);
+  CHECK(nodes[0].name == "node a:1");
+  CHECK(nodes[0].stages == std::vector<int>{0, 1});
+  CHECK(nodes[1].stages == std::vector<int>{1});
+  CHECK(nodes[2].stages == std::vector<int>{0});
+  CHECK(memory_holders(1, 1, {"a:1", "b:2"}).size() == 1);  // a node that holds nothing is left out
 }
