@@ -66,7 +66,8 @@ train_outcome run_training(const train_options& o, const train_plan& plan, step_
   auto last_progress = std::chrono::steady_clock::time_point{};
   std::vector<double> step_ends;  // --auto's early check: the first steps' end times
   config.on_step = [&, progress, epochs = config.epochs](const step_progress& p) {
-    outcome.training_peak = measure_resident_memory().peak;  // before any evaluation: Note [memory model]
+    if (p.steps_done == p.steps_total)  // the last step, before any evaluation: Note [memory model]
+      outcome.training_peak = measure_resident_memory().peak;
     if (plan.auto_choice && step_ends.size() <= auto_early_steps) {
       step_ends.push_back(p.elapsed_s);
       if (step_ends.size() == auto_early_steps + 1) report_auto_early(*plan.auto_choice, step_ends);

@@ -135,7 +135,7 @@ struct train_outcome {
   train_report report;
   std::optional<std::uint64_t> resumed_at_step;  // --resume: the checkpoint's step
   loss_curve curve;                              // every step's loss and each epoch's mean, with --plot
-  std::uint64_t training_peak = 0;  // the process's resident peak after the last step (before the final test)
+  std::uint64_t training_peak = 0;  // the process's resident peak after the last step (before the final test); 0: not read
 };
 
 // Trains: progress on a terminal, --resume, --checkpoint, a language model's validation every --eval-every.
