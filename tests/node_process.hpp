@@ -5,9 +5,11 @@
 #pragma once
 
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -131,6 +133,19 @@ class child_process {
   std::string buffer_;
   std::string stderr_path_;
 };
+
+// A port nobody listens on now on loopback (the system's pick for a socket bound to port 0, then closed).
+inline int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t size = sizeof a;
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &size);
+  close(fd);
+  return ntohs(a.sin_port);
+}
 
 // A test cluster's CA and certificates, made once per process and cluster name by scripts/make_test_certs.sh
 // in a temporary folder (removed at exit): "coordinator", "node" and "other" (a second coordinator) share

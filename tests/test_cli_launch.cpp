@@ -4,10 +4,6 @@
 // them and bad ones refused by line.
 #include <doctest/doctest.h>
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <fstream>
 #include <string>
@@ -26,18 +22,6 @@ namespace {
 
 const std::string actorpipe = std::string(AP_BINARY_DIR) + "/cli/actorpipe";
 const std::string local_ssh = std::string(AP_SOURCE_DIR) + "/scripts/local_ssh.sh";
-
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t size = sizeof a;
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &size);
-  close(fd);
-  return ntohs(a.sin_port);
-}
 
 std::string hostfile(test::scratch_dir& dir, const std::string& text) {
   const std::string path = dir.file("hosts");
@@ -66,7 +50,7 @@ TEST_CASE("hostfiles: host, host slots=N, host:N, comments; refusals name the li
 TEST_CASE("one launch command: 5 processes (rank 0 and 4 nodes) train 4 stages and all exit 0") {
   test::scratch_dir dir{"cli_launch"};
   test::child_process launch({actorpipe, "launch", "--hostfile", hostfile(dir, "localhost slots=5\n"), "--ssh",
-                              local_ssh, "--master-port", std::to_string(free_port()), "--", "train", "--stages",
+                              local_ssh, "--master-port", std::to_string(test::free_port()), "--", "train", "--stages",
                               "4", "--model", "784-64-64-64-10", "--train-limit", "512", "--batch-size", "64",
                               "--max-steps", "3", "--insecure"});
   const std::string line = launch.read_line(test::scaled(120s));
@@ -94,7 +78,7 @@ TEST_CASE("a rank 0 that fails ends the launch at once with its status; bad comm
   const auto started = std::chrono::steady_clock::now();
   // This --data folder does not exist: rank 0 fails after the rendezvous, while its nodes wait for it.
   test::child_process launch({actorpipe, "launch", "--hostfile", hosts, "--ssh", local_ssh, "--master-port",
-                              std::to_string(free_port()), "--", "train", "--stages", "2", "--data",
+                              std::to_string(test::free_port()), "--", "train", "--stages", "2", "--data",
                               "/nonexistent-data", "--insecure"});
   const int code = launch.wait_exit(test::scaled(60s));
   const std::string log = launch.stderr_text();
@@ -127,7 +111,7 @@ TEST_CASE("actorpipe certs, then launch --certs: the job runs over mutual TLS wi
   CHECK(test::contains(said, "a new CA"));
   CHECK(test::contains(said, "coordinator.pem, localhost.pem"));
   test::child_process launch({actorpipe, "launch", "--hostfile", hostfile(dir, "localhost slots=3\n"), "--ssh",
-                              local_ssh, "--master-port", std::to_string(free_port()), "--certs", certs, "--", "train",
+                              local_ssh, "--master-port", std::to_string(test::free_port()), "--certs", certs, "--", "train",
                               "--stages", "2", "--model", "784-32-10", "--train-limit", "256", "--batch-size", "64",
                               "--max-steps", "2"});
   const std::string line = launch.read_line(test::scaled(120s));

@@ -4,10 +4,6 @@
 // bad command lines are refused.
 #include <doctest/doctest.h>
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <string>
 #include <thread>
@@ -24,19 +20,6 @@ using namespace std::chrono_literals;
 namespace {
 
 const std::string actorpipe = std::string(AP_BINARY_DIR) + "/cli/actorpipe";
-
-// A port nobody listens on now.
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t size = sizeof a;
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &size);
-  close(fd);
-  return ntohs(a.sin_port);
-}
 
 // `env VARS... actorpipe ARGS...`
 std::unique_ptr<test::child_process> start(const std::vector<std::string>& vars, const std::vector<std::string>& args) {
@@ -58,7 +41,7 @@ const std::vector<std::string> job = {"train", "--rendezvous", "env", "--stages"
 }  // namespace
 
 TEST_CASE("torchrun's variables: 5 processes, one command each, train 4 stages on the 4 nodes and all exit 0") {
-  const std::string port = std::to_string(free_port());
+  const std::string port = std::to_string(test::free_port());
   const auto vars = [&](int rank) {
     return std::vector<std::string>{"RANK=" + std::to_string(rank), "WORLD_SIZE=5", "MASTER_ADDR=127.0.0.1",
                                     "MASTER_PORT=" + port};
@@ -83,7 +66,7 @@ TEST_CASE("torchrun's variables: 5 processes, one command each, train 4 stages o
 }
 
 TEST_CASE("Slurm's variables over mutual TLS: 5 processes, the first host of the node list is rank 0's") {
-  const std::string port = std::to_string(free_port());
+  const std::string port = std::to_string(test::free_port());
   const auto vars = [&](int rank) {
     return std::vector<std::string>{"SLURM_PROCID=" + std::to_string(rank), "SLURM_NTASKS=5",
                                     "SLURM_STEP_NODELIST=localhost,gpu[02-05]", "MASTER_PORT=" + port};
@@ -103,7 +86,7 @@ TEST_CASE("Slurm's variables over mutual TLS: 5 processes, the first host of the
 }
 
 TEST_CASE("a node whose rank 0 is killed stops with an error instead of running on") {
-  const std::string port = std::to_string(free_port());
+  const std::string port = std::to_string(test::free_port());
   const auto vars = [&](int rank) {
     return std::vector<std::string>{"RANK=" + std::to_string(rank), "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1",
                                     "MASTER_PORT=" + port};
