@@ -94,22 +94,21 @@ void build_pipeline(const train_options& o, train_plan& plan, train_runner& r) {
   if (p.layers_per_chunk.empty())
     p.layers_per_chunk = partition_counts(parse_partition_method(o.partition), plan.model, costs,
                                           p.stages * p.chunks_per_stage);
-  // Note [memory model]: each stage's peak, before any stage is placed; refused over --max-memory. With
-  // tensor-parallel ranks a stage's parts are split T ways, which the model does not follow: not predicted.
-  if (o.mesh.tensor_parallel == 1) {
-    std::vector<std::uint64_t> stash;
-    for (const layer_cost& c : costs) stash.push_back(c.stash_bytes);
-    const schedule planned = plan.user_schedule ? *plan.user_schedule
-                                                : make_schedule(p.schedule, p.stages, p.microbatches, p.chunks_per_stage);
-    r.predicted_memory = predict_stage_memory(plan.model, chunk_ranges_from_counts(p.layers_per_chunk, plan.model.size()),
+  // Note [memory model]: each stage's peak, before any stage is placed; refused over --max-memory (Note [memory
+  // budget]: per process, or per node). With tensor-parallel ranks a stage's parts are split T ways, which the
+  // model does not follow: the stages' figures are not printed, and the budget counts them across the ranks.
+  std::vector<std::uint64_t> stash;
+  for (const layer_cost& c : costs) stash.push_back(c.stash_bytes);
+  const schedule planned = plan.user_schedule ? *plan.user_schedule
+                                              : make_schedule(p.schedule, p.stages, p.microbatches, p.chunks_per_stage);
+  const auto predicted = predict_stage_memory(plan.model, chunk_ranges_from_counts(p.layers_per_chunk, plan.model.size()),
                                               planned, stash, o.optimizer);
-    if (!o.max_memory.empty()) {  // Note [memory budget]: per process, or per node
-      const std::string over = over_budget(r.predicted_memory, memory_holders(p.stages, o.mesh.data_parallel, p.nodes),
-                                           parse_memory_size(o.max_memory));
-      if (!over.empty()) throw std::invalid_argument(over);
-    }
-  } else if (!o.max_memory.empty() && !plan.auto_choice) {  // --auto counted the split layers whole
-    throw std::invalid_argument("--max-memory: the memory model does not split a stage over --tensor-parallel ranks yet");
+  if (o.mesh.tensor_parallel == 1) r.predicted_memory = predicted;
+  if (!o.max_memory.empty()) {
+    const std::string over = over_budget(across_tensor_parallel(predicted, o.mesh.tensor_parallel),
+                                         memory_holders(p.stages, o.mesh.data_parallel, p.nodes),
+                                         parse_memory_size(o.max_memory));
+    if (!over.empty()) throw std::invalid_argument(over);
   }
   if (o.mesh.data_parallel > 1) {
     r.replicated = std::make_unique<data_parallel_pipeline>(plan.model, p, o.mesh.data_parallel);
@@ -141,8 +140,6 @@ std::unique_ptr<step_runner> make_mesh_runner(const train_options& o, sequential
 // of the batch in flight (one stage of every layer, one microbatch); refused over --max-memory before any step.
 void check_single_process_budget(const train_options& o, train_plan& plan) {
   if (o.max_memory.empty() || plan.auto_choice) return;  // --auto chose within it
-  if (o.mesh.tensor_parallel > 1)
-    throw std::invalid_argument("--max-memory: the memory model does not split a stage over --tensor-parallel ranks yet");
   const auto D = static_cast<std::size_t>(o.mesh.data_parallel);
   const std::size_t rows = std::max<std::size_t>(1, std::min(plan.train_set.size(), o.train.batch_size) / D);
   const std::vector<layer_cost> costs = measure_layer_costs(plan.model, slice_rows(plan.train_set.inputs, 0, rows), 1);
@@ -154,7 +151,8 @@ void check_single_process_budget(const train_options& o, train_plan& plan) {
             << (D == 1 ? "" : "s") << " of the model (weights " << memory_text(predicted[0].parameters) << ", gradients "
             << memory_text(predicted[0].gradients) << ", optimizer " << memory_text(predicted[0].optimizer_state)
             << ", stash " << memory_text(predicted[0].stash) << " each)\n";
-  const std::string over = over_budget(predicted, memory_holders(1, o.mesh.data_parallel, {}), parse_memory_size(o.max_memory));
+  const std::string over = over_budget(across_tensor_parallel(predicted, o.mesh.tensor_parallel),
+                                       memory_holders(1, o.mesh.data_parallel, {}), parse_memory_size(o.max_memory));
   if (!over.empty()) throw std::invalid_argument(over);
 }
 

@@ -94,13 +94,11 @@ std::vector<std::uint64_t> stash_of(const std::vector<layer_cost>& costs) {
   return stash;
 }
 
-// Note [memory budget]: everything this process holds: D replicas of every stage; with T ranks a stage's
-// weights, gradients and optimizer state once (the ranks split them) and its stash once per rank (an upper
-// bound: a column-parallel layer keeps its whole input on every rank).
+// Note [memory budget]: everything this process holds: D replicas of every stage, each over its T ranks
+// (across_tensor_parallel).
 std::uint64_t process_memory(const std::vector<stage_memory>& stages, int D, int T) {
   std::uint64_t total = 0;
-  for (const stage_memory& m : stages)
-    total += m.parameters + m.gradients + m.optimizer_state + static_cast<std::uint64_t>(T) * m.stash;
+  for (const stage_memory& m : across_tensor_parallel(stages, T)) total += m.total();
   return static_cast<std::uint64_t>(D) * total;
 }
 

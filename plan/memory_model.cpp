@@ -1,5 +1,6 @@
 #include "plan/memory_model.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -101,6 +102,11 @@ std::string memory_text(std::uint64_t bytes) {
   else if (b >= 1024.0) std::snprintf(buf, sizeof buf, "%.1f KB", b / 1024.0);
   else std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(bytes));
   return buf;
+}
+
+std::vector<stage_memory> across_tensor_parallel(std::vector<stage_memory> stages, int tensor_parallel) {
+  for (stage_memory& m : stages) m.stash *= static_cast<std::uint64_t>(std::max(1, tensor_parallel));
+  return stages;
 }
 
 // Note [memory budget]

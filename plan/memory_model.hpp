@@ -80,6 +80,11 @@ struct memory_holder {
   std::string name;         // "this process", "node 10.0.0.2:4242"
   std::vector<int> stages;  // a stage once per replica that places it here
 };
+// A stage's T tensor-parallel ranks together, as the budget counts them: its weights, gradients and optimizer
+// state once (the ranks split the split layers' and repeat the rest, small beside them), its stash once per rank
+// (an upper bound: a column-parallel layer keeps its whole input on every rank). Identity for T = 1.
+std::vector<stage_memory> across_tensor_parallel(std::vector<stage_memory> stages, int tensor_parallel);
+
 // The holders of `stages` stages of `replicas` replicas: one, this process, without nodes; else one per node
 // that holds any.
 std::vector<memory_holder> memory_holders(int stages, int replicas, const std::vector<std::string>& nodes);

@@ -165,6 +165,14 @@ TEST_CASE("the memory model predicts each stage's peak stash within 10% of the m
   test::child_process fits({actorpipe, "train", "--model", "784-256-128-10", "--max-memory", "1G", "--train-limit", "256",
                             "--max-steps", "1"});
   CHECK(fits.wait_exit(30s) == 0);
+  // With tensor-parallel ranks too (weights once, the stash once per rank).
+  test::child_process split({actorpipe, "train", "--model", "784-256-128-10", "--stages", "2", "--tensor-parallel", "2",
+                             "--max-memory", "1M", "--train-limit", "256"});
+  CHECK(split.wait_exit(30s) != 0);
+  CHECK(test::contains(split.stderr_text(), "this process needs about"));
+  test::child_process split_fits({actorpipe, "train", "--model", "784-256-128-10", "--tensor-parallel", "2",
+                                  "--max-memory", "1G", "--train-limit", "256", "--max-steps", "1"});
+  CHECK(split_fits.wait_exit(30s) == 0);
   test::child_process unreadable({actorpipe, "train", "--stages", "2", "--max-memory", "lots"});
   CHECK(unreadable.wait_exit(30s) != 0);
   CHECK(test::contains(unreadable.stderr_text(), "memory size 'lots'"));

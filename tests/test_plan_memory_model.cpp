@@ -95,6 +95,18 @@ TEST_CASE("over_budget names the first process or node over it, its stages' part
   CHECK(over_budget({small, big}, nodes, 45ull << 20).empty());
 }
 
+TEST_CASE("across T tensor-parallel ranks a stage counts its weights once and its stash once per rank") {
+  stage_memory m;
+  m.parameters = m.gradients = 4 << 20;
+  m.optimizer_state = 8 << 20;
+  m.stash = 10 << 20;
+  const auto two = across_tensor_parallel({m}, 2);
+  CHECK(two[0].parameters == m.parameters);
+  CHECK(two[0].optimizer_state == m.optimizer_state);
+  CHECK(two[0].stash == 20u << 20);
+  CHECK(across_tensor_parallel({m}, 1)[0].total() == m.total());
+}
+
 TEST_CASE("memory holders: this process holds every replica's stages; on nodes, replica d's stage s is on (d p + s) % n") {
   const auto here = memory_holders(2, 3, {});
   REQUIRE(here.size() == 1);
