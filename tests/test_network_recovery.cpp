@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -53,6 +54,27 @@ pipeline_options recovering_options(std::vector<std::string> nodes) {
   return o;
 }
 
+// The pipeline's log lines (options.log), kept from any thread, read whole.
+class log_lines {
+ public:
+  std::function<void(const std::string&)> sink() {
+    return [this](const std::string& line) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      lines_.push_back(line);
+    };
+  }
+  std::string text() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::string all;
+    for (const auto& l : lines_) all += l + "\n";
+    return all;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::string> lines_;
+};
+
 }  // namespace
 
 TEST_CASE("a node killed twice mid-run and restarted each time: the run ends exactly as an uninterrupted one") {
@@ -61,13 +83,9 @@ TEST_CASE("a node killed twice mid-run and restarted each time: the run ends exa
   test::node_process first(actorpipe);
   auto second = std::make_unique<test::node_process>(actorpipe);
   const int port = second->port();
-  std::mutex lines_mutex;
-  std::vector<std::string> lines;
+  log_lines lines;
   pipeline_options o = recovering_options({first.address(), second->address()});
-  o.log = [&](const std::string& line) {
-    std::lock_guard<std::mutex> lock(lines_mutex);
-    lines.push_back(line);
-  };
+  o.log = lines.sink();
 
   std::vector<float> reference_losses;
   sequential reference;
@@ -108,8 +126,7 @@ TEST_CASE("a node killed twice mid-run and restarted each time: the run ends exa
   killer.join();
   REQUIRE_MESSAGE(failure.empty(), failure << "\nfirst node:\n" << first.process().stderr_text() << "\nsecond node:\n"
                                            << second->process().stderr_text());
-  std::string log;
-  for (const auto& l : lines) log += l + "\n";
+  const std::string log = lines.text();
   INFO(log);
   CHECK(pipe.restarts() == 2);
   CHECK(contains(log, "recovery 1 of 2: step "));
@@ -133,14 +150,10 @@ void two_replicas_recover(int T) {
   test::node_process first(actorpipe);
   auto second = std::make_unique<test::node_process>(actorpipe);
   const int port = second->port();
-  std::mutex lines_mutex;
-  std::vector<std::string> lines;
+  log_lines lines;
   pipeline_options o = recovering_options({first.address(), second->address()});
   o.tensor_parallel = T;
-  o.log = [&](const std::string& line) {
-    std::lock_guard<std::mutex> lock(lines_mutex);
-    lines.push_back(line);
-  };
+  o.log = lines.sink();
   std::vector<float> reference_losses;
   sequential reference;
   {
@@ -176,8 +189,7 @@ void two_replicas_recover(int T) {
   killer.join();
   REQUIRE_MESSAGE(failure.empty(), failure << "\nfirst node:\n" << first.process().stderr_text() << "\nsecond node:\n"
                                            << second->process().stderr_text());
-  std::string log;
-  for (const auto& l : lines) log += l + "\n";
+  const std::string log = lines.text();
   INFO(log);
   CHECK(replicated.restarts() == 1);
   CHECK(contains(log, "recovery 1 of 2: step "));
@@ -206,9 +218,9 @@ TEST_CASE("a node lost before the first step: the stages are placed again from s
   test::node_process first(actorpipe);
   auto second = std::make_unique<test::node_process>(actorpipe);
   const int port = second->port();
-  std::vector<std::string> lines;
+  log_lines lines;
   pipeline_options o = recovering_options({first.address(), second->address()});
-  o.log = [&](const std::string& line) { lines.push_back(line); };
+  o.log = lines.sink();
   float expected = 0.0f;
   {
     pipeline uninterrupted(slow_model(), o);
@@ -231,8 +243,7 @@ TEST_CASE("a node lost before the first step: the stages are placed again from s
   }
   done = true;
   restart.join();
-  std::string log;
-  for (const auto& l : lines) log += l + "\n";
+  const std::string log = lines.text();
   INFO(log);
   REQUIRE_MESSAGE(failure.empty(), failure);
   CHECK(pipe.restarts() == 1);
