@@ -110,6 +110,10 @@ void check_options(const sequential& model, const pipeline_options& o) {
     throw std::invalid_argument("pipeline: chunks per stage must be positive, got " +
                                 std::to_string(o.chunks_per_stage));
   if (model.empty()) throw std::invalid_argument("pipeline: the model has no layers");
+  if (o.collectives == collective_backend::gloo && !o.nodes.empty() && !o.security.insecure)
+    throw std::invalid_argument("pipeline: the gloo collective backend runs over plain TCP only (Debian's gloo has no "
+                                "TLS), but the nodes are reached over mutual TLS: use the ring backend, or plain TCP "
+                                "(insecure) on a trusted network");
   if (o.tensor_parallel < 1)
     throw std::invalid_argument("pipeline: tensor-parallel degree must be at least 1, got " +
                                 std::to_string(o.tensor_parallel));
@@ -250,6 +254,7 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
       setup.replica = options.replica;
       setup.data_parallel_size = options.replicas;
       setup.data_parallel_host = d.nodes[static_cast<std::size_t>(s) % d.nodes.size()].host;
+      setup.collectives = options.collectives;
     }
     for (const auto& r : info.layer_ranges_per_chunk) setup.slices.push_back(d.model.slice(r.begin, r.end));
     if (!d.cores.empty()) {
@@ -657,15 +662,14 @@ std::vector<std::string> pipeline::data_parallel_endpoints() {
   caf::scoped_actor self{*d.system};
   for (std::size_t s = 0; s < d.processors.size(); ++s) {
     std::string failure;
-    std::vector<std::string> ports;
+    std::vector<std::string> endpoints;
     self->request(d.processors[s], d.options.timeout, ring_atom::value)
-        .receive([&](std::vector<std::string>& p) { ports = std::move(p); },
+        .receive([&](std::vector<std::string>& e) { endpoints = std::move(e); },
                  [&](caf::error& e) { failure = caf::to_string(e); });
-    if (!failure.empty() || ports.size() != static_cast<std::size_t>(d.options.tensor_parallel))
+    if (!failure.empty() || endpoints.size() != static_cast<std::size_t>(d.options.tensor_parallel))
       throw pipeline_error("stage " + std::to_string(s) + (d.places.empty() ? "" : " on " + d.places[s]) +
                            " did not send its data-parallel endpoints" + (failure.empty() ? "" : ": " + failure));
-    const std::string host = d.nodes.empty() ? "127.0.0.1" : d.nodes[s % d.nodes.size()].host;
-    for (const std::string& port : ports) out.push_back(host + ":" + port);
+    out.insert(out.end(), endpoints.begin(), endpoints.end());
   }
   return out;
 }

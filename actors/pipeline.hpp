@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "collective/network_group.hpp"
 #include "collective/process_group.hpp"
 #include "failure/error.hpp"
 #include "stage/event_log.hpp"
@@ -66,6 +67,9 @@ struct pipeline_options {
   std::vector<std::vector<std::shared_ptr<process_group>>> data_parallel_members;
   int replica = 0;
   int replicas = 1;  // with nodes: Note [data-parallel nodes] (each stage opens its own ring endpoints)
+  // Note [collective backends]: what runs those groups' collectives; gloo only without TLS (security.insecure),
+  // refused otherwise before any stage is placed.
+  collective_backend collectives = collective_backend::ring;
   transport_security security;  // how to reach the nodes: mutual TLS files, or insecure (Note [mutual TLS])
   // Note [recovery]: with nodes, how many times a step that lost a node waits (up to restart_wait) for it or a
   // replacement at the same address, restores every stage from the last snapshot and goes on. 0: fail at once.

@@ -52,7 +52,7 @@
 
 namespace ap {
 
-class ring_group;
+class network_group;
 
 // Rank numbering in a pipeline's communicator: stage s is rank s, the coordinator is rank `stages`.
 inline int coordinator_rank(int stages) { return stages; }
@@ -68,7 +68,7 @@ struct processor_config {
   sender_actor sender;
   std::shared_ptr<event_log> log;  // may be null
   dtype transfer_dtype = dtype::float32;  // of activations and gradients sent to other stages (Note [compute dtype])
-  std::vector<std::shared_ptr<ring_group>> rings;  // Note [data-parallel nodes]: per rank; empty in one process
+  std::vector<std::shared_ptr<network_group>> rings;  // Note [data-parallel nodes]: per rank; empty in one process
 };
 processor_actor spawn_processor(caf::actor_system& system, processor_config config,
                                 std::unique_ptr<stage_compute> compute);

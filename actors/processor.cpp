@@ -117,11 +117,12 @@ processor_actor::behavior_type processor(processor_self self, processor_config c
         return self->state.compute->whole_parameters();
       },
       [=](state_atom) -> stage_state { return self->state.compute->export_state(); },
-      // Note [data-parallel nodes]: the ports of this stage's ring endpoints, one per tensor-parallel rank ...
+      // Note [data-parallel nodes]: the endpoints of this stage's data-parallel groups, one per tensor-parallel
+      // rank (network_group::endpoint) ...
       [=](ring_atom) -> std::vector<std::string> {  // as text: a vector of strings is a CAF built-in type
-        std::vector<std::string> ports;
-        for (const auto& r : self->state.config.rings) ports.push_back(std::to_string(r->port()));
-        return ports;
+        std::vector<std::string> endpoints;
+        for (const auto& r : self->state.config.rings) endpoints.push_back(r->endpoint());
+        return endpoints;
       },
       // ... and their connection: rank r's group gets addresses[r * replicas + d] for replica d. Blocks until
       // every replica's endpoint answered or the group's timeout passed. Answers "" or why not.
@@ -133,9 +134,8 @@ processor_actor::behavior_type processor(processor_self self, processor_config c
                                         std::to_string(rings.size()) + " data-parallel groups");
           const std::size_t replicas = addresses.size() / rings.size();
           for (std::size_t r = 0; r < rings.size(); ++r) {
-            std::vector<node_address> ranks;
-            for (std::size_t d = 0; d < replicas; ++d) ranks.push_back(parse_node_address(addresses[r * replicas + d]));
-            rings[r]->connect(ranks);
+            rings[r]->connect(std::vector<std::string>(addresses.begin() + static_cast<long>(r * replicas),
+                                                       addresses.begin() + static_cast<long>((r + 1) * replicas)));
           }
         } catch (const std::exception& e) {
           return "stage " + std::to_string(self->state.config.stage) + ": " + e.what();

@@ -3,7 +3,7 @@
 #include <stdexcept>
 
 #include "actors/pipeline_actors.hpp"
-#include "collective/ring_group.hpp"
+#include "collective/network_group.hpp"
 
 namespace ap {
 
@@ -16,13 +16,14 @@ stage_actors spawn_stage(caf::actor_system& system, stage_setup setup) {
   for (auto& slice : setup.slices) slice.set_compute_dtype(setup.compute_dtype);
   auto compute = std::make_unique<stage_compute>(setup.stage, setup.chunk_ids, std::move(setup.slices), setup.optimizer,
                                                  setup.tensor_parallel, setup.timeout, std::move(setup.cores));
-  std::vector<std::shared_ptr<ring_group>> rings;
+  std::vector<std::shared_ptr<network_group>> rings;
   if (setup.data_parallel_members.empty() && setup.data_parallel_size > 1) {
     // Note [data-parallel nodes]: one endpoint per tensor-parallel rank; connected once every replica is placed.
     for (int r = 0; r < setup.tensor_parallel; ++r) {
-      rings.push_back(std::make_shared<ring_group>(
-          system, data_parallel_group_name(setup.stage, r, setup.tensor_parallel), setup.replica,
-          setup.data_parallel_size, node_address{setup.data_parallel_host, 0}, setup.timeout));
+      rings.push_back(make_network_group(setup.collectives, system,
+                                         data_parallel_group_name(setup.stage, r, setup.tensor_parallel),
+                                         setup.replica, setup.data_parallel_size, setup.data_parallel_host,
+                                         setup.timeout));
       setup.data_parallel_members.push_back(rings.back());
     }
   }
@@ -60,6 +61,7 @@ stage_spec make_stage_spec(stage_setup& setup) {
   spec.data_parallel_size = setup.data_parallel_size;
   spec.replica = setup.replica;
   spec.data_parallel_host = setup.data_parallel_host;
+  spec.collectives = static_cast<std::uint8_t>(setup.collectives);
   spec.threads = setup.threads;
   spec.node_first_rank = setup.slot.first_rank;
   spec.node_ranks = setup.slot.node_ranks;
@@ -118,6 +120,11 @@ stage_setup stage_setup_from_spec(stage_spec spec, int node_threads) {
   setup.data_parallel_size = spec.data_parallel_size;
   setup.replica = spec.replica;
   setup.data_parallel_host = std::move(spec.data_parallel_host);
+  const auto backend = static_cast<collective_backend>(spec.collectives);
+  if (backend != collective_backend::ring && backend != collective_backend::gloo)
+    throw std::invalid_argument(where + ": collective backend code " + std::to_string(spec.collectives) +
+                                " is neither ring (0) nor gloo (1)");
+  setup.collectives = backend;
   // Note [cores on nodes]: this machine's cores divided among every rank the node hosts.
   const int T = std::max(1, spec.tensor_parallel);
   if (spec.threads < 0 || spec.node_first_rank < 0 || spec.node_ranks < spec.node_first_rank + T)

@@ -12,6 +12,7 @@
 
 #include <caf/all.hpp>
 
+#include "collective/network_group.hpp"
 #include "collective/process_group.hpp"
 #include "stage/event_log.hpp"
 #include "actors/messages.hpp"
@@ -59,6 +60,7 @@ struct stage_setup {
   // stays empty), one per tensor-parallel rank, listening on data_parallel_host.
   int data_parallel_size = 1;
   std::string data_parallel_host;
+  collective_backend collectives = collective_backend::ring;  // Note [collective backends]
 };
 
 stage_actors spawn_stage(caf::actor_system& system, stage_setup setup);

@@ -47,6 +47,20 @@ void check_threads(const train_options& o) {
   if (o.threads < 0) throw std::invalid_argument("--threads must be 0 (automatic) or more, got " + std::to_string(o.threads));
 }
 
+// --collectives gloo runs over plain TCP: refused beside mutual TLS (the default), named here before any node is
+// reached; it is only used by data-parallel replicas on nodes, and said to be unused elsewhere.
+void check_collectives(const train_options& o) {
+  if (o.collectives != "gloo") return;
+  if (o.pipe.nodes.empty() && o.rendezvous.empty()) {
+    std::cerr << "--collectives gloo: applies to data-parallel replicas on nodes (--nodes, --rendezvous): unused\n";
+    return;
+  }
+  if (!o.pipe.security.insecure)
+    throw std::invalid_argument("--collectives gloo: gloo runs over plain TCP only (Debian's build has no TLS), "
+                                "and the nodes are reached over mutual TLS: add --insecure on a trusted network, or "
+                                "keep --collectives ring");
+}
+
 }  // namespace
 
 std::optional<schedule> check_train_flags(const train_options& o) {
@@ -61,6 +75,7 @@ std::optional<schedule> check_train_flags(const train_options& o) {
     check_transport_security(o.pipe.security, "train --nodes");
     if (o.pipe.security.insecure) std::cerr << insecure_warning("train --nodes") << "\n";
   }
+  check_collectives(o);
   if (o.stages > 0) check_mesh(mesh_shape{o.mesh.data_parallel, o.stages, o.mesh.tensor_parallel});
   check_threads(o);
   if (!o.max_memory.empty()) parse_memory_size(o.max_memory);  // Note [memory budget]; names the text

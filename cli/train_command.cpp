@@ -182,6 +182,12 @@ void add_train_command(CLI::App& app) {
           ->excludes(nodes);
   // Note [recovery] in actors/pipeline.cpp.
   const std::string recovery = "Recovery from a lost node (with --nodes)";
+  cmd->add_option("--collectives", o->collectives,
+                  "what runs the all-reduces of data-parallel replicas on nodes (Note [collective backends]): ring "
+                  "(ours, over the nodes' transport, mutual TLS or not), gloo (PyTorch's CPU library, faster on the "
+                  "wire, plain TCP only: needs --insecure), or auto (gloo with --insecure, else ring)")
+      ->check(CLI::IsMember({"auto", "ring", "gloo"}))
+      ->capture_default_str();
   cmd->add_option("--restart-on-failure", o->pipe.restart_on_failure,
                   "times a lost node is waited for (or a replacement at its address), every stage restored from the "
                   "last snapshot and the run continued; 0: fail at once")

@@ -59,6 +59,7 @@ struct train_options {
   std::string recompute = "none";  // Note [recomputation] in model/block.hpp
   std::string max_memory;          // per stage, e.g. "2G" (Note [memory model]); empty: no budget
   std::string export_file;      // the final weights in the compute dtype (Note [exported weights])
+  std::string collectives = "auto";  // Note [collective backends]: auto, ring or gloo, set into pipe.collectives
   std::string rendezvous;  // "env": Note [environment rendezvous] in network/rendezvous.hpp
   bool auto_config = false;     // --auto: choose the mesh (Note [automatic configuration] in plan/auto_config.hpp)
   int auto_trials = 3;          // --auto-trials: the best predicted configurations run for a few steps (Note [auto trials])

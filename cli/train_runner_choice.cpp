@@ -28,6 +28,8 @@ pipeline_options pipeline_options_of(const train_options& o, const train_plan& p
   p.tensor_parallel = o.mesh.tensor_parallel;
   p.clip_grad_norm = o.mesh.clip_grad_norm;
   p.threads = o.threads;  // Note [cores per rank]
+  p.collectives = o.collectives == "auto" ? default_collective_backend(p.security.insecure)
+                                          : *parse_collective_backend(o.collectives);  // the CLI checked the text
   // Note [bounded event log]: busy_s comes from the pipeline's busy sums; events are only streamed, to the
   // stage log and the trace as they come, never kept, so a long run stays flat.
   if (!o.trace_file.empty()) {
@@ -62,6 +64,9 @@ void describe_pipeline(const train_options& o, const train_plan& plan, const tra
             << (plan.user_schedule ? "from " + o.schedule_file : p.schedule) << ", partition " << r.partition << "\n";
   std::cerr << "mesh: " << describe_mesh(mesh_shape{o.mesh.data_parallel, p.stages, o.mesh.tensor_parallel}, p.nodes)
             << "\n";
+  if (!p.nodes.empty() && o.mesh.data_parallel > 1)  // Note [collective backends]
+    std::cerr << "collectives: " << collective_backend_name(p.collectives) << " (the replicas' all-reduces between nodes, "
+              << (p.security.insecure ? "plain TCP" : "mutual TLS") << ")\n";
   if (p.nodes.empty())  // Note [cores per rank]; on nodes, each node's log says
     std::cerr << "cores: "
               << cores_layout_text(rank_names(o.mesh.data_parallel, p.stages, o.mesh.tensor_parallel),

@@ -39,10 +39,13 @@ set(actorpipe_public_headers
   model/parallel_linear.hpp
   model/tensor_parallel.hpp
   model/grad_clip.hpp
-  # collectives for data and tensor parallelism (across processes: collective/ring_group.hpp)
+  # collectives for data and tensor parallelism (across processes: collective/network_group.hpp, Note
+  # [collective backends]: our ring or gloo)
   collective/process_group.hpp
   collective/local_group.hpp
+  collective/network_group.hpp
   collective/ring_group.hpp
+  collective/gloo_group.hpp
   collective/shard.hpp
   network/node_address.hpp
   # checkpoints, data, the training loop

@@ -214,6 +214,7 @@ struct ring_state {
   std::uint16_t port = 0;
   std::vector<caf::actor> peers;           // by rank; empty for this rank
   std::vector<node_address> addresses;     // by rank
+  std::string listen_host;                 // where this rank's endpoint listens (endpoint())
   bool connected = false;
 
   std::mutex mutex;  // guards the queue below
@@ -460,6 +461,7 @@ void ring_group::open(caf::actor_system& system, std::string name, int rank, int
                            ": " + system.render(port.error()));
   }
   state_->port = *port;
+  state_->listen_host = listen.host;
 }
 
 ring_group::~ring_group() {
@@ -563,6 +565,14 @@ void ring_group::connect(const std::vector<node_address>& ranks) {
   std::lock_guard lock(s.mutex);
   s.connected = true;
   s.communication = std::thread([st = state_.get()] { st->serve(); });
+}
+
+std::string ring_group::endpoint() const { return node_address{state_->listen_host, state_->port}.text(); }
+
+void ring_group::connect(const std::vector<std::string>& endpoints) {
+  std::vector<node_address> ranks;
+  for (const std::string& e : endpoints) ranks.push_back(parse_node_address(e));
+  connect(ranks);
 }
 
 const std::string& ring_group::name() const { return state_->name; }

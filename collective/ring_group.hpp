@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "collective/process_group.hpp"
+#include "collective/network_group.hpp"
 #include "network/node_address.hpp"
 #include "failure/timeout.hpp"
 #include "network/transport_security.hpp"
@@ -45,7 +45,7 @@ struct ring_state;
 // runs (a node's, started with the node's security), else CAF's plain middleman (a test that says so). A
 // rank that refuses a peer names it: at once on the connecting side ("the ranks disagree on TLS"); after
 // the timeout on the accepting side, with the connections its own transport dropped and why.
-class ring_group final : public process_group {
+class ring_group final : public network_group {
  public:
   static constexpr std::size_t default_chunk_bytes = std::size_t{1} << 20;
 
@@ -68,6 +68,9 @@ class ring_group final : public process_group {
   // the rank of this group it should be, and starts the communication thread. Throws collective_error
   // naming the rank and address that could not be reached or answered wrongly.
   void connect(const std::vector<node_address>& ranks);
+  // network_group: "host:port" of this rank's endpoint; connect() with every rank's, parsed as addresses.
+  std::string endpoint() const override;
+  void connect(const std::vector<std::string>& endpoints) override;
 
   const std::string& name() const override;
   int rank() const override;

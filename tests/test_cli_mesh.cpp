@@ -58,6 +58,28 @@ TEST_CASE("train on a 2 x 2 mesh with clipping gives the single process's loss")
   CHECK(mesh["test_accuracy"].get<double>() == doctest::Approx(single["test_accuracy"].get<double>()).epsilon(1e-4));
 }
 
+TEST_CASE("D = 2 replicas on plain-TCP nodes: gloo by default (Note [collective backends]), the ring's loss bit for bit") {
+  const auto single = train({});
+  test::node_process a(actorpipe, {"--insecure"}), b(actorpipe, {"--insecure"});
+  std::vector<nlohmann::json> runs;
+  for (const char* backend : {"auto", "ring"}) {
+    CAPTURE(backend);
+    test::child_process p({actorpipe, "train", "--model", "784-64-32-10", "--train-limit", "512", "--batch-size", "64",
+                           "--max-steps", "6", "--stages", "1", "--microbatches", "2", "--data-parallel", "2",
+                           "--nodes", a.address() + "," + b.address(), "--insecure", "--collectives", backend});
+    const std::string line = p.read_line(120s);
+    INFO(p.stderr_text());
+    REQUIRE(p.wait_exit(30s) == 0);
+    const std::string expected = std::string("collectives: ") + (std::string(backend) == "auto" ? "gloo" : "ring") +
+                                 " (the replicas' all-reduces between nodes, plain TCP)";
+    CHECK(test::contains(p.stderr_text(), expected));
+    runs.push_back(nlohmann::json::parse(line));
+  }
+  CHECK(runs[0]["last_step_loss"].get<double>() == runs[1]["last_step_loss"].get<double>());
+  CHECK(runs[0]["last_epoch_mean_loss"].get<double>() ==
+        doctest::Approx(single["last_epoch_mean_loss"].get<double>()).epsilon(1e-5));
+}
+
 TEST_CASE("train on a D = 2 x P = 2 x T = 2 mesh with clipping gives the single process's loss") {
   const auto single = train({"--clip-grad-norm", "0.5"});
   std::vector<std::string> args = {actorpipe, "train", "--model", "784-64-32-10", "--train-limit", "512",

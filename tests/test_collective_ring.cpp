@@ -214,7 +214,7 @@ TEST_CASE("connect names the rank it cannot reach, and a peer of another group")
   const std::uint16_t port = closed_port->port();
   closed_port.reset();
   try {
-    g.connect({{"127.0.0.1", 0}, {"127.0.0.1", port}});
+    g.connect(std::vector<node_address>{{"127.0.0.1", 0}, {"127.0.0.1", port}});
     FAIL("connected to nobody");
   } catch (const collective_error& e) {
     CHECK(std::string(e.what()).find("group 'dp' rank 0 cannot reach rank 1 at 127.0.0.1:" + std::to_string(port) +
@@ -223,7 +223,7 @@ TEST_CASE("connect names the rank it cannot reach, and a peer of another group")
   rank_process stranger_process;
   ring_group stranger(stranger_process.system, "tp", 1, 2, node_address{"127.0.0.1", 0}, plain(), 2s);
   ring_group mine(lonely.system, "dp", 0, 2, node_address{"127.0.0.1", 0}, plain(), 2s);
-  CHECK_THROWS_WITH_AS(mine.connect({{"127.0.0.1", 0}, {"127.0.0.1", stranger.port()}}),
+  CHECK_THROWS_WITH_AS(mine.connect(std::vector<node_address>{{"127.0.0.1", 0}, {"127.0.0.1", stranger.port()}}),
                        ("group 'dp' rank 0: 127.0.0.1:" + std::to_string(stranger.port()) +
                         " is rank 1 of group 'tp', expected rank 1 of group 'dp'").c_str(),
                        collective_error);

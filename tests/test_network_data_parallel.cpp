@@ -87,3 +87,44 @@ TEST_CASE("a node of one replica killed mid-step fails the step in every replica
   CHECK(nodes[0]->process().running());
   CHECK(nodes[1]->process().running());
 }
+
+TEST_CASE("the gloo backend (plain TCP nodes) gives the ring's parameters bit for bit, both equal to one process") {
+  // Note [collective backends]: with D = 2 each sum is one addition, the same bits whichever engine adds.
+  const dataset d = test::small_blobs(32);
+  std::vector<std::unique_ptr<test::node_process>> nodes;
+  for (int i = 0; i < 3; ++i) nodes.push_back(std::make_unique<test::node_process>(actorpipe, std::vector<std::string>{"--insecure"}));
+  for (int T : {1, 2}) {
+    CAPTURE(T);
+    pipeline_options o = node_options(nodes, T, 0.1f);
+    o.security = test::insecure_transport();
+    sequential reference = test::linear_pairs_model();
+    local_runner local(reference, o.optimizer, "cross_entropy", o.clip_grad_norm);
+    std::vector<sequential> trained;
+    for (collective_backend backend : {collective_backend::ring, collective_backend::gloo}) {
+      o.collectives = backend;
+      data_parallel_pipeline mesh(test::linear_pairs_model(), o, 2);
+      for (int s = 0; s < 3; ++s) {
+        const float loss = mesh.train_step(d.inputs, d.labels, static_cast<std::uint64_t>(s));
+        if (backend == collective_backend::ring) {
+          const float expected = local.train_step(d.inputs, d.labels, static_cast<std::uint64_t>(s));
+          CHECK(loss == doctest::Approx(expected).epsilon(1e-5));
+        }
+      }
+      trained.push_back(mesh.first().gather_model());
+    }
+    test::check_same_parameters(trained[1], trained[0], 0.0f, "gloo against ring");
+    test::check_same_parameters(trained[1], reference, 1e-5f, "gloo against one process");
+  }
+  for (auto& n : nodes) CHECK(n->process().running());
+}
+
+TEST_CASE("the gloo backend is refused beside mutual TLS, before any stage is placed") {
+  pipeline_options o;
+  o.stages = 2;
+  o.microbatches = 2;
+  o.security = test::tls_security();
+  o.nodes = {"127.0.0.1:1", "127.0.0.1:2"};  // never reached
+  o.collectives = collective_backend::gloo;
+  CHECK_THROWS_WITH_AS(data_parallel_pipeline(test::linear_pairs_model(), o, 2),
+                       doctest::Contains("the gloo collective backend runs over plain TCP only"), std::invalid_argument);
+}

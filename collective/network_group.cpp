@@ -1,0 +1,29 @@
+#include "collective/network_group.hpp"
+
+#include "collective/gloo_group.hpp"
+#include "collective/ring_group.hpp"
+
+namespace ap {
+
+const char* collective_backend_name(collective_backend backend) {
+  return backend == collective_backend::gloo ? "gloo" : "ring";
+}
+
+std::optional<collective_backend> parse_collective_backend(const std::string& text) {
+  if (text == "ring") return collective_backend::ring;
+  if (text == "gloo") return collective_backend::gloo;
+  return std::nullopt;
+}
+
+collective_backend default_collective_backend(bool plain_tcp) {
+  return plain_tcp ? collective_backend::gloo : collective_backend::ring;
+}
+
+std::unique_ptr<network_group> make_network_group(collective_backend backend, caf::actor_system& system,
+                                                  std::string name, int rank, int size, const std::string& host,
+                                                  std::chrono::milliseconds timeout) {
+  if (backend == collective_backend::gloo) return std::make_unique<gloo_group>(std::move(name), rank, size, host, timeout);
+  return std::make_unique<ring_group>(system, std::move(name), rank, size, node_address{host, 0}, timeout);
+}
+
+}  // namespace ap

@@ -1,0 +1,50 @@
+// A process_group whose ranks live in different processes or machines: each rank makes its member, hands
+// its endpoint() (a text) to whoever gathers them (the coordinator, over its CAF connection to the node), and
+// connects with every rank's endpoint. Two backends (Note [collective backends]): our ring over CAF
+// (collective/ring_group.hpp; plain TCP or mutual TLS) and gloo over its own TCP sockets
+// (collective/gloo_group.hpp; plain TCP only).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "collective/process_group.hpp"
+
+namespace caf {
+class actor_system;
+}
+
+namespace ap {
+
+class network_group : public process_group {
+ public:
+  // What the other ranks need to reach this one (ring: "host:port"; gloo: its sockets' addresses in hex).
+  virtual std::string endpoint() const = 0;
+  // Connects to every other rank (`endpoints` by rank, this rank's own included) within the group's timeout.
+  // Throws collective_error naming the rank that could not be reached.
+  virtual void connect(const std::vector<std::string>& endpoints) = 0;
+};
+
+// Note [collective backends]: which engine runs the collectives between processes.
+// - ring: ours (Note [ring collectives]), over CAF's network layer: plain TCP or mutual TLS, the transport of
+//   the nodes; every wait names the peer.
+// - gloo: PyTorch's CPU collective library (Note [gloo backend]) over its own TCP sockets, faster on the wire
+//   (bench_allreduce) but without TLS in Debian's build: only for trusted networks (`--insecure`).
+enum class collective_backend : std::uint8_t { ring = 0, gloo = 1 };
+const char* collective_backend_name(collective_backend backend);
+// "ring" or "gloo"; nothing for any other text.
+std::optional<collective_backend> parse_collective_backend(const std::string& text);
+// The backend a job gets unless it names one: gloo over plain TCP, where it moves 4-64 MB faster than the ring
+// (bench_allreduce, docs/performance.md); the ring over mutual TLS, which gloo cannot run.
+collective_backend default_collective_backend(bool plain_tcp);
+
+// A member of a group across processes with the given backend, listening on `host`. The ring uses the
+// process's guarded transport (Note [ring security]). Throws collective_error when it cannot listen.
+std::unique_ptr<network_group> make_network_group(collective_backend backend, caf::actor_system& system,
+                                                  std::string name, int rank, int size, const std::string& host,
+                                                  std::chrono::milliseconds timeout);
+
+}  // namespace ap

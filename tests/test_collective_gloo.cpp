@@ -1,0 +1,194 @@
+// The gloo backend of the groups across processes (collective/gloo_group.hpp, Note [gloo backend]): each rank
+// has its own gloo device and sockets on loopback, as separate processes would; ranks run as threads here, and
+// across real processes in test_network_data_parallel and bench_allreduce.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <thread>
+
+#include "collective/gloo_group.hpp"
+#include "collective/shard.hpp"
+#include "test_support.hpp"
+
+using namespace ap;
+using namespace std::chrono_literals;
+
+namespace {
+
+// `size` ranks of group `name`, connected with each other's endpoints.
+std::vector<std::unique_ptr<gloo_group>> connected(const std::string& name, int size,
+                                                   std::chrono::milliseconds timeout = 20s) {
+  std::vector<std::unique_ptr<gloo_group>> ranks;
+  std::vector<std::string> endpoints;
+  for (int r = 0; r < size; ++r) {
+    ranks.push_back(std::make_unique<gloo_group>(name, r, size, "127.0.0.1", timeout));
+    endpoints.push_back(ranks.back()->endpoint());
+  }
+  std::vector<std::thread> threads;
+  for (auto& g : ranks) threads.emplace_back([&g, &endpoints] { g->connect(endpoints); });
+  for (auto& t : threads) t.join();
+  return ranks;
+}
+
+// Runs body(rank) on one thread per rank; rethrows nothing (checks happen inside, with doctest's lock).
+void on_every_rank(int size, const std::function<void(int)>& body) {
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r) threads.emplace_back(body, r);
+  for (auto& t : threads) t.join();
+}
+
+tensor filled(shape_t shape, int rank) {
+  tensor t = tensor::from_shape(std::move(shape));
+  for (std::size_t i = 0; i < t.size(); ++i) t.data()[i] = static_cast<float>((i * 7 + static_cast<std::size_t>(rank) * 3) % 11);
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("gloo all-reduce: 3 ranks get the exact sum and the same bits, several collectives in flight, a mean") {
+  auto ranks = connected("dp", 3);
+  std::vector<tensor> results(3), means(3), large(3);
+  on_every_rank(3, [&](int r) {
+    auto& g = *ranks[static_cast<std::size_t>(r)];
+    results[static_cast<std::size_t>(r)] = filled({5, 3}, r);
+    means[static_cast<std::size_t>(r)] = filled({4}, r);
+    // Larger than two 16 MB segments per rank: several segments of the ring.
+    large[static_cast<std::size_t>(r)] = filled({std::size_t{9} << 20}, r);
+    collective_handle a = g.all_reduce(results[static_cast<std::size_t>(r)]);
+    collective_handle b = g.all_reduce(means[static_cast<std::size_t>(r)], reduce_op::mean);
+    collective_handle c = g.all_reduce(large[static_cast<std::size_t>(r)]);
+    a.wait();
+    b.wait();
+    c.wait();
+  });
+  for (std::size_t i = 0; i < 15; ++i) {
+    float sum = 0;
+    for (int r = 0; r < 3; ++r) sum += filled({5, 3}, r).data()[i];
+    CHECK(results[0].data()[i] == sum);
+  }
+  const tensor one = filled({std::size_t{9} << 20}, 0), two = filled({std::size_t{9} << 20}, 1),
+               three = filled({std::size_t{9} << 20}, 2);
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < one.size(); ++i) wrong += large[0].data()[i] != one.data()[i] + two.data()[i] + three.data()[i];
+  CHECK(wrong == 0);
+  for (int r = 1; r < 3; ++r) {
+    CHECK(std::memcmp(results[0].data(), results[static_cast<std::size_t>(r)].data(), results[0].byte_size()) == 0);
+    CHECK(std::memcmp(large[0].data(), large[static_cast<std::size_t>(r)].data(), large[0].byte_size()) == 0);
+    CHECK(std::memcmp(means[0].data(), means[static_cast<std::size_t>(r)].data(), means[0].byte_size()) == 0);
+  }
+  for (std::size_t i = 0; i < 4; ++i)
+    CHECK(means[0].data()[i] == doctest::Approx((filled({4}, 0).data()[i] + filled({4}, 1).data()[i] + filled({4}, 2).data()[i]) / 3));
+}
+
+TEST_CASE("gloo all-gather with rows differing by rank, broadcast from rank 1, reduce-scatter by shard rows") {
+  auto ranks = connected("tp", 3);
+  std::vector<tensor> gathered(3), broadcast(3), shards(3);
+  on_every_rank(3, [&](int r) {
+    auto& g = *ranks[static_cast<std::size_t>(r)];
+    const tensor mine = filled({static_cast<std::size_t>(r + 1), 2}, r);
+    g.all_gather(mine, gathered[static_cast<std::size_t>(r)]).wait();
+    broadcast[static_cast<std::size_t>(r)] = filled({6}, r);
+    g.broadcast(broadcast[static_cast<std::size_t>(r)], 1).wait();
+    const tensor in = filled({7, 2}, r);
+    g.reduce_scatter(in, shards[static_cast<std::size_t>(r)]).wait();
+  });
+  for (int r = 0; r < 3; ++r) {
+    const tensor& got = gathered[static_cast<std::size_t>(r)];
+    REQUIRE(got.shape() == shape_t{6, 2});
+    std::size_t offset = 0;
+    for (int owner = 0; owner < 3; ++owner) {
+      const tensor piece = filled({static_cast<std::size_t>(owner + 1), 2}, owner);
+      CHECK(std::memcmp(got.data() + offset, piece.data(), piece.byte_size()) == 0);
+      offset += piece.size();
+    }
+    CHECK(std::memcmp(broadcast[static_cast<std::size_t>(r)].data(), filled({6}, 1).data(), 6 * sizeof(float)) == 0);
+    const auto [first, last] = shard_rows(7, 3, static_cast<std::size_t>(r));
+    const tensor& shard = shards[static_cast<std::size_t>(r)];
+    REQUIRE(shard.shape() == shape_t{last - first, 2});
+    for (std::size_t i = 0; i < shard.size(); ++i) {
+      float sum = 0;
+      for (int q = 0; q < 3; ++q) sum += filled({7, 2}, q).data()[first * 2 + i];
+      CHECK(shard.data()[i] == sum);
+    }
+  }
+}
+
+TEST_CASE("gloo all-gather refuses ranks whose shapes differ after the first axis, naming the rank") {
+  auto ranks = connected("tp", 2);
+  std::vector<std::string> errors(2);
+  on_every_rank(2, [&](int r) {
+    const tensor mine = filled({2, static_cast<std::size_t>(r == 0 ? 3 : 2)}, r);  // 6 and 4 floats: rank 1's 4 is not rows of 3
+    tensor out;
+    try {
+      ranks[static_cast<std::size_t>(r)]->all_gather(mine, out).wait();
+    } catch (const collective_error& e) {
+      errors[static_cast<std::size_t>(r)] = e.what();
+    }
+  });
+  INFO(errors[0]);
+  CHECK(test::contains(errors[0], "group 'tp' all_gather #0 on rank 0 (gloo): rank 1 sent 4 floats, not whole rows of 3"));
+}
+
+TEST_CASE("gloo abort: the aborting rank's and its peers' waiting collectives fail at once, naming the reason") {
+  auto ranks = connected("dp", 3, 30s);
+  std::vector<std::string> errors(3);
+  std::vector<double> took(3);
+  on_every_rank(3, [&](int r) {
+    auto& g = *ranks[static_cast<std::size_t>(r)];
+    tensor t = filled({1000}, r);
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      if (r == 0) {
+        std::this_thread::sleep_for(200ms);  // ranks 1 and 2 wait inside gloo by now
+        g.abort("its backward failed");
+      }
+      g.all_reduce(t).wait();
+    } catch (const collective_error& e) {
+      errors[static_cast<std::size_t>(r)] = e.what();
+    }
+    took[static_cast<std::size_t>(r)] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  });
+  CHECK(test::contains(errors[0], "rank 0 aborted the group: its backward failed"));
+  for (int r = 1; r < 3; ++r) {
+    INFO(errors[static_cast<std::size_t>(r)]);
+    CHECK(test::contains(errors[static_cast<std::size_t>(r)], "group 'dp' all_reduce #0 on rank " + std::to_string(r) + " (gloo)"));
+    CHECK(took[static_cast<std::size_t>(r)] < test::scaled(5.0));  // the timeout is 30 s
+  }
+  // A later collective fails at once with the same cause.
+  tensor later = filled({4}, 0);
+  CHECK_THROWS_WITH_AS(ranks[0]->all_reduce(later).wait(), doctest::Contains("rank 0 aborted the group"), collective_error);
+}
+
+TEST_CASE("gloo: a rank that never joins fails the collective after the timeout, naming the group and collective") {
+  auto ranks = connected("dp", 2, 300ms);
+  tensor t = filled({16}, 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH_AS(ranks[0]->all_reduce(t).wait(), doctest::Contains("group 'dp' all_reduce #0 on rank 0 (gloo): gloo:"),
+                       collective_error);
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(waited >= 0.25);
+  CHECK(waited < test::scaled(5.0));
+}
+
+TEST_CASE("gloo connect refuses endpoints that are not gloo's, and a wrong count, naming them") {
+  gloo_group g("dp", 0, 2, "127.0.0.1", 300ms);
+  CHECK_THROWS_WITH_AS(g.connect({g.endpoint()}), "group 'dp' rank 0: 1 endpoints for 2 ranks", std::invalid_argument);
+  CHECK_THROWS_WITH_AS(g.connect({g.endpoint(), "127.0.0.1:4000"}),
+                       doctest::Contains("group 'dp' rank 0: rank 1's endpoint is not a gloo endpoint"), collective_error);
+  tensor t = filled({4}, 0);
+  CHECK_THROWS_WITH_AS(g.all_reduce(t), "group 'dp' rank 0: all_reduce before connect()", collective_error);
+  CHECK_THROWS_AS(gloo_group("dp", 2, 2, "127.0.0.1"), std::invalid_argument);
+}
+
+TEST_CASE("gloo: a group of one rank needs no peer") {
+  auto ranks = connected("solo", 1);
+  tensor t = filled({3}, 0), out;
+  const tensor before = t;
+  ranks[0]->all_reduce(t, reduce_op::mean).wait();
+  ranks[0]->all_gather(before, out).wait();
+  CHECK(std::memcmp(t.data(), before.data(), before.byte_size()) == 0);
+  CHECK(std::memcmp(out.data(), before.data(), before.byte_size()) == 0);
+}
