@@ -9,11 +9,11 @@
 namespace ap {
 
 double gradient_square_sum(const std::vector<parameter>& params, const std::function<bool(const parameter&)>& counted) {
+  std::vector<float_span> grads;
+  for (const parameter& p : params)
+    if (!counted || counted(p)) grads.push_back({p.grad->data(), p.grad->size()});
   double sum = 0.0;
-  for (const parameter& p : params) {
-    if (counted && !counted(p)) continue;
-    sum += square_sum(p.grad->data(), p.grad->size());  // tensor/elementwise.hpp: fixed blocks, in order
-  }
+  for (const double s : square_sums(grads)) sum += s;  // tensor/elementwise.hpp: fixed blocks, in order
   return sum;
 }
 

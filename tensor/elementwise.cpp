@@ -87,6 +87,32 @@ double block_square_sum(const float* x, std::size_t n) {
 
 }  // namespace
 
+std::vector<double> square_sums(const std::vector<float_span>& arrays) {
+  // Every block of every array, in array order: (array, first element).
+  std::vector<std::pair<std::size_t, std::size_t>> blocks;
+  std::size_t total_elements = 0;
+  for (std::size_t a = 0; a < arrays.size(); ++a) {
+    for (std::size_t begin = 0; begin < arrays[a].size; begin += sum_block) blocks.emplace_back(a, begin);
+    total_elements += arrays[a].size;
+  }
+  std::vector<double> block_sums(blocks.size());
+  const auto count = static_cast<std::ptrdiff_t>(blocks.size());
+#pragma omp parallel for schedule(static) if (total_elements >= std::size_t(parallel_elements))
+  for (std::ptrdiff_t b = 0; b < count; ++b) {
+    const auto [a, begin] = blocks[std::size_t(b)];
+    block_sums[std::size_t(b)] = block_square_sum(arrays[a].data + begin, std::min(sum_block, arrays[a].size - begin));
+  }
+  // Added as square_sum adds them: one block alone is the array's sum; more start from 0 in block order.
+  std::vector<double> sums(arrays.size(), 0.0);
+  std::vector<std::size_t> blocks_of(arrays.size(), 0);
+  for (const auto& b : blocks) ++blocks_of[b.first];
+  for (std::size_t b = 0; b < blocks.size(); ++b) {
+    const std::size_t a = blocks[b].first;
+    sums[a] = blocks_of[a] == 1 ? block_sums[b] : sums[a] + block_sums[b];
+  }
+  return sums;
+}
+
 double square_sum(const float* x, std::size_t n) {
   const std::size_t blocks = (n + sum_block - 1) / sum_block;
   if (blocks <= 1) return n ? block_square_sum(x, n) : 0.0;

@@ -71,5 +71,13 @@ void parallel_zero(void* to, std::size_t bytes);
 // Sum of x[i]^2 for i < n, in double: per sum_block block (8 running sums, added in a fixed order), the block
 // sums added in order. Same bits for any thread count.
 double square_sum(const float* x, std::size_t n);
+// Each array's square_sum (the same bits), all computed in one parallel loop over every array's blocks: a
+// model's many small gradients (a GPT's biases and LayerNorm scales) share one team instead of opening one each
+// or running serially.
+struct float_span {
+  const float* data;
+  std::size_t size;
+};
+std::vector<double> square_sums(const std::vector<float_span>& arrays);
 
 }  // namespace ap

@@ -157,6 +157,25 @@ TEST_CASE("square_sum: fixed blocks, within rounding of an exact sum") {
   }
 }
 
+TEST_CASE("square_sums: each array's square_sum bit for bit, on 1, 2 and 3 threads, empty and one-block arrays too") {
+  std::vector<tensor> arrays;
+  for (std::size_t n : {std::size_t(0), std::size_t(5), std::size_t(8191), std::size_t(8192), std::size_t(8193),
+                        std::size_t(100003), std::size_t(256)})
+    arrays.push_back(random_tensor({std::max<std::size_t>(n, 1)}, 90 + n));
+  std::vector<float_span> spans;
+  for (const tensor& a : arrays) spans.push_back({a.data(), a.size() == 1 ? 0 : a.size()});
+  check_threads("square_sums", [&] {
+    const std::vector<double> sums = square_sums(spans);
+    std::vector<tensor> bits;
+    for (std::size_t i = 0; i < spans.size(); ++i) {
+      const double alone = square_sum(spans[i].data, spans[i].size);
+      CHECK(std::memcmp(&sums[i], &alone, sizeof(double)) == 0);
+      bits.push_back(bits_of(sums[i]));
+    }
+    return bits;
+  });
+}
+
 TEST_CASE("layers: same bits on 1, 2 and 3 threads (forward, dx fresh and accumulated, weight gradients)") {
   SUBCASE("layer norm, 2000 x 37") {
     layer_norm l(37);
