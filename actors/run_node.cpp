@@ -68,6 +68,11 @@ void run_node(const node_run_options& o) {
   // reuse_addr: a restarted node can take its old port while the old connections linger in TIME_WAIT;
   // a port another process listens on is still refused.
   auto port = transport.publish(node, static_cast<std::uint16_t>(o.port), o.host, true);
+  if (!port && o.any_port_if_taken && o.port != 0) {
+    log("port " + std::to_string(o.port) + " is taken: " + listen_failure(o.host, o.port, port.error()) +
+        "; listening on a free one instead (a restart of this node would not find it there)");
+    port = transport.publish(node, 0, o.host, true);
+  }
   if (!port) {
     caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
     throw std::runtime_error(listen_failure(o.host, o.port, port.error()));

@@ -21,6 +21,7 @@ namespace ap {
 struct node_run_options {
   std::string host = "127.0.0.1";
   int port = 0;  // 0: the system picks a free one, printed on stdout
+  bool any_port_if_taken = false;  // `port` in use: take a free one instead, and say so (Note [restart under a rendezvous])
   std::uint32_t protocol_version = wire_protocol_version;  // another one only to test the refusal
   transport_security security;  // mutual TLS files, or insecure (Note [mutual TLS]); checked before listening
   int threads = 0;  // intra-op threads of every rank it hosts (Note [cores on nodes]); 0: as the coordinator asks,

@@ -16,7 +16,8 @@ rendezvous_env rendezvous_place() {
 void run_rendezvous_node(const rendezvous_env& env, node_run_options options) {
   rendezvous_client client(env, rendezvous_timeout);
   options.host = client.local_address();
-  options.port = 0;
+  options.port = rendezvous_node_port(env);  // Note [restart under a rendezvous]
+  options.any_port_if_taken = true;
   options.on_listening = [&](const std::string& host, std::uint16_t port) {
     client.register_node(port);
     std::cerr << "rendezvous: rank " << env.rank << " registered as the node at " << host << ":" << port << "\n";
@@ -33,6 +34,7 @@ void run_rendezvous_node(const rendezvous_env& env, node_run_options options) {
 
 void run_rendezvous_coordinator(const rendezvous_env& env, const std::function<void(std::vector<std::string>)>& train) {
   rendezvous_server server(env.master_port, env.world_size, rendezvous_timeout);
+  server.log = [](const std::string& line) { std::cerr << line << "\n"; };
   std::vector<std::string> nodes = server.wait_for_nodes();
   std::string list;
   for (const auto& n : nodes) list += (list.empty() ? "" : ",") + n;

@@ -181,7 +181,7 @@ void add_train_command(CLI::App& app) {
           ->check(CLI::IsMember({"env"}))
           ->excludes(nodes);
   // Note [recovery] in actors/pipeline.cpp.
-  const std::string recovery = "Recovery from a lost node (with --nodes)";
+  const std::string recovery = "Recovery from a lost node (with --nodes or --rendezvous env)";
   cmd->add_option("--collectives", o->collectives,
                   "what runs the all-reduces of data-parallel replicas on nodes (Note [collective backends]): ring "
                   "(ours, over the nodes' transport, mutual TLS or not), gloo (PyTorch's CPU library, faster on the "
@@ -193,19 +193,16 @@ void add_train_command(CLI::App& app) {
                   "last snapshot and the run continued; 0: fail at once")
       ->check(whole_number(0, 1000000))
       ->capture_default_str()
-      ->group(recovery)
-      ->needs(nodes);
+      ->group(recovery);
   cmd->add_option("--restart-wait-ms", o->restart_wait_ms, "how long each recovery waits for the nodes")
       ->check(whole_number(1, 1000000000))
       ->capture_default_str()
-      ->group(recovery)
-      ->needs(nodes);
+      ->group(recovery);
   cmd->add_option("--snapshot-every", o->pipe.snapshot_every,
                   "steps between in-memory snapshots of every stage (the steps since are replayed after a restore)")
       ->check(whole_number(1, 1000000))
       ->capture_default_str()
-      ->group(recovery)
-      ->needs(nodes);
+      ->group(recovery);
   cmd->add_option("--checkpoint", o->checkpoint_file, "write a checkpoint (safetensors) there at the end, and every --checkpoint-every steps");
   cmd->add_option("--checkpoint-every", o->train.checkpoint_every, "steps between checkpoints (0: only at the end)")
       ->check(whole_number(0))
@@ -217,7 +214,10 @@ void add_train_command(CLI::App& app) {
   for (const char* name : {"--stages", "--threads", "--data-parallel", "--tensor-parallel", "--microbatches", "--schedule",
                            "--schedule-file", "--chunks", "--partition", "--layers-per-chunk", "--recompute", "--nodes"})
     chosen_by_auto.push_back(cmd->get_option(name));
-  cmd->callback([o, pipeline_only, text_only, chosen_by_auto, transport, rendezvous] {
+  std::vector<const CLI::Option*> recovery_flags;
+  for (const char* name : {"--restart-on-failure", "--restart-wait-ms", "--snapshot-every"})
+    recovery_flags.push_back(cmd->get_option(name));
+  cmd->callback([o, pipeline_only, text_only, chosen_by_auto, transport, recovery_flags, rendezvous] {
     for (const CLI::Option* flag : pipeline_only)
       if (flag->count() > 0) o->pipeline_flags.push_back(flag->get_name());
     if (o->auto_config)
@@ -226,8 +226,10 @@ void add_train_command(CLI::App& app) {
       refuse_given(pipeline_only, "needs --stages N (N >= 1): it only applies to a pipeline");
     if (!is_gpt_spec(o->model)) refuse_given(text_only, "needs a gpt model (--model gpt:...): it only applies to text");
     else parse_gpt_spec(o->model);  // a bad spec is refused before any data is read
-    if (o->pipe.nodes.empty() && o->rendezvous.empty())
+    if (o->pipe.nodes.empty() && o->rendezvous.empty()) {
       refuse_given(transport, "requires --nodes or --rendezvous env: it secures the connections to nodes");
+      refuse_given(recovery_flags, "requires --nodes or --rendezvous env: it recovers from a lost node");
+    }
     if (o->rendezvous.empty()) return run_train(*o);
     if (o->auto_config) throw std::invalid_argument("--rendezvous: --auto does not choose a mesh on nodes yet");
     const rendezvous_env env = rendezvous_place();  // Note [environment rendezvous]

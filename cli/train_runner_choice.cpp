@@ -102,12 +102,10 @@ void build_pipeline(const train_options& o, train_plan& plan, train_runner& r) {
   // Note [memory model]: each stage's peak, before any stage is placed; refused over --max-memory (Note [memory
   // budget]: per process, or per node). With tensor-parallel ranks a stage's parts are split T ways, which the
   // model does not follow: the stages' figures are not printed, and the budget counts them across the ranks.
-  std::vector<std::uint64_t> stash;
-  for (const layer_cost& c : costs) stash.push_back(c.stash_bytes);
   const schedule planned = plan.user_schedule ? *plan.user_schedule
                                               : make_schedule(p.schedule, p.stages, p.microbatches, p.chunks_per_stage);
   const auto predicted = predict_stage_memory(plan.model, chunk_ranges_from_counts(p.layers_per_chunk, plan.model.size()),
-                                              planned, stash, o.optimizer);
+                                              planned, stash_of(costs), o.optimizer, input_held_of(costs));
   if (o.mesh.tensor_parallel == 1) r.predicted_memory = predicted;
   if (!o.max_memory.empty()) {
     const std::string over = over_budget(across_tensor_parallel(predicted, o.mesh.tensor_parallel),
@@ -148,10 +146,8 @@ void check_single_process_budget(const train_options& o, train_plan& plan) {
   const auto D = static_cast<std::size_t>(o.mesh.data_parallel);
   const std::size_t rows = std::max<std::size_t>(1, std::min(plan.train_set.size(), o.train.batch_size) / D);
   const std::vector<layer_cost> costs = measure_layer_costs(plan.model, slice_rows(plan.train_set.inputs, 0, rows), 1);
-  std::vector<std::uint64_t> stash;
-  for (const layer_cost& c : costs) stash.push_back(c.stash_bytes);
   const auto predicted = predict_stage_memory(plan.model, {layer_range{0, plan.model.size()}}, make_schedule("gpipe", 1, 1),
-                                              stash, o.optimizer);
+                                              stash_of(costs), o.optimizer);
   std::cerr << "memory: predicted " << memory_text(predicted[0].total() * D) << " for " << D << " replica"
             << (D == 1 ? "" : "s") << " of the model (weights " << memory_text(predicted[0].parameters) << ", gradients "
             << memory_text(predicted[0].gradients) << ", optimizer " << memory_text(predicted[0].optimizer_state)

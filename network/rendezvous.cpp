@@ -198,7 +198,17 @@ rendezvous_server::rendezvous_server(int port, int world_size, std::chrono::mill
   if (getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&address), &size) == 0) port_ = ntohs(address.sin_port);
 }
 
+int rendezvous_node_port(const rendezvous_env& env) {
+  const int port = env.master_port + env.rank;
+  return port <= 65535 ? port : 0;
+}
+
 rendezvous_server::~rendezvous_server() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  if (late_.joinable()) late_.join();
   for (int fd : node_fds_)
     if (fd >= 0) close(fd);
   if (listen_fd_ >= 0) close(listen_fd_);
@@ -243,10 +253,55 @@ std::vector<std::string> rendezvous_server::wait_for_nodes() {
     node_fds_[static_cast<std::size_t>(rank)] = fd;
     ++registered;
   }
+  addresses_ = nodes;
+  late_ = std::thread([this] { accept_late_registrations(); });
   return std::vector<std::string>(nodes.begin() + 1, nodes.end());
 }
 
+void rendezvous_server::accept_late_registrations() {
+  const std::regex line_format(std::string(greeting) + " rank ([0-9]+) at (\\S+):([0-9]+)");
+  const auto say = [&](const std::string& line) {
+    if (log) log(line);
+  };
+  for (;;) {
+    {
+      std::lock_guard lock(mutex_);
+      if (stopping_) return;
+    }
+    pollfd p{listen_fd_, POLLIN, 0};
+    if (poll(&p, 1, 100) <= 0) continue;  // wakes to see stopping_
+    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    keep_alive(fd);
+    const std::string line = read_line(fd, clock_type::now() + std::chrono::seconds(5));
+    std::smatch m;
+    if (!std::regex_match(line, m, line_format)) {
+      close(fd);
+      continue;
+    }
+    const long rank = std::stol(m[1]);
+    const std::string address = m[2].str() + ":" + m[3].str();
+    std::lock_guard lock(mutex_);
+    if (stopping_ || rank < 1 || rank >= world_size_) {
+      if (stopping_) send_all(fd, "done\n");
+      close(fd);
+      if (!stopping_) say("rendezvous: a node registered as rank " + m[1].str() + " at " + address + ", outside 1.." +
+                          std::to_string(world_size_ - 1) + ": ignored");
+      continue;
+    }
+    int& old = node_fds_[static_cast<std::size_t>(rank)];
+    if (old >= 0) close(old);  // the process it belonged to is gone, or going
+    old = fd;
+    const std::string& first = addresses_[static_cast<std::size_t>(rank)];
+    say("rendezvous: rank " + m[1].str() + " registered again at " + address +
+        (address == first ? " (restarted: a recovery finds it there)"
+                          : ", not at " + first + " where the job placed it: a recovery cannot find it there"));
+  }
+}
+
 void rendezvous_server::release() {
+  std::lock_guard lock(mutex_);
+  stopping_ = true;
   for (int& fd : node_fds_)
     if (fd >= 0) {
       send_all(fd, "done\n");

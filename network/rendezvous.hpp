@@ -5,7 +5,9 @@
 
 #include <chrono>
 #include <functional>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace ap {
@@ -26,6 +28,14 @@ namespace ap {
 // coordinator failed or was killed: the system closes its sockets) and stops too (exit 1), so no node is
 // left running. The line carries no secret: with TLS, the coordinator's connection to each node is mutual
 // TLS as with --nodes, so a wrong registration fails there, naming the node.
+//
+// Note [restart under a rendezvous]: a node of rank R listens on MASTER_PORT + R (a free port, said in its
+// log, only when that one is taken), so a node that a launcher restarts with the same variables (torchrun's
+// --max-restarts, Slurm's --requeue, a script) listens where it did. With `--restart-on-failure`, the
+// coordinator's recovery waits for the lost node at that address (Note [recovery]) and finds the new process
+// there. Rank 0 keeps accepting registrations for the whole job: a restarted rank's replaces its old connection,
+// so the job's end reaches the new process too; a rank registering at another address is logged (the
+// recovery cannot find it there).
 struct rendezvous_env {
   int rank = 0, world_size = 1;
   std::string master_host;
@@ -36,6 +46,10 @@ struct rendezvous_env {
 // From the environment (`get` is getenv, or a stand-in in tests). Throws std::invalid_argument naming the missing
 // or bad variable: neither set, a rank outside 0..WORLD_SIZE-1, a port outside 1..65535, an unreadable host list.
 rendezvous_env rendezvous_from_env(const std::function<const char*(const char*)>& get);
+
+// The port each rank's node listens on (Note [restart under a rendezvous]): MASTER_PORT + rank, or 0 (a free
+// one) past 65535.
+int rendezvous_node_port(const rendezvous_env& env);
 
 // Slurm's host-list syntax expanded: "node[01-03,7],gpu5" -> node01 node02 node03 node7 gpu5 (zero padding
 // kept). Throws std::invalid_argument naming the list for an unclosed bracket or a bad range.
@@ -57,11 +71,21 @@ class rendezvous_server {
   // Tells every node the job is over ("done") and closes the connections.
   void release();
   int port() const { return port_; }  // the one listened on (the system's pick for 0)
+  // Where the registrations after wait_for_nodes go (Note [restart under a rendezvous]): one line each. Set
+  // before wait_for_nodes.
+  std::function<void(const std::string&)> log;
 
  private:
+  // After wait_for_nodes until release or the end: a restarted rank's registration replaces its connection.
+  void accept_late_registrations();
+
   int listen_fd_ = -1, port_ = 0, world_size_ = 1;
   std::chrono::milliseconds timeout_;
-  std::vector<int> node_fds_;  // by rank (index 0 unused)
+  std::mutex mutex_;                   // node_fds_, stopping_ (the late registrations' thread and the caller)
+  std::vector<int> node_fds_;          // by rank (index 0 unused)
+  std::vector<std::string> addresses_; // by rank, as first registered
+  bool stopping_ = false;
+  std::thread late_;
 };
 
 // A node's side: connects to rank 0, retrying until `timeout`.

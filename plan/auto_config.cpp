@@ -88,12 +88,6 @@ bool has_blocks(const sequential& model) {
   return false;
 }
 
-std::vector<std::uint64_t> stash_of(const std::vector<layer_cost>& costs) {
-  std::vector<std::uint64_t> stash;
-  for (const layer_cost& c : costs) stash.push_back(c.stash_bytes);
-  return stash;
-}
-
 // Note [memory budget]: everything this process holds: D replicas of every stage, each over its T ranks
 // (across_tensor_parallel).
 std::uint64_t process_memory(const std::vector<stage_memory>& stages, int D, int T) {
@@ -226,7 +220,7 @@ class planner {
     const double last_update = *std::max_element(update.begin(), update.end());
     c.compute_s += last_update;
     c.step_s = simulate(s, costs).makespan + data_reduce + last_update;
-    c.peak_bytes = process_memory(predict_stage_memory(model_, ranges, s, stash_of(v.costs), in_.optimizer),
+    c.peak_bytes = process_memory(predict_stage_memory(model_, ranges, s, stash_of(v.costs), in_.optimizer, input_held_of(v.costs)),
                                   config.data_parallel, config.tensor_parallel);
     keep(std::move(c));
   }

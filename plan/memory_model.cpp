@@ -18,16 +18,23 @@ std::uint64_t optimizer_state_bytes(const optimizer_config& optimizer) {
   throw std::invalid_argument("optimizer_state_bytes: unknown optimizer '" + optimizer.kind + "'");
 }
 
-std::vector<stash_peak> stash_peaks(const schedule& s, const std::vector<std::uint64_t>& chunk_stash) {
+std::vector<stash_peak> stash_peaks(const schedule& s, const std::vector<std::uint64_t>& chunk_stash,
+                                    const std::vector<std::uint64_t>& chunk_input_held) {
   std::vector<stash_peak> peaks;
   for (const std::vector<action>& row : s.per_stage) {
     stash_peak now, peak;
     for (const action& a : row) {
-      const std::uint64_t bytes = chunk_stash.at(static_cast<std::size_t>(a.chunk));
+      const auto c = static_cast<std::size_t>(a.chunk);
+      const std::uint64_t bytes = chunk_stash.at(c);
+      const std::uint64_t held = chunk_input_held.empty() ? bytes : chunk_input_held.at(c);
       if (a.kind == op::forward) {
         now.bytes += bytes, ++now.activations;
-      } else if (a.kind == op::backward || a.kind == op::backward_weight) {
+      } else if (a.kind == op::backward) {
         now.bytes -= bytes, --now.activations;
+      } else if (a.kind == op::backward_input) {
+        now.bytes = now.bytes - bytes + held;
+      } else if (a.kind == op::backward_weight) {
+        now.bytes -= held, --now.activations;
       }
       if (now.bytes > peak.bytes) peak = now;
     }
@@ -38,9 +45,11 @@ std::vector<stash_peak> stash_peaks(const schedule& s, const std::vector<std::ui
 
 std::vector<stage_memory> predict_stage_memory(sequential& model, const std::vector<layer_range>& ranges,
                                                const schedule& s, const std::vector<std::uint64_t>& stash_bytes,
-                                               const optimizer_config& optimizer) {
+                                               const optimizer_config& optimizer,
+                                               const std::vector<std::uint64_t>& input_held_bytes) {
   const int stages = s.stages;
   if (stages < 1 || s.per_stage.size() != static_cast<std::size_t>(stages) || stash_bytes.size() != model.size() ||
+      (!input_held_bytes.empty() && input_held_bytes.size() != model.size()) ||
       ranges.size() != static_cast<std::size_t>(stages * s.chunks_per_stage))
     throw std::invalid_argument("predict_stage_memory: " + std::to_string(ranges.size()) + " chunks and " +
                                 std::to_string(stash_bytes.size()) + " layer stashes for a schedule of " +
@@ -48,11 +57,12 @@ std::vector<stage_memory> predict_stage_memory(sequential& model, const std::vec
                                 " chunks and a model of " + std::to_string(model.size()) + " layers");
   const std::uint64_t state = optimizer_state_bytes(optimizer);
   std::vector<stage_memory> out(static_cast<std::size_t>(stages));
-  std::vector<std::uint64_t> chunk_stash(ranges.size(), 0);
+  std::vector<std::uint64_t> chunk_stash(ranges.size(), 0), chunk_held(ranges.size(), 0);
   for (std::size_t c = 0; c < ranges.size(); ++c) {
     stage_memory& m = out[static_cast<std::size_t>(stage_of_chunk(static_cast<int>(c), stages))];
     for (std::size_t i = ranges[c].begin; i < ranges[c].end; ++i) {
       chunk_stash[c] += stash_bytes.at(i);
+      chunk_held[c] += input_held_bytes.empty() ? stash_bytes.at(i) : input_held_bytes.at(i);
       for (const parameter& p : model.at(i).parameters("")) {
         const auto n = static_cast<std::uint64_t>(p.value->size());
         m.parameters += 4 * n;
@@ -61,12 +71,24 @@ std::vector<stage_memory> predict_stage_memory(sequential& model, const std::vec
       }
     }
   }
-  const std::vector<stash_peak> peaks = stash_peaks(s, chunk_stash);
+  const std::vector<stash_peak> peaks = stash_peaks(s, chunk_stash, chunk_held);
   for (std::size_t st = 0; st < out.size(); ++st) {
     out[st].stash = peaks[st].bytes;
     out[st].in_flight = peaks[st].activations;
   }
   return out;
+}
+
+std::vector<std::uint64_t> stash_of(const std::vector<layer_cost>& costs) {
+  std::vector<std::uint64_t> bytes;
+  for (const layer_cost& c : costs) bytes.push_back(c.stash_bytes);
+  return bytes;
+}
+
+std::vector<std::uint64_t> input_held_of(const std::vector<layer_cost>& costs) {
+  std::vector<std::uint64_t> bytes;
+  for (const layer_cost& c : costs) bytes.push_back(c.input_held_bytes);
+  return bytes;
 }
 
 std::uint64_t parse_memory_size(const std::string& text) {

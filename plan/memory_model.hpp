@@ -8,6 +8,7 @@
 
 #include "model/optimizer.hpp"
 #include "model/sequential.hpp"
+#include "plan/partition.hpp"
 #include "plan/stage_info.hpp"
 #include "schedule/schedule.hpp"
 
@@ -18,10 +19,12 @@ namespace ap {
 // stage's own action order, which alone decides it (timing does not): a forward adds its chunk's stash per
 // microbatch (what each of the chunk's layers keeps for its backward, measured on one microbatch with the
 // layer costs: recomputing blocks and bf16 stashes count as they are), and the action that ends the activation
-// (B, or W after an I) takes it away; the peak of that walk is the stage's. Exact for GPipe, 1F1B and
-// interleaved chunks (tested against the stages' measured peak); under it for a zero-bubble schedule, which
-// also keeps every layer's dy between its I and its W (0.72x stage 1's measured peak for the 4-layer GPT on
-// 2 stages).
+// (B, or W after an I) takes it away; the peak of that walk is the stage's. Between its I and its W a
+// zero-bubble schedule's microbatch holds what the layers keep after their backward_input instead (their caches
+// then, a block's inner dy's among them, and each layer's dy, kept for the W: layer_cost::input_held_bytes,
+// measured with the stash). Exact for GPipe, 1F1B, ZB-H1 and interleaved chunks (tested against the stages'
+// measured peak; ZB-H1 was 0.72x stage 1's measured peak for the 4-layer GPT on 2 stages before the I's
+// holdings were counted).
 // Not counted either: the workspace of the action running (its inputs, outputs and oneDNN scratchpads), the
 // tensors in flight between stages, and the process's own code and buffers.
 // Against the process: `train` prints what its resident peak grew by while it built and trained the pipeline
@@ -41,22 +44,27 @@ struct stage_memory {
   std::uint64_t total() const { return parameters + gradients + optimizer_state + stash; }
 };
 
-// The stash along each stage's action order, given each global chunk's stash per microbatch: its peak bytes and
-// the activations held then (Note [memory model]).
+// The stash along each stage's action order, given each global chunk's stash per microbatch (and what it holds
+// between an I and its W; empty: the stash): its peak bytes and the activations held then (Note [memory model]).
 struct stash_peak {
   std::uint64_t bytes = 0;
   int activations = 0;
 };
-std::vector<stash_peak> stash_peaks(const schedule& s, const std::vector<std::uint64_t>& chunk_stash);
+std::vector<stash_peak> stash_peaks(const schedule& s, const std::vector<std::uint64_t>& chunk_stash,
+                                    const std::vector<std::uint64_t>& chunk_input_held = {});
 
 // Bytes of optimizer state per parameter: Adam and AdamW 8 (two moments), SGD with momentum 4, plain SGD 0.
 std::uint64_t optimizer_state_bytes(const optimizer_config& optimizer);
 
 // Per stage of `s` (chunk c on stage c % stages, its layers ranges[c]): `stash_bytes[i]` is what layer i's
-// forward keeps for one microbatch.
+// forward keeps for one microbatch, `input_held_bytes[i]` what it holds between its I and its W (empty: the
+// stash; layer_cost's fields of those names). stash_of and input_held_of read them from the layer costs.
 std::vector<stage_memory> predict_stage_memory(sequential& model, const std::vector<layer_range>& ranges,
                                                const schedule& s, const std::vector<std::uint64_t>& stash_bytes,
-                                               const optimizer_config& optimizer);
+                                               const optimizer_config& optimizer,
+                                               const std::vector<std::uint64_t>& input_held_bytes = {});
+std::vector<std::uint64_t> stash_of(const std::vector<layer_cost>& costs);
+std::vector<std::uint64_t> input_held_of(const std::vector<layer_cost>& costs);
 
 // "512M", "2G", "1.5GB", "300MiB", "1048576": bytes (K, M, G, T by powers of 1024, with or without "B"/"iB").
 // Throws std::invalid_argument naming the text.

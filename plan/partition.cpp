@@ -134,7 +134,7 @@ std::vector<layer_cost> measure_layer_costs(const sequential& model, const tenso
   sequential work = model.clone();
   const std::size_t n = work.size();
   std::vector<std::vector<double>> forward(n), input(n), weight(n);  // seconds per repeat
-  std::vector<std::uint64_t> stash(n, 0), output(n, 0);  // bytes each layer's forward kept and gave
+  std::vector<std::uint64_t> stash(n, 0), output(n, 0), held(n, 0);  // bytes kept by the F, given, kept after I
   for (int r = 0; r <= repeats; ++r) {  // r == 0 warms up
     const forward_context ctx{true, static_cast<std::uint64_t>(r), 0};
     std::vector<layer_cache> caches(n);
@@ -151,8 +151,10 @@ std::vector<layer_cost> measure_layer_costs(const sequential& model, const tenso
       tensor dx;
       // Layer 0's dx is never needed; a block there still runs its inner backward_input (counted as W).
       const double si = i == 0 ? 0.0 : seconds_of([&] { work.at(i).backward_input(dy, caches[i], &dx); });
+      if (r == 0 && i > 0) held[i] = caches[i].bytes() + dy.byte_size();
       const double sw = seconds_of([&] {
         if (i == 0) work.at(i).backward_input(dy, caches[i], nullptr);
+        if (r == 0 && i == 0) held[i] = caches[i].bytes() + dy.byte_size();
         work.at(i).backward_weight(dy, caches[i]);
       });
       if (r > 0) input[i].push_back(si), weight[i].push_back(sw);
@@ -160,7 +162,8 @@ std::vector<layer_cost> measure_layer_costs(const sequential& model, const tenso
     }
   }
   std::vector<layer_cost> costs(n);
-  for (std::size_t i = 0; i < n; ++i) costs[i] = {median(forward[i]), median(input[i]), median(weight[i]), stash[i], output[i]};
+  for (std::size_t i = 0; i < n; ++i)
+    costs[i] = {median(forward[i]), median(input[i]), median(weight[i]), stash[i], output[i], held[i]};
   return costs;
 }
 

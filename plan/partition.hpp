@@ -44,6 +44,10 @@ struct layer_cost {
   double forward_s = 0.0, backward_input_s = 0.0, backward_weight_s = 0.0;
   std::uint64_t stash_bytes = 0;  // what the layer's forward keeps for its backward (Note [memory model])
   std::uint64_t output_bytes = 0; // the layer's output (what a tensor-parallel all-reduce of it moves)
+  // What the layer holds between its backward_input and its backward_weight (a zero-bubble schedule's I and W):
+  // its cache after backward_input (a block keeps its parts' dy's there) and the dy it was given, which its
+  // Sequential keeps for the W (Note [memory model]).
+  std::uint64_t input_held_bytes = 0;
   double total_s() const { return forward_s + backward_input_s + backward_weight_s; }
 };
 

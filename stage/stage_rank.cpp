@@ -115,12 +115,17 @@ tensor stage_rank::backward_input(int microbatch, int chunk, const tensor& dy) {
   if (it == caches_.end())
     throw std::logic_error(where(chunk) + ": backward_input microbatch " + std::to_string(microbatch) +
                            " has no stashed forward");
+  tensor dx;
   try {
-    return model.backward_input(dy, it->second, /*need_input_grad=*/chunk != 0);
+    dx = model.backward_input(dy, it->second, /*need_input_grad=*/chunk != 0);
   } catch (const std::exception& e) {
     throw std::runtime_error(where(chunk) + ", backward_input microbatch " + std::to_string(microbatch) + ": " +
                              e.what());
   }
+  // Until its W the microbatch holds its layers' dy's too (Note [memory model]): a zero-bubble stage's peak may
+  // come here rather than after a forward.
+  peak_bytes_ = std::max(peak_bytes_, stashed_bytes());
+  return dx;
 }
 
 void stage_rank::backward_weight(int microbatch, int chunk) {

@@ -107,7 +107,7 @@ TEST_CASE("pipeline-only flags without --stages are refused, naming the flag") {
   check_refused({"train", "--data", no_data, "--nodes", "127.0.0.1:1", "--stages", "0"}, {"--nodes needs --stages"});
 }
 
-TEST_CASE("--collectives: gloo beside mutual TLS is refused before any node is reached; an unknown backend too") {
+TEST_CASE("--collectives: gloo beside mutual TLS is refused before any node is reached, an unknown backend too") {
   std::vector<std::string> args{"train", "--data", no_data, "--stages", "2", "--data-parallel", "2",
                                 "--nodes", "127.0.0.1:1,127.0.0.1:2", "--collectives", "gloo"};
   for (const auto& f : test::transport_flags(test::tls_security())) args.push_back(f);

@@ -31,7 +31,7 @@ std::string hostfile(test::scratch_dir& dir, const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("hostfiles: host, host slots=N, host:N, comments; refusals name the line") {
+TEST_CASE("hostfiles: host, host slots=N, host:N, comments, refusals name the line") {
   const auto hosts = parse_hostfile("# the job\nnode1 slots=2\n\nnode2:3   # gpus\nnode3\n", "hosts");
   REQUIRE(hosts.size() == 3);
   CHECK(hosts[0].host == "node1");
@@ -72,7 +72,7 @@ TEST_CASE("one launch command: 5 processes (rank 0 and 4 nodes) train 4 stages a
   CHECK(test::contains(log, "launch: all 5 ranks exited 0"));
 }
 
-TEST_CASE("a rank 0 that fails ends the launch at once with its status; bad commands are refused") {
+TEST_CASE("a rank 0 that fails ends the launch at once with its status, bad commands are refused") {
   test::scratch_dir dir{"cli_launch_fail"};
   const std::string hosts = hostfile(dir, "localhost slots=3\n");
   const auto started = std::chrono::steady_clock::now();

@@ -122,9 +122,63 @@ TEST_CASE("--rendezvous refusals name what is wrong") {
   CHECK(test::contains(refused(rank0, {"train", "--rendezvous", "env", "--stages", "1", "--nodes", "127.0.0.1:1"}),
                        "--nodes excludes --rendezvous"));
   CHECK(test::contains(refused({}, {"train", "--insecure"}), "--insecure requires --nodes or --rendezvous env"));
+  CHECK(test::contains(refused({}, {"train", "--stages", "2", "--restart-on-failure", "1"}),
+                       "--restart-on-failure requires --nodes or --rendezvous env: it recovers from a lost node"));
   CHECK(test::contains(refused(rank0, {"node", "--rendezvous", "env", "--insecure"}),
                        "rank 0 is the coordinator; start `train --rendezvous env` there"));
   CHECK(test::contains(refused({"RANK=1", "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1"},
                                {"node", "--rendezvous", "env", "--insecure"}),
                        "MASTER_PORT is not set"));
+}
+
+TEST_CASE("restart under a rendezvous (--restart-on-failure): a node killed mid-run and started again with its variables, the same result") {
+  // Note [restart under a rendezvous]: the restarted rank listens where it did (MASTER_PORT + rank), registers
+  // again, and the coordinator's recovery finds it there.
+  const std::vector<std::string> long_job = {"train", "--rendezvous", "env", "--stages", "2", "--microbatches", "4",
+                                             "--train-limit", "2048", "--epochs", "6", "--batch-size", "64",
+                                             "--restart-on-failure", "1", "--restart-wait-ms", "20000",
+                                             "--snapshot-every", "7", "--insecure"};
+  const auto run_job = [&](bool kill_one) {
+    const std::string port = std::to_string(test::free_port());
+    const auto vars = [&](int rank) {
+      return std::vector<std::string>{"RANK=" + std::to_string(rank), "WORLD_SIZE=3", "MASTER_ADDR=127.0.0.1",
+                                      "MASTER_PORT=" + port};
+    };
+    std::vector<std::unique_ptr<test::child_process>> nodes;
+    for (int rank : {1, 2}) nodes.push_back(start(vars(rank), long_job));
+    auto coordinator = start(vars(0), long_job);
+    if (kill_one) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const auto placed = [&] { return test::contains(coordinator->stderr_text(), "stage 1: predicted busy"); };
+      while (!placed() && std::chrono::steady_clock::now() - t0 < test::scaled(30s)) std::this_thread::sleep_for(5ms);
+      REQUIRE_MESSAGE(placed(), coordinator->stderr_text());
+      std::this_thread::sleep_for(200ms);  // some steps in
+      nodes[1]->kill9();                   // rank 2: stage 1
+      nodes.push_back(start(vars(2), long_job));  // as a launcher restarting it would
+    }
+    std::string last;
+    for (std::string line = coordinator->read_line(test::scaled(120s)); !line.empty();
+         line = coordinator->read_line(test::scaled(120s)))
+      last = line;
+    const int code = coordinator->wait_exit(test::scaled(60s));
+    const std::string log = coordinator->stderr_text();
+    INFO(log);
+    CHECK(code == 0);
+    for (std::size_t n = 0; n < nodes.size(); ++n)
+      if (!(kill_one && n == 1)) CHECK(nodes[n]->wait_exit(test::scaled(30s)) == 0);  // the job's end reached them
+    if (kill_one) {
+      CHECK(test::contains(log, "rendezvous: rank 2 registered again at 127.0.0.1:" + std::to_string(std::stoi(port) + 2) +
+                                    " (restarted: a recovery finds it there)"));
+      CHECK(test::contains(log, "recovery 1 of 1: "));
+      CHECK(test::contains(last, "\"restarts\":1"));
+    }
+    return last;
+  };
+  const std::string expected = run_job(false);
+  const std::string got = run_job(true);
+  const auto field = [](const std::string& json, const std::string& key) {
+    const auto at = json.find("\"" + key + "\":");
+    return at == std::string::npos ? std::string("missing") : json.substr(at, json.find_first_of(",}", at) - at);
+  };
+  for (const char* key : {"last_epoch_mean_loss", "last_step_loss", "test_accuracy", "steps"}) CHECK(field(got, key) == field(expected, key));
 }

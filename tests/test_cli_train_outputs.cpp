@@ -59,7 +59,7 @@ TEST_CASE("a 2-stage run with --layers-per-chunk '1, 4' and --plot: JSON loss ke
   CHECK(test::contains(svg.str(), "<circle"));  // the two epoch means
 }
 
-TEST_CASE("--recompute blocks on two nodes: the run without it, bit for bit, with smaller stashes; bad modes refused") {
+TEST_CASE("--recompute blocks on two nodes: the run without it, bit for bit, with smaller stashes, bad modes refused") {
   // Note [recomputation]: the mode travels to the nodes in the stage spec.
   test::node_process first(actorpipe, {"--insecure"}), second(actorpipe, {"--insecure"});
   const auto run = [&](const std::string& mode) {
@@ -116,7 +116,8 @@ TEST_CASE("--sequence-lengths trains a gpt on mixed lengths, counts its tokens, 
 }
 
 TEST_CASE("the memory model predicts each stage's peak stash within 10% of the measured, and --max-memory refuses") {
-  // Note [memory model]: GPipe holds every microbatch, 1F1B p - s of them, interleaved chunks of unequal stashes;
+  // Note [memory model]: GPipe holds every microbatch, 1F1B p - s of them, interleaved chunks of unequal stashes,
+  // ZB-H1 a microbatch's dy's between its I and its W;
   // an MLP and a GPT.
   struct run_case {
     std::vector<std::string> args;
@@ -127,6 +128,7 @@ TEST_CASE("the memory model predicts each stage's peak stash within 10% of the m
       {{"--model", "gpt:layers=2,dim=32,heads=2,context=16", "--schedule", "1f1b"}},
       {{"--model", "gpt:layers=2,dim=32,heads=2,context=16", "--schedule", "1f1b", "--recompute", "blocks"}},
       {{"--model", "gpt:layers=2,dim=32,heads=2,context=16", "--schedule", "interleaved", "--chunks", "2"}},
+      {{"--model", "gpt:layers=2,dim=32,heads=2,context=16", "--schedule", "zb-h1"}},
   };
   for (const run_case& c : cases) {
     std::vector<std::string> args = {actorpipe, "train", "--stages", "2", "--microbatches", "4", "--batch-size", "32",

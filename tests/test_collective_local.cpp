@@ -68,7 +68,7 @@ TEST_CASE("all_reduce sums (and averages) over the ranks in rank order, the same
   }
 }
 
-TEST_CASE("reduce_scatter gives each rank its shard of the reduced rows; all_gather stacks shards in rank order") {
+TEST_CASE("reduce_scatter gives each rank its shard of the reduced rows, all_gather stacks shards in rank order") {
   const int size = 3;
   const std::size_t rows = 7;  // shards of 3, 2, 2 rows
   std::vector<float> sum = values(input(0, rows));
@@ -109,7 +109,7 @@ TEST_CASE("broadcast copies the root's tensor to every rank") {
   for (auto& v : got) CHECK(v == values(input(2, 5)));
 }
 
-TEST_CASE("a collective's handle returns at once; the result is there only after every rank joined") {
+TEST_CASE("a collective's handle returns at once, the result is there only after every rank joined") {
   local_group g("async", 2);
   auto m0 = g.member(0), m1 = g.member(1);
   tensor a = input(0, 4), b = input(1, 4), c = input(0, 2), d = input(1, 2);

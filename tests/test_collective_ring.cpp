@@ -174,7 +174,7 @@ TEST_CASE("ring reduce_scatter, all_gather with uneven shards, and broadcast acr
   }
 }
 
-TEST_CASE("a rank that never joins times out naming it; a rank that goes fails the others at once") {
+TEST_CASE("a rank that never joins times out naming it, a rank that goes fails the others at once") {
   auto ranks = make_ring("dp", 2, 300ms);
   tensor a = input(0, 4);
   const std::string peer = "rank 1 (127.0.0.1:" + std::to_string(ranks[1]->group->port()) + ")";
@@ -279,7 +279,7 @@ TEST_CASE("a peer without the cluster's certificate cannot join a TLS ring: both
   }
 }
 
-TEST_CASE("rings through the process's own guarded transport (a node's): TLS bits; a peer of another CA cannot join") {
+TEST_CASE("rings through the process's own guarded transport (a node's): TLS bits, a peer of another CA cannot join") {
   // Note [ring security]: the constructor without a transport_security, as a node's stages use it.
   const auto tls_rank = [](const transport_security& security, int rank, int size, std::chrono::milliseconds timeout) {
     auto p = std::make_unique<rank_process>();

@@ -482,7 +482,7 @@ TEST_CASE("a tensor arriving while a receive is timing out goes to exactly one r
 
 // ---- receive handles (Note [receive handles]) ----------------------------------------------------------
 
-TEST_CASE("receive_async returns at once; ready() and wait_for() say when the tensor came; wait() takes it once") {
+TEST_CASE("receive_async returns at once, ready() and wait_for() say when the tensor came, wait() takes it once") {
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};
   local_world world{sys, 2, 5000ms};
@@ -523,7 +523,7 @@ TEST_CASE("an async receive times out like a blocking one, and a tensor arriving
   check_tensor(world.at(1).receive(0), ramp({1}, 5.0f), "after a timed-out async receive");
 }
 
-TEST_CASE("cancel() before the tensor is acknowledged and the tensor goes to the next receive; after it, wait() has it") {
+TEST_CASE("cancel() before the tensor is acknowledged and the tensor goes to the next receive, after it, wait() has it") {
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};
   local_world world{sys, 2, 5000ms};
@@ -569,7 +569,7 @@ TEST_CASE("a tensor raced against cancel() is received exactly once, never lost 
   CHECK(rest.cancel());
 }
 
-TEST_CASE("barrier_async: every rank's handle gives the same round; a withdrawn arrival does not count") {
+TEST_CASE("barrier_async: every rank's handle gives the same round, a withdrawn arrival does not count") {
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};
   local_world world{sys, 2, 5000ms};

@@ -67,7 +67,7 @@ TEST_CASE("text corpus: a folder's files in name order, without .dat and .u8, sp
   CHECK(one_file.train.size() + one_file.validation.size() == 30000);
 }
 
-TEST_CASE("text windows: inputs are context bytes, labels the next bytes; seeded; validation in order") {
+TEST_CASE("text windows: inputs are context bytes, labels the next bytes, seeded, validation in order") {
   std::vector<std::uint8_t> bytes(1000);
   for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = std::uint8_t(i % 251);
   const dataset d = text_windows(bytes, 8, 50, 3, "train");

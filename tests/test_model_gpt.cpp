@@ -58,7 +58,7 @@ TEST_CASE("gpt spec: bad specs are clear errors naming the key") {
   CHECK_THROWS_WITH_AS(sequential::from_spec("gpt:context=0"), doctest::Contains("key 'context'"), std::invalid_argument);
 }
 
-TEST_CASE("Note [loss scaling]: token labels (batch, sequence) count every token; unequal microbatches sum to the batch") {
+TEST_CASE("Note [loss scaling]: token labels (batch, sequence) count every token, unequal microbatches sum to the batch") {
   const softmax_cross_entropy ce;
   const tensor logits = random_tensor({5, 4, 7}, 1, 2.0f);  // (batch, sequence, vocabulary)
   tensor labels = tensor::from_shape({5, 4});

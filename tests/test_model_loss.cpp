@@ -215,7 +215,7 @@ const loss_registration half_mse_registration{"test_half_mse", [] { return std::
 
 }  // namespace
 
-TEST_CASE("a user's loss registers a name that make_loss builds; a name twice or a bad name is refused") {
+TEST_CASE("a user's loss registers a name that make_loss builds, a name twice or a bad name is refused") {
   const auto names = registered_losses();
   CHECK(std::find(names.begin(), names.end(), "test_half_mse") != names.end());
   CHECK(std::find(names.begin(), names.end(), "cross_entropy") != names.end());

@@ -226,7 +226,7 @@ TEST_CASE("layers: same bits on 1, 2 and 3 threads (forward, dx fresh and accumu
   }
 }
 
-TEST_CASE("losses: same bits on 1, 2 and 3 threads; the loss is the serial sum of the row losses") {
+TEST_CASE("losses: same bits on 1, 2 and 3 threads, the loss is the serial sum of the row losses") {
   softmax_cross_entropy xent;
   mean_squared_error mse;
   const tensor logits = random_tensor({3000, 37}, 22, 5.0f), labels = random_ids({3000}, 37, 23);

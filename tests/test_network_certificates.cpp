@@ -26,7 +26,7 @@ transport_security files(const std::string& dir, const std::string& name, const 
 
 }  // namespace
 
-TEST_CASE("certificates made here pass mutual TLS's checks; a second run joins the same CA; another CA refuses") {
+TEST_CASE("certificates made here pass mutual TLS's checks, a second run joins the same CA, another CA refuses") {
   test::scratch_dir scratch{"certificates"};
   const std::string dir = scratch.file("cluster"), other = scratch.file("other");
   const made_certificates made = make_certificates(dir, {"coordinator", "node1", "10.0.0.7"}, 30);

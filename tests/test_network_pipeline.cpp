@@ -321,7 +321,7 @@ TEST_CASE("`actorpipe train --nodes --insecure` exits with an error naming the s
   CHECK(first.process().running());
 }
 
-TEST_CASE("a stage a node cannot build is refused with the node's reason; the node serves the next pipeline") {
+TEST_CASE("a stage a node cannot build is refused with the node's reason, the node serves the next pipeline") {
   test::node_process node(actorpipe);
   pipeline_options o;
   o.security = test::tls_security();
@@ -465,7 +465,7 @@ TEST_CASE("a model using a layer kind the node lacks is refused at set-up, namin
   CHECK(std::isfinite(next.train_step(d.inputs, d.labels, 0)));
 }
 
-TEST_CASE("the handshake carries the layer kinds; layer_kinds_lacking lists what a node cannot build") {
+TEST_CASE("the handshake carries the layer kinds, layer_kinds_lacking lists what a node cannot build") {
   const auto kinds = local_handshake().layer_kinds;
   CHECK(kinds == registered_layer_kinds());
   CHECK(std::find(kinds.begin(), kinds.end(), "net_doubling") != kinds.end());
@@ -513,7 +513,7 @@ TEST_CASE("the handshake names what differs") {
   CHECK(contains(why, "me lacks brand_new_task"));
 }
 
-TEST_CASE("a stage_spec survives the wire and rebuilds the same stage; bad specs name the tensor") {
+TEST_CASE("a stage_spec survives the wire and rebuilds the same stage, bad specs name the tensor") {
   caf::actor_system_config cfg;
   add_message_types(cfg);
   caf::actor_system sys{cfg};

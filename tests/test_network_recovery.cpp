@@ -213,7 +213,7 @@ TEST_CASE("the same with every stage split over 2 tensor-parallel ranks (D = 2 x
   two_replicas_recover(2);
 }
 
-TEST_CASE("a node lost before the first step: the stages are placed again from scratch; the run is the uninterrupted one") {
+TEST_CASE("a node lost before the first step: the stages are placed again from scratch, the run is the uninterrupted one") {
   const dataset d = test::small_blobs(16);
   test::node_process first(actorpipe);
   auto second = std::make_unique<test::node_process>(actorpipe);
@@ -323,7 +323,7 @@ void cli_run_recovers(int D) {
 
 }  // namespace
 
-TEST_CASE("`actorpipe train --nodes --restart-on-failure 1`: a node killed and restarted mid-run; the same result as without") {
+TEST_CASE("`actorpipe train --nodes --restart-on-failure 1`: a node killed and restarted mid-run, the same result as without") {
   cli_run_recovers(1);
 }
 
@@ -331,7 +331,7 @@ TEST_CASE("the same with --data-parallel 2: both replicas recover together, the 
   cli_run_recovers(2);
 }
 
-TEST_CASE("a node that stops answering (SIGSTOP) is waited for until it answers again (SIGCONT); the same result") {
+TEST_CASE("a node that stops answering (SIGSTOP) is waited for until it answers again (SIGCONT), the same result") {
   const dataset d = test::small_blobs(16);
   const int steps = 4;
   test::node_process first(actorpipe), second(actorpipe);

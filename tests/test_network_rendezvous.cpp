@@ -120,7 +120,7 @@ TEST_CASE("a node whose rank 0 goes away without ending the job learns it, and a
   canceller.join();
 }
 
-TEST_CASE("a rank that never registers, or registers twice, is named; a node finds no rank 0 within its time") {
+TEST_CASE("a rank that never registers, or registers twice, is named, a node finds no rank 0 within its time") {
   rendezvous_server server(0, 3, 500ms);
   rendezvous_client one(place(1, 3, server.port()), 5000ms);
   one.register_node(6001);

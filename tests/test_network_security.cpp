@@ -126,7 +126,7 @@ std::vector<int> flood(int port) {
 
 }  // namespace
 
-TEST_CASE("a node refuses a coordinator whose certificate another CA signed, and one without TLS; then serves a proper one") {
+TEST_CASE("a node refuses a coordinator whose certificate another CA signed, and one without TLS, then serves a proper one") {
   test::node_process node(actorpipe);  // mutual TLS, the main test cluster
   std::string message = construction_error(two_stages_on(node.address(), test::tls_security("coordinator", "other CA")));
   INFO(message);
@@ -234,7 +234,7 @@ TEST_CASE("node and train --nodes refuse, before any work, without TLS files or 
   CHECK(contains(insecure.process().stderr_text(), "warning: node --insecure"));
 }
 
-TEST_CASE("after the handshake a message above frame_bytes drops the connection, logged; one below it passes") {
+TEST_CASE("after the handshake a message above frame_bytes drops the connection, logged, one below it passes") {
   std::mutex lines_mutex;
   std::string lines;
   caf::actor_system_config node_config;

@@ -73,7 +73,7 @@ TEST_CASE("global gradient clipping over every stage, rank and replica equals si
   }
 }
 
-TEST_CASE("a replica's failure fails the step in every replica, nothing applied; the pipeline is then spent") {
+TEST_CASE("a replica's failure fails the step in every replica, nothing applied, the pipeline is then spent") {
   const dataset d = small_blobs(40);
   data_parallel_pipeline mesh(linear_pairs_model(), mesh_options_for(2, 2, "1f1b"), 2);
   tensor labels = d.labels;
@@ -114,7 +114,7 @@ TEST_CASE("a D x P x T checkpoint is the whole model's: it resumes in one proces
   check_same_parameters(gathered, reference, 1e-5f, "D = 3 x P = 3 after resuming");
 }
 
-TEST_CASE("the replicas run the schedule's R actions (Note [gradient reduction]); one replica runs them as no-ops") {
+TEST_CASE("the replicas run the schedule's R actions (Note [gradient reduction]), one replica runs them as no-ops") {
   const dataset d = small_blobs(40);
   pipeline_options o = mesh_options_for(2, 1, "interleaved");
   o.microbatches = 2;

@@ -177,7 +177,7 @@ TEST_CASE("the busy sums equal the busy time of the kept events") {
   for (std::size_t s = 0; s < 2; ++s) CHECK(sums[s] == doctest::Approx(from_events[s] / 1e6).epsilon(1e-9));
 }
 
-TEST_CASE("the stage log rendered one event at a time matches the whole log; a finished trace ignores later events") {
+TEST_CASE("the stage log rendered one event at a time matches the whole log, a finished trace ignores later events") {
   const auto events = run_recorded("1f1b", 2, 4);
   stage_log_renderer renderer;
   std::vector<std::string> streamed;

@@ -55,9 +55,14 @@ TEST_CASE("stash_peaks walks each stage's own actions: F adds its chunk's stash,
   CHECK(peaks[0].activations == 3);
   CHECK(peaks[1].bytes == 1600);  // both microbatches of chunk 1: an I keeps its activation until its W
   CHECK(peaks[1].activations == 2);
+  // Between its I and its W a microbatch of chunk 1 holds 1000 bytes instead of its 800 (its layers' dy's).
+  const auto held = stash_peaks(s, {400, 800, 500, 160}, {400, 1000, 500, 160});
+  CHECK(held[0].bytes == 1300);  // stage 0 runs no I
+  CHECK(held[1].bytes == 1800);  // 800 + 1000 after the first I, before its W
+  CHECK(held[1].activations == 2);
 }
 
-TEST_CASE("memory sizes: bytes, K/M/G/T with or without B or iB; anything else refused naming the text") {
+TEST_CASE("memory sizes: bytes, K/M/G/T with or without B or iB, anything else refused naming the text") {
   CHECK(parse_memory_size("1048576") == 1048576);
   CHECK(parse_memory_size("512M") == 512ull << 20);
   CHECK(parse_memory_size("2G") == 2ull << 30);
@@ -107,7 +112,7 @@ TEST_CASE("across T tensor-parallel ranks a stage counts its weights once and it
   CHECK(across_tensor_parallel({m}, 1)[0].total() == m.total());
 }
 
-TEST_CASE("memory holders: this process holds every replica's stages; on nodes, replica d's stage s is on (d p + s) % n") {
+TEST_CASE("memory holders: this process holds every replica's stages, on nodes, replica d's stage s is on (d p + s) % n") {
   const auto here = memory_holders(2, 3, {});
   REQUIRE(here.size() == 1);
   CHECK(here[0].name == "this process");

@@ -200,7 +200,7 @@ TEST_CASE("measured costs of a model of blocks, a block first (whose backward_we
   CHECK(partition_counts(partition_method::parameters, model, costs, 2).size() == 2);
 }
 
-TEST_CASE("blocks: a layer with parameters and the activations after it; leading activations join the first") {
+TEST_CASE("blocks: a layer with parameters and the activations after it, leading activations join the first") {
   CHECK(block_sizes(sequential::from_spec("784-512-256-10")) == counts{2, 2, 1});
   sequential model;
   for (const char* spec : {"relu", "linear:4:8", "relu", "dropout:0.1:7", "linear:8:3", "linear:3:3", "tanh"})

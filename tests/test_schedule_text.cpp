@@ -104,7 +104,7 @@ TEST_CASE("bad CSV names the line and the field") {
   CHECK_THROWS_WITH_AS(parse_csv(header), doctest::Contains("no actions"), std::invalid_argument);
 }
 
-TEST_CASE("a whole-batch backward prints as 0B* and round-trips through grid and CSV; only B takes *") {
+TEST_CASE("a whole-batch backward prints as 0B* and round-trips through grid and CSV, only B and R take *") {
   const schedule s = make_sync_backward(2, 3);
   CHECK(to_grid(s) == "0F0 0F1 0F2 0B*\n1F0 1F1 1F2 1B*\n");
   CHECK(parse_grid(to_grid(s)).per_stage == s.per_stage);
@@ -113,6 +113,6 @@ TEST_CASE("a whole-batch backward prints as 0B* and round-trips through grid and
   CHECK(parse_csv(to_csv(s)).per_stage == s.per_stage);
   CHECK(parse_action("1B*", 1) == action{1, op::backward, all_microbatches, 1});
   CHECK_THROWS_WITH_AS(parse_action("1F*", 1), doctest::Contains("only a full backward B"), std::invalid_argument);
-  CHECK_THROWS_WITH_AS(parse_csv("stage,step,op,microbatch,chunk\n0,0,W,*,0\n"), doctest::Contains("full backward B only"),
-                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(parse_csv("stage,step,op,microbatch,chunk\n0,0,W,*,0\n"),
+                       doctest::Contains("is for a full backward B or R only"), std::invalid_argument);
 }

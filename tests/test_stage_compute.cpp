@@ -76,7 +76,7 @@ TEST_CASE("a stage of T = 2 and 4 lockstep ranks computes what one worker comput
   }
 }
 
-TEST_CASE("a failed action aborts the ranks' group; the stage rebuilds it and the next action runs") {
+TEST_CASE("a failed action aborts the ranks' group, the stage rebuilds it and the next action runs") {
   const dataset d = small_blobs(8);
   stage_compute split(0, {0}, chunk_of(linear_pairs_model()), adam_optimizer(), 2);
   const tensor wrong = tensor::from_shape({8, 11});
@@ -86,7 +86,7 @@ TEST_CASE("a failed action aborts the ranks' group; the stage rebuilds it and th
   CHECK(check_close(split.forward(1, 0, 0, 0, d.inputs), whole.forward(1, 0, 0, 0, d.inputs), 1e-5, 1e-5, "after"));
 }
 
-TEST_CASE("data-parallel replicas of a stage sum their gradients and commit together; an abort fails the commit") {
+TEST_CASE("data-parallel replicas of a stage sum their gradients and commit together, an abort fails the commit") {
   const dataset d = small_blobs(8);
   const tensor x0 = slice_rows(d.inputs, 0, 4), x1 = slice_rows(d.inputs, 4, 8);
   // The reference: one worker on the whole batch (loss rows = 8 in both: the gradients are summed).

@@ -146,7 +146,7 @@ TEST_CASE("bf16 products differ from fp32 ones by the inputs' rounding only") {
   check_close(rounded, exact, p, 1e-2, "bf16 vs fp32");
 }
 
-TEST_CASE("beta == 0 overwrites C, NaN included; k == 0 scales C by beta") {
+TEST_CASE("beta == 0 overwrites C, NaN included, k == 0 scales C by beta") {
   for (compute_backend backend : {compute_backend::onednn, compute_backend::reference}) {
     if (backend == compute_backend::onednn && !onednn_available()) continue;
     INFO(compute_backend_name(backend));

@@ -54,7 +54,7 @@ TEST_CASE("loss_problem: not finite always, above factor * max(first, 1) when th
                        "(largest in microbatch 2: nan)"));
 }
 
-TEST_CASE("train stops at the first diverging step and names it; normal losses run to the end") {
+TEST_CASE("train stops at the first diverging step and names it, normal losses run to the end") {
   scripted_runner calm({2.3, 2.0, 1.5, 1.0, 0.8, 3.0});
   CHECK(run(calm).steps == 15);
 

@@ -18,7 +18,7 @@ std::size_t count(const std::string& text, const std::string& what) {
 
 }  // namespace
 
-TEST_CASE("on_step sees every step with its position; a resumed run's mean covers only its own steps of the epoch") {
+TEST_CASE("on_step sees every step with its position, a resumed run's mean covers only its own steps of the epoch") {
   const dataset d = test::small_blobs(48);  // 5 batches of 10 (the last of 8) per epoch
   sequential model = test::nine_layer_model();
   local_runner runner(model, optimizer_config{});
