@@ -50,9 +50,10 @@ data_parallel_pipeline::data_parallel_pipeline(const sequential& model, const pi
 }
 
 // Note [data-parallel nodes]: replica d's stage s runs on node (d * stages + s) % nodes (its own list rotated),
-// so replicas spread over the nodes before sharing one. Every stage of every replica opens one ring_group
-// endpoint per tensor-parallel rank on its node; once every replica is placed, each replica connects its
-// stages' groups, all replicas at once (a ring's connect waits for its peers).
+// so replicas spread over the nodes before sharing one. Every stage of every replica opens one network_group
+// endpoint (our ring or gloo: Note [collective backends]) per tensor-parallel rank on its node; once every replica
+// is placed, each replica connects its stages' groups, all replicas at once (a group's connect waits for its
+// peers).
 void data_parallel_pipeline::place_on_nodes(const sequential& model, const pipeline_options& options, int D) {
   const std::size_t N = options.nodes.size();
   const int T = std::max(1, options.tensor_parallel);

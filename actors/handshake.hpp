@@ -24,6 +24,7 @@ namespace ap {
 // 4: stage_done carries the stage's events, stage specs ask for them (report_events), nodes answer a clock
 //    probe (clock_atom); ring_chunk and ring_abort (collective groups across processes).
 // 6: task_done, stage_failed, step_result and gradient_norm carry an error_code (Note [errors as codes]).
+// 8: stage specs carry the collective backend of their data-parallel groups (Note [collective backends]).
 inline constexpr std::uint32_t wire_protocol_version = 8;
 
 using hello_atom = caf::atom_constant<caf::atom("hello")>;

@@ -349,7 +349,8 @@ struct stage_spec {
   bool report_events = true;    // Note [events from nodes]: send the step's events with stage_done
   int tensor_parallel = 1;      // Note [tensor-parallel stage]: the node runs the stage's ranks as threads
   // Note [data-parallel nodes]: with data_parallel_size > 1, the stage is replica `replica` of that many and opens
-  // one ring_group endpoint per tensor-parallel rank on data_parallel_host (the node's own host).
+  // one network_group endpoint (its `collectives` backend's) per tensor-parallel rank on data_parallel_host (the
+  // node's own host).
   int data_parallel_size = 1;
   int replica = 0;
   std::string data_parallel_host;

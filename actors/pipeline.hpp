@@ -66,7 +66,7 @@ struct pipeline_options {
   // tensor-parallel rank, this replica's member of the stage's data-parallel group. Empty: one replica.
   std::vector<std::vector<std::shared_ptr<process_group>>> data_parallel_members;
   int replica = 0;
-  int replicas = 1;  // with nodes: Note [data-parallel nodes] (each stage opens its own ring endpoints)
+  int replicas = 1;  // with nodes: Note [data-parallel nodes] (each stage opens its own group endpoints)
   // Note [collective backends]: what runs those groups' collectives; gloo only without TLS (security.insecure),
   // refused otherwise before any stage is placed.
   collective_backend collectives = collective_backend::ring;
@@ -133,7 +133,8 @@ class pipeline final : public step_runner {
   void restart_stages(const std::string& why, std::chrono::milliseconds wait);
   void load_stage_states(const std::vector<stage_state>& states, std::uint64_t next_step, const std::string& why);
 
-  // Note [data-parallel nodes]: "host:port" of every stage's ring endpoints, stage s rank r at s * T + r.
+  // Note [data-parallel nodes]: every stage's group endpoints (network_group::endpoint: "host:port" for the ring,
+  // gloo's addresses in hex), stage s rank r at s * T + r.
   std::vector<std::string> data_parallel_endpoints();
   // Connects every stage's endpoints: `addresses[(s * T + r) * replicas + d]` is replica d's endpoint of
   // stage s rank r. Blocks until every replica has connected (each replica's call runs at once, on its own

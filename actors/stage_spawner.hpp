@@ -56,7 +56,7 @@ struct stage_setup {
   // this process only); empty: one replica.
   std::vector<std::shared_ptr<process_group>> data_parallel_members;
   int replica = 0;
-  // Note [data-parallel nodes]: a stage on a node opens its own ring_group endpoints instead (data_parallel_members
+  // Note [data-parallel nodes]: a stage on a node opens its own network_group endpoints instead (data_parallel_members
   // stays empty), one per tensor-parallel rank, listening on data_parallel_host.
   int data_parallel_size = 1;
   std::string data_parallel_host;

@@ -15,6 +15,7 @@
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/tcp/pair.h>
 
+#include "collective/group_checks.hpp"
 #include "collective/shard.hpp"
 
 namespace ap {
@@ -365,29 +366,17 @@ collective_handle gloo_group::all_reduce(tensor& t, reduce_op op) {
 }
 
 collective_handle gloo_group::reduce_scatter(const tensor& in, tensor& out, reduce_op op) {
-  if (&in == &out)
-    throw std::invalid_argument("group '" + state_->name + "' reduce_scatter: in and out must be different tensors");
-  shape_t shard = in.shape();
-  if (!shard.empty()) {
-    const auto [first, last] = shard_rows(shard[0], static_cast<std::size_t>(state_->size), static_cast<std::size_t>(state_->rank));
-    shard[0] = last - first;
-  }
-  out = tensor::from_shape(shard);
+  out = reduce_scatter_output(state_->name, in, out, state_->size, state_->rank);
   return state_->start(collective_kind::reduce_scatter, op, 0, in, out);
 }
 
 collective_handle gloo_group::all_gather(const tensor& in, tensor& out) {
-  if (&in == &out)
-    throw std::invalid_argument("group '" + state_->name + "' all_gather: in and out must be different tensors");
-  if (in.dimension() == 0)
-    throw std::invalid_argument("group '" + state_->name + "' all_gather: a scalar has no rows to gather");
+  check_all_gather(state_->name, in, out);
   return state_->start(collective_kind::all_gather, reduce_op::sum, 0, in, out);
 }
 
 collective_handle gloo_group::broadcast(tensor& t, int root) {
-  if (root < 0 || root >= state_->size)
-    throw std::out_of_range("group '" + state_->name + "' broadcast from root " + std::to_string(root) +
-                            ": the group has ranks 0.." + std::to_string(state_->size - 1));
+  check_broadcast_root(state_->name, root, state_->size);
   return state_->start(collective_kind::broadcast, reduce_op::sum, root, t, t);
 }
 
