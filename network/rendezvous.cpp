@@ -23,6 +23,12 @@ using clock_type = std::chrono::steady_clock;
 
 constexpr const char* greeting = "actorpipe-rendezvous 1";
 
+// A node's registration line: "actorpipe-rendezvous 1 rank R at HOST:PORT" (rank, host, port captured).
+const std::regex& registration_format() {
+  static const std::regex format(std::string(greeting) + " rank ([0-9]+) at (\\S+):([0-9]+)");
+  return format;
+}
+
 // A whole number in [min, max] from `text`, else std::invalid_argument naming `what`.
 int whole_in(const std::string& text, int min, int max, const std::string& what) {
   std::size_t used = 0;
@@ -218,7 +224,7 @@ std::vector<std::string> rendezvous_server::wait_for_nodes() {
   const auto deadline = clock_type::now() + timeout_;
   std::vector<std::string> nodes(static_cast<std::size_t>(world_size_));
   int registered = 0;
-  const std::regex line_format(std::string(greeting) + " rank ([0-9]+) at (\\S+):([0-9]+)");
+  const std::regex& line_format = registration_format();
   while (registered < world_size_ - 1) {
     pollfd p{listen_fd_, POLLIN, 0};
     const int ready = poll(&p, 1, milliseconds_left(deadline));
@@ -259,7 +265,7 @@ std::vector<std::string> rendezvous_server::wait_for_nodes() {
 }
 
 void rendezvous_server::accept_late_registrations() {
-  const std::regex line_format(std::string(greeting) + " rank ([0-9]+) at (\\S+):([0-9]+)");
+  const std::regex& line_format = registration_format();
   const auto say = [&](const std::string& line) {
     if (log) log(line);
   };
