@@ -30,8 +30,8 @@ namespace ap {
 // TLS as with --nodes, so a wrong registration fails there, naming the node.
 //
 // Note [restart under a rendezvous]: a node of rank R listens on MASTER_PORT + R (a free port, said in its
-// log, only when that one is taken), so a node that a launcher restarts with the same variables (torchrun's
-// --max-restarts, Slurm's --requeue, a script) listens where it did. With `--restart-on-failure`, the
+// log, only when that one is taken), so a node started again with the same variables (by a supervisor, a
+// script, or a launcher that restarts one rank) listens where it did. With `--restart-on-failure`, the
 // coordinator's recovery waits for the lost node at that address (Note [recovery]) and finds the new process
 // there. Rank 0 keeps accepting registrations for the whole job: a restarted rank's replaces its old connection,
 // so the job's end reaches the new process too; a rank registering at another address is logged (the

@@ -55,6 +55,7 @@ tsan_tests=(
   test_collective_local_shared  # chunks of one reduction claimed by several threads (atomics), abort mid-way
   test_training_data_tensor     # data and tensor parallelism: replica threads on local groups (one compute thread each)
   test_stage_compute    # a stage's tensor-parallel ranks in lockstep threads, its data-parallel replicas
+  test_collective_gloo  # gloo groups: the communication thread, abort() from another thread, async handles (no CAF)
 )
 
 run_tsan() {
