@@ -25,7 +25,7 @@ constexpr const char* greeting = "actorpipe-rendezvous 1";
 
 // A node's registration line: "actorpipe-rendezvous 1 rank R at HOST:PORT" (rank, host, port captured).
 const std::regex& registration_format() {
-  static const std::regex format(std::string(greeting) + " rank ([0-9]+) at (\\S+):([0-9]+)");
+  static const std::regex format(std::string(greeting) + " rank ([0-9]{1,9}) at (\\S+):([0-9]{1,5})");
   return format;
 }
 
