@@ -1,5 +1,7 @@
 #include "network/hostfile.hpp"
 
+#include "network/whole_number.hpp"
+
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -8,16 +10,7 @@ namespace ap {
 namespace {
 
 int slot_count(const std::string& text, const std::string& where) {
-  std::size_t used = 0;
-  long v = 0;
-  try {
-    v = std::stol(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size() || v < 1 || v > 4096)
-    throw std::invalid_argument(where + ": the slot count must be a whole number from 1 to 4096, got '" + text + "'");
-  return static_cast<int>(v);
+  return parse_whole_number(text, 1, 4096, where + ": the slot count");
 }
 
 }  // namespace

@@ -16,6 +16,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "network/whole_number.hpp"
+
 namespace ap {
 namespace {
 
@@ -27,21 +29,6 @@ constexpr const char* greeting = "actorpipe-rendezvous 1";
 const std::regex& registration_format() {
   static const std::regex format(std::string(greeting) + " rank ([0-9]{1,9}) at (\\S+):([0-9]{1,5})");
   return format;
-}
-
-// A whole number in [min, max] from `text`, else std::invalid_argument naming `what`.
-int whole_in(const std::string& text, int min, int max, const std::string& what) {
-  std::size_t used = 0;
-  long long v = 0;
-  try {
-    v = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size() || v < min || v > max)
-    throw std::invalid_argument(what + " must be a whole number from " + std::to_string(min) + " to " +
-                                std::to_string(max) + ", got '" + text + "'");
-  return static_cast<int>(v);
 }
 
 // poll()'s timeout until `deadline`: -1 (none) for time_point::max().
@@ -112,14 +99,14 @@ rendezvous_env rendezvous_from_env(const std::function<const char*(const char*)>
       if (value(name).empty())
         throw std::invalid_argument(std::string("--rendezvous env: ") + name +
                                     " is not set (torchrun's variables: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)");
-    e.world_size = whole_in(value("WORLD_SIZE"), 1, 65536, "--rendezvous env: WORLD_SIZE");
-    e.rank = whole_in(value("RANK"), 0, e.world_size - 1, "--rendezvous env: RANK (WORLD_SIZE " + value("WORLD_SIZE") + ")");
+    e.world_size = parse_whole_number(value("WORLD_SIZE"), 1, 65536, "--rendezvous env: WORLD_SIZE");
+    e.rank = parse_whole_number(value("RANK"), 0, e.world_size - 1, "--rendezvous env: RANK (WORLD_SIZE " + value("WORLD_SIZE") + ")");
     e.master_host = value("MASTER_ADDR");
   } else if (!value("SLURM_PROCID").empty()) {
     e.source = "SLURM_PROCID, SLURM_NTASKS, SLURM_STEP_NODELIST, MASTER_PORT";
     if (value("SLURM_NTASKS").empty()) throw std::invalid_argument("--rendezvous env: SLURM_PROCID is set but SLURM_NTASKS is not");
-    e.world_size = whole_in(value("SLURM_NTASKS"), 1, 65536, "--rendezvous env: SLURM_NTASKS");
-    e.rank = whole_in(value("SLURM_PROCID"), 0, e.world_size - 1,
+    e.world_size = parse_whole_number(value("SLURM_NTASKS"), 1, 65536, "--rendezvous env: SLURM_NTASKS");
+    e.rank = parse_whole_number(value("SLURM_PROCID"), 0, e.world_size - 1,
                       "--rendezvous env: SLURM_PROCID (SLURM_NTASKS " + value("SLURM_NTASKS") + ")");
     std::string list = value("SLURM_STEP_NODELIST");
     if (list.empty()) list = value("SLURM_JOB_NODELIST");
@@ -131,7 +118,7 @@ rendezvous_env rendezvous_from_env(const std::function<const char*(const char*)>
         "--rendezvous env: neither torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) nor Slurm's "
         "(SLURM_PROCID, SLURM_NTASKS, SLURM_STEP_NODELIST) are set");
   }
-  if (!port.empty()) e.master_port = whole_in(port, 1, 65535, "--rendezvous env: MASTER_PORT");
+  if (!port.empty()) e.master_port = parse_whole_number(port, 1, 65535, "--rendezvous env: MASTER_PORT");
   return e;
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "network/rendezvous.hpp"
+#include "network/whole_number.hpp"
 #include "test_support.hpp"
 
 using namespace ap;
@@ -140,4 +141,13 @@ TEST_CASE("a rank that never registers, or registers twice, is named, a node fin
   CHECK(test::contains(unreachable, "rendezvous: rank 1 could not reach rank 0 at 127.0.0.1:" +
                                         std::to_string(closed_port) + " (from test) within 300 ms"));
   CHECK(test::contains(test::error_of([] { rendezvous_server(0, 1, 1ms); }), "WORLD_SIZE 1 leaves no rank to be a node"));
+}
+
+TEST_CASE("whole numbers from launchers: digits only, within the range, or refused naming what and the text") {
+  CHECK(parse_whole_number("7", 1, 9, "RANK") == 7);
+  CHECK(parse_whole_number("007", 1, 9, "RANK") == 7);
+  for (const char* bad : {"", " 5", "+5", "-1", "5x", "10", "99999999999999999999"})
+    CHECK_THROWS_WITH_AS(parse_whole_number(bad, 1, 9, "RANK"),
+                         ("RANK must be a whole number from 1 to 9, got '" + std::string(bad) + "'").c_str(),
+                         std::invalid_argument);
 }

@@ -1,0 +1,13 @@
+// A whole number read from the text a user or a launcher gave (an environment variable, a hostfile's slot
+// count): the one parser and the one refusal text for the launch paths.
+#pragma once
+
+#include <string>
+
+namespace ap {
+
+// `text` as a whole number in [min, max]; else std::invalid_argument "WHAT must be a whole number from MIN to
+// MAX, got 'TEXT'" (signs, spaces and trailing characters refused).
+int parse_whole_number(const std::string& text, int min, int max, const std::string& what);
+
+}  // namespace ap
