@@ -146,9 +146,10 @@ struct gloo_state {
     auto job = std::make_shared<gloo_op>();
     job->kind = kind, job->op = op, job->root = root, job->in = &in, job->out = &out;
     std::lock_guard lock(mutex);
+    if (!context)
+      throw collective_error("group '" + name + "' rank " + std::to_string(rank) + ": " + collective_kind_name(kind) +
+                             " before connect()");
     job->index = started++;
-    if (!context) throw collective_error("group '" + name + "' rank " + std::to_string(rank) + ": " +
-                                                     collective_kind_name(kind) + " before connect()");
     if (!failure.empty()) {
       job->finish(describe(*job) + ": " + failure);
     } else {
