@@ -15,6 +15,7 @@
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/tcp/pair.h>
 
+#include "collective/finishing_op.hpp"
 #include "collective/group_checks.hpp"
 #include "collective/shard.hpp"
 
@@ -88,35 +89,14 @@ std::vector<char> from_hex(const std::string& text, const std::string& what) {
   return bytes;
 }
 
-struct gloo_op final : collective_handle::state {
+// A collective in the queue of the communication thread (its handle: finishing_op).
+struct gloo_op final : finishing_op {
   std::uint64_t index = 0;
   collective_kind kind{};
   reduce_op op{};
   int root = 0;
   const tensor* in = nullptr;
   tensor* out = nullptr;
-
-  mutable std::mutex mutex;
-  std::condition_variable finished;
-  bool done = false;
-  std::string error;
-
-  void finish(std::string why) {
-    std::lock_guard lock(mutex);
-    done = true;
-    error = std::move(why);
-    finished.notify_all();
-  }
-  // No timeout here: every gloo call of the communication thread is bounded by the group's timeout.
-  void wait() override {
-    std::unique_lock lock(mutex);
-    finished.wait(lock, [&] { return done; });
-    if (!error.empty()) throw collective_error(error);
-  }
-  bool ready() const override {
-    std::lock_guard lock(mutex);
-    return done;
-  }
 };
 
 }  // namespace

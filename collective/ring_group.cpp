@@ -13,6 +13,7 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
+#include "collective/finishing_op.hpp"
 #include "collective/group_checks.hpp"
 #include "collective/shard.hpp"
 #include "network/guarded_transport.hpp"
@@ -165,7 +166,7 @@ class borrow_count {
 };
 
 // A collective in the queue of the communication thread, and how its handle waits for it.
-struct ring_op final : collective_handle::state {
+struct ring_op final : finishing_op {
   std::uint64_t index = 0;
   collective_kind kind{};
   reduce_op op{};
@@ -174,28 +175,6 @@ struct ring_op final : collective_handle::state {
   tensor* out = nullptr;
   tensor scratch;  // reduce_scatter: the copy of `in` the ring adds into
   borrow_count sending;
-
-  mutable std::mutex mutex;
-  std::condition_variable finished;
-  bool done = false;
-  std::string error;
-
-  void finish(std::string why) {
-    std::lock_guard lock(mutex);
-    done = true;
-    error = std::move(why);
-    finished.notify_all();
-  }
-  // No timeout here: the communication thread bounds each of its waits on a peer and then finishes the op.
-  void wait() override {
-    std::unique_lock lock(mutex);
-    finished.wait(lock, [&] { return done; });
-    if (!error.empty()) throw collective_error(error);
-  }
-  bool ready() const override {
-    std::lock_guard lock(mutex);
-    return done;
-  }
 };
 
 }  // namespace

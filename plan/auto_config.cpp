@@ -220,8 +220,9 @@ class planner {
     const double last_update = *std::max_element(update.begin(), update.end());
     c.compute_s += last_update;
     c.step_s = simulate(s, costs).makespan + data_reduce + last_update;
-    c.peak_bytes = process_memory(predict_stage_memory(model_, ranges, s, stash_of(v.costs), in_.optimizer, input_held_of(v.costs)),
-                                  config.data_parallel, config.tensor_parallel);
+    c.peak_bytes = process_memory(
+        predict_stage_memory(model_, ranges, s, stash_of(v.costs), in_.optimizer, input_held_of(v.costs)),
+        config.data_parallel, config.tensor_parallel);
     keep(std::move(c));
   }
 
