@@ -7,6 +7,23 @@
 // it (so the count is in the key, and a 1-thread stage never runs a 2-thread plan). The memory objects are
 // kept beside each primitive and only re-pointed at the caller's buffers. One engine per process; one stream
 // per calling thread.
+//
+// Note [rows split among the team]: on a rank of N intra-op threads, a product whose A is not transposed (a
+// forward, or a backward's dX = dY W^T) is cut into N bands of rows, and each thread of the rank's team runs
+// a 1-thread primitive on its band. Each row of C is its row of A times B, so a band is the same small
+// problem with fewer rows, and the bits are those of one call (checked against one thread in
+// test_threaded_ops, every shape of the GPT and the MLP). Measured on the 2-core machine (min of 15 calls,
+// fp32, GFLOPS at 1 thread / one 2-thread call / 2 bands): the GPT's 2048-row products 2048x1024x256
+// 193 / 341 / 391, 2048x256x1024 187 / 368 / 399, dX 2048x1024x256 194 / 338 / 386; the MLP's 1024x2048x2048
+// 173 / 339 / 345. oneDNN's own plan for N threads splits M and N into blocks whose count need not divide
+// among the threads; bands always do. With few rows a band is thin and oneDNN's plan wins (256x2048x2048:
+// 333 against 313), so bands are cut only from 512 rows a thread (band_count below).
+// dW = X^T dY (A transposed) is cut into bands of its rows too, i.e. strided column blocks of X, but only
+// where the sum is one block of K (k <= 256): there a band gives one call's bits (checked for K = 128 and
+// 256 at M x N from 256 x 256 to 2048 x 2048), from K = 512 on it gives other bits (oneDNN chunks K per
+// band shape), so a longer sum stays one call. The MLP's microbatch of 256 rows: 784x2048x256 196 / 328 /
+// 393, 2048x2048x256 193 / 338 / 407; with 256-row bands there, since these bands do not thin the rows.
+#include <exception>
 #include <map>
 #include <omp.h>
 #include <tuple>
@@ -28,16 +45,16 @@ struct cached_matmul {
   dnnl::memory a, b, c;
 };
 
-// (m, n, k, transpose_a, transpose_b, input dtype, alpha, beta, OpenMP threads)
-using matmul_key = std::tuple<std::size_t, std::size_t, std::size_t, bool, bool, int, float, float, int>;
+// (m, n, k, A's leading dimension, transpose_a, transpose_b, input dtype, alpha, beta, OpenMP threads)
+using matmul_key = std::tuple<std::size_t, std::size_t, std::size_t, std::size_t, bool, bool, int, float, float, int>;
 
 cached_matmul make_matmul(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k,
-                          float alpha, float beta, dt input) {
+                          std::size_t lda, float alpha, float beta, dt input) {
   using dims = dnnl::memory::dims;
   const auto M = static_cast<dnnl::memory::dim>(m), N = static_cast<dnnl::memory::dim>(n),
-             K = static_cast<dnnl::memory::dim>(k);
-  // A transposed operand is the same logical matrix stored column-major: format_tag::ba.
-  const dnnl::memory::desc a_md(dims{M, K}, input, transpose_a ? tag::ba : tag::ab);
+             K = static_cast<dnnl::memory::dim>(k), LDA = static_cast<dnnl::memory::dim>(lda);
+  // A transposed operand is the same logical matrix stored column-major (strides {1, lda}).
+  const dnnl::memory::desc a_md(dims{M, K}, input, transpose_a ? dims{1, LDA} : dims{LDA, 1});
   const dnnl::memory::desc b_md(dims{K, N}, input, transpose_b ? tag::ba : tag::ab);
   const dnnl::memory::desc c_md(dims{M, N}, dt::f32, tag::ab);
   dnnl::primitive_attr attr;
@@ -52,19 +69,17 @@ cached_matmul make_matmul(bool transpose_a, bool transpose_b, std::size_t m, std
           dnnl::memory(c_md, engine(), nullptr)};
 }
 
-void run(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
-         const void* a, const void* b, float beta, float* c, dt input) {
-  if (m == 0 || n == 0) return;
-  if (k == 0) {  // an empty sum: oneDNN has no zero-sized reduction; BLAS semantics
-    for (std::size_t i = 0; i < m * n; ++i) c[i] = beta == 0.0f ? 0.0f : beta * c[i];
-    return;
-  }
+// One primitive call on the calling thread's OpenMP team (Note [primitive cache per thread]).
+// A transposed A is stored (k, a_columns): a band of its columns starts mid-row.
+void run_once(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
+              const void* a, const void* b, float beta, float* c, std::size_t a_columns, dt input) {
   thread_local std::map<matmul_key, cached_matmul> cache;  // Note [primitive cache per thread]
-  const matmul_key key{m, n, k, transpose_a, transpose_b, static_cast<int>(input), alpha, beta, omp_get_max_threads()};
+  const std::size_t lda = transpose_a ? a_columns : k;
+  const matmul_key key{m, n, k, lda, transpose_a, transpose_b, static_cast<int>(input), alpha, beta, omp_get_max_threads()};
   auto it = cache.find(key);
   if (it == cache.end()) {
     onednn::make_room(cache);  // Note [bounded primitive caches]
-    it = cache.emplace(key, make_matmul(transpose_a, transpose_b, m, n, k, alpha, beta, input)).first;
+    it = cache.emplace(key, make_matmul(transpose_a, transpose_b, m, n, k, lda, alpha, beta, input)).first;
   }
   cached_matmul& mm = it->second;
   mm.a.set_data_handle(const_cast<void*>(a));  // oneDNN only reads the inputs
@@ -72,6 +87,46 @@ void run(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::
   mm.c.set_data_handle(c);
   mm.primitive.execute(stream(), {{DNNL_ARG_SRC, mm.a}, {DNNL_ARG_WEIGHTS, mm.b}, {DNNL_ARG_DST, mm.c}});
   stream().wait();
+}
+
+// How many bands of rows of C a product is cut into on a team of `team` threads (1: one call).
+std::size_t band_count(bool transpose_a, std::size_t m, std::size_t k, int team) {
+  const auto bands = static_cast<std::size_t>(team < 1 ? 1 : team);
+  if (bands < 2) return 1;
+  if (!transpose_a) return m >= 512 * bands ? bands : 1;
+  return k <= 256 && m >= 256 * bands ? bands : 1;
+}
+
+void run(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
+         const void* a, const void* b, float beta, float* c, dt input) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // an empty sum: oneDNN has no zero-sized reduction; BLAS semantics
+    for (std::size_t i = 0; i < m * n; ++i) c[i] = beta == 0.0f ? 0.0f : beta * c[i];
+    return;
+  }
+  const std::size_t bands = band_count(transpose_a, m, k, omp_in_parallel() ? 1 : omp_get_max_threads());
+  if (bands == 1) {
+    run_once(transpose_a, transpose_b, m, n, k, alpha, a, b, beta, c, m, input);
+    return;
+  }
+  const std::size_t element = input == dt::bf16 ? sizeof(bfloat16) : sizeof(float);
+  std::exception_ptr failure;  // an exception may not leave an OpenMP region: the first one is rethrown
+#pragma omp parallel num_threads(static_cast<int>(bands))
+  {
+    const auto band = static_cast<std::size_t>(omp_get_thread_num());
+    const std::size_t first = m * band / bands, last = m * (band + 1) / bands;
+    // Rows [first, last) of op(A): whole rows of A, or (transposed) columns of A stored (k, m)
+    const std::size_t a_offset = transpose_a ? first : first * k;
+    omp_set_num_threads(1);  // this band's primitive runs on its own thread (this region's ICV only)
+    try {
+      run_once(transpose_a, transpose_b, last - first, n, k, alpha, static_cast<const char*>(a) + a_offset * element,
+               b, beta, c + first * n, m, input);
+    } catch (...) {
+#pragma omp critical(ap_matmul_band_failure)
+      if (!failure) failure = std::current_exception();
+    }
+  }
+  if (failure) std::rethrow_exception(failure);
 }
 
 }  // namespace

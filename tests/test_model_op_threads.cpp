@@ -17,6 +17,7 @@
 #include "model/gelu.hpp"
 #include "model/grad_clip.hpp"
 #include "model/layer_norm.hpp"
+#include "model/linear.hpp"
 #include "model/loss.hpp"
 #include "model/optimizer.hpp"
 #include "model/position_embedding.hpp"
@@ -214,6 +215,23 @@ TEST_CASE("layers: same bits on 1, 2 and 3 threads (forward, dx fresh and accumu
     block res(std::move(parts), true);
     const tensor x = random_tensor({1000, 70}, 17), dy = random_tensor({1000, 70}, 18);
     check_threads("residual block", [&] { return forward_backward(res, x, dy); });
+  }
+  SUBCASE("linear layers with enough rows to be cut into bands per thread (Note [rows split among the team])") {
+    struct product { std::size_t rows, in, out; };
+    // Row bands of forward and dX (from 512 rows a thread), and of dW = X^T dY where its sum is at most 256 rows
+    // long (from 256 input features a thread): the last two; a longer dW sum stays one call (1024 x 784).
+    for (const product& p : {product{2048, 256, 768}, product{1537, 96, 40}, product{256, 784, 300},
+                             product{200, 1100, 30}, product{1024, 784, 300}}) {
+      for (dtype type : {dtype::float32, dtype::bfloat16}) {
+        linear l(p.in, p.out);
+        l.initialize(23);
+        l.set_compute_dtype(type);
+        const tensor x = random_tensor({p.rows, p.in}, 24), dy = random_tensor({p.rows, p.out}, 25);
+        check_threads("linear " + std::to_string(p.rows) + "x" + std::to_string(p.in) + "x" + std::to_string(p.out) +
+                          " " + dtype_name(type),
+                      [&] { return forward_backward(l, x, dy); });
+      }
+    }
   }
   SUBCASE("causal self-attention, 16 x 20 x 24, 4 heads (float32 and bfloat16)") {
     for (dtype type : {dtype::float32, dtype::bfloat16}) {
