@@ -1,10 +1,12 @@
 #include "actors/data_parallel_pipeline.hpp"
 
 #include <chrono>
+#include <random>
 #include <stdexcept>
 #include <thread>
 
 #include "actors/stage_spawner.hpp"
+#include "collective/colocation.hpp"
 #include "collective/shard.hpp"
 #include "plan/cores.hpp"
 #include "model/loss.hpp"
@@ -53,11 +55,21 @@ data_parallel_pipeline::data_parallel_pipeline(const sequential& model, const pi
 // so replicas spread over the nodes before sharing one. Every stage of every replica opens one network_group
 // endpoint (our ring or gloo: Note [collective backends]) per tensor-parallel rank on its node; once every replica
 // is placed, each replica connects its stages' groups, all replicas at once (a group's connect waits for its
-// peers).
+// peers). With more replicas than nodes, a stage's replicas share nodes: theirs reduce through shared memory
+// first (Note [hierarchical collectives] in collective/hierarchical_group.hpp).
 void data_parallel_pipeline::place_on_nodes(const sequential& model, const pipeline_options& options, int D) {
   const std::size_t N = options.nodes.size();
   const int T = std::max(1, options.tensor_parallel);
   const std::vector<node_slot> slots = node_slots(D, options.stages, T, static_cast<int>(N));  // Note [cores on nodes]
+  // Per stage, each replica's place among those whose stage runs on the same node (the same address).
+  std::vector<std::vector<colocated_rank>> places;
+  for (int s = 0; s < options.stages; ++s) {
+    std::vector<std::string> nodes;
+    for (int d = 0; d < D; ++d) nodes.push_back(options.nodes[static_cast<std::size_t>(s + d * options.stages) % N]);
+    places.push_back(colocate(nodes));
+  }
+  const std::string key = std::to_string(std::random_device{}()) + "-" +
+                          std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
   for (int d = 0; d < D; ++d) {
     pipeline_options o = options;
     o.replica = d;
@@ -67,6 +79,8 @@ void data_parallel_pipeline::place_on_nodes(const sequential& model, const pipel
     o.node_slots.assign(mine, mine + options.stages);
     o.nodes.clear();
     for (std::size_t i = 0; i < N; ++i) o.nodes.push_back(options.nodes[(i + static_cast<std::size_t>(d * options.stages)) % N]);
+    for (int s = 0; s < options.stages; ++s) o.data_parallel_places.push_back(places[static_cast<std::size_t>(s)][static_cast<std::size_t>(d)]);
+    o.data_parallel_key = key;
     if (d > 0) o.on_event = nullptr, o.record_events = false;
     replicas_.push_back(std::make_unique<pipeline>(model, o));
   }

@@ -355,6 +355,10 @@ struct stage_spec {
   int replica = 0;
   std::string data_parallel_host;
   std::uint8_t collectives = 0;  // collective_backend code: Note [collective backends]
+  // Note [hierarchical collectives]: local rank, local size, process and processes (colocated_rank), and the
+  // placement's key.
+  std::vector<int> data_parallel_place{0, 1, 0, 1};
+  std::string data_parallel_key;
   // Note [cores on nodes]: intra-op threads per rank asked by `train --threads` (0: the node decides), and the
   // stage's first rank among all the ranks the node hosts, of node_ranks.
   int threads = 0;
@@ -381,7 +385,8 @@ typename Inspector::result_type inspect(Inspector& f, stage_spec& x) {
   return f(caf::meta::type_name("stage_spec"), x.stage, x.stages, x.total_chunks, x.chunk_ids, x.layer_specs,
            x.first_layer, x.weights, o.kind, o.lr, o.momentum, o.nesterov, o.beta1, o.beta2, o.eps, o.weight_decay,
            x.actions, x.timeout_ms, x.compute_dtype, x.recompute, x.report_events, x.tensor_parallel, x.data_parallel_size, x.replica,
-           x.data_parallel_host, x.collectives, x.threads, x.node_first_rank, x.node_ranks);
+           x.data_parallel_host, x.collectives, x.data_parallel_place, x.data_parallel_key, x.threads, x.node_first_rank,
+           x.node_ranks);
 }
 
 }  // namespace ap

@@ -255,6 +255,12 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
       setup.data_parallel_size = options.replicas;
       setup.data_parallel_host = d.nodes[static_cast<std::size_t>(s) % d.nodes.size()].host;
       setup.collectives = options.collectives;
+      if (!options.data_parallel_places.empty()) {
+        setup.data_parallel_place = options.data_parallel_places.at(static_cast<std::size_t>(s));
+        setup.data_parallel_key = options.data_parallel_key;
+      } else {
+        setup.data_parallel_place = {0, 1, options.replica, options.replicas};
+      }
     }
     for (const auto& r : info.layer_ranges_per_chunk) setup.slices.push_back(d.model.slice(r.begin, r.end));
     if (!d.cores.empty()) {

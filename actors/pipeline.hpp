@@ -67,6 +67,10 @@ struct pipeline_options {
   std::vector<std::vector<std::shared_ptr<process_group>>> data_parallel_members;
   int replica = 0;
   int replicas = 1;  // with nodes: Note [data-parallel nodes] (each stage opens its own group endpoints)
+  // Note [hierarchical collectives]: with nodes, per stage, this replica's place among the replicas whose stage
+  // shares its node, and the placement's key; empty: every replica's stage on a node of its own.
+  std::vector<colocated_rank> data_parallel_places;
+  std::string data_parallel_key;
   // Note [collective backends]: what runs those groups' collectives; gloo only without TLS (security.insecure),
   // refused otherwise before any stage is placed.
   collective_backend collectives = collective_backend::ring;

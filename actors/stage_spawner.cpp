@@ -22,8 +22,8 @@ stage_actors spawn_stage(caf::actor_system& system, stage_setup setup) {
     for (int r = 0; r < setup.tensor_parallel; ++r) {
       rings.push_back(make_network_group(setup.collectives, system,
                                          data_parallel_group_name(setup.stage, r, setup.tensor_parallel),
-                                         setup.replica, setup.data_parallel_size, setup.data_parallel_host,
-                                         setup.timeout));
+                                         setup.replica, setup.data_parallel_size, setup.data_parallel_place,
+                                         setup.data_parallel_key, setup.data_parallel_host, setup.timeout));
       setup.data_parallel_members.push_back(rings.back());
     }
   }
@@ -62,6 +62,9 @@ stage_spec make_stage_spec(stage_setup& setup) {
   spec.replica = setup.replica;
   spec.data_parallel_host = setup.data_parallel_host;
   spec.collectives = static_cast<std::uint8_t>(setup.collectives);
+  const colocated_rank& place = setup.data_parallel_place;
+  spec.data_parallel_place = {place.local_rank, place.local_size, place.process, place.processes};
+  spec.data_parallel_key = setup.data_parallel_key;
   spec.threads = setup.threads;
   spec.node_first_rank = setup.slot.first_rank;
   spec.node_ranks = setup.slot.node_ranks;
@@ -125,6 +128,12 @@ stage_setup stage_setup_from_spec(stage_spec spec, int node_threads) {
     throw std::invalid_argument(where + ": collective backend code " + std::to_string(spec.collectives) +
                                 " is neither ring (0) nor gloo (1)");
   setup.collectives = backend;
+  const std::vector<int>& p = spec.data_parallel_place;  // checked again, with the group's name, by the group
+  if (p.size() != 4)
+    throw std::invalid_argument(where + ": a data-parallel place of " + std::to_string(p.size()) +
+                                " numbers, not 4 (local rank, local size, process, processes)");
+  setup.data_parallel_place = {p[0], p[1], p[2], p[3]};
+  setup.data_parallel_key = std::move(spec.data_parallel_key);
   // Note [cores on nodes]: this machine's cores divided among every rank the node hosts.
   const int T = std::max(1, spec.tensor_parallel);
   if (spec.threads < 0 || spec.node_first_rank < 0 || spec.node_ranks < spec.node_first_rank + T)

@@ -61,6 +61,10 @@ struct stage_setup {
   int data_parallel_size = 1;
   std::string data_parallel_host;
   collective_backend collectives = collective_backend::ring;  // Note [collective backends]
+  // Note [hierarchical collectives]: this replica's place among the replicas whose stage shares its node, and the
+  // placement's key (the same for every replica of one placement).
+  colocated_rank data_parallel_place;
+  std::string data_parallel_key;
 };
 
 stage_actors spawn_stage(caf::actor_system& system, stage_setup setup);

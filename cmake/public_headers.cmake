@@ -46,6 +46,8 @@ set(actorpipe_public_headers
   collective/network_group.hpp
   collective/ring_group.hpp
   collective/gloo_group.hpp
+  collective/hierarchical_group.hpp
+  collective/colocation.hpp
   collective/shard.hpp
   network/node_address.hpp
   # checkpoints, data, the training loop

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "collective/colocation.hpp"
 #include "collective/process_group.hpp"
 
 namespace caf {
@@ -45,6 +46,15 @@ collective_backend default_collective_backend(bool plain_tcp);
 // process's guarded transport (Note [ring security]). Throws collective_error when it cannot listen.
 std::unique_ptr<network_group> make_network_group(collective_backend backend, caf::actor_system& system,
                                                   std::string name, int rank, int size, const std::string& host,
+                                                  std::chrono::milliseconds timeout);
+
+// A member of a group whose ranks may share processes, `place` from colocate() over every rank's process:
+// where some process holds several ranks, a hierarchical_group (Note [hierarchical collectives]; its process's
+// leader holds the backend's group across the processes, and `process_key` names this placement in this
+// process); where every rank has a process of its own, the backend's group itself.
+std::unique_ptr<network_group> make_network_group(collective_backend backend, caf::actor_system& system,
+                                                  std::string name, int rank, int size, const colocated_rank& place,
+                                                  const std::string& process_key, const std::string& host,
                                                   std::chrono::milliseconds timeout);
 
 }  // namespace ap

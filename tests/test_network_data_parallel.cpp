@@ -58,6 +58,34 @@ TEST_CASE("D = 2 replicas x 2 stages on 3 nodes (x 2 tensor-parallel ranks), wit
   for (auto& n : nodes) CHECK(n->process().running());
 }
 
+TEST_CASE("D = 3 and 4 replicas on 2 nodes share them: each node's replicas reduce through shared memory first, equal one process") {
+  // Note [hierarchical collectives]. One stage: replicas 0 and 2 (and 3's partner 1) on node 0 and 1, so every
+  // group spans both processes with two ranks (or one) in each. Two stages, D = 4: each stage's four replicas
+  // on one node, the whole group in one process.
+  const dataset d = test::small_blobs(32);
+  std::vector<std::unique_ptr<test::node_process>> nodes;
+  for (int i = 0; i < 2; ++i) nodes.push_back(std::make_unique<test::node_process>(actorpipe));
+  struct mesh_shape { int stages, D, T; };
+  for (const mesh_shape m : {mesh_shape{1, 4, 1}, mesh_shape{1, 3, 2}, mesh_shape{2, 4, 1}}) {
+    CAPTURE(m.stages);
+    CAPTURE(m.D);
+    CAPTURE(m.T);
+    pipeline_options o = node_options(nodes, m.T, 0.1f);
+    o.stages = m.stages;
+    if (m.stages == 1) o.layers_per_chunk.clear();
+    sequential reference = test::linear_pairs_model();
+    local_runner local(reference, o.optimizer, "cross_entropy", o.clip_grad_norm);
+    data_parallel_pipeline mesh(test::linear_pairs_model(), o, m.D);
+    for (int s = 0; s < 3; ++s) {
+      const float expected = local.train_step(d.inputs, d.labels, static_cast<std::uint64_t>(s));
+      CHECK(mesh.train_step(d.inputs, d.labels, static_cast<std::uint64_t>(s)) == doctest::Approx(expected).epsilon(1e-5));
+    }
+    sequential gathered = mesh.first().gather_model();
+    test::check_same_parameters(gathered, reference, 1e-5f, "replicas sharing 2 nodes");
+  }
+  for (auto& n : nodes) CHECK(n->process().running());
+}
+
 TEST_CASE("a node of one replica killed mid-step fails the step in every replica within seconds, naming it") {
   const dataset d = test::small_blobs(16);
   std::vector<std::unique_ptr<test::node_process>> nodes;
