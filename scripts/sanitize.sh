@@ -56,6 +56,7 @@ tsan_tests=(
   test_training_data_tensor     # data and tensor parallelism: replica threads on local groups (one compute thread each)
   test_stage_compute    # a stage's tensor-parallel ranks in lockstep threads, its data-parallel replicas
   test_collective_gloo  # gloo groups: the communication thread, abort() from another thread, async handles (no CAF)
+  test_collective_hierarchical  # local groups shared by key, the member's communication thread, abort across both levels
 )
 
 run_tsan() {
