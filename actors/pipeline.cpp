@@ -110,10 +110,11 @@ void check_options(const sequential& model, const pipeline_options& o) {
     throw std::invalid_argument("pipeline: chunks per stage must be positive, got " +
                                 std::to_string(o.chunks_per_stage));
   if (model.empty()) throw std::invalid_argument("pipeline: the model has no layers");
-  if (o.collectives == collective_backend::gloo && !o.nodes.empty() && !o.security.insecure)
-    throw std::invalid_argument("pipeline: the gloo collective backend runs over plain TCP only (Debian's gloo has no "
-                                "TLS), but the nodes are reached over mutual TLS: use the ring backend, or plain TCP "
-                                "(insecure) on a trusted network");
+  if (needs_plain_tcp(o.collectives) && !o.nodes.empty() && !o.security.insecure)
+    throw std::invalid_argument(std::string("pipeline: the ") + collective_backend_name(o.collectives) +
+                                " collective backend runs gloo, over plain TCP only (Debian's gloo has no TLS), but "
+                                "the nodes are reached over mutual TLS: use the ring backend, or plain TCP (insecure) "
+                                "on a trusted network");
   if (o.tensor_parallel < 1)
     throw std::invalid_argument("pipeline: tensor-parallel degree must be at least 1, got " +
                                 std::to_string(o.tensor_parallel));

@@ -124,9 +124,9 @@ stage_setup stage_setup_from_spec(stage_spec spec, int node_threads) {
   setup.replica = spec.replica;
   setup.data_parallel_host = std::move(spec.data_parallel_host);
   const auto backend = static_cast<collective_backend>(spec.collectives);
-  if (backend != collective_backend::ring && backend != collective_backend::gloo)
+  if (backend != collective_backend::ring && backend != collective_backend::gloo && backend != collective_backend::by_size)
     throw std::invalid_argument(where + ": collective backend code " + std::to_string(spec.collectives) +
-                                " is neither ring (0) nor gloo (1)");
+                                " is none of ring (0), gloo (1), by-size (2)");
   setup.collectives = backend;
   const std::vector<int>& p = spec.data_parallel_place;  // checked again, with the group's name, by the group
   if (p.size() != 4)

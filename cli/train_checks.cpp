@@ -47,16 +47,17 @@ void check_threads(const train_options& o) {
   if (o.threads < 0) throw std::invalid_argument("--threads must be 0 (automatic) or more, got " + std::to_string(o.threads));
 }
 
-// --collectives gloo runs over plain TCP: refused beside mutual TLS (the default), named here before any node is
-// reached; it is only used by data-parallel replicas on nodes, and said to be unused elsewhere.
+// --collectives gloo and by-size run gloo, over plain TCP: refused beside mutual TLS (the default), named here
+// before any node is reached; they are only used by data-parallel replicas on nodes, and said to be unused elsewhere.
 void check_collectives(const train_options& o) {
-  if (o.collectives != "gloo") return;
+  if (o.collectives != "gloo" && o.collectives != "by-size") return;
+  const std::string flag = "--collectives " + o.collectives;
   if (o.pipe.nodes.empty() && o.rendezvous.empty()) {
-    std::cerr << "--collectives gloo: applies to data-parallel replicas on nodes (--nodes, --rendezvous): unused\n";
+    std::cerr << flag << ": applies to data-parallel replicas on nodes (--nodes, --rendezvous): unused\n";
     return;
   }
   if (!o.pipe.security.insecure)
-    throw std::invalid_argument("--collectives gloo: gloo runs over plain TCP only (Debian's build has no TLS), "
+    throw std::invalid_argument(flag + ": gloo runs over plain TCP only (Debian's build has no TLS), "
                                 "and the nodes are reached over mutual TLS: add --insecure on a trusted network, or "
                                 "keep --collectives ring");
 }

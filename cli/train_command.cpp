@@ -185,8 +185,9 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--collectives", o->collectives,
                   "what runs the all-reduces of data-parallel replicas on nodes (Note [collective backends]): ring "
                   "(ours, over the nodes' transport, mutual TLS or not), gloo (PyTorch's CPU library, faster on the "
-                  "wire, plain TCP only: needs --insecure), or auto (gloo with --insecure, else ring)")
-      ->check(CLI::IsMember({"auto", "ring", "gloo"}))
+                  "wire for large tensors, plain TCP only: needs --insecure), by-size (the ring below 4 MB, gloo from "
+                  "4 MB; needs --insecure), or auto (by-size with --insecure, else ring)")
+      ->check(CLI::IsMember({"auto", "ring", "gloo", "by-size"}))
       ->capture_default_str();
   cmd->add_option("--restart-on-failure", o->pipe.restart_on_failure,
                   "times a lost node is waited for (or a replacement at its address), every stage restored from the "

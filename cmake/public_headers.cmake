@@ -47,6 +47,7 @@ set(actorpipe_public_headers
   collective/ring_group.hpp
   collective/gloo_group.hpp
   collective/hierarchical_group.hpp
+  collective/by_size_group.hpp
   collective/colocation.hpp
   collective/shard.hpp
   network/node_address.hpp

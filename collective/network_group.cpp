@@ -1,5 +1,6 @@
 #include "collective/network_group.hpp"
 
+#include "collective/by_size_group.hpp"
 #include "collective/gloo_group.hpp"
 #include "collective/hierarchical_group.hpp"
 #include "collective/ring_group.hpp"
@@ -7,23 +8,34 @@
 namespace ap {
 
 const char* collective_backend_name(collective_backend backend) {
-  return backend == collective_backend::gloo ? "gloo" : "ring";
+  switch (backend) {
+    case collective_backend::gloo: return "gloo";
+    case collective_backend::by_size: return "by-size";
+    case collective_backend::ring: break;
+  }
+  return "ring";
 }
 
 std::optional<collective_backend> parse_collective_backend(const std::string& text) {
-  if (text == "ring") return collective_backend::ring;
-  if (text == "gloo") return collective_backend::gloo;
+  for (collective_backend b : {collective_backend::ring, collective_backend::gloo, collective_backend::by_size})
+    if (text == collective_backend_name(b)) return b;
   return std::nullopt;
 }
 
+bool needs_plain_tcp(collective_backend backend) { return backend != collective_backend::ring; }
+
 collective_backend default_collective_backend(bool plain_tcp) {
-  return plain_tcp ? collective_backend::gloo : collective_backend::ring;
+  return plain_tcp ? collective_backend::by_size : collective_backend::ring;
 }
 
 std::unique_ptr<network_group> make_network_group(collective_backend backend, caf::actor_system& system,
                                                   std::string name, int rank, int size, const std::string& host,
                                                   std::chrono::milliseconds timeout) {
   if (backend == collective_backend::gloo) return std::make_unique<gloo_group>(std::move(name), rank, size, host, timeout);
+  if (backend == collective_backend::by_size)
+    return std::make_unique<by_size_group>(
+        make_network_group(collective_backend::ring, system, name, rank, size, host, timeout),
+        make_network_group(collective_backend::gloo, system, name, rank, size, host, timeout));
   return std::make_unique<ring_group>(system, std::move(name), rank, size, node_address{host, 0}, timeout);
 }
 

@@ -33,13 +33,17 @@ class network_group : public process_group {
 // - ring: ours (Note [ring collectives]), over CAF's network layer: plain TCP or mutual TLS, the transport of
 //   the nodes; every wait names the peer.
 // - gloo: PyTorch's CPU collective library (Note [gloo backend]) over its own TCP sockets, faster on the wire
-//   (bench_allreduce) but without TLS in Debian's build: only for trusted networks (`--insecure`).
-enum class collective_backend : std::uint8_t { ring = 0, gloo = 1 };
+//   for large tensors (bench_allreduce) but without TLS in Debian's build: only for trusted networks (`--insecure`).
+// - by_size: both, each collective on the faster for its size: the ring below 4 MB, gloo from 4 MB (Note
+//   [collectives by size] in collective/by_size_group.hpp); plain TCP only, as gloo.
+enum class collective_backend : std::uint8_t { ring = 0, gloo = 1, by_size = 2 };
 const char* collective_backend_name(collective_backend backend);
-// "ring" or "gloo"; nothing for any other text.
+// "ring", "gloo" or "by-size"; nothing for any other text.
 std::optional<collective_backend> parse_collective_backend(const std::string& text);
-// The backend a job gets unless it names one: gloo over plain TCP, where it moves 4-64 MB faster than the ring
-// (bench_allreduce, docs/performance.md); the ring over mutual TLS, which gloo cannot run.
+// Whether the backend runs gloo, which has no TLS in Debian's build (refused beside mutual TLS).
+bool needs_plain_tcp(collective_backend backend);
+// The backend a job gets unless it names one: by size over plain TCP, where neither the ring nor gloo is
+// faster at every size (bench_allreduce, docs/performance.md); the ring over mutual TLS, which gloo cannot run.
 collective_backend default_collective_backend(bool plain_tcp);
 
 // A member of a group across processes with the given backend, listening on `host`. The ring uses the

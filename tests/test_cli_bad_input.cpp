@@ -3,6 +3,7 @@
 // written; and a diverging run stops naming the step instead of ending "successfully" with a loss of 1e20.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <string>
@@ -107,11 +108,13 @@ TEST_CASE("pipeline-only flags without --stages are refused, naming the flag") {
   check_refused({"train", "--data", no_data, "--nodes", "127.0.0.1:1", "--stages", "0"}, {"--nodes needs --stages"});
 }
 
-TEST_CASE("--collectives: gloo beside mutual TLS is refused before any node is reached, an unknown backend too") {
+TEST_CASE("--collectives: gloo and by-size beside mutual TLS are refused before any node is reached, an unknown backend too") {
   std::vector<std::string> args{"train", "--data", no_data, "--stages", "2", "--data-parallel", "2",
                                 "--nodes", "127.0.0.1:1,127.0.0.1:2", "--collectives", "gloo"};
   for (const auto& f : test::transport_flags(test::tls_security())) args.push_back(f);
   check_refused(args, {"--collectives gloo: gloo runs over plain TCP only", "add --insecure"});
+  *std::find(args.begin(), args.end(), "gloo") = "by-size";
+  check_refused(args, {"--collectives by-size: gloo runs over plain TCP only", "add --insecure"});
   check_refused({"train", "--data", no_data, "--stages", "2", "--collectives", "mpi"}, {"--collectives", "mpi"});
 }
 

@@ -58,7 +58,7 @@ TEST_CASE("train on a 2 x 2 mesh with clipping gives the single process's loss")
   CHECK(mesh["test_accuracy"].get<double>() == doctest::Approx(single["test_accuracy"].get<double>()).epsilon(1e-4));
 }
 
-TEST_CASE("D = 2 replicas on plain-TCP nodes: gloo by default (Note [collective backends]), the ring's loss bit for bit") {
+TEST_CASE("D = 2 replicas on plain-TCP nodes: by-size by default (Note [collective backends]), the ring's loss bit for bit") {
   const auto single = train({});
   test::node_process a(actorpipe, {"--insecure"}), b(actorpipe, {"--insecure"});
   std::vector<nlohmann::json> runs;
@@ -70,8 +70,10 @@ TEST_CASE("D = 2 replicas on plain-TCP nodes: gloo by default (Note [collective 
     const std::string line = p.read_line(120s);
     INFO(p.stderr_text());
     REQUIRE(p.wait_exit(30s) == 0);
-    const std::string expected = std::string("collectives: ") + (std::string(backend) == "auto" ? "gloo" : "ring") +
-                                 " (the replicas' all-reduces between nodes, plain TCP)";
+    const std::string expected =
+        std::string("collectives: ") +
+        (std::string(backend) == "auto" ? "by-size: the ring below 4 MB, gloo from 4 MB" : "ring") +
+        " (the replicas' all-reduces between nodes, plain TCP)";
     CHECK(test::contains(p.stderr_text(), expected));
     runs.push_back(nlohmann::json::parse(line));
   }

@@ -9,6 +9,7 @@
 #include <memory>
 #include <thread>
 
+#include "collective/by_size_group.hpp"
 #include "collective/gloo_group.hpp"
 #include "collective/shard.hpp"
 #include "test_support.hpp"
@@ -191,4 +192,50 @@ TEST_CASE("gloo: a group of one rank needs no peer") {
   ranks[0]->all_gather(before, out).wait();
   CHECK(std::memcmp(t.data(), before.data(), before.byte_size()) == 0);
   CHECK(std::memcmp(out.data(), before.data(), before.byte_size()) == 0);
+}
+
+TEST_CASE("by-size group (Note [collectives by size]): below the threshold on the small group, from it on the large one") {
+  // Two gloo groups stand for the ring and gloo; a threshold of 64 bytes splits 16 floats from 15.
+  const int size = 3;
+  std::vector<std::unique_ptr<by_size_group>> ranks;
+  {
+    auto small = connected("dp", size), large = connected("dp", size);
+    for (int r = 0; r < size; ++r)
+      ranks.push_back(std::make_unique<by_size_group>(std::move(small[static_cast<std::size_t>(r)]),
+                                                      std::move(large[static_cast<std::size_t>(r)]), 64));
+  }
+  CHECK(&ranks[0]->group_for(60) != &ranks[0]->group_for(64));
+  CHECK(&ranks[0]->group_for(0) == &ranks[0]->group_for(63));
+  CHECK(&ranks[0]->group_for(64) == &ranks[0]->group_for(std::size_t{1} << 30));
+  std::vector<tensor> few(size), many(size), gathered(size), shards(size), sent(size);
+  on_every_rank(size, [&](int r) {
+    auto& g = *ranks[static_cast<std::size_t>(r)];
+    const auto i = static_cast<std::size_t>(r);
+    few[i] = filled({15}, r);
+    many[i] = filled({40, 3}, r);
+    collective_handle a = g.all_reduce(many[i]);  // the large group's, then the small one's: both in flight
+    collective_handle b = g.all_reduce(few[i], reduce_op::mean);
+    b.wait(), a.wait();
+    g.all_gather(filled({i + 1, 2}, r), gathered[i]).wait();
+    g.reduce_scatter(filled({7, 3}, r), shards[i]).wait();
+    sent[i] = filled({20}, r);
+    g.broadcast(sent[i], 2).wait();
+  });
+  for (int r = 0; r < size; ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    for (std::size_t k = 0; k < 120; ++k)
+      CHECK(many[i].data()[k] == filled({40, 3}, 0).data()[k] + filled({40, 3}, 1).data()[k] + filled({40, 3}, 2).data()[k]);
+    CHECK(std::memcmp(few[i].data(), few[0].data(), few[0].byte_size()) == 0);
+    CHECK(few[i].data()[3] == doctest::Approx((filled({15}, 0).data()[3] + filled({15}, 1).data()[3] + filled({15}, 2).data()[3]) / 3));
+    CHECK(gathered[i].shape() == shape_t{6, 2});
+    const auto [first, last] = shard_rows(7, 3, i);
+    CHECK(shards[i].shape() == shape_t{last - first, 3});
+    CHECK(std::memcmp(sent[i].data(), filled({20}, 2).data(), 20 * sizeof(float)) == 0);
+  }
+  CHECK_THROWS_WITH_AS(ranks[0]->connect({"a b", "c", "d e"}), doctest::Contains("rank 1's endpoint 'c' names one backend, not two"),
+                       collective_error);
+  ranks[1]->abort("a test");  // both groups: the next collective of either size fails at once
+  tensor small_one = filled({2}, 1), large_one = filled({64}, 1);
+  CHECK_THROWS_AS(ranks[1]->all_reduce(small_one).wait(), collective_error);
+  CHECK_THROWS_AS(ranks[1]->all_reduce(large_one).wait(), collective_error);
 }

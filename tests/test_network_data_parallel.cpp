@@ -116,8 +116,10 @@ TEST_CASE("a node of one replica killed mid-step fails the step in every replica
   CHECK(nodes[1]->process().running());
 }
 
-TEST_CASE("the gloo backend (plain TCP nodes) gives the ring's parameters bit for bit, both equal to one process") {
-  // Note [collective backends]: with D = 2 each sum is one addition, the same bits whichever engine adds.
+TEST_CASE("the gloo and by-size backends (plain TCP nodes) give the ring's parameters bit for bit, equal to one process") {
+  // Note [collective backends]: with D = 2 each sum is one addition, the same bits whichever engine adds. This
+  // model's gradients are all below by-size's 4 MB, so it runs them on its ring; here the whole path through the
+  // nodes (both groups' endpoints, placed and connected), in test_collective_gloo which size goes where.
   const dataset d = test::small_blobs(32);
   std::vector<std::unique_ptr<test::node_process>> nodes;
   for (int i = 0; i < 3; ++i) nodes.push_back(std::make_unique<test::node_process>(actorpipe, std::vector<std::string>{"--insecure"}));
@@ -128,7 +130,7 @@ TEST_CASE("the gloo backend (plain TCP nodes) gives the ring's parameters bit fo
     sequential reference = test::linear_pairs_model();
     local_runner local(reference, o.optimizer, "cross_entropy", o.clip_grad_norm);
     std::vector<sequential> trained;
-    for (collective_backend backend : {collective_backend::ring, collective_backend::gloo}) {
+    for (collective_backend backend : {collective_backend::ring, collective_backend::gloo, collective_backend::by_size}) {
       o.collectives = backend;
       data_parallel_pipeline mesh(test::linear_pairs_model(), o, 2);
       for (int s = 0; s < 3; ++s) {
@@ -141,18 +143,23 @@ TEST_CASE("the gloo backend (plain TCP nodes) gives the ring's parameters bit fo
       trained.push_back(mesh.first().gather_model());
     }
     test::check_same_parameters(trained[1], trained[0], 0.0f, "gloo against ring");
+    test::check_same_parameters(trained[2], trained[0], 0.0f, "by-size against ring");
     test::check_same_parameters(trained[1], reference, 1e-5f, "gloo against one process");
   }
   for (auto& n : nodes) CHECK(n->process().running());
 }
 
-TEST_CASE("the gloo backend is refused beside mutual TLS, before any stage is placed") {
+TEST_CASE("the gloo and by-size backends are refused beside mutual TLS, before any stage is placed") {
   pipeline_options o;
   o.stages = 2;
   o.microbatches = 2;
   o.security = test::tls_security();
   o.nodes = {"127.0.0.1:1", "127.0.0.1:2"};  // never reached
-  o.collectives = collective_backend::gloo;
-  CHECK_THROWS_WITH_AS(data_parallel_pipeline(test::linear_pairs_model(), o, 2),
-                       doctest::Contains("the gloo collective backend runs over plain TCP only"), std::invalid_argument);
+  for (collective_backend backend : {collective_backend::gloo, collective_backend::by_size}) {
+    o.collectives = backend;
+    const std::string expected = std::string("the ") + collective_backend_name(backend) +
+                                 " collective backend runs gloo, over plain TCP only";
+    CHECK_THROWS_WITH_AS(data_parallel_pipeline(test::linear_pairs_model(), o, 2),
+                         doctest::Contains(expected.c_str()), std::invalid_argument);
+  }
 }
