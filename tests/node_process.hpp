@@ -18,10 +18,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
+#include <random>
 #include <sstream>
 #include <stdexcept>
 #include <string>
-#include <map>
 #include <vector>
 
 #include "network/transport_security.hpp"
@@ -134,17 +135,36 @@ class child_process {
   std::string stderr_path_;
 };
 
-// A port nobody listens on now on loopback (the system's pick for a socket bound to port 0, then closed).
-inline int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t size = sizeof a;
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &size);
-  close(fd);
-  return ntohs(a.sin_port);
+// A port nobody listens on now on loopback, nor on the `count` - 1 after it: a rendezvous's MASTER_PORT, whose
+// ranks listen on MASTER_PORT + rank (Note [restart under a rendezvous]). Picked below the system's ephemeral
+// range (ip_local_port_range, from 32768 by default): a port there is one no outgoing connection of another test
+// takes between this check and its use, or while a killed rank is started again (a rendezvous test running
+// beside others once failed that way).
+inline int free_port(int count = 8) {
+  int ephemeral = 32768;
+  if (std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range"); range) range >> ephemeral;
+  const auto bindable = [](int port) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    const int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<std::uint16_t>(port));
+    const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    close(fd);
+    return ok;
+  };
+  std::random_device seed;
+  std::mt19937 pick(seed());
+  const int low = 10000, high = std::max(low + count + 1, ephemeral - count);
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    const int base = std::uniform_int_distribution<int>(low, high - 1)(pick);
+    bool all = true;
+    for (int p = base; p < base + count && all; ++p) all = bindable(p);
+    if (all) return base;
+  }
+  throw std::runtime_error("free_port: no " + std::to_string(count) + " free ports in a row below " + std::to_string(high));
 }
 
 // A test cluster's CA and certificates, made once per process and cluster name by scripts/make_test_certs.sh
