@@ -12,12 +12,16 @@
 #include "collective/by_size_group.hpp"
 #include "collective/gloo_group.hpp"
 #include "collective/shard.hpp"
+#include "collective_ranks.hpp"
 #include "test_support.hpp"
 
 using namespace ap;
 using namespace std::chrono_literals;
 
 namespace {
+
+using test::filled;
+using test::on_every_rank;
 
 // `size` ranks of group `name`, connected with each other's endpoints.
 std::vector<std::unique_ptr<gloo_group>> connected(const std::string& name, int size,
@@ -32,19 +36,6 @@ std::vector<std::unique_ptr<gloo_group>> connected(const std::string& name, int 
   for (auto& g : ranks) threads.emplace_back([&g, &endpoints] { g->connect(endpoints); });
   for (auto& t : threads) t.join();
   return ranks;
-}
-
-// Runs body(rank) on one thread per rank; rethrows nothing (checks happen inside, with doctest's lock).
-void on_every_rank(int size, const std::function<void(int)>& body) {
-  std::vector<std::thread> threads;
-  for (int r = 0; r < size; ++r) threads.emplace_back(body, r);
-  for (auto& t : threads) t.join();
-}
-
-tensor filled(shape_t shape, int rank) {
-  tensor t = tensor::from_shape(std::move(shape));
-  for (std::size_t i = 0; i < t.size(); ++i) t.data()[i] = static_cast<float>((i * 7 + static_cast<std::size_t>(rank) * 3) % 11);
-  return t;
 }
 
 }  // namespace

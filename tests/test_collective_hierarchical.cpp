@@ -13,6 +13,7 @@
 #include "collective/gloo_group.hpp"
 #include "collective/hierarchical_group.hpp"
 #include "collective/shard.hpp"
+#include "collective_ranks.hpp"
 #include "test_support.hpp"
 
 using namespace ap;
@@ -20,7 +21,10 @@ using namespace std::chrono_literals;
 
 namespace {
 
-bool operator_equal(const colocated_rank& a, const colocated_rank& b) {
+using test::filled;
+using test::on_every_rank;
+
+bool same_place(const colocated_rank& a, const colocated_rank& b) {
   return a.local_rank == b.local_rank && a.local_size == b.local_size && a.process == b.process &&
          a.processes == b.processes;
 }
@@ -48,18 +52,6 @@ std::vector<std::unique_ptr<hierarchical_group>> connected(const std::string& na
   return ranks;
 }
 
-void on_every_rank(int size, const std::function<void(int)>& body) {
-  std::vector<std::thread> threads;
-  for (int r = 0; r < size; ++r) threads.emplace_back(body, r);
-  for (auto& t : threads) t.join();
-}
-
-tensor filled(shape_t shape, int rank) {
-  tensor t = tensor::from_shape(std::move(shape));
-  for (std::size_t i = 0; i < t.size(); ++i) t.data()[i] = static_cast<float>((i * 7 + static_cast<std::size_t>(rank) * 3) % 11);
-  return t;
-}
-
 bool same_bits(const tensor& a, const tensor& b) {
   return a.shape() == b.shape() && std::memcmp(a.data(), b.data(), a.byte_size()) == 0;
 }
@@ -72,10 +64,10 @@ TEST_CASE("colocate: local ranks in rank order, processes ordered by their lowes
   REQUIRE(two.size() == expected.size());
   for (std::size_t r = 0; r < two.size(); ++r) {
     CAPTURE(r);
-    CHECK(operator_equal(two[r], expected[r]));
+    CHECK(same_place(two[r], expected[r]));
   }
   const std::vector<colocated_rank> apart = colocate({"x", "y", "z"});
-  for (int r = 0; r < 3; ++r) CHECK(operator_equal(apart[static_cast<std::size_t>(r)], colocated_rank{0, 1, r, 3}));
+  for (int r = 0; r < 3; ++r) CHECK(same_place(apart[static_cast<std::size_t>(r)], colocated_rank{0, 1, r, 3}));
   CHECK(colocate({}).empty());
 }
 
