@@ -25,6 +25,8 @@ namespace ap {
 //    probe (clock_atom); ring_chunk and ring_abort (collective groups across processes).
 // 6: task_done, stage_failed, step_result and gradient_norm carry an error_code (Note [errors as codes]).
 // 8: stage specs carry the collective backend of their data-parallel groups (Note [collective backends]).
+// 9: stage specs carry the replica's place among those sharing its node, and the placement's key (Note
+//    [hierarchical collectives]); a third backend, by-size (Note [collectives by size]).
 inline constexpr std::uint32_t wire_protocol_version = 9;
 
 using hello_atom = caf::atom_constant<caf::atom("hello")>;
