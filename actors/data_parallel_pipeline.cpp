@@ -9,6 +9,7 @@
 #include "collective/colocation.hpp"
 #include "collective/shard.hpp"
 #include "plan/cores.hpp"
+#include "plan/mesh.hpp"
 #include "model/loss.hpp"
 #include "stage/stage_state.hpp"
 
@@ -65,7 +66,7 @@ void data_parallel_pipeline::place_on_nodes(const sequential& model, const pipel
   std::vector<std::vector<colocated_rank>> places;
   for (int s = 0; s < options.stages; ++s) {
     std::vector<std::string> nodes;
-    for (int d = 0; d < D; ++d) nodes.push_back(options.nodes[static_cast<std::size_t>(s + d * options.stages) % N]);
+    for (int d = 0; d < D; ++d) nodes.push_back(options.nodes[node_of(d, s, options.stages, N)]);
     places.push_back(colocate(nodes));
   }
   const std::string key = std::to_string(std::random_device{}()) + "-" +

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "plan/mesh.hpp"
 #include "schedule/schedule.hpp"
 
 namespace ap {
@@ -143,7 +144,7 @@ std::vector<memory_holder> memory_holders(int stages, int replicas, const std::v
   for (const std::string& n : nodes) holders.push_back({"node " + n, {}});
   for (int d = 0; d < replicas; ++d)
     for (int s = 0; s < stages; ++s)
-      holders[static_cast<std::size_t>(d * stages + s) % nodes.size()].stages.push_back(s);
+      holders[node_of(d, s, stages, nodes.size())].stages.push_back(s);
   std::vector<memory_holder> used;
   for (auto& h : holders)
     if (!h.stages.empty()) used.push_back(std::move(h));

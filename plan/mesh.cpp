@@ -10,19 +10,25 @@ std::string count(int n, const std::string& what) { return std::to_string(n) + "
 
 }  // namespace
 
+std::size_t node_of(int replica, int stage, int stages, std::size_t nodes) {
+  return static_cast<std::size_t>(replica * stages + stage) % nodes;
+}
+
 std::string describe_mesh(const mesh_shape& m, const std::vector<std::string>& nodes) {
   std::string text = count(m.data_parallel, "data-parallel replica") + " x " + count(m.stages, "stage") + " x " +
                      count(m.tensor_parallel, "tensor-parallel rank") + " = " +
                      count(m.data_parallel * m.stages * m.tensor_parallel, "compute thread");
   if (nodes.empty()) return text + ", all in this process";
   text += ";";
-  // Note [data-parallel nodes]: replica d's stage s on node (d * stages + s) % nodes.
+  bool shared = false;  // some node holds two replicas of one stage
   for (int d = 0; d < m.data_parallel; ++d)
-    for (int s = 0; s < m.stages; ++s)
+    for (int s = 0; s < m.stages; ++s) {
+      const std::string& node = nodes[node_of(d, s, m.stages, nodes.size())];
+      for (int e = 0; e < d; ++e) shared = shared || nodes[node_of(e, s, m.stages, nodes.size())] == node;
       text += std::string(d + s == 0 ? " " : ", ") + (m.data_parallel > 1 ? "replica " + std::to_string(d) + " " : "") +
-              "stage " + std::to_string(s) + ": node " +
-              nodes[static_cast<std::size_t>(d * m.stages + s) % nodes.size()] + " (" +
-              count(m.tensor_parallel, "thread") + ")";
+              "stage " + std::to_string(s) + ": node " + node + " (" + count(m.tensor_parallel, "thread") + ")";
+    }
+  if (shared) text += "; the replicas of a stage on one node reduce through shared memory first";
   return text;
 }
 

@@ -2,6 +2,7 @@
 // each runs. Pure: what `train` prints at start and refuses before anything is built.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -13,9 +14,13 @@ struct mesh_shape {
   int tensor_parallel = 1;  // T: ranks (threads) per stage
 };
 
+// Note [data-parallel nodes]: replica d's stage s runs on node (d * stages + s) % nodes, its index in --nodes.
+std::size_t node_of(int replica, int stage, int stages, std::size_t nodes);
+
 // "2 data-parallel replicas x 2 stages x 2 tensor-parallel ranks = 8 compute threads; replica 0 stage 0:
-// node 127.0.0.1:4000 (2 threads), ...". Nodes as given to --nodes: replica d's stage s on node
-// (d * stages + s) % count (Note [data-parallel nodes]); empty: every thread in this process.
+// node 127.0.0.1:4000 (2 threads), ...", and where some node holds several replicas of a stage, that their
+// all-reduces meet in shared memory first (Note [hierarchical collectives]). Nodes as given to --nodes (node_of);
+// empty: every thread in this process.
 std::string describe_mesh(const mesh_shape& mesh, const std::vector<std::string>& nodes);
 
 // Refuses a size below 1, naming the flag (a node hosts any number of stages and ranks). Throws

@@ -18,6 +18,19 @@ TEST_CASE("describe_mesh counts the threads and places the stages on their nodes
   CHECK(describe_mesh(mesh_shape{2, 1, 1}, {"a:1", "b:2", "c:3"}) ==
         "2 data-parallel replicas x 1 stage x 1 tensor-parallel rank = 2 compute threads; replica 0 stage 0: node "
         "a:1 (1 thread), replica 1 stage 0: node b:2 (1 thread)");
+  // Note [hierarchical collectives]: 3 replicas on 2 nodes, replicas 0 and 2 share a:1.
+  CHECK(describe_mesh(mesh_shape{3, 1, 1}, {"a:1", "b:2"}) ==
+        "3 data-parallel replicas x 1 stage x 1 tensor-parallel rank = 3 compute threads; replica 0 stage 0: node "
+        "a:1 (1 thread), replica 1 stage 0: node b:2 (1 thread), replica 2 stage 0: node a:1 (1 thread); the replicas "
+        "of a stage on one node reduce through shared memory first");
+}
+
+TEST_CASE("node_of: replica d's stage s on node (d * stages + s) mod nodes") {
+  CHECK(node_of(0, 0, 2, 3) == 0);
+  CHECK(node_of(0, 1, 2, 3) == 1);
+  CHECK(node_of(1, 0, 2, 3) == 2);
+  CHECK(node_of(1, 1, 2, 3) == 0);
+  CHECK(node_of(3, 1, 2, 2) == 1);
 }
 
 TEST_CASE("check_mesh refuses sizes below 1, naming the flag") {
