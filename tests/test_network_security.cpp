@@ -78,6 +78,15 @@ bool logged(test::node_process& node, const std::string& part, int count = 1) {
 }
 
 // The peak resident memory (VmHWM) of a process, in MB.
+// A node built with AddressSanitizer (scripts/sanitize.sh builds the node with the tests) keeps the blocks it
+// frees in a quarantine of up to 256 MB (ASan's default quarantine_size_mb) besides what it holds: measured, 295-304
+// MB here against 23-27 MB without. A 4 GB header honoured would still be far above either limit.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr double sanitizer_quarantine_mb = 256;
+#else
+constexpr double sanitizer_quarantine_mb = 0;
+#endif
+
 double peak_rss_mb(pid_t pid) {
   std::ifstream f("/proc/" + std::to_string(pid) + "/status");
   std::string line;
@@ -186,7 +195,7 @@ TEST_CASE("4 GB headers and garbage on 12 connections: the node logs and drops t
     const double peak = peak_rss_mb(node.process().pid());
     MESSAGE("the node's peak RSS: " << peak << " MB");
     CHECK(peak > 0);
-    CHECK(peak < 300);
+    CHECK(peak < 300 + sanitizer_quarantine_mb);
     CHECK(node.process().running());
     for (int fd : held) close(fd);
   }
