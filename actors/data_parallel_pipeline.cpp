@@ -79,7 +79,7 @@ void data_parallel_pipeline::place_on_nodes(const sequential& model, const pipel
     const auto mine = slots.begin() + d * options.stages;
     o.node_slots.assign(mine, mine + options.stages);
     o.nodes.clear();
-    for (std::size_t i = 0; i < N; ++i) o.nodes.push_back(options.nodes[(i + static_cast<std::size_t>(d * options.stages)) % N]);
+    for (std::size_t i = 0; i < N; ++i) o.nodes.push_back(options.nodes[node_of(d, static_cast<int>(i), options.stages, N)]);
     for (int s = 0; s < options.stages; ++s) o.data_parallel_places.push_back(places[static_cast<std::size_t>(s)][static_cast<std::size_t>(d)]);
     o.data_parallel_key = key;
     if (d > 0) o.on_event = nullptr, o.record_events = false;

@@ -1,11 +1,13 @@
 // `actorpipe train`'s checks of its flags, run before any data is loaded.
 #include <iostream>
+#include <optional>
 #include <stdexcept>
 
 #include "cli/checks.hpp"
 #include "cli/schedule_file.hpp"
 #include "cli/train_run.hpp"
 #include "cli/transport_flags.hpp"
+#include "collective/network_group.hpp"
 #include "plan/memory_model.hpp"
 #include "plan/mesh.hpp"
 
@@ -50,7 +52,8 @@ void check_threads(const train_options& o) {
 // --collectives gloo and by-size run gloo, over plain TCP: refused beside mutual TLS (the default), named here
 // before any node is reached; they are only used by data-parallel replicas on nodes, and said to be unused elsewhere.
 void check_collectives(const train_options& o) {
-  if (o.collectives != "gloo" && o.collectives != "by-size") return;
+  const std::optional<collective_backend> backend = parse_collective_backend(o.collectives);  // "auto": nothing
+  if (!backend || !needs_plain_tcp(*backend)) return;
   const std::string flag = "--collectives " + o.collectives;
   if (o.pipe.nodes.empty() && o.rendezvous.empty()) {
     std::cerr << flag << ": applies to data-parallel replicas on nodes (--nodes, --rendezvous): unused\n";

@@ -65,9 +65,7 @@ void describe_pipeline(const train_options& o, const train_plan& plan, const tra
   std::cerr << "mesh: " << describe_mesh(mesh_shape{o.mesh.data_parallel, p.stages, o.mesh.tensor_parallel}, p.nodes)
             << "\n";
   if (!p.nodes.empty() && o.mesh.data_parallel > 1)  // Note [collective backends]
-    std::cerr << "collectives: " << collective_backend_name(p.collectives)
-              << (p.collectives == collective_backend::by_size ? ": the ring below 4 MB, gloo from 4 MB" : "")
-              << " (the replicas' all-reduces between nodes, "
+    std::cerr << "collectives: " << describe_collective_backend(p.collectives) << " (the replicas' all-reduces between nodes, "
               << (p.security.insecure ? "plain TCP" : "mutual TLS") << ")\n";
   if (p.nodes.empty())  // Note [cores per rank]; on nodes, each node's log says
     std::cerr << "cores: "

@@ -16,6 +16,12 @@ const char* collective_backend_name(collective_backend backend) {
   return "ring";
 }
 
+std::string describe_collective_backend(collective_backend backend) {
+  if (backend != collective_backend::by_size) return collective_backend_name(backend);
+  const std::string mb = std::to_string(by_size_group::default_threshold_bytes >> 20) + " MB";
+  return std::string(collective_backend_name(backend)) + ": the ring below " + mb + ", gloo from " + mb;
+}
+
 std::optional<collective_backend> parse_collective_backend(const std::string& text) {
   for (collective_backend b : {collective_backend::ring, collective_backend::gloo, collective_backend::by_size})
     if (text == collective_backend_name(b)) return b;

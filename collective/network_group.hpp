@@ -38,6 +38,8 @@ class network_group : public process_group {
 //   [collectives by size] in collective/by_size_group.hpp); plain TCP only, as gloo.
 enum class collective_backend : std::uint8_t { ring = 0, gloo = 1, by_size = 2 };
 const char* collective_backend_name(collective_backend backend);
+// The name, and for by-size where it splits: "by-size: the ring below 4 MB, gloo from 4 MB" (what `train` prints).
+std::string describe_collective_backend(collective_backend backend);
 // "ring", "gloo" or "by-size"; nothing for any other text.
 std::optional<collective_backend> parse_collective_backend(const std::string& text);
 // Whether the backend runs gloo, which has no TLS in Debian's build (refused beside mutual TLS).
