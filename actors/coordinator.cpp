@@ -292,10 +292,9 @@ coordinator_actor::behavior_type coordinator(coordinator_self self, coordinator_
         // (Note [cores per rank]: the cores belong to the compute ranks).
         use_compute_cores(compute_cores{1, {}});  // cheap once set: this runs per microbatch
         try {
-          const float share = st.loss_fn->compute_loss(out.data, st.labels.at(mb), st.batch_size);
+          auto [share, grad] = st.loss_fn->compute_loss_and_gradient(out.data, st.labels.at(mb), st.batch_size);
           st.loss_sum += share;
           st.microbatch_losses.at(mb) = share * static_cast<float>(st.batch_size) / static_cast<float>(rows(out.data));
-          tensor grad = st.loss_fn->compute_gradient(out.data, st.labels[mb], st.batch_size);
           const int last = st.config.total_chunks - 1;
           ++st.outputs;
           if (st.config.whole_batch_backward) {

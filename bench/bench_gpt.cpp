@@ -74,8 +74,9 @@ step_time median_step_s(step_runner& runner, const dataset& d, std::size_t batch
   return {bench::median(times), bench::median(cpu)};
 }
 
-// GFLOPS of the Linear layers' products for one batch of `rows` rows: forward, dx, dW of each.
-step_time bare_gemm_gflops(const gpt_config& c, std::size_t rows, int repeats) {
+// GFLOPS of the Linear layers' products for one batch of `rows` rows: forward, dx, dW of each; and, where
+// `by_product` is given, each kind's GFLOPS apart (y = x W, dx = dy W^T, dW += x^T dy; medians by wall clock).
+step_time bare_gemm_gflops(const gpt_config& c, std::size_t rows, int repeats, double* by_product = nullptr) {
   struct shape { std::size_t in, out; };
   std::vector<shape> shapes;
   for (std::size_t l = 0; l < c.layers; ++l)
@@ -87,17 +88,26 @@ step_time bare_gemm_gflops(const gpt_config& c, std::size_t rows, int repeats) {
   std::vector<float> x(rows * widest, 0.25f), y(rows * widest, 0.5f), w(widest * widest, 0.125f), dw(widest * widest, 0.0f);
   double flops = 0.0;
   for (const shape& s : shapes) flops += 3.0 * 2.0 * double(rows) * double(s.in) * double(s.out);
-  std::vector<double> times, cpu;
+  std::vector<double> times, cpu, kinds[3];
   for (int r = 0; r < repeats + 1; ++r) {
     const double c0 = thread_cpu_seconds();
     const auto t0 = clock_type::now();
+    double kind_s[3] = {0, 0, 0};
     for (const shape& s : shapes) {
+      auto t = clock_type::now();
       gemm(false, false, rows, s.out, s.in, 1.0f, x.data(), w.data(), 0.0f, y.data());   // y = x W
+      kind_s[0] += seconds_since(t), t = clock_type::now();
       gemm(false, true, rows, s.in, s.out, 1.0f, y.data(), w.data(), 0.0f, x.data());    // dx = dy W^T
+      kind_s[1] += seconds_since(t), t = clock_type::now();
       gemm(true, false, s.in, s.out, rows, 1.0f, x.data(), y.data(), 1.0f, dw.data());   // dW += x^T dy
+      kind_s[2] += seconds_since(t);
     }
-    if (r > 0) times.push_back(seconds_since(t0)), cpu.push_back(thread_cpu_seconds() - c0);  // the first creates the primitives
+    if (r > 0) {  // the first creates the primitives
+      times.push_back(seconds_since(t0)), cpu.push_back(thread_cpu_seconds() - c0);
+      for (int k = 0; k < 3; ++k) kinds[k].push_back(kind_s[k]);
+    }
   }
+  for (int k = 0; by_product && k < 3; ++k) by_product[k] = flops / 3.0 / bench::median(kinds[k]) * 1e-9;
   return {flops / bench::median(times) * 1e-9, flops / bench::median(cpu) * 1e-9};
 }
 
@@ -168,7 +178,10 @@ int main(int argc, char** argv) {
   if (only.empty() || only == "single")
     for (const int threads : {1, single_process_threads()}) {
       set_compute_threads(threads);
-      const step_time bare = bare_gemm_gflops(config, rows, 3);
+      double by_product[3];
+      const step_time bare = bare_gemm_gflops(config, rows, 3, by_product);
+      std::printf("  bare GEMM on %d thread%s by product: y = x W %.1f, dx = dy W^T %.1f, dW += x^T dy %.1f GFLOPS\n",
+                  threads, threads > 1 ? "s" : "", by_product[0], by_product[1], by_product[2]);
       sequential model = sequential::from_spec(spec);
       local_runner runner(model, adamw);
       add("one process, " + std::to_string(threads) + " thread" + (threads > 1 ? "s" : ""),

@@ -187,18 +187,25 @@ int main(int argc, char** argv) try {
       std::vector<double> rates;
       std::uint64_t step = 0;
       double torch = 0.0;
+      std::string refused;  // why the model cannot run this way (e.g. no Linear pair per stage to split over T)
     };
     std::vector<run> runs;
     for (const configuration& c : sweep(n, w)) {
       if (!runs.empty() && !only.empty() && !bench::matches_any(c.name(), only)) continue;
-      run r{c, std::make_unique<sequential>(sequential::from_spec(w.spec)), nullptr, {}, 0, 0.0};
+      run r{c, std::make_unique<sequential>(sequential::from_spec(w.spec)), nullptr, {}, 0, 0.0, {}};
       r.model->set_compute_dtype(type);
       runs.push_back(std::move(r));
     }
     const double units = static_cast<double>(w.inputs.shape()[0] * w.tokens_per_sample);
     for (int round = 0; round < rounds; ++round)
       for (run& r : runs) {
-        if (!r.runner) r.runner = make_runner(r.c, *r.model, opt);  // built when first timed: one set of stages alive
+        if (!r.refused.empty()) continue;
+        if (!r.runner) try {
+            r.runner = make_runner(r.c, *r.model, opt);  // built when first timed: one set of stages alive
+          } catch (const std::invalid_argument& e) {
+            r.refused = e.what();
+            continue;
+          }
         if (r.c.P == 0 && r.c.D == 1 && r.c.T == 1) set_compute_threads(r.c.threads);
         for (int s = 0; s < (round == 0 ? 2 : 0); ++s) r.runner->train_step(w.inputs, w.labels, r.step++);
         const auto t0 = std::chrono::steady_clock::now();
@@ -207,7 +214,8 @@ int main(int argc, char** argv) try {
         if (round + 1 == rounds) r.runner.reset();
       }
     if (use_torch)
-      for (run& r : runs) r.torch = torch_rate(torch_script, w, r.c, dtype_text, std::max(steps * rounds, 5));
+      for (run& r : runs)
+        if (r.refused.empty()) r.torch = torch_rate(torch_script, w, r.c, dtype_text, std::max(steps * rounds, 5));
     const double one = bench::median(runs[0].rates);
     std::printf("\n%s (batch %zu), %s per second, median of %d rounds of %d steps; load %s\n", w.spec.c_str(),
                 w.inputs.shape()[0], w.tokens_per_sample > 1 ? "tokens" : "samples", rounds, steps,
@@ -215,6 +223,10 @@ int main(int argc, char** argv) try {
     std::printf("  %-34s %6s %12s %11s %12s %8s\n", "configuration", "cores", "actorpipe", "efficiency", "PyTorch",
                 "ratio");
     for (run& r : runs) {
+      if (!r.refused.empty()) {
+        std::printf("  %-34s %6d   refused: %s\n", r.c.name().c_str(), r.c.cores(), r.refused.c_str());
+        continue;
+      }
       const double rate = bench::median(r.rates);
       const double efficiency = rate / (one * r.c.cores());
       std::printf("  %-34s %6d %12.0f %11.2f %12s %8s\n", r.c.name().c_str(), r.c.cores(), rate, efficiency,

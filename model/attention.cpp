@@ -9,6 +9,7 @@
 #include "random/seeded_random.hpp"
 #include "tensor/batched_matmul.hpp"
 #include "tensor/compute.hpp"
+#include "tensor/fast_exp.hpp"
 
 namespace ap {
 
@@ -115,27 +116,6 @@ void merge_qkv_heads(const float* dq, const float* dk, const float* dv, std::siz
 }  // namespace
 
 namespace {
-
-// e^x for x <= 0 in fp32, as a loop the compiler vectorises (glibc's expf is a scalar call: 3% of a training
-// step in the softmax alone). Cephes' expf: e^x = 2^z e^r with z the integer nearest x / ln 2 and e^r by a
-// degree-7 polynomial on |r| <= ln 2 / 2. Relative error below 1e-7 (about 1 ulp, measured against exp on
-// [-80, 0]); x below -87 is taken as -87 (e^-87 ~ 1.6e-38: a probability that is 0 in every sum).
-inline float exp_nonpositive(float x) {
-  x = std::max(x, -87.0f);
-  const float z = std::floor(x * 1.44269504f + 0.5f);  // nearest integer to x / ln 2
-  const float r = x - z * 0.693359375f + z * 2.12194440e-4f;  // x - z ln 2 in two parts: |r| <= ln 2 / 2
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  const std::int32_t bits = (static_cast<std::int32_t>(z) + 127) << 23;  // 2^z
-  float scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  return p * scale;
-}
 
 // Note [compute dtype]: `value` held in `type`: moved when it is float32 already, else converted (rounded).
 void keep_as(tensor& held, tensor& value, dtype type) {

@@ -95,42 +95,21 @@ void layer_norm::backward_weight(const tensor& dy, layer_cache& cache) {
   const std::size_t n = rows(x), c = width_;
   const float* px = x.data();
   const float* pdy = dy.data();
-  // Note [row-block sums]: the column sums dgamma and dbeta over the rows go in two passes, so both read whole
-  // rows: each block of row_block rows sums its rows in order into a partial of its own (the blocks spread over
-  // the threads), then every column adds the blocks' partials in block order. The blocks do not depend on the
-  // thread count, so neither do the bits. (Split by column blocks instead, each thread read every row in
-  // 64-byte pieces: 0.68 efficiency on 2 threads at 8192 x 256; now about 1.0, with one thread 7% slower.)
-  constexpr std::size_t row_block = 256;
-  const std::size_t blocks = (n + row_block - 1) / row_block;
-  std::vector<float> partial(blocks * 2 * c, 0.0f);  // per block: c sums for dgamma, then c for dbeta
-  const bool parallel = std::ptrdiff_t(n * c) >= parallel_elements;
-  const auto block_count = static_cast<std::ptrdiff_t>(blocks);
-#pragma omp parallel for schedule(static) if (parallel)
-  for (std::ptrdiff_t b = 0; b < block_count; ++b) {
-    float* pg = partial.data() + std::size_t(b) * 2 * c;
-    float* pb = pg + c;
-    const std::size_t end = std::min(n, (std::size_t(b) + 1) * row_block);
-    for (std::size_t r = std::size_t(b) * row_block; r < end; ++r) {
-      const float* xr = px + r * c;
-      const float* dyr = pdy + r * c;
-      for (std::size_t i = 0; i < c; ++i) {
-        pg[i] += dyr[i] * (xr[i] - mean[r]) * rstd[r];
-        pb[i] += dyr[i];
-      }
-    }
-  }
-  const auto columns = static_cast<std::ptrdiff_t>(c);
-#pragma omp parallel for schedule(static) if (parallel)
-  for (std::ptrdiff_t col = 0; col < columns; ++col) {
-    const std::size_t i = std::size_t(col);
-    float sum_g = 0.0f, sum_b = 0.0f;
-    for (std::size_t b = 0; b < blocks; ++b) {
-      sum_g += partial[b * 2 * c + i];
-      sum_b += partial[b * 2 * c + c + i];
-    }
-    dg[i] += sum_g;
-    db[i] += sum_b;
-  }
+  // Note [row-block sums] in tensor/elementwise.hpp: dgamma and dbeta, each column's rows summed by blocks.
+  float* const sums[2] = {dg, db};
+  add_row_block_sums(
+      n, c, 2,
+      [&](std::size_t r, float* partial) {
+        const float* xr = px + r * c;
+        const float* dyr = pdy + r * c;
+        float* pg = partial;
+        float* pb = partial + c;
+        for (std::size_t i = 0; i < c; ++i) {
+          pg[i] += dyr[i] * (xr[i] - mean[r]) * rstd[r];
+          pb[i] += dyr[i];
+        }
+      },
+      sums);
 }
 
 std::vector<parameter> layer_norm::parameters(const std::string& prefix) {

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "random/seeded_random.hpp"
+#include "tensor/elementwise.hpp"
 #include "tensor/matmul.hpp"
 
 namespace ap {
@@ -40,8 +41,7 @@ tensor linear::forward(const tensor& x, layer_cache& cache, const forward_contex
   tensor y = tensor::from_shape(with_last_axis(x, out_));  // (rows, out)
   float* py = y.data();
   const float* pb = bias_.data();
-  for (std::size_t r = 0; r < n; ++r)
-    for (std::size_t o = 0; o < out_; ++o) py[r * out_ + o] = pb[o];
+  fill_rows(py, n, pb, out_);  // the product adds into the bias (Note [op threads])
   // A reused cache whose x has the same shape keeps its buffer.
   saved& s = cache.emplace<saved>();
   if (compute_dtype() == dtype::bfloat16) {  // Note [compute dtype]: bf16 x and W, fp32 accumulation and y
@@ -98,10 +98,7 @@ void linear::backward_weight(const tensor& dy, layer_cache& cache) {
   } else {
     gemm(true, false, in_, out_, n, 1.0f, x.data(), dy.data(), 1.0f, dweight_.data());
   }
-  const float* pdy = dy.data();
-  float* pdb = dbias_.data();
-  for (std::size_t r = 0; r < n; ++r)
-    for (std::size_t o = 0; o < out_; ++o) pdb[o] += pdy[r * out_ + o];
+  add_column_sums(dy.data(), n, out_, dbias_.data());  // Note [row-block sums]
 }
 
 std::vector<parameter> linear::parameters(const std::string& prefix) {

@@ -9,6 +9,7 @@
 #include "model/layer_spec.hpp"
 #include "model/spec_text.hpp"
 #include "tensor/compute.hpp"
+#include "tensor/fast_exp.hpp"
 
 namespace ap {
 
@@ -53,13 +54,6 @@ void check_finite_row(const char* who, const float* row, std::size_t cols, std::
                               format_float(row[i]) + " at column " + std::to_string(i));
 }
 
-// log(sum(exp(x))) of one row, shifted by its max so no exp overflows.
-double log_sum_exp(const float* x, std::size_t n, float max) {
-  double sum = 0.0;
-  for (std::size_t i = 0; i < n; ++i) sum += std::exp(double(x[i] - max));
-  return double(max) + std::log(sum);
-}
-
 constexpr std::size_t exp_cost = 8;  // for_each_row: an exp against an add
 
 float row_max(const float* x, std::size_t n) {
@@ -99,47 +93,80 @@ void for_each_row(std::size_t n, std::size_t cols, std::size_t element_cost, Row
 
 }  // namespace
 
-float softmax_cross_entropy::compute_loss(const tensor& output, const tensor& target,
-                                          std::size_t batch_size) const {
-  check_labels_shape("cross_entropy", output, target);
+namespace {
+
+// One row of softmax cross-entropy: its loss, log(sum(exp(x - max))) + max - x[label], and where `g` is given,
+// its gradient (softmax - one-hot) * scale into g. The exps are float32 (Note [fast exp]), written into `e`
+// (g itself where given) and summed in double by 8 running sums added in a fixed order, so the loss alone, the
+// gradient alone and both at once give the same bits.
+double cross_entropy_row(const float* x, std::size_t c, std::size_t label, float* e, float* g, double scale) {
+  const float max = row_max(x, c);
+  for (std::size_t i = 0; i < c; ++i) e[i] = exp_nonpositive(x[i] - max);
+  double lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  std::size_t i = 0;
+  for (; i + 8 <= c; i += 8)
+    for (std::size_t j = 0; j < 8; ++j) lanes[j] += double(e[i + j]);
+  double sum = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+  for (; i < c; ++i) sum += double(e[i]);
+  if (g) {
+    const double inverse = 1.0 / sum;
+    for (std::size_t k = 0; k < c; ++k) g[k] = static_cast<float>((double(e[k]) * inverse - (k == label ? 1.0 : 0.0)) * scale);
+  }
+  return double(max) + std::log(sum) - double(x[label]);
+}
+
+// Rows [0, n) of cross-entropy: each row's loss into row_losses where given, its gradient into grad where given.
+void cross_entropy_rows(const tensor& output, const tensor& target, double scale, std::vector<double>* row_losses,
+                        tensor* grad) {
   const std::size_t n = rows(output), c = cols(output);
-  // Each row's loss, then their sum in row order: the serial loop's sum, whatever the threads.
-  std::vector<double> row_losses(n);
   for_each_row(n, c, exp_cost, [&](std::size_t r) {
     const float* x = output.data() + r * c;
     check_finite_row("cross_entropy", x, c, r);
     const std::size_t label = label_of(target, r, c);
-    const double row_loss = log_sum_exp(x, c, row_max(x, c)) - double(x[label]);
-    if (!std::isfinite(row_loss))
-      throw std::domain_error("cross_entropy: the loss of row " + std::to_string(r) + " is not finite");
-    row_losses[r] = row_loss;
+    float* g = grad ? grad->data() + r * c : nullptr;
+    thread_local std::vector<float> scratch;
+    if (!g) scratch.resize(c);
+    const double row_loss = cross_entropy_row(x, c, label, g ? g : scratch.data(), g, scale);
+    if (row_losses) {
+      if (!std::isfinite(row_loss))
+        throw std::domain_error("cross_entropy: the loss of row " + std::to_string(r) + " is not finite");
+      (*row_losses)[r] = row_loss;
+    }
   });
+}
+
+// The rows' losses summed in row order (the serial loop's sum, whatever the threads), over the batch.
+float mean_of_rows(const std::vector<double>& row_losses, const tensor& output, std::size_t batch_size) {
   double total = 0.0;
-  for (std::size_t r = 0; r < n; ++r) total += row_losses[r];
+  for (double l : row_losses) total += l;
   return static_cast<float>(total / divisor(output, batch_size));
+}
+
+}  // namespace
+
+float softmax_cross_entropy::compute_loss(const tensor& output, const tensor& target,
+                                          std::size_t batch_size) const {
+  check_labels_shape("cross_entropy", output, target);
+  std::vector<double> row_losses(rows(output));
+  cross_entropy_rows(output, target, 1.0, &row_losses, nullptr);
+  return mean_of_rows(row_losses, output, batch_size);
 }
 
 tensor softmax_cross_entropy::compute_gradient(const tensor& output, const tensor& target,
                                                std::size_t batch_size) const {
   check_labels_shape("cross_entropy", output, target);
-  const std::size_t n = rows(output), c = cols(output);
-  const double scale = 1.0 / divisor(output, batch_size);
   tensor grad = tensor::from_shape(output.shape());
-  for_each_row(n, c, exp_cost, [&](std::size_t r) {
-    const float* x = output.data() + r * c;
-    float* g = grad.data() + r * c;
-    check_finite_row("cross_entropy", x, c, r);
-    const std::size_t label = label_of(target, r, c);
-    const float max = row_max(x, c);
-    // softmax = exp(x - max) / sum: one exp per element (the loss's log_sum_exp takes the same exps).
-    thread_local std::vector<double> e;
-    e.resize(c);
-    double sum = 0.0;
-    for (std::size_t i = 0; i < c; ++i) sum += e[i] = std::exp(double(x[i] - max));
-    const double inverse = 1.0 / sum;
-    for (std::size_t i = 0; i < c; ++i) g[i] = static_cast<float>((e[i] * inverse - (i == label ? 1.0 : 0.0)) * scale);
-  });
+  cross_entropy_rows(output, target, 1.0 / divisor(output, batch_size), nullptr, &grad);
   return grad;
+}
+
+loss::loss_and_gradient softmax_cross_entropy::compute_loss_and_gradient(const tensor& output, const tensor& target,
+                                                                         std::size_t batch_size) const {
+  check_labels_shape("cross_entropy", output, target);
+  std::vector<double> row_losses(rows(output));
+  tensor grad = tensor::from_shape(output.shape());
+  cross_entropy_rows(output, target, 1.0 / divisor(output, batch_size), &row_losses, &grad);
+  return {mean_of_rows(row_losses, output, batch_size), std::move(grad)};
 }
 
 namespace {

@@ -26,6 +26,16 @@ class loss {
   virtual float compute_loss(const tensor& output, const tensor& target, std::size_t batch_size = 0) const = 0;
   virtual tensor compute_gradient(const tensor& output, const tensor& target,
                                   std::size_t batch_size = 0) const = 0;
+  // Both at once, as every runner and the coordinator need them per microbatch: by default the two calls above;
+  // a loss may share their work (cross-entropy computes its softmax once), giving the same bits as the two.
+  struct loss_and_gradient {
+    float loss;
+    tensor gradient;
+  };
+  virtual loss_and_gradient compute_loss_and_gradient(const tensor& output, const tensor& target,
+                                                      std::size_t batch_size = 0) const {
+    return {compute_loss(output, target, batch_size), compute_gradient(output, target, batch_size)};
+  }
   // Note [loss scaling]: the rows of output that a whole batch's `target` covers, the batch_size a pipeline
   // passes for it. Class labels hold one per row: (batch, sequence) labels of a language model count every
   // token, so the mean is over all tokens of the batch.
@@ -38,6 +48,8 @@ class softmax_cross_entropy final : public loss {
   std::string name() const override { return "cross_entropy"; }
   float compute_loss(const tensor& output, const tensor& target, std::size_t batch_size = 0) const override;
   tensor compute_gradient(const tensor& output, const tensor& target, std::size_t batch_size = 0) const override;
+  loss_and_gradient compute_loss_and_gradient(const tensor& output, const tensor& target,
+                                              std::size_t batch_size = 0) const override;
   std::size_t batch_rows(const tensor& target) const override { return target.size(); }
 };
 

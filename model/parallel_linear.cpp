@@ -5,6 +5,7 @@
 
 #include "collective/shard.hpp"
 #include "model/linear.hpp"
+#include "tensor/elementwise.hpp"
 #include "tensor/matmul.hpp"
 
 namespace ap {
@@ -46,13 +47,6 @@ std::pair<std::size_t, std::size_t> split(const layer& who, std::size_t width, c
   return shard_rows(width, size, static_cast<std::size_t>(group.rank()));
 }
 
-void add_column_sums(const tensor& dy, std::size_t width, tensor& dbias) {
-  const std::size_t n = rows(dy);
-  const float* pdy = dy.data();
-  float* pdb = dbias.data();
-  for (std::size_t r = 0; r < n; ++r)
-    for (std::size_t o = 0; o < width; ++o) pdb[o] += pdy[r * width + o];
-}
 
 }  // namespace
 
@@ -104,7 +98,7 @@ tensor column_parallel_linear::forward(const tensor& x, layer_cache& cache, cons
   const std::size_t n = rows(x), w = width();
   tensor y = tensor::from_shape(with_last_axis(x, w));  // (rows, w)
   float* py = y.data();
-  for (std::size_t r = 0; r < n; ++r) std::memcpy(py + r * w, bias_.data(), w * sizeof(float));
+  fill_rows(py, n, bias_.data(), w);  // the product adds into the bias (Note [op threads])
   gemm(false, false, n, w, in_, 1.0f, x.data(), weight_.data(), 1.0f, py);
   cache.emplace<saved>().x = x;
   return y;
@@ -163,7 +157,7 @@ void column_parallel_linear::backward_weight(const tensor& dy, layer_cache& cach
   const std::size_t w = width();
   check_dy_shape(dy, with_last_axis(x, w), *this);
   gemm(true, false, in_, w, rows(dy), 1.0f, x.data(), dy.data(), 1.0f, dweight_.data());
-  add_column_sums(dy, w, dbias_);
+  add_column_sums(dy.data(), rows(dy), w, dbias_.data());  // Note [row-block sums]
 }
 
 std::vector<parameter> column_parallel_linear::parameters(const std::string& prefix) {
@@ -214,9 +208,7 @@ tensor row_parallel_linear::forward(const tensor& x, layer_cache& cache, const f
   tensor y = tensor::from_shape(with_last_axis(x, out_));  // (rows, out)
   gemm(false, false, n, out_, w, 1.0f, x.data(), weight_.data(), 0.0f, y.data());
   if (group_) group_->all_reduce(y).wait();  // the ranks' partial products, summed in rank order
-  float* py = y.data();
-  for (std::size_t r = 0; r < n; ++r)
-    for (std::size_t o = 0; o < out_; ++o) py[r * out_ + o] += bias_.data()[o];
+  add_to_rows(y.data(), n, bias_.data(), out_);
   cache.emplace<saved>().x = x;
   return y;
 }
@@ -234,7 +226,7 @@ void row_parallel_linear::backward_weight(const tensor& dy, layer_cache& cache) 
   const tensor& x = cache.get<saved>(*this).x;
   check_dy_shape(dy, with_last_axis(x, out_), *this);
   gemm(true, false, last_ - first_, out_, rows(dy), 1.0f, x.data(), dy.data(), 1.0f, dweight_.data());
-  add_column_sums(dy, out_, dbias_);
+  add_column_sums(dy.data(), rows(dy), out_, dbias_.data());  // Note [row-block sums]
 }
 
 std::vector<parameter> row_parallel_linear::parameters(const std::string& prefix) {

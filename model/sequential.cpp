@@ -4,8 +4,9 @@
 
 #include "model/gpt_spec.hpp"
 #include "model/layer_registry.hpp"
-#include "random/seeded_random.hpp"
 #include "model/spec_text.hpp"
+#include "random/seeded_random.hpp"
+#include "tensor/elementwise.hpp"
 
 namespace ap {
 
@@ -258,7 +259,7 @@ std::size_t sequential::parameter_count() const {
 }
 
 void sequential::zero_grad() {
-  for (const parameter& p : parameters()) std::fill(p.grad->begin(), p.grad->end(), 0.0f);
+  for (const parameter& p : parameters()) parallel_zero(p.grad->bytes(), p.grad->byte_size());  // +0.0
 }
 
 void sequential::initialize(std::uint64_t seed) {

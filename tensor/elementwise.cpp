@@ -57,6 +57,51 @@ void parallel_copy(const std::vector<copy_piece>& copies) {
     std::memcpy(pieces[std::size_t(p)].to, pieces[std::size_t(p)].from, pieces[std::size_t(p)].bytes);
 }
 
+void fill_rows(float* y, std::size_t rows, const float* row, std::size_t cols) {
+  const auto count = static_cast<std::ptrdiff_t>(rows);
+#pragma omp parallel for schedule(static) if (std::ptrdiff_t(rows * cols) >= parallel_elements)
+  for (std::ptrdiff_t r = 0; r < count; ++r) std::memcpy(y + std::size_t(r) * cols, row, cols * sizeof(float));
+}
+
+void add_to_rows(float* y, std::size_t rows, const float* row, std::size_t cols) {
+  const auto count = static_cast<std::ptrdiff_t>(rows);
+#pragma omp parallel for schedule(static) if (std::ptrdiff_t(rows * cols) >= parallel_elements)
+  for (std::ptrdiff_t r = 0; r < count; ++r) {  // not add_into: a parallel region per row costs more than the row
+    float* yr = y + std::size_t(r) * cols;
+    for (std::size_t i = 0; i < cols; ++i) yr[i] += row[i];
+  }
+}
+
+void add_row_block_sums(std::size_t rows, std::size_t cols, std::size_t parts,
+                        const std::function<void(std::size_t, float*)>& add_row, float* const* sums) {
+  const std::size_t blocks = (rows + row_sum_block - 1) / row_sum_block, width = parts * cols;
+  std::vector<float> partial(blocks * width, 0.0f);
+  const bool parallel = std::ptrdiff_t(rows * cols) >= parallel_elements;
+  const auto block_count = static_cast<std::ptrdiff_t>(blocks);
+#pragma omp parallel for schedule(static) if (parallel)
+  for (std::ptrdiff_t b = 0; b < block_count; ++b) {
+    const std::size_t end = std::min(rows, (std::size_t(b) + 1) * row_sum_block);
+    for (std::size_t r = std::size_t(b) * row_sum_block; r < end; ++r) add_row(r, partial.data() + std::size_t(b) * width);
+  }
+  const auto columns = static_cast<std::ptrdiff_t>(width);
+#pragma omp parallel for schedule(static) if (parallel)
+  for (std::ptrdiff_t col = 0; col < columns; ++col) {
+    float sum = 0.0f;
+    for (std::size_t b = 0; b < blocks; ++b) sum += partial[b * width + std::size_t(col)];
+    sums[std::size_t(col) / cols][std::size_t(col) % cols] += sum;
+  }
+}
+
+void add_column_sums(const float* x, std::size_t rows, std::size_t cols, float* sums) {
+  add_row_block_sums(
+      rows, cols, 1,
+      [&](std::size_t r, float* partial) {
+        const float* xr = x + r * cols;
+        for (std::size_t i = 0; i < cols; ++i) partial[i] += xr[i];
+      },
+      &sums);
+}
+
 void parallel_zero(void* to, std::size_t bytes) {
   const auto pieces = static_cast<std::ptrdiff_t>((bytes + piece_bytes - 1) / piece_bytes);
   if (pieces < 2) {

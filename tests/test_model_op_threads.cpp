@@ -27,6 +27,7 @@
 #include "tensor/bfloat16.hpp"
 #include "tensor/compute.hpp"
 #include "tensor/elementwise.hpp"
+#include "tensor/fast_exp.hpp"
 
 using namespace ap;
 
@@ -128,6 +129,15 @@ TEST_CASE("element-wise helpers and conversions: same bits on 1, 2 and 3 threads
     return std::vector<tensor>{half, back, rounded};
   });
   check_threads("square_sum", [&] { return std::vector<tensor>{bits_of(square_sum(a.data(), n))}; });
+  check_threads("fill_rows, add_to_rows, add_column_sums", [&] {
+    const std::size_t rows = 1001, cols = 301;  // 4 blocks of rows, the last one short
+    const tensor x = random_tensor({rows, cols}, 4), bias = random_tensor({cols}, 5);
+    tensor filled = tensor::from_shape({rows, cols}), added = x, sums = random_tensor({cols}, 6);
+    fill_rows(filled.data(), rows, bias.data(), cols);
+    add_to_rows(added.data(), rows, bias.data(), cols);
+    add_column_sums(x.data(), rows, cols, sums.data());
+    return std::vector<tensor>{filled, added, sums};
+  });
   check_threads("slice_rows, concat_rows", [&] {
     const tensor whole = random_tensor({1000, 301}, 3);
     const tensor p0 = slice_rows(whole, 0, 333), p1 = slice_rows(whole, 333, 1000);
@@ -257,14 +267,26 @@ TEST_CASE("losses: same bits on 1, 2 and 3 threads, the loss is the serial sum o
                                xent.compute_gradient(small, small_labels, 0),
                                scalar(mse.compute_loss(logits, target, 0)), mse.compute_gradient(logits, target, 0)};
   });
-  // The serial loop this replaced: the rows' losses added in row order, in double.
+  check_threads("cross-entropy's loss and gradient at once", [&] {
+    auto [loss, gradient] = xent.compute_loss_and_gradient(logits, labels, 4000);
+    return std::vector<tensor>{scalar(loss), gradient};
+  });
+  // At once, the bits of the two calls.
+  set_compute_threads(2);
+  const auto both = xent.compute_loss_and_gradient(logits, labels, 4000);
+  CHECK(both.loss == xent.compute_loss(logits, labels, 4000));
+  CHECK(same_bits(both.gradient, xent.compute_gradient(logits, labels, 4000)));
+  // The serial loop written out: per row its exps in float (Note [fast exp]) summed in double by 8 running sums
+  // added pairwise, then the rows' losses added in row order, in double.
   double total = 0.0;
   for (std::size_t r = 0; r < 3000; ++r) {
     const float* x = logits.data() + r * 37;
     float max = x[0];
     for (std::size_t i = 1; i < 37; ++i) max = x[i] > max ? x[i] : max;
-    double sum = 0.0;
-    for (std::size_t i = 0; i < 37; ++i) sum += std::exp(double(x[i] - max));
+    double lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (std::size_t i = 0; i < 32; ++i) lanes[i % 8] += double(exp_nonpositive(x[i] - max));
+    double sum = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+    for (std::size_t i = 32; i < 37; ++i) sum += double(exp_nonpositive(x[i] - max));
     total += double(max) + std::log(sum) - double(x[std::size_t(labels.data()[r])]);
   }
   set_compute_threads(2);

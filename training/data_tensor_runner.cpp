@@ -83,12 +83,14 @@ float data_tensor_runner::train_step(const tensor& inputs, const tensor& labels,
       const auto [first, last] = shard_rows(samples, D, static_cast<std::size_t>(d));
       const tensor out = replica.forward(step, 0, 0, static_cast<int>(first), slice_rows(inputs, first, last));
       const tensor y = slice_rows(labels, first, last);
+      loss::loss_and_gradient result;
       try {
-        loss_shares[static_cast<std::size_t>(d)] = loss_->compute_loss(out, y, batch_rows);
+        result = loss_->compute_loss_and_gradient(out, y, batch_rows);
       } catch (const std::domain_error& e) {
         throw diverged_error("step " + std::to_string(step) + ": " + e.what());
       }
-      replica.backward_and_reduce(0, 0, loss_->compute_gradient(out, y, batch_rows));
+      loss_shares[static_cast<std::size_t>(d)] = result.loss;
+      replica.backward_and_reduce(0, 0, result.gradient);
       float factor = 1.0f;  // Note [global gradient clipping]: the sum is over the reduced gradients, alike everywhere
       if (options_.clip_grad_norm > 0.0f) factor = clip_factor(replica.gradient_square_sum(), options_.clip_grad_norm);
       replica.apply_optimizer(factor);

@@ -24,13 +24,14 @@ float local_runner::train_step(const tensor& inputs, const tensor& labels, std::
   model_.zero_grad();
   sequential_cache cache;
   const tensor output = model_.forward(inputs, cache, forward_context{true, step, 0});
-  float batch_loss = 0.0f;
+  loss::loss_and_gradient result;
   try {
-    batch_loss = loss_->compute_loss(output, labels);
+    result = loss_->compute_loss_and_gradient(output, labels);
   } catch (const std::domain_error& e) {  // a loss that is not finite: say at which step
     throw diverged_error("step " + std::to_string(step) + ": " + e.what());
   }
-  model_.backward(loss_->compute_gradient(output, labels), cache, /*need_input_grad=*/false);
+  const float batch_loss = result.loss;
+  model_.backward(result.gradient, cache, /*need_input_grad=*/false);
   const auto params = model_.parameters();
   if (clip_grad_norm_ > 0.0f) scale_gradients(params, clip_factor(gradient_square_sum(params), clip_grad_norm_));
   optimizer_->step(params);
