@@ -149,6 +149,7 @@ std::vector<configuration> sweep(int n, const workload& w) {
 
 int main(int argc, char** argv) try {
   keep_tensor_memory();
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // line by line: a run cut short by a time limit keeps what it measured
   int steps = 3, rounds = 3, max_cores = 0;
   std::string models = "mlp,gpt4,gpt16", dtype_text = "float32", only;
   std::string torch_script = std::string(AP_SOURCE_DIR) + "/../shared/tools/torch_cpu_bench.py";
@@ -211,11 +212,15 @@ int main(int argc, char** argv) try {
         const auto t0 = std::chrono::steady_clock::now();
         for (int s = 0; s < steps; ++s) r.runner->train_step(w.inputs, w.labels, r.step++);
         r.rates.push_back(units * steps / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        std::printf("  measured %s, round %d: %.0f per second\n", r.c.name().c_str(), round + 1, r.rates.back());
         if (round + 1 == rounds) r.runner.reset();
       }
     if (use_torch)
       for (run& r : runs)
-        if (r.refused.empty()) r.torch = torch_rate(torch_script, w, r.c, dtype_text, std::max(steps * rounds, 5));
+        if (r.refused.empty()) {
+          r.torch = torch_rate(torch_script, w, r.c, dtype_text, std::max(steps * rounds, 5));
+          std::printf("  PyTorch %s: %.0f per second\n", r.c.name().c_str(), r.torch);
+        }
     const double one = bench::median(runs[0].rates);
     std::printf("\n%s (batch %zu), %s per second, median of %d rounds of %d steps; load %s\n", w.spec.c_str(),
                 w.inputs.shape()[0], w.tokens_per_sample > 1 ? "tokens" : "samples", rounds, steps,
