@@ -65,7 +65,8 @@ struct copy_piece {
   std::size_t bytes;
 };
 void parallel_copy(const std::vector<copy_piece>& copies);
-// memset(to, 0, bytes) on the compute threads.
+// memset(to, 0, bytes) on the compute threads, where is_compute_rank_thread() (as copy_bytes): a stage's
+// zero_grad may run on one of CAF's threads, whose OpenMP default would be a team of every core.
 void parallel_zero(void* to, std::size_t bytes);
 // Sum of x[i]^2 for i < n, in double: per sum_block block (8 running sums, added in a fixed order), the block
 // sums added in order. Same bits for any thread count.
