@@ -150,7 +150,8 @@ void causal_softmax_rows(float* scores, std::size_t rows, std::size_t t) {
     float* row = scores + std::size_t(r) * t;
     const std::size_t seen = std::size_t(r) % t + 1;  // columns 0 .. r % t
     float max = row[0];
-    for (std::size_t j = 1; j < seen; ++j) max = row[j] > max ? row[j] : max;
+#pragma omp simd reduction(max : max)
+    for (std::size_t j = 1; j < seen; ++j) max = std::max(max, row[j]);
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
     for (std::size_t j = 0; j < seen; ++j) {
@@ -208,6 +209,7 @@ void attention_heads_backward(const tensor& dmerged, std::size_t heads, const at
       float* gr = g + std::size_t(r) * t;
       const std::size_t seen = std::size_t(r) % t + 1;
       float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)  // Note [vector sums] in tensor/compute.hpp
       for (std::size_t j = 0; j < seen; ++j) dot += gr[j] * pr[j];
       for (std::size_t j = 0; j < seen; ++j) gr[j] = pr[j] * (gr[j] - dot) * scale;
       for (std::size_t j = seen; j < t; ++j) gr[j] = 0.0f;

@@ -69,6 +69,7 @@ void layer_norm::backward_input(const tensor& dy, layer_cache& cache, tensor* dx
     float* dxr = pdx + r * c;
     // dx = rstd * (dnorm - mean(dnorm) - xhat * mean(dnorm * xhat)), with dnorm = dy * gamma (as llm.c).
     float dnorm_mean = 0.0f, dnorm_xhat_mean = 0.0f;
+#pragma omp simd reduction(+ : dnorm_mean, dnorm_xhat_mean)  // Note [vector sums] in tensor/compute.hpp
     for (std::size_t i = 0; i < c; ++i) {
       const float xhat = (xr[i] - mean[r]) * rstd[r];
       const float dnorm = dyr[i] * g[i];

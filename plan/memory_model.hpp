@@ -32,8 +32,8 @@ namespace ap {
 // more: 1.7x for the heavy MLP on 2 stages (299 MB against 178) and 2.1x for the 4-layer GPT (368 against
 // 173). What the model counts is there: building the MLP's pipeline put exactly its weights, gradients and
 // optimizer state in use (malloc's in-use bytes grew 153 MB, the prediction's 38 + 38 + 76), and the stash is
-// exact (above). The rest is the allocator's: the heap keeps what it once held (keep_tensor_memory: not trimmed
-// until 1 GB is free, Note [one malloc arena]) and does not always fit new blocks into freed ones. The layer-cost
+// exact (above). The rest is the allocator's: the heap keeps what it once held (keep_tensor_memory: never
+// trimmed, Note [keep the heap]) and does not always fit new blocks into freed ones. The layer-cost
 // measurement before the build left 80 MB (MLP) and 245 MB (GPT) free in the heap, and the GPT's steps still
 // grew the resident peak 157 MB for 122 MB of stash. Predicting the process's peak within 10% would take a
 // tensor memory pool whose blocks are reused by size.

@@ -38,6 +38,11 @@ int compute_threads();  // the calling thread's setting
 // a pipeline stage's one thread runs them serially, a single process uses every core. Each element is
 // computed alone, by the same instructions, so any thread count gives the same bits.
 inline constexpr std::ptrdiff_t parallel_elements = 1 << 16;
+// Note [vector sums]: without -ffast-math GCC adds a float sum in source order, one add waiting for the last:
+// layer norm's backward and the attention softmax's backward each spent most of their time in such a loop.
+// `#pragma omp simd reduction(+ : sum)` lets the loop keep a partial sum per vector lane and add the lanes at
+// its end. The order is fixed by the compiled code and a row is summed whole by one thread, so any thread
+// count and any split of the batch into microbatches still gives the same bits (not the plain loop's bits).
 
 // Note [cores per rank]: a compute rank (a single process, a stage, a tensor-parallel rank, a data-parallel
 // replica's stage) computes on `threads` intra-op threads: OpenMP's team size is a per-thread setting and

@@ -14,9 +14,14 @@ namespace ap {
 // with z the integer nearest x / ln 2 and e^r by a degree-7 polynomial on |r| <= ln 2 / 2. Relative error
 // below 1e-7 (about 1 ulp, measured against exp on [-80, 0]); x below -87 is taken as -87 (e^-87 ~ 1.6e-38: a
 // probability that is 0 in every sum). Softmaxes call it on x - max(x), which is never positive.
+// The nearest integer is taken by adding and subtracting 1.5 * 2^23, not by std::floor(v + 0.5): GCC 12 does
+// not vectorise floor without -fno-trapping-math, and one floor left the whole loop scalar, 2.1 ns an exp on
+// one core of this machine; with the addition the loop runs on 16 lanes, 0.23 ns (and the causal softmax of
+// 512 x 128 x 128 scores went from 12.7 to 5.3 ms). At an exact tie the two round differently, and both give
+// |r| <= ln 2 / 2.
 inline float exp_nonpositive(float x) {
   x = std::max(x, -87.0f);
-  const float z = std::floor(x * 1.44269504f + 0.5f);  // nearest integer to x / ln 2
+  const float z = (x * 1.44269504f + 12582912.0f) - 12582912.0f;  // nearest integer to x / ln 2 (1.5 * 2^23)
   const float r = x - z * 0.693359375f + z * 2.12194440e-4f;  // x - z ln 2 in two parts: |r| <= ln 2 / 2
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;

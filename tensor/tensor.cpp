@@ -333,8 +333,8 @@ float max_relative_difference(const tensor& a, const tensor& b) {
 namespace ap {
 
 void keep_tensor_memory() {
-  mallopt(M_MMAP_THRESHOLD, 64 << 20);   // blocks below 64 MB come from the heap, not fresh mmaps
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);    // and the heap is not trimmed back until 1 GB is free
+  mallopt(M_MMAP_MAX, 0);                // every block comes from the heap, none from a fresh mmap
+  mallopt(M_TRIM_THRESHOLD, -1);         // and the heap is never trimmed: Note [keep the heap]
   mallopt(M_ARENA_MAX, 1);               // one heap for every thread: Note [one malloc arena]
 }
 
