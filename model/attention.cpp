@@ -223,15 +223,28 @@ void attention_heads_backward(const tensor& dmerged, std::size_t heads, const at
   merge_qkv_heads(dq.data(), dk.data(), dv.data(), batch, t, heads, d, dqkv.data());
 }
 
-tensor causal_self_attention::forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const {
+causal_self_attention::saved& causal_self_attention::start_forward(const tensor& x, layer_cache& cache) const {
   if (x.dimension() != 3 || x.shape()[2] != dim_)
     throw std::invalid_argument(describe() + " takes (batch, sequence, " + std::to_string(dim_) +
                                 "), got input of shape " + shape_string(x));
   saved& s = cache.emplace<saved>();
   s.input_done = false;
-  const tensor qkv = qkv_.forward(x, s.qkv, ctx);  // (B, T, 3D)
-  const tensor merged = attention_heads_forward(qkv, heads_, compute_dtype(), s.heads);  // (B, T, D)
-  return proj_.forward(merged, s.proj, ctx);
+  return s;
+}
+
+tensor causal_self_attention::heads_and_projection(const tensor& qkv, saved& s, const forward_context& ctx) const {
+  tensor merged = attention_heads_forward(qkv, heads_, compute_dtype(), s.heads);  // (B, T, D)
+  return proj_.forward_owned(std::move(merged), s.proj, ctx);  // Note [owned input]
+}
+
+tensor causal_self_attention::forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const {
+  saved& s = start_forward(x, cache);
+  return heads_and_projection(qkv_.forward(x, s.qkv, ctx), s, ctx);  // qkv: (B, T, 3D)
+}
+
+tensor causal_self_attention::forward_owned(tensor&& x, layer_cache& cache, const forward_context& ctx) const {
+  saved& s = start_forward(x, cache);
+  return heads_and_projection(qkv_.forward_owned(std::move(x), s.qkv, ctx), s, ctx);
 }
 
 void causal_self_attention::set_compute_dtype(dtype type) {

@@ -49,6 +49,7 @@ class causal_self_attention final : public layer {
     std::size_t bytes() const override { return qkv.bytes() + proj.bytes() + heads.bytes() + dqkv.byte_size(); }
   };
   tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
+  tensor forward_owned(tensor&& x, layer_cache& cache, const forward_context& ctx) const override;
   void backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const override;
   void backward_weight(const tensor& dy, layer_cache& cache) override;
 
@@ -65,6 +66,8 @@ class causal_self_attention final : public layer {
   std::size_t dim_, heads_;
   linear qkv_;   // D -> 3D: q, k, v side by side, each D wide (head h at columns h*d of each)
   linear proj_;  // D -> D
+  saved& start_forward(const tensor& x, layer_cache& cache) const;  // x checked, the cache made ready
+  tensor heads_and_projection(const tensor& qkv, saved& s, const forward_context& ctx) const;
 };
 
 // The attention core on its own (tests, benchmarks): softmax over each row of scores (rows, T) masked to

@@ -79,7 +79,8 @@ tensor block::forward_parts(const tensor& x, saved& s, const forward_context& ct
   tensor h = with_layer_named(0, *parts_[0], false, [&] { return parts_[0]->forward(x, s.parts[0], ctx); });
   for (std::size_t i = 1; i < parts_.size(); ++i) {
     round_to_compute_dtype(h, compute_dtype());  // Note [compute dtype]: between parts, as between layers
-    h = with_layer_named(i, *parts_[i], false, [&] { return parts_[i]->forward(h, s.parts[i], ctx); });
+    h = with_layer_named(i, *parts_[i], false,
+                         [&] { return parts_[i]->forward_owned(std::move(h), s.parts[i], ctx); });
   }
   return h;
 }

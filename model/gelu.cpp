@@ -14,6 +14,14 @@ tensor gelu::forward(const tensor& x, layer_cache& cache, const forward_context&
   return y;
 }
 
+tensor gelu::forward_owned(tensor&& x, layer_cache& cache, const forward_context& ctx) const {
+  if (compute_dtype() != dtype::float32) return forward(x, cache, ctx);
+  tensor y = tensor::from_shape(x.shape());
+  gelu_forward(x.data(), y.data(), x.size());
+  cache.emplace<saved>().x = std::move(x);  // Note [owned input]: the stash, uncopied
+  return y;
+}
+
 void gelu::backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const {
   tensor scratch;
   const tensor& x = float32_view(cache.get<saved>(*this).x, scratch);

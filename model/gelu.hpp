@@ -16,6 +16,7 @@ class gelu final : public layer {
     }
   };
   tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
+  tensor forward_owned(tensor&& x, layer_cache& cache, const forward_context& ctx) const override;
   void backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const override;
   std::unique_ptr<layer> clone() const override { return std::make_unique<gelu>(*this); }
   std::string spec() const override { return "gelu"; }

@@ -155,6 +155,12 @@ class layer {
   virtual std::optional<std::size_t> out_features() const { return std::nullopt; }
 
   virtual tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const = 0;
+  // Note [owned input]: forward of an input its caller gives up (Sequential and a block give every layer but
+  // their first the activation they no longer need). A layer that keeps its input for the backward may keep
+  // x's buffer instead of copying it; by default this is forward(x).
+  virtual tensor forward_owned(tensor&& x, layer_cache& cache, const forward_context& ctx) const {
+    return forward(x, cache, ctx);
+  }
   virtual void backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const = 0;
   virtual void backward_weight(const tensor& dy, layer_cache& cache) {}
   // Note [recomputation] in model/block.hpp: a block that recomputes keeps only its input from the forward

@@ -34,6 +34,14 @@ shape_t with_last_axis(const tensor& x, std::size_t width) {
 }  // namespace
 
 tensor linear::forward(const tensor& x, layer_cache& cache, const forward_context&) const {
+  return forward_keeping(x, nullptr, cache);
+}
+
+tensor linear::forward_owned(tensor&& x, layer_cache& cache, const forward_context&) const {
+  return forward_keeping(x, &x, cache);  // Note [owned input]: a float32 x becomes the stash, uncopied
+}
+
+tensor linear::forward_keeping(const tensor& x, tensor* owned, layer_cache& cache) const {
   if (cols(x) != in_)
     throw std::invalid_argument(describe() + " takes " + std::to_string(in_) + " features, got input of shape " +
                                 shape_string(x));
@@ -44,6 +52,7 @@ tensor linear::forward(const tensor& x, layer_cache& cache, const forward_contex
   fill_rows(py, n, pb, out_);  // the product adds into the bias (Note [op threads])
   // A reused cache whose x has the same shape keeps its buffer.
   saved& s = cache.emplace<saved>();
+  s.dy_bf16 = tensor();
   if (compute_dtype() == dtype::bfloat16) {  // Note [compute dtype]: bf16 x and W, fp32 accumulation and y
     stash_as(s.x, x, dtype::bfloat16);
     const tensor& xs = s.x;
@@ -51,7 +60,10 @@ tensor linear::forward(const tensor& x, layer_cache& cache, const forward_contex
     return y;
   }
   gemm(false, false, n, out_, in_, 1.0f, x.data(), weight_.data(), 1.0f, py);
-  s.x = x;
+  if (owned)
+    s.x = std::move(*owned);
+  else
+    s.x = x;
   return y;
 }
 
@@ -74,27 +86,30 @@ void check_dy(const linear& l, const tensor& dy, const tensor& x, std::size_t ou
 }  // namespace
 
 void linear::backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const {
-  const tensor& x = cache.get<saved>(*this).x;
+  saved& s = cache.get<saved>(*this);
+  const tensor& x = s.x;
   check_dy(*this, dy, x, out_);
   if (!dx) return;
   bool fresh = false;
   float* pdx = accumulate_into(*dx, shape_of(x), *this, &fresh);  // (rows, in)
   if (x.type() == dtype::bfloat16) {  // Note [compute dtype]
-    const tensor dy_bf16 = dy.astype(dtype::bfloat16);
-    gemm(false, true, rows(dy), in_, out_, 1.0f, dy_bf16.bf16_data(), weight_bf16().bf16_data(), fresh ? 0.0f : 1.0f,
-         pdx);
+    s.dy_bf16 = dy.astype(dtype::bfloat16);
+    gemm(false, true, rows(dy), in_, out_, 1.0f, s.dy_bf16.bf16_data(), weight_bf16().bf16_data(),
+         fresh ? 0.0f : 1.0f, pdx);
     return;
   }
   gemm(false, true, rows(dy), in_, out_, 1.0f, dy.data(), weight_.data(), fresh ? 0.0f : 1.0f, pdx);
 }
 
 void linear::backward_weight(const tensor& dy, layer_cache& cache) {
-  const tensor& x = cache.get<saved>(*this).x;
+  saved& s = cache.get<saved>(*this);
+  const tensor& x = s.x;
   check_dy(*this, dy, x, out_);
   const std::size_t n = rows(dy);
   if (x.type() == dtype::bfloat16) {  // Note [compute dtype]: bf16 products summed into the fp32 gradient
-    const tensor dy_bf16 = dy.astype(dtype::bfloat16);
-    gemm(true, false, in_, out_, n, 1.0f, x.bf16_data(), dy_bf16.bf16_data(), 1.0f, dweight_.data());
+    if (s.dy_bf16.size() != dy.size()) s.dy_bf16 = dy.astype(dtype::bfloat16);  // backward_input ran without dx
+    gemm(true, false, in_, out_, n, 1.0f, x.bf16_data(), s.dy_bf16.bf16_data(), 1.0f, dweight_.data());
+    s.dy_bf16 = tensor();
   } else {
     gemm(true, false, in_, out_, n, 1.0f, x.data(), dy.data(), 1.0f, dweight_.data());
   }

@@ -16,12 +16,16 @@ class linear final : public layer {
 
   struct saved : saved_state {
     tensor x;  // (rows, in): the input, for dweight = x^T dy; bfloat16 in a bfloat16 layer
+    // A bfloat16 layer's dy as backward_input rounded it, for backward_weight's product (Note [backward split]:
+    // the same dy): one conversion instead of two. Held from the one to the other only, so not stash.
+    tensor dy_bf16;
     std::size_t bytes() const override { return x.byte_size(); }
     std::unique_ptr<saved_state> join_rows(const std::vector<const saved_state*>& parts) const override {
       return join_row_fields<saved>(parts, {&saved::x});  // Note [joined caches]
     }
   };
   tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
+  tensor forward_owned(tensor&& x, layer_cache& cache, const forward_context& ctx) const override;
   void backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const override;
   void backward_weight(const tensor& dy, layer_cache& cache) override;
 
@@ -42,6 +46,8 @@ class linear final : public layer {
   mutable tensor weight_bf16_;  // (in, out)
   mutable std::uint64_t weight_bf16_version_ = ~std::uint64_t{0};
   const tensor& weight_bf16() const;
+  // forward, keeping x as the stash: moved from *owned (x itself) where the caller gave it up, else copied.
+  tensor forward_keeping(const tensor& x, tensor* owned, layer_cache& cache) const;
 };
 
 }  // namespace ap

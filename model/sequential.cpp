@@ -155,7 +155,7 @@ tensor sequential::forward(const tensor& x, sequential_cache& cache, const forwa
   for (std::size_t i = 1; i < layers_.size(); ++i) {
     round_to_compute_dtype(h, dtype_);
     h = with_layer_named(first_index_ + i, *layers_[i], true,
-                         [&] { return layers_[i]->forward(h, cache.layers[i], ctx); });
+                         [&] { return layers_[i]->forward_owned(std::move(h), cache.layers[i], ctx); });
   }
   return h;
 }
