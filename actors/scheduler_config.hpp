@@ -14,10 +14,24 @@
 #include <chrono>
 
 #include <caf/actor_system_config.hpp>
+#include <caf/thread_hook.hpp>
+
+#include "tensor/compute.hpp"
 
 namespace ap {
 
+// Every thread of the actor system (its workers, a detached actor's own thread) starts running ops serially
+// (Note [serial actor threads] in tensor/compute.hpp); a processor's thread then becomes its stage's compute
+// rank with its own team (use_compute_cores, before every action).
+class serial_ops_hook : public caf::thread_hook {
+ public:
+  void init(caf::actor_system&) override {}
+  void thread_started() override { run_ops_serially(); }
+  void thread_terminates() override {}
+};
+
 inline void configure_scheduler(caf::actor_system_config& config) {
+  config.add_thread_hook<serial_ops_hook>();
   config.set("scheduler.max-threads", 2);  // the actors are light; the cores are for the compute ranks
   config.set("work-stealing.aggressive-poll-attempts", 100);
   config.set("work-stealing.moderate-poll-attempts", 0);

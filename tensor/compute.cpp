@@ -77,6 +77,8 @@ void set_compute_threads(int threads) {
 
 int compute_threads() { return omp_get_max_threads(); }
 
+void run_ops_serially() { omp_set_num_threads(1); }  // not a compute rank: copies stay one memcpy too
+
 void use_compute_cores(const compute_cores& c) {
   if (!compute_rank_thread || compute_threads() != c.threads) set_compute_threads(c.threads);  // also after a direct set
   thread_local std::vector<int> pinned;  // the cores this thread was last pinned to

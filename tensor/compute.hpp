@@ -33,6 +33,13 @@ compute_backend parse_compute_backend(const std::string& text);
 // process may use more. OpenBLAS (the reference path) stays at one thread: its setting is process-wide.
 void set_compute_threads(int threads);
 int compute_threads();  // the calling thread's setting
+// Note [serial actor threads]: the calling thread, which is no compute rank, runs the ops it calls on itself
+// alone. OpenMP's default on a new thread is a team of every core, unpinned, whose threads spin a while after
+// each region on the cores that the compute ranks' pinned teams use. CAF's threads (its workers, the
+// middleman's, a detached actor's until it becomes a compute rank) call this when they start
+// (configure_scheduler), so no op run there (a conversion, a copy, a stage's zero_grad) opens such a team.
+// The coordinator's loss was already kept to one thread (coordinator.cpp); this covers every other actor.
+void run_ops_serially();
 // Note [parallel element loops]: element-wise loops outside oneDNN (the optimizers, ReLU) run as
 // `#pragma omp parallel for simd` over this many elements or more, on the calling thread's compute threads:
 // a pipeline stage's one thread runs them serially, a single process uses every core. Each element is

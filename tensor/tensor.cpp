@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -24,16 +25,24 @@ std::size_t element_count(const shape_t& shape) {
 
 }  // namespace
 
-void tensor::free_block::operator()(std::byte* p) const { std::free(p); }
+// Note [aligned blocks]: a block is malloc'd with room to start on a 64-byte boundary, and how far it was moved
+// (16 to 64 bytes: malloc's blocks start on 16) is kept in the byte before it. Not aligned_alloc: glibc serves
+// that by carving a larger chunk and splitting it, and the split pieces did not fit the next request of the same
+// size; one 96 MB tensor made and freed over and over grew the heap (never trimmed, Note [keep the heap]) by
+// 768 MB and faulted each new piece in, where malloc'd blocks are reused at once.
+void tensor::free_block::operator()(std::byte* p) const { std::free(p - static_cast<unsigned char>(p[-1])); }
 
 void tensor::allocate(std::size_t bytes) {
   if (bytes <= capacity_ && block_) return;
-  // aligned_alloc wants a multiple of the alignment; a zero-size tensor still gets a block (data() != null).
+  // A zero-size tensor still gets a block (data() != null).
   const std::size_t rounded = std::max<std::size_t>(block_alignment, (bytes + block_alignment - 1) /
                                                                         block_alignment * block_alignment);
-  void* p = std::aligned_alloc(block_alignment, rounded);
-  if (!p) throw std::bad_alloc();
-  block_.reset(static_cast<std::byte*>(p));
+  auto* raw = static_cast<std::byte*>(std::malloc(rounded + block_alignment));
+  if (!raw) throw std::bad_alloc();
+  const std::size_t shift = block_alignment - reinterpret_cast<std::uintptr_t>(raw) % block_alignment;  // 1..64
+  std::byte* p = raw + shift;
+  p[-1] = static_cast<std::byte>(shift);
+  block_.reset(p);
   capacity_ = rounded;
 }
 

@@ -10,8 +10,10 @@
 #include <caf/all.hpp>
 
 #include "actors/pipeline_actors.hpp"
+#include "actors/scheduler_config.hpp"
 #include "actors/stage_spawner.hpp"
 #include "pipeline_test_models.hpp"
+#include "tensor/compute.hpp"
 #include "test_support.hpp"
 
 using namespace ap;
@@ -102,4 +104,21 @@ TEST_CASE("a message outside a role's interface, sent through an untyped handle,
   self->send_exit(a.retriever, caf::exit_reason::user_shutdown);
   self->send_exit(a.processor, caf::exit_reason::user_shutdown);
   self->send_exit(a.sender, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("the actor system's threads run ops serially, a detached actor's own thread too (Note [serial actor threads])") {
+  caf::actor_system_config cfg;
+  configure_scheduler(cfg);
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  const auto answers = []() -> caf::behavior { return {[](int) { return compute_threads(); }}; };
+  for (const bool detached : {false, true}) {
+    CAPTURE(detached);
+    caf::actor a = detached ? sys.spawn<caf::detached>(answers) : sys.spawn(answers);
+    int threads = 0;
+    self->request(a, std::chrono::seconds(10), 1)
+        .receive([&](int n) { threads = n; }, [&](caf::error& e) { FAIL(sys.render(e)); });
+    CHECK(threads == 1);  // OpenMP's default there would be every core
+    self->send_exit(a, caf::exit_reason::user_shutdown);
+  }
 }

@@ -6,6 +6,7 @@
 #include <functional>
 #include <stdexcept>
 
+#include "model/attention.hpp"
 #include "model/dropout.hpp"
 #include "model/gelu.hpp"
 #include "model/layer_norm.hpp"
@@ -111,6 +112,59 @@ TEST_CASE("backward is exactly backward_input plus backward_weight, in either or
     auto whole = l->parameters(""), parts = split->parameters("");
     for (std::size_t i = 0; i < whole.size(); ++i) CHECK(*parts[i].grad == *whole[i].grad);
   }
+}
+
+TEST_CASE("forward_owned gives forward's bits and keeps the given input as the stash, uncopied") {
+  // Note [owned input]: Sequential and blocks give up each activation to the layer after; Linear and GELU in
+  // float32 keep that very buffer for their backward, attention passes its input on to its QKV projection.
+  for (const dtype type : {dtype::float32, dtype::bfloat16}) {
+    std::vector<std::pair<std::unique_ptr<layer>, shape_t>> cases;
+    cases.emplace_back(std::make_unique<linear>(16, 8), shape_t{6, 16});
+    cases.emplace_back(std::make_unique<gelu>(), shape_t{6, 16});
+    cases.emplace_back(std::make_unique<causal_self_attention>(16, 2), shape_t{2, 4, 16});
+    for (auto& [l, shape] : cases) {
+      CAPTURE(l->describe());
+      CAPTURE(dtype_name(type));
+      l->initialize(31);
+      l->set_compute_dtype(type);
+      auto owner = l->clone();
+      const tensor x = random_tensor(shape, 32);
+      layer_cache kept, given;
+      const tensor y = l->forward(x, kept, training);
+      tensor x_given = x;
+      const float* buffer = x_given.data();
+      const tensor y_given = owner->forward_owned(std::move(x_given), given, training);
+      CHECK(y_given == y);
+      if (type == dtype::float32) {
+        if (auto* lin = dynamic_cast<const linear*>(l.get())) CHECK(given.get<linear::saved>(*lin).x.data() == buffer);
+        if (auto* g = dynamic_cast<const gelu*>(l.get())) CHECK(given.get<gelu::saved>(*g).x.data() == buffer);
+      }
+      const tensor dy = random_tensor(shape_of(y), 33);
+      CHECK(owner->backward(dy, given) == l->backward(dy, kept));
+      auto a = l->parameters(""), b = owner->parameters("");
+      for (std::size_t i = 0; i < a.size(); ++i) CHECK(*b[i].grad == *a[i].grad);
+    }
+  }
+}
+
+TEST_CASE("a bfloat16 Linear's weight gradient is the same with or without backward_input before it") {
+  // backward_input keeps the dy it rounded for backward_weight (one rounding, not two); without it,
+  // backward_weight rounds dy itself.
+  linear l(8, 4);
+  l.initialize(34);
+  l.set_compute_dtype(dtype::bfloat16);
+  auto alone = l.clone();
+  const tensor x = random_tensor({5, 8}, 35), dy = random_tensor({5, 4}, 36);
+  layer_cache both_cache, alone_cache;
+  l.forward(x, both_cache, training);
+  alone->forward(x, alone_cache, training);
+  tensor dx;
+  l.backward_input(dy, both_cache, &dx);
+  l.backward_weight(dy, both_cache);
+  alone->backward_weight(dy, alone_cache);
+  auto a = l.parameters(""), b = alone->parameters("");
+  for (std::size_t i = 0; i < a.size(); ++i) CHECK(*b[i].grad == *a[i].grad);
+  CHECK(both_cache.get<linear::saved>(l).dy_bf16.type() != dtype::bfloat16);  // dropped after use, not kept
 }
 
 TEST_CASE("backward accumulates into the gradients") {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <sys/resource.h>
 #include <vector>
 
 #include "tensor/tensor.hpp"
@@ -117,6 +118,34 @@ TEST_CASE("tensor memory: aligned, deep copies, moves are free, assignment reuse
   CHECK(scalar.dimension() == 0);
   CHECK(scalar.size() == 1);
 }
+
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)  // a sanitizer's allocator ignores mallopt
+TEST_CASE("keep_tensor_memory: a large tensor freed and made again is not faulted in again") {
+  // Note [keep the heap]: 96 MB is above glibc's largest mmap threshold (32 MB), so without keep_tensor_memory
+  // each such tensor is a fresh mapping, 24,576 pages faulted in every time it is made.
+  keep_tensor_memory();
+  const auto faults = [] {
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    return usage.ru_minflt;
+  };
+  const std::size_t floats = (std::size_t{96} << 20) / sizeof(float);
+  const auto make_and_touch = [&] {
+    tensor t = tensor::from_shape({floats});
+    for (std::size_t i = 0; i < floats; i += 1024) t.data()[i] = 1.0f;  // every 4 KB page
+    return t.data()[floats - 1024];
+  };
+  std::vector<long> counts;  // page faults of each tensor made in turn (Note [aligned blocks]: all reused)
+  for (int i = 0; i < 4; ++i) {
+    const long before = faults();
+    CHECK(make_and_touch() == 1.0f);
+    counts.push_back(faults() - before);
+  }
+  MESSAGE("page faults of each tensor: " << counts[0] << ", " << counts[1] << ", " << counts[2] << ", " << counts[3]);
+  if (counts[0] > 10000)  // else the system backs the heap with huge pages: nothing to tell apart
+    for (std::size_t i = 1; i < counts.size(); ++i) CHECK(counts[i] < counts[0] / 10);
+}
+#endif
 
 TEST_CASE("rank-3 tensors stay rank 3: rows, cols, slice_rows in both dtypes") {
   const tensor x = random_tensor({4, 3, 5}, 7);  // (batch, sequence, features)
