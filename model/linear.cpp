@@ -107,7 +107,8 @@ void linear::backward_weight(const tensor& dy, layer_cache& cache) {
   check_dy(*this, dy, x, out_);
   const std::size_t n = rows(dy);
   if (x.type() == dtype::bfloat16) {  // Note [compute dtype]: bf16 products summed into the fp32 gradient
-    if (s.dy_bf16.size() != dy.size()) s.dy_bf16 = dy.astype(dtype::bfloat16);  // backward_input ran without dx
+    if (s.dy_bf16.type() != dtype::bfloat16 || s.dy_bf16.size() != dy.size())  // backward_input made none
+      s.dy_bf16 = dy.astype(dtype::bfloat16);
     gemm(true, false, in_, out_, n, 1.0f, x.bf16_data(), s.dy_bf16.bf16_data(), 1.0f, dweight_.data());
     s.dy_bf16 = tensor();
   } else {
