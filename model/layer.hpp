@@ -143,7 +143,8 @@ std::unique_ptr<saved_state> join_row_fields(const std::vector<const saved_state
 // Note [backward split]: backward_input accumulates dx only; backward_weight accumulates the parameter
 // gradients only (zero-bubble schedules run it later). backward() is both. Both get the same dy and the
 // same cache. backward_input runs first: it may stash in the cache what backward_weight needs (a block
-// keeps its inner dy's there); a plain layer changes nothing in the cache, so for it either order works.
+// keeps its inner dy's there, a bfloat16 Linear its rounded dy); a plain layer keeps nothing there that changes
+// a result (the Linear's backward_weight rounds dy itself when it finds none), so for it either order works.
 class layer {
  public:
   virtual ~layer() = default;
