@@ -8,7 +8,6 @@
 #include "actors/actor_communicator.hpp"
 #include "actors/node.hpp"
 #include "actors/pipeline_actors.hpp"
-#include "tensor/compute.hpp"
 #include "network/port_probe.hpp"
 #include "plan/microbatches.hpp"
 #include "model/grad_clip.hpp"
@@ -288,9 +287,7 @@ coordinator_actor::behavior_type coordinator(coordinator_self self, coordinator_
         auto& st = self->state;
         if (!st.active || out.step != st.step) return;
         const auto mb = static_cast<std::size_t>(out.microbatch);
-        // On CAF's scheduler thread: one intra-op thread, so no OpenMP team of its own spins beside the stages'
-        // (Note [cores per rank]: the cores belong to the compute ranks).
-        use_compute_cores(compute_cores{1, {}});  // cheap once set: this runs per microbatch
+        // On CAF's scheduler thread, so on one intra-op thread (Note [serial actor threads]).
         try {
           auto [share, grad] = st.loss_fn->compute_loss_and_gradient(out.data, st.labels.at(mb), st.batch_size);
           st.loss_sum += share;

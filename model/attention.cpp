@@ -149,9 +149,7 @@ void causal_softmax_rows(float* scores, std::size_t rows, std::size_t t) {
   for (std::ptrdiff_t r = 0; r < n; ++r) {
     float* row = scores + std::size_t(r) * t;
     const std::size_t seen = std::size_t(r) % t + 1;  // columns 0 .. r % t
-    float max = row[0];
-#pragma omp simd reduction(max : max)
-    for (std::size_t j = 1; j < seen; ++j) max = std::max(max, row[j]);
+    const float max = row_max(row, seen);
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
     for (std::size_t j = 0; j < seen; ++j) {

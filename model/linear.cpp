@@ -52,7 +52,7 @@ tensor linear::forward_keeping(const tensor& x, tensor* owned, layer_cache& cach
   fill_rows(py, n, pb, out_);  // the product adds into the bias (Note [op threads])
   // A reused cache whose x has the same shape keeps its buffer.
   saved& s = cache.emplace<saved>();
-  s.dy_bf16 = tensor();
+  if (s.dy_bf16.type() == dtype::bfloat16) s.dy_bf16 = tensor();  // one a backward_weight never took
   if (compute_dtype() == dtype::bfloat16) {  // Note [compute dtype]: bf16 x and W, fp32 accumulation and y
     stash_as(s.x, x, dtype::bfloat16);
     const tensor& xs = s.x;

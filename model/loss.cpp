@@ -56,12 +56,6 @@ void check_finite_row(const char* who, const float* row, std::size_t cols, std::
 
 constexpr std::size_t exp_cost = 8;  // for_each_row: an exp against an add
 
-float row_max(const float* x, std::size_t n) {
-  float m = x[0];
-  for (std::size_t i = 1; i < n; ++i) m = x[i] > m ? x[i] : m;
-  return m;
-}
-
 }  // namespace
 
 namespace {

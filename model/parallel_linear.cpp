@@ -47,7 +47,6 @@ std::pair<std::size_t, std::size_t> split(const layer& who, std::size_t width, c
   return shard_rows(width, size, static_cast<std::size_t>(group.rank()));
 }
 
-
 }  // namespace
 
 // ---- column_parallel_linear ----

@@ -37,8 +37,8 @@ int compute_threads();  // the calling thread's setting
 // alone. OpenMP's default on a new thread is a team of every core, unpinned, whose threads spin a while after
 // each region on the cores that the compute ranks' pinned teams use. CAF's threads (its workers, the
 // middleman's, a detached actor's until it becomes a compute rank) call this when they start
-// (configure_scheduler), so no op run there (a conversion, a copy, a stage's zero_grad) opens such a team.
-// The coordinator's loss was already kept to one thread (coordinator.cpp); this covers every other actor.
+// (configure_scheduler), so no op run there (the coordinator's loss, a conversion, a copy, a stage's
+// zero_grad) opens such a team.
 void run_ops_serially();
 // Note [parallel element loops]: element-wise loops outside oneDNN (the optimizers, ReLU) run as
 // `#pragma omp parallel for simd` over this many elements or more, on the calling thread's compute threads:

@@ -1,4 +1,5 @@
-// e^x for x <= 0 in float32, as a loop body the compiler vectorises (Note [fast exp]).
+// e^x for x <= 0 in float32, as a loop body the compiler vectorises (Note [fast exp]), and a row's maximum, the
+// shift that keeps a softmax's exps there.
 #pragma once
 
 #include <algorithm>
@@ -34,6 +35,15 @@ inline float exp_nonpositive(float x) {
   float scale;
   std::memcpy(&scale, &bits, sizeof scale);
   return p * scale;
+}
+
+// The largest of x[0 .. n), n >= 1, on vector lanes: a maximum is exact in any order, so the bits are those of
+// the serial loop.
+inline float row_max(const float* x, std::size_t n) {
+  float max = x[0];
+#pragma omp simd reduction(max : max)
+  for (std::size_t i = 1; i < n; ++i) max = std::max(max, x[i]);
+  return max;
 }
 
 }  // namespace ap
