@@ -5,12 +5,14 @@
 // gpt:layers=4,dim=256,heads=8,context=128 and a 16-layer one (batch 64 sequences); Adam. Each configuration
 // runs --steps timed steps after 2 warm-up steps, --rounds times (configurations alternate within a round); the
 // median is printed in samples (or tokens) per second with its efficiency: rate / (one thread's rate x the cores
-// it uses). Where `python3 -c "import torch"` works, the same models and splits of the cores run on PyTorch
+// it uses). Pipelines run 8 microbatches on --schedule (default zb-h1; PyTorch's pipelines run 1F1B), split in whole
+// blocks balanced by parameters (plan/partition.hpp: a GPT's blocks evenly, its embeddings on the first stage and its
+// head on the last, as Megatron-Core places them). Where `python3 -c "import torch"` works, the same models and splits of the cores run on PyTorch
 // (tools/torch_cpu_bench.py: one process, torch.distributed.pipelining over gloo, DDP) and the ratio is printed.
 // A table per model, then one JSON line.
 //
 // Usage: bench_scaling [--models mlp,gpt4,gpt16] [--steps N] [--rounds R] [--dtype float32|bfloat16]
-//                      [--torch PATH_TO_torch_cpu_bench.py | --no-torch] [--max-cores N] [--only TEXT,...]
+//                      [--schedule gpipe|1f1b|zb-h1] [--torch PATH_TO_torch_cpu_bench.py | --no-torch] [--max-cores N] [--only TEXT,...]
 // --only keeps the configurations whose name contains one of the texts (e.g. "P=1"), beside the one-thread
 // process every efficiency is measured against.
 #include <chrono>
@@ -27,6 +29,7 @@
 #include "actors/data_parallel_pipeline.hpp"
 #include "bench_support.hpp"
 #include "plan/cores.hpp"
+#include "plan/partition.hpp"
 #include "tensor/compute.hpp"
 #include "training/data_tensor_runner.hpp"
 #include "training/trainer.hpp"
@@ -74,7 +77,8 @@ struct configuration {
   int cores() const { return D * std::max(P, 1) * T * threads; }
 };
 
-std::unique_ptr<step_runner> make_runner(const configuration& c, sequential& m, const optimizer_config& opt) {
+std::unique_ptr<step_runner> make_runner(const configuration& c, sequential& m, const optimizer_config& opt,
+                                         const std::string& schedule) {
   if (c.P == 0 && c.D == 1 && c.T == 1) {
     set_compute_threads(c.threads);
     return std::make_unique<local_runner>(m, opt);
@@ -89,7 +93,8 @@ std::unique_ptr<step_runner> make_runner(const configuration& c, sequential& m, 
   pipeline_options o;
   o.stages = c.P;
   o.microbatches = 8;
-  o.schedule = "1f1b";
+  o.schedule = schedule;
+  o.layers_per_chunk = partition_counts(partition_method::parameters, m, {}, c.P);
   o.optimizer = opt;
   o.tensor_parallel = c.T;
   o.threads = c.threads;
@@ -151,7 +156,7 @@ int main(int argc, char** argv) try {
   keep_tensor_memory();
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // line by line: a run cut short by a time limit keeps what it measured
   int steps = 3, rounds = 3, max_cores = 0;
-  std::string models = "mlp,gpt4,gpt16", dtype_text = "float32", only;
+  std::string models = "mlp,gpt4,gpt16", dtype_text = "float32", only, schedule = "zb-h1";
   std::string torch_script = std::string(AP_SOURCE_DIR) + "/../shared/tools/torch_cpu_bench.py";
   bool use_torch = true;
   for (int i = 1; i < argc; ++i) {
@@ -164,6 +169,7 @@ int main(int argc, char** argv) try {
     else if (a == "--no-torch") use_torch = false;
     else if (a == "--max-cores" && i + 1 < argc) max_cores = std::stoi(argv[++i]);
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
+    else if (a == "--schedule" && i + 1 < argc) schedule = argv[++i];
     else throw std::invalid_argument("unknown flag " + a);
   }
   const dtype type = dtype_text == "bfloat16" ? dtype::bfloat16 : dtype::float32;
@@ -171,7 +177,8 @@ int main(int argc, char** argv) try {
   if (max_cores > 0 && static_cast<int>(cores.size()) > max_cores) cores.resize(static_cast<std::size_t>(max_cores));
   const int n = static_cast<int>(cores.size());
   use_torch = use_torch && std::system(("python3 -c 'import torch' >/dev/null 2>&1 && test -f " + torch_script).c_str()) == 0;
-  std::printf("bench_scaling: %d cores, %s, PyTorch %s, load %s\n", n, dtype_text.c_str(),
+  std::printf("bench_scaling: %d cores, %s, pipelines %s (PyTorch's 1f1b), PyTorch %s, load %s\n", n,
+              dtype_text.c_str(), schedule.c_str(),
               use_torch ? torch_script.c_str() : "not available", bench::load_average().c_str());
   nlohmann::json results = nlohmann::json::array();
   std::vector<workload> ws;
@@ -202,7 +209,7 @@ int main(int argc, char** argv) try {
       for (run& r : runs) {
         if (!r.refused.empty()) continue;
         if (!r.runner) try {
-            r.runner = make_runner(r.c, *r.model, opt);  // built when first timed: one set of stages alive
+            r.runner = make_runner(r.c, *r.model, opt, schedule);  // built when first timed: one set of stages alive
           } catch (const std::invalid_argument& e) {
             r.refused = e.what();
             continue;
