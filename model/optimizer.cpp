@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "collective/shard.hpp"
 #include "model/spec_text.hpp"
 #include "tensor/compute.hpp"
 
@@ -54,13 +55,15 @@ struct piece {
   std::size_t begin, end;   // element range
 };
 
-std::vector<piece> pieces_of(const std::vector<parameter>& params, std::size_t* total) {
+// The pieces of part `part` of `parts` of every parameter (Note [shared optimizer step]); `total` their elements.
+std::vector<piece> pieces_of(const std::vector<parameter>& params, std::size_t part, std::size_t parts,
+                             std::size_t* total) {
   std::vector<piece> out;
   *total = 0;
   for (std::size_t p = 0; p < params.size(); ++p) {
-    const std::size_t n = params[p].value->size();
-    for (std::size_t b = 0; b < n; b += optimizer_piece) out.push_back({p, b, std::min(n, b + optimizer_piece)});
-    *total += n;
+    const auto [first, last] = shard_rows(params[p].value->size(), parts, part);
+    for (std::size_t b = first; b < last; b += optimizer_piece) out.push_back({p, b, std::min(last, b + optimizer_piece)});
+    *total += last - first;
   }
   return out;
 }
@@ -69,7 +72,7 @@ class sgd final : public optimizer {
  public:
   explicit sgd(const optimizer_config& c) : c_(c) {}
 
-  void step(const std::vector<parameter>& params) override {
+  void step_part(const std::vector<parameter>& params, std::size_t part, std::size_t parts) override {
     // The state is found (or made) serially, then one team updates every parameter (Note [one team per
     // optimizer step]).
     std::vector<float*> w(params.size()), v(params.size());
@@ -81,7 +84,7 @@ class sgd final : public optimizer {
       if (c_.momentum != 0.0f) v[p] = state_for(states_, params[p].name + ".momentum", *params[p].value).data();
     }
     std::size_t total = 0;
-    const std::vector<piece> pieces = pieces_of(params, &total);
+    const std::vector<piece> pieces = pieces_of(params, part, parts, &total);
     const auto count = static_cast<std::ptrdiff_t>(pieces.size());
     const float lr = c_.lr, decay = c_.weight_decay, momentum = c_.momentum;
     const bool nesterov = c_.nesterov;
@@ -122,7 +125,7 @@ class adam final : public optimizer {
  public:
   adam(const optimizer_config& c, bool decoupled) : c_(c), decoupled_(decoupled) {}
 
-  void step(const std::vector<parameter>& params) override {
+  void step_part(const std::vector<parameter>& params, std::size_t part, std::size_t parts) override {
     const double t = double(steps_ + 1);
     const float correction1 = static_cast<float>(1.0 - std::pow(double(c_.beta1), t));
     const float correction2 = static_cast<float>(1.0 - std::pow(double(c_.beta2), t));
@@ -139,7 +142,7 @@ class adam final : public optimizer {
       v[p] = state_for(states_, params[p].name + ".v", *params[p].value).data();
     }
     std::size_t total = 0;
-    const std::vector<piece> pieces = pieces_of(params, &total);
+    const std::vector<piece> pieces = pieces_of(params, part, parts, &total);
     const auto count = static_cast<std::ptrdiff_t>(pieces.size());
     const float beta1 = c_.beta1, beta2 = c_.beta2, lr = c_.lr, eps = c_.eps;
 #pragma omp parallel for schedule(static) if (std::ptrdiff_t(total) >= parallel_elements)

@@ -24,7 +24,11 @@ class optimizer {
  public:
   virtual ~optimizer() = default;
   // One update of every parameter from its accumulated gradient. State is keyed by parameter name.
-  virtual void step(const std::vector<parameter>& params) = 0;
+  void step(const std::vector<parameter>& params) { step_part(params, 0, 1); }
+  // Note [shared optimizer step]: the same update of elements shard_rows(size, parts, part) of every
+  // parameter (each counted flat) and of their state, the rest untouched; every part counts one step, so
+  // `parts` optimizers each running one part give together, bit for bit, what step() gives.
+  virtual void step_part(const std::vector<parameter>& params, std::size_t part, std::size_t parts) = 0;
   // Named state tensors ("3.weight.m") for checkpoints, plus the number of steps taken.
   virtual std::map<std::string, tensor*> state() = 0;
   // Creates, as zeros, the state step() would create for `params` and does not have yet (the state is

@@ -197,7 +197,7 @@ double stage_compute::gradient_square_sum() {
   return sum;
 }
 
-void stage_compute::apply_optimizer(float clip_factor) {
+void stage_compute::apply_optimizer(float clip_factor, int part, int parts) {
   finish_reductions();
   if (!data_parallel_.empty()) {  // Note [data-parallel stage]: the commit every replica meets
     std::vector<tensor> votes(ranks_.size(), tensor::from_shape({1}));
@@ -211,7 +211,15 @@ void stage_compute::apply_optimizer(float clip_factor) {
   reductions_finished_ = false;
   on_ranks([&](int, stage_rank& w) {
     if (clip_factor != 1.0f) scale_gradients(w.parameters(), clip_factor);
-    w.apply_optimizer();
+    w.apply_optimizer(static_cast<std::size_t>(part), static_cast<std::size_t>(parts));
+  });
+}
+
+void stage_compute::take_parts(const std::vector<stage_compute*>& replicas, int replica, bool state) {
+  const std::size_t parts = replicas.size();
+  on_ranks([&](int r, stage_rank& w) {
+    for (std::size_t d = 0; d < parts; ++d)
+      if (d != static_cast<std::size_t>(replica)) w.take_part(*replicas[d]->ranks_.at(static_cast<std::size_t>(r)), d, parts, state);
   });
 }
 

@@ -7,6 +7,7 @@
 
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/named_tensors.hpp"
+#include "collective/shard.hpp"
 #include "schedule/schedule.hpp"
 
 namespace ap {
@@ -155,9 +156,30 @@ std::vector<parameter> stage_rank::chunk_parameters(int chunk) {
   return chunk_model(chunk, "reduce_grad", all_microbatches).parameters();
 }
 
-void stage_rank::apply_optimizer() {
-  optimizer_->step(parameters());
+void stage_rank::apply_optimizer(std::size_t part, std::size_t parts) {
+  optimizer_->step_part(parameters(), part, parts);
   for (auto& s : slices_) s.zero_grad();
+}
+
+namespace {
+
+void copy_part(const tensor& from, tensor& into, std::size_t part, std::size_t parts) {
+  if (from.shape() != into.shape() || from.type() != into.type() || from.type() != dtype::float32)
+    throw std::logic_error("take_part: " + shape_string(from) + " into " + shape_string(into));
+  const auto [first, last] = shard_rows(into.size(), parts, part);
+  std::copy(from.data() + first, from.data() + last, into.data() + first);
+}
+
+}  // namespace
+
+void stage_rank::take_part(stage_rank& owner, std::size_t part, std::size_t parts, bool state) {
+  const std::vector<parameter> mine = parameters(), theirs = owner.parameters();
+  if (mine.size() != theirs.size()) throw std::logic_error("take_part: the ranks hold different layers");
+  for (std::size_t i = 0; i < mine.size(); ++i) copy_part(*theirs[i].value, *mine[i].value, part, parts);
+  if (!state) return;
+  const std::map<std::string, tensor*> their_state = owner.optimizer_->state();
+  for (const auto& [key, t] : optimizer_->state()) copy_part(*their_state.at(key), *t, part, parts);
+  optimizer_->set_steps(owner.optimizer_->steps());
 }
 
 void stage_rank::abort() {

@@ -34,8 +34,12 @@ class stage_rank {
   // W: parameter gradients from the cache left by I; frees the cache.
   void backward_weight(int microbatch, int chunk);
 
-  // One optimizer step on the accumulated gradients, then zero them.
-  void apply_optimizer();
+  // One optimizer step on the accumulated gradients, then zero them. With parts > 1, only part `part` of every
+  // parameter's elements and state is updated (Note [shared optimizer step] in stage_compute.hpp).
+  void apply_optimizer(std::size_t part = 0, std::size_t parts = 1);
+  // Copies part `part` of `parts` of every parameter (and, with `state`, of its optimizer state) from `owner`,
+  // a rank of the same layers (another replica's); the rest is untouched.
+  void take_part(stage_rank& owner, std::size_t part, std::size_t parts, bool state);
   // Drops every cache and every accumulated gradient: the step is abandoned, no parameter changed.
   void abort();
 

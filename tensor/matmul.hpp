@@ -29,6 +29,10 @@ void gemm_onednn(bool transpose_a, bool transpose_b, std::size_t m, std::size_t 
                  const float* a, const float* b, float beta, float* c);
 void gemm_onednn(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
                  const bfloat16* a, const bfloat16* b, float beta, float* c);
+// oneDNN runs bfloat16 products on AMX tiles on this processor (false without oneDNN). There its product of a
+// transposed A longer than 256 (a weight gradient) has the bits of the team size it ran on (Note [rows split
+// among the team] in matmul_onednn.cpp).
+bool onednn_uses_amx();
 
 // out = op(a) @ op(b) for 2-D views (rows(), cols()) of any-rank tensors; shapes are checked and named.
 // With accumulate, out must already have the result shape and the product is added to it.

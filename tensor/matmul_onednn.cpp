@@ -23,6 +23,12 @@
 // 256 at M x N from 256 x 256 to 2048 x 2048), from K = 512 on it gives other bits (oneDNN chunks K per
 // band shape), so a longer sum stays one call. The MLP's microbatch of 256 rows: 784x2048x256 196 / 328 /
 // 393, 2048x2048x256 193 / 338 / 407; with 256-row bands there, since these bands do not thin the rows.
+// On a processor with AMX (Sapphire Rapids: the 16-core machine, and some 2-core ones), oneDNN 2.6 runs bf16
+// products on its AMX kernels, whose plan for a team of N threads also cuts a long K among the threads and adds
+// their partial sums: a bf16 weight gradient summed over more than 256 rows (one call, above) then has other
+// bits on 2 threads than on 1 (784 x 300 over 1,024 rows; 256 x 768 over 2,048). Forward and dX still give one
+// thread's bits (their K is not cut), and fp32 is unchanged; a bf16 weight gradient there is the exact sum
+// rounded alike up to its order (checked to a relative 1e-5 in test_model_op_threads; onednn_uses_amx()).
 #include <exception>
 #include <map>
 #include <omp.h>
@@ -143,6 +149,13 @@ void run(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::
 }
 
 }  // namespace
+
+bool onednn_uses_amx() {
+  // The ISA values are bit sets: AMX's holds every AVX-512 bit below it.
+  const auto wanted = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_amx);
+  static const bool amx = (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & wanted) == wanted;
+  return amx;
+}
 
 void gemm_onednn(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
                  const float* a, const float* b, float beta, float* c) {

@@ -4,6 +4,7 @@
 // exact one).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -24,6 +25,7 @@
 #include "model/relu.hpp"
 #include "model/token_embedding.hpp"
 #include "random/seeded_random.hpp"
+#include "tensor/matmul.hpp"
 #include "tensor/bfloat16.hpp"
 #include "tensor/compute.hpp"
 #include "tensor/elementwise.hpp"
@@ -60,8 +62,21 @@ bool same_bits(const std::vector<tensor>& a, const std::vector<tensor>& b) {
   return true;
 }
 
-// What `run` returns on each thread count equals, bit for bit, what it returns on one.
-void check_threads(const std::string& what, const std::function<std::vector<tensor>()>& run) {
+// |a - b| <= tolerance * max|b| everywhere, same shapes.
+bool close(const tensor& a, const tensor& b, float tolerance) {
+  if (a.shape() != b.shape()) return false;
+  float largest = 0.0f, worst = 0.0f;
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    largest = std::max(largest, std::fabs(b.data()[i]));
+    worst = std::max(worst, std::fabs(a.data()[i] - b.data()[i]));
+  }
+  return worst <= tolerance * largest;
+}
+
+// What `run` returns on each thread count equals, bit for bit, what it returns on one; from output `exact`
+// on, within a relative 1e-5 only (AMX's bf16 weight gradients: Note [rows split among the team]).
+void check_threads(const std::string& what, const std::function<std::vector<tensor>()>& run,
+                   std::size_t exact = std::size_t(-1)) {
   const int saved = compute_threads();
   set_compute_threads(1);
   const std::vector<tensor> one = run();
@@ -69,7 +84,12 @@ void check_threads(const std::string& what, const std::function<std::vector<tens
     set_compute_threads(n);
     const std::vector<tensor> got = run();
     INFO(what << " on " << n << " threads");
-    CHECK(same_bits(got, one));
+    REQUIRE(got.size() == one.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      INFO("output " << i);
+      if (i < exact) CHECK(same_bits(got[i], one[i]));
+      else CHECK(close(got[i], one[i], 1e-5f));
+    }
   }
   set_compute_threads(saved);
 }
@@ -237,9 +257,11 @@ TEST_CASE("layers: same bits on 1, 2 and 3 threads (forward, dx fresh and accumu
         l.initialize(23);
         l.set_compute_dtype(type);
         const tensor x = random_tensor({p.rows, p.in}, 24), dy = random_tensor({p.rows, p.out}, 25);
+        // y, dx, dx again exact; the gradients too, but for a bf16 one longer than 256 rows on AMX.
+        const bool amx_sum = type == dtype::bfloat16 && p.rows > 256 && onednn_uses_amx();
         check_threads("linear " + std::to_string(p.rows) + "x" + std::to_string(p.in) + "x" + std::to_string(p.out) +
                           " " + dtype_name(type),
-                      [&] { return forward_backward(l, x, dy); });
+                      [&] { return forward_backward(l, x, dy); }, amx_sum ? 3 : std::size_t(-1));
       }
     }
   }

@@ -2,6 +2,8 @@
 #include <doctest/doctest.h>
 
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "model/linear.hpp"
 #include "model/optimizer.hpp"
@@ -140,5 +142,50 @@ TEST_CASE("optimizer steps give the same bits on one and on two compute threads 
     }
     set_compute_threads(1);
     CHECK(results[0] == results[1]);  // bitwise
+  }
+}
+
+TEST_CASE("three optimizers each stepping one part give, together, one optimizer's step bit for bit (Note [shared optimizer step])") {
+  const std::size_t n = 1001;  // parts [0, 334), [334, 668), [668, 1001) (shard_rows)
+  const auto owner = [](std::size_t i) -> std::size_t { return i < 334 ? 0 : i < 668 ? 1 : 2; };
+  tensor start = zeros({n});
+  for (std::size_t i = 0; i < n; ++i) start.data()[i] = 0.001f * static_cast<float>(i % 1000) - 0.5f;
+  const auto gradient = [&](int step) {
+    tensor g = zeros({n});
+    for (std::size_t i = 0; i < n; ++i) g.data()[i] = 0.01f * static_cast<float>((i * 7919 + step * 31) % 201) - 1.0f;
+    return g;
+  };
+  for (const char* kind : {"adam", "adamw", "sgd"}) {
+    CAPTURE(kind);
+    const float momentum = std::string(kind) == "sgd" ? 0.9f : 0.0f;
+    tensor whole = start;
+    auto one = make(kind, 0.01f, momentum, false, 0.01f);
+    std::vector<tensor> values(3, start);
+    std::vector<std::unique_ptr<optimizer>> parts;
+    for (int d = 0; d < 3; ++d) parts.push_back(make(kind, 0.01f, momentum, false, 0.01f));
+    for (int step = 0; step < 3; ++step) {
+      tensor g = gradient(step);
+      one->step({{"0.weight", &whole, &g}});
+      for (std::size_t d = 0; d < 3; ++d) {
+        tensor mine = gradient(step);
+        parts[d]->step_part({{"0.weight", &values[d], &mine}}, d, 3);
+      }
+      const std::vector<tensor> updated = values;  // every copy takes the others' parts, as take_parts does
+      for (std::size_t d = 0; d < 3; ++d)
+        for (std::size_t i = 0; i < n; ++i) values[d].data()[i] = updated[owner(i)].data()[i];
+      for (std::size_t d = 0; d < 3; ++d) CHECK(values[d] == whole);  // bitwise
+      CHECK(parts[0]->steps() == one->steps());
+    }
+    // Each part's state is the whole optimizer's state there, and untouched (zero) elsewhere.
+    for (const auto& [key, t] : one->state()) {
+      CAPTURE(key);
+      for (std::size_t d = 0; d < 3; ++d) {
+        const tensor& mine = *parts[d]->state().at(key);
+        bool right = true;
+        for (std::size_t i = 0; i < n; ++i)
+          right = right && mine.data()[i] == (owner(i) == d ? t->data()[i] : 0.0f);
+        CHECK(right);
+      }
+    }
   }
 }

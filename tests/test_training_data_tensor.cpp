@@ -5,6 +5,8 @@
 
 #include <cstdio>
 
+#include "checkpoint/checkpoint.hpp"
+#include "checkpoint/safetensors.hpp"
 #include "equivalence.hpp"
 #include "failure/error.hpp"
 #include "model/grad_clip.hpp"
@@ -179,6 +181,39 @@ TEST_CASE("a mesh checkpoint holds whole tensors: it loads into another mesh sha
   const float la = split.train_step(x, labels, 2), lb = other.train_step(x, labels, 2);
   CHECK(la == doctest::Approx(lb).epsilon(1e-5));
   CHECK(check_close(split.predict(x), other.predict(x), 1e-5, 1e-5, "outputs after the step"));
+}
+
+TEST_CASE("replicas share the optimizer step: their checkpoint holds every part's state, as one process's (Note [shared optimizer step])") {
+  const tensor x = random_tensor({12, 12}, 7);
+  const tensor labels = class_labels(12, 4, 3);
+  sequential a = sequential::from_spec("12-16-8-4"), b = sequential::from_spec("12-16-8-4");
+  local_runner local(b, adam(), "cross_entropy");
+  data_tensor_options o{3, 1};  // parts of unequal sizes: 12 x 16 weights over 3 replicas, biases of 8 and 4
+  o.threads = 1;
+  data_tensor_runner mesh(a, adam(), "cross_entropy", o);
+  for (int s = 0; s < 3; ++s) {
+    mesh.train_step(x, labels, static_cast<std::uint64_t>(s));
+    local.train_step(x, labels, static_cast<std::uint64_t>(s));
+  }
+  char mesh_path[] = "/tmp/actorpipe-shared-step-XXXXXX", local_path[] = "/tmp/actorpipe-shared-step-XXXXXX";
+  const int fd1 = mkstemp(mesh_path), fd2 = mkstemp(local_path);
+  REQUIRE((fd1 >= 0 && fd2 >= 0));
+  mesh.save_checkpoint(mesh_path, training_state{});
+  local.save_checkpoint(local_path, training_state{});
+  const safetensors_file got = read_safetensors(mesh_path), expected = read_safetensors(local_path);
+  std::remove(mesh_path);
+  std::remove(local_path);
+  REQUIRE(got.tensors.size() == expected.tensors.size());
+  std::size_t states = 0;
+  for (const auto& [name, t] : expected.tensors) {
+    CAPTURE(name);
+    states += name.rfind(checkpoint_optimizer_prefix, 0) == 0;
+    REQUIRE(got.tensors.count(name) == 1);
+    CHECK(check_close(got.tensors.at(name), t, 1e-6, 1e-5, name));
+  }
+  CHECK(states == 12);  // m and v of three weights and three biases
+  // The replicas all hold the whole updated weights: the next step's loss is one process's.
+  CHECK(mesh.train_step(x, labels, 3) == doctest::Approx(local.train_step(x, labels, 3)).epsilon(1e-5));
 }
 
 TEST_CASE("bad meshes are refused before any step, naming the flag or the layer") {

@@ -93,7 +93,7 @@ float data_tensor_runner::train_step(const tensor& inputs, const tensor& labels,
       replica.backward_and_reduce(0, 0, result.gradient);
       float factor = 1.0f;  // Note [global gradient clipping]: the sum is over the reduced gradients, alike everywhere
       if (options_.clip_grad_norm > 0.0f) factor = clip_factor(replica.gradient_square_sum(), options_.clip_grad_norm);
-      replica.apply_optimizer(factor);
+      replica.apply_optimizer(factor, d, static_cast<int>(D));  // Note [shared optimizer step]: part d only
     } catch (...) {
       replica.abort();  // the other replicas must not commit this step (Note [data-parallel stage])
       throw;
@@ -104,12 +104,25 @@ float data_tensor_runner::train_step(const tensor& inputs, const tensor& labels,
     spent_ = "replica " + std::to_string(cause);
     throw_step_error(f.code, f.what + (D > 1 ? " (replica " + std::to_string(cause) + ")" : ""));
   }
+  if (D > 1) take_parts(false);
   float total = 0.0f;
   for (float share : loss_shares) total += share;
   return total;
 }
 
+void data_tensor_runner::take_parts(bool state) {
+  std::vector<stage_compute*> all;
+  for (auto& r : replicas_) all.push_back(r.get());
+  const std::vector<std::exception_ptr> errors =
+      threads_->run([&](int d) { replicas_[static_cast<std::size_t>(d)]->take_parts(all, d, state); });
+  if (const int cause = first_cause(errors); cause >= 0) {
+    spent_ = "replica " + std::to_string(cause) + " could not take the others' updated parts";
+    std::rethrow_exception(errors[static_cast<std::size_t>(cause)]);
+  }
+}
+
 std::unique_ptr<optimizer> data_tensor_runner::gather_into_whole() {
+  if (options_.data_parallel > 1) take_parts(true);  // Note [shared optimizer step]: replica 0's state made whole
   std::unique_ptr<optimizer> opt = make_optimizer(optimizer_config_);
   if (const std::string why = gather_stage_states({replicas_[0]->export_state()}, model_, *opt, optimizer_config_.kind);
       !why.empty())

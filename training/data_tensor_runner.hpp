@@ -34,7 +34,8 @@ struct data_tensor_options {
 // included). Each layer's gradients are all-reduced (summed) across the replicas as soon as that layer's
 // backward is done, while the layers below still run their backward (stage_compute::backward_and_reduce),
 // and waited for before the optimizer step. Every replica then holds the same bits (local_group sums in rank
-// order) and takes the same optimizer step, so the replicas never drift. The whole model given to the
+// order); each updates its part of the weights and copies the others' (Note [shared optimizer step] in
+// stage/stage_compute.hpp), so the replicas never drift. The whole model given to the
 // constructor stays the runner's view of the weights: predict and checkpoints gather the stage's state into it,
 // and a loaded checkpoint is imported into every replica's stage. A step that fails (a bad label, a loss that
 // is not finite) aborts the data-parallel groups so that every replica stops at once, with nothing applied; the
@@ -62,6 +63,8 @@ class data_tensor_runner final : public step_runner {
  private:
   // The replicas' weights (all alike) into model_; returns the optimizer holding their optimizer state.
   std::unique_ptr<optimizer> gather_into_whole();
+  // Note [shared optimizer step]: every replica takes the parts the others updated (and their state).
+  void take_parts(bool state);
 
   sequential& model_;
   optimizer_config optimizer_config_;
