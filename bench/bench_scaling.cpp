@@ -12,8 +12,9 @@
 // A table per model, then one JSON line.
 //
 // Usage: bench_scaling [--models mlp,gpt4,gpt16] [--steps N] [--rounds R] [--dtype float32|bfloat16]
-//                      [--schedule gpipe|1f1b|zb-h1] [--torch PATH_TO_torch_cpu_bench.py | --no-torch] [--max-cores N] [--only TEXT,...]
-// --only keeps the configurations whose name contains one of the texts (e.g. "P=1"), beside the one-thread
+//                      [--schedule gpipe|1f1b|zb-h1] [--torch PATH_TO_torch_cpu_bench.py | --no-torch] [--max-cores N] [--only TEXT;...]
+// --only keeps the configurations whose name contains one of the texts, separated by ';' since the names hold
+// commas (e.g. "P=4, 4 threads;D=16"), beside the one-thread
 // process every efficiency is measured against.
 #include <chrono>
 #include <cstdio>

@@ -27,9 +27,10 @@ inline std::string load_average() {
   return f ? a + " " + b + " " + c : "unknown";
 }
 
-// Whether `name` contains one of the comma-separated texts in `list` (a benchmark's --only filter).
+// Whether `name` contains one of the texts in `list`, separated by ';' (a benchmark's --only filter; its
+// configuration names hold commas: "P=4, 4 threads each;D=16").
 inline bool matches_any(const std::string& name, const std::string& list) {
-  const std::vector<std::string> texts = split_fields(list, ',');
+  const std::vector<std::string> texts = split_fields(list, ';');
   return std::any_of(texts.begin(), texts.end(),
                      [&](const std::string& t) { return !t.empty() && name.find(t) != std::string::npos; });
 }
