@@ -43,7 +43,8 @@ namespace ap {
 // once, and the copy moves 4 bytes an element per replica instead of 28. Each element is updated by the same
 // instructions from the same values, so the weights are the bits of every replica running the whole step.
 // A replica's optimizer state is current only in its own part until take_parts(..., state = true) gathers it
-// (before a checkpoint, which exports replica 0's).
+// (before a checkpoint, which exports replica 0's). Measured on 16 cores, the heavy MLP's D = 16 did not move
+// (9,876 samples/s against 9,857 before): the redundant optimizer was not what held it back there.
 // A data-parallel group, once aborted, stays so: the pipeline is spent after a failed step (as data_tensor_runner). The stage's state (checkpoints, snapshots,
 // gathered weights) is always whole, under the global names (Note [stage state]): the ranks' shards are
 // gathered into it and cut from it, so it loads into any (stages, T) layout. A rank whose action fails
