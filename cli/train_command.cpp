@@ -149,7 +149,7 @@ void add_train_command(CLI::App& app) {
       cmd->add_option("--chunks", o->pipe.chunks_per_stage, "chunks per stage (interleaved)")
           ->check(whole_number(1, 4096))
           ->capture_default_str(),
-      cmd->add_option("--partition", o->partition, "uniform, params (balance parameters) or time (balance measured layer time)")
+      cmd->add_option("--partition", o->partition, "params (balance parameters, as DeepSpeed by default: a GPT's blocks evenly, its embeddings on the first stage and its head on the last), uniform (as many whole blocks each) or time (balance measured layer time)")
           ->check(CLI::IsMember({"uniform", "params", "time"}))
           ->capture_default_str(),
       cmd->add_option("--layers-per-chunk", o->pipe.layers_per_chunk, "explicit partition: layer count of every chunk, as 2,2,3 (overrides --partition)")

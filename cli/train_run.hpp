@@ -41,7 +41,7 @@ struct train_options {
   int threads = 0;  // intra-op threads of every compute rank (Note [cores per rank]); 0: the cores divided evenly
   data_tensor_options mesh;  // data and tensor parallelism of the single process (training/data_tensor_runner.hpp)
   pipeline_options pipe;
-  std::string partition = "uniform";  // uniform, params or time; pipe.layers_per_chunk overrides it
+  std::string partition = "params";  // uniform, params or time (Note [default partition]); pipe.layers_per_chunk overrides it
   long timeout_ms = default_timeout.count();
   long restart_wait_ms = 60000;
   std::string trace_file;

@@ -1,11 +1,13 @@
 // What `actorpipe train` writes besides the model: the JSON line's loss keys, the loss curve (--plot), no
-// progress line when stderr is not a terminal, --layers-per-chunk with commas and spaces, and --timeline.
+// progress line when stderr is not a terminal, --layers-per-chunk with commas and spaces, --timeline, the default split.
 #include <doctest/doctest.h>
 
 #include <chrono>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -178,4 +180,27 @@ TEST_CASE("the memory model predicts each stage's peak stash within 10% of the m
   test::child_process unreadable({actorpipe, "train", "--stages", "2", "--max-memory", "lots"});
   CHECK(unreadable.wait_exit(30s) != 0);
   CHECK(test::contains(unreadable.stderr_text(), "memory size 'lots'"));
+}
+
+TEST_CASE("train splits by parameters unless told (Note [default partition]): a GPT's blocks evenly, uniform on request") {
+  const auto split = [](const std::vector<std::string>& extra) {
+    std::vector<std::string> args{actorpipe, "train", "--model", "gpt:layers=6,dim=32,heads=2,context=16", "--stages", "4",
+                                  "--max-steps", "1", "--batch-size", "8", "--validation-windows", "4"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    test::child_process train(args);
+    const std::string line = train.read_line(60s);
+    CHECK(train.wait_exit(10s) == 0);
+    INFO(train.stderr_text());
+    REQUIRE(!line.empty());
+    const auto out = nlohmann::json::parse(line);
+    return std::make_pair(out.at("partition").get<std::string>(), out.at("layers_per_chunk"));
+  };
+  // 10 layers: token and position embeddings, 6 blocks, layer norm, head. By parameters: 1 block with the
+  // embeddings, 2, 2, 1 with the head; uniform counts the embeddings and the head as blocks: 3, 3, 2, 2 layers.
+  const auto by_default = split({});
+  CHECK(by_default.first == "params");
+  CHECK(by_default.second == nlohmann::json::array({3, 2, 2, 3}));
+  const auto uniform = split({"--partition", "uniform"});
+  CHECK(uniform.first == "uniform");
+  CHECK(uniform.second == nlohmann::json::array({3, 3, 2, 2}));
 }
