@@ -179,7 +179,7 @@ void stage_rank::take_part(stage_rank& owner, std::size_t part, std::size_t part
   if (!state) return;
   const std::map<std::string, tensor*> their_state = owner.optimizer_->state();
   for (const auto& [key, t] : optimizer_->state()) copy_part(*their_state.at(key), *t, part, parts);
-  optimizer_->set_steps(owner.optimizer_->steps());
+  // The steps need no copy: every part counted every step (optimizer::step_part).
 }
 
 void stage_rank::abort() {
