@@ -1,15 +1,15 @@
 // bench_scaling: how each way of running uses this machine's cores, in one run (Note [cores per rank]).
 // Sweeps, on the cores this process may use (n): one process at 1, 2, 4, ... n intra-op threads; data parallelism
 // (D replicas), tensor parallelism (T ranks) and the pipeline (P stages) alone; and P x threads, P x D, P x T
-// filling the cores. Models: the heavy MLP 784-2048-2048-2048-10 (batch 1024), the 4-layer GPT
-// gpt:layers=4,dim=256,heads=8,context=128 and a 16-layer one (batch 64 sequences); Adam. Each configuration
-// runs --steps timed steps after 2 warm-up steps, --rounds times (configurations alternate within a round); the
-// median is printed in samples (or tokens) per second with its efficiency: rate / (one thread's rate x the cores
-// it uses). Pipelines run 8 microbatches on --schedule (default zb-h1; PyTorch's pipelines run 1F1B), split in whole
-// blocks balanced by parameters (plan/partition.hpp: a GPT's blocks evenly, its embeddings on the first stage and its
-// head on the last, as Megatron-Core places them). Where `python3 -c "import torch"` works, the same models and splits of the cores run on PyTorch
-// (tools/torch_cpu_bench.py: one process, torch.distributed.pipelining over gloo, DDP) and the ratio is printed.
-// A table per model, then one JSON line.
+// filling the cores, and P stages sharing every core by stage cost (Note [cores by stage cost]). Models: the heavy
+// MLP 784-2048-2048-2048-10 (batch 1024), the 4-layer GPT gpt:layers=4,dim=256,heads=8,context=128 and a 16-layer
+// one (batch 64 sequences); Adam. Each configuration runs --steps timed steps after 2 warm-up steps, --rounds
+// times (configurations alternate within a round); the median is printed in samples (or tokens) per second with
+// its efficiency: rate / (one thread's rate x the cores it uses). Pipelines run 8 microbatches on --schedule
+// (default zb-h1; PyTorch's pipelines run 1F1B), split in whole blocks balanced by parameters (Note [default
+// partition] in plan/partition.hpp). Where `python3 -c "import torch"` works, the same models and splits of the
+// cores run on PyTorch (tools/torch_cpu_bench.py: one process, torch.distributed.pipelining over gloo, DDP; a
+// split by stage cost against its even split) and the ratio is printed. A table per model, then one JSON line.
 //
 // Usage: bench_scaling [--models mlp,gpt4,gpt16] [--steps N] [--rounds R] [--dtype float32|bfloat16]
 //                      [--schedule gpipe|1f1b|zb-h1] [--torch PATH_TO_torch_cpu_bench.py | --no-torch] [--max-cores N] [--only TEXT;...]
@@ -65,21 +65,24 @@ workload gpt(int layers) {
   return w;
 }
 
-// One way of running: D replicas x P stages (0: no pipeline) x T ranks, each rank on `threads` intra-op threads.
+// One way of running: D replicas x P stages (0: no pipeline) x T ranks, each rank on `threads` intra-op threads;
+// or, with `by_cost` cores, P stages sharing them by stage cost (Note [cores by stage cost] in plan/cores.hpp).
 struct configuration {
-  int D = 1, P = 0, T = 1, threads = 1;
+  int D = 1, P = 0, T = 1, threads = 1, by_cost = 0;
   std::string name() const {
     std::string n = P == 0 && D == 1 && T == 1 ? "1 process" : "";
     if (D > 1) n += "D=" + std::to_string(D);
     if (P > 0) n += std::string(n.empty() ? "" : " x ") + "P=" + std::to_string(P);
     if (T > 1) n += std::string(n.empty() ? "" : " x ") + "T=" + std::to_string(T);
+    if (by_cost > 0) return n + ", " + std::to_string(by_cost) + " cores by stage cost";
     return n + ", " + std::to_string(threads) + (threads == 1 ? " thread" : " threads") + " each";
   }
-  int cores() const { return D * std::max(P, 1) * T * threads; }
+  int cores() const { return by_cost > 0 ? by_cost : D * std::max(P, 1) * T * threads; }
 };
 
 std::unique_ptr<step_runner> make_runner(const configuration& c, sequential& m, const optimizer_config& opt,
-                                         const std::string& schedule) {
+                                         const std::string& schedule, const std::vector<int>& cores,
+                                         const tensor& inputs) {
   if (c.P == 0 && c.D == 1 && c.T == 1) {
     set_compute_threads(c.threads);
     return std::make_unique<local_runner>(m, opt);
@@ -96,6 +99,12 @@ std::unique_ptr<step_runner> make_runner(const configuration& c, sequential& m, 
   o.microbatches = 8;
   o.schedule = schedule;
   o.layers_per_chunk = partition_counts(partition_method::parameters, m, {}, c.P);
+  if (c.by_cost > 0) {  // one thread's layer costs on one microbatch, as train measures them
+    const auto costs = measure_layer_costs(m, slice_rows(inputs, 0, inputs.shape()[0] / 8), 2, 1);
+    const auto busy = predicted_busy_s(costs, chunk_ranges_from_counts(o.layers_per_chunk, m.size()), c.P, 8);
+    o.cores = assign_cores(std::vector<int>(cores.begin(), cores.begin() + c.by_cost),
+                           threads_by_cost(busy, c.by_cost));
+  }
   o.optimizer = opt;
   o.tensor_parallel = c.T;
   o.threads = c.threads;
@@ -144,6 +153,7 @@ std::vector<configuration> sweep(int n, const workload& w) {
   for (int p = 1; p <= std::min(n, 4); p *= 2) cs.push_back({1, p, 1, 1});  // P alone, one thread a stage
   for (int p = 2; p <= std::min(n, 8); p *= 2) {
     if (n / p > 1) cs.push_back({1, p, 1, n / p});                          // P x threads
+    if (n / p > 1) cs.push_back({1, p, 1, 0, n});                           // P, the cores by stage cost
     if (n / p > 1) cs.push_back({n / p, p, 1, 1});                          // P x D
     if (n / p > 1 && splits(n / p)) cs.push_back({1, p, n / p, 1});        // P x T
   }
@@ -210,7 +220,7 @@ int main(int argc, char** argv) try {
       for (run& r : runs) {
         if (!r.refused.empty()) continue;
         if (!r.runner) try {
-            r.runner = make_runner(r.c, *r.model, opt, schedule);  // built when first timed: one set of stages alive
+            r.runner = make_runner(r.c, *r.model, opt, schedule, cores, w.inputs);  // built when first timed: one set of stages alive
           } catch (const std::invalid_argument& e) {
             r.refused = e.what();
             continue;
@@ -246,7 +256,7 @@ int main(int argc, char** argv) try {
                   r.torch > 0 ? std::to_string(static_cast<long>(r.torch)).c_str() : "-",
                   r.torch > 0 ? (std::to_string(rate / r.torch).substr(0, 4) + "x").c_str() : "-");
       results.push_back({{"model", w.spec}, {"D", r.c.D}, {"P", r.c.P}, {"T", r.c.T}, {"threads", r.c.threads},
-                         {"cores", r.c.cores()}, {"per_s", rate}, {"efficiency", efficiency}, {"torch_per_s", r.torch}});
+                         {"cores", r.c.cores()}, {"cores_by_stage_cost", r.c.by_cost > 0}, {"per_s", rate}, {"efficiency", efficiency}, {"torch_per_s", r.torch}});
     }
   }
   std::cout << nlohmann::json{{"bench", "scaling"}, {"cores", n}, {"dtype", dtype_text}, {"results", results}}.dump() << "\n";

@@ -116,7 +116,8 @@ void add_train_command(CLI::App& app) {
                      ->capture_default_str();
   cmd->add_option("--threads", o->threads, "intra-op threads of every compute rank: the single process, each stage, each data- or "
                   "tensor-parallel rank (pinned to their own cores where they fit); 0: this machine's cores divided "
-                  "evenly among the ranks")
+                  "evenly among the ranks, or among the stages of a pipeline alone in this process by their predicted "
+                  "busy time (Note [cores by stage cost])")
       ->check(CLI::Range(0, 256))
       ->capture_default_str();
   // The (data, pipeline, tensor) mesh: with --stages, every stage runs T ranks and the pipeline D replicas.

@@ -99,6 +99,14 @@ void build_pipeline(const train_options& o, train_plan& plan, train_runner& r) {
   if (p.layers_per_chunk.empty())
     p.layers_per_chunk = partition_counts(parse_partition_method(o.partition), plan.model, costs,
                                           p.stages * p.chunks_per_stage);
+  // Note [cores by stage cost]: --threads 0 on a pipeline alone in this process shares the cores by stage cost.
+  if (o.threads == 0 && p.nodes.empty() && p.cores.empty() && o.mesh.data_parallel == 1 && o.mesh.tensor_parallel == 1 &&
+      !plan.auto_choice) {
+    const std::vector<int> cores = process_cores();
+    const auto busy = predicted_busy_s(costs, chunk_ranges_from_counts(p.layers_per_chunk, plan.model.size()), p.stages,
+                                       p.microbatches);
+    p.cores = assign_cores(cores, threads_by_cost(busy, static_cast<int>(cores.size())));
+  }
   // Note [memory model]: each stage's peak, before any stage is placed; refused over --max-memory (Note [memory
   // budget]: per process, or per node). With tensor-parallel ranks a stage's parts are split T ways, which the
   // model does not follow: the stages' figures are not printed, and the budget counts them across the ranks.

@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 namespace ap {
@@ -28,6 +29,58 @@ std::vector<compute_cores> assign_cores(const std::vector<int>& cores, int ranks
   if (static_cast<long>(ranks) * each > available) return placement;
   for (int r = 0; r < ranks; ++r)
     placement[static_cast<std::size_t>(r)].cores.assign(cores.begin() + r * each, cores.begin() + (r + 1) * each);
+  return placement;
+}
+
+std::vector<int> threads_by_cost(const std::vector<double>& costs, int cores) {
+  if (costs.empty()) throw std::invalid_argument("threads_by_cost: no stage");
+  double total = 0.0;
+  for (double c : costs) {
+    if (!std::isfinite(c) || c < 0.0) throw std::invalid_argument("threads_by_cost: stage cost " + std::to_string(c));
+    total += c;
+  }
+  const int stages = static_cast<int>(costs.size());
+  std::vector<int> threads(costs.size(), 1);
+  const int spare = cores - stages;
+  if (spare <= 0) return threads;
+  // Each stage's ideal share of the spare cores, on top of its one: cores * cost / total, less the 1 it has.
+  std::vector<double> ideal(costs.size());
+  int given = 0;
+  for (std::size_t s = 0; s < costs.size(); ++s) {
+    const double share = total > 0.0 ? cores * costs[s] / total : static_cast<double>(cores) / stages;
+    ideal[s] = std::max(0.0, share - 1.0);
+  }
+  double ideal_total = 0.0;
+  for (double i : ideal) ideal_total += i;
+  for (std::size_t s = 0; s < costs.size(); ++s) {  // scaled so the ideals add up to the spare cores
+    ideal[s] = ideal_total > 0.0 ? ideal[s] * spare / ideal_total : static_cast<double>(spare) / stages;
+    const int whole = static_cast<int>(std::floor(ideal[s]));
+    threads[s] += whole;
+    given += whole;
+  }
+  std::vector<std::size_t> order(costs.size());
+  for (std::size_t s = 0; s < order.size(); ++s) order[s] = s;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return ideal[a] - std::floor(ideal[a]) > ideal[b] - std::floor(ideal[b]);
+  });
+  for (std::size_t k = 0; given < spare; ++k, ++given) ++threads[order[k % order.size()]];
+  return threads;
+}
+
+std::vector<compute_cores> assign_cores(const std::vector<int>& cores, const std::vector<int>& threads) {
+  std::vector<compute_cores> placement;
+  long needed = 0;
+  for (int t : threads) {
+    if (t < 1) throw std::invalid_argument("assign_cores: a rank needs at least 1 thread, got " + std::to_string(t));
+    placement.push_back(compute_cores{t, {}});
+    needed += t;
+  }
+  if (needed > static_cast<long>(cores.size())) return placement;
+  auto next = cores.begin();
+  for (compute_cores& c : placement) {
+    c.cores.assign(next, next + c.threads);
+    next += c.threads;
+  }
   return placement;
 }
 

@@ -18,6 +18,22 @@ std::vector<int> process_cores();
 // Throws std::invalid_argument for ranks < 1 or threads < 0.
 std::vector<compute_cores> assign_cores(const std::vector<int>& cores, int ranks, int threads);
 
+// Note [cores by stage cost]: a pipeline's stages seldom cost the same (the heavy MLP's four Linear layers on four
+// stages: 1.6 M, 4.2 M, 4.2 M and 20 k weights), and with the cores shared evenly the pipeline runs at the pace
+// of its slowest stage while the light ones idle. With --threads 0 (automatic) `train` gives each stage of a
+// pipeline in this process (no replicas, no tensor-parallel ranks, no nodes) a share of the cores in proportion
+// to its predicted busy time (one thread's layer costs): every stage at least one, the rest by largest remainder
+// (16 cores for that MLP, by weights: 3, 6, 6, 1), so the stages' times come closer to equal. A stage's time does
+// not fall in proportion to its threads, so this is an estimate; `--threads N` still gives every stage N.
+//
+// Threads per stage for `cores` cores: every stage 1, the rest in proportion to `costs` (largest remainder,
+// ties to the earlier stage); all 1 when the cores do not exceed the stages; even when every cost is 0.
+// Throws std::invalid_argument for no stage or a negative or non-finite cost.
+std::vector<int> threads_by_cost(const std::vector<double>& costs, int cores);
+// Ranks with the given thread counts on `cores`: rank i pinned to the next run of threads[i] cores when they all
+// fit, none pinned when they do not (as assign_cores).
+std::vector<compute_cores> assign_cores(const std::vector<int>& cores, const std::vector<int>& threads);
+
 // "cores 0-3", "cores 0,2,5", "core 4"; "1 thread, not pinned" / "2 threads, not pinned".
 std::string cores_text(const compute_cores& c);
 

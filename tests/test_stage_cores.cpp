@@ -4,7 +4,10 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <mutex>
+#include <stdexcept>
+#include <vector>
 #include <thread>
 
 #include "plan/cores.hpp"
@@ -33,6 +36,34 @@ TEST_CASE("assign_cores divides the cores evenly, pins where ranks fit, and leav
   CHECK(assign_cores({1, 3, 5, 7}, 2, 0)[1].cores == std::vector<int>{5, 7});  // the process's own cores (taskset)
   CHECK_THROWS_WITH_AS(assign_cores(sixteen, 2, -1), "--threads must be 0 (automatic) or more, got -1",
                        std::invalid_argument);
+}
+
+TEST_CASE("threads_by_cost shares the cores by stage cost, at least one each (Note [cores by stage cost])") {
+  // The heavy MLP's four stages by weights (1.6 M, 4.2 M, 4.2 M, 20 k) on 16 cores: the slowest stage's share
+  // of time falls from 4.2 / 4 to 4.2 / 6.
+  CHECK(threads_by_cost({1.6, 4.2, 4.2, 0.02}, 16) == std::vector<int>{3, 6, 6, 1});
+  CHECK(threads_by_cost({1.0, 1.0, 1.0, 1.0}, 16) == std::vector<int>{4, 4, 4, 4});
+  CHECK(threads_by_cost({1.0, 1.0, 1.0}, 16) == std::vector<int>{6, 5, 5});  // ties: the earlier stage
+  CHECK(threads_by_cost({0.0, 0.0}, 5) == std::vector<int>{3, 2});          // no cost known: even
+  CHECK(threads_by_cost({5.0, 1.0}, 2) == std::vector<int>{1, 1});          // no spare core
+  CHECK(threads_by_cost({5.0, 1.0, 1.0}, 2) == std::vector<int>{1, 1, 1});  // fewer cores than stages
+  CHECK(threads_by_cost({9.0, 0.0}, 8) == std::vector<int>{7, 1});
+  for (int cores = 3; cores <= 64; ++cores) {  // every core given, none twice
+    const std::vector<int> t = threads_by_cost({0.3, 2.0, 0.7}, cores);
+    CHECK(t[0] + t[1] + t[2] == cores);
+    CHECK(*std::min_element(t.begin(), t.end()) >= 1);
+  }
+  CHECK_THROWS_AS(threads_by_cost({}, 4), std::invalid_argument);
+  CHECK_THROWS_AS(threads_by_cost({1.0, -1.0}, 4), std::invalid_argument);
+  // Uneven ranks: consecutive runs of cores when they fit, none pinned when they do not.
+  const std::vector<compute_cores> placed = assign_cores({0, 1, 2, 3, 4, 5}, std::vector<int>{1, 3, 2});
+  REQUIRE(placed.size() == 3);
+  CHECK(placed[0].cores == std::vector<int>{0});
+  CHECK(placed[1].cores == std::vector<int>{1, 2, 3});
+  CHECK(placed[2].cores == std::vector<int>{4, 5});
+  CHECK(placed[1].threads == 3);
+  const std::vector<compute_cores> over = assign_cores({0, 1}, std::vector<int>{1, 2});
+  CHECK((over[0].cores.empty() && over[1].cores.empty() && over[1].threads == 2));
 }
 
 TEST_CASE("the layout train prints names every rank and its cores") {
