@@ -34,6 +34,11 @@ namespace ap {
 // sums are the whole batch's gradients, the same bits in every replica. The optimizer step waits for them,
 // then meets the other replicas in a one-number all-reduce: it is the step's commit, which a replica whose
 // step failed never reaches (its stages abort the group instead), so either every replica steps or none.
+// A data-parallel group, once aborted, stays so: the pipeline is spent after a failed step (as data_tensor_runner). The stage's state (checkpoints, snapshots,
+// gathered weights) is always whole, under the global names (Note [stage state]): the ranks' shards are
+// gathered into it and cut from it, so it loads into any (stages, T) layout. A rank whose action fails
+// aborts the group, so the other ranks stop at once instead of waiting for it; the stage then rebuilds its
+// ranks and group from their (unchanged) weights before the next action, and the pipeline can go on.
 //
 // Note [shared optimizer step]: replicas in one process (data_tensor_runner) hold the same reduced gradients
 // and would each run the same optimizer over every parameter: D times the optimizer's memory traffic (Adam
@@ -44,12 +49,7 @@ namespace ap {
 // instructions from the same values, so the weights are the bits of every replica running the whole step.
 // A replica's optimizer state is current only in its own part until take_parts(..., state = true) gathers it
 // (before a checkpoint, which exports replica 0's). Measured on 16 cores, the heavy MLP's D = 16 did not move
-// (9,876 samples/s against 9,857 before): the redundant optimizer was not what held it back there.
-// A data-parallel group, once aborted, stays so: the pipeline is spent after a failed step (as data_tensor_runner). The stage's state (checkpoints, snapshots,
-// gathered weights) is always whole, under the global names (Note [stage state]): the ranks' shards are
-// gathered into it and cut from it, so it loads into any (stages, T) layout. A rank whose action fails
-// aborts the group, so the other ranks stop at once instead of waiting for it; the stage then rebuilds its
-// ranks and group from their (unchanged) weights before the next action, and the pipeline can go on.
+// (9,876 samples/s against session 12's 9,857): the redundant optimizer was not what held it back there.
 class stage_compute {
  public:
   // `slices` are the stage's chunks whole, with their weights and compute dtype. Rank r computes on cores[r]
