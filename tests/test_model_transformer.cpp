@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <vector>
 
 #include "model/attention.hpp"
+#include "tensor/compute.hpp"
 #include "model/layer_registry.hpp"
 #include "model/sequential.hpp"
 #include "gradient_check.hpp"
@@ -163,4 +165,44 @@ TEST_CASE("causal_softmax_rows matches a double-precision softmax to 1e-6") {
       worst = std::max(worst, std::fabs(double(s.data()[r * t + j]) - std::exp(double(x[j]) - max) / sum));
   }
   CHECK(worst < 1e-6);
+}
+
+TEST_CASE("attention in groups of heads (Note [attention in groups]) equals each head computed alone in double, on 1 to 3 threads") {
+  // 3 x 3 heads of 128 positions: groups of 4 heads, the last one partial.
+  const std::size_t batch = 3, t = 128, heads = 3, d = 8, width = heads * d;
+  const tensor qkv = random_tensor({batch, t, 3 * width}, 41);
+  const int saved = compute_threads();
+  tensor first;
+  for (int threads : {1, 2, 3}) {
+    CAPTURE(threads);
+    set_compute_threads(threads);
+    attention_heads s;
+    const tensor out = attention_heads_forward(qkv, heads, dtype::float32, s);
+    if (threads == 1) first = out;
+    CHECK(out == first);  // bitwise
+  }
+  set_compute_threads(saved);
+  const auto at = [&](std::size_t b, std::size_t i, std::size_t part, std::size_t h, std::size_t j) {
+    return double(qkv.data()[(b * t + i) * 3 * width + part * width + h * d + j]);
+  };
+  double worst = 0.0;
+  for (std::size_t b = 0; b < batch; ++b)
+    for (std::size_t h = 0; h < heads; ++h)
+      for (std::size_t i = 0; i < t; ++i) {
+        std::vector<double> p(i + 1);
+        double max = -1e300, sum = 0.0;
+        for (std::size_t k = 0; k <= i; ++k) {
+          double dot = 0.0;
+          for (std::size_t j = 0; j < d; ++j) dot += at(b, i, 0, h, j) * at(b, k, 1, h, j);
+          p[k] = dot / std::sqrt(double(d));
+          max = std::max(max, p[k]);
+        }
+        for (double& v : p) sum += (v = std::exp(v - max));
+        for (std::size_t j = 0; j < d; ++j) {
+          double o = 0.0;
+          for (std::size_t k = 0; k <= i; ++k) o += p[k] / sum * at(b, k, 2, h, j);
+          worst = std::max(worst, std::fabs(o - double(first.data()[(b * t + i) * width + h * d + j])));
+        }
+      }
+  CHECK(worst < 1e-5);
 }
