@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
+#include <vector>
 
 #include "random/seeded_random.hpp"
 #include "tensor/batched_matmul.hpp"
@@ -132,17 +133,11 @@ const tensor& in_type(const tensor& x, dtype type, tensor& scratch) {
   return scratch;
 }
 
-// batched_gemm (beta 0) of products [first, first + batch) of two tensors of one dtype: bfloat16 inputs with
-// fp32 sums, or float32.
-void product_from(std::size_t first, bool transpose_a, bool transpose_b, std::size_t batch, std::size_t m,
-                  std::size_t n, std::size_t k, float alpha, const tensor& a, const tensor& b, float* c) {
-  const std::size_t a_at = first * m * k, b_at = first * k * n;
-  if (a.type() == dtype::bfloat16)
-    batched_gemm(transpose_a, transpose_b, batch, m, n, k, alpha, a.bf16_data() + a_at, b.bf16_data() + b_at, 0.0f,
-                 c + first * m * n);
-  else
-    batched_gemm(transpose_a, transpose_b, batch, m, n, k, alpha, a.data() + a_at, b.data() + b_at, 0.0f,
-                 c + first * m * n);
+// Note [attention in groups]: heads [first, first + n) of the B x H heads, float32, and the group size.
+std::size_t heads_per_group(std::size_t t) { return std::max<std::size_t>(1, (std::size_t(256) << 10) / (t * t * sizeof(float))); }
+void group_product(bool transpose_a, bool transpose_b, std::size_t n, std::size_t m, std::size_t cols, std::size_t k,
+                   float alpha, const float* a, const float* b, float* c) {
+  batched_gemm(transpose_a, transpose_b, n, m, cols, k, alpha, a, b, 0.0f, c);
 }
 
 // batched_gemm (beta 0) of two tensors of one dtype: bfloat16 inputs with fp32 sums, or float32.
@@ -175,6 +170,27 @@ void causal_softmax_rows(float* scores, std::size_t rows, std::size_t t) {
   }
 }
 
+namespace {
+
+// Rows of the softmax's backward, in place: g = p * (g - rowsum(g * p)) * scale over the positions each row sees
+// (row r sees r % t + 1), 0 beyond.
+void causal_softmax_backward_rows(const float* p, float* g, std::size_t rows, std::size_t t, float scale) {
+  const auto n = static_cast<std::ptrdiff_t>(rows);
+#pragma omp parallel for schedule(static) if (n >= parallel_rows * 8)
+  for (std::ptrdiff_t r = 0; r < n; ++r) {
+    const float* pr = p + std::size_t(r) * t;
+    float* gr = g + std::size_t(r) * t;
+    const std::size_t seen = std::size_t(r) % t + 1;
+    float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)  // Note [vector sums] in tensor/compute.hpp
+    for (std::size_t j = 0; j < seen; ++j) dot += gr[j] * pr[j];
+    for (std::size_t j = 0; j < seen; ++j) gr[j] = pr[j] * (gr[j] - dot) * scale;
+    for (std::size_t j = seen; j < t; ++j) gr[j] = 0.0f;
+  }
+}
+
+}  // namespace
+
 tensor attention_heads_forward(const tensor& qkv, std::size_t heads, dtype type, attention_heads& s) {
   const std::size_t batch = qkv.shape()[0], t = qkv.shape()[1], width = qkv.shape()[2] / 3, d = width / heads;
   const std::size_t bh = batch * heads;
@@ -187,21 +203,25 @@ tensor attention_heads_forward(const tensor& qkv, std::size_t heads, dtype type,
   if (type == dtype::float32) {
     // Note [attention in groups]: the scores of all B x H heads (33.5 MB for the GPT's 64 x 8 heads of 128 x
     // 128) were written by one batched product, read and written again by the softmax and read by the second
-    // product: three passes through memory. Now each thread takes groups of heads whose scores fit in 256 KB of
-    // its cache (4 such heads) and runs both products (batched_gemm on one thread, inside the team) and the
-    // softmax on a group while its scores are still there; the scores go to memory once, as the stash. The
-    // groups are fixed by the shape alone, so any thread count gives the same bits. bench_ops, this 2-core
-    // machine, the binaries alternating twice: attention_heads.forward 30.0 / 30.3 -> 28.0 / 25.9 ms on one
-    // thread, 15.4 / 14.6 -> 13.5 / 13.1 on two. A bfloat16 layer keeps the three passes (its stash is the
-    // rounded probabilities, which the second product reads).
-    const std::size_t group = std::max<std::size_t>(1, (std::size_t(256) << 10) / (t * t * sizeof(float)));
+    // product: three passes through memory; the backward's dP and dS five more. Now each thread takes groups of
+    // heads whose scores fit in 256 KB of its cache (4 such heads) and runs the products (batched_gemm on one
+    // thread, inside the team) and the softmax on a group while its scores are still there: the probabilities
+    // go to memory once, as the stash, and dP / dS never. The groups are fixed by the shape alone, so any thread
+    // count gives the same bits. bench_ops, 2-core machine, the binaries alternating twice (ms, 1 / 2 threads):
+    // attention_heads.forward 30.2 / 14.7 and 30.6 / 15.1 -> 27.7 / 13.5 and 27.5 / 13.6; backward 37.8 / 17.9
+    // and 39.2 / 19.1 -> 30.1 / 14.9 and 30.8 / 15.1. A bfloat16 layer keeps the whole-batch passes (its stash
+    // is the rounded probabilities, which the second product reads).
+    const std::size_t group = heads_per_group(t);
     const auto groups = static_cast<std::ptrdiff_t>((bh + group - 1) / group);
+    const float *q = s.q.data(), *k = s.k.data(), *v = s.v.data();  // data() once, outside the team
+    float *all_p = probs.data(), *out = heads_out.data();
 #pragma omp parallel for schedule(static) if (groups > 1)
     for (std::ptrdiff_t g = 0; g < groups; ++g) {
-      const std::size_t first = std::size_t(g) * group, n = std::min(group, bh - first);
-      product_from(first, false, true, n, t, t, d, scale, s.q, s.k, probs.data());  // scores
-      causal_softmax_rows(probs.data() + first * t * t, n * t, t);
-      product_from(first, false, false, n, t, d, t, 1.0f, probs, s.v, heads_out.data());
+      const std::size_t first = std::size_t(g) * group, n = std::min(group, bh - first), at = first * t * d;
+      float* p = all_p + first * t * t;
+      group_product(false, true, n, t, t, d, scale, q + at, k + at, p);
+      causal_softmax_rows(p, n * t, t);
+      group_product(false, false, n, t, d, t, 1.0f, p, v + at, out + at);
     }
     keep_as(s.probs, probs, type);
   } else {
@@ -226,32 +246,40 @@ void attention_heads_backward(const tensor& dmerged, std::size_t heads, const at
   tensor scratch;
   const tensor& dheads_typed = in_type(dheads, type, scratch);
   // dP = dO v^T; dv = P^T dO; dS = P * (dP - rowsum(dP * P)) / sqrt(d); dq = dS k; dk = dS^T q.
-  tensor dp = tensor::from_shape({bh, t, t});  // (B*H, T, T)
-  product(false, true, bh, t, t, d, 1.0f, dheads_typed, s.v, dp.data());
   tensor dv = tensor::from_shape({bh, t, d}), dq = tensor::from_shape({bh, t, d}), dk = tensor::from_shape({bh, t, d});
-  product(true, false, bh, t, d, t, 1.0f, s.probs, dheads_typed, dv.data());
   const float scale = 1.0f / std::sqrt(float(d));
-  {
-    tensor p32;
-    const float* p = float32_view(s.probs, p32).data();
-    float* g = dp.data();
-    const auto n = static_cast<std::ptrdiff_t>(bh * t);
-#pragma omp parallel for schedule(static) if (n >= parallel_rows * 8)
-    for (std::ptrdiff_t r = 0; r < n; ++r) {
-      const float* pr = p + std::size_t(r) * t;
-      float* gr = g + std::size_t(r) * t;
-      const std::size_t seen = std::size_t(r) % t + 1;
-      float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)  // Note [vector sums] in tensor/compute.hpp
-      for (std::size_t j = 0; j < seen; ++j) dot += gr[j] * pr[j];
-      for (std::size_t j = 0; j < seen; ++j) gr[j] = pr[j] * (gr[j] - dot) * scale;
-      for (std::size_t j = seen; j < t; ++j) gr[j] = 0.0f;
+  if (type == dtype::float32) {
+    // Note [attention in groups]: dP and dS of a group stay in the thread's cache and never reach memory.
+    const std::size_t group = heads_per_group(t);
+    const auto groups = static_cast<std::ptrdiff_t>((bh + group - 1) / group);
+    const float *q = s.q.data(), *k = s.k.data(), *v = s.v.data(), *all_p = s.probs.data(), *dout = dheads.data();
+    float *all_dq = dq.data(), *all_dk = dk.data(), *all_dv = dv.data();
+#pragma omp parallel for schedule(static) if (groups > 1)
+    for (std::ptrdiff_t g = 0; g < groups; ++g) {
+      const std::size_t first = std::size_t(g) * group, n = std::min(group, bh - first), at = first * t * d;
+      const float* p = all_p + first * t * t;
+      thread_local std::vector<float> dp_group;
+      dp_group.resize(n * t * t);
+      float* dp = dp_group.data();
+      group_product(false, true, n, t, t, d, 1.0f, dout + at, v + at, dp);
+      group_product(true, false, n, t, d, t, 1.0f, p, dout + at, all_dv + at);
+      causal_softmax_backward_rows(p, dp, n * t, t, scale);
+      group_product(false, false, n, t, d, t, 1.0f, dp, k + at, all_dq + at);
+      group_product(true, false, n, t, d, t, 1.0f, dp, q + at, all_dk + at);
     }
+  } else {
+    tensor dp = tensor::from_shape({bh, t, t});  // (B*H, T, T)
+    product(false, true, bh, t, t, d, 1.0f, dheads_typed, s.v, dp.data());
+    product(true, false, bh, t, d, t, 1.0f, s.probs, dheads_typed, dv.data());
+    {
+      tensor p32;
+      causal_softmax_backward_rows(float32_view(s.probs, p32).data(), dp.data(), bh * t, t, scale);
+    }
+    tensor ds_scratch;
+    const tensor& ds = in_type(dp, type, ds_scratch);  // dS, the input of the two products below
+    product(false, false, bh, t, d, t, 1.0f, ds, s.k, dq.data());
+    product(true, false, bh, t, d, t, 1.0f, ds, s.q, dk.data());
   }
-  tensor ds_scratch;
-  const tensor& ds = in_type(dp, type, ds_scratch);  // dS, the input of the two products below
-  product(false, false, bh, t, d, t, 1.0f, ds, s.k, dq.data());
-  product(true, false, bh, t, d, t, 1.0f, ds, s.q, dk.data());
   if (shape_of(dqkv) != shape_t{batch, t, 3 * width}) dqkv = tensor::from_shape({batch, t, 3 * width});
   merge_qkv_heads(dq.data(), dk.data(), dv.data(), batch, t, heads, d, dqkv.data());
 }
