@@ -12,10 +12,10 @@
 // split by stage cost against its even split) and the ratio is printed. A table per model, then one JSON line.
 //
 // Usage: bench_scaling [--models mlp,gpt4,gpt16] [--steps N] [--rounds R] [--dtype float32|bfloat16]
-//                      [--schedule gpipe|1f1b|zb-h1] [--torch PATH_TO_torch_cpu_bench.py | --no-torch] [--max-cores N] [--only TEXT;...]
+//                      [--schedule gpipe|1f1b|zb-h1] [--torch PATH_TO_torch_cpu_bench.py | --no-torch]
+//                      [--max-cores N] [--only TEXT;...]
 // --only keeps the configurations whose name contains one of the texts, separated by ';' since the names hold
-// commas (e.g. "P=4, 4 threads;D=16"), beside the one-thread
-// process every efficiency is measured against.
+// commas (e.g. "P=4, 4 threads;D=16"), beside the one-thread process every efficiency is measured against.
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -220,7 +220,8 @@ int main(int argc, char** argv) try {
       for (run& r : runs) {
         if (!r.refused.empty()) continue;
         if (!r.runner) try {
-            r.runner = make_runner(r.c, *r.model, opt, schedule, cores, w.inputs);  // built when first timed: one set of stages alive
+            // built when first timed: one set of stages alive
+            r.runner = make_runner(r.c, *r.model, opt, schedule, cores, w.inputs);
           } catch (const std::invalid_argument& e) {
             r.refused = e.what();
             continue;
@@ -256,7 +257,8 @@ int main(int argc, char** argv) try {
                   r.torch > 0 ? std::to_string(static_cast<long>(r.torch)).c_str() : "-",
                   r.torch > 0 ? (std::to_string(rate / r.torch).substr(0, 4) + "x").c_str() : "-");
       results.push_back({{"model", w.spec}, {"D", r.c.D}, {"P", r.c.P}, {"T", r.c.T}, {"threads", r.c.threads},
-                         {"cores", r.c.cores()}, {"cores_by_stage_cost", r.c.by_cost > 0}, {"per_s", rate}, {"efficiency", efficiency}, {"torch_per_s", r.torch}});
+                         {"cores", r.c.cores()}, {"cores_by_stage_cost", r.c.by_cost > 0}, {"per_s", rate},
+                         {"efficiency", efficiency}, {"torch_per_s", r.torch}});
     }
   }
   std::cout << nlohmann::json{{"bench", "scaling"}, {"cores", n}, {"dtype", dtype_text}, {"results", results}}.dump() << "\n";

@@ -133,11 +133,9 @@ const tensor& in_type(const tensor& x, dtype type, tensor& scratch) {
   return scratch;
 }
 
-// Note [attention in groups]: heads [first, first + n) of the B x H heads, float32, and the group size.
-std::size_t heads_per_group(std::size_t t) { return std::max<std::size_t>(1, (std::size_t(256) << 10) / (t * t * sizeof(float))); }
-void group_product(bool transpose_a, bool transpose_b, std::size_t n, std::size_t m, std::size_t cols, std::size_t k,
-                   float alpha, const float* a, const float* b, float* c) {
-  batched_gemm(transpose_a, transpose_b, n, m, cols, k, alpha, a, b, 0.0f, c);
+// Note [attention in groups]: how many heads of t x t float32 scores fit in 256 KB of a core's cache (at least 1).
+std::size_t heads_per_group(std::size_t t) {
+  return std::max<std::size_t>(1, (std::size_t(256) << 10) / (t * t * sizeof(float)));
 }
 
 // batched_gemm (beta 0) of two tensors of one dtype: bfloat16 inputs with fp32 sums, or float32.
@@ -219,9 +217,9 @@ tensor attention_heads_forward(const tensor& qkv, std::size_t heads, dtype type,
     for (std::ptrdiff_t g = 0; g < groups; ++g) {
       const std::size_t first = std::size_t(g) * group, n = std::min(group, bh - first), at = first * t * d;
       float* p = all_p + first * t * t;
-      group_product(false, true, n, t, t, d, scale, q + at, k + at, p);
+      batched_gemm(false, true, n, t, t, d, scale, q + at, k + at, 0.0f, p);  // scores
       causal_softmax_rows(p, n * t, t);
-      group_product(false, false, n, t, d, t, 1.0f, p, v + at, out + at);
+      batched_gemm(false, false, n, t, d, t, 1.0f, p, v + at, 0.0f, out + at);
     }
     keep_as(s.probs, probs, type);
   } else {
@@ -261,11 +259,11 @@ void attention_heads_backward(const tensor& dmerged, std::size_t heads, const at
       thread_local std::vector<float> dp_group;
       dp_group.resize(n * t * t);
       float* dp = dp_group.data();
-      group_product(false, true, n, t, t, d, 1.0f, dout + at, v + at, dp);
-      group_product(true, false, n, t, d, t, 1.0f, p, dout + at, all_dv + at);
-      causal_softmax_backward_rows(p, dp, n * t, t, scale);
-      group_product(false, false, n, t, d, t, 1.0f, dp, k + at, all_dq + at);
-      group_product(true, false, n, t, d, t, 1.0f, dp, q + at, all_dk + at);
+      batched_gemm(false, true, n, t, t, d, 1.0f, dout + at, v + at, 0.0f, dp);
+      batched_gemm(true, false, n, t, d, t, 1.0f, p, dout + at, 0.0f, all_dv + at);
+      causal_softmax_backward_rows(p, dp, n * t, t, scale);  // dP becomes dS
+      batched_gemm(false, false, n, t, d, t, 1.0f, dp, k + at, 0.0f, all_dq + at);
+      batched_gemm(true, false, n, t, d, t, 1.0f, dp, q + at, 0.0f, all_dk + at);
     }
   } else {
     tensor dp = tensor::from_shape({bh, t, t});  // (B*H, T, T)
