@@ -99,21 +99,21 @@ void build_pipeline(const train_options& o, train_plan& plan, train_runner& r) {
   if (p.layers_per_chunk.empty())
     p.layers_per_chunk = partition_counts(parse_partition_method(o.partition), plan.model, costs,
                                           p.stages * p.chunks_per_stage);
+  const std::vector<layer_range> ranges = chunk_ranges_from_counts(p.layers_per_chunk, plan.model.size());
+  r.predicted_busy = predicted_busy_s(costs, ranges, p.stages, p.microbatches);
   // Note [cores by stage cost]: --threads 0 on a pipeline alone in this process shares the cores by stage cost.
   if (o.threads == 0 && p.nodes.empty() && p.cores.empty() && o.mesh.data_parallel == 1 && o.mesh.tensor_parallel == 1 &&
       !plan.auto_choice) {
     const std::vector<int> cores = process_cores();
-    const auto busy = predicted_busy_s(costs, chunk_ranges_from_counts(p.layers_per_chunk, plan.model.size()), p.stages,
-                                       p.microbatches);
-    p.cores = assign_cores(cores, threads_by_cost(busy, static_cast<int>(cores.size())));
+    p.cores = assign_cores(cores, threads_by_cost(r.predicted_busy, static_cast<int>(cores.size())));
   }
   // Note [memory model]: each stage's peak, before any stage is placed; refused over --max-memory (Note [memory
   // budget]: per process, or per node). With tensor-parallel ranks a stage's parts are split T ways, which the
   // model does not follow: the stages' figures are not printed, and the budget counts them across the ranks.
   const schedule planned = plan.user_schedule ? *plan.user_schedule
                                               : make_schedule(p.schedule, p.stages, p.microbatches, p.chunks_per_stage);
-  const auto predicted = predict_stage_memory(plan.model, chunk_ranges_from_counts(p.layers_per_chunk, plan.model.size()),
-                                              planned, stash_of(costs), o.optimizer, input_held_of(costs));
+  const auto predicted = predict_stage_memory(plan.model, ranges, planned, stash_of(costs), o.optimizer,
+                                              input_held_of(costs));
   if (o.mesh.tensor_parallel == 1) r.predicted_memory = predicted;
   if (!o.max_memory.empty()) {
     const std::string over = over_budget(across_tensor_parallel(predicted, o.mesh.tensor_parallel),
@@ -130,8 +130,7 @@ void build_pipeline(const train_options& o, train_plan& plan, train_runner& r) {
     r.pipe = r.single_pipe.get();
     r.runner = r.pipe;
   }
-  r.predicted_busy = predicted_busy_s(costs, r.pipe->chunk_ranges(), p.stages, p.microbatches);
-  r.predicted_makespan = simulate(r.pipe->schedule(), simulation_costs(costs, r.pipe->chunk_ranges(), p.stages)).makespan;
+  r.predicted_makespan = simulate(r.pipe->schedule(), simulation_costs(costs, ranges, p.stages)).makespan;
   describe_pipeline(o, plan, r, p);
 }
 

@@ -23,13 +23,8 @@ std::vector<int> process_cores() {
 std::vector<compute_cores> assign_cores(const std::vector<int>& cores, int ranks, int threads) {
   if (ranks < 1) throw std::invalid_argument("assign_cores: need at least 1 compute rank, got " + std::to_string(ranks));
   if (threads < 0) throw std::invalid_argument("--threads must be 0 (automatic) or more, got " + std::to_string(threads));
-  const int available = static_cast<int>(cores.size());
-  const int each = threads > 0 ? threads : std::max(1, available / ranks);
-  std::vector<compute_cores> placement(static_cast<std::size_t>(ranks), compute_cores{each, {}});
-  if (static_cast<long>(ranks) * each > available) return placement;
-  for (int r = 0; r < ranks; ++r)
-    placement[static_cast<std::size_t>(r)].cores.assign(cores.begin() + r * each, cores.begin() + (r + 1) * each);
-  return placement;
+  const int each = threads > 0 ? threads : std::max(1, static_cast<int>(cores.size()) / ranks);
+  return assign_cores(cores, std::vector<int>(static_cast<std::size_t>(ranks), each));
 }
 
 std::vector<int> threads_by_cost(const std::vector<double>& costs, int cores) {
