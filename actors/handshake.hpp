@@ -27,7 +27,9 @@ namespace ap {
 // 8: stage specs carry the collective backend of their data-parallel groups (Note [collective backends]).
 // 9: stage specs carry the replica's place among those sharing its node, and the placement's key (Note
 //    [hierarchical collectives]); a third backend, by-size (Note [collectives by size]).
-inline constexpr std::uint32_t wire_protocol_version = 9;
+// 10: ring chunks travel on data links beside CAF (Note [data links]): no ring_chunk message; the ring's hello
+//     carries each side's link port.
+inline constexpr std::uint32_t wire_protocol_version = 10;
 
 using hello_atom = caf::atom_constant<caf::atom("hello")>;
 

@@ -31,7 +31,6 @@ void visit_message_types(Visitor& v) {
   v.template add<stage_spec>("stage_spec");
   v.template add<stage_state>("stage_state");
   v.template add<stage_state_loaded>("stage_state_loaded");
-  v.template add<ring_chunk>("ring_chunk");
   v.template add<ring_abort>("ring_abort");
 }
 

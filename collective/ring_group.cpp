@@ -1,6 +1,7 @@
 #include "collective/ring_group.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -16,6 +17,7 @@
 #include "collective/finishing_op.hpp"
 #include "collective/group_checks.hpp"
 #include "collective/shard.hpp"
+#include "network/data_link.hpp"
 #include "network/guarded_transport.hpp"
 #include "network/ring_messages.hpp"
 
@@ -25,67 +27,57 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-// Chunks that arrived from the left neighbour, until the communication thread takes them; or why the
-// group failed (a peer gone or aborted).
-class ring_inbox {
+// Why the group failed (a peer gone or aborted, a data link broken), once known; every wait of the group's
+// threads asks it (Note [data links]).
+class ring_failure {
  public:
-  void put(ring_chunk&& c) {
-    std::lock_guard lock(mutex_);
-    const auto key = std::make_tuple(c.collective, c.step, c.chunk);
-    chunks_.emplace(key, std::move(c));
-    arrived_.notify_all();
-  }
   void fail(const std::string& why) {
     std::lock_guard lock(mutex_);
     if (failure_.empty()) failure_ = why;
-    arrived_.notify_all();
+    changed_.notify_all();
   }
-  std::string failure() const {
+  std::string text() const {
     std::lock_guard lock(mutex_);
     return failure_;
   }
-  // The chunk, or nothing after `timeout`; throws collective_error once the group failed.
-  std::optional<ring_chunk> take(std::uint64_t collective, std::uint32_t step, std::uint32_t chunk,
-                                 std::chrono::milliseconds timeout, const std::string& context) {
+  // The failure, waiting up to `timeout` for one: a link that saw its peer hang up gives CAF's down message
+  // (which names why the peer went) a moment to come first (Note [the cause, not a peer's view]).
+  std::string wait(std::chrono::milliseconds timeout) {
     std::unique_lock lock(mutex_);
-    const auto key = std::make_tuple(collective, step, chunk);
-    arrived_.wait_for(lock, timeout, [&] { return !failure_.empty() || chunks_.count(key) > 0; });
-    if (auto it = chunks_.find(key); it != chunks_.end()) {
-      ring_chunk c = std::move(it->second);
-      chunks_.erase(it);
-      return c;
-    }
-    if (!failure_.empty()) throw collective_error(context + ": " + failure_);
-    return std::nullopt;
+    changed_.wait_for(lock, timeout, [&] { return !failure_.empty(); });
+    return failure_;
   }
 
  private:
   mutable std::mutex mutex_;
-  std::condition_variable arrived_;
-  std::map<std::tuple<std::uint64_t, std::uint32_t, std::uint32_t>, ring_chunk> chunks_;
+  std::condition_variable changed_;
   std::string failure_;
 };
 
-// The endpoints of the lower ranks, as their hellos bring them (Note [one connection per pair]).
+// The endpoints of the lower ranks and their data links' ports, as their hellos bring them (Note [one
+// connection per pair]).
 class peer_table {
  public:
-  explicit peer_table(int size) : peers_(static_cast<std::size_t>(size)) {}
-  void put(int rank, caf::actor peer) {
+  explicit peer_table(int size) : peers_(static_cast<std::size_t>(size)), link_ports_(static_cast<std::size_t>(size), 0) {}
+  void put(int rank, caf::actor peer, std::uint16_t link_port) {
     std::lock_guard lock(mutex_);
     peers_[static_cast<std::size_t>(rank)] = std::move(peer);
+    link_ports_[static_cast<std::size_t>(rank)] = link_port;
     changed_.notify_all();
   }
-  // Rank `rank`'s endpoint, or a null handle if its hello does not come before `deadline`.
-  caf::actor wait(int rank, std::chrono::steady_clock::time_point deadline) {
+  // Rank `rank`'s endpoint and link port, or a null handle if its hello does not come before `deadline`.
+  std::pair<caf::actor, std::uint16_t> wait(int rank, std::chrono::steady_clock::time_point deadline) {
     std::unique_lock lock(mutex_);
-    changed_.wait_until(lock, deadline, [&] { return static_cast<bool>(peers_[static_cast<std::size_t>(rank)]); });
-    return peers_[static_cast<std::size_t>(rank)];
+    const auto r = static_cast<std::size_t>(rank);
+    changed_.wait_until(lock, deadline, [&] { return static_cast<bool>(peers_[r]); });
+    return {peers_[r], link_ports_[r]};
   }
 
  private:
   std::mutex mutex_;
   std::condition_variable changed_;
   std::vector<caf::actor> peers_;
+  std::vector<std::uint16_t> link_ports_;
 };
 
 // What this rank's transport refused (Note [ring security]), for the error of a rank that never came.
@@ -111,27 +103,24 @@ struct endpoint_state {
   std::map<caf::actor_addr, std::string> peers;  // whom it monitors, named for errors
 };
 
-// This rank's endpoint: takes the left neighbour's chunks into the inbox, answers the lower ranks' hellos
-// (keeping their endpoints), and watches its peers.
-caf::behavior ring_endpoint(caf::stateful_actor<endpoint_state>* self, std::shared_ptr<ring_inbox> inbox,
-                            std::shared_ptr<peer_table> lower, std::string name, std::int32_t rank) {
-  self->set_down_handler([self, inbox](caf::down_msg& m) {
+// This rank's endpoint: takes aborts and peers' deaths into the group's failure, answers the lower ranks'
+// hellos (keeping their endpoints and link ports), and watches its peers.
+caf::behavior ring_endpoint(caf::stateful_actor<endpoint_state>* self, std::shared_ptr<ring_failure> failure,
+                            std::shared_ptr<peer_table> lower, std::string name, std::int32_t rank, std::int32_t link_port) {
+  self->set_down_handler([self, failure](caf::down_msg& m) {
     auto it = self->state.peers.find(m.source);
-    if (it != self->state.peers.end()) inbox->fail(it->second + " is gone (" + caf::to_string(m.reason) + ")");
+    if (it != self->state.peers.end()) failure->fail(it->second + " is gone (" + caf::to_string(m.reason) + ")");
   });
   return {
-      [inbox](ring_chunk& c) { inbox->put(std::move(c)); },
-      [inbox](ring_abort& a) {
-        inbox->fail("rank " + std::to_string(a.from) + " aborted the group: " + a.reason);
-      },
-      [self, lower, name, rank](ring_hello_atom, const std::string& group, std::int32_t expected, std::int32_t from,
-                                caf::actor& peer) {
-        if (group == name && expected == rank && from >= 0 && from < rank && peer) {
+      [failure](ring_abort& a) { failure->fail("rank " + std::to_string(a.from) + " aborted the group: " + a.reason); },
+      [self, lower, name, rank, link_port](ring_hello_atom, const std::string& group, std::int32_t expected, std::int32_t from,
+                                           caf::actor& peer, std::int32_t their_link_port) {
+        if (group == name && expected == rank && from >= 0 && from < rank && peer && their_link_port > 0 && their_link_port < 65536) {
           self->monitor(peer);
           self->state.peers[peer.address()] = "rank " + std::to_string(from);
-          lower->put(from, peer);
+          lower->put(from, peer, static_cast<std::uint16_t>(their_link_port));
         }
-        return caf::make_message(name, rank);
+        return caf::make_message(name, rank, link_port);
       },
       [self](ring_watch_atom, caf::actor& peer, std::string& who) {
         self->monitor(peer);
@@ -140,8 +129,8 @@ caf::behavior ring_endpoint(caf::stateful_actor<endpoint_state>* self, std::shar
   };
 }
 
-// The messages still borrowing a collective's buffers (Note [ring chunk floats]): each holds a token;
-// the collective finishes only once every token is gone.
+// The writes still borrowing a collective's buffers: each holds a token; the collective finishes only once
+// every token is gone (its chunks written, or dropped after a failure).
 class borrow_count {
  public:
   std::shared_ptr<const void> token() {
@@ -152,8 +141,8 @@ class borrow_count {
       if (--count_ == 0) idle_.notify_all();
     });
   }
-  // Waits on this process's own I/O thread only: BASP serialises (or, for a lost connection, drops) every
-  // message it is given without waiting on the peer, so no peer can hold this up; no timeout needed.
+  // Bounded by the writer: each write gives up when no byte moves for the group's timeout, and once the
+  // group failed the rest are dropped.
   void wait_idle() {
     std::unique_lock lock(mutex_);
     idle_.wait(lock, [&] { return count_ == 0; });
@@ -177,6 +166,27 @@ struct ring_op final : finishing_op {
   borrow_count sending;
 };
 
+// What precedes a chunk's floats on a data link: which collective, step and chunk, and how many floats.
+struct chunk_header {
+  std::uint64_t collective = 0;
+  std::uint64_t floats = 0;
+  std::uint32_t step = 0;
+  std::uint32_t chunk = 0;
+  std::int32_t from = 0;
+  std::uint8_t kind = 0;  // which collective the sender runs: a mismatch is named
+  std::uint8_t unused[3] = {};
+};
+static_assert(sizeof(chunk_header) == 32, "a chunk's header is 32 bytes on the wire");
+
+// A chunk for the writer thread: its header, then n floats at `data`, kept unchanged while `hold` lives.
+struct outgoing_chunk {
+  chunk_header header;
+  const float* data = nullptr;
+  std::shared_ptr<const void> hold;
+};
+
+constexpr std::uint64_t max_chunk_floats = std::uint64_t{1} << 36;  // 256 GB: a header beyond is garbage
+
 }  // namespace
 
 struct ring_state {
@@ -185,7 +195,7 @@ struct ring_state {
   int rank, size;
   std::chrono::milliseconds timeout;
   std::size_t chunk_elements;
-  std::shared_ptr<ring_inbox> inbox = std::make_shared<ring_inbox>();
+  std::shared_ptr<ring_failure> failure = std::make_shared<ring_failure>();
   std::shared_ptr<peer_table> lower;  // the lower ranks' endpoints, from their hellos
   std::shared_ptr<drop_log> dropped = std::make_shared<drop_log>();
   std::unique_ptr<guarded_transport> transport;  // of its own (Note [ring security]), or null
@@ -197,12 +207,25 @@ struct ring_state {
   std::string listen_host;                 // where this rank's endpoint listens (endpoint())
   bool connected = false;
 
+  // Note [data links]: the chunks' own connections, TLS when the transport is.
+  std::shared_ptr<tls_context> tls;
+  std::unique_ptr<link_listener> listener;
+  std::vector<std::uint16_t> link_ports;  // by rank
+  std::unique_ptr<data_link> to_right, from_left;
+  std::vector<float> addend;  // a received chunk before the communication thread adds it
+
   std::mutex mutex;  // guards the queue below
   std::condition_variable work;
   std::deque<std::shared_ptr<ring_op>> queue;
   std::uint64_t next_index = 0;
   bool stopping = false;
   std::thread communication;
+
+  std::mutex outbox_mutex;  // guards the outbox
+  std::condition_variable outbox_work;
+  std::deque<outgoing_chunk> outbox;
+  std::atomic<bool> closing{false};
+  std::thread writer;
 
   ring_state(caf::actor_system& s, std::string n, int r, int sz, std::chrono::milliseconds t, std::size_t chunk)
       : system(s), name(std::move(n)), rank(r), size(sz), timeout(t), chunk_elements(std::max<std::size_t>(1, chunk / 4)) {}
@@ -214,37 +237,110 @@ struct ring_state {
     return "group '" + name + "' " + collective_kind_name(op.kind) + " #" + std::to_string(op.index) +
            " on rank " + std::to_string(rank);
   }
+  std::string link_hello(int from, int to) const {
+    return "actorpipe ring '" + name + "' rank " + std::to_string(from) + " to rank " + std::to_string(to);
+  }
+  // What a link's wait stops for: the group failed, or is being closed.
+  std::string stop_reason() const {
+    if (closing) return "group '" + name + "' was closed on rank " + std::to_string(rank);
+    return failure->text();
+  }
+  // The cause once a link saw its peer hang up: CAF's word on the peer if it comes within 2 s, else `fallback`.
+  std::string cause_of_hang_up(const std::string& fallback) const {
+    std::string cause = failure->wait(std::min(timeout, std::chrono::milliseconds(2000)));
+    return cause.empty() ? fallback : cause;
+  }
 
-  // Sends n floats at `data`, borrowed (Note [ring chunk floats]): held by `hold`, or by a token of the op.
+  // Queues n floats at `data` for the right neighbour, borrowed: held by `hold`, or by a token of the op.
   // Borrowing is safe while the collective runs: in ring_reduce a region is sent once per phase, after its
   // last change of that phase, and written again only by the all-gather, with the finished segment that
-  // came round the ring, built by the right neighbour from this very chunk (so already serialised); the
+  // came round the ring, built by the right neighbour from this very chunk (so already written out); the
   // op's end waits for the last tokens (serve).
   void send(ring_op& op, std::uint32_t step, std::uint32_t chunk, const float* data, std::size_t n,
             std::shared_ptr<const void> hold = nullptr) {
     if (!hold) hold = op.sending.token();
-    caf::anon_send(peers[static_cast<std::size_t>(right())],
-                   ring_chunk{op.index, static_cast<std::uint8_t>(op.kind), step, chunk, rank,
-                              ring_floats{data, n, std::move(hold)}});
+    outgoing_chunk c;
+    c.header = chunk_header{op.index, n, step, chunk, rank, static_cast<std::uint8_t>(op.kind), {}};
+    c.data = data;
+    c.hold = std::move(hold);
+    std::lock_guard lock(outbox_mutex);
+    outbox.push_back(std::move(c));
+    outbox_work.notify_one();
   }
 
-  // The left neighbour's chunk, of `expected` floats (or any size when expected is npos); throws
-  // collective_error naming the peer on a timeout, a failure or a mismatch.
-  ring_floats receive(const ring_op& op, std::uint32_t step, std::uint32_t chunk, std::size_t expected) {
+  // The writer thread: the outbox's chunks in order onto the link to the right neighbour. After a failure the
+  // rest are dropped (their tokens let go), so no collective waits on a write that cannot happen.
+  void write_chunks() {
+    bool failed = false;
+    for (;;) {
+      outgoing_chunk c;
+      {
+        std::unique_lock lock(outbox_mutex);
+        outbox_work.wait(lock, [&] { return closing || !outbox.empty(); });
+        if (outbox.empty()) return;
+        c = std::move(outbox.front());
+        outbox.pop_front();
+      }
+      if (failed) continue;
+      try {
+        const auto stop = [this] { return stop_reason(); };
+        to_right->write(&c.header, sizeof c.header, timeout, stop);
+        if (c.header.floats > 0) to_right->write(c.data, c.header.floats * sizeof(float), timeout, stop);
+      } catch (const link_error& e) {
+        failed = true;
+        const std::string link = "the data link to " + who(right());
+        switch (e.reason) {
+          case link_error::kind::stopped: break;  // the group failed already, or closes
+          case link_error::kind::closed: failure->fail(cause_of_hang_up(who(right()) + " closed its data link")); break;
+          case link_error::kind::timed_out:
+            failure->fail(link + " took no byte for " + std::to_string(timeout.count()) + " ms: it stopped reading");
+            break;
+          case link_error::kind::failed: failure->fail(link + " failed: " + e.what()); break;
+        }
+      }
+    }
+  }
+
+  // Reads n bytes of the left neighbour's chunk `chunk` of `step` (its header when `header`); throws
+  // collective_error naming the peer on a timeout, a failure or its hanging up.
+  void read_left(const ring_op& op, void* data, std::size_t n, std::uint32_t step, std::uint32_t chunk, bool header) {
     const std::string context = describe(op);
-    auto c = inbox->take(op.index, step, chunk, timeout, context);
-    if (!c)
-      throw collective_error(context + ": waited " + std::to_string(timeout.count()) + " ms for step " +
-                             std::to_string(step) + " chunk " + std::to_string(chunk) + " from " + who(left()) +
-                             ", which sent nothing");
-    if (c->kind != static_cast<std::uint8_t>(op.kind))
-      throw collective_error(context + ": " + who(c->from) + " runs " + collective_kind_name(static_cast<collective_kind>(c->kind)) +
-                             " as collective #" + std::to_string(op.index) + ": the ranks called different collectives");
-    if (expected != std::string::npos && c->data.size != expected)
-      throw collective_error(context + ": " + who(c->from) + " sent " + std::to_string(c->data.size) +
-                             " floats for chunk " + std::to_string(chunk) + " of step " + std::to_string(step) +
-                             ", this rank expected " + std::to_string(expected) + ": the ranks' tensors differ in shape");
-    return std::move(c->data);
+    try {
+      from_left->read(data, n, timeout, [this] { return stop_reason(); });
+    } catch (const link_error& e) {
+      switch (e.reason) {
+        case link_error::kind::timed_out:
+          throw collective_error(context + ": waited " + std::to_string(timeout.count()) + " ms for step " + std::to_string(step) +
+                                 " chunk " + std::to_string(chunk) + " from " + who(left()) +
+                                 (header ? ", which sent nothing" : ", which stopped sending it midway"));
+        case link_error::kind::stopped: throw collective_error(context + ": " + e.what());
+        case link_error::kind::closed:
+          throw collective_error(context + ": " + cause_of_hang_up(who(left()) + " closed its data link"));
+        case link_error::kind::failed:
+          throw collective_error(context + ": the data link from " + who(left()) + " failed: " + e.what());
+      }
+    }
+  }
+
+  // The header of the left neighbour's chunk `chunk` of `step`, checked against this rank's collective:
+  // its float count, which is `expected` unless that is npos.
+  std::size_t receive_header(const ring_op& op, std::uint32_t step, std::uint32_t chunk, std::size_t expected) {
+    chunk_header h;
+    read_left(op, &h, sizeof h, step, chunk, true);
+    const std::string context = describe(op);
+    if (h.kind != static_cast<std::uint8_t>(op.kind))
+      throw collective_error(context + ": " + who(left()) + " runs " + collective_kind_name(static_cast<collective_kind>(h.kind)) +
+                             " as collective #" + std::to_string(h.collective) + ": the ranks called different collectives");
+    if (h.collective != op.index || h.step != step || h.chunk != chunk || h.floats > max_chunk_floats)
+      throw collective_error(context + ": " + who(left()) + " sent chunk " + std::to_string(h.chunk) + " of step " +
+                             std::to_string(h.step) + " of collective #" + std::to_string(h.collective) + ", this rank expected chunk " +
+                             std::to_string(chunk) + " of step " + std::to_string(step) + " of #" + std::to_string(op.index) +
+                             ": the ranks' collectives differ");
+    if (expected != std::string::npos && h.floats != expected)
+      throw collective_error(context + ": " + who(left()) + " sent " + std::to_string(h.floats) + " floats for chunk " +
+                             std::to_string(chunk) + " of step " + std::to_string(step) + ", this rank expected " +
+                             std::to_string(expected) + ": the ranks' tensors differ in shape");
+    return static_cast<std::size_t>(h.floats);
   }
 
   // Note [ring collectives]: reduce-scatter (and then all-gather) of buf over segments of `unit`-float
@@ -266,20 +362,22 @@ struct ring_state {
       const std::size_t b = first_send.first + k * chunk_elements, e = std::min(first_send.second, b + chunk_elements);
       send(op, 0, k, buf + b, e - b);
     }
+    addend.resize(chunk_elements);
     for (std::uint32_t s = 0; s < steps; ++s) {
       const auto range = segment(long(rank) - long(s) - 1 + offset);
       const bool reducing = s < static_cast<std::uint32_t>(n - 1);
       for (std::uint32_t k = 0; k < chunks_of(range); ++k) {
         const std::size_t b = range.first + k * chunk_elements, e = std::min(range.second, b + chunk_elements);
-        const ring_floats got = receive(op, s, k, e - b);
-        const float* g = got.data;
+        receive_header(op, s, k, e - b);
         float* dst = buf + b;
         if (reducing) {
+          read_left(op, addend.data(), (e - b) * sizeof(float), s, k, false);
+          const float* g = addend.data();
           for (std::size_t i = 0; i < e - b; ++i) dst[i] += g[i];
           if (op.op == reduce_op::mean && s == static_cast<std::uint32_t>(n - 2))
             for (std::size_t i = 0; i < e - b; ++i) dst[i] /= static_cast<float>(n);
         } else {
-          std::memcpy(dst, g, (e - b) * sizeof(float));
+          read_left(op, dst, (e - b) * sizeof(float), s, k, false);
         }
         if (s + 1 < steps) send(op, s + 1, k, dst, e - b);
       }
@@ -305,33 +403,38 @@ struct ring_state {
         return;
       }
       case collective_kind::all_gather: {
-        std::vector<ring_floats> pieces(static_cast<std::size_t>(size));
-        pieces[static_cast<std::size_t>(rank)] = ring_floats{op.in->data(), op.in->size(), nullptr};
+        // Each piece: its floats, and what keeps them (a received piece's buffer; this rank's is the caller's).
+        std::vector<std::pair<const float*, std::size_t>> pieces(static_cast<std::size_t>(size));
+        std::vector<std::shared_ptr<std::vector<float>>> received;
+        pieces[static_cast<std::size_t>(rank)] = {op.in->data(), op.in->size()};
         if (size > 1) send(op, 0, 0, op.in->data(), op.in->size());
         // Step s brings rank (rank - s - 1)'s piece, whole (one chunk), with its shape after the first
         // axis known to match this rank's (checked below).
         for (int s = 0; s + 1 < size; ++s) {
           const int owner = (rank - s - 1 + 2 * size) % size;
-          ring_floats got = receive(op, static_cast<std::uint32_t>(s), 0, std::string::npos);
-          if (s + 2 < size) send(op, static_cast<std::uint32_t>(s + 1), 0, got.data, got.size, got.hold);
-          pieces[static_cast<std::size_t>(owner)] = std::move(got);
+          const std::size_t n = receive_header(op, static_cast<std::uint32_t>(s), 0, std::string::npos);
+          auto piece = std::make_shared<std::vector<float>>(n);
+          read_left(op, piece->data(), n * sizeof(float), static_cast<std::uint32_t>(s), 0, false);
+          if (s + 2 < size) send(op, static_cast<std::uint32_t>(s + 1), 0, piece->data(), n, piece);
+          pieces[static_cast<std::size_t>(owner)] = {piece->data(), n};
+          received.push_back(std::move(piece));
         }
         const std::size_t row = op.in->dimension() == 0 ? 1 : op.in->size() / std::max<std::size_t>(op.in->shape()[0], 1);
         shape_t shape = op.in->shape();
         std::size_t rows = 0;
         for (int r = 0; r < size; ++r) {
-          const ring_floats& p = pieces[static_cast<std::size_t>(r)];
-          if (row == 0 || p.size % row != 0)
-            throw collective_error(describe(op) + ": " + who(r) + " sent " + std::to_string(p.size) +
+          const std::size_t floats = pieces[static_cast<std::size_t>(r)].second;
+          if (row == 0 || floats % row != 0)
+            throw collective_error(describe(op) + ": " + who(r) + " sent " + std::to_string(floats) +
                                    " floats, not whole rows of " + std::to_string(row) + ": the ranks' shapes differ after the first axis");
-          rows += p.size / row;
+          rows += floats / row;
         }
         shape[0] = rows;
         *op.out = tensor::from_shape(shape);
         std::size_t offset = 0;
-        for (auto& p : pieces) {
-          if (p.size > 0) std::memcpy(op.out->data() + offset, p.data, p.size * sizeof(float));
-          offset += p.size;
+        for (const auto& [data, floats] : pieces) {
+          if (floats > 0) std::memcpy(op.out->data() + offset, data, floats * sizeof(float));
+          offset += floats;
         }
         return;
       }
@@ -344,8 +447,8 @@ struct ring_state {
         for (std::uint32_t k = 0; k < chunks; ++k) {
           const std::size_t b = k * chunk_elements, e = std::min(n, b + chunk_elements);
           if (position > 0) {
-            const ring_floats got = receive(op, 0, k, e - b);
-            std::memcpy(buf + b, got.data, (e - b) * sizeof(float));
+            receive_header(op, 0, k, e - b);
+            read_left(op, buf + b, (e - b) * sizeof(float), 0, k, false);
           }
           if (position + 1 < size) send(op, 0, k, buf + b, e - b);
         }
@@ -372,7 +475,9 @@ struct ring_state {
       } catch (const std::exception& e) {
         error = describe(*op) + " failed: " + e.what();
       }
-      op->sending.wait_idle();  // the caller's tensors are its own again only once no message borrows them
+      // A failed collective leaves its peers' streams at an unknown place: the group cannot go on.
+      if (!error.empty()) failure->fail(error);
+      op->sending.wait_idle();  // the caller's tensors are its own again only once no write borrows them
       op->scratch = tensor();
       op->finish(std::move(error));
     }
@@ -425,12 +530,22 @@ void ring_group::open(caf::actor_system& system, std::string name, int rank, int
     options.log = [dropped = state_->dropped](const std::string& line) { dropped->add(line); };
     state_->transport = std::make_unique<guarded_transport>(system, *security, std::move(options));
     state_->middleman = state_->transport->actor();
+    state_->tls = state_->transport->tls();
   } else {
     state_->middleman = transport_of(system);
+    state_->tls = transport_tls_of(system);
+  }
+  try {  // Note [data links]: where the left neighbour's link connects
+    state_->listener = std::make_unique<link_listener>(listen.host, state_->tls);
+  } catch (const link_error& e) {
+    state_->transport.reset();
+    throw collective_error("group '" + name + "' rank " + std::to_string(rank) + " cannot listen for data links on " +
+                           listen.host + ": " + e.what());
   }
   // Not detached: CAF's registry keeps an actor sent to another node alive until the system stops, after
   // it waits for detached actors' threads: a detached endpoint hung the actor_system's destructor.
-  state_->endpoint = system.spawn(ring_endpoint, state_->inbox, state_->lower, name, static_cast<std::int32_t>(rank));
+  state_->endpoint = system.spawn(ring_endpoint, state_->failure, state_->lower, name, static_cast<std::int32_t>(rank),
+                                  static_cast<std::int32_t>(state_->listener->port()));
   auto publish = caf::make_function_view(state_->middleman);
   auto port = publish(caf::publish_atom::value, listen.port, caf::actor_cast<caf::strong_actor_ptr>(state_->endpoint),
                       system.message_types(state_->endpoint), listen.host, true);
@@ -450,9 +565,16 @@ ring_group::~ring_group() {
     state_->stopping = true;
     state_->work.notify_all();
   }
-  state_->inbox->fail("group '" + state_->name + "' was closed on rank " + std::to_string(state_->rank));
+  state_->closing = true;  // every wait of the links stops within 50 ms
+  {
+    std::lock_guard lock(state_->outbox_mutex);
+    state_->outbox_work.notify_all();
+  }
   if (state_->communication.joinable()) state_->communication.join();
+  if (state_->writer.joinable()) state_->writer.join();
   for (auto& q : state_->queue) q->finish("group '" + state_->name + "' was closed before this collective ran");
+  state_->to_right.reset();
+  state_->from_left.reset();
   if (state_->transport) {
     // Answered before the transport of its own stops (its doorman lives in CAF's shared BASP broker).
     state_->system.middleman().unpublish(state_->endpoint, state_->port);
@@ -474,6 +596,7 @@ void ring_group::connect(const std::vector<node_address>& ranks) {
   s.addresses = ranks;
   s.addresses[static_cast<std::size_t>(s.rank)].port = s.port;
   s.peers.assign(static_cast<std::size_t>(s.size), caf::actor{});
+  s.link_ports.assign(static_cast<std::size_t>(s.size), 0);
   caf::scoped_actor self{s.system};
   const auto deadline = clock_type::now() + s.timeout;
   const auto remaining = [&] {
@@ -515,10 +638,12 @@ void ring_group::connect(const std::vector<node_address>& ranks) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     std::string their_name;
-    std::int32_t their_rank = -1;
+    std::int32_t their_rank = -1, their_link_port = 0;
     self->request(peer, remaining(), ring_hello_atom::value, s.name, static_cast<std::int32_t>(q),
-                  static_cast<std::int32_t>(s.rank), s.endpoint)
-        .receive([&](std::string& n, std::int32_t r) { their_name = std::move(n), their_rank = r; },
+                  static_cast<std::int32_t>(s.rank), s.endpoint, static_cast<std::int32_t>(s.listener->port()))
+        .receive([&](std::string& n, std::int32_t r, std::int32_t link_port) {
+                   their_name = std::move(n), their_rank = r, their_link_port = link_port;
+                 },
                  [&](caf::error& e) { failure = s.system.render(e); });
     if (their_rank < 0)
       throw collective_error("group '" + s.name + "' rank " + std::to_string(s.rank) + ": " + them +
@@ -529,9 +654,10 @@ void ring_group::connect(const std::vector<node_address>& ranks) {
                              std::to_string(q) + " of group '" + s.name + "'");
     caf::anon_send(s.endpoint, ring_watch_atom::value, peer, them);
     s.peers[static_cast<std::size_t>(q)] = peer;
+    s.link_ports[static_cast<std::size_t>(q)] = static_cast<std::uint16_t>(their_link_port);
   }
   for (int q = 0; q < s.rank; ++q) {
-    s.peers[static_cast<std::size_t>(q)] = s.lower->wait(q, deadline);
+    std::tie(s.peers[static_cast<std::size_t>(q)], s.link_ports[static_cast<std::size_t>(q)]) = s.lower->wait(q, deadline);
     if (!s.peers[static_cast<std::size_t>(q)])
       throw collective_error("group '" + s.name + "' rank " + std::to_string(s.rank) + ": rank " + std::to_string(q) +
                              " at " + ranks[static_cast<std::size_t>(q)].text() + " did not connect within " +
@@ -542,9 +668,44 @@ void ring_group::connect(const std::vector<node_address>& ranks) {
   for (int q = 0; q < s.rank; ++q)  // named with its address from now on
     caf::anon_send(s.endpoint, ring_watch_atom::value, s.peers[static_cast<std::size_t>(q)],
                    "rank " + std::to_string(q) + " at " + ranks[static_cast<std::size_t>(q)].text());
+  if (s.size > 1) open_links(clock_type::now() + s.timeout);  // the links' own wait: each peer is up by now
   std::lock_guard lock(s.mutex);
   s.connected = true;
   s.communication = std::thread([st = state_.get()] { st->serve(); });
+  if (s.size > 1) s.writer = std::thread([st = state_.get()] { st->write_chunks(); });
+}
+
+void ring_group::open_links(std::chrono::steady_clock::time_point deadline) {
+  // Note [data links]: this rank connects to its right neighbour while it accepts its left one's (on another
+  // thread: with TLS both handshakes must run at once, or a ring of ranks each waiting in its own would hang).
+  auto& s = *state_;
+  std::string accept_error, connect_error;
+  std::vector<std::string> dropped;
+  std::thread acceptor([&] {
+    try {
+      s.from_left = s.listener->accept(s.link_hello(s.left(), s.rank), deadline, dropped);
+    } catch (const link_error& e) {
+      accept_error = e.what();
+    }
+  });
+  try {
+    const node_address& right = s.addresses[static_cast<std::size_t>(s.right())];
+    s.to_right = connect_link(right.host, s.link_ports[static_cast<std::size_t>(s.right())], s.tls,
+                              s.link_hello(s.rank, s.right()), deadline);
+  } catch (const link_error& e) {
+    connect_error = e.what();
+  }
+  acceptor.join();
+  s.listener.reset();  // no other connection is wanted
+  const std::string me = "group '" + s.name + "' rank " + std::to_string(s.rank);
+  if (!connect_error.empty())
+    throw collective_error(me + " cannot open its data link to " + s.who(s.right()) + ": " + connect_error);
+  if (!accept_error.empty()) {
+    std::string why;
+    for (const auto& d : dropped) why += (why.empty() ? " (dropped " : "; ") + d;
+    throw collective_error(me + ": " + s.who(s.left()) + " did not open its data link within " + std::to_string(s.timeout.count()) +
+                           " ms" + (why.empty() ? std::string() : why + ")"));
+  }
 }
 
 std::string ring_group::endpoint() const { return node_address{state_->listen_host, state_->port}.text(); }
@@ -580,7 +741,7 @@ collective_handle ring_group::broadcast(tensor& t, int root) {
 
 void ring_group::abort(const std::string& reason) {
   auto& s = *state_;
-  s.inbox->fail("rank " + std::to_string(s.rank) + " aborted the group: " + reason);
+  s.failure->fail("rank " + std::to_string(s.rank) + " aborted the group: " + reason);
   for (auto& p : s.peers)
     if (p) caf::anon_send(p, ring_abort{s.rank, reason});
 }

@@ -1,5 +1,6 @@
-// Collectives among ranks in different processes or machines, over CAF's network layer (libcaf_io):
-// ring algorithms, chunked so a large tensor streams through the ring.
+// Collectives among ranks in different processes or machines: ring algorithms, chunked so a large tensor
+// streams through the ring. The ranks find and watch each other over CAF's network layer (libcaf_io); the
+// chunks travel on data links of their own (network/data_link.hpp, Note [data links]).
 #pragma once
 
 #include <chrono>
@@ -28,9 +29,11 @@ struct ring_state;
 // segment travels in chunks of chunk_bytes, and a rank forwards a chunk as soon as it has added its share,
 // so a large tensor streams through the ring instead of waiting segment by segment. A segment is reduced
 // once and then copied, so every rank gets the same bits; the order of the sum is fixed by the ring (the
-// same on every run). A collective is run by the group's communication thread (Note [async collectives]);
-// each wait for a peer's chunk is bounded by the timeout and names the peer; a peer whose process ends
-// fails the group at once (CAF's down message, heartbeats for a silent one: actors/node.hpp).
+// same on every run). A collective is run by the group's communication thread (Note [async collectives]),
+// which reads the left neighbour's chunks, while a writer thread sends this rank's in order; each wait for a
+// peer's chunk is bounded by the timeout and names the peer; a peer whose process ends fails the group at
+// once (its data link hangs up; CAF's down message names why, heartbeats catch a silent one: actors/node.hpp).
+// A failed collective fails the group: the links' streams are then at no known place.
 //
 // Every rank makes a ring_group with its own address (port 0: a free one, see port()), then calls
 // connect() with every rank's address; peers may start in any order within the timeout. The caller's
@@ -42,7 +45,8 @@ struct ring_state;
 // frames are bounded either way (Note [bounded frames]). Given a transport_security, the group runs a
 // transport of its own with it: mutual TLS, or plain TCP only when `security.insecure` says so (trusted
 // networks, benchmarks against MPI over TCP). Without one, it uses the process's guarded transport when one
-// runs (a node's, started with the node's security), else CAF's plain middleman (a test that says so). A
+// runs (a node's, started with the node's security), else CAF's plain middleman (a test that says so). The
+// data links use the same TLS context, or plain TCP where the transport is plain (Note [data links]). A
 // rank that refuses a peer names it: at once on the connecting side ("the ranks disagree on TLS"); after
 // the timeout on the accepting side, with the connections its own transport dropped and why.
 class ring_group final : public network_group {
@@ -84,6 +88,7 @@ class ring_group final : public network_group {
  private:
   void open(caf::actor_system& system, std::string name, int rank, int size, const node_address& listen,
             const transport_security* security, std::chrono::milliseconds timeout, std::size_t chunk_bytes);
+  void open_links(std::chrono::steady_clock::time_point deadline);
   std::shared_ptr<ring_state> state_;
 };
 

@@ -2,6 +2,9 @@
 
 #include <sys/socket.h>
 
+#include <map>
+#include <mutex>
+
 #include <caf/all.hpp>
 #include <caf/detail/socket_guard.hpp>
 #include <caf/io/all.hpp>
@@ -21,6 +24,9 @@ using caf::io::network::rw_state;
 using default_mpx = caf::io::network::default_multiplexer;
 
 const caf::atom_value registry_key = caf::atom("aptransp");
+// The registered transports' TLS contexts (CAF's registry holds actors only).
+std::mutex registered_tls_mutex;
+std::map<const caf::actor_system*, std::shared_ptr<tls_context>> registered_tls;
 
 std::string peer_of(native_socket fd) {
   auto addr = caf::io::network::remote_addr_of_fd(fd);
@@ -228,14 +234,23 @@ guarded_transport::guarded_transport(caf::actor_system& system, const transport_
                                      transport_options options)
     : system_(system), registered_(options.registered) {
   if (security.tls()) options.tls = std::make_shared<tls_context>(security, "transport");
+  tls_ = options.tls;
   auto broker = system.middleman().named_broker<caf::io::basp_broker>(caf::atom("BASP"));
   actor_ = caf::actor_cast<caf::io::middleman_actor>(
       system.spawn<guarded_middleman, caf::detached + caf::hidden>(std::move(broker), std::move(options)));
-  if (registered_) system.registry().put(registry_key, actor_);
+  if (registered_) {
+    system.registry().put(registry_key, actor_);
+    std::lock_guard lock(registered_tls_mutex);
+    registered_tls[&system] = tls_;
+  }
 }
 
 guarded_transport::~guarded_transport() {
-  if (registered_) system_.registry().erase(registry_key);
+  if (registered_) {
+    system_.registry().erase(registry_key);
+    std::lock_guard lock(registered_tls_mutex);
+    registered_tls.erase(&system_);
+  }
   caf::scoped_actor self{system_, true};
   self->send_exit(actor_, caf::exit_reason::kill);
   self->wait_for(actor_);
@@ -247,6 +262,12 @@ caf::expected<std::uint16_t> guarded_transport::publish(const caf::actor& whom, 
   auto f = caf::make_function_view(actor_);
   return f(caf::publish_atom::value, port, caf::actor_cast<caf::strong_actor_ptr>(whom),
            system_.message_types(whom), host, reuse);
+}
+
+std::shared_ptr<tls_context> transport_tls_of(caf::actor_system& system) {
+  std::lock_guard lock(registered_tls_mutex);
+  auto it = registered_tls.find(&system);
+  return it == registered_tls.end() ? nullptr : it->second;
 }
 
 caf::io::middleman_actor transport_of(caf::actor_system& system) {

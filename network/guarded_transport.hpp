@@ -56,15 +56,21 @@ class guarded_transport {
   caf::expected<std::uint16_t> publish(const caf::actor& whom, std::uint16_t port, const std::string& host, bool reuse);
   // The middleman actor to connect through (connect_atom), as transport_of gives for a registered one.
   const caf::io::middleman_actor& actor() const { return actor_; }
+  // Its TLS context (its connections' and the data links' of groups using it: Note [data links]); null for
+  // plain TCP.
+  const std::shared_ptr<tls_context>& tls() const { return tls_; }
 
  private:
   caf::actor_system& system_;
   caf::io::middleman_actor actor_;
+  std::shared_ptr<tls_context> tls_;
   bool registered_ = true;
 };
 
 // The middleman actor to connect through (connect_atom): the guarded transport when one runs in `system`,
 // else the plain middleman's (in-process tests that never listen).
 caf::io::middleman_actor transport_of(caf::actor_system& system);
+// The TLS context of the guarded transport registered in `system`; null for plain TCP or none registered.
+std::shared_ptr<tls_context> transport_tls_of(caf::actor_system& system);
 
 }  // namespace ap

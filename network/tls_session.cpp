@@ -13,7 +13,6 @@
 #include <stdexcept>
 
 namespace ap {
-namespace {
 
 std::string openssl_errors() {
   std::string text;
@@ -24,6 +23,21 @@ std::string openssl_errors() {
   }
   return text;
 }
+
+// A write to a socket the peer closed raises SIGPIPE, which ends the process; CAF's own sends avoid it with
+// MSG_NOSIGNAL, OpenSSL's cannot. Blocked on each thread that writes through OpenSSL (the I/O thread, the
+// thread that sends a client's hello, a data link's writer); a pending SIGPIPE then stays pending, harmlessly.
+void block_sigpipe_on_this_thread() {
+  thread_local bool blocked = false;
+  if (blocked) return;
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  blocked = true;
+}
+
+namespace {
 
 std::string in_parens(const std::string& text) { return text.empty() ? "" : " (" + text + ")"; }
 
@@ -49,19 +63,6 @@ void check_pem(const std::string& flag, const std::string& path, const std::stri
   if (!ok)
     throw std::invalid_argument(who + ": " + flag + " " + path + ": not " +
                                 (key ? "an unencrypted PEM private key" : "a PEM certificate") + in_parens(openssl_errors()));
-}
-
-// A write to a socket the peer closed raises SIGPIPE, which ends the process; CAF's own sends avoid it with
-// MSG_NOSIGNAL, OpenSSL's cannot. Blocked on each thread that writes through OpenSSL (the I/O thread, and the
-// thread that sends a client's hello); a pending SIGPIPE then stays pending, harmlessly.
-void block_sigpipe_on_this_thread() {
-  thread_local bool blocked = false;
-  if (blocked) return;
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  blocked = true;
 }
 
 }  // namespace

@@ -34,6 +34,11 @@ class tls_context {
   SSL_CTX* ctx_ = nullptr;
 };
 
+// OpenSSL's queued errors of this thread, joined by "; " (and taken off the queue).
+std::string openssl_errors();
+// Blocks SIGPIPE on the calling thread, once: OpenSSL's writes to a socket the peer closed would raise it.
+void block_sigpipe_on_this_thread();
+
 class tls_session {
  public:
   using rw_state = caf::io::network::rw_state;

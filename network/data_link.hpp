@@ -1,0 +1,84 @@
+// A one-way byte stream between two processes beside CAF's connections, for a collective's bulk bytes
+// (Note [data links]): plain TCP, or mutual TLS with the transport's own context.
+//
+// Note [data links]: a ring's chunks travel on TCP connections of their own, one per neighbour and direction
+// (rank r writes to rank r+1 and reads from rank r-1), written straight from the collective's buffers and read
+// straight into them (a chunk to add: into one scratch buffer) by the group's own threads. Over CAF each chunk
+// was serialised into BASP's buffer and deserialised out of its zero-filled read buffer, and encrypted, framed
+// and decrypted, all on the process's one I/O thread (docs/performance.md: our ring was 0.55-0.93x Open MPI
+// over TCP at 1-16 MB, and 0.14-0.29x with TLS). Control stays on CAF: the ranks' hellos (which also hand over
+// each rank's link port), aborts, and a peer's death, named by CAF's down message. A link is TLS when the group's
+// transport is (the same CA, both sides' certificates verified: Note [mutual TLS]), plain TCP when it is; the
+// connecting side then names the group, itself and the rank it wants in a hello the listener checks, so a
+// stray connection (another group's rank, a port scanner) is dropped and named. Every wait is bounded: a link
+// gives up when no byte moves for its timeout, and polls every 50 ms for a reason to stop (the group failed).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+typedef struct ssl_st SSL;
+
+namespace ap {
+
+class tls_context;
+
+class link_error : public std::runtime_error {
+ public:
+  enum class kind { timed_out, closed, stopped, failed };
+  link_error(kind k, const std::string& what) : std::runtime_error(what), reason(k) {}
+  kind reason;
+};
+
+// Non-empty: why a wait should stop now (the group failed, or is being closed).
+using stop_check = std::function<std::string()>;
+
+class data_link {
+ public:
+  data_link(int fd, SSL* ssl) : fd_(fd), ssl_(ssl) {}
+  ~data_link();
+  data_link(const data_link&) = delete;
+  data_link& operator=(const data_link&) = delete;
+
+  // Moves all n bytes, or throws link_error: timed_out when no byte moved for `idle`, closed when the peer hung
+  // up, stopped when `stop` gave a reason (its text), failed otherwise (the system's or OpenSSL's reason).
+  void write(const void* data, std::size_t n, std::chrono::milliseconds idle, const stop_check& stop);
+  void read(void* data, std::size_t n, std::chrono::milliseconds idle, const stop_check& stop);
+
+ private:
+  int fd_;
+  SSL* ssl_;  // null: plain TCP
+};
+
+// Connects to host:port, runs the TLS handshake when `tls` is set, and sends `hello`; retries a refused
+// connection until `deadline`. Throws link_error naming host:port.
+std::unique_ptr<data_link> connect_link(const std::string& host, std::uint16_t port, const std::shared_ptr<tls_context>& tls,
+                                        const std::string& hello, std::chrono::steady_clock::time_point deadline);
+
+class link_listener {
+ public:
+  // Listens on host (empty: every interface), a free port. Throws link_error.
+  link_listener(const std::string& host, std::shared_ptr<tls_context> tls);
+  ~link_listener();
+  link_listener(const link_listener&) = delete;
+  link_listener& operator=(const link_listener&) = delete;
+  std::uint16_t port() const { return port_; }
+
+  // The first connection that completes its handshake and sends exactly `hello` before `deadline`. Others are
+  // closed, each adding a line to `dropped` (from where, why). Throws link_error timed_out at the deadline.
+  std::unique_ptr<data_link> accept(const std::string& hello, std::chrono::steady_clock::time_point deadline,
+                                    std::vector<std::string>& dropped);
+
+ private:
+  int fd_ = -1;
+  std::uint16_t port_ = 0;
+  std::shared_ptr<tls_context> tls_;
+};
+
+}  // namespace ap
