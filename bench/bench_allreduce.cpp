@@ -1,5 +1,5 @@
 // bench_allreduce: all-reduce bus bandwidth among 2 or more processes on loopback, for 1-64 MB of float32, with
-// either backend of the groups across processes (Note [collective backends]): our ring over CAF
+// either backend of the groups across processes (Note [collective backends]): our ring on its data links
 // (collective/ring_group.hpp) or gloo (collective/gloo_group.hpp).
 //
 // This program is rank 0; it starts itself again as ranks 1..N-1 (--rank r). The ranks hand each other their
@@ -160,8 +160,8 @@ int main(int argc, char** argv) try {
   if (o.rank == 0)
     std::cout << "all-reduce among " << o.processes << " processes on loopback ("
               << (backend == ap::collective_backend::gloo ? "gloo, plain TCP"
-                  : o.insecure ? "ring group over CAF, plain TCP: --insecure, chunks of " + std::to_string(o.chunk_kb) + " KB"
-                               : "ring group over CAF, mutual TLS, chunks of " + std::to_string(o.chunk_kb) + " KB")
+                  : o.insecure ? "ring group on data links, plain TCP: --insecure, chunks of " + std::to_string(o.chunk_kb) + " KB"
+                               : "ring group on data links, mutual TLS, chunks of " + std::to_string(o.chunk_kb) + " KB")
               << "), median of " << o.repeats << ", load " << ap::bench::load_average() << "\n"
               << "     MB   time ms   bus GB/s\n";
   for (std::size_t mb = 1; mb <= o.max_mb; mb *= 2) {

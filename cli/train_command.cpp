@@ -185,9 +185,9 @@ void add_train_command(CLI::App& app) {
   const std::string recovery = "Recovery from a lost node (with --nodes or --rendezvous env)";
   cmd->add_option("--collectives", o->collectives,
                   "what runs the all-reduces of data-parallel replicas on nodes (Note [collective backends]): ring "
-                  "(ours, over the nodes' transport, mutual TLS or not), gloo (PyTorch's CPU library, faster on the "
-                  "wire for large tensors, plain TCP only: needs --insecure), by-size (the ring below 4 MB, gloo from "
-                  "4 MB; needs --insecure), or auto (by-size with --insecure, else ring)")
+                  "(ours, on data links with the nodes' security, mutual TLS or not), gloo (PyTorch's CPU library, "
+                  "plain TCP only: needs --insecure), by-size (the ring below 4 MB, gloo from 4 MB; needs --insecure), "
+                  "or auto (the ring)")
       ->check(CLI::IsMember({"auto", "ring", "gloo", "by-size"}))
       ->capture_default_str();
   cmd->add_option("--restart-on-failure", o->pipe.restart_on_failure,

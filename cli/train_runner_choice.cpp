@@ -28,7 +28,7 @@ pipeline_options pipeline_options_of(const train_options& o, const train_plan& p
   p.tensor_parallel = o.mesh.tensor_parallel;
   p.clip_grad_norm = o.mesh.clip_grad_norm;
   p.threads = o.threads;  // Note [cores per rank]
-  p.collectives = o.collectives == "auto" ? default_collective_backend(p.security.insecure)
+  p.collectives = o.collectives == "auto" ? default_collective_backend()
                                           : *parse_collective_backend(o.collectives);  // the CLI checked the text
   // Note [bounded event log]: busy_s comes from the pipeline's busy sums; events are only streamed, to the
   // stage log and the trace as they come, never kept, so a long run stays flat.

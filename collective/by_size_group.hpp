@@ -17,8 +17,9 @@ namespace ap {
 // 4 processes, the ring 0.39 / 0.36 / 0.44 / 0.42 / 0.50 / 0.40 / 0.31, gloo 0.34 / 0.46 / 0.45 / 0.68 / 0.82 /
 // 0.87 / 0.87. The two cross at about 4 MB; below it gloo's latency dominates (a GPT's gradients are mostly
 // tensors of 1 MB and less: D = 2 on 2 nodes stepped 9-19% faster on the ring), above it gloo's streaming
-// (the heavy MLP's 16 MB weights: 6-9% faster on gloo). So each collective goes to `small` below
-// threshold_bytes and to `large` from it. Its size is one the ranks share (an all-reduce's, a broadcast's, a
+// (the heavy MLP's 16 MB weights: 6-9% faster on gloo). Since the ring's data links (Note [data links]) the ring
+// is as fast as gloo or faster at every size and is the default; by-size stays a choice. Each collective goes
+// to `small` below threshold_bytes and to `large` from it. Its size is one the ranks share (an all-reduce's, a broadcast's, a
 // reduce-scatter's input: equal on every rank by the collectives' contract), so every rank picks the same
 // group, and each group sees the same sequence of collectives on every rank. An all-gather's inputs may differ
 // by rank: it always goes to `small`. Ranks whose tensors differ in size, which a group refuses by name, may

@@ -30,9 +30,7 @@ std::optional<collective_backend> parse_collective_backend(const std::string& te
 
 bool needs_plain_tcp(collective_backend backend) { return backend != collective_backend::ring; }
 
-collective_backend default_collective_backend(bool plain_tcp) {
-  return plain_tcp ? collective_backend::by_size : collective_backend::ring;
-}
+collective_backend default_collective_backend() { return collective_backend::ring; }
 
 std::unique_ptr<network_group> make_network_group(collective_backend backend, caf::actor_system& system,
                                                   std::string name, int rank, int size, const std::string& host,

@@ -1,6 +1,6 @@
 // A process_group whose ranks live in different processes or machines: each rank makes its member, hands
 // its endpoint() (a text) to whoever gathers them (the coordinator, over its CAF connection to the node), and
-// connects with every rank's endpoint. Two backends (Note [collective backends]): our ring over CAF
+// connects with every rank's endpoint. Two backends (Note [collective backends]): our ring
 // (collective/ring_group.hpp; plain TCP or mutual TLS) and gloo over its own TCP sockets
 // (collective/gloo_group.hpp; plain TCP only).
 #pragma once
@@ -30,12 +30,15 @@ class network_group : public process_group {
 };
 
 // Note [collective backends]: which engine runs the collectives between processes.
-// - ring: ours (Note [ring collectives]), over CAF's network layer: plain TCP or mutual TLS, the transport of
-//   the nodes; every wait names the peer.
-// - gloo: PyTorch's CPU collective library (Note [gloo backend]) over its own TCP sockets, faster on the wire
-//   for large tensors (bench_allreduce) but without TLS in Debian's build: only for trusted networks (`--insecure`).
-// - by_size: both, each collective on the faster for its size: the ring below 4 MB, gloo from 4 MB (Note
-//   [collectives by size] in collective/by_size_group.hpp); plain TCP only, as gloo.
+// - ring: ours (Note [ring collectives]): its ranks meet over CAF, its chunks travel on data links of their own
+//   (Note [data links]) with the nodes' security, plain TCP or mutual TLS; every wait names the peer. The
+//   default: since its data links it moves every size from 1 to 64 MB at least as fast as gloo (bench_allreduce,
+//   2 and 4 processes, docs/performance.md).
+// - gloo: PyTorch's CPU collective library (Note [gloo backend]) over its own TCP sockets, without TLS in
+//   Debian's build: only for trusted networks (`--insecure`).
+// - by_size: both, each collective on the one that was faster for its size before the ring's data links: the
+//   ring below 4 MB, gloo from 4 MB (Note [collectives by size] in collective/by_size_group.hpp); plain TCP only,
+//   as gloo.
 enum class collective_backend : std::uint8_t { ring = 0, gloo = 1, by_size = 2 };
 const char* collective_backend_name(collective_backend backend);
 // The name, and for by-size where it splits: "by-size: the ring below 4 MB, gloo from 4 MB" (what `train` prints).
@@ -44,9 +47,9 @@ std::string describe_collective_backend(collective_backend backend);
 std::optional<collective_backend> parse_collective_backend(const std::string& text);
 // Whether the backend runs gloo, which has no TLS in Debian's build (refused beside mutual TLS).
 bool needs_plain_tcp(collective_backend backend);
-// The backend a job gets unless it names one: by size over plain TCP, where neither the ring nor gloo is
-// faster at every size (bench_allreduce, docs/performance.md); the ring over mutual TLS, which gloo cannot run.
-collective_backend default_collective_backend(bool plain_tcp);
+// The backend a job gets unless it names one: the ring, over plain TCP as over mutual TLS (Note [collective
+// backends]).
+collective_backend default_collective_backend();
 
 // A member of a group across processes with the given backend, listening on `host`. The ring uses the
 // process's guarded transport (Note [ring security]). Throws collective_error when it cannot listen.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # All-reduce bus bandwidth for 1-64 MB among 2, 4 (and more) processes on this machine, every backend side by
-# side (Note [collective backends]): our ring over CAF with plain TCP (--insecure: the same transport and
+# side (Note [collective backends]): our ring (data links) with plain TCP (--insecure: the same transport and
 # security as MPI's btl tcp) and with mutual TLS; gloo (plain TCP only); Open MPI's MPI_Allreduce over loopback
 # TCP and over its default shared-memory transport. Installs Open MPI (benchmark only) through setup.sh --bench.
 # Usage: scripts/bench_allreduce.sh [REPEATS] [PROCESS_COUNTS, default "2 4"]
@@ -15,9 +15,9 @@ mkdir -p build/bench
 mpicc -O2 -o build/bench/mpi_allreduce bench/mpi_allreduce.c
 root=(); [ "$(id -u)" -eq 0 ] && root=(--allow-run-as-root)
 for n in $counts; do
-  echo "== $n processes: ours, ring group over CAF, plain TCP loopback (--insecure)"
+  echo "== $n processes: ours, ring group on data links, plain TCP loopback (--insecure)"
   ./build/bench/bench_allreduce --processes "$n" --insecure --repeats "$repeats"
-  echo "== $n processes: ours, ring group over CAF, mutual TLS over loopback"
+  echo "== $n processes: ours, ring group on data links, mutual TLS over loopback"
   ./build/bench/bench_allreduce --processes "$n" --repeats "$repeats"
   echo "== $n processes: gloo, plain TCP loopback"
   ./build/bench/bench_allreduce --processes "$n" --backend gloo --repeats "$repeats"

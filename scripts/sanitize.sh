@@ -57,6 +57,7 @@ tsan_tests=(
   test_stage_compute    # a stage's tensor-parallel ranks in lockstep threads, its data-parallel replicas
   test_collective_gloo  # gloo groups: the communication thread, abort() from another thread, async handles (no CAF)
   test_collective_hierarchical  # local groups shared by key, the member's communication thread, abort across both levels
+  test_network_data_link  # data links: a writer and a reader thread per link, stop checks from other threads (no CAF)
 )
 
 run_tsan() {

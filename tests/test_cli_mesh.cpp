@@ -58,11 +58,11 @@ TEST_CASE("train on a 2 x 2 mesh with clipping gives the single process's loss")
   CHECK(mesh["test_accuracy"].get<double>() == doctest::Approx(single["test_accuracy"].get<double>()).epsilon(1e-4));
 }
 
-TEST_CASE("D = 2 replicas on plain-TCP nodes: by-size by default (Note [collective backends]), the ring's loss bit for bit") {
+TEST_CASE("D = 2 replicas on plain-TCP nodes: the ring by default (Note [collective backends]), gloo's loss bit for bit") {
   const auto single = train({});
   test::node_process a(actorpipe, {"--insecure"}), b(actorpipe, {"--insecure"});
   std::vector<nlohmann::json> runs;
-  for (const char* backend : {"auto", "ring"}) {
+  for (const char* backend : {"auto", "gloo"}) {
     CAPTURE(backend);
     test::child_process p({actorpipe, "train", "--model", "784-64-32-10", "--train-limit", "512", "--batch-size", "64",
                            "--max-steps", "6", "--stages", "1", "--microbatches", "2", "--data-parallel", "2",
@@ -72,7 +72,7 @@ TEST_CASE("D = 2 replicas on plain-TCP nodes: by-size by default (Note [collecti
     REQUIRE(p.wait_exit(30s) == 0);
     const std::string expected =
         std::string("collectives: ") +
-        (std::string(backend) == "auto" ? "by-size: the ring below 4 MB, gloo from 4 MB" : "ring") +
+        (std::string(backend) == "auto" ? "ring" : "gloo") +
         " (the replicas' all-reduces between nodes, plain TCP)";
     CHECK(test::contains(p.stderr_text(), expected));
     runs.push_back(nlohmann::json::parse(line));
