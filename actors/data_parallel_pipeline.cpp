@@ -8,6 +8,7 @@
 #include "actors/stage_spawner.hpp"
 #include "collective/colocation.hpp"
 #include "collective/shard.hpp"
+#include "network/node_address.hpp"
 #include "plan/cores.hpp"
 #include "plan/mesh.hpp"
 #include "model/loss.hpp"
@@ -61,7 +62,9 @@ data_parallel_pipeline::data_parallel_pipeline(const sequential& model, const pi
 void data_parallel_pipeline::place_on_nodes(const sequential& model, const pipeline_options& options, int D) {
   const std::size_t N = options.nodes.size();
   const int T = std::max(1, options.tensor_parallel);
-  const std::vector<node_slot> slots = node_slots(D, options.stages, T, static_cast<int>(N));  // Note [cores on nodes]
+  std::vector<std::string> hosts;
+  for (const std::string& n : options.nodes) hosts.push_back(parse_node_address(n).host);
+  const std::vector<node_slot> slots = node_slots(D, options.stages, T, hosts);  // Note [cores on nodes]
   // Per stage, each replica's place among those whose stage runs on the same node (the same address).
   std::vector<std::vector<colocated_rank>> places;
   for (int s = 0; s < options.stages; ++s) {

@@ -360,7 +360,7 @@ struct stage_spec {
   std::vector<int> data_parallel_place{0, 1, 0, 1};
   std::string data_parallel_key;
   // Note [cores on nodes]: intra-op threads per rank asked by `train --threads` (0: the node decides), and the
-  // stage's first rank among all the ranks the node hosts, of node_ranks.
+  // stage's first rank among all the ranks its machine hosts (over every node there), of node_ranks.
   int threads = 0;
   int node_first_rank = 0;
   int node_ranks = 1;

@@ -269,9 +269,10 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
       setup.cores.assign(mine, mine + options.tensor_parallel);
     } else {  // Note [cores on nodes]
       setup.threads = options.threads;
-      setup.slot = options.node_slots.empty()
-                       ? node_slots(1, options.stages, options.tensor_parallel, static_cast<int>(d.nodes.size()))[s]
-                       : options.node_slots.at(static_cast<std::size_t>(s));
+      std::vector<std::string> hosts;
+      for (const auto& n : d.nodes) hosts.push_back(n.host);
+      setup.slot = options.node_slots.empty() ? node_slots(1, options.stages, options.tensor_parallel, hosts)[s]
+                                              : options.node_slots.at(static_cast<std::size_t>(s));
     }
     d.setups.push_back(std::move(setup));
   }

@@ -58,7 +58,7 @@ struct pipeline_options {
   // share of the cores. Stages on nodes: each node assigns its own cores.
   int threads = 0;
   std::vector<compute_cores> cores;
-  // Note [cores on nodes]: each stage's slot among its node's ranks (set by data_parallel_pipeline for its
+  // Note [cores on nodes]: each stage's slot among its machine's ranks (set by data_parallel_pipeline for its
   // replicas); empty: this pipeline's stages alone.
   std::vector<node_slot> node_slots;
   float clip_grad_norm = 0.0f;  // Note [global gradient clipping]: over every stage; 0: no clipping

@@ -134,7 +134,7 @@ stage_setup stage_setup_from_spec(stage_spec spec, int node_threads) {
                                 " numbers, not 4 (local rank, local size, process, processes)");
   setup.data_parallel_place = {p[0], p[1], p[2], p[3]};
   setup.data_parallel_key = std::move(spec.data_parallel_key);
-  // Note [cores on nodes]: this machine's cores divided among every rank the node hosts.
+  // Note [cores on nodes]: this machine's cores divided among every rank its nodes host; this stage's share.
   const int T = std::max(1, spec.tensor_parallel);
   if (spec.threads < 0 || spec.node_first_rank < 0 || spec.node_ranks < spec.node_first_rank + T)
     throw std::invalid_argument(where + ": a slot of ranks " + std::to_string(spec.node_first_rank) + ".." +

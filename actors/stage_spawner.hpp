@@ -49,7 +49,7 @@ struct stage_setup {
   // Note [cores per rank]: per tensor-parallel rank, its intra-op threads and cores; empty: one thread each.
   std::vector<compute_cores> cores;
   // On a node, which decides its own cores (Note [cores on nodes]): the threads asked for (0: the node's own
-  // --threads, else its cores divided) and the stage's slot among the node's ranks.
+  // --threads, else its machine's cores divided) and the stage's slot among its machine's ranks.
   int threads = 0;
   node_slot slot;
   // Note [data-parallel stage]: per tensor-parallel rank, its member of the stage's data-parallel group (in

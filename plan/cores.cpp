@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <stdexcept>
 
 namespace ap {
@@ -104,16 +105,18 @@ std::vector<std::string> rank_names(int replicas, int stages, int tensor_paralle
   return names;
 }
 
-std::vector<node_slot> node_slots(int replicas, int stages, int tensor_parallel, int nodes) {
-  if (nodes < 1) throw std::invalid_argument("node_slots: need at least 1 node, got " + std::to_string(nodes));
-  std::vector<int> hosted(static_cast<std::size_t>(nodes), 0);
+std::vector<node_slot> node_slots(int replicas, int stages, int tensor_parallel, const std::vector<std::string>& node_hosts) {
+  if (node_hosts.empty()) throw std::invalid_argument("node_slots: need at least 1 node");
+  const std::size_t nodes = node_hosts.size();
+  std::map<std::string, int> hosted;  // ranks placed so far, by machine
   std::vector<node_slot> slots;
   for (int i = 0; i < replicas * stages; ++i) {
-    int& ranks = hosted[static_cast<std::size_t>(i % nodes)];
+    int& ranks = hosted[node_hosts[static_cast<std::size_t>(i) % nodes]];
     slots.push_back(node_slot{ranks, 0});
     ranks += tensor_parallel;
   }
-  for (int i = 0; i < replicas * stages; ++i) slots[static_cast<std::size_t>(i)].node_ranks = hosted[static_cast<std::size_t>(i % nodes)];
+  for (int i = 0; i < replicas * stages; ++i)
+    slots[static_cast<std::size_t>(i)].node_ranks = hosted[node_hosts[static_cast<std::size_t>(i) % nodes]];
   return slots;
 }
 

@@ -43,14 +43,18 @@ std::string cores_text(const compute_cores& c);
 std::vector<std::string> rank_names(int replicas, int stages, int tensor_parallel);
 
 // Note [cores on nodes]: stage s of replica d runs on node (d * stages + s) % nodes (the pipeline's and the
-// data-parallel pipeline's placement), and a node divides its own cores among every rank it hosts. Each stage's
-// slot: the index of its first rank among its node's ranks, and how many ranks that node hosts in all.
+// data-parallel pipeline's placement). The nodes of one machine (the same host in the node list) divide its
+// cores among every rank they host together: each stage's slot is the index of its first rank among its
+// machine's ranks, in placement order, and how many ranks that machine hosts in all, so each node pins its
+// ranks to its own share. Before, each node divided all of its machine's cores among its own ranks alone, so two
+// nodes on one machine pinned their stages to the same cores: the heavy MLP's 2 stages on 2 nodes of this
+// 2-core machine both ran on core 0, at 0.55x the one-process pipeline (bench_network).
 struct node_slot {
   int first_rank = 0;
-  int node_ranks = 1;
+  int node_ranks = 1;  // the ranks of the stage's machine, over all its nodes
 };
-// Replica d's stage s at d * stages + s.
-std::vector<node_slot> node_slots(int replicas, int stages, int tensor_parallel, int nodes);
+// Replica d's stage s at d * stages + s; `node_hosts` by node (its machine).
+std::vector<node_slot> node_slots(int replicas, int stages, int tensor_parallel, const std::vector<std::string>& node_hosts);
 
 // The layout `train` prints: "stage 0: cores 0-3, stage 1: cores 4-7" for names {"stage 0", "stage 1"}; with
 // nothing pinned, one line:

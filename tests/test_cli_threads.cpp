@@ -77,3 +77,24 @@ TEST_CASE("the single process trains with one thread and with every core, to the
   CHECK(losses[0] == doctest::Approx(losses[1]).epsilon(1e-5));
   CHECK(losses[0] > 0.0);
 }
+
+TEST_CASE("two nodes on one machine pin their stages to disjoint cores (Note [cores on nodes])") {
+  // Each node used to divide all of the machine's cores among its own ranks alone: both pinned their one stage to
+  // the first cores, and the two stages time-sliced them (0.55x the one-process pipeline in bench_network).
+  test::node_process a(actorpipe, {"--insecure"}), b(actorpipe, {"--insecure"});
+  test::child_process train({actorpipe, "train", "--train-limit", "256", "--max-steps", "1", "--batch-size", "64",
+                             "--stages", "2", "--nodes", a.address() + "," + b.address(), "--insecure"});
+  const std::string json = train.read_line(60s);
+  INFO(train.stderr_text());
+  CHECK(train.wait_exit(30s) == 0);
+  CHECK(!json.empty());
+  const auto expected = assign_cores(process_cores(), 2, 0);  // the machine's cores for its 2 ranks
+  const std::string a_log = a.process().stderr_text(), b_log = b.process().stderr_text();
+  INFO(a_log);
+  INFO(b_log);
+  CHECK(test::contains(a_log, "stage 0 started: "));
+  CHECK(test::contains(a_log, " on " + cores_text(expected[0])));
+  CHECK(test::contains(b_log, "stage 1 started: "));
+  CHECK(test::contains(b_log, " on " + cores_text(expected[1])));
+  if (!expected[0].cores.empty()) CHECK(expected[0].cores != expected[1].cores);
+}

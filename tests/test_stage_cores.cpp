@@ -79,6 +79,30 @@ TEST_CASE("the layout train prints names every rank and its cores") {
   CHECK(rank_names(1, 0, 1) == std::vector<std::string>{"rank 0"});
 }
 
+TEST_CASE("nodes of one machine share its cores: each stage's slot counts every rank on its machine (Note [cores on nodes])") {
+  // Two nodes on one host, 2 stages x T = 2: the machine hosts 4 ranks, stage 1's start after stage 0's.
+  const auto one_host = node_slots(1, 2, 2, {"10.0.0.1", "10.0.0.1"});
+  REQUIRE(one_host.size() == 2);
+  CHECK((one_host[0].first_rank == 0 && one_host[0].node_ranks == 4));
+  CHECK((one_host[1].first_rank == 2 && one_host[1].node_ranks == 4));
+  // Two machines: each node's stage alone on its own.
+  const auto two_hosts = node_slots(1, 2, 2, {"10.0.0.1", "10.0.0.2"});
+  CHECK((two_hosts[0].first_rank == 0 && two_hosts[0].node_ranks == 2));
+  CHECK((two_hosts[1].first_rank == 0 && two_hosts[1].node_ranks == 2));
+  // D = 2 x P = 2 on nodes a, b (host x) and c (host y): replica d's stage s on node (2 d + s) % 3, so x hosts
+  // stages at 0 (a), 1 (b) and 3 (a), y the one at 2 (c).
+  const auto mixed = node_slots(2, 2, 1, {"x", "x", "y"});
+  REQUIRE(mixed.size() == 4);
+  CHECK((mixed[0].first_rank == 0 && mixed[1].first_rank == 1 && mixed[3].first_rank == 2));
+  CHECK((mixed[0].node_ranks == 3 && mixed[1].node_ranks == 3 && mixed[3].node_ranks == 3));
+  CHECK((mixed[2].first_rank == 0 && mixed[2].node_ranks == 1));
+  // Each node then pins its share of the machine's cores: disjoint.
+  const std::vector<int> eight{0, 1, 2, 3, 4, 5, 6, 7};
+  const auto all = assign_cores(eight, one_host[0].node_ranks, 0);
+  CHECK(all[static_cast<std::size_t>(one_host[0].first_rank)].cores == std::vector<int>{0, 1});
+  CHECK(all[static_cast<std::size_t>(one_host[1].first_rank)].cores == std::vector<int>{4, 5});
+}
+
 namespace {
 
 // One training pass (forward, backward) of a model wide enough for oneDNN to split its GEMMs over threads:
