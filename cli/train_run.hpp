@@ -115,7 +115,7 @@ struct train_runner {
   step_runner* runner = nullptr;
   std::string partition;               // uniform, params, time or explicit (--layers-per-chunk)
   std::vector<double> predicted_busy;  // seconds per step and stage, from the measured layer costs
-  std::vector<stage_memory> predicted_memory;  // per stage (Note [memory model]); empty with tensor parallelism
+  std::vector<stage_memory> predicted_memory;  // per stage, its tensor-parallel ranks together (Note [memory model])
   resident_memory before;  // this process's, before the pipeline was built (its peak reset then, where allowed)
   bool peak_reset = false;
   double predicted_makespan = 0.0;     // seconds per step: the schedule simulated with the layer costs

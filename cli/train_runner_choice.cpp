@@ -2,9 +2,11 @@
 // --stages), or a pipeline of stage actors (D replicas of it with --data-parallel).
 #include <algorithm>
 #include <iostream>
+#include <optional>
 #include <stdexcept>
 
 #include "cli/train_run.hpp"
+#include "model/tensor_parallel.hpp"
 #include "plan/cores.hpp"
 #include "plan/memory_model.hpp"
 #include "plan/mesh.hpp"
@@ -50,10 +52,41 @@ pipeline_options pipeline_options_of(const train_options& o, const train_plan& p
 
 // Each layer's cost on one microbatch of training data (a replica's, with D replicas): the time partition and
 // every stage's predicted busy time.
-std::vector<layer_cost> layer_costs_of(const train_options& o, const train_plan& plan, int microbatches) {
+// One microbatch of the training data, which the layer costs and the memory model are measured on.
+tensor microbatch_sample(const train_options& o, const train_plan& plan, int microbatches) {
   const std::size_t per = static_cast<std::size_t>(std::max(1, microbatches) * std::max(1, o.mesh.data_parallel));
   const std::size_t rows = std::min(plan.train_set.size(), (o.train.batch_size + per - 1) / per);
-  return measure_layer_costs(plan.model, slice_rows(plan.train_set.inputs, 0, std::max<std::size_t>(rows, 1)));
+  return slice_rows(plan.train_set.inputs, 0, std::max<std::size_t>(rows, 1));
+}
+
+std::vector<layer_cost> layer_costs_of(const train_options& o, const train_plan& plan, int microbatches) {
+  return measure_layer_costs(plan.model, microbatch_sample(o, plan, microbatches));
+}
+
+// Note [memory model]: each stage's predicted peak, its T tensor-parallel ranks together. With T > 1 one rank's
+// figures are measured on its own layers (Note [tensor-parallel memory] in model/tensor_parallel.hpp: exact);
+// where T does not split the model they are bounded from the whole stage (across_tensor_parallel), and the
+// stages refuse T, naming the layer, when they are built.
+std::vector<stage_memory> predicted_stage_memory(const train_options& o, train_plan& plan,
+                                                 const std::vector<layer_range>& ranges, const schedule& planned,
+                                                 const std::vector<layer_cost>& costs, int microbatches) {
+  const int T = o.mesh.tensor_parallel;
+  if (T > 1) {
+    std::optional<sequential> rank;
+    try {
+      std::vector<std::size_t> chunk_layers;
+      for (const layer_range& r : ranges) chunk_layers.push_back(r.end - r.begin);
+      rank = tensor_parallel_rank(plan.model, chunk_layers, 0, T);
+    } catch (const std::invalid_argument&) {
+    }
+    if (rank) {
+      const auto rank_costs = measure_layer_costs(*rank, microbatch_sample(o, plan, microbatches), 1);
+      return of_all_ranks(
+          predict_stage_memory(*rank, ranges, planned, stash_of(rank_costs), o.optimizer, input_held_of(rank_costs)), T);
+    }
+  }
+  return across_tensor_parallel(
+      predict_stage_memory(plan.model, ranges, planned, stash_of(costs), o.optimizer, input_held_of(costs)), T);
 }
 
 // The pipeline's layout on stderr: stages, schedule, partition, mesh, each chunk's layers, each stage's
@@ -82,11 +115,13 @@ void describe_pipeline(const train_options& o, const train_plan& plan, const tra
   for (int s = 0; s < p.stages; ++s)
     std::cerr << "  stage " << s << ": predicted busy " << r.predicted_busy[static_cast<std::size_t>(s)] * 1e3
               << " ms per step\n";
+  const auto T = static_cast<std::uint64_t>(std::max(1, o.mesh.tensor_parallel));
   for (std::size_t s = 0; s < r.predicted_memory.size(); ++s) {  // Note [memory model]
     const stage_memory& m = r.predicted_memory[s];
-    std::cerr << "  stage " << s << ": predicted memory " << memory_text(m.total()) << " (weights "
-              << memory_text(m.parameters) << ", gradients " << memory_text(m.gradients) << ", optimizer "
-              << memory_text(m.optimizer_state) << ", stash " << memory_text(m.stash) << " at " << m.in_flight
+    std::cerr << "  stage " << s << ": predicted memory " << memory_text(m.total())
+              << (T > 1 ? " for its " + std::to_string(T) + " tensor-parallel ranks, each" : std::string()) << " (weights "
+              << memory_text(m.parameters / T) << ", gradients " << memory_text(m.gradients / T) << ", optimizer "
+              << memory_text(m.optimizer_state / T) << ", stash " << memory_text(m.stash / T) << " at " << m.in_flight
               << " in flight)\n";
   }
 }
@@ -107,17 +142,13 @@ void build_pipeline(const train_options& o, train_plan& plan, train_runner& r) {
     const std::vector<int> cores = process_cores();
     p.cores = assign_cores(cores, threads_by_cost(r.predicted_busy, static_cast<int>(cores.size())));
   }
-  // Note [memory model]: each stage's peak, before any stage is placed; refused over --max-memory (Note [memory
-  // budget]: per process, or per node). With tensor-parallel ranks a stage's parts are split T ways, which the
-  // model does not follow: the stages' figures are not printed, and the budget counts them across the ranks.
+  // Note [memory model]: each stage's peak (its tensor-parallel ranks together), before any stage is placed;
+  // refused over --max-memory (Note [memory budget]: per process, or per node).
   const schedule planned = plan.user_schedule ? *plan.user_schedule
                                               : make_schedule(p.schedule, p.stages, p.microbatches, p.chunks_per_stage);
-  const auto predicted = predict_stage_memory(plan.model, ranges, planned, stash_of(costs), o.optimizer,
-                                              input_held_of(costs));
-  if (o.mesh.tensor_parallel == 1) r.predicted_memory = predicted;
+  r.predicted_memory = predicted_stage_memory(o, plan, ranges, planned, costs, p.microbatches);
   if (!o.max_memory.empty()) {
-    const std::string over = over_budget(across_tensor_parallel(predicted, o.mesh.tensor_parallel),
-                                         memory_holders(p.stages, o.mesh.data_parallel, p.nodes),
+    const std::string over = over_budget(r.predicted_memory, memory_holders(p.stages, o.mesh.data_parallel, p.nodes),
                                          parse_memory_size(o.max_memory));
     if (!over.empty()) throw std::invalid_argument(over);
   }
@@ -153,14 +184,17 @@ void check_single_process_budget(const train_options& o, train_plan& plan) {
   const auto D = static_cast<std::size_t>(o.mesh.data_parallel);
   const std::size_t rows = std::max<std::size_t>(1, std::min(plan.train_set.size(), o.train.batch_size) / D);
   const std::vector<layer_cost> costs = measure_layer_costs(plan.model, slice_rows(plan.train_set.inputs, 0, rows), 1);
-  const auto predicted = predict_stage_memory(plan.model, {layer_range{0, plan.model.size()}}, make_schedule("gpipe", 1, 1),
-                                              stash_of(costs), o.optimizer);
+  train_options one_stage = o;
+  one_stage.train.batch_size = rows;
+  one_stage.mesh.data_parallel = 1;
+  const auto predicted = predicted_stage_memory(one_stage, plan, {layer_range{0, plan.model.size()}},
+                                                make_schedule("gpipe", 1, 1), costs, 1);
   std::cerr << "memory: predicted " << memory_text(predicted[0].total() * D) << " for " << D << " replica"
             << (D == 1 ? "" : "s") << " of the model (weights " << memory_text(predicted[0].parameters) << ", gradients "
             << memory_text(predicted[0].gradients) << ", optimizer " << memory_text(predicted[0].optimizer_state)
             << ", stash " << memory_text(predicted[0].stash) << " each)\n";
-  const std::string over = over_budget(across_tensor_parallel(predicted, o.mesh.tensor_parallel),
-                                       memory_holders(1, o.mesh.data_parallel, {}), parse_memory_size(o.max_memory));
+  const std::string over =
+      over_budget(predicted, memory_holders(1, o.mesh.data_parallel, {}), parse_memory_size(o.max_memory));
   if (!over.empty()) throw std::invalid_argument(over);
 }
 

@@ -4,6 +4,7 @@
 #include <functional>
 #include <stdexcept>
 
+#include "collective/lone_rank_group.hpp"
 #include "collective/shard.hpp"
 #include "model/block.hpp"
 #include "model/layer_registry.hpp"
@@ -124,6 +125,26 @@ std::size_t join_tensor_parallel(sequential& model, const std::shared_ptr<proces
   const auto layers = tensor_parallel_layers(model);
   for (auto* p : layers) p->join_group(group);
   return layers.size();
+}
+
+sequential tensor_parallel_rank(const sequential& model, const std::vector<std::size_t>& chunk_layers, int rank, int T) {
+  std::vector<std::string> specs;
+  std::size_t begin = 0;
+  for (std::size_t n : chunk_layers) {
+    if (begin + n > model.size())
+      throw std::invalid_argument("tensor_parallel_rank: chunks of " + std::to_string(begin + n) + " layers, the model has " +
+                                  std::to_string(model.size()));
+    for (std::string& s : tensor_parallel_specs(model.slice(begin, begin + n).layer_specs())) specs.push_back(std::move(s));
+    begin += n;
+  }
+  if (begin != model.size())
+    throw std::invalid_argument("tensor_parallel_rank: chunks of " + std::to_string(begin) + " layers, the model has " +
+                                std::to_string(model.size()));
+  sequential mine = sequential::from_layer_specs(specs, model.first_index());
+  mine.set_compute_dtype(model.compute_dtype());
+  mine.set_recompute(model.recompute());
+  join_tensor_parallel(mine, std::make_shared<lone_rank_group>("tensor-parallel rank " + std::to_string(rank), rank, T));
+  return mine;
 }
 
 std::map<const tensor*, shard_layout> sharded_layouts(sequential& model) {

@@ -50,6 +50,16 @@ std::string split_layers_text(sequential& model);
 // Makes every tensor-parallel layer of `model` join `group`; returns how many joined.
 std::size_t join_tensor_parallel(sequential& model, const std::shared_ptr<process_group>& group);
 
+// Note [tensor-parallel memory]: what rank `rank` of `T` holds of `model` cut into chunks of `chunk_layers`
+// layers (a pipeline's chunks; one chunk of every layer without stages): each chunk's layers made
+// tensor-parallel on their own (tensor_parallel_specs, so no Linear pairs across a chunk's edge, as in the
+// stages), the model's compute dtype and recomputation kept, joined as that rank of a lone_rank_group
+// (collective/lone_rank_group.hpp), whose collectives return at once. Its parameters are the rank's shards (and the whole layers every rank repeats), and its layers' caches
+// after a forward are exactly the rank's: the memory model measures a tensor-parallel stage's stash and weights
+// on it, per rank, instead of bounding them from the whole layers. Its outputs are not the model's (the
+// reductions are skipped): for shapes and bytes only. Throws std::invalid_argument for a width T does not divide.
+sequential tensor_parallel_rank(const sequential& model, const std::vector<std::size_t>& chunk_layers, int rank, int T);
+
 // How each sharded parameter value of `model` is cut (Note [shard blocks]), by value pointer or by
 // parameter name ("3.0.1.qkv.weight" -> columns in 3 blocks); absent: whole on every rank.
 std::map<const tensor*, shard_layout> sharded_layouts(sequential& model);

@@ -132,6 +132,14 @@ std::vector<stage_memory> across_tensor_parallel(std::vector<stage_memory> stage
   return stages;
 }
 
+std::vector<stage_memory> of_all_ranks(std::vector<stage_memory> rank, int tensor_parallel) {
+  const auto T = static_cast<std::uint64_t>(std::max(1, tensor_parallel));
+  for (stage_memory& m : rank) {
+    m.parameters *= T, m.gradients *= T, m.optimizer_state *= T, m.stash *= T;
+  }
+  return rank;
+}
+
 // Note [memory budget]
 std::vector<memory_holder> memory_holders(int stages, int replicas, const std::vector<std::string>& nodes) {
   if (nodes.empty()) {

@@ -24,7 +24,8 @@ namespace ap {
 // then, a block's inner dy's among them, and each layer's dy, kept for the W: layer_cost::input_held_bytes,
 // measured with the stash). Exact for GPipe, 1F1B, ZB-H1 and interleaved chunks (tested against the stages'
 // measured peak; ZB-H1 was 0.72x stage 1's measured peak for the 4-layer GPT on 2 stages before the I's
-// holdings were counted).
+// holdings were counted), and with tensor-parallel ranks, each predicted on its own layers (Note
+// [tensor-parallel memory] in model/tensor_parallel.hpp; before, bounded from the whole stage).
 // Not counted either: the workspace of the action running (its inputs, outputs and oneDNN scratchpads), the
 // tensors in flight between stages, and the process's own code and buffers.
 // Against the process: `train` prints what its resident peak grew by while it built and trained the pipeline
@@ -88,10 +89,15 @@ struct memory_holder {
   std::string name;         // "this process", "node 10.0.0.2:4242"
   std::vector<int> stages;  // a stage once per replica that places it here
 };
-// A stage's T tensor-parallel ranks together, as the budget counts them: its weights, gradients and optimizer
-// state once (the ranks split the split layers' and repeat the rest, small beside them), its stash once per rank
-// (an upper bound: a column-parallel layer keeps its whole input on every rank). Identity for T = 1.
+// A stage's T tensor-parallel ranks together, bounded from the whole stage's figures (what --auto's planner
+// counts): its weights, gradients and optimizer state once (the ranks split the split layers' and repeat the
+// rest, small beside them), its stash once per rank (an upper bound: a column-parallel layer keeps its whole
+// input on every rank). Identity for T = 1.
 std::vector<stage_memory> across_tensor_parallel(std::vector<stage_memory> stages, int tensor_parallel);
+// Note [tensor-parallel memory] (model/tensor_parallel.hpp): a stage's T ranks together from one rank's exact
+// figures, predicted on tensor_parallel_rank's model: T times each part (T divides every split width, so the
+// ranks hold equal shards). Identity for T = 1.
+std::vector<stage_memory> of_all_ranks(std::vector<stage_memory> rank, int tensor_parallel);
 
 // The holders of `stages` stages of `replicas` replicas: one, this process, without nodes; else one per node
 // that holds any.

@@ -2,6 +2,7 @@
 // progress line when stderr is not a terminal, --layers-per-chunk with commas and spaces, --timeline, the default split.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -131,6 +132,10 @@ TEST_CASE("the memory model predicts each stage's peak stash within 10% of the m
       {{"--model", "gpt:layers=2,dim=32,heads=2,context=16", "--schedule", "1f1b", "--recompute", "blocks"}},
       {{"--model", "gpt:layers=2,dim=32,heads=2,context=16", "--schedule", "interleaved", "--chunks", "2"}},
       {{"--model", "gpt:layers=2,dim=32,heads=2,context=16", "--schedule", "zb-h1"}},
+      // Note [tensor-parallel memory]: each rank's own layers, chunk by chunk (stage 0's first Linear has no
+      // partner in its chunk and stays whole on both ranks); exact, as without tensor parallelism.
+      {{"--model", "784-256-128-10", "--schedule", "gpipe", "--train-limit", "512", "--tensor-parallel", "2"}},
+      {{"--model", "gpt:layers=2,dim=32,heads=2,context=16", "--schedule", "zb-h1", "--tensor-parallel", "2"}},
   };
   for (const run_case& c : cases) {
     std::vector<std::string> args = {actorpipe, "train", "--stages", "2", "--microbatches", "4", "--batch-size", "32",
@@ -152,6 +157,8 @@ TEST_CASE("the memory model predicts each stage's peak stash within 10% of the m
       CHECK(measured > 0.0);
       CHECK(std::abs(predicted - measured) <= 0.1 * measured);
     }
+    if (std::find(c.args.begin(), c.args.end(), "--tensor-parallel") != c.args.end())
+      CHECK(test::contains(train.stderr_text(), " for its 2 tensor-parallel ranks, each (weights "));
   }
   test::child_process tight({actorpipe, "train", "--stages", "2", "--model", "784-256-128-10", "--max-memory", "1M"});
   CHECK(tight.wait_exit(30s) != 0);
@@ -169,7 +176,7 @@ TEST_CASE("the memory model predicts each stage's peak stash within 10% of the m
   test::child_process fits({actorpipe, "train", "--model", "784-256-128-10", "--max-memory", "1G", "--train-limit", "256",
                             "--max-steps", "1"});
   CHECK(fits.wait_exit(30s) == 0);
-  // With tensor-parallel ranks too (weights once, the stash once per rank).
+  // With tensor-parallel ranks too (each rank's own weights and stash).
   test::child_process split({actorpipe, "train", "--model", "784-256-128-10", "--stages", "2", "--tensor-parallel", "2",
                              "--max-memory", "1M", "--train-limit", "256"});
   CHECK(split.wait_exit(30s) != 0);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "collective/local_group.hpp"
+#include "collective/lone_rank_group.hpp"
 #include "collective/shard.hpp"
 #include "collective_ranks.hpp"
 
@@ -229,4 +230,25 @@ TEST_CASE("many ranks and many collectives in flight stay in order") {
         if (x != static_cast<float>(k * 10 * size + 0 + 1 + 2 + 3)) ++mismatches;
   });
   CHECK(mismatches == 0);
+}
+
+TEST_CASE("a lone rank's group returns at once with a real group's shapes, and the values untouched") {
+  lone_rank_group g("tp", 1, 3);
+  CHECK((g.rank() == 1 && g.size() == 3 && g.name() == "tp"));
+  tensor t = tensor::from_shape({7, 2});
+  for (std::size_t i = 0; i < t.size(); ++i) t.data()[i] = static_cast<float>(i);
+  const tensor before = t;
+  CHECK(g.all_reduce(t).ready());
+  CHECK(t == before);
+  tensor shard;
+  g.reduce_scatter(t, shard).wait();
+  CHECK(shard.shape() == shape_t{2, 2});  // rows 3..4 of 7 over 3 ranks (3, 2, 2)
+  CHECK(shard.data()[0] == 6.0f);
+  tensor gathered;
+  g.all_gather(shard, gathered).wait();
+  CHECK(gathered.shape() == shape_t{6, 2});
+  g.broadcast(t, 2).wait();
+  CHECK(t == before);
+  CHECK_THROWS_AS(g.broadcast(t, 3), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(lone_rank_group("tp", 3, 3), "group 'tp': rank 3 of 3 does not exist", std::invalid_argument);
 }

@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "model/tensor_parallel.hpp"
 #include "plan/memory_model.hpp"
 #include "plan/stage_info.hpp"
 #include "test_support.hpp"
@@ -110,6 +111,49 @@ TEST_CASE("across T tensor-parallel ranks a stage counts its weights once and it
   CHECK(two[0].optimizer_state == m.optimizer_state);
   CHECK(two[0].stash == 20u << 20);
   CHECK(across_tensor_parallel({m}, 1)[0].total() == m.total());
+}
+
+TEST_CASE("of all T tensor-parallel ranks: T times one rank's exact figures (Note [tensor-parallel memory])") {
+  stage_memory m;
+  m.parameters = m.gradients = 4 << 20;
+  m.optimizer_state = 8 << 20;
+  m.stash = 10 << 20;
+  m.in_flight = 3;
+  const auto two = of_all_ranks({m}, 2);
+  CHECK(two[0].parameters == 8u << 20);
+  CHECK(two[0].gradients == 8u << 20);
+  CHECK(two[0].optimizer_state == 16u << 20);
+  CHECK(two[0].stash == 20u << 20);
+  CHECK(two[0].in_flight == 3);
+  CHECK(of_all_ranks({m}, 1)[0].total() == m.total());
+}
+
+TEST_CASE("a tensor-parallel rank's model pairs Linear layers within each chunk only, and holds its shards") {
+  const sequential whole = sequential::from_spec("784-256-128-10");  // linear, relu, linear, relu, linear
+  // One chunk: the first two Linears pair (column, row); the last stays whole.
+  sequential one = tensor_parallel_rank(whole, {5}, 0, 2);
+  CHECK(one.layer_specs() == std::vector<std::string>{"column_linear:784:256", "relu", "row_linear:256:128", "relu",
+                                                      "linear:128:10"});
+  // Chunks of 2 and 3 layers (a pipeline's): the first Linear has no partner in its chunk and stays whole, as
+  // the stages build them.
+  sequential two = tensor_parallel_rank(whole, {2, 3}, 1, 2);
+  CHECK(two.layer_specs() == std::vector<std::string>{"linear:784:256", "relu", "column_linear:256:128", "relu",
+                                                      "row_linear:128:10"});
+  std::size_t whole_count = 0, rank_count = 0;
+  for (const parameter& p : const_cast<sequential&>(whole).parameters()) whole_count += p.value->size();
+  for (const parameter& p : one.parameters()) rank_count += p.value->size();
+  // Rank 0 of 2 holds half of each split Linear's weight (the column one's bias too, the row one's bias whole)
+  // and the whole last Linear.
+  CHECK(rank_count == 784 * 128 + 128 + 128 * 128 + 128 + 128 * 10 + 10);
+  CHECK(whole_count == 784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10);
+  CHECK_THROWS_WITH_AS(tensor_parallel_rank(whole, {2, 2}, 0, 2), "tensor_parallel_rank: chunks of 4 layers, the model has 5",
+                       std::invalid_argument);
+  // A forward on the rank's model runs alone (its group's collectives return at once): the shapes of one rank.
+  sequential_cache cache;
+  tensor x = tensor::from_shape({3, 784});
+  x.fill(0.5f);
+  const tensor y = one.forward(x, cache, forward_context{true, 0, 0});
+  CHECK(y.shape() == shape_t{3, 10});
 }
 
 TEST_CASE("memory holders: this process holds every replica's stages, on nodes, replica d's stage s is on (d p + s) % n") {
