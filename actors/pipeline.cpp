@@ -243,6 +243,12 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
     throw std::invalid_argument("pipeline: " + std::to_string(d.cores.size()) + " core assignments for " +
                                 std::to_string(options.stages) + " stages x " + std::to_string(options.tensor_parallel) +
                                 " tensor-parallel ranks");
+  std::vector<node_slot> slots = options.node_slots;  // Note [cores on nodes]: by machine, the nodes' hosts
+  if (slots.empty() && !d.nodes.empty()) {
+    std::vector<std::string> hosts;
+    for (const auto& n : d.nodes) hosts.push_back(n.host);
+    slots = node_slots(1, options.stages, options.tensor_parallel, hosts);
+  }
   for (int s = 0; s < options.stages; ++s) {
     const stage_info info = get_stage_info(d.ranges, options.stages, s);
     stage_setup setup{s, options.stages, total_chunks, info.chunks, {}, options.optimizer,
@@ -269,10 +275,7 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
       setup.cores.assign(mine, mine + options.tensor_parallel);
     } else {  // Note [cores on nodes]
       setup.threads = options.threads;
-      std::vector<std::string> hosts;
-      for (const auto& n : d.nodes) hosts.push_back(n.host);
-      setup.slot = options.node_slots.empty() ? node_slots(1, options.stages, options.tensor_parallel, hosts)[s]
-                                              : options.node_slots.at(static_cast<std::size_t>(s));
+      setup.slot = slots.at(static_cast<std::size_t>(s));
     }
     d.setups.push_back(std::move(setup));
   }
