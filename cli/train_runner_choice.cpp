@@ -203,6 +203,7 @@ train_runner build_train_runner(const train_options& o, train_plan& plan, std::u
   r.partition = o.pipe.layers_per_chunk.empty() ? o.partition : "explicit";
   if (o.stages > 0) {
     build_pipeline(o, plan, r);
+    plan.model.release_gradients();  // Note [one copy of the gradients]: the stages train; the result is gathered
     return r;
   }
   // Every core by default, as PyTorch does. On a machine shared with other work, --threads 1 is steadier:

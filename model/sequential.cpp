@@ -258,6 +258,18 @@ std::size_t sequential::parameter_count() const {
   return count;
 }
 
+void sequential::release_gradients() {
+  for (const parameter& p : parameters()) *p.grad = tensor();
+}
+
+void sequential::with_gradients() {
+  for (const parameter& p : parameters()) {
+    if (p.grad->shape() == p.value->shape()) continue;
+    *p.grad = tensor::from_shape(p.value->shape());
+    p.grad->fill(0.0f);
+  }
+}
+
 void sequential::zero_grad() {
   for (const parameter& p : parameters()) parallel_zero(p.grad->bytes(), p.grad->byte_size());  // +0.0
 }

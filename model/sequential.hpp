@@ -103,6 +103,11 @@ class sequential {
   // Layers [begin, end) as an independent deep copy (same weights), keeping global parameter names.
   sequential slice(std::size_t begin, std::size_t end) const;
   sequential clone() const { return slice(0, size()); }
+  // Lets every parameter's gradient tensor go (each becomes a 0-d tensor), for a model kept for its weights and
+  // architecture only while others (a pipeline's stages) train copies of it (Note [one copy of the gradients] in
+  // actors/pipeline.cpp); with_gradients() gives such a model zeroed gradients of its parameters' shapes again.
+  void release_gradients();
+  void with_gradients();
 
  private:
   std::vector<std::unique_ptr<layer>> layers_;

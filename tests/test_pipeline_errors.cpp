@@ -2,6 +2,8 @@
 // half-applied step, and a clean shutdown (the actor system exits).
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include <chrono>
 #include <limits>
 
@@ -240,4 +242,33 @@ TEST_CASE("a task of an aborted step that reaches the processor after the abort 
   CHECK(done[1].error.empty());
   CHECK(done[1].peak_stash == 1);
   caf::anon_send_exit(processor, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("the pipeline keeps no idle gradients, and the model it gathers trains as any (Note [one copy of the gradients])") {
+  const dataset d = test::small_blobs(8);
+  pipeline_options o;
+  o.stages = 2;
+  o.microbatches = 2;
+  pipeline pipe(test::nine_layer_model(), o);
+  CHECK(std::isfinite(pipe.train_step(d.inputs, d.labels, 0)));
+  sequential gathered = pipe.gather_model();
+  for (const parameter& p : gathered.parameters()) {
+    CAPTURE(p.name);
+    CHECK(p.grad->shape() == p.value->shape());
+    CHECK(std::all_of(p.grad->begin(), p.grad->end(), [](float g) { return g == 0.0f; }));
+  }
+  // One step of the gathered model alone: its gradients fill, and the pipeline's next step is unaffected.
+  sequential_cache cache;
+  const tensor y = gathered.forward(d.inputs, cache, forward_context{true, 0, 0});
+  gathered.backward(y, cache);
+  bool some = false;
+  for (const parameter& p : gathered.parameters())
+    some = some || std::any_of(p.grad->begin(), p.grad->end(), [](float g) { return g != 0.0f; });
+  CHECK(some);
+  CHECK(std::isfinite(pipe.train_step(d.inputs, d.labels, 1)));
+  sequential released = test::nine_layer_model();
+  released.release_gradients();
+  for (const parameter& p : released.parameters()) CHECK(p.grad->dimension() == 0);
+  released.with_gradients();
+  for (const parameter& p : released.parameters()) CHECK(p.grad->shape() == p.value->shape());
 }
