@@ -535,17 +535,19 @@ void ring_group::open(caf::actor_system& system, std::string name, int rank, int
     state_->middleman = transport_of(system);
     state_->tls = transport_tls_of(system);
   }
-  try {  // Note [data links]: where the left neighbour's link connects
-    state_->listener = std::make_unique<link_listener>(listen.host, state_->tls);
-  } catch (const link_error& e) {
-    state_->transport.reset();
-    throw collective_error("group '" + name + "' rank " + std::to_string(rank) + " cannot listen for data links on " +
-                           listen.host + ": " + e.what());
+  if (size > 1) {
+    try {  // Note [data links]: where the left neighbour's link connects
+      state_->listener = std::make_unique<link_listener>(listen.host, state_->tls);
+    } catch (const link_error& e) {
+      state_->transport.reset();
+      throw collective_error("group '" + name + "' rank " + std::to_string(rank) + " cannot listen for data links on " +
+                             listen.host + ": " + e.what());
+    }
   }
   // Not detached: CAF's registry keeps an actor sent to another node alive until the system stops, after
   // it waits for detached actors' threads: a detached endpoint hung the actor_system's destructor.
   state_->endpoint = system.spawn(ring_endpoint, state_->failure, state_->lower, name, static_cast<std::int32_t>(rank),
-                                  static_cast<std::int32_t>(state_->listener->port()));
+                                  static_cast<std::int32_t>(state_->listener ? state_->listener->port() : 0));
   auto publish = caf::make_function_view(state_->middleman);
   auto port = publish(caf::publish_atom::value, listen.port, caf::actor_cast<caf::strong_actor_ptr>(state_->endpoint),
                       system.message_types(state_->endpoint), listen.host, true);

@@ -16,6 +16,7 @@
 #include <climits>
 #include <cstring>
 #include <thread>
+#include <utility>
 
 #include "network/tls_session.hpp"
 
