@@ -18,9 +18,9 @@ namespace ap {
 // 0.87 / 0.87. The two cross at about 4 MB; below it gloo's latency dominates (a GPT's gradients are mostly
 // tensors of 1 MB and less: D = 2 on 2 nodes stepped 9-19% faster on the ring), above it gloo's streaming
 // (the heavy MLP's 16 MB weights: 6-9% faster on gloo). Since the ring's data links (Note [data links]) the ring
-// is as fast as gloo or faster at every size and is the default; by-size stays a choice. Each collective goes
-// to `small` below threshold_bytes and to `large` from it. Its size is one the ranks share (an all-reduce's, a broadcast's, a
-// reduce-scatter's input: equal on every rank by the collectives' contract), so every rank picks the same
+// is faster at all but one size measured (Note [collective backends]) and is the default; by-size stays a
+// choice. Each collective goes to `small` below threshold_bytes and to `large` from it. Its size is one the
+// ranks share (an all-reduce's, a broadcast's, a reduce-scatter's input: equal on every rank by the collectives' contract), so every rank picks the same
 // group, and each group sees the same sequence of collectives on every rank. An all-gather's inputs may differ
 // by rank: it always goes to `small`. Ranks whose tensors differ in size, which a group refuses by name, may
 // here call different groups and fail by their timeout instead.
