@@ -16,10 +16,22 @@
 
 namespace ap {
 
+namespace {
+
+// The first layers of `model`, up to the first that fixes a width: all that check_input reads. A whole copy, only
+// to check inputs, held a second copy of every weight and gradient (Note [one copy of the gradients] in
+// pipeline.cpp).
+sequential input_layers(const sequential& model) {
+  for (std::size_t i = 0; i < model.size(); ++i)
+    if (model.at(i).in_features() || model.at(i).out_features()) return model.slice(0, i + 1);
+  return model.clone();
+}
+
+}  // namespace
+
 data_parallel_pipeline::data_parallel_pipeline(const sequential& model, const pipeline_options& options,
                                                int data_parallel)
-    : loss_(make_loss(options.loss)), model_(model.clone()), options_(options) {
-  model_.release_gradients();  // it only checks inputs (Note [one copy of the gradients] in pipeline.cpp)
+    : loss_(make_loss(options.loss)), model_(input_layers(model)), options_(options) {
   if (data_parallel < 1)
     throw std::invalid_argument("--data-parallel must be at least 1, got " + std::to_string(data_parallel));
   const int T = std::max(1, options.tensor_parallel);

@@ -54,7 +54,7 @@ class data_parallel_pipeline final : public step_runner {
   std::vector<std::unique_ptr<local_group>> groups_;  // stage s, rank r at s * T + r
   std::vector<std::unique_ptr<pipeline>> replicas_;
   std::unique_ptr<loss> loss_;
-  sequential model_;           // checks inputs before any replica starts
+  sequential model_;           // checks inputs before any replica starts: the model's first layers only
   std::string spent_;          // why no further step can run; empty while it can
   // Note [recovery with replicas]
   pipeline_options options_;   // one replica's: restart_on_failure, restart_wait, snapshot_every, log
