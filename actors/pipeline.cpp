@@ -281,8 +281,8 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
   }
   // Note [one copy of the gradients]: the stages own the gradients. The pipeline's model keeps the weights (where
   // gathers land, what checkpoints load through) and predicts, so its gradients were a second, idle copy of
-  // every parameter; so was `train`'s own model once the pipeline is built: both let them go (gather_model's
-  // model gets zeroed ones again). A data-parallel pipeline, which only checks inputs, keeps the model's first
+  // every parameter; so was `train`'s own model once a pipeline or a D x T mesh is built: both let them go
+  // (a slice or clone of the model, gather_model's included, gets zeroed ones again). A data-parallel pipeline, which only checks inputs, keeps the model's first
   // layers instead of a whole copy (weights too). Peak resident
   // memory of `train` (this 2-vCPU machine, /usr/bin/time): the heavy MLP on 2 stages, batch 512, 472 -> 411 MB;
   // D = 2 x P = 2, 793 -> 640 MB, and 617 MB with the data-parallel pipeline's first layers only.
@@ -415,9 +415,7 @@ sequential pipeline::gather_model() {
     if (!why.empty()) throw pipeline_error("gathering parameters: " + why);
     d.gathered_at = d.next_id;
   }
-  sequential gathered = d.model.clone();
-  gathered.with_gradients();  // a whole model, trainable as any
-  return gathered;
+  return d.model.clone();  // with zeroed gradients, trainable as any (sequential::slice)
 }
 
 tensor pipeline::predict(const tensor& inputs) {

@@ -172,6 +172,9 @@ std::unique_ptr<step_runner> make_mesh_runner(const train_options& o, sequential
   data_tensor_options m = o.mesh;
   m.threads = o.threads;  // Note [cores per rank]
   auto mesh = std::make_unique<data_tensor_runner>(model, o.optimizer, "cross_entropy", m);
+  // Note [one copy of the gradients] (actors/pipeline.cpp): the replicas train copies; `model` receives their
+  // weights when they are gathered and never needs its own gradients.
+  model.release_gradients();
   std::cerr << "mesh: " << mesh->describe() << "\n";
   std::cerr << "cores: " << mesh->cores_layout() << "\n";
   return mesh;

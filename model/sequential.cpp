@@ -288,6 +288,7 @@ sequential sequential::slice(std::size_t begin, std::size_t end) const {
   part.dtype_ = dtype_;  // each cloned layer keeps its own, and its recompute setting
   part.recompute_ = recompute_;
   for (std::size_t i = begin; i < end; ++i) part.layers_.push_back(layers_[i]->clone());
+  part.with_gradients();  // a slice trains, even of a model that let its gradients go
   return part;
 }
 

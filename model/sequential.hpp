@@ -105,7 +105,8 @@ class sequential {
   sequential clone() const { return slice(0, size()); }
   // Lets every parameter's gradient tensor go (each becomes a 0-d tensor), for a model kept for its weights and
   // architecture only while others (a pipeline's stages) train copies of it (Note [one copy of the gradients] in
-  // actors/pipeline.cpp); with_gradients() gives such a model zeroed gradients of its parameters' shapes again.
+  // actors/pipeline.cpp); with_gradients() gives such a model zeroed gradients of its parameters' shapes again,
+  // and every slice and clone has them.
   void release_gradients();
   void with_gradients();
 
