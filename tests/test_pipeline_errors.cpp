@@ -269,6 +269,8 @@ TEST_CASE("the pipeline keeps no idle gradients, and the model it gathers trains
   sequential released = test::nine_layer_model();
   released.release_gradients();
   for (const parameter& p : released.parameters()) CHECK(p.grad->dimension() == 0);
+  sequential copy = released.clone();  // a clone of a released model trains: it has its gradients again
+  for (const parameter& p : copy.parameters()) CHECK(p.grad->shape() == p.value->shape());
   released.with_gradients();
   for (const parameter& p : released.parameters()) CHECK(p.grad->shape() == p.value->shape());
 }
