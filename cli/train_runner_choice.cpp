@@ -59,17 +59,14 @@ tensor microbatch_sample(const train_options& o, const train_plan& plan, int mic
   return slice_rows(plan.train_set.inputs, 0, std::max<std::size_t>(rows, 1));
 }
 
-std::vector<layer_cost> layer_costs_of(const train_options& o, const train_plan& plan, int microbatches) {
-  return measure_layer_costs(plan.model, microbatch_sample(o, plan, microbatches));
-}
-
-// Note [memory model]: each stage's predicted peak, its T tensor-parallel ranks together. With T > 1 one rank's
-// figures are measured on its own layers (Note [tensor-parallel memory] in model/tensor_parallel.hpp: exact);
-// where T does not split the model they are bounded from the whole stage (across_tensor_parallel), and the
-// stages refuse T, naming the layer, when they are built.
+// Note [memory model]: each stage's predicted peak, its T tensor-parallel ranks together, measured on `sample` (one
+// microbatch). With T > 1 one rank's figures are measured on its own layers (Note [tensor-parallel memory] in
+// model/tensor_parallel.hpp: exact); otherwise, and where T does not split the model, from the whole model's
+// `costs` (measured here when null), bounded across the ranks (across_tensor_parallel): the stages then refuse T,
+// naming the layer, when they are built.
 std::vector<stage_memory> predicted_stage_memory(const train_options& o, train_plan& plan,
                                                  const std::vector<layer_range>& ranges, const schedule& planned,
-                                                 const std::vector<layer_cost>& costs, int microbatches) {
+                                                 const tensor& sample, const std::vector<layer_cost>* costs) {
   const int T = o.mesh.tensor_parallel;
   if (T > 1) {
     std::optional<sequential> rank;
@@ -80,13 +77,14 @@ std::vector<stage_memory> predicted_stage_memory(const train_options& o, train_p
     } catch (const std::invalid_argument&) {
     }
     if (rank) {
-      const auto rank_costs = measure_layer_costs(*rank, microbatch_sample(o, plan, microbatches), 1);
+      const auto rank_costs = measure_layer_costs(*rank, sample, 1);
       return of_all_ranks(
           predict_stage_memory(*rank, ranges, planned, stash_of(rank_costs), o.optimizer, input_held_of(rank_costs)), T);
     }
   }
+  const std::vector<layer_cost> whole = costs ? *costs : measure_layer_costs(plan.model, sample, 1);
   return across_tensor_parallel(
-      predict_stage_memory(plan.model, ranges, planned, stash_of(costs), o.optimizer, input_held_of(costs)), T);
+      predict_stage_memory(plan.model, ranges, planned, stash_of(whole), o.optimizer, input_held_of(whole)), T);
 }
 
 // The pipeline's layout on stderr: stages, schedule, partition, mesh, each chunk's layers, each stage's
@@ -130,7 +128,8 @@ void build_pipeline(const train_options& o, train_plan& plan, train_runner& r) {
   r.peak_reset = reset_peak_resident_memory();  // what building and training the pipeline adds: report_pipeline
   r.before = measure_resident_memory();
   pipeline_options p = pipeline_options_of(o, plan, r);
-  const auto costs = plan.layer_costs.empty() ? layer_costs_of(o, plan, p.microbatches) : plan.layer_costs;
+  const tensor sample = microbatch_sample(o, plan, p.microbatches);
+  const auto costs = plan.layer_costs.empty() ? measure_layer_costs(plan.model, sample) : plan.layer_costs;
   if (p.layers_per_chunk.empty())
     p.layers_per_chunk = partition_counts(parse_partition_method(o.partition), plan.model, costs,
                                           p.stages * p.chunks_per_stage);
@@ -146,7 +145,7 @@ void build_pipeline(const train_options& o, train_plan& plan, train_runner& r) {
   // refused over --max-memory (Note [memory budget]: per process, or per node).
   const schedule planned = plan.user_schedule ? *plan.user_schedule
                                               : make_schedule(p.schedule, p.stages, p.microbatches, p.chunks_per_stage);
-  r.predicted_memory = predicted_stage_memory(o, plan, ranges, planned, costs, p.microbatches);
+  r.predicted_memory = predicted_stage_memory(o, plan, ranges, planned, sample, &costs);
   if (!o.max_memory.empty()) {
     const std::string over = over_budget(r.predicted_memory, memory_holders(p.stages, o.mesh.data_parallel, p.nodes),
                                          parse_memory_size(o.max_memory));
@@ -186,12 +185,8 @@ void check_single_process_budget(const train_options& o, train_plan& plan) {
   if (o.max_memory.empty() || plan.auto_choice) return;  // --auto chose within it
   const auto D = static_cast<std::size_t>(o.mesh.data_parallel);
   const std::size_t rows = std::max<std::size_t>(1, std::min(plan.train_set.size(), o.train.batch_size) / D);
-  const std::vector<layer_cost> costs = measure_layer_costs(plan.model, slice_rows(plan.train_set.inputs, 0, rows), 1);
-  train_options one_stage = o;
-  one_stage.train.batch_size = rows;
-  one_stage.mesh.data_parallel = 1;
-  const auto predicted = predicted_stage_memory(one_stage, plan, {layer_range{0, plan.model.size()}},
-                                                make_schedule("gpipe", 1, 1), costs, 1);
+  const auto predicted = predicted_stage_memory(o, plan, {layer_range{0, plan.model.size()}}, make_schedule("gpipe", 1, 1),
+                                                slice_rows(plan.train_set.inputs, 0, rows), nullptr);
   std::cerr << "memory: predicted " << memory_text(predicted[0].total() * D) << " for " << D << " replica"
             << (D == 1 ? "" : "s") << " of the model (weights " << memory_text(predicted[0].parameters) << ", gradients "
             << memory_text(predicted[0].gradients) << ", optimizer " << memory_text(predicted[0].optimizer_state)
