@@ -32,6 +32,7 @@ sequential input_layers(const sequential& model) {
 data_parallel_pipeline::data_parallel_pipeline(const sequential& model, const pipeline_options& options,
                                                int data_parallel)
     : loss_(make_loss(options.loss)), model_(input_layers(model)), options_(options) {
+  model_.release_gradients();  // it only checks inputs
   if (data_parallel < 1)
     throw std::invalid_argument("--data-parallel must be at least 1, got " + std::to_string(data_parallel));
   const int T = std::max(1, options.tensor_parallel);

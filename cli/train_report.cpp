@@ -74,14 +74,20 @@ void report_pipeline(const train_options& o, const train_plan& plan, train_runne
     for (const stage_memory& m : r.predicted_memory) stash.push_back(m.stash), total.push_back(m.total());
     out["predicted_peak_stash_bytes"] = stash;
     out["predicted_memory_bytes"] = total;
-    // Note [memory model]: the stages together against what the process's resident peak grew by.
-    if (r.peak_reset && run.training_peak > r.before.now) {
-      std::uint64_t sum = 0;
-      for (std::uint64_t t : total) sum += t;
+    // Note [memory model]: the stages here and the pipelines' copies of the weights against what the process's
+    // tensors and its resident peak grew by.
+    if (r.peak_reset && run.training_peak > r.before.now && r.stages_here_bytes > 0) {
+      const std::uint64_t predicted = r.stages_here_bytes + r.pipeline_weights_bytes;
       const std::uint64_t grown = run.training_peak - r.before.now;
+      const std::uint64_t tensors = run.tensor_peak - std::min(run.tensor_peak, r.tensors_before);
+      out["predicted_process_growth_bytes"] = predicted;
       out["resident_peak_growth_bytes"] = grown;
-      std::cerr << "memory: the stages together predicted " << memory_text(sum) << ", the process's resident peak grew "
-                << memory_text(grown) << " while building and training them\n";
+      out["tensor_peak_growth_bytes"] = tensors;
+      std::cerr << "memory: predicted " << memory_text(predicted) << " (the stages " << memory_text(r.stages_here_bytes)
+                << ", the pipeline's own weights " << memory_text(r.pipeline_weights_bytes)
+                << "); building and training grew the tensors' peak " << memory_text(tensors)
+                << " and the resident peak " << memory_text(grown) << " ("
+                << std::lround(100.0 * static_cast<double>(grown) / static_cast<double>(predicted)) << "% of the prediction)\n";
     }
   }
   out["partition"] = r.partition;

@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "cli/train_run.hpp"
+#include "tensor/tensor_memory.hpp"
 
 namespace ap::cli {
 namespace {
@@ -67,7 +68,7 @@ train_outcome run_training(const train_options& o, const train_plan& plan, step_
   std::vector<double> step_ends;  // --auto's early check: the first steps' end times
   config.on_step = [&, progress, epochs = config.epochs](const step_progress& p) {
     if (p.steps_done == p.steps_total)  // the last step, before any evaluation: Note [memory model]
-      outcome.training_peak = measure_resident_memory().peak;
+      outcome.training_peak = measure_resident_memory().peak, outcome.tensor_peak = tensor_bytes_peak();
     if (plan.auto_choice && step_ends.size() <= auto_early_steps) {
       step_ends.push_back(p.elapsed_s);
       if (step_ends.size() == auto_early_steps + 1) report_auto_early(*plan.auto_choice, step_ends);

@@ -117,6 +117,10 @@ struct train_runner {
   std::vector<double> predicted_busy;  // seconds per step and stage, from the measured layer costs
   std::vector<stage_memory> predicted_memory;  // per stage, its tensor-parallel ranks together (Note [memory model])
   resident_memory before;  // this process's, before the pipeline was built (its peak reset then, where allowed)
+  std::uint64_t tensors_before = 0;  // its tensor bytes then (Note [tensor bytes]), their peak reset then
+  // Note [memory model]: what the process itself holds of the stages' (the stages of every replica, where they
+  // run here: 0 on nodes), and the pipelines' own copies of the weights (each replica's, where gathers land).
+  std::uint64_t stages_here_bytes = 0, pipeline_weights_bytes = 0;
   bool peak_reset = false;
   double predicted_makespan = 0.0;     // seconds per step: the schedule simulated with the layer costs
   std::shared_ptr<step_recorder> steps = std::make_shared<step_recorder>();  // fed by the stages (latest step)
@@ -137,6 +141,7 @@ struct train_outcome {
   std::optional<std::uint64_t> resumed_at_step;  // --resume: the checkpoint's step
   loss_curve curve;                              // every step's loss and each epoch's mean, with --plot
   std::uint64_t training_peak = 0;  // the process's resident peak after the last step (before the final test); 0: not read
+  std::uint64_t tensor_peak = 0;    // its tensor bytes' peak then (Note [tensor bytes])
 };
 
 // Trains: progress on a terminal, --resume, --checkpoint, a language model's validation every --eval-every.

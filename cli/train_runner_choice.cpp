@@ -12,6 +12,7 @@
 #include "plan/mesh.hpp"
 #include "plan/partition.hpp"
 #include "tensor/compute.hpp"
+#include "tensor/tensor_memory.hpp"
 
 namespace ap::cli {
 namespace {
@@ -78,13 +79,11 @@ std::vector<stage_memory> predicted_stage_memory(const train_options& o, train_p
     }
     if (rank) {
       const auto rank_costs = measure_layer_costs(*rank, sample, 1);
-      return of_all_ranks(
-          predict_stage_memory(*rank, ranges, planned, stash_of(rank_costs), o.optimizer, input_held_of(rank_costs)), T);
+      return of_all_ranks(predict_stage_memory(*rank, ranges, planned, rank_costs, o.optimizer), T);
     }
   }
   const std::vector<layer_cost> whole = costs ? *costs : measure_layer_costs(plan.model, sample, 1);
-  return across_tensor_parallel(
-      predict_stage_memory(plan.model, ranges, planned, stash_of(whole), o.optimizer, input_held_of(whole)), T);
+  return across_tensor_parallel(predict_stage_memory(plan.model, ranges, planned, whole, o.optimizer), T);
 }
 
 // The pipeline's layout on stderr: stages, schedule, partition, mesh, each chunk's layers, each stage's
@@ -120,13 +119,16 @@ void describe_pipeline(const train_options& o, const train_plan& plan, const tra
               << (T > 1 ? " for its " + std::to_string(T) + " tensor-parallel ranks, each" : std::string()) << " (weights "
               << memory_text(m.parameters / T) << ", gradients " << memory_text(m.gradients / T) << ", optimizer "
               << memory_text(m.optimizer_state / T) << ", stash " << memory_text(m.stash / T) << " at " << m.in_flight
-              << " in flight)\n";
+              << " in flight, workspace " << memory_text(m.workspace / T) << ")\n";
   }
 }
 
 void build_pipeline(const train_options& o, train_plan& plan, train_runner& r) {
+  return_free_memory();  // Note [memory model]: the growth measured from here is what the pipeline adds
   r.peak_reset = reset_peak_resident_memory();  // what building and training the pipeline adds: report_pipeline
   r.before = measure_resident_memory();
+  r.tensors_before = tensor_bytes_in_use();
+  reset_tensor_bytes_peak();
   pipeline_options p = pipeline_options_of(o, plan, r);
   const tensor sample = microbatch_sample(o, plan, p.microbatches);
   const auto costs = plan.layer_costs.empty() ? measure_layer_costs(plan.model, sample) : plan.layer_costs;
@@ -150,6 +152,11 @@ void build_pipeline(const train_options& o, train_plan& plan, train_runner& r) {
     const std::string over = over_budget(r.predicted_memory, memory_holders(p.stages, o.mesh.data_parallel, p.nodes),
                                          parse_memory_size(o.max_memory));
     if (!over.empty()) throw std::invalid_argument(over);
+  }
+  if (p.nodes.empty()) {  // Note [memory model]: what the report compares with the process's growth
+    const auto D = static_cast<std::uint64_t>(o.mesh.data_parallel);
+    for (const stage_memory& m : r.predicted_memory) r.stages_here_bytes += D * m.total();
+    for (double n : parameters_per_layer(plan.model)) r.pipeline_weights_bytes += D * 4 * static_cast<std::uint64_t>(n);
   }
   if (o.mesh.data_parallel > 1) {
     r.replicated = std::make_unique<data_parallel_pipeline>(plan.model, p, o.mesh.data_parallel);
@@ -190,7 +197,8 @@ void check_single_process_budget(const train_options& o, train_plan& plan) {
   std::cerr << "memory: predicted " << memory_text(predicted[0].total() * D) << " for " << D << " replica"
             << (D == 1 ? "" : "s") << " of the model (weights " << memory_text(predicted[0].parameters) << ", gradients "
             << memory_text(predicted[0].gradients) << ", optimizer " << memory_text(predicted[0].optimizer_state)
-            << ", stash " << memory_text(predicted[0].stash) << " each)\n";
+            << ", stash " << memory_text(predicted[0].stash) << ", workspace " << memory_text(predicted[0].workspace)
+            << " each)\n";
   const std::string over =
       over_budget(predicted, memory_holders(1, o.mesh.data_parallel, {}), parse_memory_size(o.max_memory));
   if (!over.empty()) throw std::invalid_argument(over);
@@ -200,8 +208,10 @@ train_runner build_train_runner(const train_options& o, train_plan& plan, std::u
   train_runner r;
   r.partition = o.pipe.layers_per_chunk.empty() ? o.partition : "explicit";
   if (o.stages > 0) {
+    // Note [one copy of the gradients]: the stages train; the result is gathered. Let go before the build, so that
+    // what the build adds is measured from here (Note [memory model]).
+    plan.model.release_gradients();
     build_pipeline(o, plan, r);
-    plan.model.release_gradients();  // Note [one copy of the gradients]: the stages train; the result is gathered
     return r;
   }
   // Every core by default, as PyTorch does. On a machine shared with other work, --threads 1 is steadier:

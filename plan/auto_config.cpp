@@ -173,9 +173,8 @@ class planner {
     c.compute_s += optimizer_s(0, n, T, t);
     c.communication_s = reduce + (D > 1 ? in_.allreduce_s(D, gradient_bytes(model_, {0, n})) : 0.0);
     c.step_s = c.compute_s + c.communication_s;
-    c.peak_bytes = process_memory(predict_stage_memory(model_, {layer_range{0, n}}, make_schedule("gpipe", 1, 1),
-                                                       stash_of(v.costs), in_.optimizer),
-                                  D, T);
+    c.peak_bytes = process_memory(
+        predict_stage_memory(model_, {layer_range{0, n}}, make_schedule("gpipe", 1, 1), v.costs, in_.optimizer), D, T);
     keep(std::move(c));
   }
 
@@ -221,7 +220,7 @@ class planner {
     c.compute_s += last_update;
     c.step_s = simulate(s, costs).makespan + data_reduce + last_update;
     c.peak_bytes = process_memory(
-        predict_stage_memory(model_, ranges, s, stash_of(v.costs), in_.optimizer, input_held_of(v.costs)),
+        predict_stage_memory(model_, ranges, s, v.costs, in_.optimizer),
         config.data_parallel, config.tensor_parallel);
     keep(std::move(c));
   }

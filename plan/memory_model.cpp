@@ -47,10 +47,12 @@ std::vector<stash_peak> stash_peaks(const schedule& s, const std::vector<std::ui
 std::vector<stage_memory> predict_stage_memory(sequential& model, const std::vector<layer_range>& ranges,
                                                const schedule& s, const std::vector<std::uint64_t>& stash_bytes,
                                                const optimizer_config& optimizer,
-                                               const std::vector<std::uint64_t>& input_held_bytes) {
+                                               const std::vector<std::uint64_t>& input_held_bytes,
+                                               const std::vector<std::uint64_t>& workspace_bytes) {
   const int stages = s.stages;
   if (stages < 1 || s.per_stage.size() != static_cast<std::size_t>(stages) || stash_bytes.size() != model.size() ||
       (!input_held_bytes.empty() && input_held_bytes.size() != model.size()) ||
+      (!workspace_bytes.empty() && workspace_bytes.size() != model.size()) ||
       ranges.size() != static_cast<std::size_t>(stages * s.chunks_per_stage))
     throw std::invalid_argument("predict_stage_memory: " + std::to_string(ranges.size()) + " chunks and " +
                                 std::to_string(stash_bytes.size()) + " layer stashes for a schedule of " +
@@ -64,6 +66,7 @@ std::vector<stage_memory> predict_stage_memory(sequential& model, const std::vec
     for (std::size_t i = ranges[c].begin; i < ranges[c].end; ++i) {
       chunk_stash[c] += stash_bytes.at(i);
       chunk_held[c] += input_held_bytes.empty() ? stash_bytes.at(i) : input_held_bytes.at(i);
+      if (!workspace_bytes.empty()) m.workspace = std::max(m.workspace, workspace_bytes.at(i));
       for (const parameter& p : model.at(i).parameters("")) {
         const auto n = static_cast<std::uint64_t>(p.value->size());
         m.parameters += 4 * n;
@@ -78,6 +81,14 @@ std::vector<stage_memory> predict_stage_memory(sequential& model, const std::vec
     out[st].in_flight = peaks[st].activations;
   }
   return out;
+}
+
+std::vector<stage_memory> predict_stage_memory(sequential& model, const std::vector<layer_range>& ranges,
+                                               const schedule& s, const std::vector<layer_cost>& costs,
+                                               const optimizer_config& optimizer) {
+  std::vector<std::uint64_t> workspace;
+  for (const layer_cost& c : costs) workspace.push_back(c.workspace_bytes);
+  return predict_stage_memory(model, ranges, s, stash_of(costs), optimizer, input_held_of(costs), workspace);
 }
 
 std::vector<std::uint64_t> stash_of(const std::vector<layer_cost>& costs) {
@@ -128,14 +139,17 @@ std::string memory_text(std::uint64_t bytes) {
 }
 
 std::vector<stage_memory> across_tensor_parallel(std::vector<stage_memory> stages, int tensor_parallel) {
-  for (stage_memory& m : stages) m.stash *= static_cast<std::uint64_t>(std::max(1, tensor_parallel));
+  for (stage_memory& m : stages) {
+    m.stash *= static_cast<std::uint64_t>(std::max(1, tensor_parallel));
+    m.workspace *= static_cast<std::uint64_t>(std::max(1, tensor_parallel));
+  }
   return stages;
 }
 
 std::vector<stage_memory> of_all_ranks(std::vector<stage_memory> rank, int tensor_parallel) {
   const auto T = static_cast<std::uint64_t>(std::max(1, tensor_parallel));
   for (stage_memory& m : rank) {
-    m.parameters *= T, m.gradients *= T, m.optimizer_state *= T, m.stash *= T;
+    m.parameters *= T, m.gradients *= T, m.optimizer_state *= T, m.stash *= T, m.workspace *= T;
   }
   return rank;
 }
@@ -171,7 +185,7 @@ std::string over_budget(const std::vector<stage_memory>& stages, const std::vect
       parts += (parts.empty() ? "" : "; ") + std::string("stage ") + std::to_string(s) + " " + memory_text(m.total()) +
                " (weights " + memory_text(m.parameters) + ", gradients " + memory_text(m.gradients) + ", optimizer state " +
                memory_text(m.optimizer_state) + ", stash " + memory_text(m.stash) + " at " + std::to_string(m.in_flight) +
-               " activations in flight)";
+               " activations in flight, workspace " + memory_text(m.workspace) + ")";
     }
     return h.name + " needs about " + memory_text(total) + ", over --max-memory " + memory_text(budget) + ": " + parts +
            " (Note [memory model]). What would fit: more stages or nodes (fewer layers each), a schedule with fewer "

@@ -26,23 +26,27 @@ namespace ap {
 // measured peak; ZB-H1 was 0.72x stage 1's measured peak for the 4-layer GPT on 2 stages before the I's
 // holdings were counted), and with tensor-parallel ranks, each predicted on its own layers (Note
 // [tensor-parallel memory] in model/tensor_parallel.hpp; before, bounded from the whole stage).
-// Not counted either: the workspace of the action running (its inputs, outputs and oneDNN scratchpads), the
-// tensors in flight between stages, and the process's own code and buffers.
-// Against the process: `train` prints what its resident peak grew by while it built and trained the pipeline
-// (VmHWM, reset before; read after the last step, before the final test) beside the stages' sum. It grows
-// more: 1.7x for the heavy MLP on 2 stages (299 MB against 178) and 2.1x for the 4-layer GPT (368 against
-// 173). What the model counts is there: building the MLP's pipeline put exactly its weights, gradients and
-// optimizer state in use (malloc's in-use bytes grew 153 MB, the prediction's 38 + 38 + 76), and the stash is
-// exact (above). The rest is the allocator's: the heap keeps what it once held (keep_tensor_memory: never
-// trimmed, Note [keep the heap]) and does not always fit new blocks into freed ones. The layer-cost
-// measurement before the build left 80 MB (MLP) and 245 MB (GPT) free in the heap, and the GPT's steps still
-// grew the resident peak 157 MB for 122 MB of stash. Predicting the process's peak within 10% would take a
-// tensor memory pool whose blocks are reused by size.
+// The workspace: the most one action holds at once besides the stash (its input in flight, its output or dx,
+// its temporaries: a Linear's dW before it is added, an attention's scores), the largest of the stage's layers',
+// each measured with the layer costs as the process's tensor bytes rose (Note [tensor bytes]). It comes on top
+// of the stage's peak stash, since a backward runs there.
+// Against the process: `train` prints what building and training grew its tensors' peak and its resident peak
+// (VmHWM, reset after the heap's free pages went back: return_free_memory) by, beside the prediction: every
+// stage here (D replicas of it) and each pipeline's own copy of the weights (4 bytes a parameter; train's own
+// model lets its gradients go first: Note [one copy of the gradients]). The tensors come within 2% of the
+// prediction for the heavy MLP on 2 stages (249 MB against 250) and its D = 2 (450 / 441) and T = 2
+// (274 / 279), and the 4-layer GPT with GPipe (794 / 796) and 1F1B with 8 microbatches (237 / 224: 6% more,
+// the tensors in flight between the actors). The resident peak grows 4-7% more (the allocator's free space),
+// 22% for the GPT with 1F1B (274 MB: freed blocks of other sizes, and what oneDNN allocates outside tensors).
+// Before the workspace and the pipeline's weights were counted, and while a tensor-parallel stage kept its whole
+// chunks' weights beside the ranks' shards (stage/stage_compute.hpp), the resident growth was 1.2-1.7x the
+// prediction. Exact accounting of the resident peak would take a memory pool of our own.
 struct stage_memory {
   std::uint64_t parameters = 0, gradients = 0, optimizer_state = 0;  // bytes
-  std::uint64_t stash = 0;  // bytes at the stage's peak
-  int in_flight = 0;        // activations (microbatch-chunks) held at that peak
-  std::uint64_t total() const { return parameters + gradients + optimizer_state + stash; }
+  std::uint64_t stash = 0;      // bytes at the stage's peak
+  int in_flight = 0;            // activations (microbatch-chunks) held at that peak
+  std::uint64_t workspace = 0;  // the most one action holds besides the stash: its largest layer's
+  std::uint64_t total() const { return parameters + gradients + optimizer_state + stash + workspace; }
 };
 
 // The stash along each stage's action order, given each global chunk's stash per microbatch (and what it holds
@@ -60,10 +64,17 @@ std::uint64_t optimizer_state_bytes(const optimizer_config& optimizer);
 // Per stage of `s` (chunk c on stage c % stages, its layers ranges[c]): `stash_bytes[i]` is what layer i's
 // forward keeps for one microbatch, `input_held_bytes[i]` what it holds between its I and its W (empty: the
 // stash; layer_cost's fields of those names). stash_of and input_held_of read them from the layer costs.
+// `workspace_bytes[i]` is layer i's layer_cost::workspace_bytes (empty: none counted); a stage's workspace is the
+// largest of its layers'.
 std::vector<stage_memory> predict_stage_memory(sequential& model, const std::vector<layer_range>& ranges,
                                                const schedule& s, const std::vector<std::uint64_t>& stash_bytes,
                                                const optimizer_config& optimizer,
-                                               const std::vector<std::uint64_t>& input_held_bytes = {});
+                                               const std::vector<std::uint64_t>& input_held_bytes = {},
+                                               const std::vector<std::uint64_t>& workspace_bytes = {});
+// The same from measured layer costs: their stash, what they hold between I and W, and their workspace.
+std::vector<stage_memory> predict_stage_memory(sequential& model, const std::vector<layer_range>& ranges,
+                                               const schedule& s, const std::vector<layer_cost>& costs,
+                                               const optimizer_config& optimizer);
 std::vector<std::uint64_t> stash_of(const std::vector<layer_cost>& costs);
 std::vector<std::uint64_t> input_held_of(const std::vector<layer_cost>& costs);
 

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <stdexcept>
 
 #include "tensor/compute.hpp"
+#include "tensor/tensor_memory.hpp"
 
 namespace ap {
 
@@ -135,14 +137,30 @@ std::vector<layer_cost> measure_layer_costs(const sequential& model, const tenso
   const std::size_t n = work.size();
   std::vector<std::vector<double>> forward(n), input(n), weight(n);  // seconds per repeat
   std::vector<std::uint64_t> stash(n, 0), output(n, 0), held(n, 0);  // bytes kept by the F, given, kept after I
+  std::vector<std::uint64_t> workspace(n, 0);
+  // The most `work` added to the tensor bytes in use at once (the warm-up pass: nothing else runs then).
+  const auto peak_added = [](const std::function<void()>& work) {
+    const std::uint64_t before = tensor_bytes_in_use();
+    reset_tensor_bytes_peak();
+    work();
+    return tensor_bytes_peak() - std::min(before, tensor_bytes_peak());
+  };
   for (int r = 0; r <= repeats; ++r) {  // r == 0 warms up
     const forward_context ctx{true, static_cast<std::uint64_t>(r), 0};
     std::vector<layer_cache> caches(n);
     std::vector<tensor> outputs(n);
     const tensor* x = &sample;
     for (std::size_t i = 0; i < n; ++i) {
-      const double s = seconds_of([&] { outputs[i] = work.at(i).forward(*x, caches[i], ctx); });
-      if (r == 0) stash[i] = caches[i].bytes(), output[i] = outputs[i].byte_size();
+      const auto forward_i = [&] { outputs[i] = work.at(i).forward(*x, caches[i], ctx); };
+      double s = 0.0;
+      if (r == 0) {
+        // Its input in flight, its output and temporaries: what it added beyond the stash it keeps.
+        const std::uint64_t added = peak_added(forward_i);
+        stash[i] = caches[i].bytes(), output[i] = outputs[i].byte_size();
+        workspace[i] = x->byte_size() + added - std::min(added, stash[i]);
+      } else {
+        s = seconds_of(forward_i);
+      }
       x = &outputs[i];
       if (r > 0) forward[i].push_back(s);
     }
@@ -150,20 +168,33 @@ std::vector<layer_cost> measure_layer_costs(const sequential& model, const tenso
     for (std::size_t i = n; i-- > 0;) {
       tensor dx;
       // Layer 0's dx is never needed; a block there still runs its inner backward_input (counted as W).
-      const double si = i == 0 ? 0.0 : seconds_of([&] { work.at(i).backward_input(dy, caches[i], &dx); });
-      if (r == 0 && i > 0) held[i] = caches[i].bytes() + dy.byte_size();
-      const double sw = seconds_of([&] {
+      const auto input_i = [&] {
+        if (i > 0) work.at(i).backward_input(dy, caches[i], &dx);
+      };
+      const auto weight_i = [&] {
         if (i == 0) work.at(i).backward_input(dy, caches[i], nullptr);
         if (r == 0 && i == 0) held[i] = caches[i].bytes() + dy.byte_size();
         work.at(i).backward_weight(dy, caches[i]);
-      });
+      };
+      double si = 0.0, sw = 0.0;
+      if (r == 0) {  // its dy in flight, its dx and temporaries (the stash it reads is counted as stash)
+        const std::uint64_t added = peak_added([&] {
+          input_i();
+          if (i > 0) held[i] = caches[i].bytes() + dy.byte_size();
+          weight_i();
+        });
+        workspace[i] = std::max(workspace[i], dy.byte_size() + added);
+      } else {
+        si = i == 0 ? 0.0 : seconds_of(input_i);
+        sw = seconds_of(weight_i);
+      }
       if (r > 0) input[i].push_back(si), weight[i].push_back(sw);
       dy = std::move(dx);
     }
   }
   std::vector<layer_cost> costs(n);
   for (std::size_t i = 0; i < n; ++i)
-    costs[i] = {median(forward[i]), median(input[i]), median(weight[i]), stash[i], output[i], held[i]};
+    costs[i] = {median(forward[i]), median(input[i]), median(weight[i]), stash[i], output[i], held[i], workspace[i]};
   return costs;
 }
 

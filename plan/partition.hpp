@@ -54,6 +54,10 @@ struct layer_cost {
   // its cache after backward_input (a block keeps its parts' dy's there) and the dy it was given, which its
   // Sequential keeps for the W (Note [memory model]).
   std::uint64_t input_held_bytes = 0;
+  // The most the layer's forward or backward holds at once besides the stash (Note [memory model]'s
+  // workspace): its input and output, or its dy and dx, and every temporary tensor, measured as the process's
+  // tensor bytes (Note [tensor bytes]) rose above what was in use before, less the layer's own stash.
+  std::uint64_t workspace_bytes = 0;
   double total_s() const { return forward_s + backward_input_s + backward_weight_s; }
 };
 

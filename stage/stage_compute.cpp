@@ -29,9 +29,7 @@ stage_compute::stage_compute(int stage, std::vector<int> chunk_ids, std::vector<
   stage_state given{stage, 0, {}};
   for (auto& s : slices) {
     add_parameters(given.tensors, s.parameters());
-    wholes_.push_back(sequential::from_layer_specs(s.layer_specs(), s.first_index()));  // the architecture only
-    wholes_.back().set_compute_dtype(s.compute_dtype());
-    wholes_.back().set_recompute(s.recompute());
+    wholes_.push_back({s.layer_specs(), s.first_index(), s.compute_dtype(), s.recompute()});
   }
   slices.clear();
   threads_ = std::make_unique<lockstep_threads>(tensor_parallel, cores_);
@@ -50,10 +48,10 @@ void stage_compute::build_ranks() {
   for (int r = 0; r < T; ++r) {
     std::vector<sequential> mine;
     std::shared_ptr<process_group> member(group_->member(r));
-    for (const sequential& whole : wholes_) {
-      mine.push_back(sequential::from_layer_specs(tensor_parallel_specs(whole.layer_specs()), whole.first_index()));
-      mine.back().set_compute_dtype(whole.compute_dtype());
-      mine.back().set_recompute(whole.recompute());
+    for (const chunk_architecture& whole : wholes_) {
+      mine.push_back(sequential::from_layer_specs(tensor_parallel_specs(whole.specs), whole.first_index));
+      mine.back().set_compute_dtype(whole.compute);
+      mine.back().set_recompute(whole.recompute);
       try {
         join_tensor_parallel(mine.back(), member);  // refuses a width T does not divide, naming the layer
       } catch (const std::exception& e) {

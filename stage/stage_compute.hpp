@@ -111,7 +111,16 @@ class stage_compute {
 
   int stage_;
   std::vector<int> chunk_ids_;
-  std::vector<sequential> wholes_;  // the chunks as given: the specs and dtype the ranks are built from
+  // A chunk as given, what its ranks are built from: its architecture, not its parameters (a whole sequential
+  // here held the stage's weights and gradients once more beside the ranks' shards: 80 MB for the heavy MLP on
+  // 2 stages x T = 2, Note [tensor-parallel memory] in model/tensor_parallel.hpp).
+  struct chunk_architecture {
+    std::vector<std::string> specs;
+    std::size_t first_index = 0;
+    dtype compute = dtype::float32;
+    recompute_mode recompute = recompute_mode::none;
+  };
+  std::vector<chunk_architecture> wholes_;
   optimizer_config optimizer_;
   int tensor_parallel_;
   std::chrono::milliseconds timeout_;

@@ -1,12 +1,14 @@
 #include "tensor/tensor.hpp"
 
 #include "tensor/elementwise.hpp"
+#include "tensor/tensor_memory.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <malloc.h>
 #include <new>
 #include <sstream>
 #include <stdexcept>
@@ -30,7 +32,11 @@ std::size_t element_count(const shape_t& shape) {
 // that by carving a larger chunk and splitting it, and the split pieces did not fit the next request of the same
 // size; one 96 MB tensor made and freed over and over grew the heap (never trimmed, Note [keep the heap]) by
 // 768 MB and faulted each new piece in, where malloc'd blocks are reused at once.
-void tensor::free_block::operator()(std::byte* p) const { std::free(p - static_cast<unsigned char>(p[-1])); }
+void tensor::free_block::operator()(std::byte* p) const {
+  std::byte* raw = p - static_cast<unsigned char>(p[-1]);
+  count_tensor_bytes_freed(malloc_usable_size(raw));
+  std::free(raw);
+}
 
 void tensor::allocate(std::size_t bytes) {
   if (bytes <= capacity_ && block_) return;
@@ -39,6 +45,7 @@ void tensor::allocate(std::size_t bytes) {
                                                                         block_alignment * block_alignment);
   auto* raw = static_cast<std::byte*>(std::malloc(rounded + block_alignment));
   if (!raw) throw std::bad_alloc();
+  count_tensor_bytes_allocated(malloc_usable_size(raw));
   const std::size_t shift = block_alignment - reinterpret_cast<std::uintptr_t>(raw) % block_alignment;  // 1..64
   std::byte* p = raw + shift;
   p[-1] = static_cast<std::byte>(shift);
@@ -340,6 +347,8 @@ float max_relative_difference(const tensor& a, const tensor& b) {
 #include <malloc.h>
 
 namespace ap {
+
+void return_free_memory() { malloc_trim(0); }
 
 void keep_tensor_memory() {
   mallopt(M_MMAP_MAX, 0);                // every block comes from the heap, none from a fresh mmap

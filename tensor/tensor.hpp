@@ -185,4 +185,9 @@ float max_relative_difference(const tensor& a, const tensor& b);
 // every step whatever the trimming.
 void keep_tensor_memory();
 
+// Hands the heap's free pages back to the OS now (malloc_trim), once, where a measurement of what comes next
+// needs a resident figure without them: the memory model's comparison (Note [memory model]) starts from here,
+// so that the blocks freed before it, reused at no resident cost, do not hide what the pipeline adds.
+void return_free_memory();
+
 }  // namespace ap

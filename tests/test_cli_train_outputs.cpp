@@ -189,6 +189,38 @@ TEST_CASE("the memory model predicts each stage's peak stash within 10% of the m
   CHECK(test::contains(unreadable.stderr_text(), "memory size 'lots'"));
 }
 
+TEST_CASE("the memory model predicts what building and training a pipeline add to the process's tensors") {
+  // Note [memory model]: every stage's weights, gradients, optimizer state, stash and workspace (D replicas of
+  // each, each stage's T ranks) and the pipelines' own weights, against the tensors' peak (Note [tensor bytes]).
+  // The prediction adds every stage's own peak; the stages reach theirs at different moments, so the process
+  // may stay below it (ZB-H1 and interleaved chunks ~0.85), and the tensors in flight between actors come on top.
+  const std::vector<std::vector<std::string>> cases = {
+      {"--model", "784-512-512-10", "--batch-size", "256", "--train-limit", "1024", "--schedule", "gpipe"},
+      {"--model", "784-512-512-10", "--batch-size", "256", "--train-limit", "1024", "--data-parallel", "2"},
+      {"--model", "784-512-512-10", "--batch-size", "256", "--train-limit", "1024", "--tensor-parallel", "2"},
+      {"--model", "gpt:layers=2,dim=64,heads=4,context=32", "--batch-size", "32", "--schedule", "1f1b"},
+      {"--model", "gpt:layers=2,dim=64,heads=4,context=32", "--batch-size", "32", "--schedule", "zb-h1"},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::string> args = {actorpipe, "train", "--stages", "2", "--microbatches", "4", "--max-steps", "3"};
+    args.insert(args.end(), c.begin(), c.end());
+    CAPTURE(c[1]);
+    CAPTURE(c[c.size() - 1]);
+    test::child_process train(args);
+    const std::string line = train.read_line(60s);
+    CHECK(train.wait_exit(20s) == 0);
+    INFO(train.stderr_text());
+    REQUIRE(!line.empty());
+    const auto out = nlohmann::json::parse(line);
+    CHECK(test::contains(train.stderr_text(), "memory: predicted "));
+    if (!out.contains("tensor_peak_growth_bytes")) continue;  // no /proc/self/clear_refs: nothing measured
+    const double predicted = out.at("predicted_process_growth_bytes").get<double>();
+    const double tensors = out.at("tensor_peak_growth_bytes").get<double>();
+    CHECK(tensors >= 0.75 * predicted);
+    CHECK(tensors <= 1.15 * predicted);
+  }
+}
+
 TEST_CASE("train splits by parameters unless told (Note [default partition]): a GPT's blocks evenly, uniform on request") {
   const auto split = [](const std::vector<std::string>& extra) {
     std::vector<std::string> args{actorpipe, "train", "--model", "gpt:layers=6,dim=32,heads=2,context=16", "--stages", "4",

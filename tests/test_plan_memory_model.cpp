@@ -2,6 +2,7 @@
 // memory sizes as the user writes them, and the budget's refusal naming the stage, its figure and what fits.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -91,7 +92,7 @@ TEST_CASE("over_budget names the first process or node over it, its stages' part
   const std::string text = over_budget({small, big}, here, 32ull << 20);
   CHECK(test::contains(text, "this process needs about 46.0 MB, over --max-memory 32.0 MB: stage 0 2.0 MB"));
   CHECK(test::contains(text, "stage 1 44.0 MB (weights 1.0 MB, gradients 1.0 MB, optimizer state 2.0 MB, stash 40.0 MB at 4 "
-                             "activations in flight)"));
+                             "activations in flight, workspace 0 B)"));
   CHECK(test::contains(text, "--recompute blocks"));
   CHECK(test::contains(text, "more stages or nodes"));
   // On two nodes each holds one stage: only the second is over 32 MB.
@@ -99,6 +100,33 @@ TEST_CASE("over_budget names the first process or node over it, its stages' part
   const std::string on_nodes = over_budget({small, big}, nodes, 32ull << 20);
   CHECK(test::contains(on_nodes, "node b:2 needs about 44.0 MB"));
   CHECK(over_budget({small, big}, nodes, 45ull << 20).empty());
+}
+
+TEST_CASE("a stage's workspace is its largest layer's, on top of its stash; measured as the layer's tensors rose") {
+  sequential model = sequential::from_spec("10-20-5", sequential_options{"relu", 1});  // linear, relu, linear
+  const std::vector<std::uint64_t> stash = {400, 800, 160}, held = {}, workspace = {3000, 700, 900};
+  optimizer_config sgd;
+  sgd.kind = "sgd";
+  const auto ranges = chunk_ranges_from_counts({2, 1}, 3);
+  const auto two = predict_stage_memory(model, ranges, make_schedule("gpipe", 2, 2), stash, sgd, held, workspace);
+  CHECK(two[0].workspace == 3000);  // layers 0 and 1: the larger
+  CHECK(two[1].workspace == 900);
+  CHECK(two[0].total() == 4 * 220 * 2 + 2 * 1200 + 3000);
+  CHECK(predict_stage_memory(model, ranges, make_schedule("gpipe", 2, 2), stash, sgd)[0].workspace == 0);
+  CHECK_THROWS_AS(predict_stage_memory(model, ranges, make_schedule("gpipe", 2, 2), stash, sgd, held, {1, 2}),
+                  std::invalid_argument);
+
+  // Measured (Note [tensor bytes]): a Linear(64 -> 32) on 16 rows holds at least its input and output while its
+  // forward runs, and its dy and dx while its backward does; the ReLU after it as much again.
+  sequential small = sequential::from_spec("64-32-8", sequential_options{"relu", 1});
+  const auto costs = measure_layer_costs(small, test::random_tensor({16, 64}, 3), 1);
+  CHECK(costs[0].workspace_bytes >= 16 * (64 + 32) * 4);
+  CHECK(costs[2].workspace_bytes >= 16 * (32 + 8) * 4);
+  CHECK(costs[0].workspace_bytes < 64 * 1024);  // and not the model's weights or anything the process held before
+  const auto from_costs = predict_stage_memory(small, chunk_ranges_from_counts({3}, 3), make_schedule("gpipe", 1, 1),
+                                               costs, sgd);
+  CHECK(from_costs[0].workspace ==
+        std::max({costs[0].workspace_bytes, costs[1].workspace_bytes, costs[2].workspace_bytes}));
 }
 
 TEST_CASE("across T tensor-parallel ranks a stage counts its weights once and its stash once per rank") {
@@ -111,6 +139,8 @@ TEST_CASE("across T tensor-parallel ranks a stage counts its weights once and it
   CHECK(two[0].optimizer_state == m.optimizer_state);
   CHECK(two[0].stash == 20u << 20);
   CHECK(across_tensor_parallel({m}, 1)[0].total() == m.total());
+  m.workspace = 1 << 20;  // each rank runs its own action
+  CHECK(across_tensor_parallel({m}, 2)[0].workspace == 2u << 20);
 }
 
 TEST_CASE("of all T tensor-parallel ranks: T times one rank's exact figures (Note [tensor-parallel memory])") {
@@ -126,6 +156,8 @@ TEST_CASE("of all T tensor-parallel ranks: T times one rank's exact figures (Not
   CHECK(two[0].stash == 20u << 20);
   CHECK(two[0].in_flight == 3);
   CHECK(of_all_ranks({m}, 1)[0].total() == m.total());
+  m.workspace = 1 << 20;
+  CHECK(of_all_ranks({m}, 2)[0].workspace == 2u << 20);
 }
 
 TEST_CASE("a tensor-parallel rank's model pairs Linear layers within each chunk only, and holds its shards") {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tensor/tensor.hpp"
+#include "tensor/tensor_memory.hpp"
 #include "test_support.hpp"
 
 using namespace ap;
@@ -117,6 +118,28 @@ TEST_CASE("tensor memory: aligned, deep copies, moves are free, assignment reuse
   const tensor scalar;  // like xtensor: a 0-d tensor with one element
   CHECK(scalar.dimension() == 0);
   CHECK(scalar.size() == 1);
+}
+
+TEST_CASE("tensor bytes: every block counted while it lives, the peak kept until reset (Note [tensor bytes])") {
+  const std::uint64_t start = tensor_bytes_in_use();
+  reset_tensor_bytes_peak();
+  CHECK(tensor_bytes_peak() == start);
+  {
+    tensor big = tensor::from_shape({1000, 1000});  // 4,000,000 bytes and the block's margin
+    CHECK(tensor_bytes_in_use() >= start + 4000000);
+    CHECK(tensor_bytes_in_use() <= start + 4000000 + 4096);
+    {
+      const tensor copy = big;  // a deep copy: a second block
+      CHECK(tensor_bytes_in_use() >= start + 8000000);
+    }
+    CHECK(tensor_bytes_in_use() < start + 4000000 + 4096);
+    tensor moved = std::move(big);  // a move takes the block: nothing new
+    CHECK(tensor_bytes_in_use() < start + 4000000 + 4096);
+  }
+  CHECK(tensor_bytes_in_use() == start);
+  CHECK(tensor_bytes_peak() >= start + 8000000);  // the copy's moment
+  reset_tensor_bytes_peak();
+  CHECK(tensor_bytes_peak() == start);
 }
 
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)  // a sanitizer's allocator ignores mallopt
