@@ -102,7 +102,7 @@ TEST_CASE("over_budget names the first process or node over it, its stages' part
   CHECK(over_budget({small, big}, nodes, 45ull << 20).empty());
 }
 
-TEST_CASE("a stage's workspace is its largest layer's, on top of its stash; measured as the layer's tensors rose") {
+TEST_CASE("a stage's workspace is its largest layer's, on top of its stash, measured as the layer's tensors rose") {
   sequential model = sequential::from_spec("10-20-5", sequential_options{"relu", 1});  // linear, relu, linear
   const std::vector<std::uint64_t> stash = {400, 800, 160}, held = {}, workspace = {3000, 700, 900};
   optimizer_config sgd;
