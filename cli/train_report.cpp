@@ -74,21 +74,6 @@ void report_pipeline(const train_options& o, const train_plan& plan, train_runne
     for (const stage_memory& m : r.predicted_memory) stash.push_back(m.stash), total.push_back(m.total());
     out["predicted_peak_stash_bytes"] = stash;
     out["predicted_memory_bytes"] = total;
-    // Note [memory model]: the stages here and the pipelines' copies of the weights against what the process's
-    // tensors and its resident peak grew by.
-    if (r.peak_reset && run.training_peak > r.before.now && r.stages_here_bytes > 0) {
-      const std::uint64_t predicted = r.stages_here_bytes + r.pipeline_weights_bytes;
-      const std::uint64_t grown = run.training_peak - r.before.now;
-      const std::uint64_t tensors = run.tensor_peak - std::min(run.tensor_peak, r.tensors_before);
-      out["predicted_process_growth_bytes"] = predicted;
-      out["resident_peak_growth_bytes"] = grown;
-      out["tensor_peak_growth_bytes"] = tensors;
-      std::cerr << "memory: predicted " << memory_text(predicted) << " (the stages " << memory_text(r.stages_here_bytes)
-                << ", the pipeline's own weights " << memory_text(r.pipeline_weights_bytes)
-                << "); building and training grew the tensors' peak " << memory_text(tensors)
-                << " and the resident peak " << memory_text(grown) << " ("
-                << std::lround(100.0 * static_cast<double>(grown) / static_cast<double>(predicted)) << "% of the prediction)\n";
-    }
   }
   out["partition"] = r.partition;
   out["layers_per_chunk"] = chunk_layer_counts(pipe.chunk_ranges());
@@ -114,6 +99,22 @@ void report_pipeline(const train_options& o, const train_plan& plan, train_runne
 }
 
 // --export: the trained weights in the compute dtype (Note [exported weights]).
+// Note [memory model]: what the run was predicted to add to the process against what it added to the tensors' peak
+// and the resident peak, where both were measured.
+void report_memory(const train_runner& r, const train_outcome& run, nlohmann::json& out) {
+  if (!r.peak_reset || run.training_peak <= r.before.now || r.predicted_growth_bytes == 0) return;
+  const std::uint64_t predicted = r.predicted_growth_bytes;
+  const std::uint64_t grown = run.training_peak - r.before.now;
+  const std::uint64_t tensors = run.tensor_peak - std::min(run.tensor_peak, r.tensors_before);
+  out["predicted_process_growth_bytes"] = predicted;
+  out["resident_peak_growth_bytes"] = grown;
+  out["tensor_peak_growth_bytes"] = tensors;
+  std::cerr << "memory: predicted " << memory_text(predicted) << " (" << r.predicted_growth_parts
+            << "); building and training grew the tensors' peak " << memory_text(tensors) << " and the resident peak "
+            << memory_text(grown) << " (" << std::lround(100.0 * static_cast<double>(grown) / static_cast<double>(predicted))
+            << "% of the prediction)\n";
+}
+
 void export_trained_weights(const train_options& o, const train_plan& plan, train_runner& r) {
   if (o.export_file.empty()) return;
   sequential trained = r.pipe ? r.pipe->gather_model() : plan.model.clone();
@@ -134,6 +135,7 @@ void report_training(const train_options& o, const train_plan& plan, train_runne
   }
   report_run(o, plan, run, out);
   if (r.pipe) report_pipeline(o, plan, r, run, out);
+  report_memory(r, run, out);
   report_auto(plan, r, run.report, out);
   export_trained_weights(o, plan, r);
   std::cout << out.dump() << std::endl;

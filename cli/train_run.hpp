@@ -118,9 +118,10 @@ struct train_runner {
   std::vector<stage_memory> predicted_memory;  // per stage, its tensor-parallel ranks together (Note [memory model])
   resident_memory before;  // this process's, before the pipeline was built (its peak reset then, where allowed)
   std::uint64_t tensors_before = 0;  // its tensor bytes then (Note [tensor bytes]), their peak reset then
-  // Note [memory model]: what the process itself holds of the stages' (the stages of every replica, where they
-  // run here: 0 on nodes), and the pipelines' own copies of the weights (each replica's, where gathers land).
-  std::uint64_t stages_here_bytes = 0, pipeline_weights_bytes = 0;
+  // Note [memory model]: what building and training are predicted to add to this process (0: not predicted, or
+  // the stages are on nodes), and its parts in words.
+  std::uint64_t predicted_growth_bytes = 0;
+  std::string predicted_growth_parts;
   bool peak_reset = false;
   double predicted_makespan = 0.0;     // seconds per step: the schedule simulated with the layer costs
   std::shared_ptr<step_recorder> steps = std::make_shared<step_recorder>();  // fed by the stages (latest step)

@@ -123,12 +123,18 @@ void describe_pipeline(const train_options& o, const train_plan& plan, const tra
   }
 }
 
-void build_pipeline(const train_options& o, train_plan& plan, train_runner& r) {
-  return_free_memory();  // Note [memory model]: the growth measured from here is what the pipeline adds
-  r.peak_reset = reset_peak_resident_memory();  // what building and training the pipeline adds: report_pipeline
+// Note [memory model]: the process's growth is measured from here, after the layer costs were measured (their pass
+// is not training's) and the heap's free pages went back (a block freed before, reused at no resident cost, would
+// hide what comes next).
+void start_memory_measurement(train_runner& r) {
+  return_free_memory();
+  r.peak_reset = reset_peak_resident_memory();
   r.before = measure_resident_memory();
   r.tensors_before = tensor_bytes_in_use();
   reset_tensor_bytes_peak();
+}
+
+void build_pipeline(const train_options& o, train_plan& plan, train_runner& r) {
   pipeline_options p = pipeline_options_of(o, plan, r);
   const tensor sample = microbatch_sample(o, plan, p.microbatches);
   const auto costs = plan.layer_costs.empty() ? measure_layer_costs(plan.model, sample) : plan.layer_costs;
@@ -153,11 +159,15 @@ void build_pipeline(const train_options& o, train_plan& plan, train_runner& r) {
                                          parse_memory_size(o.max_memory));
     if (!over.empty()) throw std::invalid_argument(over);
   }
-  if (p.nodes.empty()) {  // Note [memory model]: what the report compares with the process's growth
+  if (p.nodes.empty()) {  // Note [memory model]: the stages here (D replicas) and each pipeline's own weights
     const auto D = static_cast<std::uint64_t>(o.mesh.data_parallel);
-    for (const stage_memory& m : r.predicted_memory) r.stages_here_bytes += D * m.total();
-    for (double n : parameters_per_layer(plan.model)) r.pipeline_weights_bytes += D * 4 * static_cast<std::uint64_t>(n);
+    std::uint64_t stages = 0, weights = 0;
+    for (const stage_memory& m : r.predicted_memory) stages += D * m.total();
+    for (double n : parameters_per_layer(plan.model)) weights += D * 4 * static_cast<std::uint64_t>(n);
+    r.predicted_growth_bytes = stages + weights;
+    r.predicted_growth_parts = "the stages " + memory_text(stages) + ", the pipeline's own weights " + memory_text(weights);
   }
+  start_memory_measurement(r);  // what building and training the pipeline add: report_memory
   if (o.mesh.data_parallel > 1) {
     r.replicated = std::make_unique<data_parallel_pipeline>(plan.model, p, o.mesh.data_parallel);
     r.pipe = &r.replicated->first();
@@ -188,7 +198,9 @@ std::unique_ptr<step_runner> make_mesh_runner(const train_options& o, sequential
 
 // Note [memory budget] for a run without stages: the process holds the model D times, each replica with its share
 // of the batch in flight (one stage of every layer, one microbatch); refused over --max-memory before any step.
-void check_single_process_budget(const train_options& o, train_plan& plan) {
+// Note [memory model]: the weights and gradients are there before (train's model, or the replicas made with the
+// mesh), so training adds each replica's optimizer state, stash and workspace: r's prediction for the report.
+void check_single_process_budget(const train_options& o, train_plan& plan, train_runner& r) {
   if (o.max_memory.empty() || plan.auto_choice) return;  // --auto chose within it
   const auto D = static_cast<std::size_t>(o.mesh.data_parallel);
   const std::size_t rows = std::max<std::size_t>(1, std::min(plan.train_set.size(), o.train.batch_size) / D);
@@ -202,6 +214,10 @@ void check_single_process_budget(const train_options& o, train_plan& plan) {
   const std::string over =
       over_budget(predicted, memory_holders(1, o.mesh.data_parallel, {}), parse_memory_size(o.max_memory));
   if (!over.empty()) throw std::invalid_argument(over);
+  const stage_memory& m = predicted[0];
+  r.predicted_growth_bytes = D * (m.optimizer_state + m.stash + m.workspace);
+  r.predicted_growth_parts = std::to_string(D) + " x (optimizer " + memory_text(m.optimizer_state) + ", stash " +
+                             memory_text(m.stash) + ", workspace " + memory_text(m.workspace) + ")";
 }
 
 train_runner build_train_runner(const train_options& o, train_plan& plan, std::unique_ptr<step_runner> mesh) {
@@ -217,7 +233,8 @@ train_runner build_train_runner(const train_options& o, train_plan& plan, std::u
   // Every core by default, as PyTorch does. On a machine shared with other work, --threads 1 is steadier:
   // two OpenMP threads lost 4x (small MLP) when the other core was busy, since a preempted thread stalls
   // its partner at every barrier.
-  check_single_process_budget(o, plan);
+  check_single_process_budget(o, plan, r);
+  start_memory_measurement(r);  // what training adds: report_memory
   set_compute_threads(o.threads > 0 ? o.threads : single_process_threads());
   r.local = mesh ? std::move(mesh)
                  : std::make_unique<local_runner>(plan.model, o.optimizer, "cross_entropy", o.mesh.clip_grad_norm);
