@@ -279,14 +279,20 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
     }
     d.setups.push_back(std::move(setup));
   }
-  // Note [one copy of the gradients]: the stages own the gradients. The pipeline's model keeps the weights (where
-  // gathers land, what checkpoints load through) and predicts, so its gradients were a second, idle copy of
-  // every parameter; so was `train`'s own model once a pipeline or a D x T mesh is built: both let them go
-  // (a slice or clone of the model, gather_model's included, gets zeroed ones again). A data-parallel pipeline, which only checks inputs, keeps the model's first
-  // layers instead of a whole copy (weights too). Peak resident
-  // memory of `train` (this 2-vCPU machine, /usr/bin/time): the heavy MLP on 2 stages, batch 512, 472 -> 411 MB;
-  // D = 2 x P = 2, 793 -> 640 MB, and 617 MB with the data-parallel pipeline's first layers only.
-  d.model.release_gradients();
+  // Note [one copy of the gradients]: the stages own the gradients. The pipeline's model's gradients were a
+  // second, idle copy of every parameter; so was `train`'s own model once a pipeline or a D x T mesh is built:
+  // both let them go (a slice or clone of the model, gather_model's included, gets zeroed ones again). A
+  // data-parallel pipeline, which only checks inputs, keeps the model's first layers instead of a whole copy.
+  // Peak resident memory of `train` (this 2-vCPU machine, /usr/bin/time): the heavy MLP on 2 stages, batch 512,
+  // 472 -> 411 MB; D = 2 x P = 2, 793 -> 640 MB, and 617 MB with the data-parallel pipeline's first layers only.
+  //
+  // Note [weights on demand]: the pipeline's model is where gathers land, what checkpoints load through and what
+  // predicts, but while the stages train its weights are stale: a third copy of every weight in the
+  // coordinator's process (4 bytes a parameter: 38 MB of the heavy MLP's 250 on 2 stages; with stages on other
+  // machines, a whole model's weights on the coordinator's). It keeps the architecture only (release_weights);
+  // a gather, a checkpoint's save or load, and predict (which gathers) give it zeroed weights first and fill
+  // them; the next training step lets them go again, since the stages' weights change then.
+  d.model.release_weights();
   d.start_stages(options.timeout);
 }
 
@@ -370,6 +376,7 @@ float pipeline::train_shard(const tensor& inputs, const tensor& labels, std::uin
     throw pipeline_error("step " + std::to_string(id) + ": inputs: " + e.what(), error_code::bad_input);
   }
   d.next_id = id + 1;
+  d.model.release_weights(), d.gathered_at.reset();  // Note [weights on demand]: the stages' weights change now
   const bool recovering = !d.nodes.empty() && d.options.restart_on_failure > 0;
   if (recovering && !d.snapshot_taken) d.first_snapshot();  // before the first step, or after a load
   for (;;) {
@@ -399,6 +406,7 @@ float pipeline::train_shard(const tensor& inputs, const tensor& labels, std::uin
 sequential pipeline::gather_model() {
   auto& d = *impl_;
   if (d.gathered_at != d.next_id) {
+    d.model.with_weights();  // Note [weights on demand]
     std::vector<named_tensors> sent(d.processors.size());
     tensor_sources sources;
     caf::scoped_actor self{*d.system};
@@ -469,6 +477,7 @@ void pipeline::save_checkpoint(const std::string& path, const training_state& st
   const std::vector<stage_state> states = request_stage_states(*d.system, d.processors, d.options.timeout, path);
   const auto refuse = [&](const std::string& what) { throw pipeline_error("checkpoint " + path + ": " + what); };
   std::unique_ptr<optimizer> opt = make_optimizer(d.options.optimizer);
+  d.model.with_weights();  // Note [weights on demand]
   if (const std::string why = gather_stage_states(states, d.model, *opt, d.options.optimizer.kind); !why.empty())
     refuse(why);
   d.gathered_at = d.next_id;  // d.model now holds every stage's current weights
@@ -490,6 +499,7 @@ training_state pipeline::load_checkpoint(const std::string& path) {
   for (std::size_t c = 0; c < d.ranges.size(); ++c) {
     // Each chunk's layers load through the checkpoint library into scratch copies (it checks the tensors,
     // shapes and optimizer kind), and travel to their stage under the same names.
+    d.model.with_weights();  // zeros, loaded over below (Note [weights on demand])
     sequential slice = d.model.slice(d.ranges[c].begin, d.ranges[c].end);
     std::unique_ptr<optimizer> opt = make_optimizer(d.options.optimizer);
     saved = load_checkpoint_slice(path, slice, opt.get());

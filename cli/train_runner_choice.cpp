@@ -159,13 +159,10 @@ void build_pipeline(const train_options& o, train_plan& plan, train_runner& r) {
                                          parse_memory_size(o.max_memory));
     if (!over.empty()) throw std::invalid_argument(over);
   }
-  if (p.nodes.empty()) {  // Note [memory model]: the stages here (D replicas) and each pipeline's own weights
+  if (p.nodes.empty()) {  // Note [memory model]: the stages here, D replicas of each
     const auto D = static_cast<std::uint64_t>(o.mesh.data_parallel);
-    std::uint64_t stages = 0, weights = 0;
-    for (const stage_memory& m : r.predicted_memory) stages += D * m.total();
-    for (double n : parameters_per_layer(plan.model)) weights += D * 4 * static_cast<std::uint64_t>(n);
-    r.predicted_growth_bytes = stages + weights;
-    r.predicted_growth_parts = "the stages " + memory_text(stages) + ", the pipeline's own weights " + memory_text(weights);
+    for (const stage_memory& m : r.predicted_memory) r.predicted_growth_bytes += D * m.total();
+    r.predicted_growth_parts = std::to_string(p.stages) + " stages" + (D > 1 ? " x " + std::to_string(D) + " replicas" : "");
   }
   start_memory_measurement(r);  // what building and training the pipeline add: report_memory
   if (o.mesh.data_parallel > 1) {

@@ -141,6 +141,7 @@ void sequential::check_input(const tensor& x) const {
 }
 
 tensor sequential::forward(const tensor& x, sequential_cache& cache, const forward_context& ctx) const {
+  check_weights("forward");
   check_input(x);
   cache.layers.resize(layers_.size());  // a reused cache keeps each layer's buffers
   cache.dys.clear();
@@ -271,6 +272,33 @@ void sequential::release_gradients() {
   for (const parameter& p : parameters()) *p.grad = tensor();
 }
 
+void sequential::release_weights() {
+  if (weights_released_) return;
+  for (const parameter& p : parameters()) {
+    released_shapes_.push_back(p.value->shape());
+    *p.value = tensor();
+    *p.grad = tensor();
+  }
+  weights_released_ = true;
+}
+
+void sequential::with_weights() {
+  if (!weights_released_) return;
+  const std::vector<parameter> params = parameters();
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    *params[i].value = zeros(released_shapes_.at(i));
+    *params[i].grad = zeros(released_shapes_.at(i));
+  }
+  released_shapes_.clear();
+  weights_released_ = false;
+}
+
+void sequential::check_weights(const char* operation) const {
+  if (weights_released_)
+    throw std::logic_error(std::string("sequential::") + operation + ": the model's weights were let go "
+                           "(release_weights); with_weights() first");
+}
+
 void sequential::with_gradients() {
   for (const parameter& p : parameters()) {
     if (p.grad->shape() == p.value->shape()) continue;
@@ -289,6 +317,7 @@ void sequential::initialize(std::uint64_t seed) {
 }
 
 sequential sequential::slice(std::size_t begin, std::size_t end) const {
+  check_weights("slice");
   if (begin > end || end > layers_.size())
     throw std::out_of_range("slice [" + std::to_string(begin) + ", " + std::to_string(end) + ") of a model of " +
                             std::to_string(layers_.size()) + " layers");

@@ -109,12 +109,22 @@ class sequential {
   // and every slice and clone has them.
   void release_gradients();
   void with_gradients();
+  // Note [weights on demand] (actors/pipeline.cpp): lets every parameter go, values and gradients, keeping
+  // their shapes and the architecture (the layers, their widths); with_weights() gives the model zeroed values
+  // and gradients of those shapes again, for weights bound or loaded into it. A released model refuses to slice,
+  // clone or run (std::logic_error naming it), rather than compute with empty weights.
+  void release_weights();
+  void with_weights();
+  bool weights_released() const { return weights_released_; }
 
  private:
+  void check_weights(const char* operation) const;
   std::vector<std::unique_ptr<layer>> layers_;
   std::size_t first_index_ = 0;
   dtype dtype_ = dtype::float32;
   recompute_mode recompute_ = recompute_mode::none;
+  bool weights_released_ = false;
+  std::vector<shape_t> released_shapes_;  // every parameter's, in parameters() order, while released
 };
 
 // Bytes held by one microbatch's cache: every layer's stash and the dy's kept for backward_weight.

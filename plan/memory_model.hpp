@@ -31,16 +31,16 @@ namespace ap {
 // each measured with the layer costs as the process's tensor bytes rose (Note [tensor bytes]). It comes on top
 // of the stage's peak stash, since a backward runs there.
 // Against the process: `train` prints what building and training grew its tensors' peak and its resident peak
-// (VmHWM) by, beside the prediction: every stage here (D replicas of it) and each pipeline's own copy of the
-// weights (4 bytes a parameter; train's own model lets its gradients go first: Note [one copy of the
+// (VmHWM) by, beside the prediction: every stage here (D replicas of it; the pipeline's own model holds no
+// weights meanwhile, Note [weights on demand], and train's lets its gradients go first, Note [one copy of the
 // gradients]); without stages, what training adds to the replicas (optimizer state, stash, workspace). Measured
 // from after the layer costs, once the heap's free pages went back (return_free_memory: a block freed before,
 // reused at no resident cost, would hide what the pipeline adds). On eleven meshes of the heavy MLP and the
 // 4-layer GPT (one process, D, T, pipelines with GPipe, 1F1B, ZB-H1, with D and T: docs/performance.md) the
-// resident growth is 0.94-1.05x the prediction. Before the workspace and the pipelines' weights were counted,
-// while a tensor-parallel stage kept its chunks' whole weights beside the ranks' shards (stage_compute.hpp)
-// and every layer's cache lived until the whole backward was done (Note [caches go with their backward] in
-// model/sequential.cpp), it was 1.2-1.7x.
+// resident growth is 0.93-1.05x the prediction. Before the workspace was counted, while the pipelines kept
+// their own copies of the weights, a tensor-parallel stage its chunks' whole weights beside the ranks' shards
+// (stage_compute.hpp) and every layer's cache lived until the whole backward was done (Note [caches go with
+// their backward] in model/sequential.cpp), it was 1.2-1.7x.
 struct stage_memory {
   std::uint64_t parameters = 0, gradients = 0, optimizer_state = 0;  // bytes
   std::uint64_t stash = 0;      // bytes at the stage's peak

@@ -191,7 +191,7 @@ TEST_CASE("the memory model predicts each stage's peak stash within 10% of the m
 
 TEST_CASE("the memory model predicts what building and training a pipeline add to the process's tensors") {
   // Note [memory model]: every stage's weights, gradients, optimizer state, stash and workspace (D replicas of
-  // each, each stage's T ranks) and the pipelines' own weights, against the tensors' peak (Note [tensor bytes]).
+  // each, each stage's T ranks), against the tensors' peak (Note [tensor bytes]).
   // The prediction adds every stage's own peak; the stages reach theirs at different moments, so the process
   // may stay below it (ZB-H1 and interleaved chunks ~0.85), and the tensors in flight between actors come on top.
   const std::vector<std::vector<std::string>> cases = {

@@ -11,6 +11,7 @@
 #include "actors/pipeline_actors.hpp"
 #include "equivalence.hpp"
 #include "pipeline_test_models.hpp"
+#include "tensor/tensor_memory.hpp"
 #include "test_support.hpp"
 
 using namespace ap;
@@ -273,4 +274,46 @@ TEST_CASE("the pipeline keeps no idle gradients, and the model it gathers trains
   for (const parameter& p : copy.parameters()) CHECK(p.grad->shape() == p.value->shape());
   released.with_gradients();
   for (const parameter& p : released.parameters()) CHECK(p.grad->shape() == p.value->shape());
+}
+
+TEST_CASE("the pipeline's own model holds no weights while the stages train, and gathers, saves and loads as before "
+          "(Note [weights on demand])") {
+  // The model's weights and gradients: 784 x 512 + 512 + 512 x 10 + 10 parameters, 8 bytes each in the stages.
+  const sequential model = sequential::from_spec("784-512-10", sequential_options{"relu", 1});
+  const std::uint64_t parameters = 784 * 512 + 512 + 512 * 10 + 10;
+  const dataset d = make_blobs(8, 784, 10, 3);
+  pipeline_options o;
+  o.stages = 2;
+  o.microbatches = 2;
+  const std::uint64_t before = tensor_bytes_in_use();
+  pipeline pipe(model, o);
+  const std::uint64_t built = tensor_bytes_in_use() - before;
+  CHECK(built >= 8 * parameters);       // the stages' weights and gradients
+  CHECK(built < 8 * parameters + 4 * parameters / 2);  // and no third copy of the weights (it was 12 a parameter)
+  CHECK(std::isfinite(pipe.train_step(d.inputs, d.labels, 0)));
+  sequential gathered = pipe.gather_model();  // weights come back for the gather, trained
+  sequential fresh = model.clone();
+  CHECK(max_relative_difference(*gathered.parameters()[0].value, *fresh.parameters()[0].value) > 0.0f);
+  CHECK(pipe.predict(d.inputs).shape() == shape_t{8, 10});
+  test::scratch_dir dir{"weights_on_demand"};
+  const std::string path = dir.file("pipe.safetensors");
+  pipe.save_checkpoint(path, training_state{1, 0, 0, 0, "784-512-10"});
+  CHECK(std::isfinite(pipe.train_step(d.inputs, d.labels, 1)));
+  pipe.load_checkpoint(path);
+  sequential reloaded = pipe.gather_model();
+  for (std::size_t i = 0; i < gathered.parameters().size(); ++i)
+    CHECK(*reloaded.parameters()[i].value == *gathered.parameters()[i].value);
+
+  sequential released = model.clone();
+  released.release_weights();
+  CHECK(released.weights_released());
+  for (const parameter& p : released.parameters()) CHECK(p.value->dimension() == 0);
+  CHECK_THROWS_WITH_AS(released.clone(), doctest::Contains("the model's weights were let go"), std::logic_error);
+  CHECK_THROWS_WITH_AS(released.forward(d.inputs), doctest::Contains("sequential::forward"), std::logic_error);
+  released.with_weights();
+  const std::vector<parameter> params = released.parameters(), originals = fresh.parameters();
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    CHECK(params[i].value->shape() == originals[i].value->shape());
+    CHECK(params[i].grad->shape() == originals[i].value->shape());
+  }
 }
