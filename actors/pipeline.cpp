@@ -67,6 +67,7 @@ struct pipeline::impl {
   step_result run_step(const tensor& inputs, const tensor& labels, std::uint64_t id, std::int64_t first_sample = 0,
                        std::int64_t batch_rows = 0);
   void take_snapshot();
+  void release_setup_weights();
   void first_snapshot();
   std::vector<stage_state> gather_states();
   void recover(std::string why);
@@ -185,7 +186,13 @@ std::vector<stage_actors> place_on_nodes(caf::scoped_actor& owner, const std::ve
     std::vector<stage_actors> placed;
     for (auto& setup : setups) {
       const auto n = static_cast<std::size_t>(setup.stage) % nodes.size();
+      // Note [weights on demand]: a setup kept after the first snapshot holds no weights; placed again, its stage
+      // gets zeros, which the snapshot then overwrites.
+      const bool released = !setup.slices.empty() && setup.slices.front().weights_released();
+      for (auto& slice : setup.slices) slice.with_weights();
       placed.push_back(place_stage(owner, handles[n], nodes[n], make_stage_spec(setup), timeout));
+      if (released)
+        for (auto& slice : setup.slices) slice.release_weights();
     }
     return placed;
   } catch (const std::runtime_error& e) {
@@ -313,6 +320,7 @@ void pipeline::impl::start_stages(std::chrono::milliseconds placement_timeout) {
     owner = std::make_unique<caf::scoped_actor>(sys);
     std::vector<clock_offset> clocks;
     for (const auto& a : place_on_nodes(*owner, nodes, setups, placement_timeout, clocks)) keep(a);
+    if (options.restart_on_failure == 0) release_setup_weights();  // never placed again
     for (int s = 0; s < options.stages; ++s) {
       const std::size_t n = static_cast<std::size_t>(s) % nodes.size();
       places.push_back("node " + nodes[n].text());
@@ -549,6 +557,14 @@ training_state pipeline::load_checkpoint(const std::string& path) {
 // gather of every stage's state per snapshot (a few ms for a small MLP; raise snapshot_every for big models)
 // and snapshot_every batches kept. A coordinator that dies loses the snapshot: --checkpoint covers that.
 
+// Note [weights on demand]: the setups kept to place the stages again need their weights only until a snapshot
+// can restore them (or never, without restarts): the coordinator of nodes held the whole model's weights and
+// gradients there while they trained.
+void pipeline::impl::release_setup_weights() {
+  for (auto& setup : setups)
+    for (auto& slice : setup.slices) slice.release_weights();
+}
+
 void pipeline::impl::take_snapshot() {
   snapshot = gather_states();
   snapshot_taken = true;
@@ -563,6 +579,7 @@ void pipeline::impl::first_snapshot() {
     try {
       take_snapshot();
       stages_as_placed = false;
+      release_setup_weights();  // from now on a restart restores the snapshot
       return;
     } catch (const pipeline_error& e) {
       if (!stages_as_placed || restarts_done >= options.restart_on_failure) throw;
