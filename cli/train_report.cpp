@@ -98,7 +98,6 @@ void report_pipeline(const train_options& o, const train_plan& plan, train_runne
   }
 }
 
-// --export: the trained weights in the compute dtype (Note [exported weights]).
 // Note [memory model]: what the run was predicted to add to the process against what it added to the tensors' peak
 // and the resident peak, where both were measured.
 void report_memory(const train_runner& r, const train_outcome& run, nlohmann::json& out) {
@@ -115,6 +114,7 @@ void report_memory(const train_runner& r, const train_outcome& run, nlohmann::js
             << "% of the prediction)\n";
 }
 
+// --export: the trained weights in the compute dtype (Note [exported weights]).
 void export_trained_weights(const train_options& o, const train_plan& plan, train_runner& r) {
   if (o.export_file.empty()) return;
   sequential trained = r.pipe ? r.pipe->gather_model() : plan.model.clone();

@@ -116,7 +116,7 @@ struct train_runner {
   std::string partition;               // uniform, params, time or explicit (--layers-per-chunk)
   std::vector<double> predicted_busy;  // seconds per step and stage, from the measured layer costs
   std::vector<stage_memory> predicted_memory;  // per stage, its tensor-parallel ranks together (Note [memory model])
-  resident_memory before;  // this process's, before the pipeline was built (its peak reset then, where allowed)
+  resident_memory before;  // this process's where its growth is measured from (its peak reset then, where allowed)
   std::uint64_t tensors_before = 0;  // its tensor bytes then (Note [tensor bytes]), their peak reset then
   // Note [memory model]: what building and training are predicted to add to this process (0: not predicted, or
   // the stages are on nodes), and its parts in words.

@@ -221,8 +221,8 @@ train_runner build_train_runner(const train_options& o, train_plan& plan, std::u
   train_runner r;
   r.partition = o.pipe.layers_per_chunk.empty() ? o.partition : "explicit";
   if (o.stages > 0) {
-    // Note [one copy of the gradients]: the stages train; the result is gathered. Let go before the build, so that
-    // what the build adds is measured from here (Note [memory model]).
+    // Note [one copy of the gradients]: the stages train; the result is gathered. Let go before the build, so
+    // that their memory is back before the growth is measured (Note [memory model]).
     plan.model.release_gradients();
     build_pipeline(o, plan, r);
     return r;
