@@ -20,6 +20,21 @@ using namespace std::chrono_literals;
 
 namespace {
 const std::string actorpipe = std::string(AP_BINARY_DIR) + "/cli/actorpipe";
+
+// A train run that exits 0: its JSON line and what it printed on stderr.
+struct train_run {
+  nlohmann::json out;
+  std::string err;
+};
+train_run run_train(const std::vector<std::string>& args) {
+  test::child_process train(args);
+  const std::string line = train.read_line(60s);
+  const int code = train.wait_exit(20s);
+  INFO(train.stderr_text());
+  CHECK(code == 0);
+  REQUIRE(!line.empty());
+  return {nlohmann::json::parse(line), train.stderr_text()};
+}
 }  // namespace
 
 TEST_CASE("a 2-stage run with --layers-per-chunk '1, 4' and --plot: JSON loss keys, SVG curve, no progress on a pipe") {
@@ -143,13 +158,11 @@ TEST_CASE("the memory model predicts each stage's peak stash within 10% of the m
     args.insert(args.end(), c.args.begin(), c.args.end());
     CAPTURE(c.args[1]);
     CAPTURE(c.args[3]);
-    test::child_process train(args);
-    const std::string line = train.read_line(60s);
-    CHECK(train.wait_exit(20s) == 0);
-    INFO(train.stderr_text());
-    REQUIRE(!line.empty());
-    const auto out = nlohmann::json::parse(line);
-    CHECK(test::contains(train.stderr_text(), "stage 1: predicted memory"));
+    const train_run run = run_train(args);
+    const nlohmann::json& out = run.out;
+    const std::string& err = run.err;
+    INFO(err);
+    CHECK(test::contains(err, "stage 1: predicted memory"));
     for (int s = 0; s < 2; ++s) {
       CAPTURE(s);
       const double predicted = out.at("predicted_peak_stash_bytes").at(s).get<double>();
@@ -158,7 +171,7 @@ TEST_CASE("the memory model predicts each stage's peak stash within 10% of the m
       CHECK(std::abs(predicted - measured) <= 0.1 * measured);
     }
     if (std::find(c.args.begin(), c.args.end(), "--tensor-parallel") != c.args.end())
-      CHECK(test::contains(train.stderr_text(), " for its 2 tensor-parallel ranks, each (weights "));
+      CHECK(test::contains(err, " for its 2 tensor-parallel ranks, each (weights "));
   }
   test::child_process tight({actorpipe, "train", "--stages", "2", "--model", "784-256-128-10", "--max-memory", "1M"});
   CHECK(tight.wait_exit(30s) != 0);
@@ -206,13 +219,11 @@ TEST_CASE("the memory model predicts what building and training a pipeline add t
     args.insert(args.end(), c.begin(), c.end());
     CAPTURE(c[1]);
     CAPTURE(c[c.size() - 1]);
-    test::child_process train(args);
-    const std::string line = train.read_line(60s);
-    CHECK(train.wait_exit(20s) == 0);
-    INFO(train.stderr_text());
-    REQUIRE(!line.empty());
-    const auto out = nlohmann::json::parse(line);
-    CHECK(test::contains(train.stderr_text(), "memory: predicted "));
+    const train_run run = run_train(args);
+    const nlohmann::json& out = run.out;
+    const std::string& err = run.err;
+    INFO(err);
+    CHECK(test::contains(err, "memory: predicted "));
     if (!out.contains("tensor_peak_growth_bytes")) continue;  // no /proc/self/clear_refs: nothing measured
     const double predicted = out.at("predicted_process_growth_bytes").get<double>();
     const double tensors = out.at("tensor_peak_growth_bytes").get<double>();
