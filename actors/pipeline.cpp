@@ -207,6 +207,7 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
   auto& d = *impl_;
   d.options = options;
   d.model = model.clone();
+  d.model.release_gradients();  // Note [one copy of the gradients], at once: the slices below get their own
   d.model.set_compute_dtype(options.compute_dtype);  // Note [compute dtype]: predict computes as the stages do
   const int total_chunks = options.stages * options.chunks_per_stage;
   d.ranges = chunk_ranges_from_counts(options.layers_per_chunk.empty()
@@ -276,7 +277,11 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
         setup.data_parallel_place = {0, 1, options.replica, options.replicas};
       }
     }
-    for (const auto& r : info.layer_ranges_per_chunk) setup.slices.push_back(d.model.slice(r.begin, r.end));
+    for (const auto& r : info.layer_ranges_per_chunk) {
+      setup.slices.push_back(d.model.slice(r.begin, r.end));
+      // Note [weights on demand]: a stage on a node makes its own gradients; the setup only sends the weights.
+      if (!d.nodes.empty()) setup.slices.back().release_gradients();
+    }
     if (!d.cores.empty()) {
       const auto mine = d.cores.begin() + s * options.tensor_parallel;
       setup.cores.assign(mine, mine + options.tensor_parallel);

@@ -101,13 +101,20 @@ void report_pipeline(const train_options& o, const train_plan& plan, train_runne
 // Note [memory model]: what the run was predicted to add to the process against what it added to the tensors' peak
 // and the resident peak, where both were measured.
 void report_memory(const train_runner& r, const train_outcome& run, nlohmann::json& out) {
-  if (!r.peak_reset || run.training_peak <= r.before.now || r.predicted_growth_bytes == 0) return;
+  if (!r.peak_reset || run.training_peak <= r.before.now) return;
+  const bool on_nodes = r.stages_on_nodes;
+  if (r.predicted_growth_bytes == 0 && !on_nodes) return;  // nothing predicted to compare with
   const std::uint64_t predicted = r.predicted_growth_bytes;
   const std::uint64_t grown = run.training_peak - r.before.now;
   const std::uint64_t tensors = run.tensor_peak - std::min(run.tensor_peak, r.tensors_before);
-  out["predicted_process_growth_bytes"] = predicted;
   out["resident_peak_growth_bytes"] = grown;
   out["tensor_peak_growth_bytes"] = tensors;
+  if (on_nodes) {  // the coordinator's own: the stages' memory is the nodes'
+    std::cerr << "memory: the stages run on nodes; building and training grew this process's tensors' peak "
+              << memory_text(tensors) << " and its resident peak " << memory_text(grown) << "\n";
+    return;
+  }
+  out["predicted_process_growth_bytes"] = predicted;
   std::cerr << "memory: predicted " << memory_text(predicted) << " (" << r.predicted_growth_parts
             << "); building and training grew the tensors' peak " << memory_text(tensors) << " and the resident peak "
             << memory_text(grown) << " (" << std::lround(100.0 * static_cast<double>(grown) / static_cast<double>(predicted))

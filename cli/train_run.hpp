@@ -122,6 +122,7 @@ struct train_runner {
   // the stages are on nodes), and its parts in words.
   std::uint64_t predicted_growth_bytes = 0;
   std::string predicted_growth_parts;
+  bool stages_on_nodes = false;  // then the process's growth is the coordinator's own
   bool peak_reset = false;
   double predicted_makespan = 0.0;     // seconds per step: the schedule simulated with the layer costs
   std::shared_ptr<step_recorder> steps = std::make_shared<step_recorder>();  // fed by the stages (latest step)

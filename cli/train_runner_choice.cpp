@@ -159,6 +159,7 @@ void build_pipeline(const train_options& o, train_plan& plan, train_runner& r) {
                                          parse_memory_size(o.max_memory));
     if (!over.empty()) throw std::invalid_argument(over);
   }
+  r.stages_on_nodes = !p.nodes.empty();
   if (p.nodes.empty()) {  // Note [memory model]: the stages here, D replicas of each
     const auto D = static_cast<std::uint64_t>(o.mesh.data_parallel);
     for (const stage_memory& m : r.predicted_memory) r.predicted_growth_bytes += D * m.total();
