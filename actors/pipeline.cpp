@@ -389,7 +389,7 @@ float pipeline::train_shard(const tensor& inputs, const tensor& labels, std::uin
     throw pipeline_error("step " + std::to_string(id) + ": inputs: " + e.what(), error_code::bad_input);
   }
   d.next_id = id + 1;
-  d.model.release_weights(), d.gathered_at.reset();  // Note [weights on demand]: the stages' weights change now
+  d.model.release_weights();  // Note [weights on demand]: the stages' weights change now
   const bool recovering = !d.nodes.empty() && d.options.restart_on_failure > 0;
   if (recovering && !d.snapshot_taken) d.first_snapshot();  // before the first step, or after a load
   for (;;) {

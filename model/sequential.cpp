@@ -285,12 +285,10 @@ void sequential::release_weights() {
 void sequential::with_weights() {
   if (!weights_released_) return;
   const std::vector<parameter> params = parameters();
-  for (std::size_t i = 0; i < params.size(); ++i) {
-    *params[i].value = zeros(released_shapes_.at(i));
-    *params[i].grad = zeros(released_shapes_.at(i));
-  }
+  for (std::size_t i = 0; i < params.size(); ++i) *params[i].value = zeros(released_shapes_.at(i));
   released_shapes_.clear();
   weights_released_ = false;
+  with_gradients();
 }
 
 void sequential::check_weights(const char* operation) const {
