@@ -29,7 +29,9 @@ namespace ap {
 //    [hierarchical collectives]); a third backend, by-size (Note [collectives by size]).
 // 10: ring chunks travel on data links beside CAF (Note [data links]): no ring_chunk message; the ring's hello
 //     carries each side's link port.
-inline constexpr std::uint32_t wire_protocol_version = 10;
+// 11: nodes answer machine_atom (their machine's cores and fixed threads) and echo_atom (a tensor_message back),
+//     which --auto plans with (Note [auto on nodes]).
+inline constexpr std::uint32_t wire_protocol_version = 11;
 
 using hello_atom = caf::atom_constant<caf::atom("hello")>;
 

@@ -12,6 +12,7 @@
 #include "network/connect_retry.hpp"
 #include "network/guarded_transport.hpp"
 #include "actors/message_types.hpp"
+#include "plan/cores.hpp"
 
 namespace ap {
 
@@ -184,6 +185,11 @@ caf::behavior node(node_actor* self, node_options options) {
       [=](clock_atom) -> double {  // Note [events from nodes]: the clock the node's events are stamped with
         return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
       },
+      // Note [auto on nodes]: what a coordinator plans with, its machine and the network's costs.
+      [=](machine_atom) -> caf::result<std::uint32_t, std::int32_t> {
+        return {static_cast<std::uint32_t>(process_cores().size()), static_cast<std::int32_t>(self->state.options.threads)};
+      },
+      [=](echo_atom, tensor_message& m) -> tensor_message { return std::move(m); },
       [=](quit_atom) {
         stop_stages(self, {}, "told to quit");
         self->quit();

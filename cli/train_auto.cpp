@@ -7,6 +7,7 @@
 #include <map>
 #include <tuple>
 
+#include "actors/node_probe.hpp"
 #include "cli/train_run.hpp"
 #include "plan/cores.hpp"
 #include "tensor/compute.hpp"
@@ -16,21 +17,30 @@ namespace {
 
 // The measurements the planner asks for, each taken once: layer costs per (microbatch rows, threads,
 // recompute) on the first rows of the training data, and a line a + b x bytes per all-reduce group size
-// through two sizes.
+// through two sizes. Note [auto on nodes]: at more threads than this machine has cores (a node's machine may
+// have more), a layer's costs are those on all of this machine's cores, scaled down by the ratio, and so is the
+// optimizer step: an estimate the trials on the nodes check.
 class machine_measurements {
  public:
   machine_measurements(const train_plan& plan, const optimizer_config& optimizer)
-      : plan_(plan), optimizer_(optimizer) {}
+      : plan_(plan), optimizer_(optimizer), cores_(std::max<int>(1, static_cast<int>(process_cores().size()))) {}
 
   const std::vector<layer_cost>& layer_costs(std::size_t rows, int threads, recompute_mode rc) {
     const auto key = std::make_tuple(rows, threads, rc);
     auto it = costs_.find(key);
     if (it != costs_.end()) return it->second;
-    sequential model = plan_.model.clone();
-    model.set_recompute(rc);
-    const std::size_t n = std::clamp<std::size_t>(rows, 1, plan_.train_set.size());
-    return costs_.emplace(key, measure_layer_costs(model, slice_rows(plan_.train_set.inputs, 0, n), 3, threads))
-        .first->second;
+    std::vector<layer_cost> costs;
+    if (threads > cores_) {
+      costs = layer_costs(rows, cores_, rc);
+      const double scale = static_cast<double>(cores_) / threads;
+      for (layer_cost& c : costs) c.forward_s *= scale, c.backward_input_s *= scale, c.backward_weight_s *= scale;
+    } else {
+      sequential model = plan_.model.clone();
+      model.set_recompute(rc);
+      const std::size_t n = std::clamp<std::size_t>(rows, 1, plan_.train_set.size());
+      costs = measure_layer_costs(model, slice_rows(plan_.train_set.inputs, 0, n), 3, threads);
+    }
+    return costs_.emplace(key, std::move(costs)).first->second;
   }
 
   double allreduce_s(int ranks, std::uint64_t bytes) {
@@ -50,6 +60,7 @@ class machine_measurements {
   double optimizer_s(int threads) {
     auto it = updates_.find(threads);
     if (it != updates_.end()) return it->second;
+    if (threads > cores_) return updates_.emplace(threads, optimizer_s(cores_) * cores_ / threads).first->second;
     set_compute_threads(threads);
     sequential model = plan_.model.clone();
     const std::vector<parameter> parameters = model.parameters();
@@ -69,6 +80,7 @@ class machine_measurements {
  private:
   const train_plan& plan_;
   optimizer_config optimizer_;
+  int cores_;  // this machine's
   std::map<int, double> updates_;  // threads -> seconds
   std::map<std::tuple<std::size_t, int, recompute_mode>, std::vector<layer_cost>> costs_;
   std::map<int, std::pair<double, double>> lines_;  // ranks -> (seconds, seconds per byte)
@@ -160,11 +172,27 @@ void choose_configuration(train_options& o, train_plan& plan) {
   };
   in.allreduce_s = [&](int ranks, std::uint64_t bytes) { return measure.allreduce_s(ranks, bytes); };
   in.optimizer_s = [&](int threads) { return measure.optimizer_s(threads); };
+  std::string where = std::to_string(in.cores) + " cores";
+  if (!o.pipe.nodes.empty()) {  // Note [auto on nodes]
+    const node_survey survey = survey_nodes(o.pipe.nodes, o.pipe.security, std::chrono::milliseconds(o.timeout_ms));
+    where.clear();
+    for (const node_machine& n : survey.nodes) {
+      in.nodes.push_back(auto_node{n.host, n.cores, n.threads});
+      where += (where.empty() ? "nodes " : ", ") + n.address + " (" + std::to_string(n.cores) + " cores" +
+               (n.threads > 0 ? ", --threads " + std::to_string(n.threads) : "") + ")";
+    }
+    in.network_s = [line = survey.network](std::uint64_t bytes) { return line.seconds(bytes); };
+    in.sample_bytes = plan.train_set.inputs.byte_size() / std::max<std::size_t>(1, plan.train_set.size());
+    char network[160];
+    std::snprintf(network, sizeof network, "auto: a message between processes: %.0f us + %.2f ms a megabyte (measured)\n",
+                  survey.network.latency_s * 1e6, survey.network.per_byte_s * 1e9);
+    std::cerr << network;
+  }
   const std::vector<auto_candidate> ranked = rank_configurations(plan.model, in);
   set_compute_threads(1);
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 
-  std::cerr << "auto: " << ranked.size() << " configurations fit " << in.cores << " cores"
+  std::cerr << "auto: " << ranked.size() << " configurations fit " << where
             << (in.budget ? " and --max-memory " + memory_text(in.budget) : std::string(" (no memory budget)"))
             << "; predicted from " << measure.measured() << " layer-cost measurements (" << ms_text(took)
             << " in all):\n";
@@ -222,6 +250,7 @@ void report_auto(const train_plan& plan, const train_runner& runner, const train
                  {"data_parallel", m.data_parallel},
                  {"tensor_parallel", m.tensor_parallel},
                  {"threads", m.threads},
+                 {"nodes", m.nodes},
                  {"recompute", recompute_mode_name(m.recompute)},
                  {"predicted_step_s", chosen.step_s},
                  {"measured_step_s", measured},

@@ -90,7 +90,8 @@ void add_train_command(CLI::App& app) {
                 "choose the mesh: measure the model's layer costs on this machine's cores, predict every "
                 "configuration that fits them and --max-memory (single process or pipeline; stages, microbatches, "
                 "schedule, chunks, partition, data- and tensor-parallel ranks, threads, recomputation), print the "
-                "best few and train with the best (Note [automatic configuration])");
+                "best few and train with the best (Note [automatic configuration]); with --nodes or --rendezvous env, "
+                "a pipeline on the nodes fitting their machines' cores (Note [auto on nodes])");
   cmd->add_option("--auto-trials", o->auto_trials,
                   "with --auto: run the best N predicted configurations for a few steps each and train with the "
                   "fastest as measured (0: the best predicted; Note [auto trials])")
@@ -159,9 +160,10 @@ void add_train_command(CLI::App& app) {
       cmd->add_option("--timeout-ms", o->timeout_ms, "longest wait on a peer")
           ->check(whole_number(1, 1000000000))
           ->capture_default_str(),
-      cmd->add_option("--nodes", o->pipe.nodes, "host:port,... of `actorpipe node` processes: stage s on node s % count")
-          ->delimiter(',')
-          ->needs(stages),
+      cmd->add_option("--nodes", o->pipe.nodes,
+                      "host:port,... of `actorpipe node` processes: stage s on node s % count (with --stages, or "
+                      "--auto: Note [auto on nodes])")
+          ->delimiter(','),
       cmd->add_option("--trace", o->trace_file, "write a Chrome trace (JSON) of the stages' tasks"),
       cmd->add_option("--timeline", o->timeline_file,
                       "write the last step as it ran (real durations, transfers, idle) above the schedule simulated "
@@ -214,7 +216,7 @@ void add_train_command(CLI::App& app) {
   // What --auto chooses, refused beside it rather than silently overridden.
   std::vector<const CLI::Option*> chosen_by_auto;
   for (const char* name : {"--stages", "--threads", "--data-parallel", "--tensor-parallel", "--microbatches", "--schedule",
-                           "--schedule-file", "--chunks", "--partition", "--layers-per-chunk", "--recompute", "--nodes"})
+                           "--schedule-file", "--chunks", "--partition", "--layers-per-chunk", "--recompute"})
     chosen_by_auto.push_back(cmd->get_option(name));
   std::vector<const CLI::Option*> recovery_flags;
   for (const char* name : {"--restart-on-failure", "--restart-wait-ms", "--snapshot-every"})
@@ -233,15 +235,15 @@ void add_train_command(CLI::App& app) {
       refuse_given(recovery_flags, "requires --nodes or --rendezvous env: it recovers from a lost node");
     }
     if (o->rendezvous.empty()) return run_train(*o);
-    if (o->auto_config) throw std::invalid_argument("--rendezvous: --auto does not choose a mesh on nodes yet");
     const rendezvous_env env = rendezvous_place();  // Note [environment rendezvous]
     if (env.rank > 0) {
       node_run_options node;
       node.security = o->pipe.security;
       return run_rendezvous_node(env, node);
     }
-    if (o->stages == 0)
-      throw std::invalid_argument("--rendezvous env: rank 0 trains a pipeline on the other ranks: it needs --stages N");
+    if (o->stages == 0 && !o->auto_config)
+      throw std::invalid_argument("--rendezvous env: rank 0 trains a pipeline on the other ranks: it needs --stages N "
+                                  "or --auto");
     check_transport_security(o->pipe.security, "train --rendezvous");  // before waiting for anyone
     run_rendezvous_coordinator(env, [&](std::vector<std::string> nodes) {
       o->pipe.nodes = std::move(nodes);

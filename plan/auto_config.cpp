@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <thread>
 #include <tuple>
@@ -15,6 +16,7 @@
 #include "model/parallel_attention.hpp"
 #include "model/parallel_linear.hpp"
 #include "model/tensor_parallel.hpp"
+#include "plan/mesh.hpp"
 #include "schedule/schedule.hpp"
 
 namespace ap {
@@ -105,6 +107,7 @@ std::uint64_t gradient_bytes(sequential& model, layer_range range) {
 
 // The layers, costs and all-reduces every candidate of one (rows, threads, recompute, T) shares.
 struct cost_view {
+  std::size_t rows = 0;           // a microbatch's
   std::vector<layer_cost> costs;  // a rank's, T applied
   std::vector<double> reduce_s;   // the tensor-parallel all-reduce seconds inside each layer's costs
 };
@@ -121,6 +124,7 @@ class planner {
   }
 
   std::vector<auto_candidate> candidates() {
+    if (!in_.nodes.empty()) return node_candidates();
     std::vector<recompute_mode> recomputes{recompute_mode::none};
     if (in_.budget > 0 && has_blocks(model_)) recomputes.push_back(recompute_mode::blocks);
     std::vector<int> tensor_sizes{1};
@@ -142,11 +146,58 @@ class planner {
   }
 
  private:
+  // Note [auto on nodes]: pipelines of P >= 1 stages, placed by node_of, fitting every machine's cores.
+  std::vector<auto_candidate> node_candidates() {
+    int total = 0, largest = 0;
+    for (const auto_node& n : in_.nodes) {
+      if (n.cores < 1) throw std::invalid_argument("--auto: node on " + n.host + " reports " + std::to_string(n.cores) + " cores");
+      if (machine_cores_.emplace(n.host, n.cores).second) total += n.cores;
+      largest = std::max(largest, n.cores);
+    }
+    std::set<int> fixed;
+    std::string fixed_text;
+    for (std::size_t i = 0; i < in_.nodes.size(); ++i)
+      if (in_.nodes[i].threads > 0) {
+        fixed.insert(in_.nodes[i].threads);
+        fixed_text += (fixed_text.empty() ? "" : ", ") + std::string("node ") + std::to_string(i) + " " +
+                      plural(in_.nodes[i].threads, "thread");
+      }
+    if (fixed.size() > 1)
+      throw std::invalid_argument("--auto: the nodes were started with different --threads (" + fixed_text +
+                                  "): start them with the same, or without it, so that every rank runs alike");
+    const std::vector<int> threads = fixed.empty() ? powers_of_two_and(largest) : std::vector<int>{*fixed.begin()};
+    std::vector<recompute_mode> recomputes{recompute_mode::none};
+    if (in_.budget > 0 && has_blocks(model_)) recomputes.push_back(recompute_mode::blocks);
+    std::vector<int> tensor_sizes{1};
+    for (int T : tensor_parallel_sizes(model_, largest)) tensor_sizes.push_back(T);
+    for (int D : powers_of_two_and(total)) {
+      if (in_.batch % static_cast<std::size_t>(D) != 0) continue;
+      const std::size_t replica_batch = in_.batch / static_cast<std::size_t>(D);
+      for (int T : tensor_sizes)
+        for (recompute_mode rc : recomputes)
+          for (int P = 1; P <= blocks_ && P * D * T <= total; ++P)
+            for (int t : threads)
+              if (fits_nodes(P, D, T, t)) add_pipelines(P, D, T, t, rc, replica_batch);
+    }
+    return std::move(found_);
+  }
+
+  // Every machine's ranks x t within its cores, the ranks placed by node_of.
+  bool fits_nodes(int P, int D, int T, int t) const {
+    std::map<std::string, int> ranks;
+    for (int d = 0; d < D; ++d)
+      for (int s = 0; s < P; ++s) ranks[in_.nodes[node_of(d, s, P, in_.nodes.size())].host] += T;
+    for (const auto& [host, n] : ranks)
+      if (n * t > machine_cores_.at(host)) return false;
+    return true;
+  }
+
   const cost_view& view(std::size_t rows, int threads, recompute_mode rc, int T) {
     const auto key = std::make_tuple(rows, threads, rc, T);
     auto it = views_.find(key);
     if (it != views_.end()) return it->second;
     cost_view v;
+    v.rows = rows;
     v.costs = tensor_parallel_costs(in_.layer_costs(rows, threads, rc), reductions_, T, in_, v.reduce_s);
     return views_.emplace(key, std::move(v)).first->second;
   }
@@ -182,8 +233,11 @@ class planner {
     for (int m = P; m <= 8 * P && static_cast<std::size_t>(m) <= replica_batch; m *= 2) {
       // Microbatches differ by at most a row (split_rows): the largest sets the pace.
       const cost_view& v = view((replica_batch + m - 1) / static_cast<std::size_t>(m), t, rc, T);
-      for (const auto& [name, chunks] : std::vector<std::pair<std::string, int>>{
-               {"gpipe", 1}, {"1f1b", 1}, {"zb-h1", 1}, {"interleaved", 2}}) {
+      // One stage (replicas on nodes, Note [auto on nodes]): every schedule is the same but for memory.
+      const std::vector<std::pair<std::string, int>> schedules =
+          P == 1 ? std::vector<std::pair<std::string, int>>{{"1f1b", 1}}
+                 : std::vector<std::pair<std::string, int>>{{"gpipe", 1}, {"1f1b", 1}, {"zb-h1", 1}, {"interleaved", 2}};
+      for (const auto& [name, chunks] : schedules) {
         if (P * chunks > blocks_) continue;  // whole blocks (Note [whole blocks])
         add_pipeline(mesh_config{P, m, name, chunks, D, T, t, rc, {}}, v);
       }
@@ -196,9 +250,25 @@ class planner {
     const auto ranges = chunk_ranges_from_counts(config.layers_per_chunk, model_.size());
     const schedule s = make_schedule(config.schedule, P, config.microbatches, config.chunks);
     op_costs costs = simulation_costs(v.costs, ranges, P);
+    const std::size_t N = in_.nodes.size();
     costs.transfer = in_.hop_s;
+    if (N > 1) {  // Note [auto on nodes]: every boundary crosses to another node (node_of: s and s + 1 differ)
+      std::uint64_t crossing = 0;
+      for (std::size_t k = 0; k + 1 < ranges.size(); ++k)
+        crossing = std::max(crossing, v.costs.at(ranges[k].end - 1).output_bytes);
+      costs.transfer = in_.network_s(crossing);
+    }
+    double coordinator_s = 0.0;  // Note [auto on nodes]: the coordinator's messages that nothing overlaps
+    if (N > 0) {
+      const std::uint64_t output = v.costs.back().output_bytes;
+      costs.backward_input.back() += 2.0 * in_.network_s(output);  // spread over its chunks by the simulator
+      const auto rows = static_cast<std::uint64_t>(v.rows);
+      coordinator_s = in_.network_s(rows * in_.sample_bytes) + 2.0 * in_.network_s(0);
+    }
     auto_candidate c;
     c.config = config;
+    c.message_s = costs.transfer;
+    if (N > 0) c.config.nodes = static_cast<int>(std::min<std::size_t>(N, static_cast<std::size_t>(P * config.data_parallel)));
     std::vector<double> reduce(static_cast<std::size_t>(P), 0.0), update(static_cast<std::size_t>(P), 0.0);
     std::vector<std::uint64_t> grads(static_cast<std::size_t>(P), 0);
     for (std::size_t k = 0; k < ranges.size(); ++k) {
@@ -213,16 +283,39 @@ class planner {
     c.busy_s = busy;
     double data_reduce = 0.0;
     if (config.data_parallel > 1)
-      for (std::uint64_t bytes : grads)
-        data_reduce = std::max(data_reduce, in_.allreduce_s(config.data_parallel, bytes));
+      for (std::size_t s = 0; s < grads.size(); ++s)
+        data_reduce = std::max(data_reduce, data_parallel_reduce_s(config, static_cast<int>(s), grads[s]));
     c.communication_s = reduce[busiest] * config.microbatches + data_reduce;
     const double last_update = *std::max_element(update.begin(), update.end());
     c.compute_s += last_update;
-    c.step_s = simulate(s, costs).makespan + data_reduce + last_update;
-    c.peak_bytes = process_memory(
-        predict_stage_memory(model_, ranges, s, v.costs, in_.optimizer),
-        config.data_parallel, config.tensor_parallel);
+    c.step_s = simulate(s, costs).makespan + data_reduce + last_update + coordinator_s;
+    c.communication_s += coordinator_s;
+    const std::vector<stage_memory> memory = predict_stage_memory(model_, ranges, s, v.costs, in_.optimizer);
+    c.peak_bytes = N == 0 ? process_memory(memory, config.data_parallel, config.tensor_parallel)
+                          : node_memory(memory, config.data_parallel, config.tensor_parallel);
     keep(std::move(c));
+  }
+
+  // The all-reduce of `bytes` of stage s's gradients among its D replicas: through shared memory when they
+  // share this process or one node, else a ring between nodes (Note [auto on nodes]).
+  double data_parallel_reduce_s(const mesh_config& config, int s, std::uint64_t bytes) const {
+    const int D = config.data_parallel;
+    const std::size_t N = in_.nodes.size();
+    std::set<std::size_t> nodes;
+    for (int d = 0; N > 0 && d < D; ++d) nodes.insert(node_of(d, s, config.stages, N));
+    if (nodes.size() <= 1) return in_.allreduce_s(D, bytes);
+    return 2.0 * (D - 1) * in_.network_s(bytes / static_cast<std::uint64_t>(D));
+  }
+
+  // Note [memory budget] on nodes: the most any node holds, its stages (D replicas placed by node_of) over
+  // their T ranks.
+  std::uint64_t node_memory(const std::vector<stage_memory>& stages, int D, int T) const {
+    const std::vector<stage_memory> ranks = across_tensor_parallel(stages, T);
+    std::vector<std::uint64_t> held(in_.nodes.size(), 0);
+    const int P = static_cast<int>(stages.size());
+    for (int d = 0; d < D; ++d)
+      for (int s = 0; s < P; ++s) held[node_of(d, s, P, held.size())] += ranks[static_cast<std::size_t>(s)].total();
+    return *std::max_element(held.begin(), held.end());
   }
 
   void keep(auto_candidate c) {
@@ -237,6 +330,7 @@ class planner {
   double all_parameters_ = 0.0;
   int blocks_ = 1;
   std::map<std::tuple<std::size_t, int, recompute_mode, int>, cost_view> views_;
+  std::map<std::string, int> machine_cores_;  // with nodes: each host's cores
   std::vector<auto_candidate> found_;
   std::optional<auto_candidate> smallest_;  // the candidate with the smallest peak, fitting or not
 
@@ -255,6 +349,7 @@ std::string describe(const mesh_config& c) {
     if (c.chunks > 1) text += ", " + std::to_string(c.chunks) + " chunks per stage";
     text += ", layers " + counts_text(c.layers_per_chunk);
     if (c.data_parallel > 1) text += ", " + plural(c.data_parallel, "replica");
+    if (c.nodes > 0) text += ", on " + plural(c.nodes, "node");
   } else {
     text = "single process: " + (c.data_parallel > 1 ? plural(c.data_parallel, "replica") + " x " : "") + threads;
   }
@@ -266,18 +361,21 @@ std::string describe(const mesh_config& c) {
 std::vector<auto_candidate> rank_configurations(sequential& model, const auto_inputs& in) {
   if (in.cores < 1) throw std::invalid_argument("--auto: needs at least 1 core, got " + std::to_string(in.cores));
   if (in.batch < 1) throw std::invalid_argument("--auto: needs a batch of at least 1 sample");
-  if (!in.layer_costs || !in.allreduce_s || !in.optimizer_s)
-    throw std::invalid_argument("--auto: the planner needs its three measurements");
+  if (!in.layer_costs || !in.allreduce_s || !in.optimizer_s || (!in.nodes.empty() && !in.network_s))
+    throw std::invalid_argument("--auto: the planner needs its measurements (with nodes, the network's too)");
   planner p(model, in);
   std::vector<auto_candidate> found = p.candidates();
   if (found.empty()) {
     std::string smallest = "no configuration was predicted";
     if (p.smallest())
-      smallest = "the least memory this process is predicted to hold is " + memory_text(p.smallest()->peak_bytes) +
+      smallest = std::string("the least memory ") + (in.nodes.empty() ? "this process" : "a node") +
+                 " is predicted to hold is " + memory_text(p.smallest()->peak_bytes) +
                  ", with " + describe(p.smallest()->config);
-    throw std::invalid_argument("--auto: no configuration on " + plural(in.cores, "core") + " fits --max-memory " +
-                                memory_text(in.budget) + ": " + smallest +
-                                " (a smaller --batch-size, --dtype bf16, or nodes would need less here)");
+    const std::string where = in.nodes.empty() ? plural(in.cores, "core") : plural(static_cast<int>(in.nodes.size()), "node");
+    throw std::invalid_argument("--auto: no configuration on " + where + " fits --max-memory " +
+                                memory_text(in.budget) + (in.nodes.empty() ? "" : " per node") + ": " + smallest +
+                                (in.nodes.empty() ? " (a smaller --batch-size, --dtype bf16, or nodes would need less here)"
+                                                  : " (a smaller --batch-size, --dtype bf16, or more nodes would need less)"));
   }
   std::stable_sort(found.begin(), found.end(), [](const auto_candidate& a, const auto_candidate& b) {
     if (a.step_s != b.step_s) return a.step_s < b.step_s;
@@ -352,7 +450,7 @@ std::string predicted_step_check(const auto_candidate& chosen, double measured_s
       std::snprintf(why, sizeof why,
                     "every stage computed within 15%% of its prediction, so the waits were off: the bubble and the "
                     "messages between stages (estimated at %.0f us each)%s",
-                    default_hop_s * 1e6, chosen.communication_s > 0 ? ", or the all-reduces" : "");
+                    chosen.message_s * 1e6, chosen.communication_s > 0 ? ", or the all-reduces" : "");
   } else if (chosen.communication_s > 0.15 * chosen.step_s) {
     std::snprintf(why, sizeof why,
                   "the all-reduces (%.2f ms of the prediction, measured alone) or the compute (%.2f ms) were off",

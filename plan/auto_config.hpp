@@ -54,12 +54,13 @@ struct mesh_config {
   int threads = 1;  // intra-op threads of every compute rank
   recompute_mode recompute = recompute_mode::none;
   std::vector<std::size_t> layers_per_chunk;  // a pipeline's time partition
+  int nodes = 0;  // the nodes its stages run on (Note [auto on nodes]); 0: this process computes
   int ranks() const { return (stages > 0 ? stages : 1) * data_parallel * tensor_parallel; }
 };
 
 // "pipeline: 2 stages x 1 thread, 1f1b, 8 microbatches, layers 3,2", "single process: 2 threads",
-// "single process: 2 replicas x 1 thread", each adding ", 2 tensor-parallel ranks" and ", recompute blocks"
-// where they apply.
+// "single process: 2 replicas x 1 thread", each adding ", on 2 nodes", ", 2 tensor-parallel ranks" and
+// ", recompute blocks" where they apply.
 std::string describe(const mesh_config& c);
 
 // A configuration and what it is predicted to cost.
@@ -70,10 +71,39 @@ struct auto_candidate {
   double communication_s = 0.0; // all-reduces charged to the step
   std::uint64_t peak_bytes = 0; // this process's predicted memory: every stage and replica it holds
   std::vector<double> busy_s;   // a pipeline's: each stage's compute per step (tensor-parallel all-reduces in)
+  double message_s = 0.0;       // a pipeline's: what a message between two stages was estimated to cost
 };
 
 // The estimated cost of one message between two stages of this process (a mailbox hop and a wake-up).
 inline constexpr double default_hop_s = 50e-6;
+
+// Note [auto on nodes]
+// With `train --auto --nodes A,B,...` the stages go on the nodes: the candidates are pipelines only (the
+// coordinator computes no layer), from one stage up, with D replicas, T ranks and t threads, placed as the
+// pipeline places them (replica d's stage s on node (d x P + s) mod N: node_of) and fitting each machine's
+// cores: the nodes sharing a host share its cores (Note [cores on nodes]), so on every machine its ranks x t
+// are at most its cores. A node started with `--threads` fixes t. What the nodes report, each in its
+// handshake's answer: its machine's cores and its fixed threads (actors/node_probe.hpp).
+// The costs are this machine's, as without nodes, with three differences:
+// - a layer's costs at more threads than this machine has are its costs on all of them, scaled down by the
+//   ratio (an estimate: cli/train_auto.cpp);
+// - a message between stages on two nodes costs `network_s` of the largest activation crossing a chunk
+//   boundary: a line through two round trips of a tensor to the first node (latency + bytes x seconds per
+//   byte), measured over the same CAF connection the activations take;
+// - the coordinator is another process: the last stage waits for each microbatch's loss gradient (its output
+//   there and the gradient back, added to its backward), and each step pays the first microbatch's input and
+//   two bare messages (the step's start, the stages' answers);
+// - the replicas of a stage on several nodes all-reduce as a ring, 2 (D - 1) messages of 1/D of its gradients
+//   each (`network_s` again: pessimistic, the ring's data links are faster than CAF's messages), and through
+//   shared memory (`allreduce_s`) when they all share one node.
+// Memory is per node, as --max-memory bounds it there (Note [memory budget]): the stages each node hosts. The
+// coordinator's trials (Note [auto trials]) run on the nodes themselves, so what the estimates miss, the
+// trials measure.
+struct auto_node {
+  std::string host;  // as in --nodes: nodes with the same host share its machine's cores
+  int cores = 1;     // its machine's
+  int threads = 0;   // fixed by `actorpipe node --threads` (0: as the coordinator asks)
+};
 
 // What the planner knows: the run, the machine and how to measure it.
 struct auto_inputs {
@@ -89,11 +119,16 @@ struct auto_inputs {
   // Seconds of one optimizer step of the whole model on `threads` intra-op threads (a stage steps its share).
   std::function<double(int threads)> optimizer_s;
   double hop_s = default_hop_s;  // a message between two stages (an estimate: Note [automatic configuration])
+  // Note [auto on nodes]: the nodes the stages go on, in --nodes order (empty: this process computes), and the
+  // seconds of one message of `bytes` between two processes (needed with nodes).
+  std::vector<auto_node> nodes;
+  std::function<double(std::uint64_t bytes)> network_s;
+  std::uint64_t sample_bytes = 0;  // one sample's input: with nodes, what the coordinator sends the first stage
 };
 
 // Every configuration that fits, predicted, fastest first (ties: fewer ranks, then the simpler). Throws
 // std::invalid_argument when none fits the budget, naming the least memory any configuration needs and that
-// configuration.
+// configuration, and when nodes fix different thread counts.
 std::vector<auto_candidate> rank_configurations(sequential& model, const auto_inputs& in);
 
 // The tensor-parallel sizes T > 1 that `model` splits over (its widths and heads divide) with T <= cores.

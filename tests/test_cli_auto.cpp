@@ -1,7 +1,8 @@
 // `actorpipe train --auto` (Note [automatic configuration], Note [auto trials]): it prints the best predicted
 // configurations and the trials, trains with one and reports it; its trials leave the weights as they were
 // (the run equals the chosen configuration run by hand, bit for bit); a budget is kept or refused; the flags it
-// chooses are refused beside it.
+// chooses are refused beside it; with --nodes it chooses a pipeline on real node processes (Note [auto on
+// nodes]), trials included, and equals that pipeline run by hand.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -11,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "node_process.hpp"
+#include "plan/cores.hpp"
 #include "test_support.hpp"
 
 using namespace ap;
@@ -125,4 +127,37 @@ TEST_CASE("the flags --auto chooses are refused beside it, and --auto-trials nee
   INFO(r.log);
   CHECK(r.code != 0);
   CHECK(test::contains(r.log, "--auto-trials requires --auto"));
+}
+
+TEST_CASE("--auto --nodes: a pipeline on the nodes, tried there, equal to it run by hand; a budget is per node") {
+  test::node_process a(actorpipe, {"--insecure"}), b(actorpipe, {"--insecure"});
+  const std::vector<std::string> nodes = {"--nodes", a.address() + "," + b.address(), "--insecure"};
+  const run_result chosen = run(with(with(small_run, {"--auto"}), nodes));
+  INFO(chosen.log);
+  REQUIRE(chosen.code == 0);
+  CHECK(test::contains(chosen.log, "auto: a message between processes: "));
+  CHECK(test::contains(chosen.log, "configurations fit nodes " + a.address() + " ("));
+  CHECK(test::contains(chosen.log, "auto: tried 3: "));
+  const nlohmann::json& c = chosen.out.at("auto");
+  CHECK(c.at("stages").get<int>() >= 1);  // the coordinator computes no layer
+  const int used = c.at("nodes").get<int>();
+  CHECK((used == 1 || used == 2));
+  CHECK(test::contains(c.at("choice").get<std::string>(), ", on " + std::to_string(used) + " node"));
+  // Both nodes on this machine share its cores (Note [cores on nodes]).
+  CHECK(c.at("stages").get<int>() * c.at("data_parallel").get<int>() * c.at("tensor_parallel").get<int>() *
+            c.at("threads").get<int>() <=
+        static_cast<int>(process_cores().size()));
+
+  // The trials on the nodes left the model as it was.
+  const run_result by_hand = run(with(with(small_run, chosen_flags(c)), nodes));
+  INFO(by_hand.log);
+  REQUIRE(by_hand.code == 0);
+  CHECK(by_hand.out.at("last_step_loss") == chosen.out.at("last_step_loss"));
+  CHECK(by_hand.out.at("test_accuracy") == chosen.out.at("test_accuracy"));
+
+  const run_result none = run(with(with(small_run, {"--auto", "--max-memory", "1M"}), nodes));
+  INFO(none.log);
+  CHECK(none.code != 0);
+  CHECK(test::contains(none.log, "--auto: no configuration on 2 nodes fits --max-memory 1.0 MB per node: the least "
+                                 "memory a node is predicted to hold is "));
 }

@@ -65,6 +65,31 @@ TEST_CASE("torchrun's variables: 5 processes, one command each, train 4 stages o
   for (auto& n : nodes) CHECK(test::contains(n->stderr_text(), ": the job is over"));
 }
 
+TEST_CASE("--auto under a rendezvous: rank 0 chooses the pipeline on the nodes that registered (Note [auto on nodes])") {
+  const std::string port = std::to_string(test::free_port());
+  const auto vars = [&](int rank) {
+    return std::vector<std::string>{"RANK=" + std::to_string(rank), "WORLD_SIZE=3", "MASTER_ADDR=127.0.0.1",
+                                    "MASTER_PORT=" + port};
+  };
+  const std::vector<std::string> auto_job = {"train", "--rendezvous", "env", "--auto", "--model", "784-32-32-32-10",
+                                             "--train-limit", "512", "--batch-size", "64", "--max-steps", "3", "--insecure"};
+  std::vector<std::unique_ptr<test::child_process>> nodes;
+  for (int rank : {1, 2}) nodes.push_back(start(vars(rank), auto_job));
+  auto coordinator = start(vars(0), auto_job);
+  const std::string line = coordinator->read_line(test::scaled(120s));
+  CHECK(coordinator->wait_exit(test::scaled(30s)) == 0);
+  for (auto& n : nodes) CHECK(n->wait_exit(test::scaled(30s)) == 0);  // the trials did not end the job
+  const std::string log = coordinator->stderr_text();
+  INFO(log);
+  REQUIRE(!line.empty());
+  const auto out = nlohmann::json::parse(line);
+  CHECK(out.at("steps") == 3);
+  CHECK(out.at("auto").at("stages").get<int>() >= 1);
+  CHECK(out.at("auto").at("nodes").get<int>() >= 1);
+  CHECK(test::contains(log, "configurations fit nodes 127.0.0.1:"));
+  CHECK(test::contains(log, "auto: training with "));
+}
+
 TEST_CASE("Slurm's variables over mutual TLS: 5 processes, the first host of the node list is rank 0's") {
   const std::string port = std::to_string(test::free_port());
   const auto vars = [&](int rank) {

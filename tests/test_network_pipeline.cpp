@@ -26,10 +26,12 @@
 #include "actors/handshake.hpp"
 #include "actors/message_types.hpp"
 #include "actors/node.hpp"
+#include "actors/node_probe.hpp"
 #include "network/guarded_transport.hpp"
 #include "actors/pipeline.hpp"
 #include "actors/stage_spawner.hpp"
 #include "checkpoint/checkpoint.hpp"
+#include "plan/cores.hpp"
 #include "node_process.hpp"
 #include "equivalence.hpp"
 #include "pipeline_test_models.hpp"
@@ -651,6 +653,30 @@ TEST_CASE("a node's clock offset on the same machine is 0 within its bound (half
     CHECK(c.bound_us > 0.0);
     CHECK(std::abs(c.offset_us) <= c.bound_us);
   }
+}
+
+// Note [auto on nodes]: what --auto plans with, asked of the nodes themselves over mutual TLS.
+TEST_CASE("a survey of nodes: each machine's cores and fixed threads, the network's line, a dead node named") {
+  test::node_process free_node(actorpipe);
+  test::node_process fixed_node(actorpipe, {"--threads", "1"});
+  const node_survey survey =
+      survey_nodes({free_node.address(), fixed_node.address()}, test::tls_security("coordinator"), 10s);
+  REQUIRE(survey.nodes.size() == 2);
+  const auto here = static_cast<int>(process_cores().size());  // the same machine
+  CHECK(survey.nodes[0].address == free_node.address());
+  CHECK(survey.nodes[0].host == "127.0.0.1");
+  CHECK(survey.nodes[0].cores == here);
+  CHECK(survey.nodes[0].threads == 0);
+  CHECK(survey.nodes[1].cores == here);
+  CHECK(survey.nodes[1].threads == 1);
+  CHECK(survey.network.latency_s >= 0.0);
+  CHECK(survey.network.per_byte_s > 0.0);  // 4 MiB takes longer than 64 KiB
+  CHECK(survey.network.seconds(4 << 20) > survey.network.seconds(0));
+  const std::string gone = fixed_node.address();
+  fixed_node.process().kill9();
+  const std::string refused =
+      test::error_of([&] { survey_nodes({free_node.address(), gone}, test::tls_security("coordinator"), 5s); });
+  CHECK(test::contains(refused, "cannot connect to node " + gone));
 }
 
 // Note [a fresh connection's first heartbeat]: CAF drops a connection whose peer has not answered the handshake

@@ -4,7 +4,9 @@
 // after a run it names what was off.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -178,6 +180,124 @@ TEST_CASE("a budget: only what fits, recomputation where it buys room, and a ref
   CHECK(test::contains(refused, "recompute blocks"));
 }
 
+namespace {
+
+// Note [auto on nodes]: `nodes` as (host, cores, fixed threads), and a network whose messages cost
+// `latency` seconds plus `per_byte` seconds a byte.
+auto_inputs on_nodes(auto_inputs in, std::vector<auto_node> nodes, double latency = 1e-4, double per_byte = 1e-9) {
+  in.nodes = std::move(nodes);
+  in.network_s = [=](std::uint64_t bytes) { return latency + per_byte * static_cast<double>(bytes); };
+  return in;
+}
+
+// Each machine's ranks x threads, the ranks placed as the pipeline places them (node_of).
+std::map<std::string, int> cores_used(const mesh_config& m, const std::vector<auto_node>& nodes) {
+  std::map<std::string, int> used;
+  for (int d = 0; d < m.data_parallel; ++d)
+    for (int s = 0; s < m.stages; ++s)
+      used[nodes[static_cast<std::size_t>(d * m.stages + s) % nodes.size()].host] += m.tensor_parallel * m.threads;
+  return used;
+}
+
+}  // namespace
+
+TEST_CASE("on nodes: pipelines from one stage up, each machine's ranks within its cores, more threads than here") {
+  sequential model = mlp();
+  made_up_machine machine;
+  const std::vector<auto_node> nodes{{"10.0.0.1", 4, 0}, {"10.0.0.2", 4, 0}};
+  // This machine has 1 core; the nodes' machines have 4 each.
+  const auto ranked = rank_configurations(model, on_nodes(machine.inputs(model, 64, 1), nodes));
+  REQUIRE(!ranked.empty());
+  std::set<int> P, t;
+  for (const auto_candidate& c : ranked) {
+    const mesh_config& m = c.config;
+    INFO(describe(m));
+    CHECK(m.stages >= 1);  // the coordinator computes no layer
+    CHECK(m.nodes == std::min(2, m.stages * m.data_parallel));
+    CHECK(test::contains(describe(m), ", on " + std::to_string(m.nodes) + " node"));
+    for (const auto& [host, used] : cores_used(m, nodes)) CHECK(used <= 4);
+    P.insert(m.stages), t.insert(m.threads);
+  }
+  CHECK(P.count(1) == 1);
+  CHECK(t == std::set<int>{1, 2, 4});
+  // Threads that scale and a cheap network: every core of both machines, each rank on all 4 cores of its
+  // node (fewer ranks pay less bubble and fewer messages).
+  const mesh_config& best = ranked.front().config;
+  INFO(describe(best));
+  CHECK(best.threads == 4);
+  CHECK(best.ranks() * best.threads == 8);
+}
+
+TEST_CASE("on nodes: nodes of one machine share its cores, the network's costs count, fixed threads are kept") {
+  sequential model = mlp();
+  made_up_machine machine;
+  machine.threads_scale = false;  // ranks win over threads
+  SUBCASE("two nodes on one 2-core machine place 2 ranks of 1 thread at most") {
+    const std::vector<auto_node> shared{{"127.0.0.1", 2, 0}, {"127.0.0.1", 2, 0}};
+    const auto ranked = rank_configurations(model, on_nodes(machine.inputs(model, 64, 2), shared));
+    for (const auto_candidate& c : ranked) CHECK(c.config.ranks() * c.config.threads <= 2);
+    CHECK(ranked.front().config.ranks() == 2);
+  }
+  SUBCASE("a network that costs makes the replicas' ring and the stages' messages lose to one node") {
+    const std::vector<auto_node> nodes{{"a", 2, 0}, {"b", 2, 0}};
+    const auto cheap = rank_configurations(model, on_nodes(machine.inputs(model, 64, 1), nodes, 0.0, 0.0));
+    INFO(describe(cheap.front().config));
+    CHECK(cheap.front().config.nodes == 2);  // 4 ranks on both machines
+    CHECK(cheap.front().config.ranks() == 4);
+    const auto costly = rank_configurations(model, on_nodes(machine.inputs(model, 64, 1), nodes, 10.0, 0.0));
+    INFO(describe(costly.front().config));
+    CHECK(costly.front().config.nodes == 1);
+    // Replicas across nodes, D = 2 on two nodes, one stage, with messages of 0.5 s.
+    const auto two = std::find_if(cheap.begin(), cheap.end(), [](const auto_candidate& c) {
+      return c.config.stages == 1 && c.config.data_parallel == 2 && c.config.tensor_parallel == 1;
+    });
+    REQUIRE(two != cheap.end());
+    const auto paid = rank_configurations(model, on_nodes(machine.inputs(model, 64, 1), nodes, 0.5, 0.0));
+    const auto same = std::find_if(paid.begin(), paid.end(), [&](const auto_candidate& c) {
+      return describe(c.config) == describe(two->config);
+    });
+    REQUIRE(same != paid.end());
+    // The ring's 2 (D - 1) messages and the coordinator's three: the first input, the step's start, the answers.
+    CHECK(same->communication_s == doctest::Approx(two->communication_s + 2 * 0.5 + 3 * 0.5));
+    // The last stage waits for each microbatch's loss gradient: its output out and the gradient back.
+    CHECK(same->step_s - same->communication_s ==
+          doctest::Approx(two->step_s - two->communication_s + 2 * 0.5 * same->config.microbatches));
+  }
+  SUBCASE("nodes started with --threads fix every rank's threads; different ones are refused") {
+    const auto fixed = rank_configurations(model, on_nodes(machine.inputs(model, 64, 1), {{"a", 4, 2}, {"b", 4, 2}}));
+    for (const auto_candidate& c : fixed) CHECK(c.config.threads == 2);
+    const std::string refused = test::error_of(
+        [&] { rank_configurations(model, on_nodes(machine.inputs(model, 64, 1), {{"a", 4, 2}, {"b", 4, 1}})); });
+    CHECK(test::contains(refused, "--auto: the nodes were started with different --threads (node 0 2 threads, node 1 1 thread)"));
+  }
+}
+
+TEST_CASE("on nodes: memory is per node, the stages each holds") {
+  sequential model = sequential::from_spec("gpt:layers=4,dim=16,heads=2,context=8");
+  made_up_machine machine;
+  machine.stash_per_row = 1 << 20;
+  const std::vector<auto_node> nodes{{"a", 1, 0}, {"b", 1, 0}};
+  const auto free = rank_configurations(model, on_nodes(machine.inputs(model, 16, 1), nodes));
+  std::optional<auto_candidate> one_node;  // the least a node holding every layer needs
+  for (const auto_candidate& c : free)
+    if (c.config.nodes == 1 && (!one_node || c.peak_bytes < one_node->peak_bytes)) one_node = c;
+  REQUIRE(one_node);
+  // A budget just under it: only pipelines over both nodes fit, or recomputation.
+  const std::uint64_t budget = one_node->peak_bytes - 1;
+  const auto fitting = rank_configurations(model, on_nodes(machine.inputs(model, 16, 1, budget), nodes));
+  REQUIRE(!fitting.empty());
+  for (const auto_candidate& c : fitting) {
+    INFO(describe(c.config));
+    CHECK(c.peak_bytes <= budget);
+    CHECK((c.config.nodes == 2 || c.config.recompute == recompute_mode::blocks));
+  }
+  const std::string refused =
+      test::error_of([&] { rank_configurations(model, on_nodes(machine.inputs(model, 16, 1, 1000), nodes)); });
+  CHECK(test::contains(refused, "--auto: no configuration on 2 nodes fits --max-memory"));
+  CHECK(test::contains(refused, "per node"));
+  CHECK(test::contains(refused, "the least memory a node is predicted to hold is"));
+}
+
 TEST_CASE("tensor-parallel sizes are those the widths and heads divide") {
   sequential mlp_model = sequential::from_spec("32-64-48-10");  // the pair 32-64-48 splits its 64 columns
   CHECK(tensor_parallel_sizes(mlp_model, 16) == std::vector<int>{2, 4, 8, 16});
@@ -207,8 +327,10 @@ TEST_CASE("after a run: silent within 15%, else the stage, the waits or the comp
   const std::string stage = predicted_step_check(pipe, 0.150, {0.080, 0.120});
   CHECK(test::contains(stage, "measured 150.00 ms per step against the predicted 100.00 ms (+50%)"));
   CHECK(test::contains(stage, "stage 1 computed 120.00 ms per step, predicted 80.00"));
+  pipe.message_s = 250e-6;  // e.g. between nodes (Note [auto on nodes])
   const std::string waits = predicted_step_check(pipe, 0.150, {0.085, 0.082});
   CHECK(test::contains(waits, "the waits were off"));
+  CHECK(test::contains(waits, "the messages between stages (estimated at 250 us each)"));
   auto_candidate single;
   single.config = mesh_config{0, 1, "", 1, 2, 1, 1, recompute_mode::none, {}};
   single.step_s = 0.100, single.compute_s = 0.060, single.communication_s = 0.040;

@@ -1,0 +1,79 @@
+#include "actors/node_probe.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include "actors/messages.hpp"
+#include "actors/node.hpp"
+#include "network/guarded_transport.hpp"
+#include "network/node_address.hpp"
+
+namespace ap {
+namespace {
+
+// Half the fastest of `rounds` round trips (after one) of a tensor of `bytes` to `node` and back.
+double one_way_s(caf::scoped_actor& self, const caf::actor& node, const node_address& address, std::uint64_t bytes,
+                 std::chrono::milliseconds timeout, int rounds = 5) {
+  const tensor payload = zeros({static_cast<std::size_t>(std::max<std::uint64_t>(1, bytes / 4))});
+  double fastest = -1.0;
+  for (int r = 0; r <= rounds; ++r) {
+    std::string failure;
+    const auto sent = std::chrono::steady_clock::now();
+    self->request(node, timeout, echo_atom::value, tensor_message{0, payload})
+        .receive([](tensor_message&) {},
+                 [&](caf::error& e) {
+                   failure = wait_failure_text(
+                       e, timeout, std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count());
+                 });
+    if (!failure.empty()) throw std::runtime_error("node " + address.text() + ": timing a message: " + failure);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count() / 2;
+    if (r > 0 && (fastest < 0 || s < fastest)) fastest = s;
+  }
+  return fastest;
+}
+
+}  // namespace
+
+node_survey survey_nodes(const std::vector<std::string>& nodes, const transport_security& security,
+                         std::chrono::milliseconds timeout) {
+  std::vector<node_address> addresses;
+  for (const auto& text : nodes) addresses.push_back(parse_node_address(text));  // std::invalid_argument
+  if (addresses.empty()) throw std::invalid_argument("survey_nodes: no node given");
+  check_transport_security(security, "train --auto");
+  caf::actor_system_config config;
+  enable_network(config);
+  caf::actor_system system(config);
+  node_survey out;
+  {
+    guarded_transport transport(system, security, transport_options{});
+    caf::scoped_actor self(system);
+    caf::actor first;
+    for (const node_address& a : addresses) {
+      const caf::actor node = connect_node(self, a, timeout);
+      if (!first) first = node;
+      node_machine m{a.text(), a.host, 1, 0};
+      std::string failure;
+      const auto sent = std::chrono::steady_clock::now();
+      self->request(node, timeout, machine_atom::value)
+          .receive([&](std::uint32_t cores, std::int32_t threads) { m.cores = static_cast<int>(cores), m.threads = threads; },
+                   [&](caf::error& e) {
+                     failure = wait_failure_text(
+                         e, timeout, std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count());
+                   });
+      if (!failure.empty()) throw std::runtime_error("node " + a.text() + ": asking for its machine: " + failure);
+      if (m.cores < 1) throw std::runtime_error("node " + a.text() + " reports no core");
+      out.nodes.push_back(std::move(m));
+    }
+    constexpr std::uint64_t small = 64 << 10, large = 4 << 20;
+    const double a = one_way_s(self, first, addresses[0], small, timeout);
+    const double b = one_way_s(self, first, addresses[0], large, timeout);
+    out.network.per_byte_s = std::max(0.0, (b - a) / static_cast<double>(large - small));
+    out.network.latency_s = std::max(0.0, a - out.network.per_byte_s * static_cast<double>(small));
+  }
+  return out;
+}
+
+}  // namespace ap

@@ -1,0 +1,40 @@
+// What `train --auto --nodes` plans with (Note [auto on nodes] in plan/auto_config.hpp): each node's machine as
+// the node reports it, and what a message between two processes costs, timed over the same CAF connection the
+// activations take.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "network/transport_security.hpp"
+
+namespace ap {
+
+struct node_machine {
+  std::string address;  // as given: "host:port"
+  std::string host;     // nodes with the same host share a machine (Note [cores on nodes])
+  int cores = 1;        // its machine's, as the node's process sees them
+  int threads = 0;      // fixed by `actorpipe node --threads` (0: as the coordinator asks)
+};
+
+// One message of `bytes` from one process to another: latency + bytes x per_byte.
+struct network_line {
+  double latency_s = 0.0, per_byte_s = 0.0;
+  double seconds(std::uint64_t bytes) const { return latency_s + per_byte_s * static_cast<double>(bytes); }
+};
+
+struct node_survey {
+  std::vector<node_machine> nodes;  // in the order given
+  network_line network;
+};
+
+// Connects to every node (the handshake included) over `security`, asks each for its machine (machine_atom),
+// and times round trips of a tensor to the first (echo_atom): half a round trip at 64 KiB and at 4 MiB, each the
+// fastest of 5 after one, gives the line through them. Every wait is bounded by `timeout`; a failure throws
+// std::runtime_error naming the node, a bad address std::invalid_argument.
+node_survey survey_nodes(const std::vector<std::string>& nodes, const transport_security& security,
+                         std::chrono::milliseconds timeout);
+
+}  // namespace ap
