@@ -4,9 +4,12 @@
 // `actorpipe` process, alternating in rounds, and prints each one's median samples per second, the best of the
 // grid, and --auto's ratio to it (issue 22's target: >= 0.9). --auto's planning (its measurements and trials)
 // is timed apart: `wall_s` in the JSON line counts the training steps only.
+// With `--nodes N` every run trains on N `actorpipe node` processes of this machine (plain TCP, started once),
+// `train --auto --nodes ...` against a grid of pipelines on them (Note [auto on nodes]): one stage on one node
+// with every core, with T = 2, two replicas on two nodes, and 2-stage pipelines over two nodes.
 //
-// Usage: bench_auto [--models mlp,heavy,gpt] [--steps N] [--rounds R]   (run from anywhere: it finds
-// ../cli/actorpipe next to itself)
+// Usage: bench_auto [--models mlp,heavy,gpt] [--steps N] [--rounds R] [--nodes N]   (run from anywhere: it
+// finds ../cli/actorpipe next to itself)
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -20,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../tests/node_process.hpp"
 #include "plan/cores.hpp"
 
 namespace {
@@ -78,16 +82,34 @@ std::vector<std::pair<std::string, std::string>> grid(int cores) {
   return g;
 }
 
+// The grid on nodes of this machine, which share its cores (Note [cores on nodes]): pipelines only.
+std::vector<std::pair<std::string, std::string>> node_grid(int cores) {
+  const std::string n = std::to_string(cores), half = std::to_string(std::max(1, cores / 2));
+  const std::string halves = half + (half == "1" ? " thread" : " threads");
+  std::vector<std::pair<std::string, std::string>> g = {
+      {"P=1 x " + n + " threads", "--stages 1 --microbatches 1 --threads " + n},
+      {"P=1 T=2 x " + halves, "--stages 1 --microbatches 1 --tensor-parallel 2 --threads " + half},
+      {"P=1 D=2 x " + halves + ", 2 nodes", "--stages 1 --microbatches 1 --data-parallel 2 --threads " + half},
+  };
+  for (const char* schedule : {"gpipe", "1f1b", "zb-h1"})
+    for (int m : {4, 8})
+      g.push_back({std::string("P=2 ") + schedule + " m=" + std::to_string(m) + " x " + halves,
+                   std::string("--stages 2 --partition time --schedule ") + schedule + " --microbatches " +
+                       std::to_string(m) + " --threads " + half});
+  return g;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string models = "mlp,heavy,gpt";
-  int steps = 20, rounds = 3;
+  int steps = 20, rounds = 3, node_count = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--models") models = value;
     else if (flag == "--steps") steps = std::stoi(value);
     else if (flag == "--rounds") rounds = std::stoi(value);
+    else if (flag == "--nodes") node_count = std::stoi(value);
     else {
       std::cerr << "bench_auto: unknown flag " << flag << "\n";
       return 2;
@@ -96,6 +118,12 @@ int main(int argc, char** argv) {
   const std::string self = argv[0];
   const std::string actorpipe = self.substr(0, self.rfind('/') + 1) + "../cli/actorpipe";
   const int cores = static_cast<int>(ap::process_cores().size());
+  std::vector<std::unique_ptr<ap::test::node_process>> nodes;
+  std::string on_nodes;  // the flags that put a run on them
+  for (int i = 0; i < node_count; ++i) {
+    nodes.push_back(std::make_unique<ap::test::node_process>(actorpipe, std::vector<std::string>{"--insecure"}));
+    on_nodes += (i == 0 ? " --insecure --nodes " : ",") + nodes.back()->address();
+  }
   const std::map<std::string, model_run> known = {
       {"mlp", {"mlp 784-512-256-10, batch 128", "--model 784-512-256-10 --batch-size 128"}},
       {"heavy", {"mlp 784-2048-2048-2048-10, batch 512", "--model 784-2048-2048-2048-10 --batch-size 512"}},
@@ -111,8 +139,8 @@ int main(int argc, char** argv) {
       return 2;
     }
     const model_run& m = found->second;
-    const std::string base = actorpipe + " train " + m.flags + " --max-steps " + std::to_string(steps) + " ";
-    const auto configurations = grid(cores);
+    const std::string base = actorpipe + " train " + m.flags + " --max-steps " + std::to_string(steps) + on_nodes + " ";
+    const auto configurations = nodes.empty() ? grid(cores) : node_grid(cores);
     std::vector<std::vector<double>> rates(configurations.size());
     std::vector<double> auto_rates, auto_total;
     std::map<std::string, int> choices;
@@ -122,7 +150,8 @@ int main(int argc, char** argv) {
       for (std::size_t c = 0; c < configurations.size(); ++c)
         rates[c].push_back(run(base + configurations[c].second).samples_per_s);
     }
-    std::printf("\n%s: %d steps, %d rounds, %d cores (median samples/s)\n", m.key.c_str(), steps, rounds, cores);
+    std::printf("\n%s: %d steps, %d rounds, %d cores%s (median samples/s)\n", m.key.c_str(), steps, rounds, cores,
+                nodes.empty() ? "" : (", " + std::to_string(nodes.size()) + " nodes").c_str());
     double best = 0.0;
     std::string best_name;
     nlohmann::json row;

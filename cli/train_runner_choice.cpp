@@ -90,7 +90,8 @@ std::vector<stage_memory> predicted_stage_memory(const train_options& o, train_p
 // predicted busy time.
 void describe_pipeline(const train_options& o, const train_plan& plan, const train_runner& r,
                        const pipeline_options& p) {
-  std::cerr << "pipeline: " << p.stages << " stages, " << p.microbatches << " microbatches, schedule "
+  std::cerr << "pipeline: " << p.stages << (p.stages == 1 ? " stage, " : " stages, ") << p.microbatches
+            << (p.microbatches == 1 ? " microbatch" : " microbatches") << ", schedule "
             << (plan.user_schedule ? "from " + o.schedule_file : p.schedule) << ", partition " << r.partition << "\n";
   std::cerr << "mesh: " << describe_mesh(mesh_shape{o.mesh.data_parallel, p.stages, o.mesh.tensor_parallel}, p.nodes)
             << "\n";

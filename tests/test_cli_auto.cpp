@@ -129,7 +129,7 @@ TEST_CASE("the flags --auto chooses are refused beside it, and --auto-trials nee
   CHECK(test::contains(r.log, "--auto-trials requires --auto"));
 }
 
-TEST_CASE("--auto --nodes: a pipeline on the nodes, tried there, equal to it run by hand; a budget is per node") {
+TEST_CASE("--auto --nodes: a pipeline on the nodes, tried there, equal to it run by hand, and a budget per node") {
   test::node_process a(actorpipe, {"--insecure"}), b(actorpipe, {"--insecure"});
   const std::vector<std::string> nodes = {"--nodes", a.address() + "," + b.address(), "--insecure"};
   const run_result chosen = run(with(with(small_run, {"--auto"}), nodes));
