@@ -30,7 +30,9 @@ namespace ap {
 // 10: ring chunks travel on data links beside CAF (Note [data links]): no ring_chunk message; the ring's hello
 //     carries each side's link port.
 // 11: nodes answer machine_atom (their machine's cores and fixed threads) and echo_atom (a tensor_message back),
-//     which --auto plans with (Note [auto on nodes]).
+//     which --auto plans with (Note [auto on nodes]); activations travel on data links (Note [activations on data
+//     links]): tasks carry a ticket, stage specs a link host, a placed stage answers its link port, a sender's
+//     setup names every rank's link.
 inline constexpr std::uint32_t wire_protocol_version = 11;
 
 using hello_atom = caf::atom_constant<caf::atom("hello")>;

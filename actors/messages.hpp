@@ -180,11 +180,11 @@ template <class Inspector, class Task>
 typename Inspector::result_type inspect_task(Inspector& f, Task& x, const char* name) {
   if constexpr (is_wire_inspector<Inspector>::value) {
     return caf::error::eval([&] { return f(caf::meta::type_name(name), x.step, x.microbatch, x.chunk, x.source,
-                                           x.first_sample); },
+                                           x.first_sample, x.ticket); },
                             [&] { return wire_tensor(f, x.data); });
   } else {
     std::string shape = shape_string(x.data);
-    return f(caf::meta::type_name(name), x.step, x.microbatch, x.chunk, x.source, x.first_sample, shape);
+    return f(caf::meta::type_name(name), x.step, x.microbatch, x.chunk, x.source, x.first_sample, x.ticket, shape);
   }
 }
 
@@ -366,6 +366,9 @@ struct stage_spec {
   int threads = 0;
   int node_first_rank = 0;
   int node_ranks = 1;
+  // Note [activations on data links]: where the stage listens for its activation links (the host the coordinator
+  // reaches its node by); empty: it takes every tensor inside its message.
+  std::string link_host;
 };
 
 // A schedule action travels as its fields (printed as "1F0" by other inspectors).
@@ -388,7 +391,7 @@ typename Inspector::result_type inspect(Inspector& f, stage_spec& x) {
            x.first_layer, x.weights, o.kind, o.lr, o.momentum, o.nesterov, o.beta1, o.beta2, o.eps, o.weight_decay,
            x.actions, x.timeout_ms, x.compute_dtype, x.recompute, x.report_events, x.tensor_parallel, x.data_parallel_size, x.replica,
            x.data_parallel_host, x.collectives, x.data_parallel_place, x.data_parallel_key, x.threads, x.node_first_rank,
-           x.node_ranks);
+           x.node_ranks, x.link_host);
 }
 
 }  // namespace ap

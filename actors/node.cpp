@@ -153,7 +153,7 @@ caf::behavior node(node_actor* self, node_options options) {
         }
         return wait->promise;
       },
-      [=](stage_spec& spec) -> caf::result<caf::actor, caf::actor, caf::actor> {
+      [=](stage_spec& spec) -> caf::result<caf::actor, caf::actor, caf::actor, std::uint16_t> {
         auto& st = self->state;
         const int stage = spec.stage;
         const auto& sender = self->current_sender();
@@ -163,6 +163,7 @@ caf::behavior node(node_actor* self, node_options options) {
         std::string layers;
         try {
           stage_setup setup = stage_setup_from_spec(std::move(spec), st.options.threads);
+          setup.link_log = st.options.log;
           for (const auto& s : setup.slices) layers += (layers.empty() ? "" : " | ") + s.describe();
           for (std::size_t r = 0; r < setup.cores.size(); ++r)
             layers += (r == 0 ? " on " : ", ") + std::string(setup.cores.size() > 1 ? "rank " + std::to_string(r) + " " : "") +
@@ -180,7 +181,7 @@ caf::behavior node(node_actor* self, node_options options) {
         log(self, "stage " + std::to_string(stage) + " started: " + layers);
         // Untyped on the wire, as before (Note [typed stage interfaces]): place_stage casts them back.
         return {caf::actor_cast<caf::actor>(a.retriever), caf::actor_cast<caf::actor>(a.processor),
-                caf::actor_cast<caf::actor>(a.sender)};
+                caf::actor_cast<caf::actor>(a.sender), a.link_port};
       },
       [=](clock_atom) -> double {  // Note [events from nodes]: the clock the node's events are stamped with
         return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -316,12 +317,12 @@ stage_actors place_stage(caf::scoped_actor& self, const caf::actor& node, const 
   const auto sent = std::chrono::steady_clock::now();
   self->request(node, timeout, std::move(spec))
       .receive(
-          [&](caf::actor& retriever, caf::actor& processor, caf::actor& sender) {
+          [&](caf::actor& retriever, caf::actor& processor, caf::actor& sender, std::uint16_t link_port) {
             // Note [typed stage interfaces]: the node speaks our protocol version with our message types (the
             // handshake said so), so these are the typed actors of stage_spawner.cpp.
             a = stage_actors{caf::actor_cast<retriever_actor>(std::move(retriever)),
                              caf::actor_cast<processor_actor>(std::move(processor)),
-                             caf::actor_cast<sender_actor>(std::move(sender))};
+                             caf::actor_cast<sender_actor>(std::move(sender)), link_port};
           },
           [&](caf::error& e) { failure = wait_failure(e, timeout, sent); });
   if (!failure.empty()) throw std::runtime_error(what + ": " + failure);

@@ -5,7 +5,7 @@
 //
 //   (hello_atom, version, little_endian, type names, layer kinds) -> the node's own, or an error saying what differs
 //   (peers_atom, ["host:port", ...], timeout_ms)      -> ok_atom once connected to each of them
-//   stage_spec                                        -> (retriever, processor, sender) of the stage
+//   stage_spec                                        -> (retriever, processor, sender, link port) of the stage
 //   machine_atom                                      -> (its machine's cores, its --threads or 0)
 //   (echo_atom, tensor_message)                       -> the same tensor_message (Note [auto on nodes])
 //   quit_atom                                         -> stops every stage, then the node

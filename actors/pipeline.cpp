@@ -288,6 +288,8 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
     } else {  // Note [cores on nodes]
       setup.threads = options.threads;
       setup.slot = slots.at(static_cast<std::size_t>(s));
+      // Note [activations on data links]: the stage listens where the coordinator reaches its node.
+      setup.link_host = d.nodes[static_cast<std::size_t>(s) % d.nodes.size()].host;
     }
     d.setups.push_back(std::move(setup));
   }
@@ -313,10 +315,15 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
 void pipeline::impl::start_stages(std::chrono::milliseconds placement_timeout) {
   auto& sys = *system;
   const int total_chunks = options.stages * options.chunks_per_stage;
-  const auto keep = [this](const stage_actors& a) {  // kept at once: stop_actors stops them if a later stage throws
+  std::vector<std::string> links;  // Note [activations on data links]: each stage's, "host:port" or "" for none
+  const auto keep = [this, &links](const stage_actors& a) {  // kept at once: stop_actors stops them if a later stage throws
     senders.push_back(a.sender);
     processors.push_back(a.processor);
     retrievers.push_back(a.retriever);
+    const std::size_t s = links.size();
+    links.push_back(a.link_port == 0 || nodes.empty()
+                        ? std::string()
+                        : node_address{nodes[s % nodes.size()].host, a.link_port}.text());
   };
   if (nodes.empty()) {
     for (auto& setup : setups) keep(spawn_stage(sys, std::move(setup)));
@@ -347,8 +354,13 @@ void pipeline::impl::start_stages(std::chrono::milliseconds placement_timeout) {
       continue;
     }
     // A remote sender confirms, so no task can reach it before its endpoints (they come from other processes).
+    // Note [activations on data links]: it writes beside the message to the stages of other nodes only (those
+    // of its own node get theirs in memory, the coordinator inside the message).
+    std::vector<std::string> beside(links.size() + 1);
+    for (std::size_t r = 0; r < links.size(); ++r)
+      if (nodes[r % nodes.size()].text() != nodes[s % nodes.size()].text()) beside[r] = links[r];
     std::string failure;
-    (*owner)->request(senders[s], options.timeout, setup_atom::value, endpoints)
+    (*owner)->request(senders[s], options.timeout, setup_atom::value, endpoints, beside)
         .receive([](ok_atom) {}, [&](caf::error& e) { failure = error_text(e); });
     if (!failure.empty())
       throw pipeline_error("pipeline: stage " + std::to_string(s) + " on " + places[s] +

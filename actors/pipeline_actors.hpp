@@ -45,6 +45,7 @@
 
 #include "stage/event_log.hpp"
 #include "actors/messages.hpp"
+#include "network/activation_links.hpp"
 #include "actors/stage_interfaces.hpp"
 #include "failure/timeout.hpp"
 #include "stage/stage_compute.hpp"
@@ -69,6 +70,7 @@ struct processor_config {
   std::shared_ptr<event_log> log;  // may be null
   dtype transfer_dtype = dtype::float32;  // of activations and gradients sent to other stages (Note [compute dtype])
   std::vector<std::shared_ptr<network_group>> rings;  // Note [data-parallel nodes]: per rank; empty in one process
+  std::shared_ptr<activation_inbox> inbox;  // Note [activations on data links]: on a node; null in one process
 };
 processor_actor spawn_processor(caf::actor_system& system, processor_config config,
                                 std::unique_ptr<stage_compute> compute);

@@ -46,15 +46,38 @@ void run_task(processor_self self, op kind, std::uint64_t step, int microbatch, 
   self->send(retriever_of(self), std::move(done));
 }
 
+// Note [activations on data links]: a task whose tensor came beside its message takes it from the stage's
+// inbox before it starts (waiting, at most the stage's timeout, for bytes still on their way), so the wait is not
+// counted as compute; what goes wrong is thrown again inside the task, which fails with it. A task of an aborted
+// step is not waited for: it is dropped.
+template <class Task>
+std::exception_ptr take_beside(processor_self self, Task& t) {
+  auto& st = self->state;
+  if (t.ticket == 0 || t.step < st.first_live_step) return nullptr;
+  try {
+    if (!st.config.inbox) throw std::logic_error("stage " + std::to_string(st.config.stage) + " has no activation inbox");
+    t.data = st.config.inbox->take(t.ticket);
+    t.ticket = 0;
+  } catch (const std::exception&) {
+    return std::current_exception();
+  }
+  return nullptr;
+}
+
 processor_actor::behavior_type processor(processor_self self, processor_config config,
                                          std::unique_ptr<stage_compute> compute) {
   self->state.config = std::move(config);
   self->state.compute = std::move(compute);
   return {
-      [=](begin_atom, std::uint64_t) { self->state.compute->reset_peak(); },
+      [=](begin_atom, std::uint64_t step) {
+        self->state.compute->reset_peak();
+        if (self->state.config.inbox) self->state.config.inbox->forget_before(step);  // an aborted step's tensors
+      },
       [=](run_forward& r) {
+        const std::exception_ptr missing = take_beside(self, r.task);
         const forward_task& t = r.task;
         run_task(self, op::forward, t.step, t.microbatch, t.chunk, [&] {
+          if (missing) std::rethrow_exception(missing);
           auto& st = self->state;
           const int next = t.chunk + 1;
           const int destination = next < st.config.total_chunks ? stage_of_chunk(next, st.config.stages)
@@ -68,8 +91,10 @@ processor_actor::behavior_type processor(processor_self self, processor_config c
         });
       },
       [=](run_backward& r) {
+        const std::exception_ptr missing = take_beside(self, r.task);
         const backward_task& t = r.task;
         run_task(self, r.kind, t.step, t.microbatch, t.chunk, [&] {
+          if (missing) std::rethrow_exception(missing);
           auto& st = self->state;
           tensor dx = r.kind == op::backward_input ? st.compute->backward_input(t.microbatch, t.chunk, t.data)
                                                    : st.compute->backward(t.microbatch, t.chunk, t.data);

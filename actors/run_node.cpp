@@ -6,7 +6,11 @@
 
 #include <cerrno>
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <iostream>
 #include <memory>
 #include <stdexcept>
@@ -53,8 +57,56 @@ std::string listen_failure(const std::string& host, int port, const caf::error& 
 
 }  // namespace
 
+namespace {
+
+// Note [a node's shutdown]
+// Once a node has stopped (told to quit, or its rendezvous job is over), its actor system shuts down, and CAF
+// 0.17's shutdown waits for every detached actor's thread, which ends only when nothing holds its actor. A
+// stage's processor (detached: it computes) that is still ending when the system shuts down can be held by
+// then for good (a message of its in a queue that the stopped middleman no longer drains, as far as we could
+// tell), and the wait never ends. It showed when the processor's end took up to 100 ms (its activation inbox
+// joined threads that polled: Note [activations on data links]): a rendezvous node whose job was over hung in 2
+// of 8 and 2 of 10 runs of `--auto` under a rendezvous here (its trials place 4 pipelines on each node; gdb: the
+// main thread in actor_system::await_detached_threads, a processor's in await_self_destroyed), and in none of
+// 10 before the inbox or 22 since it stops at once. A job must end whatever CAF does, so a node whose shutdown
+// takes longer than 10 s says so and exits with the status its caller gave.
+class shutdown_watchdog {
+ public:
+  // From now on, at most `limit` until the destructor runs; else the process ends with `status`.
+  void arm(int status, std::chrono::seconds limit) {
+    thread_ = std::thread([this, status, limit] {
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (done_changed_.wait_for(lock, limit, [this] { return done_; })) return;
+      std::cerr << "node: its actor system did not shut down within " << limit.count()
+                << " s (CAF waits for a stage's detached actor that something still holds: Note [a node's shutdown]); "
+                   "exiting with status "
+                << status << std::endl;
+      std::_Exit(status);
+    });
+  }
+  ~shutdown_watchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_ = true;
+    }
+    done_changed_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable done_changed_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+constexpr std::chrono::seconds shutdown_limit{10};
+
+}  // namespace
+
 void run_node(const node_run_options& o) {
   if (o.port < 0 || o.port > 65535) throw std::invalid_argument("--port must be 0..65535, got " + std::to_string(o.port));
+  shutdown_watchdog watchdog;  // destroyed after the actor system: Note [a node's shutdown]
   check_transport_security(o.security, "node");
   if (o.security.insecure) std::cerr << insecure_warning("node") << std::endl;
   caf::actor_system_config config;
@@ -97,6 +149,7 @@ void run_node(const node_run_options& o) {
     if (o.cancel_release) o.cancel_release();
     released.join();
   }
+  watchdog.arm(o.on_stopped ? o.on_stopped() : 0, shutdown_limit);
 }
 
 

@@ -31,6 +31,9 @@ struct node_run_options {
   // `cancel_release` is called so that `until_released` returns.
   std::function<void(const std::string& host, std::uint16_t port)> on_listening;
   std::function<void()> until_released, cancel_release;
+  // Note [a node's shutdown]: called once the node has stopped, before its actor system shuts down; returns the
+  // exit status the process ends with should that shutdown not finish (absent: 0).
+  std::function<int()> on_stopped;
 };
 
 // Runs a node until it is told to quit; throws std::runtime_error / std::invalid_argument with a text a

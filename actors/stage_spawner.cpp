@@ -4,6 +4,7 @@
 
 #include "actors/pipeline_actors.hpp"
 #include "collective/network_group.hpp"
+#include "network/guarded_transport.hpp"
 
 namespace ap {
 
@@ -28,11 +29,22 @@ stage_actors spawn_stage(caf::actor_system& system, stage_setup setup) {
     }
   }
   if (!setup.data_parallel_members.empty()) compute->join_data_parallel(std::move(setup.data_parallel_members), setup.replica);
+  std::shared_ptr<activation_inbox> inbox;  // Note [activations on data links]
+  if (!setup.link_host.empty()) {
+    try {
+      inbox = std::make_shared<activation_inbox>(setup.stage, setup.link_host, transport_tls_of(system), setup.timeout,
+                                                 setup.link_log);
+    } catch (const link_error& e) {
+      throw std::runtime_error("stage " + std::to_string(setup.stage) + " cannot listen for its activation links on " +
+                               setup.link_host + ": " + e.what());
+    }
+  }
   stage_actors a;
+  a.link_port = inbox ? inbox->port() : 0;
   a.sender = spawn_sender(system, setup.stage, setup.timeout);
   a.processor = spawn_processor(
       system, processor_config{setup.stage, setup.stages, setup.total_chunks, a.sender, setup.log, setup.compute_dtype,
-                               std::move(rings)},
+                               std::move(rings), std::move(inbox)},
       std::move(compute));
   a.retriever = spawn_retriever(
       system, retriever_config{setup.stage, std::move(setup.actions), a.processor, setup.timeout, setup.log,
@@ -68,6 +80,7 @@ stage_spec make_stage_spec(stage_setup& setup) {
   spec.threads = setup.threads;
   spec.node_first_rank = setup.slot.first_rank;
   spec.node_ranks = setup.slot.node_ranks;
+  spec.link_host = setup.link_host;
   return spec;
 }
 
@@ -134,6 +147,7 @@ stage_setup stage_setup_from_spec(stage_spec spec, int node_threads) {
                                 " numbers, not 4 (local rank, local size, process, processes)");
   setup.data_parallel_place = {p[0], p[1], p[2], p[3]};
   setup.data_parallel_key = std::move(spec.data_parallel_key);
+  setup.link_host = std::move(spec.link_host);
   // Note [cores on nodes]: this machine's cores divided among every rank its nodes host; this stage's share.
   const int T = std::max(1, spec.tensor_parallel);
   if (spec.threads < 0 || spec.node_first_rank < 0 || spec.node_ranks < spec.node_first_rank + T)

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +31,7 @@ struct stage_actors {
   retriever_actor retriever;
   processor_actor processor;
   sender_actor sender;
+  std::uint16_t link_port = 0;  // Note [activations on data links]: where its inbox listens (0: none)
 };
 
 // Everything one stage needs to run.
@@ -65,6 +67,10 @@ struct stage_setup {
   // placement's key (the same for every replica of one placement).
   colocated_rank data_parallel_place;
   std::string data_parallel_key;
+  // Note [activations on data links]: on a node, the host its activation inbox listens on (empty: none), and
+  // where the inbox says what its links do (may be empty).
+  std::string link_host;
+  std::function<void(const std::string&)> link_log;
 };
 
 stage_actors spawn_stage(caf::actor_system& system, stage_setup setup);

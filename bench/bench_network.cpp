@@ -4,7 +4,9 @@
 //     child process (this program re-run with --sink), streamed in batches of ~64 MB (2 tensors of 64 MB), each batch timed
 //     until the sink confirms it received it. MB/s = payload bytes / time, MB = 2^20 bytes. The tensor
 //     travels as one raw block (wire_format.hpp); the figure includes serialising, the kernel's copies
-//     and deserialising into a fresh tensor on the other side.
+//     and deserialising into a fresh tensor on the other side. Then the same tensors on an activation link beside
+//     a CAF message carrying their ticket (Note [activations on data links]), as stages on two nodes send them:
+//     written from the tensor's memory, read into a fresh tensor, taken by the sink's actor.
 // (2) Training: samples/s of 784-2048-2048-2048-10 (batch 256, 8 microbatches, 1F1B, Adam) on 2 stages
 //     placed on 2 `actorpipe node` processes, against the same 2-stage pipeline in one process. Blocks of
 //     steps alternate between the two (Note [timing under load] in bench_single_process.cpp).
@@ -31,6 +33,7 @@
 
 #include "../tests/node_process.hpp"
 #include "actors/messages.hpp"
+#include "network/activation_links.hpp"
 #include "actors/node.hpp"
 #include "actors/pipeline.hpp"
 #include "data/synthetic.hpp"
@@ -58,12 +61,15 @@ std::string this_program() {
 
 struct sink_state {
   std::int64_t tasks = 0, bytes = 0;
+  std::shared_ptr<ap::activation_inbox> inbox;  // the tensors that come beside their messages
   static inline const char* name = "sink";
 };
 
-caf::behavior sink(caf::stateful_actor<sink_state>* self) {
+caf::behavior sink(caf::stateful_actor<sink_state>* self, std::shared_ptr<ap::activation_inbox> inbox) {
+  self->state.inbox = std::move(inbox);
   return {
       [=](ap::forward_task& t) {
+        if (t.ticket != 0) t.data = self->state.inbox->take(t.ticket);
         ++self->state.tasks;
         self->state.bytes += static_cast<std::int64_t>(t.data.size() * sizeof(float));
       },
@@ -83,14 +89,16 @@ int run_sink(bool tls, const std::string& cert_dir) {
   ap::transport_security security = ap::test::insecure_transport();
   if (tls) security = {cert_dir + "/ca.pem", cert_dir + "/node.pem", cert_dir + "/node.key", false};
   ap::guarded_transport transport{system, security, {}};
-  auto s = system.spawn(sink);
+  auto inbox = std::make_shared<ap::activation_inbox>(1, "127.0.0.1", transport.tls(), std::chrono::milliseconds(120000));
+  const std::uint16_t link_port = inbox->port();
+  auto s = system.spawn(sink, std::move(inbox));
   auto port = transport.publish(s, 0, "127.0.0.1", true);
   if (!port) {
     std::cerr << "sink: " << caf::to_string(port.error()) << "\n";
     caf::anon_send_exit(s, caf::exit_reason::user_shutdown);
     return 1;
   }
-  std::cout << "sink listening on 127.0.0.1:" << *port << std::endl;
+  std::cout << "sink listening on 127.0.0.1:" << *port << " links " << link_port << std::endl;
   caf::scoped_actor self{system};
   self->wait_for(s);
   return 0;
@@ -104,16 +112,20 @@ struct transfer_result {
   int messages = 0;
 };
 
-std::vector<transfer_result> bench_transfer(bool quick, bool tls) {
+// `beside`: each tensor on an activation link, its message carrying the ticket (Note [activations on data links]).
+std::vector<transfer_result> bench_transfer(bool quick, bool tls, bool beside) {
   ap::test::child_process child({this_program(), "--sink", tls ? ap::test::certificate_dir() : "--insecure"});
   const std::string line = child.read_line(10s);
   if (line.rfind("sink listening on ", 0) != 0) throw std::runtime_error("the sink did not start: " + child.stderr_text());
-  const int port = std::stoi(line.substr(line.rfind(':') + 1));
+  const std::size_t links_at = line.find(" links ");
+  const int port = std::stoi(line.substr(line.rfind(':') + 1, links_at));
+  const std::string link_address = "127.0.0.1:" + line.substr(links_at + 7);
   caf::actor_system_config config;
   ap::enable_network(config);
   config.set("scheduler.max-threads", 2);
   caf::actor_system system{config};
   ap::guarded_transport transport{system, transport_for(tls, "coordinator"), {}};
+  ap::activation_outbox outbox(0, transport.tls(), std::chrono::milliseconds(120000));
   caf::actor remote;
   caf::scoped_actor self{system};
   self->request(ap::transport_of(system), 10s, caf::connect_atom::value, std::string("127.0.0.1"),
@@ -135,11 +147,21 @@ std::vector<transfer_result> bench_transfer(bool quick, bool tls) {
     ap::forward_task t;
     t.data = ap::zeros({floats / 1024, 1024});
     std::fill(t.data.begin(), t.data.end(), 0.5f);
+    const ap::tensor payload = t.data;
     const caf::message msg = caf::make_message(std::move(t));  // sent again and again: no copy here
     const int per_batch = std::max(2, static_cast<int>(64.0 / mb));  // at least 2: the 2nd overlaps the 1st
     const int batches = quick ? 3 : std::max(5, static_cast<int>(8 * 16.0 / (mb * per_batch)));
     auto send_batch = [&] {
-      for (int i = 0; i < per_batch; ++i) remote->enqueue(nullptr, caf::make_message_id(), msg, nullptr);
+      for (int i = 0; i < per_batch; ++i) {
+        if (!beside) {
+          remote->enqueue(nullptr, caf::make_message_id(), msg, nullptr);
+          continue;
+        }
+        ap::forward_task ticketed;
+        ticketed.ticket = outbox.next_ticket();
+        outbox.send(1, link_address, ticketed.ticket, 0, payload);
+        caf::anon_send(remote, std::move(ticketed));
+      }
       sync();
     };
     send_batch();  // warm-up: connection buffers, page faults of the receiver
@@ -231,7 +253,9 @@ int main(int argc, char** argv) {
   try {
     std::cout << "transport: " << (tls ? "mutual TLS" : "plain TCP (--insecure)") << std::endl;
     std::cout << "activation transfer between two processes on loopback (forward_task, raw block):" << std::endl;
-    const auto transfers = bench_transfer(quick, tls);
+    const auto transfers = bench_transfer(quick, tls, false);
+    std::cout << "the same on an activation link beside a ticketed message (Note [activations on data links]):" << std::endl;
+    const auto beside = bench_transfer(quick, tls, true);
     std::cout << "training 784-2048-2048-2048-10, batch 256, m=8, 1F1B, 2 stages, " << steps
               << " steps per block:" << std::endl;
     const auto training = bench_training(actorpipe, steps, tls);
@@ -242,6 +266,8 @@ int main(int argc, char** argv) {
     out["transport"] = tls ? "tls" : "plain";
     for (const auto& t : transfers)
       out["transfer_mb_per_s"][std::to_string(static_cast<int>(t.megabytes)) + "MB"] = t.median_mb_per_s;
+    for (const auto& t : beside)
+      out["link_transfer_mb_per_s"][std::to_string(static_cast<int>(t.megabytes)) + "MB"] = t.median_mb_per_s;
     out["train_samples_per_s_in_process"] = training.in_process;
     out["train_samples_per_s_2_nodes"] = training.two_nodes;
     out["train_ratio"] = ratio;

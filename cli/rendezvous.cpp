@@ -25,11 +25,14 @@ void run_rendezvous_node(const rendezvous_env& env, node_run_options options) {
   bool done = false;
   options.until_released = [&] { done = client.wait_for_release(); };
   options.cancel_release = [&] { client.cancel(); };
+  options.on_stopped = [&] {  // before the node's actor system shuts down: Note [a node's shutdown]
+    if (done) std::cerr << "rendezvous: rank " << env.rank << ": the job is over" << std::endl;
+    return done ? 0 : 1;
+  };
   run_node(options);
   if (!done)
     throw std::runtime_error("rendezvous: rank " + std::to_string(env.rank) + ": rank 0 (" + env.master_host + ":" +
                              std::to_string(env.master_port) + ") went away without ending the job (it failed or was killed)");
-  std::cerr << "rendezvous: rank " << env.rank << ": the job is over\n";
 }
 
 void run_rendezvous_coordinator(const rendezvous_env& env, const std::function<void(std::vector<std::string>)>& train) {

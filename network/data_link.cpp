@@ -143,6 +143,8 @@ data_link::~data_link() {
   ::close(fd_);
 }
 
+void data_link::interrupt() { ::shutdown(fd_, SHUT_RDWR); }
+
 void data_link::write(const void* data, std::size_t n, std::chrono::milliseconds idle, const stop_check& stop) {
   if (ssl_) block_sigpipe_on_this_thread();
   const auto* p = static_cast<const char*>(data);
@@ -285,11 +287,14 @@ link_listener::~link_listener() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+void link_listener::interrupt() { ::shutdown(fd_, SHUT_RDWR); }
+
 std::unique_ptr<data_link> link_listener::accept(const std::string& hello, clock_type::time_point deadline,
                                                  std::vector<std::string>& dropped) {
   for (;;) {
     if (!wait_ready(fd_, POLLIN, deadline, nullptr)) throw link_error(link_error::kind::timed_out, "nobody connected");
     const int fd = ::accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0 && errno == EINVAL) throw link_error(link_error::kind::stopped, "the listener was interrupted");
     if (fd < 0) continue;  // gone again before we took it, or EAGAIN
     const std::string from = peer_of(fd);
     // One candidate at a time: a silent one may hold the others up by at most 5 s.

@@ -50,6 +50,9 @@ class data_link {
   // up, stopped when `stop` gave a reason (its text), failed otherwise (the system's or OpenSSL's reason).
   void write(const void* data, std::size_t n, std::chrono::milliseconds idle, const stop_check& stop);
   void read(void* data, std::size_t n, std::chrono::milliseconds idle, const stop_check& stop);
+  // From another thread: ends a read or write waiting on this link at once (it throws link_error closed). The link
+  // stays valid until destroyed.
+  void interrupt();
 
  private:
   int fd_;
@@ -74,6 +77,8 @@ class link_listener {
   // closed, each adding a line to `dropped` (from where, why). Throws link_error timed_out at the deadline.
   std::unique_ptr<data_link> accept(const std::string& hello, std::chrono::steady_clock::time_point deadline,
                                     std::vector<std::string>& dropped);
+  // From another thread: ends an accept waiting now or later at once (it throws link_error stopped).
+  void interrupt();
 
  private:
   int fd_ = -1;

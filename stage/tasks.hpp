@@ -18,6 +18,8 @@ struct forward_task {
   int source = 0;
   int first_sample = 0;
   tensor data;  // (rows, features)
+  // Note [activations on data links]: non-zero when `data` came beside the message, under this ticket.
+  std::uint64_t ticket = 0;
 };
 
 // A gradient travelling backward: d loss / d (output of `chunk`) for `microbatch`.
@@ -28,6 +30,7 @@ struct backward_task {
   int source = 0;
   int first_sample = 0;
   tensor data;  // (rows, features)
+  std::uint64_t ticket = 0;  // as forward_task's
 };
 
 }  // namespace ap

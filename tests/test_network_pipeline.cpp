@@ -31,6 +31,7 @@
 #include "actors/pipeline.hpp"
 #include "actors/stage_spawner.hpp"
 #include "checkpoint/checkpoint.hpp"
+#include "data/synthetic.hpp"
 #include "plan/cores.hpp"
 #include "node_process.hpp"
 #include "equivalence.hpp"
@@ -118,6 +119,34 @@ TEST_CASE("2 and 4 nodes train to the same parameters as one process, for GPipe 
     }
   }
   for (auto& n : nodes) CHECK(n->process().running());  // every pipeline came and went; the nodes live on
+}
+
+// Note [activations on data links]: microbatches of 128 rows x 256 features (128 KB, over inline_bytes) go
+// beside their messages, forward and backward, over mutual TLS; the run equals one process.
+TEST_CASE("activations and gradients on data links between 2 nodes over mutual TLS, equal one process") {
+  const dataset d = make_blobs(256, 12, 4, 5);
+  const auto wide = [] {
+    sequential m;
+    for (const char* spec : {"linear:12:256", "relu", "linear:256:256", "relu", "linear:256:4"}) m.add(make_layer(spec));
+    m.initialize(11);
+    return m;
+  };
+  test::node_process a(actorpipe), b(actorpipe);
+  pipeline_options o;
+  o.security = test::tls_security();
+  o.stages = 2;
+  o.microbatches = 2;
+  o.schedule = "1f1b";
+  o.optimizer.kind = "adam";
+  o.optimizer.lr = 0.01f;
+  run_result local = train_steps(wide(), d, o, 3);
+  o.nodes = {a.address(), b.address()};
+  run_result remote = train_steps(wide(), d, o, 3);
+  CHECK(remote.losses == local.losses);  // bit for bit: the bytes are the same, only their road differs
+  test::check_same_run(remote, local, 1e-7f, 1e-9, "2 nodes, activations on data links");
+  // Each stage opened the link from the other: stage 1 takes activations, stage 0 their gradients.
+  CHECK(test::contains(a.process().stderr_text(), "stage 0: an activation link opened"));
+  CHECK(test::contains(b.process().stderr_text(), "stage 1: an activation link opened"));
 }
 
 TEST_CASE("2 nodes x 2 tensor-parallel ranks (threads on each node), with clipping, equal one process") {

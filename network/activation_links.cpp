@@ -1,0 +1,164 @@
+#include "network/activation_links.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+#include <stdexcept>
+
+#include "network/node_address.hpp"
+
+namespace ap {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+constexpr std::chrono::hours between_tensors{24 * 365};  // a link may stay quiet between steps for any time
+constexpr std::chrono::milliseconds accept_poll{100};     // how often the acceptor asks whether to stop
+constexpr std::uint32_t max_dimensions = 8;
+constexpr std::size_t problems_kept = 4;
+
+// On the wire, before the tensor's bytes: its ticket and step, its dtype's code and dimension count, then one
+// 64-bit extent per dimension (little-endian, as the handshake ensures: Note [activations on data links]).
+struct frame_head {
+  std::uint64_t ticket = 0, step = 0;
+  std::uint32_t dtype_code = 0, dimensions = 0;
+};
+
+}  // namespace
+
+std::string activation_hello(int stage) { return "actorpipe activations to stage " + std::to_string(stage); }
+
+activation_inbox::activation_inbox(int stage, const std::string& host, std::shared_ptr<tls_context> tls,
+                                   std::chrono::milliseconds timeout, std::function<void(const std::string&)> log)
+    : stage_(stage), timeout_(timeout), log_(std::move(log)), listener_(std::make_unique<link_listener>(host, std::move(tls))) {
+  port_ = listener_->port();
+  acceptor_ = std::thread([this] { accept_loop(); });
+}
+
+activation_inbox::~activation_inbox() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+    listener_->interrupt();
+    for (data_link* l : open_) l->interrupt();
+  }
+  arrived_.notify_all();
+  acceptor_.join();  // no reader is added after this
+  for (std::thread& r : readers_) r.join();
+}
+
+std::string activation_inbox::stopped() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stopping_ ? "stage " + std::to_string(stage_) + " stopped" : "";
+}
+
+void activation_inbox::accept_loop() {
+  const std::string hello = activation_hello(stage_);
+  while (stopped().empty()) {
+    std::vector<std::string> dropped;
+    std::unique_ptr<data_link> link;
+    try {
+      link = listener_->accept(hello, clock_type::now() + accept_poll, dropped);
+    } catch (const link_error& e) {  // nobody connected within the poll, or the inbox is stopping
+      if (e.reason == link_error::kind::stopped) return;
+    }
+    if (log_) {
+      for (const auto& d : dropped) log_("stage " + std::to_string(stage_) + ": dropped " + d);
+      if (link) log_("stage " + std::to_string(stage_) + ": an activation link opened (Note [activations on data links])");
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& d : dropped) problems_.push_back("dropped " + d);
+    while (problems_.size() > problems_kept) problems_.erase(problems_.begin());
+    if (link && !stopping_) {
+      open_.push_back(link.get());
+      readers_.emplace_back([this, l = std::move(link)]() mutable { read_loop(std::move(l)); });
+    }
+  }
+}
+
+void activation_inbox::read_loop(std::unique_ptr<data_link> link) {
+  const stop_check stop = [this] { return stopped(); };
+  struct closing {  // no longer interrupted once it ends
+    activation_inbox& inbox;
+    data_link* link;
+    ~closing() {
+      std::lock_guard<std::mutex> lock(inbox.mutex_);
+      inbox.open_.erase(std::remove(inbox.open_.begin(), inbox.open_.end(), link), inbox.open_.end());
+    }
+  } unregister{*this, link.get()};
+  try {
+    for (;;) {
+      frame_head head;
+      link->read(&head.ticket, sizeof head.ticket, between_tensors, stop);
+      link->read(&head.step, sizeof head - sizeof head.ticket, timeout_, stop);
+      const std::optional<dtype> type = dtype_from_code(static_cast<std::uint8_t>(head.dtype_code));
+      if (!type || head.dtype_code > 255 || head.dimensions > max_dimensions)
+        throw link_error(link_error::kind::failed, "a tensor of dtype code " + std::to_string(head.dtype_code) + " and " +
+                                                       std::to_string(head.dimensions) + " dimensions");
+      std::uint64_t extents[max_dimensions] = {};
+      link->read(extents, sizeof extents[0] * head.dimensions, timeout_, stop);
+      tensor t = tensor::from_shape(shape_t(extents, extents + head.dimensions), *type);
+      if (t.byte_size() > 0) link->read(t.bytes(), t.byte_size(), timeout_, stop);
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        tensors_[head.ticket] = arrival{head.step, std::move(t)};
+      }
+      arrived_.notify_all();
+    }
+  } catch (const link_error& e) {
+    // Stopping, or the sender's end closed (its stage stopped, or it dropped the link after a failed write).
+    if (e.reason == link_error::kind::stopped || e.reason == link_error::kind::closed) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    problems_.push_back(e.what());
+    while (problems_.size() > problems_kept) problems_.erase(problems_.begin());
+  }
+}
+
+tensor activation_inbox::take(std::uint64_t ticket) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const bool here = arrived_.wait_for(lock, timeout_, [&] { return stopping_ || tensors_.count(ticket) > 0; });
+  const auto it = tensors_.find(ticket);
+  if (!here || it == tensors_.end()) {
+    std::string why;
+    for (const auto& p : problems_) why += (why.empty() ? " (its links: " : "; ") + p;
+    throw std::runtime_error("stage " + std::to_string(stage_) + ": the tensor of ticket " + std::to_string(ticket & 0xffffffffffffULL) +
+                             " from stage " + std::to_string(static_cast<int>(ticket >> 48) - 1) +
+                             (stopping_ ? " will not come: the stage is stopping"
+                                        : " did not come on its data link within " + std::to_string(timeout_.count()) + " ms") +
+                             (why.empty() ? "" : why + ")"));
+  }
+  tensor t = std::move(it->second.data);
+  tensors_.erase(it);
+  return t;
+}
+
+void activation_inbox::forget_before(std::uint64_t step) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto it = tensors_.begin(); it != tensors_.end();) it = it->second.step < step ? tensors_.erase(it) : std::next(it);
+}
+
+activation_outbox::activation_outbox(int stage, std::shared_ptr<tls_context> tls, std::chrono::milliseconds timeout)
+    : stage_(stage), tls_(std::move(tls)), timeout_(timeout) {}
+
+void activation_outbox::send(int to, const std::string& address, std::uint64_t ticket, std::uint64_t step, const tensor& t) {
+  std::unique_ptr<data_link>& link = links_[address];
+  try {
+    if (!link) {
+      const node_address a = parse_node_address(address);
+      link = connect_link(a.host, a.port, tls_, activation_hello(to), clock_type::now() + timeout_);
+    }
+    if (t.dimension() > max_dimensions)
+      throw link_error(link_error::kind::failed, "a tensor of " + std::to_string(t.dimension()) + " dimensions");
+    const frame_head head{ticket, step, static_cast<std::uint32_t>(t.type()), static_cast<std::uint32_t>(t.dimension())};
+    std::uint64_t extents[max_dimensions] = {};
+    for (std::size_t d = 0; d < t.dimension(); ++d) extents[d] = t.shape()[d];
+    link->write(&head, sizeof head, timeout_, nullptr);
+    link->write(extents, sizeof extents[0] * t.dimension(), timeout_, nullptr);
+    if (t.byte_size() > 0) link->write(t.bytes(), t.byte_size(), timeout_, nullptr);
+  } catch (const std::exception& e) {
+    links_.erase(address);  // at no known place in its stream: the next tensor connects again
+    throw link_error(link_error::kind::failed, "stage " + std::to_string(stage_) + "'s data link to stage " +
+                                                   std::to_string(to) + " at " + address + ": " + e.what());
+  }
+}
+
+}  // namespace ap

@@ -1,0 +1,107 @@
+// Activations and their gradients between stages of two processes on data links of their own, beside CAF
+// (Note [activations on data links]).
+//
+// Note [activations on data links]
+// A forward_task or backward_task between stages on two nodes used to carry its tensor inside CAF's message:
+// BASP serialised it into its buffer on the sending process's one I/O thread, framed it (and encrypted it under
+// TLS), and the receiving I/O thread deserialised it out of a zero-filled buffer (docs/performance.md: 1.5-2.1
+// GB/s at 1-64 MB on loopback, 0.5-0.9 of what the socket alone moves). Now a stage on a node listens for
+// activation links (its `activation_inbox`, on the host the coordinator reaches its node by, with the node's
+// transport's TLS when it has one, mutual as every connection: Note [data links]); a sender whose destination
+// stage runs in another process writes the tensor on its link to that stage (its `activation_outbox`, one link
+// per destination, opened at the first tensor) straight from the tensor's memory, then sends the task through
+// CAF as before, with an empty tensor and the tensor's ticket. The inbox's reader reads each tensor straight
+// into a fresh tensor and keeps it under its ticket until the stage's processor, about to run the task, takes
+// it (waiting, at most the stage's timeout, for bytes still on their way). So the messages stay CAF's typed
+// forward_task and backward_task, ordered and delivered by CAF as before; only the bytes travel beside them.
+// - Tensors under `inline_bytes`, tasks to the coordinator and between stages of one process stay inside the
+//   message (a local message is not serialised at all).
+// - A link that fails is dropped, and the tensor goes inside its message instead: a dead stage is CAF's to name
+//   (its down message), not the link's.
+// - Tensors of an aborted step that nobody takes are dropped when the stage begins a later step.
+// - A ticket is the sending stage's rank in its high 16 bits and a count in the rest: unique per inbox.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "network/data_link.hpp"
+#include "tensor/tensor.hpp"
+
+namespace ap {
+
+// Tensors smaller than this stay inside their message (their link would cost a second write for little).
+inline constexpr std::size_t inline_bytes = 64 << 10;
+
+// The hello a sender's link to `stage` says (link_listener drops any other).
+std::string activation_hello(int stage);
+
+class activation_inbox {
+ public:
+  // Listens on `host` (a free port) for links to stage `stage`; `log` (may be empty) hears of each link opened or
+  // connection dropped. Throws link_error.
+  activation_inbox(int stage, const std::string& host, std::shared_ptr<tls_context> tls, std::chrono::milliseconds timeout,
+                   std::function<void(const std::string&)> log = {});
+  // Stops accepting and reading at once (the listener and every link interrupted) and joins its threads: a stage's
+  // processor, which owns its inbox, ends without delay (Note [a node's shutdown] in actors/run_node.cpp).
+  ~activation_inbox();
+  activation_inbox(const activation_inbox&) = delete;
+  activation_inbox& operator=(const activation_inbox&) = delete;
+
+  std::uint16_t port() const { return port_; }
+  // The tensor sent under `ticket`, waiting up to the timeout for it. Throws std::runtime_error naming the stage,
+  // the ticket and what the links said.
+  tensor take(std::uint64_t ticket);
+  // Drops the tensors of steps before `step` (an aborted step's, never taken).
+  void forget_before(std::uint64_t step);
+
+ private:
+  struct arrival {
+    std::uint64_t step = 0;
+    tensor data;
+  };
+  void accept_loop();
+  void read_loop(std::unique_ptr<data_link> link);
+  std::string stopped() const;
+
+  int stage_;
+  std::chrono::milliseconds timeout_;
+  std::function<void(const std::string&)> log_;
+  std::unique_ptr<link_listener> listener_;
+  std::uint16_t port_ = 0;
+  mutable std::mutex mutex_;
+  std::condition_variable arrived_;
+  std::map<std::uint64_t, arrival> tensors_;
+  std::vector<std::string> problems_;  // what the links said when they ended badly (the last few)
+  std::vector<data_link*> open_;       // the links being read, interrupted when the inbox stops
+  bool stopping_ = false;
+  std::vector<std::thread> readers_;
+  std::thread acceptor_;
+};
+
+class activation_outbox {
+ public:
+  activation_outbox(int stage, std::shared_ptr<tls_context> tls, std::chrono::milliseconds timeout);
+  // A ticket for the next tensor.
+  std::uint64_t next_ticket() { return (static_cast<std::uint64_t>(stage_ + 1) << 48) | ++count_; }
+  // Writes `t` of `step` under `ticket` on the link to stage `to` at `address` ("host:port"), connected at the
+  // first use. Throws link_error (the link is then dropped; the next tensor connects again).
+  void send(int to, const std::string& address, std::uint64_t ticket, std::uint64_t step, const tensor& t);
+
+ private:
+  int stage_;
+  std::shared_ptr<tls_context> tls_;
+  std::chrono::milliseconds timeout_;
+  std::uint64_t count_ = 0;
+  std::map<std::string, std::unique_ptr<data_link>> links_;  // by address
+};
+
+}  // namespace ap
