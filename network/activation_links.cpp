@@ -23,6 +23,9 @@ struct frame_head {
   std::uint32_t dtype_code = 0, dimensions = 0;
 };
 
+// The sending stage of a ticket (activation_outbox::next_ticket).
+int sender_of(std::uint64_t ticket) { return static_cast<int>(ticket >> 48) - 1; }
+
 }  // namespace
 
 std::string activation_hello(int stage) { return "actorpipe activations to stage " + std::to_string(stage); }
@@ -69,6 +72,8 @@ void activation_inbox::accept_loop() {
     for (auto& d : dropped) problems_.push_back("dropped " + d);
     while (problems_.size() > problems_kept) problems_.erase(problems_.begin());
     if (link && !stopping_) {
+      // A sender that lost its link opens another before its next tensor: whoever it is, nothing is known closed.
+      closed_.clear();
       open_.push_back(link.get());
       readers_.emplace_back([this, l = std::move(link)]() mutable { read_loop(std::move(l)); });
     }
@@ -85,6 +90,7 @@ void activation_inbox::read_loop(std::unique_ptr<data_link> link) {
       inbox.open_.erase(std::remove(inbox.open_.begin(), inbox.open_.end(), link), inbox.open_.end());
     }
   } unregister{*this, link.get()};
+  int source = -1;  // the sending stage, from its first tensor's ticket
   try {
     for (;;) {
       frame_head head;
@@ -100,30 +106,44 @@ void activation_inbox::read_loop(std::unique_ptr<data_link> link) {
       if (t.byte_size() > 0) link->read(t.bytes(), t.byte_size(), timeout_, stop);
       {
         std::lock_guard<std::mutex> lock(mutex_);
+        source = sender_of(head.ticket);
+        closed_.erase(source);
         tensors_[head.ticket] = arrival{head.step, std::move(t)};
       }
       arrived_.notify_all();
     }
   } catch (const link_error& e) {
-    // Stopping, or the sender's end closed (its stage stopped, or it dropped the link after a failed write).
-    if (e.reason == link_error::kind::stopped || e.reason == link_error::kind::closed) return;
-    std::lock_guard<std::mutex> lock(mutex_);
-    problems_.push_back(e.what());
-    while (problems_.size() > problems_kept) problems_.erase(problems_.begin());
+    if (e.reason == link_error::kind::stopped) return;
+    // The sender's end closed (its stage stopped or its process went, or it dropped the link after a failed
+    // write), or the link failed: a tensor of that sender still awaited will not come on it.
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (e.reason != link_error::kind::closed) {
+        problems_.push_back(e.what());
+        while (problems_.size() > problems_kept) problems_.erase(problems_.begin());
+      }
+      if (source >= 0) closed_[source] = e.what();
+    }
+    arrived_.notify_all();
   }
 }
 
 tensor activation_inbox::take(std::uint64_t ticket) {
+  const int source = sender_of(ticket);
   std::unique_lock<std::mutex> lock(mutex_);
-  const bool here = arrived_.wait_for(lock, timeout_, [&] { return stopping_ || tensors_.count(ticket) > 0; });
+  arrived_.wait_for(lock, timeout_,
+                    [&] { return stopping_ || tensors_.count(ticket) > 0 || closed_.count(source) > 0; });
   const auto it = tensors_.find(ticket);
-  if (!here || it == tensors_.end()) {
+  if (it == tensors_.end()) {
     std::string why;
     for (const auto& p : problems_) why += (why.empty() ? " (its links: " : "; ") + p;
-    throw std::runtime_error("stage " + std::to_string(stage_) + ": the tensor of ticket " + std::to_string(ticket & 0xffffffffffffULL) +
-                             " from stage " + std::to_string(static_cast<int>(ticket >> 48) - 1) +
-                             (stopping_ ? " will not come: the stage is stopping"
-                                        : " did not come on its data link within " + std::to_string(timeout_.count()) + " ms") +
+    const auto closed = closed_.find(source);
+    const std::string what =
+        stopping_ ? " will not come: the stage is stopping"
+        : closed != closed_.end() ? " will not come: stage " + std::to_string(source) + "'s link ended (" + closed->second + ")"
+                                  : " did not come on its data link within " + std::to_string(timeout_.count()) + " ms";
+    throw std::runtime_error("stage " + std::to_string(stage_) + ": the tensor of ticket " +
+                             std::to_string(ticket & 0xffffffffffffULL) + " from stage " + std::to_string(source) + what +
                              (why.empty() ? "" : why + ")"));
   }
   tensor t = std::move(it->second.data);

@@ -19,6 +19,8 @@
 // - A link that fails is dropped, and the tensor goes inside its message instead: a dead stage is CAF's to name
 //   (its down message), not the link's.
 // - Tensors of an aborted step that nobody takes are dropped when the stage begins a later step.
+// - A wait for a tensor ends early when its sender's link ends without it (the sending process went), so a
+//   lost node fails the step at once instead of after the timeout; a link opened since forgets that.
 // - A ticket is the sending stage's rank in its high 16 bits and a count in the rest: unique per inbox.
 #pragma once
 
@@ -57,8 +59,9 @@ class activation_inbox {
   activation_inbox& operator=(const activation_inbox&) = delete;
 
   std::uint16_t port() const { return port_; }
-  // The tensor sent under `ticket`, waiting up to the timeout for it. Throws std::runtime_error naming the stage,
-  // the ticket and what the links said.
+  // The tensor sent under `ticket`, waiting up to the timeout for it, or until the link its sender's tensors came
+  // on closed without it (the sending stage's process went). Throws std::runtime_error naming the stage, the
+  // ticket and what the links said.
   tensor take(std::uint64_t ticket);
   // Drops the tensors of steps before `step` (an aborted step's, never taken).
   void forget_before(std::uint64_t step);
@@ -82,6 +85,7 @@ class activation_inbox {
   std::map<std::uint64_t, arrival> tensors_;
   std::vector<std::string> problems_;  // what the links said when they ended badly (the last few)
   std::vector<data_link*> open_;       // the links being read, interrupted when the inbox stops
+  std::map<int, std::string> closed_;  // by sending stage: how its last link ended, until it opens another
   bool stopping_ = false;
   std::vector<std::thread> readers_;
   std::thread acceptor_;

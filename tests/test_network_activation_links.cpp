@@ -1,6 +1,7 @@
 // Activation links (network/activation_links.hpp, Note [activations on data links]): real sockets on loopback,
 // real mutual TLS. Tensors of every dtype and shape arrive whole under their tickets, in any order they are
-// taken; a ticket never sent, or of an aborted step, ends in a clear error within the timeout; a stray connection
+// taken; a ticket never sent, or of an aborted step, ends in a clear error within the timeout, and at once when
+// its sender's link ended; a stray connection
 // is dropped and named; a sender to an address where nobody listens gets an error naming it; a link that dies
 // is reconnected by the next tensor.
 #include <doctest/doctest.h>
@@ -77,12 +78,28 @@ TEST_CASE("a tensor that never comes, or of an aborted step, is a clear error wi
   CHECK(test::contains(test::error_of([&] { inbox.take(old); }), "did not come on its data link"));
 }
 
+TEST_CASE("a tensor whose sender's link ended without it fails at once, not after the timeout") {
+  activation_inbox inbox(1, "127.0.0.1", nullptr, test::scaled(30s));
+  std::uint64_t next = 0;
+  {
+    activation_outbox outbox(0, nullptr, 5s);  // its process, gone when it goes
+    const std::uint64_t sent = outbox.next_ticket();
+    next = outbox.next_ticket();
+    outbox.send(1, "127.0.0.1:" + std::to_string(inbox.port()), sent, 0, counting({16}, 1.0f));
+    CHECK(inbox.take(sent).size() == 16);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string why = test::error_of([&] { inbox.take(next); });
+  CHECK(std::chrono::steady_clock::now() - t0 < test::scaled(10s));
+  CHECK(test::contains(why, "stage 1: the tensor of ticket 2 from stage 0 will not come: stage 0's link ended"));
+}
+
 TEST_CASE("a stray connection is dropped and named, a dead address is named, a broken link is opened again") {
   activation_inbox inbox(1, "127.0.0.1", nullptr, 500ms);
   const std::string address = "127.0.0.1:" + std::to_string(inbox.port());
-  {  // says another stage's hello
+  {  // says another stage's hello; its write may find the connection dropped already
     activation_outbox stray(0, nullptr, 5s);
-    CHECK_NOTHROW(stray.send(2, address, stray.next_ticket(), 0, counting({4}, 1.0f)));
+    (void)test::error_of([&] { stray.send(2, address, stray.next_ticket(), 0, counting({4}, 1.0f)); });
   }
   const std::string why = test::error_of([&] { inbox.take(1); });
   CHECK(test::contains(why, "dropped a connection from 127.0.0.1:"));
