@@ -72,16 +72,17 @@ namespace {
 // takes longer than 10 s says so and exits with the status its caller gave.
 class shutdown_watchdog {
  public:
-  // From now on, at most `limit` until the destructor runs; else the process ends with `status`.
-  void arm(int status, std::chrono::seconds limit) {
-    thread_ = std::thread([this, status, limit] {
+  // From now on, at most `limit` until the destructor runs; else the process ends as `exit` says.
+  void arm(node_exit exit, std::chrono::seconds limit) {
+    thread_ = std::thread([this, exit = std::move(exit), limit] {
       std::unique_lock<std::mutex> lock(mutex_);
       if (done_changed_.wait_for(lock, limit, [this] { return done_; })) return;
+      if (!exit.message.empty()) std::cerr << exit.message << "\n";
       std::cerr << "node: its actor system did not shut down within " << limit.count()
                 << " s (CAF waits for a stage's detached actor that something still holds: Note [a node's shutdown]); "
                    "exiting with status "
-                << status << std::endl;
-      std::_Exit(status);
+                << exit.status << std::endl;
+      std::_Exit(exit.status);
     });
   }
   ~shutdown_watchdog() {
@@ -149,7 +150,7 @@ void run_node(const node_run_options& o) {
     if (o.cancel_release) o.cancel_release();
     released.join();
   }
-  watchdog.arm(o.on_stopped ? o.on_stopped() : 0, shutdown_limit);
+  watchdog.arm(o.on_stopped ? o.on_stopped() : node_exit{}, shutdown_limit);
 }
 
 

@@ -18,6 +18,12 @@
 
 namespace ap {
 
+// How a node process ends if its actor system's shutdown does not (Note [a node's shutdown]).
+struct node_exit {
+  int status = 0;
+  std::string message;  // printed on stderr first, when not empty
+};
+
 struct node_run_options {
   std::string host = "127.0.0.1";
   int port = 0;  // 0: the system picks a free one, printed on stdout
@@ -32,8 +38,8 @@ struct node_run_options {
   std::function<void(const std::string& host, std::uint16_t port)> on_listening;
   std::function<void()> until_released, cancel_release;
   // Note [a node's shutdown]: called once the node has stopped, before its actor system shuts down; returns the
-  // exit status the process ends with should that shutdown not finish (absent: 0).
-  std::function<int()> on_stopped;
+  // exit status, and the line to print, should that shutdown not finish and the process end there (absent: 0, none).
+  std::function<node_exit()> on_stopped;
 };
 
 // Runs a node until it is told to quit; throws std::runtime_error / std::invalid_argument with a text a

@@ -25,14 +25,15 @@ void run_rendezvous_node(const rendezvous_env& env, node_run_options options) {
   bool done = false;
   options.until_released = [&] { done = client.wait_for_release(); };
   options.cancel_release = [&] { client.cancel(); };
+  const std::string went_away = "rendezvous: rank " + std::to_string(env.rank) + ": rank 0 (" + env.master_host + ":" +
+                                std::to_string(env.master_port) +
+                                ") went away without ending the job (it failed or was killed)";
   options.on_stopped = [&] {  // before the node's actor system shuts down: Note [a node's shutdown]
     if (done) std::cerr << "rendezvous: rank " << env.rank << ": the job is over" << std::endl;
-    return done ? 0 : 1;
+    return done ? node_exit{0, ""} : node_exit{1, "error: " + went_away};
   };
   run_node(options);
-  if (!done)
-    throw std::runtime_error("rendezvous: rank " + std::to_string(env.rank) + ": rank 0 (" + env.master_host + ":" +
-                             std::to_string(env.master_port) + ") went away without ending the job (it failed or was killed)");
+  if (!done) throw std::runtime_error(went_away);
 }
 
 void run_rendezvous_coordinator(const rendezvous_env& env, const std::function<void(std::vector<std::string>)>& train) {

@@ -17,7 +17,7 @@ std::size_t node_of(int replica, int stage, int stages, std::size_t nodes) {
 std::string describe_mesh(const mesh_shape& m, const std::vector<std::string>& nodes) {
   std::string text = count(m.data_parallel, "data-parallel replica") + " x " + count(m.stages, "stage") + " x " +
                      count(m.tensor_parallel, "tensor-parallel rank") + " = " +
-                     count(m.data_parallel * m.stages * m.tensor_parallel, "compute thread");
+                     count(m.data_parallel * m.stages * m.tensor_parallel, "compute rank");
   if (nodes.empty()) return text + ", all in this process";
   text += ";";
   bool shared = false;  // some node holds two replicas of one stage
@@ -26,7 +26,7 @@ std::string describe_mesh(const mesh_shape& m, const std::vector<std::string>& n
       const std::string& node = nodes[node_of(d, s, m.stages, nodes.size())];
       for (int e = 0; e < d; ++e) shared = shared || nodes[node_of(e, s, m.stages, nodes.size())] == node;
       text += std::string(d + s == 0 ? " " : ", ") + (m.data_parallel > 1 ? "replica " + std::to_string(d) + " " : "") +
-              "stage " + std::to_string(s) + ": node " + node + " (" + count(m.tensor_parallel, "thread") + ")";
+              "stage " + std::to_string(s) + ": node " + node + " (" + count(m.tensor_parallel, "rank") + ")";
     }
   if (shared) text += "; the replicas of a stage on one node reduce through shared memory first";
   return text;

@@ -17,8 +17,8 @@ struct mesh_shape {
 // Note [data-parallel nodes]: replica d's stage s runs on node (d * stages + s) % nodes, its index in --nodes.
 std::size_t node_of(int replica, int stage, int stages, std::size_t nodes);
 
-// "2 data-parallel replicas x 2 stages x 2 tensor-parallel ranks = 8 compute threads; replica 0 stage 0:
-// node 127.0.0.1:4000 (2 threads), ...", and where some node holds several replicas of a stage, that their
+// "2 data-parallel replicas x 2 stages x 2 tensor-parallel ranks = 8 compute ranks; replica 0 stage 0:
+// node 127.0.0.1:4000 (2 ranks), ...", and where some node holds several replicas of a stage, that their
 // all-reduces meet in shared memory first (Note [hierarchical collectives]). Nodes as given to --nodes (node_of);
 // empty: every thread in this process.
 std::string describe_mesh(const mesh_shape& mesh, const std::vector<std::string>& nodes);

@@ -94,7 +94,7 @@ TEST_CASE("train on a D = 2 x P = 2 x T = 2 mesh with clipping gives the single 
   REQUIRE(p.wait_exit(30s) == 0);
   const auto mesh = nlohmann::json::parse(line);
   CHECK(test::contains(p.stderr_text(), "mesh: 2 data-parallel replicas x 2 stages x 2 tensor-parallel ranks = 8 "
-                                        "compute threads, all in this process"));
+                                        "compute ranks, all in this process"));
   CHECK(mesh["data_parallel"] == 2);
   CHECK(mesh["tensor_parallel"] == 2);
   CHECK(mesh["stages"] == 2);

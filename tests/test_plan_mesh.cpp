@@ -9,19 +9,19 @@
 using namespace ap;
 using namespace ap::test;
 
-TEST_CASE("describe_mesh counts the threads and places the stages on their nodes") {
+TEST_CASE("describe_mesh counts the compute ranks and places the stages on their nodes") {
   CHECK(describe_mesh(mesh_shape{2, 2, 2}, {}) ==
-        "2 data-parallel replicas x 2 stages x 2 tensor-parallel ranks = 8 compute threads, all in this process");
+        "2 data-parallel replicas x 2 stages x 2 tensor-parallel ranks = 8 compute ranks, all in this process");
   CHECK(describe_mesh(mesh_shape{1, 3, 2}, {"127.0.0.1:4000", "127.0.0.1:4001"}) ==
-        "1 data-parallel replica x 3 stages x 2 tensor-parallel ranks = 6 compute threads; stage 0: node "
-        "127.0.0.1:4000 (2 threads), stage 1: node 127.0.0.1:4001 (2 threads), stage 2: node 127.0.0.1:4000 (2 threads)");
+        "1 data-parallel replica x 3 stages x 2 tensor-parallel ranks = 6 compute ranks; stage 0: node "
+        "127.0.0.1:4000 (2 ranks), stage 1: node 127.0.0.1:4001 (2 ranks), stage 2: node 127.0.0.1:4000 (2 ranks)");
   CHECK(describe_mesh(mesh_shape{2, 1, 1}, {"a:1", "b:2", "c:3"}) ==
-        "2 data-parallel replicas x 1 stage x 1 tensor-parallel rank = 2 compute threads; replica 0 stage 0: node "
-        "a:1 (1 thread), replica 1 stage 0: node b:2 (1 thread)");
+        "2 data-parallel replicas x 1 stage x 1 tensor-parallel rank = 2 compute ranks; replica 0 stage 0: node "
+        "a:1 (1 rank), replica 1 stage 0: node b:2 (1 rank)");
   // Note [hierarchical collectives]: 3 replicas on 2 nodes, replicas 0 and 2 share a:1.
   CHECK(describe_mesh(mesh_shape{3, 1, 1}, {"a:1", "b:2"}) ==
-        "3 data-parallel replicas x 1 stage x 1 tensor-parallel rank = 3 compute threads; replica 0 stage 0: node "
-        "a:1 (1 thread), replica 1 stage 0: node b:2 (1 thread), replica 2 stage 0: node a:1 (1 thread); the replicas "
+        "3 data-parallel replicas x 1 stage x 1 tensor-parallel rank = 3 compute ranks; replica 0 stage 0: node "
+        "a:1 (1 rank), replica 1 stage 0: node b:2 (1 rank), replica 2 stage 0: node a:1 (1 rank); the replicas "
         "of a stage on one node reduce through shared memory first");
 }
 
