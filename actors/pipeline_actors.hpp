@@ -37,6 +37,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -60,7 +61,9 @@ inline int coordinator_rank(int stages) { return stages; }
 
 // The sender of stage `stage`: builds its communicator from the endpoints it is sent (setup_atom), then
 // delivers deliver_forward and deliver_backward messages.
-sender_actor spawn_sender(caf::actor_system& system, int stage, std::chrono::milliseconds timeout);
+// `log` (may be empty) hears when an activation link fails and its tensor goes inside the message instead.
+sender_actor spawn_sender(caf::actor_system& system, int stage, std::chrono::milliseconds timeout,
+                          std::function<void(const std::string&)> log = {});
 
 struct processor_config {
   int stage = 0;

@@ -11,6 +11,7 @@ namespace ap {
 namespace {
 
 struct sender_state {
+  std::function<void(const std::string&)> log;  // may be empty
   std::unique_ptr<actor_communicator> comm;
   std::vector<std::string> links;  // per rank: its activation link, "" for none
   std::unique_ptr<activation_outbox> outbox;
@@ -29,14 +30,17 @@ void send_beside(sender_self self, Task& t, int destination) {
   const std::uint64_t ticket = st.outbox->next_ticket();
   try {
     st.outbox->send(destination, st.links[d], ticket, t.step, t.data);
-  } catch (const link_error&) {
+  } catch (const link_error& e) {
+    if (st.log) st.log(std::string(e.what()) + "; the tensor goes inside its message (the next one opens the link again)");
     return;
   }
   t.ticket = ticket;
   t.data = tensor();
 }
 
-sender_actor::behavior_type sender(sender_self self, int stage, std::chrono::milliseconds timeout) {
+sender_actor::behavior_type sender(sender_self self, int stage, std::chrono::milliseconds timeout,
+                                   std::function<void(const std::string&)> log) {
+  self->state.log = std::move(log);
   return {
       [=](setup_atom, const std::vector<caf::actor>& endpoints) -> ok_atom {  // acknowledged for remote stages
         self->state.comm = std::make_unique<actor_communicator>(self->system(), stage, endpoints, caf::actor{}, timeout);
@@ -62,8 +66,9 @@ sender_actor::behavior_type sender(sender_self self, int stage, std::chrono::mil
 
 }  // namespace
 
-sender_actor spawn_sender(caf::actor_system& system, int stage, std::chrono::milliseconds timeout) {
-  return system.spawn(sender, stage, timeout);
+sender_actor spawn_sender(caf::actor_system& system, int stage, std::chrono::milliseconds timeout,
+                          std::function<void(const std::string&)> log) {
+  return system.spawn(sender, stage, timeout, std::move(log));
 }
 
 }  // namespace ap

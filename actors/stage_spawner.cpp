@@ -41,7 +41,7 @@ stage_actors spawn_stage(caf::actor_system& system, stage_setup setup) {
   }
   stage_actors a;
   a.link_port = inbox ? inbox->port() : 0;
-  a.sender = spawn_sender(system, setup.stage, setup.timeout);
+  a.sender = spawn_sender(system, setup.stage, setup.timeout, setup.link_log);
   a.processor = spawn_processor(
       system, processor_config{setup.stage, setup.stages, setup.total_chunks, a.sender, setup.log, setup.compute_dtype,
                                std::move(rings), std::move(inbox)},

@@ -68,7 +68,7 @@ struct stage_setup {
   colocated_rank data_parallel_place;
   std::string data_parallel_key;
   // Note [activations on data links]: on a node, the host its activation inbox listens on (empty: none), and
-  // where the inbox says what its links do (may be empty).
+  // where its inbox and sender say what their links do (may be empty).
   std::string link_host;
   std::function<void(const std::string&)> link_log;
 };

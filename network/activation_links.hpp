@@ -16,8 +16,8 @@
 // forward_task and backward_task, ordered and delivered by CAF as before; only the bytes travel beside them.
 // - Tensors under `inline_bytes`, tasks to the coordinator and between stages of one process stay inside the
 //   message (a local message is not serialised at all).
-// - A link that fails is dropped, and the tensor goes inside its message instead: a dead stage is CAF's to name
-//   (its down message), not the link's.
+// - A link that fails is dropped (the node's log says so), and the tensor goes inside its message instead: a
+//   dead stage is CAF's to name (its down message), not the link's.
 // - Tensors of an aborted step that nobody takes are dropped when the stage begins a later step.
 // - A wait for a tensor ends early when its sender's link ends without it (the sending process went), so a
 //   lost node fails the step at once instead of after the timeout; a link opened since forgets that.
