@@ -1,6 +1,5 @@
 // What `train --auto --nodes` plans with (Note [auto on nodes] in plan/auto_config.hpp): each node's machine as
-// the node reports it, and what a message between two processes costs, timed over the same CAF connection the
-// activations take.
+// the node reports it, and what a message between two processes costs, timed over CAF's connection to the node.
 #pragma once
 
 #include <chrono>

@@ -89,7 +89,9 @@ inline constexpr double default_hop_s = 50e-6;
 //   ratio (an estimate: cli/train_auto.cpp);
 // - a message between stages on two nodes costs `network_s` of the largest activation crossing a chunk
 //   boundary: a line through two round trips of a tensor to the first node (latency + bytes x seconds per
-//   byte), measured over the same CAF connection the activations take;
+//   byte), measured over CAF's connection, which the coordinator's messages and small activations take
+//   (pessimistic for activations of 64 KB or more between nodes, which go on activation links, about twice as
+//   fast here: Note [activations on data links]);
 // - the coordinator is another process: the last stage waits for each microbatch's loss gradient (its output
 //   there and the gradient back, added to its backward), and each step pays the first microbatch's input and
 //   two bare messages (the step's start, the stages' answers);
