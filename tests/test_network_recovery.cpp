@@ -1,6 +1,7 @@
 // Recovery from a lost node (Note [recovery] in actors/pipeline.cpp), with real `actorpipe node` processes
 // over loopback and mutual TLS: a node killed twice mid-run and restarted on its port each time; the run ends
-// with exactly the parameters and losses of an uninterrupted one; the same with two data-parallel replicas
+// with exactly the parameters and losses of an uninterrupted one, also when its activations travel on data links
+// (Note [activations on data links]); the same with two data-parallel replicas
 // (and with T = 2) recovering together (Note [recovery with replicas]), also through the CLI. Without restarts
 // left, or when the node does not come back in time, the step fails with a clear error.
 #include <doctest/doctest.h>
@@ -16,6 +17,7 @@
 
 #include "actors/data_parallel_pipeline.hpp"
 #include "actors/pipeline.hpp"
+#include "data/synthetic.hpp"
 #include "node_process.hpp"
 #include "equivalence.hpp"
 #include "pipeline_test_models.hpp"
@@ -77,8 +79,10 @@ class log_lines {
 
 }  // namespace
 
-TEST_CASE("a node killed twice mid-run and restarted each time: the run ends exactly as an uninterrupted one") {
-  const dataset d = test::small_blobs(16);
+namespace {
+
+// A node killed twice mid-run and restarted on its port each time, against the same run uninterrupted.
+void killed_twice(const std::function<sequential()>& slow, const dataset& d, bool on_links) {
   const int steps = 8;
   test::node_process first(actorpipe);
   auto second = std::make_unique<test::node_process>(actorpipe);
@@ -90,7 +94,7 @@ TEST_CASE("a node killed twice mid-run and restarted each time: the run ends exa
   std::vector<float> reference_losses;
   sequential reference;
   {
-    pipeline uninterrupted(slow_model(), o);
+    pipeline uninterrupted(slow(), o);
     for (int s = 0; s < steps; ++s)
       reference_losses.push_back(uninterrupted.train_step(d.inputs, d.labels, static_cast<std::uint64_t>(s)));
     reference = uninterrupted.gather_model();
@@ -110,7 +114,7 @@ TEST_CASE("a node killed twice mid-run and restarted each time: the run ends exa
     while (step_now.load() < steps) std::this_thread::sleep_for(1ms);
   });
   std::vector<float> losses;
-  pipeline pipe(slow_model(), o);
+  pipeline pipe(slow(), o);
   std::string failure;
   sequential recovered;
   try {
@@ -138,6 +142,28 @@ TEST_CASE("a node killed twice mid-run and restarted each time: the run ends exa
   }
   test::check_same_parameters(reference, recovered, 0.0f, "killed twice, recovered");
   CHECK(first.process().running());
+  // The node started last took its activations on a link opened to it after the second recovery.
+  CHECK(contains(second->process().stderr_text(), "stage 1: an activation link opened") == on_links);
+}
+
+// slow_model()'s shape 32 times wider: 64-row microbatches of 512 features (128 KB) travel on activation links
+// (Note [activations on data links]), which die with the node and open again to its successor.
+sequential wide_slow_model() {
+  sequential m;
+  for (const char* spec : {"linear:12:512", "tanh", "linear:512:512", "sleep:15:15", "relu", "linear:512:4"})
+    m.add(make_layer(spec));
+  m.initialize(3);
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("a node killed twice mid-run and restarted each time: the run ends exactly as an uninterrupted one") {
+  killed_twice(slow_model, test::small_blobs(16), false);
+}
+
+TEST_CASE("the same with activations on data links: the links die with the node and open again") {
+  killed_twice(wide_slow_model, make_blobs(256, 12, 4, 3), true);
 }
 
 namespace {
