@@ -212,15 +212,10 @@ std::string wait_failure_text(const caf::error& e, std::chrono::milliseconds tim
   return error_text(e) + " (after " + waited + ")";
 }
 
-namespace {
-
-// wait_failure_text with the time since `sent`.
 std::string wait_failure(const caf::error& e, std::chrono::milliseconds timeout,
                          std::chrono::steady_clock::time_point sent) {
   return wait_failure_text(e, timeout, std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count());
 }
-
-}  // namespace
 
 caf::actor spawn_node(caf::actor_system& system, node_options options) { return system.spawn(node, std::move(options)); }
 

@@ -86,5 +86,8 @@ stage_actors place_stage(caf::scoped_actor& self, const caf::actor& node, const 
 // CAF's middleman gave up first on a silent peer (its own connection timeout, shorter than ours); else the
 // error in words. `waited_s`: seconds since the request was sent.
 std::string wait_failure_text(const caf::error& e, std::chrono::milliseconds timeout, double waited_s);
+// The same for a request sent at `sent`.
+std::string wait_failure(const caf::error& e, std::chrono::milliseconds timeout,
+                         std::chrono::steady_clock::time_point sent);
 
 }  // namespace ap

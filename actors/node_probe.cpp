@@ -23,11 +23,7 @@ double one_way_s(caf::scoped_actor& self, const caf::actor& node, const node_add
     std::string failure;
     const auto sent = std::chrono::steady_clock::now();
     self->request(node, timeout, echo_atom::value, tensor_message{0, payload})
-        .receive([](tensor_message&) {},
-                 [&](caf::error& e) {
-                   failure = wait_failure_text(
-                       e, timeout, std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count());
-                 });
+        .receive([](tensor_message&) {}, [&](caf::error& e) { failure = wait_failure(e, timeout, sent); });
     if (!failure.empty()) throw std::runtime_error("node " + address.text() + ": timing a message: " + failure);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count() / 2;
     if (r > 0 && (fastest < 0 || s < fastest)) fastest = s;
@@ -59,10 +55,7 @@ node_survey survey_nodes(const std::vector<std::string>& nodes, const transport_
       const auto sent = std::chrono::steady_clock::now();
       self->request(node, timeout, machine_atom::value)
           .receive([&](std::uint32_t cores, std::int32_t threads) { m.cores = static_cast<int>(cores), m.threads = threads; },
-                   [&](caf::error& e) {
-                     failure = wait_failure_text(
-                         e, timeout, std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count());
-                   });
+                   [&](caf::error& e) { failure = wait_failure(e, timeout, sent); });
       if (!failure.empty()) throw std::runtime_error("node " + a.text() + ": asking for its machine: " + failure);
       if (m.cores < 1) throw std::runtime_error("node " + a.text() + " reports no core");
       out.nodes.push_back(std::move(m));

@@ -350,7 +350,7 @@ void pipeline::impl::start_stages(std::chrono::milliseconds placement_timeout) {
   endpoints.push_back(caf::actor_cast<caf::actor>(coordinator));
   for (std::size_t s = 0; s < senders.size(); ++s) {
     if (!owner) {
-      caf::anon_send(senders[s], setup_atom::value, endpoints);
+      caf::anon_send(senders[s], setup_atom::value, endpoints, std::vector<std::string>{});  // no links in one process
       continue;
     }
     // A remote sender confirms, so no task can reach it before its endpoints (they come from other processes).

@@ -1,6 +1,7 @@
 // The sender of a stage: delivers finished tasks through the communicator, off the processor's thread; on a
 // node, a large tensor for a stage of another process goes on its activation link first (Note [activations on
 // data links] in network/activation_links.hpp).
+#include <algorithm>
 #include <memory>
 
 #include "actors/actor_communicator.hpp"
@@ -42,15 +43,13 @@ sender_actor::behavior_type sender(sender_self self, int stage, std::chrono::mil
                                    std::function<void(const std::string&)> log) {
   self->state.log = std::move(log);
   return {
-      [=](setup_atom, const std::vector<caf::actor>& endpoints) -> ok_atom {  // acknowledged for remote stages
-        self->state.comm = std::make_unique<actor_communicator>(self->system(), stage, endpoints, caf::actor{}, timeout);
-        return ok_atom::value;
-      },
+      // Acknowledged for remote stages. Links only between processes: in one process `links` is empty.
       [=](setup_atom, const std::vector<caf::actor>& endpoints, std::vector<std::string>& links) -> ok_atom {
         auto& st = self->state;
         st.comm = std::make_unique<actor_communicator>(self->system(), stage, endpoints, caf::actor{}, timeout);
         st.links = std::move(links);
-        st.outbox = std::make_unique<activation_outbox>(stage, transport_tls_of(self->system()), timeout);
+        if (std::any_of(st.links.begin(), st.links.end(), [](const std::string& l) { return !l.empty(); }))
+          st.outbox = std::make_unique<activation_outbox>(stage, transport_tls_of(self->system()), timeout);
         return ok_atom::value;
       },
       [=](deliver_forward& d) {

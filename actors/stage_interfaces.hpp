@@ -46,8 +46,8 @@ using processor_actor = caf::typed_actor<
 
 // A stage's sender: hands finished tasks to the communicator, off the processor's thread.
 using sender_actor = caf::typed_actor<
-    caf::replies_to<setup_atom, std::vector<caf::actor>>::with<ok_atom>,  // facade: every rank's endpoint
-    // facade: every rank's endpoint and activation link ("host:port", "" for none: Note [activations on data links])
+    // facade: every rank's endpoint and activation link ("host:port"; "" or none at all in one process: Note
+    // [activations on data links])
     caf::replies_to<setup_atom, std::vector<caf::actor>, std::vector<std::string>>::with<ok_atom>,
     caf::reacts_to<deliver_forward>,                                      // processor
     caf::reacts_to<deliver_backward>>;
@@ -83,7 +83,7 @@ static_assert(accepts<coordinator_actor, stage_done> && accepts<coordinator_acto
 // above, and in the README's table of messages.
 static_assert(caf::detail::tl_size<retriever_actor::signatures>::value == 6);
 static_assert(caf::detail::tl_size<processor_actor::signatures>::value == 13);
-static_assert(caf::detail::tl_size<sender_actor::signatures>::value == 4);
+static_assert(caf::detail::tl_size<sender_actor::signatures>::value == 3);
 static_assert(caf::detail::tl_size<coordinator_actor::signatures>::value == 6);
 
 }  // namespace ap

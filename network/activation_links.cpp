@@ -49,6 +49,11 @@ activation_inbox::~activation_inbox() {
   for (std::thread& r : readers_) r.join();
 }
 
+void activation_inbox::note_problem(std::string what) {
+  problems_.push_back(std::move(what));
+  if (problems_.size() > problems_kept) problems_.erase(problems_.begin());
+}
+
 std::string activation_inbox::stopped() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return stopping_ ? "stage " + std::to_string(stage_) + " stopped" : "";
@@ -69,8 +74,7 @@ void activation_inbox::accept_loop() {
       if (link) log_("stage " + std::to_string(stage_) + ": an activation link opened (Note [activations on data links])");
     }
     std::lock_guard<std::mutex> lock(mutex_);
-    for (auto& d : dropped) problems_.push_back("dropped " + d);
-    while (problems_.size() > problems_kept) problems_.erase(problems_.begin());
+    for (auto& d : dropped) note_problem("dropped " + d);
     if (link && !stopping_) {
       // A sender that lost its link opens another before its next tensor: whoever it is, nothing is known closed.
       closed_.clear();
@@ -118,10 +122,7 @@ void activation_inbox::read_loop(std::unique_ptr<data_link> link) {
     // write), or the link failed: a tensor of that sender still awaited will not come on it.
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (e.reason != link_error::kind::closed) {
-        problems_.push_back(e.what());
-        while (problems_.size() > problems_kept) problems_.erase(problems_.begin());
-      }
+      if (e.reason != link_error::kind::closed) note_problem(e.what());
       if (source >= 0) closed_[source] = e.what();
     }
     arrived_.notify_all();

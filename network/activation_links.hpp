@@ -74,6 +74,7 @@ class activation_inbox {
   void accept_loop();
   void read_loop(std::unique_ptr<data_link> link);
   std::string stopped() const;
+  void note_problem(std::string what);  // one of the last few; the caller holds mutex_
 
   int stage_;
   std::chrono::milliseconds timeout_;

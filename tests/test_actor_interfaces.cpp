@@ -47,7 +47,7 @@ TEST_CASE("a stage of typed actors takes tasks through an untyped endpoint and r
   // The communicator's endpoints: rank 0 is the stage's retriever, rank 1 the coordinator, both untyped.
   const std::vector<caf::actor> endpoints{caf::actor_cast<caf::actor>(a.retriever), caf::actor_cast<caf::actor>(self)};
   std::string failure = "no answer";
-  self->request(a.sender, limit, setup_atom::value, endpoints)
+  self->request(a.sender, limit, setup_atom::value, endpoints, std::vector<std::string>{})
       .receive([&](ok_atom) { failure.clear(); }, [&](caf::error& e) { failure = caf::to_string(e); });
   REQUIRE(failure.empty());
 
@@ -98,7 +98,8 @@ TEST_CASE("a message outside a role's interface, sent through an untyped handle,
       .receive([](ok_atom) {}, [&](caf::error& e) { refused = e; });
   CHECK(refused == caf::sec::unexpected_message);
   std::string failure = "no answer";
-  self->request(a.sender, limit, setup_atom::value, std::vector<caf::actor>{caf::actor_cast<caf::actor>(a.retriever)})
+  self->request(a.sender, limit, setup_atom::value, std::vector<caf::actor>{caf::actor_cast<caf::actor>(a.retriever)},
+                std::vector<std::string>{})
       .receive([&](ok_atom) { failure.clear(); }, [&](caf::error& e) { failure = caf::to_string(e); });
   CHECK(failure.empty());
   self->send_exit(a.retriever, caf::exit_reason::user_shutdown);

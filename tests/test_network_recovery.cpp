@@ -32,9 +32,13 @@ namespace {
 const std::string actorpipe = std::string(AP_BINARY_DIR) + "/cli/actorpipe";
 
 // Six layers whose middle one sleeps 15 ms forward and backward: a step lasts long enough to be interrupted.
-sequential slow_model() {
+// `width` 512: 64-row microbatches of 512 features (128 KB) travel on activation links (Note [activations on
+// data links]).
+sequential slow_model(int width = 16) {
+  const std::string w = std::to_string(width);
   sequential m;
-  for (const char* spec : {"linear:12:16", "tanh", "linear:16:16", "sleep:15:15", "relu", "linear:16:4"})
+  for (const std::string& spec : {"linear:12:" + w, std::string("tanh"), "linear:" + w + ":" + w,
+                                  std::string("sleep:15:15"), std::string("relu"), "linear:" + w + ":4"})
     m.add(make_layer(spec));
   m.initialize(3);
   return m;
@@ -82,7 +86,7 @@ class log_lines {
 namespace {
 
 // A node killed twice mid-run and restarted on its port each time, against the same run uninterrupted.
-void killed_twice(const std::function<sequential()>& slow, const dataset& d, bool on_links) {
+void killed_twice(int width, const dataset& d, bool on_links) {
   const int steps = 8;
   test::node_process first(actorpipe);
   auto second = std::make_unique<test::node_process>(actorpipe);
@@ -94,7 +98,7 @@ void killed_twice(const std::function<sequential()>& slow, const dataset& d, boo
   std::vector<float> reference_losses;
   sequential reference;
   {
-    pipeline uninterrupted(slow(), o);
+    pipeline uninterrupted(slow_model(width), o);
     for (int s = 0; s < steps; ++s)
       reference_losses.push_back(uninterrupted.train_step(d.inputs, d.labels, static_cast<std::uint64_t>(s)));
     reference = uninterrupted.gather_model();
@@ -114,7 +118,7 @@ void killed_twice(const std::function<sequential()>& slow, const dataset& d, boo
     while (step_now.load() < steps) std::this_thread::sleep_for(1ms);
   });
   std::vector<float> losses;
-  pipeline pipe(slow(), o);
+  pipeline pipe(slow_model(width), o);
   std::string failure;
   sequential recovered;
   try {
@@ -146,24 +150,14 @@ void killed_twice(const std::function<sequential()>& slow, const dataset& d, boo
   CHECK(contains(second->process().stderr_text(), "stage 1: an activation link opened") == on_links);
 }
 
-// slow_model()'s shape 32 times wider: 64-row microbatches of 512 features (128 KB) travel on activation links
-// (Note [activations on data links]), which die with the node and open again to its successor.
-sequential wide_slow_model() {
-  sequential m;
-  for (const char* spec : {"linear:12:512", "tanh", "linear:512:512", "sleep:15:15", "relu", "linear:512:4"})
-    m.add(make_layer(spec));
-  m.initialize(3);
-  return m;
-}
-
 }  // namespace
 
 TEST_CASE("a node killed twice mid-run and restarted each time: the run ends exactly as an uninterrupted one") {
-  killed_twice(slow_model, test::small_blobs(16), false);
+  killed_twice(16, test::small_blobs(16), false);
 }
 
 TEST_CASE("the same with activations on data links: the links die with the node and open again") {
-  killed_twice(wide_slow_model, make_blobs(256, 12, 4, 3), true);
+  killed_twice(512, make_blobs(256, 12, 4, 3), true);
 }
 
 namespace {
