@@ -15,9 +15,22 @@
 
 // From OpenBLAS; declared here rather than by <cblas.h> (which must not meet xtensor-blas, toolchain notes).
 extern "C" void openblas_set_num_threads(int);
+extern "C" int blas_thread_shutdown_(void) __attribute__((weak));  // absent from a serial OpenBLAS
 
 namespace ap {
 namespace {
+
+// Note [OpenBLAS's idle pool]: Debian's OpenBLAS (the pthread build) starts a pool of one thread per core but
+// one when it is loaded, and each of them spins on sched_yield for about 0.1 s before it sleeps: 0.1 s of CPU
+// per core, in every process, just as it starts. We run OpenBLAS (the reference path) on one thread only, so
+// the pool never has work. perf showed the spin in the ranks of bench_allreduce: an eighth of the processes'
+// samples while the first all-reduces ran. The pool is stopped when this library is loaded (after OpenBLAS's
+// own start-up: it is loaded first), and OpenBLAS starts it again only for a call on several threads.
+const bool openblas_pool_stopped = [] {
+  openblas_set_num_threads(1);
+  if (blas_thread_shutdown_) blas_thread_shutdown_();
+  return true;
+}();
 
 compute_backend initial_backend() {
   const char* env = std::getenv("AP_COMPUTE");

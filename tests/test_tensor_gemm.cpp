@@ -104,6 +104,19 @@ TEST_CASE("the reference product matches a double-precision sum") {
   }
 }
 
+// OpenBLAS's own: whether its thread pool runs (Note [OpenBLAS's idle pool] in tensor/compute.cpp).
+extern "C" int blas_server_avail __attribute__((weak));  // absent from a serial OpenBLAS
+
+TEST_CASE("OpenBLAS's thread pool is stopped when the library loads and stays stopped through reference products") {
+  if (!&blas_server_avail) return;  // no pool to stop
+  CHECK(blas_server_avail == 0);
+  const problem p{false, false, 256, 256, 256};
+  const auto a = random_values(p.m * p.k, 21), b = random_values(p.k * p.n, 22);
+  std::vector<float> c(p.m * p.n);
+  for (int i = 0; i < 3; ++i) gemm_reference(false, false, p.m, p.n, p.k, 1.0f, a.data(), b.data(), 0.0f, c.data());
+  CHECK(blas_server_avail == 0);
+}
+
 TEST_CASE("oneDNN fp32 products match the reference (every transpose, accumulate, general alpha/beta)") {
   if (!onednn_available()) return;  // a -DAP_COMPUTE=reference build
   std::uint64_t seed = 100;
