@@ -56,7 +56,7 @@ struct options {
   std::string backend = "ring";
   std::string exchange;  // the folder where ranks leave their endpoints
   int repeats = 10;
-  std::size_t chunk_kb = 1024;
+  std::size_t chunk_kb = ap::ring_group::default_chunk_bytes / 1024;
   std::size_t max_mb = 64;
   bool insecure = false;
   std::string cert_dir;  // rank 1: the certificates rank 0 made
