@@ -183,6 +183,7 @@ struct outgoing_chunk {
   chunk_header header;
   const float* data = nullptr;
   std::shared_ptr<const void> hold;
+  std::size_t written = 0;  // bytes of the header and then the floats already on the link
 };
 
 constexpr std::uint64_t max_chunk_floats = std::uint64_t{1} << 36;  // 256 GB: a header beyond is garbage
@@ -224,6 +225,8 @@ struct ring_state {
   std::mutex outbox_mutex;  // guards the outbox
   std::condition_variable outbox_work;
   std::deque<outgoing_chunk> outbox;
+  bool writer_busy = false;    // the writer holds a chunk it took from the outbox
+  bool writer_failed = false;  // a write failed: the rest are dropped
   std::atomic<bool> closing{false};
   std::thread writer;
 
@@ -251,7 +254,8 @@ struct ring_state {
     return cause.empty() ? fallback : cause;
   }
 
-  // Queues n floats at `data` for the right neighbour, borrowed: held by `hold`, or by a token of the op.
+  // Sends n floats at `data` to the right neighbour: what the link takes at once here, the rest queued for the
+  // writer, borrowed: held by `hold`, or by a token of the op.
   // Borrowing is safe while the collective runs: in ring_reduce a region is sent once per phase, after its
   // last change of that phase, and written again only by the all-gather, with the finished segment that
   // came round the ring, built by the right neighbour from this very chunk (so already written out); the
@@ -264,6 +268,11 @@ struct ring_state {
     c.data = data;
     c.hold = std::move(hold);
     std::lock_guard lock(outbox_mutex);
+    if (outbox.empty() && !writer_busy && !writer_failed && !closing) {  // Note [writes without waiting]
+      const data_link::piece pieces[] = {{&c.header, sizeof c.header}, {c.data, n * sizeof(float)}};
+      c.written = to_right->write_now(pieces, n > 0 ? 2 : 1);
+      if (c.written == sizeof c.header + n * sizeof(float)) return;
+    }
     outbox.push_back(std::move(c));
     outbox_work.notify_one();
   }
@@ -271,23 +280,38 @@ struct ring_state {
   // The writer thread: the outbox's chunks in order onto the link to the right neighbour. After a failure the
   // rest are dropped (their tokens let go), so no collective waits on a write that cannot happen.
   void write_chunks() {
-    bool failed = false;
     for (;;) {
       outgoing_chunk c;
+      bool failed = false;
       {
         std::unique_lock lock(outbox_mutex);
         outbox_work.wait(lock, [&] { return closing || !outbox.empty(); });
         if (outbox.empty()) return;
         c = std::move(outbox.front());
         outbox.pop_front();
+        writer_busy = true;
+        failed = writer_failed;
       }
-      if (failed) continue;
+      const auto idle_again = [this] {
+        std::lock_guard lock(outbox_mutex);
+        writer_busy = false;
+      };
+      if (failed) {
+        idle_again();
+        continue;
+      }
       try {
         const auto stop = [this] { return stop_reason(); };
-        to_right->write(&c.header, sizeof c.header, timeout, stop);
-        if (c.header.floats > 0) to_right->write(c.data, c.header.floats * sizeof(float), timeout, stop);
+        const std::size_t header = sizeof c.header, floats = c.header.floats * sizeof(float);
+        if (c.written < header)
+          to_right->write(reinterpret_cast<const char*>(&c.header) + c.written, header - c.written, timeout, stop);
+        const std::size_t done = c.written > header ? c.written - header : 0;
+        if (floats > done) to_right->write(reinterpret_cast<const char*>(c.data) + done, floats - done, timeout, stop);
       } catch (const link_error& e) {
-        failed = true;
+        {
+          std::lock_guard lock(outbox_mutex);
+          writer_failed = true;
+        }
         const std::string link = "the data link to " + who(right());
         switch (e.reason) {
           case link_error::kind::stopped: break;  // the group failed already, or closes
@@ -298,6 +322,7 @@ struct ring_state {
           case link_error::kind::failed: failure->fail(link + " failed: " + e.what()); break;
         }
       }
+      idle_again();
     }
   }
 

@@ -8,6 +8,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <poll.h>
+#include <sys/uio.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -173,6 +174,20 @@ void data_link::write(const void* data, std::size_t n, std::chrono::milliseconds
     }
     if (!wait_ready(fd_, want, until, stop))
       throw link_error(link_error::kind::timed_out, "no byte could be written for " + std::to_string(idle.count()) + " ms");
+  }
+}
+
+std::size_t data_link::write_now(const piece* pieces, std::size_t count) {
+  if (ssl_) return 0;  // Note [writes without waiting]: a TLS write encrypts; the caller's writer thread does it
+  std::vector<iovec> v(count);
+  for (std::size_t i = 0; i < count; ++i) v[i] = {const_cast<void*>(pieces[i].data), pieces[i].size};
+  msghdr m{};
+  m.msg_iov = v.data();
+  m.msg_iovlen = count;
+  for (;;) {
+    const ssize_t ret = ::sendmsg(fd_, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (ret >= 0) return static_cast<std::size_t>(ret);
+    if (errno != EINTR) return 0;
   }
 }
 

@@ -146,6 +146,28 @@ TEST_CASE("ring all_reduce over 2 and 3 processes: the sum (and mean), the same 
   }
 }
 
+TEST_CASE("chunks larger than a socket takes at once: the communication thread writes the start, its writer the rest") {
+  // Note [writes without waiting]: a 4 MB chunk meets a fresh loopback socket's buffer of far less, so each
+  // send writes part of it and hands the rest, from where it stopped, to the writer thread.
+  auto ranks = make_ring("big", 2, 20s, std::size_t{4} << 20);
+  const std::size_t rows = (std::size_t{3} << 20) / 3;  // 12 MB of floats: 6 MB segments, a 4 MB and a 2 MB chunk
+  std::vector<tensor> reduced(2), broadcasted(2);
+  on_every_rank(ranks, [&](process_group& g) {
+    reduced[g.rank()] = input(g.rank(), rows);
+    g.all_reduce(reduced[g.rank()]).wait();
+    broadcasted[g.rank()] = input(g.rank(), rows);
+    g.broadcast(broadcasted[g.rank()], 0).wait();
+  });
+  const tensor a = input(0, rows), b = input(1, rows);
+  std::vector<float> sum(a.size());
+  for (std::size_t i = 0; i < sum.size(); ++i) sum[i] = a.data()[i] + b.data()[i];  // two ranks: one add, either order
+  for (int r = 0; r < 2; ++r) {
+    CAPTURE(r);
+    CHECK(values(reduced[r]) == sum);
+    CHECK(values(broadcasted[r]) == values(a));
+  }
+}
+
 TEST_CASE("ring reduce_scatter, all_gather with uneven shards, and broadcast across 3 processes") {
   const int size = 3;
   auto ranks = make_ring("tp", size);

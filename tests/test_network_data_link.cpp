@@ -65,6 +65,40 @@ TEST_CASE("a data link carries 12 MB whole and in order, plain TCP and mutual TL
   }
 }
 
+TEST_CASE("write_now takes what a plain socket takes at once and write() the rest from there, a TLS link takes nothing") {
+  // Note [writes without waiting].
+  for (bool tls : {false, true}) {
+    CAPTURE(tls);
+    auto context = tls ? tls_of("node") : nullptr;
+    link_listener listener("127.0.0.1", context);
+    auto p = connect_pair(listener, tls ? tls_of("coordinator") : nullptr);
+    const std::uint64_t head = 0x0123456789abcdefull;
+    const auto body = pattern(3 << 20);  // 12 MB: more than the socket takes while nobody reads
+    const data_link::piece pieces[] = {{&head, sizeof head}, {body.data(), body.size() * sizeof(float)}};
+    const std::size_t total = sizeof head + body.size() * sizeof(float);
+    const std::size_t taken = p.connected->write_now(pieces, 2);
+    if (tls) {
+      CHECK(taken == 0);
+    } else {
+      CHECK(taken > sizeof head);  // the header and some of the floats, in one call
+      CHECK(taken < total);
+    }
+    std::uint64_t got_head = 0;
+    std::vector<float> got(body.size());
+    std::thread writer([&] {  // the rest, from where write_now stopped
+      if (taken < sizeof head)
+        p.connected->write(reinterpret_cast<const char*>(&head) + taken, sizeof head - taken, 10s, nullptr);
+      const std::size_t done = taken > sizeof head ? taken - sizeof head : 0;
+      p.connected->write(reinterpret_cast<const char*>(body.data()) + done, body.size() * sizeof(float) - done, 10s, nullptr);
+    });
+    p.accepted->read(&got_head, sizeof got_head, 10s, nullptr);
+    p.accepted->read(got.data(), got.size() * sizeof(float), 10s, nullptr);
+    writer.join();
+    CHECK(got_head == head);
+    CHECK(std::memcmp(got.data(), body.data(), body.size() * sizeof(float)) == 0);
+  }
+}
+
 TEST_CASE("a listener drops a connection with the wrong hello, naming it, and takes the right one") {
   link_listener listener("127.0.0.1", nullptr);
   std::vector<std::string> dropped;
