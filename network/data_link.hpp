@@ -58,8 +58,8 @@ class data_link {
   // Errors are left to the next write(), which goes on from there. A ring's communication thread sends its
   // chunks so, and hands only what the socket did not take to its writer thread: 2 processes on loopback,
   // plain TCP, 30 repeats, three runs alternating, 1 / 2 / 4 MB all-reduces at 2.79-4.08 / 1.53-3.27 /
-  // 2.58-3.32 GB/s against 1.44-2.31 / 2.04-2.30 / 2.34-2.50 with every chunk handed over (the writer's wake-up
-  // and the caller's, twice a step, were most of a 1 MB all-reduce's 0.5 ms), 8-64 MB and 4 processes alike.
+  // 2.58-3.32 GB/s against 1.44-2.31 / 2.04-2.30 / 2.34-2.50 with every chunk handed over and its writer woken
+  // (18.5 context switches a 1 MB all-reduce, Open MPI's one thread 1), 8-64 MB and 4 processes alike.
   // With TLS the same gave 15-20% at 1-2 MB and lost 10-20% at 16-32 MB, where the communication thread then
   // encrypts each chunk before it can decrypt the next: the writer thread keeps those beside each other.
   struct piece {
