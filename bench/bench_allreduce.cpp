@@ -42,14 +42,6 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-std::string this_program() {
-  char path[4096];
-  const ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
-  if (n <= 0) throw std::runtime_error("cannot read /proc/self/exe");
-  path[n] = '\0';
-  return path;
-}
-
 struct options {
   int rank = 0;
   int processes = 2;
@@ -145,10 +137,10 @@ int main(int argc, char** argv) try {
     if (!mkdtemp(folder)) throw std::runtime_error("cannot make a folder for the endpoints");
     mine.exchange = folder;
     for (int r = 1; r < o.processes; ++r) {
-      std::vector<std::string> argv{this_program(), "--rank", std::to_string(r), "--processes",
-                                    std::to_string(o.processes), "--backend", o.backend, "--exchange", mine.exchange,
-                                    "--repeats", std::to_string(o.repeats), "--chunk-kb", std::to_string(o.chunk_kb),
-                                    "--max-mb", std::to_string(o.max_mb)};
+      std::vector<std::string> argv = ap::bench::self_command();
+      argv.insert(argv.end(), {"--rank", std::to_string(r), "--processes", std::to_string(o.processes), "--backend",
+                               o.backend, "--exchange", mine.exchange, "--repeats", std::to_string(o.repeats),
+                               "--chunk-kb", std::to_string(o.chunk_kb), "--max-mb", std::to_string(o.max_mb)});
       if (o.insecure) argv.push_back("--insecure");
       else argv.insert(argv.end(), {"--cert-dir", cert_dir});
       children.push_back(std::make_unique<ap::test::child_process>(argv));

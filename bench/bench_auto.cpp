@@ -9,7 +9,7 @@
 // with every core, with T = 2, two replicas on two nodes, and 2-stage pipelines over two nodes.
 //
 // Usage: bench_auto [--models mlp,heavy,gpt] [--steps N] [--rounds R] [--nodes N]   (run from anywhere: it
-// finds ../cli/actorpipe next to itself)
+// finds ../cli/actorpipe next to itself, or the actorpipe packed beside it)
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../tests/node_process.hpp"
+#include "bench_support.hpp"
 #include "plan/cores.hpp"
 
 namespace {
@@ -115,8 +116,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  const std::string self = argv[0];
-  const std::string actorpipe = self.substr(0, self.rfind('/') + 1) + "../cli/actorpipe";
+  const std::vector<std::string> actorpipe = ap::bench::actorpipe_command();
   const int cores = static_cast<int>(ap::process_cores().size());
   std::vector<std::unique_ptr<ap::test::node_process>> nodes;
   std::string on_nodes;  // the flags that put a run on them
@@ -139,7 +139,7 @@ int main(int argc, char** argv) {
       return 2;
     }
     const model_run& m = found->second;
-    const std::string base = actorpipe + " train " + m.flags + " --max-steps " + std::to_string(steps) + on_nodes + " ";
+    const std::string base = ap::bench::shell_line(actorpipe) + " train " + m.flags + " --max-steps " + std::to_string(steps) + on_nodes + " ";
     const auto configurations = nodes.empty() ? grid(cores) : node_grid(cores);
     std::vector<std::vector<double>> rates(configurations.size());
     std::vector<double> auto_rates, auto_total;

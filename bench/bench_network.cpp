@@ -9,13 +9,20 @@
 //     written from the tensor's memory, read into a fresh tensor, taken by the sink's actor.
 // (2) Training: samples/s of 784-2048-2048-2048-10 (batch 256, 8 microbatches, 1F1B, Adam) on 2 stages
 //     placed on 2 `actorpipe node` processes, against the same 2-stage pipeline in one process. Blocks of
-//     steps alternate between the two (Note [timing under load] in bench_single_process.cpp).
+//     steps alternate between the two (Note [timing under load] in bench_single_process.cpp). With --stages P
+//     --threads T, P stages of T threads each: issue 21's 16-core figure is --stages 4 --threads 4 (4 nodes of
+//     4 threads against 4 stages of 4 threads in one process; the nodes share the machine's cores as Note
+//     [cores on nodes] says).
 //
-// Usage: bench_network [--actorpipe PATH] [--steps N] [--quick] [--insecure]
-//   --actorpipe  the actorpipe program that runs the nodes (default: ../cli/actorpipe next to this program)
+// Usage: bench_network [--actorpipe PATH] [--steps N] [--quick] [--insecure] [--stages P] [--threads T]
+//                      [--batch B] [--training-only]
+//   --actorpipe  the actorpipe program that runs the nodes (default: ../cli/actorpipe next to this program,
+//                or the actorpipe packed beside it)
 //   --steps      timed training steps per block (default 30; --quick: 10)
 //   --insecure   plain TCP for both parts; default: mutual TLS (test certificates, Note [mutual TLS]), so
 //                the two runs give TLS's cost
+//   --stages, --threads, --batch  the training's pipeline (default 2 stages of 1 thread, batch 256)
+//   --training-only  part (2) alone
 // Prints a table, then one JSON line.
 #include <unistd.h>
 
@@ -32,6 +39,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../tests/node_process.hpp"
+#include "bench_support.hpp"
 #include "actors/messages.hpp"
 #include "network/activation_links.hpp"
 #include "actors/node.hpp"
@@ -48,13 +56,6 @@ using namespace std::chrono_literals;
 
 double seconds_since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
-}
-
-std::string this_program() {
-  char path[4096];
-  const ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
-  if (n <= 0) throw std::runtime_error("cannot read /proc/self/exe");
-  return std::string(path, static_cast<std::size_t>(n));
 }
 
 // ---- the sink process --------------------------------------------------------------------------------
@@ -114,7 +115,9 @@ struct transfer_result {
 
 // `beside`: each tensor on an activation link, its message carrying the ticket (Note [activations on data links]).
 std::vector<transfer_result> bench_transfer(bool quick, bool tls, bool beside) {
-  ap::test::child_process child({this_program(), "--sink", tls ? ap::test::certificate_dir() : "--insecure"});
+  std::vector<std::string> command = ap::bench::self_command();
+  command.insert(command.end(), {"--sink", tls ? ap::test::certificate_dir() : "--insecure"});
+  ap::test::child_process child(command);
   const std::string line = child.read_line(10s);
   if (line.rfind("sink listening on ", 0) != 0) throw std::runtime_error("the sink did not start: " + child.stderr_text());
   const std::size_t links_at = line.find(" links ");
@@ -183,7 +186,12 @@ std::vector<transfer_result> bench_transfer(bool quick, bool tls, bool beside) {
 // ---- (2) training on two nodes -----------------------------------------------------------------------
 
 struct training_result {
-  double in_process = 0, two_nodes = 0;  // samples/s, median over blocks
+  double in_process = 0, on_nodes = 0;  // samples/s, median over blocks
+};
+
+// The training's pipeline: `stages` stages of `threads` intra-op threads each, batches of `batch` samples.
+struct training_shape {
+  int stages = 2, threads = 1, batch = 256;
 };
 
 double train_block(ap::pipeline& pipe, const std::vector<ap::dataset>& batches, int steps, std::uint64_t& step) {
@@ -192,24 +200,29 @@ double train_block(ap::pipeline& pipe, const std::vector<ap::dataset>& batches, 
     const auto& b = batches[step % batches.size()];
     pipe.train_step(b.inputs, b.labels, step++);
   }
-  return steps * 256.0 / seconds_since(t0);
+  return steps * static_cast<double>(batches[0].inputs.shape()[0]) / seconds_since(t0);
 }
 
-training_result bench_training(const std::string& actorpipe, int steps, bool tls) {
+training_result bench_training(const std::vector<std::string>& actorpipe, int steps, bool tls, const training_shape& shape) {
   const ap::sequential model = ap::sequential::from_spec("784-2048-2048-2048-10", {"relu", 1});
   std::vector<ap::dataset> batches;
-  for (std::uint64_t i = 0; i < 4; ++i) batches.push_back(ap::make_blobs(256, 784, 10, 100 + i));
+  for (std::uint64_t i = 0; i < 4; ++i)
+    batches.push_back(ap::make_blobs(static_cast<std::size_t>(shape.batch), 784, 10, 100 + i));
   ap::pipeline_options o;
-  o.stages = 2;
+  o.stages = shape.stages;
+  o.threads = shape.threads;
   o.microbatches = 8;
   o.schedule = "1f1b";
   o.optimizer.kind = "adam";
   o.optimizer.lr = 1e-3f;
 
   const std::vector<std::string> flags = tls ? std::vector<std::string>{} : std::vector<std::string>{"--insecure"};
-  ap::test::node_process a(actorpipe, flags), b(actorpipe, flags);  // default: mutual TLS (test certificates)
+  std::vector<std::unique_ptr<ap::test::node_process>> nodes;  // default: mutual TLS (test certificates)
   ap::pipeline_options on_nodes = o;
-  on_nodes.nodes = {a.address(), b.address()};
+  for (int n = 0; n < shape.stages; ++n) {
+    nodes.push_back(std::make_unique<ap::test::node_process>(actorpipe, flags));
+    on_nodes.nodes.push_back(nodes.back()->address());
+  }
   on_nodes.security = transport_for(tls, "coordinator");
   // Both pipelines live side by side (each idles while the other trains) so blocks can alternate.
   ap::pipeline local(model, o);
@@ -221,8 +234,8 @@ training_result bench_training(const std::string& actorpipe, int steps, bool tls
   for (int block = 0; block < 5; ++block) {
     l.push_back(train_block(local, batches, steps, local_step));
     r.push_back(train_block(remote, batches, steps, remote_step));
-    std::cout << "  block " << block << ": one process " << l.back() << " samples/s, 2 nodes " << r.back()
-              << " samples/s" << std::endl;
+    std::cout << "  block " << block << ": one process " << l.back() << " samples/s, " << shape.stages << " nodes "
+              << r.back() << " samples/s" << std::endl;
   }
   std::sort(l.begin(), l.end());
   std::sort(r.begin(), r.end());
@@ -235,41 +248,53 @@ int main(int argc, char** argv) {
   ap::keep_tensor_memory();
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.size() == 2 && args[0] == "--sink") return run_sink(args[1] != "--insecure", args[1]);
-  bool quick = false, tls = true;
+  bool quick = false, tls = true, training_only = false;
   int steps = 30;
-  std::string actorpipe = this_program();
-  actorpipe = actorpipe.substr(0, actorpipe.rfind('/')) + "/../cli/actorpipe";
+  training_shape shape;
+  std::vector<std::string> actorpipe = ap::bench::actorpipe_command();
   for (std::size_t i = 0; i < args.size(); ++i) {
+    const bool valued = i + 1 < args.size();
     if (args[i] == "--quick") quick = true, steps = 10;
-    else if (args[i] == "--steps" && i + 1 < args.size()) steps = std::stoi(args[++i]);
-    else if (args[i] == "--actorpipe" && i + 1 < args.size()) actorpipe = args[++i];
+    else if (args[i] == "--steps" && valued) steps = std::stoi(args[++i]);
+    else if (args[i] == "--actorpipe" && valued) actorpipe = {args[++i]};
     else if (args[i] == "--insecure") tls = false;
+    else if (args[i] == "--stages" && valued) shape.stages = std::stoi(args[++i]);
+    else if (args[i] == "--threads" && valued) shape.threads = std::stoi(args[++i]);
+    else if (args[i] == "--batch" && valued) shape.batch = std::stoi(args[++i]);
+    else if (args[i] == "--training-only") training_only = true;
     else {
-      std::cerr << "usage: bench_network [--actorpipe PATH] [--steps N] [--quick] [--insecure]\n";
+      std::cerr << "usage: bench_network [--actorpipe PATH] [--steps N] [--quick] [--insecure] [--stages P] "
+                   "[--threads T] [--batch B] [--training-only]\n";
       return 2;
     }
+  }
+  if (shape.stages < 1 || shape.threads < 1 || shape.batch < 8) {
+    std::cerr << "bench_network: --stages and --threads must be positive and --batch at least 8 (8 microbatches)\n";
+    return 2;
   }
   ap::set_compute_threads(1);
   try {
     std::cout << "transport: " << (tls ? "mutual TLS" : "plain TCP (--insecure)") << std::endl;
-    std::cout << "activation transfer between two processes on loopback (forward_task, raw block):" << std::endl;
-    const auto transfers = bench_transfer(quick, tls, false);
-    std::cout << "the same on an activation link beside a ticketed message (Note [activations on data links]):" << std::endl;
-    const auto beside = bench_transfer(quick, tls, true);
-    std::cout << "training 784-2048-2048-2048-10, batch 256, m=8, 1F1B, 2 stages, " << steps
-              << " steps per block:" << std::endl;
-    const auto training = bench_training(actorpipe, steps, tls);
-    const double ratio = training.two_nodes / training.in_process;
-    std::cout << "  median: one process " << training.in_process << " samples/s, 2 nodes " << training.two_nodes
-              << " samples/s, ratio " << ratio << " (target >= 0.9)" << std::endl;
     nlohmann::json out;
     out["transport"] = tls ? "tls" : "plain";
-    for (const auto& t : transfers)
-      out["transfer_mb_per_s"][std::to_string(static_cast<int>(t.megabytes)) + "MB"] = t.median_mb_per_s;
-    for (const auto& t : beside)
-      out["link_transfer_mb_per_s"][std::to_string(static_cast<int>(t.megabytes)) + "MB"] = t.median_mb_per_s;
+    if (!training_only) {
+      std::cout << "activation transfer between two processes on loopback (forward_task, raw block):" << std::endl;
+      for (const auto& t : bench_transfer(quick, tls, false))
+        out["transfer_mb_per_s"][std::to_string(static_cast<int>(t.megabytes)) + "MB"] = t.median_mb_per_s;
+      std::cout << "the same on an activation link beside a ticketed message (Note [activations on data links]):" << std::endl;
+      for (const auto& t : bench_transfer(quick, tls, true))
+        out["link_transfer_mb_per_s"][std::to_string(static_cast<int>(t.megabytes)) + "MB"] = t.median_mb_per_s;
+    }
+    std::cout << "training 784-2048-2048-2048-10, batch " << shape.batch << ", m=8, 1F1B, " << shape.stages
+              << " stages of " << shape.threads << " thread" << (shape.threads == 1 ? "" : "s") << ", " << steps
+              << " steps per block:" << std::endl;
+    const auto training = bench_training(actorpipe, steps, tls, shape);
+    const double ratio = training.on_nodes / training.in_process;
+    std::cout << "  median: one process " << training.in_process << " samples/s, " << shape.stages << " nodes "
+              << training.on_nodes << " samples/s, ratio " << ratio << " (target >= 0.9)" << std::endl;
+    out["stages"] = shape.stages, out["threads"] = shape.threads, out["batch"] = shape.batch;
     out["train_samples_per_s_in_process"] = training.in_process;
-    out["train_samples_per_s_2_nodes"] = training.two_nodes;
+    out["train_samples_per_s_on_nodes"] = training.on_nodes;
     out["train_ratio"] = ratio;
     std::cout << out.dump() << std::endl;
   } catch (const std::exception& e) {

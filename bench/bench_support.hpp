@@ -1,8 +1,13 @@
-// What every benchmark program prints beside its figures: the median of repeats and the machine's load.
+// What every benchmark program prints beside its figures: the median of repeats and the machine's load; and how
+// a benchmark that runs several processes starts them.
 #pragma once
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -33,6 +38,57 @@ inline bool matches_any(const std::string& name, const std::string& list) {
   const std::vector<std::string> texts = split_fields(list, ';');
   return std::any_of(texts.begin(), texts.end(),
                      [&](const std::string& t) { return !t.empty() && name.find(t) != std::string::npos; });
+}
+
+// The command that starts this program again: its path, or, where it runs through the dynamic loader (as the
+// programs that ../shared/tools/device_bundle.sh packs for a machine without our libraries do:
+// `ld-linux-x86-64.so.2 --library-path DIR PROGRAM ARGS`), the loader, its options and the program, so that a
+// benchmark's child processes run the same way.
+inline std::vector<std::string> self_command() {
+  const std::string exe = std::filesystem::read_symlink("/proc/self/exe").string();
+  if (std::filesystem::path(exe).filename().string().rfind("ld-", 0) != 0) return {exe};
+  std::ifstream f("/proc/self/cmdline", std::ios::binary);
+  const std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::vector<std::string> args;
+  for (std::size_t at = 0; at < all.size();) {
+    const std::size_t end = all.find('\0', at);
+    args.push_back(all.substr(at, end == std::string::npos ? std::string::npos : end - at));
+    if (end == std::string::npos) break;
+    at = end + 1;
+  }
+  static const std::set<std::string> with_value = {"--library-path", "--preload", "--audit", "--argv0",
+                                                   "--glibc-hwcaps-prepend", "--glibc-hwcaps-mask"};
+  std::vector<std::string> command;
+  std::size_t i = 0;
+  if (i < args.size()) command.push_back(args[i++]);  // the loader
+  for (; i < args.size() && args[i].rfind("--", 0) == 0; ++i) {
+    command.push_back(args[i]);
+    if (with_value.count(args[i]) && i + 1 < args.size()) command.push_back(args[++i]);
+  }
+  if (i >= args.size()) throw std::runtime_error("self_command: no program after the loader's options in /proc/self/cmdline");
+  command.push_back(args[i]);
+  return command;
+}
+
+// The command that starts this build's actorpipe the way this program was started: build/cli/actorpipe beside
+// build/bench/, or the actorpipe packed beside this program.
+inline std::vector<std::string> actorpipe_command() {
+  std::vector<std::string> command = self_command();
+  const std::string dir = command.back().substr(0, command.back().rfind('/') + 1);
+  command.back() = std::filesystem::exists(dir + "../cli/actorpipe") ? dir + "../cli/actorpipe" : dir + "actorpipe";
+  return command;
+}
+
+// `command` as one line for the shell, each word in single quotes.
+inline std::string shell_line(const std::vector<std::string>& command) {
+  std::string line;
+  for (const std::string& word : command) {
+    if (!line.empty()) line += ' ';
+    line += '\'';
+    for (char c : word) line += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    line += '\'';
+  }
+  return line;
 }
 
 }  // namespace ap::bench

@@ -219,7 +219,10 @@ class node_process {
   // Throws std::runtime_error (with the node's stderr) when no port is printed within 10 s (scaled); the child
   // is killed either way.
   explicit node_process(const std::string& actorpipe, std::vector<std::string> extra = {}, int port = 0)
-      : child_(arguments(actorpipe, std::move(extra), port)) {
+      : node_process(std::vector<std::string>{actorpipe}, std::move(extra), port) {}
+  // `command` starts actorpipe: its path, or a loader and the path (bench/bench_support.hpp, actorpipe_command).
+  node_process(std::vector<std::string> command, std::vector<std::string> extra, int port = 0)
+      : child_(arguments(std::move(command), std::move(extra), port)) {
     const std::string line = child_.read_line(std::chrono::seconds(10));
     const std::string prefix = "node listening on ";
     if (line.rfind(prefix, 0) != 0) {
@@ -235,8 +238,8 @@ class node_process {
   child_process& process() { return child_; }
 
  private:
-  static std::vector<std::string> arguments(const std::string& actorpipe, std::vector<std::string> extra, int port) {
-    std::vector<std::string> argv{actorpipe, "node", "--host", "127.0.0.1", "--port", std::to_string(port)};
+  static std::vector<std::string> arguments(std::vector<std::string> argv, std::vector<std::string> extra, int port) {
+    argv.insert(argv.end(), {"node", "--host", "127.0.0.1", "--port", std::to_string(port)});
     argv.insert(argv.end(), extra.begin(), extra.end());
     const auto given = [&](const char* flag) { return std::find(extra.begin(), extra.end(), flag) != extra.end(); };
     if (!given("--insecure") && !given("--tls-ca"))
