@@ -33,7 +33,9 @@ namespace ap {
 //     which --auto plans with (Note [auto on nodes]); activations travel on data links (Note [activations on data
 //     links]): tasks carry a ticket, stage specs a link host, a placed stage answers its link port, a sender's
 //     setup names every rank's link.
-inline constexpr std::uint32_t wire_protocol_version = 11;
+// 12: nodes answer link_echo_atom with the port of a data link that echoes, which --auto times the activation
+//     links with (Note [auto on nodes]).
+inline constexpr std::uint32_t wire_protocol_version = 12;
 
 using hello_atom = caf::atom_constant<caf::atom("hello")>;
 

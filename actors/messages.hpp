@@ -161,6 +161,7 @@ inline std::string coded_error_string(const caf::error& e) {
 using clock_atom = caf::atom_constant<caf::atom("clock")>;      // coordinator -> node: its steady clock, in us
 using machine_atom = caf::atom_constant<caf::atom("machine")>;  // coordinator -> node: its cores, its fixed threads
 using echo_atom = caf::atom_constant<caf::atom("echo")>;        // coordinator -> node: the tensor_message back
+using link_echo_atom = caf::atom_constant<caf::atom("linkecho")>;  // coordinator -> node: a data link's port that echoes
 // Every step number is a std::uint64_t, from train_step through every message to the layers' forward_context.
 using begin_atom = caf::atom_constant<caf::atom("begin")>;      // coordinator -> retriever: step starts
 using abort_atom = caf::atom_constant<caf::atom("abort")>;      // coordinator -> stage: drop the step

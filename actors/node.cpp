@@ -11,6 +11,7 @@
 
 #include "network/connect_retry.hpp"
 #include "network/guarded_transport.hpp"
+#include "network/link_echo.hpp"
 #include "actors/message_types.hpp"
 #include "plan/cores.hpp"
 
@@ -191,6 +192,13 @@ caf::behavior node(node_actor* self, node_options options) {
         return {static_cast<std::uint32_t>(process_cores().size()), static_cast<std::int32_t>(self->state.options.threads)};
       },
       [=](echo_atom, tensor_message& m) -> tensor_message { return std::move(m); },
+      [=](link_echo_atom, const std::string& host, std::uint32_t timeout_ms) -> caf::result<std::uint16_t> {
+        try {
+          return start_link_echo(host, transport_tls_of(self->system()), std::chrono::milliseconds(timeout_ms));
+        } catch (const std::exception& e) {
+          return refusal(std::string("cannot open a timing link on ") + host + ": " + e.what());
+        }
+      },
       [=](quit_atom) {
         stop_stages(self, {}, "told to quit");
         self->quit();

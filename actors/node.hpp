@@ -8,6 +8,7 @@
 //   stage_spec                                        -> (retriever, processor, sender, link port) of the stage
 //   machine_atom                                      -> (its machine's cores, its --threads or 0)
 //   (echo_atom, tensor_message)                       -> the same tensor_message (Note [auto on nodes])
+//   (link_echo_atom, host, timeout_ms)                -> the port of a data link on host that echoes frames (the same)
 //   quit_atom                                         -> stops every stage, then the node
 //
 // The node monitors whoever placed a stage (the pipeline's owner actor) and stops that owner's stages when

@@ -9,6 +9,7 @@
 #include "actors/messages.hpp"
 #include "actors/node.hpp"
 #include "network/guarded_transport.hpp"
+#include "network/link_echo.hpp"
 #include "network/node_address.hpp"
 
 namespace ap {
@@ -29,6 +30,36 @@ double one_way_s(caf::scoped_actor& self, const caf::actor& node, const node_add
     if (r > 0 && (fastest < 0 || s < fastest)) fastest = s;
   }
   return fastest;
+}
+
+constexpr std::uint64_t small = 64 << 10, large = 4 << 20;
+
+// The line through one-way times at `small` and `large` bytes.
+network_line line_through(double at_small, double at_large) {
+  network_line line;
+  line.per_byte_s = std::max(0.0, (at_large - at_small) / static_cast<double>(large - small));
+  line.latency_s = std::max(0.0, at_small - line.per_byte_s * static_cast<double>(small));
+  return line;
+}
+
+// The line of a data link to `node`, which opens one that echoes (link_echo_atom).
+network_line link_line(caf::scoped_actor& self, const caf::actor& node, const node_address& address,
+                       const std::shared_ptr<tls_context>& tls, std::chrono::milliseconds timeout) {
+  std::uint16_t port = 0;
+  std::string failure;
+  const auto sent = std::chrono::steady_clock::now();
+  self->request(node, timeout, link_echo_atom::value, address.host, static_cast<std::uint32_t>(timeout.count()))
+      .receive([&](std::uint16_t p) { port = p; }, [&](caf::error& e) { failure = wait_failure(e, timeout, sent); });
+  if (!failure.empty()) throw std::runtime_error("node " + address.text() + ": asking for a timing link: " + failure);
+  try {
+    const auto link = connect_link(address.host, port, tls, link_echo_hello, std::chrono::steady_clock::now() + timeout);
+    const network_line line = line_through(link_one_way_s(*link, small, timeout), link_one_way_s(*link, large, timeout));
+    const std::uint64_t done = 0;  // the echo's end
+    link->write(&done, sizeof done, timeout, nullptr);
+    return line;
+  } catch (const link_error& e) {
+    throw std::runtime_error("node " + address.text() + ": timing a data link to port " + std::to_string(port) + ": " + e.what());
+  }
 }
 
 }  // namespace
@@ -60,11 +91,9 @@ node_survey survey_nodes(const std::vector<std::string>& nodes, const transport_
       if (m.cores < 1) throw std::runtime_error("node " + a.text() + " reports no core");
       out.nodes.push_back(std::move(m));
     }
-    constexpr std::uint64_t small = 64 << 10, large = 4 << 20;
-    const double a = one_way_s(self, first, addresses[0], small, timeout);
-    const double b = one_way_s(self, first, addresses[0], large, timeout);
-    out.network.per_byte_s = std::max(0.0, (b - a) / static_cast<double>(large - small));
-    out.network.latency_s = std::max(0.0, a - out.network.per_byte_s * static_cast<double>(small));
+    out.network = line_through(one_way_s(self, first, addresses[0], small, timeout),
+                               one_way_s(self, first, addresses[0], large, timeout));
+    out.links = link_line(self, first, addresses[0], transport.tls(), timeout);
   }
   return out;
 }

@@ -1,5 +1,6 @@
 // What `train --auto --nodes` plans with (Note [auto on nodes] in plan/auto_config.hpp): each node's machine as
-// the node reports it, and what a message between two processes costs, timed over CAF's connection to the node.
+// the node reports it, and what a message between two processes costs, timed over CAF's connection to the node
+// and over a data link to it (which activations of 64 KB or more and the replicas' rings take).
 #pragma once
 
 #include <chrono>
@@ -26,12 +27,14 @@ struct network_line {
 
 struct node_survey {
   std::vector<node_machine> nodes;  // in the order given
-  network_line network;
+  network_line network;             // a CAF message
+  network_line links;               // a tensor on a data link (Note [data links])
 };
 
 // Connects to every node (the handshake included) over `security`, asks each for its machine (machine_atom),
-// and times round trips of a tensor to the first (echo_atom): half a round trip at 64 KiB and at 4 MiB, each the
-// fastest of 5 after one, gives the line through them. Every wait is bounded by `timeout`; a failure throws
+// and times round trips of a tensor to the first: in a CAF message (echo_atom), and on a data link the node
+// opens for it (link_echo_atom, TLS as the transport is). Half a round trip at 64 KiB and at 4 MiB, each the
+// fastest of 5 after one, gives each line. Every wait is bounded by `timeout`; a failure throws
 // std::runtime_error naming the node, a bad address std::invalid_argument.
 node_survey survey_nodes(const std::vector<std::string>& nodes, const transport_security& security,
                          std::chrono::milliseconds timeout);

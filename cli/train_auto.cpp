@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "actors/node_probe.hpp"
+#include "network/activation_links.hpp"
 #include "cli/train_run.hpp"
 #include "plan/cores.hpp"
 #include "tensor/compute.hpp"
@@ -182,10 +183,14 @@ void choose_configuration(train_options& o, train_plan& plan) {
                (n.threads > 0 ? ", --threads " + std::to_string(n.threads) : "") + ")";
     }
     in.network_s = [line = survey.network](std::uint64_t bytes) { return line.seconds(bytes); };
+    in.link_s = [line = survey.links](std::uint64_t bytes) { return line.seconds(bytes); };
+    in.link_bytes = inline_bytes;  // Note [activations on data links]
     in.sample_bytes = plan.train_set.inputs.byte_size() / std::max<std::size_t>(1, plan.train_set.size());
-    char network[160];
-    std::snprintf(network, sizeof network, "auto: a message between processes: %.0f us + %.2f ms a megabyte (measured)\n",
-                  survey.network.latency_s * 1e6, survey.network.per_byte_s * 1e9);
+    char network[200];
+    std::snprintf(network, sizeof network,
+                  "auto: a message between processes: %.0f us + %.2f ms a megabyte, on a data link %.0f us + %.2f ms (measured)\n",
+                  survey.network.latency_s * 1e6, survey.network.per_byte_s * 1e9, survey.links.latency_s * 1e6,
+                  survey.links.per_byte_s * 1e9);
     std::cerr << network;
   }
   const std::vector<auto_candidate> ranked = rank_configurations(plan.model, in);

@@ -256,7 +256,7 @@ class planner {
       std::uint64_t crossing = 0;
       for (std::size_t k = 0; k + 1 < ranges.size(); ++k)
         crossing = std::max(crossing, v.costs.at(ranges[k].end - 1).output_bytes);
-      costs.transfer = in_.network_s(crossing);
+      costs.transfer = crossing >= in_.link_bytes ? link_s(crossing) : in_.network_s(crossing);
     }
     double coordinator_s = 0.0;  // Note [auto on nodes]: the coordinator's messages that nothing overlaps
     if (N > 0) {
@@ -304,8 +304,11 @@ class planner {
     std::set<std::size_t> nodes;
     for (int d = 0; N > 0 && d < D; ++d) nodes.insert(node_of(d, s, config.stages, N));
     if (nodes.size() <= 1) return in_.allreduce_s(D, bytes);
-    return 2.0 * (D - 1) * in_.network_s(bytes / static_cast<std::uint64_t>(D));
+    return 2.0 * (D - 1) * link_s(bytes / static_cast<std::uint64_t>(D));
   }
+
+  // A tensor on a data link between two nodes (Note [auto on nodes]).
+  double link_s(std::uint64_t bytes) const { return in_.link_s ? in_.link_s(bytes) : in_.network_s(bytes); }
 
   // Note [memory budget] on nodes: the most any node holds, its stages (D replicas placed by node_of) over
   // their T ranks.

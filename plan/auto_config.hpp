@@ -87,17 +87,17 @@ inline constexpr double default_hop_s = 50e-6;
 // The costs are this machine's, as without nodes, with three differences:
 // - a layer's costs at more threads than this machine has are its costs on all of them, scaled down by the
 //   ratio (an estimate: cli/train_auto.cpp);
-// - a message between stages on two nodes costs `network_s` of the largest activation crossing a chunk
-//   boundary: a line through two round trips of a tensor to the first node (latency + bytes x seconds per
-//   byte), measured over CAF's connection, which the coordinator's messages and small activations take
-//   (pessimistic for activations of 64 KB or more between nodes, which go on activation links, about twice as
-//   fast here: Note [activations on data links]);
+// - a message between stages on two nodes costs the largest activation crossing a chunk boundary: a line
+//   through two round trips of a tensor to the first node (latency + bytes x seconds per byte), `link_s` from
+//   `link_bytes` up, measured on a data link as activations of 64 KB or more between nodes travel (Note
+//   [activations on data links]), below it `network_s`, measured over CAF's connection, which the coordinator's
+//   messages and small activations take;
 // - the coordinator is another process: the last stage waits for each microbatch's loss gradient (its output
 //   there and the gradient back, added to its backward), and each step pays the first microbatch's input and
 //   two bare messages (the step's start, the stages' answers);
 // - the replicas of a stage on several nodes all-reduce as a ring, 2 (D - 1) messages of 1/D of its gradients
-//   each (`network_s` again: pessimistic, the ring's data links are faster than CAF's messages), and through
-//   shared memory (`allreduce_s`) when they all share one node.
+//   each (`link_s`: the ring's chunks go on data links, Note [data links]), and through shared memory
+//   (`allreduce_s`) when they all share one node.
 // Memory is per node, as --max-memory bounds it there (Note [memory budget]): the stages each node hosts. The
 // coordinator's trials (Note [auto trials]) run on the nodes themselves, so what the estimates miss, the
 // trials measure.
@@ -122,9 +122,12 @@ struct auto_inputs {
   std::function<double(int threads)> optimizer_s;
   double hop_s = default_hop_s;  // a message between two stages (an estimate: Note [automatic configuration])
   // Note [auto on nodes]: the nodes the stages go on, in --nodes order (empty: this process computes), and the
-  // seconds of one message of `bytes` between two processes (needed with nodes).
+  // seconds of one message of `bytes` between two processes (needed with nodes): in a CAF message, and on a
+  // data link (empty: as network_s), which tensors of `link_bytes` or more between stages take.
   std::vector<auto_node> nodes;
   std::function<double(std::uint64_t bytes)> network_s;
+  std::function<double(std::uint64_t bytes)> link_s;
+  std::uint64_t link_bytes = 0;
   std::uint64_t sample_bytes = 0;  // one sample's input: with nodes, what the coordinator sends the first stage
 };
 

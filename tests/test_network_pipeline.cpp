@@ -685,7 +685,7 @@ TEST_CASE("a node's clock offset on the same machine is 0 within its bound (half
 }
 
 // Note [auto on nodes]: what --auto plans with, asked of the nodes themselves over mutual TLS.
-TEST_CASE("a survey of nodes: each machine's cores and fixed threads, the network's line, a dead node named") {
+TEST_CASE("a survey of nodes: each machine's cores and fixed threads, the network's lines, a dead node named") {
   test::node_process free_node(actorpipe);
   test::node_process fixed_node(actorpipe, {"--threads", "1"});
   const node_survey survey =
@@ -701,6 +701,14 @@ TEST_CASE("a survey of nodes: each machine's cores and fixed threads, the networ
   CHECK(survey.network.latency_s >= 0.0);
   CHECK(survey.network.per_byte_s > 0.0);  // 4 MiB takes longer than 64 KiB
   CHECK(survey.network.seconds(4 << 20) > survey.network.seconds(0));
+  // The same on a data link the first node opened for it (link_echo_atom), TLS as the transport is.
+  CHECK(survey.links.latency_s >= 0.0);
+  CHECK(survey.links.per_byte_s > 0.0);
+  {  // and over plain TCP
+    test::node_process plain_node(actorpipe, {"--insecure"});
+    const node_survey plain = survey_nodes({plain_node.address()}, test::insecure_transport(), 10s);
+    CHECK(plain.links.per_byte_s > 0.0);
+  }
   const std::string gone = fixed_node.address();
   fixed_node.process().kill9();
   const std::string refused =

@@ -263,6 +263,36 @@ TEST_CASE("on nodes: nodes of one machine share its cores, the network's costs c
     CHECK(same->step_s - same->communication_s ==
           doctest::Approx(two->step_s - two->communication_s + 2 * 0.5 * same->config.microbatches));
   }
+  SUBCASE("tensors of link_bytes or more between nodes cost link_s (activations, the ring), the coordinator's network_s") {
+    const std::vector<auto_node> nodes{{"a", 2, 0}, {"b", 2, 0}};
+    const auto with_links = [&](double network, double link, std::uint64_t link_bytes) {
+      auto_inputs in = on_nodes(machine.inputs(model, 64, 1), nodes, network, 0.0);
+      in.link_s = [=](std::uint64_t) { return link; };
+      in.link_bytes = link_bytes;
+      return rank_configurations(model, in);
+    };
+    const auto find = [](const std::vector<auto_candidate>& ranked, int P, int D) {
+      const auto it = std::find_if(ranked.begin(), ranked.end(), [&](const auto_candidate& c) {
+        return c.config.stages == P && c.config.data_parallel == D && c.config.tensor_parallel == 1 && c.config.threads == 1;
+      });
+      REQUIRE(it != ranked.end());
+      return *it;
+    };
+    const auto base = with_links(0.0, 0.0, 0);
+    const auto links = with_links(0.5, 0.1, 0);  // every tensor between nodes on a link
+    // D = 2 replicas of one stage on two nodes: the ring's 2 (D - 1) chunks on links, the coordinator's three
+    // messages (the first input, the step's start, the answers) in CAF's.
+    const auto_candidate ring0 = find(base, 1, 2), ring = find(links, 1, 2);
+    CHECK(ring.communication_s == doctest::Approx(ring0.communication_s + 2 * 0.1 + 3 * 0.5));
+    // Two stages on two nodes: each activation between them on a link.
+    const auto_candidate pipe0 = find(base, 2, 1), pipe = find(links, 2, 1);
+    CHECK(pipe.message_s == doctest::Approx(0.1));
+    CHECK(pipe0.message_s == doctest::Approx(0.0));
+    // Activations below link_bytes stay in CAF's messages.
+    const auto small = with_links(0.5, 0.1, std::uint64_t{1} << 40);
+    CHECK(find(small, 2, 1).message_s == doctest::Approx(0.5));
+    CHECK(find(small, 1, 2).communication_s == doctest::Approx(ring.communication_s));  // the ring: links anyway
+  }
   SUBCASE("nodes started with --threads fix every rank's threads; different ones are refused") {
     const auto fixed = rank_configurations(model, on_nodes(machine.inputs(model, 64, 1), {{"a", 4, 2}, {"b", 4, 2}}));
     for (const auto_candidate& c : fixed) CHECK(c.config.threads == 2);

@@ -1,0 +1,29 @@
+// A data link that sends back every frame it gets: what `train --auto --nodes` times the activation links with
+// (Note [auto on nodes] in plan/auto_config.hpp). A node opens one when its coordinator asks (link_echo_atom).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "network/data_link.hpp"
+
+namespace ap {
+
+// The hello a timing link opens with.
+inline const std::string link_echo_hello = "actorpipe link echo";
+// The largest frame an echo takes (a frame's 8-byte size beyond it ends the echo).
+inline constexpr std::uint64_t link_echo_max_bytes = std::uint64_t{64} << 20;
+
+// Listens on `host` (TLS with `tls`, plain TCP without) and returns the port; a thread of its own then takes
+// one connection saying link_echo_hello within `timeout` and sends back each frame (an 8-byte size, then the
+// bytes) until the peer hangs up, a frame is empty or too large, or no byte comes for `timeout`. Throws
+// link_error when it cannot listen.
+std::uint16_t start_link_echo(const std::string& host, std::shared_ptr<tls_context> tls, std::chrono::milliseconds timeout);
+
+// Half the fastest of `rounds` round trips (after one) of a frame of `bytes` on `link`, which an echo serves.
+// Throws link_error.
+double link_one_way_s(data_link& link, std::uint64_t bytes, std::chrono::milliseconds timeout, int rounds = 5);
+
+}  // namespace ap
