@@ -183,7 +183,10 @@ inline std::string certificate_dir(const std::string& cluster = "main") {
   char name[] = "/tmp/actorpipe-certs-XXXXXX";
   if (!mkdtemp(name)) throw std::runtime_error("certificate_dir: mkdtemp failed");
   dir = name;
-  const std::string script = std::string(AP_SOURCE_DIR) + "/scripts/make_test_certs.sh";
+  // This source tree's script, or, where the programs run from a copy of the tree elsewhere (a benchmark on a
+  // machine the build was copied to), the copy's, from its root.
+  std::string script = std::string(AP_SOURCE_DIR) + "/scripts/make_test_certs.sh";
+  if (access(script.c_str(), X_OK) != 0) script = "scripts/make_test_certs.sh";
   if (std::system((script + " " + dir + " coordinator node other > /dev/null").c_str()) != 0)
     throw std::runtime_error("certificate_dir: " + script + " failed");
   return dir;
