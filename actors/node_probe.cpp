@@ -15,21 +15,37 @@
 namespace ap {
 namespace {
 
-// Half the fastest of `rounds` round trips (after one) of a tensor of `bytes` to `node` and back.
-double one_way_s(caf::scoped_actor& self, const caf::actor& node, const node_address& address, std::uint64_t bytes,
-                 std::chrono::milliseconds timeout, int rounds = 5) {
-  const tensor payload = zeros({static_cast<std::size_t>(std::max<std::uint64_t>(1, bytes / 4))});
+// Half the fastest of `rounds` calls of `round_trip` (after one).
+template <class RoundTrip>
+double one_way_s(RoundTrip round_trip, int rounds = 5) {
   double fastest = -1.0;
   for (int r = 0; r <= rounds; ++r) {
+    const auto sent = std::chrono::steady_clock::now();
+    round_trip();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count() / 2;
+    if (r > 0 && (fastest < 0 || s < fastest)) fastest = s;
+  }
+  return fastest;
+}
+
+// Half the fastest round trip of a tensor of `bytes` to `node` and back in a CAF message (echo_atom).
+double message_one_way_s(caf::scoped_actor& self, const caf::actor& node, const node_address& address,
+                         std::uint64_t bytes, std::chrono::milliseconds timeout) {
+  const tensor payload = zeros({static_cast<std::size_t>(std::max<std::uint64_t>(1, bytes / 4))});
+  return one_way_s([&] {
     std::string failure;
     const auto sent = std::chrono::steady_clock::now();
     self->request(node, timeout, echo_atom::value, tensor_message{0, payload})
         .receive([](tensor_message&) {}, [&](caf::error& e) { failure = wait_failure(e, timeout, sent); });
     if (!failure.empty()) throw std::runtime_error("node " + address.text() + ": timing a message: " + failure);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count() / 2;
-    if (r > 0 && (fastest < 0 || s < fastest)) fastest = s;
-  }
-  return fastest;
+  });
+}
+
+// The same on a data link that an echo serves (link_echo_round_trip).
+double link_one_way_s(data_link& link, std::uint64_t bytes, std::chrono::milliseconds timeout) {
+  const std::vector<char> frame(static_cast<std::size_t>(std::clamp<std::uint64_t>(bytes, 1, link_echo_max_bytes)), 0);
+  std::vector<char> back;
+  return one_way_s([&] { link_echo_round_trip(link, frame, back, timeout); });
 }
 
 constexpr std::uint64_t small = 64 << 10, large = 4 << 20;
@@ -91,8 +107,8 @@ node_survey survey_nodes(const std::vector<std::string>& nodes, const transport_
       if (m.cores < 1) throw std::runtime_error("node " + a.text() + " reports no core");
       out.nodes.push_back(std::move(m));
     }
-    out.network = line_through(one_way_s(self, first, addresses[0], small, timeout),
-                               one_way_s(self, first, addresses[0], large, timeout));
+    out.network = line_through(message_one_way_s(self, first, addresses[0], small, timeout),
+                               message_one_way_s(self, first, addresses[0], large, timeout));
     out.links = link_line(self, first, addresses[0], transport.tls(), timeout);
   }
   return out;

@@ -1,6 +1,5 @@
 #include "network/link_echo.hpp"
 
-#include <algorithm>
 #include <thread>
 #include <vector>
 
@@ -30,22 +29,16 @@ std::uint16_t start_link_echo(const std::string& host, std::shared_ptr<tls_conte
   return port;
 }
 
-double link_one_way_s(data_link& link, std::uint64_t bytes, std::chrono::milliseconds timeout, int rounds) {
-  bytes = std::clamp<std::uint64_t>(bytes, 1, link_echo_max_bytes);
-  std::vector<char> out(static_cast<std::size_t>(bytes), 0), back(out.size());
-  double fastest = -1.0;
-  for (int r = 0; r <= rounds; ++r) {
-    const auto sent = std::chrono::steady_clock::now();
-    link.write(&bytes, sizeof bytes, timeout, nullptr);
-    link.write(out.data(), out.size(), timeout, nullptr);
-    std::uint64_t size = 0;
-    link.read(&size, sizeof size, timeout, nullptr);
-    if (size != bytes) throw link_error(link_error::kind::failed, "the echo sent back " + std::to_string(size) + " bytes for " + std::to_string(bytes));
-    link.read(back.data(), back.size(), timeout, nullptr);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count() / 2;
-    if (r > 0 && (fastest < 0 || s < fastest)) fastest = s;
-  }
-  return fastest;
+void link_echo_round_trip(data_link& link, const std::vector<char>& frame, std::vector<char>& back,
+                          std::chrono::milliseconds timeout) {
+  const std::uint64_t bytes = frame.size();
+  link.write(&bytes, sizeof bytes, timeout, nullptr);
+  link.write(frame.data(), frame.size(), timeout, nullptr);
+  std::uint64_t size = 0;
+  link.read(&size, sizeof size, timeout, nullptr);
+  if (size != bytes) throw link_error(link_error::kind::failed, "the echo sent back " + std::to_string(size) + " bytes for " + std::to_string(bytes));
+  back.resize(frame.size());
+  link.read(back.data(), back.size(), timeout, nullptr);
 }
 
 }  // namespace ap

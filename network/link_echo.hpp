@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "network/data_link.hpp"
 
@@ -22,8 +23,9 @@ inline constexpr std::uint64_t link_echo_max_bytes = std::uint64_t{64} << 20;
 // link_error when it cannot listen.
 std::uint16_t start_link_echo(const std::string& host, std::shared_ptr<tls_context> tls, std::chrono::milliseconds timeout);
 
-// Half the fastest of `rounds` round trips (after one) of a frame of `bytes` on `link`, which an echo serves.
-// Throws link_error.
-double link_one_way_s(data_link& link, std::uint64_t bytes, std::chrono::milliseconds timeout, int rounds = 5);
+// One round trip of `frame` (at most link_echo_max_bytes) on `link`, which an echo serves; what comes back is
+// read into `back` (resized to the frame's size). Throws link_error.
+void link_echo_round_trip(data_link& link, const std::vector<char>& frame, std::vector<char>& back,
+                          std::chrono::milliseconds timeout);
 
 }  // namespace ap
