@@ -35,7 +35,9 @@ namespace ap {
 //     setup names every rank's link.
 // 12: nodes answer link_echo_atom with the port of a data link that echoes, which --auto times the activation
 //     links with (Note [auto on nodes]).
-inline constexpr std::uint32_t wire_protocol_version = 12;
+// 13: a TLS data link's bytes travel in records of the link's own, sealed with keys exported from its TLS session
+//     (Note [sealed records]), not in TLS records.
+inline constexpr std::uint32_t wire_protocol_version = 13;
 
 using hello_atom = caf::atom_constant<caf::atom("hello")>;
 

@@ -19,6 +19,7 @@
 #include <thread>
 #include <utility>
 
+#include "network/sealed_records.hpp"
 #include "network/tls_session.hpp"
 
 namespace ap {
@@ -115,6 +116,8 @@ std::unique_ptr<data_link> open_link(int fd, const std::shared_ptr<tls_context>&
     ssl.ssl = SSL_new(tls->get());
     if (!ssl.ssl) throw link_error(link_error::kind::failed, "cannot create a TLS session (" + openssl_errors() + ")");
     SSL_set_fd(ssl.ssl, fd);
+    // Reads no byte past the handshake's: the link's own records follow it (Note [sealed records]).
+    SSL_set_read_ahead(ssl.ssl, 0);
     if (accepted) {
       SSL_set_num_tickets(ssl.ssl, 0);  // the client only writes: it would never read a session ticket
       SSL_set_accept_state(ssl.ssl);
@@ -124,8 +127,7 @@ std::unique_ptr<data_link> open_link(int fd, const std::shared_ptr<tls_context>&
     block_sigpipe_on_this_thread();
     handshake(ssl.ssl, fd, deadline);
   }
-  auto link = std::make_unique<data_link>(fd, ssl.ssl);
-  ssl.release();
+  auto link = std::make_unique<data_link>(fd, ssl.ssl, accepted);  // the session's work ends here: freed
   guard.release();
   return link;
 }
@@ -139,46 +141,49 @@ std::string framed(const std::string& hello) {
 
 }  // namespace
 
-data_link::~data_link() {
-  SSL_free(ssl_);
-  ::close(fd_);
+data_link::data_link(int fd, SSL* ssl, bool accepted) : fd_(fd) {
+  if (!ssl) return;
+  const auto [client, server] = export_record_secrets(ssl);
+  sealer_ = std::make_unique<record_sealer>(accepted ? server : client);
+  opener_ = std::make_unique<record_opener>(accepted ? client : server);
 }
+
+data_link::~data_link() { ::close(fd_); }
 
 void data_link::interrupt() { ::shutdown(fd_, SHUT_RDWR); }
 
 void data_link::write(const void* data, std::size_t n, std::chrono::milliseconds idle, const stop_check& stop) {
-  if (ssl_) block_sigpipe_on_this_thread();
+  if (!sealer_) return write_bytes(data, n, idle, stop);
+  const auto* p = static_cast<const unsigned char*>(data);
+  while (n > 0) {  // Note [sealed records]
+    const std::size_t part = std::min(n, max_record_bytes);
+    sealed_.resize(part + record_overhead);
+    sealer_->seal(p, part, sealed_.data());
+    write_bytes(sealed_.data(), sealed_.size(), idle, stop);
+    p += part, n -= part;
+  }
+}
+
+void data_link::write_bytes(const void* data, std::size_t n, std::chrono::milliseconds idle, const stop_check& stop) {
   const auto* p = static_cast<const char*>(data);
   auto until = clock_type::now() + idle;
   while (n > 0) {
-    short want = POLLOUT;
-    if (ssl_) {
-      ERR_clear_error();
-      const int ret = SSL_write(ssl_, p, static_cast<int>(std::min<std::size_t>(n, INT_MAX)));
-      if (ret > 0) {
-        p += ret, n -= static_cast<std::size_t>(ret);
-        until = clock_type::now() + idle;
-        continue;
-      }
-      want = tls_wants(ssl_, ret, "TLS write");
-    } else {
-      const ssize_t ret = ::send(fd_, p, n, MSG_NOSIGNAL);
-      if (ret > 0) {
-        p += ret, n -= static_cast<std::size_t>(ret);
-        until = clock_type::now() + idle;
-        continue;
-      }
-      if (ret < 0 && errno == EINTR) continue;
-      if (ret < 0 && (errno == EPIPE || errno == ECONNRESET)) throw link_error(link_error::kind::closed, "the peer hung up");
-      if (ret < 0 && errno != EAGAIN && errno != EWOULDBLOCK) throw link_error(link_error::kind::failed, system_error("send"));
+    const ssize_t ret = ::send(fd_, p, n, MSG_NOSIGNAL);
+    if (ret > 0) {
+      p += ret, n -= static_cast<std::size_t>(ret);
+      until = clock_type::now() + idle;
+      continue;
     }
-    if (!wait_ready(fd_, want, until, stop))
+    if (ret < 0 && errno == EINTR) continue;
+    if (ret < 0 && (errno == EPIPE || errno == ECONNRESET)) throw link_error(link_error::kind::closed, "the peer hung up");
+    if (ret < 0 && errno != EAGAIN && errno != EWOULDBLOCK) throw link_error(link_error::kind::failed, system_error("send"));
+    if (!wait_ready(fd_, POLLOUT, until, stop))
       throw link_error(link_error::kind::timed_out, "no byte could be written for " + std::to_string(idle.count()) + " ms");
   }
 }
 
 std::size_t data_link::write_now(const piece* pieces, std::size_t count) {
-  if (ssl_) return 0;  // Note [writes without waiting]: a TLS write encrypts; the caller's writer thread does it
+  if (sealer_) return 0;  // Note [writes without waiting]: a TLS write encrypts; the caller's writer thread does it
   std::vector<iovec> v(count);
   for (std::size_t i = 0; i < count; ++i) v[i] = {const_cast<void*>(pieces[i].data), pieces[i].size};
   msghdr m{};
@@ -192,31 +197,47 @@ std::size_t data_link::write_now(const piece* pieces, std::size_t count) {
 }
 
 void data_link::read(void* data, std::size_t n, std::chrono::milliseconds idle, const stop_check& stop) {
+  if (!opener_) return read_bytes(data, n, idle, stop);
+  auto* p = static_cast<unsigned char*>(data);
+  while (n > 0) {  // Note [sealed records]
+    if (opened_taken_ < opened_.size()) {
+      const std::size_t part = std::min(n, opened_.size() - opened_taken_);
+      std::memcpy(p, opened_.data() + opened_taken_, part);
+      opened_taken_ += part, p += part, n -= part;
+      continue;
+    }
+    unsigned char header[record_header_bytes], tag[record_tag_bytes];
+    read_bytes(header, sizeof header, idle, stop);
+    const std::size_t length = record_opener::announced(header);
+    unsigned char* into = p;  // the caller's memory when the record fits it whole
+    if (length > n) {
+      opened_.resize(length);
+      opened_taken_ = 0;
+      into = opened_.data();
+    }
+    read_bytes(into, length, idle, stop);
+    read_bytes(tag, sizeof tag, idle, stop);
+    if (!opener_->open(header, into, length, tag))
+      throw link_error(link_error::kind::failed, "a record of " + std::to_string(length) +
+                                                     " bytes failed its authentication: altered, replayed or reordered on the way");
+    if (into == p) p += length, n -= length;
+  }
+}
+
+void data_link::read_bytes(void* data, std::size_t n, std::chrono::milliseconds idle, const stop_check& stop) {
   auto* p = static_cast<char*>(data);
   auto until = clock_type::now() + idle;
   while (n > 0) {
-    short want = POLLIN;
-    if (ssl_) {
-      ERR_clear_error();
-      const int ret = SSL_read(ssl_, p, static_cast<int>(std::min<std::size_t>(n, INT_MAX)));
-      if (ret > 0) {
-        p += ret, n -= static_cast<std::size_t>(ret);
-        until = clock_type::now() + idle;
-        continue;
-      }
-      want = tls_wants(ssl_, ret, "TLS read");
-    } else {
-      const ssize_t ret = ::recv(fd_, p, n, 0);
-      if (ret > 0) {
-        p += ret, n -= static_cast<std::size_t>(ret);
-        until = clock_type::now() + idle;
-        continue;
-      }
-      if (ret == 0 || (ret < 0 && errno == ECONNRESET)) throw link_error(link_error::kind::closed, "the peer hung up");
-      if (errno == EINTR) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) throw link_error(link_error::kind::failed, system_error("recv"));
+    const ssize_t ret = ::recv(fd_, p, n, 0);
+    if (ret > 0) {
+      p += ret, n -= static_cast<std::size_t>(ret);
+      until = clock_type::now() + idle;
+      continue;
     }
-    if (!wait_ready(fd_, want, until, stop))
+    if (ret == 0 || (ret < 0 && errno == ECONNRESET)) throw link_error(link_error::kind::closed, "the peer hung up");
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) throw link_error(link_error::kind::failed, system_error("recv"));
+    if (!wait_ready(fd_, POLLIN, until, stop))
       throw link_error(link_error::kind::timed_out, "no byte came for " + std::to_string(idle.count()) + " ms");
   }
 }

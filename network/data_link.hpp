@@ -8,7 +8,8 @@
 // and decrypted, all on the process's one I/O thread (docs/performance.md: our ring was 0.55-0.93x Open MPI
 // over TCP at 1-16 MB, and 0.14-0.29x with TLS). Control stays on CAF: the ranks' hellos (which also hand over
 // each rank's link port), aborts, and a peer's death, named by CAF's down message. A link is TLS when the group's
-// transport is (the same CA, both sides' certificates verified: Note [mutual TLS]), plain TCP when it is; the
+// transport is (the same CA, both sides' certificates verified: Note [mutual TLS]; its bytes then in records of
+// the link's own, sealed with keys the handshake agreed on: Note [sealed records]), plain TCP when it is; the
 // connecting side then names the group, itself and the rank it wants in a hello the listener checks, so a
 // stray connection (another group's rank, a port scanner) is dropped and named. Every wait is bounded: a link
 // gives up when no byte moves for its timeout, and polls every 50 ms for a reason to stop (the group failed).
@@ -39,9 +40,16 @@ class link_error : public std::runtime_error {
 // Non-empty: why a wait should stop now (the group failed, or is being closed).
 using stop_check = std::function<std::string()>;
 
+class record_sealer;
+class record_opener;
+
 class data_link {
  public:
-  data_link(int fd, SSL* ssl) : fd_(fd), ssl_(ssl) {}
+  // Over fd (connected, non-blocking), which the link then closes. With `ssl` (a session on fd whose handshake is
+  // done, the server's when `accepted`; the caller's still), the bytes travel in records sealed with keys
+  // exported from it (Note [sealed records]); null: plain TCP. Throws link_error when the keys cannot be had (fd is
+  // then the caller's to close).
+  data_link(int fd, SSL* ssl, bool accepted);
   ~data_link();
   data_link(const data_link&) = delete;
   data_link& operator=(const data_link&) = delete;
@@ -69,8 +77,16 @@ class data_link {
   std::size_t write_now(const piece* pieces, std::size_t count);
 
  private:
+  // The socket's own bytes, as write() and read() above.
+  void write_bytes(const void* data, std::size_t n, std::chrono::milliseconds idle, const stop_check& stop);
+  void read_bytes(void* data, std::size_t n, std::chrono::milliseconds idle, const stop_check& stop);
+
   int fd_;
-  SSL* ssl_;  // null: plain TCP
+  std::unique_ptr<record_sealer> sealer_;  // both null: plain TCP
+  std::unique_ptr<record_opener> opener_;
+  std::vector<unsigned char> sealed_;      // a record being written
+  std::vector<unsigned char> opened_;      // a record read whole whose plaintext the reader has not all taken
+  std::size_t opened_taken_ = 0;
 };
 
 // Connects to host:port, runs the TLS handshake when `tls` is set, and sends `hello`; retries a refused

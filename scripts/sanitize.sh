@@ -58,6 +58,7 @@ tsan_tests=(
   test_collective_gloo  # gloo groups: the communication thread, abort() from another thread, async handles (no CAF)
   test_collective_hierarchical  # local groups shared by key, the member's communication thread, abort across both levels
   test_network_data_link  # data links: a writer and a reader thread per link, stop checks from other threads (no CAF)
+  test_network_sealed_records  # sealed records on TLS links: writer, reader and a relay thread (no CAF)
   test_network_activation_links  # activation inboxes: an acceptor and a reader per link, take() and interrupts from others
 )
 
