@@ -36,7 +36,8 @@ namespace ap {
 // 12: nodes answer link_echo_atom with the port of a data link that echoes, which --auto times the activation
 //     links with (Note [auto on nodes]).
 // 13: a TLS data link's bytes travel in records of the link's own, sealed with keys exported from its TLS session
-//     (Note [sealed records]), not in TLS records.
+//     (Note [sealed records]), not in TLS records; an activation's frame says where its bytes are, and between two
+//     ends of one address offers them in the sender's memory (Note [one copy on one machine]).
 inline constexpr std::uint32_t wire_protocol_version = 13;
 
 using hello_atom = caf::atom_constant<caf::atom("hello")>;

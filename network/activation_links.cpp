@@ -5,6 +5,8 @@
 #include <optional>
 #include <stdexcept>
 
+#include <unistd.h>
+
 #include "network/node_address.hpp"
 
 namespace ap {
@@ -16,12 +18,18 @@ constexpr std::chrono::milliseconds accept_poll{100};     // how often the accep
 constexpr std::uint32_t max_dimensions = 8;
 constexpr std::size_t problems_kept = 4;
 
-// On the wire, before the tensor's bytes: its ticket and step, its dtype's code and dimension count, then one
-// 64-bit extent per dimension (little-endian, as the handshake ensures: Note [activations on data links]).
+// On the wire, before the tensor's bytes: its ticket and step, its dtype's code and dimension count, where its
+// bytes are, then one 64-bit extent per dimension (little-endian, as the handshake ensures: Note [activations on
+// data links]). Where the bytes stay in the sender's memory, a process_region follows the extents and the bytes
+// follow only when the inbox answers 0 (Note [one copy on one machine]).
+enum class bytes_at : std::uint32_t { on_link = 0, in_sender = 1 };
 struct frame_head {
   std::uint64_t ticket = 0, step = 0;
   std::uint32_t dtype_code = 0, dimensions = 0;
+  bytes_at place = bytes_at::on_link;
+  std::uint32_t unused = 0;
 };
+static_assert(sizeof(process_region) == 40, "a process_region's bytes on the wire: pid, token address, token, address");
 
 // The sending stage of a ticket (activation_outbox::next_ticket).
 int sender_of(std::uint64_t ticket) { return static_cast<int>(ticket >> 48) - 1; }
@@ -104,15 +112,30 @@ void activation_inbox::read_loop(std::unique_ptr<data_link> link) {
       if (!type || head.dtype_code > 255 || head.dimensions > max_dimensions)
         throw link_error(link_error::kind::failed, "a tensor of dtype code " + std::to_string(head.dtype_code) + " and " +
                                                        std::to_string(head.dimensions) + " dimensions");
+      if (head.place != bytes_at::on_link && head.place != bytes_at::in_sender)
+        throw link_error(link_error::kind::failed, "a tensor whose bytes are at place " + std::to_string(static_cast<std::uint32_t>(head.place)));
       std::uint64_t extents[max_dimensions] = {};
       link->read(extents, sizeof extents[0] * head.dimensions, timeout_, stop);
       tensor t = tensor::from_shape(shape_t(extents, extents + head.dimensions), *type);
-      if (t.byte_size() > 0) link->read(t.bytes(), t.byte_size(), timeout_, stop);
+      bool copied = false;
+      if (head.place == bytes_at::in_sender) {  // Note [one copy on one machine]
+        process_region region;
+        link->read(&region, sizeof region, timeout_, stop);
+        const std::string why_not = copy_from_process(region, t.bytes(), t.byte_size());
+        copied = why_not.empty();
+        const std::uint8_t answer = copied ? 1 : 0;
+        link->write(&answer, sizeof answer, timeout_, stop);
+        if (!copied && log_)
+          log_("stage " + std::to_string(stage_) + ": tensors from stage " + std::to_string(sender_of(head.ticket)) +
+               " come on the link, not from its memory: " + why_not + " (Note [one copy on one machine])");
+      }
+      if (!copied && t.byte_size() > 0) link->read(t.bytes(), t.byte_size(), timeout_, stop);
       {
         std::lock_guard<std::mutex> lock(mutex_);
         source = sender_of(head.ticket);
         closed_.erase(source);
         tensors_[head.ticket] = arrival{head.step, std::move(t)};
+        if (copied) ++copied_;
       }
       arrived_.notify_all();
     }
@@ -152,6 +175,11 @@ tensor activation_inbox::take(std::uint64_t ticket) {
   return t;
 }
 
+std::size_t activation_inbox::copied_from_senders() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return copied_;
+}
+
 void activation_inbox::forget_before(std::uint64_t step) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto it = tensors_.begin(); it != tensors_.end();) it = it->second.step < step ? tensors_.erase(it) : std::next(it);
@@ -161,20 +189,34 @@ activation_outbox::activation_outbox(int stage, std::shared_ptr<tls_context> tls
     : stage_(stage), tls_(std::move(tls)), timeout_(timeout) {}
 
 void activation_outbox::send(int to, const std::string& address, std::uint64_t ticket, std::uint64_t step, const tensor& t) {
-  std::unique_ptr<data_link>& link = links_[address];
+  link_to& out = links_[address];
   try {
-    if (!link) {
+    if (!out.link) {
       const node_address a = parse_node_address(address);
-      link = connect_link(a.host, a.port, tls_, activation_hello(to), clock_type::now() + timeout_);
+      out.link = connect_link(a.host, a.port, tls_, activation_hello(to), clock_type::now() + timeout_);
+      out.offer = out.link->same_host();  // Note [one copy on one machine]
     }
     if (t.dimension() > max_dimensions)
       throw link_error(link_error::kind::failed, "a tensor of " + std::to_string(t.dimension()) + " dimensions");
-    const frame_head head{ticket, step, static_cast<std::uint32_t>(t.type()), static_cast<std::uint32_t>(t.dimension())};
+    const bool offer = out.offer && t.byte_size() > 0;
+    const frame_head head{ticket, step, static_cast<std::uint32_t>(t.type()), static_cast<std::uint32_t>(t.dimension()),
+                          offer ? bytes_at::in_sender : bytes_at::on_link};
     std::uint64_t extents[max_dimensions] = {};
     for (std::size_t d = 0; d < t.dimension(); ++d) extents[d] = t.shape()[d];
-    link->write(&head, sizeof head, timeout_, nullptr);
-    link->write(extents, sizeof extents[0] * t.dimension(), timeout_, nullptr);
-    if (t.byte_size() > 0) link->write(t.bytes(), t.byte_size(), timeout_, nullptr);
+    data_link& link = *out.link;
+    link.write(&head, sizeof head, timeout_, nullptr);
+    link.write(extents, sizeof extents[0] * t.dimension(), timeout_, nullptr);
+    if (offer) {
+      const process_region region{static_cast<std::uint64_t>(::getpid()), reinterpret_cast<std::uintptr_t>(token_.data()), token_,
+                                  reinterpret_cast<std::uintptr_t>(t.bytes())};
+      link.write(&region, sizeof region, timeout_, nullptr);
+      std::uint8_t answer = 0;
+      link.read(&answer, sizeof answer, timeout_, nullptr);  // the inbox reads this process's memory meanwhile
+      if (answer > 1) throw link_error(link_error::kind::failed, "an answer " + std::to_string(answer) + " to a tensor offered");
+      if (answer == 1) return;
+      out.offer = false;  // the inbox cannot read this process: bytes on the link from now on
+    }
+    if (t.byte_size() > 0) link.write(t.bytes(), t.byte_size(), timeout_, nullptr);
   } catch (const std::exception& e) {
     links_.erase(address);  // at no known place in its stream: the next tensor connects again
     throw link_error(link_error::kind::failed, "stage " + std::to_string(stage_) + "'s data link to stage " +

@@ -152,6 +152,20 @@ data_link::~data_link() { ::close(fd_); }
 
 void data_link::interrupt() { ::shutdown(fd_, SHUT_RDWR); }
 
+bool data_link::same_host() const {
+  sockaddr_storage mine{}, theirs{};
+  socklen_t mine_len = sizeof mine, theirs_len = sizeof theirs;
+  if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&mine), &mine_len) != 0 ||
+      ::getpeername(fd_, reinterpret_cast<sockaddr*>(&theirs), &theirs_len) != 0 || mine.ss_family != theirs.ss_family)
+    return false;
+  if (mine.ss_family == AF_INET)
+    return reinterpret_cast<sockaddr_in*>(&mine)->sin_addr.s_addr == reinterpret_cast<sockaddr_in*>(&theirs)->sin_addr.s_addr;
+  if (mine.ss_family == AF_INET6)
+    return std::memcmp(&reinterpret_cast<sockaddr_in6*>(&mine)->sin6_addr, &reinterpret_cast<sockaddr_in6*>(&theirs)->sin6_addr,
+                       sizeof(in6_addr)) == 0;
+  return false;
+}
+
 void data_link::write(const void* data, std::size_t n, std::chrono::milliseconds idle, const stop_check& stop) {
   if (!sealer_) return write_bytes(data, n, idle, stop);
   const auto* p = static_cast<const unsigned char*>(data);

@@ -61,6 +61,8 @@ class data_link {
   // From another thread: ends a read or write waiting on this link at once (it throws link_error closed). The link
   // stays valid until destroyed.
   void interrupt();
+  // Whether both ends have the same address (one machine: loopback, or a host's own address).
+  bool same_host() const;
   // Note [writes without waiting]: on a plain link, writes what the socket takes now of the `count` pieces, in
   // order, in one call, and returns how many bytes that was, never waiting; a TLS link takes nothing here (0).
   // Errors are left to the next write(), which goes on from there. A ring's communication thread sends its

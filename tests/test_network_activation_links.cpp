@@ -3,13 +3,19 @@
 // taken; a ticket never sent, or of an aborted step, ends in a clear error within the timeout, and at once when
 // its sender's link ended; a stray connection
 // is dropped and named; a sender to an address where nobody listens gets an error naming it; a link that dies
-// is reconnected by the next tensor.
+// is reconnected by the next tensor. Between two ends of one address a tensor is copied from its sender's memory
+// (Note [one copy on one machine]); an inbox that cannot, and an outbox refused, fall back to the link's bytes.
 #include <doctest/doctest.h>
+
+#include <unistd.h>
 
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "network/activation_links.hpp"
 #include "network/tls_session.hpp"
@@ -36,10 +42,30 @@ bool same_bits(const tensor& a, const tensor& b) {
   return a.type() == b.type() && a.shape() == b.shape() && std::memcmp(a.bytes(), b.bytes(), a.byte_size()) == 0;
 }
 
-void round_trip(const std::shared_ptr<tls_context>& receiver_tls, const std::shared_ptr<tls_context>& sender_tls) {
-  activation_inbox inbox(1, "127.0.0.1", receiver_tls, 10s);
+// Whether this machine lets a process read another's memory (process_vm_readv): a container's seccomp filter may
+// refuse even a process's own. Where it refuses, a tensor offered where it lies comes on the link instead.
+bool memory_reads_allowed() {
+  static const bool allowed = [] {
+    const memory_token token = fresh_memory_token();
+    const int probe = 42;
+    int got = 0;
+    const std::string why = copy_from_process({static_cast<std::uint64_t>(::getpid()), reinterpret_cast<std::uintptr_t>(token.data()),
+                                                token, reinterpret_cast<std::uintptr_t>(&probe)},
+                                               &got, sizeof got);
+    if (!why.empty()) MESSAGE("this machine refuses process_vm_readv (" << why << "): the tests check the fallback to the link");
+    return why.empty();
+  }();
+  return allowed;
+}
+
+// The inbox on `host`: 127.0.0.1, where the link's two ends have one address and the tensors come straight from
+// the sender's memory (Note [one copy on one machine]), or 127.0.0.2, where the sender's end is 127.0.0.1 and the
+// bytes travel on the link.
+void round_trip(const std::shared_ptr<tls_context>& receiver_tls, const std::shared_ptr<tls_context>& sender_tls,
+                const std::string& host) {
+  activation_inbox inbox(1, host, receiver_tls, 10s);
   activation_outbox outbox(0, sender_tls, 10s);
-  const std::string address = "127.0.0.1:" + std::to_string(inbox.port());
+  const std::string address = host + ":" + std::to_string(inbox.port());
   const tensor big = counting({256, 1024}, 0.25f);  // 1 MB
   const tensor cube = counting({2, 3, 4}, -1.5f);
   tensor half = tensor::from_shape({256, 1024}, dtype::bfloat16);
@@ -53,13 +79,122 @@ void round_trip(const std::shared_ptr<tls_context>& receiver_tls, const std::sha
   CHECK(same_bits(inbox.take(c), half));  // taken in any order
   CHECK(same_bits(inbox.take(a), big));
   CHECK(same_bits(inbox.take(b), cube));
+  CHECK(inbox.copied_from_senders() == (host == "127.0.0.1" && memory_reads_allowed() ? 3 : 0));
 }
+
+// The frame an outbox writes before a tensor's bytes (network/activation_links.cpp), written or read here by hand.
+struct frame_head {
+  std::uint64_t ticket = 0, step = 0;
+  std::uint32_t dtype_code = 0, dimensions = 0, place = 0, unused = 0;
+};
 
 }  // namespace
 
 TEST_CASE("activation links carry every dtype and shape whole, taken by ticket in any order: plain TCP and mutual TLS") {
-  SUBCASE("plain TCP") { round_trip(nullptr, nullptr); }
-  SUBCASE("mutual TLS") { round_trip(tls_of("node"), tls_of("coordinator")); }
+  for (const std::string host : {"127.0.0.1", "127.0.0.2"}) {
+    CAPTURE(host);
+    SUBCASE("plain TCP") { round_trip(nullptr, nullptr, host); }
+    SUBCASE("mutual TLS") { round_trip(tls_of("node"), tls_of("coordinator"), host); }
+  }
+}
+
+TEST_CASE("copy_from_process copies another region's bytes after its token, and names why it cannot") {
+  if (!memory_reads_allowed()) return;  // nothing to copy with here (said once, above)
+  const memory_token token = fresh_memory_token();
+  CHECK(token != fresh_memory_token());
+  std::vector<float> from(300000), to(300000, 0.0f);
+  for (std::size_t i = 0; i < from.size(); ++i) from[i] = static_cast<float>(i) * 0.5f;
+  process_region region{static_cast<std::uint64_t>(::getpid()), reinterpret_cast<std::uintptr_t>(token.data()), token,
+                        reinterpret_cast<std::uintptr_t>(from.data())};
+  CHECK(copy_from_process(region, to.data(), from.size() * sizeof(float)) == "");
+  CHECK(to == from);
+  process_region forged = region;
+  forged.token[3] ^= 1;
+  CHECK(copy_from_process(forged, to.data(), 16) ==
+        "process " + std::to_string(::getpid()) + " does not hold the sender's token: another process");
+  process_region gone = region;
+  gone.pid = 4194304 + 1;  // above any pid Linux hands out (pid_max is at most 2^22)
+  CHECK(test::contains(copy_from_process(gone, to.data(), 16), "cannot read process 4194305's memory: No such process"));
+  // 16 MB or more: two halves on two threads, each checking the token.
+  std::vector<float> large(5000003), into(large.size(), 0.0f);
+  for (std::size_t i = 0; i < large.size(); ++i) large[i] = static_cast<float>(i % 65521) - 7.0f;
+  region.at = reinterpret_cast<std::uintptr_t>(large.data());
+  CHECK(copy_from_process(region, into.data(), large.size() * sizeof(float)) == "");
+  CHECK(into == large);
+  forged.at = region.at;
+  CHECK(copy_from_process(forged, into.data(), large.size() * sizeof(float)) ==
+        "process " + std::to_string(::getpid()) + " does not hold the sender's token: another process");
+}
+
+TEST_CASE("an inbox that cannot read the sender's memory answers 0, takes the bytes from the link and says why") {
+  for (bool wrong_token : {false, true}) {
+    CAPTURE(wrong_token);
+    std::vector<std::string> log;
+    std::mutex log_mutex;
+    activation_inbox inbox(1, "127.0.0.1", nullptr, 10s, [&](const std::string& line) {
+      std::lock_guard<std::mutex> lock(log_mutex);
+      log.push_back(line);
+    });
+    auto link = connect_link("127.0.0.1", inbox.port(), nullptr, activation_hello(1), std::chrono::steady_clock::now() + 10s);
+    const tensor t = counting({128, 256}, 0.5f);
+    const memory_token token = fresh_memory_token();
+    process_region region{static_cast<std::uint64_t>(::getpid()), reinterpret_cast<std::uintptr_t>(token.data()), token,
+                          reinterpret_cast<std::uintptr_t>(t.bytes())};
+    if (wrong_token) region.token[0] ^= 1;
+    else region.pid = 4194305;  // no such process
+    const std::uint64_t ticket = (1ULL << 48) | 1;  // stage 0's first
+    const frame_head head{ticket, 0, static_cast<std::uint32_t>(t.type()), 2, 1, 0};
+    const std::uint64_t extents[2] = {128, 256};
+    link->write(&head, sizeof head, 5s, nullptr);
+    link->write(extents, sizeof extents, 5s, nullptr);
+    link->write(&region, sizeof region, 5s, nullptr);
+    std::uint8_t answer = 9;
+    link->read(&answer, 1, 5s, nullptr);
+    CHECK(answer == 0);
+    link->write(t.bytes(), t.byte_size(), 5s, nullptr);
+    CHECK(same_bits(inbox.take(ticket), t));
+    CHECK(inbox.copied_from_senders() == 0);
+    std::lock_guard<std::mutex> lock(log_mutex);
+    REQUIRE(log.size() >= 2);  // the link opened, then why the tensor came on it
+    CHECK(test::contains(log.back(), "stage 1: tensors from stage 0 come on the link, not from its memory: "));
+    CHECK(test::contains(log.back(), !memory_reads_allowed() ? "cannot read process"
+                                     : wrong_token           ? "does not hold the sender's token"
+                                                             : "No such process"));
+  }
+}
+
+TEST_CASE("an outbox whose offer the inbox refuses writes the bytes on the link, and offers no more on it") {
+  link_listener listener("127.0.0.1", nullptr);
+  activation_outbox outbox(0, nullptr, 10s);
+  const std::string address = "127.0.0.1:" + std::to_string(listener.port());
+  const tensor first = counting({64, 256}, 1.0f), second = counting({32, 256}, 2.0f);
+  std::thread sender([&] {
+    outbox.send(1, address, outbox.next_ticket(), 0, first);
+    outbox.send(1, address, outbox.next_ticket(), 0, second);
+  });
+  std::vector<std::string> dropped;
+  auto link = listener.accept(activation_hello(1), std::chrono::steady_clock::now() + 10s, dropped);
+  frame_head head;
+  std::uint64_t extents[2] = {};
+  link->read(&head, sizeof head, 5s, nullptr);
+  CHECK(head.place == 1);  // one address at both ends: offered where it lies
+  link->read(extents, sizeof extents, 5s, nullptr);
+  process_region region;
+  link->read(&region, sizeof region, 5s, nullptr);
+  CHECK(region.pid == static_cast<std::uint64_t>(::getpid()));
+  CHECK(region.at == reinterpret_cast<std::uintptr_t>(first.bytes()));
+  const std::uint8_t refuse = 0;
+  link->write(&refuse, 1, 5s, nullptr);
+  tensor got = tensor::from_shape({64, 256});
+  link->read(got.bytes(), got.byte_size(), 5s, nullptr);
+  CHECK(same_bits(got, first));
+  link->read(&head, sizeof head, 5s, nullptr);
+  CHECK(head.place == 0);  // refused once: the bytes follow on the link
+  link->read(extents, sizeof extents, 5s, nullptr);
+  tensor got2 = tensor::from_shape({32, 256});
+  link->read(got2.bytes(), got2.byte_size(), 5s, nullptr);
+  CHECK(same_bits(got2, second));
+  sender.join();
 }
 
 TEST_CASE("a tensor that never comes, or of an aborted step, is a clear error within the timeout") {

@@ -1,0 +1,32 @@
+// Reading another process's memory on this machine (cross-memory attach, process_vm_readv): the one copy an
+// activation between two processes of one machine takes (Note [one copy on one machine] in
+// network/activation_links.hpp).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace ap {
+
+using memory_token = std::array<unsigned char, 16>;
+
+// A random token (std::random_device): a sender keeps one where a reader can check it.
+memory_token fresh_memory_token();
+
+// Where the bytes are in the process that offers them, and how the reader knows it is that process.
+struct process_region {
+  std::uint64_t pid = 0;
+  std::uint64_t token_at = 0;  // the address of the sender's token
+  memory_token token{};        // its value, as the sender says it (on the authenticated link)
+  std::uint64_t at = 0;        // the address of the bytes
+};
+
+// Copies `bytes` of `from` into `to`, checking in the same call that the token in that process's memory is the
+// one it said: a pid of another process (another PID namespace) or a stale address cannot pass for the sender.
+// Empty when done; otherwise why not (the system's reason, as where ptrace is restricted, or the token). 16 MB or
+// more: in two halves on two threads.
+std::string copy_from_process(const process_region& from, void* to, std::size_t bytes);
+
+}  // namespace ap
