@@ -29,7 +29,7 @@ struct frame_head {
   bytes_at place = bytes_at::on_link;
   std::uint32_t unused = 0;
 };
-static_assert(sizeof(process_region) == 40, "a process_region's bytes on the wire: pid, token address, token, address");
+static_assert(sizeof(process_region) == 24, "a process_region's bytes on the wire: pid, token address, address");
 
 // The sending stage of a ticket (activation_outbox::next_ticket).
 int sender_of(std::uint64_t ticket) { return static_cast<int>(ticket >> 48) - 1; }
@@ -103,11 +103,16 @@ void activation_inbox::read_loop(std::unique_ptr<data_link> link) {
     }
   } unregister{*this, link.get()};
   int source = -1;  // the sending stage, from its first tensor's ticket
+  const memory_token token = fresh_memory_token();  // Note [one copy on one machine]
+  const bool one_machine = link->same_host();
+  bool refused = false;  // an offer was refused: none may follow
   try {
+    link->write(token.data(), token.size(), timeout_, stop);
     for (;;) {
       frame_head head;
       link->read(&head.ticket, sizeof head.ticket, between_tensors, stop);
       link->read(&head.step, sizeof head - sizeof head.ticket, timeout_, stop);
+      source = sender_of(head.ticket);  // a frame that fails from here ends that sender's waits at once
       const std::optional<dtype> type = dtype_from_code(static_cast<std::uint8_t>(head.dtype_code));
       if (!type || head.dtype_code > 255 || head.dimensions > max_dimensions)
         throw link_error(link_error::kind::failed, "a tensor of dtype code " + std::to_string(head.dtype_code) + " and " +
@@ -119,10 +124,14 @@ void activation_inbox::read_loop(std::unique_ptr<data_link> link) {
       tensor t = tensor::from_shape(shape_t(extents, extents + head.dimensions), *type);
       bool copied = false;
       if (head.place == bytes_at::in_sender) {  // Note [one copy on one machine]
+        if (!one_machine || refused)
+          throw link_error(link_error::kind::failed, !one_machine ? "a tensor offered in the memory of a process of another machine"
+                                                                  : "a tensor offered in the sender's memory after a refusal");
         process_region region;
         link->read(&region, sizeof region, timeout_, stop);
-        const std::string why_not = copy_from_process(region, t.bytes(), t.byte_size());
+        const std::string why_not = copy_from_process(region, token, t.bytes(), t.byte_size());
         copied = why_not.empty();
+        refused = !copied;
         const std::uint8_t answer = copied ? 1 : 0;
         link->write(&answer, sizeof answer, timeout_, stop);
         if (!copied && log_)
@@ -132,7 +141,6 @@ void activation_inbox::read_loop(std::unique_ptr<data_link> link) {
       if (!copied && t.byte_size() > 0) link->read(t.bytes(), t.byte_size(), timeout_, stop);
       {
         std::lock_guard<std::mutex> lock(mutex_);
-        source = sender_of(head.ticket);
         closed_.erase(source);
         tensors_[head.ticket] = arrival{head.step, std::move(t)};
         if (copied) ++copied_;
@@ -194,7 +202,8 @@ void activation_outbox::send(int to, const std::string& address, std::uint64_t t
     if (!out.link) {
       const node_address a = parse_node_address(address);
       out.link = connect_link(a.host, a.port, tls_, activation_hello(to), clock_type::now() + timeout_);
-      out.offer = out.link->same_host();  // Note [one copy on one machine]
+      out.link->read(out.token.data(), out.token.size(), timeout_, nullptr);  // Note [one copy on one machine]
+      out.offer = out.link->same_host();
     }
     if (t.dimension() > max_dimensions)
       throw link_error(link_error::kind::failed, "a tensor of " + std::to_string(t.dimension()) + " dimensions");
@@ -207,7 +216,7 @@ void activation_outbox::send(int to, const std::string& address, std::uint64_t t
     link.write(&head, sizeof head, timeout_, nullptr);
     link.write(extents, sizeof extents[0] * t.dimension(), timeout_, nullptr);
     if (offer) {
-      const process_region region{static_cast<std::uint64_t>(::getpid()), reinterpret_cast<std::uintptr_t>(token_.data()), token_,
+      const process_region region{static_cast<std::uint64_t>(::getpid()), reinterpret_cast<std::uintptr_t>(out.token.data()),
                                   reinterpret_cast<std::uintptr_t>(t.bytes())};
       link.write(&region, sizeof region, timeout_, nullptr);
       std::uint8_t answer = 0;

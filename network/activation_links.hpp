@@ -28,17 +28,21 @@
 // four nodes) a tensor written on a socket is copied twice and crosses loopback TCP: 2.1-4.4 GB/s here at 1-64
 // MB, about what the socket alone moves, where one copy runs at 4-9 GB/s. So where a link's two ends have one
 // address (data_link::same_host), the sender offers the tensor where it lies: the frame says so and gives its
-// process id, the tensor's address and a token (16 random bytes the outbox keeps), and the sender waits for one
-// byte of answer. The inbox's reader copies the bytes straight into the fresh tensor from the sender's memory
-// (cross-memory attach, `process_vm_readv`: network/process_memory.hpp) in one system call that also reads the
-// token there, and answers 1 when the token matched and every byte came. Otherwise it answers 0 and the sender
-// writes the bytes on the link as before; the link then stops offering (and the node's log says why once):
-// the kernel refuses where ptrace between the two is not allowed (another user; Yama's ptrace_scope 1 or more,
-// as on Ubuntu: `sysctl kernel.yama.ptrace_scope=0` allows it, as Open MPI's single-copy transport also asks), and
-// a process id of another PID namespace cannot pass for the sender: the token would not be there. The sender's
-// memory is read only while it waits for the answer, so the tensor cannot change or go meanwhile. Under TLS the
-// offer is sealed as every frame (Note [sealed records]); the bytes never leave the machine. Ordering and
-// tickets are unchanged: a frame's bytes are in its tensor before the next frame is read.
+// process id and the tensor's address, and the sender waits for one byte of answer. The inbox's reader copies
+// the bytes straight into the fresh tensor from the sender's memory (cross-memory attach, `process_vm_readv`:
+// network/process_memory.hpp), in one system call that also reads a token there, and answers 1 when the token
+// matched and every byte came. Otherwise it answers 0 and the sender writes the bytes on the link as before;
+// the link then stops offering (the node's log says why, once). The kernel refuses where ptrace between the two
+// is not allowed (another user; Yama's ptrace_scope 1 or more, as on Ubuntu: `sysctl kernel.yama.ptrace_scope=0`
+// allows it, as Open MPI's single-copy transport also asks).
+// - The token: 16 random bytes the inbox writes to each link as it opens and the outbox keeps for that link. A
+//   process id of another PID namespace cannot pass for the sender, nor can a peer make the inbox read a process
+//   it only names: the token is in no other process's memory.
+// - The inbox takes offers only on a link whose ends have one address, and none after it refused one: a frame
+//   that does otherwise ends the link.
+// - The sender's memory is read only while it waits for the answer, so the tensor cannot change or go meanwhile.
+//   Under TLS the offer is sealed as every frame (Note [sealed records]); the bytes never leave the machine.
+//   Ordering and tickets are unchanged: a frame's bytes are in its tensor before the next frame is read.
 #pragma once
 
 #include <chrono>
@@ -130,9 +134,9 @@ class activation_outbox {
   struct link_to {
     std::unique_ptr<data_link> link;
     bool offer = false;  // offers tensors where they lie (Note [one copy on one machine])
+    memory_token token{};  // the inbox's, read beside each tensor it copies from this process
   };
-  std::map<std::string, link_to> links_;  // by address
-  memory_token token_ = fresh_memory_token();  // read by an inbox beside a tensor it copies from this process
+  std::map<std::string, link_to> links_;  // by address (a map's entries stay where they are: `token`'s address)
 };
 
 }  // namespace ap

@@ -15,7 +15,7 @@ namespace {
 constexpr std::size_t split_bytes = std::size_t{16} << 20;
 
 // copy_from_process on the calling thread.
-std::string copy_whole(const process_region& from, void* to, std::size_t bytes) {
+std::string copy_whole(const process_region& from, const memory_token& token, void* to, std::size_t bytes) {
   memory_token seen{};
   auto* into = static_cast<unsigned char*>(to);
   std::size_t done = 0;
@@ -41,7 +41,7 @@ std::string copy_whole(const process_region& from, void* to, std::size_t bytes) 
       if (got < seen.size()) return "process " + std::to_string(from.pid) + " gave part of its token";
       token_read = true;
       got -= seen.size();
-      if (seen != from.token) return "process " + std::to_string(from.pid) + " does not hold the sender's token: another process";
+      if (seen != token) return "process " + std::to_string(from.pid) + " does not hold the token given to the sender: another process";
     }
     done += got;
   }
@@ -60,15 +60,15 @@ memory_token fresh_memory_token() {
   return t;
 }
 
-std::string copy_from_process(const process_region& from, void* to, std::size_t bytes) {
-  if (bytes < split_bytes) return copy_whole(from, to, bytes);
+std::string copy_from_process(const process_region& from, const memory_token& token, void* to, std::size_t bytes) {
+  if (bytes < split_bytes) return copy_whole(from, token, to, bytes);
   // Each half checks the token; the sender only waits meanwhile, so its core or another is free.
   const std::size_t first = bytes / 2 / 64 * 64;
   process_region second = from;
   second.at += first;
   std::string second_error;
-  std::thread helper([&] { second_error = copy_whole(second, static_cast<unsigned char*>(to) + first, bytes - first); });
-  const std::string first_error = copy_whole(from, to, first);
+  std::thread helper([&] { second_error = copy_whole(second, token, static_cast<unsigned char*>(to) + first, bytes - first); });
+  const std::string first_error = copy_whole(from, token, to, first);
   helper.join();
   return first_error.empty() ? second_error : first_error;
 }

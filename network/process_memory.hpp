@@ -12,21 +12,21 @@ namespace ap {
 
 using memory_token = std::array<unsigned char, 16>;
 
-// A random token (std::random_device): a sender keeps one where a reader can check it.
+// A random token (std::random_device): a reader gives one to the process it will read, which keeps it where the
+// reader can check it.
 memory_token fresh_memory_token();
 
-// Where the bytes are in the process that offers them, and how the reader knows it is that process.
+// Where the bytes are in the process that offers them, and where that process keeps the reader's token.
 struct process_region {
   std::uint64_t pid = 0;
-  std::uint64_t token_at = 0;  // the address of the sender's token
-  memory_token token{};        // its value, as the sender says it (on the authenticated link)
-  std::uint64_t at = 0;        // the address of the bytes
+  std::uint64_t token_at = 0;
+  std::uint64_t at = 0;  // the address of the bytes
 };
 
-// Copies `bytes` of `from` into `to`, checking in the same call that the token in that process's memory is the
-// one it said: a pid of another process (another PID namespace) or a stale address cannot pass for the sender.
-// Empty when done; otherwise why not (the system's reason, as where ptrace is restricted, or the token). 16 MB or
-// more: in two halves on two threads.
-std::string copy_from_process(const process_region& from, void* to, std::size_t bytes);
+// Copies `bytes` of `from` into `to`, checking in the same call that the process holds `token` where it said:
+// a pid of another process (another PID namespace, or one the offer only names) cannot pass for the sender, as
+// only the sender was given the token. Empty when done; otherwise why not (the system's reason, as where ptrace
+// is restricted, or the token). 16 MB or more: in two halves on two threads.
+std::string copy_from_process(const process_region& from, const memory_token& token, void* to, std::size_t bytes);
 
 }  // namespace ap

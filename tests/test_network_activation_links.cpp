@@ -50,8 +50,8 @@ bool memory_reads_allowed() {
     const int probe = 42;
     int got = 0;
     const std::string why = copy_from_process({static_cast<std::uint64_t>(::getpid()), reinterpret_cast<std::uintptr_t>(token.data()),
-                                                token, reinterpret_cast<std::uintptr_t>(&probe)},
-                                               &got, sizeof got);
+                                                reinterpret_cast<std::uintptr_t>(&probe)},
+                                               token, &got, sizeof got);
     if (!why.empty()) MESSAGE("this machine refuses process_vm_readv (" << why << "): the tests check the fallback to the link");
     return why.empty();
   }();
@@ -104,27 +104,42 @@ TEST_CASE("copy_from_process copies another region's bytes after its token, and 
   CHECK(token != fresh_memory_token());
   std::vector<float> from(300000), to(300000, 0.0f);
   for (std::size_t i = 0; i < from.size(); ++i) from[i] = static_cast<float>(i) * 0.5f;
-  process_region region{static_cast<std::uint64_t>(::getpid()), reinterpret_cast<std::uintptr_t>(token.data()), token,
+  process_region region{static_cast<std::uint64_t>(::getpid()), reinterpret_cast<std::uintptr_t>(token.data()),
                         reinterpret_cast<std::uintptr_t>(from.data())};
-  CHECK(copy_from_process(region, to.data(), from.size() * sizeof(float)) == "");
+  CHECK(copy_from_process(region, token, to.data(), from.size() * sizeof(float)) == "");
   CHECK(to == from);
-  process_region forged = region;
-  forged.token[3] ^= 1;
-  CHECK(copy_from_process(forged, to.data(), 16) ==
-        "process " + std::to_string(::getpid()) + " does not hold the sender's token: another process");
+  memory_token other = token;
+  other[3] ^= 1;
+  const std::string not_the_sender = "process " + std::to_string(::getpid()) + " does not hold the token given to the sender: another process";
+  CHECK(copy_from_process(region, other, to.data(), 16) == not_the_sender);
   process_region gone = region;
   gone.pid = 4194304 + 1;  // above any pid Linux hands out (pid_max is at most 2^22)
-  CHECK(test::contains(copy_from_process(gone, to.data(), 16), "cannot read process 4194305's memory: No such process"));
+  CHECK(test::contains(copy_from_process(gone, token, to.data(), 16), "cannot read process 4194305's memory: No such process"));
   // 16 MB or more: two halves on two threads, each checking the token.
   std::vector<float> large(5000003), into(large.size(), 0.0f);
   for (std::size_t i = 0; i < large.size(); ++i) large[i] = static_cast<float>(i % 65521) - 7.0f;
   region.at = reinterpret_cast<std::uintptr_t>(large.data());
-  CHECK(copy_from_process(region, into.data(), large.size() * sizeof(float)) == "");
+  CHECK(copy_from_process(region, token, into.data(), large.size() * sizeof(float)) == "");
   CHECK(into == large);
-  forged.at = region.at;
-  CHECK(copy_from_process(forged, into.data(), large.size() * sizeof(float)) ==
-        "process " + std::to_string(::getpid()) + " does not hold the sender's token: another process");
+  CHECK(copy_from_process(region, other, into.data(), large.size() * sizeof(float)) == not_the_sender);
 }
+
+namespace {
+
+// A sender by hand: a link to `inbox` on `host`, the token the inbox gives it, and one frame offering `t` at
+// `region`; returns the inbox's answer, or throws when the inbox ends the link instead.
+std::uint8_t offer_by_hand(data_link& link, const tensor& t, std::uint64_t ticket, const process_region& region) {
+  const frame_head head{ticket, 0, static_cast<std::uint32_t>(t.type()), 2, 1, 0};
+  const std::uint64_t extents[2] = {t.shape()[0], t.shape()[1]};
+  link.write(&head, sizeof head, 5s, nullptr);
+  link.write(extents, sizeof extents, 5s, nullptr);
+  link.write(&region, sizeof region, 5s, nullptr);
+  std::uint8_t answer = 9;
+  link.read(&answer, 1, 5s, nullptr);
+  return answer;
+}
+
+}  // namespace
 
 TEST_CASE("an inbox that cannot read the sender's memory answers 0, takes the bytes from the link and says why") {
   for (bool wrong_token : {false, true}) {
@@ -136,31 +151,48 @@ TEST_CASE("an inbox that cannot read the sender's memory answers 0, takes the by
       log.push_back(line);
     });
     auto link = connect_link("127.0.0.1", inbox.port(), nullptr, activation_hello(1), std::chrono::steady_clock::now() + 10s);
+    memory_token token{};
+    link->read(token.data(), token.size(), 5s, nullptr);  // the inbox's, as the link opens
     const tensor t = counting({128, 256}, 0.5f);
-    const memory_token token = fresh_memory_token();
-    process_region region{static_cast<std::uint64_t>(::getpid()), reinterpret_cast<std::uintptr_t>(token.data()), token,
+    if (wrong_token) token[0] ^= 1;  // not what the inbox gave: another process's memory, as far as it can tell
+    process_region region{static_cast<std::uint64_t>(::getpid()), reinterpret_cast<std::uintptr_t>(token.data()),
                           reinterpret_cast<std::uintptr_t>(t.bytes())};
-    if (wrong_token) region.token[0] ^= 1;
-    else region.pid = 4194305;  // no such process
+    if (!wrong_token) region.pid = 4194305;  // no such process
     const std::uint64_t ticket = (1ULL << 48) | 1;  // stage 0's first
-    const frame_head head{ticket, 0, static_cast<std::uint32_t>(t.type()), 2, 1, 0};
-    const std::uint64_t extents[2] = {128, 256};
-    link->write(&head, sizeof head, 5s, nullptr);
-    link->write(extents, sizeof extents, 5s, nullptr);
-    link->write(&region, sizeof region, 5s, nullptr);
-    std::uint8_t answer = 9;
-    link->read(&answer, 1, 5s, nullptr);
-    CHECK(answer == 0);
+    CHECK(offer_by_hand(*link, t, ticket, region) == 0);
     link->write(t.bytes(), t.byte_size(), 5s, nullptr);
     CHECK(same_bits(inbox.take(ticket), t));
     CHECK(inbox.copied_from_senders() == 0);
-    std::lock_guard<std::mutex> lock(log_mutex);
-    REQUIRE(log.size() >= 2);  // the link opened, then why the tensor came on it
-    CHECK(test::contains(log.back(), "stage 1: tensors from stage 0 come on the link, not from its memory: "));
-    CHECK(test::contains(log.back(), !memory_reads_allowed() ? "cannot read process"
-                                     : wrong_token           ? "does not hold the sender's token"
-                                                             : "No such process"));
+    {
+      std::lock_guard<std::mutex> lock(log_mutex);
+      REQUIRE(log.size() >= 2);  // the link opened, then why the tensor came on it
+      CHECK(test::contains(log.back(), "stage 1: tensors from stage 0 come on the link, not from its memory: "));
+      CHECK(test::contains(log.back(), !memory_reads_allowed() ? "cannot read process"
+                                       : wrong_token           ? "does not hold the token given to the sender"
+                                                               : "No such process"));
+    }
+    // Refused once, the link may offer no more: the inbox ends it, and a tensor awaited from it fails at once.
+    std::uint8_t answer = 9;
+    const std::string ended = test::error_of([&] { answer = offer_by_hand(*link, t, ticket + 1, region); });
+    CHECK(answer == 9);
+    CHECK(test::contains(ended, "the peer hung up"));
+    CHECK(test::contains(test::error_of([&] { inbox.take(ticket + 1); }),
+                         "a tensor offered in the sender's memory after a refusal"));
   }
+}
+
+TEST_CASE("an inbox takes no offer on a link from another address: the link ends, naming it") {
+  activation_inbox inbox(1, "127.0.0.2", nullptr, 10s);  // the sender's end is 127.0.0.1
+  auto link = connect_link("127.0.0.2", inbox.port(), nullptr, activation_hello(1), std::chrono::steady_clock::now() + 10s);
+  memory_token token{};
+  link->read(token.data(), token.size(), 5s, nullptr);
+  const tensor t = counting({16, 16}, 1.0f);
+  const process_region region{static_cast<std::uint64_t>(::getpid()), reinterpret_cast<std::uintptr_t>(token.data()),
+                              reinterpret_cast<std::uintptr_t>(t.bytes())};
+  const std::uint64_t ticket = (1ULL << 48) | 1;
+  CHECK(test::contains(test::error_of([&] { offer_by_hand(*link, t, ticket, region); }), "the peer hung up"));
+  CHECK(test::contains(test::error_of([&] { inbox.take(ticket); }), "a tensor offered in the memory of a process of another machine"));
+  CHECK(inbox.copied_from_senders() == 0);
 }
 
 TEST_CASE("an outbox whose offer the inbox refuses writes the bytes on the link, and offers no more on it") {
@@ -174,6 +206,8 @@ TEST_CASE("an outbox whose offer the inbox refuses writes the bytes on the link,
   });
   std::vector<std::string> dropped;
   auto link = listener.accept(activation_hello(1), std::chrono::steady_clock::now() + 10s, dropped);
+  const memory_token token = fresh_memory_token();
+  link->write(token.data(), token.size(), 5s, nullptr);  // as an inbox does when a link opens
   frame_head head;
   std::uint64_t extents[2] = {};
   link->read(&head, sizeof head, 5s, nullptr);
@@ -183,6 +217,10 @@ TEST_CASE("an outbox whose offer the inbox refuses writes the bytes on the link,
   link->read(&region, sizeof region, 5s, nullptr);
   CHECK(region.pid == static_cast<std::uint64_t>(::getpid()));
   CHECK(region.at == reinterpret_cast<std::uintptr_t>(first.bytes()));
+  if (memory_reads_allowed()) {  // the outbox keeps the token where it says
+    int probe = 0;
+    CHECK(copy_from_process({region.pid, region.token_at, reinterpret_cast<std::uintptr_t>(first.bytes())}, token, &probe, sizeof probe) == "");
+  }
   const std::uint8_t refuse = 0;
   link->write(&refuse, 1, 5s, nullptr);
   tensor got = tensor::from_shape({64, 256});
