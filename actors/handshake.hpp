@@ -37,7 +37,8 @@ namespace ap {
 //     links with (Note [auto on nodes]).
 // 13: a TLS data link's bytes travel in records of the link's own, sealed with keys exported from its TLS session
 //     (Note [sealed records]), not in TLS records; an activation's frame says where its bytes are, and between two
-//     ends of one address offers them in the sender's memory (Note [one copy on one machine]).
+//     ends of one address offers them in the sender's memory (Note [one copy on one machine]); a ring's links agree
+//     as they open whether chunks are copied in place (Note [one copy in the ring]).
 inline constexpr std::uint32_t wire_protocol_version = 13;
 
 using hello_atom = caf::atom_constant<caf::atom("hello")>;

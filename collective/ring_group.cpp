@@ -11,6 +11,8 @@
 #include <thread>
 #include <tuple>
 
+#include <unistd.h>
+
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
@@ -19,6 +21,7 @@
 #include "collective/shard.hpp"
 #include "network/data_link.hpp"
 #include "network/guarded_transport.hpp"
+#include "network/process_memory.hpp"
 #include "network/ring_messages.hpp"
 
 namespace ap {
@@ -164,6 +167,7 @@ struct ring_op final : finishing_op {
   tensor* out = nullptr;
   tensor scratch;  // reduce_scatter: the copy of `in` the ring adds into
   borrow_count sending;
+  std::vector<std::shared_ptr<const void>> kept;  // pieces the right neighbour copies in place, until its answer
 };
 
 // What precedes a chunk's floats on a data link: which collective, step and chunk, and how many floats.
@@ -182,8 +186,12 @@ static_assert(sizeof(chunk_header) == 32, "a chunk's header is 32 bytes on the w
 struct outgoing_chunk {
   chunk_header header;
   const float* data = nullptr;
+  std::uint64_t address = 0;  // in place of the floats, where the right neighbour copies them (Note [one copy in the ring])
+  bool in_place = false;
   std::shared_ptr<const void> hold;
-  std::size_t written = 0;  // bytes of the header and then the floats already on the link
+  std::size_t written = 0;  // bytes of the header and then the floats (or the address) already on the link
+  const char* payload() const { return in_place ? reinterpret_cast<const char*>(&address) : reinterpret_cast<const char*>(data); }
+  std::size_t payload_bytes() const { return in_place ? sizeof address : header.floats * sizeof(float); }
 };
 
 constexpr std::uint64_t max_chunk_floats = std::uint64_t{1} << 36;  // 256 GB: a header beyond is garbage
@@ -214,6 +222,11 @@ struct ring_state {
   std::vector<std::uint16_t> link_ports;  // by rank
   std::unique_ptr<data_link> to_right, from_left;
   std::vector<float> addend;  // a received chunk before the communication thread adds it
+  // Note [one copy in the ring]: chunks copied out of the sender's memory where both links' ends agreed.
+  bool in_place_right = false, in_place_left = false;
+  memory_token right_token{};  // the right neighbour's, kept where it reads it beside each chunk
+  memory_token left_token{};   // this rank's, given to the left neighbour
+  process_region left_region;  // the left neighbour's pid and where it keeps left_token (`at` per chunk)
 
   std::mutex mutex;  // guards the queue below
   std::condition_variable work;
@@ -262,16 +275,20 @@ struct ring_state {
   // op's end waits for the last tokens (serve).
   void send(ring_op& op, std::uint32_t step, std::uint32_t chunk, const float* data, std::size_t n,
             std::shared_ptr<const void> hold = nullptr) {
+    if (in_place_right && hold) op.kept.push_back(hold);  // read by the right neighbour until its answer
     if (!hold) hold = op.sending.token();
     outgoing_chunk c;
     c.header = chunk_header{op.index, n, step, chunk, rank, static_cast<std::uint8_t>(op.kind), {}};
     c.data = data;
+    c.in_place = in_place_right;
+    c.address = reinterpret_cast<std::uintptr_t>(data);
     c.hold = std::move(hold);
     std::lock_guard lock(outbox_mutex);
     if (outbox.empty() && !writer_busy && !writer_failed && !closing) {  // Note [writes without waiting]
-      const data_link::piece pieces[] = {{&c.header, sizeof c.header}, {c.data, n * sizeof(float)}};
-      c.written = to_right->write_now(pieces, n > 0 ? 2 : 1);
-      if (c.written == sizeof c.header + n * sizeof(float)) return;
+      const bool payload = c.payload_bytes() > 0;
+      const data_link::piece pieces[] = {{&c.header, sizeof c.header}, {c.payload(), c.payload_bytes()}};
+      c.written = to_right->write_now(pieces, payload ? 2 : 1);
+      if (c.written == sizeof c.header + c.payload_bytes()) return;
     }
     outbox.push_back(std::move(c));
     outbox_work.notify_one();
@@ -302,11 +319,11 @@ struct ring_state {
       }
       try {
         const auto stop = [this] { return stop_reason(); };
-        const std::size_t header = sizeof c.header, floats = c.header.floats * sizeof(float);
+        const std::size_t header = sizeof c.header, payload = c.payload_bytes();
         if (c.written < header)
           to_right->write(reinterpret_cast<const char*>(&c.header) + c.written, header - c.written, timeout, stop);
         const std::size_t done = c.written > header ? c.written - header : 0;
-        if (floats > done) to_right->write(reinterpret_cast<const char*>(c.data) + done, floats - done, timeout, stop);
+        if (payload > done) to_right->write(c.payload() + done, payload - done, timeout, stop);
       } catch (const link_error& e) {
         {
           std::lock_guard lock(outbox_mutex);
@@ -328,10 +345,16 @@ struct ring_state {
 
   // Reads n bytes of the left neighbour's chunk `chunk` of `step` (its header when `header`); throws
   // collective_error naming the peer on a timeout, a failure or its hanging up.
+  // A chunk's floats come out of the left neighbour's memory where the links agreed (Note [one copy in the ring]).
   void read_left(const ring_op& op, void* data, std::size_t n, std::uint32_t step, std::uint32_t chunk, bool header) {
     const std::string context = describe(op);
     try {
-      from_left->read(data, n, timeout, [this] { return stop_reason(); });
+      if (header || !in_place_left) return from_left->read(data, n, timeout, [this] { return stop_reason(); });
+      process_region at = left_region;
+      from_left->read(&at.at, sizeof at.at, timeout, [this] { return stop_reason(); });
+      if (const std::string why = copy_from_process(at, left_token, data, n); !why.empty())
+        throw collective_error(context + ": cannot copy step " + std::to_string(step) + " chunk " + std::to_string(chunk) +
+                               " from " + who(left()) + "'s memory: " + why);
     } catch (const link_error& e) {
       switch (e.reason) {
         case link_error::kind::timed_out:
@@ -482,6 +505,76 @@ struct ring_state {
     }
   }
 
+  // Note [one copy in the ring]: where a link's two ends have one address, its sender offers to let its receiver
+  // copy chunks out of its memory: it gives its process id and where it keeps the token the receiver gave it,
+  // and the receiver tries a copy of that token (network/process_memory.hpp) and answers. Both then know.
+  void agree_on_copies(clock_type::time_point deadline) {
+    const auto left_ms = [&] {
+      return std::max(std::chrono::milliseconds(1),
+                      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now()));
+    };
+    struct offer {
+      std::uint64_t pid = 0, token_at = 0;
+      std::uint8_t offered = 0;
+      std::uint8_t unused[7] = {};
+    };
+    try {
+      left_token = fresh_memory_token();
+      from_left->write(left_token.data(), left_token.size(), left_ms(), nullptr);
+      to_right->read(right_token.data(), right_token.size(), left_ms(), nullptr);
+      offer mine;
+      if (to_right->same_host()) mine = {static_cast<std::uint64_t>(::getpid()), reinterpret_cast<std::uintptr_t>(right_token.data()), 1, {}};
+      to_right->write(&mine, sizeof mine, left_ms(), nullptr);
+      offer theirs;
+      from_left->read(&theirs, sizeof theirs, left_ms(), nullptr);
+      if (theirs.offered > 1) throw link_error(link_error::kind::failed, "an offer " + std::to_string(theirs.offered));
+      if (theirs.offered == 1) {
+        std::uint8_t answer = 0;
+        if (from_left->same_host()) {
+          left_region = process_region{theirs.pid, theirs.token_at, theirs.token_at};
+          memory_token probe{};
+          answer = copy_from_process(left_region, left_token, probe.data(), probe.size()).empty() ? 1 : 0;
+        }
+        from_left->write(&answer, sizeof answer, left_ms(), nullptr);
+        in_place_left = answer == 1;
+      }
+      if (mine.offered == 1) {
+        std::uint8_t answer = 0;
+        to_right->read(&answer, sizeof answer, left_ms(), nullptr);
+        if (answer > 1) throw link_error(link_error::kind::failed, "an answer " + std::to_string(answer));
+        in_place_right = answer == 1;
+      }
+    } catch (const link_error& e) {
+      throw collective_error("group '" + name + "' rank " + std::to_string(rank) +
+                             " could not agree with its neighbours how chunks travel: " + e.what());
+    }
+  }
+
+  // Note [one copy in the ring]: once this rank took every chunk of `op` from its left neighbour's memory it says
+  // so; its own buffers are the caller's again once its right neighbour said the same.
+  void answer_in_place(const ring_op& op) {
+    const auto stop = [this] { return stop_reason(); };
+    if (in_place_left) {
+      const std::uint64_t done = op.index;
+      try {
+        from_left->write(&done, sizeof done, timeout, stop);
+      } catch (const link_error& e) {
+        throw collective_error(describe(op) + ": cannot tell " + who(left()) + " its chunks were taken: " + e.what());
+      }
+    }
+    if (in_place_right) {
+      std::uint64_t done = ~std::uint64_t{0};
+      try {
+        to_right->read(&done, sizeof done, timeout, stop);
+      } catch (const link_error& e) {
+        throw collective_error(describe(op) + ": " + who(right()) + " did not say it took this rank's chunks: " + e.what());
+      }
+      if (done != op.index)
+        throw collective_error(describe(op) + ": " + who(right()) + " says it took the chunks of collective #" +
+                               std::to_string(done) + ": the ranks' collectives differ");
+    }
+  }
+
   void serve() {
     for (;;) {
       std::shared_ptr<ring_op> op;
@@ -495,6 +588,7 @@ struct ring_state {
       std::string error;
       try {
         run(*op);
+        if (size > 1) answer_in_place(*op);
       } catch (const collective_error& e) {
         error = e.what();
       } catch (const std::exception& e) {
@@ -503,6 +597,7 @@ struct ring_state {
       // A failed collective leaves its peers' streams at an unknown place: the group cannot go on.
       if (!error.empty()) failure->fail(error);
       op->sending.wait_idle();  // the caller's tensors are its own again only once no write borrows them
+      op->kept.clear();
       op->scratch = tensor();
       op->finish(std::move(error));
     }
@@ -733,6 +828,7 @@ void ring_group::open_links(std::chrono::steady_clock::time_point deadline) {
     throw collective_error(me + ": " + s.who(s.left()) + " did not open its data link within " + std::to_string(s.timeout.count()) +
                            " ms" + (why.empty() ? std::string() : why + ")"));
   }
+  s.agree_on_copies(deadline);  // Note [one copy in the ring]
 }
 
 std::string ring_group::endpoint() const { return node_address{state_->listen_host, state_->port}.text(); }
@@ -744,6 +840,7 @@ void ring_group::connect(const std::vector<std::string>& endpoints) {
 }
 
 const std::string& ring_group::name() const { return state_->name; }
+bool ring_group::copies_from_left() const { return state_->in_place_left; }
 int ring_group::rank() const { return state_->rank; }
 int ring_group::size() const { return state_->size; }
 

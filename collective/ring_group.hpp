@@ -36,6 +36,20 @@ struct ring_state;
 // once (its data link hangs up; CAF's down message names why, heartbeats catch a silent one: actors/node.hpp).
 // A failed collective fails the group: the links' streams are then at no known place.
 //
+// Note [one copy in the ring]: between two ranks of one machine (a link whose two ends have one address) a chunk
+// need not cross loopback TCP, copied twice (2-3 GB/s here). When the links open, each sender offers its right
+// neighbour to copy chunks straight out of its memory (cross-memory attach, network/process_memory.hpp), giving
+// its process id and where it keeps a token that neighbour gave it; the neighbour tries a copy of the token and
+// answers, so both know, link by link, whether chunks travel in place. In place, a chunk's header is followed by
+// the address of its floats instead of the floats, and the receiver copies them out of the sender's memory with
+// the token beside them (so no other process can pass for the sender). The sender's memory stays as it was
+// until then: a region is written again only by the all-gather, with the finished segment that came round the
+// ring through the right neighbour, which copied this very chunk before anything it sent could make it, and
+// pieces an all-gather forwards are kept with the collective. At its end each rank tells its left neighbour
+// that it took every chunk of the collective (the collective's number, on the same link the other way), and a
+// rank hands its tensors back to the caller only once its right neighbour said so. Where the kernel refuses
+// (another user; Yama's ptrace_scope 1 or more), or the ranks are on two machines, chunks travel on the links.
+//
 // Every rank makes a ring_group with its own address (port 0: a free one, see port()), then calls
 // connect() with every rank's address; peers may start in any order within the timeout. The caller's
 // actor_system must have the middleman loaded and the runtime's message types added (enable_network).
@@ -84,6 +98,9 @@ class ring_group final : public network_group {
   const std::string& name() const override;
   int rank() const override;
   int size() const override;
+  // Whether this rank copies its left neighbour's chunks out of that process's memory (Note [one copy in the
+  // ring]); known once connected.
+  bool copies_from_left() const;
   collective_handle all_reduce(tensor& t, reduce_op op = reduce_op::sum) override;
   collective_handle reduce_scatter(const tensor& in, tensor& out, reduce_op op = reduce_op::sum) override;
   collective_handle all_gather(const tensor& in, tensor& out) override;

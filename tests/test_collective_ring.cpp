@@ -14,6 +14,7 @@
 #include "collective/shard.hpp"
 #include "network/guarded_transport.hpp"
 #include "actors/message_types.hpp"
+#include "memory_reads.hpp"
 #include "node_process.hpp"  // test certificates
 #include "test_support.hpp"
 
@@ -40,28 +41,32 @@ struct rank_process {
 // Plain TCP (most tests: the collectives, not the transport, are under test) or mutual TLS.
 transport_security plain() { return test::insecure_transport(); }
 
-// `size` ranks of group `name`, rank r with security[r] (or the last entry), before connecting.
+// `size` ranks of group `name`, rank r with security[r] (or the last entry), before connecting, each listening on
+// `host`: 127.0.0.1, where a link's two ends have one address and chunks are copied out of the left neighbour's
+// memory (Note [one copy in the ring]), or 127.0.0.2, where the connecting end is 127.0.0.1 and chunks travel on
+// the links.
 std::vector<std::unique_ptr<rank_process>> make_ranks(const std::string& name, int size, std::chrono::milliseconds timeout,
-                                                      std::size_t chunk_bytes, const std::vector<transport_security>& security) {
+                                                      std::size_t chunk_bytes, const std::vector<transport_security>& security,
+                                                      const std::string& host = "127.0.0.1") {
   std::vector<std::unique_ptr<rank_process>> ranks;
   for (int r = 0; r < size; ++r) {
     ranks.push_back(std::make_unique<rank_process>());
     const auto& sec = security[std::min<std::size_t>(static_cast<std::size_t>(r), security.size() - 1)];
     ranks.back()->group = std::make_unique<ring_group>(ranks.back()->system, name, r, size,
-                                                       node_address{"127.0.0.1", 0}, sec, timeout, chunk_bytes);
+                                                       node_address{host, 0}, sec, timeout, chunk_bytes);
   }
   return ranks;
 }
 
-std::vector<node_address> addresses_of(const std::vector<std::unique_ptr<rank_process>>& ranks) {
+std::vector<node_address> addresses_of(const std::vector<std::unique_ptr<rank_process>>& ranks, const std::string& host = "127.0.0.1") {
   std::vector<node_address> addresses;
-  for (const auto& r : ranks) addresses.push_back({"127.0.0.1", r->group->port()});
+  for (const auto& r : ranks) addresses.push_back({host, r->group->port()});
   return addresses;
 }
 
 // connect() on one thread per rank, as it would run in separate processes; each rank's error ("" if none).
-std::vector<std::string> connect_all(std::vector<std::unique_ptr<rank_process>>& ranks) {
-  const auto addresses = addresses_of(ranks);
+std::vector<std::string> connect_all(std::vector<std::unique_ptr<rank_process>>& ranks, const std::string& host = "127.0.0.1") {
+  const auto addresses = addresses_of(ranks, host);
   std::vector<std::thread> threads;
   std::vector<std::string> errors(ranks.size());
   for (std::size_t r = 0; r < ranks.size(); ++r)
@@ -81,11 +86,17 @@ std::vector<std::string> connect_all(std::vector<std::unique_ptr<rank_process>>&
 std::vector<std::unique_ptr<rank_process>> make_ring(const std::string& name, int size,
                                                      std::chrono::milliseconds timeout = 20s,
                                                      std::size_t chunk_bytes = 64,
-                                                     const transport_security& security = plain()) {
-  auto ranks = make_ranks(name, size, timeout, chunk_bytes, {security});
-  for (auto& e : connect_all(ranks)) REQUIRE_MESSAGE(e.empty(), e);
+                                                     const transport_security& security = plain(),
+                                                     const std::string& host = "127.0.0.1") {
+  auto ranks = make_ranks(name, size, timeout, chunk_bytes, {security}, host);
+  for (auto& e : connect_all(ranks, host)) REQUIRE_MESSAGE(e.empty(), e);
+  // Note [one copy in the ring]: in place exactly where both ends have one address and the kernel allows it.
+  for (const auto& r : ranks) CHECK(r->group->copies_from_left() == (host == "127.0.0.1" && test::memory_reads_allowed()));
   return ranks;
 }
+
+// The two ways chunks travel (make_ranks).
+const std::vector<std::string> both_ways = {"127.0.0.1", "127.0.0.2"};
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
@@ -116,9 +127,11 @@ std::vector<float> values(const tensor& t) { return std::vector<float>(t.begin()
 }  // namespace
 
 TEST_CASE("ring all_reduce over 2 and 3 processes: the sum (and mean), the same bits on every rank") {
+  for (const std::string& host : both_ways)
   for (int size : {2, 3}) {
+    CAPTURE(host);
     CAPTURE(size);
-    auto ranks = make_ring("dp", size);
+    auto ranks = make_ring("dp", size, 20s, 64, plain(), host);
     const std::size_t rows = 101;  // 303 floats: uneven segments, 16-float chunks
     std::vector<double> sum(rows * 3, 0.0);
     for (int r = 0; r < size; ++r) {
@@ -149,7 +162,7 @@ TEST_CASE("ring all_reduce over 2 and 3 processes: the sum (and mean), the same 
 TEST_CASE("chunks larger than a socket takes at once: the communication thread writes the start, its writer the rest") {
   // Note [writes without waiting]: a 4 MB chunk meets a fresh loopback socket's buffer of far less, so each
   // send writes part of it and hands the rest, from where it stopped, to the writer thread.
-  auto ranks = make_ring("big", 2, 20s, std::size_t{4} << 20);
+  auto ranks = make_ring("big", 2, 20s, std::size_t{4} << 20, plain(), "127.0.0.2");  // the chunks on the links
   const std::size_t rows = (std::size_t{3} << 20) / 3;  // 12 MB of floats: 6 MB segments, a 4 MB and a 2 MB chunk
   std::vector<tensor> reduced(2), broadcasted(2);
   on_every_rank(ranks, [&](process_group& g) {
@@ -169,8 +182,10 @@ TEST_CASE("chunks larger than a socket takes at once: the communication thread w
 }
 
 TEST_CASE("ring reduce_scatter, all_gather with uneven shards, and broadcast across 3 processes") {
+  for (const std::string& host : both_ways) {
+  CAPTURE(host);
   const int size = 3;
-  auto ranks = make_ring("tp", size);
+  auto ranks = make_ring("tp", size, 20s, 64, plain(), host);
   const std::size_t rows = 7;
   std::vector<float> sum = values(input(0, rows));
   for (int r = 1; r < size; ++r) {
@@ -193,6 +208,7 @@ TEST_CASE("ring reduce_scatter, all_gather with uneven shards, and broadcast acr
     CHECK(gathered[r].shape() == shape_t{rows, 3});
     CHECK(values(gathered[r]) == values(gathered[0]));
     CHECK(values(broadcasted[r]) == values(input(1, 40)));
+  }
   }
 }
 
@@ -252,8 +268,10 @@ TEST_CASE("connect names the rank it cannot reach, and a peer of another group")
 }
 
 TEST_CASE("a ring over mutual TLS: all_reduce gives local_group's bits, and chunks larger than a TLS record") {
+  for (const std::string& host : both_ways) {
+  CAPTURE(host);
   const std::size_t rows = 5000;  // 15000 floats: 2 segments of 30 KB in chunks of 16 KB (a TLS record each)
-  auto ranks = make_ring("dp", 2, 20s, 16 << 10, test::tls_security("node"));
+  auto ranks = make_ring("dp", 2, 20s, 16 << 10, test::tls_security("node"), host);
   std::vector<std::vector<float>> ring(2), local(2);
   on_every_rank(ranks, [&](process_group& g) {
     tensor a = input(g.rank(), rows);
@@ -272,6 +290,7 @@ TEST_CASE("a ring over mutual TLS: all_reduce gives local_group's bits, and chun
   for (auto& t : threads) t.join();
   CHECK(ring[0] == local[0]);  // two terms: a + b == b + a exactly, whatever the order of the sum
   CHECK(ring[1] == local[1]);
+  }
 }
 
 TEST_CASE("a peer without the cluster's certificate cannot join a TLS ring: both sides name each other") {
