@@ -19,6 +19,7 @@
 
 #include "network/activation_links.hpp"
 #include "network/tls_session.hpp"
+#include "memory_reads.hpp"
 #include "node_process.hpp"  // test certificates
 #include "test_support.hpp"
 
@@ -42,22 +43,6 @@ bool same_bits(const tensor& a, const tensor& b) {
   return a.type() == b.type() && a.shape() == b.shape() && std::memcmp(a.bytes(), b.bytes(), a.byte_size()) == 0;
 }
 
-// Whether this machine lets a process read another's memory (process_vm_readv): a container's seccomp filter may
-// refuse even a process's own. Where it refuses, a tensor offered where it lies comes on the link instead.
-bool memory_reads_allowed() {
-  static const bool allowed = [] {
-    const memory_token token = fresh_memory_token();
-    const int probe = 42;
-    int got = 0;
-    const std::string why = copy_from_process({static_cast<std::uint64_t>(::getpid()), reinterpret_cast<std::uintptr_t>(token.data()),
-                                                reinterpret_cast<std::uintptr_t>(&probe)},
-                                               token, &got, sizeof got);
-    if (!why.empty()) MESSAGE("this machine refuses process_vm_readv (" << why << "): the tests check the fallback to the link");
-    return why.empty();
-  }();
-  return allowed;
-}
-
 // The inbox on `host`: 127.0.0.1, where the link's two ends have one address and the tensors come straight from
 // the sender's memory (Note [one copy on one machine]), or 127.0.0.2, where the sender's end is 127.0.0.1 and the
 // bytes travel on the link.
@@ -79,7 +64,7 @@ void round_trip(const std::shared_ptr<tls_context>& receiver_tls, const std::sha
   CHECK(same_bits(inbox.take(c), half));  // taken in any order
   CHECK(same_bits(inbox.take(a), big));
   CHECK(same_bits(inbox.take(b), cube));
-  CHECK(inbox.copied_from_senders() == (host == "127.0.0.1" && memory_reads_allowed() ? 3 : 0));
+  CHECK(inbox.copied_from_senders() == (host == "127.0.0.1" && test::memory_reads_allowed() ? 3 : 0));
 }
 
 // The frame an outbox writes before a tensor's bytes (network/activation_links.cpp), written or read here by hand.
@@ -99,7 +84,7 @@ TEST_CASE("activation links carry every dtype and shape whole, taken by ticket i
 }
 
 TEST_CASE("copy_from_process copies another region's bytes after its token, and names why it cannot") {
-  if (!memory_reads_allowed()) return;  // nothing to copy with here (said once, above)
+  if (!test::memory_reads_allowed()) return;  // nothing to copy with here (said once, above)
   const memory_token token = fresh_memory_token();
   CHECK(token != fresh_memory_token());
   std::vector<float> from(300000), to(300000, 0.0f);
@@ -167,7 +152,7 @@ TEST_CASE("an inbox that cannot read the sender's memory answers 0, takes the by
       std::lock_guard<std::mutex> lock(log_mutex);
       REQUIRE(log.size() >= 2);  // the link opened, then why the tensor came on it
       CHECK(test::contains(log.back(), "stage 1: tensors from stage 0 come on the link, not from its memory: "));
-      CHECK(test::contains(log.back(), !memory_reads_allowed() ? "cannot read process"
+      CHECK(test::contains(log.back(), !test::memory_reads_allowed() ? "cannot read process"
                                        : wrong_token           ? "does not hold the token given to the sender"
                                                                : "No such process"));
     }
@@ -217,7 +202,7 @@ TEST_CASE("an outbox whose offer the inbox refuses writes the bytes on the link,
   link->read(&region, sizeof region, 5s, nullptr);
   CHECK(region.pid == static_cast<std::uint64_t>(::getpid()));
   CHECK(region.at == reinterpret_cast<std::uintptr_t>(first.bytes()));
-  if (memory_reads_allowed()) {  // the outbox keeps the token where it says
+  if (test::memory_reads_allowed()) {  // the outbox keeps the token where it says
     int probe = 0;
     CHECK(copy_from_process({region.pid, region.token_at, reinterpret_cast<std::uintptr_t>(first.bytes())}, token, &probe, sizeof probe) == "");
   }
