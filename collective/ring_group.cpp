@@ -352,9 +352,9 @@ struct ring_state {
       if (header || !in_place_left) return from_left->read(data, n, timeout, [this] { return stop_reason(); });
       process_region at = left_region;
       from_left->read(&at.at, sizeof at.at, timeout, [this] { return stop_reason(); });
-      if (const std::string why = copy_from_process(at, left_token, data, n); !why.empty())
-        throw collective_error(context + ": cannot copy step " + std::to_string(step) + " chunk " + std::to_string(chunk) +
-                               " from " + who(left()) + "'s memory: " + why);
+      if (const std::string why = copy_from_process(at, left_token, data, n); !why.empty())  // its process went?
+        throw collective_error(context + ": " + cause_of_hang_up("cannot copy step " + std::to_string(step) + " chunk " +
+                                                                 std::to_string(chunk) + " from " + who(left()) + "'s memory: " + why));
     } catch (const link_error& e) {
       switch (e.reason) {
         case link_error::kind::timed_out:
