@@ -13,8 +13,12 @@
 // scripts/make_test_certs.sh); --insecure for plain TCP, the same transport as MPI's btl tcp. gloo is plain TCP
 // only (--insecure is implied).
 //
+// Where: the ranks listen on 127.0.0.1 (--host), so a ring's chunks are copied out of the left neighbour's memory
+// (Note [one copy in the ring]); with --host 127.0.0.2 each link's connecting end is 127.0.0.1, another address,
+// and the chunks cross the sockets as between machines.
+//
 // Usage: bench_allreduce [--backend ring|gloo] [--processes N] [--insecure] [--repeats N] [--chunk-kb K]
-//                        [--max-mb M]
+//                        [--max-mb M] [--host H]
 #include <unistd.h>
 
 #include <chrono>
@@ -52,6 +56,7 @@ struct options {
   std::size_t max_mb = 64;
   bool insecure = false;
   std::string cert_dir;  // rank 1: the certificates rank 0 made
+  std::string host = "127.0.0.1";  // where the ranks listen: 127.0.0.2 makes the links cross the sockets
 };
 
 options parse(int argc, char** argv) {
@@ -71,6 +76,7 @@ options parse(int argc, char** argv) {
     else if (a == "--max-mb") o.max_mb = std::stoul(next());
     else if (a == "--insecure") o.insecure = true;
     else if (a == "--cert-dir") o.cert_dir = next();
+    else if (a == "--host") o.host = next();
     else throw std::invalid_argument("unknown flag " + a);
   }
   if (o.repeats < 1) throw std::invalid_argument("--repeats must be positive");
@@ -125,9 +131,9 @@ int main(int argc, char** argv) try {
   const auto backend = *ap::parse_collective_backend(o.backend);
   std::unique_ptr<ap::network_group> group;
   if (backend == ap::collective_backend::gloo)
-    group = std::make_unique<ap::gloo_group>("bench", o.rank, o.processes, "127.0.0.1", timeout);
+    group = std::make_unique<ap::gloo_group>("bench", o.rank, o.processes, o.host, timeout);
   else
-    group = std::make_unique<ap::ring_group>(system, "bench", o.rank, o.processes, ap::node_address{"127.0.0.1", 0},
+    group = std::make_unique<ap::ring_group>(system, "bench", o.rank, o.processes, ap::node_address{o.host, 0},
                                              security, timeout, o.chunk_kb * 1024);
 
   std::vector<std::unique_ptr<ap::test::child_process>> children;
@@ -140,7 +146,7 @@ int main(int argc, char** argv) try {
       std::vector<std::string> argv = ap::bench::self_command();
       argv.insert(argv.end(), {"--rank", std::to_string(r), "--processes", std::to_string(o.processes), "--backend",
                                o.backend, "--exchange", mine.exchange, "--repeats", std::to_string(o.repeats),
-                               "--chunk-kb", std::to_string(o.chunk_kb), "--max-mb", std::to_string(o.max_mb)});
+                               "--chunk-kb", std::to_string(o.chunk_kb), "--max-mb", std::to_string(o.max_mb), "--host", o.host});
       if (o.insecure) argv.push_back("--insecure");
       else argv.insert(argv.end(), {"--cert-dir", cert_dir});
       children.push_back(std::make_unique<ap::test::child_process>(argv));

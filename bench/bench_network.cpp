@@ -15,7 +15,7 @@
 //     [cores on nodes] says).
 //
 // Usage: bench_network [--actorpipe PATH] [--steps N] [--quick] [--insecure] [--stages P] [--threads T]
-//                      [--batch B] [--training-only]
+//                      [--batch B] [--training-only] [--link-host H]
 //   --actorpipe  the actorpipe program that runs the nodes (default: ../cli/actorpipe next to this program,
 //                or the actorpipe packed beside it)
 //   --steps      timed training steps per block (default 30; --quick: 10)
@@ -23,6 +23,9 @@
 //                the two runs give TLS's cost
 //   --stages, --threads, --batch  the training's pipeline (default 2 stages of 1 thread, batch 256)
 //   --training-only  part (2) alone
+//   --link-host  where the sink's activation links listen (default 127.0.0.1: one address at both ends, so
+//                tensors are copied out of the sender's memory, Note [one copy on one machine]); 127.0.0.2
+//                makes them cross the socket, as between machines
 // Prints a table, then one JSON line.
 #include <unistd.h>
 
@@ -82,7 +85,8 @@ ap::transport_security transport_for(bool tls, const std::string& name) {
   return tls ? ap::test::tls_security(name) : ap::test::insecure_transport();
 }
 
-int run_sink(bool tls, const std::string& cert_dir) {
+// `link_host`: where the sink's activation inbox listens (--link-host).
+int run_sink(bool tls, const std::string& cert_dir, const std::string& link_host) {
   caf::actor_system_config config;
   ap::enable_network(config);
   config.set("scheduler.max-threads", 2);
@@ -90,7 +94,7 @@ int run_sink(bool tls, const std::string& cert_dir) {
   ap::transport_security security = ap::test::insecure_transport();
   if (tls) security = {cert_dir + "/ca.pem", cert_dir + "/node.pem", cert_dir + "/node.key", false};
   ap::guarded_transport transport{system, security, {}};
-  auto inbox = std::make_shared<ap::activation_inbox>(1, "127.0.0.1", transport.tls(), std::chrono::milliseconds(120000));
+  auto inbox = std::make_shared<ap::activation_inbox>(1, link_host, transport.tls(), std::chrono::milliseconds(120000));
   const std::uint16_t link_port = inbox->port();
   auto s = system.spawn(sink, std::move(inbox));
   auto port = transport.publish(s, 0, "127.0.0.1", true);
@@ -114,15 +118,15 @@ struct transfer_result {
 };
 
 // `beside`: each tensor on an activation link, its message carrying the ticket (Note [activations on data links]).
-std::vector<transfer_result> bench_transfer(bool quick, bool tls, bool beside) {
+std::vector<transfer_result> bench_transfer(bool quick, bool tls, bool beside, const std::string& link_host) {
   std::vector<std::string> command = ap::bench::self_command();
-  command.insert(command.end(), {"--sink", tls ? ap::test::certificate_dir() : "--insecure"});
+  command.insert(command.end(), {"--sink", tls ? ap::test::certificate_dir() : "--insecure", link_host});
   ap::test::child_process child(command);
   const std::string line = child.read_line(10s);
   if (line.rfind("sink listening on ", 0) != 0) throw std::runtime_error("the sink did not start: " + child.stderr_text());
   const std::size_t links_at = line.find(" links ");
   const int port = std::stoi(line.substr(line.rfind(':') + 1, links_at));
-  const std::string link_address = "127.0.0.1:" + line.substr(links_at + 7);
+  const std::string link_address = link_host + ":" + line.substr(links_at + 7);
   caf::actor_system_config config;
   ap::enable_network(config);
   config.set("scheduler.max-threads", 2);
@@ -247,8 +251,9 @@ training_result bench_training(const std::vector<std::string>& actorpipe, int st
 int main(int argc, char** argv) {
   ap::keep_tensor_memory();
   std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.size() == 2 && args[0] == "--sink") return run_sink(args[1] != "--insecure", args[1]);
+  if (args.size() == 3 && args[0] == "--sink") return run_sink(args[1] != "--insecure", args[1], args[2]);
   bool quick = false, tls = true, training_only = false;
+  std::string link_host = "127.0.0.1";
   int steps = 30;
   training_shape shape;
   std::vector<std::string> actorpipe = ap::bench::actorpipe_command();
@@ -262,9 +267,10 @@ int main(int argc, char** argv) {
     else if (args[i] == "--threads" && valued) shape.threads = std::stoi(args[++i]);
     else if (args[i] == "--batch" && valued) shape.batch = std::stoi(args[++i]);
     else if (args[i] == "--training-only") training_only = true;
+    else if (args[i] == "--link-host" && valued) link_host = args[++i];
     else {
       std::cerr << "usage: bench_network [--actorpipe PATH] [--steps N] [--quick] [--insecure] [--stages P] "
-                   "[--threads T] [--batch B] [--training-only]\n";
+                   "[--threads T] [--batch B] [--training-only] [--link-host H]\n";
       return 2;
     }
   }
@@ -279,10 +285,10 @@ int main(int argc, char** argv) {
     out["transport"] = tls ? "tls" : "plain";
     if (!training_only) {
       std::cout << "activation transfer between two processes on loopback (forward_task, raw block):" << std::endl;
-      for (const auto& t : bench_transfer(quick, tls, false))
+      for (const auto& t : bench_transfer(quick, tls, false, link_host))
         out["transfer_mb_per_s"][std::to_string(static_cast<int>(t.megabytes)) + "MB"] = t.median_mb_per_s;
       std::cout << "the same on an activation link beside a ticketed message (Note [activations on data links]):" << std::endl;
-      for (const auto& t : bench_transfer(quick, tls, true))
+      for (const auto& t : bench_transfer(quick, tls, true, link_host))
         out["link_transfer_mb_per_s"][std::to_string(static_cast<int>(t.megabytes)) + "MB"] = t.median_mb_per_s;
     }
     std::cout << "training 784-2048-2048-2048-10, batch " << shape.batch << ", m=8, 1F1B, " << shape.stages
