@@ -135,7 +135,7 @@ void activation_inbox::read_loop(std::unique_ptr<data_link> link) {
         const std::uint8_t answer = copied ? 1 : 0;
         link->write(&answer, sizeof answer, timeout_, stop);
         if (!copied && log_)
-          log_("stage " + std::to_string(stage_) + ": tensors from stage " + std::to_string(sender_of(head.ticket)) +
+          log_("stage " + std::to_string(stage_) + ": tensors from stage " + std::to_string(source) +
                " come on the link, not from its memory: " + why_not + " (Note [one copy on one machine])");
       }
       if (!copied && t.byte_size() > 0) link->read(t.bytes(), t.byte_size(), timeout_, stop);
