@@ -39,7 +39,9 @@ namespace ap {
 //     (Note [sealed records]), not in TLS records; an activation's frame says where its bytes are, and between two
 //     ends of one address offers them in the sender's memory (Note [one copy on one machine]); a ring's links agree
 //     as they open whether chunks are copied in place (Note [one copy in the ring]).
-inline constexpr std::uint32_t wire_protocol_version = 13;
+// 14: after a link's first copied offer, an outbox no longer waits for answers, and an inbox that cannot copy a
+//     later offer ends the link (Note [offers without waiting]).
+inline constexpr std::uint32_t wire_protocol_version = 14;
 
 using hello_atom = caf::atom_constant<caf::atom("hello")>;
 

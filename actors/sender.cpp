@@ -30,7 +30,7 @@ void send_beside(sender_self self, Task& t, int destination) {
   if (!st.outbox || d >= st.links.size() || st.links[d].empty() || t.data.byte_size() < inline_bytes) return;
   const std::uint64_t ticket = st.outbox->next_ticket();
   try {
-    st.outbox->send(destination, st.links[d], ticket, t.step, t.data);
+    st.outbox->send(destination, st.links[d], ticket, t.step, std::move(t.data));
   } catch (const link_error& e) {
     if (st.log) st.log(std::string(e.what()) + "; the tensor goes inside its message (the next one opens the link again)");
     return;

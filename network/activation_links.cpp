@@ -17,6 +17,7 @@ constexpr std::chrono::hours between_tensors{24 * 365};  // a link may stay quie
 constexpr std::chrono::milliseconds accept_poll{100};     // how often the acceptor asks whether to stop
 constexpr std::uint32_t max_dimensions = 8;
 constexpr std::size_t problems_kept = 4;
+constexpr std::chrono::milliseconds lent_wait{2000};  // an outbox's longest wait, as it ends, for lent tensors' answers
 
 // On the wire, before the tensor's bytes: its ticket and step, its dtype's code and dimension count, where its
 // bytes are, then one 64-bit extent per dimension (little-endian, as the handshake ensures: Note [activations on
@@ -106,6 +107,7 @@ void activation_inbox::read_loop(std::unique_ptr<data_link> link) {
   const memory_token token = fresh_memory_token();  // Note [one copy on one machine]
   const bool one_machine = link->same_host();
   bool refused = false;  // an offer was refused: none may follow
+  bool copied_one = false;  // an offer was copied: its sender no longer waits for answers (Note [offers without waiting])
   try {
     link->write(token.data(), token.size(), timeout_, stop);
     for (;;) {
@@ -134,6 +136,10 @@ void activation_inbox::read_loop(std::unique_ptr<data_link> link) {
         refused = !copied;
         const std::uint8_t answer = copied ? 1 : 0;
         link->write(&answer, sizeof answer, timeout_, stop);
+        if (!copied && copied_one)  // its sender went on without waiting: no bytes follow
+          throw link_error(link_error::kind::failed, "a tensor of stage " + std::to_string(source) +
+                                                         " could not be copied from its memory after earlier ones were: " + why_not);
+        copied_one = copied_one || copied;
         if (!copied && log_)
           log_("stage " + std::to_string(stage_) + ": tensors from stage " + std::to_string(source) +
                " come on the link, not from its memory: " + why_not + " (Note [one copy on one machine])");
@@ -196,7 +202,38 @@ void activation_inbox::forget_before(std::uint64_t step) {
 activation_outbox::activation_outbox(int stage, std::shared_ptr<tls_context> tls, std::chrono::milliseconds timeout)
     : stage_(stage), tls_(std::move(tls)), timeout_(timeout) {}
 
-void activation_outbox::send(int to, const std::string& address, std::uint64_t ticket, std::uint64_t step, const tensor& t) {
+activation_outbox::~activation_outbox() {
+  // A lent tensor is freed only once its inbox has answered (its copy is done) or its link has ended: an answer
+  // not yet read is on its way, so the wait is short unless the receiving process hangs (then at most lent_wait).
+  const auto until = clock_type::now() + std::min(timeout_, lent_wait);
+  for (auto& [address, out] : links_) {
+    try {
+      while (!out.lent.empty()) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - clock_type::now());
+        if (left.count() <= 0) break;
+        take_answer(out, left);
+      }
+    } catch (const std::exception&) {
+      // The link ended: nothing reads the tensors any more.
+    }
+  }
+}
+
+void activation_outbox::take_answer(link_to& out, std::chrono::milliseconds wait) {
+  std::uint8_t answer = 0;
+  out.link->read(&answer, sizeof answer, wait, nullptr);
+  if (answer > 1) throw link_error(link_error::kind::failed, "an answer " + std::to_string(answer) + " to a tensor offered");
+  if (answer == 0) throw link_error(link_error::kind::failed, "the inbox could not copy a tensor after copying earlier ones");
+  out.lent.pop_front();
+}
+
+std::size_t activation_outbox::lent() const {
+  std::size_t n = 0;
+  for (const auto& [address, out] : links_) n += out.lent.size();
+  return n;
+}
+
+void activation_outbox::send(int to, const std::string& address, std::uint64_t ticket, std::uint64_t step, tensor&& t) {
   link_to& out = links_[address];
   try {
     if (!out.link) {
@@ -205,24 +242,49 @@ void activation_outbox::send(int to, const std::string& address, std::uint64_t t
       out.link->read(out.token.data(), out.token.size(), timeout_, nullptr);  // Note [one copy on one machine]
       out.offer = out.link->same_host();
     }
+    while (!out.lent.empty() && out.link->readable()) take_answer(out, timeout_);  // Note [offers without waiting]
+    for (auto other = links_.begin(); other != links_.end();) {  // a stage that went (its tensors no longer read)
+      try {
+        while (&other->second != &out && !other->second.lent.empty() && other->second.link->readable())
+          take_answer(other->second, timeout_);
+        ++other;
+      } catch (const std::exception&) {
+        other = links_.erase(other);
+      }
+    }
     if (t.dimension() > max_dimensions)
       throw link_error(link_error::kind::failed, "a tensor of " + std::to_string(t.dimension()) + " dimensions");
     const bool offer = out.offer && t.byte_size() > 0;
     const frame_head head{ticket, step, static_cast<std::uint32_t>(t.type()), static_cast<std::uint32_t>(t.dimension()),
                           offer ? bytes_at::in_sender : bytes_at::on_link};
-    std::uint64_t extents[max_dimensions] = {};
-    for (std::size_t d = 0; d < t.dimension(); ++d) extents[d] = t.shape()[d];
-    data_link& link = *out.link;
-    link.write(&head, sizeof head, timeout_, nullptr);
-    link.write(extents, sizeof extents[0] * t.dimension(), timeout_, nullptr);
+    // The head, the extents and an offer's region in one write: one segment, one wake-up of the inbox's reader.
+    unsigned char frame[sizeof head + sizeof(std::uint64_t) * max_dimensions + sizeof(process_region)];
+    std::size_t length = 0;
+    const auto put = [&](const void* p, std::size_t n) { std::memcpy(frame + length, p, n), length += n; };
+    put(&head, sizeof head);
+    for (std::size_t d = 0; d < t.dimension(); ++d) {
+      const std::uint64_t extent = t.shape()[d];
+      put(&extent, sizeof extent);
+    }
     if (offer) {
       const process_region region{static_cast<std::uint64_t>(::getpid()), reinterpret_cast<std::uintptr_t>(out.token.data()),
                                   reinterpret_cast<std::uintptr_t>(t.bytes())};
-      link.write(&region, sizeof region, timeout_, nullptr);
+      put(&region, sizeof region);
+    }
+    data_link& link = *out.link;
+    link.write(frame, length, timeout_, nullptr);
+    if (offer && out.copied_one) {  // kept, unchanged, until its answer comes
+      out.lent.push_back(std::move(t));
+      return;
+    }
+    if (offer) {
       std::uint8_t answer = 0;
       link.read(&answer, sizeof answer, timeout_, nullptr);  // the inbox reads this process's memory meanwhile
       if (answer > 1) throw link_error(link_error::kind::failed, "an answer " + std::to_string(answer) + " to a tensor offered");
-      if (answer == 1) return;
+      if (answer == 1) {
+        out.copied_one = true;
+        return;
+      }
       out.offer = false;  // the inbox cannot read this process: bytes on the link from now on
     }
     if (t.byte_size() > 0) link.write(t.bytes(), t.byte_size(), timeout_, nullptr);

@@ -47,6 +47,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -117,25 +118,47 @@ class activation_inbox {
   std::thread acceptor_;
 };
 
+// Note [offers without waiting]: the sender of an offered tensor waited for its answer before its task went
+// through CAF: a round trip on every hop between stages, and a sleep and a wake-up of the CAF worker that runs
+// the stage's sender (bench_network's 2 node processes on this 2-vCPU machine spent 13-50 ms of CPU a step more
+// than one process, most of it threads going to sleep and waking). Once a link's inbox has copied one offer,
+// the outbox no longer waits: it keeps each tensor it offers, unchanged, until the answer comes, and reads the
+// answers that have come, on every link, before each later tensor (a link whose stage went is dropped then, with
+// what it kept), and as it ends waits for the rest, at most 2 s. Only a
+// link's first offers are answered 0 with the bytes following on the link; a copy that fails after one
+// succeeded (the sending process went) ends the link, and the wait for that tensor fails at once, naming it.
 class activation_outbox {
  public:
   activation_outbox(int stage, std::shared_ptr<tls_context> tls, std::chrono::milliseconds timeout);
+  // Waits for the answers to tensors still lent (Note [offers without waiting]).
+  ~activation_outbox();
+  activation_outbox(const activation_outbox&) = delete;
+  activation_outbox& operator=(const activation_outbox&) = delete;
   // A ticket for the next tensor.
   std::uint64_t next_ticket() { return (static_cast<std::uint64_t>(stage_ + 1) << 48) | ++count_; }
   // Writes `t` of `step` under `ticket` on the link to stage `to` at `address` ("host:port"), connected at the
-  // first use. Throws link_error (the link is then dropped; the next tensor connects again).
-  void send(int to, const std::string& address, std::uint64_t ticket, std::uint64_t step, const tensor& t);
+  // first use. A tensor offered in place may be moved from (kept until its inbox copied it); otherwise, and
+  // whenever it throws, `t` is left as it was. Throws link_error (the link is then dropped; the next tensor
+  // connects again).
+  void send(int to, const std::string& address, std::uint64_t ticket, std::uint64_t step, tensor&& t);
+  // Tensors kept for their answers, on every link (Note [offers without waiting]).
+  std::size_t lent() const;
 
  private:
+  struct link_to {
+    std::unique_ptr<data_link> link;
+    bool offer = false;  // offers tensors where they lie (Note [one copy on one machine])
+    bool copied_one = false;  // the inbox copied an offer: later ones are lent, not waited for
+    memory_token token{};  // the inbox's, read beside each tensor it copies from this process
+    std::deque<tensor> lent;  // offered and not yet answered, in order
+  };
+  // Reads the answer to the oldest lent tensor, waiting at most `wait`, and frees it. Throws link_error.
+  void take_answer(link_to& out, std::chrono::milliseconds wait);
+
   int stage_;
   std::shared_ptr<tls_context> tls_;
   std::chrono::milliseconds timeout_;
   std::uint64_t count_ = 0;
-  struct link_to {
-    std::unique_ptr<data_link> link;
-    bool offer = false;  // offers tensors where they lie (Note [one copy on one machine])
-    memory_token token{};  // the inbox's, read beside each tensor it copies from this process
-  };
   std::map<std::string, link_to> links_;  // by address (a map's entries stay where they are: `token`'s address)
 };
 

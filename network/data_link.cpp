@@ -209,6 +209,12 @@ std::size_t data_link::write_now(const piece* pieces, std::size_t count) {
   }
 }
 
+bool data_link::readable() const {
+  if (opened_taken_ < opened_.size()) return true;
+  pollfd p{fd_, POLLIN, 0};
+  return ::poll(&p, 1, 0) > 0;
+}
+
 void data_link::read(void* data, std::size_t n, std::chrono::milliseconds idle, const stop_check& stop) {
   if (!opener_) return read_bytes(data, n, idle, stop);
   auto* p = static_cast<unsigned char*>(data);

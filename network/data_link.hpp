@@ -63,6 +63,8 @@ class data_link {
   void interrupt();
   // Whether both ends have the same address (one machine: loopback, or a host's own address).
   bool same_host() const;
+  // Whether a read would find bytes now (or the peer's hang-up, which it then reports), without waiting.
+  bool readable() const;
   // Note [writes without waiting]: on a plain link, writes what the socket takes now of the `count` pieces, in
   // order, in one call, and returns how many bytes that was, never waiting; a TLS link takes nothing here (0).
   // Errors are left to the next write(), which goes on from there. A ring's communication thread sends its
