@@ -1,6 +1,9 @@
 #include "actors/node_probe.hpp"
 
 #include <algorithm>
+#include <optional>
+#include <tuple>
+#include <utility>
 #include <stdexcept>
 
 #include <caf/all.hpp>
@@ -58,9 +61,26 @@ network_line line_through(double at_small, double at_large) {
   return line;
 }
 
-// The line of a data link to `node`, which opens one that echoes (link_echo_atom).
-network_line link_line(caf::scoped_actor& self, const caf::actor& node, const node_address& address,
-                       const std::shared_ptr<tls_context>& tls, std::chrono::milliseconds timeout) {
+// Half the fastest round trip of one byte, then the fastest time from offering `bytes` where they lie to the
+// echo's answer, less that half (the offer's way there): when the echo copied them, the seconds until a tensor
+// offered between two processes of one machine is in its receiver's memory; nothing when it did not.
+std::optional<double> copy_one_way_s(data_link& link, const memory_token& token, std::uint64_t bytes,
+                                     std::chrono::milliseconds timeout) {
+  const double tiny = link_one_way_s(link, 1, timeout);
+  const std::vector<char> frame(static_cast<std::size_t>(std::clamp<std::uint64_t>(bytes, 1, link_echo_max_bytes)), 0);
+  bool copied = true;
+  const double half = one_way_s([&] { copied = copied && link_echo_copy(link, token, frame, timeout); });
+  if (!copied) return std::nullopt;
+  return std::max(0.0, 2.0 * half - tiny);
+}
+
+// The lines of a data link to `node`, which opens one that echoes (link_echo_atom): through its socket, and (where
+// the link's ends have one address and the node may read this process's memory) by one copy out of the sender's
+// memory (Note [one copy on one machine]).
+std::pair<network_line, std::optional<network_line>> link_lines(caf::scoped_actor& self, const caf::actor& node,
+                                                                const node_address& address,
+                                                                const std::shared_ptr<tls_context>& tls,
+                                                                std::chrono::milliseconds timeout) {
   std::uint16_t port = 0;
   std::string failure;
   const auto sent = std::chrono::steady_clock::now();
@@ -69,10 +89,18 @@ network_line link_line(caf::scoped_actor& self, const caf::actor& node, const no
   if (!failure.empty()) throw std::runtime_error("node " + address.text() + ": asking for a timing link: " + failure);
   try {
     const auto link = connect_link(address.host, port, tls, link_echo_hello, std::chrono::steady_clock::now() + timeout);
+    memory_token token{};
+    link->read(token.data(), token.size(), timeout, nullptr);  // the echo's, as an inbox gives one
     const network_line line = line_through(link_one_way_s(*link, small, timeout), link_one_way_s(*link, large, timeout));
+    std::optional<network_line> copies;
+    if (link->same_host()) {
+      const std::optional<double> at_small = copy_one_way_s(*link, token, small, timeout);
+      const std::optional<double> at_large = at_small ? copy_one_way_s(*link, token, large, timeout) : std::nullopt;
+      if (at_large) copies = line_through(*at_small, *at_large);
+    }
     const std::uint64_t done = 0;  // the echo's end
     link->write(&done, sizeof done, timeout, nullptr);
-    return line;
+    return {line, copies};
   } catch (const link_error& e) {
     throw std::runtime_error("node " + address.text() + ": timing a data link to port " + std::to_string(port) + ": " + e.what());
   }
@@ -109,7 +137,7 @@ node_survey survey_nodes(const std::vector<std::string>& nodes, const transport_
     }
     out.network = line_through(message_one_way_s(self, first, addresses[0], small, timeout),
                                message_one_way_s(self, first, addresses[0], large, timeout));
-    out.links = link_line(self, first, addresses[0], transport.tls(), timeout);
+    std::tie(out.links, out.copies) = link_lines(self, first, addresses[0], transport.tls(), timeout);
   }
   return out;
 }

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,13 +29,18 @@ struct network_line {
 struct node_survey {
   std::vector<node_machine> nodes;  // in the order given
   network_line network;             // a CAF message
-  network_line links;               // a tensor on a data link (Note [data links])
+  network_line links;               // a tensor on a data link (Note [data links]), through its socket
+  // A tensor between two processes of one machine, copied out of its sender's memory (Note [one copy on one
+  // machine]): timed where the first node shares this process's address and may read its memory; else none.
+  std::optional<network_line> copies;
 };
 
 // Connects to every node (the handshake included) over `security`, asks each for its machine (machine_atom),
 // and times round trips of a tensor to the first: in a CAF message (echo_atom), and on a data link the node
 // opens for it (link_echo_atom, TLS as the transport is). Half a round trip at 64 KiB and at 4 MiB, each the
-// fastest of 5 after one, gives each line. Every wait is bounded by `timeout`; a failure throws
+// fastest of 5 after one, gives each line. Where that link's ends have one address, the node also copies the
+// tensor out of this process's memory, and the time from the offer to its answer, less half a 1-byte round
+// trip, gives `copies`. Every wait is bounded by `timeout`; a failure throws
 // std::runtime_error naming the node, a bad address std::invalid_argument.
 node_survey survey_nodes(const std::vector<std::string>& nodes, const transport_security& security,
                          std::chrono::milliseconds timeout);

@@ -184,6 +184,7 @@ void choose_configuration(train_options& o, train_plan& plan) {
     }
     in.network_s = [line = survey.network](std::uint64_t bytes) { return line.seconds(bytes); };
     in.link_s = [line = survey.links](std::uint64_t bytes) { return line.seconds(bytes); };
+    if (survey.copies) in.copy_s = [line = *survey.copies](std::uint64_t bytes) { return line.seconds(bytes); };
     in.link_bytes = inline_bytes;  // Note [activations on data links]
     in.sample_bytes = plan.train_set.inputs.byte_size() / std::max<std::size_t>(1, plan.train_set.size());
     char network[200];
@@ -192,6 +193,12 @@ void choose_configuration(train_options& o, train_plan& plan) {
                   survey.network.latency_s * 1e6, survey.network.per_byte_s * 1e9, survey.links.latency_s * 1e6,
                   survey.links.per_byte_s * 1e9);
     std::cerr << network;
+    if (survey.copies) {
+      std::snprintf(network, sizeof network,
+                    "auto: between nodes of one machine, copied out of the sender's memory: %.0f us + %.2f ms a megabyte (measured)\n",
+                    survey.copies->latency_s * 1e6, survey.copies->per_byte_s * 1e9);
+      std::cerr << network;
+    }
   }
   const std::vector<auto_candidate> ranked = rank_configurations(plan.model, in);
   set_compute_threads(1);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "network/data_link.hpp"
+#include "network/process_memory.hpp"
 
 namespace ap {
 
@@ -18,14 +19,22 @@ inline const std::string link_echo_hello = "actorpipe link echo";
 inline constexpr std::uint64_t link_echo_max_bytes = std::uint64_t{64} << 20;
 
 // Listens on `host` (TLS with `tls`, plain TCP without) and returns the port; a thread of its own then takes
-// one connection saying link_echo_hello within `timeout` and sends back each frame (an 8-byte size, then the
-// bytes) until the peer hangs up, a frame is empty or too large, or no byte comes for `timeout`. Throws
-// link_error when it cannot listen.
+// one connection saying link_echo_hello within `timeout`, writes it a memory token (as an activation inbox does:
+// Note [one copy on one machine]), and serves each frame until the peer hangs up, a frame is empty or too large,
+// or no byte comes for `timeout`: a frame is an 8-byte size, then the bytes, which it sends back; or, with the
+// size's top bit set, a process_region where the bytes lie in the peer's memory, which it copies from there and
+// answers with one byte, 1 when every byte came (only where both ends have one address). Throws link_error when
+// it cannot listen.
 std::uint16_t start_link_echo(const std::string& host, std::shared_ptr<tls_context> tls, std::chrono::milliseconds timeout);
 
 // One round trip of `frame` (at most link_echo_max_bytes) on `link`, which an echo serves; what comes back is
 // read into `back` (resized to the frame's size). Throws link_error.
 void link_echo_round_trip(data_link& link, const std::vector<char>& frame, std::vector<char>& back,
                           std::chrono::milliseconds timeout);
+
+// `frame` offered where it lies to the echo on `link`, whose token (written as the link opened) is `token`:
+// whether the echo copied it out of this process's memory. Throws link_error.
+bool link_echo_copy(data_link& link, const memory_token& token, const std::vector<char>& frame,
+                    std::chrono::milliseconds timeout);
 
 }  // namespace ap

@@ -253,10 +253,14 @@ class planner {
     const std::size_t N = in_.nodes.size();
     costs.transfer = in_.hop_s;
     if (N > 1) {  // Note [auto on nodes]: every boundary crosses to another node (node_of: s and s + 1 differ)
-      std::uint64_t crossing = 0;
-      for (std::size_t k = 0; k + 1 < ranges.size(); ++k)
-        crossing = std::max(crossing, v.costs.at(ranges[k].end - 1).output_bytes);
-      costs.transfer = crossing >= in_.link_bytes ? link_s(crossing) : in_.network_s(crossing);
+      costs.transfer = 0.0;  // the dearest crossing
+      for (std::size_t k = 0; k + 1 < ranges.size(); ++k) {
+        const std::uint64_t crossing = v.costs.at(ranges[k].end - 1).output_bytes;
+        const std::size_t from = node_of(0, stage_of_chunk(static_cast<int>(k), P), P, N),
+                          to = node_of(0, stage_of_chunk(static_cast<int>(k + 1), P), P, N);
+        costs.transfer = std::max(costs.transfer, crossing < in_.link_bytes ? in_.network_s(crossing)
+                                                                            : link_s(crossing, {from, to}));
+      }
     }
     double coordinator_s = 0.0;  // Note [auto on nodes]: the coordinator's messages that nothing overlaps
     if (N > 0) {
@@ -304,11 +308,17 @@ class planner {
     std::set<std::size_t> nodes;
     for (int d = 0; N > 0 && d < D; ++d) nodes.insert(node_of(d, s, config.stages, N));
     if (nodes.size() <= 1) return in_.allreduce_s(D, bytes);
-    return 2.0 * (D - 1) * link_s(bytes / static_cast<std::uint64_t>(D));
+    return 2.0 * (D - 1) * link_s(bytes / static_cast<std::uint64_t>(D), nodes);
   }
 
-  // A tensor on a data link between two nodes (Note [auto on nodes]).
-  double link_s(std::uint64_t bytes) const { return in_.link_s ? in_.link_s(bytes) : in_.network_s(bytes); }
+  // A tensor on a data link among `nodes` (Note [auto on nodes]): copied once where they all share a host and
+  // that was timed, else through the link's socket.
+  double link_s(std::uint64_t bytes, const std::set<std::size_t>& nodes) const {
+    std::set<std::string> hosts;
+    for (std::size_t n : nodes) hosts.insert(in_.nodes.at(n).host);
+    if (hosts.size() == 1 && in_.copy_s) return in_.copy_s(bytes);
+    return in_.link_s ? in_.link_s(bytes) : in_.network_s(bytes);
+  }
 
   // Note [memory budget] on nodes: the most any node holds, its stages (D replicas placed by node_of) over
   // their T ranks.

@@ -91,13 +91,14 @@ inline constexpr double default_hop_s = 50e-6;
 //   through two round trips of a tensor to the first node (latency + bytes x seconds per byte), `link_s` from
 //   `link_bytes` up, measured on a data link as activations of 64 KB or more between nodes travel (Note
 //   [activations on data links]), below it `network_s`, measured over CAF's connection, which the coordinator's
-//   messages and small activations take;
+//   messages and small activations take; between two nodes of one host `copy_s` where it was timed, as such a
+//   tensor is copied once out of its sender's memory (Note [one copy on one machine]);
 // - the coordinator is another process: the last stage waits for each microbatch's loss gradient (its output
 //   there and the gradient back, added to its backward), and each step pays the first microbatch's input and
 //   two bare messages (the step's start, the stages' answers);
 // - the replicas of a stage on several nodes all-reduce as a ring, 2 (D - 1) messages of 1/D of its gradients
-//   each (`link_s`: the ring's chunks go on data links, Note [data links]), and through shared memory
-//   (`allreduce_s`) when they all share one node.
+//   each (`link_s`: the ring's chunks go on data links, Note [data links]; `copy_s` when their nodes share a host,
+//   Note [one copy in the ring]), and through shared memory (`allreduce_s`) when they all share one node.
 // Memory is per node, as --max-memory bounds it there (Note [memory budget]): the stages each node hosts. The
 // coordinator's trials (Note [auto trials]) run on the nodes themselves, so what the estimates miss, the
 // trials measure.
@@ -127,6 +128,9 @@ struct auto_inputs {
   std::vector<auto_node> nodes;
   std::function<double(std::uint64_t bytes)> network_s;
   std::function<double(std::uint64_t bytes)> link_s;
+  // The same between two nodes of one host, copied out of the sender's memory (Note [one copy on one machine]);
+  // empty: as link_s (this machine's kernel refused the copy, or it could not be timed).
+  std::function<double(std::uint64_t bytes)> copy_s;
   std::uint64_t link_bytes = 0;
   std::uint64_t sample_bytes = 0;  // one sample's input: with nodes, what the coordinator sends the first stage
 };

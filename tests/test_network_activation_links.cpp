@@ -4,11 +4,13 @@
 // its sender's link ended; a stray connection
 // is dropped and named; a sender to an address where nobody listens gets an error naming it; a link that dies
 // is reconnected by the next tensor. Between two ends of one address a tensor is copied from its sender's memory
-// (Note [one copy on one machine]); an inbox that cannot, and an outbox refused, fall back to the link's bytes.
+// (Note [one copy on one machine]); an inbox that cannot, and an outbox refused, fall back to the link's bytes;
+// after one copy an outbox lends its tensors without waiting (Note [offers without waiting]).
 #include <doctest/doctest.h>
 
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "network/activation_links.hpp"
+#include "network/link_echo.hpp"
 #include "network/tls_session.hpp"
 #include "memory_reads.hpp"
 #include "node_process.hpp"  // test certificates
@@ -58,9 +61,9 @@ void round_trip(const std::shared_ptr<tls_context>& receiver_tls, const std::sha
   const std::uint64_t a = outbox.next_ticket(), b = outbox.next_ticket(), c = outbox.next_ticket();
   CHECK(a != b);
   CHECK((a >> 48) == 1);  // stage 0's, plus one
-  outbox.send(1, address, a, 7, big);
-  outbox.send(1, address, b, 7, cube);
-  outbox.send(1, address, c, 7, half);
+  outbox.send(1, address, a, 7, tensor(big));
+  outbox.send(1, address, b, 7, tensor(cube));
+  outbox.send(1, address, c, 7, tensor(half));
   CHECK(same_bits(inbox.take(c), half));  // taken in any order
   CHECK(same_bits(inbox.take(a), big));
   CHECK(same_bits(inbox.take(b), cube));
@@ -186,8 +189,9 @@ TEST_CASE("an outbox whose offer the inbox refuses writes the bytes on the link,
   const std::string address = "127.0.0.1:" + std::to_string(listener.port());
   const tensor first = counting({64, 256}, 1.0f), second = counting({32, 256}, 2.0f);
   std::thread sender([&] {
-    outbox.send(1, address, outbox.next_ticket(), 0, first);
-    outbox.send(1, address, outbox.next_ticket(), 0, second);
+    tensor lent = first;  // refused, so not kept: the test reads the copy it offered at its address
+    outbox.send(1, address, outbox.next_ticket(), 0, std::move(lent));
+    outbox.send(1, address, outbox.next_ticket(), 0, tensor(second));
   });
   std::vector<std::string> dropped;
   auto link = listener.accept(activation_hello(1), std::chrono::steady_clock::now() + 10s, dropped);
@@ -201,10 +205,10 @@ TEST_CASE("an outbox whose offer the inbox refuses writes the bytes on the link,
   process_region region;
   link->read(&region, sizeof region, 5s, nullptr);
   CHECK(region.pid == static_cast<std::uint64_t>(::getpid()));
-  CHECK(region.at == reinterpret_cast<std::uintptr_t>(first.bytes()));
-  if (test::memory_reads_allowed()) {  // the outbox keeps the token where it says
-    int probe = 0;
-    CHECK(copy_from_process({region.pid, region.token_at, reinterpret_cast<std::uintptr_t>(first.bytes())}, token, &probe, sizeof probe) == "");
+  if (test::memory_reads_allowed()) {  // the outbox keeps the token where it says, and the tensor where it says
+    tensor probe = tensor::from_shape({64, 256});
+    CHECK(copy_from_process(region, token, probe.bytes(), probe.byte_size()) == "");
+    CHECK(same_bits(probe, first));
   }
   const std::uint8_t refuse = 0;
   link->write(&refuse, 1, 5s, nullptr);
@@ -218,6 +222,126 @@ TEST_CASE("an outbox whose offer the inbox refuses writes the bytes on the link,
   link->read(got2.bytes(), got2.byte_size(), 5s, nullptr);
   CHECK(same_bits(got2, second));
   sender.join();
+}
+
+TEST_CASE("once its inbox has copied an offer, an outbox lends its tensors and goes on without waiting for answers") {
+  if (!test::memory_reads_allowed()) return;  // no offer is ever copied here (said once, above)
+  link_listener listener("127.0.0.1", nullptr);
+  const std::string address = "127.0.0.1:" + std::to_string(listener.port());
+  const tensor a = counting({64, 256}, 1.0f), b = counting({32, 256}, 2.0f), c = counting({16, 256}, 3.0f);
+  auto outbox = std::make_unique<activation_outbox>(0, nullptr, 10s);
+  std::atomic<int> sent{0};
+  std::thread sender([&] {
+    for (const tensor* t : {&a, &b, &c}) {
+      tensor mine = *t;  // gone when this loop turns: a lent tensor is the outbox's
+      outbox->send(1, address, outbox->next_ticket(), 0, std::move(mine));
+      ++sent;
+    }
+  });
+  std::vector<std::string> dropped;
+  auto link = listener.accept(activation_hello(1), std::chrono::steady_clock::now() + 10s, dropped);
+  const memory_token token = fresh_memory_token();
+  link->write(token.data(), token.size(), 5s, nullptr);
+  const auto next_offer = [&](const tensor& expected) {  // reads a frame and copies its tensor from the sender
+    frame_head head;
+    std::uint64_t extents[2] = {};
+    process_region region;
+    link->read(&head, sizeof head, 5s, nullptr);
+    link->read(extents, sizeof extents, 5s, nullptr);
+    link->read(&region, sizeof region, 5s, nullptr);
+    CHECK(head.place == 1);
+    tensor got = tensor::from_shape({extents[0], extents[1]});
+    CHECK(copy_from_process(region, token, got.bytes(), got.byte_size()) == "");
+    CHECK(same_bits(got, expected));
+  };
+  const std::uint8_t yes = 1;
+  next_offer(a);
+  CHECK(sent == 0);  // the first offer waits for its answer
+  link->write(&yes, 1, 5s, nullptr);
+  next_offer(b);
+  next_offer(c);
+  sender.join();  // both sent without an answer: the copies above read tensors only the outbox still holds
+  CHECK(sent == 3);
+  link->write(&yes, 1, 5s, nullptr);
+  link->write(&yes, 1, 5s, nullptr);
+  const auto ending = std::chrono::steady_clock::now();
+  outbox.reset();  // its answers are here: it ends at once
+  CHECK(std::chrono::steady_clock::now() - ending < 1s);
+}
+
+TEST_CASE("an outbox drops a link whose stage went, with the tensors it kept for it, at its next tensor anywhere") {
+  if (!test::memory_reads_allowed()) return;
+  link_listener listener("127.0.0.1", nullptr);
+  activation_outbox outbox(0, nullptr, 10s);
+  std::thread receiver([&] {  // copies nothing: answers the first offer, then goes without answering the second
+    std::vector<std::string> dropped;
+    auto link = listener.accept(activation_hello(1), std::chrono::steady_clock::now() + 10s, dropped);
+    const memory_token token = fresh_memory_token();
+    link->write(token.data(), token.size(), 5s, nullptr);
+    for (int frame = 0; frame < 2; ++frame) {
+      frame_head head;
+      std::uint64_t extents[2] = {};
+      process_region region;
+      link->read(&head, sizeof head, 5s, nullptr);
+      link->read(extents, sizeof extents, 5s, nullptr);
+      link->read(&region, sizeof region, 5s, nullptr);
+      const std::uint8_t yes = 1;
+      if (frame == 0) link->write(&yes, 1, 5s, nullptr);
+    }
+  });
+  const std::string gone = "127.0.0.1:" + std::to_string(listener.port());
+  outbox.send(1, gone, outbox.next_ticket(), 0, counting({64, 256}, 1.0f));
+  outbox.send(1, gone, outbox.next_ticket(), 0, counting({64, 256}, 2.0f));
+  receiver.join();  // its end of the link is closed
+  CHECK(outbox.lent() == 1);
+  activation_inbox other(2, "127.0.0.1", nullptr, 10s);
+  const std::uint64_t ticket = outbox.next_ticket();
+  outbox.send(2, "127.0.0.1:" + std::to_string(other.port()), ticket, 0, counting({64, 256}, 3.0f));
+  CHECK(same_bits(other.take(ticket), counting({64, 256}, 3.0f)));
+  CHECK(outbox.lent() == 0);  // the first link's kept tensor is gone with it; the new link's first offer was waited for
+}
+
+TEST_CASE("a copy that fails after one succeeded ends the link: the wait for that tensor fails at once, naming it") {
+  if (!test::memory_reads_allowed()) return;
+  activation_inbox inbox(1, "127.0.0.1", nullptr, 10s);
+  auto link = connect_link("127.0.0.1", inbox.port(), nullptr, activation_hello(1), std::chrono::steady_clock::now() + 10s);
+  memory_token token{};
+  link->read(token.data(), token.size(), 5s, nullptr);
+  const tensor t = counting({128, 256}, 0.5f);
+  process_region region{static_cast<std::uint64_t>(::getpid()), reinterpret_cast<std::uintptr_t>(token.data()),
+                        reinterpret_cast<std::uintptr_t>(t.bytes())};
+  const std::uint64_t ticket = (1ULL << 48) | 1;
+  CHECK(offer_by_hand(*link, t, ticket, region) == 1);
+  region.pid = 4194305;  // the sending process went
+  CHECK(offer_by_hand(*link, t, ticket + 1, region) == 0);
+  CHECK(same_bits(inbox.take(ticket), t));
+  const auto asked = std::chrono::steady_clock::now();
+  const std::string failed = test::error_of([&] { inbox.take(ticket + 1); });
+  CHECK(std::chrono::steady_clock::now() - asked < 5s);
+  CHECK(test::contains(failed, "stage 1: the tensor of ticket 2 from stage 0 will not come: stage 0's link ended"));
+  CHECK(test::contains(failed, "could not be copied from its memory after earlier ones were: cannot read process 4194305"));
+}
+
+// Note [auto on nodes]: what --auto times the links with.
+TEST_CASE("a link echo sends each frame back, and copies a frame offered in this process's memory with its token") {
+  for (const char* host : {"127.0.0.1", "127.0.0.2"}) {  // one address at both ends, or two
+    CAPTURE(host);
+    const std::uint16_t port = start_link_echo(host, nullptr, 5s);
+    auto link = connect_link(host, port, nullptr, link_echo_hello, std::chrono::steady_clock::now() + 5s);
+    memory_token token{};
+    link->read(token.data(), token.size(), 5s, nullptr);
+    std::vector<char> frame(100000), back;
+    for (std::size_t i = 0; i < frame.size(); ++i) frame[i] = static_cast<char>(i % 251);
+    link_echo_round_trip(*link, frame, back, 5s);
+    CHECK(back == frame);
+    const bool one_machine = std::string(host) == "127.0.0.1" && test::memory_reads_allowed();
+    CHECK(link_echo_copy(*link, token, frame, 5s) == one_machine);
+    memory_token wrong = token;
+    wrong[5] ^= 1;
+    CHECK_FALSE(link_echo_copy(*link, wrong, frame, 5s));
+    link_echo_round_trip(*link, frame, back, 5s);  // and it goes on echoing
+    CHECK(back == frame);
+  }
 }
 
 TEST_CASE("a tensor that never comes, or of an aborted step, is a clear error within the timeout") {
@@ -281,8 +405,14 @@ TEST_CASE("a stray connection is dropped and named, a dead address is named, a b
     outbox.send(1, "127.0.0.1:" + std::to_string(port), t, 0, counting({8}, 1.0f));
     CHECK(first.take(t).size() == 8);
   }
-  std::string failed;
-  for (int i = 0; i < 3 && failed.empty(); ++i)  // the peer's close may take a write or two to show
+  std::string failed = "no exception";
+  // The peer's close may take a write or two to show, and a tensor lent (Note [offers without waiting]) hears of
+  // it at the next one.
+  for (int i = 0; i < 3 && failed == "no exception"; ++i)
     failed = test::error_of([&] { outbox.send(1, "127.0.0.1:" + std::to_string(port), outbox.next_ticket(), 0, counting({1 << 20}, 1.0f)); });
   CHECK(test::contains(failed, "stage 0's data link to stage 1"));
+  const std::uint64_t again = outbox.next_ticket();  // the next tensor opens a new link to the stage back there
+  activation_inbox back(1, "127.0.0.1", nullptr, 5s);
+  outbox.send(1, "127.0.0.1:" + std::to_string(back.port()), again, 0, counting({8}, 1.0f));
+  CHECK(back.take(again).size() == 8);
 }

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <memory>
 #include <set>
 #include <thread>
@@ -33,6 +34,7 @@
 #include "checkpoint/checkpoint.hpp"
 #include "data/synthetic.hpp"
 #include "plan/cores.hpp"
+#include "memory_reads.hpp"
 #include "node_process.hpp"
 #include "equivalence.hpp"
 #include "pipeline_test_models.hpp"
@@ -704,10 +706,20 @@ TEST_CASE("a survey of nodes: each machine's cores and fixed threads, the networ
   // The same on a data link the first node opened for it (link_echo_atom), TLS as the transport is.
   CHECK(survey.links.latency_s >= 0.0);
   CHECK(survey.links.per_byte_s > 0.0);
+  // One machine: the node copied the tensor out of this process's memory, where the kernel lets it (Yama's
+  // ptrace_scope above 0 refuses a process that is not this one's child, as the node is).
+  std::ifstream yama("/proc/sys/kernel/yama/ptrace_scope");
+  int scope = 0;
+  const bool between_processes = test::memory_reads_allowed() && (!(yama >> scope) || scope == 0);
+  CHECK(!(survey.copies && !test::memory_reads_allowed()));
+  if (between_processes) CHECK(survey.copies.has_value());
+  if (survey.copies) CHECK(survey.copies->per_byte_s > 0.0);
   {  // and over plain TCP
     test::node_process plain_node(actorpipe, {"--insecure"});
     const node_survey plain = survey_nodes({plain_node.address()}, test::insecure_transport(), 10s);
     CHECK(plain.links.per_byte_s > 0.0);
+    if (between_processes) CHECK(plain.copies.has_value());
+    CHECK(!(plain.copies && !test::memory_reads_allowed()));
   }
   const std::string gone = fixed_node.address();
   fixed_node.process().kill9();

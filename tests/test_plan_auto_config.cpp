@@ -293,6 +293,28 @@ TEST_CASE("on nodes: nodes of one machine share its cores, the network's costs c
     CHECK(find(small, 2, 1).message_s == doctest::Approx(0.5));
     CHECK(find(small, 1, 2).communication_s == doctest::Approx(ring.communication_s));  // the ring: links anyway
   }
+  SUBCASE("between nodes of one host, tensors on links cost copy_s where it was timed (one copy), else link_s") {
+    const auto ranked = [&](const std::vector<auto_node>& nodes, bool copies) {
+      auto_inputs in = on_nodes(machine.inputs(model, 64, 1), nodes, 0.5, 0.0);
+      in.link_s = [](std::uint64_t) { return 0.1; };
+      if (copies) in.copy_s = [](std::uint64_t) { return 0.02; };
+      return rank_configurations(model, in);
+    };
+    const auto find = [](const std::vector<auto_candidate>& list, int P, int D) {
+      const auto it = std::find_if(list.begin(), list.end(), [&](const auto_candidate& c) {
+        return c.config.stages == P && c.config.data_parallel == D && c.config.tensor_parallel == 1 && c.config.threads == 1;
+      });
+      REQUIRE(it != list.end());
+      return *it;
+    };
+    const std::vector<auto_node> one_host{{"h", 2, 0}, {"h", 2, 0}}, two_hosts{{"a", 2, 0}, {"b", 2, 0}};
+    CHECK(find(ranked(one_host, true), 2, 1).message_s == doctest::Approx(0.02));
+    CHECK(find(ranked(one_host, false), 2, 1).message_s == doctest::Approx(0.1));
+    CHECK(find(ranked(two_hosts, true), 2, 1).message_s == doctest::Approx(0.1));
+    // The ring of D = 2 replicas on the two nodes: its 2 (D - 1) chunks copied on one host, on links across two.
+    CHECK(find(ranked(one_host, true), 1, 2).communication_s ==
+          doctest::Approx(find(ranked(two_hosts, true), 1, 2).communication_s - 2 * (0.1 - 0.02)));
+  }
   SUBCASE("nodes started with --threads fix every rank's threads; different ones are refused") {
     const auto fixed = rank_configurations(model, on_nodes(machine.inputs(model, 64, 1), {{"a", 4, 2}, {"b", 4, 2}}));
     for (const auto_candidate& c : fixed) CHECK(c.config.threads == 2);
