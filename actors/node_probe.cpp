@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <optional>
+#include <stdexcept>
 #include <tuple>
 #include <utility>
-#include <stdexcept>
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>

@@ -120,8 +120,11 @@ class activation_inbox {
 
 // Note [offers without waiting]: the sender of an offered tensor waited for its answer before its task went
 // through CAF: a round trip on every hop between stages, and a sleep and a wake-up of the CAF worker that runs
-// the stage's sender (bench_network's 2 node processes on this 2-vCPU machine spent 13-50 ms of CPU a step more
-// than one process, most of it threads going to sleep and waking). Once a link's inbox has copied one offer,
+// the stage's sender. On a machine whose cores all compute every such wake-up takes a core from a stage: 2 node
+// processes training the heavy MLP on this 2-vCPU machine switched contexts 56.5k times in 100 steps against
+// 24.5k for one process (`perf stat -a`), their stages' threads preempted ~50 times a step each; with this
+// change and Note [quiet scheduler]'s longer poll, 48.6-50.1k (docs/performance.md, session 19). Once a link's
+// inbox has copied one offer,
 // the outbox no longer waits: it keeps each tensor it offers, unchanged, until the answer comes, and reads the
 // answers that have come, on every link, before each later tensor (a link whose stage went is dropped then, with
 // what it kept), and as it ends waits for the rest, at most 2 s. Only a

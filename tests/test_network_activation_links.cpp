@@ -76,6 +76,33 @@ struct frame_head {
   std::uint32_t dtype_code = 0, dimensions = 0, place = 0, unused = 0;
 };
 
+// An inbox by hand: the link an outbox opened to `listener`, given a memory token as an inbox gives one.
+struct inbox_by_hand {
+  std::unique_ptr<data_link> link;
+  memory_token token = fresh_memory_token();
+};
+inbox_by_hand accept_by_hand(link_listener& listener) {
+  inbox_by_hand in;
+  std::vector<std::string> dropped;
+  in.link = listener.accept(activation_hello(1), std::chrono::steady_clock::now() + 10s, dropped);
+  in.link->write(in.token.data(), in.token.size(), 5s, nullptr);
+  return in;
+}
+
+// A 2-d tensor's frame offered in its sender's memory, read by hand.
+struct offered_frame {
+  frame_head head;
+  std::uint64_t extents[2] = {};
+  process_region region;
+};
+offered_frame read_offer(data_link& link) {
+  offered_frame f;
+  link.read(&f.head, sizeof f.head, 5s, nullptr);
+  link.read(f.extents, sizeof f.extents, 5s, nullptr);
+  link.read(&f.region, sizeof f.region, 5s, nullptr);
+  return f;
+}
+
 }  // namespace
 
 TEST_CASE("activation links carry every dtype and shape whole, taken by ticket in any order: plain TCP and mutual TLS") {
@@ -193,21 +220,14 @@ TEST_CASE("an outbox whose offer the inbox refuses writes the bytes on the link,
     outbox.send(1, address, outbox.next_ticket(), 0, std::move(lent));
     outbox.send(1, address, outbox.next_ticket(), 0, tensor(second));
   });
-  std::vector<std::string> dropped;
-  auto link = listener.accept(activation_hello(1), std::chrono::steady_clock::now() + 10s, dropped);
-  const memory_token token = fresh_memory_token();
-  link->write(token.data(), token.size(), 5s, nullptr);  // as an inbox does when a link opens
-  frame_head head;
-  std::uint64_t extents[2] = {};
-  link->read(&head, sizeof head, 5s, nullptr);
-  CHECK(head.place == 1);  // one address at both ends: offered where it lies
-  link->read(extents, sizeof extents, 5s, nullptr);
-  process_region region;
-  link->read(&region, sizeof region, 5s, nullptr);
-  CHECK(region.pid == static_cast<std::uint64_t>(::getpid()));
+  const inbox_by_hand in = accept_by_hand(listener);
+  const auto& link = in.link;
+  const offered_frame offer = read_offer(*link);
+  CHECK(offer.head.place == 1);  // one address at both ends: offered where it lies
+  CHECK(offer.region.pid == static_cast<std::uint64_t>(::getpid()));
   if (test::memory_reads_allowed()) {  // the outbox keeps the token where it says, and the tensor where it says
     tensor probe = tensor::from_shape({64, 256});
-    CHECK(copy_from_process(region, token, probe.bytes(), probe.byte_size()) == "");
+    CHECK(copy_from_process(offer.region, in.token, probe.bytes(), probe.byte_size()) == "");
     CHECK(same_bits(probe, first));
   }
   const std::uint8_t refuse = 0;
@@ -215,6 +235,8 @@ TEST_CASE("an outbox whose offer the inbox refuses writes the bytes on the link,
   tensor got = tensor::from_shape({64, 256});
   link->read(got.bytes(), got.byte_size(), 5s, nullptr);
   CHECK(same_bits(got, first));
+  frame_head head;
+  std::uint64_t extents[2] = {};
   link->read(&head, sizeof head, 5s, nullptr);
   CHECK(head.place == 0);  // refused once: the bytes follow on the link
   link->read(extents, sizeof extents, 5s, nullptr);
@@ -238,20 +260,13 @@ TEST_CASE("once its inbox has copied an offer, an outbox lends its tensors and g
       ++sent;
     }
   });
-  std::vector<std::string> dropped;
-  auto link = listener.accept(activation_hello(1), std::chrono::steady_clock::now() + 10s, dropped);
-  const memory_token token = fresh_memory_token();
-  link->write(token.data(), token.size(), 5s, nullptr);
+  const inbox_by_hand in = accept_by_hand(listener);
+  const auto& link = in.link;
   const auto next_offer = [&](const tensor& expected) {  // reads a frame and copies its tensor from the sender
-    frame_head head;
-    std::uint64_t extents[2] = {};
-    process_region region;
-    link->read(&head, sizeof head, 5s, nullptr);
-    link->read(extents, sizeof extents, 5s, nullptr);
-    link->read(&region, sizeof region, 5s, nullptr);
-    CHECK(head.place == 1);
-    tensor got = tensor::from_shape({extents[0], extents[1]});
-    CHECK(copy_from_process(region, token, got.bytes(), got.byte_size()) == "");
+    const offered_frame offer = read_offer(*link);
+    CHECK(offer.head.place == 1);
+    tensor got = tensor::from_shape({offer.extents[0], offer.extents[1]});
+    CHECK(copy_from_process(offer.region, in.token, got.bytes(), got.byte_size()) == "");
     CHECK(same_bits(got, expected));
   };
   const std::uint8_t yes = 1;
@@ -274,19 +289,11 @@ TEST_CASE("an outbox drops a link whose stage went, with the tensors it kept for
   link_listener listener("127.0.0.1", nullptr);
   activation_outbox outbox(0, nullptr, 10s);
   std::thread receiver([&] {  // copies nothing: answers the first offer, then goes without answering the second
-    std::vector<std::string> dropped;
-    auto link = listener.accept(activation_hello(1), std::chrono::steady_clock::now() + 10s, dropped);
-    const memory_token token = fresh_memory_token();
-    link->write(token.data(), token.size(), 5s, nullptr);
+    const inbox_by_hand in = accept_by_hand(listener);
     for (int frame = 0; frame < 2; ++frame) {
-      frame_head head;
-      std::uint64_t extents[2] = {};
-      process_region region;
-      link->read(&head, sizeof head, 5s, nullptr);
-      link->read(extents, sizeof extents, 5s, nullptr);
-      link->read(&region, sizeof region, 5s, nullptr);
+      read_offer(*in.link);
       const std::uint8_t yes = 1;
-      if (frame == 0) link->write(&yes, 1, 5s, nullptr);
+      if (frame == 0) in.link->write(&yes, 1, 5s, nullptr);
     }
   });
   const std::string gone = "127.0.0.1:" + std::to_string(listener.port());
