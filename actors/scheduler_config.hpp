@@ -12,11 +12,11 @@
 // That wait was 10 ms: each idle worker woke 100 times a second to look for work to steal, every process's two
 // (a node's, a coordinator's), preempting the compute threads as before. 50 ms: `train --stages 2` on 2 node
 // processes on this 2-vCPU machine (heavy MLP, batch 256, 1F1B, 100 steps) switched contexts 48.6-50.1k times
-// against 56.4-58.8k (4 runs each; one process 24.5k). Our actors
-// rarely keep a worker busy that long (a stage's sender no longer waits on its link on one machine: Note [offers
-// without waiting] in network/activation_links.hpp; a coordinator's loss takes milliseconds). The one that can is
-// a sender writing a large tensor on a link between machines (64 MB at 1.25 GB/s: 50 ms): a job queued behind it
-// may now wait up to 50 ms instead of 10 for another worker to take it.
+// against 56.4-58.8k (4 runs each; one process 24.5k). Our actors rarely keep a worker busy that long (a stage's
+// sender no longer waits on its link on one machine: Note [offers without waiting] in
+// network/activation_links.hpp; a coordinator's loss takes milliseconds). The one that can is a sender writing a
+// large tensor on a link between machines (64 MB at 1.25 GB/s: 50 ms): a job queued behind it may now wait up to
+// 50 ms instead of 10 for another worker to take it.
 #pragma once
 
 #include <chrono>
