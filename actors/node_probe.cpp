@@ -61,12 +61,11 @@ network_line line_through(double at_small, double at_large) {
   return line;
 }
 
-// Half the fastest round trip of one byte, then the fastest time from offering `bytes` where they lie to the
-// echo's answer, less that half (the offer's way there): when the echo copied them, the seconds until a tensor
-// offered between two processes of one machine is in its receiver's memory; nothing when it did not.
-std::optional<double> copy_one_way_s(data_link& link, const memory_token& token, std::uint64_t bytes,
+// The fastest time from offering `bytes` where they lie to the echo's answer, less `tiny` (half a round trip of
+// one byte: the offer's way there): when the echo copied them, the seconds until a tensor offered between two
+// processes of one machine is in its receiver's memory; nothing when it did not.
+std::optional<double> copy_one_way_s(data_link& link, const memory_token& token, std::uint64_t bytes, double tiny,
                                      std::chrono::milliseconds timeout) {
-  const double tiny = link_one_way_s(link, 1, timeout);
   const std::vector<char> frame(static_cast<std::size_t>(std::clamp<std::uint64_t>(bytes, 1, link_echo_max_bytes)), 0);
   bool copied = true;
   const double half = one_way_s([&] { copied = copied && link_echo_copy(link, token, frame, timeout); });
@@ -94,8 +93,9 @@ std::pair<network_line, std::optional<network_line>> link_lines(caf::scoped_acto
     const network_line line = line_through(link_one_way_s(*link, small, timeout), link_one_way_s(*link, large, timeout));
     std::optional<network_line> copies;
     if (link->same_host()) {
-      const std::optional<double> at_small = copy_one_way_s(*link, token, small, timeout);
-      const std::optional<double> at_large = at_small ? copy_one_way_s(*link, token, large, timeout) : std::nullopt;
+      const double tiny = link_one_way_s(*link, 1, timeout);
+      const std::optional<double> at_small = copy_one_way_s(*link, token, small, tiny, timeout);
+      const std::optional<double> at_large = at_small ? copy_one_way_s(*link, token, large, tiny, timeout) : std::nullopt;
       if (at_large) copies = line_through(*at_small, *at_large);
     }
     const std::uint64_t done = 0;  // the echo's end

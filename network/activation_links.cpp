@@ -227,6 +227,10 @@ void activation_outbox::take_answer(link_to& out, std::chrono::milliseconds wait
   out.lent.pop_front();
 }
 
+void activation_outbox::take_answers_come(link_to& out) {
+  while (!out.lent.empty() && out.link->readable()) take_answer(out, timeout_);
+}
+
 std::size_t activation_outbox::lent() const {
   std::size_t n = 0;
   for (const auto& [address, out] : links_) n += out.lent.size();
@@ -242,11 +246,10 @@ void activation_outbox::send(int to, const std::string& address, std::uint64_t t
       out.link->read(out.token.data(), out.token.size(), timeout_, nullptr);  // Note [one copy on one machine]
       out.offer = out.link->same_host();
     }
-    while (!out.lent.empty() && out.link->readable()) take_answer(out, timeout_);  // Note [offers without waiting]
+    take_answers_come(out);  // Note [offers without waiting]
     for (auto other = links_.begin(); other != links_.end();) {  // a stage that went (its tensors no longer read)
       try {
-        while (&other->second != &out && !other->second.lent.empty() && other->second.link->readable())
-          take_answer(other->second, timeout_);
+        if (&other->second != &out) take_answers_come(other->second);
         ++other;
       } catch (const std::exception&) {
         other = links_.erase(other);

@@ -123,13 +123,12 @@ class activation_inbox {
 // the stage's sender. On a machine whose cores all compute every such wake-up takes a core from a stage: 2 node
 // processes training the heavy MLP on this 2-vCPU machine switched contexts 56.5k times in 100 steps against
 // 24.5k for one process (`perf stat -a`), their stages' threads preempted ~50 times a step each; with this
-// change and Note [quiet scheduler]'s longer poll, 48.6-50.1k (docs/performance.md, session 19). Once a link's
-// inbox has copied one offer,
-// the outbox no longer waits: it keeps each tensor it offers, unchanged, until the answer comes, and reads the
-// answers that have come, on every link, before each later tensor (a link whose stage went is dropped then, with
-// what it kept), and as it ends waits for the rest, at most 2 s. Only a
-// link's first offers are answered 0 with the bytes following on the link; a copy that fails after one
-// succeeded (the sending process went) ends the link, and the wait for that tensor fails at once, naming it.
+// change and Note [quiet scheduler]'s longer poll, 48.6-50.1k (docs/performance.md, session 19).
+// Once a link's inbox has copied one offer, the outbox no longer waits: it keeps each tensor it offers,
+// unchanged, until the answer comes, and reads the answers that have come, on every link, before each later
+// tensor (a link whose stage went is dropped then, with what it kept), and as it ends waits for the rest, at most
+// 2 s. Only a link's first offers are answered 0 with the bytes following on the link; a copy that fails after
+// one succeeded (the sending process went) ends the link, and the wait for that tensor fails at once, naming it.
 class activation_outbox {
  public:
   activation_outbox(int stage, std::shared_ptr<tls_context> tls, std::chrono::milliseconds timeout);
@@ -157,6 +156,8 @@ class activation_outbox {
   };
   // Reads the answer to the oldest lent tensor, waiting at most `wait`, and frees it. Throws link_error.
   void take_answer(link_to& out, std::chrono::milliseconds wait);
+  // Takes every answer that has come on `out`, without waiting. Throws link_error.
+  void take_answers_come(link_to& out);
 
   int stage_;
   std::shared_ptr<tls_context> tls_;

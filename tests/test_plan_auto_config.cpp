@@ -190,6 +190,15 @@ auto_inputs on_nodes(auto_inputs in, std::vector<auto_node> nodes, double latenc
   return in;
 }
 
+// The candidate of P stages and D replicas of one thread each, no tensor parallelism, in `ranked`.
+auto_candidate candidate(const std::vector<auto_candidate>& ranked, int P, int D) {
+  const auto it = std::find_if(ranked.begin(), ranked.end(), [&](const auto_candidate& c) {
+    return c.config.stages == P && c.config.data_parallel == D && c.config.tensor_parallel == 1 && c.config.threads == 1;
+  });
+  REQUIRE(it != ranked.end());
+  return *it;
+}
+
 // Each machine's ranks x threads, the ranks placed as the pipeline places them (node_of).
 std::map<std::string, int> cores_used(const mesh_config& m, const std::vector<auto_node>& nodes) {
   std::map<std::string, int> used;
@@ -271,27 +280,20 @@ TEST_CASE("on nodes: nodes of one machine share its cores, the network's costs c
       in.link_bytes = link_bytes;
       return rank_configurations(model, in);
     };
-    const auto find = [](const std::vector<auto_candidate>& ranked, int P, int D) {
-      const auto it = std::find_if(ranked.begin(), ranked.end(), [&](const auto_candidate& c) {
-        return c.config.stages == P && c.config.data_parallel == D && c.config.tensor_parallel == 1 && c.config.threads == 1;
-      });
-      REQUIRE(it != ranked.end());
-      return *it;
-    };
     const auto base = with_links(0.0, 0.0, 0);
     const auto links = with_links(0.5, 0.1, 0);  // every tensor between nodes on a link
     // D = 2 replicas of one stage on two nodes: the ring's 2 (D - 1) chunks on links, the coordinator's three
     // messages (the first input, the step's start, the answers) in CAF's.
-    const auto_candidate ring0 = find(base, 1, 2), ring = find(links, 1, 2);
+    const auto_candidate ring0 = candidate(base, 1, 2), ring = candidate(links, 1, 2);
     CHECK(ring.communication_s == doctest::Approx(ring0.communication_s + 2 * 0.1 + 3 * 0.5));
     // Two stages on two nodes: each activation between them on a link.
-    const auto_candidate pipe0 = find(base, 2, 1), pipe = find(links, 2, 1);
+    const auto_candidate pipe0 = candidate(base, 2, 1), pipe = candidate(links, 2, 1);
     CHECK(pipe.message_s == doctest::Approx(0.1));
     CHECK(pipe0.message_s == doctest::Approx(0.0));
     // Activations below link_bytes stay in CAF's messages.
     const auto small = with_links(0.5, 0.1, std::uint64_t{1} << 40);
-    CHECK(find(small, 2, 1).message_s == doctest::Approx(0.5));
-    CHECK(find(small, 1, 2).communication_s == doctest::Approx(ring.communication_s));  // the ring: links anyway
+    CHECK(candidate(small, 2, 1).message_s == doctest::Approx(0.5));
+    CHECK(candidate(small, 1, 2).communication_s == doctest::Approx(ring.communication_s));  // the ring: links anyway
   }
   SUBCASE("between nodes of one host, tensors on links cost copy_s where it was timed (one copy), else link_s") {
     const auto ranked = [&](const std::vector<auto_node>& nodes, bool copies) {
@@ -300,20 +302,13 @@ TEST_CASE("on nodes: nodes of one machine share its cores, the network's costs c
       if (copies) in.copy_s = [](std::uint64_t) { return 0.02; };
       return rank_configurations(model, in);
     };
-    const auto find = [](const std::vector<auto_candidate>& list, int P, int D) {
-      const auto it = std::find_if(list.begin(), list.end(), [&](const auto_candidate& c) {
-        return c.config.stages == P && c.config.data_parallel == D && c.config.tensor_parallel == 1 && c.config.threads == 1;
-      });
-      REQUIRE(it != list.end());
-      return *it;
-    };
     const std::vector<auto_node> one_host{{"h", 2, 0}, {"h", 2, 0}}, two_hosts{{"a", 2, 0}, {"b", 2, 0}};
-    CHECK(find(ranked(one_host, true), 2, 1).message_s == doctest::Approx(0.02));
-    CHECK(find(ranked(one_host, false), 2, 1).message_s == doctest::Approx(0.1));
-    CHECK(find(ranked(two_hosts, true), 2, 1).message_s == doctest::Approx(0.1));
+    CHECK(candidate(ranked(one_host, true), 2, 1).message_s == doctest::Approx(0.02));
+    CHECK(candidate(ranked(one_host, false), 2, 1).message_s == doctest::Approx(0.1));
+    CHECK(candidate(ranked(two_hosts, true), 2, 1).message_s == doctest::Approx(0.1));
     // The ring of D = 2 replicas on the two nodes: its 2 (D - 1) chunks copied on one host, on links across two.
-    CHECK(find(ranked(one_host, true), 1, 2).communication_s ==
-          doctest::Approx(find(ranked(two_hosts, true), 1, 2).communication_s - 2 * (0.1 - 0.02)));
+    CHECK(candidate(ranked(one_host, true), 1, 2).communication_s ==
+          doctest::Approx(candidate(ranked(two_hosts, true), 1, 2).communication_s - 2 * (0.1 - 0.02)));
   }
   SUBCASE("nodes started with --threads fix every rank's threads; different ones are refused") {
     const auto fixed = rank_configurations(model, on_nodes(machine.inputs(model, 64, 1), {{"a", 4, 2}, {"b", 4, 2}}));
