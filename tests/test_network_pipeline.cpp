@@ -642,14 +642,14 @@ TEST_CASE("stages on 2 node processes send their events: busy time, the stage lo
   CHECK(busy[0] > 0.0);
   CHECK(busy[1] > 0.0);
   // Every action of both steps ran, as a start and a finish on its stage.
-  for (int step = 0; step < 2; ++step)
+  for (std::uint64_t step = 0; step < 2; ++step)
     for (int stage = 0; stage < 2; ++stage) {
       std::size_t finished = 0;
       for (const auto& e : events) finished += e.step == step && e.stage == stage && e.kind == event_kind::finish;
       CHECK(finished == pipe.schedule().per_stage[static_cast<std::size_t>(stage)].size());
     }
   // On our clock, stage 1 starts a microbatch's forward after stage 0 started it (5 ms of sleep in between).
-  for (int step = 0; step < 2; ++step)
+  for (std::uint64_t step = 0; step < 2; ++step)
     for (int mb = 0; mb < 3; ++mb) {
       double start0 = -1, start1 = -1;
       for (const auto& e : events)
