@@ -8,6 +8,8 @@
 #include "actors/actor_communicator.hpp"
 #include "actors/node.hpp"
 #include "actors/pipeline_actors.hpp"
+#include "actors/send_beside.hpp"
+#include "network/guarded_transport.hpp"
 #include "network/port_probe.hpp"
 #include "plan/microbatches.hpp"
 #include "model/grad_clip.hpp"
@@ -20,6 +22,7 @@ struct coordinator_state {
   coordinator_config config;
   std::unique_ptr<actor_communicator> comm;
   std::unique_ptr<loss> loss_fn;
+  std::unique_ptr<activation_outbox> outbox;  // on config.links, where the stages run on nodes
   // The step in flight.
   std::uint64_t step = 0;  // meaningful while active
   bool active = false;
@@ -223,9 +226,19 @@ error_code stopped_code(const caf::down_msg& m) {
   return m.reason == caf::exit_reason::remote_link_unreachable ? error_code::lost_node : error_code::internal;
 }
 
+// A gradient for the last stage, on its activation link where it has one (send_beside).
+void send_backward(coordinator_self self, backward_task t) {
+  auto& st = self->state;
+  const int last = stage_of_chunk(t.chunk, st.config.stages);
+  send_beside(st.outbox.get(), st.config.links, t, last, {});
+  st.comm->send_backward(std::move(t), last);
+}
+
 coordinator_actor::behavior_type coordinator(coordinator_self self, coordinator_config config) {
   self->state.config = std::move(config);
   self->state.loss_fn = make_loss(self->state.config.loss);
+  self->state.outbox = outbox_for(coordinator_rank(self->state.config.stages), self->state.config.links,
+                                  transport_tls_of(self->system()), self->state.config.timeout);
   for (auto& a : self->state.config.retrievers) self->monitor(a);
   for (auto& a : self->state.config.processors) self->monitor(a);
   self->set_down_handler([=](caf::down_msg& m) {
@@ -276,9 +289,9 @@ coordinator_actor::behavior_type coordinator(coordinator_self self, coordinator_
           st.labels.push_back(slice_rows(labels, r.begin, r.end));
           const int first = static_cast<int>(batch.first_sample + static_cast<std::int64_t>(r.begin));
           st.first_sample.push_back(first);
-          st.comm->send_forward(forward_task{step, static_cast<int>(i), 0, 0, first,
-                                             slice_rows(inputs, r.begin, r.end)},
-                                stage_of_chunk(0, st.config.stages));
+          forward_task t{step, static_cast<int>(i), 0, 0, first, slice_rows(inputs, r.begin, r.end)};
+          send_beside(st.outbox.get(), st.config.links, t, stage_of_chunk(0, st.config.stages), {});
+          st.comm->send_forward(std::move(t), stage_of_chunk(0, st.config.stages));
         }
         for (auto& r : st.config.retrievers) self->send(r, begin_atom::value, step);
         return st.promise;
@@ -303,12 +316,10 @@ coordinator_actor::behavior_type coordinator(coordinator_self self, coordinator_
             for (const tensor& g : st.gradients) parts.push_back(&g);
             tensor whole = concat_rows(parts);
             st.gradients.assign(st.gradients.size(), tensor{});
-            st.comm->send_backward(backward_task{st.step, all_microbatches, last, 0, 0, std::move(whole)},
-                                   stage_of_chunk(last, st.config.stages));
+            send_backward(self, backward_task{st.step, all_microbatches, last, 0, 0, std::move(whole)});
             return;
           }
-          st.comm->send_backward(backward_task{st.step, out.microbatch, last, 0, st.first_sample[mb], std::move(grad)},
-                                 stage_of_chunk(last, st.config.stages));
+          send_backward(self, backward_task{st.step, out.microbatch, last, 0, st.first_sample[mb], std::move(grad)});
         } catch (const std::exception& e) {
           fail(self, code_of(e), "loss of microbatch " + std::to_string(out.microbatch) + ": " + e.what());
         }

@@ -343,7 +343,7 @@ void pipeline::impl::start_stages(std::chrono::milliseconds placement_timeout) {
   coordinator = spawn_coordinator(sys, coordinator_config{options.stages, total_chunks, options.microbatches, options.loss,
                                                           retrievers, processors, options.timeout, places,
                                                           whole_batch_backward(plan), log, clock_offset_us,
-                                                          clock_bound_us, options.clip_grad_norm});
+                                                          clock_bound_us, options.clip_grad_norm, links});
   // Note [typed stage interfaces]: one vector of endpoints holds two interfaces, so it is untyped.
   std::vector<caf::actor> endpoints;
   for (const auto& r : retrievers) endpoints.push_back(caf::actor_cast<caf::actor>(r));

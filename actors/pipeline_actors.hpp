@@ -103,6 +103,9 @@ struct coordinator_config {
   std::shared_ptr<event_log> log;
   std::vector<double> clock_offset_us, clock_bound_us;
   float clip_grad_norm = 0.0f;  // Note [global gradient clipping]: > 0 asks every stage its norm before applying
+  // Note [activations on data links]: per stage, its activation link ("host:port"; "" for none, as in one
+  // process). The inputs for the first stage and the gradients for the last go on theirs where large enough.
+  std::vector<std::string> links;
 };
 // Answers (train_atom, step, inputs, labels) with a step_result once every stage has applied its
 // optimizer, or with the first failure after every stage has dropped the step.

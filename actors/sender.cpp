@@ -1,11 +1,11 @@
 // The sender of a stage: delivers finished tasks through the communicator, off the processor's thread; on a
 // node, a large tensor for a stage of another process goes on its activation link first (Note [activations on
 // data links] in network/activation_links.hpp).
-#include <algorithm>
 #include <memory>
 
 #include "actors/actor_communicator.hpp"
 #include "actors/pipeline_actors.hpp"
+#include "actors/send_beside.hpp"
 #include "network/guarded_transport.hpp"
 
 namespace ap {
@@ -21,24 +21,6 @@ struct sender_state {
 
 using sender_self = sender_actor::stateful_pointer<sender_state>;
 
-// Writes a large tensor on the link to `destination` and leaves its ticket in the task; where there is no link,
-// or it fails (the tensor then goes inside the message: a dead stage is CAF's to name), leaves the task as it was.
-template <class Task>
-void send_beside(sender_self self, Task& t, int destination) {
-  auto& st = self->state;
-  const auto d = static_cast<std::size_t>(destination);
-  if (!st.outbox || d >= st.links.size() || st.links[d].empty() || t.data.byte_size() < inline_bytes) return;
-  const std::uint64_t ticket = st.outbox->next_ticket();
-  try {
-    st.outbox->send(destination, st.links[d], ticket, t.step, std::move(t.data));
-  } catch (const link_error& e) {
-    if (st.log) st.log(std::string(e.what()) + "; the tensor goes inside its message (the next one opens the link again)");
-    return;
-  }
-  t.ticket = ticket;
-  t.data = tensor();
-}
-
 sender_actor::behavior_type sender(sender_self self, int stage, std::chrono::milliseconds timeout,
                                    std::function<void(const std::string&)> log) {
   self->state.log = std::move(log);
@@ -48,16 +30,15 @@ sender_actor::behavior_type sender(sender_self self, int stage, std::chrono::mil
         auto& st = self->state;
         st.comm = std::make_unique<actor_communicator>(self->system(), stage, endpoints, caf::actor{}, timeout);
         st.links = std::move(links);
-        if (std::any_of(st.links.begin(), st.links.end(), [](const std::string& l) { return !l.empty(); }))
-          st.outbox = std::make_unique<activation_outbox>(stage, transport_tls_of(self->system()), timeout);
+        st.outbox = outbox_for(stage, st.links, transport_tls_of(self->system()), timeout);
         return ok_atom::value;
       },
       [=](deliver_forward& d) {
-        send_beside(self, d.task, d.destination);
+        send_beside(self->state.outbox.get(), self->state.links, d.task, d.destination, self->state.log);
         self->state.comm->send_forward(std::move(d.task), d.destination);
       },
       [=](deliver_backward& d) {
-        send_beside(self, d.task, d.destination);
+        send_beside(self->state.outbox.get(), self->state.links, d.task, d.destination, self->state.log);
         self->state.comm->send_backward(std::move(d.task), d.destination);
       },
   };

@@ -14,14 +14,20 @@
 // into a fresh tensor and keeps it under its ticket until the stage's processor, about to run the task, takes
 // it (waiting, at most the stage's timeout, for bytes still on their way). So the messages stay CAF's typed
 // forward_task and backward_task, ordered and delivered by CAF as before; only the bytes travel beside them.
-// - Tensors under `inline_bytes`, tasks to the coordinator and between stages of one process stay inside the
-//   message (a local message is not serialised at all).
+// - The coordinator, where the stages run on nodes, sends its tasks the same way (its own outbox): the inputs of
+//   the first stage and the gradients of the outputs for the last (the heavy MLP's 400 KB microbatches of
+//   inputs, a GPT's 1 MB of logits' gradients at batch 64 and 8 microbatches), copied once out of its memory on
+//   one machine where BASP copied them four times (actors/send_beside.hpp). Tasks *to* the coordinator stay
+//   inside their messages: it listens for no link (a node may not reach its process).
+// - Tensors under `inline_bytes` and tasks between stages of one process stay inside the message (a local
+//   message is not serialised at all).
 // - A link that fails is dropped (the node's log says so), and the tensor goes inside its message instead: a
 //   dead stage is CAF's to name (its down message), not the link's.
 // - Tensors of an aborted step that nobody takes are dropped when the stage begins a later step.
 // - A wait for a tensor ends early when its sender's link ends without it (the sending process went), so a
 //   lost node fails the step at once instead of after the timeout; a link opened since forgets that.
-// - A ticket is the sending stage's rank in its high 16 bits and a count in the rest: unique per inbox.
+// - A ticket is the sending stage's rank (the coordinator's: the stage count) in its high 16 bits and a count in
+//   the rest: unique per inbox.
 //
 // Note [one copy on one machine]
 // Between two processes of one machine (nodes sharing a host, as `bench_network`'s or a 16-core machine split in

@@ -123,13 +123,14 @@ TEST_CASE("2 and 4 nodes train to the same parameters as one process, for GPipe 
   for (auto& n : nodes) CHECK(n->process().running());  // every pipeline came and went; the nodes live on
 }
 
-// Note [activations on data links]: microbatches of 128 rows x 256 features (128 KB, over inline_bytes) go
-// beside their messages, forward and backward, over mutual TLS; the run equals one process.
-TEST_CASE("activations and gradients on data links between 2 nodes over mutual TLS, equal one process") {
-  const dataset d = make_blobs(256, 12, 4, 5);
+// Note [activations on data links]: microbatches of 128 rows go beside their messages over mutual TLS: the
+// activations (256 features, 128 KB) and their gradients between the stages, the coordinator's inputs to stage 0
+// (160 features, 80 KB) and its gradients of the outputs to stage 1 (128 classes, 64 KB); the run equals one process.
+TEST_CASE("activations, inputs and output gradients on data links between 2 nodes over mutual TLS, equal one process") {
+  const dataset d = make_blobs(256, 160, 128, 5);
   const auto wide = [] {
     sequential m;
-    for (const char* spec : {"linear:12:256", "relu", "linear:256:256", "relu", "linear:256:4"}) m.add(make_layer(spec));
+    for (const char* spec : {"linear:160:256", "relu", "linear:256:256", "relu", "linear:256:128"}) m.add(make_layer(spec));
     m.initialize(11);
     return m;
   };
@@ -146,9 +147,15 @@ TEST_CASE("activations and gradients on data links between 2 nodes over mutual T
   run_result remote = train_steps(wide(), d, o, 3);
   CHECK(remote.losses == local.losses);  // bit for bit: the bytes are the same, only their road differs
   test::check_same_run(remote, local, 1e-7f, 1e-9, "2 nodes, activations on data links");
-  // Each stage opened the link from the other: stage 1 takes activations, stage 0 their gradients.
-  CHECK(test::contains(a.process().stderr_text(), "stage 0: an activation link opened"));
-  CHECK(test::contains(b.process().stderr_text(), "stage 1: an activation link opened"));
+  // Each stage's inbox took two links: stage 0 one from stage 1 (gradients) and one from the coordinator
+  // (inputs), stage 1 one from stage 0 (activations) and one from the coordinator (output gradients).
+  const auto links_opened = [](const std::string& log, const std::string& line) {
+    std::size_t n = 0;
+    for (auto at = log.find(line); at != std::string::npos; at = log.find(line, at + 1)) ++n;
+    return n;
+  };
+  CHECK(links_opened(a.process().stderr_text(), "stage 0: an activation link opened") == 2);
+  CHECK(links_opened(b.process().stderr_text(), "stage 1: an activation link opened") == 2);
 }
 
 TEST_CASE("2 nodes x 2 tensor-parallel ranks (threads on each node), with clipping, equal one process") {
