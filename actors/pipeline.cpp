@@ -259,9 +259,17 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
   }
   for (int s = 0; s < options.stages; ++s) {
     const stage_info info = get_stage_info(d.ranges, options.stages, s);
-    stage_setup setup{s, options.stages, total_chunks, info.chunks, {}, options.optimizer,
-                      d.plan.per_stage[static_cast<std::size_t>(s)], options.timeout, d.log,
-                      /*report_events=*/false, options.compute_dtype, options.tensor_parallel, {}, 0, 1, {}};
+    stage_setup setup;  // the fields below; a stage in this process sends no events (report_events)
+    setup.stage = s;
+    setup.stages = options.stages;
+    setup.total_chunks = total_chunks;
+    setup.chunk_ids = info.chunks;
+    setup.optimizer = options.optimizer;
+    setup.actions = d.plan.per_stage[static_cast<std::size_t>(s)];
+    setup.timeout = options.timeout;
+    setup.log = d.log;
+    setup.compute_dtype = options.compute_dtype;
+    setup.tensor_parallel = options.tensor_parallel;
     if (!options.data_parallel_members.empty()) {
       setup.data_parallel_members = options.data_parallel_members.at(static_cast<std::size_t>(s));
       setup.replica = options.replica;

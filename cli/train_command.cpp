@@ -112,9 +112,9 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--train-limit", o->train_limit, "use only the first N training samples")
       ->check(whole_number(0))
       ->capture_default_str();
-  auto* stages = cmd->add_option("--stages", o->stages, "pipeline stages (0: single process, no actors)")
-                     ->check(whole_number(0, 4096))
-                     ->capture_default_str();
+  cmd->add_option("--stages", o->stages, "pipeline stages (0: single process, no actors)")
+      ->check(whole_number(0, 4096))
+      ->capture_default_str();
   cmd->add_option("--threads", o->threads, "intra-op threads of every compute rank: the single process, each stage, each data- or "
                   "tensor-parallel rank (pinned to their own cores where they fit); 0: this machine's cores divided "
                   "evenly among the ranks, or among the stages of a pipeline alone in this process by their predicted "

@@ -115,7 +115,7 @@ TEST_CASE("--auto keeps --max-memory: a budget one copy of the model fits and tw
 }
 
 TEST_CASE("the flags --auto chooses are refused beside it, and --auto-trials needs it") {
-  for (const std::vector<std::string> flag :
+  for (const std::vector<std::string>& flag :
        {std::vector<std::string>{"--stages", "2"}, {"--threads", "1"}, {"--data-parallel", "2"}, {"--recompute", "blocks"},
         {"--tensor-parallel", "2"}, {"--microbatches", "4"}, {"--schedule", "1f1b"}, {"--partition", "time"}}) {
     const run_result r = run(with({"train", "--data", "/nonexistent", "--auto"}, flag));

@@ -55,13 +55,6 @@ bool same_bits(const tensor& a, const tensor& b) {
   return a.shape() == b.shape() && a.type() == b.type() && std::memcmp(a.bytes(), b.bytes(), a.byte_size()) == 0;
 }
 
-bool same_bits(const std::vector<tensor>& a, const std::vector<tensor>& b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (!same_bits(a[i], b[i])) return false;
-  return true;
-}
-
 // |a - b| <= tolerance * max|b| everywhere, same shapes.
 bool close(const tensor& a, const tensor& b, float tolerance) {
   if (a.shape() != b.shape()) return false;

@@ -224,7 +224,7 @@ TEST_CASE("a task of an aborted step that reaches the processor after the abort 
   auto worker = std::make_unique<stage_compute>(0, std::vector<int>{0}, std::move(slices), optimizer_config{});
   caf::scoped_actor self{sys};
   // Note [typed stage interfaces]: the processor delivers to a sender_actor; this scoped actor stands in for it.
-  auto processor = spawn_processor(sys, processor_config{0, 1, 1, caf::actor_cast<sender_actor>(self), nullptr, dtype::float32, {}},
+  auto processor = spawn_processor(sys, processor_config{0, 1, 1, caf::actor_cast<sender_actor>(self), nullptr, dtype::float32, {}, nullptr},
                                    std::move(worker));
   const dataset d = test::small_blobs(4);
   self->send(processor, abort_atom::value, std::uint64_t{0});

@@ -3,8 +3,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <map>
-#include <optional>
 #include <sstream>
 #include <tuple>
 
@@ -92,7 +92,8 @@ TEST_CASE("a stage runs one task at a time, in its schedule's order, early tasks
     const schedule plan = make_schedule(sched, p, m);
     for (int s = 0; s < p; ++s) {
       INFO(sched << " stage " << s);
-      std::optional<std::size_t> running;  // index of the start event of the running task
+      constexpr std::size_t idle = SIZE_MAX;  // (not std::optional: GCC 12 at -O3 warns it may be read unset)
+      std::size_t running = idle;  // index of the start event of the running task, or idle
       std::vector<action> ran;
       std::map<std::size_t, std::size_t> finish_of;                          // start index -> finish index
       std::vector<std::pair<std::tuple<bool, int, int>, std::size_t>> waits;  // (task, running start index)
@@ -101,21 +102,21 @@ TEST_CASE("a stage runs one task at a time, in its schedule's order, early tasks
         if (e.stage != s) continue;
         const auto key = std::make_tuple(e.task == op::forward, e.microbatch, e.chunk);
         if (e.kind == event_kind::start) {
-          CHECK_FALSE(running.has_value());  // never two tasks at once
+          CHECK(running == idle);  // never two tasks at once
           for (const auto& [task, blocker] : waits)
             if (task == key && e.task != op::backward_weight) CHECK(finish_of.count(blocker) == 1);
           running = i;
           ran.push_back(action{s, e.task, e.microbatch, e.chunk});
         } else if (e.kind == event_kind::finish) {
-          REQUIRE(running.has_value());
-          finish_of[*running] = i;
-          running.reset();
-        } else if (running) {
+          REQUIRE(running != idle);
+          finish_of[running] = i;
+          running = idle;
+        } else if (running != idle) {
           ++waited;
-          waits.push_back({key, *running});
+          waits.push_back({key, running});
         }
       }
-      CHECK_FALSE(running.has_value());
+      CHECK(running == idle);
       CHECK(ran == plan.per_stage[static_cast<std::size_t>(s)]);
     }
   }
