@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -60,6 +61,9 @@ workload gpt() {
 }
 
 struct configuration {
+  configuration(std::string name, std::function<std::unique_ptr<step_runner>(sequential&, const workload&)> make,
+                int compute_threads = 1)
+      : name(std::move(name)), make(std::move(make)), compute_threads(compute_threads) {}
   std::string name;
   std::function<std::unique_ptr<step_runner>(sequential&, const workload&)> make;
   int compute_threads = 1;  // of the calling thread (the single process's OpenMP threads)

@@ -2,8 +2,8 @@
 //   scripts/make_test_certs.sh certs coordinator node          (a CA and certificates: mutual TLS)
 //   build/cli/actorpipe node --port 0 --tls-ca certs/ca.pem --tls-cert certs/node.pem --tls-key certs/node.key &
 //       (prints "node listening on 127.0.0.1:PORT"; start one per machine)
-//   build/examples/example_distributed_pipeline certs/ca.pem certs/coordinator.pem certs/coordinator.key \
-//       127.0.0.1:PORT1 127.0.0.1:PORT2
+//   build/examples/example_distributed_pipeline certs/ca.pem certs/coordinator.pem certs/coordinator.key
+//       127.0.0.1:PORT1 127.0.0.1:PORT2   (one command line)
 //   (or `--insecure 127.0.0.1:PORT1 ...` against nodes started with --insecure: plain TCP)
 #include <cstdio>
 #include <string>
