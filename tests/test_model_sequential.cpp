@@ -281,12 +281,6 @@ std::string error_of_step(sequential& m, const tensor& x) {
   });
 }
 
-std::size_t count_of(const std::string& text, const std::string& part) {
-  std::size_t n = 0;
-  for (std::size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
-  return n;
-}
-
 }  // namespace
 
 TEST_CASE("an error a layer throws names the layer once, by its global index, in forward and both backward steps") {

@@ -149,13 +149,8 @@ TEST_CASE("activations, inputs and output gradients on data links between 2 node
   test::check_same_run(remote, local, 1e-7f, 1e-9, "2 nodes, activations on data links");
   // Each stage's inbox took two links: stage 0 one from stage 1 (gradients) and one from the coordinator
   // (inputs), stage 1 one from stage 0 (activations) and one from the coordinator (output gradients).
-  const auto links_opened = [](const std::string& log, const std::string& line) {
-    std::size_t n = 0;
-    for (auto at = log.find(line); at != std::string::npos; at = log.find(line, at + 1)) ++n;
-    return n;
-  };
-  CHECK(links_opened(a.process().stderr_text(), "stage 0: an activation link opened") == 2);
-  CHECK(links_opened(b.process().stderr_text(), "stage 1: an activation link opened") == 2);
+  CHECK(test::count_of(a.process().stderr_text(), "stage 0: an activation link opened") == 2);
+  CHECK(test::count_of(b.process().stderr_text(), "stage 1: an activation link opened") == 2);
 }
 
 TEST_CASE("2 nodes x 2 tensor-parallel ranks (threads on each node), with clipping, equal one process") {

@@ -69,9 +69,7 @@ bool logged(test::node_process& node, const std::string& part, int count = 1) {
   const auto t0 = std::chrono::steady_clock::now();
   for (;;) {
     const std::string log = node.process().stderr_text();
-    int n = 0;
-    for (std::size_t at = log.find(part); at != std::string::npos; at = log.find(part, at + 1)) ++n;
-    if (n >= count) return true;
+    if (test::count_of(log, part) >= static_cast<std::size_t>(count)) return true;
     if (std::chrono::steady_clock::now() - t0 > 5s) return false;
     std::this_thread::sleep_for(20ms);
   }

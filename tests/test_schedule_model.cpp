@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "schedule/schedule.hpp"
+#include "test_support.hpp"
 
 using namespace ap;
 
@@ -246,9 +247,7 @@ TEST_CASE("to_svg draws one box per action with its label") {
   const std::string svg = to_svg(s, sim);
   CHECK(svg.rfind("<svg", 0) == 0);
   CHECK(svg.find("</svg>") != std::string::npos);
-  std::size_t boxes = 0;
-  for (auto at = svg.find("<g><title>"); at != std::string::npos; at = svg.find("<g><title>", at + 1)) ++boxes;
-  CHECK(boxes == sim.spans.size());
+  CHECK(test::count_of(svg, "<g><title>") == sim.spans.size());
   CHECK(svg.find(">F3</text>") != std::string::npos);
   CHECK(svg.find(">W7</text>") != std::string::npos);
   CHECK(svg.find("stage 3") != std::string::npos);

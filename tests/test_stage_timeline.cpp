@@ -5,16 +5,11 @@
 #include "actors/pipeline.hpp"
 #include "pipeline_test_models.hpp"
 #include "stage/timeline.hpp"
+#include "test_support.hpp"
 
 using namespace ap;
 
 namespace {
-
-std::size_t count(const std::string& text, const std::string& what) {
-  std::size_t n = 0;
-  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
 
 // GPipe, 2 stages, 2 microbatches, times in microseconds: F 10 us, B 20 us, transfers of 2 us between stages
 // and 15 / 10 us through the coordinator's loss.
@@ -61,8 +56,8 @@ TEST_CASE("measure_step: real spans, transfers from the producer's end to the ar
   CHECK(sim.makespan > 3 * 30e-6);
   const std::string svg = timeline_svg(plan, m, sim);
   CHECK(svg.rfind("<svg", 0) == 0);
-  CHECK(count(svg, "<g><title>") == 16);  // every action, measured and simulated
-  CHECK(count(svg, "stroke=\"#cc0000\" stroke-width=\"2\"><title>") == 6);  // the transfers
+  CHECK(test::count_of(svg, "<g><title>") == 16);  // every action, measured and simulated
+  CHECK(test::count_of(svg, "stroke=\"#cc0000\" stroke-width=\"2\"><title>") == 6);  // the transfers
   CHECK(svg.find("measured, step 0: makespan 0.11 ms") != std::string::npos);
   CHECK(svg.find("simulated with the measured per-action costs: makespan") != std::string::npos);
 }

@@ -3,20 +3,11 @@
 #include <doctest/doctest.h>
 
 #include "pipeline_test_models.hpp"
+#include "test_support.hpp"
 #include "training/loss_curve.hpp"
 #include "training/trainer.hpp"
 
 using namespace ap;
-
-namespace {
-
-std::size_t count(const std::string& text, const std::string& what) {
-  std::size_t n = 0;
-  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
-
-}  // namespace
 
 TEST_CASE("on_step sees every step with its position, a resumed run's mean covers only its own steps of the epoch") {
   const dataset d = test::small_blobs(48);  // 5 batches of 10 (the last of 8) per epoch
@@ -76,7 +67,7 @@ TEST_CASE("the loss curve SVG has a point per step and a dot per epoch mean") {
   const auto steps = svg.find("class=\"steps\" points=\"");
   REQUIRE(steps != std::string::npos);
   const std::string points = svg.substr(steps, svg.find('"', steps + 22) - steps);
-  CHECK(count(points, ",") == 12);
-  CHECK(count(svg, "<circle") == 2);
+  CHECK(test::count_of(points, ",") == 12);
+  CHECK(test::count_of(svg, "<circle") == 2);
   CHECK_THROWS_AS(to_svg(loss_curve{}, "empty"), std::invalid_argument);
 }
