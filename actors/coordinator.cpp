@@ -284,14 +284,15 @@ coordinator_actor::behavior_type coordinator(coordinator_self self, coordinator_
         st.first_sample.clear();
         // Note [enqueue before begin]: the first stage receives all its microbatches before the step
         // begins, so its queue holds them all when it starts (--stage-log: "Current Queue: Forward microbatch 1,2,3,4").
+        const int first_stage = stage_of_chunk(0, st.config.stages);
         for (std::size_t i = 0; i < split.size(); ++i) {
           const auto& r = split[i];
           st.labels.push_back(slice_rows(labels, r.begin, r.end));
           const int first = static_cast<int>(batch.first_sample + static_cast<std::int64_t>(r.begin));
           st.first_sample.push_back(first);
           forward_task t{step, static_cast<int>(i), 0, 0, first, slice_rows(inputs, r.begin, r.end)};
-          send_beside(st.outbox.get(), st.config.links, t, stage_of_chunk(0, st.config.stages), {});
-          st.comm->send_forward(std::move(t), stage_of_chunk(0, st.config.stages));
+          send_beside(st.outbox.get(), st.config.links, t, first_stage, {});
+          st.comm->send_forward(std::move(t), first_stage);
         }
         for (auto& r : st.config.retrievers) self->send(r, begin_atom::value, step);
         return st.promise;
