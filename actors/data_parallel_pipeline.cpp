@@ -93,6 +93,7 @@ void data_parallel_pipeline::place_on_nodes(const sequential& model, const pipel
     o.replica = d;
     o.replicas = D;
     o.restart_on_failure = 0;  // recovered together, here (Note [recovery with replicas])
+    o.recovered_by_owner = options.restart_on_failure > 0;
     const auto mine = slots.begin() + d * options.stages;
     o.node_slots.assign(mine, mine + options.stages);
     o.nodes.clear();
@@ -234,12 +235,13 @@ void data_parallel_pipeline::take_snapshot() {
 }
 
 // A node lost before the first snapshot: with no step taken and nothing loaded, placing every replica again
-// (from the setups they were built with) restores them.
+// (from the setups they were built with, which keep their weights until now) restores them.
 void data_parallel_pipeline::first_snapshot() {
   for (;;) {
     try {
       take_snapshot();
       stages_as_placed_ = false;
+      for (auto& r : replicas_) r->release_setup_weights();  // from now on a restart restores the snapshot
       return;
     } catch (const pipeline_error& e) {
       if (!stages_as_placed_ || restarts_ >= options_.restart_on_failure) throw;

@@ -340,7 +340,7 @@ void pipeline::impl::start_stages(std::chrono::milliseconds placement_timeout) {
     owner = std::make_unique<caf::scoped_actor>(sys);
     std::vector<clock_offset> clocks;
     for (const auto& a : place_on_nodes(*owner, nodes, setups, placement_timeout, clocks)) keep(a);
-    if (options.restart_on_failure == 0) release_setup_weights();  // never placed again
+    if (options.restart_on_failure == 0 && !options.recovered_by_owner) release_setup_weights();  // never placed again
     for (int s = 0; s < options.stages; ++s) {
       const std::size_t n = static_cast<std::size_t>(s) % nodes.size();
       places.push_back("node " + nodes[n].text());
@@ -719,6 +719,8 @@ std::vector<stage_state> pipeline::stage_states() {
 }
 
 void pipeline::restart_stages(const std::string& why, std::chrono::milliseconds wait) { impl_->restart_stages(why, wait); }
+
+void pipeline::release_setup_weights() { impl_->release_setup_weights(); }
 
 void pipeline::load_stage_states(const std::vector<stage_state>& states, std::uint64_t next_step, const std::string& why) {
   impl_->load_states(states, why);

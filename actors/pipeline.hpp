@@ -78,6 +78,10 @@ struct pipeline_options {
   // Note [recovery]: with nodes, how many times a step that lost a node waits (up to restart_wait) for it or a
   // replacement at the same address, restores every stage from the last snapshot and goes on. 0: fail at once.
   int restart_on_failure = 0;
+  // Note [recovery with replicas]: set by data_parallel_pipeline when it recovers its replicas (restart_on_failure
+  // 0 here): their setups keep their weights, to place the stages again before the first snapshot, until it
+  // calls release_setup_weights.
+  bool recovered_by_owner = false;
   std::chrono::milliseconds restart_wait{60000};
   int snapshot_every = 10;  // steps between in-memory snapshots of every stage's state (Note [recovery])
   std::function<void(const std::string&)> log;  // one line per recovery event; may be empty
@@ -136,6 +140,10 @@ class pipeline final : public step_runner {
   std::vector<stage_state> stage_states();
   void restart_stages(const std::string& why, std::chrono::milliseconds wait);
   void load_stage_states(const std::vector<stage_state>& states, std::uint64_t next_step, const std::string& why);
+  // Note [weights on demand]: the kept setups let their weights go; placed again, the stages get zeros, which
+  // load_stage_states then overwrites. For a caller that recovers (options.recovered_by_owner), once it holds a
+  // snapshot.
+  void release_setup_weights();
 
   // Note [data-parallel nodes]: every stage's group endpoints (network_group::endpoint: "host:port" for the ring,
   // gloo's addresses in hex), stage s rank r at s * T + r.

@@ -13,7 +13,9 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "actors/data_parallel_pipeline.hpp"
 #include "actors/pipeline.hpp"
@@ -233,20 +235,27 @@ TEST_CASE("the same with every stage split over 2 tensor-parallel ranks (D = 2 x
   two_replicas_recover(2);
 }
 
-TEST_CASE("a node lost before the first step: the stages are placed again from scratch, the run is the uninterrupted one") {
+namespace {
+
+// A node killed after the stages were placed, before the first snapshot, and restarted on its port: the stages
+// are placed again from the setups they were built with, which must still hold their weights (Note [weights on
+// demand]); the steps after it are the uninterrupted ones. `make` builds a pipeline or D replicas.
+template <class Make>
+void lost_before_first_step(Make make, const std::string& placed_again) {
   const dataset d = test::small_blobs(16);
+  const int steps = 3;
   test::node_process first(actorpipe);
   auto second = std::make_unique<test::node_process>(actorpipe);
   const int port = second->port();
   log_lines lines;
   pipeline_options o = recovering_options({first.address(), second->address()});
   o.log = lines.sink();
-  float expected = 0.0f;
+  std::vector<float> expected;
   {
-    pipeline uninterrupted(slow_model(), o);
-    expected = uninterrupted.train_step(d.inputs, d.labels, 0);
+    auto uninterrupted = make(o);
+    for (int s = 0; s < steps; ++s) expected.push_back(uninterrupted->train_step(d.inputs, d.labels, static_cast<std::uint64_t>(s)));
   }
-  pipeline pipe(slow_model(), o);
+  auto pipe = make(o);
   second->process().kill9();  // placed, not yet snapshotted
   std::atomic<bool> done{false};
   std::thread restart([&] {
@@ -255,9 +264,9 @@ TEST_CASE("a node lost before the first step: the stages are placed again from s
     while (!done.load()) std::this_thread::sleep_for(1ms);  // a child dies with the thread that started it
   });
   std::string failure;
-  float loss = 0.0f;
+  std::vector<float> losses;
   try {
-    loss = pipe.train_step(d.inputs, d.labels, 0);
+    for (int s = 0; s < steps; ++s) losses.push_back(pipe->train_step(d.inputs, d.labels, static_cast<std::uint64_t>(s)));
   } catch (const std::exception& e) {
     failure = e.what();
   }
@@ -266,9 +275,21 @@ TEST_CASE("a node lost before the first step: the stages are placed again from s
   const std::string log = lines.text();
   INFO(log);
   REQUIRE_MESSAGE(failure.empty(), failure);
-  CHECK(pipe.restarts() == 1);
-  CHECK(contains(log, "before any step: placing the stages again"));
-  CHECK(loss == expected);
+  CHECK(pipe->restarts() == 1);
+  CHECK(contains(log, placed_again));
+  CHECK(losses == expected);
+}
+
+}  // namespace
+
+TEST_CASE("a node lost before the first step: the stages are placed again from scratch, the run is the uninterrupted one") {
+  lost_before_first_step([](const pipeline_options& o) { return std::make_unique<pipeline>(slow_model(), o); },
+                         "before any step: placing the stages again");
+}
+
+TEST_CASE("the same with two data-parallel replicas: every replica placed again with its first weights") {
+  lost_before_first_step([](const pipeline_options& o) { return std::make_unique<data_parallel_pipeline>(slow_model(), o, 2); },
+                         "before any step: placing every replica again");
 }
 
 TEST_CASE("a lost node that does not come back within restart_wait fails the step, naming it and the wait") {
