@@ -3,8 +3,10 @@
 #include <map>
 #include <omp.h>
 #include <tuple>
+#include <vector>
 
 #include "tensor/batched_matmul.hpp"
+#include "tensor/matmul.hpp"
 #include "tensor/onednn_context.hpp"
 
 namespace ap {
@@ -74,7 +76,12 @@ void batched_gemm_onednn(bool transpose_a, bool transpose_b, std::size_t batch, 
 
 void batched_gemm_onednn(bool transpose_a, bool transpose_b, std::size_t batch, std::size_t m, std::size_t n,
                          std::size_t k, float alpha, const bfloat16* a, const bfloat16* b, float beta, float* c) {
-  run(transpose_a, transpose_b, batch, m, n, k, alpha, a, b, beta, c, dt::bf16);
+  if (onednn_avx512()) return run(transpose_a, transpose_b, batch, m, n, k, alpha, a, b, beta, c, dt::bf16);
+  thread_local std::vector<float> wide_a, wide_b;  // Note [bf16 without AVX-512] in matmul_onednn.cpp
+  wide_a.resize(batch * m * k), wide_b.resize(batch * k * n);
+  to_float(a, wide_a.data(), wide_a.size());
+  to_float(b, wide_b.data(), wide_b.size());
+  run(transpose_a, transpose_b, batch, m, n, k, alpha, wide_a.data(), wide_b.data(), beta, c, dt::f32);
 }
 
 }  // namespace ap

@@ -33,6 +33,10 @@ void gemm_onednn(bool transpose_a, bool transpose_b, std::size_t m, std::size_t 
 // transposed A longer than 256 (a weight gradient) has the bits of the team size it ran on (Note [rows split
 // among the team] in matmul_onednn.cpp).
 bool onednn_uses_amx();
+// oneDNN runs its AVX-512 kernels on this processor (false on an AVX2 one and without oneDNN). Without them
+// it makes no bf16 products, so bf16 products widen their inputs to fp32 first, and its fp32 products' bits
+// depend on the thread count (Note [bf16 without AVX-512] in matmul_onednn.cpp).
+bool onednn_avx512();
 
 // out = op(a) @ op(b) for 2-D views (rows(), cols()) of any-rank tensors; shapes are checked and named.
 // With accumulate, out must already have the result shape and the product is added to it.

@@ -29,10 +29,23 @@
 // bits on 2 threads than on 1 (784 x 300 over 1,024 rows; 256 x 768 over 2,048). Forward and dX still give one
 // thread's bits (their K is not cut), and fp32 is unchanged; a bf16 weight gradient there is the exact sum
 // rounded alike up to its order (checked to a relative 1e-5 in test_model_op_threads; onednn_uses_amx()).
+//
+// Note [bf16 without AVX-512]: oneDNN 2.6 makes bf16 primitives only on processors with AVX-512 (avx512_core
+// and up: its data type support check); on an AVX2 one (AMD Zen 2 and 3, Intel's client cores) every bf16
+// matmul is refused with "could not create a primitive descriptor iterator", and bf16 training stopped at its
+// first product. There (onednn_avx512() false) a bf16 product widens A and B to fp32, which is exact, and
+// runs the fp32 primitive: the exact products of the bf16 values summed in fp32, what the bf16 kernels compute
+// up to the order of the sum, and what gemm_reference computes. bf16 keeps what it saves in memory and on the
+// wire (stashes, activations, gradients between stages), not the speed of native bf16 products.
+// There, too, fp32 products run on oneDNN's AVX2 gemm (`gemm:jit`, not the brgemm kernels above), whose sums are
+// blocked by the product's shape and its team's plan: bits then change with the thread count and the bands
+// (the dX of a 256 -> 768 linear layer over 2,048 rows, on 2 threads), the same sums rounded in another order. Bit-exact runs compare like
+// with like there (the same threads per rank); test_model_op_threads checks products within a relative 1e-5.
 #include <exception>
 #include <map>
 #include <omp.h>
 #include <tuple>
+#include <vector>
 
 #include "tensor/matmul.hpp"
 #include "tensor/onednn_context.hpp"
@@ -162,9 +175,20 @@ void gemm_onednn(bool transpose_a, bool transpose_b, std::size_t m, std::size_t 
   run(transpose_a, transpose_b, m, n, k, alpha, a, b, beta, c, dt::f32);
 }
 
+bool onednn_avx512() {
+  const auto wanted = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
+  static const bool avx512 = (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & wanted) == wanted;
+  return avx512;
+}
+
 void gemm_onednn(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
                  const bfloat16* a, const bfloat16* b, float beta, float* c) {
-  run(transpose_a, transpose_b, m, n, k, alpha, a, b, beta, c, dt::bf16);
+  if (onednn_avx512()) return run(transpose_a, transpose_b, m, n, k, alpha, a, b, beta, c, dt::bf16);
+  thread_local std::vector<float> wide_a, wide_b;  // Note [bf16 without AVX-512]
+  wide_a.resize(m * k), wide_b.resize(k * n);
+  to_float(a, wide_a.data(), wide_a.size());
+  to_float(b, wide_b.data(), wide_b.size());
+  run(transpose_a, transpose_b, m, n, k, alpha, wide_a.data(), wide_b.data(), beta, c, dt::f32);
 }
 
 }  // namespace ap

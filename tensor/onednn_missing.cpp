@@ -16,6 +16,7 @@ namespace {
 }  // namespace
 
 bool onednn_uses_amx() { return false; }
+bool onednn_avx512() { return false; }
 void gemm_onednn(bool, bool, std::size_t, std::size_t, std::size_t, float, const float*, const float*, float, float*) {
   missing("gemm_onednn");
 }

@@ -170,7 +170,9 @@ TEST_CASE("GPT on D x P x T meshes (heads and block MLPs split inside stages), w
     CAPTURE(m.clip);
     // Split heads and MLPs sum their partial products in another order (~1e-7 relative); Adam's early steps
     // move a weight by ~lr whatever its gradient's size, so lr 1e-3 keeps the test about the mesh (as in
-    // test_training_data_tensor.cpp's GPT cases).
+    // test_training_data_tensor.cpp's GPT cases): a weight whose gradient is near zero may still move by a few
+    // percent of lr more or less (1.01e-5 on an AVX2 processor, whose products round in other orders again:
+    // Note [bf16 without AVX-512]), a wrong split by the whole lr.
     optimizer_config opt = adamw();
     opt.lr = 1e-3f;
     sequential reference = make_gpt();
@@ -186,7 +188,7 @@ TEST_CASE("GPT on D x P x T meshes (heads and block MLPs split inside stages), w
       CHECK(mesh.train_step(d.inputs, d.labels, static_cast<std::uint64_t>(s)) == doctest::Approx(expected).epsilon(1e-5));
     }
     sequential gathered = mesh.first().gather_model();
-    test::check_same_parameters(gathered, reference, 1e-5f, "GPT mesh");
+    test::check_same_parameters(gathered, reference, 3e-5f, "GPT mesh");
   }
 }
 
