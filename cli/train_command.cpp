@@ -13,6 +13,7 @@
 #include "model/gpt_spec.hpp"
 #include "schedule/schedule.hpp"
 #include "tensor/compute.hpp"
+#include "tensor/matmul.hpp"
 
 namespace ap::cli {
 namespace {
@@ -21,6 +22,9 @@ void run_train(train_options o) {
   std::optional<schedule> user_schedule = check_train_flags(o);  // every check before any work
   set_compute_threads(1);
   train_plan plan = plan_model(o, std::move(user_schedule));
+  if (plan.compute_dtype == dtype::bfloat16 && current_compute_backend() == compute_backend::onednn && !onednn_avx512())
+    std::cerr << "bf16: this machine's processor has no AVX-512, so oneDNN makes no bf16 products here: they run in "
+                 "fp32 on the bf16 values (the same results up to the order of sums; the memory saved, not the time)\n";
   std::unique_ptr<step_runner> mesh;
   if (o.auto_config) {  // measured on the data, so the data comes first; --auto only picks a split that works
     plan_data(o, plan);

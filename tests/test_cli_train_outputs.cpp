@@ -1,9 +1,11 @@
 // What `actorpipe train` writes besides the model: the JSON line's loss keys, the loss curve (--plot), no
-// progress line when stderr is not a terminal, --layers-per-chunk with commas and spaces, --timeline, the default split.
+// progress line when stderr is not a terminal, --layers-per-chunk with commas and spaces, --timeline, the default split,
+// bf16 on a processor without bf16 products.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -13,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "node_process.hpp"
+#include "tensor/matmul.hpp"
 #include "test_support.hpp"
 
 using namespace ap;
@@ -253,4 +256,17 @@ TEST_CASE("train splits by parameters unless told (Note [default partition]): a 
   const auto uniform = split({"--partition", "uniform"});
   CHECK(uniform.first == "uniform");
   CHECK(uniform.second == nlohmann::json::array({3, 3, 2, 2}));
+}
+
+TEST_CASE("train --dtype bf16 trains on any processor and says where oneDNN makes no bf16 products (no AVX-512)") {
+  // Note [bf16 without AVX-512] in tensor/matmul_onednn.cpp: the line on this machine's kind of processor only.
+  const std::string no_bf16 = "this machine's processor has no AVX-512";
+  const train_run bf16 = run_train({actorpipe, "train", "--dtype", "bf16", "--stages", "2", "--train-limit", "256",
+                                    "--batch-size", "64", "--epochs", "1"});
+  INFO(bf16.err);
+  CHECK(bf16.out.at("dtype") == "bfloat16");
+  CHECK(std::isfinite(bf16.out.at("last_step_loss").get<double>()));
+  CHECK(test::contains(bf16.err, no_bf16) == !onednn_avx512());
+  const train_run fp32 = run_train({actorpipe, "train", "--train-limit", "256", "--batch-size", "64", "--epochs", "1"});
+  CHECK_FALSE(test::contains(fp32.err, no_bf16));
 }
