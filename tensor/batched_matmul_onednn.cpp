@@ -3,7 +3,6 @@
 #include <map>
 #include <omp.h>
 #include <tuple>
-#include <vector>
 
 #include "tensor/batched_matmul.hpp"
 #include "tensor/matmul.hpp"
@@ -77,11 +76,8 @@ void batched_gemm_onednn(bool transpose_a, bool transpose_b, std::size_t batch, 
 void batched_gemm_onednn(bool transpose_a, bool transpose_b, std::size_t batch, std::size_t m, std::size_t n,
                          std::size_t k, float alpha, const bfloat16* a, const bfloat16* b, float beta, float* c) {
   if (onednn_avx512()) return run(transpose_a, transpose_b, batch, m, n, k, alpha, a, b, beta, c, dt::bf16);
-  thread_local std::vector<float> wide_a, wide_b;  // Note [bf16 without AVX-512] in matmul_onednn.cpp
-  wide_a.resize(batch * m * k), wide_b.resize(batch * k * n);
-  to_float(a, wide_a.data(), wide_a.size());
-  to_float(b, wide_b.data(), wide_b.size());
-  run(transpose_a, transpose_b, batch, m, n, k, alpha, wide_a.data(), wide_b.data(), beta, c, dt::f32);
+  const auto wide = onednn::widen(a, batch * m * k, b, batch * k * n);  // Note [bf16 without AVX-512] in matmul_onednn.cpp
+  run(transpose_a, transpose_b, batch, m, n, k, alpha, wide.a, wide.b, beta, c, dt::f32);
 }
 
 }  // namespace ap

@@ -45,7 +45,6 @@
 #include <map>
 #include <omp.h>
 #include <tuple>
-#include <vector>
 
 #include "tensor/matmul.hpp"
 #include "tensor/onednn_context.hpp"
@@ -184,11 +183,8 @@ bool onednn_avx512() {
 void gemm_onednn(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
                  const bfloat16* a, const bfloat16* b, float beta, float* c) {
   if (onednn_avx512()) return run(transpose_a, transpose_b, m, n, k, alpha, a, b, beta, c, dt::bf16);
-  thread_local std::vector<float> wide_a, wide_b;  // Note [bf16 without AVX-512]
-  wide_a.resize(m * k), wide_b.resize(k * n);
-  to_float(a, wide_a.data(), wide_a.size());
-  to_float(b, wide_b.data(), wide_b.size());
-  run(transpose_a, transpose_b, m, n, k, alpha, wide_a.data(), wide_b.data(), beta, c, dt::f32);
+  const auto wide = onednn::widen(a, m * k, b, k * n);  // Note [bf16 without AVX-512]
+  run(transpose_a, transpose_b, m, n, k, alpha, wide.a, wide.b, beta, c, dt::f32);
 }
 
 }  // namespace ap

@@ -3,6 +3,9 @@
 #pragma once
 
 #include <oneapi/dnnl/dnnl.hpp>
+#include <vector>
+
+#include "tensor/bfloat16.hpp"
 
 namespace ap::onednn {
 
@@ -25,6 +28,20 @@ inline dnnl::engine& engine() {
 inline dnnl::stream& stream() {
   thread_local dnnl::stream s(engine());
   return s;
+}
+
+// Note [bf16 without AVX-512] (matmul_onednn.cpp): a bf16 product's operands widened to fp32 (exact), in
+// buffers of the calling thread kept for its next product.
+struct widened_operands {
+  const float* a;
+  const float* b;
+};
+inline widened_operands widen(const bfloat16* a, std::size_t a_count, const bfloat16* b, std::size_t b_count) {
+  thread_local std::vector<float> wide_a, wide_b;
+  wide_a.resize(a_count), wide_b.resize(b_count);
+  to_float(a, wide_a.data(), a_count);
+  to_float(b, wide_b.data(), b_count);
+  return {wide_a.data(), wide_b.data()};
 }
 
 }  // namespace ap::onednn
