@@ -76,7 +76,8 @@ void batched_gemm_onednn(bool transpose_a, bool transpose_b, std::size_t batch, 
 void batched_gemm_onednn(bool transpose_a, bool transpose_b, std::size_t batch, std::size_t m, std::size_t n,
                          std::size_t k, float alpha, const bfloat16* a, const bfloat16* b, float beta, float* c) {
   if (onednn_avx512()) return run(transpose_a, transpose_b, batch, m, n, k, alpha, a, b, beta, c, dt::bf16);
-  const auto wide = onednn::widen(a, batch * m * k, b, batch * k * n);  // Note [bf16 without AVX-512] in matmul_onednn.cpp
+  // Note [bf16 without AVX-512] in matmul_onednn.cpp
+  const auto wide = onednn::widen(a, batch * m * k, b, batch * k * n);
   run(transpose_a, transpose_b, batch, m, n, k, alpha, wide.a, wide.b, beta, c, dt::f32);
 }
 

@@ -37,10 +37,11 @@
 // runs the fp32 primitive: the exact products of the bf16 values summed in fp32, what the bf16 kernels compute
 // up to the order of the sum, and what gemm_reference computes. bf16 keeps what it saves in memory and on the
 // wire (stashes, activations, gradients between stages), not the speed of native bf16 products.
-// There, too, fp32 products run on oneDNN's AVX2 gemm (`gemm:jit`, not the brgemm kernels above), whose sums are
-// blocked by the product's shape and its team's plan: bits then change with the thread count and the bands
-// (the dX of a 256 -> 768 linear layer over 2,048 rows, on 2 threads), the same sums rounded in another order. Bit-exact runs compare like
-// with like there (the same threads per rank); test_model_op_threads checks products within a relative 1e-5.
+// There, too, fp32 products run on oneDNN's AVX2 gemm (`gemm:jit`, not the brgemm kernels above), whose sums
+// are blocked by the product's shape and its team's plan: bits then change with the thread count and the bands
+// (the dX of a 256 -> 768 linear layer over 2,048 rows, on 2 threads), the same sums rounded in another order.
+// Bit-exact runs compare like with like there (the same threads per rank); test_model_op_threads checks
+// products within a relative 1e-5.
 #include <exception>
 #include <map>
 #include <omp.h>

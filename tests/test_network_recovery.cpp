@@ -253,7 +253,8 @@ void lost_before_first_step(Make make, const std::string& placed_again) {
   std::vector<float> expected;
   {
     auto uninterrupted = make(o);
-    for (int s = 0; s < steps; ++s) expected.push_back(uninterrupted->train_step(d.inputs, d.labels, static_cast<std::uint64_t>(s)));
+    for (int s = 0; s < steps; ++s)
+      expected.push_back(uninterrupted->train_step(d.inputs, d.labels, static_cast<std::uint64_t>(s)));
   }
   auto pipe = make(o);
   second->process().kill9();  // placed, not yet snapshotted
@@ -288,8 +289,9 @@ TEST_CASE("a node lost before the first step: the stages are placed again from s
 }
 
 TEST_CASE("the same with two data-parallel replicas: every replica placed again with its first weights") {
-  lost_before_first_step([](const pipeline_options& o) { return std::make_unique<data_parallel_pipeline>(slow_model(), o, 2); },
-                         "before any step: placing every replica again");
+  lost_before_first_step(
+      [](const pipeline_options& o) { return std::make_unique<data_parallel_pipeline>(slow_model(), o, 2); },
+      "before any step: placing every replica again");
 }
 
 TEST_CASE("a lost node that does not come back within restart_wait fails the step, naming it and the wait") {
