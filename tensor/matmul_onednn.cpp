@@ -161,24 +161,27 @@ void run(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::
   if (failure) std::rethrow_exception(failure);
 }
 
+// Whether oneDNN runs `wanted`'s kernels here. The ISA values are bit sets: each holds every bit of those below it.
+bool runs_isa(dnnl::cpu_isa wanted) {
+  const auto bits = static_cast<unsigned>(wanted);
+  return (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & bits) == bits;
+}
+
 }  // namespace
 
 bool onednn_uses_amx() {
-  // The ISA values are bit sets: AMX's holds every AVX-512 bit below it.
-  const auto wanted = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_amx);
-  static const bool amx = (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & wanted) == wanted;
+  static const bool amx = runs_isa(dnnl::cpu_isa::avx512_core_amx);
   return amx;
+}
+
+bool onednn_avx512() {
+  static const bool avx512 = runs_isa(dnnl::cpu_isa::avx512_core);
+  return avx512;
 }
 
 void gemm_onednn(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
                  const float* a, const float* b, float beta, float* c) {
   run(transpose_a, transpose_b, m, n, k, alpha, a, b, beta, c, dt::f32);
-}
-
-bool onednn_avx512() {
-  const auto wanted = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
-  static const bool avx512 = (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & wanted) == wanted;
-  return avx512;
 }
 
 void gemm_onednn(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
