@@ -1,8 +1,8 @@
-// Neural-network ops besides the matrix product, on the compute backend (Note [compute backends]): where
-// oneDNN measured faster than our loops, it runs them; the loops are the reference path.
-// Measured here (one thread, fp32, (256, 2048), loaded machine): GELU forward 0.4 ms on oneDNN's JIT vs
-// ~66 ms for the scalar std::tanh loop, backward 0.6 vs ~80 ms; layer norm forward 0.15 vs 1.1 ms. ReLU is a
-// tie (0.056 vs 0.058 ms: memory-bound), so it stays a plain loop in model/relu.cpp.
+// Neural-network ops besides the matrix product. Layer norm forward runs on the compute backend (Note [compute
+// backends]): oneDNN measured faster than our loop (one thread, fp32, (256, 2048): 0.15 vs 1.1 ms), and the loop
+// is the reference path. GELU is a vector loop on either backend (Note [GELU on vector lanes] in nn_ops.cpp: on
+// an AVX2 processor 3.6-5x oneDNN's kernel), checked against the scalar std::tanh loop. ReLU measured a tie
+// against oneDNN (0.056 vs 0.058 ms: memory-bound), so it stays a plain loop in model/relu.cpp.
 #pragma once
 
 #include <cstddef>
@@ -19,14 +19,13 @@ void gelu_backward(const float* x, const float* dy, float* dx, std::size_t n);
 void layer_norm_forward(const float* x, const float* gamma, const float* beta, float eps, std::size_t rows,
                         std::size_t cols, float* y, float* mean, float* rstd);
 
-// The same ops on a named backend (tests compare the two). The *_onednn ones throw std::logic_error in a
-// build without oneDNN.
+// GELU with std::tanh, one element at a time: what the tests check gelu_forward and gelu_backward against.
 void gelu_forward_reference(const float* x, float* y, std::size_t n);
 void gelu_backward_reference(const float* x, const float* dy, float* dx, std::size_t n);
+// Layer norm on a named backend (tests compare the two). The _onednn one throws std::logic_error in a build
+// without oneDNN.
 void layer_norm_forward_reference(const float* x, const float* gamma, const float* beta, float eps, std::size_t rows,
                                   std::size_t cols, float* y, float* mean, float* rstd);
-void gelu_forward_onednn(const float* x, float* y, std::size_t n);
-void gelu_backward_onednn(const float* x, const float* dy, float* dx, std::size_t n);
 void layer_norm_forward_onednn(const float* x, const float* gamma, const float* beta, float eps, std::size_t rows,
                                std::size_t cols, float* y, float* mean, float* rstd);
 

@@ -1,5 +1,5 @@
-// GELU and layer norm on oneDNN primitives (jit:avx512_core eltwise; simple_layer_normalization), cached per
-// thread and shape like the matmuls (Note [primitive cache per thread] in matmul_onednn.cpp).
+// Layer norm forward on oneDNN's primitive (simple_layer_normalization), cached per thread and shape like the
+// matmuls (Note [primitive cache per thread] in matmul_onednn.cpp).
 #include <cmath>
 #include <map>
 #include <omp.h>
@@ -17,34 +17,7 @@ using tag = dnnl::memory::format_tag;
 using onednn::engine;
 using onednn::stream;
 
-dnnl::memory::desc flat(std::size_t n) {
-  return dnnl::memory::desc({static_cast<dnnl::memory::dim>(n)}, dt::f32, tag::a);
-}
-
 dnnl::memory at(const dnnl::memory::desc& md, const float* p) { return dnnl::memory(md, engine(), const_cast<float*>(p)); }
-
-struct gelu_primitives {
-  dnnl::memory::desc md;
-  dnnl::eltwise_forward forward;
-  dnnl::eltwise_backward backward;
-};
-
-gelu_primitives& gelu_for(std::size_t n) {
-  thread_local std::map<std::pair<std::size_t, int>, gelu_primitives> cache;
-  const auto key = std::make_pair(n, omp_get_max_threads());
-  auto it = cache.find(key);
-  if (it == cache.end()) {
-    onednn::make_room(cache);  // Note [bounded primitive caches]
-    const auto md = flat(n);
-    const dnnl::eltwise_forward::primitive_desc fpd(
-        dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::eltwise_gelu_tanh, md, 0.f, 0.f),
-        engine());
-    const dnnl::eltwise_backward::primitive_desc bpd(
-        dnnl::eltwise_backward::desc(dnnl::algorithm::eltwise_gelu_tanh, md, md, 0.f, 0.f), engine(), fpd);
-    it = cache.emplace(key, gelu_primitives{md, dnnl::eltwise_forward(fpd), dnnl::eltwise_backward(bpd)}).first;
-  }
-  return it->second;
-}
 
 struct layer_norm_primitive {
   dnnl::memory::desc data, stats, weights;
@@ -69,21 +42,6 @@ layer_norm_primitive& layer_norm_for(std::size_t rows, std::size_t cols, float e
 }
 
 }  // namespace
-
-void gelu_forward_onednn(const float* x, float* y, std::size_t n) {
-  if (n == 0) return;
-  auto& g = gelu_for(n);
-  g.forward.execute(stream(), {{DNNL_ARG_SRC, at(g.md, x)}, {DNNL_ARG_DST, at(g.md, y)}});
-  stream().wait();
-}
-
-void gelu_backward_onednn(const float* x, const float* dy, float* dx, std::size_t n) {
-  if (n == 0) return;
-  auto& g = gelu_for(n);
-  g.backward.execute(stream(), {{DNNL_ARG_SRC, at(g.md, x)}, {DNNL_ARG_DIFF_DST, at(g.md, dy)},
-                                {DNNL_ARG_DIFF_SRC, at(g.md, dx)}});
-  stream().wait();
-}
 
 void layer_norm_forward_onednn(const float* x, const float* gamma, const float* beta, float eps, std::size_t rows,
                                std::size_t cols, float* y, float* mean, float* rstd) {

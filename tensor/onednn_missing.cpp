@@ -32,8 +32,6 @@ void batched_gemm_onednn(bool, bool, std::size_t, std::size_t, std::size_t, std:
                          const bfloat16*, float, float*) {
   missing("batched_gemm_onednn");
 }
-void gelu_forward_onednn(const float*, float*, std::size_t) { missing("gelu_forward_onednn"); }
-void gelu_backward_onednn(const float*, const float*, float*, std::size_t) { missing("gelu_backward_onednn"); }
 void layer_norm_forward_onednn(const float*, const float*, const float*, float, std::size_t, std::size_t, float*,
                                float*, float*) {
   missing("layer_norm_forward_onednn");

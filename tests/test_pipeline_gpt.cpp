@@ -1,6 +1,7 @@
 // A GPT through the pipeline: every schedule (GPipe, 1F1B, ZB-H1, interleaved) on 1..4 stages with unequal
 // microbatches, every partition method, and stages on 2 `actorpipe node` processes give the parameters of
-// single-process training (1e-5); a GPT checkpoint resumes and reshards to another stage count.
+// single-process training (losses within 1e-5, weights within weight_tolerance); a GPT checkpoint resumes and reshards
+// to another stage count.
 #include <doctest/doctest.h>
 
 #include "actors/data_parallel_pipeline.hpp"
@@ -18,6 +19,11 @@ namespace {
 
 const char* const tiny_gpt = "gpt:layers=2,dim=16,heads=2,context=8";  // 6 elements: 4 stages, or 3 x 2 chunks
 constexpr int steps = 3;
+// Microbatches sum a weight's gradient in another order than the whole batch does, and Adam (eps 1e-6, below)
+// moves a weight whose gradient is far below eps by lr g / eps: 1e4 times its rounding. One weight of 1,024
+// (an MLP unit this batch barely uses) then ends 1.27e-5 off after 3 steps on an AVX2 processor, whose products
+// round by shape as well (Note [bf16 without AVX-512]); a wrong schedule or split moves weights by ~lr (1e-2).
+constexpr float weight_tolerance = 3e-5f;
 
 sequential make_gpt(std::uint64_t seed = 7, const char* spec = tiny_gpt) {
   return sequential::from_spec(spec, sequential_options{"relu", seed});
@@ -79,17 +85,19 @@ TEST_CASE("GPT: every schedule on 1..4 stages with unequal microbatches equals s
     for (int stages = 1; stages <= 4; ++stages)
       for (int m : {3, 4}) {
         run_result piped = train_pipeline(d, options(sched, stages, m));
-        test::check_same_run(piped, single, 1e-5f, 1e-5, sched + " p=" + std::to_string(stages) + " m=" + std::to_string(m));
+        test::check_same_run(piped, single, weight_tolerance, 1e-5,
+                             sched + " p=" + std::to_string(stages) + " m=" + std::to_string(m));
       }
   for (const auto& [stages, m] : {std::pair{2, 4}, std::pair{3, 3}}) {
     run_result piped = train_pipeline(d, options("interleaved", stages, m, 2));
-    test::check_same_run(piped, single, 1e-5f, 1e-5, "interleaved v=2 p=" + std::to_string(stages) + " m=" + std::to_string(m));
+    test::check_same_run(piped, single, weight_tolerance, 1e-5,
+                         "interleaved v=2 p=" + std::to_string(stages) + " m=" + std::to_string(m));
   }
   // 4 stages x 2 chunks need 8 elements: 4 decoder blocks.
   const char* const four_blocks = "gpt:layers=4,dim=16,heads=2,context=8";
   run_result single4 = train_single(d, four_blocks);
   run_result piped4 = train_pipeline(d, options("interleaved", 4, 4, 2), four_blocks);
-  test::check_same_run(piped4, single4, 1e-5f, 1e-5, "interleaved v=2 p=4 m=4, 4 blocks");
+  test::check_same_run(piped4, single4, weight_tolerance, 1e-5, "interleaved v=2 p=4 m=4, 4 blocks");
 }
 
 TEST_CASE("GPT: the parameter and time partitions split whole decoder blocks and train as one process") {
@@ -105,7 +113,7 @@ TEST_CASE("GPT: the parameter and time partitions split whole decoder blocks and
     for (std::size_t c : o.layers_per_chunk) total += c;
     CHECK(total == 6);
     run_result piped = train_pipeline(d, o);
-    test::check_same_run(piped, single, 1e-5f, 1e-5, "partition " + to_string(method));
+    test::check_same_run(piped, single, weight_tolerance, 1e-5, "partition " + to_string(method));
   }
 }
 
@@ -132,13 +140,13 @@ TEST_CASE("GPT checkpoint: 2 stages save, 3 stages (and one process) resume to t
   CHECK(second.load_checkpoint(path).model_spec == tiny_gpt);
   for (int s = 2; s < 4; ++s) second.train_step(d.inputs, d.labels, s);
   sequential resumed = second.gather_model();
-  test::check_same_parameters(resumed, reference, 1e-5f, "3 stages resumed from 2");
+  test::check_same_parameters(resumed, reference, weight_tolerance, "3 stages resumed from 2");
 
   sequential single = make_gpt(/*seed=*/99);
   local_runner runner(single, adamw());
   CHECK(runner.load_checkpoint(path).step == 2);
   for (int s = 2; s < 4; ++s) runner.train_step(d.inputs, d.labels, s);
-  test::check_same_parameters(single, reference, 1e-5f, "one process resumed from 2 stages");
+  test::check_same_parameters(single, reference, weight_tolerance, "one process resumed from 2 stages");
 }
 
 TEST_CASE("GPT on 2 node processes equals one process (1F1B, ZB-H1, interleaved)") {
@@ -150,7 +158,8 @@ TEST_CASE("GPT on 2 node processes equals one process (1F1B, ZB-H1, interleaved)
     o.nodes = {a.address(), b.address()};
     o.security = test::tls_security();
     run_result remote = train_pipeline(d, o);
-    test::check_same_run(remote, single, 1e-5f, 1e-5, o.schedule + " p=" + std::to_string(o.stages) + " on 2 nodes");
+    test::check_same_run(remote, single, weight_tolerance, 1e-5,
+                         o.schedule + " p=" + std::to_string(o.stages) + " on 2 nodes");
   }
 }
 
@@ -248,6 +257,6 @@ TEST_CASE("GPT over mixed sequence lengths: pipelines and a T = 2 mesh equal one
       CHECK(pipe.train_step(batches[s].inputs, batches[s].labels, s) == doctest::Approx(expected).epsilon(1e-5));
     }
     sequential gathered = pipe.gather_model();
-    test::check_same_parameters(gathered, reference, 1e-5f, "mixed lengths");
+    test::check_same_parameters(gathered, reference, weight_tolerance, "mixed lengths");
   }
 }
