@@ -21,8 +21,9 @@ bool on_onednn() { return current_compute_backend() == compute_backend::onednn; 
 // The derivative is s + 2 x s (1 - s) u', with 1 - s the other of the two quotients. oneDNN's eltwise
 // gelu_tanh did this before; on an AVX2 processor (2-vCPU AMD EPYC, oneDNN 2.6's jit:avx2) it took 45-48 ms
 // forward and 47-49 ms backward for the GPT's 8,192 x 1,024 on one thread, this loop 9.1 and 13.1 ms (3 runs
-// alternating in one program), with the same error against double tanh (3.7e-7 and 2.8e-7 at most). On
-// AVX-512, oneDNN had measured 0.76 ns an element; this loop is memory-bound there as oneDNN's is.
+// alternating in one program), with the same error against double tanh (3.7e-7 and 2.8e-7 at most). Not yet
+// measured on AVX-512, where oneDNN's kernel took 0.76 ns an element (commit 0933381): there this loop runs on 16
+// lanes; bench_ops' gelu rows show it on the next such machine.
 void gelu_forward(const float* x, float* y, std::size_t n) {
   const auto count = static_cast<std::ptrdiff_t>(n);
 #pragma omp parallel for simd schedule(static) if (count >= parallel_elements)  // Note [parallel element loops]
