@@ -1,7 +1,7 @@
 // A GPT through the pipeline: every schedule (GPipe, 1F1B, ZB-H1, interleaved) on 1..4 stages with unequal
 // microbatches, every partition method, and stages on 2 `actorpipe node` processes give the parameters of
-// single-process training (losses within 1e-5, weights within weight_tolerance); a GPT checkpoint resumes and reshards
-// to another stage count.
+// single-process training (losses within 1e-5, weights within weight_tolerance); a GPT checkpoint resumes and
+// reshards to another stage count.
 #include <doctest/doctest.h>
 
 #include "actors/data_parallel_pipeline.hpp"
