@@ -13,6 +13,17 @@ constexpr float gelu_cubic = 0.044715f;
 
 bool on_onednn() { return current_compute_backend() == compute_backend::onednn; }
 
+// sigmoid(2u) and 1 - sigmoid(2u) for GELU's u = sqrt(2/pi) (v + 0.044715 v^3), each as its own quotient
+// (Note [GELU on vector lanes]).
+struct gelu_sigmoids {
+  float s, rest;
+};
+inline gelu_sigmoids gelu_sigmoid(float v) {
+  const float u = gelu_scale * (v + gelu_cubic * v * v * v);
+  const float e = exp_nonpositive(-2.0f * std::fabs(u)), inv = 1.0f / (1.0f + e);
+  return u >= 0.0f ? gelu_sigmoids{inv, e * inv} : gelu_sigmoids{e * inv, inv};
+}
+
 }  // namespace
 
 // Note [GELU on vector lanes]: 0.5 (1 + tanh(u)) is the logistic sigmoid of 2u, so with e = e^(-2|u|) (in
@@ -27,20 +38,15 @@ bool on_onednn() { return current_compute_backend() == compute_backend::onednn; 
 void gelu_forward(const float* x, float* y, std::size_t n) {
   const auto count = static_cast<std::ptrdiff_t>(n);
 #pragma omp parallel for simd schedule(static) if (count >= parallel_elements)  // Note [parallel element loops]
-  for (std::ptrdiff_t i = 0; i < count; ++i) {
-    const float v = x[i], u = gelu_scale * (v + gelu_cubic * v * v * v);
-    const float e = exp_nonpositive(-2.0f * std::fabs(u)), inv = 1.0f / (1.0f + e);
-    y[i] = v * (u >= 0.0f ? inv : e * inv);
-  }
+  for (std::ptrdiff_t i = 0; i < count; ++i) y[i] = x[i] * gelu_sigmoid(x[i]).s;
 }
 
 void gelu_backward(const float* x, const float* dy, float* dx, std::size_t n) {
   const auto count = static_cast<std::ptrdiff_t>(n);
 #pragma omp parallel for simd schedule(static) if (count >= parallel_elements)
   for (std::ptrdiff_t i = 0; i < count; ++i) {
-    const float v = x[i], u = gelu_scale * (v + gelu_cubic * v * v * v);
-    const float e = exp_nonpositive(-2.0f * std::fabs(u)), inv = 1.0f / (1.0f + e);
-    const float s = u >= 0.0f ? inv : e * inv, rest = u >= 0.0f ? e * inv : inv;  // sigmoid(2u), 1 - it
+    const float v = x[i];
+    const auto [s, rest] = gelu_sigmoid(v);
     dx[i] = (s + 2.0f * v * s * rest * gelu_scale * (1.0f + 3.0f * gelu_cubic * v * v)) * dy[i];
   }
 }
