@@ -71,6 +71,12 @@ int main(int argc, char** argv) {
   std::printf("bench_gemm: oneDNN fp32 / bf16 vs the xtensor-blas reference (OpenBLAS), 1 thread, median of %d "
               "repeats\nload average before: %s\n\n",
               repeats, load_before.c_str());
+  // Without AVX-512, gemm_onednn's fp32 products are OpenBLAS's in bands of rows (Note [fp32 products on
+  // OpenBLAS without AVX-512] in tensor/matmul_onednn.cpp): its column then measures those.
+  const char* fp32_path = ap::onednn_avx512() ? "onednn" : "openblas";
+  if (!ap::onednn_avx512())
+    std::printf("no AVX-512 here: the 'dnnl f32' column is the fast path's fp32 product, OpenBLAS in bands of "
+                "rows, and bf16 widens to it\n\n");
   std::printf("%-6s %4s %-4s %5s %5s %5s | %9s %9s %9s | %8s %8s\n", "model", "M", "op", "m", "n", "k",
               "dnnl f32", "dnnl bf16", "ref f32", "f32/ref", "bf16/f32");
 
@@ -135,7 +141,7 @@ int main(int argc, char** argv) {
   }
   const std::string load_after = load_average();
   std::printf("load average after: %s\n", load_after.c_str());
-  nlohmann::json out = {{"bench", "bench_gemm"}, {"repeats", repeats}, {"threads", 1},
+  nlohmann::json out = {{"bench", "bench_gemm"}, {"repeats", repeats}, {"threads", 1}, {"fp32_fast_path", fp32_path},
                         {"load_average_before", load_before}, {"load_average_after", load_after},
                         {"totals", totals}, {"results", rows}};
   std::printf("%s\n", out.dump().c_str());

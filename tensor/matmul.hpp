@@ -1,5 +1,6 @@
-// Matrix products on the compute backend (Note [compute backends] in compute.hpp): oneDNN's matmul primitive,
-// or xtensor-blas (OpenBLAS sgemm) as the reference. fp32, and bf16 inputs with fp32 accumulation and output.
+// Matrix products on the compute backend (Note [compute backends] in compute.hpp): oneDNN's matmul primitive
+// (OpenBLAS's sgemm in bands where oneDNN has no AVX-512 kernels), or xtensor-blas (OpenBLAS sgemm) as the
+// reference. fp32, and bf16 inputs with fp32 accumulation and output.
 #pragma once
 
 #include <cstddef>
@@ -34,8 +35,9 @@ void gemm_onednn(bool transpose_a, bool transpose_b, std::size_t m, std::size_t 
 // among the team] in matmul_onednn.cpp).
 bool onednn_uses_amx();
 // oneDNN runs its AVX-512 kernels on this processor (false on an AVX2 one and without oneDNN). Without them
-// it makes no bf16 products, so bf16 products widen their inputs to fp32 first, and its fp32 products' bits
-// depend on the thread count (Note [bf16 without AVX-512] in matmul_onednn.cpp).
+// it makes no bf16 products, so bf16 products widen their inputs to fp32 first (Note [bf16 without AVX-512] in
+// matmul_onednn.cpp), and gemm_onednn's fp32 products run on OpenBLAS (Note [fp32 products on OpenBLAS without
+// AVX-512]); attention's batched products stay on oneDNN's AVX2 gemm, whose bits depend on the thread count.
 bool onednn_avx512();
 
 // out = op(a) @ op(b) for 2-D views (rows(), cols()) of any-rank tensors; shapes are checked and named.

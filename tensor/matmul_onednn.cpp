@@ -1,4 +1,5 @@
-// The products on oneDNN's matmul primitive (brgemm kernels: avx512_core for fp32, avx512_core_bf16 for bf16).
+// The products on oneDNN's matmul primitive (brgemm kernels: avx512_core for fp32, avx512_core_bf16 for bf16);
+// on a processor without AVX-512, fp32 products on OpenBLAS (Note [fp32 products on OpenBLAS without AVX-512]).
 //
 // Note [primitive cache per thread]: creating a matmul primitive costs far more than running it (toolchain
 // notes), so each is created once per (shape, transposes, dtype, alpha, beta, threads) and kept. The cache is
@@ -34,18 +35,37 @@
 // and up: its data type support check); on an AVX2 one (AMD Zen 2 and 3, Intel's client cores) every bf16
 // matmul is refused with "could not create a primitive descriptor iterator", and bf16 training stopped at its
 // first product. There (onednn_avx512() false) a bf16 product widens A and B to fp32, which is exact, and
-// runs the fp32 primitive: the exact products of the bf16 values summed in fp32, what the bf16 kernels compute
-// up to the order of the sum, and what gemm_reference computes. bf16 keeps what it saves in memory and on the
-// wire (stashes, activations, gradients between stages), not the speed of native bf16 products.
-// There, too, fp32 products run on oneDNN's AVX2 gemm (`gemm:jit`, not the brgemm kernels above), whose sums
-// are blocked by the product's shape and its team's plan: bits then change with the thread count and the bands
-// (the dX of a 256 -> 768 linear layer over 2,048 rows, on 2 threads), the same sums rounded in another order.
-// Bit-exact runs compare like with like there (the same threads per rank); test_model_op_threads checks
-// products within a relative 1e-5.
+// runs as an fp32 product (on OpenBLAS, below): the exact products of the bf16 values summed in fp32, what the
+// bf16 kernels compute up to the order of the sum, and what gemm_reference computes. bf16 keeps what it saves in
+// memory and on the wire (stashes, activations, gradients between stages), not the speed of native bf16 products.
+//
+// Note [fp32 products on OpenBLAS without AVX-512]: without AVX-512, oneDNN 2.6 runs fp32 products on its AVX2
+// gemm (`gemm:jit`, not the brgemm kernels above), whose speed depends on where the operands lie: one thread, the
+// GPT's weight gradient 256 x 1024 over 8,192 rows (X^T dY) ran at 32-68 GFLOPS as the three buffers' offsets
+// changed by a few floats, the same product without the transpose at 29-61, and its driver's no-copy kernels
+// (1/M + 1/N >= 0.0038) read a transposed A m floats apart: 1024 x 256 over 8,192 rows at 33. In the GPT's
+// training step the two weight gradients of every MLP took 113-119 ms each (36-38 GFLOPS). OpenBLAS's sgemm, which
+// packs both operands, ran every one of these at 66-80 (all measured on the AMD EPYC 2-vCPU VM, Zen 3, AVX2, with
+// the caches flushed between calls), and the heavy MLP's 256-row products at 72-75 where oneDNN took 41-66. So
+// there fp32 products run on OpenBLAS, one single-threaded call per band of rows of C on each thread of the
+// caller's team (a transposed A's band is a block of its columns). OpenBLAS blocks each sum by K alone, but its
+// kernel for these cores (0.3.21's sgemm_kernel_8x4_haswell_2) takes our rows, its columns, in groups of 12 and
+// the rest with other code: bands cut at multiples of 16 rows gave other last bits in a band's last 4-8 rows,
+// cut at multiples of 24 they gave the bits of one call over all of C (every shape tried: the MLPs' and the
+// GPT's products, A plain or transposed, K from 256 to 8,192), so a rank gets the same bits on any number of
+// threads (test_model_op_threads checks it). Bands of columns gave other bits wherever they were cut; a product
+// of fewer than 48 rows is one call. OpenBLAS's own thread pool stays stopped (Note [OpenBLAS's idle pool] in
+// compute.cpp). The batched products of attention's heads stay on oneDNN (their own primitive).
+#include <algorithm>
+#include <climits>
 #include <exception>
 #include <map>
 #include <omp.h>
+#include <stdexcept>
+#include <string>
 #include <tuple>
+
+#include <cblas.h>
 
 #include "tensor/matmul.hpp"
 #include "tensor/onednn_context.hpp"
@@ -126,6 +146,45 @@ std::size_t band_start(bool transpose_a, std::size_t m, std::size_t band, std::s
   return std::min(m, (even + 8) / 16 * 16);
 }
 
+// Whether fp32 products run on OpenBLAS here: Note [fp32 products on OpenBLAS without AVX-512].
+bool fp32_on_openblas() { return !onednn_avx512(); }
+
+// Bands of rows of C for OpenBLAS start at multiples of this (Note [fp32 products on OpenBLAS without AVX-512]).
+constexpr std::size_t openblas_band_rows = 24;
+
+// How many bands of rows of C an OpenBLAS product is cut into on a team of `team` threads: whole multiples of
+// openblas_band_rows, and only for a product worth a fork (about 30 us of work on one thread; a fork costs 3-4 us
+// on the 2-vCPU VM).
+std::size_t openblas_band_count(std::size_t m, std::size_t n, std::size_t k, int team) {
+  if (team < 2 || double(m) * double(n) * double(k) < double(1 << 20)) return 1;
+  return std::max<std::size_t>(1, std::min(static_cast<std::size_t>(team), m / openblas_band_rows));
+}
+
+// C = alpha op(A) op(B) + beta C on OpenBLAS (Note [fp32 products on OpenBLAS without AVX-512]).
+void run_openblas(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
+                  const float* a, const float* b, float beta, float* c) {
+  if (m > std::size_t(INT_MAX) || n > std::size_t(INT_MAX) || k > std::size_t(INT_MAX))
+    throw std::length_error("matrix product " + std::to_string(m) + " x " + std::to_string(n) + " over " +
+                            std::to_string(k) + ": a dimension exceeds BLAS's int");
+  // Rows [first, last) of C: rows of A, or (A stored transposed, (k, m)) a block of its columns.
+  const auto rows = [&](std::size_t first, std::size_t last) {
+    cblas_sgemm(CblasRowMajor, transpose_a ? CblasTrans : CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans,
+                int(last - first), int(n), int(k), alpha, transpose_a ? a + first : a + first * k,
+                int(transpose_a ? m : k), b, int(transpose_b ? k : n), beta, c + first * n, int(n));
+  };
+  const std::size_t bands = openblas_band_count(m, n, k, omp_in_parallel() ? 1 : omp_get_max_threads());
+  if (bands == 1) return rows(0, m);
+  const auto start = [&](std::size_t band) {
+    // The multiple of openblas_band_rows nearest an even share
+    return band == bands ? m : (m * band / bands + openblas_band_rows / 2) / openblas_band_rows * openblas_band_rows;
+  };
+#pragma omp parallel for num_threads(static_cast<int>(bands)) schedule(static, 1)
+  for (std::ptrdiff_t band = 0; band < std::ptrdiff_t(bands); ++band) {
+    const std::size_t first = start(std::size_t(band)), last = start(std::size_t(band) + 1);
+    if (first < last) rows(first, last);
+  }
+}
+
 void run(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
          const void* a, const void* b, float beta, float* c, dt input) {
   if (m == 0 || n == 0) return;
@@ -133,6 +192,9 @@ void run(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::
     for (std::size_t i = 0; i < m * n; ++i) c[i] = beta == 0.0f ? 0.0f : beta * c[i];
     return;
   }
+  if (input == dt::f32 && fp32_on_openblas())
+    return run_openblas(transpose_a, transpose_b, m, n, k, alpha, static_cast<const float*>(a),
+                        static_cast<const float*>(b), beta, c);
   const std::size_t bands = band_count(transpose_a, m, k, omp_in_parallel() ? 1 : omp_get_max_threads());
   if (bands == 1) {
     run_once(transpose_a, transpose_b, m, n, k, alpha, a, b, beta, c, m, input);
