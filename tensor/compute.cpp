@@ -15,6 +15,7 @@
 
 // From OpenBLAS; declared here rather than by <cblas.h> (which must not meet xtensor-blas, toolchain notes).
 extern "C" void openblas_set_num_threads(int);
+extern "C" int openblas_get_num_threads(void);
 extern "C" int blas_thread_shutdown_(void) __attribute__((weak));  // absent from a serial OpenBLAS
 
 namespace ap {
@@ -22,10 +23,12 @@ namespace {
 
 // Note [OpenBLAS's idle pool]: Debian's OpenBLAS (the pthread build) starts a pool of one thread per core but
 // one when it is loaded, and each of them spins on sched_yield for about 0.1 s before it sleeps: 0.1 s of CPU
-// per core, in every process, just as it starts. We run OpenBLAS (the reference path) on one thread only, so
-// the pool never has work. perf showed the spin in the ranks of bench_allreduce: an eighth of the processes'
+// per core, in every process, just as it starts. We run OpenBLAS (the reference path, and fp32 products without
+// AVX-512: Note [fp32 products on OpenBLAS without AVX-512]) one thread per call, so the pool never has work. perf showed the spin in the ranks of bench_allreduce: an eighth of the processes'
 // samples while the first all-reduces ran. The pool is stopped when this library is loaded (after OpenBLAS's
-// own start-up: it is loaded first), and OpenBLAS starts it again only for a call on several threads.
+// own start-up: it is loaded first), and OpenBLAS starts it again only for a call on several threads, or when
+// openblas_set_num_threads is called (0.3.21 starts the pool before it sets the number, whatever the number):
+// so set_compute_threads sets it only if something changed it from 1.
 const bool openblas_pool_stopped = [] {
   openblas_set_num_threads(1);
   if (blas_thread_shutdown_) blas_thread_shutdown_();
@@ -84,7 +87,7 @@ bool is_compute_rank_thread() { return compute_rank_thread; }
 void set_compute_threads(int threads) {
   if (threads < 1) throw std::invalid_argument("set_compute_threads: need at least 1 thread, got " + std::to_string(threads));
   omp_set_num_threads(threads);
-  openblas_set_num_threads(1);
+  if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);  // process-wide; Note [OpenBLAS's idle pool]
   compute_rank_thread = true;
 }
 

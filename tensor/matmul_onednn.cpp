@@ -46,7 +46,7 @@
 // (1/M + 1/N >= 0.0038) read a transposed A m floats apart: 1024 x 256 over 8,192 rows at 33. In the GPT's
 // training step the two weight gradients of every MLP took 113-119 ms each (36-38 GFLOPS). OpenBLAS's sgemm, which
 // packs both operands, ran every one of these at 66-80 (all measured on the AMD EPYC 2-vCPU VM, Zen 3, AVX2, with
-// the caches flushed between calls), and the heavy MLP's 256-row products at 72-75 where oneDNN took 41-66. So
+// the caches flushed between calls), and the heavy MLP's 256-row products at 72-75 where oneDNN took 38-66. So
 // there fp32 products run on OpenBLAS, one single-threaded call per band of rows of C on each thread of the
 // caller's team (a transposed A's band is a block of its columns). OpenBLAS blocks each sum by K alone, but its
 // kernel for these cores (0.3.21's sgemm_kernel_8x4_haswell_2) takes our rows, its columns, in groups of 12 and

@@ -117,6 +117,12 @@ TEST_CASE("OpenBLAS's thread pool is stopped when the library loads and stays st
   std::vector<float> c(p.m * p.n);
   for (int i = 0; i < 3; ++i) gemm_reference(false, false, p.m, p.n, p.k, 1.0f, a.data(), b.data(), 0.0f, c.data());
   CHECK(blas_server_avail == 0);
+  // And through the fast path's products on a team of 2 (OpenBLAS's, in bands, where there is no AVX-512).
+  if (!onednn_available()) return;
+  set_compute_threads(2);
+  for (int i = 0; i < 3; ++i) gemm_onednn(false, false, p.m, p.n, p.k, 1.0f, a.data(), b.data(), 0.0f, c.data());
+  set_compute_threads(1);
+  CHECK(blas_server_avail == 0);
 }
 
 TEST_CASE("oneDNN fp32 products match the reference (every transpose, accumulate, general alpha/beta)") {
