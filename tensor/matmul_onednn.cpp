@@ -53,9 +53,13 @@
 // the rest with other code: bands cut at multiples of 16 rows gave other last bits in a band's last 4-8 rows,
 // cut at multiples of 24 they gave the bits of one call over all of C (every shape tried: the MLPs' and the
 // GPT's products, A plain or transposed, K from 256 to 8,192), so a rank gets the same bits on any number of
-// threads (test_model_op_threads checks it). Bands of columns gave other bits wherever they were cut; a product
-// of fewer than 48 rows is one call. OpenBLAS's own thread pool stays stopped (Note [OpenBLAS's idle pool] in
-// compute.cpp). The batched products of attention's heads stay on oneDNN (their own primitive).
+// threads (test_model_op_threads checks it). A product with fewer rows than 24 a thread (a pipeline's microbatch
+// of 32 rows on 2 threads) is cut into bands of columns instead, at multiples of 16, each band packing only its
+// columns of B: one call on one thread ran the heavy MLP's 32-row microbatches 1.3-1.45x slower than oneDNN on
+// two. Bands of columns give other last bits than one call (wherever they were cut), so there a rank's bits
+// depend on its threads, as all of them did on oneDNN's AVX2 gemm. OpenBLAS's own thread pool stays stopped
+// (Note [OpenBLAS's idle pool] in compute.cpp). The batched products of attention's heads stay on oneDNN: on
+// their 128 x 128 x 32 matrices OpenBLAS, one call each, ran at 31-39 GFLOPS against oneDNN's 38-51.
 #include <algorithm>
 #include <climits>
 #include <exception>
@@ -149,15 +153,22 @@ std::size_t band_start(bool transpose_a, std::size_t m, std::size_t band, std::s
 // Whether fp32 products run on OpenBLAS here: Note [fp32 products on OpenBLAS without AVX-512].
 bool fp32_on_openblas() { return !onednn_avx512(); }
 
-// Bands of rows of C for OpenBLAS start at multiples of this (Note [fp32 products on OpenBLAS without AVX-512]).
-constexpr std::size_t openblas_band_rows = 24;
+// Bands of rows of C for OpenBLAS start at multiples of this, bands of columns at multiples of the second (Note
+// [fp32 products on OpenBLAS without AVX-512]).
+constexpr std::size_t openblas_band_rows = 24, openblas_band_columns = 16;
 
-// How many bands of rows of C an OpenBLAS product is cut into on a team of `team` threads: whole multiples of
-// openblas_band_rows, and only for a product worth a fork (about 30 us of work on one thread; a fork costs 3-4 us
-// on the 2-vCPU VM).
-std::size_t openblas_band_count(std::size_t m, std::size_t n, std::size_t k, int team) {
-  if (team < 2 || double(m) * double(n) * double(k) < double(1 << 20)) return 1;
-  return std::max<std::size_t>(1, std::min(static_cast<std::size_t>(team), m / openblas_band_rows));
+// How an OpenBLAS product is cut among a team: `count` bands, of rows (whole multiples of openblas_band_rows,
+// one per thread) where there are rows enough, else of columns; one band for a product not worth a fork (about
+// 30 us of work on one thread; a fork costs 3-4 us on the 2-vCPU VM).
+struct openblas_bands {
+  std::size_t count;
+  bool of_rows;
+};
+openblas_bands openblas_band_plan(std::size_t m, std::size_t n, std::size_t k, int team) {
+  const auto threads = static_cast<std::size_t>(team < 1 ? 1 : team);
+  if (threads < 2 || double(m) * double(n) * double(k) < double(1 << 20)) return {1, true};
+  if (m >= threads * openblas_band_rows) return {threads, true};
+  return {std::max<std::size_t>(1, std::min(threads, n / openblas_band_columns)), false};
 }
 
 // C = alpha op(A) op(B) + beta C on OpenBLAS (Note [fp32 products on OpenBLAS without AVX-512]).
@@ -166,22 +177,27 @@ void run_openblas(bool transpose_a, bool transpose_b, std::size_t m, std::size_t
   if (m > std::size_t(INT_MAX) || n > std::size_t(INT_MAX) || k > std::size_t(INT_MAX))
     throw std::length_error("matrix product " + std::to_string(m) + " x " + std::to_string(n) + " over " +
                             std::to_string(k) + ": a dimension exceeds BLAS's int");
-  // Rows [first, last) of C: rows of A, or (A stored transposed, (k, m)) a block of its columns.
-  const auto rows = [&](std::size_t first, std::size_t last) {
+  // Rows [r0, r1) and columns [c0, c1) of C: rows of A (or, stored transposed (k, m), a block of its columns),
+  // columns of B (or, stored transposed (n, k), a block of its rows).
+  const auto block = [&](std::size_t r0, std::size_t r1, std::size_t c0, std::size_t c1) {
     cblas_sgemm(CblasRowMajor, transpose_a ? CblasTrans : CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans,
-                int(last - first), int(n), int(k), alpha, transpose_a ? a + first : a + first * k,
-                int(transpose_a ? m : k), b, int(transpose_b ? k : n), beta, c + first * n, int(n));
+                int(r1 - r0), int(c1 - c0), int(k), alpha, transpose_a ? a + r0 : a + r0 * k, int(transpose_a ? m : k),
+                transpose_b ? b + c0 * k : b + c0, int(transpose_b ? k : n), beta, c + r0 * n + c0, int(n));
   };
-  const std::size_t bands = openblas_band_count(m, n, k, omp_in_parallel() ? 1 : omp_get_max_threads());
-  if (bands == 1) return rows(0, m);
-  const auto start = [&](std::size_t band) {
-    // The multiple of openblas_band_rows nearest an even share
-    return band == bands ? m : (m * band / bands + openblas_band_rows / 2) / openblas_band_rows * openblas_band_rows;
+  const openblas_bands bands = openblas_band_plan(m, n, k, omp_in_parallel() ? 1 : omp_get_max_threads());
+  if (bands.count == 1) return block(0, m, 0, n);
+  const std::size_t extent = bands.of_rows ? m : n, unit = bands.of_rows ? openblas_band_rows : openblas_band_columns;
+  const auto start = [&](std::size_t band) {  // the multiple of `unit` nearest an even share
+    return band == bands.count ? extent : (extent * band / bands.count + unit / 2) / unit * unit;
   };
-#pragma omp parallel for num_threads(static_cast<int>(bands)) schedule(static, 1)
-  for (std::ptrdiff_t band = 0; band < std::ptrdiff_t(bands); ++band) {
+#pragma omp parallel for num_threads(static_cast<int>(bands.count)) schedule(static, 1)
+  for (std::ptrdiff_t band = 0; band < std::ptrdiff_t(bands.count); ++band) {
     const std::size_t first = start(std::size_t(band)), last = start(std::size_t(band) + 1);
-    if (first < last) rows(first, last);
+    if (first >= last) continue;
+    if (bands.of_rows)
+      block(first, last, 0, n);
+    else
+      block(0, m, first, last);
   }
 }
 
