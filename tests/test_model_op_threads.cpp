@@ -251,8 +251,8 @@ TEST_CASE("layers: same bits on 1, 2 and 3 threads (forward, dx fresh and accumu
         l.set_compute_dtype(type);
         const tensor x = random_tensor({p.rows, p.in}, 24), dy = random_tensor({p.rows, p.out}, 25);
         // y, dx, dx again exact; the gradients too, but for a bf16 one longer than 256 rows on AMX. Without
-        // AVX-512 the products run on OpenBLAS in bands of 24-row multiples: all exact too (Note [fp32 products on
-        // OpenBLAS without AVX-512]).
+        // AVX-512 the products run on OpenBLAS in bands of rows (each product here has 24 rows a thread or more):
+        // all exact too (Note [fp32 products on OpenBLAS without AVX-512]).
         const bool amx_sum = type == dtype::bfloat16 && p.rows > 256 && onednn_uses_amx();
         const std::size_t exact = amx_sum ? 3 : std::size_t(-1);
         check_threads("linear " + std::to_string(p.rows) + "x" + std::to_string(p.in) + "x" + std::to_string(p.out) +
