@@ -31,6 +31,15 @@ shape_t with_last_axis(const tensor& x, std::size_t width) {
   return shape;
 }
 
+// C = alpha op(a) op(w) + beta C for a bfloat16 `a` and the weights as weight_bf16() holds them.
+void product_with_weights(bool transpose_w, std::size_t m, std::size_t n, std::size_t k, const tensor& a,
+                          const tensor& w, float beta, float* c) {
+  if (w.type() == dtype::bfloat16)
+    gemm(false, transpose_w, m, n, k, 1.0f, a.bf16_data(), w.bf16_data(), beta, c);
+  else
+    gemm_widened_b(false, transpose_w, m, n, k, 1.0f, a.bf16_data(), w.data(), beta, c);
+}
+
 }  // namespace
 
 tensor linear::forward(const tensor& x, layer_cache& cache, const forward_context&) const {
@@ -56,7 +65,7 @@ tensor linear::forward_keeping(const tensor& x, tensor* owned, layer_cache& cach
   if (compute_dtype() == dtype::bfloat16) {  // Note [compute dtype]: bf16 x and W, fp32 accumulation and y
     stash_as(s.x, x, dtype::bfloat16);
     const tensor& xs = s.x;
-    gemm(false, false, n, out_, in_, 1.0f, xs.bf16_data(), weight_bf16().bf16_data(), 1.0f, py);
+    product_with_weights(false, n, out_, in_, xs, weight_bf16(), 1.0f, py);
     return y;
   }
   gemm(false, false, n, out_, in_, 1.0f, x.data(), weight_.data(), 1.0f, py);
@@ -67,9 +76,24 @@ tensor linear::forward_keeping(const tensor& x, tensor* owned, layer_cache& cach
   return y;
 }
 
+// Note [bf16 weights kept widened]: where bf16 products widen both operands to fp32 (bf16_products_widen(): no
+// AVX-512, or the reference backend), a bfloat16 copy of the weights was widened again at every product: twice
+// a microbatch (forward and dx) for each layer. On the AVX2 machine the heavy MLP's 1-stage pipeline (m = 8, 2
+// threads) trained in bf16 at 0.61x its fp32 rate, 11% of the step in to_float and 7% zeroing the widening's
+// buffers (Note [scratch buffers] in tensor/scratch.hpp). There the copy is kept widened instead, float32
+// holding the bfloat16 values, made once per weight update, and the products take it through gemm_widened_b
+// (Note [widened bf16 operands] in tensor/matmul.hpp): the same bits, twice the copy's memory (4 bytes a
+// weight, as the weights themselves). With AVX-512's bf16 kernels the copy stays bfloat16.
 const tensor& linear::weight_bf16() const {
-  if (weight_bf16_version_ != weight_.version()) {
-    assign_as(weight_bf16_, weight_, dtype::bfloat16);
+  const dtype held = bf16_products_widen() ? dtype::float32 : dtype::bfloat16;
+  if (weight_bf16_version_ != weight_.version() || weight_bf16_.type() != held) {
+    if (held == dtype::bfloat16) {
+      assign_as(weight_bf16_, weight_, dtype::bfloat16);
+    } else {
+      if (weight_bf16_.type() != dtype::float32 || weight_bf16_.shape() != weight_.shape())
+        weight_bf16_ = tensor::from_shape(weight_.shape());
+      round_to_bfloat16(weight_.data(), weight_bf16_.data(), weight_.size());
+    }
     weight_bf16_version_ = weight_.version();
   }
   return weight_bf16_;
@@ -94,8 +118,7 @@ void linear::backward_input(const tensor& dy, layer_cache& cache, tensor* dx) co
   float* pdx = accumulate_into(*dx, shape_of(x), *this, &fresh);  // (rows, in)
   if (x.type() == dtype::bfloat16) {  // Note [compute dtype]
     s.dy_bf16 = dy.astype(dtype::bfloat16);
-    gemm(false, true, rows(dy), in_, out_, 1.0f, s.dy_bf16.bf16_data(), weight_bf16().bf16_data(),
-         fresh ? 0.0f : 1.0f, pdx);
+    product_with_weights(true, rows(dy), in_, out_, s.dy_bf16, weight_bf16(), fresh ? 0.0f : 1.0f, pdx);
     return;
   }
   gemm(false, true, rows(dy), in_, out_, 1.0f, dy.data(), weight_.data(), fresh ? 0.0f : 1.0f, pdx);

@@ -41,8 +41,10 @@ class linear final : public layer {
   tensor bias_;     // (out)
   tensor dweight_;  // (in, out)
   tensor dbias_;    // (out)
-  // Note [compute dtype]: bfloat16 copy of weight_ for the bfloat16 GEMMs, made from weight_.version()
-  // weight_bf16_version_ and remade when the weights change (an optimizer step, a checkpoint).
+  // Note [compute dtype]: weight_ rounded to bfloat16 for the bfloat16 GEMMs, made from weight_.version()
+  // weight_bf16_version_ and remade when the weights change (an optimizer step, a checkpoint): a bfloat16
+  // tensor, or where bf16 products widen their operands a float32 one holding the bfloat16 values (Note
+  // [bf16 weights kept widened] in linear.cpp), remade too when the backend's kind of product changes.
   mutable tensor weight_bf16_;  // (in, out)
   mutable std::uint64_t weight_bf16_version_ = ~std::uint64_t{0};
   const tensor& weight_bf16() const;

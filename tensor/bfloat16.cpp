@@ -23,4 +23,10 @@ void round_to_bfloat16(float* x, std::size_t n) {
   for (std::ptrdiff_t i = 0; i < count; ++i) x[i] = to_float(to_bfloat16(x[i]));
 }
 
+void round_to_bfloat16(const float* in, float* out, std::size_t n) {
+  const auto count = static_cast<std::ptrdiff_t>(n);
+#pragma omp parallel for simd schedule(static) if (count >= parallel_elements)
+  for (std::ptrdiff_t i = 0; i < count; ++i) out[i] = to_float(to_bfloat16(in[i]));
+}
+
 }  // namespace ap

@@ -41,5 +41,7 @@ void to_float(const bfloat16* in, float* out, std::size_t n);
 // Every element replaced by the nearest bfloat16 value, kept in float32: x[i] = to_float(to_bfloat16(x[i])),
 // bit for bit. Note [compute dtype] in model/layer.hpp: what crosses a layer boundary in bfloat16 training.
 void round_to_bfloat16(float* x, std::size_t n);
+// The same from `in` into `out` (n elements each), one pass.
+void round_to_bfloat16(const float* in, float* out, std::size_t n);
 
 }  // namespace ap

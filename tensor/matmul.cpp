@@ -4,6 +4,7 @@
 #include <string>
 
 #include "tensor/compute.hpp"
+#include "tensor/scratch.hpp"
 
 namespace ap {
 
@@ -21,6 +22,25 @@ void gemm(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std:
     gemm_onednn(transpose_a, transpose_b, m, n, k, alpha, a, b, beta, c);
   else
     gemm_reference(transpose_a, transpose_b, m, n, k, alpha, a, b, beta, c);
+}
+
+bool bf16_products_widen() {
+  return current_compute_backend() == compute_backend::reference || !onednn_avx512();
+}
+
+void gemm_widened_b(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
+                    const bfloat16* a, const float* b, float beta, float* c) {
+  if (bf16_products_widen()) {  // Note [widened bf16 operands]: what the bf16 overload would do, B already done
+    thread_local scratch_buffer<float> wide_a;  // Note [scratch buffers]
+    float* pa = wide_a.get(m * k);
+    to_float(a, pa, m * k);
+    gemm(transpose_a, transpose_b, m, n, k, alpha, pa, b, beta, c);
+    return;
+  }
+  thread_local scratch_buffer<bfloat16> narrow_b;
+  bfloat16* pb = narrow_b.get(k * n);
+  to_bfloat16(b, pb, k * n);  // exact: B holds bf16 values
+  gemm(transpose_a, transpose_b, m, n, k, alpha, a, pb, beta, c);
 }
 
 void matmul(const tensor& a, bool transpose_a, const tensor& b, bool transpose_b, tensor& out,

@@ -19,6 +19,18 @@ void gemm(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std:
 void gemm(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
           const bfloat16* a, const bfloat16* b, float beta, float* c);
 
+// Note [widened bf16 operands]: where the current backend's bf16 products widen their operands to fp32 and run
+// fp32 products (bf16_products_widen(): the reference backend, and oneDNN without AVX-512, Note [bf16 without
+// AVX-512] in matmul_onednn.cpp), an operand multiplied again and again (a Linear's weights, every microbatch,
+// forward and backward) is better kept widened once than widened at every product. gemm_widened_b takes such
+// a B: float32 elements that are all bf16 values (round_to_bfloat16's output), with A in bf16, and computes
+// the bf16 overload's product of A and B's bf16 values: the same bits. Where bf16 products widen, only A is
+// widened; elsewhere B is narrowed (exactly) and the bf16 product runs (correct, but then a caller keeps B in
+// bf16 instead).
+bool bf16_products_widen();
+void gemm_widened_b(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
+                    const bfloat16* a, const float* b, float beta, float* c);
+
 // The same products on a named backend, whatever current_compute_backend() says (tests and benchmarks
 // compare the two). The reference bf16 product widens A and B to fp32 and runs sgemm: the exact products of
 // the bf16 values, summed in fp32. gemm_onednn throws std::logic_error in a build without oneDNN.

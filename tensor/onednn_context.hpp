@@ -3,9 +3,9 @@
 #pragma once
 
 #include <oneapi/dnnl/dnnl.hpp>
-#include <vector>
 
 #include "tensor/bfloat16.hpp"
+#include "tensor/scratch.hpp"
 
 namespace ap::onednn {
 
@@ -31,17 +31,18 @@ inline dnnl::stream& stream() {
 }
 
 // Note [bf16 without AVX-512] (matmul_onednn.cpp): a bf16 product's operands widened to fp32 (exact), in
-// buffers of the calling thread kept for its next product.
+// buffers of the calling thread kept for its next product (Note [scratch buffers] in scratch.hpp).
 struct widened_operands {
   const float* a;
   const float* b;
 };
 inline widened_operands widen(const bfloat16* a, std::size_t a_count, const bfloat16* b, std::size_t b_count) {
-  thread_local std::vector<float> wide_a, wide_b;
-  wide_a.resize(a_count), wide_b.resize(b_count);
-  to_float(a, wide_a.data(), a_count);
-  to_float(b, wide_b.data(), b_count);
-  return {wide_a.data(), wide_b.data()};
+  thread_local scratch_buffer<float> wide_a, wide_b;
+  float* pa = wide_a.get(a_count);
+  float* pb = wide_b.get(b_count);
+  to_float(a, pa, a_count);
+  to_float(b, pb, b_count);
+  return {pa, pb};
 }
 
 }  // namespace ap::onednn

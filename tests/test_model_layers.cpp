@@ -15,6 +15,7 @@
 #include "random/seeded_random.hpp"
 #include "model/sigmoid.hpp"
 #include "model/tanh.hpp"
+#include "tensor/compute.hpp"
 #include "gradient_check.hpp"
 #include "test_support.hpp"
 
@@ -165,6 +166,39 @@ TEST_CASE("a bfloat16 Linear's weight gradient is the same with or without backw
   auto a = l.parameters(""), b = alone->parameters("");
   for (std::size_t i = 0; i < a.size(); ++i) CHECK(*b[i].grad == *a[i].grad);
   CHECK(both_cache.get<linear::saved>(l).dy_bf16.type() != dtype::bfloat16);  // dropped after use, not kept
+}
+
+TEST_CASE("a bfloat16 Linear multiplies the weights as they are now: after they change, and on either backend, a fresh copy's bits") {
+  // Note [bf16 weights kept widened]: its rounded copy of the weights (bfloat16, or float32 where bf16 products
+  // widen) is remade when the weights change and when the backend's kind of product does.
+  linear l(64, 48);
+  l.initialize(37);
+  l.set_compute_dtype(dtype::bfloat16);
+  const tensor x = random_tensor({33, 64}, 38), dy = random_tensor({33, 48}, 39);
+  const auto same_as_fresh = [&](const char* when) {
+    INFO(when, " on ", compute_backend_name(current_compute_backend()));
+    linear fresh(64, 48);  // its rounded copy never made, given l's weights and bias as they are now
+    fresh.set_compute_dtype(dtype::bfloat16);
+    *fresh.parameters("")[0].value = *l.parameters("")[0].value;
+    *fresh.parameters("")[1].value = *l.parameters("")[1].value;
+    layer_cache mine, theirs;
+    CHECK(l.forward(x, mine, training) == fresh.forward(x, theirs, training));
+    tensor dx_mine, dx_theirs;
+    l.backward_input(dy, mine, &dx_mine);
+    fresh.backward_input(dy, theirs, &dx_theirs);
+    CHECK(dx_mine == dx_theirs);
+  };
+  same_as_fresh("first use");
+  // An optimizer step's kind of change: the weights written in place.
+  for (float& w : *l.parameters("")[0].value) w *= 1.5f;
+  same_as_fresh("after the weights changed");
+  const compute_backend was = current_compute_backend();
+  for (compute_backend backend : {compute_backend::reference, compute_backend::onednn}) {
+    if (backend == compute_backend::onednn && !onednn_available()) continue;
+    set_compute_backend(backend);
+    same_as_fresh("after a backend switch");
+  }
+  set_compute_backend(was);
 }
 
 TEST_CASE("backward accumulates into the gradients") {

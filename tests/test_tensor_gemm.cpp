@@ -157,6 +157,30 @@ TEST_CASE("oneDNN bf16 products match the reference on the same bf16-rounded inp
     }
 }
 
+TEST_CASE("a bf16 A times B kept widened gives the bf16 product's bits, on either backend (Note [widened bf16 operands])") {
+  std::uint64_t seed = 900;
+  for (compute_backend backend : {compute_backend::onednn, compute_backend::reference}) {
+    if (backend == compute_backend::onednn && !onednn_available()) continue;
+    set_compute_backend(backend);
+    // The reference widens every bf16 product; oneDNN does where it has no AVX-512 (else B is narrowed).
+    CHECK(bf16_products_widen() == (backend == compute_backend::reference || !onednn_avx512()));
+    for (problem p : shapes())
+      for (const auto& ab : alpha_beta) {
+        p.alpha = ab[0], p.beta = ab[1];
+        INFO(compute_backend_name(backend), " ", p.text());
+        const auto a = to_bf16(random_values(p.m * p.k, ++seed)), b = to_bf16(random_values(p.k * p.n, ++seed));
+        std::vector<float> b_widened(b.size());
+        to_float(b.data(), b_widened.data(), b.size());
+        const auto c0 = random_values(p.m * p.n, ++seed);
+        std::vector<float> got = c0, want = c0;
+        gemm_widened_b(p.ta, p.tb, p.m, p.n, p.k, p.alpha, a.data(), b_widened.data(), p.beta, got.data());
+        gemm(p.ta, p.tb, p.m, p.n, p.k, p.alpha, a.data(), b.data(), p.beta, want.data());
+        CHECK(got == want);
+      }
+  }
+  set_compute_backend(onednn_available() ? compute_backend::onednn : compute_backend::reference);
+}
+
 TEST_CASE("bf16 products differ from fp32 ones by the inputs' rounding only") {
   const problem p{false, false, 32, 64, 784};
   const auto a = random_values(p.m * p.k, 7), b = random_values(p.k * p.n, 8);

@@ -1,0 +1,35 @@
+// A thread's buffer for temporaries it makes again and again (widened bf16 operands).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <new>
+
+namespace ap {
+
+// Note [scratch buffers]: grown when too small, never shrunk and never zero-filled. The widened operands of
+// bf16 products were thread_local std::vectors, and vector::resize value-initialises every element it adds: one
+// buffer serving products of several sizes (a Linear's 784 x 2,048 and 2,048 x 2,048 weights) zeroed megabytes
+// on one thread at every larger call, 7% of the heavy MLP's bf16 step on 2 threads of the AVX2 machine (perf,
+// session 24). 64-byte aligned, as a tensor's block.
+template <class T>
+class scratch_buffer {
+ public:
+  // At least n elements, uninitialised; the pointer is valid until the next call with a larger n.
+  T* get(std::size_t n) {
+    if (n > capacity_) {
+      data_.reset(static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{64})));
+      capacity_ = n;
+    }
+    return data_.get();
+  }
+
+ private:
+  struct release {
+    void operator()(T* p) const { ::operator delete(p, std::align_val_t{64}); }
+  };
+  std::unique_ptr<T, release> data_;
+  std::size_t capacity_ = 0;
+};
+
+}  // namespace ap
