@@ -127,7 +127,8 @@ std::unique_ptr<saved_state> join_row_fields(const std::vector<const saved_state
 //     same process (pipeline == single process, bit for bit, tests/test_pipeline_bf16.cpp). The model's own
 //     input (data, or token ids a bfloat16 could not hold) and the loss gradient enter as they are;
 //   - Linear multiplies bfloat16 inputs (x, dy, and a bfloat16 copy of its weights, remade when the weights
-//     change: tensor::version) with float32 accumulation and float32 outputs (tensor/matmul.hpp);
+//     change: tensor::version; kept widened where bf16 products widen, Note [bf16 weights kept widened] in
+//     linear.cpp) with float32 accumulation and float32 outputs (tensor/matmul.hpp);
 //   - what a layer stashes for its backward is held in bfloat16 (Linear's x, ReLU/Tanh/Sigmoid's y, GELU's
 //     and LayerNorm's x, Dropout's keep flags, attention's q, k, v and probabilities): half the activation
 //     memory, and no loss for inputs that are bfloat16 values already (all but the first layer's input, data
