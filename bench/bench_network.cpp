@@ -303,7 +303,9 @@ int main(int argc, char** argv) {
     const auto training = bench_training(actorpipe, steps, tls, shape);
     const double ratio = training.on_nodes / training.in_process;
     std::cout << "  median: one process " << training.in_process << " samples/s, " << shape.stages << " nodes "
-              << training.on_nodes << " samples/s, ratio " << ratio << " (target >= 0.9)" << std::endl;
+              << training.on_nodes << " samples/s, ratio " << ratio
+              << " (issue 21's targets: >= 0.97 for 2 nodes of one machine, >= 0.95 for 4 nodes of 4 threads on 16 cores)"
+              << std::endl;
     out["stages"] = shape.stages, out["threads"] = shape.threads, out["batch"] = shape.batch;
     out["train_samples_per_s_in_process"] = training.in_process;
     out["train_samples_per_s_on_nodes"] = training.on_nodes;
