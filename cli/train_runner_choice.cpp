@@ -120,7 +120,8 @@ void describe_pipeline(const train_options& o, const train_plan& plan, const tra
               << (T > 1 ? " for its " + std::to_string(T) + " tensor-parallel ranks, each" : std::string()) << " (weights "
               << memory_text(m.parameters / T) << ", gradients " << memory_text(m.gradients / T) << ", optimizer "
               << memory_text(m.optimizer_state / T) << ", stash " << memory_text(m.stash / T) << " at " << m.in_flight
-              << " in flight, workspace " << memory_text(m.workspace / T) << ")\n";
+              << " in flight, workspace " << memory_text(m.workspace / T) << weight_copies_text(m.weight_copies / T)
+              << ")\n";
   }
 }
 
@@ -198,7 +199,8 @@ std::unique_ptr<step_runner> make_mesh_runner(const train_options& o, sequential
 // Note [memory budget] for a run without stages: the process holds the model D times, each replica with its share
 // of the batch in flight (one stage of every layer, one microbatch); refused over --max-memory before any step.
 // Note [memory model]: the weights and gradients are there before (train's model, or the replicas made with the
-// mesh), so training adds each replica's optimizer state, stash and workspace: r's prediction for the report.
+// mesh), so training adds each replica's optimizer state, stash, workspace and weight copies: r's prediction for
+// the report.
 void check_single_process_budget(const train_options& o, train_plan& plan, train_runner& r) {
   if (o.max_memory.empty() || plan.auto_choice) return;  // --auto chose within it
   const auto D = static_cast<std::size_t>(o.mesh.data_parallel);
@@ -209,14 +211,16 @@ void check_single_process_budget(const train_options& o, train_plan& plan, train
             << (D == 1 ? "" : "s") << " of the model (weights " << memory_text(predicted[0].parameters) << ", gradients "
             << memory_text(predicted[0].gradients) << ", optimizer " << memory_text(predicted[0].optimizer_state)
             << ", stash " << memory_text(predicted[0].stash) << ", workspace " << memory_text(predicted[0].workspace)
+            << weight_copies_text(predicted[0].weight_copies)
             << " each)\n";
   const std::string over =
       over_budget(predicted, memory_holders(1, o.mesh.data_parallel, {}), parse_memory_size(o.max_memory));
   if (!over.empty()) throw std::invalid_argument(over);
   const stage_memory& m = predicted[0];
-  r.predicted_growth_bytes = D * (m.optimizer_state + m.stash + m.workspace);
+  r.predicted_growth_bytes = D * (m.optimizer_state + m.stash + m.workspace + m.weight_copies);
   r.predicted_growth_parts = std::to_string(D) + " x (optimizer " + memory_text(m.optimizer_state) + ", stash " +
-                             memory_text(m.stash) + ", workspace " + memory_text(m.workspace) + ")";
+                             memory_text(m.stash) + ", workspace " + memory_text(m.workspace) +
+                             weight_copies_text(m.weight_copies) + ")";
 }
 
 train_runner build_train_runner(const train_options& o, train_plan& plan, std::unique_ptr<step_runner> mesh) {

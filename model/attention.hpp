@@ -61,6 +61,7 @@ class causal_self_attention final : public layer {
   // Per row (token): the projections' 2 (3 D^2 + D^2) = 8 D^2. The scores and weighted values add 4 T D,
   // a ratio of T / (2 D) to the projections, with T the sequence length, unknown here.
   double flops_per_row() const override { return 8.0 * double(dim_) * double(dim_); }
+  std::uint64_t derived_bytes() const override { return qkv_.derived_bytes() + proj_.derived_bytes(); }
 
  private:
   std::size_t dim_, heads_;

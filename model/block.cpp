@@ -184,6 +184,12 @@ void block::set_compute_dtype(dtype type) {
   for (auto& p : parts_) p->set_compute_dtype(type);
 }
 
+std::uint64_t block::derived_bytes() const {
+  std::uint64_t sum = 0;
+  for (const auto& p : parts_) sum += p->derived_bytes();
+  return sum;
+}
+
 double block::flops_per_row() const {
   double sum = 0.0;
   for (const auto& p : parts_) sum += p->flops_per_row();

@@ -78,6 +78,7 @@ class block final : public layer {
   void initialize(std::uint64_t seed) override;
   double flops_per_row() const override;
   void set_compute_dtype(dtype type) override;  // its own and every part's (Note [compute dtype])
+  std::uint64_t derived_bytes() const override;  // its parts'
   void set_recompute(bool on) override { recompute_ = on; }  // Note [recomputation]
   bool recomputes() const override { return recompute_; }
 

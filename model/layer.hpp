@@ -197,6 +197,10 @@ class layer {
   virtual void set_compute_dtype(dtype type) { compute_dtype_ = type; }
   // Forward FLOPs per row (for partitioning by cost); 0 for cheap element-wise layers.
   virtual double flops_per_row() const { return 0.0; }
+  // Note [memory model]: bytes the layer keeps from step to step beside its parameters, made from them when it
+  // first runs in its compute dtype (a bfloat16 Linear's rounded copy of its weights, Note [bf16 weights kept
+  // widened] in linear.cpp); a composite's, its parts'. A copy of the layer does not take them: it makes its own.
+  virtual std::uint64_t derived_bytes() const { return 0; }
 
  private:
   dtype compute_dtype_ = dtype::float32;

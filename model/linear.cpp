@@ -86,17 +86,22 @@ tensor linear::forward_keeping(const tensor& x, tensor* owned, layer_cache& cach
 // weight, as the weights themselves). With AVX-512's bf16 kernels the copy stays bfloat16.
 const tensor& linear::weight_bf16() const {
   const dtype held = bf16_products_widen() ? dtype::float32 : dtype::bfloat16;
-  if (weight_bf16_version_ != weight_.version() || weight_bf16_.type() != held) {
+  tensor& copy = weight_bf16_.value;
+  if (weight_bf16_.version != weight_.version() || copy.type() != held || copy.shape() != weight_.shape()) {
     if (held == dtype::bfloat16) {
-      assign_as(weight_bf16_, weight_, dtype::bfloat16);
+      assign_as(copy, weight_, dtype::bfloat16);
     } else {
-      if (weight_bf16_.type() != dtype::float32 || weight_bf16_.shape() != weight_.shape())
-        weight_bf16_ = tensor::from_shape(weight_.shape());
-      round_to_bfloat16(weight_.data(), weight_bf16_.data(), weight_.size());
+      if (copy.type() != dtype::float32 || copy.shape() != weight_.shape()) copy = tensor::from_shape(weight_.shape());
+      round_to_bfloat16(weight_.data(), copy.data(), weight_.size());
     }
-    weight_bf16_version_ = weight_.version();
+    weight_bf16_.version = weight_.version();
   }
-  return weight_bf16_;
+  return copy;
+}
+
+std::uint64_t linear::derived_bytes() const {
+  if (compute_dtype() != dtype::bfloat16) return 0;
+  return std::uint64_t{in_} * out_ * (bf16_products_widen() ? sizeof(float) : sizeof(bfloat16));
 }
 
 namespace {

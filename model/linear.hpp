@@ -34,6 +34,7 @@ class linear final : public layer {
   std::string spec() const override;
   void initialize(std::uint64_t seed) override;
   double flops_per_row() const override { return 2.0 * double(in_) * double(out_); }
+  std::uint64_t derived_bytes() const override;  // its rounded weights in a bfloat16 layer
 
  private:
   std::size_t in_, out_;
@@ -41,12 +42,24 @@ class linear final : public layer {
   tensor bias_;     // (out)
   tensor dweight_;  // (in, out)
   tensor dbias_;    // (out)
-  // Note [compute dtype]: weight_ rounded to bfloat16 for the bfloat16 GEMMs, made from weight_.version()
-  // weight_bf16_version_ and remade when the weights change (an optimizer step, a checkpoint): a bfloat16
-  // tensor, or where bf16 products widen their operands a float32 one holding the bfloat16 values (Note
-  // [bf16 weights kept widened] in linear.cpp), remade too when the backend's kind of product changes.
-  mutable tensor weight_bf16_;  // (in, out)
-  mutable std::uint64_t weight_bf16_version_ = ~std::uint64_t{0};
+  // Note [compute dtype]: weight_ rounded to bfloat16 for the bfloat16 GEMMs, made from weight_'s version and
+  // remade when the weights change (an optimizer step, a checkpoint): a bfloat16 tensor, or where bf16 products
+  // widen their operands a float32 one holding the bfloat16 values (Note [bf16 weights kept widened] in
+  // linear.cpp), remade too when the backend's kind of product changes. A copy of the layer starts without it
+  // (derived_bytes: the layer costs see every layer make its own, Note [memory model]).
+  struct rounded_weights {
+    tensor value;  // (in, out)
+    std::uint64_t version = ~std::uint64_t{0};
+    rounded_weights() = default;
+    rounded_weights(const rounded_weights&) {}
+    rounded_weights& operator=(const rounded_weights&) {
+      value = tensor(), version = ~std::uint64_t{0};
+      return *this;
+    }
+    rounded_weights(rounded_weights&&) = default;
+    rounded_weights& operator=(rounded_weights&&) = default;
+  };
+  mutable rounded_weights weight_bf16_;
   const tensor& weight_bf16() const;
   // forward, keeping x as the stash: moved from *owned (x itself) where the caller gave it up, else copied.
   tensor forward_keeping(const tensor& x, tensor* owned, layer_cache& cache) const;

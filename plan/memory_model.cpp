@@ -67,6 +67,7 @@ std::vector<stage_memory> predict_stage_memory(sequential& model, const std::vec
       chunk_stash[c] += stash_bytes.at(i);
       chunk_held[c] += input_held_bytes.empty() ? stash_bytes.at(i) : input_held_bytes.at(i);
       if (!workspace_bytes.empty()) m.workspace = std::max(m.workspace, workspace_bytes.at(i));
+      m.weight_copies += model.at(i).derived_bytes();
       for (const parameter& p : model.at(i).parameters("")) {
         const auto n = static_cast<std::uint64_t>(p.value->size());
         m.parameters += 4 * n;
@@ -138,6 +139,10 @@ std::string memory_text(std::uint64_t bytes) {
   return buf;
 }
 
+std::string weight_copies_text(std::uint64_t bytes) {
+  return bytes == 0 ? std::string() : ", weight copies " + memory_text(bytes);
+}
+
 std::vector<stage_memory> across_tensor_parallel(std::vector<stage_memory> stages, int tensor_parallel) {
   for (stage_memory& m : stages) {
     m.stash *= static_cast<std::uint64_t>(std::max(1, tensor_parallel));
@@ -149,7 +154,7 @@ std::vector<stage_memory> across_tensor_parallel(std::vector<stage_memory> stage
 std::vector<stage_memory> of_all_ranks(std::vector<stage_memory> rank, int tensor_parallel) {
   const auto T = static_cast<std::uint64_t>(std::max(1, tensor_parallel));
   for (stage_memory& m : rank) {
-    m.parameters *= T, m.gradients *= T, m.optimizer_state *= T, m.stash *= T, m.workspace *= T;
+    m.parameters *= T, m.gradients *= T, m.optimizer_state *= T, m.stash *= T, m.workspace *= T, m.weight_copies *= T;
   }
   return rank;
 }
@@ -185,7 +190,7 @@ std::string over_budget(const std::vector<stage_memory>& stages, const std::vect
       parts += (parts.empty() ? "" : "; ") + std::string("stage ") + std::to_string(s) + " " + memory_text(m.total()) +
                " (weights " + memory_text(m.parameters) + ", gradients " + memory_text(m.gradients) + ", optimizer state " +
                memory_text(m.optimizer_state) + ", stash " + memory_text(m.stash) + " at " + std::to_string(m.in_flight) +
-               " activations in flight, workspace " + memory_text(m.workspace) + ")";
+               " activations in flight, workspace " + memory_text(m.workspace) + weight_copies_text(m.weight_copies) + ")";
     }
     return h.name + " needs about " + memory_text(total) + ", over --max-memory " + memory_text(budget) + ": " + parts +
            " (Note [memory model]). What would fit: more stages or nodes (fewer layers each), a schedule with fewer "

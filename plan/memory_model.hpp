@@ -29,7 +29,12 @@ namespace ap {
 // The workspace: the most one action holds at once besides the stash (its input in flight, its output or dx,
 // its temporaries: a Linear's dW before it is added, an attention's scores), the largest of the stage's layers',
 // each measured with the layer costs as the process's tensor bytes rose (Note [tensor bytes]). It comes on top
-// of the stage's peak stash, since a backward runs there.
+// of the stage's peak stash, since a backward runs there. The weight copies: what the layers keep from step to
+// step beside their parameters (layer::derived_bytes: a bfloat16 Linear's rounded weights, 2 bytes a weight, or
+// 4 where bf16 products widen, Note [bf16 weights kept widened] in model/linear.cpp). Each layer makes its copy
+// in its first forward, so the layer costs take it out of that forward's workspace; before session 24 the
+// model counted it only there, for the stage's largest layer: the 16-layer GPT in bf16 on 2 stages held 30 MB
+// more tensors than predicted (105%) once the copies were widened.
 // Against the process: `train` prints what building and training grew its tensors' peak and its resident peak
 // (VmHWM) by, beside the prediction: every stage here (D replicas of it; the pipeline's own model holds no
 // weights meanwhile, Note [weights on demand], and train's lets its gradients go first, Note [one copy of the
@@ -46,7 +51,8 @@ struct stage_memory {
   std::uint64_t stash = 0;      // bytes at the stage's peak
   int in_flight = 0;            // activations (microbatch-chunks) held at that peak
   std::uint64_t workspace = 0;  // the most one action holds besides the stash: its largest layer's
-  std::uint64_t total() const { return parameters + gradients + optimizer_state + stash + workspace; }
+  std::uint64_t weight_copies = 0;  // bytes: the layers' derived_bytes (bf16 rounded weights)
+  std::uint64_t total() const { return parameters + gradients + optimizer_state + stash + workspace + weight_copies; }
 };
 
 // The stash along each stage's action order, given each global chunk's stash per microbatch (and what it holds
@@ -83,6 +89,8 @@ std::vector<std::uint64_t> input_held_of(const std::vector<layer_cost>& costs);
 std::uint64_t parse_memory_size(const std::string& text);
 // "84.0 MB" (powers of 1024, one decimal).
 std::string memory_text(std::uint64_t bytes);
+// ", weight copies 23.0 MB" (Note [memory model]); empty for 0 bytes (a float32 model has none).
+std::string weight_copies_text(std::uint64_t bytes);
 
 // This process's resident memory now and at its peak (VmRSS and VmHWM of /proc/self/status; zeros where
 // there is none). reset_peak_resident_memory() makes the peak the current figure (writes 5 to

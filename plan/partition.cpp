@@ -154,10 +154,12 @@ std::vector<layer_cost> measure_layer_costs(const sequential& model, const tenso
       const auto forward_i = [&] { outputs[i] = work.at(i).forward(*x, caches[i], ctx); };
       double s = 0.0;
       if (r == 0) {
-        // Its input in flight, its output and temporaries: what it added beyond the stash it keeps.
+        // Its input in flight, its output and temporaries: what it added beyond the stash it keeps and the copies
+        // it made of its weights (derived_bytes: a clone starts without them, so this first forward makes them;
+        // Note [memory model] counts them on their own).
         const std::uint64_t added = peak_added(forward_i);
         stash[i] = caches[i].bytes(), output[i] = outputs[i].byte_size();
-        workspace[i] = x->byte_size() + added - std::min(added, stash[i]);
+        workspace[i] = x->byte_size() + added - std::min(added, stash[i] + work.at(i).derived_bytes());
       } else {
         s = seconds_of(forward_i);
       }

@@ -9,6 +9,8 @@
 #include "model/tensor_parallel.hpp"
 #include "plan/memory_model.hpp"
 #include "plan/stage_info.hpp"
+#include "tensor/matmul.hpp"
+#include "tensor/tensor_memory.hpp"
 #include "test_support.hpp"
 
 using namespace ap;
@@ -127,6 +129,41 @@ TEST_CASE("a stage's workspace is its largest layer's, on top of its stash, meas
                                                costs, sgd);
   CHECK(from_costs[0].workspace ==
         std::max({costs[0].workspace_bytes, costs[1].workspace_bytes, costs[2].workspace_bytes}));
+}
+
+TEST_CASE("a bfloat16 model's weight copies: every Linear's rounded weights, counted once, not in the workspace") {
+  // Note [memory model]: 2 bytes a weight, 4 where bf16 products widen (Note [bf16 weights kept widened]).
+  sequential model = sequential::from_spec("64-32-8", sequential_options{"relu", 1});  // 64 x 32 and 32 x 8 weights
+  const std::uint64_t per_weight = bf16_products_widen() ? 4 : 2;
+  CHECK(model.at(0).derived_bytes() == 0);  // float32: none
+  model.set_compute_dtype(dtype::bfloat16);
+  CHECK(model.at(0).derived_bytes() == 64 * 32 * per_weight);
+  CHECK(model.at(1).derived_bytes() == 0);  // ReLU
+  optimizer_config sgd;
+  sgd.kind = "sgd";
+  const tensor sample = test::random_tensor({16, 64}, 3);
+  const auto costs = measure_layer_costs(model, sample, 1);
+  const auto predicted = predict_stage_memory(model, chunk_ranges_from_counts({3}, 3), make_schedule("gpipe", 1, 1),
+                                              costs, sgd);
+  CHECK(predicted[0].weight_copies == (64 * 32 + 32 * 8) * per_weight);
+  CHECK(predicted[0].total() == predicted[0].parameters + predicted[0].gradients + predicted[0].stash +
+                                    predicted[0].workspace + predicted[0].weight_copies);
+  // The first forward makes the copy and keeps it: measured, it is what the copy holds; the workspace is without it.
+  const std::uint64_t before = tensor_bytes_in_use();
+  layer_cache cache;
+  const tensor y = model.at(0).forward(sample, cache, forward_context{});
+  (void)y;
+  CHECK(tensor_bytes_in_use() - before >= 64 * 32 * per_weight);
+  CHECK(costs[0].workspace_bytes < 64 * 32 * per_weight + 16 * (64 + 32) * 4);
+  // A copy of the layer starts without one (it makes its own): the layer costs see each layer make it.
+  const std::uint64_t with_copy = tensor_bytes_in_use();
+  {
+    const auto clone = model.at(0).clone();
+    // Weights, bias and their gradients (with the blocks' margins), and no copy (at least 64 x 32 x 2 bytes).
+    CHECK(tensor_bytes_in_use() - with_copy < 2 * (64 * 32 * 4 + 32 * 4) + 64 * 32 * 2);
+  }
+  CHECK(weight_copies_text(0).empty());
+  CHECK(weight_copies_text(2048) == ", weight copies 2.0 KB");
 }
 
 TEST_CASE("across T tensor-parallel ranks a stage counts its weights once and its stash once per rank") {
