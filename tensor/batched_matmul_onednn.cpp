@@ -7,6 +7,7 @@
 #include "tensor/batched_matmul.hpp"
 #include "tensor/matmul.hpp"
 #include "tensor/onednn_context.hpp"
+#include "tensor/scratch.hpp"
 
 namespace ap {
 namespace {
@@ -77,7 +78,7 @@ void batched_gemm_onednn(bool transpose_a, bool transpose_b, std::size_t batch, 
                          std::size_t k, float alpha, const bfloat16* a, const bfloat16* b, float beta, float* c) {
   if (onednn_avx512()) return run(transpose_a, transpose_b, batch, m, n, k, alpha, a, b, beta, c, dt::bf16);
   // Note [bf16 without AVX-512] in matmul_onednn.cpp
-  const auto wide = onednn::widen(a, batch * m * k, b, batch * k * n);
+  const auto wide = widen_operands(a, batch * m * k, b, batch * k * n);
   run(transpose_a, transpose_b, batch, m, n, k, alpha, wide.a, wide.b, beta, c, dt::f32);
 }
 

@@ -32,9 +32,7 @@ void gemm_widened_b(bool transpose_a, bool transpose_b, std::size_t m, std::size
                     const bfloat16* a, const float* b, float beta, float* c) {
   if (bf16_products_widen()) {  // Note [widened bf16 operands]: what the bf16 overload would do, B already done
     thread_local scratch_buffer<float> wide_a;  // Note [scratch buffers]
-    float* pa = wide_a.get(m * k);
-    to_float(a, pa, m * k);
-    gemm(transpose_a, transpose_b, m, n, k, alpha, pa, b, beta, c);
+    gemm(transpose_a, transpose_b, m, n, k, alpha, widen_into(wide_a, a, m * k), b, beta, c);
     return;
   }
   thread_local scratch_buffer<bfloat16> narrow_b;

@@ -73,6 +73,7 @@
 
 #include "tensor/matmul.hpp"
 #include "tensor/onednn_context.hpp"
+#include "tensor/scratch.hpp"
 
 namespace ap {
 namespace {
@@ -265,7 +266,7 @@ void gemm_onednn(bool transpose_a, bool transpose_b, std::size_t m, std::size_t 
 void gemm_onednn(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
                  const bfloat16* a, const bfloat16* b, float beta, float* c) {
   if (onednn_avx512()) return run(transpose_a, transpose_b, m, n, k, alpha, a, b, beta, c, dt::bf16);
-  const auto wide = onednn::widen(a, m * k, b, k * n);  // Note [bf16 without AVX-512]
+  const auto wide = widen_operands(a, m * k, b, k * n);  // Note [bf16 without AVX-512]
   run(transpose_a, transpose_b, m, n, k, alpha, wide.a, wide.b, beta, c, dt::f32);
 }
 

@@ -1,12 +1,12 @@
 // The reference products on xtensor-blas (OpenBLAS sgemm underneath): portable, and the tests' oracle for
 // oneDNN. No <cblas.h> here: it clashes with xtensor-blas (toolchain notes).
 #include <array>
-#include <vector>
 
 #include <xtensor-blas/xblas.hpp>
 #include <xtensor/xadapt.hpp>
 
 #include "tensor/matmul.hpp"
+#include "tensor/scratch.hpp"
 
 namespace ap {
 namespace {
@@ -34,10 +34,8 @@ void gemm_reference(bool transpose_a, bool transpose_b, std::size_t m, std::size
 
 void gemm_reference(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
                     const bfloat16* a, const bfloat16* b, float beta, float* c) {
-  std::vector<float> wa(m * k), wb(k * n);
-  to_float(a, wa.data(), wa.size());
-  to_float(b, wb.data(), wb.size());
-  gemm_reference(transpose_a, transpose_b, m, n, k, alpha, wa.data(), wb.data(), beta, c);
+  const auto wide = widen_operands(a, m * k, b, k * n);  // Note [scratch buffers]: not allocated and zeroed per call
+  gemm_reference(transpose_a, transpose_b, m, n, k, alpha, wide.a, wide.b, beta, c);
 }
 
 }  // namespace ap

@@ -4,9 +4,6 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
-#include "tensor/bfloat16.hpp"
-#include "tensor/scratch.hpp"
-
 namespace ap::onednn {
 
 // Note [bounded primitive caches]: the per-thread primitive caches (Note [primitive cache per thread] in
@@ -28,21 +25,6 @@ inline dnnl::engine& engine() {
 inline dnnl::stream& stream() {
   thread_local dnnl::stream s(engine());
   return s;
-}
-
-// Note [bf16 without AVX-512] (matmul_onednn.cpp): a bf16 product's operands widened to fp32 (exact), in
-// buffers of the calling thread kept for its next product (Note [scratch buffers] in scratch.hpp).
-struct widened_operands {
-  const float* a;
-  const float* b;
-};
-inline widened_operands widen(const bfloat16* a, std::size_t a_count, const bfloat16* b, std::size_t b_count) {
-  thread_local scratch_buffer<float> wide_a, wide_b;
-  float* pa = wide_a.get(a_count);
-  float* pb = wide_b.get(b_count);
-  to_float(a, pa, a_count);
-  to_float(b, pb, b_count);
-  return {pa, pb};
 }
 
 }  // namespace ap::onednn

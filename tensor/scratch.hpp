@@ -1,9 +1,11 @@
-// A thread's buffer for temporaries it makes again and again (widened bf16 operands).
+// A thread's buffer for temporaries it makes again and again, and the widened bf16 operands kept in them.
 #pragma once
 
 #include <cstddef>
 #include <memory>
 #include <new>
+
+#include "tensor/bfloat16.hpp"
 
 namespace ap {
 
@@ -31,5 +33,23 @@ class scratch_buffer {
   std::unique_ptr<T, release> data_;
   std::size_t capacity_ = 0;
 };
+
+// n bf16 values widened (exactly) into `buffer`: its first n floats.
+inline const float* widen_into(scratch_buffer<float>& buffer, const bfloat16* x, std::size_t n) {
+  float* out = buffer.get(n);
+  to_float(x, out, n);
+  return out;
+}
+
+// Note [bf16 without AVX-512] (matmul_onednn.cpp): a bf16 product's operands widened to fp32 (exact), in two
+// buffers of the calling thread kept for its next product: oneDNN's products without AVX-512 and the reference's.
+struct widened_operands {
+  const float* a;
+  const float* b;
+};
+inline widened_operands widen_operands(const bfloat16* a, std::size_t a_count, const bfloat16* b, std::size_t b_count) {
+  thread_local scratch_buffer<float> wide_a, wide_b;
+  return {widen_into(wide_a, a, a_count), widen_into(wide_b, b, b_count)};
+}
 
 }  // namespace ap
