@@ -2,6 +2,7 @@
 // --stages), or a pipeline of stage actors (D replicas of it with --data-parallel).
 #include <algorithm>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <stdexcept>
 
@@ -51,8 +52,6 @@ pipeline_options pipeline_options_of(const train_options& o, const train_plan& p
   return p;
 }
 
-// Each layer's cost on one microbatch of training data (a replica's, with D replicas): the time partition and
-// every stage's predicted busy time.
 // One microbatch of the training data, which the layer costs and the memory model are measured on.
 tensor microbatch_sample(const train_options& o, const train_plan& plan, int microbatches) {
   const std::size_t per = static_cast<std::size_t>(std::max(1, microbatches) * std::max(1, o.mesh.data_parallel));
@@ -136,21 +135,53 @@ void start_memory_measurement(train_runner& r) {
   reset_tensor_bytes_peak();
 }
 
+// Each stage's intra-op threads as the pipeline will give them (rank 0 of replica 0: Note [cores per rank]);
+// empty when nodes decide them.
+std::vector<int> stage_threads(const pipeline_options& p, int data_parallel) {
+  if (!p.nodes.empty()) return {};
+  const int T = std::max(1, p.tensor_parallel);
+  const std::vector<compute_cores> cores =
+      p.cores.empty() ? assign_cores(process_cores(), data_parallel * p.stages * T, p.threads) : p.cores;
+  std::vector<int> threads;
+  for (int s = 0; s < p.stages; ++s) threads.push_back(cores.at(static_cast<std::size_t>(s * T)).threads);
+  return threads;
+}
+
+// Note [costs at the stages' threads]: `costs` were measured on `measured_on` threads; the other thread counts
+// of the stages are measured too, and each layer takes the costs of its stage's threads. With nodes, as measured.
+std::vector<layer_cost> costs_for_stages(const sequential& model, const tensor& sample, std::vector<layer_cost> costs,
+                                         int measured_on, const std::vector<int>& threads,
+                                         const std::vector<layer_range>& ranges) {
+  if (threads.empty()) return costs;
+  std::map<int, std::vector<layer_cost>> by_threads{{measured_on, std::move(costs)}};
+  for (int t : threads)
+    if (!by_threads.count(t)) by_threads[t] = measure_layer_costs(model, sample, 5, t);
+  return costs_at_stage_threads(by_threads, threads, ranges);
+}
+
 void build_pipeline(const train_options& o, train_plan& plan, train_runner& r) {
   pipeline_options p = pipeline_options_of(o, plan, r);
   const tensor sample = microbatch_sample(o, plan, p.microbatches);
-  const auto costs = plan.layer_costs.empty() ? measure_layer_costs(plan.model, sample) : plan.layer_costs;
+  // Note [cores by stage cost]: --threads 0 on a pipeline alone in this process shares the cores by stage cost,
+  // from one thread's costs; otherwise every stage's threads are known now, and the costs are measured on them.
+  const bool cores_by_cost = o.threads == 0 && p.nodes.empty() && p.cores.empty() && o.mesh.data_parallel == 1 &&
+                             o.mesh.tensor_parallel == 1 && !plan.auto_choice;
+  const std::vector<int> known_threads = cores_by_cost ? std::vector<int>{} : stage_threads(p, o.mesh.data_parallel);
+  const int measured_on = known_threads.empty() ? 1 : known_threads[0];  // assign_cores gives every stage as many
+  auto costs = plan.layer_costs.empty() ? measure_layer_costs(plan.model, sample, 5, measured_on) : plan.layer_costs;
   if (p.layers_per_chunk.empty())
     p.layers_per_chunk = partition_counts(parse_partition_method(o.partition), plan.model, costs,
                                           p.stages * p.chunks_per_stage);
   const std::vector<layer_range> ranges = chunk_ranges_from_counts(p.layers_per_chunk, plan.model.size());
-  r.predicted_busy = predicted_busy_s(costs, ranges, p.stages, p.microbatches);
-  // Note [cores by stage cost]: --threads 0 on a pipeline alone in this process shares the cores by stage cost.
-  if (o.threads == 0 && p.nodes.empty() && p.cores.empty() && o.mesh.data_parallel == 1 && o.mesh.tensor_parallel == 1 &&
-      !plan.auto_choice) {
+  if (cores_by_cost) {
     const std::vector<int> cores = process_cores();
-    p.cores = assign_cores(cores, threads_by_cost(r.predicted_busy, static_cast<int>(cores.size())));
+    p.cores = assign_cores(cores, threads_by_cost(predicted_busy_s(costs, ranges, p.stages, p.microbatches),
+                                                  static_cast<int>(cores.size())));
   }
+  if (plan.layer_costs.empty())  // --auto measured its costs on its own threads
+    costs = costs_for_stages(plan.model, sample, std::move(costs), measured_on, stage_threads(p, o.mesh.data_parallel),
+                             ranges);
+  r.predicted_busy = predicted_busy_s(costs, ranges, p.stages, p.microbatches);
   // Note [memory model]: each stage's peak (its tensor-parallel ranks together), before any stage is placed;
   // refused over --max-memory (Note [memory budget]: per process, or per node).
   const schedule planned = plan.user_schedule ? *plan.user_schedule

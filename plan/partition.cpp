@@ -132,6 +132,11 @@ double seconds_of(F&& f) {
 std::vector<layer_cost> measure_layer_costs(const sequential& model, const tensor& sample, int repeats, int threads) {
   if (repeats < 1) throw std::invalid_argument("measure_layer_costs: repeats must be positive, got " + std::to_string(repeats));
   if (threads < 1) throw std::invalid_argument("measure_layer_costs: threads must be positive, got " + std::to_string(threads));
+  // The caller's own setting comes back afterwards, whatever happens here.
+  struct threads_restored {
+    int before = compute_threads();
+    ~threads_restored() { set_compute_threads(before); }
+  } restore;
   set_compute_threads(threads);
   sequential work = model.clone();
   const std::size_t n = work.size();
@@ -306,6 +311,30 @@ std::vector<double> predicted_busy_s(const std::vector<layer_cost>& costs, const
   auto busy = per_stage_sum(costs, chunk_ranges, stages, [](const layer_cost& c) { return c.total_s(); });
   for (double& b : busy) b *= microbatches;
   return busy;
+}
+
+std::vector<layer_cost> costs_at_stage_threads(const std::map<int, std::vector<layer_cost>>& by_threads,
+                                               const std::vector<int>& stage_threads,
+                                               const std::vector<layer_range>& chunk_ranges) {
+  const int stages = static_cast<int>(stage_threads.size());
+  if (stages < 1) throw std::invalid_argument("costs at the stages' threads: no stage is given");
+  std::vector<layer_cost> out;
+  for (std::size_t c = 0; c < chunk_ranges.size(); ++c) {
+    const int s = stage_of_chunk(static_cast<int>(c), stages);
+    const int t = stage_threads[static_cast<std::size_t>(s)];
+    const auto it = by_threads.find(t);
+    if (it == by_threads.end())
+      throw std::invalid_argument("costs at the stages' threads: stage " + std::to_string(s) + " runs on " +
+                                  std::to_string(t) + " threads, but no layer costs were measured on that many");
+    const layer_range& r = chunk_ranges[c];
+    if (r.end > it->second.size())
+      throw std::invalid_argument("costs at the stages' threads: chunk " + std::to_string(c) + " ends at layer " +
+                                  std::to_string(r.end) + " but only " + std::to_string(it->second.size()) +
+                                  " layer costs are given");
+    if (out.size() < r.end) out.resize(r.end);
+    for (std::size_t l = r.begin; l < r.end; ++l) out[l] = it->second[l];
+  }
+  return out;
 }
 
 op_costs simulation_costs(const std::vector<layer_cost>& costs, const std::vector<layer_range>& chunk_ranges, int stages) {

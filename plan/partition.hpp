@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -63,10 +64,10 @@ struct layer_cost {
 
 // Times every layer on `sample` (one microbatch of the model's input), layer by layer, as a chain: the
 // forwards in order, then the backwards in reverse, dy being the layer's own output for the last layer.
-// One untimed warm-up pass, then the median of `repeats` passes per layer and op. Runs ops on one thread
-// (ap::set_compute_threads(1)), as the stages run. Layer 0's backward_input counts 0: the pipeline never
-// computes the model input's gradient. Works on a copy: the model's gradients are untouched. `threads`
-// other than 1 times the ops on that many intra-op threads (--auto's ranks of several threads).
+// One untimed warm-up pass, then the median of `repeats` passes per layer and op, on `threads` intra-op
+// threads of the calling thread (a stage's threads, Note [costs at the stages' threads]); the caller's own
+// setting is restored afterwards. Layer 0's backward_input counts 0: the pipeline never computes the model
+// input's gradient. Works on a copy: the model's gradients are untouched.
 std::vector<layer_cost> measure_layer_costs(const sequential& model, const tensor& sample, int repeats = 5,
                                             int threads = 1);
 
@@ -93,6 +94,17 @@ std::vector<std::size_t> chunks_without_parameters(const sequential& model, cons
 // number of microbatches (chunk c on stage c % stages, Note [chunk layout] in schedule.hpp).
 std::vector<double> predicted_busy_s(const std::vector<layer_cost>& costs, const std::vector<layer_range>& chunk_ranges,
                                      int stages, int microbatches);
+
+// Note [costs at the stages' threads]: a layer's time depends on the intra-op threads it runs on, and every
+// stage of a pipeline may run on several (--threads, or the cores divided among the stages). Predicted busy
+// times and the simulated makespan take each layer's costs as measured at the threads of the stage that holds
+// it: `by_threads[t]` are the layer costs measured on t threads, `stage_threads[s]` stage s's threads (chunk c on
+// stage c % stages). Layer costs measured on one thread alone had predicted a one-stage pipeline on 2 threads at
+// 1,537 ms a step where it ran 812 (the 4-layer GPT, batch 64). Throws std::invalid_argument naming a stage whose
+// thread count has no costs, or a chunk beyond the costs.
+std::vector<layer_cost> costs_at_stage_threads(const std::map<int, std::vector<layer_cost>>& by_threads,
+                                               const std::vector<int>& stage_threads,
+                                               const std::vector<layer_range>& chunk_ranges);
 
 // Per-stage op costs for ap::simulate from measured layer costs (each stage: the sum over its chunks).
 // ap::simulate charges each chunk 1/v of its stage's cost, so with unequal chunks (interleaved) the

@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <numeric>
 #include <random>
 
 #include "plan/partition.hpp"
+#include "tensor/compute.hpp"
 #include "data/synthetic.hpp"
 
 using namespace ap;
@@ -187,6 +189,42 @@ TEST_CASE("predicted busy time sums each stage's chunks times the microbatches")
   CHECK(sim.backward_input == std::vector<double>{2, 4});
   CHECK(sim.backward_weight == std::vector<double>{3, 1});
   CHECK_THROWS_AS(predicted_busy_s(costs, {{0, 5}}, 1, 1), std::invalid_argument);
+}
+
+TEST_CASE("each layer's costs come from its stage's thread count (Note [costs at the stages' threads])") {
+  // Costs measured on 1 and on 2 threads (forward only, to tell them apart).
+  const std::map<int, std::vector<layer_cost>> by_threads{{1, {{10, 0, 0}, {11, 0, 0}, {12, 0, 0}, {13, 0, 0}}},
+                                                          {2, {{20, 0, 0}, {21, 0, 0}, {22, 0, 0}, {23, 0, 0}}}};
+  const auto forwards = [](const std::vector<layer_cost>& costs) {
+    std::vector<double> f;
+    for (const layer_cost& c : costs) f.push_back(c.forward_s);
+    return f;
+  };
+  // Stage 0 on 2 threads (layers 0..1), stage 1 on 1 (layers 2..3).
+  CHECK(forwards(costs_at_stage_threads(by_threads, {2, 1}, {{0, 2}, {2, 4}})) == std::vector<double>{20, 21, 12, 13});
+  // Interleaved, 2 stages x 2 chunks: chunks 0 and 2 (layers 0 and 2) on stage 0, chunks 1 and 3 on stage 1.
+  CHECK(forwards(costs_at_stage_threads(by_threads, {1, 2}, {{0, 1}, {1, 2}, {2, 3}, {3, 4}})) ==
+        std::vector<double>{10, 21, 12, 23});
+  // One stage on 2 threads: the predicted busy time is the 2-thread costs' (20 + 21 + 22 + 23) x 3 microbatches.
+  CHECK(predicted_busy_s(costs_at_stage_threads(by_threads, {2}, {{0, 4}}), {{0, 4}}, 1, 3) == std::vector<double>{258});
+  CHECK_THROWS_WITH_AS(costs_at_stage_threads(by_threads, {4, 1}, {{0, 2}, {2, 4}}),
+                       doctest::Contains("stage 0 runs on 4 threads"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(costs_at_stage_threads(by_threads, {1}, {{0, 5}}), doctest::Contains("chunk 0 ends at layer 5"),
+                       std::invalid_argument);
+}
+
+TEST_CASE("measured costs on 2 threads leave the caller's own thread setting as it was") {
+  sequential model = sequential::from_spec("12-16-4");
+  const tensor sample = make_blobs(8, 12, 4, 1).inputs;
+  set_compute_threads(1);
+  CHECK(measure_layer_costs(model, sample, 1, 2).size() == 3);
+  CHECK(compute_threads() == 1);
+  set_compute_threads(3);
+  CHECK(measure_layer_costs(model, sample, 1, 1).size() == 3);
+  CHECK(compute_threads() == 3);
+  CHECK_THROWS_AS(measure_layer_costs(model, sample, 1, 0), std::invalid_argument);
+  CHECK(compute_threads() == 3);
+  set_compute_threads(1);
 }
 
 TEST_CASE("measured costs of a model of blocks, a block first (whose backward_weight needs its inner backward_input)") {
