@@ -3,7 +3,8 @@
 // (D replicas), tensor parallelism (T ranks) and the pipeline (P stages) alone; and P x threads, P x D, P x T
 // filling the cores, and P stages sharing every core by stage cost (Note [cores by stage cost]). Models: the heavy
 // MLP 784-2048-2048-2048-10 (batch 1024), the 4-layer GPT gpt:layers=4,dim=256,heads=8,context=128 and a 16-layer
-// one (batch 64 sequences); Adam. Each configuration runs --steps timed steps after 2 warm-up steps, --rounds
+// one (batch 64 sequences); Adam. Each configuration is built anew every round (Note [idle teams] in
+// tensor/compute.hpp) and runs --steps timed steps after 2 warm-up steps (1 after the first round), --rounds
 // times (configurations alternate within a round); the median is printed in samples (or tokens) per second with
 // its efficiency: rate / (one thread's rate x the cores it uses). Pipelines run 8 microbatches on --schedule
 // (default zb-h1; PyTorch's pipelines run 1F1B), split in whole blocks balanced by parameters (Note [default
@@ -219,20 +220,22 @@ int main(int argc, char** argv) try {
     for (int round = 0; round < rounds; ++round)
       for (run& r : runs) {
         if (!r.refused.empty()) continue;
-        if (!r.runner) try {
-            // built when first timed: one set of stages alive
-            r.runner = make_runner(r.c, *r.model, opt, schedule, cores, w.inputs);
-          } catch (const std::invalid_argument& e) {
-            r.refused = e.what();
-            continue;
-          }
-        if (r.c.P == 0 && r.c.D == 1 && r.c.T == 1) set_compute_threads(r.c.threads);
-        for (int s = 0; s < (round == 0 ? 2 : 0); ++s) r.runner->train_step(w.inputs, w.labels, r.step++);
+        // Note [idle teams]: one configuration's threads at a time. Each is built for its block and gone after it
+        // (the single process's team too), so no idle team of another configuration makes libgomp's threads
+        // sleep at every region's end; its oneDNN primitives are made again, in a warm-up step, every round.
+        try {
+          r.runner = make_runner(r.c, *r.model, opt, schedule, cores, w.inputs);
+        } catch (const std::invalid_argument& e) {
+          r.refused = e.what();
+          continue;
+        }
+        for (int s = 0; s < (round == 0 ? 2 : 1); ++s) r.runner->train_step(w.inputs, w.labels, r.step++);
         const auto t0 = std::chrono::steady_clock::now();
         for (int s = 0; s < steps; ++s) r.runner->train_step(w.inputs, w.labels, r.step++);
         r.rates.push_back(units * steps / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
         std::printf("  measured %s, round %d: %.0f per second\n", r.c.name().c_str(), round + 1, r.rates.back());
-        if (round + 1 == rounds) r.runner.reset();
+        r.runner.reset();
+        set_compute_threads(1);
       }
     if (use_torch)
       for (run& r : runs)

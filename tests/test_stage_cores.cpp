@@ -5,6 +5,8 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <chrono>
+#include <filesystem>
 #include <mutex>
 #include <stdexcept>
 #include <vector>
@@ -12,6 +14,8 @@
 
 #include "plan/cores.hpp"
 #include "stage/lockstep_threads.hpp"
+#include "tensor/compute.hpp"
+#include "tensor/elementwise.hpp"
 #include "pipeline_test_models.hpp"
 #include "test_support.hpp"
 
@@ -163,4 +167,33 @@ TEST_CASE("pinned ranks run on their own cores only") {
   }
   CHECK(seen[0] == placement[0].cores);
   CHECK(seen[1] == placement[1].cores);
+}
+
+namespace {
+
+std::size_t process_thread_count() {
+  std::size_t n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) n += entry.is_directory() ? 1 : 0;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("a thread that lowers its compute threads lets its idle team go (Note [idle teams])") {
+  std::vector<float> y(std::size_t(parallel_elements) * 4, 1.0f), x(y.size(), 2.0f);
+  const std::size_t before = process_thread_count();
+  std::size_t with_team = 0, after = 0;
+  std::thread rank([&] {  // a thread of its own: the test's thread keeps whatever team it has
+    set_compute_threads(3);
+    add_into(y.data(), x.data(), y.size());  // a parallel region: this thread and a team of 2 more
+    with_team = process_thread_count();
+    set_compute_threads(1);
+    // The team's threads end after the release returns: wait for them, a bounded while.
+    for (int i = 0; i < 200 && (after = process_thread_count()) > before + 1; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  });
+  rank.join();
+  CHECK(y[0] == 3.0f);
+  CHECK(with_team == before + 3);
+  CHECK(after == before + 1);  // this thread alone: an idle team would make libgomp's other teams sleep at every region
 }
