@@ -33,19 +33,19 @@ compute_backend parse_compute_backend(const std::string& text);
 // process may use more. OpenBLAS (the reference path) stays at one thread: its setting is process-wide.
 // Fewer threads than before also let the calling thread's idle team go (Note [idle teams]).
 //
-// Note [idle teams]: libgomp lets a team's threads spin after each parallel region (300,000 rounds by default)
-// only while the threads it manages, every thread's team counted, idle ones included, are no more than the
-// cores; beyond that it spins 1,000 rounds and sleeps on a futex, so every region's end costs a sleep and a
-// wake-up. A thread keeps the team of its last parallel region until it ends, even after
-// omp_set_num_threads(1): the main thread that measured layer costs on 2 threads, or ran a single-process
-// configuration of a benchmark, kept its idle threads beside a pipeline's stages, and on this 2-vCPU machine a
-// one-stage pipeline on 2 threads then ran the 4-layer GPT at 1.65-1.71x its 1-thread rate instead of 2x (the
-// stage's two threads each switching ~1,700 times a second). A stand-alone program, a stage thread running 20,000
-// short regions on 2 threads: 0.31 s, 0 voluntary switches; with the main thread's idle 2-thread team beside it
-// 1.5 s and 19,500 (also after a 1-thread region on the main thread); with that team released by
-// omp_pause_resource (OpenMP 5.0: the calling thread's resources, no other thread's) 0.31 s and 0. So
-// set_compute_threads(n) releases the calling thread's team whenever n is below its setting: a rank's threads
-// stay while it computes and go when it is done (a rank's own thread ending releases them too).
+// Note [idle teams]: libgomp lets a team's threads spin after each parallel region (300,000 rounds by default) only
+// while the threads it manages, every thread's team counted, idle ones included, are no more than the cores; beyond
+// that it spins 100 rounds and sleeps on a futex, so every region's end costs a sleep and a wake-up. A thread
+// keeps the team of its last parallel region until it ends, even after omp_set_num_threads(1): the main thread that
+// measured layer costs on 2 threads, or ran a single-process configuration of a benchmark, kept its idle threads
+// beside a pipeline's stages, and on this 2-vCPU machine a one-stage pipeline on 2 threads then ran the 4-layer GPT
+// at 1.65-1.71x its 1-thread rate, its two threads each switching ~1,700 times a second (1.82-1.90x with the team
+// released). A stand-alone program, a stage thread running 20,000 short regions on 2 threads: 0.31 s, 0 voluntary
+// switches; with the main thread's idle 2-thread team beside it 1.5 s and 19,500 (also after a 1-thread region on
+// the main thread); with that team released by omp_pause_resource (OpenMP 5.0: the calling thread's resources, no
+// other thread's) 0.31 s and 0. So set_compute_threads(n) releases the calling thread's team whenever n is below its
+// setting: a rank's threads stay while it computes and go when it is done (a rank's own thread ending releases them
+// too).
 void set_compute_threads(int threads);
 int compute_threads();  // the calling thread's setting
 // Note [serial actor threads]: the calling thread, which is no compute rank, runs the ops it calls on itself
