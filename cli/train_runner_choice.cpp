@@ -135,15 +135,13 @@ void start_memory_measurement(train_runner& r) {
   reset_tensor_bytes_peak();
 }
 
-// Each stage's intra-op threads as the pipeline will give them (rank 0 of replica 0: Note [cores per rank]);
-// empty when nodes decide them.
-std::vector<int> stage_threads(const pipeline_options& p, int data_parallel) {
-  if (!p.nodes.empty()) return {};
-  const int T = std::max(1, p.tensor_parallel);
-  const std::vector<compute_cores> cores =
-      p.cores.empty() ? assign_cores(process_cores(), data_parallel * p.stages * T, p.threads) : p.cores;
+// Each stage's intra-op threads in `p.cores` (rank 0 of replica 0: Note [cores per rank]); empty when no cores are
+// given (nodes decide them).
+std::vector<int> stage_threads(const pipeline_options& p) {
+  if (p.cores.empty()) return {};
+  const auto T = static_cast<std::size_t>(std::max(1, p.tensor_parallel));
   std::vector<int> threads;
-  for (int s = 0; s < p.stages; ++s) threads.push_back(cores.at(static_cast<std::size_t>(s * T)).threads);
+  for (std::size_t s = 0; s < static_cast<std::size_t>(p.stages); ++s) threads.push_back(p.cores.at(s * T).threads);
   return threads;
 }
 
@@ -166,7 +164,11 @@ void build_pipeline(const train_options& o, train_plan& plan, train_runner& r) {
   // from one thread's costs; otherwise every stage's threads are known now, and the costs are measured on them.
   const bool cores_by_cost = o.threads == 0 && p.nodes.empty() && p.cores.empty() && o.mesh.data_parallel == 1 &&
                              o.mesh.tensor_parallel == 1 && !plan.auto_choice;
-  const std::vector<int> known_threads = cores_by_cost ? std::vector<int>{} : stage_threads(p, o.mesh.data_parallel);
+  // Note [costs at the stages' threads]: the process's cores divided as the pipelines divide them when given none
+  // (Note [cores per rank]), here, so that the costs are measured on the threads the stages get.
+  if (!cores_by_cost && p.nodes.empty() && p.cores.empty())
+    p.cores = assign_cores(process_cores(), o.mesh.data_parallel * p.stages * std::max(1, p.tensor_parallel), p.threads);
+  const std::vector<int> known_threads = stage_threads(p);
   const int measured_on = known_threads.empty() ? 1 : known_threads[0];  // assign_cores gives every stage as many
   auto costs = plan.layer_costs.empty() ? measure_layer_costs(plan.model, sample, 5, measured_on) : plan.layer_costs;
   if (p.layers_per_chunk.empty())
@@ -179,8 +181,7 @@ void build_pipeline(const train_options& o, train_plan& plan, train_runner& r) {
                                                   static_cast<int>(cores.size())));
   }
   if (plan.layer_costs.empty())  // --auto measured its costs on its own threads
-    costs = costs_for_stages(plan.model, sample, std::move(costs), measured_on, stage_threads(p, o.mesh.data_parallel),
-                             ranges);
+    costs = costs_for_stages(plan.model, sample, std::move(costs), measured_on, stage_threads(p), ranges);
   r.predicted_busy = predicted_busy_s(costs, ranges, p.stages, p.microbatches);
   // Note [memory model]: each stage's peak (its tensor-parallel ranks together), before any stage is placed;
   // refused over --max-memory (Note [memory budget]: per process, or per node).
