@@ -63,15 +63,28 @@ void head_parallel_attention::set_compute_dtype(dtype type) {
   proj_.set_compute_dtype(type);
 }
 
-tensor head_parallel_attention::forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const {
+head_parallel_attention::saved& head_parallel_attention::start_forward(const tensor& x, layer_cache& cache) const {
   if (x.dimension() != 3 || x.shape()[2] != dim_)
     throw std::invalid_argument(describe() + " takes (batch, sequence, " + std::to_string(dim_) +
                                 "), got input of shape " + shape_string(x));
   saved& s = cache.emplace<saved>();
   s.input_done = false;
-  const tensor qkv = qkv_.forward(x, s.qkv, ctx);  // (B, T, 3w): no collective
-  const tensor merged = attention_heads_forward(qkv, local_heads_, compute_dtype(), s.heads);  // (B, T, w)
-  return proj_.forward(merged, s.proj, ctx);  // the forward's one all-reduce, then the whole bias
+  return s;
+}
+
+tensor head_parallel_attention::heads_and_projection(const tensor& qkv, saved& s, const forward_context& ctx) const {
+  tensor merged = attention_heads_forward(qkv, local_heads_, compute_dtype(), s.heads);  // (B, T, w)
+  return proj_.forward_owned(std::move(merged), s.proj, ctx);  // the forward's one all-reduce, then the whole bias
+}
+
+tensor head_parallel_attention::forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const {
+  saved& s = start_forward(x, cache);
+  return heads_and_projection(qkv_.forward(x, s.qkv, ctx), s, ctx);  // qkv: (B, T, 3w), no collective
+}
+
+tensor head_parallel_attention::forward_owned(tensor&& x, layer_cache& cache, const forward_context& ctx) const {
+  saved& s = start_forward(x, cache);
+  return heads_and_projection(qkv_.forward_owned(std::move(x), s.qkv, ctx), s, ctx);  // Note [owned input]
 }
 
 // Up to the QKV projection's input gradient, left summing in the group (the backward's one all-reduce).

@@ -40,6 +40,7 @@ class head_parallel_attention final : public layer, public tensor_parallel_layer
     std::size_t bytes() const override { return qkv.bytes() + proj.bytes() + heads.bytes() + dqkv.byte_size(); }
   };
   tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
+  tensor forward_owned(tensor&& x, layer_cache& cache, const forward_context& ctx) const override;  // Note [owned input]
   void backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const override;
   void backward_weight(const tensor& dy, layer_cache& cache) override;
   using layer::backward;
@@ -58,6 +59,8 @@ class head_parallel_attention final : public layer, public tensor_parallel_layer
   std::vector<sharded_value> sharded_values() const override;
 
  private:
+  saved& start_forward(const tensor& x, layer_cache& cache) const;  // checks x, a fresh cache
+  tensor heads_and_projection(const tensor& qkv, saved& s, const forward_context& ctx) const;
   column_parallel_linear::pending_dx start_backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const;
 
   std::size_t dim_, heads_;

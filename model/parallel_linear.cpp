@@ -91,6 +91,14 @@ void column_parallel_linear::initialize(std::uint64_t seed) {
 }
 
 tensor column_parallel_linear::forward(const tensor& x, layer_cache& cache, const forward_context&) const {
+  return forward_keeping(x, nullptr, cache);
+}
+
+tensor column_parallel_linear::forward_owned(tensor&& x, layer_cache& cache, const forward_context&) const {
+  return forward_keeping(x, &x, cache);  // Note [owned input]: x becomes the stash, uncopied
+}
+
+tensor column_parallel_linear::forward_keeping(const tensor& x, tensor* owned, layer_cache& cache) const {
   if (cols(x) != in_)
     throw std::invalid_argument(describe() + " takes " + std::to_string(in_) + " features, got input of shape " +
                                 shape_string(x));
@@ -99,7 +107,11 @@ tensor column_parallel_linear::forward(const tensor& x, layer_cache& cache, cons
   float* py = y.data();
   fill_rows(py, n, bias_.data(), w);  // the product adds into the bias (Note [op threads])
   gemm(false, false, n, w, in_, 1.0f, x.data(), weight_.data(), 1.0f, py);
-  cache.emplace<saved>().x = x;
+  saved& s = cache.emplace<saved>();
+  if (owned)
+    s.x = std::move(*owned);
+  else
+    s.x = x;
   return y;
 }
 
@@ -198,6 +210,14 @@ void row_parallel_linear::initialize(std::uint64_t seed) {
 }
 
 tensor row_parallel_linear::forward(const tensor& x, layer_cache& cache, const forward_context&) const {
+  return forward_keeping(x, nullptr, cache);
+}
+
+tensor row_parallel_linear::forward_owned(tensor&& x, layer_cache& cache, const forward_context&) const {
+  return forward_keeping(x, &x, cache);  // Note [owned input]: x becomes the stash, uncopied
+}
+
+tensor row_parallel_linear::forward_keeping(const tensor& x, tensor* owned, layer_cache& cache) const {
   const std::size_t w = last_ - first_;
   if (cols(x) != w)
     throw std::invalid_argument(describe() + " takes " + std::to_string(w) + " features" +
@@ -208,7 +228,11 @@ tensor row_parallel_linear::forward(const tensor& x, layer_cache& cache, const f
   gemm(false, false, n, out_, w, 1.0f, x.data(), weight_.data(), 0.0f, y.data());
   if (group_) group_->all_reduce(y).wait();  // the ranks' partial products, summed in rank order
   add_to_rows(y.data(), n, bias_.data(), out_);
-  cache.emplace<saved>().x = x;
+  saved& s = cache.emplace<saved>();
+  if (owned)
+    s.x = std::move(*owned);
+  else
+    s.x = x;
   return y;
 }
 

@@ -80,6 +80,7 @@ class column_parallel_linear final : public layer, public tensor_parallel_layer 
     }
   };
   tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
+  tensor forward_owned(tensor&& x, layer_cache& cache, const forward_context& ctx) const override;  // Note [owned input]
   void backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const override;
   void backward_weight(const tensor& dy, layer_cache& cache) override;
   using layer::backward;
@@ -115,6 +116,7 @@ class column_parallel_linear final : public layer, public tensor_parallel_layer 
   }
 
  private:
+  tensor forward_keeping(const tensor& x, tensor* owned, layer_cache& cache) const;  // keeps *owned, else copies x
   std::size_t width() const { return blocks_ * (last_ - first_); }  // the output columns this rank holds
   std::size_t in_, out_, blocks_;
   std::size_t first_ = 0, last_;  // the columns this rank holds of each block: [first_, last_) of out / blocks
@@ -144,6 +146,7 @@ class row_parallel_linear final : public layer, public tensor_parallel_layer {
     }
   };
   tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
+  tensor forward_owned(tensor&& x, layer_cache& cache, const forward_context& ctx) const override;  // Note [owned input]
   void backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const override;
   void backward_weight(const tensor& dy, layer_cache& cache) override;
 
@@ -158,6 +161,7 @@ class row_parallel_linear final : public layer, public tensor_parallel_layer {
   }
 
  private:
+  tensor forward_keeping(const tensor& x, tensor* owned, layer_cache& cache) const;  // keeps *owned, else copies x
   std::size_t in_, out_;
   std::size_t first_ = 0, last_;  // the input rows of W (columns of x) this rank holds: [first_, last_)
   std::shared_ptr<process_group> group_;  // null: not split

@@ -239,6 +239,55 @@ TEST_CASE("the Megatron MLP (column -> GELU -> row) over T ranks equals the unsp
   }
 }
 
+TEST_CASE("split over 2 ranks, forward_owned gives forward's bits and the parallel Linears keep the given input as the stash") {
+  // Note [owned input] in model/layer.hpp: a block gives each part after its first the activation before it.
+  const std::vector<std::pair<std::string, shape_t>> cases = {
+      {"column_linear:8:16", {6, 8}}, {"row_linear:16:8", {6, 16}}, {"head_parallel_attention:16:4", {2, 4, 16}}};
+  for (const auto& [spec, shape] : cases) {
+    CAPTURE(spec);
+    local_group group("tp", 2);
+    std::vector<std::string> errors(2);
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < 2; ++r)
+      ranks.emplace_back([&, r] {
+        try {
+          sequential model = sequential::from_layer_specs({spec});
+          join_tensor_parallel(model, std::shared_ptr<process_group>(group.member(r)));
+          model.initialize(41);
+          layer& l = model.at(0);
+          const auto gradients = [&] {
+            std::vector<tensor> g;
+            for (parameter& p : l.parameters("")) g.push_back(*p.grad), p.grad->fill(0.0f);
+            return g;
+          };
+          const tensor x = random_tensor(shape, 42);  // a row layer takes this rank's shard: its columns
+          const tensor xr = spec.rfind("row_", 0) == 0 ? column_slice(x, std::size_t(r) * 8, std::size_t(r) * 8 + 8) : x;
+          const std::string rank = "rank " + std::to_string(r) + ": ";
+          layer_cache kept, given;
+          const tensor y = l.forward(xr, kept, {});
+          const tensor dy = random_tensor(shape_of(y), 43);
+          const tensor dx = l.backward(dy, kept);
+          const auto expected = gradients();
+          tensor x_given = xr;
+          const float* buffer = x_given.data();
+          if (!(l.forward_owned(std::move(x_given), given, {}) == y)) throw std::runtime_error(rank + "y differs");
+          const float* stash = nullptr;
+          if (auto* c = dynamic_cast<const column_parallel_linear*>(&l)) stash = given.get<column_parallel_linear::saved>(*c).x.data();
+          if (auto* w = dynamic_cast<const row_parallel_linear*>(&l)) stash = given.get<row_parallel_linear::saved>(*w).x.data();
+          if (stash && stash != buffer) throw std::runtime_error(rank + "the stash is a copy");
+          if (!(l.backward(dy, given) == dx)) throw std::runtime_error(rank + "dx differs");
+          const auto got = gradients();
+          for (std::size_t i = 0; i < got.size(); ++i)
+            if (!(got[i] == expected[i])) throw std::runtime_error(rank + "gradient " + std::to_string(i) + " differs");
+        } catch (const std::exception& e) {
+          errors[std::size_t(r)] = e.what();
+        }
+      });
+    for (auto& t : ranks) t.join();
+    for (const auto& e : errors) CHECK_MESSAGE(e.empty(), e);
+  }
+}
+
 TEST_CASE("a width the group does not divide, or joining twice, is refused naming the layer and the group") {
   local_group group("tp stage 0", 3);
   auto column = make_layer("column_linear:8:16");
