@@ -116,15 +116,17 @@ TEST_CASE("a node whose rank 0 is killed stops with an error instead of running 
     return std::vector<std::string>{"RANK=" + std::to_string(rank), "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1",
                                     "MASTER_PORT=" + port};
   };
-  const std::vector<std::string> long_job = {"train", "--rendezvous", "env", "--stages", "1", "--epochs", "100",
-                                             "--insecure"};
+  // Short epochs, many of them: its first epoch line comes within a second however loaded the machine (a whole
+  // Fashion-MNIST epoch took over a minute beside a build under ctest -j3), and it trains on until killed.
+  const std::vector<std::string> long_job = {"train", "--rendezvous", "env", "--stages", "1", "--train-limit", "512",
+                                             "--epochs", "1000000", "--insecure"};
   auto node = start(vars(1), long_job);
   auto coordinator = start(vars(0), long_job);
   // Wait until it trains (its epoch line), then kill it.
   const auto deadline = std::chrono::steady_clock::now() + test::scaled(60s);
   while (!test::contains(coordinator->stderr_text(), "epoch 1:") && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(100ms);
-  REQUIRE(test::contains(coordinator->stderr_text(), "epoch 1:"));
+  REQUIRE_MESSAGE(test::contains(coordinator->stderr_text(), "epoch 1:"), coordinator->stderr_text());
   coordinator->kill9();
   CHECK(node->wait_exit(test::scaled(30s)) == 1);
   INFO(node->stderr_text());
