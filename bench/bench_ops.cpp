@@ -2,7 +2,8 @@
 // (the calling thread's intra-op threads, set_compute_threads), with the parallel efficiency t1 / (n * tn).
 // Shapes: the 4-layer GPT (gpt:layers=4,dim=256,heads=8,context=128, batch 64: 8192 rows x 256) and the heavy
 // MLP (784-2048-2048-2048-10, batch 1024). Forward and backward are timed apart where an op has both
-// (backward = backward_input + backward_weight). Last, the memory system's own scaling (Note [bandwidth ceiling]).
+// (backward = backward_input + backward_weight). Last, the memory system's own scaling (Note [bandwidth ceiling]) and
+// a team's start and end (Note [a team's start and end]).
 //
 // Note [timing under load] (bench_single_process.cpp): each figure is the median of --repeats runs after one
 // warm-up; the load average is printed beside the table. Compare figures of one run only.
@@ -321,6 +322,20 @@ int main(int argc, char** argv) {
                      const auto n = static_cast<std::ptrdiff_t>(triad_a.size());
 #pragma omp parallel for simd schedule(static)
                      for (std::ptrdiff_t i = 0; i < n; ++i) a[i] = b[i] + 0.5f * c[i];
+                   },
+                   true});
+
+  // Note [a team's start and end]: what an op's parallel region costs before any work, a team of the rank's threads
+  // started and joined (awake, as between two ops of a step). Its ms are the microseconds of one region; times the
+  // regions a step opens (session 26 counted 223 teams a step for the 4-layer GPT at batch 64 in one process, about
+  // 82 more a microbatch in a pipeline: docs/performance.md) they say what share of a step the teams take. Printed
+  // as a row and kept out of the worst figures.
+  cases.push_back({"team.start_and_end (ceiling)", "1,000 empty regions", nullptr,
+                   [] {
+                     for (int i = 0; i < 1000; ++i) {
+#pragma omp parallel
+                       { asm volatile("" ::: "memory"); }  // a region the compiler keeps
+                     }
                    },
                    true});
 
