@@ -58,17 +58,17 @@ tensor linear::forward_keeping(const tensor& x, tensor* owned, layer_cache& cach
   tensor y = tensor::from_shape(with_last_axis(x, out_));  // (rows, out)
   float* py = y.data();
   const float* pb = bias_.data();
-  fill_rows(py, n, pb, out_);  // the product adds into the bias (Note [op threads])
   // A reused cache whose x has the same shape keeps its buffer.
   saved& s = cache.emplace<saved>();
   if (s.dy_bf16.type() == dtype::bfloat16) s.dy_bf16 = tensor();  // one a backward_weight never took
   if (compute_dtype() == dtype::bfloat16) {  // Note [compute dtype]: bf16 x and W, fp32 accumulation and y
+    fill_rows(py, n, pb, out_);  // the product adds into the bias (Note [op threads])
     stash_as(s.x, x, dtype::bfloat16);
     const tensor& xs = s.x;
     product_with_weights(false, n, out_, in_, xs, weight_bf16(), 1.0f, py);
     return y;
   }
-  gemm(false, false, n, out_, in_, 1.0f, x.data(), weight_.data(), 1.0f, py);
+  gemm_bias(n, out_, in_, x.data(), weight_.data(), pb, py);  // Note [bias in the product]
   if (owned)
     s.x = std::move(*owned);
   else

@@ -104,9 +104,7 @@ tensor column_parallel_linear::forward_keeping(const tensor& x, tensor* owned, l
                                 shape_string(x));
   const std::size_t n = rows(x), w = width();
   tensor y = tensor::from_shape(with_last_axis(x, w));  // (rows, w)
-  float* py = y.data();
-  fill_rows(py, n, bias_.data(), w);  // the product adds into the bias (Note [op threads])
-  gemm(false, false, n, w, in_, 1.0f, x.data(), weight_.data(), 1.0f, py);
+  gemm_bias(n, w, in_, x.data(), weight_.data(), bias_.data(), y.data());  // Note [bias in the product]
   saved& s = cache.emplace<saved>();
   if (owned)
     s.x = std::move(*owned);

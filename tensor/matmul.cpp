@@ -4,6 +4,7 @@
 #include <string>
 
 #include "tensor/compute.hpp"
+#include "tensor/elementwise.hpp"
 #include "tensor/scratch.hpp"
 
 namespace ap {
@@ -22,6 +23,12 @@ void gemm(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std:
     gemm_onednn(transpose_a, transpose_b, m, n, k, alpha, a, b, beta, c);
   else
     gemm_reference(transpose_a, transpose_b, m, n, k, alpha, a, b, beta, c);
+}
+
+void gemm_bias(std::size_t m, std::size_t n, std::size_t k, const float* a, const float* b, const float* bias, float* c) {
+  if (current_compute_backend() == compute_backend::onednn) return gemm_bias_onednn(m, n, k, a, b, bias, c);
+  fill_rows(c, m, bias, n);  // Note [bias in the product]: what oneDNN's epilogue computes
+  gemm_reference(false, false, m, n, k, 1.0f, a, b, 1.0f, c);
 }
 
 bool bf16_products_widen() {

@@ -71,6 +71,7 @@
 
 #include <cblas.h>
 
+#include "tensor/elementwise.hpp"
 #include "tensor/matmul.hpp"
 #include "tensor/onednn_context.hpp"
 #include "tensor/scratch.hpp"
@@ -86,14 +87,15 @@ using onednn::stream;
 
 struct cached_matmul {
   dnnl::matmul primitive;
-  dnnl::memory a, b, c;
+  dnnl::memory a, b, c, bias;  // bias: empty without one
 };
 
-// (m, n, k, A's leading dimension, transpose_a, transpose_b, input dtype, alpha, beta, OpenMP threads)
-using matmul_key = std::tuple<std::size_t, std::size_t, std::size_t, std::size_t, bool, bool, int, float, float, int>;
+// (m, n, k, A's leading dimension, transpose_a, transpose_b, input dtype, alpha, beta, OpenMP threads, a bias)
+using matmul_key = std::tuple<std::size_t, std::size_t, std::size_t, std::size_t, bool, bool, int, float, float, int, bool>;
 
+// With `bias`, C = op(A) op(B) + bias on each row (Note [bias in the product]; alpha 1, beta 0 only).
 cached_matmul make_matmul(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k,
-                          std::size_t lda, float alpha, float beta, dt input) {
+                          std::size_t lda, float alpha, float beta, dt input, bool bias = false) {
   using dims = dnnl::memory::dims;
   const auto M = static_cast<dnnl::memory::dim>(m), N = static_cast<dnnl::memory::dim>(n),
              K = static_cast<dnnl::memory::dim>(k), LDA = static_cast<dnnl::memory::dim>(lda);
@@ -108,28 +110,42 @@ cached_matmul make_matmul(bool transpose_a, bool transpose_b, std::size_t m, std
     ops.append_sum(beta);  // C = alpha op(A) op(B) + beta C
     attr.set_post_ops(ops);
   }
-  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, engine());
+  if (!bias) {
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, engine());
+    return {dnnl::matmul(pd), dnnl::memory(a_md, engine(), nullptr), dnnl::memory(b_md, engine(), nullptr),
+            dnnl::memory(c_md, engine(), nullptr), dnnl::memory()};
+  }
+  const dnnl::memory::desc bias_md(dims{1, N}, dt::f32, tag::ab);
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, bias_md, c_md), attr, engine());
   return {dnnl::matmul(pd), dnnl::memory(a_md, engine(), nullptr), dnnl::memory(b_md, engine(), nullptr),
-          dnnl::memory(c_md, engine(), nullptr)};
+          dnnl::memory(c_md, engine(), nullptr), dnnl::memory(bias_md, engine(), nullptr)};
 }
 
 // One primitive call on the calling thread's OpenMP team (Note [primitive cache per thread]).
 // A transposed A is stored (k, a_columns): a band of its columns starts mid-row.
 void run_once(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
-              const void* a, const void* b, float beta, float* c, std::size_t a_columns, dt input) {
+              const void* a, const void* b, float beta, float* c, std::size_t a_columns, dt input,
+              const float* bias = nullptr) {
   thread_local std::map<matmul_key, cached_matmul> cache;  // Note [primitive cache per thread]
   const std::size_t lda = transpose_a ? a_columns : k;
-  const matmul_key key{m, n, k, lda, transpose_a, transpose_b, static_cast<int>(input), alpha, beta, omp_get_max_threads()};
+  const matmul_key key{m, n, k, lda, transpose_a, transpose_b, static_cast<int>(input), alpha, beta, omp_get_max_threads(),
+                       bias != nullptr};
   auto it = cache.find(key);
   if (it == cache.end()) {
     onednn::make_room(cache);  // Note [bounded primitive caches]
-    it = cache.emplace(key, make_matmul(transpose_a, transpose_b, m, n, k, lda, alpha, beta, input)).first;
+    it = cache.emplace(key, make_matmul(transpose_a, transpose_b, m, n, k, lda, alpha, beta, input, bias != nullptr)).first;
   }
   cached_matmul& mm = it->second;
   mm.a.set_data_handle(const_cast<void*>(a));  // oneDNN only reads the inputs
   mm.b.set_data_handle(const_cast<void*>(b));
   mm.c.set_data_handle(c);
-  mm.primitive.execute(stream(), {{DNNL_ARG_SRC, mm.a}, {DNNL_ARG_WEIGHTS, mm.b}, {DNNL_ARG_DST, mm.c}});
+  if (!bias) {
+    mm.primitive.execute(stream(), {{DNNL_ARG_SRC, mm.a}, {DNNL_ARG_WEIGHTS, mm.b}, {DNNL_ARG_DST, mm.c}});
+  } else {
+    mm.bias.set_data_handle(const_cast<float*>(bias));
+    mm.primitive.execute(stream(), {{DNNL_ARG_SRC, mm.a}, {DNNL_ARG_WEIGHTS, mm.b}, {DNNL_ARG_BIAS, mm.bias},
+                                    {DNNL_ARG_DST, mm.c}});
+  }
   stream().wait();
 }
 
@@ -202,8 +218,9 @@ void run_openblas(bool transpose_a, bool transpose_b, std::size_t m, std::size_t
   }
 }
 
+// With `bias` (A and B untransposed, alpha 1, beta 0, fp32 on oneDNN's kernels): C = A B + bias on each row.
 void run(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
-         const void* a, const void* b, float beta, float* c, dt input) {
+         const void* a, const void* b, float beta, float* c, dt input, const float* bias = nullptr) {
   if (m == 0 || n == 0) return;
   if (k == 0) {  // an empty sum: oneDNN has no zero-sized reduction; BLAS semantics
     for (std::size_t i = 0; i < m * n; ++i) c[i] = beta == 0.0f ? 0.0f : beta * c[i];
@@ -214,7 +231,7 @@ void run(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::
                         static_cast<const float*>(b), beta, c);
   const std::size_t bands = band_count(transpose_a, m, k, omp_in_parallel() ? 1 : omp_get_max_threads());
   if (bands == 1) {
-    run_once(transpose_a, transpose_b, m, n, k, alpha, a, b, beta, c, m, input);
+    run_once(transpose_a, transpose_b, m, n, k, alpha, a, b, beta, c, m, input, bias);
     return;
   }
   const std::size_t element = input == dt::bf16 ? sizeof(bfloat16) : sizeof(float);
@@ -230,7 +247,7 @@ void run(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::
       const std::size_t a_offset = transpose_a ? first : first * k;
       try {
         run_once(transpose_a, transpose_b, last - first, n, k, alpha, static_cast<const char*>(a) + a_offset * element,
-                 b, beta, c + first * n, m, input);
+                 b, beta, c + first * n, m, input, bias);
       } catch (...) {
 #pragma omp critical(ap_matmul_band_failure)
         if (!failure) failure = std::current_exception();
@@ -261,6 +278,15 @@ bool onednn_avx512() {
 void gemm_onednn(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
                  const float* a, const float* b, float beta, float* c) {
   run(transpose_a, transpose_b, m, n, k, alpha, a, b, beta, c, dt::f32);
+}
+
+void gemm_bias_onednn(std::size_t m, std::size_t n, std::size_t k, const float* a, const float* b, const float* bias,
+                      float* c) {
+  if (fp32_on_openblas() || k == 0) {  // Note [bias in the product]: the fill and the product it stands for
+    fill_rows(c, m, bias, n);
+    return run(false, false, m, n, k, 1.0f, a, b, 1.0f, c, dt::f32);
+  }
+  run(false, false, m, n, k, 1.0f, a, b, 0.0f, c, dt::f32, bias);
 }
 
 void gemm_onednn(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
