@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 #include <typeinfo>
+#include <utility>
 #include <vector>
 
 #ifdef _OPENMP
@@ -214,6 +215,14 @@ void round_to_compute_dtype(tensor& t, dtype type);
 tensor entering_values(const tensor& t, dtype type);
 // A stash for backward: `x` held in `type` (bfloat16 halves it), reusing `out`'s buffer.
 inline void stash_as(tensor& out, const tensor& x, dtype type) { assign_as(out, x, type); }
+// A float32 stash of the input `x`: `*owned` itself where the caller gave it up (Note [owned input]; then `x` is
+// `*owned`), else a copy of `x` in `out`'s buffer.
+inline void stash_input(tensor& out, const tensor& x, tensor* owned) {
+  if (owned)
+    out = std::move(*owned);
+  else
+    out = x;
+}
 // A stashed tensor as float32: itself if float32, else widened into `scratch`.
 const tensor& float32_view(const tensor& stashed, tensor& scratch);
 

@@ -69,10 +69,7 @@ tensor linear::forward_keeping(const tensor& x, tensor* owned, layer_cache& cach
     return y;
   }
   gemm_bias(n, out_, in_, x.data(), weight_.data(), pb, py);  // Note [bias in the product]
-  if (owned)
-    s.x = std::move(*owned);
-  else
-    s.x = x;
+  stash_input(s.x, x, owned);
   return y;
 }
 

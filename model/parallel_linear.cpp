@@ -106,10 +106,7 @@ tensor column_parallel_linear::forward_keeping(const tensor& x, tensor* owned, l
   tensor y = tensor::from_shape(with_last_axis(x, w));  // (rows, w)
   gemm_bias(n, w, in_, x.data(), weight_.data(), bias_.data(), y.data());  // Note [bias in the product]
   saved& s = cache.emplace<saved>();
-  if (owned)
-    s.x = std::move(*owned);
-  else
-    s.x = x;
+  stash_input(s.x, x, owned);
   return y;
 }
 
@@ -227,10 +224,7 @@ tensor row_parallel_linear::forward_keeping(const tensor& x, tensor* owned, laye
   if (group_) group_->all_reduce(y).wait();  // the ranks' partial products, summed in rank order
   add_to_rows(y.data(), n, bias_.data(), out_);
   saved& s = cache.emplace<saved>();
-  if (owned)
-    s.x = std::move(*owned);
-  else
-    s.x = x;
+  stash_input(s.x, x, owned);
   return y;
 }
 
