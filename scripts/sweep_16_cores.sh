@@ -36,7 +36,7 @@ part() {  # part NAME SECONDS COMMAND...: COMMAND under a limit (cut to what the
 { lscpu; echo; free -g; echo; python3 -c 'import torch; print("torch", torch.__version__)' 2>&1; } > "$out/machine.txt"
 echo "sweep on $cores cores" | tee "$out/sweep.log"
 many="1 process, $cores threads;P=4, $(per 4) threads;P=8, $(per 8) threads;D=4, $(per 4) threads"
-many="$many;D=$cores,;T=8, $(per 8) threads;P=4, $cores cores by stage cost"
+many="$many;D=$cores,;T=8, $(per 8) threads;P=4, $cores cores by stage cost;P=1, $cores threads"
 for model in mlp:60 gpt4:70 gpt16:130; do
   part "scaling_${model%:*}" "${model#*:}" env AP_BIN=bench_scaling "$ap" --models "${model%:*}" --steps 2 --rounds 1 --no-torch --only "$many"
 done
