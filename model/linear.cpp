@@ -62,10 +62,15 @@ tensor linear::forward_keeping(const tensor& x, tensor* owned, layer_cache& cach
   saved& s = cache.emplace<saved>();
   if (s.dy_bf16.type() == dtype::bfloat16) s.dy_bf16 = tensor();  // one a backward_weight never took
   if (compute_dtype() == dtype::bfloat16) {  // Note [compute dtype]: bf16 x and W, fp32 accumulation and y
-    fill_rows(py, n, pb, out_);  // the product adds into the bias (Note [op threads])
     stash_as(s.x, x, dtype::bfloat16);
     const tensor& xs = s.x;
-    product_with_weights(false, n, out_, in_, xs, weight_bf16(), 1.0f, py);
+    const tensor& w = weight_bf16();
+    if (w.type() == dtype::bfloat16) {  // Note [bias in the product]
+      gemm_bias(n, out_, in_, xs.bf16_data(), w.bf16_data(), pb, py);
+    } else {  // weights kept widened (Note [bf16 weights kept widened]): the product adds into the bias
+      fill_rows(py, n, pb, out_);
+      product_with_weights(false, n, out_, in_, xs, w, 1.0f, py);
+    }
     return y;
   }
   gemm_bias(n, out_, in_, x.data(), weight_.data(), pb, py);  // Note [bias in the product]

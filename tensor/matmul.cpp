@@ -31,6 +31,13 @@ void gemm_bias(std::size_t m, std::size_t n, std::size_t k, const float* a, cons
   gemm_reference(false, false, m, n, k, 1.0f, a, b, 1.0f, c);
 }
 
+void gemm_bias(std::size_t m, std::size_t n, std::size_t k, const bfloat16* a, const bfloat16* b, const float* bias,
+               float* c) {
+  if (current_compute_backend() == compute_backend::onednn) return gemm_bias_onednn(m, n, k, a, b, bias, c);
+  fill_rows(c, m, bias, n);
+  gemm_reference(false, false, m, n, k, 1.0f, a, b, 1.0f, c);
+}
+
 bool bf16_products_widen() {
   return current_compute_backend() == compute_backend::reference || !onednn_avx512();
 }

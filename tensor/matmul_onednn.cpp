@@ -218,7 +218,7 @@ void run_openblas(bool transpose_a, bool transpose_b, std::size_t m, std::size_t
   }
 }
 
-// With `bias` (A and B untransposed, alpha 1, beta 0, fp32 on oneDNN's kernels): C = A B + bias on each row.
+// With `bias` (A and B untransposed, alpha 1, beta 0, on oneDNN's AVX-512 kernels): C = A B + bias on each row.
 void run(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
          const void* a, const void* b, float beta, float* c, dt input, const float* bias = nullptr) {
   if (m == 0 || n == 0) return;
@@ -287,6 +287,15 @@ void gemm_bias_onednn(std::size_t m, std::size_t n, std::size_t k, const float* 
     return run(false, false, m, n, k, 1.0f, a, b, 1.0f, c, dt::f32);
   }
   run(false, false, m, n, k, 1.0f, a, b, 0.0f, c, dt::f32, bias);
+}
+
+void gemm_bias_onednn(std::size_t m, std::size_t n, std::size_t k, const bfloat16* a, const bfloat16* b,
+                      const float* bias, float* c) {
+  if (!onednn_avx512() || k == 0) {  // Note [bias in the product]: the fill and the product (widened, without AVX-512)
+    fill_rows(c, m, bias, n);
+    return gemm_onednn(false, false, m, n, k, 1.0f, a, b, 1.0f, c);
+  }
+  run(false, false, m, n, k, 1.0f, a, b, 0.0f, c, dt::bf16, bias);
 }
 
 void gemm_onednn(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, float alpha,

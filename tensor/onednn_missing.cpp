@@ -27,6 +27,9 @@ void gemm_onednn(bool, bool, std::size_t, std::size_t, std::size_t, float, const
 void gemm_bias_onednn(std::size_t, std::size_t, std::size_t, const float*, const float*, const float*, float*) {
   missing("gemm_bias_onednn");
 }
+void gemm_bias_onednn(std::size_t, std::size_t, std::size_t, const bfloat16*, const bfloat16*, const float*, float*) {
+  missing("gemm_bias_onednn");
+}
 void batched_gemm_onednn(bool, bool, std::size_t, std::size_t, std::size_t, std::size_t, float, const float*,
                          const float*, float, float*) {
   missing("batched_gemm_onednn");
