@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Issues 20 and 21's many-core figures in one call of a lent machine (docs/performance.md, "Cores, measured on a
 # 16-core machine"): device time is short (15 minutes a session, each start costing minutes), so the whole sweep is
-# one command of at most 530 s (SWEEP_SECONDS) that writes each part's output under OUT as it goes; a part that runs past its
-# limit is cut (`timeout`) and the next one starts. Needs the bundle of ../shared/tools/device_bundle.sh in .device/.
+# one command of at most 530 s (SWEEP_SECONDS) that writes each part's output under OUT as it goes; a part that
+# runs past its limit is cut (`timeout`, and what it started is killed) and the next one starts. Needs the bundle
+# of ../shared/tools/device_bundle.sh in .device/.
 #
 #   here:      ./scripts/build.sh && ../shared/tools/device_bundle.sh
 #   device:    run with carry [".device"]:  scripts/sweep_16_cores.sh "$OUT"   (it unpacks the bundle)
@@ -31,6 +32,8 @@ part() {  # part NAME SECONDS COMMAND...: COMMAND under a limit (cut to what the
   echo "== $name ($(date +%T), limit ${limit} s, load $(cut -d' ' -f1-3 /proc/loadavg))" | tee -a "$out/sweep.log"
   timeout --kill-after=5 "$limit" "$@" > "$out/$name.txt" 2>&1
   echo "   exit $? after $SECONDS s of the sweep" | tee -a "$out/sweep.log"
+  pkill -9 -f "$PWD/.device/bin/" 2>/dev/null; pkill -9 -f torch_cpu_bench.py 2>/dev/null  # what a cut part left
+  sleep 1
   grep -v '^{' "$out/$name.txt" | tail -n 25
 }
 { lscpu; echo; free -g; echo; python3 -c 'import torch; print("torch", torch.__version__)' 2>&1; } > "$out/machine.txt"
