@@ -120,6 +120,44 @@ std::vector<tensor> forward_backward(layer& l, const tensor& x, const tensor& dy
 
 }  // namespace
 
+TEST_CASE("gemm_bias gives the bits of the bias filled in and the product added to it, fp32 and bf16, any backend and threads") {
+  // Note [bias in the product]. 1,100 rows on 2 and 3 threads are cut into bands of rows (512 a thread and up). Here
+  // and not in test_tensor_gemm, which also runs under TSan: our own parallel regions on 2 or more threads report
+  // libgomp's barrier as a race there (scripts/sanitize.sh).
+  const std::vector<compute_backend> backends = onednn_available()
+                                                    ? std::vector<compute_backend>{compute_backend::onednn, compute_backend::reference}
+                                                    : std::vector<compute_backend>{compute_backend::reference};
+  const std::size_t mnk[][3] = {{1, 10, 784}, {7, 33, 17}, {32, 512, 784}, {256, 768, 256}, {1100, 300, 200}, {5, 4, 0}};
+  for (const compute_backend backend : backends) {
+    set_compute_backend(backend);
+    for (const auto& s : mnk)
+      for (int threads : thread_counts) {
+        const std::size_t m = s[0], n = s[1], k = s[2];
+        CAPTURE(m);
+        CAPTURE(n);
+        CAPTURE(k);
+        CAPTURE(threads);
+        CAPTURE(static_cast<int>(backend));
+        const tensor a = random_tensor({m, k}, 21), b = random_tensor({k, n}, 22), bias = random_tensor({n}, 23);
+        const tensor a16 = a.astype(dtype::bfloat16), b16 = b.astype(dtype::bfloat16);
+        tensor want = tensor::from_shape({m, n}), want16 = tensor::from_shape({m, n});
+        tensor got = tensor::from_shape({m, n}), got16 = tensor::from_shape({m, n});
+        got.fill(std::nanf("")), got16.fill(std::nanf(""));  // gemm_bias only writes
+        set_compute_threads(threads);
+        fill_rows(want.data(), m, bias.data(), n);
+        fill_rows(want16.data(), m, bias.data(), n);
+        gemm(false, false, m, n, k, 1.0f, a.data(), b.data(), 1.0f, want.data());
+        gemm_bias(m, n, k, a.data(), b.data(), bias.data(), got.data());
+        gemm(false, false, m, n, k, 1.0f, a16.bf16_data(), b16.bf16_data(), 1.0f, want16.data());
+        gemm_bias(m, n, k, a16.bf16_data(), b16.bf16_data(), bias.data(), got16.data());
+        set_compute_threads(1);
+        CHECK(same_bits(got, want));
+        CHECK(same_bits(got16, want16));  // bf16 A and B, fp32 sums (AMX kernels where the processor has them)
+      }
+  }
+  set_compute_backend(onednn_available() ? compute_backend::onednn : compute_backend::reference);
+}
+
 TEST_CASE("element-wise helpers and conversions: same bits on 1, 2 and 3 threads") {
   const std::size_t n = 300007;  // above parallel_elements, not a multiple of any block
   const tensor a = random_tensor({n}, 1, 100.0f), b = random_tensor({n}, 2);

@@ -295,43 +295,6 @@ TEST_CASE("one and two compute threads give the same products") {
   }
 }
 
-TEST_CASE("gemm_bias gives the bits of the bias filled in and the product added to it, fp32 and bf16, on every backend and thread count") {
-  // Note [bias in the product]. 1,100 rows on 2 and 3 threads are cut into bands of rows (512 a thread and up).
-  const std::vector<compute_backend> backends = onednn_available()
-                                                    ? std::vector<compute_backend>{compute_backend::onednn, compute_backend::reference}
-                                                    : std::vector<compute_backend>{compute_backend::reference};
-  const std::size_t mnk[][3] = {{1, 10, 784}, {7, 33, 17}, {32, 512, 784}, {256, 768, 256}, {1100, 300, 200}, {5, 4, 0}};
-  for (const compute_backend backend : backends) {
-    set_compute_backend(backend);
-    for (const auto& s : mnk)
-      for (int threads : {1, 2, 3}) {
-        const std::size_t m = s[0], n = s[1], k = s[2];
-        CAPTURE(m);
-        CAPTURE(n);
-        CAPTURE(k);
-        CAPTURE(threads);
-        CAPTURE(static_cast<int>(backend));
-        const auto a = random_values(m * k, 21), b = random_values(k * n, 22), bias = random_values(n, 23);
-        const auto a16 = to_bf16(a), b16 = to_bf16(b);
-        std::vector<float> want(m * n), got(m * n, std::numeric_limits<float>::quiet_NaN());  // got: only written
-        std::vector<float> want16(m * n), got16(m * n, std::numeric_limits<float>::quiet_NaN());
-        set_compute_threads(threads);
-        for (std::size_t r = 0; r < m; ++r) {
-          std::copy(bias.begin(), bias.end(), want.begin() + std::ptrdiff_t(r * n));
-          std::copy(bias.begin(), bias.end(), want16.begin() + std::ptrdiff_t(r * n));
-        }
-        gemm(false, false, m, n, k, 1.0f, a.data(), b.data(), 1.0f, want.data());
-        gemm_bias(m, n, k, a.data(), b.data(), bias.data(), got.data());
-        gemm(false, false, m, n, k, 1.0f, a16.data(), b16.data(), 1.0f, want16.data());
-        gemm_bias(m, n, k, a16.data(), b16.data(), bias.data(), got16.data());
-        set_compute_threads(1);
-        CHECK(got == want);
-        CHECK(got16 == want16);  // bf16 A and B, fp32 sums (AMX kernels where the processor has them)
-      }
-  }
-  set_compute_backend(onednn_available() ? compute_backend::onednn : compute_backend::reference);
-}
-
 TEST_CASE("concurrent callers get correct results (per-thread primitive caches and streams)") {
   if (!onednn_available()) return;
   auto worker = [](std::size_t m, std::uint64_t seed, bool bf16, double* worst) {
