@@ -25,17 +25,25 @@ void gemm(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std:
     gemm_reference(transpose_a, transpose_b, m, n, k, alpha, a, b, beta, c);
 }
 
-void gemm_bias(std::size_t m, std::size_t n, std::size_t k, const float* a, const float* b, const float* bias, float* c) {
+namespace {
+
+// gemm_bias for either element type of A and B.
+template <class T>
+void bias_and_product(std::size_t m, std::size_t n, std::size_t k, const T* a, const T* b, const float* bias, float* c) {
   if (current_compute_backend() == compute_backend::onednn) return gemm_bias_onednn(m, n, k, a, b, bias, c);
   fill_rows(c, m, bias, n);  // Note [bias in the product]: what oneDNN's epilogue computes
   gemm_reference(false, false, m, n, k, 1.0f, a, b, 1.0f, c);
 }
 
+}  // namespace
+
+void gemm_bias(std::size_t m, std::size_t n, std::size_t k, const float* a, const float* b, const float* bias, float* c) {
+  bias_and_product(m, n, k, a, b, bias, c);
+}
+
 void gemm_bias(std::size_t m, std::size_t n, std::size_t k, const bfloat16* a, const bfloat16* b, const float* bias,
                float* c) {
-  if (current_compute_backend() == compute_backend::onednn) return gemm_bias_onednn(m, n, k, a, b, bias, c);
-  fill_rows(c, m, bias, n);
-  gemm_reference(false, false, m, n, k, 1.0f, a, b, 1.0f, c);
+  bias_and_product(m, n, k, a, b, bias, c);
 }
 
 bool bf16_products_widen() {

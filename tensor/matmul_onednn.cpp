@@ -257,6 +257,18 @@ void run(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::
   if (failure) std::rethrow_exception(failure);
 }
 
+// gemm_bias_onednn for either element type (Note [bias in the product]): the bias in the kernels' epilogue, or
+// where oneDNN has no AVX-512 kernels (fp32 on OpenBLAS, bf16 widened) the fill and the product it stands for.
+template <class T>
+void bias_in_product(std::size_t m, std::size_t n, std::size_t k, const T* a, const T* b, const float* bias, float* c,
+                     dt input) {
+  if (!onednn_avx512() || k == 0) {
+    fill_rows(c, m, bias, n);
+    return gemm_onednn(false, false, m, n, k, 1.0f, a, b, 1.0f, c);
+  }
+  run(false, false, m, n, k, 1.0f, a, b, 0.0f, c, input, bias);
+}
+
 // Whether oneDNN runs `wanted`'s kernels here. The ISA values are bit sets: each holds every bit of those below it.
 bool runs_isa(dnnl::cpu_isa wanted) {
   const auto bits = static_cast<unsigned>(wanted);
@@ -282,20 +294,12 @@ void gemm_onednn(bool transpose_a, bool transpose_b, std::size_t m, std::size_t 
 
 void gemm_bias_onednn(std::size_t m, std::size_t n, std::size_t k, const float* a, const float* b, const float* bias,
                       float* c) {
-  if (fp32_on_openblas() || k == 0) {  // Note [bias in the product]: the fill and the product it stands for
-    fill_rows(c, m, bias, n);
-    return run(false, false, m, n, k, 1.0f, a, b, 1.0f, c, dt::f32);
-  }
-  run(false, false, m, n, k, 1.0f, a, b, 0.0f, c, dt::f32, bias);
+  bias_in_product(m, n, k, a, b, bias, c, dt::f32);
 }
 
 void gemm_bias_onednn(std::size_t m, std::size_t n, std::size_t k, const bfloat16* a, const bfloat16* b,
                       const float* bias, float* c) {
-  if (!onednn_avx512() || k == 0) {  // Note [bias in the product]: the fill and the product (widened, without AVX-512)
-    fill_rows(c, m, bias, n);
-    return gemm_onednn(false, false, m, n, k, 1.0f, a, b, 1.0f, c);
-  }
-  run(false, false, m, n, k, 1.0f, a, b, 0.0f, c, dt::bf16, bias);
+  bias_in_product(m, n, k, a, b, bias, c, dt::bf16);
 }
 
 void gemm_onednn(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
