@@ -9,6 +9,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "engine/run_config.hpp"  // check_output_path
+
 namespace ap::cli {
 
 // A whole number in [min, max], checked on the text before CLI11 converts it (so "-1" never reaches a
@@ -22,9 +24,6 @@ CLI::Validator real_number(double min, bool inclusive, double below = std::numer
 // dtype: expected fp32 or bf16 (float32, bfloat16)".
 CLI::Validator dtype_name();
 
-// Throws std::invalid_argument unless the folder of `path` exists and this process may create a file in it
-// (probed by creating and removing a file there); names `flag` and the path. Empty `path`: nothing to check.
-void check_output_path(const std::string& flag, const std::string& path);
 
 // Throws std::invalid_argument naming the first of `options` given on the command line:
 // "--schedule needs --stages: ...". For flags that only mean something together with another.

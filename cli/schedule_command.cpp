@@ -9,7 +9,7 @@
 
 #include "cli/checks.hpp"
 #include "cli/commands.hpp"
-#include "cli/schedule_file.hpp"
+#include "schedule/schedule_file.hpp"
 #include "schedule/schedule.hpp"
 
 namespace ap::cli {

@@ -43,7 +43,7 @@ namespace ap {
 // replica's whole batch in flight, D replicas D times, and T ranks their stage's weights once and its stash
 // once each. The fastest candidates come first.
 // `actorpipe train --auto` prints the best few, runs the first of them for a few steps each (Note [auto
-// trials] in cli/train_auto.cpp), trains with the fastest, and after training compares its prediction with
+// trials] in engine/auto_choice.cpp), trains with the fastest, and after training compares its prediction with
 // the measured step (predicted_step_check).
 struct mesh_config {
   int stages = 0;  // 0: one process computes every layer, no pipeline
@@ -86,7 +86,7 @@ inline constexpr double default_hop_s = 50e-6;
 // handshake's answer: its machine's cores and its fixed threads (actors/node_probe.hpp).
 // The costs are this machine's, as without nodes, with three differences:
 // - a layer's costs at more threads than this machine has are its costs on all of them, scaled down by the
-//   ratio (an estimate: cli/train_auto.cpp);
+//   ratio (an estimate: engine/auto_choice.cpp);
 // - a message between stages on two nodes costs the largest activation crossing a chunk boundary: a line
 //   through two round trips of a tensor to the first node (latency + bytes x seconds per byte), `link_s` from
 //   `link_bytes` up, measured on a data link as activations of 64 KB or more between nodes travel (Note

@@ -1,10 +1,10 @@
-#include "cli/schedule_file.hpp"
+#include "schedule/schedule_file.hpp"
 
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
 
-namespace ap::cli {
+namespace ap {
 
 namespace {
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -34,4 +34,4 @@ schedule read_schedule_file(const std::string& path) {
   }
 }
 
-}  // namespace ap::cli
+}  // namespace ap

@@ -1,12 +1,11 @@
 // `actorpipe train`'s runner: a local_runner, a data_tensor_runner (--data-parallel or --tensor-parallel without
 // --stages), or a pipeline of stage actors (D replicas of it with --data-parallel).
 #include <algorithm>
-#include <iostream>
 #include <map>
 #include <optional>
 #include <stdexcept>
 
-#include "cli/train_run.hpp"
+#include "engine/engine_parts.hpp"
 #include "model/tensor_parallel.hpp"
 #include "plan/cores.hpp"
 #include "plan/memory_model.hpp"
@@ -15,12 +14,12 @@
 #include "tensor/compute.hpp"
 #include "tensor/tensor_memory.hpp"
 
-namespace ap::cli {
+namespace ap::engine_parts {
 namespace {
 
 // The pipeline's options from the flags, with the user's schedule and the stage events streamed to the
 // stage log, the trace and the step recorder.
-pipeline_options pipeline_options_of(const train_options& o, const train_plan& plan, train_runner& r) {
+pipeline_options pipeline_options_of(const run_config& o, const train_plan& plan, train_runner& r) {
   pipeline_options p = o.pipe;
   p.stages = o.stages;
   p.optimizer = o.optimizer;
@@ -28,7 +27,8 @@ pipeline_options pipeline_options_of(const train_options& o, const train_plan& p
   p.compute_dtype = plan.compute_dtype;
   p.custom_schedule = plan.user_schedule;
   p.restart_wait = std::chrono::milliseconds(o.restart_wait_ms);
-  p.log = [](const std::string& line) { std::cerr << line << "\n"; };
+  p.log = plan.log;
+  p.loss = o.loss;
   p.tensor_parallel = o.mesh.tensor_parallel;
   p.clip_grad_norm = o.mesh.clip_grad_norm;
   p.threads = o.threads;  // Note [cores per rank]
@@ -42,10 +42,10 @@ pipeline_options pipeline_options_of(const train_options& o, const train_plan& p
     r.trace = std::make_shared<chrome_trace_writer>(*r.trace_file, p.stages);
   }
   // The step recorder keeps one step's events: the measured makespan per step, and --timeline's last step.
-  p.on_event = [trace = r.trace, steps = r.steps,
+  p.on_event = [trace = r.trace, steps = r.steps, sink = plan.log,
                 log = o.stage_log ? std::make_shared<stage_log_snapshots>(p.stages, p.chunks_per_stage) : nullptr](
                    const stage_event& e) {
-    if (log) std::cerr << log->add(e);  // Note [seed's walkthrough]
+    if (log) log_line(sink) << log->add(e);  // Note [seed's walkthrough]
     if (trace) trace->add(e);
     steps->add(e);
   };
@@ -53,10 +53,9 @@ pipeline_options pipeline_options_of(const train_options& o, const train_plan& p
 }
 
 // One microbatch of the training data, which the layer costs and the memory model are measured on.
-tensor microbatch_sample(const train_options& o, const train_plan& plan, int microbatches) {
+tensor microbatch_sample(const run_config& o, const train_plan& plan, int microbatches) {
   const std::size_t per = static_cast<std::size_t>(std::max(1, microbatches) * std::max(1, o.mesh.data_parallel));
-  const std::size_t rows = std::min(plan.train_set.size(), (o.train.batch_size + per - 1) / per);
-  return slice_rows(plan.train_set.inputs, 0, std::max<std::size_t>(rows, 1));
+  return first_rows(*plan.train_set, (o.train.batch_size + per - 1) / per).inputs;
 }
 
 // Note [memory model]: each stage's predicted peak, its T tensor-parallel ranks together, measured on `sample` (one
@@ -64,7 +63,7 @@ tensor microbatch_sample(const train_options& o, const train_plan& plan, int mic
 // model/tensor_parallel.hpp: exact); otherwise, and where T does not split the model, from the whole model's
 // `costs` (measured here when null), bounded across the ranks (across_tensor_parallel): the stages then refuse T,
 // naming the layer, when they are built.
-std::vector<stage_memory> predicted_stage_memory(const train_options& o, train_plan& plan,
+std::vector<stage_memory> predicted_stage_memory(const run_config& o, train_plan& plan,
                                                  const std::vector<layer_range>& ranges, const schedule& planned,
                                                  const tensor& sample, const std::vector<layer_cost>* costs) {
   const int T = o.mesh.tensor_parallel;
@@ -87,35 +86,35 @@ std::vector<stage_memory> predicted_stage_memory(const train_options& o, train_p
 
 // The pipeline's layout on stderr: stages, schedule, partition, mesh, each chunk's layers, each stage's
 // predicted busy time.
-void describe_pipeline(const train_options& o, const train_plan& plan, const train_runner& r,
+void describe_pipeline(const run_config& o, const train_plan& plan, const train_runner& r,
                        const pipeline_options& p) {
-  std::cerr << "pipeline: " << p.stages << (p.stages == 1 ? " stage, " : " stages, ") << p.microbatches
+  say(plan) << "pipeline: " << p.stages << (p.stages == 1 ? " stage, " : " stages, ") << p.microbatches
             << (p.microbatches == 1 ? " microbatch" : " microbatches") << ", schedule "
             << (plan.user_schedule ? "from " + o.schedule_file : p.schedule) << ", partition " << r.partition << "\n";
-  std::cerr << "mesh: " << describe_mesh(mesh_shape{o.mesh.data_parallel, p.stages, o.mesh.tensor_parallel}, p.nodes)
+  say(plan) << "mesh: " << describe_mesh(mesh_shape{o.mesh.data_parallel, p.stages, o.mesh.tensor_parallel}, p.nodes)
             << "\n";
   if (!p.nodes.empty() && o.mesh.data_parallel > 1)  // Note [collective backends]
-    std::cerr << "collectives: " << describe_collective_backend(p.collectives) << " (the replicas' all-reduces between nodes, "
+    say(plan) << "collectives: " << describe_collective_backend(p.collectives) << " (the replicas' all-reduces between nodes, "
               << (p.security.insecure ? "plain TCP" : "mutual TLS") << ")\n";
   if (p.nodes.empty())  // Note [cores per rank]; on nodes, each node's log says
-    std::cerr << "cores: "
+    say(plan) << "cores: "
               << cores_layout_text(rank_names(o.mesh.data_parallel, p.stages, o.mesh.tensor_parallel),
                                    r.replicated ? r.replicated->cores() : r.pipe->cores(), process_cores().size())
               << "\n";
   const auto& ranges = r.pipe->chunk_ranges();
   for (std::size_t c = 0; c < ranges.size(); ++c)
-    std::cerr << "  chunk " << c << " on stage " << stage_of_chunk(static_cast<int>(c), p.stages) << ": "
+    say(plan) << "  chunk " << c << " on stage " << stage_of_chunk(static_cast<int>(c), p.stages) << ": "
               << to_string(ranges[c]) << "\n";
   for (std::size_t c : chunks_without_parameters(plan.model, ranges))  // Note [whole blocks]
-    std::cerr << "  warning: chunk " << c << " (" << to_string(ranges[c])
+    say(plan) << "  warning: chunk " << c << " (" << to_string(ranges[c])
               << ") holds no parameters: the model has fewer blocks (a Linear and its activation) than chunks\n";
   for (int s = 0; s < p.stages; ++s)
-    std::cerr << "  stage " << s << ": predicted busy " << r.predicted_busy[static_cast<std::size_t>(s)] * 1e3
+    say(plan) << "  stage " << s << ": predicted busy " << r.predicted_busy[static_cast<std::size_t>(s)] * 1e3
               << " ms per step\n";
   const auto T = static_cast<std::uint64_t>(std::max(1, o.mesh.tensor_parallel));
   for (std::size_t s = 0; s < r.predicted_memory.size(); ++s) {  // Note [memory model]
     const stage_memory& m = r.predicted_memory[s];
-    std::cerr << "  stage " << s << ": predicted memory " << memory_text(m.total())
+    say(plan) << "  stage " << s << ": predicted memory " << memory_text(m.total())
               << (T > 1 ? " for its " + std::to_string(T) + " tensor-parallel ranks, each" : std::string()) << " (weights "
               << memory_text(m.parameters / T) << ", gradients " << memory_text(m.gradients / T) << ", optimizer "
               << memory_text(m.optimizer_state / T) << ", stash " << memory_text(m.stash / T) << " at " << m.in_flight
@@ -157,7 +156,7 @@ std::vector<layer_cost> costs_for_stages(const sequential& model, const tensor& 
   return costs_at_stage_threads(by_threads, threads, ranges);
 }
 
-void build_pipeline(const train_options& o, train_plan& plan, train_runner& r) {
+void build_pipeline(const run_config& o, train_plan& plan, train_runner& r) {
   pipeline_options p = pipeline_options_of(o, plan, r);
   const tensor sample = microbatch_sample(o, plan, p.microbatches);
   // Note [cores by stage cost]: --threads 0 on a pipeline alone in this process shares the cores by stage cost,
@@ -215,16 +214,17 @@ void build_pipeline(const train_options& o, train_plan& plan, train_runner& r) {
 
 }  // namespace
 
-std::unique_ptr<step_runner> make_mesh_runner(const train_options& o, sequential& model) {
+std::unique_ptr<step_runner> make_mesh_runner(const run_config& o, const train_plan& plan, sequential& model) {
   if (o.stages > 0 || o.mesh.data_parallel * o.mesh.tensor_parallel == 1) return nullptr;
   data_tensor_options m = o.mesh;
   m.threads = o.threads;  // Note [cores per rank]
-  auto mesh = std::make_unique<data_tensor_runner>(model, o.optimizer, "cross_entropy", m);
+  m.timeout = std::chrono::milliseconds(o.timeout_ms);
+  auto mesh = std::make_unique<data_tensor_runner>(model, o.optimizer, o.loss, m);
   // Note [one copy of the gradients] (actors/pipeline.cpp): the replicas train copies; `model` receives their
   // weights when they are gathered and never needs its own gradients.
   model.release_gradients();
-  std::cerr << "mesh: " << mesh->describe() << "\n";
-  std::cerr << "cores: " << mesh->cores_layout() << "\n";
+  say(plan) << "mesh: " << mesh->describe() << "\n";
+  say(plan) << "cores: " << mesh->cores_layout() << "\n";
   return mesh;
 }
 
@@ -233,13 +233,13 @@ std::unique_ptr<step_runner> make_mesh_runner(const train_options& o, sequential
 // Note [memory model]: the weights and gradients are there before (train's model, or the replicas made with the
 // mesh), so training adds each replica's optimizer state, stash, workspace and weight copies: r's prediction for
 // the report.
-void check_single_process_budget(const train_options& o, train_plan& plan, train_runner& r) {
+void check_single_process_budget(const run_config& o, train_plan& plan, train_runner& r) {
   if (o.max_memory.empty() || plan.auto_choice) return;  // --auto chose within it
   const auto D = static_cast<std::size_t>(o.mesh.data_parallel);
-  const std::size_t rows = std::max<std::size_t>(1, std::min(plan.train_set.size(), o.train.batch_size) / D);
+  const std::size_t rows = std::max<std::size_t>(1, std::min(plan.train_set->size(), o.train.batch_size) / D);
   const auto predicted = predicted_stage_memory(o, plan, {layer_range{0, plan.model.size()}}, make_schedule("gpipe", 1, 1),
-                                                slice_rows(plan.train_set.inputs, 0, rows), nullptr);
-  std::cerr << "memory: predicted " << memory_text(predicted[0].total() * D) << " for " << D << " replica"
+                                                first_rows(*plan.train_set, rows).inputs, nullptr);
+  say(plan) << "memory: predicted " << memory_text(predicted[0].total() * D) << " for " << D << " replica"
             << (D == 1 ? "" : "s") << " of the model (weights " << memory_text(predicted[0].parameters) << ", gradients "
             << memory_text(predicted[0].gradients) << ", optimizer " << memory_text(predicted[0].optimizer_state)
             << ", stash " << memory_text(predicted[0].stash) << ", workspace " << memory_text(predicted[0].workspace)
@@ -255,7 +255,7 @@ void check_single_process_budget(const train_options& o, train_plan& plan, train
                              weight_copies_text(m.weight_copies) + ")";
 }
 
-train_runner build_train_runner(const train_options& o, train_plan& plan, std::unique_ptr<step_runner> mesh) {
+train_runner build_train_runner(const run_config& o, train_plan& plan, std::unique_ptr<step_runner> mesh) {
   train_runner r;
   r.partition = o.pipe.layers_per_chunk.empty() ? o.partition : "explicit";
   if (o.stages > 0) {
@@ -272,9 +272,9 @@ train_runner build_train_runner(const train_options& o, train_plan& plan, std::u
   start_memory_measurement(r);  // what training adds: report_memory
   set_compute_threads(o.threads > 0 ? o.threads : single_process_threads());
   r.local = mesh ? std::move(mesh)
-                 : std::make_unique<local_runner>(plan.model, o.optimizer, "cross_entropy", o.mesh.clip_grad_norm);
+                 : std::make_unique<local_runner>(plan.model, o.optimizer, o.loss, o.mesh.clip_grad_norm);
   r.runner = r.local.get();
   return r;
 }
 
-}  // namespace ap::cli
+}  // namespace ap::engine_parts

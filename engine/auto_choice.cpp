@@ -3,17 +3,16 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <iostream>
 #include <map>
 #include <tuple>
 
 #include "actors/node_probe.hpp"
 #include "network/activation_links.hpp"
-#include "cli/train_run.hpp"
+#include "engine/engine_parts.hpp"
 #include "plan/cores.hpp"
 #include "tensor/compute.hpp"
 
-namespace ap::cli {
+namespace ap::engine_parts {
 namespace {
 
 // The measurements the planner asks for, each taken once: layer costs per (microbatch rows, threads,
@@ -38,8 +37,7 @@ class machine_measurements {
     } else {
       sequential model = plan_.model.clone();
       model.set_recompute(rc);
-      const std::size_t n = std::clamp<std::size_t>(rows, 1, plan_.train_set.size());
-      costs = measure_layer_costs(model, slice_rows(plan_.train_set.inputs, 0, n), 3, threads);
+      costs = measure_layer_costs(model, first_rows(*plan_.train_set, rows).inputs, 3, threads);
     }
     return costs_.emplace(key, std::move(costs)).first->second;
   }
@@ -94,7 +92,7 @@ std::string ms_text(double seconds) {
 }
 
 // The options and plan that train `c`: its mesh, and a pipeline's layer costs for the chosen microbatch size.
-void apply(const auto_candidate& c, machine_measurements& measure, train_options& o, train_plan& plan) {
+void apply(const auto_candidate& c, machine_measurements& measure, run_config& o, train_plan& plan) {
   o.stages = c.config.stages;
   o.threads = c.config.threads;
   o.mesh.data_parallel = c.config.data_parallel;
@@ -112,16 +110,17 @@ void apply(const auto_candidate& c, machine_measurements& measure, train_options
   plan.layer_costs = measure.layer_costs(o.train.batch_size / per, c.config.threads, c.config.recompute);
 }
 
-// Quiets std::cerr while it lives (a trial's runner describes itself as a run's does).
-class quiet_stderr {
+// Quiets the plan's log while it lives (a trial's runner describes itself as a run's does).
+class quiet_log {
  public:
-  quiet_stderr() : saved_(std::cerr.rdbuf(nullptr)) {}
-  ~quiet_stderr() { std::cerr.rdbuf(saved_); }
-  quiet_stderr(const quiet_stderr&) = delete;
-  quiet_stderr& operator=(const quiet_stderr&) = delete;
+  explicit quiet_log(train_plan& plan) : plan_(plan), saved_(std::move(plan.log)) { plan.log = nullptr; }
+  ~quiet_log() { plan_.log = std::move(saved_); }
+  quiet_log(const quiet_log&) = delete;
+  quiet_log& operator=(const quiet_log&) = delete;
 
  private:
-  std::streambuf* saved_;
+  train_plan& plan_;
+  log_sink saved_;
 };
 
 // Note [auto trials]
@@ -134,18 +133,19 @@ class quiet_stderr {
 // the median of `steps` training steps (after one untimed step that sets up its oneDNN primitives and threads)
 // on the first batch of the training data, on the plan's model, which is put back as it was afterwards: the
 // run starts from the same weights whatever was tried.
-double trial_step_s(const train_options& o, train_plan& plan, machine_measurements& measure, const auto_candidate& c,
+double trial_step_s(const run_config& o, train_plan& plan, machine_measurements& measure, const auto_candidate& c,
                     int steps) {
-  train_options t = o;
+  run_config t = o;
   t.trace_file.clear(), t.timeline_file.clear(), t.stage_log = false, t.max_memory.clear();
   sequential original = plan.model.clone();
-  const std::size_t rows = std::min(o.train.batch_size, plan.train_set.size());
-  const tensor inputs = slice_rows(plan.train_set.inputs, 0, rows), labels = slice_rows(plan.train_set.labels, 0, rows);
+  const batch first = first_rows(*plan.train_set, o.train.batch_size);
+  const tensor& inputs = first.inputs;
+  const tensor& labels = first.labels;
   std::vector<double> seconds;
   {
-    quiet_stderr quiet;
+    quiet_log quiet(plan);
     apply(c, measure, t, plan);
-    train_runner r = build_train_runner(t, plan, make_mesh_runner(t, plan.model));
+    train_runner r = build_train_runner(t, plan, make_mesh_runner(t, plan, plan.model));
     for (int s = 0; s <= steps; ++s) {
       const auto t0 = std::chrono::steady_clock::now();
       r.runner->train_step(inputs, labels, static_cast<std::uint64_t>(s));
@@ -160,7 +160,7 @@ double trial_step_s(const train_options& o, train_plan& plan, machine_measuremen
 
 }  // namespace
 
-void choose_configuration(train_options& o, train_plan& plan) {
+void choose_configuration(run_config& o, train_plan& plan) {
   const auto started = std::chrono::steady_clock::now();
   machine_measurements measure(plan, o.optimizer);
   auto_inputs in;
@@ -186,32 +186,32 @@ void choose_configuration(train_options& o, train_plan& plan) {
     in.link_s = [line = survey.links](std::uint64_t bytes) { return line.seconds(bytes); };
     if (survey.copies) in.copy_s = [line = *survey.copies](std::uint64_t bytes) { return line.seconds(bytes); };
     in.link_bytes = inline_bytes;  // Note [activations on data links]
-    in.sample_bytes = plan.train_set.inputs.byte_size() / std::max<std::size_t>(1, plan.train_set.size());
+    in.sample_bytes = first_rows(*plan.train_set, 1).inputs.byte_size();
     char network[200];
     std::snprintf(network, sizeof network,
                   "auto: a message between processes: %.0f us + %.2f ms a megabyte, on a data link %.0f us + %.2f ms (measured)\n",
                   survey.network.latency_s * 1e6, survey.network.per_byte_s * 1e9, survey.links.latency_s * 1e6,
                   survey.links.per_byte_s * 1e9);
-    std::cerr << network;
+    say(plan) << network;
     if (survey.copies) {
       std::snprintf(network, sizeof network,
                     "auto: between nodes of one machine, copied out of the sender's memory: %.0f us + %.2f ms a megabyte (measured)\n",
                     survey.copies->latency_s * 1e6, survey.copies->per_byte_s * 1e9);
-      std::cerr << network;
+      say(plan) << network;
     }
   }
   const std::vector<auto_candidate> ranked = rank_configurations(plan.model, in);
   set_compute_threads(1);
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 
-  std::cerr << "auto: " << ranked.size() << " configurations fit " << where
+  say(plan) << "auto: " << ranked.size() << " configurations fit " << where
             << (in.budget ? " and --max-memory " + memory_text(in.budget) : std::string(" (no memory budget)"))
             << "; predicted from " << measure.measured() << " layer-cost measurements (" << ms_text(took)
             << " in all):\n";
   const double samples = static_cast<double>(in.batch);
   for (std::size_t i = 0; i < std::min<std::size_t>(5, ranked.size()); ++i) {
     const auto_candidate& c = ranked[i];
-    std::cerr << "  " << i + 1 << ". " << describe(c.config) << ": " << ms_text(c.step_s) << " per step ("
+    say(plan) << "  " << i + 1 << ". " << describe(c.config) << ": " << ms_text(c.step_s) << " per step ("
               << static_cast<long>(samples / c.step_s) << " samples/s), peak " << memory_text(c.peak_bytes) << "\n";
   }
   std::size_t best = 0;  // Note [auto trials]: the fastest of the first few, as they run
@@ -219,23 +219,23 @@ void choose_configuration(train_options& o, train_plan& plan) {
   double fastest = 0.0;
   for (std::size_t i = 0; i < trials; ++i) {
     const double s = trial_step_s(o, plan, measure, ranked[i], 3);
-    std::cerr << "auto: tried " << i + 1 << ": " << ms_text(s) << " per step (predicted " << ms_text(ranked[i].step_s)
+    say(plan) << "auto: tried " << i + 1 << ": " << ms_text(s) << " per step (predicted " << ms_text(ranked[i].step_s)
               << ")\n";
     if (i == 0 || s < fastest) best = i, fastest = s;
   }
-  std::cerr << "auto: training with " << best + 1 << ". " << describe(ranked[best].config) << "\n";
+  say(plan) << "auto: training with " << best + 1 << ". " << describe(ranked[best].config) << "\n";
   apply(ranked[best], measure, o, plan);
   plan.auto_choice = ranked[best];
 }
 
-void report_auto_early(const auto_candidate& chosen, std::vector<double> step_ends) {
+void report_auto_early(const train_plan& plan, const auto_candidate& chosen, std::vector<double> step_ends) {
   std::vector<double> steps;
   for (std::size_t i = 1; i < step_ends.size(); ++i) steps.push_back(step_ends[i] - step_ends[i - 1]);
   if (steps.empty()) return;
   std::sort(steps.begin(), steps.end());
   const double measured = steps[steps.size() / 2];
   const std::string off = predicted_step_check(chosen, measured, {});
-  std::cerr << "auto: after " << step_ends.size() << " steps: " << ms_text(measured) << " per step, predicted "
+  say(plan) << "auto: after " << step_ends.size() << " steps: " << ms_text(measured) << " per step, predicted "
             << ms_text(chosen.step_s) << (off.empty() ? " (within 15%)" : "") << "\n";
 }
 
@@ -249,9 +249,9 @@ void report_auto(const train_plan& plan, const train_runner& runner, const train
     for (double& b : busy) b /= static_cast<double>(report.steps);
   }
   const std::string off = predicted_step_check(chosen, measured, busy);
-  std::cerr << "auto: " << describe(chosen.config) << ": predicted " << ms_text(chosen.step_s) << " per step, measured "
+  say(plan) << "auto: " << describe(chosen.config) << ": predicted " << ms_text(chosen.step_s) << " per step, measured "
             << ms_text(measured) << (off.empty() ? " (within 15%)" : "") << "\n";
-  if (!off.empty()) std::cerr << "auto: " << off << "\n";
+  if (!off.empty()) say(plan) << "auto: " << off << "\n";
   const mesh_config& m = chosen.config;
   out["auto"] = {{"choice", describe(m)},
                  {"stages", m.stages},
@@ -270,4 +270,4 @@ void report_auto(const train_plan& plan, const train_runner& runner, const train
                  {"off", off}};
 }
 
-}  // namespace ap::cli
+}  // namespace ap::engine_parts

@@ -1,26 +1,25 @@
-// `actorpipe train`'s report: the loss curve, a language model's validation, the stages' busy times, the
-// timeline, the trace, the exported weights, and the one JSON line on stdout.
+// The engine's report: the loss curve, a language model's validation, the stages' busy times, the timeline, the
+// trace, the exported weights, and the result (the JSON line `actorpipe train` prints).
 #include <cmath>
 #include <fstream>
-#include <iostream>
 #include <stdexcept>
 
-#include "cli/train_run.hpp"
+#include "engine/engine_parts.hpp"
 #include "plan/partition.hpp"
 
-namespace ap::cli {
+namespace ap::engine_parts {
 namespace {
 
-void write_loss_plot(const train_options& o, const loss_curve& curve) {
+void write_loss_plot(const run_config& o, const train_plan& plan, const loss_curve& curve) {
   if (o.plot_file.empty() || curve.steps.empty()) return;
   std::ofstream plot(o.plot_file);
   plot << to_svg(curve, "loss per step and epoch mean: " + o.model + (o.stages ? ", " + std::to_string(o.stages) + " stages" : ""));
   if (!plot.flush()) throw std::runtime_error("cannot write the loss curve to " + o.plot_file);
-  std::cerr << "loss curve written to " << o.plot_file << "\n";
+  say(plan) << "loss curve written to " << o.plot_file << "\n";
 }
 
 // What every run reports: the model, the mesh, the training figures.
-void report_run(const train_options& o, const train_plan& plan, const train_outcome& run, nlohmann::json& out) {
+void report_run(const run_config& o, const train_plan& plan, const train_outcome& run, nlohmann::json& out) {
   const train_report& r = run.report;
   if (run.resumed_at_step) out["resumed_at_step"] = *run.resumed_at_step;
   out["model"] = o.model;
@@ -42,7 +41,7 @@ void report_run(const train_options& o, const train_plan& plan, const train_outc
 }
 
 // --timeline: the last step as it ran, above the same schedule simulated with that step's measured per-action costs.
-void write_timeline(const train_options& o, const pipeline& pipe, const step_recorder& steps, nlohmann::json& out) {
+void write_timeline(const run_config& o, const train_plan& plan, const pipeline& pipe, const step_recorder& steps, nlohmann::json& out) {
   if (o.timeline_file.empty() || steps.last().empty()) return;
   const measured_step m = measure_step(steps.last(), pipe.schedule());
   const simulation sim = simulate(pipe.schedule(), measured_costs(m, pipe.schedule()));
@@ -55,13 +54,13 @@ void write_timeline(const train_options& o, const pipeline& pipe, const step_rec
                      {"simulated_makespan_s", sim.makespan},
                      {"measured_bubble", ideal > 0 ? m.makespan / ideal - 1.0 : 0.0},
                      {"simulated_bubble", sim.bubble}};
-  std::cerr << "timeline of step " << m.step << " written to " << o.timeline_file << ": measured makespan "
+  say(plan) << "timeline of step " << m.step << " written to " << o.timeline_file << ": measured makespan "
             << m.makespan * 1e3 << " ms, simulated with its costs " << sim.makespan * 1e3 << " ms\n";
 }
 
 // A pipeline's report: schedule, partition, stash, each stage's busy time measured and predicted, the step
 // makespan; the timeline and the trace.
-void report_pipeline(const train_options& o, const train_plan& plan, train_runner& r, const train_outcome& run,
+void report_pipeline(const run_config& o, const train_plan& plan, train_runner& r, const train_outcome& run,
                      nlohmann::json& out) {
   const pipeline& pipe = *r.pipe;
   const std::size_t steps = run.report.steps;
@@ -81,26 +80,26 @@ void report_pipeline(const train_options& o, const train_plan& plan, train_runne
   auto busy = pipe.busy_seconds();
   for (std::size_t s = 0; s < busy.size(); ++s) {
     busy[s] /= static_cast<double>(std::max<std::size_t>(steps, 1));
-    std::cerr << "stage " << s << ": busy " << busy[s] * 1e3 << " ms per step, predicted "
+    say(plan) << "stage " << s << ": busy " << busy[s] * 1e3 << " ms per step, predicted "
               << r.predicted_busy[s] * 1e3 << " ms\n";
   }
   out["busy_s"] = busy;
   out["predicted_makespan_s"] = r.predicted_makespan;  // per step
   out["makespan_s"] = r.steps->mean_makespan_s();       // per step, measured: first event to last action's end
-  std::cerr << "step makespan " << r.steps->mean_makespan_s() * 1e3 << " ms, predicted "
+  say(plan) << "step makespan " << r.steps->mean_makespan_s() * 1e3 << " ms, predicted "
             << r.predicted_makespan * 1e3 << " ms\n";
-  write_timeline(o, pipe, *r.steps, out);
+  write_timeline(o, plan, pipe, *r.steps, out);
   if (!o.pipe.nodes.empty()) out["restarts"] = r.replicated ? r.replicated->restarts() : pipe.restarts();
   if (r.trace) {
     r.trace->finish();
     if (!*r.trace_file) throw std::runtime_error("cannot write the trace to " + o.trace_file);
-    std::cerr << "trace written to " << o.trace_file << "\n";
+    say(plan) << "trace written to " << o.trace_file << "\n";
   }
 }
 
 // Note [memory model]: what the run was predicted to add to the process against what it added to the tensors' peak
 // and the resident peak, where both were measured.
-void report_memory(const train_runner& r, const train_outcome& run, nlohmann::json& out) {
+void report_memory(const train_plan& plan, const train_runner& r, const train_outcome& run, nlohmann::json& out) {
   if (!r.peak_reset || run.training_peak <= r.before.now) return;
   const bool on_nodes = r.stages_on_nodes;
   if (r.predicted_growth_bytes == 0 && !on_nodes) return;  // nothing predicted to compare with
@@ -110,42 +109,48 @@ void report_memory(const train_runner& r, const train_outcome& run, nlohmann::js
   out["resident_peak_growth_bytes"] = grown;
   out["tensor_peak_growth_bytes"] = tensors;
   if (on_nodes) {  // the coordinator's own: the stages' memory is the nodes'
-    std::cerr << "memory: the stages run on nodes; building and training grew this process's tensors' peak "
+    say(plan) << "memory: the stages run on nodes; building and training grew this process's tensors' peak "
               << memory_text(tensors) << " and its resident peak " << memory_text(grown) << "\n";
     return;
   }
   out["predicted_process_growth_bytes"] = predicted;
-  std::cerr << "memory: predicted " << memory_text(predicted) << " (" << r.predicted_growth_parts
+  say(plan) << "memory: predicted " << memory_text(predicted) << " (" << r.predicted_growth_parts
             << "); building and training grew the tensors' peak " << memory_text(tensors) << " and the resident peak "
             << memory_text(grown) << " (" << std::lround(100.0 * static_cast<double>(grown) / static_cast<double>(predicted))
             << "% of the prediction)\n";
 }
 
 // --export: the trained weights in the compute dtype (Note [exported weights]).
-void export_trained_weights(const train_options& o, const train_plan& plan, train_runner& r) {
+void export_trained_weights(const run_config& o, const train_plan& plan, train_runner& r) {
   if (o.export_file.empty()) return;
   sequential trained = r.pipe ? r.pipe->gather_model() : plan.model.clone();
   export_weights(o.export_file, trained, plan.compute_dtype);
-  std::cerr << "weights written to " << o.export_file << " in " << dtype_name(plan.compute_dtype) << "\n";
+  say(plan) << "weights written to " << o.export_file << " in " << dtype_name(plan.compute_dtype) << "\n";
 }
 
 }  // namespace
 
-void report_training(const train_options& o, const train_plan& plan, train_runner& r, const train_outcome& run) {
-  nlohmann::json out;
-  write_loss_plot(o, run.curve);
-  if (plan.language_model) {
-    const double nats = validation_loss(o, *r.runner, plan.test_set, "end");
+void report_training(const run_config& o, const train_plan& plan, train_runner& r, const train_outcome& run,
+                     run_result& result) {
+  nlohmann::json& out = result.details;
+  write_loss_plot(o, plan, run.curve);
+  if (plan.language_model && plan.test_set) {
+    const double nats = validation_loss(o, plan, *r.runner, "end");
+    result.validation_loss = nats;
     out["validation_loss"] = nats;
-    out["bits_per_byte"] = nats / std::log(2.0);
+    out["bits_per_token"] = nats / std::log(2.0);
+    if (plan.train_set->num_classes() == 256) out["bits_per_byte"] = nats / std::log(2.0);  // a byte-level model
     out["tokens_per_s"] = run.report.positions_per_s;  // Note [sequence lengths]: positions, not windows x context
   }
   report_run(o, plan, run, out);
+  out["lr"] = run.last_lr;
   if (r.pipe) report_pipeline(o, plan, r, run, out);
-  report_memory(r, run, out);
+  report_memory(plan, r, run, out);
   report_auto(plan, r, run.report, out);
   export_trained_weights(o, plan, r);
-  std::cout << out.dump() << std::endl;
+  result.training = run.report;
+  result.resumed_at_step = run.resumed_at_step;
+  result.last_lr = run.last_lr;
 }
 
-}  // namespace ap::cli
+}  // namespace ap::engine_parts

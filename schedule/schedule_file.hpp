@@ -5,7 +5,7 @@
 
 #include "schedule/schedule.hpp"
 
-namespace ap::cli {
+namespace ap {
 
 // Throws std::runtime_error naming the file (cannot open, or the parser's line and token).
 schedule read_schedule_file(const std::string& path);
@@ -13,4 +13,4 @@ schedule read_schedule_file(const std::string& path);
 std::string read_text(const std::string& path);
 void write_text(const std::string& path, const std::string& text);
 
-}  // namespace ap::cli
+}  // namespace ap

@@ -1,0 +1,201 @@
+// The run configuration's checks, before any data is loaded or any work starts: every key's value, the keys
+// that need each other, the files a run reads and writes.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+
+#include "collective/network_group.hpp"
+#include "engine/run_config.hpp"
+#include "engine/value_checks.hpp"
+#include "model/gpt_spec.hpp"
+#include "model/lr_schedule.hpp"
+#include "plan/memory_model.hpp"
+#include "plan/mesh.hpp"
+#include "schedule/schedule_file.hpp"
+
+namespace ap {
+namespace {
+
+// Refuses a --resume checkpoint of another model than --model and --activation build, and
+// --checkpoint-every without --checkpoint.
+void check_checkpoint_options(const run_config& o) {
+  if (o.train.checkpoint_every && o.checkpoint_file.empty())
+    throw std::invalid_argument("--checkpoint-every needs --checkpoint PATH");
+  if (o.resume_file.empty()) return;
+  const checkpoint_info saved = read_checkpoint_info(o.resume_file);
+  const auto mine = sequential::from_spec(o.model, sequential_options{o.activation, o.init_seed}).layer_specs();
+  if (saved.layer_specs == mine) return;
+  const auto join = [](const std::vector<std::string>& specs) {
+    std::string text;
+    for (const auto& s : specs) text += (text.empty() ? "" : " ") + s;
+    return text;
+  };
+  throw std::invalid_argument("--resume " + o.resume_file + ": the checkpoint holds the model '" +
+                              saved.state.model_spec + "' (layers " + join(saved.layer_specs) + "), but --model " +
+                              o.model + " --activation " + o.activation + " builds layers " + join(mine) +
+                              ": pass the --model and --activation it was trained with");
+}
+
+// The --schedule-file, read and validated against --stages, --microbatches and --chunks.
+std::optional<schedule> checked_schedule_file(const run_config& o) {
+  if (o.schedule_file.empty()) return std::nullopt;
+  schedule user_schedule = read_schedule_file(o.schedule_file);
+  if (const validation v = validate_for_run(user_schedule, o.stages, o.pipe.microbatches, o.pipe.chunks_per_stage);
+      !v.ok)
+    throw std::invalid_argument("--schedule-file " + o.schedule_file + ": " + v.message);
+  return user_schedule;
+}
+
+// The threads every compute rank computes on (Note [cores per rank]): 0 divides the cores among them.
+void check_threads(const run_config& o) {
+  if (o.threads < 0) throw std::invalid_argument("--threads must be 0 (automatic) or more, got " + std::to_string(o.threads));
+}
+
+// --collectives gloo and by-size run gloo, over plain TCP: refused beside mutual TLS (the default), named here
+// before any node is reached; they are only used by data-parallel replicas on nodes, and said to be unused elsewhere.
+void check_collectives(const run_config& o, const std::function<void(const std::string&)>& warn) {
+  const std::optional<collective_backend> backend = parse_collective_backend(o.collectives);  // "auto": nothing
+  if (!backend || !needs_plain_tcp(*backend)) return;
+  const std::string flag = "--collectives " + o.collectives;
+  if (o.pipe.nodes.empty() && o.rendezvous.empty()) {
+    if (warn) warn(flag + ": applies to data-parallel replicas on nodes (--nodes, --rendezvous): unused");
+    return;
+  }
+  if (!o.pipe.security.insecure)
+    throw std::invalid_argument(flag + ": gloo runs over plain TCP only (Debian's build has no TLS), "
+                                "and the nodes are reached over mutual TLS: add --insecure on a trusted network, or "
+                                "keep --collectives ring");
+}
+
+// Every key's value against its check (a configuration built in C++ passes the checks a flag or a JSON key does).
+void check_values(const run_config& o) {
+  run_config copy = o;
+  for_each_config_key(copy, [](const config_key& k, config_field field) {
+    if (!k.check) return;
+    std::vector<std::string> texts;
+    std::visit(
+        [&](auto* f) {
+          using T = std::remove_pointer_t<decltype(f)>;
+          if constexpr (std::is_same_v<T, std::string>) {
+            texts.push_back(*f);
+          } else if constexpr (std::is_same_v<T, bool>) {
+          } else if constexpr (std::is_arithmetic_v<T>) {
+            std::ostringstream text;
+            text.precision(17);
+            text << +*f;
+            texts.push_back(text.str());
+          } else {
+            for (const auto& item : *f) {
+              std::ostringstream text;
+              text << item;
+              texts.push_back(text.str());
+            }
+          }
+        },
+        field);
+    for (const std::string& text : texts)
+      if (const std::string why = k.check(text); !why.empty())
+        throw std::invalid_argument("--" + k.name + ": " + why);
+  });
+}
+
+// The keys set away from their defaults among `names`' group: pipeline-only, text-only, chosen by --auto, ...
+std::vector<std::string> changed_keys(const run_config& o, const std::function<bool(const config_key&)>& in_group) {
+  const config_document mine = config_json(o), defaults = config_json(run_config{});
+  std::vector<std::string> changed;
+  run_config copy = o;
+  for_each_config_key(copy, [&](const config_key& k, config_field) {
+    if (in_group(k) && mine.at(k.name) != defaults.at(k.name)) changed.push_back(k.name);
+  });
+  return changed;
+}
+
+void refuse_changed(const std::vector<std::string>& keys, const std::string& why) {
+  if (!keys.empty()) throw std::invalid_argument("--" + keys.front() + " " + why);
+}
+
+}  // namespace
+
+void check_output_path(const std::string& flag, const std::string& path) {
+  namespace fs = std::filesystem;
+  if (path.empty()) return;
+  const std::string where = flag + " " + path + ": ";
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) throw std::invalid_argument(where + "is a folder; give a file name");
+  fs::path folder = fs::path(path).parent_path();
+  if (folder.empty()) folder = ".";
+  if (!fs::is_directory(folder, ec))
+    throw std::invalid_argument(where + "the folder " + folder.string() + " does not exist");
+  // access(W_OK) would not see a read-only mount or some ACLs: create a file, as the real write will.
+  const std::string probe = (folder / (".actorpipe-probe-" + std::to_string(::getpid()))).string();
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0 && errno != EEXIST)
+    throw std::invalid_argument(where + "cannot create a file in the folder " + folder.string() + " (" +
+                                std::strerror(errno) + ")");
+  if (fd >= 0) {
+    ::close(fd);
+    ::unlink(probe.c_str());
+  }
+}
+
+std::optional<schedule> check_run_config(const run_config& o, const std::function<void(const std::string&)>& warn) {
+  check_values(o);
+  const auto named = [](std::vector<std::string> names) {
+    return [names = std::move(names)](const config_key& k) {
+      return std::find(names.begin(), names.end(), k.name) != names.end();
+    };
+  };
+  if (o.auto_config)
+    refuse_changed(changed_keys(o, named({"stages", "threads", "data-parallel", "tensor-parallel", "microbatches",
+                                          "schedule", "schedule-file", "chunks", "partition", "layers-per-chunk",
+                                          "recompute"})),
+                   "is chosen by --auto (Note [automatic configuration]): give one or the other");
+  else if (o.stages == 0)
+    refuse_changed(changed_keys(o, [](const config_key& k) { return k.pipeline_only; }),
+                   "needs --stages N (N >= 1): it only applies to a pipeline");
+  if (!o.language_model()) {
+    refuse_changed(changed_keys(o, named({"text", "eval-every", "validation-windows"})),
+                   "needs a gpt model (--model gpt:...): it only applies to a language model");
+  } else {
+    parse_gpt_spec(o.model);  // a bad spec is refused before any data is read
+  }
+  if (o.pipe.nodes.empty() && o.rendezvous.empty()) {
+    refuse_changed(changed_keys(o, named({"tls-ca", "tls-cert", "tls-key", "insecure"})),
+                   "requires --nodes or --rendezvous env: it secures the connections to nodes");
+    refuse_changed(changed_keys(o, named({"restart-on-failure", "restart-wait-ms", "snapshot-every"})),
+                   "requires --nodes or --rendezvous env: it recovers from a lost node");
+  }
+  check_output_path("--checkpoint", o.checkpoint_file);
+  check_output_path("--trace", o.trace_file);
+  check_output_path("--export", o.export_file);
+  check_output_path("--plot", o.plot_file);
+  check_output_path("--timeline", o.timeline_file);
+  check_output_path("--log", o.log_file);
+  check_checkpoint_options(o);
+  std::optional<schedule> user_schedule = checked_schedule_file(o);
+  if (!o.pipe.nodes.empty()) {
+    check_transport_security(o.pipe.security, "train --nodes");
+    if (o.pipe.security.insecure && warn) warn(insecure_warning("train --nodes"));
+  }
+  check_collectives(o, warn);
+  if (o.stages > 0) check_mesh(mesh_shape{o.mesh.data_parallel, o.stages, o.mesh.tensor_parallel});
+  check_threads(o);
+  if (!o.max_memory.empty()) parse_memory_size(o.max_memory);  // Note [memory budget]; names the text
+  // The lr schedule against the run's steps where they are known now (else once the data is read: Note [lr
+  // schedule's length] in engine.cpp, which also ends an unset decay at the run's last step).
+  optimizer_config lr = o.optimizer;
+  const bool decays = lr.schedule.kind == "cosine" || lr.schedule.kind == "linear";
+  if (decays && lr.schedule.decay_steps == 0) lr.schedule.decay_steps = o.train.max_steps;
+  if (!decays || lr.schedule.decay_steps > 0) check_lr_schedule(lr, o.train.max_steps);
+  return user_schedule;
+}
+
+}  // namespace ap

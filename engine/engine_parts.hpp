@@ -1,0 +1,158 @@
+// The engine's parts, in the order engine::run (engine.cpp) calls them: check the configuration, build the plan
+// (the model and its data), choose the mesh (--auto), build the runner (single process, mesh or pipeline), run
+// the training, report (log lines, files, the result). Internal to the engine.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <sstream>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "actors/data_parallel_pipeline.hpp"
+#include "actors/pipeline.hpp"
+#include "data/dataset.hpp"
+#include "data/data_source.hpp"
+#include "engine/engine.hpp"
+#include "engine/run_config.hpp"
+#include "model/sequential.hpp"
+#include "plan/auto_config.hpp"
+#include "plan/memory_model.hpp"
+#include "schedule/schedule.hpp"
+#include "stage/event_log.hpp"
+#include "stage/timeline.hpp"
+#include "training/loss_curve.hpp"
+#include "training/data_tensor_runner.hpp"
+#include "training/trainer.hpp"
+
+namespace ap::engine_parts {
+
+// Where the engine's lines go (engine_callbacks::log); `say(sink) << ... << "\n";` writes one or more lines.
+using log_sink = std::function<void(const std::string&)>;
+class log_line {
+ public:
+  explicit log_line(const log_sink& sink) : sink_(sink) {}
+  ~log_line();
+  log_line(const log_line&) = delete;
+  log_line& operator=(const log_line&) = delete;
+  template <class T>
+  log_line& operator<<(const T& v) {
+    text_ << v;
+    return *this;
+  }
+
+ private:
+  const log_sink& sink_;
+  std::ostringstream text_;
+};
+
+// --- build the plan (plan.cpp) ---
+
+// What a run trains: the model and its data. A language model (a gpt spec) trains on windows of tokens (a token
+// file or text): the training part's windows at offsets drawn from the data seed, the validation part's first
+// windows in order as its test set.
+struct train_plan {
+  log_sink log;
+  std::optional<schedule> user_schedule;  // --schedule-file, checked
+  bool language_model = false;
+  std::size_t context = 0;  // tokens per window of a language model
+  dtype compute_dtype = dtype::float32;
+  sequential model;
+  std::shared_ptr<const data_source> train_set, test_set;  // test_set may be null
+  std::optional<auto_candidate> auto_choice;  // --auto's
+  std::vector<layer_cost> layer_costs;        // --auto's, for the chosen microbatch (else the pipeline measures)
+  std::function<std::vector<double>()> stage_busy;  // a pipeline's busy seconds per stage so far (the metrics log)
+};
+inline log_line say(const train_plan& plan) { return log_line(plan.log); }
+
+// The first `rows` samples of `d` as one batch (at least one row, at most its size): what layer costs, the memory
+// model and --auto's trials measure on.
+batch first_rows(const data_source& d, std::size_t rows);
+
+// The model from the spec, unless given, with the dtype and recomputation set.
+void plan_model(const run_config& o, train_plan& plan);
+// The data, unless given: config.data (a token file for a gpt, else IDX, npy or CSV), a gpt's text without it.
+// A language model's context is checked against the data (a context the data cannot fill is refused).
+void plan_data(const run_config& o, train_plan& plan);
+
+// --- --auto (auto_choice.cpp) ---
+
+// Measures the model's layer costs on this process's cores (one microbatch of the training data per size), predicts
+// every configuration that fits them and --max-memory, prints the best few and sets `o` and the plan to the
+// best (Note [automatic configuration]).
+void choose_configuration(run_config& o, train_plan& plan);
+
+// --- build the runner (runner_choice.cpp) ---
+
+// What trains the plan: one of a local_runner, a data_tensor_runner (data or tensor parallelism without stages), a
+// pipeline or D replicas of one; and, for a pipeline, what the report needs besides the training.
+struct train_runner {
+  std::unique_ptr<std::ofstream> trace_file;  // before the pipeline, so it outlives it: its stages write the trace
+  std::shared_ptr<chrome_trace_writer> trace;
+  std::unique_ptr<step_runner> local;                  // single process
+  std::unique_ptr<data_parallel_pipeline> replicated;  // the pipeline's D replicas (--data-parallel with --stages)
+  std::unique_ptr<pipeline> single_pipe;
+  pipeline* pipe = nullptr;  // the pipeline (replica 0 of several) that describes the run; null without stages
+  step_runner* runner = nullptr;
+  std::string partition;               // uniform, params, time or explicit (--layers-per-chunk)
+  std::vector<double> predicted_busy;  // seconds per step and stage, from the measured layer costs
+  std::vector<stage_memory> predicted_memory;  // per stage, its tensor-parallel ranks together (Note [memory model])
+  resident_memory before;  // this process's where its growth is measured from (its peak reset then, where allowed)
+  std::uint64_t tensors_before = 0;  // its tensor bytes then (Note [tensor bytes]), their peak reset then
+  // Note [memory model]: what building and training are predicted to add to this process (0: not predicted, or
+  // the stages are on nodes), and its parts in words.
+  std::uint64_t predicted_growth_bytes = 0;
+  std::string predicted_growth_parts;
+  bool stages_on_nodes = false;  // then the process's growth is the coordinator's own
+  bool peak_reset = false;
+  double predicted_makespan = 0.0;     // seconds per step: the schedule simulated with the layer costs
+  std::shared_ptr<step_recorder> steps = std::make_shared<step_recorder>();  // fed by the stages (latest step)
+};
+
+// The data- or tensor-parallel runner of a single process (--data-parallel or --tensor-parallel without
+// --stages), else null. Made before the Fashion-MNIST data is read: a width the mesh cannot split is refused
+// at once, naming the layer.
+std::unique_ptr<step_runner> make_mesh_runner(const run_config& o, const train_plan& plan, sequential& model);
+// The runner: `mesh` if given, a pipeline with --stages (its partition from layer costs measured on one
+// microbatch of training data, described in the log), else a local_runner on every core (or --threads).
+train_runner build_train_runner(const run_config& o, train_plan& plan, std::unique_ptr<step_runner> mesh);
+
+// --- run (training_run.cpp) ---
+
+struct train_outcome {
+  train_report report;
+  std::optional<std::uint64_t> resumed_at_step;  // --resume: the checkpoint's step
+  loss_curve curve;                              // every step's loss and each epoch's mean, with --plot
+  std::uint64_t training_peak = 0;  // the process's resident peak after the last step (before the final test); 0: not read
+  std::uint64_t tensor_peak = 0;    // its tensor bytes' peak then (Note [tensor bytes])
+  float last_lr = 0.0f;             // the lr of the last step taken
+};
+
+// Trains: progress on a terminal, --resume, --checkpoint, a language model's validation every --eval-every, the
+// metrics log (Note [metrics log]), the callbacks.
+train_outcome run_training(const run_config& o, const train_plan& plan, step_runner& runner,
+                           const engine_callbacks& callbacks);
+
+// A language model's validation loss in nats per token, logged with bits per token; predicted in batches of
+// the batch size (Note [evaluation in batches] in training/trainer.hpp).
+double validation_loss(const run_config& o, const train_plan& plan, step_runner& runner, const std::string& when);
+
+// --- report (report.cpp) ---
+
+// --auto's check after its first steps (auto_choice.cpp): the median of the steps after the first against the
+// prediction, on stderr; `step_ends` holds the elapsed seconds at the end of steps 1 .. auto_early_steps + 1.
+inline constexpr std::size_t auto_early_steps = 5;
+void report_auto_early(const train_plan& plan, const auto_candidate& chosen, std::vector<double> step_ends);
+// --auto's prediction against the measured step, and what was off by more than 15% (auto_choice.cpp).
+void report_auto(const train_plan& plan, const train_runner& runner, const train_report& report, nlohmann::json& out);
+
+// Writes --plot, --timeline, --trace and --export, logs the stages' busy times, and fills the result.
+void report_training(const run_config& o, const train_plan& plan, train_runner& runner, const train_outcome& run,
+                     run_result& result);
+
+}  // namespace ap::engine_parts

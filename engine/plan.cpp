@@ -1,0 +1,60 @@
+// The engine's plan: the model and its data (a user's, or a spec's and the configured files).
+#include <algorithm>
+
+#include "engine/engine_parts.hpp"
+#include "data/fashion_mnist.hpp"
+#include "data/text_corpus.hpp"
+#include "model/gpt_spec.hpp"
+
+namespace ap::engine_parts {
+
+log_line::~log_line() {
+  std::string text = text_.str();
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  if (sink_ && !text.empty()) sink_(text);
+}
+
+batch first_rows(const data_source& d, std::size_t rows) {
+  rows = std::clamp<std::size_t>(rows, 1, std::max<std::size_t>(d.size(), 1));
+  std::vector<std::size_t> indices(rows);
+  for (std::size_t i = 0; i < rows; ++i) indices[i] = i;
+  return d.gather(indices.data(), rows);
+}
+
+void plan_model(const run_config& o, train_plan& plan) {
+  plan.language_model = o.language_model() || (plan.train_set && plan.train_set->is_sequence());
+  if (!o.train.sequence_lengths.empty() && !plan.language_model)
+    throw std::invalid_argument("key 'sequence-lengths' needs a gpt model (windows of tokens), not '" + o.model + "'");
+  if (plan.model.size() == 0) plan.model = sequential::from_spec(o.model, sequential_options{o.activation, o.init_seed});
+  if (o.language_model()) plan.context = parse_gpt_spec(o.model).context;
+  for (std::size_t length : o.train.sequence_lengths)
+    if (plan.context > 0 && length > plan.context)
+      throw std::invalid_argument("key 'sequence-lengths': " + std::to_string(length) + " is longer than the model's " +
+                                  std::to_string(plan.context) + " positions (the spec's key 'context')");
+  plan.compute_dtype = *parse_dtype(o.dtype);  // checked by the key's check
+  plan.model.set_compute_dtype(plan.compute_dtype);
+  plan.model.set_recompute(parse_recompute_mode(o.recompute));
+}
+
+void plan_data(const run_config& o, train_plan& plan) {
+  if (plan.train_set) return;  // a user's own
+  data_config data = o.data;
+  if (data.path.empty() && plan.language_model) {  // a gpt without --data: its byte text
+    data.path = o.text_path.empty() ? default_text_path : o.text_path;
+    data.format = "text";
+  }
+  if (data.path.empty()) data.path = default_fashion_mnist_dir;
+  // The windows a resumed run trains on are the checkpointed run's: Note [resumed trajectory].
+  const std::uint64_t seed = o.resume_file.empty() ? o.train.seed : read_checkpoint_info(o.resume_file).state.data_seed;
+  const std::size_t classes = plan.model.out_features().value_or(0);
+  data_sets sets = open_data(data, plan.context, classes, seed, o.validation_windows);
+  say(plan) << "data: " << sets.train->name() << ", " << sets.train->size() << " training samples"
+            << (sets.validation ? ", " + std::to_string(sets.validation->size()) + " validation samples from " +
+                                      sets.validation->name()
+                                : std::string())
+            << "\n";
+  plan.train_set = std::move(sets.train);
+  plan.test_set = std::move(sets.validation);
+}
+
+}  // namespace ap::engine_parts
