@@ -9,15 +9,36 @@
 
 namespace ap {
 
-std::vector<std::size_t> epoch_order(std::size_t n, std::uint64_t seed, std::uint64_t epoch) {
-  std::vector<std::size_t> order(n);
-  for (std::size_t i = 0; i < n; ++i) order[i] = i;
-  splitmix64 gen(mix_seed(seed, epoch));
-  // Fisher-Yates from the back: position i takes a uniform pick from [0, i].
-  for (std::size_t i = n; i > 1; --i) {
-    const std::size_t j = static_cast<std::size_t>(gen.below(i));
-    std::swap(order[i - 1], order[j]);
+// See Note [lazy epoch order].
+sample_order::sample_order(std::size_t n, std::uint64_t seed, std::uint64_t epoch)
+    : n_(n), key_(mix_seed(seed, epoch)), half_bits_(1) {
+  while (half_bits_ < 32 && (std::uint64_t{1} << (2 * half_bits_)) < n) ++half_bits_;
+  half_mask_ = (std::uint64_t{1} << half_bits_) - 1;
+}
+
+std::uint64_t sample_order::permute(std::uint64_t x) const {
+  std::uint64_t left = x >> half_bits_, right = x & half_mask_;
+  for (std::uint64_t round = 0; round < 4; ++round) {
+    const std::uint64_t next = left ^ (hash_counters(key_, round, right, 0x0fde) & half_mask_);
+    left = right;
+    right = next;
   }
+  return (left << half_bits_) | right;
+}
+
+std::size_t sample_order::operator[](std::size_t i) const {
+  if (i >= n_)
+    throw std::out_of_range("sample_order: position " + std::to_string(i) + " of an order of " + std::to_string(n_) +
+                            " samples");
+  std::uint64_t x = permute(i);
+  while (x >= n_) x = permute(x);  // cycle walking: the cycle through i returns into [0, n)
+  return static_cast<std::size_t>(x);
+}
+
+std::vector<std::size_t> epoch_order(std::size_t n, std::uint64_t seed, std::uint64_t epoch) {
+  const sample_order lazy(n, seed, epoch);
+  std::vector<std::size_t> order(n);
+  for (std::size_t i = 0; i < n; ++i) order[i] = lazy[i];
   return order;
 }
 

@@ -6,7 +6,7 @@
 #include <iterator>
 #include <stdexcept>
 
-#include "random/seeded_random.hpp"
+#include "data/token_windows.hpp"
 
 namespace ap {
 
@@ -74,46 +74,19 @@ void check_corpus_fills(const text_corpus& corpus, std::size_t context) {
 
 namespace {
 
-dataset windows(const std::vector<std::uint8_t>& bytes, std::size_t context, const std::vector<std::size_t>& starts,
-                const std::string& name) {
-  dataset d;
-  d.name = name;
-  d.num_classes = 256;
-  d.inputs = tensor::from_shape({starts.size(), context});  // (windows, context)
-  d.labels = tensor::from_shape({starts.size(), context});  // (windows, context): the next byte
-  float* in = d.inputs.data();
-  float* out = d.labels.data();
-  for (std::size_t w = 0; w < starts.size(); ++w)
-    for (std::size_t i = 0; i < context; ++i) {
-      in[w * context + i] = float(bytes[starts[w] + i]);
-      out[w * context + i] = float(bytes[starts[w] + i + 1]);
-    }
-  return d;
-}
-
-void check_fits(const std::vector<std::uint8_t>& bytes, std::size_t context, const std::string& name) {
-  if (context == 0 || bytes.size() < context + 1)
-    throw std::invalid_argument(name + ": " + std::to_string(bytes.size()) + " bytes cannot fill a window of context " +
-                                std::to_string(context) + " + 1");
-}
+token_span byte_span(const std::vector<std::uint8_t>& bytes) { return token_span{bytes.data(), bytes.size(), 1, nullptr}; }
 
 }  // namespace
 
+// The windows of the token source: the same samples as a token file of these bytes (See Note [window starts]).
 dataset text_windows(const std::vector<std::uint8_t>& bytes, std::size_t context, std::size_t count,
                      std::uint64_t seed, const std::string& name) {
-  check_fits(bytes, context, name);
-  splitmix64 random(mix_seed(seed, 0x7e47));
-  std::vector<std::size_t> starts(count);
-  for (auto& s : starts) s = static_cast<std::size_t>(random.below(bytes.size() - context));
-  return windows(bytes, context, starts, name);
+  return materialise(*token_windows(byte_span(bytes), context, count, seed, 256, name));
 }
 
 dataset text_windows_in_order(const std::vector<std::uint8_t>& bytes, std::size_t context, std::size_t max_count,
                               const std::string& name) {
-  check_fits(bytes, context, name);
-  std::vector<std::size_t> starts;
-  for (std::size_t s = 0; s + context + 1 <= bytes.size() && starts.size() < max_count; s += context) starts.push_back(s);
-  return windows(bytes, context, starts, name);
+  return materialise(*token_windows_in_order(byte_span(bytes), context, max_count, 256, name));
 }
 
 }  // namespace ap

@@ -35,7 +35,7 @@ text_corpus load_text_corpus(const std::string& path);
 // bytes, naming the corpus, the part, its size, and the model spec's key 'context'.
 void check_corpus_fills(const text_corpus& corpus, std::size_t context);
 
-// `count` windows at seeded random offsets of `bytes` (the same for the same seed): inputs and labels
+// `count` windows at seeded offsets of `bytes` (token_windows of the bytes, See Note [window starts]): inputs and labels
 // (count, context), byte values as floats. num_classes 256.
 dataset text_windows(const std::vector<std::uint8_t>& bytes, std::size_t context, std::size_t count,
                      std::uint64_t seed, const std::string& name);

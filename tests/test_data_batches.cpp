@@ -62,7 +62,7 @@ TEST_CASE("epoch_order is pinned: the same order on every platform") {
   // Golden values of this implementation; a change here changes every recorded training run.
   const auto order = epoch_order(10, 1234, 5);
   INFO("order: " << [&] { std::string s; for (auto i : order) s += std::to_string(i) + " "; return s; }());
-  CHECK(order == std::vector<std::size_t>{7, 1, 6, 0, 5, 4, 2, 8, 3, 9});
+  CHECK(order == std::vector<std::size_t>{3, 8, 6, 5, 1, 0, 4, 9, 2, 7});
 }
 
 TEST_CASE("batch_count rounds up") {

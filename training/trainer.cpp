@@ -85,14 +85,16 @@ std::string loss_problem(double loss, double first_loss, double divergence_facto
 }
 
 double evaluate_loss(step_runner& runner, const dataset& d, std::size_t batch_size) {
+  return evaluate_loss(runner, *dataset_view(d), batch_size);
+}
+
+double evaluate_loss(step_runner& runner, const data_source& d, std::size_t batch_size) {
   if (d.size() == 0) return 0.0;
   const softmax_cross_entropy ce;
-  std::vector<std::size_t> order(d.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   double sum = 0.0;
   std::size_t labels = 0;
   for (std::size_t b = 0; b < batch_count(d.size(), batch_size); ++b) {
-    const batch bt = make_batch(d, order, b, batch_size);
+    const batch bt = gather_in_order(d, b, batch_size);
     sum += double(ce.compute_loss(runner.predict(bt.inputs), bt.labels)) * double(bt.labels.size());
     labels += bt.labels.size();
   }
@@ -111,18 +113,27 @@ std::string progress_line(const step_progress& p, std::size_t epochs) {
 }
 
 double evaluate_accuracy(step_runner& runner, const dataset& d, std::size_t batch_size) {
+  return evaluate_accuracy(runner, *dataset_view(d), batch_size);
+}
+
+double evaluate_accuracy(step_runner& runner, const data_source& d, std::size_t batch_size) {
   if (d.size() == 0) return 0.0;
-  std::vector<std::size_t> order(d.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::size_t correct = 0;
+  std::size_t correct = 0, labels = 0;
   for (std::size_t b = 0; b < batch_count(d.size(), batch_size); ++b) {
-    const batch bt = make_batch(d, order, b, batch_size);
+    const batch bt = gather_in_order(d, b, batch_size);
     correct += count_correct(runner.predict(bt.inputs), bt.labels);
+    labels += bt.labels.size();
   }
-  return static_cast<double>(correct) / static_cast<double>(d.labels.size());  // per label: per token for text
+  return static_cast<double>(correct) / static_cast<double>(labels);  // per label: per token for text
 }
 
 train_report train(step_runner& runner, const dataset& train_set, const dataset& test_set,
+                   const train_config& config) {
+  const auto test = dataset_view(test_set);
+  return train(runner, *dataset_view(train_set), test.get(), config);
+}
+
+train_report train(step_runner& runner, const data_source& train_set, const data_source* test_set,
                    const train_config& config) {
   using clock = std::chrono::steady_clock;
   train_report report;
@@ -153,12 +164,12 @@ train_report train(step_runner& runner, const dataset& train_set, const dataset&
   double first_loss = 0.0;  // of this call's first step: Note [divergence]
   std::vector<double> step_seconds;
   for (std::uint64_t epoch = at.epoch; epoch < config.epochs && !done; ++epoch) {
-    const auto order = epoch_order(train_set.size(), config.seed, epoch);
+    const sample_order order(train_set.size(), config.seed, epoch);  // See Note [lazy epoch order]
     double loss_sum = 0.0;
     std::size_t epoch_steps = 0;
     for (std::size_t b = epoch == at.epoch ? at.batch_in_epoch : 0; b < batches; ++b) {
       if (config.max_steps && at.step >= config.max_steps) { done = true; break; }
-      batch bt = make_batch(train_set, order, b, config.batch_size);
+      batch bt = gather_batch(train_set, order, b, config.batch_size);
       if (!config.sequence_lengths.empty())  // Note [sequence lengths]
         bt = first_positions(bt, sequence_length_of(config.sequence_lengths, config.seed, at.step));
       const auto step_start = clock::now();
@@ -203,7 +214,8 @@ train_report train(step_runner& runner, const dataset& train_set, const dataset&
     std::nth_element(step_seconds.begin(), step_seconds.begin() + step_seconds.size() / 2, step_seconds.end());
     report.median_step_s = step_seconds[step_seconds.size() / 2];
   }
-  report.test_accuracy = evaluate_accuracy(runner, test_set, config.batch_size);  // Note [evaluation in batches]
+  if (test_set)  // Note [evaluation in batches]
+    report.test_accuracy = evaluate_accuracy(runner, *test_set, config.batch_size);
   return report;
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint.hpp"
+#include "data/data_source.hpp"
 #include "data/dataset.hpp"
 #include "model/loss.hpp"
 #include "model/optimizer.hpp"
@@ -130,7 +131,12 @@ struct train_report {
 // number s (dropout masks depend on it). A run started at (start_step, start_epoch, start_batch), on a runner
 // holding the weights and optimizer state saved at that position, takes exactly the steps the uninterrupted
 // run takes from there: same batches, same step numbers, same updates.
-// The final test accuracy is predicted in batches of config.batch_size (Note [evaluation in batches]).
+// The epoch order is sample_order(size, seed, epoch) for every source: See Note [lazy epoch order].
+// The final test accuracy is predicted in batches of config.batch_size (Note [evaluation in batches]); with no
+// test set (null) test_accuracy stays 0.
+train_report train(step_runner& runner, const data_source& train_set, const data_source* test_set,
+                   const train_config& config);
+// The same on in-memory data sets (no copy).
 train_report train(step_runner& runner, const dataset& train_set, const dataset& test_set, const train_config& config);
 
 // Note [evaluation in batches]: evaluate_loss and evaluate_accuracy predict the data set `batch_size` rows at
@@ -143,12 +149,14 @@ train_report train(step_runner& runner, const dataset& train_set, const dataset&
 
 // Mean cross-entropy per label (nats; per byte for a byte-level language model, whose labels are
 // (samples, sequence)) over the whole data set, predicted in batches of `batch_size`.
+double evaluate_loss(step_runner& runner, const data_source& d, std::size_t batch_size = 64);
 double evaluate_loss(step_runner& runner, const dataset& d, std::size_t batch_size = 64);
 // "epoch 2/10  step 57/234  loss 0.5432  12,345 samples/s  ETA 0:12": one progress line (no newline).
 std::string progress_line(const step_progress& p, std::size_t epochs);
 
 // Share of rows whose arg-max output matches the label, predicted in batches of `batch_size`
 // (Note [evaluation in batches]).
+double evaluate_accuracy(step_runner& runner, const data_source& d, std::size_t batch_size = 1000);
 double evaluate_accuracy(step_runner& runner, const dataset& d, std::size_t batch_size = 1000);
 
 }  // namespace ap

@@ -1,0 +1,31 @@
+// Token files, memory-mapped read-only: raw little-endian uint16/uint32 arrays and llm.c's .bin.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "data/token_windows.hpp"
+
+namespace ap {
+
+// llm.c's token file: a header of 256 little-endian int32 (magic, version 1: uint16 tokens, token count,
+// the rest 0), then the tokens.
+inline constexpr std::int32_t llmc_magic = 20240520;
+inline constexpr std::size_t llmc_header_bytes = 256 * 4;
+
+enum class token_file_kind { raw, llmc };
+
+// Maps `path` and checks it: a raw file's length must be a multiple of `token_bytes` (2 or 4), an llm.c
+// file's header (magic, version) and its token count against the length; with `vocab_size` > 0 every id
+// must be below it (checked with pread in chunks, so the check leaves no pages of the file resident).
+// Throws std::runtime_error naming the file and the place (byte offset, token index and value) for a missing,
+// empty, truncated or malformed file or an id too large; std::invalid_argument for a token_bytes other than
+// 2 or 4. The span's owner holds the mapping.
+token_span open_token_file(const std::string& path, token_file_kind kind, int token_bytes = 2,
+                           std::size_t vocab_size = 0);
+
+// Whether `path` starts with llm.c's magic (false for a missing or shorter file).
+bool has_llmc_magic(const std::string& path);
+
+}  // namespace ap

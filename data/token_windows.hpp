@@ -1,0 +1,47 @@
+// Windows of a language model's tokens as a data source: inputs a window's first `context` tokens, labels its last.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "data/data_source.hpp"
+
+namespace ap {
+
+// Tokens in memory (a vector, or a file's mapping): `count` ids of `bytes` (1, 2 or 4) bytes each, little-endian
+// (the host's order), valid as long as `owner` lives.
+struct token_span {
+  const void* data = nullptr;
+  std::size_t count = 0;
+  int bytes = 1;
+  std::shared_ptr<const void> owner;  // keeps the memory alive; may be null when the caller does
+  std::size_t at(std::size_t i) const {
+    switch (bytes) {
+      case 1: return static_cast<const std::uint8_t*>(data)[i];
+      case 2: return static_cast<const std::uint16_t*>(data)[i];
+      default: return static_cast<const std::uint32_t*>(data)[i];
+    }
+  }
+  // Tokens [begin, end) of this span, sharing its owner.
+  token_span part(std::size_t begin, std::size_t end) const;
+};
+
+// Note [window starts]: sample i of a seeded window source starts at
+//   (hash_counters(mix_seed(seed, 0x7e47), i) * (n - context)) >> 64   (128-bit product)
+// where n is the span's token count: a function of (seed, i, n) alone, so a source of 10^9 windows holds no
+// vector of starts, and any span of the same tokens (bytes of text, a uint16 or uint32 token file) gives the
+// same windows. The multiply-shift maps 64 random bits onto [0, n - context) with a bias below 2^-40.
+std::size_t window_start(std::uint64_t seed, std::size_t i, std::size_t tokens, std::size_t context);
+
+// `count` windows of context + 1 tokens at seeded starts (See Note [window starts]); num_classes `vocab`.
+// Throws std::invalid_argument naming `name` when the span cannot fill one window.
+std::shared_ptr<const data_source> token_windows(token_span tokens, std::size_t context, std::size_t count,
+                                                 std::uint64_t seed, std::size_t vocab, std::string name);
+
+// Up to `max_count` windows at starts 0, context, 2*context, ...: a validation set, with no seed.
+std::shared_ptr<const data_source> token_windows_in_order(token_span tokens, std::size_t context,
+                                                          std::size_t max_count, std::size_t vocab, std::string name);
+
+}  // namespace ap
