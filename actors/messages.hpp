@@ -388,9 +388,10 @@ typename Inspector::result_type inspect(Inspector& f, action& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, stage_spec& x) {
   auto& o = x.optimizer;
+  auto& lr = o.schedule;
   return f(caf::meta::type_name("stage_spec"), x.stage, x.stages, x.total_chunks, x.chunk_ids, x.layer_specs,
            x.first_layer, x.weights, o.kind, o.lr, o.momentum, o.nesterov, o.beta1, o.beta2, o.eps, o.weight_decay,
-           x.actions, x.timeout_ms, x.compute_dtype, x.recompute, x.report_events, x.tensor_parallel, x.data_parallel_size, x.replica,
+           lr.kind, lr.warmup_steps, lr.decay_steps, lr.min_lr, lr.step_size, lr.gamma, x.actions, x.timeout_ms, x.compute_dtype, x.recompute, x.report_events, x.tensor_parallel, x.data_parallel_size, x.replica,
            x.data_parallel_host, x.collectives, x.data_parallel_place, x.data_parallel_key, x.threads, x.node_first_rank,
            x.node_ranks, x.link_host);
 }

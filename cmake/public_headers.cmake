@@ -25,6 +25,7 @@ set(actorpipe_public_headers
   model/sequential.hpp
   model/loss.hpp
   model/optimizer.hpp
+  model/lr_schedule.hpp
   model/linear.hpp
   model/relu.hpp
   model/gelu.hpp

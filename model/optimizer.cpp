@@ -86,7 +86,8 @@ class sgd final : public optimizer {
     std::size_t total = 0;
     const std::vector<piece> pieces = pieces_of(params, part, parts, &total);
     const auto count = static_cast<std::ptrdiff_t>(pieces.size());
-    const float lr = c_.lr, decay = c_.weight_decay, momentum = c_.momentum;
+    // See Note [lr from the optimizer's steps].
+    const float lr = lr_at(c_, static_cast<std::uint64_t>(steps_)), decay = c_.weight_decay, momentum = c_.momentum;
     const bool nesterov = c_.nesterov;
 #pragma omp parallel for schedule(static) if (std::ptrdiff_t(total) >= parallel_elements)
     for (std::ptrdiff_t k = 0; k < count; ++k) {
@@ -129,8 +130,9 @@ class adam final : public optimizer {
     const double t = double(steps_ + 1);
     const float correction1 = static_cast<float>(1.0 - std::pow(double(c_.beta1), t));
     const float correction2 = static_cast<float>(1.0 - std::pow(double(c_.beta2), t));
+    const float lr = lr_at(c_, static_cast<std::uint64_t>(steps_));  // See Note [lr from the optimizer's steps].
     const float l2 = decoupled_ ? 0.0f : c_.weight_decay;
-    const float shrink = decoupled_ ? 1.0f - c_.lr * c_.weight_decay : 1.0f;
+    const float shrink = decoupled_ ? 1.0f - lr * c_.weight_decay : 1.0f;
     // Note [one team per optimizer step]: the state serially, then one team over every parameter's pieces.
     std::vector<float*> w(params.size()), m(params.size()), v(params.size());
     std::vector<const float*> g(params.size());
@@ -144,7 +146,7 @@ class adam final : public optimizer {
     std::size_t total = 0;
     const std::vector<piece> pieces = pieces_of(params, part, parts, &total);
     const auto count = static_cast<std::ptrdiff_t>(pieces.size());
-    const float beta1 = c_.beta1, beta2 = c_.beta2, lr = c_.lr, eps = c_.eps;
+    const float beta1 = c_.beta1, beta2 = c_.beta2, eps = c_.eps;
 #pragma omp parallel for schedule(static) if (std::ptrdiff_t(total) >= parallel_elements)
     for (std::ptrdiff_t k = 0; k < count; ++k) {
       const piece& pc = pieces[std::size_t(k)];
@@ -191,6 +193,7 @@ std::unique_ptr<optimizer> make_optimizer(const optimizer_config& c) {
   if (!(c.lr > 0.0f) || !std::isfinite(c.lr)) bad_setting("learning rate", c.lr, "a positive number");
   if (!(c.weight_decay >= 0.0f) || !std::isfinite(c.weight_decay))
     bad_setting("weight_decay", c.weight_decay, "a non-negative number");
+  check_lr_schedule(c);
   if (c.kind == "sgd") {
     if (!(c.momentum >= 0.0f && c.momentum < 1.0f)) bad_setting("momentum", c.momentum, "in [0, 1)");
     if (c.nesterov && c.momentum == 0.0f)

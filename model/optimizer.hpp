@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "model/layer.hpp"
+#include "model/lr_schedule.hpp"
 
 namespace ap {
 
@@ -18,6 +19,8 @@ struct optimizer_config {
   bool nesterov = false;      // sgd
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // adam, adamw
   float weight_decay = 0.0f;  // sgd and adam: added to the gradient (L2); adamw: decoupled
+  // The lr of each update (lr_at, model/lr_schedule.hpp): Note [lr from the optimizer's steps].
+  lr_schedule schedule;
 };
 
 class optimizer {
@@ -42,7 +45,8 @@ class optimizer {
   long steps_ = 0;
 };
 
-// Throws std::invalid_argument naming a bad kind or a non-positive learning rate.
+// Throws std::invalid_argument naming a bad kind, a non-positive learning rate or a bad schedule
+// (check_lr_schedule, the run's length unknown).
 std::unique_ptr<optimizer> make_optimizer(const optimizer_config& config);
 
 }  // namespace ap

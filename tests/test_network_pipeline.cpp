@@ -562,6 +562,7 @@ TEST_CASE("a stage_spec survives the wire and rebuilds the same stage, bad specs
   setup.slices.push_back(model.slice(7, 9));
   setup.optimizer.kind = "sgd";
   setup.optimizer.momentum = 0.5f;
+  setup.optimizer.schedule = lr_schedule{"step", 3, 0, 0.0f, 7, 0.25f};  // Note [lr from the optimizer's steps]
   setup.actions = {action{1, op::forward, 0, 1}, action{1, op::backward_input, 0, 3}, action{1, op::backward_weight, 0, 3}};
   stage_spec spec = make_stage_spec(setup);
   std::vector<char> buffer;
@@ -574,6 +575,10 @@ TEST_CASE("a stage_spec survives the wire and rebuilds the same stage, bad specs
   CHECK(rebuilt.chunk_ids == setup.chunk_ids);
   CHECK(rebuilt.optimizer.kind == "sgd");
   CHECK(rebuilt.optimizer.momentum == 0.5f);
+  CHECK(rebuilt.optimizer.schedule.kind == "step");
+  CHECK(rebuilt.optimizer.schedule.warmup_steps == 3);
+  CHECK(rebuilt.optimizer.schedule.step_size == 7);
+  CHECK(rebuilt.optimizer.schedule.gamma == 0.25f);
   CHECK(rebuilt.actions == setup.actions);
   REQUIRE(rebuilt.slices.size() == 2);
   for (std::size_t c = 0; c < 2; ++c) {

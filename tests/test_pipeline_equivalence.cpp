@@ -15,17 +15,19 @@ constexpr int steps = 3;
 
 using model_factory = sequential (*)(std::uint64_t);
 
-run_result train_single(const dataset& d, const optimizer_config& opt, model_factory make = test::nine_layer_model) {
+run_result train_single(const dataset& d, const optimizer_config& opt, model_factory make = test::nine_layer_model,
+                        int count = steps) {
   run_result r{make(7), {}};
   local_runner runner(r.model, opt);
-  for (int s = 0; s < steps; ++s) r.losses.push_back(runner.train_step(d.inputs, d.labels, s));
+  for (int s = 0; s < count; ++s) r.losses.push_back(runner.train_step(d.inputs, d.labels, s));
   return r;
 }
 
-run_result train_pipeline(const dataset& d, const pipeline_options& o, model_factory make = test::nine_layer_model) {
+run_result train_pipeline(const dataset& d, const pipeline_options& o, model_factory make = test::nine_layer_model,
+                          int count = steps) {
   pipeline pipe(make(7), o);
   run_result r{sequential{}, {}};
-  for (int s = 0; s < steps; ++s) r.losses.push_back(pipe.train_step(d.inputs, d.labels, s));
+  for (int s = 0; s < count; ++s) r.losses.push_back(pipe.train_step(d.inputs, d.labels, s));
   r.model = pipe.gather_model();
   return r;
 }
@@ -79,6 +81,39 @@ TEST_CASE("zero-bubble ZB-H1 and interleaved 1F1B equal single-process training"
       run_result piped = train_pipeline(d, o);
       test::check_same_run(piped, single, 1e-5f, 1e-5, "interleaved v=2 p=" + std::to_string(stages) + " m=" + std::to_string(m));
     }
+}
+
+TEST_CASE("a warmup-cosine lr schedule trains in a pipeline as in one process, every stage at the same lr") {
+  // Note [lr from the optimizer's steps]: each stage's optimizer reads the schedule at its own step count.
+  const dataset d = test::small_blobs(30);
+  for (const std::string kind : {"adamw", "sgd"}) {
+    optimizer_config opt;
+    opt.kind = kind;
+    opt.lr = kind == "sgd" ? 0.1f : 0.01f;
+    opt.momentum = kind == "sgd" ? 0.9f : 0.0f;
+    opt.weight_decay = 0.01f;
+    opt.schedule.kind = "cosine";
+    opt.schedule.warmup_steps = 2;
+    opt.schedule.decay_steps = 5;
+    opt.schedule.min_lr = opt.lr / 10;
+    constexpr int count = 6;  // two warmup steps, the decay, and a step at min_lr
+    run_result single = train_single(d, opt, test::nine_layer_model, count);
+    optimizer_config constant = opt;
+    constant.schedule = lr_schedule{};
+    run_result unscheduled = train_single(d, constant, test::nine_layer_model, count);
+    CHECK_MESSAGE(!test::check_parameters(unscheduled.model, single.model, 1e-4f, "without the schedule"),
+                  "the schedule changes the run");
+    for (const std::string sched : {"1f1b", "interleaved"}) {
+      pipeline_options o;
+      o.stages = 2;
+      o.microbatches = 4;
+      o.schedule = sched;
+      o.chunks_per_stage = sched == "interleaved" ? 2 : 1;
+      o.optimizer = opt;
+      run_result piped = train_pipeline(d, o, test::nine_layer_model, count);
+      test::check_same_run(piped, single, 1e-5f, 1e-5, kind + " warmup-cosine, " + sched);
+    }
+  }
 }
 
 TEST_CASE("a model of residual blocks: every schedule equals single-process training") {

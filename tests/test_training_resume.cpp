@@ -33,6 +33,16 @@ optimizer_config sgd_momentum() {
   return o;
 }
 
+// Warmup over updates 0..5 and a cosine to min_lr at update 15, the run's end: resuming at N = 3 or 5 resumes
+// mid-warmup, at 7 or 14 mid-decay (Note [lr from the optimizer's steps]).
+optimizer_config warmup_cosine(optimizer_config o) {
+  o.schedule.kind = "cosine";
+  o.schedule.warmup_steps = 6;
+  o.schedule.decay_steps = 15;
+  o.schedule.min_lr = o.lr / 10;
+  return o;
+}
+
 }  // namespace
 
 TEST_CASE("the checkpoint hook sees the position after every N steps and at the end") {
@@ -58,9 +68,9 @@ TEST_CASE("the checkpoint hook sees the position after every N steps and at the 
 
 TEST_CASE("single process: N steps, checkpoint, a new runner loads it and takes M more == N+M uninterrupted, bit for bit") {
   const dataset d = test::small_blobs(48);
-  for (const optimizer_config& opt : {adam(), sgd_momentum()})
+  for (const optimizer_config& opt : {adam(), sgd_momentum(), warmup_cosine(adam()), warmup_cosine(sgd_momentum())})
     for (std::size_t n : {3, 5, 7, 14}) {  // mid-epoch, at an epoch's end, mid-epoch, one step before the end
-      const std::string label = opt.kind + " N=" + std::to_string(n);
+      const std::string label = opt.kind + " " + opt.schedule.kind + " N=" + std::to_string(n);
       scratch_dir dir{"training_resume"};
       const std::string path = dir.file("resume.safetensors");
 
