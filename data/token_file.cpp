@@ -139,6 +139,7 @@ token_span open_token_file(const std::string& path, token_file_kind kind, int to
   span.count = count;
   span.bytes = token_bytes;
   span.owner = map;
+  span.mapped = true;  // See Note [released windows]
   return span;
 }
 

@@ -1,6 +1,10 @@
 #include "data/token_windows.hpp"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdint>
 #include <stdexcept>
 #include <utility>
 
@@ -62,11 +66,26 @@ class windows_source final : public data_source {
         out[w * context_ + p] = next;
         previous = next;
       }
+      if (tokens_.mapped) release(start, start + context_ + 1);
     }
     return b;
   }
 
  private:
+  // See Note [released windows].
+  void release(std::size_t first, std::size_t end) const {
+    const auto at = [&](std::size_t token) {
+      return reinterpret_cast<std::uintptr_t>(tokens_.data) + token * static_cast<std::size_t>(tokens_.bytes);
+    };
+    const auto round_down = [](std::uintptr_t a, std::uintptr_t to) { return a & ~(to - 1); };
+    const std::uintptr_t page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE)), block = released_block_bytes;
+    // Clamped to the span's pages, which are the mapping's: a block may reach into a neighbouring mapping.
+    const std::uintptr_t lowest = round_down(at(0), page), highest = round_down(at(tokens_.count) + page - 1, page);
+    const std::uintptr_t begin = std::max(lowest, round_down(at(first), block));
+    const std::uintptr_t stop = std::min(highest, round_down(at(end) + block - 1, block));
+    if (stop > begin) ::madvise(reinterpret_cast<void*>(begin), stop - begin, MADV_DONTNEED);
+  }
+
   token_span tokens_;
   std::size_t context_, count_;
   bool seeded_;

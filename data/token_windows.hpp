@@ -17,6 +17,7 @@ struct token_span {
   std::size_t count = 0;
   int bytes = 1;
   std::shared_ptr<const void> owner;  // keeps the memory alive; may be null when the caller does
+  bool mapped = false;  // a file's read-only mapping: a gather releases what it read (See Note [released windows])
   std::size_t at(std::size_t i) const {
     switch (bytes) {
       case 1: return static_cast<const std::uint8_t*>(data)[i];
@@ -34,6 +35,13 @@ struct token_span {
 // vector of starts, and any span of the same tokens (bytes of text, a uint16 or uint32 token file) gives the
 // same windows. The multiply-shift maps 64 random bits onto [0, n - context) with a bias below 2^-40.
 std::size_t window_start(std::uint64_t seed, std::size_t i, std::size_t tokens, std::size_t context);
+
+// Note [released windows]: a window read through a file's mapping leaves its pages mapped into the process,
+// and the kernel maps a page cache folio whole (up to 2 MiB) at a fault, so 800 random windows of a 2 GiB file
+// made 1.1 GiB resident (bench_token_memory). After copying a batch, the windows source of a mapped span
+// therefore drops the mapping of the 2 MiB-aligned blocks it read (madvise MADV_DONTNEED: the pages stay in
+// the page cache, the next read maps them again), so resident memory stays that of a batch whatever the file's size.
+inline constexpr std::size_t released_block_bytes = std::size_t{2} << 20;
 
 // `count` windows of context + 1 tokens at seeded starts (See Note [window starts]); num_classes `vocab`.
 // Throws std::invalid_argument naming `name` when the span cannot fill one window.

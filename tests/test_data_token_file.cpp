@@ -128,3 +128,33 @@ with open(d + 'magic.bin', 'wb') as f:
   c.path = dir.file("missing.u16");
   CHECK(contains(error_of([&] { open_data(c, 2, 256, 1, 10); }), c.path + ": no such file or folder"));
 }
+
+TEST_CASE("reading windows of a mapped token file leaves no pages of it resident (Note [released windows])") {
+  test::scratch_dir dir("token_rss");
+  const std::string path = dir.file("big.bin");
+  {
+    std::vector<std::uint16_t> chunk(std::size_t{1} << 20);
+    for (std::size_t i = 0; i < chunk.size(); ++i) chunk[i] = std::uint16_t(i % 256);
+    std::ofstream out(path, std::ios::binary);
+    for (int c = 0; c < 32; ++c) out.write(reinterpret_cast<const char*>(chunk.data()), std::streamsize(chunk.size() * 2));
+  }  // 64 MiB
+  const auto rss_file_kib = [] {
+    std::ifstream in("/proc/self/status");
+    std::string line;
+    while (std::getline(in, line))
+      if (line.rfind("RssFile:", 0) == 0) return std::stol(line.substr(8));
+    return -1L;
+  };
+  const token_span tokens = open_token_file(path, token_file_kind::raw, 2, 256);
+  const auto source = token_windows(tokens, 64, tokens.count / 64, 1, 256, path);
+  const long before = rss_file_kib();
+  REQUIRE(before >= 0);
+  const sample_order order(source->size(), 2, 0);
+  for (std::size_t b = 0; b < 25; ++b) {
+    const batch x = gather_batch(*source, order, b, 16);
+    REQUIRE(x.labels(3, 0) == float((std::size_t(x.inputs(3, 0)) + 1) % 256));
+  }
+  // 400 windows at random starts: without the release at least 400 pages (and a whole folio each on kernels
+  // mapping large folios) would stay mapped.
+  CHECK(rss_file_kib() - before < 1024);
+}
