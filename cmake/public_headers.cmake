@@ -57,13 +57,24 @@ set(actorpipe_public_headers
   checkpoint/safetensors.hpp
   checkpoint/named_tensors.hpp
   data/dataset.hpp
+  data/data_source.hpp
+  data/open_data.hpp
+  data/token_file.hpp
+  data/token_windows.hpp
+  data/npy.hpp
+  data/csv.hpp
   data/synthetic.hpp
   data/fashion_mnist.hpp
   data/text_corpus.hpp
   training/trainer.hpp
   training/data_tensor_runner.hpp
+  # the run configuration and the engine that trains it
+  engine/run_config.hpp
+  engine/engine.hpp
+  engine/value_checks.hpp
   # schedules as data, the plan of a run, the stage event log, timeouts and the handshake's versions
   schedule/schedule.hpp
+  schedule/schedule_file.hpp
   plan/stage_info.hpp
   plan/partition.hpp
   plan/microbatches.hpp

@@ -8,6 +8,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -37,7 +38,7 @@ struct run_config {
   std::size_t eval_every = 0;           // a language model's validation every N steps (0: at the end only)
   std::size_t validation_windows = 256; // at most this many validation windows of a language model
   train_config train;         // epochs, batch size, seeds, max steps, checkpoint interval, divergence, lengths
-  optimizer_config optimizer{"adam"};
+  optimizer_config optimizer;  // adam, lr 1e-3
   // The mesh: stages 0 trains in one process (the D x T runner with data or tensor parallelism).
   int stages = 0;
   int threads = 0;            // intra-op threads of every compute rank (Note [cores per rank]); 0: the cores divided
@@ -72,8 +73,9 @@ struct config_key {
   bool pipeline_only = false;  // means something only with stages (refused without)
 };
 
-// The field a key sets, by type.
-using config_field = std::variant<std::string*, bool*, int*, long*, std::size_t*, std::uint64_t*, float*, double*,
+// The field a key sets, by type (std::uint64_t is std::size_t on the 64-bit platforms the runtime builds on).
+static_assert(std::is_same_v<std::size_t, std::uint64_t>, "a config field's uint64_t is its size_t");
+using config_field = std::variant<std::string*, bool*, int*, long*, std::size_t*, float*, double*,
                                   std::vector<std::size_t>*, std::vector<std::string>*>;
 
 // Every key of `c`, each with the field it sets, in the order --help and print_config list them: the one list.

@@ -1,11 +1,36 @@
 // Your own model on your own data through the engine: --auto picks the mesh, warmup then cosine decay.
 //   example_own_data features.npy labels.npy   (float32 (n, d) features, integer (n) labels)
-//   example_own_data                           (Gaussian blobs made here, as a data set built in C++)
+//   example_own_data                           (a data set of your own in C++: points around 4 centres)
+#include <cmath>
 #include <iostream>
 
 #include "data/open_data.hpp"
-#include "data/synthetic.hpp"
 #include "engine/engine.hpp"
+
+// A data source of your own: sample i is computed when a batch asks for it (a file, a database, a generator).
+// Here: class i % 4, its 32 features a point near the class's centre, the same for the same i.
+class clusters final : public ap::data_source {
+ public:
+  explicit clusters(std::size_t samples, std::uint64_t seed) : samples_(samples), seed_(seed) {}
+  std::string name() const override { return "clusters"; }
+  std::size_t size() const override { return samples_; }
+  std::size_t num_classes() const override { return 4; }
+  ap::shape_t sample_shape() const override { return {32}; }
+  ap::batch gather(const std::size_t* indices, std::size_t count) const override {
+    ap::batch b{ap::tensor::from_shape({count, 32}), ap::tensor::from_shape({count})};
+    for (std::size_t r = 0; r < count; ++r) {
+      const std::size_t i = indices[r], c = i % 4;
+      for (std::size_t f = 0; f < 32; ++f)  // the centre's coordinate, plus a little noise from (seed, i, f)
+        b.inputs.data()[r * 32 + f] = (f % 4 == c ? 1.0f : 0.0f) + 0.3f * std::sin(float(seed_ + 31 * i + 7 * f));
+      b.labels.data()[r] = float(c);
+    }
+    return b;
+  }
+
+ private:
+  std::size_t samples_;
+  std::uint64_t seed_;
+};
 
 int main(int argc, char** argv) try {
   ap::data_sets data;
@@ -16,10 +41,10 @@ int main(int argc, char** argv) try {
     files.labels = argv[2];
     data = ap::open_data(files, /*context=*/0, /*classes=*/0, /*seed=*/1, /*validation_windows=*/0);
     features = data.train->sample_shape().at(0), classes = data.train->num_classes();
-  } else {  // any data set in memory (or your own ap::data_source)
+  } else {  // your own source (an in-memory ap::dataset works too: ap::memory_source)
     features = 32, classes = 4;
-    data.train = ap::memory_source(ap::make_blobs(4096, features, classes, 7));
-    data.validation = ap::memory_source(ap::make_blobs(512, features, classes, 8));
+    data.train = std::make_shared<clusters>(4096, 7);
+    data.validation = std::make_shared<clusters>(512, 8);
   }
   const std::string widths = std::to_string(features) + "-128-64-" + std::to_string(classes);
   ap::sequential model = ap::sequential::from_spec(widths);  // or layers of your own kinds (custom_layer.cpp)

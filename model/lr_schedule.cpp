@@ -49,9 +49,6 @@ void check_lr_schedule(const optimizer_config& c, std::uint64_t total_steps) {
   if (s.warmup_steps > total_steps)
     refuse("warmup_steps " + std::to_string(s.warmup_steps) + " is longer than the run (" +
            std::to_string(total_steps) + " steps)");
-  if (decays && s.decay_steps > total_steps)
-    refuse("decay_steps " + std::to_string(s.decay_steps) + " is longer than the run (" + std::to_string(total_steps) +
-           " steps)");
 }
 
 }  // namespace ap

@@ -32,7 +32,7 @@ float lr_at(const optimizer_config& c, std::uint64_t step);
 
 // Throws std::invalid_argument naming the setting and its value: an unknown kind, min_lr negative or above lr,
 // decay_steps unset or not above warmup_steps for cosine and linear, step_size 0 or gamma not in (0, 1] for
-// step, and warmup_steps or (cosine, linear) decay_steps longer than `total_steps`, the run's updates (0:
+// step, and warmup_steps longer than `total_steps`, the run's updates (0:
 // unknown, not checked).
 void check_lr_schedule(const optimizer_config& c, std::uint64_t total_steps = 0);
 

@@ -110,7 +110,7 @@ TEST_CASE("every key round-trips through JSON, and a file sets the keys it names
   CHECK(f.train.epochs == run_config{}.train.epochs);  // unnamed keys keep their defaults
 }
 
-TEST_CASE("a bad key or value in a file is refused naming the file, the line and the key; the config is unchanged") {
+TEST_CASE("a bad key or value in a file is refused naming the file, the line and the key, and the config is unchanged") {
   test::scratch_dir dir("config_bad");
   const auto refusal = [&](const std::string& text) {
     write(dir.file("run.json"), text);
@@ -162,7 +162,7 @@ TEST_CASE("check_run_config: keys that need each other, values set in C++, and a
   CHECK(test::contains(test::error_of([&] { check_run_config(n); }), "--restart-on-failure requires --nodes"));
 }
 
-TEST_CASE("train --config F runs as the same flags do: one process, a 2 x 2 mesh, a pipeline; flags override the file") {
+TEST_CASE("train --config F runs as the same flags do: one process, a 2 x 2 mesh, a pipeline, and flags override the file") {
   test::scratch_dir dir("config_runs");
   const std::vector<std::string> common = {"--model", "784-32-16-10", "--train-limit", "256", "--batch-size", "32",
                                            "--max-steps", "5", "--threads", "1", "--lr-schedule", "cosine",
