@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "actors/recovery.hpp"
 #include "actors/stage_spawner.hpp"
 #include "collective/colocation.hpp"
 #include "collective/shard.hpp"
@@ -31,11 +32,12 @@ sequential input_layers(const sequential& model) {
 
 data_parallel_pipeline::data_parallel_pipeline(const sequential& model, const pipeline_options& options,
                                                int data_parallel)
-    : loss_(make_loss(options.loss)), model_(input_layers(model)), options_(options) {
+    : loss_(make_loss(options.loss)), model_(input_layers(model)) {
   model_.release_gradients();  // it only checks inputs
   if (data_parallel < 1)
     throw std::invalid_argument("--data-parallel must be at least 1, got " + std::to_string(data_parallel));
   const int T = std::max(1, options.tensor_parallel);
+  make_recovery(options, data_parallel);
   if (!options.nodes.empty()) {
     place_on_nodes(model, options, data_parallel);
     return;
@@ -153,35 +155,8 @@ float data_parallel_pipeline::train_step(const tensor& inputs, const tensor& lab
   } catch (const std::invalid_argument& e) {
     throw pipeline_error("step " + std::to_string(step) + ": inputs: " + e.what(), error_code::bad_input);
   }
-  const bool recovering = !options_.nodes.empty() && options_.restart_on_failure > 0;
   try {
-    if (recovering && !snapshot_taken_) {  // before the first step, or after a load
-      first_snapshot();
-      snapshot_next_step_ = step;
-    }
-    for (;;) {
-      float loss = 0.0f;
-      try {
-        loss = run_replicas(inputs, labels, step);
-      } catch (const pipeline_error& e) {
-        if (!recovering || e.code() != error_code::lost_node) throw;
-        recover(e.what());  // throws pipeline_error when no restart is left or the node does not come back
-        continue;
-      }
-      if (recovering) {
-        recorded_.push_back(recorded_step{step, inputs, labels});
-        if (static_cast<int>(recorded_.size()) >= std::max(1, options_.snapshot_every)) {
-          try {
-            take_snapshot();
-          } catch (const pipeline_error& e) {  // a node lost between the step and the snapshot
-            recover(e.what());
-            take_snapshot();
-          }
-          snapshot_next_step_ = step + 1;
-        }
-      }
-      return loss;
-    }
+    return recovery_->run_step(step, inputs, labels, [&] { return run_replicas(inputs, labels, step); });
   } catch (const pipeline_error& e) {
     spent_ = e.what();
     throw;
@@ -217,75 +192,46 @@ float data_parallel_pipeline::run_replicas(const tensor& inputs, const tensor& l
   return total;
 }
 
-// Note [recovery with replicas]: Note [recovery] (actors/pipeline.cpp) for D replicas on nodes. The replicas
+// Note [recovery with replicas]: Note [recovery] (actors/recovery.hpp) for D replicas on nodes. The replicas
 // cannot recover one by one: their stages meet in data-parallel rings, so a node lost by one replica fails the
-// step in all of them (the cause named, Note [the cause, not a peer's view]). Here, then, not in each replica:
-// a snapshot of every replica's stages before the first step and after every snapshot_every-th, and the
-// batches since; on a lost node every replica's stages are stopped and placed again on the same addresses
-// (retried until restart_wait), the rings connected anew, every replica loads its snapshot and the recorded
-// steps are replayed through all replicas with their step numbers, then the failed step runs again. The
-// replicas' steps are deterministic as a pipeline's are (and the rings sum in a fixed order), so the run ends
-// with the parameters of an uninterrupted one (tested with D = 2 and a node killed mid-run).
-void data_parallel_pipeline::take_snapshot() {
-  std::vector<std::vector<stage_state>> states;
-  for (auto& r : replicas_) states.push_back(r->stage_states());
-  snapshot_ = std::move(states);
-  snapshot_taken_ = true;
-  recorded_.clear();
-}
-
-// A node lost before the first snapshot: with no step taken and nothing loaded, placing every replica again
-// (from the setups they were built with, which keep their weights until now) restores them.
-void data_parallel_pipeline::first_snapshot() {
-  for (;;) {
-    try {
-      take_snapshot();
-      stages_as_placed_ = false;
-      for (auto& r : replicas_) r->release_setup_weights();  // from now on a restart restores the snapshot
-      return;
-    } catch (const pipeline_error& e) {
-      if (!stages_as_placed_ || restarts_ >= options_.restart_on_failure) throw;
-      ++restarts_;
-      if (options_.log)
-        options_.log("recovery " + std::to_string(restarts_) + " of " + std::to_string(options_.restart_on_failure) +
-                     ": " + e.what() + "; before any step: placing every replica again");
-      for (auto& r : replicas_) r->restart_stages(e.what(), options_.restart_wait);
-      connect_groups();
-    }
-  }
-}
-
-void data_parallel_pipeline::recover(std::string why) {
-  const auto log = [&](const std::string& line) {
-    if (options_.log) options_.log(line);
+// step in all of them (the cause named, Note [the cause, not a peer's view]). Here, then, not in each replica
+// (their own restart_on_failure is 0), the same recovery with every replica at once: a snapshot of every
+// replica's stages before the first step and after every snapshot_every-th, and the batches since; on a lost node
+// every replica's stages are stopped and placed again on the same addresses (retried until restart_wait), the
+// rings connected anew, every replica loads its snapshot and the recorded steps are replayed through all replicas
+// with their step numbers, then the failed step runs again. The replicas' steps are deterministic as a
+// pipeline's are (and the rings sum in a fixed order), so the run ends with the parameters of an uninterrupted
+// one (tested with D = 2 and a node killed mid-run).
+void data_parallel_pipeline::make_recovery(const pipeline_options& options, int data_parallel) {
+  recovery_settings settings;
+  settings.restarts = options.nodes.empty() ? 0 : options.restart_on_failure;
+  settings.wait = options.restart_wait;
+  settings.snapshot_every = options.snapshot_every;
+  settings.log = options.log;
+  settings.placed = "every replica";
+  settings.restored = "every replica's stages";
+  settings.waited = "the nodes of " + std::to_string(data_parallel) + " replicas";
+  recovery_actions actions;
+  actions.take_snapshot = [this] {
+    std::vector<std::vector<stage_state>> states;
+    for (auto& r : replicas_) states.push_back(r->stage_states());
+    snapshot_ = std::move(states);
   };
-  for (;;) {
-    if (restarts_ >= options_.restart_on_failure)
-      throw pipeline_error(why + " (no restart left: " + std::to_string(options_.restart_on_failure) + " used)",
-                           error_code::lost_node);
-    ++restarts_;
-    log("recovery " + std::to_string(restarts_) + " of " + std::to_string(options_.restart_on_failure) + ": " + why +
-        "; waiting up to " + std::to_string(options_.restart_wait.count()) + " ms for the nodes of " +
-        std::to_string(replicas_.size()) + " replicas");
-    const auto t0 = std::chrono::steady_clock::now();
-    for (auto& r : replicas_) r->restart_stages(why, options_.restart_wait);  // not back in time: the step fails
-    try {
-      connect_groups();
-      const std::uint64_t next = recorded_.empty() ? snapshot_next_step_ : recorded_.front().step;
-      for (std::size_t d = 0; d < replicas_.size(); ++d) replicas_[d]->load_stage_states(snapshot_[d], next, why);
-      for (const recorded_step& r : recorded_) run_replicas(r.inputs, r.labels, r.step);
-    } catch (const pipeline_error& e) {
-      if (e.code() != error_code::lost_node) throw;
-      why = e.what();
-      continue;
-    }
-    log("recovery " + std::to_string(restarts_) + ": the nodes answered after " +
-        std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count()) +
-        " ms; every replica's stages restored from the snapshot and " + std::to_string(recorded_.size()) +
-        " step(s) replayed");
-    return;
-  }
+  actions.release_setup_weights = [this] {
+    for (auto& r : replicas_) r->release_setup_weights();
+  };
+  actions.restart = [this](const std::string& why, std::chrono::milliseconds wait) {
+    for (auto& r : replicas_) r->restart_stages(why, wait);
+    connect_groups();
+  };
+  actions.restore = [this](std::uint64_t next_step, const std::string& why) {
+    for (std::size_t d = 0; d < replicas_.size(); ++d) replicas_[d]->load_stage_states(snapshot_[d], next_step, why);
+  };
+  actions.replay = [this](const recovered_step& r) { run_replicas(r.inputs, r.labels, r.step); };
+  recovery_ = std::make_unique<recovery>(std::move(settings), std::move(actions));
 }
+
+int data_parallel_pipeline::restarts() const { return recovery_->restarts_done(); }
 
 tensor data_parallel_pipeline::predict(const tensor& inputs) { return replicas_.front()->predict(inputs); }
 
@@ -296,8 +242,7 @@ void data_parallel_pipeline::save_checkpoint(const std::string& path, const trai
 training_state data_parallel_pipeline::load_checkpoint(const std::string& path) {
   training_state state;
   for (auto& r : replicas_) state = r->load_checkpoint(path);  // the file is checked before the first changes
-  snapshot_taken_ = false, recorded_.clear();  // the next step snapshots the loaded state (Note [recovery with replicas])
-  stages_as_placed_ = false;
+  recovery_->loaded();  // the next step snapshots the loaded state (Note [recovery with replicas])
   return state;
 }
 

@@ -8,8 +8,11 @@
 
 #include "actors/pipeline.hpp"
 #include "collective/local_group.hpp"
+#include "stage/stage_state.hpp"
 
 namespace ap {
+
+class recovery;  // actors/recovery.hpp
 
 // Note [data-parallel pipeline]: replica d trains on the rows shard_rows(batch, D, d) of every batch, split
 // into its own microbatches, with the whole batch's loss rows and global sample indices (Note [data-parallel
@@ -41,15 +44,13 @@ class data_parallel_pipeline final : public step_runner {
   pipeline& first() { return *replicas_.front(); }
   // Every replica's stages' ranks' threads and cores, replica after replica (Note [cores per rank]).
   std::vector<compute_cores> cores() const;
-  int restarts() const { return restarts_; }  // lost nodes recovered from (Note [recovery with replicas])
+  int restarts() const;  // lost nodes recovered from (Note [recovery with replicas])
 
  private:
   void place_on_nodes(const sequential& model, const pipeline_options& options, int data_parallel);
   void connect_groups();  // every replica's stages' data-parallel rings, on nodes
   float run_replicas(const tensor& inputs, const tensor& labels, std::uint64_t step);  // throws pipeline_error
-  void take_snapshot();
-  void first_snapshot();
-  void recover(std::string why);
+  void make_recovery(const pipeline_options& options, int data_parallel);
 
   std::vector<std::unique_ptr<local_group>> groups_;  // stage s, rank r at s * T + r
   std::vector<std::unique_ptr<pipeline>> replicas_;
@@ -57,17 +58,8 @@ class data_parallel_pipeline final : public step_runner {
   sequential model_;           // checks inputs before any replica starts: the model's first layers only
   std::string spent_;          // why no further step can run; empty while it can
   // Note [recovery with replicas]
-  pipeline_options options_;   // one replica's: restart_on_failure, restart_wait, snapshot_every, log
-  struct recorded_step {
-    std::uint64_t step;
-    tensor inputs, labels;
-  };
-  bool snapshot_taken_ = false;
-  bool stages_as_placed_ = true;  // no step taken, nothing loaded: the stages' setups restore them
-  std::vector<std::vector<stage_state>> snapshot_;  // per replica, before recorded_.front()
-  std::vector<recorded_step> recorded_;
-  std::uint64_t snapshot_next_step_ = 0;  // the step after the snapshot
-  int restarts_ = 0;
+  std::vector<std::vector<stage_state>> snapshot_;  // per replica, the last the recovery took
+  std::unique_ptr<recovery> recovery_;
 };
 
 }  // namespace ap

@@ -41,7 +41,8 @@ namespace ap {
 //     as they open whether chunks are copied in place (Note [one copy in the ring]).
 // 14: after a link's first copied offer, an outbox no longer waits for answers, and an inbox that cannot copy a
 //     later offer ends the link (Note [offers without waiting]).
-// 15: a stage_spec carries the optimizer's lr schedule (Note [lr from the optimizer's steps]).
+// 15: a stage_spec carries the stage's options and place, each as one struct (Note [stage options]), the
+//     optimizer's lr schedule among them (Note [lr from the optimizer's steps]).
 inline constexpr std::uint32_t wire_protocol_version = 15;
 
 using hello_atom = caf::atom_constant<caf::atom("hello")>;

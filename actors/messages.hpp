@@ -13,6 +13,7 @@
 
 #include "checkpoint/named_tensors.hpp"
 #include "failure/error.hpp"
+#include "actors/stage_options.hpp"
 #include "model/optimizer.hpp"
 #include "failure/timeout.hpp"
 #include "network/wire_format.hpp"
@@ -334,8 +335,8 @@ typename Inspector::result_type inspect(Inspector& f, task_done& x) {
 }
 
 // The wire form of a stage_setup (actors/stage_spawner.hpp), coordinator -> node: layers as spec texts plus
-// their weights, so a node needs no training config. The node answers with the stage's retriever, processor
-// and sender.
+// their weights, so a node needs no training config, and the stage's options and place as they are (Note [stage
+// options]). The node answers with the stage's retriever, processor and sender.
 struct stage_spec {
   int stage = 0;
   int stages = 1;
@@ -344,32 +345,10 @@ struct stage_spec {
   std::vector<std::vector<std::string>> layer_specs;  // per chunk: every layer's spec() text
   std::vector<std::uint64_t> first_layer;              // per chunk: global index of its first layer
   named_tensors weights;                               // every parameter of every chunk, by global name
-  optimizer_config optimizer;
+  std::uint8_t recompute = 0;   // recompute_mode code of the layers: Note [recomputation] in model/block.hpp
   std::vector<action> actions;  // this stage's row of the schedule
-  std::int64_t timeout_ms = default_timeout.count();
-  std::uint8_t compute_dtype = 0;  // dtype code (dtype_from_code): Note [compute dtype] in model/layer.hpp
-  std::uint8_t recompute = 0;      // recompute_mode code: Note [recomputation] in model/block.hpp
-  bool report_events = true;    // Note [events from nodes]: send the step's events with stage_done
-  int tensor_parallel = 1;      // Note [tensor-parallel stage]: the node runs the stage's ranks as threads
-  // Note [data-parallel nodes]: with data_parallel_size > 1, the stage is replica `replica` of that many and opens
-  // one network_group endpoint (its `collectives` backend's) per tensor-parallel rank on data_parallel_host (the
-  // node's own host).
-  int data_parallel_size = 1;
-  int replica = 0;
-  std::string data_parallel_host;
-  std::uint8_t collectives = 0;  // collective_backend code: Note [collective backends]
-  // Note [hierarchical collectives]: local rank, local size, process and processes (colocated_rank), and the
-  // placement's key.
-  std::vector<int> data_parallel_place{0, 1, 0, 1};
-  std::string data_parallel_key;
-  // Note [cores on nodes]: intra-op threads per rank asked by `train --threads` (0: the node decides), and the
-  // stage's first rank among all the ranks its machine hosts (over every node there), of node_ranks.
-  int threads = 0;
-  int node_first_rank = 0;
-  int node_ranks = 1;
-  // Note [activations on data links]: where the stage listens for its activation links (the host the coordinator
-  // reaches its node by); empty: it takes every tensor inside its message.
-  std::string link_host;
+  stage_options options;
+  stage_place place;
 };
 
 // A schedule action travels as its fields (printed as "1F0" by other inspectors).
@@ -383,17 +362,41 @@ typename Inspector::result_type inspect(Inspector& f, action& x) {
   }
 }
 
-// The optimizer settings are written field by field here (not with an inspect of optimizer_config), so
-// that this file is the one place that decides how they travel.
+// Note [stage options]: the one inspect of each part of a stage's settings. Enums travel as their codes, which
+// stage_setup_from_spec checks; printed, by name (these to_string).
+inline std::string to_string(dtype x) { return dtype_name(x); }
+inline std::string to_string(collective_backend x) { return collective_backend_name(x); }
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, lr_schedule& x) {
+  return f(caf::meta::type_name("lr_schedule"), x.kind, x.warmup_steps, x.decay_steps, x.min_lr, x.step_size, x.gamma);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, optimizer_config& x) {
+  return f(caf::meta::type_name("optimizer_config"), x.kind, x.lr, x.momentum, x.nesterov, x.beta1, x.beta2, x.eps,
+           x.weight_decay, x.schedule);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, stage_options& x) {
+  return f(caf::meta::type_name("stage_options"), x.optimizer, x.timeout, x.compute_dtype, x.tensor_parallel, x.threads,
+           x.replica, x.replicas, x.collectives, x.data_parallel_key);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, node_slot& x) {
+  return f(caf::meta::type_name("node_slot"), x.first_rank, x.node_ranks);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, colocated_rank& x) {
+  return f(caf::meta::type_name("colocated_rank"), x.local_rank, x.local_size, x.process, x.processes);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, stage_place& x) {
+  return f(caf::meta::type_name("stage_place"), x.slot, x.data_parallel_host, x.data_parallel_place, x.link_host,
+           x.report_events);
+}
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, stage_spec& x) {
-  auto& o = x.optimizer;
-  auto& lr = o.schedule;
   return f(caf::meta::type_name("stage_spec"), x.stage, x.stages, x.total_chunks, x.chunk_ids, x.layer_specs,
-           x.first_layer, x.weights, o.kind, o.lr, o.momentum, o.nesterov, o.beta1, o.beta2, o.eps, o.weight_decay,
-           lr.kind, lr.warmup_steps, lr.decay_steps, lr.min_lr, lr.step_size, lr.gamma, x.actions, x.timeout_ms, x.compute_dtype, x.recompute, x.report_events, x.tensor_parallel, x.data_parallel_size, x.replica,
-           x.data_parallel_host, x.collectives, x.data_parallel_place, x.data_parallel_key, x.threads, x.node_first_rank,
-           x.node_ranks, x.link_host);
+           x.first_layer, x.weights, x.recompute, x.actions, x.options, x.place);
 }
 
 }  // namespace ap

@@ -1,7 +1,6 @@
 #include "actors/pipeline.hpp"
 
 #include <algorithm>
-#include <cstdio>
 #include <optional>
 #include <set>
 #include <thread>
@@ -52,25 +51,16 @@ struct pipeline::impl {
   std::vector<node_address> nodes;
   std::vector<stage_setup> setups;  // with nodes: kept to place the stages again after a lost node
   std::vector<compute_cores> cores;  // stage s, rank r at s * T + r (Note [cores per rank]); empty with nodes
-  struct recorded_step {
-    std::uint64_t id;
-    tensor inputs, labels;
-  };
-  bool snapshot_taken = false;
-  bool stages_as_placed = true;  // the stages hold what their setups gave them (no step, no load yet)
-  std::vector<stage_state> snapshot;   // every stage's state before recorded.front()
-  std::vector<recorded_step> recorded;  // the steps since the snapshot, replayed after a restore
-  int restarts_done = 0;
+  std::vector<stage_state> snapshot;  // every stage's state, the last the recovery took
+  std::unique_ptr<ap::recovery> recovery_policy;
 
   void start_stages(std::chrono::milliseconds placement_timeout);
   void stop_actors();
   step_result run_step(const tensor& inputs, const tensor& labels, std::uint64_t id, std::int64_t first_sample = 0,
                        std::int64_t batch_rows = 0);
-  void take_snapshot();
   void release_setup_weights();
-  void first_snapshot();
+  void make_recovery();
   std::vector<stage_state> gather_states();
-  void recover(std::string why);
   void restart_stages(const std::string& why, std::chrono::milliseconds wait);
   void load_states(const std::vector<stage_state>& states, const std::string& why);
   void log_line(const std::string& line) const {
@@ -259,31 +249,21 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
   }
   for (int s = 0; s < options.stages; ++s) {
     const stage_info info = get_stage_info(d.ranges, options.stages, s);
-    stage_setup setup;  // the fields below; a stage in this process sends no events (report_events)
+    stage_setup setup;  // a stage in this process sends no events (place.report_events)
     setup.stage = s;
     setup.stages = options.stages;
     setup.total_chunks = total_chunks;
     setup.chunk_ids = info.chunks;
-    setup.optimizer = options.optimizer;
     setup.actions = d.plan.per_stage[static_cast<std::size_t>(s)];
-    setup.timeout = options.timeout;
+    setup.options = options;  // Note [stage options]: the stages' part of the options, as it is
     setup.log = d.log;
-    setup.compute_dtype = options.compute_dtype;
-    setup.tensor_parallel = options.tensor_parallel;
     if (!options.data_parallel_members.empty()) {
       setup.data_parallel_members = options.data_parallel_members.at(static_cast<std::size_t>(s));
-      setup.replica = options.replica;
     } else if (options.replicas > 1 && !d.nodes.empty()) {  // Note [data-parallel nodes]
-      setup.replica = options.replica;
-      setup.data_parallel_size = options.replicas;
-      setup.data_parallel_host = d.nodes[static_cast<std::size_t>(s) % d.nodes.size()].host;
-      setup.collectives = options.collectives;
-      if (!options.data_parallel_places.empty()) {
-        setup.data_parallel_place = options.data_parallel_places.at(static_cast<std::size_t>(s));
-        setup.data_parallel_key = options.data_parallel_key;
-      } else {
-        setup.data_parallel_place = {0, 1, options.replica, options.replicas};
-      }
+      setup.place.data_parallel_host = d.nodes[static_cast<std::size_t>(s) % d.nodes.size()].host;
+      setup.place.data_parallel_place = options.data_parallel_places.empty()
+                                            ? colocated_rank{0, 1, options.replica, options.replicas}
+                                            : options.data_parallel_places.at(static_cast<std::size_t>(s));
     }
     for (const auto& r : info.layer_ranges_per_chunk) {
       setup.slices.push_back(d.model.slice(r.begin, r.end));
@@ -294,10 +274,9 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
       const auto mine = d.cores.begin() + s * options.tensor_parallel;
       setup.cores.assign(mine, mine + options.tensor_parallel);
     } else {  // Note [cores on nodes]
-      setup.threads = options.threads;
-      setup.slot = slots.at(static_cast<std::size_t>(s));
+      setup.place.slot = slots.at(static_cast<std::size_t>(s));
       // Note [activations on data links]: the stage listens where the coordinator reaches its node.
-      setup.link_host = d.nodes[static_cast<std::size_t>(s) % d.nodes.size()].host;
+      setup.place.link_host = d.nodes[static_cast<std::size_t>(s) % d.nodes.size()].host;
     }
     d.setups.push_back(std::move(setup));
   }
@@ -315,6 +294,7 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
   // a gather, a checkpoint's save or load, and predict (which gathers) give it zeroed weights first and fill
   // them; the next training step lets them go again, since the stages' weights change then.
   d.model.release_weights();
+  d.make_recovery();
   d.start_stages(options.timeout);
 }
 
@@ -410,30 +390,15 @@ float pipeline::train_shard(const tensor& inputs, const tensor& labels, std::uin
   }
   d.next_id = id + 1;
   d.model.release_weights();  // Note [weights on demand]: the stages' weights change now
-  const bool recovering = !d.nodes.empty() && d.options.restart_on_failure > 0;
-  if (recovering && !d.snapshot_taken) d.first_snapshot();  // before the first step, or after a load
-  for (;;) {
+  // Note [recovery]: with nodes and restart_on_failure, a lost node is waited for and the step run again.
+  return d.recovery_policy->run_step(id, inputs, labels, [&] {
     step_result result = d.run_step(inputs, labels, id, first_sample, batch_rows);
-    if (result.ok) {
-      d.peak_stash = result.peak_stash;
-      d.peak_stash_bytes = result.peak_stash_bytes;
-      d.microbatch_losses = result.microbatch_losses;
-      if (recovering) {
-        d.recorded.push_back(impl::recorded_step{id, inputs, labels});
-        if (static_cast<int>(d.recorded.size()) >= std::max(1, d.options.snapshot_every)) {
-          try {
-            d.take_snapshot();
-          } catch (const pipeline_error& e) {  // a node lost between the step and the snapshot
-            d.recover(e.what());                // restores the previous snapshot and replays up to this step
-            d.take_snapshot();
-          }
-        }
-      }
-      return result.loss;
-    }
-    if (!recovering || !restart_recovers(result)) throw pipeline_error(result.error, result.code);
-    d.recover(result.error);  // throws pipeline_error when no restart is left or the node does not come back
-  }
+    if (!result.ok) throw pipeline_error(result.error, result.code);
+    d.peak_stash = result.peak_stash;
+    d.peak_stash_bytes = result.peak_stash_bytes;
+    d.microbatch_losses = result.microbatch_losses;
+    return result.loss;
+  });
 }
 
 sequential pipeline::gather_model() {
@@ -546,9 +511,7 @@ training_state pipeline::load_checkpoint(const std::string& path) {
   }
 
   d.gathered_at.reset();  // the stages' weights change: gather them again
-  d.snapshot_taken = false;  // Note [recovery]: the next step snapshots the loaded state
-  d.stages_as_placed = false;
-  d.recorded.clear();
+  d.recovery_policy->loaded();  // Note [recovery]: the next step snapshots the loaded state
   std::string errors;
   caf::scoped_actor self{*d.system};
   for (int s = 0; s < stages; ++s) {
@@ -566,22 +529,6 @@ training_state pipeline::load_checkpoint(const std::string& path) {
   return saved;
 }
 
-// Note [recovery]: what "the last checkpoint" is, and why a recovered run ends bit for bit where an
-// uninterrupted one ends. With restart_on_failure, the pipeline keeps in memory a snapshot of every stage's
-// state (its parameters, its optimizer's state and step count: the stage_state a checkpoint file is made of,
-// Note [stage state]) taken before the first step and after every snapshot_every-th step, plus a copy of each
-// batch trained since (inputs, labels, step id). When a step fails because a node was lost (killed, or silent
-// past the heartbeat timeout: restart_recovers, by its error code), the coordinator and every stage are stopped (surviving nodes
-// stop theirs when the owner goes), and the stages are placed again on the same addresses, retried until
-// restart_wait passes (a restarted node, or a replacement listening there). Every new stage loads its part
-// of the snapshot, the recorded steps are replayed with the same batches and step ids, and the failed step is
-// run again. A step is a deterministic function of the stage states, the batch and the step id (one compute
-// thread per stage, a fixed schedule order, dropout masks seeded by step id), so the replay reproduces the
-// lost steps exactly, and the run ends with the same parameters as an uninterrupted one (tested with a node
-// killed twice). In memory rather than on disk: no file, no cost of writing one per step; the cost is a
-// gather of every stage's state per snapshot (a few ms for a small MLP; raise snapshot_every for big models)
-// and snapshot_every batches kept. A coordinator that dies loses the snapshot: --checkpoint covers that.
-
 // Note [weights on demand]: the setups kept to place the stages again need their weights only until a snapshot
 // can restore them (or never, without restarts): the coordinator of nodes held the whole model's weights and
 // gradients there while they trained.
@@ -590,30 +537,26 @@ void pipeline::impl::release_setup_weights() {
     for (auto& slice : setup.slices) slice.release_weights();
 }
 
-void pipeline::impl::take_snapshot() {
-  snapshot = gather_states();
-  snapshot_taken = true;
-  recorded.clear();
-}
-
-// The snapshot before the first step (or after a load). A node lost before it: with no step taken and nothing
-// loaded, placing the stages again from their setups restores them (a restart like any other); after a load
-// there is nothing to restore from, and the error goes on.
-void pipeline::impl::first_snapshot() {
-  for (;;) {
-    try {
-      take_snapshot();
-      stages_as_placed = false;
-      release_setup_weights();  // from now on a restart restores the snapshot
-      return;
-    } catch (const pipeline_error& e) {
-      if (!stages_as_placed || restarts_done >= options.restart_on_failure) throw;
-      ++restarts_done;
-      log_line("recovery " + std::to_string(restarts_done) + " of " + std::to_string(options.restart_on_failure) +
-               ": " + e.what() + "; before any step: placing the stages again");
-      restart_stages(e.what(), options.restart_wait);
-    }
-  }
+// Note [recovery] (actors/recovery.hpp), with this pipeline's own stages; without nodes or restart_on_failure,
+// every failure goes to the caller.
+void pipeline::impl::make_recovery() {
+  recovery_settings settings;
+  settings.restarts = nodes.empty() ? 0 : options.restart_on_failure;
+  settings.wait = options.restart_wait;
+  settings.snapshot_every = options.snapshot_every;
+  settings.log = options.log;
+  recovery_actions actions;
+  actions.take_snapshot = [this] { snapshot = gather_states(); };
+  actions.release_setup_weights = [this] { release_setup_weights(); };
+  actions.restart = [this](const std::string& why, std::chrono::milliseconds wait) { restart_stages(why, wait); };
+  actions.restore = [this](std::uint64_t, const std::string& why) { load_states(snapshot, why); };
+  actions.replay = [this](const recovered_step& r) {
+    step_result result = run_step(r.inputs, r.labels, r.step);
+    if (result.ok) return;
+    if (restart_recovers(result)) throw pipeline_error(result.error, result.code);
+    throw pipeline_error("replaying after a lost node: " + result.error, result.code);
+  };
+  recovery_policy = std::make_unique<ap::recovery>(std::move(settings), std::move(actions));
 }
 
 std::vector<stage_state> pipeline::impl::gather_states() {
@@ -644,40 +587,6 @@ std::vector<stage_state> pipeline::impl::gather_states() {
                            ": " + failure);
   }
   return states;
-}
-
-void pipeline::impl::recover(std::string why) {
-  const auto seconds = [](std::chrono::steady_clock::duration d) {
-    char text[32];
-    std::snprintf(text, sizeof text, "%.1f s", std::chrono::duration<double>(d).count());
-    return std::string(text);
-  };
-  for (;;) {
-    if (restarts_done >= options.restart_on_failure)
-      throw pipeline_error(why + " (no restart left: " + std::to_string(options.restart_on_failure) + " used)",
-                           error_code::lost_node);
-    ++restarts_done;
-    log_line("recovery " + std::to_string(restarts_done) + " of " + std::to_string(options.restart_on_failure) + ": " +
-             why + "; waiting up to " + std::to_string(options.restart_wait.count()) + " ms for the nodes");
-    const auto t0 = std::chrono::steady_clock::now();
-    restart_stages(why, options.restart_wait);
-    load_states(snapshot, why);
-    gathered_at.reset();
-    bool replayed = true;
-    for (const auto& r : recorded) {
-      step_result result = run_step(r.inputs, r.labels, r.id);
-      if (result.ok) continue;
-      if (!restart_recovers(result)) throw pipeline_error("replaying after a lost node: " + result.error, result.code);
-      why = result.error;
-      replayed = false;
-      break;
-    }
-    if (!replayed) continue;
-    log_line("recovery " + std::to_string(restarts_done) + ": the nodes answered after " +
-             seconds(std::chrono::steady_clock::now() - t0) + "; every stage restored from the snapshot and " +
-             std::to_string(recorded.size()) + " step(s) replayed");
-    return;
-  }
 }
 
 void pipeline::impl::restart_stages(const std::string& why, std::chrono::milliseconds wait) {
@@ -713,9 +622,7 @@ void pipeline::impl::load_states(const std::vector<stage_state>& states, const s
 }
 
 std::vector<stage_state> pipeline::stage_states() {
-  auto states = impl_->gather_states();
-  impl_->stages_as_placed = false;
-  return states;
+  return impl_->gather_states();
 }
 
 void pipeline::restart_stages(const std::string& why, std::chrono::milliseconds wait) { impl_->restart_stages(why, wait); }
@@ -727,7 +634,7 @@ void pipeline::load_stage_states(const std::vector<stage_state>& states, std::ui
   impl_->next_id = next_step;
 }
 
-int pipeline::restarts() const { return impl_->restarts_done; }
+int pipeline::restarts() const { return impl_->recovery_policy->restarts_done(); }
 
 std::vector<std::string> pipeline::data_parallel_endpoints() {
   auto& d = *impl_;

@@ -13,11 +13,10 @@
 #include "collective/network_group.hpp"
 #include "collective/process_group.hpp"
 #include "failure/error.hpp"
+#include "actors/stage_options.hpp"
 #include "stage/event_log.hpp"
 #include "plan/cores.hpp"
 #include "plan/stage_info.hpp"
-#include "model/optimizer.hpp"
-#include "failure/timeout.hpp"
 #include "network/transport_security.hpp"
 #include "model/sequential.hpp"
 #include "schedule/schedule.hpp"
@@ -27,16 +26,17 @@ namespace ap {
 
 struct stage_state;  // stage/stage_state.hpp
 
-struct pipeline_options {
+// The stages' part (optimizer, timeout, compute dtype, tensor-parallel degree, threads, data-parallel replica)
+// is stage_options, each stage's as it is (Note [stage options] in actors/stage_options.hpp); the rest is the
+// pipeline's own.
+struct pipeline_options : stage_options {
   int stages = 2;
   int microbatches = 4;
   int chunks_per_stage = 1;         // v > 1 for interleaved schedules
   std::string schedule = "gpipe";   // gpipe, 1f1b, interleaved, zb-h1, sync-backward
   std::optional<ap::schedule> custom_schedule;  // a given schedule (train --schedule-file), instead of generating `schedule`
-  optimizer_config optimizer;       // every stage builds its own optimizer from it
   std::string loss = "cross_entropy";
   std::vector<std::size_t> layers_per_chunk;  // explicit partition, one count per chunk; empty: uniform in whole blocks (plan/partition.hpp)
-  std::chrono::milliseconds timeout = default_timeout;  // longest wait on a peer before the step fails
   std::chrono::milliseconds step_timeout{600000};    // last resort for a whole step
   // Note [bounded event log]: busy time is always summed; the events themselves are kept only with
   // record_events (tests, benchmarks that read them) and handed to on_event as they come (stage log, trace).
@@ -45,18 +45,8 @@ struct pipeline_options {
   // "host:port" of `actorpipe node` processes: stage s runs on node s % size (actors/node.hpp). Empty: every
   // stage in this process. Stages on nodes send their events with each step's end (Note [events from nodes]).
   std::vector<std::string> nodes;
-  // Note [compute dtype] in model/layer.hpp: bfloat16 computes and stashes in bfloat16 and sends
-  // activations and gradients between stages in bfloat16; master weights and optimizer stay float32.
-  // It overrides the dtype set on the model passed in.
-  dtype compute_dtype = dtype::float32;
-  // Note [tensor-parallel stage] in stage/stage_compute.hpp: each stage runs its chunks split over this many
-  // ranks (threads, in this process or on the stage's node), its Linear pairs column/row-parallel.
-  int tensor_parallel = 1;
-  // Note [cores per rank] in tensor/compute.hpp: intra-op threads of each stage's each rank (0: this process's
-  // cores divided evenly among its P x T ranks), pinned to disjoint cores where they fit. `cores`, if given,
-  // is the assignment itself (stage s, rank r at s * T + r), as data_parallel_pipeline hands each replica its
-  // share of the cores. Stages on nodes: each node assigns its own cores.
-  int threads = 0;
+  // Note [cores per rank]: `cores`, if given, is the assignment of this process's cores itself (stage s, rank r
+  // at s * T + r), as data_parallel_pipeline hands each replica its share of the cores.
   std::vector<compute_cores> cores;
   // Note [cores on nodes]: each stage's slot among its machine's ranks (set by data_parallel_pipeline for its
   // replicas); empty: this pipeline's stages alone.
@@ -65,18 +55,13 @@ struct pipeline_options {
   // Note [data-parallel stage]: set by data_parallel_pipeline for each of its replicas: per stage, per
   // tensor-parallel rank, this replica's member of the stage's data-parallel group. Empty: one replica.
   std::vector<std::vector<std::shared_ptr<process_group>>> data_parallel_members;
-  int replica = 0;
-  int replicas = 1;  // with nodes: Note [data-parallel nodes] (each stage opens its own group endpoints)
   // Note [hierarchical collectives]: with nodes, per stage, this replica's place among the replicas whose stage
-  // shares its node, and the placement's key; empty: every replica's stage on a node of its own.
+  // shares its node (the placement's key: data_parallel_key); empty: every replica's stage on a node of its own.
   std::vector<colocated_rank> data_parallel_places;
-  std::string data_parallel_key;
-  // Note [collective backends]: what runs those groups' collectives; gloo only without TLS (security.insecure),
-  // refused otherwise before any stage is placed.
-  collective_backend collectives = collective_backend::ring;
   transport_security security;  // how to reach the nodes: mutual TLS files, or insecure (Note [mutual TLS])
-  // Note [recovery]: with nodes, how many times a step that lost a node waits (up to restart_wait) for it or a
-  // replacement at the same address, restores every stage from the last snapshot and goes on. 0: fail at once.
+  // Note [recovery] (actors/recovery.hpp): with nodes, how many times a step that lost a node waits (up to
+  // restart_wait) for it or a replacement at the same address, restores every stage from the last snapshot and
+  // goes on. 0: fail at once.
   int restart_on_failure = 0;
   // Note [recovery with replicas]: set by data_parallel_pipeline when it recovers its replicas (restart_on_failure
   // 0 here): their setups keep their weights, to place the stages again before the first snapshot, until it

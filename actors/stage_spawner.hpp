@@ -19,7 +19,7 @@
 #include "actors/messages.hpp"
 #include "actors/stage_interfaces.hpp"
 #include "failure/timeout.hpp"
-#include "model/optimizer.hpp"
+#include "actors/stage_options.hpp"
 #include "model/sequential.hpp"
 #include "plan/cores.hpp"
 #include "schedule/schedule.hpp"
@@ -34,42 +34,24 @@ struct stage_actors {
   std::uint16_t link_port = 0;  // Note [activations on data links]: where its inbox listens (0: none)
 };
 
-// Everything one stage needs to run.
+// Everything one stage needs to run: its part of the schedule and the model, the pipeline's stage_options as
+// they are and its place (Note [stage options]); the rest lives in this process only.
 struct stage_setup {
   int stage = 0;
   int stages = 1;
   int total_chunks = 1;
   std::vector<int> chunk_ids;        // global chunk ids held, in local order
-  std::vector<sequential> slices;    // one per chunk, with its weights
-  optimizer_config optimizer;
+  std::vector<sequential> slices;    // one per chunk, with its weights; set to options.compute_dtype
   std::vector<action> actions;       // this stage's row of the schedule
-  std::chrono::milliseconds timeout = default_timeout;
+  stage_options options;
+  stage_place place;
   std::shared_ptr<event_log> log;    // may be null; on a node, the stage's own (Note [events from nodes])
-  bool report_events = false;        // send the log's events with stage_done (a stage on a node)
-  dtype compute_dtype = dtype::float32;  // set on the slices too (Note [compute dtype] in model/layer.hpp)
-  int tensor_parallel = 1;           // ranks (threads) the stage's layers split over (Note [tensor-parallel stage])
   // Note [cores per rank]: per tensor-parallel rank, its intra-op threads and cores; empty: one thread each.
   std::vector<compute_cores> cores;
-  // On a node, which decides its own cores (Note [cores on nodes]): the threads asked for (0: the node's own
-  // --threads, else its machine's cores divided) and the stage's slot among its machine's ranks.
-  int threads = 0;
-  node_slot slot;
   // Note [data-parallel stage]: per tensor-parallel rank, its member of the stage's data-parallel group (in
-  // this process only); empty: one replica.
+  // this process only); empty: one replica, or a stage on a node, which opens its own (Note [data-parallel nodes]).
   std::vector<std::shared_ptr<process_group>> data_parallel_members;
-  int replica = 0;
-  // Note [data-parallel nodes]: a stage on a node opens its own network_group endpoints instead (data_parallel_members
-  // stays empty), one per tensor-parallel rank, listening on data_parallel_host.
-  int data_parallel_size = 1;
-  std::string data_parallel_host;
-  collective_backend collectives = collective_backend::ring;  // Note [collective backends]
-  // Note [hierarchical collectives]: this replica's place among the replicas whose stage shares its node, and the
-  // placement's key (the same for every replica of one placement).
-  colocated_rank data_parallel_place;
-  std::string data_parallel_key;
-  // Note [activations on data links]: on a node, the host its activation inbox listens on (empty: none), and
-  // where its inbox and sender say what their links do (may be empty).
-  std::string link_host;
+  // Note [activations on data links]: where its inbox and sender say what their links do (may be empty).
   std::function<void(const std::string&)> link_log;
 };
 
@@ -79,7 +61,7 @@ stage_actors spawn_stage(caf::actor_system& system, stage_setup setup);
 inline constexpr const char* data_parallel_group_prefix = "data-parallel stage ";
 std::string data_parallel_group_name(int stage, int rank, int tensor_parallel);
 
-// Layer spec texts and a copy of the weights; no actor, no log.
+// Layer spec texts, a copy of the weights, the options and place as they are; no actor, no log.
 stage_spec make_stage_spec(stage_setup& setup);
 // Rebuilds the layers and sets every weight, and places the stage's ranks on this machine's cores (Note [cores
 // on nodes]; `node_threads` > 0: the node's own --threads, which wins); throws std::invalid_argument naming a

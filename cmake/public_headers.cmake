@@ -7,6 +7,7 @@ set(actorpipe_public_headers
   # the pipeline facade, and the node entry point for a user's own node binary
   actors/pipeline.hpp
   actors/data_parallel_pipeline.hpp
+  actors/stage_options.hpp
   actors/run_node.hpp
   # tensors and their compute
   tensor/tensor.hpp

@@ -560,9 +560,9 @@ TEST_CASE("a stage_spec survives the wire and rebuilds the same stage, bad specs
   setup.chunk_ids = {1, 3};
   setup.slices.push_back(model.slice(2, 5));
   setup.slices.push_back(model.slice(7, 9));
-  setup.optimizer.kind = "sgd";
-  setup.optimizer.momentum = 0.5f;
-  setup.optimizer.schedule = lr_schedule{"step", 3, 0, 0.0f, 7, 0.25f};  // Note [lr from the optimizer's steps]
+  setup.options.optimizer.kind = "sgd";
+  setup.options.optimizer.momentum = 0.5f;
+  setup.options.optimizer.schedule = lr_schedule{"step", 3, 0, 0.0f, 7, 0.25f};  // Note [lr from the optimizer's steps]
   setup.actions = {action{1, op::forward, 0, 1}, action{1, op::backward_input, 0, 3}, action{1, op::backward_weight, 0, 3}};
   stage_spec spec = make_stage_spec(setup);
   std::vector<char> buffer;
@@ -573,12 +573,12 @@ TEST_CASE("a stage_spec survives the wire and rebuilds the same stage, bad specs
   REQUIRE(!source(back));
   stage_setup rebuilt = stage_setup_from_spec(back);
   CHECK(rebuilt.chunk_ids == setup.chunk_ids);
-  CHECK(rebuilt.optimizer.kind == "sgd");
-  CHECK(rebuilt.optimizer.momentum == 0.5f);
-  CHECK(rebuilt.optimizer.schedule.kind == "step");
-  CHECK(rebuilt.optimizer.schedule.warmup_steps == 3);
-  CHECK(rebuilt.optimizer.schedule.step_size == 7);
-  CHECK(rebuilt.optimizer.schedule.gamma == 0.25f);
+  CHECK(rebuilt.options.optimizer.kind == "sgd");
+  CHECK(rebuilt.options.optimizer.momentum == 0.5f);
+  CHECK(rebuilt.options.optimizer.schedule.kind == "step");
+  CHECK(rebuilt.options.optimizer.schedule.warmup_steps == 3);
+  CHECK(rebuilt.options.optimizer.schedule.step_size == 7);
+  CHECK(rebuilt.options.optimizer.schedule.gamma == 0.25f);
   CHECK(rebuilt.actions == setup.actions);
   REQUIRE(rebuilt.slices.size() == 2);
   for (std::size_t c = 0; c < 2; ++c) {

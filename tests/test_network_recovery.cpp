@@ -1,4 +1,4 @@
-// Recovery from a lost node (Note [recovery] in actors/pipeline.cpp), with real `actorpipe node` processes
+// Recovery from a lost node (Note [recovery] in actors/recovery.hpp), with real `actorpipe node` processes
 // over loopback and mutual TLS: a node killed twice mid-run and restarted on its port each time; the run ends
 // with exactly the parameters and losses of an uninterrupted one, also when its activations travel on data links
 // (Note [activations on data links]); the same with two data-parallel replicas
