@@ -5,7 +5,7 @@
 #include "actors/run_node.hpp"
 #include "cli/checks.hpp"
 #include "cli/commands.hpp"
-#include "engine/rendezvous.hpp"
+#include "cli/rendezvous.hpp"
 #include "cli/transport_flags.hpp"
 
 namespace ap::cli {

@@ -10,7 +10,7 @@
 #include "cli/checks.hpp"
 #include "cli/commands.hpp"
 #include "engine/engine.hpp"
-#include "engine/rendezvous.hpp"
+#include "cli/rendezvous.hpp"
 
 namespace ap::cli {
 namespace {
@@ -99,15 +99,14 @@ void add_train_command(CLI::App& app) {
   cmd->get_option("--schedule-file")->excludes(cmd->get_option("--schedule"));
   cmd->get_option("--rendezvous")->excludes(cmd->get_option("--nodes"));
   cmd->callback([o, flags, config_file, print_config] {
-    run_config c = *o;
-    if (!config_file->empty()) {  // the file, then the flags given on the command line over it
-      c = read_run_config(*config_file);
-      config_document given = config_document::object();
-      const config_document from_flags = config_json(*o);
-      for (const auto& [name, option] : *flags)
-        if (option->count() > 0) given[name] = from_flags.at(name);
-      apply_config_json(c, given, "the command line");
-    }
+    // The file's keys over the defaults, then the flags given on the command line over them (each recorded as
+    // given: run_config::given_keys).
+    run_config c = config_file->empty() ? run_config{} : read_run_config(*config_file);
+    config_document given = config_document::object();
+    const config_document from_flags = config_json(*o);
+    for (const auto& [name, option] : *flags)
+      if (option->count() > 0) given[name] = from_flags.at(name);
+    apply_config_json(c, given, "the command line", "", /*record_given=*/true);
     if (c.rendezvous.empty()) return run_train(c, *print_config);
     const rendezvous_env env = rendezvous_place();  // Note [environment rendezvous]
     if (env.rank > 0) {

@@ -81,6 +81,7 @@ set(actorpipe_public_headers
   plan/microbatches.hpp
   plan/cores.hpp
   stage/event_log.hpp
+  stage/stage_state.hpp
   failure/timeout.hpp
   failure/error.hpp
   actors/handshake.hpp

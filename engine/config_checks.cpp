@@ -26,12 +26,13 @@ namespace {
 
 // Refuses a --resume checkpoint of another model than --model and --activation build, and
 // --checkpoint-every without --checkpoint.
-void check_checkpoint_options(const run_config& o) {
+void check_checkpoint_options(const run_config& o, const sequential* model) {
   if (o.train.checkpoint_every && o.checkpoint_file.empty())
     throw std::invalid_argument("--checkpoint-every needs --checkpoint PATH");
   if (o.resume_file.empty()) return;
   const checkpoint_info saved = read_checkpoint_info(o.resume_file);
-  const auto mine = sequential::from_spec(o.model, sequential_options{o.activation, o.init_seed}).layer_specs();
+  const auto mine = model ? model->layer_specs()
+                          : sequential::from_spec(o.model, sequential_options{o.activation, o.init_seed}).layer_specs();
   if (saved.layer_specs == mine) return;
   const auto join = [](const std::vector<std::string>& specs) {
     std::string text;
@@ -107,13 +108,15 @@ void check_values(const run_config& o) {
   });
 }
 
-// The keys set away from their defaults among `names`' group: pipeline-only, text-only, chosen by --auto, ...
+// The keys of a group (pipeline-only, text-only, chosen by --auto, ...) given by a file or flags, or set away from
+// their defaults.
 std::vector<std::string> changed_keys(const run_config& o, const std::function<bool(const config_key&)>& in_group) {
   const config_document mine = config_json(o), defaults = config_json(run_config{});
   std::vector<std::string> changed;
   run_config copy = o;
   for_each_config_key(copy, [&](const config_key& k, config_field) {
-    if (in_group(k) && mine.at(k.name) != defaults.at(k.name)) changed.push_back(k.name);
+    const bool given = std::find(o.given_keys.begin(), o.given_keys.end(), k.name) != o.given_keys.end();
+    if (in_group(k) && (given || mine.at(k.name) != defaults.at(k.name))) changed.push_back(k.name);
   });
   return changed;
 }
@@ -146,7 +149,8 @@ void check_output_path(const std::string& flag, const std::string& path) {
   }
 }
 
-std::optional<schedule> check_run_config(const run_config& o, const std::function<void(const std::string&)>& warn) {
+std::optional<schedule> check_run_config(const run_config& o, const std::function<void(const std::string&)>& warn,
+                                         const sequential* model) {
   check_values(o);
   const auto named = [](std::vector<std::string> names) {
     return [names = std::move(names)](const config_key& k) {
@@ -161,10 +165,14 @@ std::optional<schedule> check_run_config(const run_config& o, const std::functio
   else if (o.stages == 0)
     refuse_changed(changed_keys(o, [](const config_key& k) { return k.pipeline_only; }),
                    "needs --stages N (N >= 1): it only applies to a pipeline");
-  if (!o.language_model()) {
+  // Given as a flag only: a resolved configuration keeps the trials its --auto ran with, beside auto false.
+  if (!o.auto_config &&
+      std::find(o.given_keys.begin(), o.given_keys.end(), "auto-trials") != o.given_keys.end())
+    throw std::invalid_argument("--auto-trials requires --auto");
+  if (!o.language_model() && !model) {
     refuse_changed(changed_keys(o, named({"text", "eval-every", "validation-windows"})),
                    "needs a gpt model (--model gpt:...): it only applies to a language model");
-  } else {
+  } else if (!model) {
     parse_gpt_spec(o.model);  // a bad spec is refused before any data is read
   }
   if (o.pipe.nodes.empty() && o.rendezvous.empty()) {
@@ -179,7 +187,7 @@ std::optional<schedule> check_run_config(const run_config& o, const std::functio
   check_output_path("--plot", o.plot_file);
   check_output_path("--timeline", o.timeline_file);
   check_output_path("--log", o.log_file);
-  check_checkpoint_options(o);
+  check_checkpoint_options(o, model);
   std::optional<schedule> user_schedule = checked_schedule_file(o);
   if (!o.pipe.nodes.empty()) {
     check_transport_security(o.pipe.security, "train --nodes");

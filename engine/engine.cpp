@@ -65,7 +65,8 @@ const run_config& engine::resolve() {
   impl_->resolved = true;
   run_config& o = impl_->config;
   train_plan& plan = impl_->plan;
-  plan.user_schedule = check_run_config(o, plan.log);  // every check before any work
+  // Every check before any work; a model given in C++ is the one a resumed checkpoint must match.
+  plan.user_schedule = check_run_config(o, plan.log, plan.model.empty() ? nullptr : &plan.model);
   set_compute_threads(1);
   plan_model(o, plan);
   if (plan.compute_dtype == dtype::bfloat16 && current_compute_backend() == compute_backend::onednn && !onednn_avx512())

@@ -145,7 +145,7 @@ double validation_loss(const run_config& o, const train_plan& plan, step_runner&
 // --- report (report.cpp) ---
 
 // --auto's check after its first steps (auto_choice.cpp): the median of the steps after the first against the
-// prediction, on stderr; `step_ends` holds the elapsed seconds at the end of steps 1 .. auto_early_steps + 1.
+// prediction, in the log; `step_ends` holds the elapsed seconds at the end of steps 1 .. auto_early_steps + 1.
 inline constexpr std::size_t auto_early_steps = 5;
 void report_auto_early(const train_plan& plan, const auto_candidate& chosen, std::vector<double> step_ends);
 // --auto's prediction against the measured step, and what was off by more than 15% (auto_choice.cpp).

@@ -24,12 +24,13 @@ batch first_rows(const data_source& d, std::size_t rows) {
 void plan_model(const run_config& o, train_plan& plan) {
   plan.language_model = o.language_model() || (plan.train_set && plan.train_set->is_sequence());
   if (!o.train.sequence_lengths.empty() && !plan.language_model)
-    throw std::invalid_argument("key 'sequence-lengths' needs a gpt model (windows of tokens), not '" + o.model + "'");
+    throw std::invalid_argument("--sequence-lengths needs a gpt model (windows of tokens), not '" + o.model + "'");
   if (plan.model.size() == 0) plan.model = sequential::from_spec(o.model, sequential_options{o.activation, o.init_seed});
   if (o.language_model()) plan.context = parse_gpt_spec(o.model).context;
+  else if (plan.language_model) plan.context = plan.train_set->sample_shape().back();  // a user's model and windows
   for (std::size_t length : o.train.sequence_lengths)
     if (plan.context > 0 && length > plan.context)
-      throw std::invalid_argument("key 'sequence-lengths': " + std::to_string(length) + " is longer than the model's " +
+      throw std::invalid_argument("--sequence-lengths " + std::to_string(length) + " is longer than the model's " +
                                   std::to_string(plan.context) + " positions (the spec's key 'context')");
   plan.compute_dtype = *parse_dtype(o.dtype);  // checked by the key's check
   plan.model.set_compute_dtype(plan.compute_dtype);

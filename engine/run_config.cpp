@@ -265,7 +265,8 @@ config_document field_json(config_field field) {
 
 }  // namespace
 
-void apply_config_json(run_config& c, const config_document& json, const std::string& source, const std::string& text) {
+void apply_config_json(run_config& c, const config_document& json, const std::string& source, const std::string& text,
+                       bool record_given) {
   const auto where = [&](const std::string& name) {
     std::string w = source;
     if (const std::size_t line = line_of_key(text, name); line > 0) w += ":" + std::to_string(line);
@@ -289,6 +290,9 @@ void apply_config_json(run_config& c, const config_document& json, const std::st
     }
     const std::string why = set_field(found->second.second, it.value(), found->second.first.check);
     if (!why.empty()) throw std::invalid_argument(where(it.key()) + "key '" + it.key() + "': " + why);
+    if (record_given &&
+        std::find(updated.given_keys.begin(), updated.given_keys.end(), it.key()) == updated.given_keys.end())
+      updated.given_keys.push_back(it.key());
   }
   c = std::move(updated);
 }

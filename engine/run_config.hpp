@@ -59,6 +59,10 @@ struct run_config {
   std::string checkpoint_file, resume_file, export_file, trace_file, plot_file, timeline_file;
   std::string log_file;  // the metrics log: JSON lines per step and per validation (Note [metrics log])
   bool stage_log = false;
+  // The flags given on a command line (apply_config_json records them when told to), at their defaults or not: a
+  // flag given where it means nothing is refused (check_run_config) even at its default value. A file's keys are
+  // not recorded: a printed configuration holds every key. Not itself a key.
+  std::vector<std::string> given_keys;
 
   bool language_model() const;
 };
@@ -86,7 +90,7 @@ void for_each_config_key(run_config& c, const std::function<void(const config_ke
 // std::invalid_argument naming the key for an unknown key, a value of the wrong type or out of range; `c` is
 // then unchanged.
 void apply_config_json(run_config& c, const config_document& json, const std::string& source = "",
-                       const std::string& text = "");
+                       const std::string& text = "", bool record_given = false);
 // Reads a JSON file of keys over the defaults (std::invalid_argument naming the file and line for a parse error
 // or a bad key).
 run_config read_run_config(const std::string& path);
@@ -96,8 +100,10 @@ config_document config_json(const run_config& c);
 // The checks between keys and of the files a run needs, before any work (output paths writable, the resume
 // checkpoint's model, the schedule file, the transport, the mesh, the lr schedule against the run's steps when
 // known). Throws std::invalid_argument naming the key; `warn` gets what is given but unused. Returns the user's schedule file, parsed, if any.
+// `model`: a model given in C++, which a resumed checkpoint must match (else the one `model` builds).
 std::optional<schedule> check_run_config(const run_config& c,
-                                         const std::function<void(const std::string&)>& warn = {});
+                                         const std::function<void(const std::string&)>& warn = {},
+                                         const sequential* model = nullptr);
 
 // Throws std::invalid_argument unless the folder of `path` exists and this process may create a file in it
 // (probed by creating and removing one); names `key` and the path. An empty path: nothing to check.

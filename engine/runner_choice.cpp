@@ -84,7 +84,7 @@ std::vector<stage_memory> predicted_stage_memory(const run_config& o, train_plan
   return across_tensor_parallel(predict_stage_memory(plan.model, ranges, planned, whole, o.optimizer), T);
 }
 
-// The pipeline's layout on stderr: stages, schedule, partition, mesh, each chunk's layers, each stage's
+// The pipeline's layout in the log: stages, schedule, partition, mesh, each chunk's layers, each stage's
 // predicted busy time.
 void describe_pipeline(const run_config& o, const train_plan& plan, const train_runner& r,
                        const pipeline_options& p) {

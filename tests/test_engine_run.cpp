@@ -160,6 +160,7 @@ TEST_CASE("the metrics log: one line per step with the lr, one per validation, a
   second.train.max_steps = 4;
   second.resume_file = dir.file("half.safetensors");
   second.checkpoint_file.clear();
+  second.train.checkpoint_every = 0;
   engine(second).run();
   c.log_file = dir.file("resumed.jsonl");
   std::vector<nlohmann::json> resumed = read_lines();

@@ -10,7 +10,7 @@
 #include "actors/run_node.hpp"
 #include "network/rendezvous.hpp"
 
-namespace ap {
+namespace ap::cli {
 
 // How long rank 0 waits for every node to register, and a node for rank 0 to answer: the ranks of a job
 // start within this of each other.
@@ -29,4 +29,4 @@ void run_rendezvous_node(const rendezvous_env& env, node_run_options options);
 // node (also when `train` throws: the nodes then stop as failed, and the exception goes on).
 void run_rendezvous_coordinator(const rendezvous_env& env, const std::function<void(std::vector<std::string>)>& train);
 
-}  // namespace ap
+}  // namespace ap::cli

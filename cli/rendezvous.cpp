@@ -1,10 +1,10 @@
-#include "engine/rendezvous.hpp"
+#include "cli/rendezvous.hpp"
 
 #include <cstdlib>
 #include <iostream>
 #include <stdexcept>
 
-namespace ap {
+namespace ap::cli {
 
 rendezvous_env rendezvous_place() {
   const rendezvous_env env = rendezvous_from_env([](const char* name) { return std::getenv(name); });
@@ -47,4 +47,4 @@ void run_rendezvous_coordinator(const rendezvous_env& env, const std::function<v
   server.release();
 }
 
-}  // namespace ap
+}  // namespace ap::cli
