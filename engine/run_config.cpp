@@ -1,6 +1,8 @@
 #include "engine/run_config.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <sstream>
