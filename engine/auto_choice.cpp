@@ -1,4 +1,4 @@
-// `actorpipe train --auto`: the mesh chosen for the model, the batch, this machine's cores and --max-memory
+// --auto (run_config::auto_config): the mesh chosen for the model, the batch, this machine's cores and --max-memory
 // (Note [automatic configuration] in plan/auto_config.hpp), and afterwards its prediction against the run.
 #include <algorithm>
 #include <chrono>

@@ -1,4 +1,4 @@
-// `actorpipe train`'s runner: a local_runner, a data_tensor_runner (--data-parallel or --tensor-parallel without
+// The engine's runner: a local_runner, a data_tensor_runner (--data-parallel or --tensor-parallel without
 // --stages), or a pipeline of stage actors (D replicas of it with --data-parallel).
 #include <algorithm>
 #include <map>
