@@ -25,7 +25,8 @@ std::string gpt2_byte_char(unsigned char byte);
 // The bytes a token written in GPT-2's alphabet stands for; std::nullopt if it holds a character outside it.
 std::optional<std::string> gpt2_token_bytes(std::string_view token);
 
-// `text` cut by GPT-2's pattern; the pieces concatenate to `text`, any bytes included (Note [invalid UTF-8]).
+// `text` cut by GPT-2's pattern; the pieces concatenate to `text`, any bytes included (Note [invalid UTF-8] in
+// bpe.cpp).
 std::vector<std::string_view> gpt2_pretokenize(std::string_view text);
 
 class bpe_tokenizer {
