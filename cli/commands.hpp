@@ -11,5 +11,6 @@ void add_node_command(CLI::App& app);      // node_command.cpp
 void add_generate_command(CLI::App& app);  // generate_command.cpp
 void add_launch_command(CLI::App& app);    // launch_command.cpp
 void add_certs_command(CLI::App& app);     // certs_command.cpp
+void add_tokenize_command(CLI::App& app);  // tokenize_command.cpp
 
 }  // namespace ap::cli

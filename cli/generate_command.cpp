@@ -1,7 +1,12 @@
 // `actorpipe generate`: samples text from a GPT checkpoint (written by any stage count: its parameters carry
-// global names) and prints the prompt and the sampled bytes.
+// global names) and prints the prompt and the sampled bytes; with a tokenizer (llm.c's tokenizer file, or
+// GPT-2's vocab.json and merges.txt) it samples token ids and prints their bytes.
+#include <algorithm>
+#include <functional>
 #include <iostream>
 #include <memory>
+#include <optional>
+#include <vector>
 
 #include "checkpoint/checkpoint.hpp"
 #include "cli/checks.hpp"
@@ -9,6 +14,9 @@
 #include "model/gpt_spec.hpp"
 #include "model/text_generation.hpp"
 #include "tensor/compute.hpp"
+#include "tensor/tensor.hpp"
+#include "tokenizer/bpe.hpp"
+#include "tokenizer/llmc_tokenizer.hpp"
 
 namespace ap::cli {
 namespace {
@@ -19,7 +27,71 @@ struct generate_options {
   std::size_t tokens = 200;
   float temperature = 0.8f;
   std::uint64_t seed = 1;
+  std::string tokenizer;  // llm.c's tokenizer file
+  std::string vocab, merges;
 };
+
+// `ids` followed by `tokens` sampled ids, each drawn from the first `limit` logits at the last position of the
+// last `context` ids (a model padded beyond its tokenizer's vocabulary never yields the padding).
+std::vector<std::uint32_t> generate_ids(const sequential& model, std::size_t context, std::vector<std::uint32_t> ids,
+                                        std::size_t tokens, std::size_t limit, float temperature, std::uint64_t seed) {
+  splitmix64 random(seed);
+  for (std::size_t n = 0; n < tokens; ++n) {
+    const std::size_t t = std::min(context, ids.size());
+    tensor input = tensor::from_shape({1, t});  // (1, sequence)
+    for (std::size_t i = 0; i < t; ++i) input.data()[i] = float(ids[ids.size() - t + i]);
+    const tensor logits = model.forward(input);  // (1, sequence, vocabulary)
+    const std::size_t vocabulary = cols(logits);
+    ids.push_back(static_cast<std::uint32_t>(
+        sample_token(logits.data() + (t - 1) * vocabulary, std::min(limit, vocabulary), temperature, random)));
+  }
+  return ids;
+}
+
+// A token model's text: the prompt encoded (GPT-2's BPE; llm.c's tokenizer file only decodes, so it takes no
+// prompt), or without one a start token: <|endoftext|> if the model has its id, else the token "\n" (as the
+// byte model starts). The start token is not printed.
+std::string generate_token_text(const generate_options& o, const sequential& model, const gpt_config& gpt) {
+  std::optional<bpe_tokenizer> bpe;
+  std::optional<llmc_tokenizer> llmc;
+  std::function<std::string(const std::vector<std::uint32_t>&)> decode;
+  std::size_t tokenizer_size = 0;
+  std::vector<std::uint32_t> prompt, starts;
+  if (!o.tokenizer.empty()) {
+    llmc = llmc_tokenizer::read(o.tokenizer);
+    if (!o.prompt.empty())
+      throw std::invalid_argument("--prompt with --tokenizer " + o.tokenizer +
+                                  ": llm.c's tokenizer file only decodes; give --vocab and --merges to encode a prompt");
+    decode = [&](const std::vector<std::uint32_t>& ids) { return llmc->decode(ids); };
+    tokenizer_size = llmc->vocab_size();
+    if (llmc->end_of_text) starts.push_back(*llmc->end_of_text);
+    const auto newline = std::find(llmc->tokens.begin(), llmc->tokens.end(), "\n");
+    if (newline != llmc->tokens.end()) starts.push_back(std::uint32_t(newline - llmc->tokens.begin()));
+  } else {
+    bpe = bpe_tokenizer::from_files(o.vocab, o.merges);
+    decode = [&](const std::vector<std::uint32_t>& ids) { return bpe->decode(ids); };
+    tokenizer_size = bpe->vocab_size();
+    prompt = bpe->encode(o.prompt);
+    if (const auto eot = bpe->find_token("<|endoftext|>")) starts.push_back(*eot);
+    starts.push_back(bpe->encode("\n").front());
+  }
+  for (const std::uint32_t id : prompt)
+    if (id >= gpt.vocabulary)
+      throw std::invalid_argument("--prompt encodes to the token id " + std::to_string(id) +
+                                  ", which the model's vocabulary of " + std::to_string(gpt.vocabulary) + " lacks");
+  const bool started = prompt.empty();
+  if (started) {
+    const auto start = std::find_if(starts.begin(), starts.end(), [&](std::uint32_t id) { return id < gpt.vocabulary; });
+    if (start == starts.end())
+      throw std::invalid_argument("the tokenizer has neither <|endoftext|> nor \"\\n\" among the model's " +
+                                  std::to_string(gpt.vocabulary) + " tokens to start from: give --prompt");
+    prompt.push_back(*start);
+  }
+  std::vector<std::uint32_t> ids =
+      generate_ids(model, gpt.context, std::move(prompt), o.tokens, tokenizer_size, o.temperature, o.seed);
+  if (started) ids.erase(ids.begin());
+  return decode(ids);
+}
 
 void run_generate(const generate_options& o) {
   const checkpoint_info info = read_checkpoint_info(o.checkpoint);
@@ -30,7 +102,15 @@ void run_generate(const generate_options& o) {
   sequential model = sequential::from_layer_specs(info.layer_specs);
   load_checkpoint(o.checkpoint, model, nullptr);
   set_compute_threads(single_process_threads());
-  std::cout << generate_text(model, gpt.context, o.prompt, o.tokens, o.temperature, o.seed) << std::endl;
+  if (o.tokenizer.empty() && o.vocab.empty()) {
+    if (gpt.vocabulary != 256)
+      throw std::invalid_argument("--checkpoint " + o.checkpoint + ": the model's vocabulary is " +
+                                  std::to_string(gpt.vocabulary) +
+                                  " tokens, not 256 bytes: give --tokenizer or --vocab and --merges to print its text");
+    std::cout << generate_text(model, gpt.context, o.prompt, o.tokens, o.temperature, o.seed) << std::endl;
+  } else {
+    std::cout << generate_token_text(o, model, gpt) << std::endl;
+  }
 }
 
 }  // namespace
@@ -40,11 +120,18 @@ void add_generate_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("generate", "sample text from a gpt checkpoint (of `train --model gpt:... --checkpoint PATH`)");
   cmd->add_option("--checkpoint", o->checkpoint, "the checkpoint (safetensors)")->required();
   cmd->add_option("--prompt", o->prompt, "the text to continue (empty: start from a newline)");
-  cmd->add_option("--tokens", o->tokens, "bytes to sample")->check(whole_number(0, 1 << 20))->capture_default_str();
+  cmd->add_option("--tokens", o->tokens, "bytes (or tokens, with a tokenizer) to sample")->check(whole_number(0, 1 << 20))->capture_default_str();
   cmd->add_option("--temperature", o->temperature, "softmax temperature (0: always the likeliest byte)")
       ->check(real_number(0, true, 100))
       ->capture_default_str();
   cmd->add_option("--seed", o->seed, "sampling seed")->check(whole_number(0))->capture_default_str();
+  auto* tokenizer = cmd->add_option("--tokenizer", o->tokenizer,
+                                    "llm.c's tokenizer file: the model's tokens are decoded with it (no --prompt)");
+  auto* vocab = cmd->add_option("--vocab", o->vocab, "GPT-2's vocab.json: the prompt encoded, the tokens decoded");
+  auto* merges = cmd->add_option("--merges", o->merges, "GPT-2's merges.txt (with --vocab)");
+  vocab->needs(merges);
+  merges->needs(vocab);
+  tokenizer->excludes(vocab)->excludes(merges);
   cmd->callback([o] { run_generate(*o); });
 }
 

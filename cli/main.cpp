@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   ap::cli::add_generate_command(app);
   ap::cli::add_launch_command(app);
   ap::cli::add_certs_command(app);
+  ap::cli::add_tokenize_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -67,6 +67,8 @@ set(actorpipe_public_headers
   data/synthetic.hpp
   data/fashion_mnist.hpp
   data/text_corpus.hpp
+  tokenizer/bpe.hpp
+  tokenizer/llmc_tokenizer.hpp
   training/trainer.hpp
   training/data_tensor_runner.hpp
   # the run configuration and the engine that trains it

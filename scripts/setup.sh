@@ -3,7 +3,7 @@
 set -euo pipefail
 packages=(libcaf-dev libxtensor-dev libxtensor-blas-dev doctest-dev libopenblas-dev zlib1g-dev libdnnl-dev
           libcli11-dev nlohmann-json3-dev libgloo-dev dataset-fashion-mnist fortunes cmake g++ make libssl-dev openssl
-          python3-numpy)
+          python3-numpy libpcre2-dev)
 # --bench adds what only the peer benchmarks use (Open MPI for scripts/bench_allreduce.sh); the runtime never
 # links it.
 if [ "${1:-}" = "--bench" ]; then packages+=(openmpi-bin libopenmpi-dev); fi
