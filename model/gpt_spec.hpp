@@ -18,7 +18,7 @@ namespace ap {
 // presets' default) is GPT-2's: every Linear weight and both embeddings normal(0, 0.02), biases 0, norm weights 1,
 // and the two projections that add into the residual stream (attention's output projection and the MLP's second
 // Linear) normal(0, 0.02 / sqrt(2 layers)), so the stream's variance stays put with depth. The choice is written
-// into each layer's spec text as options ("linear:3072:768:std=0.00408248", Note [layer options] in
+// into each layer's spec text as options ("linear:3072:768:std=0.004082483", Note [layer options] in
 // model/layer_spec.hpp): every copy of a layer rebuilt from its text (a pipeline's stage, a tensor-parallel rank's
 // shard, which draws the whole Linear and keeps its slice) initialises as one process does, layer for layer from
 // the same seeds (sequential::initialize). docs/models.md gives the losses of both on a small GPT-2-shaped model.

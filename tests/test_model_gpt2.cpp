@@ -227,6 +227,7 @@ TEST_CASE("gpt spec: the presets gpt2, gpt2-medium and gpt2-tiny, and keys overr
   const std::string block = gpt_layer_specs(g)[2];
   CHECK(block.find("attention:768:12:std=0.02:proj_std=" + residual + "]") != std::string::npos);
   CHECK(block.find("linear:3072:768:std=" + residual + "]") != std::string::npos);
+  CHECK(residual == "0.004082483");  // as docs/models.md writes it
   CHECK(gpt_layer_specs(g).back() == "linear:768:50257:std=0.02");
 }
 
