@@ -28,15 +28,6 @@ namespace {
 
 const forward_context training{true, 7, 0};
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "no error";
-}
-
 // Token ids (batch, sequence) spread over [0, vocabulary), as floats.
 tensor token_ids(std::size_t batch, std::size_t sequence, std::size_t vocabulary, std::uint64_t seed) {
   tensor ids = tensor::from_shape({batch, sequence});
