@@ -33,6 +33,7 @@ set(actorpipe_public_headers
   model/tanh.hpp
   model/sigmoid.hpp
   model/layer_norm.hpp
+  model/rms_norm.hpp
   model/dropout.hpp
   model/token_embedding.hpp
   model/position_embedding.hpp

@@ -26,15 +26,28 @@ std::size_t checked_dim(std::size_t dim, std::size_t heads) {
 
 }  // namespace
 
-causal_self_attention::causal_self_attention(std::size_t dim, std::size_t heads)
-    : dim_(checked_dim(dim, heads)), heads_(heads), qkv_(dim, 3 * dim), proj_(dim, dim) {}
+attention_init parse_attention_init(const layer_spec& s) {
+  attention_init init;
+  init.qkv = parse_init_options(s, "std");
+  init.proj = parse_init_options(s, "proj_std");
+  return init;
+}
+
+std::string attention_init_text(const attention_init& init) {
+  return init_options_text({init.qkv.std, true}) + init_options_text({init.proj.std, true}, "proj_std") +
+         (init.qkv.bias ? "" : ":bias=0");
+}
+
+causal_self_attention::causal_self_attention(std::size_t dim, std::size_t heads, attention_init init)
+    : dim_(checked_dim(dim, heads)), heads_(heads), init_(init), qkv_(dim, 3 * dim, init.qkv),
+      proj_(dim, dim, init.proj) {}
 
 std::string causal_self_attention::describe() const {
   return "Attention(" + std::to_string(dim_) + ", " + std::to_string(heads_) + " heads)";
 }
 
 std::string causal_self_attention::spec() const {
-  return "attention:" + std::to_string(dim_) + ":" + std::to_string(heads_);
+  return "attention:" + std::to_string(dim_) + ":" + std::to_string(heads_) + attention_init_text(init_);
 }
 
 namespace {
@@ -333,6 +346,7 @@ void causal_self_attention::backward_weight(const tensor& dy, layer_cache& cache
   // the key bias's gradient is exactly 0, and what the sum over positions leaves is rounding noise (1e-9) that
   // Adam would scale into lr-sized steps in a random direction, different for every microbatch split. So
   // it is set to the exact 0 it is (each backward_weight adds 0, so the accumulated value is 0 too).
+  if (!init_.qkv.bias) return;
   float* dbias = qkv_.parameters("").at(1).grad->data();
   std::fill(dbias + dim_, dbias + 2 * dim_, 0.0f);
 }

@@ -30,10 +30,20 @@ tensor attention_heads_forward(const tensor& qkv, std::size_t heads, dtype type,
 // (B, T, W), the gradient of the heads' outputs.
 void attention_heads_backward(const tensor& dmerged, std::size_t heads, const attention_heads& s, tensor& dqkv);
 
+// Attention's options (Note [layer options] in model/layer_spec.hpp): "attention:D:H:std=S:proj_std=P:bias=0" draws
+// the QKV projection's weights normal(0, S) and the output projection's normal(0, P), each a Linear's default
+// when not given, and gives neither projection a bias.
+struct attention_init {
+  init_options qkv;   // std, bias
+  init_options proj;  // std; bias as qkv's
+};
+attention_init parse_attention_init(const layer_spec& s);  // refuses unknown options, naming the text and key
+std::string attention_init_text(const attention_init& init);  // ":std=S:proj_std=P:bias=0", each when not default
+
 class causal_self_attention final : public layer {
  public:
   // Throws std::invalid_argument when heads does not divide dim, naming both.
-  causal_self_attention(std::size_t dim, std::size_t heads);
+  causal_self_attention(std::size_t dim, std::size_t heads, attention_init init = {});
 
   std::string describe() const override;  // "Attention(64, 4 heads)"
   std::optional<std::size_t> in_features() const override { return dim_; }
@@ -65,6 +75,7 @@ class causal_self_attention final : public layer {
 
  private:
   std::size_t dim_, heads_;
+  attention_init init_;
   linear qkv_;   // D -> 3D: q, k, v side by side, each D wide (head h at columns h*d of each)
   linear proj_;  // D -> D
   saved& start_forward(const tensor& x, layer_cache& cache) const;  // x checked, the cache made ready

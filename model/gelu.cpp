@@ -1,15 +1,36 @@
 #include "model/gelu.hpp"
 
+#include <cmath>
 #include <vector>
 
+#include "tensor/compute.hpp"
 #include "tensor/elementwise.hpp"
 #include "tensor/nn_ops.hpp"
 
 namespace ap {
 
+void gelu::apply(const float* x, float* y, std::size_t n) const {
+  if (!exact_) return gelu_forward(x, y, n);  // tensor/nn_ops.hpp: oneDNN's JIT kernel, or the reference loop
+  const auto count = static_cast<std::ptrdiff_t>(n);
+#pragma omp parallel for schedule(static) if (count >= parallel_elements)
+  for (std::ptrdiff_t i = 0; i < count; ++i) y[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * 0.70710678118654752f));
+}
+
+void gelu::derivative(const float* x, const float* dy, float* dx, std::size_t n) const {
+  if (!exact_) return gelu_backward(x, dy, dx, n);
+  const auto count = static_cast<std::ptrdiff_t>(n);
+#pragma omp parallel for schedule(static) if (count >= parallel_elements)
+  for (std::ptrdiff_t i = 0; i < count; ++i) {
+    const float v = x[i];  // d/dx x Phi(x) = Phi(x) + x phi(x)
+    const float cdf = 0.5f * (1.0f + std::erf(v * 0.70710678118654752f));
+    const float pdf = 0.39894228040143268f * std::exp(-0.5f * v * v);
+    dx[i] = (cdf + v * pdf) * dy[i];
+  }
+}
+
 tensor gelu::forward(const tensor& x, layer_cache& cache, const forward_context&) const {
   tensor y = tensor::from_shape(x.shape());
-  gelu_forward(x.data(), y.data(), x.size());  // tensor/nn_ops.hpp: oneDNN's JIT kernel, or the reference loop
+  apply(x.data(), y.data(), x.size());
   stash_as(cache.emplace<saved>().x, x, compute_dtype());  // Note [compute dtype]
   return y;
 }
@@ -17,7 +38,7 @@ tensor gelu::forward(const tensor& x, layer_cache& cache, const forward_context&
 tensor gelu::forward_owned(tensor&& x, layer_cache& cache, const forward_context& ctx) const {
   if (compute_dtype() != dtype::float32) return forward(x, cache, ctx);
   tensor y = tensor::from_shape(x.shape());
-  gelu_forward(x.data(), y.data(), x.size());
+  apply(x.data(), y.data(), x.size());
   cache.emplace<saved>().x = std::move(x);  // Note [owned input]: the stash, uncopied
   return y;
 }
@@ -30,12 +51,12 @@ void gelu::backward_input(const tensor& dy, layer_cache& cache, tensor* dx) cons
   bool fresh = false;
   float* pdx = accumulate_into(*dx, shape_of(x), *this, &fresh);
   if (fresh) {
-    gelu_backward(x.data(), dy.data(), pdx, dy.size());
+    derivative(x.data(), dy.data(), pdx, dy.size());
     return;
   }
   // Note [dx accumulates]: the kernel assigns, so a dx that already holds a gradient adds a fresh one.
   tensor local = tensor::from_shape(x.shape());
-  gelu_backward(x.data(), dy.data(), local.data(), dy.size());
+  derivative(x.data(), dy.data(), local.data(), dy.size());
   const float* pl = local.data();
   add_into(pdx, pl, local.size());
 }

@@ -1,5 +1,9 @@
 #include "model/layer.hpp"
 
+#include <cmath>
+
+#include "random/seeded_random.hpp"
+
 #include <stdexcept>
 
 namespace ap {
@@ -79,6 +83,20 @@ void check_dy_shape(const tensor& dy, const shape_t& expected, const layer& who)
   if (shape_of(dy) != expected)
     throw std::invalid_argument(who.describe() + " backward: dy of shape " + shape_string(dy) +
                                 " does not match the forward's " + shape_string(expected));
+}
+
+void fill_normal(tensor& t, float std, std::uint64_t seed) {
+  splitmix64 random(seed);
+  float* p = t.data();
+  const std::size_t n = t.size();
+  constexpr double two_pi = 6.283185307179586476925;
+  for (std::size_t i = 0; i < n; i += 2) {
+    // 1 - unit_float lies in (0, 1]: the logarithm stays finite.
+    const double u1 = 1.0 - double(unit_float(random.next())), u2 = double(unit_float(random.next()));
+    const double r = std::sqrt(-2.0 * std::log(u1)) * double(std);
+    p[i] = float(r * std::cos(two_pi * u2));
+    if (i + 1 < n) p[i + 1] = float(r * std::sin(two_pi * u2));
+  }
 }
 
 }  // namespace ap

@@ -311,6 +311,10 @@ decltype(auto) with_layer_named(std::size_t index, const layer& l, bool complete
 // layer before them.
 void check_float32(const tensor& t, const layer& who, const char* role);
 
+// Fills `t` with draws of normal(0, std), seeded: the same seed gives the same values (Box-Muller over
+// random/seeded_random.hpp's splitmix64, two draws a pair of values).
+void fill_normal(tensor& t, float std, std::uint64_t seed);
+
 // Builds one layer from its spec() text through the layer-kind registry (layer_registry.hpp); throws
 // std::invalid_argument naming the bad text.
 std::unique_ptr<layer> make_layer(const std::string& spec);

@@ -11,8 +11,8 @@
 
 namespace ap {
 
-layer_norm::layer_norm(std::size_t width)
-    : width_(width), gamma_(zeros({width})), beta_(zeros({width})), dgamma_(zeros({width})),
+layer_norm::layer_norm(std::size_t width, bool bias)
+    : width_(width), bias_(bias), gamma_(zeros({width})), beta_(zeros({width})), dgamma_(zeros({width})),
       dbeta_(zeros({width})) {
   if (width == 0) throw std::invalid_argument("LayerNorm needs a positive width");
   initialize(0);
@@ -99,21 +99,21 @@ void layer_norm::backward_weight(const tensor& dy, layer_cache& cache) {
   // Note [row-block sums] in tensor/elementwise.hpp: dgamma and dbeta, each column's rows summed by blocks.
   float* const sums[2] = {dg, db};
   add_row_block_sums(
-      n, c, 2,
+      n, c, bias_ ? 2 : 1,
       [&](std::size_t r, float* partial) {
         const float* xr = px + r * c;
         const float* dyr = pdy + r * c;
         float* pg = partial;
+        for (std::size_t i = 0; i < c; ++i) pg[i] += dyr[i] * (xr[i] - mean[r]) * rstd[r];
+        if (!bias_) return;
         float* pb = partial + c;
-        for (std::size_t i = 0; i < c; ++i) {
-          pg[i] += dyr[i] * (xr[i] - mean[r]) * rstd[r];
-          pb[i] += dyr[i];
-        }
+        for (std::size_t i = 0; i < c; ++i) pb[i] += dyr[i];
       },
       sums);
 }
 
 std::vector<parameter> layer_norm::parameters(const std::string& prefix) {
+  if (!bias_) return {{prefix + "gamma", &gamma_, &dgamma_}};
   return {{prefix + "gamma", &gamma_, &dgamma_}, {prefix + "beta", &beta_, &dbeta_}};
 }
 

@@ -1,4 +1,5 @@
-// LayerNorm over the last axis: y = (x - mean) / sqrt(var + 1e-5) * gamma + beta, per row.
+// LayerNorm over the last axis: y = (x - mean) / sqrt(var + 1e-5) * gamma + beta, per row. Spec "layernorm:W";
+// ":bias=0" (Note [layer options] in model/layer_spec.hpp): no beta, y = (x - mean) / sqrt(var + 1e-5) * gamma.
 #pragma once
 
 #include "model/layer.hpp"
@@ -7,7 +8,7 @@ namespace ap {
 
 class layer_norm final : public layer {
  public:
-  explicit layer_norm(std::size_t width);
+  explicit layer_norm(std::size_t width, bool bias = true);
 
   std::string describe() const override { return "LayerNorm(" + std::to_string(width_) + ")"; }
   std::optional<std::size_t> in_features() const override { return width_; }
@@ -29,15 +30,16 @@ class layer_norm final : public layer {
 
   std::vector<parameter> parameters(const std::string& prefix) override;
   std::unique_ptr<layer> clone() const override { return std::make_unique<layer_norm>(*this); }
-  std::string spec() const override { return "layernorm:" + std::to_string(width_); }
+  std::string spec() const override { return "layernorm:" + std::to_string(width_) + (bias_ ? "" : ":bias=0"); }
   void initialize(std::uint64_t seed) override;  // gamma 1, beta 0: the seed is not needed
 
   static constexpr float eps = 1e-5f;
 
  private:
   std::size_t width_;
+  bool bias_;
   tensor gamma_;   // (width)
-  tensor beta_;    // (width)
+  tensor beta_;    // (width): zeros, and no parameter, without a bias
   tensor dgamma_;  // (width)
   tensor dbeta_;   // (width)
 };

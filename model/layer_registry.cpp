@@ -15,6 +15,7 @@
 #include "model/parallel_linear.hpp"
 #include "model/position_embedding.hpp"
 #include "model/relu.hpp"
+#include "model/rms_norm.hpp"
 #include "model/sigmoid.hpp"
 #include "model/sleep_layer.hpp"
 #include "model/tanh.hpp"
@@ -73,21 +74,26 @@ void register_builtin_kinds(registry& r) {
   register_layer_kind(
       "linear",
       [](const layer_spec& s) {
-        s.expect_fields(2, "linear:IN:OUT");
-        return std::make_unique<linear>(s.width(0), s.width(1));
+        s.expect_fields_and_options(2, "linear:IN:OUT[:std=S][:bias=0|1]", {"std", "bias"});
+        return std::make_unique<linear>(s.width(0), s.width(1), parse_init_options(s));
       },
       pairs);
   register_layer_kind("column_linear", [](const layer_spec& s) {
-    s.expect_fields(s.fields.size() == 3 ? 3 : 2, "column_linear:IN:OUT or column_linear:IN:OUT:BLOCKS");
-    return std::make_unique<column_parallel_linear>(s.width(0), s.width(1), s.fields.size() == 3 ? s.width(2) : 1);
+    s.expect_fields_and_options(2, "column_linear:IN:OUT[:BLOCKS][:std=S][:bias=0|1]", {"std", "bias"}, 3);
+    return std::make_unique<column_parallel_linear>(s.width(0), s.width(1), s.positional_fields() == 3 ? s.width(2) : 1,
+                                                    parse_init_options(s));
   });
   register_layer_kind("row_linear", [](const layer_spec& s) {
-    s.expect_fields(2, "row_linear:IN:OUT");
-    return std::make_unique<row_parallel_linear>(s.width(0), s.width(1));
+    s.expect_fields_and_options(2, "row_linear:IN:OUT[:std=S][:bias=0|1]", {"std", "bias"});
+    return std::make_unique<row_parallel_linear>(s.width(0), s.width(1), parse_init_options(s));
   });
   register_layer_kind("layernorm", [](const layer_spec& s) {
-    s.expect_fields(1, "layernorm:WIDTH");
-    return std::make_unique<layer_norm>(s.width(0));
+    s.expect_fields_and_options(1, "layernorm:WIDTH[:bias=0|1]", {"bias"});
+    return std::make_unique<layer_norm>(s.width(0), parse_init_options(s).bias);
+  });
+  register_layer_kind("rmsnorm", [](const layer_spec& s) {  // whole on every tensor-parallel rank, as layernorm
+    s.expect_fields(1, "rmsnorm:WIDTH");
+    return std::make_unique<rms_norm>(s.width(0));
   });
   register_layer_kind("dropout", [](const layer_spec& s) {
     s.expect_fields(2, "dropout:P:SEED");
@@ -104,36 +110,44 @@ void register_builtin_kinds(registry& r) {
     return std::make_unique<sleep_layer>(forward_ms, backward_ms);
   });
   register_layer_kind("embedding", [](const layer_spec& s) {
-    s.expect_fields(2, "embedding:VOCABULARY:DIM");
-    return std::make_unique<token_embedding>(s.width(0), s.width(1));
+    s.expect_fields_and_options(2, "embedding:VOCABULARY:DIM[:std=S]", {"std"});
+    return std::make_unique<token_embedding>(s.width(0), s.width(1), parse_init_options(s).std);
   });
   register_layer_kind("position", [](const layer_spec& s) {
-    s.expect_fields(2, "position:CONTEXT:DIM");
-    return std::make_unique<position_embedding>(s.width(0), s.width(1));
+    s.expect_fields_and_options(2, "position:CONTEXT:DIM[:std=S]", {"std"});
+    return std::make_unique<position_embedding>(s.width(0), s.width(1), parse_init_options(s).std);
   });
   tensor_parallel_traits heads;  // Note [head-parallel attention]
   heads.split_kind = "head_parallel_attention";
   register_layer_kind(
       "attention",
       [](const layer_spec& s) {
-        s.expect_fields(2, "attention:DIM:HEADS");
+        s.expect_fields_and_options(2, "attention:DIM:HEADS[:std=S][:proj_std=P][:bias=0|1]", {"std", "proj_std", "bias"});
         if (s.width(0) % s.width(1) != 0)
           throw std::invalid_argument("bad layer spec '" + s.text + "': heads (" + s.fields[1] + ") must divide dim (" +
                                       s.fields[0] + ")");
-        return std::make_unique<causal_self_attention>(s.width(0), s.width(1));
+        return std::make_unique<causal_self_attention>(s.width(0), s.width(1), parse_attention_init(s));
       },
       heads);
   register_layer_kind("head_parallel_attention", [](const layer_spec& s) {
-    s.expect_fields(2, "head_parallel_attention:DIM:HEADS");
+    s.expect_fields_and_options(2, "head_parallel_attention:DIM:HEADS[:std=S][:proj_std=P][:bias=0|1]",
+                                {"std", "proj_std", "bias"});
     if (s.width(0) % s.width(1) != 0)
       throw std::invalid_argument("bad layer spec '" + s.text + "': heads (" + s.fields[1] + ") must divide dim (" +
                                   s.fields[0] + ")");
-    return std::make_unique<head_parallel_attention>(s.width(0), s.width(1));
+    return std::make_unique<head_parallel_attention>(s.width(0), s.width(1), parse_attention_init(s));
   });
   tensor_parallel_traits elementwise;
   elementwise.elementwise = true;
   register_layer_kind("relu", plain<relu>("relu"), elementwise);
-  register_layer_kind("gelu", plain<gelu>("gelu"), elementwise);
+  register_layer_kind(
+      "gelu",
+      [](const layer_spec& s) {
+        if (!s.parts.empty() || s.fields.size() > 1 || (s.fields.size() == 1 && s.fields[0] != "exact" && s.fields[0] != "tanh"))
+          throw std::invalid_argument("bad layer spec '" + s.text + "': expected gelu, gelu:tanh or gelu:exact");
+        return std::make_unique<gelu>(s.fields.size() == 1 && s.fields[0] == "exact");
+      },
+      elementwise);
   register_layer_kind("tanh", plain<tanh_layer>("tanh"), elementwise);
   register_layer_kind("sigmoid", plain<sigmoid>("sigmoid"), elementwise);
   tensor_parallel_traits composite;

@@ -86,6 +86,55 @@ void layer_spec::expect_parts(const std::string& form) const {
   if (!fields.empty() || parts.empty()) bad(text, "expected " + form);
 }
 
+std::size_t layer_spec::positional_fields() const {
+  std::size_t n = 0;
+  while (n < fields.size() && fields[n].find('=') == std::string::npos) ++n;
+  return n;
+}
+
+std::optional<std::string> layer_spec::option(const std::string& key) const {
+  for (std::size_t i = positional_fields(); i < fields.size(); ++i)
+    if (fields[i].compare(0, key.size() + 1, key + "=") == 0) return fields[i].substr(key.size() + 1);
+  return std::nullopt;
+}
+
+void layer_spec::expect_fields_and_options(std::size_t n, const std::string& form, const std::vector<std::string>& known,
+                                           std::size_t most) const {
+  const std::size_t positional = positional_fields();
+  if (positional < n || positional > std::max(n, most) || !parts.empty()) bad(text, "expected " + form);
+  std::vector<std::string> seen;
+  for (std::size_t i = positional; i < fields.size(); ++i) {
+    const std::size_t eq = fields[i].find('=');
+    const std::string key = eq == std::string::npos ? fields[i] : fields[i].substr(0, eq);
+    if (eq == std::string::npos)
+      bad(text, "field '" + fields[i] + "' after an option must be KEY=VALUE too (expected " + form + ")");
+    if (std::find(known.begin(), known.end(), key) == known.end()) {
+      std::string names;
+      for (const std::string& k : known) names += (names.empty() ? "" : ", ") + k;
+      bad(text, "unknown option '" + key + "' (known: " + (names.empty() ? "none" : names) + ")");
+    }
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) bad(text, "option '" + key + "' is given twice");
+    seen.push_back(key);
+  }
+}
+
+init_options parse_init_options(const layer_spec& s, const std::string& std_key) {
+  init_options o;
+  if (const auto v = s.option(std_key)) {
+    o.std = parse_float(*v, s.text);
+    if (!(o.std > 0.0f)) bad(s.text, "option '" + std_key + "' must be a positive number, got '" + *v + "'");
+  }
+  if (const auto v = s.option("bias")) {
+    if (*v != "0" && *v != "1") bad(s.text, "option 'bias' must be 0 or 1, got '" + *v + "'");
+    o.bias = *v == "1";
+  }
+  return o;
+}
+
+std::string init_options_text(const init_options& o, const std::string& std_key) {
+  return (o.std > 0.0f ? ":" + std_key + "=" + format_float(o.std) : std::string()) + (o.bias ? "" : ":bias=0");
+}
+
 std::size_t layer_spec::width(std::size_t i) const { return parse_width(fields.at(i), text); }
 float layer_spec::number(std::size_t i) const { return parse_float(fields.at(i), text); }
 std::uint64_t layer_spec::seed(std::size_t i) const { return parse_seed(fields.at(i), text); }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,12 +23,34 @@ struct layer_spec {
   void expect_fields(std::size_t fields, const std::string& form) const;
   // ... or no fields and at least one part (a block).
   void expect_parts(const std::string& form) const;
+  // Note [layer options]: `fields` positional fields (or, with `most` > fields, up to `most` of them) and then
+  // KEY=VALUE fields of the `known` keys only, each at most once; no parts. Throws naming the text and the key.
+  void expect_fields_and_options(std::size_t fields, const std::string& form, const std::vector<std::string>& known,
+                                 std::size_t most = 0) const;
+  // The fields before the first KEY=VALUE one.
+  std::size_t positional_fields() const;
+  // The value of option `key` ("std=0.02" -> "0.02"); nullopt when not given.
+  std::optional<std::string> option(const std::string& key) const;
 
   // Field i read as a positive integer, a finite number, a non-negative integer; errors name the text.
   std::size_t width(std::size_t i) const;
   float number(std::size_t i) const;
   std::uint64_t seed(std::size_t i) const;
 };
+
+// Note [layer options]: a layer's spec may end in KEY=VALUE fields after its positional ones, for choices a
+// model makes beside the widths: "linear:768:3072:std=0.02:bias=0" (normal initial weights of standard
+// deviation 0.02, no bias). A spec without them means what it always meant. The options are data the text
+// carries, so every copy of a layer rebuilt from its text (a pipeline's stage, a tensor-parallel rank, a
+// checkpoint read back) initialises and computes as the layer it was made from.
+struct init_options {
+  float std = 0.0f;  // > 0: weights drawn normal(0, std); 0: the layer's own default
+  bool bias = true;  // false: no bias parameter
+};
+// "std" (a positive number) and "bias" (0 or 1) of `s`, each refused naming the text and the key.
+init_options parse_init_options(const layer_spec& s, const std::string& std_key = "std");
+// ":std=S" (when std > 0) and ":bias=0" (when off): what parse_init_options reads back.
+std::string init_options_text(const init_options& o, const std::string& std_key = "std");
 
 // Splits `text` by the grammar above (parts are split, not parsed: each is parsed when its layer is
 // built). Throws std::invalid_argument naming the text and what is wrong: "bad layer spec 'residual[relu':

@@ -9,8 +9,8 @@
 
 namespace ap {
 
-linear::linear(std::size_t in, std::size_t out)
-    : in_(in), out_(out), weight_(zeros({in, out})), bias_(zeros({out})), dweight_(zeros({in, out})),
+linear::linear(std::size_t in, std::size_t out, init_options init)
+    : in_(in), out_(out), init_(init), weight_(zeros({in, out})), bias_(zeros({out})), dweight_(zeros({in, out})),
       dbias_(zeros({out})) {
   if (in == 0 || out == 0)
     throw std::invalid_argument("Linear needs positive widths, got " + describe());
@@ -20,7 +20,9 @@ std::string linear::describe() const {
   return "Linear(" + std::to_string(in_) + "->" + std::to_string(out_) + ")";
 }
 
-std::string linear::spec() const { return "linear:" + std::to_string(in_) + ":" + std::to_string(out_); }
+std::string linear::spec() const {
+  return "linear:" + std::to_string(in_) + ":" + std::to_string(out_) + init_options_text(init_);
+}
 
 namespace {
 
@@ -144,14 +146,17 @@ void linear::backward_weight(const tensor& dy, layer_cache& cache) {
   } else {
     gemm(true, false, in_, out_, n, 1.0f, x.data(), dy.data(), 1.0f, dweight_.data());
   }
-  add_column_sums(dy.data(), n, out_, dbias_.data());  // Note [row-block sums]
+  if (init_.bias) add_column_sums(dy.data(), n, out_, dbias_.data());  // Note [row-block sums]
 }
 
 std::vector<parameter> linear::parameters(const std::string& prefix) {
+  if (!init_.bias) return {{prefix + "weight", &weight_, &dweight_}};
   return {{prefix + "weight", &weight_, &dweight_}, {prefix + "bias", &bias_, &dbias_}};
 }
 
 void linear::initialize(std::uint64_t seed) {
+  std::fill(bias_.begin(), bias_.end(), 0.0f);
+  if (init_.std > 0.0f) return fill_normal(weight_, init_.std, seed);  // Note [GPT-2 initialisation] in gpt_spec.hpp
   // Kaiming (He) uniform for ReLU nets: U(-sqrt(6 / in), sqrt(6 / in)); biases start at zero.
   const float bound = std::sqrt(6.0f / static_cast<float>(in_));
   splitmix64 random(seed);

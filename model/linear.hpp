@@ -1,14 +1,16 @@
-// Linear: y = x W + b over the last axis.
+// Linear: y = x W + b over the last axis. Spec "linear:IN:OUT", with options (Note [layer options] in
+// model/layer_spec.hpp) ":std=S" (weights normal(0, S) instead of Kaiming uniform) and ":bias=0" (y = x W).
 #pragma once
 
 #include "model/layer.hpp"
+#include "model/layer_spec.hpp"
 
 namespace ap {
 
 class linear final : public layer {
  public:
   // Weights are zero until initialize(seed) (or a checkpoint) sets them.
-  linear(std::size_t in, std::size_t out);
+  linear(std::size_t in, std::size_t out, init_options init = {});
 
   std::string describe() const override;
   std::optional<std::size_t> in_features() const override { return in_; }
@@ -35,11 +37,13 @@ class linear final : public layer {
   void initialize(std::uint64_t seed) override;
   double flops_per_row() const override { return 2.0 * double(in_) * double(out_); }
   std::uint64_t derived_bytes() const override;  // its rounded weights in a bfloat16 layer
+  const init_options& init() const { return init_; }
 
  private:
   std::size_t in_, out_;
+  init_options init_;
   tensor weight_;   // (in, out): stored transposed from PyTorch so forward is one plain x @ W
-  tensor bias_;     // (out)
+  tensor bias_;     // (out): zeros, and no parameter, without a bias
   tensor dweight_;  // (in, out)
   tensor dbias_;    // (out)
   // Note [compute dtype]: weight_ rounded to bfloat16 for the bfloat16 GEMMs, made from weight_'s version and

@@ -19,8 +19,9 @@ std::size_t checked_dim(std::size_t dim, std::size_t heads) {
 
 }  // namespace
 
-head_parallel_attention::head_parallel_attention(std::size_t dim, std::size_t heads)
-    : dim_(checked_dim(dim, heads)), heads_(heads), local_heads_(heads), qkv_(dim, 3 * dim, 3), proj_(dim, dim) {}
+head_parallel_attention::head_parallel_attention(std::size_t dim, std::size_t heads, attention_init init)
+    : dim_(checked_dim(dim, heads)), heads_(heads), local_heads_(heads), init_(init), qkv_(dim, 3 * dim, 3, init.qkv),
+      proj_(dim, dim, init.proj) {}
 
 std::string head_parallel_attention::describe() const {
   return "HeadParallelAttention(" + std::to_string(dim_) + ", " + std::to_string(heads_) + " heads)" +
@@ -28,7 +29,7 @@ std::string head_parallel_attention::describe() const {
 }
 
 std::string head_parallel_attention::spec() const {
-  return "head_parallel_attention:" + std::to_string(dim_) + ":" + std::to_string(heads_);
+  return "head_parallel_attention:" + std::to_string(dim_) + ":" + std::to_string(heads_) + attention_init_text(init_);
 }
 
 void head_parallel_attention::join_group(std::shared_ptr<process_group> group) {
@@ -120,6 +121,7 @@ void head_parallel_attention::backward_weight(const tensor& dy, layer_cache& cac
   qkv_.backward_weight(s.dqkv, s.qkv);
   // Note [key bias] in attention.cpp: the key bias's gradient is exactly 0; this rank's key columns are the
   // middle of its three blocks.
+  if (!init_.qkv.bias) return;
   float* dbias = qkv_.parameters("").at(1).grad->data();
   const std::size_t w = dim_ / heads_ * local_heads_;
   std::fill(dbias + w, dbias + 2 * w, 0.0f);

@@ -24,7 +24,7 @@ namespace ap {
 class head_parallel_attention final : public layer, public tensor_parallel_layer {
  public:
   // Throws std::invalid_argument when heads does not divide dim, naming both.
-  head_parallel_attention(std::size_t dim, std::size_t heads);
+  head_parallel_attention(std::size_t dim, std::size_t heads, attention_init init = {});  // Attention's options
 
   std::string describe() const override;  // "HeadParallelAttention(64, 8 heads) rank 1 of 2"
   std::optional<std::size_t> in_features() const override { return dim_; }
@@ -65,6 +65,7 @@ class head_parallel_attention final : public layer, public tensor_parallel_layer
 
   std::size_t dim_, heads_;
   std::size_t local_heads_;                // the heads this rank holds: heads_ / T
+  attention_init init_;
   std::shared_ptr<process_group> group_;  // null: not split
   column_parallel_linear qkv_;  // D -> 3D in 3 blocks (q, k, v): this rank's heads' columns of each
   row_parallel_linear proj_;    // D -> D: this rank's heads' rows; bias whole

@@ -51,8 +51,8 @@ std::pair<std::size_t, std::size_t> split(const layer& who, std::size_t width, c
 
 // ---- column_parallel_linear ----
 
-column_parallel_linear::column_parallel_linear(std::size_t in, std::size_t out, std::size_t blocks)
-    : in_(in), out_(out), blocks_(blocks), last_(blocks == 0 ? out : out / blocks), weight_(zeros({in, out})),
+column_parallel_linear::column_parallel_linear(std::size_t in, std::size_t out, std::size_t blocks, init_options init)
+    : in_(in), out_(out), blocks_(blocks), init_(init), last_(blocks == 0 ? out : out / blocks), weight_(zeros({in, out})),
       bias_(zeros({out})), dweight_(zeros({in, out})), dbias_(zeros({out})) {
   if (in == 0 || out == 0) throw std::invalid_argument("ColumnParallelLinear needs positive widths, got " + describe());
   if (blocks == 0 || out % blocks != 0)
@@ -67,7 +67,7 @@ std::string column_parallel_linear::describe() const {
 
 std::string column_parallel_linear::spec() const {
   return "column_linear:" + std::to_string(in_) + ":" + std::to_string(out_) +
-         (blocks_ == 1 ? "" : ":" + std::to_string(blocks_));
+         (blocks_ == 1 ? "" : ":" + std::to_string(blocks_)) + init_options_text(init_);
 }
 
 void column_parallel_linear::join_group(std::shared_ptr<process_group> group) {
@@ -83,11 +83,11 @@ void column_parallel_linear::join_group(std::shared_ptr<process_group> group) {
 }
 
 void column_parallel_linear::initialize(std::uint64_t seed) {
-  linear whole(in_, out_);  // the same weights as Linear with this seed, then this rank's slice
+  linear whole(in_, out_, init_);  // the same weights as Linear with this seed, then this rank's slice
   whole.initialize(seed);
   const auto p = whole.parameters("");
   weight_ = columns(*p[0].value, blocks_, first_, last_);
-  bias_ = columns(*p[1].value, blocks_, first_, last_);
+  if (init_.bias) bias_ = columns(*p[1].value, blocks_, first_, last_);
 }
 
 tensor column_parallel_linear::forward(const tensor& x, layer_cache& cache, const forward_context&) const {
@@ -163,17 +163,18 @@ void column_parallel_linear::backward_weight(const tensor& dy, layer_cache& cach
   const std::size_t w = width();
   check_dy_shape(dy, with_last_axis(x, w), *this);
   gemm(true, false, in_, w, rows(dy), 1.0f, x.data(), dy.data(), 1.0f, dweight_.data());
-  add_column_sums(dy.data(), rows(dy), w, dbias_.data());  // Note [row-block sums]
+  if (init_.bias) add_column_sums(dy.data(), rows(dy), w, dbias_.data());  // Note [row-block sums]
 }
 
 std::vector<parameter> column_parallel_linear::parameters(const std::string& prefix) {
+  if (!init_.bias) return {{prefix + "weight", &weight_, &dweight_}};
   return {{prefix + "weight", &weight_, &dweight_}, {prefix + "bias", &bias_, &dbias_}};
 }
 
 // ---- row_parallel_linear ----
 
-row_parallel_linear::row_parallel_linear(std::size_t in, std::size_t out)
-    : in_(in), out_(out), last_(in), weight_(zeros({in, out})), bias_(zeros({out})), dweight_(zeros({in, out})),
+row_parallel_linear::row_parallel_linear(std::size_t in, std::size_t out, init_options init)
+    : in_(in), out_(out), init_(init), last_(in), weight_(zeros({in, out})), bias_(zeros({out})), dweight_(zeros({in, out})),
       dbias_(zeros({out})) {
   if (in == 0 || out == 0) throw std::invalid_argument("RowParallelLinear needs positive widths, got " + describe());
 }
@@ -183,7 +184,7 @@ std::string row_parallel_linear::describe() const {
 }
 
 std::string row_parallel_linear::spec() const {
-  return "row_linear:" + std::to_string(in_) + ":" + std::to_string(out_);
+  return "row_linear:" + std::to_string(in_) + ":" + std::to_string(out_) + init_options_text(init_);
 }
 
 void row_parallel_linear::join_group(std::shared_ptr<process_group> group) {
@@ -197,11 +198,11 @@ void row_parallel_linear::join_group(std::shared_ptr<process_group> group) {
 }
 
 void row_parallel_linear::initialize(std::uint64_t seed) {
-  linear whole(in_, out_);
+  linear whole(in_, out_, init_);
   whole.initialize(seed);
   const auto p = whole.parameters("");
   weight_ = slice_rows(*p[0].value, first_, last_);
-  bias_ = *p[1].value;
+  if (init_.bias) bias_ = *p[1].value;
 }
 
 tensor row_parallel_linear::forward(const tensor& x, layer_cache& cache, const forward_context&) const {
@@ -241,10 +242,11 @@ void row_parallel_linear::backward_weight(const tensor& dy, layer_cache& cache) 
   const tensor& x = cache.get<saved>(*this).x;
   check_dy_shape(dy, with_last_axis(x, out_), *this);
   gemm(true, false, last_ - first_, out_, rows(dy), 1.0f, x.data(), dy.data(), 1.0f, dweight_.data());
-  add_column_sums(dy.data(), rows(dy), out_, dbias_.data());  // Note [row-block sums]
+  if (init_.bias) add_column_sums(dy.data(), rows(dy), out_, dbias_.data());  // Note [row-block sums]
 }
 
 std::vector<parameter> row_parallel_linear::parameters(const std::string& prefix) {
+  if (!init_.bias) return {{prefix + "weight", &weight_, &dweight_}};
   return {{prefix + "weight", &weight_, &dweight_}, {prefix + "bias", &bias_, &dbias_}};
 }
 

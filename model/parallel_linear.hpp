@@ -8,6 +8,7 @@
 
 #include "collective/process_group.hpp"
 #include "model/layer.hpp"
+#include "model/layer_spec.hpp"
 
 namespace ap {
 
@@ -66,7 +67,8 @@ class tensor_parallel_layer {
 // shard r of each block, side by side (the fused QKV projection of head_parallel_attention: 3 blocks).
 class column_parallel_linear final : public layer, public tensor_parallel_layer {
  public:
-  column_parallel_linear(std::size_t in, std::size_t out, std::size_t blocks = 1);
+  // `init`: Linear's options (Note [layer options] in model/layer_spec.hpp), spelled as Linear spells them.
+  column_parallel_linear(std::size_t in, std::size_t out, std::size_t blocks = 1, init_options init = {});
 
   std::string describe() const override;
   std::optional<std::size_t> in_features() const override { return in_; }
@@ -111,14 +113,16 @@ class column_parallel_linear final : public layer, public tensor_parallel_layer 
   double flops_per_row() const override { return 2.0 * double(in_) * double(out_); }
   void join_group(std::shared_ptr<process_group> group) override;
   std::vector<sharded_value> sharded_values() const override {
-    return group_ ? std::vector<sharded_value>{{&weight_, {1, blocks_}}, {&bias_, {0, blocks_}}}
-                  : std::vector<sharded_value>{};
+    if (!group_) return {};
+    if (!init_.bias) return {{&weight_, {1, blocks_}}};
+    return {{&weight_, {1, blocks_}}, {&bias_, {0, blocks_}}};
   }
 
  private:
   tensor forward_keeping(const tensor& x, tensor* owned, layer_cache& cache) const;  // keeps *owned, else copies x
   std::size_t width() const { return blocks_ * (last_ - first_); }  // the output columns this rank holds
   std::size_t in_, out_, blocks_;
+  init_options init_;
   std::size_t first_ = 0, last_;  // the columns this rank holds of each block: [first_, last_) of out / blocks
   std::shared_ptr<process_group> group_;  // null: not split
   tensor weight_;   // (in, width)
@@ -132,7 +136,7 @@ class column_parallel_linear final : public layer, public tensor_parallel_layer 
 // rank holds (and whose gradient every rank computes whole, so the copies stay equal).
 class row_parallel_linear final : public layer, public tensor_parallel_layer {
  public:
-  row_parallel_linear(std::size_t in, std::size_t out);
+  row_parallel_linear(std::size_t in, std::size_t out, init_options init = {});
 
   std::string describe() const override;
   std::optional<std::size_t> in_features() const override { return in_; }  // global: before splitting
@@ -163,6 +167,7 @@ class row_parallel_linear final : public layer, public tensor_parallel_layer {
  private:
   tensor forward_keeping(const tensor& x, tensor* owned, layer_cache& cache) const;  // keeps *owned, else copies x
   std::size_t in_, out_;
+  init_options init_;
   std::size_t first_ = 0, last_;  // the input rows of W (columns of x) this rank holds: [first_, last_)
   std::shared_ptr<process_group> group_;  // null: not split
   tensor weight_;   // (last - first, out)

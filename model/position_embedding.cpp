@@ -1,5 +1,7 @@
 #include "model/position_embedding.hpp"
 
+#include "model/layer_spec.hpp"
+
 #include <cmath>
 #include <stdexcept>
 
@@ -9,8 +11,8 @@
 
 namespace ap {
 
-position_embedding::position_embedding(std::size_t context, std::size_t dim)
-    : context_(context), dim_(dim), weight_(zeros({context, dim})), dweight_(zeros({context, dim})) {
+position_embedding::position_embedding(std::size_t context, std::size_t dim, float std)
+    : context_(context), dim_(dim), std_(std), weight_(zeros({context, dim})), dweight_(zeros({context, dim})) {
   if (context == 0 || dim == 0) throw std::invalid_argument("Position needs positive sizes, got " + describe());
 }
 
@@ -19,7 +21,7 @@ std::string position_embedding::describe() const {
 }
 
 std::string position_embedding::spec() const {
-  return "position:" + std::to_string(context_) + ":" + std::to_string(dim_);
+  return "position:" + std::to_string(context_) + ":" + std::to_string(dim_) + init_options_text({std_, true});
 }
 
 tensor position_embedding::forward(const tensor& x, layer_cache& cache, const forward_context&) const {
@@ -74,6 +76,7 @@ std::vector<parameter> position_embedding::parameters(const std::string& prefix)
 }
 
 void position_embedding::initialize(std::uint64_t seed) {
+  if (std_ > 0.0f) return fill_normal(weight_, std_, seed);  // Note [GPT-2 initialisation] in gpt_spec.hpp
   const float bound = 0.02f * std::sqrt(3.0f);
   splitmix64 random(seed);
   for (float& w : weight_) w = symmetric_unit_float(random.next()) * bound;

@@ -7,7 +7,8 @@ namespace ap {
 
 class position_embedding final : public layer {
  public:
-  position_embedding(std::size_t context, std::size_t dim);
+  // std > 0 (spec option ":std=S", Note [layer options] in model/layer_spec.hpp): initialised normal(0, std).
+  position_embedding(std::size_t context, std::size_t dim, float std = 0.0f);
 
   std::string describe() const override;  // "Position(8x64)"
   std::optional<std::size_t> in_features() const override { return dim_; }
@@ -25,10 +26,11 @@ class position_embedding final : public layer {
   std::vector<parameter> parameters(const std::string& prefix) override;
   std::unique_ptr<layer> clone() const override { return std::make_unique<position_embedding>(*this); }
   std::string spec() const override;  // "position:8:64"
-  void initialize(std::uint64_t seed) override;  // uniform with standard deviation 0.02 (GPT-2's)
+  void initialize(std::uint64_t seed) override;  // uniform with standard deviation 0.02; normal(0, std) if std given
 
  private:
   std::size_t context_, dim_;
+  float std_;  // 0: the uniform default
   tensor weight_;   // (context, dim)
   tensor dweight_;  // (context, dim)
 };

@@ -1,5 +1,7 @@
 #include "model/token_embedding.hpp"
 
+#include "model/layer_spec.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -15,8 +17,8 @@
 
 namespace ap {
 
-token_embedding::token_embedding(std::size_t vocabulary, std::size_t dim)
-    : vocabulary_(vocabulary), dim_(dim), weight_(zeros({vocabulary, dim})), dweight_(zeros({vocabulary, dim})) {
+token_embedding::token_embedding(std::size_t vocabulary, std::size_t dim, float std)
+    : vocabulary_(vocabulary), dim_(dim), std_(std), weight_(zeros({vocabulary, dim})), dweight_(zeros({vocabulary, dim})) {
   if (vocabulary == 0 || dim == 0) throw std::invalid_argument("Embedding needs positive sizes, got " + describe());
 }
 
@@ -25,7 +27,7 @@ std::string token_embedding::describe() const {
 }
 
 std::string token_embedding::spec() const {
-  return "embedding:" + std::to_string(vocabulary_) + ":" + std::to_string(dim_);
+  return "embedding:" + std::to_string(vocabulary_) + ":" + std::to_string(dim_) + init_options_text({std_, true});
 }
 
 tensor token_embedding::forward(const tensor& x, layer_cache& cache, const forward_context&) const {
@@ -118,6 +120,7 @@ std::vector<parameter> token_embedding::parameters(const std::string& prefix) {
 }
 
 void token_embedding::initialize(std::uint64_t seed) {
+  if (std_ > 0.0f) return fill_normal(weight_, std_, seed);  // Note [GPT-2 initialisation] in gpt_spec.hpp
   const float bound = 0.02f * std::sqrt(3.0f);  // U(-b, b) has standard deviation b / sqrt(3)
   splitmix64 random(seed);
   for (float& w : weight_) w = symmetric_unit_float(random.next()) * bound;

@@ -8,7 +8,8 @@ namespace ap {
 class token_embedding final : public layer {
  public:
   // The table is zero until initialize(seed) (or a checkpoint) sets it.
-  token_embedding(std::size_t vocabulary, std::size_t dim);
+  // std > 0 (spec option ":std=S", Note [layer options] in model/layer_spec.hpp): initialised normal(0, std).
+  token_embedding(std::size_t vocabulary, std::size_t dim, float std = 0.0f);
 
   std::string describe() const override;  // "Embedding(256x64)"
   // The input's last axis is the sequence, not features: no input width to check.
@@ -28,10 +29,11 @@ class token_embedding final : public layer {
   std::vector<parameter> parameters(const std::string& prefix) override;
   std::unique_ptr<layer> clone() const override { return std::make_unique<token_embedding>(*this); }
   std::string spec() const override;  // "embedding:256:64"
-  void initialize(std::uint64_t seed) override;  // uniform with standard deviation 0.02 (GPT-2's)
+  void initialize(std::uint64_t seed) override;  // uniform with standard deviation 0.02; normal(0, std) if std given
 
  private:
   std::size_t vocabulary_, dim_;
+  float std_;  // 0: the uniform default
   tensor weight_;   // (vocabulary, dim)
   tensor dweight_;  // (vocabulary, dim)
 };

@@ -367,6 +367,23 @@ TEST_CASE("a GPT block over T ranks equals the unsplit block with exactly 2 all-
     }
 }
 
+TEST_CASE("a GPT-2-shaped model of vocabulary 1000 over 2 ranks equals one process: biases on and off, LayerNorm and RMSNorm") {
+  // Note [GPT-2 initialisation] in model/gpt_spec.hpp: the std options travel in the split layers' texts, so each
+  // rank's shard is its slice of the unsplit weights (checked exactly by check_split_equals_whole).
+  tensor ids = tensor::from_shape({2, 8});
+  for (std::size_t i = 0; i < ids.size(); ++i) ids.data()[i] = float((i * 137 + 11) % 1000);
+  const tensor dy = random_tensor({2, 8, 1000}, 33, 0.01f);
+  for (const char* spec : {"gpt2-tiny:layers=2,dim=16,heads=4,context=8,vocab=1000",
+                           "gpt2-tiny:layers=1,dim=16,heads=4,context=8,vocab=1000,bias=0,norm=rms,gelu=exact,mlp=24"}) {
+    CAPTURE(spec);
+    const std::vector<std::string> whole = gpt_layer_specs(parse_gpt_spec(spec));
+    const std::vector<std::string> split = tensor_parallel_specs(whole);
+    CHECK(split[2].find("head_parallel_attention:16:4:std=0.02:proj_std=") != std::string::npos);
+    CHECK(split[2].find("row_linear:") != std::string::npos);
+    check_split_equals_whole(run_split(split, 2, ids, dy), run_whole(whole, ids, dy));
+  }
+}
+
 TEST_CASE("the fused QKV weight is cut per head in q, k and v alike, and gathers back to the unsplit tensor") {
   causal_self_attention whole(16, 4);  // head width 4: q at columns 0-15, k at 16-31, v at 32-47
   whole.initialize(5);

@@ -8,6 +8,8 @@
 #include "data/text_corpus.hpp"
 #include "equivalence.hpp"
 #include "model/gpt_spec.hpp"
+#include "random/seeded_random.hpp"
+#include "training/trainer.hpp"
 #include "node_process.hpp"
 #include "plan/partition.hpp"
 #include "pipeline_test_models.hpp"
@@ -77,7 +79,89 @@ pipeline_options options(const std::string& schedule, int stages, int microbatch
   return o;
 }
 
+// Windows of token ids spread over [0, vocabulary) (ids above 255 too): inputs and next-token labels.
+dataset token_batch(std::size_t vocabulary, std::size_t context, std::size_t count, std::uint64_t seed) {
+  dataset d;
+  d.inputs = tensor::from_shape({count, context});
+  d.labels = tensor::from_shape({count, context});
+  splitmix64 random(seed);
+  std::vector<float> ids(count * (context + 1));
+  for (float& v : ids) v = float(random.next() % vocabulary);
+  for (std::size_t b = 0; b < count; ++b)
+    for (std::size_t t = 0; t < context; ++t) {
+      d.inputs.data()[b * context + t] = ids[b * (context + 1) + t];
+      d.labels.data()[b * context + t] = ids[b * (context + 1) + t + 1];
+    }
+  d.num_classes = vocabulary;
+  return d;
+}
+
+// The losses of the first `steps` steps of AdamW at lr 3e-4, no warmup, on windows of the fortunes text (a fresh
+// batch of 8 each step), from seed 1.
+std::vector<float> first_losses(const std::string& spec, int count) {
+  static const text_corpus corpus = load_text_corpus(default_text_path);
+  const std::size_t context = parse_gpt_spec(spec).context;
+  sequential model = sequential::from_spec(spec, sequential_options{"relu", 1});
+  optimizer_config o;
+  o.kind = "adamw";
+  o.lr = 3e-4f;
+  o.weight_decay = 0.1f;
+  local_runner runner(model, o);
+  std::vector<float> losses;
+  for (int s = 0; s < count; ++s) {
+    const dataset d = text_windows(corpus.train, context, 8, std::uint64_t(s) + 1, "fortunes");
+    losses.push_back(runner.train_step(d.inputs, d.labels, std::uint64_t(s)));
+  }
+  return losses;
+}
+
 }  // namespace
+
+TEST_CASE("GPT-2-shaped, vocabulary 1000, random token ids: 2 stages, a 1 x 2 x 2 mesh and bf16 equal one process") {
+  const char* const spec = "gpt2-tiny:layers=2,dim=16,heads=2,context=8,vocab=1000";  // init=gpt2
+  const dataset d = token_batch(1000, 8, 10, 5);
+  CHECK(*std::max_element(d.inputs.begin(), d.inputs.end()) > 256.0f);
+  run_result single = train_single(d, spec);
+  CHECK(single.losses[2] < single.losses[0]);
+  run_result piped = train_pipeline(d, options("1f1b", 2, 3), spec);
+  test::check_same_run(piped, single, weight_tolerance, 1e-5, "vocabulary 1000 on 2 stages");
+
+  optimizer_config opt = adamw();
+  opt.lr = 1e-3f;  // as the meshes above: a wrong split moves weights by the whole lr
+  sequential reference = make_gpt(7, spec);
+  local_runner local(reference, opt);
+  pipeline_options o = options("1f1b", 2, 2);
+  o.optimizer = opt;
+  o.tensor_parallel = 2;
+  data_parallel_pipeline mesh(make_gpt(7, spec), o, 1);
+  for (int s = 0; s < steps; ++s) {
+    const float expected = local.train_step(d.inputs, d.labels, static_cast<std::uint64_t>(s));
+    CHECK(mesh.train_step(d.inputs, d.labels, static_cast<std::uint64_t>(s)) == doctest::Approx(expected).epsilon(1e-5));
+  }
+  sequential gathered = mesh.first().gather_model();
+  test::check_same_parameters(gathered, reference, weight_tolerance, "vocabulary 1000 on P = 2, T = 2");
+
+  // bf16 (Note [compute dtype]) on 2 stages: it runs, and trains as float32 does to bfloat16's precision.
+  pipeline_options b = options("1f1b", 2, 3);
+  b.compute_dtype = dtype::bfloat16;
+  run_result piped_bf16 = train_pipeline(d, b, spec);
+  for (int s = 0; s < steps; ++s) CHECK(piped_bf16.losses[s] == doctest::Approx(single.losses[s]).epsilon(1e-2));
+  CHECK(piped_bf16.losses[2] < piped_bf16.losses[0]);
+}
+
+TEST_CASE("Note [GPT-2 initialisation]: a 12-layer GPT-2-shaped model under AdamW 3e-4 without warmup falls from its first steps") {
+  // docs/models.md gives these numbers. Bytes of the fortunes text (vocabulary 256), context 64, 8 windows a step.
+  const std::string spec = "gpt2-tiny:layers=12,dim=384,heads=6,context=64,vocab=256";
+  const std::vector<float> gpt2 = first_losses(spec, 5), kaiming = first_losses(spec + ",init=kaiming", 5);
+  MESSAGE("init=gpt2 losses " << gpt2[0] << " " << gpt2[1] << " " << gpt2[2] << " " << gpt2[3] << " " << gpt2[4]);
+  MESSAGE("init=kaiming losses " << kaiming[0] << " " << kaiming[1] << " " << kaiming[2] << " " << kaiming[3] << " "
+                                 << kaiming[4]);
+  CHECK(gpt2[4] < gpt2[0]);
+  CHECK(gpt2[1] < gpt2[0]);
+  CHECK(std::abs(gpt2[0] - std::log(256.0f)) < 0.2f);  // small logits: near the uniform guess
+  CHECK(gpt2[0] < kaiming[0]);
+  CHECK(gpt2[4] < kaiming[4]);
+}
 
 TEST_CASE("GPT: every schedule on 1..4 stages with unequal microbatches equals single-process training") {
   const dataset d = text_batch();
