@@ -1,10 +1,10 @@
 #include "data/dataset.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <stdexcept>
 #include <utility>
 
+#include "data/data_source.hpp"
 #include "random/seeded_random.hpp"
 
 namespace ap {
@@ -54,36 +54,11 @@ batch make_batch(const dataset& d, const std::vector<std::size_t>& order, std::s
     throw std::out_of_range("make_batch: batch index " + std::to_string(index) + " out of range: " +
                             std::to_string(count) + " batches of " + std::to_string(batch_size) +
                             " in an order of " + std::to_string(order.size()) + " samples");
-  const std::size_t samples = d.size();
-  if (d.labels.dimension() == 0 || d.labels.shape()[0] != samples)
-    throw std::invalid_argument("make_batch: data set '" + d.name + "' has inputs " +
-                                shape_string(d.inputs) + " but labels " + shape_string(d.labels));
-
+  if (d.labels.dimension() == 0 || d.labels.shape()[0] != d.size())
+    throw std::invalid_argument("make_batch: data set '" + d.name + "' has inputs " + shape_string(d.inputs) +
+                                " but labels " + shape_string(d.labels));
   const std::size_t begin = index * batch_size;
-  const std::size_t rows_in_batch = std::min(batch_size, order.size() - begin);
-  shape_t input_shape = shape_of(d.inputs);
-  const std::size_t row_size = samples == 0 ? 0 : d.inputs.size() / samples;
-  input_shape[0] = rows_in_batch;
-
-  batch b;
-  b.inputs = tensor::from_shape(input_shape);  // (rows_in_batch, features...)
-  shape_t label_shape = shape_of(d.labels);
-  label_shape[0] = rows_in_batch;
-  const std::size_t label_size = samples == 0 ? 0 : d.labels.size() / samples;  // 1, or a sequence's tokens
-  b.labels = tensor::from_shape(label_shape);
-  const float* in = d.inputs.data();
-  float* out = b.inputs.data();
-  for (std::size_t r = 0; r < rows_in_batch; ++r) {
-    const std::size_t sample = order[begin + r];
-    if (sample >= samples)
-      throw std::out_of_range("make_batch: sample index " + std::to_string(sample) + " at position " +
-                              std::to_string(begin + r) + " of the order is out of range for '" + d.name +
-                              "' with " + std::to_string(samples) + " samples");
-    if (row_size != 0) std::memcpy(out + r * row_size, in + sample * row_size, row_size * sizeof(float));
-    if (label_size != 0)
-      std::memcpy(b.labels.data() + r * label_size, d.labels.data() + sample * label_size, label_size * sizeof(float));
-  }
-  return b;
+  return dataset_view(d)->gather(order.data() + begin, std::min(batch_size, order.size() - begin));  // the rows copied
 }
 
 }  // namespace ap

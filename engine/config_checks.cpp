@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <functional>
 #include <optional>
-#include <sstream>
 #include <stdexcept>
 
 #include "collective/network_group.hpp"
@@ -76,36 +75,11 @@ void check_collectives(const run_config& o, const std::function<void(const std::
                                 "keep --collectives ring");
 }
 
-// Every key's value against its check (a configuration built in C++ passes the checks a flag or a JSON key does).
+// Every key's value against its check: the configuration read back as a file would be, so a value set in C++ is
+// refused by the same checks, in the same words, as the flag or the key.
 void check_values(const run_config& o) {
-  run_config copy = o;
-  for_each_config_key(copy, [](const config_key& k, config_field field) {
-    if (!k.check) return;
-    std::vector<std::string> texts;
-    std::visit(
-        [&](auto* f) {
-          using T = std::remove_pointer_t<decltype(f)>;
-          if constexpr (std::is_same_v<T, std::string>) {
-            texts.push_back(*f);
-          } else if constexpr (std::is_same_v<T, bool>) {
-          } else if constexpr (std::is_arithmetic_v<T>) {
-            std::ostringstream text;
-            text.precision(17);
-            text << +*f;
-            texts.push_back(text.str());
-          } else {
-            for (const auto& item : *f) {
-              std::ostringstream text;
-              text << item;
-              texts.push_back(text.str());
-            }
-          }
-        },
-        field);
-    for (const std::string& text : texts)
-      if (const std::string why = k.check(text); !why.empty())
-        throw std::invalid_argument("--" + k.name + ": " + why);
-  });
+  run_config scratch;
+  apply_config_json(scratch, config_json(o));
 }
 
 // The keys of a group (pipeline-only, text-only, chosen by --auto, ...) given by a file or flags, or set away from

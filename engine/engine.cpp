@@ -72,27 +72,23 @@ const run_config& engine::resolve() {
   if (plan.compute_dtype == dtype::bfloat16 && current_compute_backend() == compute_backend::onednn && !onednn_avx512())
     say(plan) << "bf16: this machine's processor has no AVX-512, so oneDNN makes no bf16 products here: they run in "
                  "fp32 on the bf16 values (the same results up to the order of sums; the memory saved, not the time)";
-  std::unique_ptr<step_runner> mesh;
-  if (o.auto_config) {  // measured on the data, so the data comes first; --auto only picks a split that works
-    plan_data(o, plan);
-    resolve_lr_schedule(o, plan);
+  // --auto measures on the data, and a decay to the run's end needs its length, so both read the data first;
+  // otherwise the mesh runner comes first, so that a split the mesh cannot make fails before the data is read.
+  const bool data_first = o.auto_config || needs_run_length(o);
+  if (data_first) plan_data(o, plan);
+  resolve_lr_schedule(o, plan);  // before any runner copies the optimizer settings
+  if (o.auto_config) {  // --auto only picks a split that works
     choose_configuration(o, plan);
     if (o.stages == 0)
       for (const auto& [key, set] : {std::pair{"trace", !o.trace_file.empty()}, {"timeline", !o.timeline_file.empty()},
                                      {"stage-log", o.stage_log}})
         if (set) say(plan) << "auto: --" << key << " applies only to a pipeline: unused";
-    mesh = make_mesh_runner(o, plan, plan.model);
-  } else if (needs_run_length(o)) {
-    plan_data(o, plan);
-    resolve_lr_schedule(o, plan);
-    mesh = make_mesh_runner(o, plan, plan.model);
-  } else {
-    resolve_lr_schedule(o, plan);
-    mesh = make_mesh_runner(o, plan, plan.model);  // before the data: a bad split fails at once
-    plan_data(o, plan);
-    resolve_lr_schedule(o, plan);  // warmup against the epochs' steps, now known
   }
-  impl_->mesh = std::move(mesh);
+  impl_->mesh = make_mesh_runner(o, plan, plan.model);
+  if (!data_first) {
+    plan_data(o, plan);
+    resolve_lr_schedule(o, plan);  // the warmup against the epochs' steps, now known (the decay is set: see above)
+  }
   return o;
 }
 

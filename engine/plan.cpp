@@ -15,10 +15,7 @@ log_line::~log_line() {
 }
 
 batch first_rows(const data_source& d, std::size_t rows) {
-  rows = std::clamp<std::size_t>(rows, 1, std::max<std::size_t>(d.size(), 1));
-  std::vector<std::size_t> indices(rows);
-  for (std::size_t i = 0; i < rows; ++i) indices[i] = i;
-  return d.gather(indices.data(), rows);
+  return gather_in_order(d, 0, std::clamp<std::size_t>(rows, 1, std::max<std::size_t>(d.size(), 1)));
 }
 
 void plan_model(const run_config& o, train_plan& plan) {

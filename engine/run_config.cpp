@@ -292,7 +292,9 @@ void apply_config_json(run_config& c, const config_document& json, const std::st
                                   ": the keys are the flags of `actorpipe train --help` without their dashes");
     }
     const std::string why = set_field(found->second.second, it.value(), found->second.first.check);
-    if (!why.empty()) throw std::invalid_argument(where(it.key()) + "key '" + it.key() + "': " + why);
+    if (!why.empty())  // from a file, its place and the key; from C++, the key in the flag's words
+      throw std::invalid_argument(source.empty() ? "--" + it.key() + ": " + why
+                                                 : where(it.key()) + "key '" + it.key() + "': " + why);
     if (record_given &&
         std::find(updated.given_keys.begin(), updated.given_keys.end(), it.key()) == updated.given_keys.end())
       updated.given_keys.push_back(it.key());

@@ -86,7 +86,8 @@ using config_field = std::variant<std::string*, bool*, int*, long*, std::size_t*
 void for_each_config_key(run_config& c, const std::function<void(const config_key&, config_field)>& visit);
 
 // Sets the keys of `json` (an object) on `c`. `source` names where it came from ("run.json"); `text`, the file's
-// text, gives a key's line in errors ("run.json:7: key 'batch-size': -1 is not a whole number >= 1"). Throws
+// text, gives a key's line in errors ("run.json:7: key 'batch-size': -1 is not a whole number >= 1"); without a
+// source a bad value is named as its flag ("--batch-size: 0 is not a whole number >= 1"). Throws
 // std::invalid_argument naming the key for an unknown key, a value of the wrong type or out of range; `c` is
 // then unchanged.
 void apply_config_json(run_config& c, const config_document& json, const std::string& source = "",

@@ -9,31 +9,14 @@
 #include "data/fashion_mnist.hpp"
 #include "data/npy.hpp"
 #include "data/open_data.hpp"
+#include "data_files.hpp"
 #include "test_support.hpp"
 
 using namespace ap;
 using ap::test::contains;
 using ap::test::error_of;
-
-namespace {
-
-// Runs numpy code (Debian's python3-numpy) with `d` the scratch folder's path.
-void numpy(const test::scratch_dir& dir, const std::string& code) {
-  std::ofstream(dir.file("write.py")) << "import numpy as np\nd = '" << dir.path.string() << "/'\n" << code << "\n";
-  REQUIRE(std::system(("/usr/bin/python3 " + dir.file("write.py")).c_str()) == 0);
-}
-
-bool same_batches(const data_source& a, const data_source& b, std::uint64_t seed, std::size_t batch_size) {
-  if (a.size() != b.size() || a.num_classes() != b.num_classes() || a.sample_shape() != b.sample_shape()) return false;
-  const sample_order order(a.size(), seed, 0);
-  for (std::size_t i = 0; i < batch_count(a.size(), batch_size); ++i) {
-    const batch x = gather_batch(a, order, i, batch_size), y = gather_batch(b, order, i, batch_size);
-    if (!(x.inputs == y.inputs) || !(x.labels == y.labels)) return false;
-  }
-  return true;
-}
-
-}  // namespace
+using ap::test::numpy;
+using ap::test::same_batches;
 
 TEST_CASE("Fashion-MNIST written as .npy and as CSV gives the IDX reader's batches") {
   test::scratch_dir dir("fashion_npy");

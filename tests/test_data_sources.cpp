@@ -11,6 +11,7 @@
 #include "data/text_corpus.hpp"
 #include "data/token_file.hpp"
 #include "data/token_windows.hpp"
+#include "data_files.hpp"
 #include "test_support.hpp"
 
 using namespace ap;
@@ -31,24 +32,6 @@ dataset counting(std::size_t n) {
     d.labels(i) = float(i % 3);
   }
   return d;
-}
-
-template <typename T>
-std::string write_tokens(const test::scratch_dir& dir, const std::string& name, const std::vector<std::uint8_t>& bytes) {
-  std::vector<T> tokens(bytes.begin(), bytes.end());
-  std::ofstream out(dir.file(name), std::ios::binary);
-  out.write(reinterpret_cast<const char*>(tokens.data()), std::streamsize(tokens.size() * sizeof(T)));
-  return dir.file(name);
-}
-
-bool same_batches(const data_source& a, const data_source& b, std::uint64_t seed, std::size_t batch_size) {
-  if (a.size() != b.size()) return false;
-  const sample_order order(a.size(), seed, 0);
-  for (std::size_t i = 0; i < batch_count(a.size(), batch_size); ++i) {
-    const batch x = gather_batch(a, order, i, batch_size), y = gather_batch(b, order, i, batch_size);
-    if (!(x.inputs == y.inputs) || !(x.labels == y.labels)) return false;
-  }
-  return true;
 }
 
 }  // namespace
@@ -107,11 +90,11 @@ TEST_CASE("token windows: labels are the next tokens, starts depend on (seed, i)
   CHECK(a->is_sequence());
   CHECK(a->sample_shape() == shape_t{8});
   CHECK(a->num_classes() == 256);
-  const token_span u16 = open_token_file(write_tokens<std::uint16_t>(dir, "t.u16", bytes), token_file_kind::raw, 2, 256);
-  const token_span u32 = open_token_file(write_tokens<std::uint32_t>(dir, "t.u32", bytes), token_file_kind::raw, 4, 256);
-  CHECK(same_batches(*a, *token_windows(u16, 8, 300, 5, 256, "u16"), 3, 32));
-  CHECK(same_batches(*a, *token_windows(u32, 8, 300, 5, 256, "u32"), 3, 32));
-  CHECK(!same_batches(*a, *token_windows(u8, 8, 300, 6, 256, "other seed"), 3, 32));
+  const token_span u16 = open_token_file(test::write_tokens<std::uint16_t>(dir.file("t.u16"), bytes), token_file_kind::raw, 2, 256);
+  const token_span u32 = open_token_file(test::write_tokens<std::uint32_t>(dir.file("t.u32"), bytes), token_file_kind::raw, 4, 256);
+  CHECK(test::same_batches(*a, *token_windows(u16, 8, 300, 5, 256, "u16"), 3, 32));
+  CHECK(test::same_batches(*a, *token_windows(u32, 8, 300, 5, 256, "u32"), 3, 32));
+  CHECK(!test::same_batches(*a, *token_windows(u8, 8, 300, 6, 256, "other seed"), 3, 32));
   // Window i is the same whatever the count: no drawn vector of starts.
   const auto more = token_windows(u8, 8, 100000, 5, 256, "bytes");
   const std::size_t i = 123;
@@ -139,8 +122,8 @@ TEST_CASE("a uint16 token file of a text's bytes gives the text path's batches, 
   const std::string text_file = dir.file("corpus.txt");
   std::ofstream(text_file, std::ios::binary) << text;
   const text_corpus corpus = load_text_corpus(text_file);
-  const std::string train_file = write_tokens<std::uint16_t>(dir, "train.bin", corpus.train);
-  const std::string val_file = write_tokens<std::uint16_t>(dir, "val.bin", corpus.validation);
+  const std::string train_file = test::write_tokens<std::uint16_t>(dir.file("train.bin"), corpus.train);
+  const std::string val_file = test::write_tokens<std::uint16_t>(dir.file("val.bin"), corpus.validation);
 
   data_config as_text;
   as_text.path = text_file;
@@ -150,8 +133,8 @@ TEST_CASE("a uint16 token file of a text's bytes gives the text path's batches, 
   as_tokens.validation = val_file;
   const data_sets k = open_data(as_tokens, 8, 256, 11, 50);
   CHECK(t.train->size() == corpus.train.size() / 8);
-  CHECK(same_batches(*t.train, *k.train, 2, 16));
-  CHECK(same_batches(*t.validation, *k.validation, 2, 16));
+  CHECK(test::same_batches(*t.train, *k.train, 2, 16));
+  CHECK(test::same_batches(*t.validation, *k.validation, 2, 16));
   CHECK(t.validation->size() == 50);
   // The text path's datasets are these windows too.
   const dataset windows = text_windows(corpus.train, 8, t.train->size(), 11, "text train");

@@ -7,19 +7,15 @@
 
 #include "data/open_data.hpp"
 #include "data/token_file.hpp"
+#include "data_files.hpp"
 #include "test_support.hpp"
 
 using namespace ap;
 using ap::test::contains;
 using ap::test::error_of;
+using ap::test::numpy;
 
 namespace {
-
-// Runs numpy code (Debian's python3-numpy) with `d` the scratch folder's path.
-void numpy(const test::scratch_dir& dir, const std::string& code) {
-  std::ofstream(dir.file("write.py")) << "import numpy as np\nd = '" << dir.path.string() << "/'\n" << code << "\n";
-  REQUIRE(std::system(("/usr/bin/python3 " + dir.file("write.py")).c_str()) == 0);
-}
 
 std::string read_all(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

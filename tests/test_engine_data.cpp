@@ -14,6 +14,7 @@
 #include "data/fashion_mnist.hpp"
 #include "data/text_corpus.hpp"
 #include "engine/engine.hpp"
+#include "data_files.hpp"
 #include "node_process.hpp"
 #include "test_support.hpp"
 
@@ -23,13 +24,6 @@ using namespace std::chrono_literals;
 namespace {
 
 const std::string actorpipe = std::string(AP_BINARY_DIR) + "/cli/actorpipe";
-
-// nanoGPT's train.bin: the tokens as little-endian uint16, nothing else (np.array(ids, np.uint16).tofile).
-void write_raw_tokens(const std::string& path, const std::vector<std::uint8_t>& bytes) {
-  std::vector<std::uint16_t> tokens(bytes.begin(), bytes.end());
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(tokens.data()),
-                                              static_cast<std::streamsize>(tokens.size() * 2));
-}
 
 // llm.c's .bin: 256 int32 (magic 20240520, version 1, token count), then the uint16 tokens.
 void write_llmc_tokens(const std::string& path, const std::vector<std::uint8_t>& bytes) {
@@ -87,8 +81,8 @@ void check_same(const run_result& a, const run_result& b) {
 TEST_CASE("a uint16 token file and an llm.c file of a text's bytes train the GPT to the text's losses") {
   test::scratch_dir dir("engine_tokens");
   const text_corpus corpus = load_text_corpus(default_text_path);
-  write_raw_tokens(dir.file("train.bin"), corpus.train);
-  write_raw_tokens(dir.file("val.bin"), corpus.validation);
+  test::write_tokens<std::uint16_t>(dir.file("train.bin"), corpus.train);
+  test::write_tokens<std::uint16_t>(dir.file("val.bin"), corpus.validation);
   write_llmc_tokens(dir.file("train_llmc.bin"), corpus.train);
   write_llmc_tokens(dir.file("val_llmc.bin"), corpus.validation);
 
@@ -146,7 +140,7 @@ TEST_CASE("train refuses bad data before any step, naming the file and the place
   };
   const std::string gpt = "gpt:layers=1,dim=16,heads=2,context=8";
   // A token id at or above the vocabulary: its index and value.
-  write_raw_tokens(dir.file("big.bin"), std::vector<std::uint8_t>(100, 7));
+  test::write_tokens<std::uint16_t>(dir.file("big.bin"), std::vector<std::uint8_t>(100, 7));
   {
     std::fstream f(dir.file("big.bin"), std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(2 * 40);
