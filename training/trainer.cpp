@@ -14,7 +14,8 @@ namespace ap {
 
 local_runner::local_runner(sequential& model, const optimizer_config& optimizer, const std::string& loss,
                            float clip_grad_norm)
-    : model_(model), optimizer_(make_optimizer(optimizer)), loss_(make_loss(loss)), clip_grad_norm_(clip_grad_norm) {
+    : model_(model), optimizer_(make_optimizer(optimizer)), loss_(make_loss(loss)), clip_grad_norm_(clip_grad_norm),
+      ties_(weight_ties(model, /*whole=*/true)) {
   if (!(clip_grad_norm >= 0.0f))
     throw std::invalid_argument("--clip-grad-norm must be positive (or 0: no clipping), got " + std::to_string(clip_grad_norm));
 }
@@ -33,7 +34,11 @@ float local_runner::train_step(const tensor& inputs, const tensor& labels, std::
   const float batch_loss = result.loss;
   model_.backward(result.gradient, cache, /*need_input_grad=*/false);
   const auto params = model_.parameters();
-  if (clip_grad_norm_ > 0.0f) scale_gradients(params, clip_factor(gradient_square_sum(params), clip_grad_norm_));
+  tie_gradients(params, ties_);
+  if (clip_grad_norm_ > 0.0f) {
+    const double squares = gradient_square_sum(params, [&](const parameter& p) { return !is_tied_copy(p.name, ties_); });
+    scale_gradients(params, clip_factor(squares, clip_grad_norm_));
+  }
   optimizer_->step(params);
   return batch_loss;
 }
