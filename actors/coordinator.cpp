@@ -358,9 +358,10 @@ coordinator_actor::behavior_type coordinator(coordinator_self self, coordinator_
         const auto mb = static_cast<std::size_t>(out.microbatch);
         // On CAF's scheduler thread, so on one intra-op thread (Note [serial actor threads]).
         try {
-          auto [share, grad] = st.loss_fn->compute_loss_and_gradient(out.data, st.labels.at(mb), st.batch_size);
+          const auto output_rows = static_cast<float>(rows(out.data));
+          auto [share, grad] = st.loss_fn->take_loss_and_gradient(std::move(out.data), st.labels.at(mb), st.batch_size);
           st.loss_sum += share;
-          st.microbatch_losses.at(mb) = share * static_cast<float>(st.batch_size) / static_cast<float>(rows(out.data));
+          st.microbatch_losses.at(mb) = share * static_cast<float>(st.batch_size) / output_rows;
           const int last = st.config.total_chunks - 1;
           ++st.outputs;
           if (st.config.whole_batch_backward) {

@@ -24,10 +24,10 @@ float local_runner::train_step(const tensor& inputs, const tensor& labels, std::
   // forward refuses inputs of the wrong dtype or width (sequential::check_input) before any layer runs.
   model_.zero_grad();
   sequential_cache cache;
-  const tensor output = model_.forward(inputs, cache, forward_context{true, step, 0});
+  tensor output = model_.forward(inputs, cache, forward_context{true, step, 0});
   loss::loss_and_gradient result;
   try {
-    result = loss_->compute_loss_and_gradient(output, labels);
+    result = loss_->take_loss_and_gradient(std::move(output), labels);
   } catch (const std::domain_error& e) {  // a loss that is not finite: say at which step
     throw diverged_error("step " + std::to_string(step) + ": " + e.what());
   }
