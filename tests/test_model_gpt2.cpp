@@ -133,7 +133,7 @@ TEST_CASE("Note [layer options]: std and bias of Linear, LayerNorm, attention an
   CHECK(error_of([] { make_layer("linear:8:4:bias=2"); }) ==
         "bad layer spec 'linear:8:4:bias=2': option 'bias' must be 0 or 1, got '2'");
   CHECK(error_of([] { make_layer("linear:8:4:init=3"); }) ==
-        "bad layer spec 'linear:8:4:init=3': unknown option 'init' (known: std, bias)");
+        "bad layer spec 'linear:8:4:init=3': unknown option 'init' (known: std, bias, tie)");
   CHECK(error_of([] { make_layer("linear:8:4:std=1:std=2"); }).find("option 'std' is given twice") != std::string::npos);
   CHECK(error_of([] { make_layer("layernorm:8:std=1"); }).find("unknown option 'std' (known: bias)") != std::string::npos);
   CHECK(error_of([] { make_layer("linear:8:4:std=0.1:7"); }).find("after an option must be KEY=VALUE") != std::string::npos);
