@@ -31,7 +31,7 @@ struct gpt_config {
   bool bias = true;              // biases of every Linear (attention's projections included) and LayerNorm
   std::string gelu = "tanh";     // "tanh" (GPT-2's approximation) or "exact" (erf)
   std::string norm = "layer";    // "layer" (LayerNorm) or "rms" (RMSNorm)
-  std::size_t mlp = 0;           // the MLP's hidden width; 0: 4 x dim (mlp_width())
+  std::size_t mlp = 0;           // the MLP's hidden width; 0: default_mlp_width() (mlp_width())
   std::string init = "kaiming";  // "kaiming" or "gpt2": Note [GPT-2 initialisation]
   // LLaMA-style choices (docs/models.md):
   std::string pos = "learned";   // "learned" (a position: layer) or "rope" (Note [rotary positions], model/attention.hpp)

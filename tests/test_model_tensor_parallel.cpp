@@ -669,7 +669,7 @@ TEST_CASE("grouped-query attention refuses a T that does not divide its kv heads
   CHECK(attention->describe() == "HeadParallelAttention(16, 4 heads, 2 kv heads, rope)");  // nothing was cut
 }
 
-TEST_CASE("the SwiGLU MLP over T ranks equals the unsplit one with one all-reduce each way; unsplit it is swiglu_mlp bit for bit") {
+TEST_CASE("the SwiGLU MLP over T ranks equals the unsplit one with one all-reduce each way, and unsplit is swiglu_mlp bit for bit") {
   // Note [tensor-parallel SwiGLU].
   const tensor x = random_tensor({2, 3, 8}, 61), dy = random_tensor({2, 3, 8}, 62);
   for (const char* options : {"", ":std=0.1:down_std=0.05:bias=0"}) {
@@ -718,7 +718,7 @@ TEST_CASE("the SwiGLU MLP over T ranks equals the unsplit one with one all-reduc
                        std::invalid_argument);
 }
 
-TEST_CASE("a LLaMA-style block over T = 2 has exactly 2 all-reduces each way; a llama-tiny model over 2 ranks equals one process") {
+TEST_CASE("a LLaMA-style block over T = 2 has exactly 2 all-reduces each way, and a llama-tiny model over 2 ranks equals one process") {
   const std::vector<std::string> whole = {gpt_block_spec(parse_gpt_spec(llama_block_spec))};
   const std::vector<std::string> split = tensor_parallel_specs(whole);
   CHECK(split == std::vector<std::string>{"block[residual[rmsnorm:16,head_parallel_attention:16:4:kv_heads=2:rope=10000],"
