@@ -639,6 +639,11 @@ void check_gpt2_architecture(const gpt_config& config, gpt2_format format, const
                                 gpt2_format_name(format) + " files hold: " + differing);
 }
 
+bool has_tied_head(const gpt_config& config) {
+  const head_layout head = head_of(gpt_layer_specs(config).back());
+  return !head.linear && head.tied;
+}
+
 std::string gpt2_shape_mismatch(const gpt_config& file, const gpt_config& model, bool heads_known) {
   std::string text;
   const auto field = [&](const char* name, std::size_t a, std::size_t b, bool differs) {

@@ -65,6 +65,10 @@ gpt2_file_info read_gpt2_info(const std::string& path);
 // Refuses (std::invalid_argument) a model GPT-2's files cannot describe, naming its spec's keys: norm=rms,
 // gelu=exact, bias=0, and any key of another architecture; for llm.c also mlp != 4 x dim. `what` starts the text.
 void check_gpt2_architecture(const gpt_config& config, gpt2_format format, const std::string& what);
+// Whether the LM head of the model `config` builds is tied to its embedding (a head layer "head:V:D:tied"), as
+// llm.c's format needs.
+bool has_tied_head(const gpt_config& config);
+
 // The fields in which `file` and `model` differ, "layers 12 vs 2, dim 768 vs 64" (the file's first); empty when
 // `model` can take `file`'s weights: the same shapes, or a shorter context (the first rows of wpe). Heads are
 // compared only where `heads_known`.
