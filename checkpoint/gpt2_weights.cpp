@@ -94,12 +94,21 @@ bool all_zero(const tensor& t) {
   return std::all_of(t.begin(), t.end(), [](float v) { return v == 0.0f; });
 }
 
-// The config a file describes: GPT-2's choices (the gpt2 preset's) with the file's shapes.
+// A config's key `tied` (its LM head a layer tied to the embedding), for a gpt_config that has one.
+template <class config_type>
+auto set_tied(config_type& c, bool tied, int) -> decltype(void(c.tied = tied)) {
+  c.tied = tied;
+}
+template <class config_type>
+void set_tied(config_type&, bool, long) {}
+
+// The config a file describes: GPT-2's choices (the gpt2 preset's) with the file's shapes and head.
 gpt_config gpt2_config(std::size_t layers, std::size_t dim, std::size_t heads, std::size_t context,
-                       std::size_t vocabulary, std::size_t mlp) {
+                       std::size_t vocabulary, std::size_t mlp, bool tied) {
   gpt_config c = parse_gpt_spec("gpt2");
   c.layers = layers, c.dim = dim, c.heads = heads, c.context = context, c.vocabulary = vocabulary;
   c.mlp = mlp == 4 * dim ? 0 : mlp;
+  set_tied(c, tied, 0);
   return c;
 }
 
@@ -224,7 +233,7 @@ llmc_shape read_llmc_shape(const std::string& path, std::ifstream& in) {
 gpt2_file_info llmc_info(const llmc_shape& s) {
   gpt2_file_info info;
   info.format = gpt2_format::llmc;
-  info.config = gpt2_config(s.layers, s.channels, s.heads, s.context, s.vocabulary, 4 * s.channels);
+  info.config = gpt2_config(s.layers, s.channels, s.heads, s.context, s.vocabulary, 4 * s.channels, true);
   info.heads_from = "the header";
   info.tied = true;
   info.llmc_version = s.version;
@@ -437,7 +446,8 @@ hf_layout hf_layout_of(const std::string& path, const std::map<std::string, shap
   if (C % heads != 0)
     refuse(hf_kind, path, "n_head " + std::to_string(heads) + " (from " + heads_from + ") does not divide dim " + std::to_string(C));
   out.info.format = gpt2_format::huggingface;
-  out.info.config = gpt2_config(layers, C, heads, T, V, mlp);
+  out.info.tied = !by_gpt2_name.count("lm_head.weight");
+  out.info.config = gpt2_config(layers, C, heads, T, V, mlp, out.info.tied);
   out.info.heads_from = heads_from;
 
   std::set<std::string> expected;
@@ -461,7 +471,6 @@ hf_layout hf_layout_of(const std::string& path, const std::map<std::string, shap
   }
   if (by_gpt2_name.count("lm_head.bias") && !by_gpt2_name.count("lm_head.weight"))
     refuse(hf_kind, path, "tensor lm_head.bias without lm_head.weight");
-  out.info.tied = !by_gpt2_name.count("lm_head.weight");
   for (const auto& [gpt2, shape] : by_gpt2_name)
     if (!expected.count(gpt2))
       refuse(hf_kind, path, "unexpected tensor " + out.file_name.at(gpt2) + ": not one of " + shapes_of + "'s");

@@ -21,7 +21,8 @@ using namespace std::chrono_literals;
 namespace {
 
 const std::string actorpipe = std::string(AP_BINARY_DIR) + "/cli/actorpipe";
-const std::string spec = "gpt2-tiny:vocab=256";  // byte tokens: trains on text, samples without a tokenizer
+// GPT-2's shape with an untied head (a plain gpt spec's) and byte tokens: trains on text, samples without a tokenizer.
+const std::string spec = "gpt:layers=2,dim=64,heads=4,context=64,init=gpt2";
 
 struct run_output {
   int code = 0;
@@ -124,7 +125,7 @@ TEST_CASE("train --init-from gpt2 weights reach both stages unchanged, fine-tune
   CHECK(r.out.rfind("the ", 0) == 0);
 }
 
-TEST_CASE("train --init-from and --export-as refusals name the flag and what is wrong, before any step") {
+TEST_CASE("train --init-from and --export-as of gpt2 weights: refusals name the flag and what is wrong, before any step") {
   test::scratch_dir dir{"cli_gpt2_refusals"};
   const std::string start = dir.file("start.safetensors");
   write_start(start, false);
@@ -134,10 +135,10 @@ TEST_CASE("train --init-from and --export-as refusals name the flag and what is 
     CHECK(r.code != 0);
     return r.err;
   };
-  CHECK(test::contains(refusal({"--init-from", start, "--model", "gpt2-tiny:vocab=256,layers=3,dim=128"}),
+  CHECK(test::contains(refusal({"--init-from", start, "--model", "gpt:layers=3,dim=128,heads=4,context=64,init=gpt2"}),
                        "--init-from " + start + ": the file holds gpt:layers=2,dim=64,heads=4,context=64,init=gpt2, another "
-                                                "shape than --model gpt2-tiny:vocab=256,layers=3,dim=128: layers 2 vs 3, "
-                                                "dim 64 vs 128, mlp 256 vs 512 (the file's vs --model's)"));
+                                                "shape than --model gpt:layers=3,dim=128,heads=4,context=64,init=gpt2: "
+                                                "layers 2 vs 3, dim 64 vs 128, mlp 256 vs 512 (the file's vs --model's)"));
   CHECK(test::contains(refusal({"--init-from", start, "--model", "784-10"}),
                        "--init-from " + start + " needs a gpt model of GPT-2's architecture"));
   CHECK(test::contains(refusal({"--init-from", start, "--resume", start}), "both set the weights"));
