@@ -255,8 +255,8 @@ tensor layer_of(const tensor& all, std::size_t i, const shape_t& shape) {
   return t;
 }
 
-// llm.c's tensor kinds after wte and wpe, each (L, ...): GPT-2's leaf, its per-layer shape in the file, and
-// whether it is a Linear weight stored (out, in).
+// llm.c's tensor kinds after wte and wpe, in file order, each (L, ...): GPT-2's leaf, and whether it is a Linear
+// weight (stored (out, in), GPT-2's (in, out) transposed).
 struct llmc_kind_entry {
   const char* leaf;
   bool weight;
@@ -498,7 +498,6 @@ gpt2_tensors read_hf_tensors(const std::string& path, gpt2_file_info& info) {
 
 void write_hf(const std::string& path, const gpt_config& c, const gpt2_tensors& g) {
   tensor_refs refs;
-  std::vector<std::string> names;
   for (const auto& [gpt2, shape] : gpt2_shapes(c)) refs.emplace_back(hf_prefix + gpt2, &g.at(gpt2));
   for (const char* head : {"lm_head.weight", "lm_head.bias"})
     if (const auto it = g.find(head); it != g.end()) refs.emplace_back(head, &it->second);
