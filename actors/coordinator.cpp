@@ -41,6 +41,9 @@ struct coordinator_state {
   std::vector<bool> applied;  // per stage: confirmed the optimizer step
   bool applying = false;      // apply requests are out
   bool norming = false;       // gradient norm requests are out (Note [global gradient clipping])
+  bool tying = false;         // tied gradients are being swapped (Note [tied gradients across stages])
+  std::vector<named_tensors> tied;  // per tie: the owner's and the copy's gradient, as they come in
+  std::size_t tied_pending = 0;     // answers still out
   std::vector<double> norms;  // per stage; -1 until it answers
   std::chrono::steady_clock::time_point apply_since;
   bool timer_armed = false;   // Note [one timer per retriever], for the apply confirmations
@@ -191,6 +194,58 @@ void commit(coordinator_self self) {
             });
 }
 
+// Note [tied gradients across stages]: when a tie's two copies are on different stages (a GPT's embedding on the
+// first, its tied LM head on the last), the coordinator asks both for their gradient once every stage has
+// finished its actions (after the replicas' reductions), then sends each the other's to add (transposed) before
+// the norm and the optimizer step. A stage refusing or not answering within the timeout fails the step with
+// nothing applied. The step's cost is the two gradients' round trips through this actor, V x D floats each.
+void swap_tied(coordinator_self self) {
+  auto& st = self->state;
+  if (st.config.ties.empty()) return commit(self);
+  const std::uint64_t step = st.step;
+  const std::size_t n = st.config.ties.size();
+  st.tied.assign(2 * n, named_tensors{});
+  st.tied_pending = 2 * n;
+  st.tying = true;
+  st.apply_since = std::chrono::steady_clock::now();
+  if (!st.timer_armed) arm_timer(self, st.config.timeout);
+  const auto failed = [=](caf::error& e) {
+    auto& s = self->state;
+    if (!s.active || s.step != step || !s.tying) return;
+    s.tying = false;
+    fail(self, code_in(e), "tied weights: " + coded_error_string(e));
+  };
+  const auto added = [=](ok_atom) {
+    auto& s = self->state;
+    if (!s.active || s.step != step || !s.tying || --s.tied_pending > 0) return;
+    s.tying = false;
+    commit(self);
+  };
+  const auto got = [=](std::size_t slot, named_tensors& g) {
+    auto& s = self->state;
+    if (!s.active || s.step != step || !s.tying) return;
+    s.tied[slot] = std::move(g);
+    if (--s.tied_pending > 0) return;
+    s.tied_pending = 2 * s.config.ties.size();
+    for (std::size_t i = 0; i < s.config.ties.size(); ++i) {
+      const stage_tie& t = s.config.ties[i];
+      self->request(s.config.processors.at(static_cast<std::size_t>(t.owner_stage)), caf::infinite, tied_atom::value,
+                    step, named_tensors{{t.owner}, {std::move(s.tied[2 * i + 1].values.at(0))}})
+          .then(added, failed);
+      self->request(s.config.processors.at(static_cast<std::size_t>(t.copy_stage)), caf::infinite, tied_atom::value,
+                    step, named_tensors{{t.copy}, {std::move(s.tied[2 * i].values.at(0))}})
+          .then(added, failed);
+    }
+  };
+  for (std::size_t i = 0; i < n; ++i) {
+    const stage_tie& t = st.config.ties[i];
+    self->request(st.config.processors.at(static_cast<std::size_t>(t.owner_stage)), caf::infinite, tied_atom::value, step, t.owner)
+        .then([=](named_tensors& g) { got(2 * i, g); }, failed);
+    self->request(st.config.processors.at(static_cast<std::size_t>(t.copy_stage)), caf::infinite, tied_atom::value, step, t.copy)
+        .then([=](named_tensors& g) { got(2 * i + 1, g); }, failed);
+  }
+}
+
 // "stage 1 on node 127.0.0.1:4242 is gone (...)": which stage a stopped actor belonged to, where it ran, and
 // why it stopped. A lost connection looks the same to CAF for a killed node and a stopped (SIGSTOP) or frozen
 // one, whose heartbeats stopped: a probe of the node's port tells them apart (network/port_probe.hpp).
@@ -273,7 +328,7 @@ coordinator_actor::behavior_type coordinator(coordinator_self self, coordinator_
         st.active = true;
         // Note [loss scaling]: every token of a sequence; a data-parallel replica's share counts the whole batch.
         st.batch_size = batch.batch_rows > 0 ? static_cast<std::size_t>(batch.batch_rows) : st.loss_fn->batch_rows(labels);
-        st.norming = false;
+        st.norming = st.tying = false;
         st.loss_sum = 0.0;
         st.microbatch_losses.assign(split.size(), 0.0f);
         st.gradients.assign(split.size(), tensor{});
@@ -303,9 +358,10 @@ coordinator_actor::behavior_type coordinator(coordinator_self self, coordinator_
         const auto mb = static_cast<std::size_t>(out.microbatch);
         // On CAF's scheduler thread, so on one intra-op thread (Note [serial actor threads]).
         try {
-          auto [share, grad] = st.loss_fn->compute_loss_and_gradient(out.data, st.labels.at(mb), st.batch_size);
+          const auto output_rows = static_cast<float>(rows(out.data));
+          auto [share, grad] = st.loss_fn->take_loss_and_gradient(std::move(out.data), st.labels.at(mb), st.batch_size);
           st.loss_sum += share;
-          st.microbatch_losses.at(mb) = share * static_cast<float>(st.batch_size) / static_cast<float>(rows(out.data));
+          st.microbatch_losses.at(mb) = share * static_cast<float>(st.batch_size) / output_rows;
           const int last = st.config.total_chunks - 1;
           ++st.outputs;
           if (st.config.whole_batch_backward) {
@@ -333,7 +389,7 @@ coordinator_actor::behavior_type coordinator(coordinator_self self, coordinator_
         take_node_events(st, d);
         if (++st.stages_done == st.config.stages) {
           log_node_events(st);
-          commit(self);
+          swap_tied(self);
         }
       },
       [=](stage_failed& f) {
@@ -342,9 +398,14 @@ coordinator_actor::behavior_type coordinator(coordinator_self self, coordinator_
       [=](timeout_atom, std::uint64_t, std::uint64_t) {
         auto& st = self->state;
         st.timer_armed = false;
-        if (!st.active || !(st.applying || st.norming)) return;
+        if (!st.active || !(st.applying || st.norming || st.tying)) return;
         const auto waited = std::chrono::steady_clock::now() - st.apply_since;
         if (waited < st.config.timeout) return arm_timer(self, st.config.timeout - waited);
+        if (st.tying) {
+          st.tying = false;
+          return fail(self, error_code::timeout, "a stage sent no tied weight's gradient within " +
+                                                     std::to_string(st.config.timeout.count()) + " ms");
+        }
         if (st.norming) {
           st.norming = false;
           const auto late = std::find(st.norms.begin(), st.norms.end(), -1.0) - st.norms.begin();

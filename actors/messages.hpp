@@ -168,6 +168,7 @@ using begin_atom = caf::atom_constant<caf::atom("begin")>;      // coordinator -
 using abort_atom = caf::atom_constant<caf::atom("abort")>;      // coordinator -> stage: drop the step
 using apply_atom = caf::atom_constant<caf::atom("apply")>;      // coordinator -> processor: optimizer step
 using norm_atom = caf::atom_constant<caf::atom("norm")>;        // coordinator -> processor: its gradient_norm
+using tied_atom = caf::atom_constant<caf::atom("tied")>;        // coordinator -> processor: a tied weight's gradient
 using ring_atom = caf::atom_constant<caf::atom("ring")>;        // -> processor: its data-parallel endpoints / connect them
 using params_atom = caf::atom_constant<caf::atom("params")>;    // -> processor: its parameters
 using take_atom = caf::atom_constant<caf::atom("take")>;        // receiver -> inbox: next tensor

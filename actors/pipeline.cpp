@@ -15,6 +15,7 @@
 #include "actors/scheduler_config.hpp"
 #include "collective/local_group.hpp"
 #include "model/tensor_parallel.hpp"
+#include "model/weight_tie.hpp"
 #include "plan/cores.hpp"
 #include "plan/partition.hpp"
 #include "checkpoint/checkpoint.hpp"
@@ -328,10 +329,20 @@ void pipeline::impl::start_stages(std::chrono::milliseconds placement_timeout) {
       clock_bound_us.push_back(clocks[n].bound_us);
     }
   }
+  std::vector<stage_tie> ties;  // Note [tied gradients across stages] in coordinator.cpp
+  const auto stage_of_layer = [&](std::size_t layer) {
+    for (std::size_t c = 0; c < ranges.size(); ++c)
+      if (layer >= ranges[c].begin && layer < ranges[c].end) return stage_of_chunk(static_cast<int>(c), options.stages);
+    throw std::logic_error("layer " + std::to_string(layer) + " is in no chunk");
+  };
+  for (const weight_tie& t : weight_ties(model)) {
+    const int owner = stage_of_layer(t.owner_layer), copy = stage_of_layer(t.copy_layer);
+    if (owner != copy) ties.push_back({owner, t.owner, copy, t.copy});
+  }
   coordinator = spawn_coordinator(sys, coordinator_config{options.stages, total_chunks, options.microbatches, options.loss,
                                                           retrievers, processors, options.timeout, places,
                                                           whole_batch_backward(plan), log, clock_offset_us,
-                                                          clock_bound_us, options.clip_grad_norm, links});
+                                                          clock_bound_us, options.clip_grad_norm, links, std::move(ties)});
   // Note [typed stage interfaces]: one vector of endpoints holds two interfaces, so it is untyped.
   std::vector<caf::actor> endpoints;
   for (const auto& r : retrievers) endpoints.push_back(caf::actor_cast<caf::actor>(r));

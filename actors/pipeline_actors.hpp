@@ -88,6 +88,14 @@ struct retriever_config {
 };
 retriever_actor spawn_retriever(caf::actor_system& system, retriever_config config);
 
+// A weight tied between two stages (Note [tied weights] in model/weight_tie.hpp), by its names in each.
+struct stage_tie {
+  int owner_stage = 0;
+  std::string owner;
+  int copy_stage = 0;
+  std::string copy;
+};
+
 struct coordinator_config {
   int stages = 1;
   int total_chunks = 1;
@@ -106,6 +114,7 @@ struct coordinator_config {
   // Note [activations on data links]: per stage, its activation link ("host:port"; "" for none, as in one
   // process). The inputs for the first stage and the gradients for the last go on theirs where large enough.
   std::vector<std::string> links;
+  std::vector<stage_tie> ties;  // Note [tied gradients across stages] in coordinator.cpp
 };
 // Answers (train_atom, step, inputs, labels) with a step_result once every stage has applied its
 // optimizer, or with the first failure after every stage has dropped the step.

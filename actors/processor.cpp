@@ -121,6 +121,22 @@ processor_actor::behavior_type processor(processor_self self, processor_config c
         }
         return answer;
       },
+      [=](tied_atom, std::uint64_t, const std::string& name) -> caf::result<named_tensors> {
+        try {
+          return named_tensors{{name}, {self->state.compute->tied_gradient(name)}};
+        } catch (const std::exception& e) {
+          return coded_error(code_of(e), "stage " + std::to_string(self->state.config.stage) + ": " + e.what());
+        }
+      },
+      [=](tied_atom, std::uint64_t, const named_tensors& other) -> caf::result<ok_atom> {
+        try {
+          for (std::size_t i = 0; i < other.names.size(); ++i)
+            self->state.compute->add_tied_gradient(other.names[i], other.values[i]);
+        } catch (const std::exception& e) {
+          return coded_error(code_of(e), "stage " + std::to_string(self->state.config.stage) + ": " + e.what());
+        }
+        return ok_atom::value;
+      },
       [=](const run_reduce& r) {  // Note [gradient reduction]: starts the collective and returns
         run_task(self, op::reduce_grad, r.step, all_microbatches, r.chunk,
                  [&] { self->state.compute->reduce_gradients(r.chunk); });

@@ -36,6 +36,9 @@ using processor_actor = caf::typed_actor<
     caf::reacts_to<run_reduce>,
     caf::reacts_to<abort_atom, std::uint64_t>,                                     // coordinator: drop the step
     caf::replies_to<norm_atom, std::uint64_t>::with<gradient_norm>,                // coordinator
+    // coordinator (Note [tied gradients across stages]): the gradient of the tied weight named ...
+    caf::replies_to<tied_atom, std::uint64_t, std::string>::with<named_tensors>,
+    caf::replies_to<tied_atom, std::uint64_t, named_tensors>::with<ok_atom>,        // ... and the other copy's added
     caf::replies_to<apply_atom, std::uint64_t, float>::with<ok_atom>,              // coordinator: clip factor
     caf::replies_to<params_atom>::with<named_tensors>,                             // facade: gather the model
     caf::replies_to<state_atom>::with<stage_state>,                                // facade: checkpoint, snapshot
@@ -82,7 +85,7 @@ static_assert(accepts<coordinator_actor, stage_done> && accepts<coordinator_acto
 // Every role's list, counted: a message added to or removed from a behaviour changes it here, in the comments
 // above, and in the README's table of messages.
 static_assert(caf::detail::tl_size<retriever_actor::signatures>::value == 6);
-static_assert(caf::detail::tl_size<processor_actor::signatures>::value == 13);
+static_assert(caf::detail::tl_size<processor_actor::signatures>::value == 15);
 static_assert(caf::detail::tl_size<sender_actor::signatures>::value == 3);
 static_assert(caf::detail::tl_size<coordinator_actor::signatures>::value == 6);
 

@@ -10,6 +10,7 @@
 #include "checkpoint/named_tensors.hpp"
 #include "checkpoint/safetensors.hpp"
 #include "model/spec_text.hpp"
+#include "model/weight_tie.hpp"
 
 namespace ap {
 
@@ -37,6 +38,13 @@ std::string describe_specs(const std::vector<std::string>& specs) {
 }
 
 bool is_optimizer_tensor(const std::string& name) { return name.rfind(optimizer_prefix, 0) == 0; }
+
+// Whether optimizer state `key` ("5.weight.m") is a tied copy's.
+bool tied_copy_key(const std::string& key, const std::vector<weight_tie>& ties) {
+  for (const weight_tie& t : ties)
+    if (key.rfind(t.copy + ".", 0) == 0) return true;
+  return false;
+}
 
 // The global layer index a tensor belongs to: "3.weight" and "optimizer/3.weight.m" -> 3.
 std::optional<std::size_t> layer_index(const std::string& name) {
@@ -116,11 +124,18 @@ training_state load(const std::string& path, sequential& model, optimizer* opt, 
   // One read, so everything below sees one version of the file even if a saver renames a new one over it.
   // Only the tensors of our layers are read: the others belong to other stages.
   const std::size_t first = model.first_index(), last = first + model.size();
+  const std::vector<weight_tie> ties = weight_ties(model);  // the copies in this model, rebuilt from their owners
+  const auto owner_of_copy_here = [&](const std::string& name) {  // "0.weight", "optimizer/0.weight.m"
+    const std::string key = is_optimizer_tensor(name) ? name.substr(optimizer_prefix.size()) : name;
+    for (const weight_tie& t : ties)
+      if (key == t.owner || key.rfind(t.owner + ".", 0) == 0) return true;
+    return false;
+  };
   std::set<std::string> names;  // every tensor in the file
   const safetensors_file file = read_safetensors(path, [&](const std::string& name) {
     names.insert(name);
     const auto index = layer_index(name);
-    return index && *index >= first && *index < last && (opt || !is_optimizer_tensor(name));
+    return index && ((*index >= first && *index < last) || owner_of_copy_here(name)) && (opt || !is_optimizer_tensor(name));
   });
   const checkpoint_info info = parse_info(path, file.metadata);
   check_layers(path, info.layer_specs, model, whole);
@@ -136,6 +151,21 @@ training_state load(const std::string& path, sequential& model, optimizer* opt, 
       if (key.rfind(name + ".", 0) == 0) return &p;
     return nullptr;
   };
+  // Note [tied weights]: a tied copy's weight and optimizer state are its owner's, transposed, where the file
+  // stores them once.
+  std::map<std::string, tensor> rebuilt;
+  for (const weight_tie& t : ties)
+    for (const auto& [name, value] : file.tensors) {
+      const bool state = is_optimizer_tensor(name);
+      const std::string key = state ? name.substr(optimizer_prefix.size()) : name;
+      if (key != t.owner && key.rfind(t.owner + ".", 0) != 0) continue;
+      const std::string copy = (state ? optimizer_prefix : std::string()) + t.copy + key.substr(t.owner.size());
+      if (names.count(copy)) continue;  // stored twice, as before ties were stored once
+      tensor transposed = value.dimension() == 2 ? zeros({value.shape()[1], value.shape()[0]}) : zeros(shape_of(value));
+      add_tied(transposed, value);
+      rebuilt.emplace(copy, std::move(transposed));
+    }
+  for (const auto& [name, value] : rebuilt) names.insert(name);
   std::set<std::string> optimizer_keys;  // the state keys of our parameters in the file ("3.weight.m")
   for (const std::string& name : names) {
     const auto index = layer_index(name);
@@ -181,7 +211,11 @@ training_state load(const std::string& path, sequential& model, optimizer* opt, 
   std::vector<tensor_target> targets = parameter_targets(model.parameters(), "the model's parameter");
   for (auto& t : optimizer_state_targets(state, optimizer_prefix, "the optimizer's state")) targets.push_back(std::move(t));
   tensor_sources sources;
-  for (const auto& [name, t] : file.tensors) sources.emplace(name, tensor_source{&t, {}});
+  for (const auto& [name, t] : file.tensors) {
+    const auto index = layer_index(name);
+    if (*index >= first && *index < last) sources.emplace(name, tensor_source{&t, {}});  // not a tie's owner elsewhere
+  }
+  for (const auto& [name, t] : rebuilt) sources.emplace(name, tensor_source{&t, {}});
   if (const std::string why = bind_named_tensors(targets, sources, "no parameter or optimizer state here"); !why.empty())
     refuse(path, why);
   if (opt) opt->set_steps(info.optimizer_steps);
@@ -200,10 +234,13 @@ void save_checkpoint(const std::string& path, sequential& model, optimizer* opt,
       throw std::invalid_argument("save_checkpoint " + path + ": layer spec '" + s + "' contains ';'");
 
   const std::vector<parameter> params = model.parameters();
+  const std::vector<weight_tie> ties = weight_ties(model);  // Note [tied weights]: a tied copy is stored once
   tensor_refs tensors;
-  for (const parameter& p : params) tensors.emplace_back(p.name, p.value);
+  for (const parameter& p : params)
+    if (!is_tied_copy(p.name, ties)) tensors.emplace_back(p.name, p.value);
   if (opt)
-    for (const auto& [key, t] : opt->state()) tensors.emplace_back(optimizer_prefix + key, t);
+    for (const auto& [key, t] : opt->state())
+      if (!tied_copy_key(key, ties)) tensors.emplace_back(optimizer_prefix + key, t);
 
   const std::map<std::string, std::string> metadata = {
       {"format", checkpoint_format},

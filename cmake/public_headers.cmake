@@ -42,6 +42,7 @@ set(actorpipe_public_headers
   model/parallel_linear.hpp
   model/tensor_parallel.hpp
   model/grad_clip.hpp
+  model/weight_tie.hpp
   # collectives for data and tensor parallelism (across processes: collective/network_group.hpp, Note
   # [collective backends]: our ring or gloo)
   collective/process_group.hpp

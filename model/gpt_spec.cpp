@@ -17,7 +17,7 @@ struct preset {
 
 gpt_config gpt2_shape(std::size_t layers, std::size_t dim, std::size_t heads, std::size_t context) {
   gpt_config c;
-  c.layers = layers, c.dim = dim, c.heads = heads, c.context = context, c.vocabulary = 50257, c.init = "gpt2";
+  c.layers = layers, c.dim = dim, c.heads = heads, c.context = context, c.vocabulary = 50257, c.init = "gpt2", c.tied = true;
   return c;
 }
 
@@ -75,14 +75,14 @@ gpt_config parse_gpt_spec(const std::string& text) {
                             : key == "vocab"   ? &config.vocabulary
                             : key == "mlp"     ? &config.mlp
                                                : nullptr;
-      const bool known = number || key == "bias" || key == "gelu" || key == "norm" || key == "init";
+      const bool known = number || key == "bias" || key == "tied" || key == "gelu" || key == "norm" || key == "init";
       if (!known)
-        throw bad("unknown key '" + key + "' (known: layers, dim, heads, context, vocab, bias, gelu, norm, mlp, init)");
+        throw bad("unknown key '" + key + "' (known: layers, dim, heads, context, vocab, bias, tied, gelu, norm, mlp, init)");
       if (!seen.insert(key).second) throw bad("key '" + key + "' is given twice");
-      if (key == "bias") {
+      if (key == "bias" || key == "tied") {
         std::string b;
         choice(&b, {"0", "1"}, "0 or 1");
-        config.bias = b == "1";
+        (key == "bias" ? config.bias : config.tied) = b == "1";
       } else if (key == "gelu") {
         choice(&config.gelu, {"tanh", "exact"}, "tanh or exact");
       } else if (key == "norm") {
@@ -117,6 +117,7 @@ std::string gpt_spec_text(const gpt_config& c) {
   if (c.norm != plain.norm) text += ",norm=" + c.norm;
   if (c.mlp_width() != 4 * c.dim) text += ",mlp=" + std::to_string(c.mlp_width());
   if (c.init != plain.init) text += ",init=" + c.init;
+  if (c.tied != plain.tied) text += std::string(",tied=") + (c.tied ? "1" : "0");
   return text;
 }
 
@@ -172,7 +173,10 @@ std::vector<std::string> gpt_layer_specs(const gpt_config& c) {
   const std::string block = gpt_block_spec(c);
   for (std::size_t i = 0; i < c.layers; ++i) specs.push_back(block);
   specs.push_back(norm_spec(c, o));
-  specs.push_back("linear:" + d + ":" + v + o.weights + o.bias);
+  if (c.tied)  // no bias, as GPT-2's; the embedding's std, so the two draw alike (Note [tied weights])
+    specs.push_back("linear:" + d + ":" + v + o.weights + ":bias=0:tie=0");
+  else
+    specs.push_back("linear:" + d + ":" + v + o.weights + o.bias);
   return specs;
 }
 

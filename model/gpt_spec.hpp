@@ -33,15 +33,17 @@ struct gpt_config {
   std::string norm = "layer";    // "layer" (LayerNorm) or "rms" (RMSNorm)
   std::size_t mlp = 0;           // the MLP's hidden width; 0: 4 x dim (mlp_width())
   std::string init = "kaiming";  // "kaiming" or "gpt2": Note [GPT-2 initialisation]
+  bool tied = false;             // the LM head's weight is the token embedding's (Note [tied weights])
   std::size_t mlp_width() const { return mlp ? mlp : 4 * dim; }
   bool operator==(const gpt_config& o) const {
     return layers == o.layers && dim == o.dim && heads == o.heads && context == o.context &&
            vocabulary == o.vocabulary && bias == o.bias && gelu == o.gelu && norm == o.norm &&
-           mlp_width() == o.mlp_width() && init == o.init;
+           mlp_width() == o.mlp_width() && init == o.init && tied == o.tied;
   }
 };
 
-// The presets, with GPT-2's choices (tanh GELU, LayerNorm with eps 1e-5, biases on, init=gpt2, vocabulary 50257):
+// The presets, with GPT-2's choices (tanh GELU, LayerNorm with eps 1e-5, biases on, init=gpt2, vocabulary 50257,
+// the LM head tied to the token embedding):
 //   gpt2         12 layers, dim 768, 12 heads, context 1024
 //   gpt2-medium  24 layers, dim 1024, 16 heads, context 1024
 //   gpt2-tiny     2 layers, dim 64, 4 heads, context 64 (for tests and examples)
@@ -52,7 +54,7 @@ std::vector<std::string> gpt_preset_names();
 bool is_gpt_spec(const std::string& text);
 
 // "gpt:KEY=VALUE,..." or "PRESET:KEY=VALUE,..." with keys layers, dim, heads, context, vocab, mlp (positive
-// integers), bias (0 or 1), gelu (tanh, exact), norm (layer, rms), init (kaiming, gpt2), each optional: defaults
+// integers), bias and tied (0 or 1), gelu (tanh, exact), norm (layer, rms), init (kaiming, gpt2), each optional: defaults
 // above, or the preset's. Throws std::invalid_argument naming the spec, the key and the value: an unknown or
 // repeated key, a value out of its set, heads not dividing dim.
 gpt_config parse_gpt_spec(const std::string& text);
@@ -68,7 +70,7 @@ std::string gpt_block_spec(const gpt_config& config);
 std::string gpt_block_spec(std::size_t dim, std::size_t heads);
 
 // Every layer spec of the model, in order: embedding (vocabulary rows), position, `layers` blocks, the final norm,
-// linear (LM head, vocabulary outputs).
+// linear (LM head, vocabulary outputs; tied: "linear:D:V:bias=0:tie=0", Note [tied weights]).
 std::vector<std::string> gpt_layer_specs(const gpt_config& config);
 
 }  // namespace ap

@@ -192,6 +192,10 @@ class layer {
   virtual std::string spec() const = 0;
   // Seeded initialisation; identical seeds give identical weights.
   virtual void initialize(std::uint64_t seed) {}
+  // The global index of the layer whose weight this layer's weight is tied to, transposed (Note [tied weights]
+  // in model/weight_tie.hpp); none for an untied layer. sequential::initialize gives a tied layer that layer's
+  // seed, so the two start equal in any stage.
+  virtual std::optional<std::size_t> tied_to() const { return std::nullopt; }
 
   // Note [compute dtype]: float32 (the default) or bfloat16. A composite passes it to its parts.
   dtype compute_dtype() const { return compute_dtype_; }

@@ -18,6 +18,7 @@
 #include "model/rms_norm.hpp"
 #include "model/sigmoid.hpp"
 #include "model/sleep_layer.hpp"
+#include "model/spec_text.hpp"
 #include "model/tanh.hpp"
 #include "model/token_embedding.hpp"
 
@@ -74,8 +75,10 @@ void register_builtin_kinds(registry& r) {
   register_layer_kind(
       "linear",
       [](const layer_spec& s) {
-        s.expect_fields_and_options(2, "linear:IN:OUT[:std=S][:bias=0|1]", {"std", "bias"});
-        return std::make_unique<linear>(s.width(0), s.width(1), parse_init_options(s));
+        s.expect_fields_and_options(2, "linear:IN:OUT[:std=S][:bias=0|1][:tie=LAYER]", {"std", "bias", "tie"});
+        std::optional<std::size_t> tie;
+        if (const auto v = s.option("tie")) tie = static_cast<std::size_t>(parse_seed(*v, s.text));
+        return std::make_unique<linear>(s.width(0), s.width(1), parse_init_options(s), tie);
       },
       pairs);
   register_layer_kind("column_linear", [](const layer_spec& s) {

@@ -3,14 +3,16 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "model/token_embedding.hpp"
+#include "model/weight_tie.hpp"
 #include "random/seeded_random.hpp"
 #include "tensor/elementwise.hpp"
 #include "tensor/matmul.hpp"
 
 namespace ap {
 
-linear::linear(std::size_t in, std::size_t out, init_options init)
-    : in_(in), out_(out), init_(init), weight_(zeros({in, out})), bias_(zeros({out})), dweight_(zeros({in, out})),
+linear::linear(std::size_t in, std::size_t out, init_options init, std::optional<std::size_t> tie)
+    : in_(in), out_(out), init_(init), tie_(tie), weight_(zeros({in, out})), bias_(zeros({out})), dweight_(zeros({in, out})),
       dbias_(zeros({out})) {
   if (in == 0 || out == 0)
     throw std::invalid_argument("Linear needs positive widths, got " + describe());
@@ -21,7 +23,8 @@ std::string linear::describe() const {
 }
 
 std::string linear::spec() const {
-  return "linear:" + std::to_string(in_) + ":" + std::to_string(out_) + init_options_text(init_);
+  return "linear:" + std::to_string(in_) + ":" + std::to_string(out_) + init_options_text(init_) +
+         (tie_ ? ":tie=" + std::to_string(*tie_) : std::string());
 }
 
 namespace {
@@ -156,6 +159,13 @@ std::vector<parameter> linear::parameters(const std::string& prefix) {
 
 void linear::initialize(std::uint64_t seed) {
   std::fill(bias_.begin(), bias_.end(), 0.0f);
+  if (tie_) {  // Note [tied weights]: the owner's table, drawn as the embedding draws it, transposed
+    token_embedding table(out_, in_, init_.std);
+    table.initialize(seed);
+    weight_.fill(0.0f);
+    add_tied(weight_, *table.parameters("").front().value);
+    return;
+  }
   if (init_.std > 0.0f) return fill_normal(weight_, init_.std, seed);  // Note [GPT-2 initialisation] in gpt_spec.hpp
   // Kaiming (He) uniform for ReLU nets: U(-sqrt(6 / in), sqrt(6 / in)); biases start at zero.
   const float bound = std::sqrt(6.0f / static_cast<float>(in_));

@@ -1,5 +1,6 @@
 // Linear: y = x W + b over the last axis. Spec "linear:IN:OUT", with options (Note [layer options] in
-// model/layer_spec.hpp) ":std=S" (weights normal(0, S) instead of Kaiming uniform) and ":bias=0" (y = x W).
+// model/layer_spec.hpp) ":std=S" (weights normal(0, S) instead of Kaiming uniform), ":bias=0" (y = x W) and
+// ":tie=I" (the weight is layer I's embedding table transposed: Note [tied weights] in model/weight_tie.hpp).
 #pragma once
 
 #include "model/layer.hpp"
@@ -10,7 +11,7 @@ namespace ap {
 class linear final : public layer {
  public:
   // Weights are zero until initialize(seed) (or a checkpoint) sets them.
-  linear(std::size_t in, std::size_t out, init_options init = {});
+  linear(std::size_t in, std::size_t out, init_options init = {}, std::optional<std::size_t> tie = std::nullopt);
 
   std::string describe() const override;
   std::optional<std::size_t> in_features() const override { return in_; }
@@ -34,7 +35,9 @@ class linear final : public layer {
   std::vector<parameter> parameters(const std::string& prefix) override;
   std::unique_ptr<layer> clone() const override { return std::make_unique<linear>(*this); }
   std::string spec() const override;
+  // Tied: the embedding table (out, in) layer `tie` draws from this seed, transposed.
   void initialize(std::uint64_t seed) override;
+  std::optional<std::size_t> tied_to() const override { return tie_; }
   double flops_per_row() const override { return 2.0 * double(in_) * double(out_); }
   std::uint64_t derived_bytes() const override;  // its rounded weights in a bfloat16 layer
   const init_options& init() const { return init_; }
@@ -42,6 +45,7 @@ class linear final : public layer {
  private:
   std::size_t in_, out_;
   init_options init_;
+  std::optional<std::size_t> tie_;
   tensor weight_;   // (in, out): stored transposed from PyTorch so forward is one plain x @ W
   tensor bias_;     // (out): zeros, and no parameter, without a bias
   tensor dweight_;  // (in, out)

@@ -93,7 +93,9 @@ namespace {
 // its gradient (softmax - one-hot) * scale into g. The exps are float32 (Note [fast exp]), written into `e`
 // (g itself where given) and summed in double by 8 running sums added in a fixed order, so the loss alone, the
 // gradient alone and both at once give the same bits.
+// e and g may be x itself (take_loss_and_gradient): x is read whole before either is written.
 double cross_entropy_row(const float* x, std::size_t c, std::size_t label, float* e, float* g, double scale) {
+  const float at_label = x[label];
   const float max = row_max(x, c);
   for (std::size_t i = 0; i < c; ++i) e[i] = exp_nonpositive(x[i] - max);
   double lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
@@ -106,7 +108,7 @@ double cross_entropy_row(const float* x, std::size_t c, std::size_t label, float
     const double inverse = 1.0 / sum;
     for (std::size_t k = 0; k < c; ++k) g[k] = static_cast<float>((double(e[k]) * inverse - (k == label ? 1.0 : 0.0)) * scale);
   }
-  return double(max) + std::log(sum) - double(x[label]);
+  return double(max) + std::log(sum) - double(at_label);
 }
 
 // Rows [0, n) of cross-entropy: each row's loss into row_losses where given, its gradient into grad where given.
@@ -164,6 +166,16 @@ loss::loss_and_gradient softmax_cross_entropy::compute_loss_and_gradient(const t
   tensor grad = tensor::from_shape(output.shape());
   cross_entropy_rows(output, target, 1.0 / divisor(output, batch_size), &row_losses, &grad);
   return {mean_of_rows(row_losses, output, batch_size), std::move(grad)};
+}
+
+loss::loss_and_gradient softmax_cross_entropy::take_loss_and_gradient(tensor&& output, const tensor& target,
+                                                                      std::size_t batch_size) const {
+  check_labels_shape("cross_entropy", output, target);
+  std::vector<double> row_losses(rows(output));
+  const double scale = 1.0 / divisor(output, batch_size);
+  cross_entropy_rows(output, target, scale, &row_losses, &output);  // each row's gradient over its logits
+  const float mean = mean_of_rows(row_losses, output, batch_size);
+  return {mean, std::move(output)};
 }
 
 namespace {

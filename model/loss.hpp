@@ -36,6 +36,11 @@ class loss {
                                                       std::size_t batch_size = 0) const {
     return {compute_loss(output, target, batch_size), compute_gradient(output, target, batch_size)};
   }
+  // The same from an output the caller gives up: a loss may write the gradient over it (cross-entropy does, row by
+  // row), so a language model's logits, V floats a token, are held once instead of twice. The default copies.
+  virtual loss_and_gradient take_loss_and_gradient(tensor&& output, const tensor& target, std::size_t batch_size = 0) const {
+    return compute_loss_and_gradient(output, target, batch_size);
+  }
   // Note [loss scaling]: the rows of output that a whole batch's `target` covers, the batch_size a pipeline
   // passes for it. Class labels hold one per row: (batch, sequence) labels of a language model count every
   // token, so the mean is over all tokens of the batch.
@@ -50,6 +55,7 @@ class softmax_cross_entropy final : public loss {
   tensor compute_gradient(const tensor& output, const tensor& target, std::size_t batch_size = 0) const override;
   loss_and_gradient compute_loss_and_gradient(const tensor& output, const tensor& target,
                                               std::size_t batch_size = 0) const override;
+  loss_and_gradient take_loss_and_gradient(tensor&& output, const tensor& target, std::size_t batch_size = 0) const override;
   std::size_t batch_rows(const tensor& target) const override { return target.size(); }
 };
 

@@ -5,6 +5,7 @@
 #include "model/gpt_spec.hpp"
 #include "model/layer_registry.hpp"
 #include "model/spec_text.hpp"
+#include "model/weight_tie.hpp"
 #include "random/seeded_random.hpp"
 #include "tensor/elementwise.hpp"
 
@@ -45,6 +46,7 @@ sequential sequential::from_layer_specs(const std::vector<std::string>& specs, s
   sequential model;
   model.first_index_ = first_index;
   for (const std::string& s : specs) model.add(make_layer(s));
+  if (first_index == 0) weight_ties(model, /*whole=*/true);  // refuses a tie to a layer it cannot be tied to
   return model;
 }
 
@@ -311,7 +313,9 @@ void sequential::zero_grad() {
 
 void sequential::initialize(std::uint64_t seed) {
   // Hashing the seed first: with plain seed + index, seed 2's layer 0 would equal seed 1's layer 1.
-  for (std::size_t i = 0; i < layers_.size(); ++i) layers_[i]->initialize(mix64(mix64(seed) + first_index_ + i));
+  // A tied layer draws its owner's weights from its owner's seed (Note [tied weights] in model/weight_tie.hpp).
+  for (std::size_t i = 0; i < layers_.size(); ++i)
+    layers_[i]->initialize(mix64(mix64(seed) + layers_[i]->tied_to().value_or(first_index_ + i)));
 }
 
 sequential sequential::slice(std::size_t begin, std::size_t end) const {

@@ -19,6 +19,8 @@ stage_compute::stage_compute(int stage, std::vector<int> chunk_ids, std::vector<
     throw std::invalid_argument("stage " + std::to_string(stage) + ": tensor-parallel degree must be at least 1, got " +
                                 std::to_string(tensor_parallel));
   if (cores_.empty()) cores_.assign(static_cast<std::size_t>(tensor_parallel), compute_cores{});
+  for (auto& s : slices)
+    for (weight_tie& t : weight_ties(s)) ties_.push_back(std::move(t));
   if (cores_.size() != static_cast<std::size_t>(tensor_parallel))
     throw std::invalid_argument("stage " + std::to_string(stage) + ": " + std::to_string(cores_.size()) +
                                 " core assignments for " + std::to_string(tensor_parallel) + " tensor-parallel ranks");
@@ -175,14 +177,36 @@ void stage_compute::mark_reduced(int chunk) {
 
 // Starts what the schedule did not (every chunk in order, the same in every replica), then waits for all.
 void stage_compute::finish_reductions() {
-  if (data_parallel_.empty() || reductions_finished_) return;
-  for (int chunk : chunk_ids_)
-    if (std::find(reduced_chunks_.begin(), reduced_chunks_.end(), chunk) == reduced_chunks_.end()) reduce_gradients(chunk);
-  std::vector<collective_handle> pending = std::move(reductions_);
-  reductions_.clear();
-  reduced_chunks_.clear();
+  if (reductions_finished_) return;
   reductions_finished_ = true;  // until the optimizer step (or an abort) ends the step
-  for (auto& h : pending) h.wait();  // a failure throws collective_error naming the group and the rank
+  if (!data_parallel_.empty()) {
+    for (int chunk : chunk_ids_)
+      if (std::find(reduced_chunks_.begin(), reduced_chunks_.end(), chunk) == reduced_chunks_.end()) reduce_gradients(chunk);
+    std::vector<collective_handle> pending = std::move(reductions_);
+    reductions_.clear();
+    reduced_chunks_.clear();
+    for (auto& h : pending) h.wait();  // a failure throws collective_error naming the group and the rank
+  }
+  // Note [tied weights]: both copies in this stage are summed here, after the replicas' reductions.
+  if (!ties_.empty()) on_ranks([&](int, stage_rank& w) { tie_gradients(w.parameters(), ties_); });
+}
+
+tensor stage_compute::tied_gradient(const std::string& name) {
+  finish_reductions();
+  for (const parameter& p : ranks_[0]->parameters())
+    if (p.name == name) return *p.grad;
+  throw std::invalid_argument("stage " + std::to_string(stage_) + " holds no tied weight '" + name + "'");
+}
+
+void stage_compute::add_tied_gradient(const std::string& name, const tensor& other) {
+  finish_reductions();
+  if (layouts_.count(name))
+    throw std::invalid_argument("stage " + std::to_string(stage_) + ": tied weight '" + name + "' is split over the tensor-parallel ranks");
+  on_ranks([&](int, stage_rank& w) {
+    for (const parameter& p : w.parameters())
+      if (p.name == name) return add_tied(*p.grad, other);
+    throw std::invalid_argument("stage " + std::to_string(stage_) + " holds no tied weight '" + name + "'");
+  });
 }
 
 double stage_compute::gradient_square_sum() {
@@ -190,7 +214,7 @@ double stage_compute::gradient_square_sum() {
   double sum = 0.0;
   for (std::size_t r = 0; r < ranks_.size(); ++r)
     sum += ap::gradient_square_sum(ranks_[r]->parameters(), [&](const parameter& p) {
-      return r == 0 || layouts_.count(p.name) > 0;
+      return (r == 0 || layouts_.count(p.name) > 0) && !is_tied_copy(p.name, ties_);
     });
   return sum;
 }
@@ -234,8 +258,8 @@ void stage_compute::abort() {
     }
     reductions_.clear();
     reduced_chunks_.clear();
-    reductions_finished_ = false;
   }
+  reductions_finished_ = false;
   for (auto& w : ranks_) w->abort();
   if (tensor_parallel_ > 1) rebuild_if_broken();
 }

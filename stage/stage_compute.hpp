@@ -10,6 +10,7 @@
 
 #include "collective/local_group.hpp"
 #include "model/parallel_linear.hpp"
+#include "model/weight_tie.hpp"
 #include "failure/timeout.hpp"
 #include "stage/lockstep_threads.hpp"
 #include "stage/stage_rank.hpp"
@@ -80,6 +81,10 @@ class stage_compute {
   // that layer's backward is done (one bucket per layer, last layer first), while the layers below still
   // compute: reduce_gradients(chunk) done as early as it can be. A backward alone with one replica.
   tensor backward_and_reduce(int microbatch, int chunk, const tensor& dy);
+  // Note [tied weights] in model/weight_tie.hpp: the gradient of weight `name` (reduced across the replicas), and
+  // adding the other copy's to it on every rank (transposed where its shape is), for a tie between two stages.
+  tensor tied_gradient(const std::string& name);
+  void add_tied_gradient(const std::string& name, const tensor& other);
   // Note [global gradient clipping]: the sum of squares of this stage's gradients, each element counted once
   // (shards on every rank, whole tensors on rank 0), after the data-parallel reductions.
   double gradient_square_sum();
@@ -136,6 +141,7 @@ class stage_compute {
   std::vector<int> reduced_chunks_;                // chunks whose reduction started this step
   std::vector<collective_handle> reductions_;      // their collectives, waited for by the optimizer step
   bool reductions_finished_ = false;               // this step's gradients are reduced (by the norm's request)
+  std::vector<weight_tie> ties_;                   // of the chunks' tied layers (Note [tied weights])
   void finish_reductions();
   void mark_reduced(int chunk);  // throws when the chunk's reduction already started this step
 };

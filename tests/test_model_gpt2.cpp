@@ -133,7 +133,7 @@ TEST_CASE("Note [layer options]: std and bias of Linear, LayerNorm, attention an
   CHECK(error_of([] { make_layer("linear:8:4:bias=2"); }) ==
         "bad layer spec 'linear:8:4:bias=2': option 'bias' must be 0 or 1, got '2'");
   CHECK(error_of([] { make_layer("linear:8:4:init=3"); }) ==
-        "bad layer spec 'linear:8:4:init=3': unknown option 'init' (known: std, bias)");
+        "bad layer spec 'linear:8:4:init=3': unknown option 'init' (known: std, bias, tie)");
   CHECK(error_of([] { make_layer("linear:8:4:std=1:std=2"); }).find("option 'std' is given twice") != std::string::npos);
   CHECK(error_of([] { make_layer("layernorm:8:std=1"); }).find("unknown option 'std' (known: bias)") != std::string::npos);
   CHECK(error_of([] { make_layer("linear:8:4:std=0.1:7"); }).find("after an option must be KEY=VALUE") != std::string::npos);
@@ -200,7 +200,7 @@ TEST_CASE("gpt spec: the presets gpt2, gpt2-medium and gpt2-tiny, and keys overr
   CHECK(g.norm == "layer");
   CHECK(g.bias);
   CHECK(g.init == "gpt2");
-  CHECK(gpt_spec_text(g) == "gpt:layers=12,dim=768,heads=12,context=1024,vocab=50257,init=gpt2");
+  CHECK(gpt_spec_text(g) == "gpt:layers=12,dim=768,heads=12,context=1024,vocab=50257,init=gpt2,tied=1");
   CHECK(parse_gpt_spec(gpt_spec_text(g)) == g);
   const gpt_config m = parse_gpt_spec("gpt2-medium");
   CHECK((m.layers == 24 && m.dim == 1024 && m.heads == 16 && m.context == 1024 && m.vocabulary == 50257));
@@ -219,7 +219,7 @@ TEST_CASE("gpt spec: the presets gpt2, gpt2-medium and gpt2-tiny, and keys overr
   CHECK(block.find("attention:768:12:std=0.02:proj_std=" + residual + "]") != std::string::npos);
   CHECK(block.find("linear:3072:768:std=" + residual + "]") != std::string::npos);
   CHECK(residual == "0.004082483");  // as docs/models.md writes it
-  CHECK(gpt_layer_specs(g).back() == "linear:768:50257:std=0.02");
+  CHECK(gpt_layer_specs(g).back() == "linear:768:50257:std=0.02:bias=0:tie=0");
 }
 
 TEST_CASE("gpt spec: each new key's bad value is refused naming the spec, the key and the value") {

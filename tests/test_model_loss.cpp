@@ -101,10 +101,10 @@ TEST_CASE("mean squared error by hand: squared errors over batch * features") {
 
 TEST_CASE("finite differences: both losses w.r.t. the output") {
   softmax_cross_entropy ce;
-  const tensor logits = random_tensor({6, 5}, 1, 3.0f);
+  const tensor logits = test::random_tensor({6, 5}, 1, 3.0f);
   CHECK(max_abs_difference(ce.compute_gradient(logits, labels), numeric_gradient(ce, logits, labels)) < 1e-4);
   mean_squared_error mse;
-  const tensor target = random_tensor({6, 5}, 2);
+  const tensor target = test::random_tensor({6, 5}, 2);
   CHECK(max_abs_difference(mse.compute_gradient(logits, target), numeric_gradient(mse, logits, target)) < 1e-4);
 }
 
@@ -243,4 +243,27 @@ TEST_CASE("a user's loss registers a name that make_loss builds, a name twice or
   CHECK_THROWS_WITH_AS(register_loss("Half MSE", [] { return std::make_unique<half_mse>(); }),
                        doctest::Contains("loss name 'Half MSE' is not lower-case"), std::logic_error);
   CHECK_THROWS_AS(register_loss("empty_factory", nullptr), std::logic_error);
+}
+
+TEST_CASE("take_loss_and_gradient: the same bits as compute_loss_and_gradient, the gradient written over the output's memory") {
+  softmax_cross_entropy ce;
+  tensor logits = test::random_tensor({2, 5, 300}, 4, 3.0f);  // a language model's (batch, sequence, vocabulary)
+  tensor labels = tensor::from_shape({2, 5});
+  for (std::size_t i = 0; i < labels.size(); ++i) labels.data()[i] = float((i * 37) % 300);
+  const loss::loss_and_gradient copied = ce.compute_loss_and_gradient(logits, labels, 40);
+  tensor given = logits;
+  const float* memory = given.data();
+  loss::loss_and_gradient taken = ce.take_loss_and_gradient(std::move(given), labels, 40);
+  CHECK(taken.loss == copied.loss);
+  CHECK(taken.gradient.data() == memory);  // no second buffer of logits' size
+  CHECK(shape_of(taken.gradient) == shape_of(copied.gradient));
+  CHECK(std::equal(copied.gradient.begin(), copied.gradient.end(), taken.gradient.begin()));
+  // mse keeps the default: a copy, the same values.
+  mean_squared_error mse;
+  tensor target = test::random_tensor({4, 3}, 5);
+  tensor out = test::random_tensor({4, 3}, 6);
+  const auto expected = mse.compute_loss_and_gradient(out, target);
+  const auto got = mse.take_loss_and_gradient(tensor(out), target);
+  CHECK(got.loss == expected.loss);
+  CHECK(std::equal(expected.gradient.begin(), expected.gradient.end(), got.gradient.begin()));
 }

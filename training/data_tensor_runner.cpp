@@ -81,11 +81,11 @@ float data_tensor_runner::train_step(const tensor& inputs, const tensor& labels,
     try {
       // One microbatch through the one stage: the pipeline's F, the coordinator's loss, B with the reductions.
       const auto [first, last] = shard_rows(samples, D, static_cast<std::size_t>(d));
-      const tensor out = replica.forward(step, 0, 0, static_cast<int>(first), slice_rows(inputs, first, last));
+      tensor out = replica.forward(step, 0, 0, static_cast<int>(first), slice_rows(inputs, first, last));
       const tensor y = slice_rows(labels, first, last);
       loss::loss_and_gradient result;
       try {
-        result = loss_->compute_loss_and_gradient(out, y, batch_rows);
+        result = loss_->take_loss_and_gradient(std::move(out), y, batch_rows);
       } catch (const std::domain_error& e) {
         throw diverged_error("step " + std::to_string(step) + ": " + e.what());
       }

@@ -14,7 +14,8 @@ namespace ap {
 
 local_runner::local_runner(sequential& model, const optimizer_config& optimizer, const std::string& loss,
                            float clip_grad_norm)
-    : model_(model), optimizer_(make_optimizer(optimizer)), loss_(make_loss(loss)), clip_grad_norm_(clip_grad_norm) {
+    : model_(model), optimizer_(make_optimizer(optimizer)), loss_(make_loss(loss)), clip_grad_norm_(clip_grad_norm),
+      ties_(weight_ties(model, /*whole=*/true)) {
   if (!(clip_grad_norm >= 0.0f))
     throw std::invalid_argument("--clip-grad-norm must be positive (or 0: no clipping), got " + std::to_string(clip_grad_norm));
 }
@@ -23,17 +24,21 @@ float local_runner::train_step(const tensor& inputs, const tensor& labels, std::
   // forward refuses inputs of the wrong dtype or width (sequential::check_input) before any layer runs.
   model_.zero_grad();
   sequential_cache cache;
-  const tensor output = model_.forward(inputs, cache, forward_context{true, step, 0});
+  tensor output = model_.forward(inputs, cache, forward_context{true, step, 0});
   loss::loss_and_gradient result;
   try {
-    result = loss_->compute_loss_and_gradient(output, labels);
+    result = loss_->take_loss_and_gradient(std::move(output), labels);
   } catch (const std::domain_error& e) {  // a loss that is not finite: say at which step
     throw diverged_error("step " + std::to_string(step) + ": " + e.what());
   }
   const float batch_loss = result.loss;
   model_.backward(result.gradient, cache, /*need_input_grad=*/false);
   const auto params = model_.parameters();
-  if (clip_grad_norm_ > 0.0f) scale_gradients(params, clip_factor(gradient_square_sum(params), clip_grad_norm_));
+  tie_gradients(params, ties_);
+  if (clip_grad_norm_ > 0.0f) {
+    const double squares = gradient_square_sum(params, [&](const parameter& p) { return !is_tied_copy(p.name, ties_); });
+    scale_gradients(params, clip_factor(squares, clip_grad_norm_));
+  }
   optimizer_->step(params);
   return batch_loss;
 }

@@ -12,6 +12,7 @@
 #include "data/dataset.hpp"
 #include "model/loss.hpp"
 #include "model/optimizer.hpp"
+#include "model/weight_tie.hpp"
 #include "model/sequential.hpp"
 
 namespace ap {
@@ -51,6 +52,7 @@ class local_runner final : public step_runner {
   std::unique_ptr<optimizer> optimizer_;
   std::unique_ptr<loss> loss_;
   float clip_grad_norm_;
+  std::vector<weight_tie> ties_;  // Note [tied weights]
 };
 
 // Where a run stands after a step: for progress lines and loss curves (train_config::on_step).

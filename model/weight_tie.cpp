@@ -1,0 +1,85 @@
+#include "model/weight_tie.hpp"
+
+#include <stdexcept>
+
+#include "model/sequential.hpp"
+
+namespace ap {
+
+std::vector<weight_tie> weight_ties(sequential& model, bool whole) {
+  std::vector<weight_tie> ties;
+  const std::size_t first = model.first_index();
+  for (std::size_t i = 0; i < model.size(); ++i) {
+    const layer& copy = model.at(i);
+    const auto owner = copy.tied_to();
+    if (!owner) continue;
+    const std::size_t at = first + i;
+    const std::string copy_name = "layer " + std::to_string(at) + " (" + copy.spec() + ")";
+    if (*owner >= at) throw std::invalid_argument(copy_name + " is tied to layer " + std::to_string(*owner) + ", which does not come before it");
+    ties.push_back({std::to_string(*owner) + ".weight", std::to_string(at) + ".weight", *owner, at});
+    if (!whole) continue;
+    if (*owner >= model.size()) throw std::invalid_argument(copy_name + " is tied to layer " + std::to_string(*owner) + ", which the model does not have");
+    layer& owner_layer = model.at(*owner);
+    const std::string owner_name = "layer " + std::to_string(*owner) + " (" + owner_layer.spec() + ")";
+    const auto owner_params = owner_layer.parameters("");
+    const auto copy_params = model.at(i).parameters("");
+    const auto weight_of = [](const std::vector<parameter>& ps) -> const tensor* {
+      for (const parameter& p : ps)
+        if (p.name == "weight") return p.value;
+      return nullptr;
+    };
+    const tensor* ow = weight_of(owner_params);
+    const tensor* cw = weight_of(copy_params);
+    if (!ow || !cw || ow->dimension() != 2 || cw->dimension() != 2 || ow->shape()[0] != cw->shape()[1] ||
+        ow->shape()[1] != cw->shape()[0])
+      throw std::invalid_argument(copy_name + " is tied to " + owner_name +
+                                  ": the tied layer's weight must be the transpose of the other's (an embedding's "
+                                  "table (V, D) and a Linear D -> V)");
+  }
+  return ties;
+}
+
+void add_tied(tensor& into, const tensor& from) {
+  if (shape_of(into) == shape_of(from)) {
+    float* a = into.data();
+    const float* b = from.data();
+    for (std::size_t i = 0; i < into.size(); ++i) a[i] += b[i];
+    return;
+  }
+  if (into.dimension() != 2 || from.dimension() != 2 || into.shape()[0] != from.shape()[1] ||
+      into.shape()[1] != from.shape()[0])
+    throw std::invalid_argument("a tied weight's gradient of shape " + shape_string(from) + " cannot be added to one of shape " +
+                                shape_string(into));
+  const std::size_t r = into.shape()[0], c = into.shape()[1];
+  float* a = into.data();
+  const float* b = from.data();
+  constexpr std::size_t tile = 32;  // transposed in tiles: both sides read in cache lines
+  for (std::size_t i0 = 0; i0 < r; i0 += tile)
+    for (std::size_t j0 = 0; j0 < c; j0 += tile)
+      for (std::size_t i = i0; i < std::min(r, i0 + tile); ++i)
+        for (std::size_t j = j0; j < std::min(c, j0 + tile); ++j) a[i * c + j] += b[j * r + i];
+}
+
+void tie_gradients(const std::vector<parameter>& params, const std::vector<weight_tie>& ties) {
+  const auto find = [&](const std::string& name) -> const parameter* {
+    for (const parameter& p : params)
+      if (p.name == name) return &p;
+    return nullptr;
+  };
+  for (const weight_tie& t : ties) {
+    const parameter* owner = find(t.owner);
+    const parameter* copy = find(t.copy);
+    if (!owner || !copy) continue;
+    const tensor before = *owner->grad;  // the owner's own gradient, for the copy's sum
+    add_tied(*owner->grad, *copy->grad);
+    add_tied(*copy->grad, before);
+  }
+}
+
+bool is_tied_copy(const std::string& name, const std::vector<weight_tie>& ties) {
+  for (const weight_tie& t : ties)
+    if (t.copy == name) return true;
+  return false;
+}
+
+}  // namespace ap
