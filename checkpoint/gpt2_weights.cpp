@@ -94,46 +94,29 @@ bool all_zero(const tensor& t) {
   return std::all_of(t.begin(), t.end(), [](float v) { return v == 0.0f; });
 }
 
-// A config's key `tied` (its LM head a layer tied to the embedding), for a gpt_config that has one.
-template <class config_type>
-auto set_tied(config_type& c, bool tied, int) -> decltype(void(c.tied = tied)) {
-  c.tied = tied;
-}
-template <class config_type>
-void set_tied(config_type&, bool, long) {}
-
 // The config a file describes: GPT-2's choices (the gpt2 preset's) with the file's shapes and head.
 gpt_config gpt2_config(std::size_t layers, std::size_t dim, std::size_t heads, std::size_t context,
                        std::size_t vocabulary, std::size_t mlp, bool tied) {
   gpt_config c = parse_gpt_spec("gpt2");
   c.layers = layers, c.dim = dim, c.heads = heads, c.context = context, c.vocabulary = vocabulary;
   c.mlp = mlp == 4 * dim ? 0 : mlp;
-  set_tied(c, tied, 0);
+  c.tied = tied;
   return c;
 }
 
 // ---- our model's LM head ------------------------------------------------------------------------------
 
-// How the model's last layer holds the LM head: a Linear (C, V) with or without a bias, or a head layer (V, C),
-// tied to the embedding or not.
+// How the model's last layer, a Linear (C, V), holds the LM head: with a bias or not, tied to the embedding
+// (":tie=0", Note [tied weights] in model/weight_tie.hpp) or not.
 struct head_layout {
-  bool linear = true;
-  bool bias = false;  // a Linear's bias parameter
-  bool tied = false;  // a head layer tied to the embedding
+  bool bias = false;
+  bool tied = false;
 };
 
 head_layout head_of(const std::string& spec) {
   const layer_spec s = parse_layer_spec(spec);
-  head_layout h;
-  if (s.kind == "linear") {
-    h.bias = parse_init_options(s).bias;
-    return h;
-  }
-  if (s.kind != "head")
-    throw std::invalid_argument("the model's last layer " + spec + " is no LM head (linear:D:V or head:V:D)");
-  h.linear = false;
-  h.tied = std::find(s.fields.begin(), s.fields.end(), "tied") != s.fields.end() || s.option("tied") == "1";
-  return h;
+  if (s.kind != "linear") throw std::invalid_argument("the model's last layer " + spec + " is no LM head (linear:D:V)");
+  return {parse_init_options(s).bias, s.option("tie") == "0"};
 }
 
 void check_model(const sequential& model, const gpt_config& config, const std::string& what) {
@@ -532,17 +515,13 @@ named_tensors to_ours(gpt2_tensors g, const gpt_config& model_config, const head
   const auto lm_head = g.find("lm_head.weight");
   const auto lm_bias = g.find("lm_head.bias");
   const bool has_bias = lm_bias != g.end() && !all_zero(lm_bias->second);
-  if (head.linear) {
-    add(h + "weight", transposed(lm_head != g.end() ? lm_head->second : wte));
-    if (head.bias) add(h + "bias", has_bias ? lm_bias->second : zeros({model_config.vocabulary}));
-    else if (has_bias) throw std::invalid_argument(where + ": its lm_head.bias is not zero, and the model's head has no bias");
-    return out;
-  }
-  if (has_bias) throw std::invalid_argument(where + ": its lm_head.bias is not zero, and the model's head layer has no bias");
   if (head.tied && lm_head != g.end() && !(lm_head->second == wte))
-    throw std::invalid_argument(where + ": its lm_head.weight is not its wte.weight, and the model's head is tied to "
-                                        "the embedding: give a model with an untied head");
-  add(h + "weight", lm_head != g.end() ? lm_head->second : wte);
+    throw std::invalid_argument(where + ": its lm_head.weight is not its wte.weight, and the model's LM head is tied "
+                                        "to the embedding: give a model with an untied head (tied=0)");
+  if (has_bias && !head.bias)
+    throw std::invalid_argument(where + ": its lm_head.bias is not zero, and the model's LM head has no bias");
+  add(h + "weight", transposed(lm_head != g.end() ? lm_head->second : wte));  // a tied head's: the copy of wte
+  if (head.bias) add(h + "bias", has_bias ? lm_bias->second : zeros({model_config.vocabulary}));
   return out;
 }
 
@@ -560,19 +539,17 @@ gpt2_tensors from_ours(sequential& model, const gpt_config& c, bool& tied) {
   g["ln_f.bias"] = *p.at(std::to_string(L + 2) + ".beta");
   const std::string h = std::to_string(L + 3) + ".";
   const head_layout head = head_of(model.layer_specs().back());
-  const tensor& wte = g.at("wte.weight");
-  if (head.linear) {
-    tensor weight = transposed(*p.at(h + "weight"));
-    const tensor* bias = head.bias ? p.at(h + "bias") : nullptr;
-    tied = weight == wte && (!bias || all_zero(*bias));
-    if (!tied) {
-      g["lm_head.weight"] = std::move(weight);
-      if (bias && !all_zero(*bias)) g["lm_head.bias"] = *bias;
-    }
+  if (head.tied) {  // the copy is the embedding's, kept equal: wte is written
+    tied = true;
     return g;
   }
-  tied = head.tied || *p.at(h + "weight") == wte;  // a tied head's copy is the embedding's: wte is written
-  if (!tied) g["lm_head.weight"] = *p.at(h + "weight");
+  tensor weight = transposed(*p.at(h + "weight"));
+  const tensor* bias = head.bias ? p.at(h + "bias") : nullptr;
+  tied = weight == g.at("wte.weight") && (!bias || all_zero(*bias));
+  if (!tied) {
+    g["lm_head.weight"] = std::move(weight);
+    if (bias && !all_zero(*bias)) g["lm_head.bias"] = *bias;
+  }
   return g;
 }
 
@@ -647,10 +624,7 @@ void check_gpt2_architecture(const gpt_config& config, gpt2_format format, const
                                 gpt2_format_name(format) + " files hold: " + differing);
 }
 
-bool has_tied_head(const gpt_config& config) {
-  const head_layout head = head_of(gpt_layer_specs(config).back());
-  return !head.linear && head.tied;
-}
+bool has_tied_head(const gpt_config& config) { return head_of(gpt_layer_specs(config).back()).tied; }
 
 std::string gpt2_shape_mismatch(const gpt_config& file, const gpt_config& model, bool heads_known) {
   std::string text;
@@ -708,7 +682,7 @@ void write_gpt2_weights(const std::string& path, gpt2_format format, const gpt_c
       throw std::invalid_argument(where + ": llm.c's format holds no LM head of its own (its logits are x wte^T), and "
                                           "this model's head (layer " + std::to_string(config.layers + 3) + ", " +
                                   model.layer_specs().back() + ") is untied and differs from the token embedding: "
-                                  "write .safetensors, or train a model with a tied head");
+                                  "write .safetensors, or train a model with a tied head (tied=1)");
     write_llmc(path, config, g);
   } else {
     write_hf(path, config, g);

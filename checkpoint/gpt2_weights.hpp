@@ -32,10 +32,11 @@ namespace ap {
 // 2 + i: "0.0.gamma"/"0.0.beta" ln_1, "0.1.qkv.weight"/"bias" c_attn (q, k and v side by side, head h at columns
 // h * C / heads of each: GPT-2's split), "0.1.proj.*" attn.c_proj, "1.0.*" ln_2, "1.1.*" c_fc, "1.3.*" mlp.c_proj
 // (after the block's index: "2.0.1.qkv.weight"); layer L + 2, the final LayerNorm, ln_f; layer L + 3 the LM head,
-// a Linear "linear:C:V" (weight (C, V), the head transposed; its bias, which GPT-2 lacks, 0 on import), or
-// "head:V:C" (weight (V, C); with ":tied" the embedding's copy, kept equal). Reading sets a tied file's wte on
-// both the embedding and the head; writing writes the embedding's wte and, for a head that is not wte (an untied
-// Linear whose weight is not wte^T with a zero bias), lm_head.weight (and lm_head.bias where it is not 0, which
+// a Linear "linear:C:V" whose weight (C, V) is the head transposed: tied (tied=1, ":bias=0:tie=0"), the copy of
+// wte^T kept equal to the embedding's (Note [tied weights] in model/weight_tie.hpp); untied, lm_head.weight^T,
+// with a bias GPT-2 lacks (0 on import). Reading sets a tied file's wte on both the embedding and the head (a
+// tied model refuses an lm_head that is not wte); writing writes the embedding's wte and, for an untied head that
+// is not wte (its weight not wte^T, or its bias not 0), lm_head.weight (and lm_head.bias where it is not 0, which
 // GPT2LMHeadModel lacks and reports as unused), which llm.c's format cannot hold: refused.
 
 enum class gpt2_format { llmc, huggingface };
@@ -65,8 +66,7 @@ gpt2_file_info read_gpt2_info(const std::string& path);
 // Refuses (std::invalid_argument) a model GPT-2's files cannot describe, naming its spec's keys: norm=rms,
 // gelu=exact, bias=0, and any key of another architecture; for llm.c also mlp != 4 x dim. `what` starts the text.
 void check_gpt2_architecture(const gpt_config& config, gpt2_format format, const std::string& what);
-// Whether the LM head of the model `config` builds is tied to its embedding (a head layer "head:V:D:tied"), as
-// llm.c's format needs.
+// Whether the LM head of the model `config` builds is tied to its embedding (tied=1), as llm.c's format needs.
 bool has_tied_head(const gpt_config& config);
 
 // The fields in which `file` and `model` differ, "layers 12 vs 2, dim 768 vs 64" (the file's first); empty when
@@ -83,9 +83,9 @@ struct gpt2_weights {
 gpt2_weights read_gpt2_weights(const std::string& path);
 
 // Sets every parameter of `model` (the whole model gpt_layer_specs(config) builds: std::invalid_argument
-// otherwise) from the file, after checking it all: the architecture (check_gpt2_architecture), the shapes
-// (gpt2_shape_mismatch, named field by field), a tied head given a file whose lm_head is not its wte. A
-// refusal changes nothing.
+// otherwise) from the file, a tied head's copy included, after checking it all: the architecture
+// (check_gpt2_architecture), the shapes (gpt2_shape_mismatch, named field by field), a tied head given a file
+// whose lm_head is not its wte. A refusal changes nothing.
 void load_gpt2_weights(const std::string& path, sequential& model, const gpt_config& config);
 
 // Writes the whole `model` (built by gpt_layer_specs(config)) as `format`, atomically (Note [atomic write]):

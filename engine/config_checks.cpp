@@ -88,7 +88,7 @@ void check_gpt2_weights_options(const run_config& o, const sequential* model) {
     if (format == gpt2_format::llmc && !has_tied_head(c))
       throw std::invalid_argument(flag + ": llm.c's format holds no LM head of its own (its logits are x wte^T), and "
                                          "--model " + o.model + " has an untied head (" + gpt_layer_specs(c).back() +
-                                         "): write .safetensors, or train a model with a tied head");
+                                         "): write .safetensors, or train a model with a tied head (tied=1)");
   }
 }
 

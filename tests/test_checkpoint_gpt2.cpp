@@ -36,21 +36,17 @@ sequential gpt_model(const std::string& spec, std::uint64_t seed) {
   return model;
 }
 
-// The head set to the embedding's wte: a Linear head to wte^T with a zero bias, a head layer to wte.
+// The LM head set to the embedding's wte: its weight to wte^T (a tied head's copy equal again), a bias to 0.
 void tie_head(sequential& model) {
   const std::vector<parameter> params = model.parameters();
   const tensor& wte = *params.front().value;
+  const std::size_t V = wte.shape()[0], C = wte.shape()[1];
   const std::string head = std::to_string(model.size() - 1) + ".";
   for (const parameter& p : params) {
     if (p.name == head + "bias") p.value->fill(0.0f);
-    if (p.name != head + "weight") continue;
-    if (p.value->shape() == wte.shape()) {
-      *p.value = wte;
-      continue;
-    }
-    const std::size_t V = wte.shape()[0], C = wte.shape()[1];
-    for (std::size_t v = 0; v < V; ++v)
-      for (std::size_t c = 0; c < C; ++c) p.value->data()[c * V + v] = wte.data()[v * C + c];
+    if (p.name == head + "weight")
+      for (std::size_t v = 0; v < V; ++v)
+        for (std::size_t c = 0; c < C; ++c) p.value->data()[c * V + v] = wte.data()[v * C + c];
   }
 }
 
@@ -172,7 +168,7 @@ void write_bytes(const std::string& path, const std::string& bytes) {
 
 TEST_CASE("gpt2 weights: a tied gpt2-tiny written as llm.c's and Hugging Face's files gives GPT-2's logits, and reads back") {
   scratch_dir dir{"gpt2_tied"};
-  const std::string spec = "gpt2-tiny";
+  const std::string spec = "gpt2-tiny";  // tied=1
   sequential model = gpt_model(spec, 3);
   tie_head(model);
   const gpt_config config = parse_gpt_spec(spec);
@@ -226,6 +222,16 @@ TEST_CASE("gpt2 weights: an untied head is Hugging Face's lm_head, and llm.c's f
   CHECK_FALSE(read_gpt2_info(file).tied);
   CHECK(check_close(ours, reference_logits(dir, file, false, ids, config.vocabulary), 1e-4, 1e-4, "logits"));
   CHECK(loaded(untied_spec, file).forward(ids) == ours);
+  // A tied model cannot take a head of its own.
+  CHECK(contains(error_of([&] { loaded("gpt2-tiny", file); }),
+                 "its lm_head.weight is not its wte.weight, and the model's LM head is tied to the embedding"));
+  // The same weights with the head tied to wte: written without lm_head, read back as tied.
+  tie_head(model);
+  write_gpt2_weights(file, gpt2_format::huggingface, config, model);
+  CHECK(read_gpt2_info(file).tied);
+  CHECK(read_gpt2_info(file).config.tied);
+  CHECK(check_close(loaded("gpt2-tiny", file).forward(ids), model.forward(ids), 1e-6, 1e-6, "tied logits"));
+  model = gpt_model(untied_spec, 4);
 
   const std::string why = error_of([&] { write_gpt2_weights(dir.file("m.bin"), gpt2_format::llmc, config, model); });
   CHECK(contains(why, "llm.c's format holds no LM head of its own"));

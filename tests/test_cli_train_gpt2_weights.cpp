@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,11 @@ void write_start(const std::string& path, bool tied) {
   write_gpt2_weights(path, gpt2_format_for_path(path), parse_gpt_spec(spec), model);
 }
 
+std::string bytes_of(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
 std::string text_file(const test::scratch_dir& dir) {
   const std::string text = dir.file("text.txt");
   std::ofstream f(text);
@@ -88,7 +94,7 @@ TEST_CASE("train --init-from gpt2 weights reach both stages unchanged, fine-tune
   REQUIRE(in.tensors.size() == out.tensors.size());
   for (const auto& [name, t] : in.tensors) CHECK_MESSAGE(out.tensors.at(name) == t, name);
 
-  // llm.c's file in: its tied head becomes the Linear head wte^T (and a zero bias).
+  // llm.c's file in, into an untied --model: its head becomes the Linear head wte^T and a zero bias.
   const std::string bin = dir.file("start.bin"), from_bin = dir.file("from_bin.safetensors");
   write_start(bin, true);
   args = {"train", "--init-from", bin, "--model", spec, "--export-as", from_bin};
@@ -97,16 +103,32 @@ TEST_CASE("train --init-from gpt2 weights reach both stages unchanged, fine-tune
   INFO(r.err);
   REQUIRE(r.code == 0);
   CHECK(test::contains(r.err, "init-from: the weights of " + bin + " (llm.c)"));
+  // The zero bias moved by 1e-30 x its gradient, so the file out has a head of its own: lm_head.weight, still wte.
   const gpt2_weights original = read_gpt2_weights(bin), again = read_gpt2_weights(from_bin);
-  REQUIRE(original.tensors.names == again.tensors.names);
-  for (std::size_t k = 0; k < original.tensors.names.size(); ++k)
-    if (original.tensors.names[k] != "5.bias")  // the zero bias moved by 1e-30 x its gradient
-      CHECK_MESSAGE(again.tensors.values[k] == original.tensors.values[k], original.tensors.names[k]);
+  CHECK(original.info.tied);
+  CHECK_FALSE(again.info.tied);
+  REQUIRE(again.tensors.names.size() == original.tensors.names.size() + 1);  // and 5.bias
+  for (std::size_t k = 0; k < original.tensors.names.size(); ++k) {
+    REQUIRE(again.tensors.names[k] == original.tensors.names[k]);
+    CHECK_MESSAGE(again.tensors.values[k] == original.tensors.values[k], original.tensors.names[k]);
+  }
+
+  // The same file into the file's own shape, tied (tied=1): what comes out is the very file that went in.
+  const std::string same_bin = dir.file("same.bin");
+  args = {"train", "--init-from", bin, "--export-as", same_bin};
+  args.insert(args.end(), still.begin(), still.end());
+  r = run(args);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(test::contains(r.err, "init-from: --model gpt:layers=2,dim=64,heads=4,context=64,init=gpt2,tied=1, the shape of " +
+                                  bin + " (heads from the header)"));
+  CHECK(test::contains(r.err, "weights written to " + same_bin + " as llm.c GPT-2 weights"));
+  CHECK(bytes_of(same_bin) == bytes_of(bin));
 
   // Fine-tuned for a few steps at a real lr: the loss falls from the file's, and the weights move.
-  const std::string tuned = dir.file("tuned.safetensors"), log = dir.file("log.jsonl");
-  r = run({"train", "--init-from", start, "--model", spec, "--text", text, "--batch-size", "8", "--max-steps", "6",
-           "--optimizer", "adamw", "--lr", "3e-3", "--threads", "1", "--export-as", tuned, "--log", log});
+  const std::string tuned = dir.file("tuned.bin"), log = dir.file("log.jsonl");
+  r = run({"train", "--init-from", bin, "--model", "gpt2-tiny:vocab=256", "--text", text, "--batch-size", "8",
+           "--max-steps", "6", "--optimizer", "adamw", "--lr", "3e-3", "--threads", "1", "--export-as", tuned, "--log", log});
   INFO(r.err);
   REQUIRE(r.code == 0);
   std::vector<double> losses;
@@ -115,8 +137,9 @@ TEST_CASE("train --init-from gpt2 weights reach both stages unchanged, fine-tune
     if (const auto j = nlohmann::json::parse(line); j.contains("loss")) losses.push_back(j.at("loss").get<double>());
   REQUIRE(losses.size() == 6);
   CHECK(losses.back() < losses.front());
-  CHECK_FALSE(read_safetensors(tuned).tensors.at("transformer.h.0.attn.c_attn.weight") ==
-              in.tensors.at("transformer.h.0.attn.c_attn.weight"));
+  const gpt2_weights moved = read_gpt2_weights(tuned);
+  REQUIRE(moved.tensors.names.at(4) == "2.0.1.qkv.weight");
+  CHECK_FALSE(moved.tensors.values.at(4) == original.tensors.values.at(4));
 
   // generate samples from it as from a checkpoint.
   r = run({"generate", "--init-from", tuned, "--prompt", "the ", "--tokens", "10", "--seed", "3"});
