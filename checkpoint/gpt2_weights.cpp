@@ -616,7 +616,10 @@ void check_gpt2_architecture(const gpt_config& config, gpt2_format format, const
                             : key == "gelu" ? "GPT-2's GELU is the tanh approximation (gelu=tanh)"
                             : key == "bias" ? "GPT-2's Linear layers and LayerNorms have biases (bias=1)"
                             : key == "mlp"  ? "llm.c's format holds an MLP of 4 x dim (mlp=" + std::to_string(4 * config.dim) + ")"
-                                            : "not one of GPT-2's choices";
+                            : key == "pos"  ? "GPT-2 learns its positions (pos=learned: wpe)"
+                            : key == "kv_heads" ? "GPT-2's attention has a key and value head for every head"
+                            : key == "act"  ? "GPT-2's MLP is Linear, GELU, Linear (act=gelu)"
+                                            : "GPT-2 has no such choice";
     differing += (differing.empty() ? "" : "; ") + item + ": " + why;
   }
   if (!differing.empty())

@@ -38,6 +38,7 @@ set(actorpipe_public_headers
   model/token_embedding.hpp
   model/position_embedding.hpp
   model/attention.hpp
+  model/swiglu.hpp
   model/gpt_spec.hpp
   model/parallel_linear.hpp
   model/tensor_parallel.hpp

@@ -25,8 +25,9 @@ void for_each_config_key(run_config& c, const std::function<void(const config_ke
   const char* model = "Model";
   key("model", &c.model,
       "layer widths, Linear layers with activations between (784-512-10), a gpt spec "
-      "(gpt:layers=8,dim=256,heads=8,context=128,vocab=256) or a preset (gpt2, gpt2-medium, gpt2-tiny; keys override: "
-      "gpt2:context=256); a gpt trains on a token file or text",
+      "(gpt:layers=8,dim=256,heads=8,context=128,vocab=256; LLaMA-style keys pos=rope, kv_heads=K, act=swiglu) or a "
+      "preset (gpt2, gpt2-medium, gpt2-tiny, llama, llama-tiny; keys override: gpt2:context=256); a gpt trains on a "
+      "token file or text",
       any, model);
   key("activation", &c.activation, "relu, gelu, tanh or sigmoid", one_of_check({"relu", "gelu", "tanh", "sigmoid"}),
       model);

@@ -8,53 +8,99 @@
 // named "qkv.weight", "qkv.bias", "proj.weight", "proj.bias" after the layer's prefix.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "model/layer.hpp"
 #include "model/linear.hpp"
 
 namespace ap {
 
-// The attention core between the two projections, for `heads` heads of width d: from the QKV projection's
-// output (B, T, 3 W), q, k and v side by side, each W = heads * d wide with head h at columns h * d of each,
-// to the heads' outputs concatenated (B, T, W), and back. causal_self_attention runs it on all heads;
+// Note [grouped-query attention]: H query heads share K key/value heads (K divides H; K = H is multi-head
+// attention): query heads [j H/K, (j + 1) H/K) take k/v head j, as LLaMA 2's grouped-query attention groups
+// them. The QKV projection gives (H + 2K) d columns: q (H d), then k (K d), then v (K d), head h at columns h d of
+// its part. The heads of a group sit side by side in q (B*H, T, d), so one product takes a group's
+// g = H/K query heads against its one k: (g T, d) x (d, T), batched over the B K groups; P^T dO and dS^T q sum
+// dv and dk over the group's heads in the same products. K = H takes the very products of multi-head attention.
+//
+// Note [rotary positions]: rotary position embedding (RoPE) in the GPT-NeoX / LLaMA (Hugging Face) convention:
+// each head's q and k, after the QKV projection and before the scores, have their pairs (i, i + d/2), i < d/2,
+// rotated by the angle t base^(-2i/d) at position t (the position in the sequence, from 0), base 10000 by
+// default. q.k then depends on the positions only through their difference, and the model needs no positional
+// embedding. The angles are computed in double and rounded; the backward rotates dq and dk back by the same
+// angles (the inverse rotation, the transpose). With it the key bias's gradient is no longer 0 (Note [key bias] in
+// attention.cpp).
+struct head_layout {
+  std::size_t heads = 1;     // query heads H
+  std::size_t kv_heads = 1;  // key/value heads K, dividing H (Note [grouped-query attention])
+  float rope_base = 0.0f;    // > 0: rotary positions of this base (Note [rotary positions]); 0: none
+};
+
+// The attention core between the two projections, for H query and K key/value heads of width d: from the QKV
+// projection's output (B, T, (H + 2K) d), q, k and v side by side with head h at columns h * d of each, to the
+// heads' outputs concatenated (B, T, H d), and back. causal_self_attention runs it on all heads;
 // head_parallel_attention (model/parallel_attention.hpp) on its rank's heads only.
 struct attention_heads {
-  tensor q, k, v;  // (B*H, T, d) each: the heads split out of the QKV projection
+  tensor q;        // (B*H, T, d): the query heads split out of the QKV projection (rotated with rope)
+  tensor k, v;     // (B*K, T, d) each: the key/value heads (k rotated with rope)
   tensor probs;    // (B*H, T, T): softmax of the masked, scaled scores; exactly 0 above the diagonal
   // Note [compute dtype]: in bfloat16, q, k, v and probs are held in bfloat16 and multiplied so (bf16
   // batched_gemm, fp32 sums); the scores, the softmax and its backward are float32.
   std::size_t bytes() const { return q.byte_size() + k.byte_size() + v.byte_size() + probs.byte_size(); }
 };
-// Returns the heads' outputs (B, T, W) of `qkv` (B, T, 3 W), keeping in `s` what the backward needs.
-tensor attention_heads_forward(const tensor& qkv, std::size_t heads, dtype type, attention_heads& s);
-// Writes into `dqkv` (reshaped to (B, T, 3 W) if needed) the gradient of the QKV output from `dmerged`
-// (B, T, W), the gradient of the heads' outputs.
-void attention_heads_backward(const tensor& dmerged, std::size_t heads, const attention_heads& s, tensor& dqkv);
+// Returns the heads' outputs (B, T, H d) of `qkv` (B, T, (H + 2K) d), keeping in `s` what the backward needs.
+tensor attention_heads_forward(const tensor& qkv, const head_layout& layout, dtype type, attention_heads& s);
+// Writes into `dqkv` (reshaped to (B, T, (H + 2K) d) if needed) the gradient of the QKV output from `dmerged`
+// (B, T, H d), the gradient of the heads' outputs.
+void attention_heads_backward(const tensor& dmerged, const head_layout& layout, const attention_heads& s, tensor& dqkv);
+// Multi-head attention without rotary positions (K = H): qkv (B, T, 3 W).
+inline tensor attention_heads_forward(const tensor& qkv, std::size_t heads, dtype type, attention_heads& s) {
+  return attention_heads_forward(qkv, head_layout{heads, heads, 0.0f}, type, s);
+}
+inline void attention_heads_backward(const tensor& dmerged, std::size_t heads, const attention_heads& s, tensor& dqkv) {
+  attention_heads_backward(dmerged, head_layout{heads, heads, 0.0f}, s, dqkv);
+}
 
 // Attention's options (Note [layer options] in model/layer_spec.hpp): "attention:D:H:std=S:proj_std=P:bias=0" draws
 // the QKV projection's weights normal(0, S) and the output projection's normal(0, P), each a Linear's default
-// when not given, and gives neither projection a bias.
+// when not given, and gives neither projection a bias; ":kv_heads=K" shares K key/value heads among the H heads
+// (Note [grouped-query attention]) and ":rope=BASE" rotates q and k by their positions (Note [rotary positions]).
 struct attention_init {
   init_options qkv;   // std, bias
   init_options proj;  // std; bias as qkv's
+  std::size_t kv_heads = 0;  // 0: as many as the heads
+  float rope = 0.0f;         // the rotary base; 0: no rotary positions
 };
-attention_init parse_attention_init(const layer_spec& s);  // refuses unknown options, naming the text and key
-std::string attention_init_text(const attention_init& init);  // ":std=S:proj_std=P:bias=0", each when not default
+// Refuses unknown options, a kv_heads not dividing the heads and rope on an odd head width, naming the text and key.
+attention_init parse_attention_init(const layer_spec& s);
+// ":std=S:proj_std=P:bias=0:kv_heads=K:rope=BASE", each when not default.
+std::string attention_init_text(const attention_init& init);
+// Refuses, naming `who` ("Attention"), heads not dividing dim, kv heads not dividing the heads, a rotary base
+// that is not a positive number, or one on an odd head width.
+void check_attention_shape(const std::string& who, std::size_t dim, std::size_t heads, const attention_init& init);
+// The rotary base as its option writes it: "10000", "500.5".
+std::string rope_base_text(float base);
+// The default rotary base, and the option keys attention's spec takes.
+inline constexpr float default_rope_base = 10000.0f;
+const std::vector<std::string>& attention_option_keys();
 
 class causal_self_attention final : public layer {
  public:
-  // Throws std::invalid_argument when heads does not divide dim, naming both.
+  // Throws std::invalid_argument when heads does not divide dim, naming both, when init.kv_heads does not divide
+  // the heads, or with init.rope on an odd head width.
   causal_self_attention(std::size_t dim, std::size_t heads, attention_init init = {});
 
-  std::string describe() const override;  // "Attention(64, 4 heads)"
+  // "Attention(64, 4 heads)", "Attention(64, 4 heads, 2 kv heads, rope)"
+  std::string describe() const override;
   std::optional<std::size_t> in_features() const override { return dim_; }
   std::optional<std::size_t> out_features() const override { return dim_; }
 
-  // Shapes with B = batch, T = sequence, H = heads, D = dim, d = D / H (head_dim).
+  // Shapes with B = batch, T = sequence, H = heads, K = kv heads, D = dim, d = D / H (head_dim).
   struct saved : saved_state {
     layer_cache qkv;    // the QKV projection's (its input x (B, T, D))
     layer_cache proj;   // the output projection's (its input, the heads' outputs concatenated (B, T, D))
-    attention_heads heads;  // q, k, v, probs of the H heads
-    tensor dqkv;        // (B, T, 3D): the QKV projection's dy, from backward_input, for backward_weight
+    attention_heads heads;  // q, k, v, probs of the H heads (k, v of the K kv heads)
+    tensor dqkv;        // (B, T, D + 2Kd): the QKV projection's dy, from backward_input, for backward_weight
     bool input_done = false;
     std::size_t bytes() const override { return qkv.bytes() + proj.bytes() + heads.bytes() + dqkv.byte_size(); }
   };
@@ -65,21 +111,22 @@ class causal_self_attention final : public layer {
 
   std::vector<parameter> parameters(const std::string& prefix) override;
   std::unique_ptr<layer> clone() const override { return std::make_unique<causal_self_attention>(*this); }
-  std::string spec() const override;  // "attention:64:4"
+  std::string spec() const override;  // "attention:64:4", "attention:64:4:kv_heads=2:rope=10000"
   void initialize(std::uint64_t seed) override;  // each projection as a Linear, from its own seed
   void set_compute_dtype(dtype type) override;   // its own and its projections' (Note [compute dtype])
-  // Per row (token): the projections' 2 (3 D^2 + D^2) = 8 D^2. The scores and weighted values add 4 T D,
-  // a ratio of T / (2 D) to the projections, with T the sequence length, unknown here.
-  double flops_per_row() const override { return 8.0 * double(dim_) * double(dim_); }
+  // Per row (token): the projections' 2 (D (D + 2Kd) + D^2), 8 D^2 for K = H. The scores and weighted values add
+  // 4 T D, a ratio of T / (2 D) to the projections, with T the sequence length, unknown here.
+  double flops_per_row() const override;
   std::uint64_t derived_bytes() const override { return qkv_.derived_bytes() + proj_.derived_bytes(); }
 
  private:
   std::size_t dim_, heads_;
-  attention_init init_;
-  linear qkv_;   // D -> 3D: q, k, v side by side, each D wide (head h at columns h*d of each)
+  attention_init init_;  // kv_heads 0 when it equals the heads
+  linear qkv_;   // D -> D + 2Kd: q, k, v side by side (head h at columns h*d of each)
   linear proj_;  // D -> D
   saved& start_forward(const tensor& x, layer_cache& cache) const;  // x checked, the cache made ready
   tensor heads_and_projection(const tensor& qkv, saved& s, const forward_context& ctx) const;
+  head_layout layout() const;
 };
 
 // The attention core on its own (tests, benchmarks): softmax over each row of scores (rows, T) masked to

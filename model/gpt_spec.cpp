@@ -4,6 +4,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "model/attention.hpp"
 #include "model/spec_text.hpp"
 
 namespace ap {
@@ -21,10 +22,20 @@ gpt_config gpt2_shape(std::size_t layers, std::size_t dim, std::size_t heads, st
   return c;
 }
 
+gpt_config llama_shape(std::size_t layers, std::size_t dim, std::size_t heads, std::size_t kv_heads,
+                       std::size_t context, std::size_t mlp) {
+  gpt_config c = gpt2_shape(layers, dim, heads, context);
+  c.vocabulary = 32000, c.bias = false, c.norm = "rms", c.pos = "rope", c.act = "swiglu", c.kv_heads = kv_heads;
+  c.mlp = mlp;
+  return c;
+}
+
 const std::vector<preset>& presets() {
   static const std::vector<preset> all{{"gpt2", gpt2_shape(12, 768, 12, 1024)},
                                        {"gpt2-medium", gpt2_shape(24, 1024, 16, 1024)},
-                                       {"gpt2-tiny", gpt2_shape(2, 64, 4, 64)}};
+                                       {"gpt2-tiny", gpt2_shape(2, 64, 4, 64)},
+                                       {"llama", llama_shape(12, 768, 12, 4, 1024, 0)},
+                                       {"llama-tiny", llama_shape(2, 64, 4, 2, 64, 176)}};
   return all;
 }
 
@@ -51,10 +62,13 @@ bool is_gpt_spec(const std::string& text) { return base_of(name_of(text)) != nul
 
 gpt_config parse_gpt_spec(const std::string& text) {
   const gpt_config* base = base_of(name_of(text));
-  if (!base)
+  if (!base) {
+    std::string names;
+    for (const std::string& n : gpt_preset_names()) names += (names.empty() ? "" : ", ") + n;
     throw std::invalid_argument("bad model spec '" + text +
                                 "': a GPT model is written gpt:layers=8,dim=256,heads=8,context=128, or a preset "
-                                "(gpt2, gpt2-medium, gpt2-tiny) with keys to override after ':'");
+                                "(" + names + ") with keys to override after ':'");
+  }
   gpt_config config = *base;
   const auto bad = [&](const std::string& why) { return std::invalid_argument("bad model spec '" + text + "': " + why); };
   std::set<std::string> seen;
@@ -74,10 +88,13 @@ gpt_config parse_gpt_spec(const std::string& text) {
                             : key == "context" ? &config.context
                             : key == "vocab"   ? &config.vocabulary
                             : key == "mlp"     ? &config.mlp
+                            : key == "kv_heads" ? &config.kv_heads
                                                : nullptr;
-      const bool known = number || key == "bias" || key == "tied" || key == "gelu" || key == "norm" || key == "init";
+      const bool known = number || key == "bias" || key == "tied" || key == "gelu" || key == "norm" || key == "init" ||
+                         key == "pos" || key == "act";
       if (!known)
-        throw bad("unknown key '" + key + "' (known: layers, dim, heads, context, vocab, bias, tied, gelu, norm, mlp, init)");
+        throw bad("unknown key '" + key +
+                  "' (known: layers, dim, heads, context, vocab, bias, tied, gelu, norm, mlp, init, pos, kv_heads, act)");
       if (!seen.insert(key).second) throw bad("key '" + key + "' is given twice");
       if (key == "bias" || key == "tied") {
         std::string b;
@@ -89,6 +106,10 @@ gpt_config parse_gpt_spec(const std::string& text) {
         choice(&config.norm, {"layer", "rms"}, "layer or rms");
       } else if (key == "init") {
         choice(&config.init, {"kaiming", "gpt2"}, "kaiming or gpt2");
+      } else if (key == "pos") {
+        choice(&config.pos, {"learned", "rope"}, "learned or rope");
+      } else if (key == "act") {
+        choice(&config.act, {"gelu", "swiglu"}, "gelu or swiglu");
       } else {
         std::size_t parsed = 0, used = 0;
         try {
@@ -104,6 +125,12 @@ gpt_config parse_gpt_spec(const std::string& text) {
   }
   if (config.dim % config.heads != 0)
     throw bad("key 'heads' (" + std::to_string(config.heads) + ") must divide key 'dim' (" + std::to_string(config.dim) + ")");
+  if (config.heads % config.kv_width() != 0)
+    throw bad("key 'kv_heads' (" + std::to_string(config.kv_heads) + ") must divide key 'heads' (" +
+              std::to_string(config.heads) + ")");
+  if (config.pos == "rope" && (config.dim / config.heads) % 2 != 0)
+    throw bad("key 'pos' (rope) needs an even head width, got key 'dim' (" + std::to_string(config.dim) +
+              ") / key 'heads' (" + std::to_string(config.heads) + ") = " + std::to_string(config.dim / config.heads));
   return config;
 }
 
@@ -115,9 +142,12 @@ std::string gpt_spec_text(const gpt_config& c) {
   if (c.bias != plain.bias) text += std::string(",bias=") + (c.bias ? "1" : "0");
   if (c.gelu != plain.gelu) text += ",gelu=" + c.gelu;
   if (c.norm != plain.norm) text += ",norm=" + c.norm;
-  if (c.mlp_width() != 4 * c.dim) text += ",mlp=" + std::to_string(c.mlp_width());
+  if (c.mlp_width() != c.default_mlp_width()) text += ",mlp=" + std::to_string(c.mlp_width());
   if (c.init != plain.init) text += ",init=" + c.init;
   if (c.tied != plain.tied) text += std::string(",tied=") + (c.tied ? "1" : "0");
+  if (c.pos != plain.pos) text += ",pos=" + c.pos;
+  if (c.kv_width() != c.heads) text += ",kv_heads=" + std::to_string(c.kv_width());
+  if (c.act != plain.act) text += ",act=" + c.act;
   return text;
 }
 
@@ -153,7 +183,12 @@ std::string gpt_block_spec(const gpt_config& c) {
   const std::string d = std::to_string(c.dim), h = std::to_string(c.mlp_width());
   const std::string residual_std = o.residual.empty() ? "" : ":std=" + o.residual;
   const std::string attention = "attention:" + d + ":" + std::to_string(c.heads) + o.weights +
-                                (o.residual.empty() ? "" : ":proj_std=" + o.residual) + o.bias;
+                                (o.residual.empty() ? "" : ":proj_std=" + o.residual) + o.bias +
+                                (c.kv_width() != c.heads ? ":kv_heads=" + std::to_string(c.kv_width()) : "") +
+                                (c.pos == "rope" ? ":rope=" + rope_base_text(default_rope_base) : "");
+  if (c.act == "swiglu")  // the down projection adds into the residual stream: the residual std, as GELU's second Linear
+    return "block[residual[" + norm_spec(c, o) + "," + attention + "],residual[" + norm_spec(c, o) + ",swiglu_mlp:" +
+           d + ":" + h + o.weights + (o.residual.empty() ? "" : ":down_std=" + o.residual) + o.bias + "]]";
   const std::string gelu = c.gelu == "exact" ? "gelu:exact" : "gelu";
   return "block[residual[" + norm_spec(c, o) + "," + attention + "],residual[" + norm_spec(c, o) + ",linear:" + d +
          ":" + h + o.weights + o.bias + "," + gelu + ",linear:" + h + ":" + d + residual_std + o.bias + "]]";
@@ -168,8 +203,8 @@ std::string gpt_block_spec(std::size_t dim, std::size_t heads) {
 std::vector<std::string> gpt_layer_specs(const gpt_config& c) {
   const layer_options_text o = options_of(c);
   const std::string d = std::to_string(c.dim), v = std::to_string(c.vocabulary);
-  std::vector<std::string> specs{"embedding:" + v + ":" + d + o.weights,
-                                 "position:" + std::to_string(c.context) + ":" + d + o.weights};
+  std::vector<std::string> specs{"embedding:" + v + ":" + d + o.weights};
+  if (c.pos != "rope") specs.push_back("position:" + std::to_string(c.context) + ":" + d + o.weights);
   const std::string block = gpt_block_spec(c);
   for (std::size_t i = 0; i < c.layers; ++i) specs.push_back(block);
   specs.push_back(norm_spec(c, o));

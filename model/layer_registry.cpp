@@ -13,12 +13,14 @@
 #include "model/linear.hpp"
 #include "model/parallel_attention.hpp"
 #include "model/parallel_linear.hpp"
+#include "model/parallel_swiglu.hpp"
 #include "model/position_embedding.hpp"
 #include "model/relu.hpp"
 #include "model/rms_norm.hpp"
 #include "model/sigmoid.hpp"
 #include "model/sleep_layer.hpp"
 #include "model/spec_text.hpp"
+#include "model/swiglu.hpp"
 #include "model/tanh.hpp"
 #include "model/token_embedding.hpp"
 
@@ -81,8 +83,17 @@ void register_builtin_kinds(registry& r) {
         return std::make_unique<linear>(s.width(0), s.width(1), parse_init_options(s), tie);
       },
       pairs);
-  register_layer_kind("column_linear", [](const layer_spec& s) {
-    s.expect_fields_and_options(2, "column_linear:IN:OUT[:BLOCKS][:std=S][:bias=0|1]", {"std", "bias"}, 3);
+  register_layer_kind("column_linear", [](const layer_spec& s) -> std::unique_ptr<layer> {
+    s.expect_fields_and_options(2, "column_linear:IN:OUT[:BLOCKS|:W1+W2+...][:std=S][:bias=0|1]", {"std", "bias"}, 3);
+    if (s.positional_fields() == 3 && s.fields[2].find('+') != std::string::npos) {  // Note [shard blocks]: unequal
+      std::vector<std::size_t> widths;
+      std::size_t sum = 0;
+      for (const std::string& w : split_fields(s.fields[2], '+')) widths.push_back(parse_width(w, s.text)), sum += widths.back();
+      if (sum != s.width(1))
+        throw std::invalid_argument("bad layer spec '" + s.text + "': the block widths " + s.fields[2] + " sum to " +
+                                    std::to_string(sum) + ", not OUT (" + s.fields[1] + ")");
+      return std::make_unique<column_parallel_linear>(s.width(0), widths, parse_init_options(s));
+    }
     return std::make_unique<column_parallel_linear>(s.width(0), s.width(1), s.positional_fields() == 3 ? s.width(2) : 1,
                                                     parse_init_options(s));
   });
@@ -122,23 +133,41 @@ void register_builtin_kinds(registry& r) {
   });
   tensor_parallel_traits heads;  // Note [head-parallel attention]
   heads.split_kind = "head_parallel_attention";
+  const auto attention_factory = [](const char* form, auto make) {
+    return [form, make](const layer_spec& s) -> std::unique_ptr<layer> {
+      s.expect_fields_and_options(2, form, attention_option_keys());
+      if (s.width(0) % s.width(1) != 0)
+        throw std::invalid_argument("bad layer spec '" + s.text + "': heads (" + s.fields[1] + ") must divide dim (" +
+                                    s.fields[0] + ")");
+      return make(s.width(0), s.width(1), parse_attention_init(s));
+    };
+  };
   register_layer_kind(
       "attention",
-      [](const layer_spec& s) {
-        s.expect_fields_and_options(2, "attention:DIM:HEADS[:std=S][:proj_std=P][:bias=0|1]", {"std", "proj_std", "bias"});
-        if (s.width(0) % s.width(1) != 0)
-          throw std::invalid_argument("bad layer spec '" + s.text + "': heads (" + s.fields[1] + ") must divide dim (" +
-                                      s.fields[0] + ")");
-        return std::make_unique<causal_self_attention>(s.width(0), s.width(1), parse_attention_init(s));
-      },
+      attention_factory("attention:DIM:HEADS[:std=S][:proj_std=P][:bias=0|1][:kv_heads=K][:rope=BASE]",
+                        [](std::size_t d, std::size_t h, const attention_init& i) {
+                          return std::make_unique<causal_self_attention>(d, h, i);
+                        }),
       heads);
-  register_layer_kind("head_parallel_attention", [](const layer_spec& s) {
-    s.expect_fields_and_options(2, "head_parallel_attention:DIM:HEADS[:std=S][:proj_std=P][:bias=0|1]",
-                                {"std", "proj_std", "bias"});
-    if (s.width(0) % s.width(1) != 0)
-      throw std::invalid_argument("bad layer spec '" + s.text + "': heads (" + s.fields[1] + ") must divide dim (" +
-                                  s.fields[0] + ")");
-    return std::make_unique<head_parallel_attention>(s.width(0), s.width(1), parse_attention_init(s));
+  register_layer_kind(
+      "head_parallel_attention",
+      attention_factory("head_parallel_attention:DIM:HEADS[:std=S][:proj_std=P][:bias=0|1][:kv_heads=K][:rope=BASE]",
+                        [](std::size_t d, std::size_t h, const attention_init& i) {
+                          return std::make_unique<head_parallel_attention>(d, h, i);
+                        }));
+  tensor_parallel_traits units;  // Note [tensor-parallel SwiGLU]
+  units.split_kind = "parallel_swiglu_mlp";
+  register_layer_kind(
+      "swiglu_mlp",
+      [](const layer_spec& s) {
+        s.expect_fields_and_options(2, "swiglu_mlp:DIM:HIDDEN[:std=S][:down_std=P][:bias=0|1]", {"std", "down_std", "bias"});
+        return std::make_unique<swiglu_mlp>(s.width(0), s.width(1), parse_swiglu_init(s));
+      },
+      units);
+  register_layer_kind("parallel_swiglu_mlp", [](const layer_spec& s) {
+    s.expect_fields_and_options(2, "parallel_swiglu_mlp:DIM:HIDDEN[:std=S][:down_std=P][:bias=0|1]",
+                                {"std", "down_std", "bias"});
+    return std::make_unique<parallel_swiglu_mlp>(s.width(0), s.width(1), parse_swiglu_init(s));
   });
   tensor_parallel_traits elementwise;
   elementwise.elementwise = true;

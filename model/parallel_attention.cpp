@@ -10,22 +10,31 @@ namespace ap {
 namespace {
 
 // dim, once checked: before the projections are built, so the error names the heads.
-std::size_t checked_dim(std::size_t dim, std::size_t heads) {
-  if (dim == 0 || heads == 0 || dim % heads != 0)
-    throw std::invalid_argument("HeadParallelAttention needs heads dividing dim, got dim " + std::to_string(dim) +
-                                " and " + std::to_string(heads) + " heads");
+std::size_t checked_dim(std::size_t dim, std::size_t heads, const attention_init& init) {
+  check_attention_shape("HeadParallelAttention", dim, heads, init);
   return dim;
 }
 
+std::size_t kv_of(std::size_t heads, const attention_init& init) { return init.kv_heads ? init.kv_heads : heads; }
+
 }  // namespace
 
+// Note [grouped-query attention]: q, k and v are blocks of D, K d and K d columns, each cut per head over the ranks.
 head_parallel_attention::head_parallel_attention(std::size_t dim, std::size_t heads, attention_init init)
-    : dim_(checked_dim(dim, heads)), heads_(heads), local_heads_(heads), init_(init), qkv_(dim, 3 * dim, 3, init.qkv),
-      proj_(dim, dim, init.proj) {}
+    : dim_(checked_dim(dim, heads, init)), heads_(heads), kv_heads_(kv_of(heads, init)), local_heads_(heads),
+      local_kv_heads_(kv_heads_), init_(init.kv_heads == heads ? attention_init{init.qkv, init.proj, 0, init.rope} : init),
+      qkv_(dim, {dim, kv_heads_ * (dim / heads), kv_heads_ * (dim / heads)}, init.qkv), proj_(dim, dim, init.proj) {}
 
 std::string head_parallel_attention::describe() const {
-  return "HeadParallelAttention(" + std::to_string(dim_) + ", " + std::to_string(heads_) + " heads)" +
+  return "HeadParallelAttention(" + std::to_string(dim_) + ", " + std::to_string(heads_) + " heads" +
+         (kv_heads_ != heads_ ? ", " + std::to_string(kv_heads_) + " kv heads" : "") +
+         (init_.rope > 0.0f ? ", rope" : "") + ")" +
          (group_ ? " rank " + std::to_string(group_->rank()) + " of " + std::to_string(group_->size()) : "");
+}
+
+double head_parallel_attention::flops_per_row() const {
+  const double d = double(dim_), kv = double(kv_heads_) * double(dim_ / heads_);
+  return 2.0 * d * (d + 2.0 * kv) + 2.0 * d * d;
 }
 
 std::string head_parallel_attention::spec() const {
@@ -39,11 +48,18 @@ void head_parallel_attention::join_group(std::shared_ptr<process_group> group) {
     throw std::invalid_argument(describe() + " cannot split its " + std::to_string(heads_) + " heads over " +
                                 std::to_string(size) + " tensor-parallel ranks of group '" + group->name() + "': " +
                                 std::to_string(size) + " does not divide " + std::to_string(heads_));
-  // T divides the heads, so it divides each of q, k, v (heads * d columns) and the projection's D rows, and
-  // shard_rows gives rank r the columns and rows of heads [r H / T, (r + 1) H / T).
+  if (kv_heads_ % size != 0)  // Note [grouped-query attention]: a rank takes whole groups of heads
+    throw std::invalid_argument(describe() + " cannot split its " + std::to_string(kv_heads_) + " kv heads over " +
+                                std::to_string(size) + " tensor-parallel ranks of group '" + group->name() + "': " +
+                                std::to_string(size) + " does not divide " + std::to_string(kv_heads_) +
+                                " (each rank takes whole groups of heads sharing a kv head)");
+  // T divides the kv heads and so the heads, so it divides each of q, k, v (H d and K d columns) and the
+  // projection's D rows, and shard_rows gives rank r the columns and rows of heads [r H / T, (r + 1) H / T) and
+  // of kv heads [r K / T, (r + 1) K / T): the kv heads of its query heads.
   qkv_.join_group(group);
   proj_.join_group(group);
   local_heads_ = heads_ / size;
+  local_kv_heads_ = kv_heads_ / size;
   group_ = std::move(group);
 }
 
@@ -74,7 +90,7 @@ head_parallel_attention::saved& head_parallel_attention::start_forward(const ten
 }
 
 tensor head_parallel_attention::heads_and_projection(const tensor& qkv, saved& s, const forward_context& ctx) const {
-  tensor merged = attention_heads_forward(qkv, local_heads_, compute_dtype(), s.heads);  // (B, T, w)
+  tensor merged = attention_heads_forward(qkv, {local_heads_, local_kv_heads_, init_.rope}, compute_dtype(), s.heads);
   return proj_.forward_owned(std::move(merged), s.proj, ctx);  // the forward's one all-reduce, then the whole bias
 }
 
@@ -96,7 +112,7 @@ column_parallel_linear::pending_dx head_parallel_attention::start_backward_input
   check_dy_shape(dy, {batch, t, dim_}, *this);
   tensor dmerged;  // (B, T, w): this rank's heads, no collective
   proj_.backward_input(dy, s.proj, &dmerged);
-  attention_heads_backward(dmerged, local_heads_, s.heads, s.dqkv);
+  attention_heads_backward(dmerged, {local_heads_, local_kv_heads_, init_.rope}, s.heads, s.dqkv);
   auto pending = qkv_.start_backward_input(s.dqkv, s.qkv, dx);
   s.input_done = true;
   return pending;
@@ -119,12 +135,12 @@ void head_parallel_attention::backward_weight(const tensor& dy, layer_cache& cac
     throw std::invalid_argument(describe() + " backward_weight: run backward_input first (it computes the QKV dy)");
   proj_.backward_weight(dy, s.proj);
   qkv_.backward_weight(s.dqkv, s.qkv);
-  // Note [key bias] in attention.cpp: the key bias's gradient is exactly 0; this rank's key columns are the
-  // middle of its three blocks.
-  if (!init_.qkv.bias) return;
+  // Note [key bias] in attention.cpp: the key bias's gradient is exactly 0 (without rotary positions); this rank's
+  // key columns are the middle of its three blocks.
+  if (!init_.qkv.bias || init_.rope > 0.0f) return;
   float* dbias = qkv_.parameters("").at(1).grad->data();
-  const std::size_t w = dim_ / heads_ * local_heads_;
-  std::fill(dbias + w, dbias + 2 * w, 0.0f);
+  const std::size_t d = dim_ / heads_, w = d * local_heads_;
+  std::fill(dbias + w, dbias + w + d * local_kv_heads_, 0.0f);
 }
 
 std::vector<parameter> head_parallel_attention::parameters(const std::string& prefix) {

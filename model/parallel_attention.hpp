@@ -10,8 +10,10 @@
 namespace ap {
 
 // Note [head-parallel attention]: heads are independent between the two projections, so rank r of T takes
-// heads shard r (H / T heads; T must divide H): its q, k and v columns of the fused QKV projection (a
-// column_parallel_linear of 3 blocks, Note [shard blocks]: q, k and v each sliced to its heads), the
+// heads shard r (H / T heads; T must divide H, and with grouped-query attention the K kv heads, so that a rank
+// holds whole groups: Note [grouped-query attention] in model/attention.hpp): its q, k and v columns of the fused
+// QKV projection (a column_parallel_linear of 3 blocks, Note [shard blocks]: q, k and v each sliced to its
+// heads; rotary positions, which depend on the position alone, are applied by each rank to its heads), the
 // attention core on those heads alone (attention_heads_*), and its rows of the output projection (a
 // row_parallel_linear: the heads' outputs concatenated are the columns h * d of the merged heads, so its
 // heads are one contiguous shard of the projection's input rows). The input is whole on every rank; the
@@ -23,19 +25,20 @@ namespace ap {
 // holds the unsplit layer's tensors whatever T was.
 class head_parallel_attention final : public layer, public tensor_parallel_layer {
  public:
-  // Throws std::invalid_argument when heads does not divide dim, naming both.
+  // Throws std::invalid_argument when heads does not divide dim, naming both, or for attention's other refusals.
   head_parallel_attention(std::size_t dim, std::size_t heads, attention_init init = {});  // Attention's options
 
   std::string describe() const override;  // "HeadParallelAttention(64, 8 heads) rank 1 of 2"
   std::optional<std::size_t> in_features() const override { return dim_; }
   std::optional<std::size_t> out_features() const override { return dim_; }
 
-  // Shapes with B = batch, T = sequence, D = dim, h = the heads this rank holds, w = h * D / heads.
+  // Shapes with B = batch, T = sequence, D = dim, h = the heads this rank holds, w = h * D / heads, k = the kv
+  // heads it holds, u = k * D / heads.
   struct saved : saved_state {
     layer_cache qkv;        // the QKV projection's (its input x (B, T, D), whole)
     layer_cache proj;       // the output projection's (its input, this rank's heads' outputs (B, T, w))
     attention_heads heads;  // q, k, v, probs of this rank's h heads
-    tensor dqkv;            // (B, T, 3w): the QKV projection's dy, from backward_input, for backward_weight
+    tensor dqkv;            // (B, T, w + 2u): the QKV projection's dy, from backward_input, for backward_weight
     bool input_done = false;
     std::size_t bytes() const override { return qkv.bytes() + proj.bytes() + heads.bytes() + dqkv.byte_size(); }
   };
@@ -52,9 +55,9 @@ class head_parallel_attention final : public layer, public tensor_parallel_layer
   std::string spec() const override;  // "head_parallel_attention:64:8"
   void initialize(std::uint64_t seed) override;  // as causal_self_attention, then this rank's slices
   void set_compute_dtype(dtype type) override;
-  double flops_per_row() const override { return 8.0 * double(dim_) * double(dim_); }  // global, as attention's
+  double flops_per_row() const override;  // global, as attention's
 
-  // Refuses a T that does not divide the heads, naming the layer, the heads, T and the group.
+  // Refuses a T that does not divide the heads or kv heads, naming the layer, the heads, T and the group.
   void join_group(std::shared_ptr<process_group> group) override;
   std::vector<sharded_value> sharded_values() const override;
 
@@ -63,11 +66,11 @@ class head_parallel_attention final : public layer, public tensor_parallel_layer
   tensor heads_and_projection(const tensor& qkv, saved& s, const forward_context& ctx) const;
   column_parallel_linear::pending_dx start_backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const;
 
-  std::size_t dim_, heads_;
-  std::size_t local_heads_;                // the heads this rank holds: heads_ / T
-  attention_init init_;
+  std::size_t dim_, heads_, kv_heads_;
+  std::size_t local_heads_, local_kv_heads_;  // the heads and kv heads this rank holds: heads_ / T, kv_heads_ / T
+  attention_init init_;                       // kv_heads 0 when it equals the heads
   std::shared_ptr<process_group> group_;  // null: not split
-  column_parallel_linear qkv_;  // D -> 3D in 3 blocks (q, k, v): this rank's heads' columns of each
+  column_parallel_linear qkv_;  // D -> D + 2Kd in 3 blocks (q, k, v): this rank's heads' columns of each
   row_parallel_linear proj_;    // D -> D: this rank's heads' rows; bias whole
 };
 

@@ -1,6 +1,8 @@
 #include "model/parallel_linear.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <functional>
 #include <stdexcept>
 
 #include "collective/shard.hpp"
@@ -23,16 +25,42 @@ std::string shard_text(const std::shared_ptr<process_group>& group) {
   return group ? " rank " + std::to_string(group->rank()) + " of " + std::to_string(group->size()) : "";
 }
 
-// Columns [first, last) of each of the `blocks` equal column blocks of the (rows, cols) matrix (or vector)
-// `m`, side by side (Note [shard blocks]).
-tensor columns(const tensor& m, std::size_t blocks, std::size_t first, std::size_t last) {
-  const std::size_t r = m.dimension() == 1 ? 1 : m.shape()[0], c = m.shape().back(), w = last - first;
-  const std::size_t block = c / blocks;
-  tensor out = tensor::from_shape(m.dimension() == 1 ? shape_t{blocks * w} : shape_t{r, blocks * w});
-  for (std::size_t i = 0; i < r; ++i)
-    for (std::size_t b = 0; b < blocks; ++b)
-      std::memcpy(out.data() + (i * blocks + b) * w, m.data() + i * c + b * block + first, w * sizeof(float));
+// Columns [first, last) of each block of `widths` of the (rows, cols) matrix (or vector) `m`, side by side
+// (Note [shard blocks]).
+tensor columns(const tensor& m, const std::vector<std::size_t>& widths,
+               const std::vector<std::pair<std::size_t, std::size_t>>& held) {
+  const std::size_t r = m.dimension() == 1 ? 1 : m.shape()[0], c = m.shape().back();
+  std::size_t w = 0;
+  for (const auto& [first, last] : held) w += last - first;
+  tensor out = tensor::from_shape(m.dimension() == 1 ? shape_t{w} : shape_t{r, w});
+  for (std::size_t i = 0; i < r; ++i) {
+    std::size_t start = 0, at = i * w;
+    for (std::size_t b = 0; b < widths.size(); ++b) {
+      const auto [first, last] = held[b];
+      std::memcpy(out.data() + at, m.data() + i * c + start + first, (last - first) * sizeof(float));
+      at += last - first, start += widths[b];
+    }
+  }
   return out;
+}
+
+// `blocks` equal widths of `out` columns (none when blocks is 0 or does not divide out: the constructor refuses).
+std::vector<std::size_t> equal_widths(std::size_t out, std::size_t blocks) {
+  if (blocks == 0 || out % blocks != 0) return {};
+  return std::vector<std::size_t>(blocks, out / blocks);
+}
+
+std::size_t sum_of(const std::vector<std::size_t>& widths) {
+  std::size_t n = 0;
+  for (std::size_t w : widths) n += w;
+  return n;
+}
+
+// Every block whole: what an unsplit layer holds.
+std::vector<std::pair<std::size_t, std::size_t>> whole_blocks(const std::vector<std::size_t>& widths) {
+  std::vector<std::pair<std::size_t, std::size_t>> held;
+  for (std::size_t w : widths) held.emplace_back(0, w);
+  return held;
 }
 
 // The shard of `width` that rank `group` holds; refuses a width the group's size does not divide.
@@ -49,34 +77,69 @@ std::pair<std::size_t, std::size_t> split(const layer& who, std::size_t width, c
 
 }  // namespace
 
+shard_layout::shard_layout(int along, const std::vector<std::size_t>& block_lengths)
+    : axis(along), blocks(block_lengths.size()) {
+  if (std::adjacent_find(block_lengths.begin(), block_lengths.end(), std::not_equal_to<>()) != block_lengths.end())
+    lengths = block_lengths;
+}
+
 // ---- column_parallel_linear ----
 
 column_parallel_linear::column_parallel_linear(std::size_t in, std::size_t out, std::size_t blocks, init_options init)
-    : in_(in), out_(out), blocks_(blocks), init_(init), last_(blocks == 0 ? out : out / blocks), weight_(zeros({in, out})),
-      bias_(zeros({out})), dweight_(zeros({in, out})), dbias_(zeros({out})) {
+    : in_(in), out_(out), widths_(equal_widths(out, blocks)), init_(init), held_(whole_blocks(widths_)),
+      weight_(zeros({in, out})), bias_(zeros({out})), dweight_(zeros({in, out})), dbias_(zeros({out})) {
   if (in == 0 || out == 0) throw std::invalid_argument("ColumnParallelLinear needs positive widths, got " + describe());
-  if (blocks == 0 || out % blocks != 0)
+  if (widths_.empty())
     throw std::invalid_argument(describe() + ": " + std::to_string(blocks) + " column blocks do not divide its " +
                                 std::to_string(out) + " outputs");
 }
 
+column_parallel_linear::column_parallel_linear(std::size_t in, const std::vector<std::size_t>& block_widths,
+                                               init_options init)
+    : in_(in), out_(sum_of(block_widths)), widths_(block_widths), init_(init), held_(whole_blocks(widths_)),
+      weight_(zeros({in, out_})), bias_(zeros({out_})), dweight_(zeros({in, out_})), dbias_(zeros({out_})) {
+  if (in == 0 || widths_.empty() || std::count(widths_.begin(), widths_.end(), std::size_t{0}) > 0)
+    throw std::invalid_argument("ColumnParallelLinear needs positive widths, got " + describe());
+}
+
+std::size_t column_parallel_linear::width() const {
+  std::size_t w = 0;
+  for (const auto& [first, last] : held_) w += last - first;
+  return w;
+}
+
+namespace {
+
+// "16+8+8" for blocks of unequal widths, the count for equal ones.
+std::string blocks_text(const std::vector<std::size_t>& widths) {
+  if (std::adjacent_find(widths.begin(), widths.end(), std::not_equal_to<>()) == widths.end())
+    return std::to_string(widths.size());
+  std::string text;
+  for (std::size_t w : widths) text += (text.empty() ? "" : "+") + std::to_string(w);
+  return text;
+}
+
+}  // namespace
+
 std::string column_parallel_linear::describe() const {
+  const std::string blocks = blocks_text(widths_);
   return "ColumnParallelLinear(" + std::to_string(in_) + "->" + std::to_string(out_) +
-         (blocks_ == 1 ? "" : " in " + std::to_string(blocks_) + " blocks") + ")" + shard_text(group_);
+         (widths_.size() <= 1 ? "" : " in " + blocks + " blocks") + ")" + shard_text(group_);
 }
 
 std::string column_parallel_linear::spec() const {
   return "column_linear:" + std::to_string(in_) + ":" + std::to_string(out_) +
-         (blocks_ == 1 ? "" : ":" + std::to_string(blocks_)) + init_options_text(init_);
+         (widths_.size() <= 1 ? "" : ":" + blocks_text(widths_)) + init_options_text(init_);
 }
 
 void column_parallel_linear::join_group(std::shared_ptr<process_group> group) {
   if (group_) throw std::logic_error(describe() + " already joined group '" + group_->name() + "'");
-  const auto [first, last] = split(*this, out_ / blocks_, blocks_ == 1 ? "output columns" : "columns per block", *group);
-  weight_ = columns(weight_, blocks_, first, last);
-  bias_ = columns(bias_, blocks_, first, last);
-  first_ = first;
-  last_ = last;
+  std::vector<std::pair<std::size_t, std::size_t>> held;
+  for (std::size_t w : widths_)
+    held.push_back(split(*this, w, widths_.size() == 1 ? "output columns" : "columns per block", *group));
+  weight_ = columns(weight_, widths_, held);
+  bias_ = columns(bias_, widths_, held);
+  held_ = std::move(held);
   dweight_ = zeros({in_, width()});
   dbias_ = zeros({width()});
   group_ = std::move(group);
@@ -86,8 +149,8 @@ void column_parallel_linear::initialize(std::uint64_t seed) {
   linear whole(in_, out_, init_);  // the same weights as Linear with this seed, then this rank's slice
   whole.initialize(seed);
   const auto p = whole.parameters("");
-  weight_ = columns(*p[0].value, blocks_, first_, last_);
-  if (init_.bias) bias_ = columns(*p[1].value, blocks_, first_, last_);
+  weight_ = columns(*p[0].value, widths_, held_);
+  if (init_.bias) bias_ = columns(*p[1].value, widths_, held_);
 }
 
 tensor column_parallel_linear::forward(const tensor& x, layer_cache& cache, const forward_context&) const {

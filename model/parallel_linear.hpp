@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "collective/process_group.hpp"
 #include "model/layer.hpp"
@@ -38,14 +39,19 @@ namespace ap {
 // and v columns, each D wide), and a rank needs its shard of every block (its heads' q, k and v columns), not
 // one contiguous slice of the whole. A shard_layout says so: the axis is cut into `blocks` equal blocks, each
 // block split over the ranks as shard_rows does, and rank r holds its part of every block, in block order.
-// One block is the plain split. Checkpoints hold the whole tensor in the unsplit layer's layout, so a run
-// saved at any T loads at any other (gather_along / piece_along in model/tensor_parallel.hpp).
+// One block is the plain split. Blocks may differ in length (grouped-query attention's q, k and v: H d, K d and
+// K d columns, Note [grouped-query attention] in model/attention.hpp); each is still split over the ranks as
+// shard_rows does. Checkpoints hold the whole tensor in the unsplit layer's layout, so a run saved at any T loads
+// at any other (gather_along / piece_along in model/tensor_parallel.hpp).
 struct shard_layout {
   int axis = 0;            // 0: rows (or a vector's elements), 1: columns; -1: whole (not sharded)
-  std::size_t blocks = 1;  // equal blocks the axis is made of, each split over the ranks
+  std::size_t blocks = 1;  // blocks the axis is made of, each split over the ranks
+  std::vector<std::size_t> lengths;  // each block's length along the axis when they differ; empty: equal blocks
   // Implicit from an axis alone (one block): gather_along(pieces, 1, whole) reads as before.
   shard_layout(int along = 0, std::size_t block_count = 1) : axis(along), blocks(block_count) {}
-  bool operator==(const shard_layout& o) const { return axis == o.axis && blocks == o.blocks; }
+  // Blocks of these lengths, in order (equal lengths are kept as a count, so both spellings compare equal).
+  shard_layout(int along, const std::vector<std::size_t>& block_lengths);
+  bool operator==(const shard_layout& o) const { return axis == o.axis && blocks == o.blocks && lengths == o.lengths; }
 };
 
 class tensor_parallel_layer {
@@ -65,10 +71,13 @@ class tensor_parallel_layer {
 // shard of y's columns. Forward needs no collective; backward_input all-reduces the partial dx.
 // With `blocks` > 1 (Note [shard blocks]) the output columns are that many equal blocks, and rank r holds
 // shard r of each block, side by side (the fused QKV projection of head_parallel_attention: 3 blocks).
+// Blocks of unequal widths are given by their widths (Note [shard blocks]); its spec then writes them as its
+// BLOCKS field joined by '+' ("column_linear:16:32:16+8+8").
 class column_parallel_linear final : public layer, public tensor_parallel_layer {
  public:
   // `init`: Linear's options (Note [layer options] in model/layer_spec.hpp), spelled as Linear spells them.
   column_parallel_linear(std::size_t in, std::size_t out, std::size_t blocks = 1, init_options init = {});
+  column_parallel_linear(std::size_t in, const std::vector<std::size_t>& block_widths, init_options init = {});
 
   std::string describe() const override;
   std::optional<std::size_t> in_features() const override { return in_; }
@@ -114,16 +123,17 @@ class column_parallel_linear final : public layer, public tensor_parallel_layer 
   void join_group(std::shared_ptr<process_group> group) override;
   std::vector<sharded_value> sharded_values() const override {
     if (!group_) return {};
-    if (!init_.bias) return {{&weight_, {1, blocks_}}};
-    return {{&weight_, {1, blocks_}}, {&bias_, {0, blocks_}}};
+    if (!init_.bias) return {{&weight_, {1, widths_}}};
+    return {{&weight_, {1, widths_}}, {&bias_, {0, widths_}}};
   }
 
  private:
   tensor forward_keeping(const tensor& x, tensor* owned, layer_cache& cache) const;  // keeps *owned, else copies x
-  std::size_t width() const { return blocks_ * (last_ - first_); }  // the output columns this rank holds
-  std::size_t in_, out_, blocks_;
+  std::size_t width() const;  // the output columns this rank holds
+  std::size_t in_, out_;
+  std::vector<std::size_t> widths_;  // the blocks' widths, summing to out_
   init_options init_;
-  std::size_t first_ = 0, last_;  // the columns this rank holds of each block: [first_, last_) of out / blocks
+  std::vector<std::pair<std::size_t, std::size_t>> held_;  // the columns this rank holds of each block: [first, last)
   std::shared_ptr<process_group> group_;  // null: not split
   tensor weight_;   // (in, width)
   tensor bias_;     // (width)

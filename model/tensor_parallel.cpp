@@ -187,7 +187,7 @@ shard_layout sharded_layout_of(const std::string& name, const std::map<std::stri
 namespace {
 
 // Note [shard blocks]: a tensor seen as (outer, length, inner) around the cut axis (rows: outer 1, inner the
-// elements of a row; columns of a matrix: outer its rows, inner 1), the axis made of `blocks` equal blocks.
+// elements of a row; columns of a matrix: outer its rows, inner 1), the axis made of the layout's blocks.
 struct cut_view {
   std::size_t outer, length, inner;
 };
@@ -200,44 +200,93 @@ cut_view view_of(const tensor& t, int axis) {
   return {1, t.shape()[0], inner};
 }
 
-// Calls copy(whole element, piece element, elements) for each run of chunk [offset, offset + count) of every
-// block: where it sits in the whole (block length w.length / blocks) and in the piece (the blocks' chunks
-// back to back).
+// One block's run for a piece: the block starts at `start` of the whole's axis, and the piece takes its
+// elements [offset, offset + count).
+struct chunk {
+  std::size_t start, offset, count;
+};
+
+// Calls copy(whole element, piece element, elements) for each run of `chunks`: where it sits in the whole and in
+// the piece (the blocks' chunks back to back).
 template <class Copy>
-void for_each_chunk(const cut_view& w, std::size_t blocks, std::size_t offset, std::size_t count, Copy copy) {
-  const std::size_t block = w.length / blocks;
-  for (std::size_t o = 0; o < w.outer; ++o)
-    for (std::size_t b = 0; b < blocks; ++b)
-      copy((o * w.length + b * block + offset) * w.inner, ((o * blocks + b) * count) * w.inner, count * w.inner);
+void for_each_chunk(const cut_view& w, const std::vector<chunk>& chunks, Copy copy) {
+  std::size_t length = 0;  // the piece's along the axis
+  for (const chunk& c : chunks) length += c.count;
+  for (std::size_t o = 0; o < w.outer; ++o) {
+    std::size_t at = 0;
+    for (const chunk& c : chunks) {
+      copy((o * w.length + c.start + c.offset) * w.inner, (o * length + at) * w.inner, c.count * w.inner);
+      at += c.count;
+    }
+  }
+}
+
+// The blocks' lengths along an axis of `length`; empty when the layout's blocks do not divide it.
+std::vector<std::size_t> block_lengths(std::size_t length, const shard_layout& layout) {
+  if (!layout.lengths.empty()) {
+    std::size_t sum = 0;
+    for (std::size_t l : layout.lengths) sum += l;
+    return sum == length ? layout.lengths : std::vector<std::size_t>{};
+  }
+  if (layout.blocks == 0 || length % layout.blocks != 0) return {};
+  return std::vector<std::size_t>(layout.blocks, length / layout.blocks);
+}
+
+// Rank `rank` of `ranks`'s run of each block, as shard_rows splits it.
+std::vector<chunk> chunks_of(const std::vector<std::size_t>& lengths, std::size_t rank, std::size_t ranks) {
+  std::vector<chunk> chunks;
+  std::size_t start = 0;
+  for (std::size_t l : lengths) {
+    const auto [first, last] = shard_rows(l, ranks, rank);
+    chunks.push_back({start, first, last - first});
+    start += l;
+  }
+  return chunks;
 }
 
 std::string layout_text(const shard_layout& layout) {
-  return std::string(layout.axis == 1 ? "columns" : "rows") +
-         (layout.blocks == 1 ? "" : " in " + std::to_string(layout.blocks) + " blocks");
+  std::string blocks = std::to_string(layout.blocks);
+  if (!layout.lengths.empty()) {
+    blocks.clear();
+    for (std::size_t l : layout.lengths) blocks += (blocks.empty() ? "" : "+") + std::to_string(l);
+  }
+  return std::string(layout.axis == 1 ? "columns" : "rows") + (layout.blocks == 1 ? "" : " in " + blocks + " blocks");
 }
 
 }  // namespace
 
 void gather_along(const std::vector<const tensor*>& pieces, shard_layout layout, tensor& whole) {
   const cut_view w = view_of(whole, layout.axis);
-  const std::size_t blocks = layout.blocks;
   const auto bad = [&](const std::string& why) {
     return std::invalid_argument("gather_along (" + layout_text(layout) + "): " + why + ", whole " + shape_string(whole));
   };
-  if (blocks == 0 || w.length % blocks != 0) throw bad("the blocks do not divide the axis");
-  std::size_t offset = 0;
-  for (const tensor* p : pieces) {
+  const std::vector<std::size_t> lengths = block_lengths(w.length, layout);
+  if (lengths.empty()) throw bad("the blocks do not divide the axis");
+  const std::size_t blocks = lengths.size();
+  std::size_t offset = 0;  // equal blocks: each piece's share of every block, after the pieces before it
+  for (std::size_t r = 0; r < pieces.size(); ++r) {
+    const tensor* p = pieces[r];
     const cut_view v = view_of(*p, layout.axis);
-    if (v.outer != w.outer || v.inner != w.inner || v.length % blocks != 0)
+    if (v.outer != w.outer || v.inner != w.inner || (layout.lengths.empty() && v.length % blocks != 0))
       throw bad("a piece " + shape_string(*p) + " does not fit");
-    const std::size_t count = v.length / blocks;
-    if (offset + count > w.length / blocks) throw bad("pieces larger than the whole");
-    for_each_chunk(w, blocks, offset, count, [&](std::size_t at, std::size_t from, std::size_t n) {
+    std::vector<chunk> chunks;
+    if (layout.lengths.empty()) {
+      const std::size_t count = v.length / blocks;
+      if (offset + count > w.length / blocks) throw bad("pieces larger than the whole");
+      for (std::size_t b = 0; b < blocks; ++b) chunks.push_back({b * lengths[b], offset, count});
+      offset += count;
+    } else {  // unequal blocks: each split over the pieces as shard_rows splits it
+      chunks = chunks_of(lengths, r, pieces.size());
+      std::size_t length = 0;
+      for (const chunk& c : chunks) length += c.count;
+      if (v.length != length) throw bad("a piece " + shape_string(*p) + " does not fit");
+    }
+    for_each_chunk(w, chunks, [&](std::size_t at, std::size_t from, std::size_t n) {
       std::memcpy(whole.data() + at, p->data() + from, n * sizeof(float));
     });
-    offset += count;
   }
-  if (offset != w.length / blocks) throw bad("pieces smaller than the whole");
+  // Unequal blocks: the pieces' sizes were checked against their shares of every block, which cover the whole.
+  if (pieces.empty() || (layout.lengths.empty() && offset != w.length / blocks)) throw bad("pieces smaller than the whole");
 }
 
 tensor gather_pieces(const std::vector<const tensor*>& pieces, shard_layout layout) {
@@ -252,15 +301,17 @@ tensor gather_pieces(const std::vector<const tensor*>& pieces, shard_layout layo
 
 tensor piece_along(const tensor& whole, shard_layout layout, std::size_t rank, std::size_t ranks) {
   const cut_view w = view_of(whole, layout.axis);
-  const std::size_t blocks = layout.blocks;
-  if (blocks == 0 || w.length % blocks != 0)
+  const std::vector<std::size_t> lengths = block_lengths(w.length, layout);
+  if (lengths.empty())
     throw std::invalid_argument("piece_along (" + layout_text(layout) + "): the blocks do not divide the axis of " +
                                 shape_string(whole));
-  const auto [first, last] = shard_rows(w.length / blocks, ranks, rank);
+  const std::vector<chunk> chunks = chunks_of(lengths, rank, ranks);
+  std::size_t length = 0;
+  for (const chunk& c : chunks) length += c.count;
   std::vector<std::size_t> shape = whole.shape();
-  shape[layout.axis == 1 && shape.size() == 2 ? 1 : 0] = blocks * (last - first);
+  shape[layout.axis == 1 && shape.size() == 2 ? 1 : 0] = length;
   tensor piece = tensor::from_shape(shape);
-  for_each_chunk(w, blocks, first, last - first, [&](std::size_t from, std::size_t at, std::size_t n) {
+  for_each_chunk(w, chunks, [&](std::size_t from, std::size_t at, std::size_t n) {
     std::memcpy(piece.data() + at, whole.data() + from, n * sizeof(float));
   });
   return piece;

@@ -380,7 +380,8 @@ TEST_CASE("gpt2 weights: bad files and models are refused, naming what and where
     CHECK(contains(error_of([&] { read_gpt2_info(dir.file("ours.safetensors")); }), "this is an actorpipe file"));
   }
   SUBCASE("a model GPT-2's files cannot hold: the keys named") {
-    for (const std::string spec : {"gpt2-tiny:norm=rms", "gpt2-tiny:gelu=exact", "gpt2-tiny:bias=0"}) {
+    for (const std::string spec : {"gpt2-tiny:norm=rms", "gpt2-tiny:gelu=exact", "gpt2-tiny:bias=0", "gpt2-tiny:pos=rope",
+                                   "gpt2-tiny:kv_heads=2", "gpt2-tiny:act=swiglu"}) {
       CAPTURE(spec);
       sequential m = sequential::from_spec(spec);
       const std::string key = spec.substr(spec.find(':') + 1);

@@ -51,7 +51,7 @@ TEST_CASE("gpt spec: bad specs are clear errors naming the key") {
   };
   CHECK(error_of("gpt:layers=0") == "bad model spec 'gpt:layers=0': key 'layers' must be a positive integer, got '0'");
   CHECK(error_of("gpt:dim=256,heads=3") == "bad model spec 'gpt:dim=256,heads=3': key 'heads' (3) must divide key 'dim' (256)");
-  CHECK(error_of("gpt:depth=3") == "bad model spec 'gpt:depth=3': unknown key 'depth' (known: layers, dim, heads, context, vocab, bias, tied, gelu, norm, mlp, init)");
+  CHECK(error_of("gpt:depth=3") == "bad model spec 'gpt:depth=3': unknown key 'depth' (known: layers, dim, heads, context, vocab, bias, tied, gelu, norm, mlp, init, pos, kv_heads, act)");
   CHECK(error_of("gpt:dim=-4").find("key 'dim' must be a positive integer, got '-4'") != std::string::npos);
   CHECK(error_of("gpt:dim=4x").find("key 'dim' must be a positive integer") != std::string::npos);
   CHECK(error_of("gpt:dim=4,dim=8").find("key 'dim' is given twice") != std::string::npos);

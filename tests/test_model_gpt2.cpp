@@ -188,7 +188,7 @@ TEST_CASE("gpt spec: the keys vocab, bias, gelu, norm, mlp and init, the text ba
 }
 
 TEST_CASE("gpt spec: the presets gpt2, gpt2-medium and gpt2-tiny, and keys overriding theirs") {
-  CHECK(gpt_preset_names() == std::vector<std::string>{"gpt2", "gpt2-medium", "gpt2-tiny"});
+  CHECK(gpt_preset_names() == std::vector<std::string>{"gpt2", "gpt2-medium", "gpt2-tiny", "llama", "llama-tiny"});
   const gpt_config g = parse_gpt_spec("gpt2");
   CHECK(g.layers == 12);
   CHECK(g.dim == 768);
@@ -233,7 +233,7 @@ TEST_CASE("gpt spec: each new key's bad value is refused naming the spec, the ke
   CHECK(error("gpt2:init=gpt2,init=kaiming").find("key 'init' is given twice") != std::string::npos);
   CHECK(error("gpt2:heads=5") == "bad model spec 'gpt2:heads=5': key 'heads' (5) must divide key 'dim' (768)");
   CHECK(error("gpt2-tiny:depth=1").find("unknown key 'depth'") != std::string::npos);
-  CHECK(error("gpt2-large").find("a preset (gpt2, gpt2-medium, gpt2-tiny)") != std::string::npos);
+  CHECK(error("gpt2-large").find("a preset (gpt2, gpt2-medium, gpt2-tiny, llama, llama-tiny)") != std::string::npos);
   CHECK_THROWS_WITH_AS(sequential::from_spec("gpt2-tiny:norm=group"), doctest::Contains("key 'norm'"), std::invalid_argument);
 }
 

@@ -1,6 +1,6 @@
 // Activation recomputation (Note [recomputation] in model/block.hpp): a recomputing block keeps only its input
 // between forward and backward, and gives the gradients of the block that keeps everything, bit for bit, in
-// float32 and bfloat16, with dropout, with the split backward, for a Sequential and a GPT.
+// float32 and bfloat16, with dropout, with the split backward, for a Sequential and a GPT (LLaMA-style blocks too).
 #include <doctest/doctest.h>
 
 #include <stdexcept>
@@ -60,10 +60,13 @@ TEST_CASE("recomputed blocks give the gradients of kept ones, bit for bit, and s
     std::vector<std::string> specs;
     std::vector<std::size_t> x_shape;
   };
+  const std::string llama_block = gpt_block_spec(parse_gpt_spec("llama-tiny:dim=16,heads=4,mlp=24"));
   const std::vector<model_case> cases = {
       {{dropout_block, dropout_block, "linear:8:5"}, {6, 8}},
       {{"residual[block[linear:8:8,tanh],residual[layernorm:8,linear:8:8]]"}, {6, 8}},  // nested
       {{gpt_block_spec(16, 4), gpt_block_spec(16, 4)}, {2, 8, 16}},                   // decoder blocks
+      // LLaMA-style: grouped-query attention with rotary positions, the SwiGLU MLP, RMSNorm
+      {{llama_block, llama_block}, {2, 8, 16}},
   };
   for (const model_case& c : cases)
     for (dtype type : {dtype::float32, dtype::bfloat16})

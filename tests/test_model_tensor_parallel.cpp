@@ -1,5 +1,6 @@
-// Tensor-parallel layers (model/parallel_linear.hpp, model/parallel_attention.hpp): the Megatron MLP, attention
-// with its heads split, and a whole GPT block over T ranks (threads of one local_group) give the unsplit
+// Tensor-parallel layers (model/parallel_linear.hpp, model/parallel_attention.hpp, model/parallel_swiglu.hpp): the
+// Megatron MLP, attention with its heads split (grouped-query and rotary too), the SwiGLU MLP, and a whole GPT block
+// (LLaMA-style too) over T ranks (threads of one local_group) give the unsplit
 // model's output, dx and gradient slices, with exactly one all-reduce forward and one backward per MLP pair
 // or attention (two each way per block); unsplit they are Linear and attention, bit for bit.
 #include <doctest/doctest.h>
@@ -18,6 +19,7 @@
 #include "model/linear.hpp"
 #include "model/parallel_attention.hpp"
 #include "model/parallel_linear.hpp"
+#include "model/parallel_swiglu.hpp"
 #include "model/sequential.hpp"
 #include "model/tensor_parallel.hpp"
 #include "test_support.hpp"
@@ -185,6 +187,9 @@ void check_split_equals_whole(const std::vector<rank_result>& got, const rank_re
   }
 }
 
+// A LLaMA-style block's config: grouped-query attention with rotary positions, the SwiGLU MLP, RMSNorm, biases on.
+const char* const llama_block_spec = "gpt:dim=16,heads=4,kv_heads=2,pos=rope,act=swiglu,norm=rms,mlp=24";
+
 // How many of `model`'s parameters have a gradient with a nonzero element.
 int nonzero_gradients(sequential& model) {
   int n = 0;
@@ -242,7 +247,8 @@ TEST_CASE("the Megatron MLP (column -> GELU -> row) over T ranks equals the unsp
 TEST_CASE("split over 2 ranks, forward_owned gives forward's bits and the parallel Linears keep the given input as the stash") {
   // Note [owned input] in model/layer.hpp: a block gives each part after its first the activation before it.
   const std::vector<std::pair<std::string, shape_t>> cases = {
-      {"column_linear:8:16", {6, 8}}, {"row_linear:16:8", {6, 16}}, {"head_parallel_attention:16:4", {2, 4, 16}}};
+      {"column_linear:8:16", {6, 8}}, {"row_linear:16:8", {6, 16}}, {"head_parallel_attention:16:4", {2, 4, 16}},
+      {"head_parallel_attention:16:4:kv_heads=2:rope=10000", {2, 4, 16}}, {"parallel_swiglu_mlp:8:16", {6, 8}}};
   for (const auto& [spec, shape] : cases) {
     CAPTURE(spec);
     local_group group("tp", 2);
@@ -532,6 +538,9 @@ TEST_CASE("the fused backward computes the weight gradients while its all-reduce
       {{"head_parallel_attention:16:4"}, {2, 8, 16}, 4},                // both projections' weight and bias
       // All 12 but the first layer norm's 2, whose backward follows the attention's all-reduce.
       {tensor_parallel_specs({gpt_block_spec(16, 4)}), {2, 8, 16}, 10},
+      {{"parallel_swiglu_mlp:8:12"}, {5, 8}, 4},  // both projections' weight and bias
+      // A LLaMA-style block with biases: all 10 but the first RMSNorm's weight.
+      {tensor_parallel_specs({gpt_block_spec(parse_gpt_spec(llama_block_spec))}), {2, 8, 16}, 9},
   };
   for (const model_case& c : cases) {
     CAPTURE(c.specs.front());
@@ -565,4 +574,173 @@ TEST_CASE("the fused backward computes the weight gradients while its all-reduce
         CHECK(check_close(results[false][r].grads[k], results[true][r].grads[k], 0.0, 0.0, "gradient"));
     }
   }
+}
+
+TEST_CASE("grouped-query attention with rotary positions over T ranks equals the unsplit layer, one all-reduce each way") {
+  // Note [grouped-query attention], Note [head-parallel attention]: a rank takes whole groups of heads.
+  const tensor x = random_tensor({2, 8, 16}, 51), dy = random_tensor({2, 8, 16}, 52);
+  for (const char* options : {":kv_heads=2:rope=10000", ":kv_heads=2", ":kv_heads=1:rope=100:bias=0", ":rope=10000"}) {
+    CAPTURE(options);
+    const rank_result expected = run_whole({std::string("attention:16:4") + options}, x, dy);
+    const std::vector<int> ranks_of = std::string(options).find("kv_heads=1") != std::string::npos ? std::vector<int>{1}
+                                      : std::string(options).find("kv_heads") != std::string::npos ? std::vector<int>{1, 2}
+                                                                                                  : std::vector<int>{1, 2, 4};
+    for (int ranks : ranks_of)
+      for (bool split_iw : {false, true}) {
+        CAPTURE(ranks);
+        CAPTURE(split_iw);
+        const auto got = run_split({std::string("head_parallel_attention:16:4") + options}, ranks, x, dy, split_iw);
+        for (const rank_result& g : got) {
+          CHECK(g.forward_all_reduces == 1);
+          CHECK(g.backward_all_reduces == 1);
+        }
+        check_split_equals_whole(got, expected);
+      }
+  }
+  // Unsplit, head-parallel attention is attention bit for bit, with these options too.
+  auto parallel = make_layer("head_parallel_attention:16:4:kv_heads=2:rope=10000");
+  auto plain = make_layer("attention:16:4:kv_heads=2:rope=10000");
+  parallel->initialize(3);
+  plain->initialize(3);
+  layer_cache c1, c2;
+  CHECK(parallel->forward(x, c1, {}) == plain->forward(x, c2, {}));
+  CHECK(parallel->backward(dy, c1) == plain->backward(dy, c2));
+  const auto p1 = parallel->parameters("0."), p2 = plain->parameters("0.");
+  REQUIRE(p1.size() == p2.size());
+  for (std::size_t k = 0; k < p1.size(); ++k) {
+    CHECK(p1[k].name == p2[k].name);
+    CHECK(*p1[k].grad == *p2[k].grad);
+  }
+}
+
+TEST_CASE("grouped-query attention: the QKV weight is cut per head in q and per kv head in k and v, and gathers back") {
+  causal_self_attention whole(16, 4, attention_init{{}, {}, 2, 10000.0f});  // q at columns 0-15, k 16-23, v 24-31
+  whole.initialize(5);
+  const tensor& w = *whole.parameters("").at(0).value;  // (16, 32)
+  const tensor& b = *whole.parameters("").at(1).value;  // (32)
+  constexpr std::size_t ranks = 2;
+  local_group group("tp", static_cast<int>(ranks));
+  std::vector<head_parallel_attention> shards(ranks, head_parallel_attention(16, 4, attention_init{{}, {}, 2, 10000.0f}));
+  std::vector<const tensor*> weights, biases;
+  for (std::size_t r = 0; r < ranks; ++r) {
+    shards[r].join_group(group.member(static_cast<int>(r)));
+    shards[r].initialize(5);
+    const auto values = shards[r].sharded_values();
+    REQUIRE(values.size() == 3);
+    CHECK(values[0].layout == shard_layout{1, std::vector<std::size_t>{16, 8, 8}});
+    CHECK(values[1].layout == shard_layout{0, std::vector<std::size_t>{16, 8, 8}});
+    CHECK(values[2].layout == shard_layout{0, 1});
+    CHECK(shape_of(*values[0].value) == shape_t{16, 16});  // 2 heads of q, 1 kv head of k and of v: 8 + 4 + 4
+    weights.push_back(values[0].value);
+    biases.push_back(values[1].value);
+    CHECK(check_close(*values[0].value, piece_along(w, values[0].layout, r, ranks), 0.0, 0.0, "piece of qkv.weight"));
+    CHECK(check_close(*values[1].value, piece_along(b, values[1].layout, r, ranks), 0.0, 0.0, "piece of qkv.bias"));
+  }
+  // Rank 1: q of heads 2, 3 (columns 8-15), k and v of kv head 1 (columns 20-23 and 28-31).
+  const tensor& piece = *weights[1];
+  for (std::size_t i = 0; i < 16; ++i) {
+    CHECK(piece.data()[i * 16] == w.data()[i * 32 + 8]);
+    CHECK(piece.data()[i * 16 + 8] == w.data()[i * 32 + 20]);
+    CHECK(piece.data()[i * 16 + 12] == w.data()[i * 32 + 28]);
+  }
+  const shard_layout columns{1, std::vector<std::size_t>{16, 8, 8}};
+  CHECK(check_close(gather_pieces(weights, columns), w, 0.0, 0.0, "gathered qkv.weight"));
+  CHECK(check_close(gather_pieces(biases, {0, std::vector<std::size_t>{16, 8, 8}}), b, 0.0, 0.0, "gathered qkv.bias"));
+  const std::vector<const tensor*> missing(weights.begin(), weights.end() - 1);
+  tensor target = w;
+  CHECK_THROWS_AS(gather_along(missing, columns, target), std::invalid_argument);
+  CHECK(shard_layout(1, std::vector<std::size_t>{8, 8, 8}) == shard_layout{1, 3});  // equal blocks: one spelling
+  // The unequal blocks read back through column_linear's spec.
+  CHECK(make_layer("column_linear:16:32:16+8+8")->spec() == "column_linear:16:32:16+8+8");
+  CHECK(error_of([] { make_layer("column_linear:16:32:16+8+4"); }) ==
+        "bad layer spec 'column_linear:16:32:16+8+4': the block widths 16+8+4 sum to 28, not OUT (32)");
+}
+
+TEST_CASE("grouped-query attention refuses a T that does not divide its kv heads, naming the layer, the kv heads and T") {
+  local_group group("tp stage 0", 4);
+  auto attention = make_layer("head_parallel_attention:16:4:kv_heads=2:rope=10000");  // 4 divides the heads, not 2
+  auto* p = dynamic_cast<tensor_parallel_layer*>(attention.get());
+  REQUIRE(p);
+  CHECK_THROWS_WITH_AS(p->join_group(group.member(0)),
+                       "HeadParallelAttention(16, 4 heads, 2 kv heads, rope) cannot split its 2 kv heads over 4 "
+                       "tensor-parallel ranks of group 'tp stage 0': 4 does not divide 2 (each rank takes whole groups "
+                       "of heads sharing a kv head)",
+                       std::invalid_argument);
+  CHECK(attention->describe() == "HeadParallelAttention(16, 4 heads, 2 kv heads, rope)");  // nothing was cut
+}
+
+TEST_CASE("the SwiGLU MLP over T ranks equals the unsplit one with one all-reduce each way, and unsplit is swiglu_mlp bit for bit") {
+  // Note [tensor-parallel SwiGLU].
+  const tensor x = random_tensor({2, 3, 8}, 61), dy = random_tensor({2, 3, 8}, 62);
+  for (const char* options : {"", ":std=0.1:down_std=0.05:bias=0"}) {
+    CAPTURE(options);
+    const rank_result expected = run_whole({std::string("swiglu_mlp:8:12") + options}, x, dy);
+    for (int ranks : {1, 2, 4})
+      for (bool split_iw : {false, true}) {
+        CAPTURE(ranks);
+        CAPTURE(split_iw);
+        const auto got = run_split({std::string("parallel_swiglu_mlp:8:12") + options}, ranks, x, dy, split_iw);
+        for (const rank_result& g : got) {
+          CHECK(g.forward_all_reduces == 1);   // the down projection's partial products
+          CHECK(g.backward_all_reduces == 1);  // the fused gate and up projection's partial dx
+        }
+        check_split_equals_whole(got, expected);
+      }
+  }
+  auto parallel = make_layer("parallel_swiglu_mlp:8:12"), plain = make_layer("swiglu_mlp:8:12");
+  parallel->initialize(3);
+  plain->initialize(3);
+  layer_cache c1, c2;
+  CHECK(parallel->forward(x, c1, {}) == plain->forward(x, c2, {}));
+  CHECK(parallel->backward(dy, c1) == plain->backward(dy, c2));
+  const auto p1 = parallel->parameters("0."), p2 = plain->parameters("0.");
+  REQUIRE(p1.size() == p2.size());
+  for (std::size_t k = 0; k < p1.size(); ++k) {
+    CHECK(p1[k].name == p2[k].name);
+    CHECK(*p1[k].value == *p2[k].value);
+    CHECK(*p1[k].grad == *p2[k].grad);
+  }
+  check_layer_gradients(*parallel, random_tensor({3, 8}, 63), {});
+  // Its gate and up columns are cut as 2 blocks: rank r holds gate units and the same up units.
+  local_group pair("tp", 2);
+  parallel_swiglu_mlp shard(8, 12);
+  shard.join_group(pair.member(1));
+  const auto values = shard.sharded_values();
+  REQUIRE(values.size() == 3);  // gate_up weight and bias, down weight (its bias is whole)
+  CHECK(values[0].layout == shard_layout{1, 2});
+  CHECK(values[2].layout == shard_layout{0, 1});
+  CHECK(shard.describe() == "ParallelSwiGLU(8->12->8) rank 1 of 2");
+  local_group three("tp stage 1", 5);
+  parallel_swiglu_mlp odd(8, 12);
+  CHECK_THROWS_WITH_AS(odd.join_group(three.member(0)),
+                       "ParallelSwiGLU(8->12->8) cannot split its 12 hidden units over 5 tensor-parallel ranks of group "
+                       "'tp stage 1': 5 does not divide 12",
+                       std::invalid_argument);
+}
+
+TEST_CASE("a LLaMA-style block over T = 2 has exactly 2 all-reduces each way, and a llama-tiny model over 2 ranks equals one process") {
+  const std::vector<std::string> whole = {gpt_block_spec(parse_gpt_spec(llama_block_spec))};
+  const std::vector<std::string> split = tensor_parallel_specs(whole);
+  CHECK(split == std::vector<std::string>{"block[residual[rmsnorm:16,head_parallel_attention:16:4:kv_heads=2:rope=10000],"
+                                          "residual[rmsnorm:16,parallel_swiglu_mlp:16:24]]"});
+  const tensor x = random_tensor({2, 8, 16}, 71), dy = random_tensor({2, 8, 16}, 72);
+  const rank_result expected = run_whole(whole, x, dy);
+  for (bool split_iw : {false, true}) {
+    CAPTURE(split_iw);
+    const auto got = run_split(split, 2, x, dy, split_iw);
+    for (const rank_result& g : got) {
+      CHECK(g.forward_all_reduces == 2);   // attention's output projection, the MLP's down projection
+      CHECK(g.backward_all_reduces == 2);  // attention's QKV dx, the MLP's gate and up dx
+    }
+    check_split_equals_whole(got, expected);
+  }
+  tensor ids = tensor::from_shape({2, 8});
+  for (std::size_t i = 0; i < ids.size(); ++i) ids.data()[i] = float((i * 137 + 11) % 300);
+  const tensor logits_dy = random_tensor({2, 8, 300}, 73, 0.01f);
+  const std::vector<std::string> model = gpt_layer_specs(parse_gpt_spec("llama-tiny:dim=16,heads=4,context=8,vocab=300,mlp=24"));
+  const std::vector<std::string> model_split = tensor_parallel_specs(model);
+  CHECK(model_split[1].find("head_parallel_attention:16:4:std=0.02:proj_std=0.01:bias=0:kv_heads=2:rope=10000") !=
+        std::string::npos);
+  CHECK(model_split[1].find("parallel_swiglu_mlp:16:24:std=0.02:down_std=0.01:bias=0") != std::string::npos);
+  check_split_equals_whole(run_split(model_split, 2, ids, logits_dy), run_whole(model, ids, logits_dy));
 }

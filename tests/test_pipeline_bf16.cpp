@@ -136,6 +136,28 @@ TEST_CASE("bf16: a GPT in a pipeline equals the same GPT in bf16 in one process,
   CHECK(std::abs(fp32.losses.back() - bf16.losses.back()) < 0.02 * fp32.losses.back());
 }
 
+// LLaMA-style: rotary positions and grouped-query heads (q, k, v held in bf16), the SwiGLU MLP (its gate and up
+// outputs held in bf16), RMSNorm, no biases, no position layer.
+sequential tiny_llama(std::uint64_t seed) {
+  return sequential::from_spec("llama-tiny:layers=2,dim=16,heads=4,context=8,vocab=256,mlp=24",
+                               sequential_options{"relu", seed});
+}
+
+TEST_CASE("bf16: a LLaMA-style GPT in a pipeline equals the same model in bf16 in one process, bit for bit") {
+  const std::string text = "It is a truth universally acknowledged, that a single man in possession of a good fortune, "
+                           "must be in want of a wife.";
+  const dataset d = text_windows(std::vector<std::uint8_t>(text.begin(), text.end()), 8, 10, 3, "text");
+  for (const setup& u : {setup{"1f1b", 2, 1, 3}, setup{"zb-h1", 2, 1, 4}, setup{"interleaved", 2, 2, 4}}) {
+    run_result reference = train_microbatched(tiny_llama, dtype::bfloat16, d, adam(), u.microbatches);
+    run_result piped = train_pipeline(tiny_llama, d, options_for(u, dtype::bfloat16));
+    check_bitwise(reference, piped, "llama " + name_of(u));
+  }
+  run_result fp32 = train_microbatched(tiny_llama, dtype::float32, d, adam(), 3);
+  run_result bf16 = train_microbatched(tiny_llama, dtype::bfloat16, d, adam(), 3);
+  CHECK(fp32.losses.back() != bf16.losses.back());
+  CHECK(std::abs(fp32.losses.back() - bf16.losses.back()) < 0.02 * fp32.losses.back());
+}
+
 TEST_CASE("bf16 is not fp32: the same pipeline in fp32 ends elsewhere, and bf16 stashes half the bytes") {
   const dataset d = test::small_blobs(30);
   const setup u{"gpipe", 2, 1, 4};
