@@ -26,6 +26,7 @@ gpt_config llama_shape(std::size_t layers, std::size_t dim, std::size_t heads, s
                        std::size_t context, std::size_t mlp) {
   gpt_config c = gpt2_shape(layers, dim, heads, context);
   c.vocabulary = 32000, c.bias = false, c.norm = "rms", c.pos = "rope", c.act = "swiglu", c.kv_heads = kv_heads;
+  c.tied = false;  // LLaMA's head is a weight of its own
   c.mlp = mlp;
   return c;
 }
