@@ -658,9 +658,7 @@ void load_gpt2_weights(const std::string& path, sequential& model, const gpt_con
   const std::string where = kind_of(format) + " " + path;
   check_gpt2_architecture(config, gpt2_format::huggingface, "cannot load " + where);  // mlp: the shapes say
   const gpt2_file_info info = read_gpt2_info(path);
-  const bool heads_known = info.heads_from == "the header" || info.heads_from == "the metadata" ||
-                           info.heads_from == "config.json";
-  if (const std::string differs = gpt2_shape_mismatch(info.config, config, heads_known); !differs.empty())
+  if (const std::string differs = gpt2_shape_mismatch(info.config, config, info.heads_stated()); !differs.empty())
     throw std::invalid_argument(where + " holds a model of another shape than " + gpt_spec_text(config) + ": " + differs +
                                 " (the file's vs the model's)");
   gpt2_file_info read;

@@ -54,6 +54,10 @@ struct gpt2_file_info {
   // layers, dim, heads, context, vocabulary and mlp from the file; the rest GPT-2's (the gpt2 preset's).
   gpt_config config;
   std::string heads_from;  // "the header", "the metadata", "config.json", "GPT-2's head width of 64"; "" unknown
+  // The file says its heads (not GPT-2's head width standing in, nor unknown): a model's must be the same.
+  bool heads_stated() const {
+    return heads_from == "the header" || heads_from == "the metadata" || heads_from == "config.json";
+  }
   bool tied = true;        // no LM head of its own (llm.c's files always)
   int llmc_version = 0;    // llm.c's: 3 or 5
 };

@@ -70,8 +70,7 @@ void check_gpt2_weights_options(const run_config& o, const sequential* model) {
     } catch (const std::runtime_error& e) {
       throw std::invalid_argument("--init-from: " + std::string(e.what()));
     }
-    const bool heads_known = !info.heads_from.empty() && info.heads_from != "GPT-2's head width of 64";
-    if (const std::string differs = gpt2_shape_mismatch(info.config, c, heads_known); !differs.empty())
+    if (const std::string differs = gpt2_shape_mismatch(info.config, c, info.heads_stated()); !differs.empty())
       throw std::invalid_argument(flag + ": the file holds " + gpt_spec_text(info.config) + ", another shape than --model " +
                                   o.model + ": " + differs + " (the file's vs --model's)");
   }
