@@ -30,8 +30,8 @@ namespace {
 constexpr std::size_t header_alignment = 8;  // Note [safetensors layout]: data starts at a multiple of 8
 constexpr const char* metadata_key = "__metadata__";
 
-[[noreturn]] void fail(const std::string& path, const std::string& what) {
-  throw std::runtime_error("safetensors file " + path + ": " + what);
+[[noreturn]] void fail(const std::string& path, const std::string& what, const std::string& kind = "safetensors file") {
+  throw std::runtime_error(kind + " " + path + ": " + what);
 }
 
 std::string errno_text() { return std::strerror(errno); }
@@ -42,11 +42,12 @@ std::string errno_text() { return std::strerror(errno); }
 // stale ones of killed writers are removed first.
 class temporary_file {
  public:
-  explicit temporary_file(const std::string& final_path)
-      : final_(final_path), path_(final_path + ".tmp-" + std::to_string(::getpid())) {
+  // `kind` names the file in errors ("safetensors file").
+  explicit temporary_file(const std::string& final_path, std::string kind = "safetensors file")
+      : final_(final_path), path_(final_path + ".tmp-" + std::to_string(::getpid())), kind_(std::move(kind)) {
     remove_stale_temporaries(final_);
     fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd_ < 0) fail(final_, "cannot create temporary file " + path_ + ": " + errno_text());
+    if (fd_ < 0) fail(final_, "cannot create temporary file " + path_ + ": " + errno_text(), kind_);
   }
   temporary_file(const temporary_file&) = delete;
   temporary_file& operator=(const temporary_file&) = delete;
@@ -60,7 +61,7 @@ class temporary_file {
     while (size > 0) {
       const ssize_t n = ::write(fd_, p, size);
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) fail(final_, "cannot write temporary file " + path_ + ": " + errno_text());
+      if (n <= 0) fail(final_, "cannot write temporary file " + path_ + ": " + errno_text(), kind_);
       p += n;
       size -= std::size_t(n);
     }
@@ -68,13 +69,13 @@ class temporary_file {
 
   // fsync, close, rename over the final name, then fsync the folder so the rename itself is durable.
   void commit() {
-    if (::fsync(fd_) != 0) fail(final_, "cannot fsync temporary file " + path_ + ": " + errno_text());
+    if (::fsync(fd_) != 0) fail(final_, "cannot fsync temporary file " + path_ + ": " + errno_text(), kind_);
     const int fd = fd_;
     fd_ = -1;
-    if (::close(fd) != 0) fail(final_, "cannot close temporary file " + path_ + ": " + errno_text());
+    if (::close(fd) != 0) fail(final_, "cannot close temporary file " + path_ + ": " + errno_text(), kind_);
     std::error_code ec;
     std::filesystem::rename(path_, final_, ec);
-    if (ec) fail(final_, "cannot rename " + path_ + " over it: " + ec.message());
+    if (ec) fail(final_, "cannot rename " + path_ + " over it: " + ec.message(), kind_);
     committed_ = true;
     // Best effort: some file systems refuse to open or fsync a folder; the data itself is already safe.
     std::filesystem::path folder = std::filesystem::path(final_).parent_path();
@@ -87,7 +88,7 @@ class temporary_file {
   }
 
  private:
-  std::string final_, path_;
+  std::string final_, path_, kind_;
   int fd_ = -1;
   bool committed_ = false;
 };
@@ -299,49 +300,81 @@ void write_safetensors(const std::string& path, const std::map<std::string, tens
   write_safetensors(path, list, metadata);
 }
 
-safetensors_file read_safetensors(const std::string& path, const std::function<bool(const std::string&)>& wanted) {
+namespace {
+
+// The file opened and its header read and validated whole (Note [safetensors layout]).
+struct opened_file {
+  std::ifstream in;
+  std::uint64_t data_start = 0;
+  std::vector<entry> entries;
+  std::map<std::string, std::string> metadata;
+};
+
+void open_and_validate(const std::string& path, opened_file& f) {
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
   if (!std::filesystem::exists(status)) fail(path, "no such file");
   if (!std::filesystem::is_regular_file(status)) fail(path, "not a regular file");
   const std::uint64_t file_size = std::filesystem::file_size(path, ec);
   if (ec) fail(path, "cannot read its size: " + ec.message());
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, "cannot open: " + errno_text());
+  f.in.open(path, std::ios::binary);
+  if (!f.in) fail(path, "cannot open: " + errno_text());
   if (file_size < 8)
     fail(path, "file is " + std::to_string(file_size) + " bytes, shorter than the 8-byte header length");
 
   unsigned char length_bytes[8];
-  if (!in.read(reinterpret_cast<char*>(length_bytes), 8)) fail(path, "cannot read the header length");
+  if (!f.in.read(reinterpret_cast<char*>(length_bytes), 8)) fail(path, "cannot read the header length");
   const std::uint64_t header_size = read_u64_little_endian(length_bytes);
   if (header_size > file_size - 8)
     fail(path, "header length " + std::to_string(header_size) + " goes beyond the end of the file (" +
                    std::to_string(file_size) + " bytes, so at most " + std::to_string(file_size - 8) + ")");
   std::string text(header_size, '\0');
-  if (!in.read(text.data(), std::streamsize(header_size))) fail(path, "cannot read the header");
+  if (!f.in.read(text.data(), std::streamsize(header_size))) fail(path, "cannot read the header");
 
   const nlohmann::json header = parse_header(path, text);
-  safetensors_file result;
-  std::vector<entry> entries;
   for (const auto& [name, value] : header.items()) {
     if (name == metadata_key)
-      result.metadata = parse_metadata(path, value);
+      f.metadata = parse_metadata(path, value);
     else
-      entries.push_back(parse_entry(path, name, value));
+      f.entries.push_back(parse_entry(path, name, value));
   }
-  const std::uint64_t data_start = 8 + header_size;
-  check_ranges(path, entries, file_size - data_start);
+  f.data_start = 8 + header_size;
+  check_ranges(path, f.entries, file_size - f.data_start);
+}
 
-  for (const entry& e : entries) {
+}  // namespace
+
+safetensors_file read_safetensors(const std::string& path, const std::function<bool(const std::string&)>& wanted) {
+  opened_file f;
+  open_and_validate(path, f);
+  safetensors_file result;
+  result.metadata = std::move(f.metadata);
+  for (const entry& e : f.entries) {
     if (wanted && !wanted(e.name)) continue;
     tensor t = tensor::from_shape(e.shape, e.type);
     const std::uint64_t bytes = e.end - e.begin;
-    in.seekg(std::streamoff(data_start + e.begin));
-    if (bytes > 0 && !in.read(reinterpret_cast<char*>(t.bytes()), std::streamsize(bytes)))
+    f.in.seekg(std::streamoff(f.data_start + e.begin));
+    if (bytes > 0 && !f.in.read(reinterpret_cast<char*>(t.bytes()), std::streamsize(bytes)))
       fail(path, "tensor " + e.name + ": cannot read its " + std::to_string(bytes) + " bytes (file truncated?)");
     result.tensors.emplace(e.name, std::move(t));
   }
   return result;
+}
+
+safetensors_header read_safetensors_header(const std::string& path) {
+  opened_file f;
+  open_and_validate(path, f);
+  safetensors_header result;
+  result.metadata = std::move(f.metadata);
+  for (const entry& e : f.entries) result.tensors.emplace(e.name, safetensors_entry{e.type, e.shape});
+  return result;
+}
+
+void write_file_atomically(const std::string& path, const std::string& kind,
+                           const std::function<void(const byte_writer&)>& contents) {
+  temporary_file file(path, kind);
+  contents([&](const void* data, std::size_t size) { file.write(data, size); });
+  file.commit();
 }
 
 }  // namespace ap

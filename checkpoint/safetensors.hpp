@@ -55,4 +55,22 @@ void write_safetensors(const std::string& path, const std::map<std::string, tens
 safetensors_file read_safetensors(const std::string& path,
                                   const std::function<bool(const std::string&)>& wanted = {});
 
+// The header alone, validated as read_safetensors validates it: each tensor's dtype and shape, and the metadata.
+struct safetensors_entry {
+  dtype type = dtype::float32;
+  shape_t shape;
+};
+struct safetensors_header {
+  std::map<std::string, safetensors_entry> tensors;
+  std::map<std::string, std::string> metadata;
+};
+safetensors_header read_safetensors_header(const std::string& path);
+
+// Note [atomic write] for a file of another format: `contents` is called once with a writer that appends bytes
+// to the temporary file, which then replaces `path`. Errors (std::runtime_error) name `kind` and the path
+// ("llm.c checkpoint out.bin: cannot write ..."); one thrown by `contents` leaves `path` untouched.
+using byte_writer = std::function<void(const void* data, std::size_t size)>;
+void write_file_atomically(const std::string& path, const std::string& kind,
+                           const std::function<void(const byte_writer&)>& contents);
+
 }  // namespace ap

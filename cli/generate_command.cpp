@@ -1,6 +1,7 @@
 // `actorpipe generate`: samples text from a GPT checkpoint (written by any stage count: its parameters carry
-// global names) and prints the prompt and the sampled bytes; with a tokenizer (llm.c's tokenizer file, or
-// GPT-2's vocab.json and merges.txt) it samples token ids and prints their bytes.
+// global names), or from GPT-2's weights (--init-from: llm.c's .bin or Hugging Face's .safetensors), and prints
+// the prompt and the sampled bytes; with a tokenizer (llm.c's tokenizer file, or GPT-2's vocab.json and
+// merges.txt) it samples token ids and prints their bytes.
 #include <algorithm>
 #include <functional>
 #include <iostream>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint.hpp"
+#include "checkpoint/gpt2_weights.hpp"
 #include "cli/checks.hpp"
 #include "cli/commands.hpp"
 #include "model/gpt_spec.hpp"
@@ -23,6 +25,7 @@ namespace {
 
 struct generate_options {
   std::string checkpoint;
+  std::string init_from;  // GPT-2's weights instead of a checkpoint
   std::string prompt;
   std::size_t tokens = 200;
   float temperature = 0.8f;
@@ -93,18 +96,41 @@ std::string generate_token_text(const generate_options& o, const sequential& mod
   return decode(ids);
 }
 
-void run_generate(const generate_options& o) {
-  const checkpoint_info info = read_checkpoint_info(o.checkpoint);
+// The model of a checkpoint of `train --model gpt:...`.
+sequential checkpoint_model(const std::string& path, gpt_config& gpt) {
+  const checkpoint_info info = read_checkpoint_info(path);
   if (!is_gpt_spec(info.state.model_spec))
-    throw std::invalid_argument("--checkpoint " + o.checkpoint + " holds the model '" + info.state.model_spec +
+    throw std::invalid_argument("--checkpoint " + path + " holds the model '" + info.state.model_spec +
                                 "', not a gpt model: generate needs a checkpoint of `train --model gpt:...`");
-  const gpt_config gpt = parse_gpt_spec(info.state.model_spec);
+  gpt = parse_gpt_spec(info.state.model_spec);
   sequential model = sequential::from_layer_specs(info.layer_specs);
-  load_checkpoint(o.checkpoint, model, nullptr);
+  load_checkpoint(path, model, nullptr);
+  return model;
+}
+
+// The model of GPT-2's weights, of the file's shape (Note [GPT-2 weight files] in checkpoint/gpt2_weights.hpp).
+sequential gpt2_model(const std::string& path, gpt_config& gpt) {
+  const gpt2_file_info info = read_gpt2_info(path);
+  if (info.heads_from.empty())
+    throw std::invalid_argument("--init-from " + path + ": the file does not say how many heads its attention has "
+                                "(no n_head in its metadata or in a config.json beside it)");
+  gpt = info.config;
+  sequential model = sequential::from_layer_specs(gpt_layer_specs(gpt));
+  load_gpt2_weights(path, model, gpt);
+  return model;
+}
+
+void run_generate(const generate_options& o) {
+  if (o.checkpoint.empty() == o.init_from.empty())
+    throw std::invalid_argument("generate: give --checkpoint (of `train --model gpt:...`) or --init-from (GPT-2's "
+                                "weights), one of them");
+  gpt_config gpt;
+  const sequential model = o.init_from.empty() ? checkpoint_model(o.checkpoint, gpt) : gpt2_model(o.init_from, gpt);
+  const std::string source = o.init_from.empty() ? "--checkpoint " + o.checkpoint : "--init-from " + o.init_from;
   set_compute_threads(single_process_threads());
   if (o.tokenizer.empty() && o.vocab.empty()) {
     if (gpt.vocabulary != 256)
-      throw std::invalid_argument("--checkpoint " + o.checkpoint + ": the model's vocabulary is " +
+      throw std::invalid_argument(source + ": the model's vocabulary is " +
                                   std::to_string(gpt.vocabulary) +
                                   " tokens, not 256 bytes: give --tokenizer or --vocab and --merges to print its text");
     std::cout << generate_text(model, gpt.context, o.prompt, o.tokens, o.temperature, o.seed) << std::endl;
@@ -117,8 +143,12 @@ void run_generate(const generate_options& o) {
 
 void add_generate_command(CLI::App& app) {
   auto o = std::make_shared<generate_options>();
-  auto* cmd = app.add_subcommand("generate", "sample text from a gpt checkpoint (of `train --model gpt:... --checkpoint PATH`)");
-  cmd->add_option("--checkpoint", o->checkpoint, "the checkpoint (safetensors)")->required();
+  auto* cmd = app.add_subcommand("generate", "sample text from a gpt checkpoint (of `train --model gpt:... --checkpoint "
+                                             "PATH`) or from GPT-2's weights (--init-from)");
+  auto* checkpoint = cmd->add_option("--checkpoint", o->checkpoint, "the checkpoint (safetensors)");
+  cmd->add_option("--init-from", o->init_from,
+                  "GPT-2's weights instead of a checkpoint: llm.c's gpt2_124M.bin or Hugging Face's model.safetensors")
+      ->excludes(checkpoint);
   cmd->add_option("--prompt", o->prompt, "the text to continue (empty: start from a newline)");
   cmd->add_option("--tokens", o->tokens, "bytes (or tokens, with a tokenizer) to sample")->check(whole_number(0, 1 << 20))->capture_default_str();
   cmd->add_option("--temperature", o->temperature, "softmax temperature (0: always the likeliest byte)")

@@ -60,6 +60,7 @@ set(actorpipe_public_headers
   checkpoint/checkpoint.hpp
   checkpoint/safetensors.hpp
   checkpoint/named_tensors.hpp
+  checkpoint/gpt2_weights.hpp
   data/dataset.hpp
   data/data_source.hpp
   data/open_data.hpp

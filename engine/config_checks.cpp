@@ -11,6 +11,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "checkpoint/gpt2_weights.hpp"
 #include "collective/network_group.hpp"
 #include "engine/run_config.hpp"
 #include "engine/value_checks.hpp"
@@ -42,6 +43,52 @@ void check_checkpoint_options(const run_config& o, const sequential* model) {
                               saved.state.model_spec + "' (layers " + join(saved.layer_specs) + "), but --model " +
                               o.model + " --activation " + o.activation + " builds layers " + join(mine) +
                               ": pass the --model and --activation it was trained with");
+}
+
+// Note [GPT-2 weight files] in checkpoint/gpt2_weights.hpp: --init-from and --export-as need a gpt model of
+// GPT-2's architecture, the file's shape for --init-from (read from its header) and a tied head for llm.c's format.
+void check_gpt2_weights_options(const run_config& o, const sequential* model) {
+  const auto config_of = [&](const std::string& flag) {
+    if (!o.language_model())
+      throw std::invalid_argument(flag + " needs a gpt model of GPT-2's architecture (--model gpt2, gpt2-tiny, "
+                                         "gpt:...), not '" + o.model + "'");
+    const gpt_config c = parse_gpt_spec(o.model);
+    if (model && model->layer_specs() != gpt_layer_specs(c))
+      throw std::invalid_argument(flag + ": the model given in C++ is not the one --model " + o.model + " builds");
+    return c;
+  };
+  if (!o.init_from_file.empty()) {
+    const std::string flag = "--init-from " + o.init_from_file;
+    if (!o.resume_file.empty())
+      throw std::invalid_argument(flag + " with --resume: both set the weights (a resumed run takes its checkpoint's): "
+                                         "give one");
+    const gpt_config c = config_of(flag);
+    check_gpt2_architecture(c, gpt2_format::huggingface, flag);
+    gpt2_file_info info;
+    try {
+      info = read_gpt2_info(o.init_from_file);
+    } catch (const std::runtime_error& e) {
+      throw std::invalid_argument("--init-from: " + std::string(e.what()));
+    }
+    if (const std::string differs = gpt2_shape_mismatch(info.config, c, info.heads_stated()); !differs.empty())
+      throw std::invalid_argument(flag + ": the file holds " + gpt_spec_text(info.config) + ", another shape than --model " +
+                                  o.model + ": " + differs + " (the file's vs --model's)");
+  }
+  if (!o.export_as_file.empty()) {
+    const std::string flag = "--export-as " + o.export_as_file;
+    gpt2_format format = gpt2_format::llmc;
+    try {
+      format = gpt2_format_for_path(o.export_as_file);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument("--export-as " + std::string(e.what()));
+    }
+    const gpt_config c = config_of(flag);
+    check_gpt2_architecture(c, format, flag);
+    if (format == gpt2_format::llmc && !has_tied_head(c))
+      throw std::invalid_argument(flag + ": llm.c's format holds no LM head of its own (its logits are x wte^T), and "
+                                         "--model " + o.model + " has an untied head (" + gpt_layer_specs(c).back() +
+                                         "): write .safetensors, or train a model with a tied head (tied=1)");
+  }
 }
 
 // The --schedule-file, read and validated against --stages, --microbatches and --chunks.
@@ -161,6 +208,8 @@ std::optional<schedule> check_run_config(const run_config& o, const std::functio
   check_output_path("--plot", o.plot_file);
   check_output_path("--timeline", o.timeline_file);
   check_output_path("--log", o.log_file);
+  check_output_path("--export-as", o.export_as_file);
+  check_gpt2_weights_options(o, model);  // before --resume's file is read: the two are refused together
   check_checkpoint_options(o, model);
   std::optional<schedule> user_schedule = checked_schedule_file(o);
   if (!o.pipe.nodes.empty()) {

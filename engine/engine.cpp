@@ -65,6 +65,7 @@ const run_config& engine::resolve() {
   impl_->resolved = true;
   run_config& o = impl_->config;
   train_plan& plan = impl_->plan;
+  model_from_init_file(o, plan);
   // Every check before any work; a model given in C++ is the one a resumed checkpoint must match.
   plan.user_schedule = check_run_config(o, plan.log, plan.model.empty() ? nullptr : &plan.model);
   set_compute_threads(1);

@@ -74,7 +74,10 @@ inline log_line say(const train_plan& plan) { return log_line(plan.log); }
 // model and --auto's trials measure on.
 batch first_rows(const data_source& d, std::size_t rows);
 
-// The model from the spec, unless given, with the dtype and recomputation set.
+// --init-from without a gpt --model (the default one, not given): the file's shape as --model (Note [GPT-2 weight
+// files] in checkpoint/gpt2_weights.hpp). Before the checks, which then see the model the run trains.
+void model_from_init_file(run_config& o, train_plan& plan);
+// The model from the spec, unless given, with the dtype and recomputation set, and --init-from's weights.
 void plan_model(const run_config& o, train_plan& plan);
 // The data, unless given: config.data (a token file for a gpt, else IDX, npy or CSV), a gpt's text without it.
 // A language model's context is checked against the data (a context the data cannot fill is refused).

@@ -1,6 +1,7 @@
 // The engine's plan: the model and its data (a user's, or a spec's and the configured files).
 #include <algorithm>
 
+#include "checkpoint/gpt2_weights.hpp"
 #include "engine/engine_parts.hpp"
 #include "data/fashion_mnist.hpp"
 #include "data/text_corpus.hpp"
@@ -18,6 +19,24 @@ batch first_rows(const data_source& d, std::size_t rows) {
   return gather_in_order(d, 0, std::clamp<std::size_t>(rows, 1, std::max<std::size_t>(d.size(), 1)));
 }
 
+void model_from_init_file(run_config& o, train_plan& plan) {
+  const bool model_given = std::find(o.given_keys.begin(), o.given_keys.end(), "model") != o.given_keys.end();
+  if (o.init_from_file.empty() || !plan.model.empty() || model_given || o.model != run_config{}.model) return;
+  gpt2_file_info info;
+  try {
+    info = read_gpt2_info(o.init_from_file);
+  } catch (const std::runtime_error& e) {
+    throw std::invalid_argument("--init-from: " + std::string(e.what()));
+  }
+  if (info.heads_from.empty())
+    throw std::invalid_argument("--init-from " + o.init_from_file + ": the file does not say how many heads its "
+                                "attention has (no n_head in its metadata or in a config.json beside it): give --model " +
+                                gpt_spec_text(info.config) + " with heads=N");
+  o.model = gpt_spec_text(info.config);
+  say(plan) << "init-from: --model " << o.model << ", the shape of " << o.init_from_file << " (heads from "
+            << info.heads_from << ")";
+}
+
 void plan_model(const run_config& o, train_plan& plan) {
   plan.language_model = o.language_model() || (plan.train_set && plan.train_set->is_sequence());
   if (!o.train.sequence_lengths.empty() && !plan.language_model)
@@ -29,6 +48,11 @@ void plan_model(const run_config& o, train_plan& plan) {
     if (plan.context > 0 && length > plan.context)
       throw std::invalid_argument("--sequence-lengths " + std::to_string(length) + " is longer than the model's " +
                                   std::to_string(plan.context) + " positions (the spec's key 'context')");
+  if (!o.init_from_file.empty()) {  // checked against the model by check_run_config
+    load_gpt2_weights(o.init_from_file, plan.model, parse_gpt_spec(o.model));
+    say(plan) << "init-from: the weights of " << o.init_from_file << " ("
+              << gpt2_format_name(detect_gpt2_format(o.init_from_file)) << ")";
+  }
   plan.compute_dtype = *parse_dtype(o.dtype);  // checked by the key's check
   plan.model.set_compute_dtype(plan.compute_dtype);
   plan.model.set_recompute(parse_recompute_mode(o.recompute));

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "checkpoint/gpt2_weights.hpp"
 #include "engine/engine_parts.hpp"
 #include "plan/partition.hpp"
 
@@ -120,12 +121,20 @@ void report_memory(const train_plan& plan, const train_runner& r, const train_ou
             << "% of the prediction)\n";
 }
 
-// --export: the trained weights in the compute dtype (Note [exported weights]).
+// --export: the trained weights in the compute dtype (Note [exported weights]); --export-as: as GPT-2's (Note
+// [GPT-2 weight files] in checkpoint/gpt2_weights.hpp). One gather for both.
 void export_trained_weights(const run_config& o, const train_plan& plan, train_runner& r) {
-  if (o.export_file.empty()) return;
+  if (o.export_file.empty() && o.export_as_file.empty()) return;
   sequential trained = r.pipe ? r.pipe->gather_model() : plan.model.clone();
-  export_weights(o.export_file, trained, plan.compute_dtype);
-  say(plan) << "weights written to " << o.export_file << " in " << dtype_name(plan.compute_dtype) << "\n";
+  if (!o.export_file.empty()) {
+    export_weights(o.export_file, trained, plan.compute_dtype);
+    say(plan) << "weights written to " << o.export_file << " in " << dtype_name(plan.compute_dtype) << "\n";
+  }
+  if (!o.export_as_file.empty()) {
+    const gpt2_format format = gpt2_format_for_path(o.export_as_file);
+    write_gpt2_weights(o.export_as_file, format, parse_gpt_spec(o.model), trained);
+    say(plan) << "weights written to " << o.export_as_file << " as " << gpt2_format_name(format) << " GPT-2 weights\n";
+  }
 }
 
 }  // namespace

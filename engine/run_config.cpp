@@ -32,6 +32,11 @@ void for_each_config_key(run_config& c, const std::function<void(const config_ke
   key("activation", &c.activation, "relu, gelu, tanh or sigmoid", one_of_check({"relu", "gelu", "tanh", "sigmoid"}),
       model);
   key("init-seed", &c.init_seed, "weight initialisation seed", whole_number_check(0), model);
+  key("init-from", &c.init_from_file,
+      "start from GPT-2's weights: llm.c's checkpoint (gpt2_124M.bin) or Hugging Face's model.safetensors, told apart "
+      "by content; --model a GPT-2-shaped gpt spec of the same shape (a shorter context takes the first positions), "
+      "or left out: the file's",
+      any, model);
   key("loss", &c.loss, "a registered loss (cross_entropy, or one a linked package registers)", any, model);
   key("dtype", &c.dtype, "compute dtype: fp32, or bf16 (bf16 GEMMs and stashed activations, fp32 master weights and optimizer)",
       dtype_check(), model);
@@ -170,6 +175,10 @@ void for_each_config_key(run_config& c, const std::function<void(const config_ke
       outputs);
   key("export", &c.export_file, "write the trained weights (no optimizer state) in --dtype to this safetensors file", any,
       outputs);
+  key("export-as", &c.export_as_file,
+      "write the trained weights as GPT-2's at the end: llm.c's checkpoint (.bin) or Hugging Face's model.safetensors "
+      "(.safetensors), by the name's extension",
+      any, outputs);
   key("log", &c.log_file, "append one JSON line per step and per validation to this file (Note [metrics log])", any, outputs);
   key("plot", &c.plot_file, "write the loss curve (every step's loss and each epoch's mean) as SVG", any, outputs);
 }

@@ -58,6 +58,10 @@ struct run_config {
   // Outputs; empty: none.
   std::string checkpoint_file, resume_file, export_file, trace_file, plot_file, timeline_file;
   std::string log_file;  // the metrics log: JSON lines per step and per validation (Note [metrics log])
+  // GPT-2's weights (Note [GPT-2 weight files] in checkpoint/gpt2_weights.hpp): the weights a gpt model starts
+  // from (llm.c's .bin or Hugging Face's .safetensors, told apart by content), and the file the trained weights
+  // are written to at the end (the format by extension); empty: none.
+  std::string init_from_file, export_as_file;
   bool stage_log = false;
   // The flags given on a command line (apply_config_json records them when told to), at their defaults or not: a
   // flag given where it means nothing is refused (check_run_config) even at its default value. A file's keys are
