@@ -26,8 +26,9 @@ std::vector<std::string> megatron_mlp_specs(const std::vector<std::string>& spec
 // Note [tensor-parallel specs]: the specs of `specs` (a model or any slice of one, e.g. a pipeline chunk)
 // with every layer that can be split over tensor-parallel ranks made parallel: the Megatron pairing of
 // Linear layers (megatron_mlp_specs) in the list and, the same way, inside every block[...] and
-// residual[...] (a pair never spans a composite's edge), and every attention made head-parallel (Note
-// [head-parallel attention]). A GPT block, block[residual[layernorm,attention],residual[layernorm,linear,
+// residual[...] (a pair never spans a composite's edge), every attention made head-parallel (Note
+// [head-parallel attention]) and every SwiGLU MLP split by hidden units (Note [tensor-parallel SwiGLU] in
+// model/parallel_swiglu.hpp). A GPT block, block[residual[layernorm,attention],residual[layernorm,linear,
 // gelu,linear]], becomes block[residual[layernorm,head_parallel_attention],residual[layernorm,column_linear,
 // gelu,row_linear]]: its two residual branches each take whole inputs and give whole outputs, so the block
 // costs exactly 2 all-reduces forward (the two row-wise projections) and 2 backward (the dx of the two

@@ -134,6 +134,9 @@ TEST_CASE("a GPT trains tensor-parallel (heads and MLP split) and data x tensor 
   for (auto [D, T] : std::vector<std::pair<int, int>>{{1, 2}, {1, 4}, {2, 2}})
     check_mesh_equals_local(tiny_gpt, D, T, 0.0f, tokens, next, 3, gpt_adam());
   check_mesh_equals_local(tiny_gpt, 2, 2, 5.0f, tokens, next, 3, gpt_adam());  // the norm is ~30: clipped every step
+  // LLaMA-style: 4 heads sharing 2 kv heads (T = 2 takes a group each), the SwiGLU MLP split by hidden units.
+  check_mesh_equals_local("llama-tiny:layers=2,dim=16,heads=4,context=8,vocab=256,mlp=24", 2, 2, 0.0f, tokens, next, 3,
+                          gpt_adam());
   sequential m = sequential::from_spec(tiny_gpt);
   CHECK(data_tensor_runner(m, adam(), "cross_entropy", data_tensor_options{1, 2}).describe() ==
         "1 data-parallel replica x 2 tensor-parallel ranks = 2 threads; split: 2-3 block (head_parallel_attention:16:4, "
@@ -146,22 +149,27 @@ TEST_CASE("a GPT trains tensor-parallel (heads and MLP split) and data x tensor 
 }
 
 TEST_CASE("a GPT checkpoint saved at T = 2 is the unsplit model's: it loads at T = 1 exactly") {
-  const auto [tokens, next] = gpt_batch();
-  sequential a = sequential::from_spec(tiny_gpt), b = sequential::from_spec(tiny_gpt);
-  data_tensor_runner split(a, adam(), "cross_entropy", data_tensor_options{1, 2});
-  for (int s = 0; s < 2; ++s) split.train_step(tokens, next, s);
-  char path[] = "/tmp/actorpipe-mesh-gpt-XXXXXX";
-  const int fd = mkstemp(path);
-  REQUIRE(fd >= 0);
-  split.save_checkpoint(path, training_state{});
-  local_runner whole(b, adam(), "cross_entropy");
-  whole.load_checkpoint(path);
-  std::remove(path);
-  check_same_parameters(b, a, 0.0f, "loaded in one process");  // a: the mesh's gathered view, as saved
-  // Weights and optimizer state alike: both take the same next step.
-  const float la = split.train_step(tokens, next, 2), lb = whole.train_step(tokens, next, 2);
-  CHECK(la == doctest::Approx(lb).epsilon(1e-5));
-  CHECK(check_close(split.predict(tokens), whole.predict(tokens), 1e-5, 1e-5, "outputs after the step"));
+  // LLaMA-style too: its QKV weight is cut in blocks of unequal widths (grouped-query attention, Note [shard
+  // blocks]), its SwiGLU gate and up weight in 2 blocks.
+  for (const char* spec : {tiny_gpt, "llama-tiny:layers=2,dim=16,heads=4,context=8,vocab=256,mlp=24"}) {
+    CAPTURE(spec);
+    const auto [tokens, next] = gpt_batch();
+    sequential a = sequential::from_spec(spec), b = sequential::from_spec(spec);
+    data_tensor_runner split(a, adam(), "cross_entropy", data_tensor_options{1, 2});
+    for (int s = 0; s < 2; ++s) split.train_step(tokens, next, s);
+    char path[] = "/tmp/actorpipe-mesh-gpt-XXXXXX";
+    const int fd = mkstemp(path);
+    REQUIRE(fd >= 0);
+    split.save_checkpoint(path, training_state{});
+    local_runner whole(b, adam(), "cross_entropy");
+    whole.load_checkpoint(path);
+    std::remove(path);
+    check_same_parameters(b, a, 0.0f, "loaded in one process");  // a: the mesh's gathered view, as saved
+    // Weights and optimizer state alike: both take the same next step.
+    const float la = split.train_step(tokens, next, 2), lb = whole.train_step(tokens, next, 2);
+    CHECK(la == doctest::Approx(lb).epsilon(1e-5));
+    CHECK(check_close(split.predict(tokens), whole.predict(tokens), 1e-5, 1e-5, "outputs after the step"));
+  }
 }
 
 TEST_CASE("a mesh checkpoint holds whole tensors: it loads into another mesh shape") {
