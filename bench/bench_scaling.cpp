@@ -9,7 +9,7 @@
 // its efficiency: rate / (one thread's rate x the cores it uses). Pipelines run 8 microbatches on --schedule
 // (default zb-h1; PyTorch's pipelines run 1F1B), split in whole blocks balanced by parameters (Note [default
 // partition] in plan/partition.hpp). Where `python3 -c "import torch"` works, the same models and splits of the
-// cores run on PyTorch (tools/torch_cpu_bench.py: one process, torch.distributed.pipelining over gloo, DDP; a
+// cores run on PyTorch (bench/torch_cpu_bench.py: one process, torch.distributed.pipelining over gloo, DDP; a
 // split by stage cost against its even split) and the ratio is printed. A table per model, then one JSON line.
 //
 // Usage: bench_scaling [--models mlp,gpt4,gpt16] [--steps N] [--rounds R] [--dtype float32|bfloat16]
@@ -169,7 +169,7 @@ int main(int argc, char** argv) try {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // line by line: a run cut short by a time limit keeps what it measured
   int steps = 3, rounds = 3, max_cores = 0;
   std::string models = "mlp,gpt4,gpt16", dtype_text = "float32", only, schedule = "zb-h1";
-  std::string torch_script = std::string(AP_SOURCE_DIR) + "/../shared/tools/torch_cpu_bench.py";
+  std::string torch_script = std::string(AP_SOURCE_DIR) + "/bench/torch_cpu_bench.py";
   bool use_torch = true;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];

@@ -41,7 +41,7 @@ inline bool matches_any(const std::string& name, const std::string& list) {
 }
 
 // The command that starts this program again: its path, or, where it runs through the dynamic loader (as the
-// programs that ../shared/tools/device_bundle.sh packs for a machine without our libraries do:
+// programs that scripts/device_bundle.sh packs for a machine without our libraries do:
 // `ld-linux-x86-64.so.2 --library-path DIR PROGRAM ARGS`), the loader, its options and the program, so that a
 // benchmark's child processes run the same way.
 inline std::vector<std::string> self_command() {

@@ -3,9 +3,9 @@
 # 16-core machine"): device time is short (15 minutes a session, each start costing minutes), so the whole sweep is
 # one command of at most 530 s (SWEEP_SECONDS) that writes each part's output under OUT as it goes; a part that
 # runs past its limit is cut (`timeout`, and what it started is killed) and the next one starts. Needs the bundle
-# of ../shared/tools/device_bundle.sh in .device/.
+# of scripts/device_bundle.sh in .device/.
 #
-#   here:      ./scripts/build.sh && ../shared/tools/device_bundle.sh
+#   here:      ./scripts/build.sh && scripts/device_bundle.sh
 #   device:    run with carry [".device"]:  scripts/sweep_16_cores.sh "$OUT"   (it unpacks the bundle)
 #
 # What it measures, in order of need (every part prints its own table and JSON line):
@@ -19,7 +19,7 @@ set -uo pipefail
 out="${1:?usage: scripts/sweep_16_cores.sh OUT_DIR}"
 mkdir -p "$out"
 ap=.device/ap
-[ -x "$ap" ] || { echo "no .device/ap: run ../shared/tools/device_bundle.sh here first, then carry .device" >&2; exit 1; }
+[ -x "$ap" ] || { echo "no .device/ap: run scripts/device_bundle.sh here first, then carry .device" >&2; exit 1; }
 [ -d .device/lib ] || bash .device/unpack  # the programs and their libraries, packed
 cores=$(nproc)
 per() { local v=$((cores / $1)); [ "$v" -ge 1 ] || v=1; echo "$v"; }  # cores / N, at least 1
