@@ -2,7 +2,7 @@
 // hand-picked configurations of the same run (one process at 1 thread and at every core, data and tensor
 // parallelism on every core, 2-stage pipelines with each schedule and 4 or 8 microbatches), each as its own
 // `actorpipe` process, alternating in rounds, and prints each one's median samples per second, the best of the
-// grid, and --auto's ratio to it (issue 22's target: >= 0.9). --auto's planning (its measurements and trials)
+// grid, and --auto's ratio to it (the target: >= 0.9). --auto's planning (its measurements and trials)
 // is timed apart: `wall_s` in the JSON line counts the training steps only.
 // With `--nodes N` every run trains on N `actorpipe node` processes of this machine (plain TCP, started once),
 // `train --auto --nodes ...` against a grid of pipelines on them (Note [auto on nodes]): one stage on one node

@@ -10,7 +10,7 @@
 // (2) Training: samples/s of 784-2048-2048-2048-10 (batch 256, 8 microbatches, 1F1B, Adam) on 2 stages
 //     placed on 2 `actorpipe node` processes, against the same 2-stage pipeline in one process. Blocks of
 //     steps alternate between the two (Note [timing under load] in bench_single_process.cpp). With --stages P
-//     --threads T, P stages of T threads each: issue 21's 16-core figure is --stages 4 --threads 4 (4 nodes of
+//     --threads T, P stages of T threads each: the 16-core figure is --stages 4 --threads 4 (4 nodes of
 //     4 threads against 4 stages of 4 threads in one process; the nodes share the machine's cores as Note
 //     [cores on nodes] says).
 //
@@ -304,7 +304,7 @@ int main(int argc, char** argv) {
     const double ratio = training.on_nodes / training.in_process;
     std::cout << "  median: one process " << training.in_process << " samples/s, " << shape.stages << " nodes "
               << training.on_nodes << " samples/s, ratio " << ratio
-              << " (issue 21's targets: >= 0.97 for 2 nodes of one machine, >= 0.95 for 4 nodes of 4 threads on 16 cores)"
+              << " (targets: >= 0.97 for 2 nodes of one machine, >= 0.95 for 4 nodes of 4 threads on 16 cores)"
               << std::endl;
     out["stages"] = shape.stages, out["threads"] = shape.threads, out["batch"] = shape.batch;
     out["train_samples_per_s_in_process"] = training.in_process;

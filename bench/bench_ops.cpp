@@ -327,7 +327,7 @@ int main(int argc, char** argv) {
 
   // Note [a team's start and end]: what an op's parallel region costs before any work, a team of the rank's threads
   // started and joined (awake, as between two ops of a step). Its ms are the microseconds of one region; times the
-  // regions a step opens (session 26 counted 223 teams a step for the 4-layer GPT at batch 64 in one process, about
+  // regions a step opens (223 teams a step were counted for the 4-layer GPT at batch 64 in one process, about
   // 82 more a microbatch in a pipeline: docs/performance.md) they say what share of a step the teams take. Printed
   // as a row and kept out of the worst figures.
   cases.push_back({"team.start_and_end (ceiling)", "1,000 empty regions", nullptr,

@@ -85,7 +85,7 @@ void token_embedding::backward_weight(const tensor& dy, layer_cache& cache) {
   // the same rows read in order; the op is bound by reading dy, 8 MB at 64 x 128 x 256. A summation order other
   // than the serial loop's, fixed blocks of rows summed apart and then in order, would read dy in order on every
   // thread but change the bits of every trained model, for an op of 0.3 ms where one attention forward at the
-  // same shape takes 29 ms on 2 threads: bench_ops, this 2-vCPU machine. Session 26 tried it stand-alone anyway,
+  // same shape takes 29 ms on 2 threads: bench_ops, a 2-vCPU AMD EPYC VM. Tried stand-alone anyway,
   // 8 blocks of 1,024 rows, each summed into a dense or a compact table and the tables added by id ranges: 0.28
   // and 0.32 ms on 2 threads against this loop's 0.26-0.28 (and 0.53-0.56 against 0.39-0.42 on one). The loop's 2
   // threads take what one thread takes to stream all of dy, 0.28 ms for a bare sum of its rows: the hardware's

@@ -129,7 +129,7 @@ class activation_inbox {
 // the stage's sender. On a machine whose cores all compute every such wake-up takes a core from a stage: 2 node
 // processes training the heavy MLP on this 2-vCPU machine switched contexts 56.5k times in 100 steps against
 // 24.5k for one process (`perf stat -a`), their stages' threads preempted ~50 times a step each; with this
-// change and Note [quiet scheduler]'s longer poll, 48.6-50.1k (docs/performance.md, session 19).
+// change and Note [quiet scheduler]'s longer poll, 48.6-50.1k (docs/performance.md).
 // Once a link's inbox has copied one offer, the outbox no longer waits: it keeps each tensor it offers,
 // unchanged, until the answer comes, and reads the answers that have come, on every link, before each later
 // tensor (a link whose stage went is dropped then, with what it kept), and as it ends waits for the rest, at most

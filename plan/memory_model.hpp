@@ -32,7 +32,7 @@ namespace ap {
 // of the stage's peak stash, since a backward runs there. The weight copies: what the layers keep from step to
 // step beside their parameters (layer::derived_bytes: a bfloat16 Linear's rounded weights, 2 bytes a weight, or
 // 4 where bf16 products widen, Note [bf16 weights kept widened] in model/linear.cpp). Each layer makes its copy
-// in its first forward, so the layer costs take it out of that forward's workspace; before session 24 the
+// in its first forward, so the layer costs take it out of that forward's workspace; when the
 // model counted it only there, for the stage's largest layer: the 16-layer GPT in bf16 on 2 stages held 30 MB
 // more tensors than predicted (105%) once the copies were widened.
 // Against the process: `train` prints what building and training grew its tensors' peak and its resident peak

@@ -3,7 +3,7 @@
 # by side (Note [collective backends]): our ring (data links) with plain TCP (--insecure: the same transport and
 # security as MPI's btl tcp) and with mutual TLS; gloo (plain TCP only); Open MPI's MPI_Allreduce over loopback
 # TCP and over its default shared-memory transport. Installs Open MPI (benchmark only) through setup.sh --bench.
-# Usage: scripts/bench_allreduce.sh [REPEATS] [PROCESS_COUNTS, default "2 4 8" (issue 21's three)]
+# Usage: scripts/bench_allreduce.sh [REPEATS] [PROCESS_COUNTS, default "2 4 8" (the three of the 16-core targets)]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repeats="${1:-10}"

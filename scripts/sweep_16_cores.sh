@@ -10,9 +10,9 @@
 #
 # What it measures, in order of need (every part prints its own table and JSON line):
 #   1. bench_scaling of the ranks with several threads each (P x threads, D x threads, T x threads), which
-#      sessions 11-13 measured beside an idle OpenMP team (Note [idle teams] in tensor/compute.hpp), and the
+#      were measured beside an idle OpenMP team (Note [idle teams] in tensor/compute.hpp), and the
 #      single process on every core beside them: the heavy MLP, the 4-layer and the 16-layer GPT;
-#   2. issue 21's figure: 4 node processes of 4 threads against 4 stages of 4 threads in one process;
+#   2. the nodes' figure: 4 node processes of 4 threads against 4 stages of 4 threads in one process;
 #   3. PyTorch on the same models and splits of the cores (where python3 has torch);
 #   4. bench_ops at 1 and all threads (each op's parallel efficiency).
 set -uo pipefail

@@ -50,7 +50,7 @@ namespace ap {
 // instructions from the same values, so the weights are the bits of every replica running the whole step.
 // A replica's optimizer state is current only in its own part until take_parts(..., state = true) gathers it
 // (before a checkpoint, which exports replica 0's). Measured on 16 cores, the heavy MLP's D = 16 did not move
-// (9,876 samples/s against session 12's 9,857): the redundant optimizer was not what held it back there.
+// (9,876 samples/s against 9,857 before): the redundant optimizer was not what held it back there.
 class stage_compute {
  public:
   // `slices` are the stage's chunks whole, with their weights and compute dtype. Rank r computes on cores[r]

@@ -12,8 +12,7 @@ namespace ap {
 // Note [scratch buffers]: grown when too small, never shrunk and never zero-filled. The widened operands of
 // bf16 products were thread_local std::vectors, and vector::resize value-initialises every element it adds: one
 // buffer serving products of several sizes (a Linear's 784 x 2,048 and 2,048 x 2,048 weights) zeroed megabytes
-// on one thread at every larger call, 7% of the heavy MLP's bf16 step on 2 threads of the AVX2 machine (perf,
-// session 24). 64-byte aligned, as a tensor's block.
+// on one thread at every larger call, 7% of the heavy MLP's bf16 step on 2 threads of the AVX2 machine (perf). 64-byte aligned, as a tensor's block.
 template <class T>
 class scratch_buffer {
  public:
