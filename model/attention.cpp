@@ -307,6 +307,21 @@ void causal_softmax_backward_rows(const float* p, float* g, std::size_t rows, st
 
 }  // namespace
 
+namespace {
+
+// Groups of heads on the rank's threads, one group a thread at a time; a lone group on the calling thread, outside
+// any parallel region, so the products inside it use the rank's team (Note [one level of teams] in
+// tensor/compute.cpp: inside a region, even one that is not active, oneDNN's own region started a new thread at
+// every call).
+template <class F>
+void in_groups(std::ptrdiff_t groups, const F& run_group) {
+  if (groups == 1) return run_group(0);
+#pragma omp parallel for schedule(static)
+  for (std::ptrdiff_t i = 0; i < groups; ++i) run_group(i);
+}
+
+}  // namespace
+
 tensor attention_heads_forward(const tensor& qkv, const head_layout& layout, dtype type, attention_heads& s) {
   const std::size_t heads = layout.heads, kv = layout.kv_heads, g = heads / kv;  // Note [grouped-query attention]
   const std::size_t batch = qkv.shape()[0], t = qkv.shape()[1], d = qkv.shape()[2] / (heads + 2 * kv);
@@ -338,15 +353,15 @@ tensor attention_heads_forward(const tensor& qkv, const head_layout& layout, dty
     const auto groups = static_cast<std::ptrdiff_t>((units + group - 1) / group);
     const float *q = s.q.data(), *k = s.k.data(), *v = s.v.data();  // data() once, outside the team
     float *all_p = probs.data(), *out = heads_out.data();
-#pragma omp parallel for schedule(static) if (groups > 1)
-    for (std::ptrdiff_t i = 0; i < groups; ++i) {
+    const auto run_group = [&](std::ptrdiff_t i) {
       const std::size_t first = std::size_t(i) * group, n = std::min(group, units - first);
       const std::size_t at = first * g * t * d, kv_at = first * t * d;
       float* p = all_p + first * g * t * t;
       batched_gemm(false, true, n, g * t, t, d, scale, q + at, k + kv_at, 0.0f, p);  // scores
       causal_softmax_rows(p, n * g * t, t);
       batched_gemm(false, false, n, g * t, d, t, 1.0f, p, v + kv_at, 0.0f, out + at);
-    }
+    };
+    in_groups(groups, run_group);
     keep_as(s.probs, probs, type);
   } else {
     product(false, true, units, g * t, t, d, scale, s.q, s.k, probs.data());  // scores
@@ -380,8 +395,7 @@ void attention_heads_backward(const tensor& dmerged, const head_layout& layout, 
     const auto groups = static_cast<std::ptrdiff_t>((units + group - 1) / group);
     const float *q = s.q.data(), *k = s.k.data(), *v = s.v.data(), *all_p = s.probs.data(), *dout = dheads.data();
     float *all_dq = dq.data(), *all_dk = dk.data(), *all_dv = dv.data();
-#pragma omp parallel for schedule(static) if (groups > 1)
-    for (std::ptrdiff_t i = 0; i < groups; ++i) {
+    const auto run_group = [&](std::ptrdiff_t i) {
       const std::size_t first = std::size_t(i) * group, n = std::min(group, units - first);
       const std::size_t at = first * g * t * d, kv_at = first * t * d;
       const float* p = all_p + first * g * t * t;
@@ -393,7 +407,8 @@ void attention_heads_backward(const tensor& dmerged, const head_layout& layout, 
       causal_softmax_backward_rows(p, dp, n * g * t, t, scale);  // dP becomes dS
       batched_gemm(false, false, n, g * t, d, t, 1.0f, dp, k + kv_at, 0.0f, all_dq + at);
       batched_gemm(true, false, n, t, d, g * t, 1.0f, dp, q + at, 0.0f, all_dk + kv_at);
-    }
+    };
+    in_groups(groups, run_group);
   } else {
     tensor dp = tensor::from_shape({bh, t, t});  // (B*H, T, T)
     product(false, true, units, g * t, t, d, 1.0f, dheads_typed, s.v, dp.data());

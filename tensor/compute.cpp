@@ -36,6 +36,18 @@ const bool openblas_pool_stopped = [] {
   return true;
 }();
 
+// Note [one level of teams]: an op's parallel loop may call oneDNN (attention's groups of heads each call
+// batched_gemm), which opens a parallel region of its own inside. libgomp ran that inner region on a new team,
+// creating and ending a thread at every call, also inside a region its `if` clause made inactive: a small
+// attention's finite-difference test spent 95% of its time in libgomp (perf), 14 s on 2 threads against 0.12 s
+// on one. So only one level of teams is active (the outer loop already has every thread of the rank: inner
+// regions run on the thread that opens them), and a loop of one iteration runs outside any region (in_groups in
+// model/attention.cpp). A rank's thread is an initial thread: its teams are level one, not nested.
+const bool one_level_of_teams = [] {
+  omp_set_max_active_levels(1);
+  return true;
+}();
+
 compute_backend initial_backend() {
   const char* env = std::getenv("AP_COMPUTE");
   if (env && *env) return parse_compute_backend(env);
