@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "model/sequential.hpp"
+#include "tensor/elementwise.hpp"
 
 namespace ap {
 
@@ -39,25 +40,43 @@ std::vector<weight_tie> weight_ties(sequential& model, bool whole) {
   return ties;
 }
 
-void add_tied(tensor& into, const tensor& from) {
-  if (shape_of(into) == shape_of(from)) {
-    float* a = into.data();
-    const float* b = from.data();
-    for (std::size_t i = 0; i < into.size(); ++i) a[i] += b[i];
-    return;
-  }
-  if (into.dimension() != 2 || from.dimension() != 2 || into.shape()[0] != from.shape()[1] ||
-      into.shape()[1] != from.shape()[0])
-    throw std::invalid_argument("a tied weight's gradient of shape " + shape_string(from) + " cannot be added to one of shape " +
-                                shape_string(into));
-  const std::size_t r = into.shape()[0], c = into.shape()[1];
-  float* a = into.data();
-  const float* b = from.data();
-  constexpr std::size_t tile = 32;  // transposed in tiles: both sides read in cache lines
+namespace {
+
+// Whether `b` has `a`'s shape transposed (2-D); false for the same shape; throws for any other.
+bool transposed_shapes(const tensor& a, const tensor& b) {
+  if (shape_of(a) == shape_of(b)) return false;
+  if (a.dimension() != 2 || b.dimension() != 2 || a.shape()[0] != b.shape()[1] || a.shape()[1] != b.shape()[0])
+    throw std::invalid_argument("a tied weight's gradient of shape " + shape_string(b) + " cannot be added to one of shape " +
+                                shape_string(a));
+  return true;
+}
+
+// f(a[i, j], b[j, i]) for every element of a (r, c), in tiles so that both sides are read in cache lines.
+template <class B, class F>
+void for_transposed_pairs(float* a, B* b, std::size_t r, std::size_t c, const F& f) {
+  constexpr std::size_t tile = 32;
   for (std::size_t i0 = 0; i0 < r; i0 += tile)
     for (std::size_t j0 = 0; j0 < c; j0 += tile)
       for (std::size_t i = i0; i < std::min(r, i0 + tile); ++i)
-        for (std::size_t j = j0; j < std::min(c, j0 + tile); ++j) a[i * c + j] += b[j * r + i];
+        for (std::size_t j = j0; j < std::min(c, j0 + tile); ++j) f(a[i * c + j], b[j * r + i]);
+}
+
+}  // namespace
+
+void add_tied(tensor& into, const tensor& from) {
+  if (!transposed_shapes(into, from)) return add_into(into.data(), from.data(), into.size());
+  for_transposed_pairs(into.data(), from.data(), into.shape()[0], into.shape()[1], [](float& a, float b) { a += b; });
+}
+
+void sum_tied(tensor& a, tensor& b) {
+  const bool transposed = transposed_shapes(a, b);
+  const auto sum = [](float& x, float& y) { x = y = x + y; };
+  float *pa = a.data(), *pb = b.data();
+  if (!transposed) {
+    for (std::size_t i = 0; i < a.size(); ++i) sum(pa[i], pb[i]);
+    return;
+  }
+  for_transposed_pairs(pa, pb, a.shape()[0], a.shape()[1], sum);
 }
 
 void tie_gradients(const std::vector<parameter>& params, const std::vector<weight_tie>& ties) {
@@ -70,9 +89,7 @@ void tie_gradients(const std::vector<parameter>& params, const std::vector<weigh
     const parameter* owner = find(t.owner);
     const parameter* copy = find(t.copy);
     if (!owner || !copy) continue;
-    const tensor before = *owner->grad;  // the owner's own gradient, for the copy's sum
-    add_tied(*owner->grad, *copy->grad);
-    add_tied(*copy->grad, before);
+    sum_tied(*owner->grad, *copy->grad);
   }
 }
 

@@ -37,6 +37,9 @@ std::vector<weight_tie> weight_ties(sequential& model, bool whole = false);
 // for any other shape.
 void add_tied(tensor& into, const tensor& from);
 
+// a and b both become a + b (b transposed where its shape is a's transposed), in one pass.
+void sum_tied(tensor& a, tensor& b);
+
 // Every tie of `ties` whose two weights are both in `params`: both gradients become their sum.
 void tie_gradients(const std::vector<parameter>& params, const std::vector<weight_tie>& ties);
 

@@ -11,6 +11,7 @@
 #include "data/synthetic.hpp"
 #include "equivalence.hpp"
 #include "model/sequential.hpp"
+#include "random/seeded_random.hpp"
 
 namespace ap::test {
 
@@ -50,6 +51,23 @@ inline optimizer_config adam_optimizer(float lr = 1e-2f) {
   o.kind = "adam";
   o.lr = lr;
   return o;
+}
+
+// Windows of token ids spread over [0, vocabulary) (ids above 255 too): inputs and next-token labels.
+inline dataset token_batch(std::size_t vocabulary, std::size_t context, std::size_t count, std::uint64_t seed) {
+  dataset d;
+  d.inputs = tensor::from_shape({count, context});
+  d.labels = tensor::from_shape({count, context});
+  splitmix64 random(seed);
+  std::vector<float> ids(count * (context + 1));
+  for (float& v : ids) v = float(random.next() % vocabulary);
+  for (std::size_t b = 0; b < count; ++b)
+    for (std::size_t t = 0; t < context; ++t) {
+      d.inputs.data()[b * context + t] = ids[b * (context + 1) + t];
+      d.labels.data()[b * context + t] = ids[b * (context + 1) + t + 1];
+    }
+  d.num_classes = vocabulary;
+  return d;
 }
 
 inline dataset small_blobs(std::size_t samples = 48) { return make_blobs(samples, 12, 4, 3); }

@@ -19,6 +19,8 @@ using namespace ap;
 
 namespace {
 
+using test::token_batch;
+
 const char* const tiny_gpt = "gpt:layers=2,dim=16,heads=2,context=8";  // 6 elements: 4 stages, or 3 x 2 chunks
 constexpr int steps = 3;
 // Microbatches sum a weight's gradient in another order than the whole batch does, and Adam moves a weight whose
@@ -77,23 +79,6 @@ pipeline_options options(const std::string& schedule, int stages, int microbatch
   o.microbatches = microbatches;
   o.chunks_per_stage = chunks;
   return o;
-}
-
-// Windows of token ids spread over [0, vocabulary) (ids above 255 too): inputs and next-token labels.
-dataset token_batch(std::size_t vocabulary, std::size_t context, std::size_t count, std::uint64_t seed) {
-  dataset d;
-  d.inputs = tensor::from_shape({count, context});
-  d.labels = tensor::from_shape({count, context});
-  splitmix64 random(seed);
-  std::vector<float> ids(count * (context + 1));
-  for (float& v : ids) v = float(random.next() % vocabulary);
-  for (std::size_t b = 0; b < count; ++b)
-    for (std::size_t t = 0; t < context; ++t) {
-      d.inputs.data()[b * context + t] = ids[b * (context + 1) + t];
-      d.labels.data()[b * context + t] = ids[b * (context + 1) + t + 1];
-    }
-  d.num_classes = vocabulary;
-  return d;
 }
 
 // The losses of the first `steps` steps of AdamW at lr 3e-4, no warmup, on windows of the fortunes text (a fresh

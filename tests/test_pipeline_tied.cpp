@@ -14,6 +14,7 @@
 #include "model/loss.hpp"
 #include "model/weight_tie.hpp"
 #include "node_process.hpp"
+#include "pipeline_test_models.hpp"
 #include "random/seeded_random.hpp"
 #include "test_support.hpp"
 #include "training/trainer.hpp"
@@ -22,22 +23,13 @@ using namespace ap;
 
 namespace {
 
+using test::token_batch;
+
 const char* const tied_gpt = "gpt:layers=2,dim=16,heads=2,context=8,vocab=40,tied=1";  // 6 layers, head = layer 5
 constexpr int steps = 3;
 constexpr float weight_tolerance = 1e-5f;  // as test_pipeline_gpt.cpp's, with the same optimizer
 
 sequential make_gpt(const char* spec = tied_gpt) { return sequential::from_spec(spec, sequential_options{"relu", 7}); }
-
-dataset token_batch(std::size_t vocabulary, std::size_t context, std::size_t count, std::uint64_t seed) {
-  dataset d;
-  d.inputs = tensor::from_shape({count, context});
-  d.labels = tensor::from_shape({count, context});
-  splitmix64 random(seed);
-  for (float& v : d.inputs) v = float(random.next() % vocabulary);
-  for (float& v : d.labels) v = float(random.next() % vocabulary);
-  d.num_classes = vocabulary;
-  return d;
-}
 
 optimizer_config adamw() {
   optimizer_config o;
