@@ -291,7 +291,7 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
   // data-parallel pipeline, which only checks inputs, keeps the model's first layers instead of a whole copy.
   // Peak resident memory of `train` (this 2-vCPU machine, /usr/bin/time): the heavy MLP on 2 stages, batch 512,
   // 472 -> 411 MB; D = 2 x P = 2, 793 -> 640 MB, and 617 MB with the data-parallel pipeline's first layers only.
-  //
+
   // Note [weights on demand]: the pipeline's model is where gathers land, what checkpoints load through and what
   // predicts, but while the stages train its weights are stale: a third copy of every weight in the
   // coordinator's process (4 bytes a parameter: 38 MB of the heavy MLP's 250 on 2 stages; with stages on other

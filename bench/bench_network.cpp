@@ -69,11 +69,14 @@ ap::transport_security transport_for(bool tls, const std::string& name) {
 //     ticket (Note [activations on data links]), as stages on two nodes send them: written from the tensor's
 //     memory, read into a fresh tensor, taken by the sink's actor. Each batch's tensors are made before its clock
 //     starts, as a stage's outputs are.
+
 // (2) Training: samples/s of 784-2048-2048-2048-10 (batch 256, 8 microbatches, 1F1B, Adam) on 2 stages placed on
 //     2 `actorpipe node` processes, against the same 2-stage pipeline in one process. Blocks of steps alternate
 //     between the two (Note [timing under load] in bench_ops.cpp). With --stages P --threads T, P stages of T
 //     threads each: on 16 cores --stages 4 --threads 4 (4 nodes of 4 threads against 4 stages of 4 threads in one
 //     process; the nodes share the machine's cores as Note [cores on nodes] says).
+
+// Options:
 //   --actorpipe  the actorpipe program that runs the nodes (default: ../cli/actorpipe next to this program, or the
 //                actorpipe packed beside it)
 //   --steps      timed training steps per block (default 30; --quick: 10, and 3 batches a transfer size)

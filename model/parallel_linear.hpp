@@ -24,7 +24,7 @@ namespace ap {
 // the pair's input and output, and dx of its input, are whole and the same on every rank. Widths split
 // evenly: T must divide the width it splits (Megatron's rule), else join_group refuses naming both.
 // backward_input must return its dx (Note [backward split]), so it waits for its all-reduce at once.
-//
+
 // Note [overlapped backward]: seed 004's "compute never waits on communication" for tensor parallelism. The
 // forward's all-reduce (the row layer's partial outputs) feeds the very next operation, the bias and then the
 // residual or layer norm, so the forward waits for it at once. In the backward the
@@ -35,7 +35,7 @@ namespace ap {
 // same around its QKV projection, with its output projection's weight gradients too, and a block passes the
 // fused backward to its parts. The bits are those of backward_input then backward_weight: the same
 // operations on the same values, in another order in time only.
-//
+
 // Note [shard blocks]: a fused weight is made of equal blocks side by side (attention's QKV weight: the q, k
 // and v columns, each D wide), and a rank needs its shard of every block (its heads' q, k and v columns), not
 // one contiguous slice of the whole. A shard_layout says so: the axis is cut into `blocks` equal blocks, each

@@ -26,7 +26,7 @@ namespace ap {
 // meeting in the pairs' all-reduces, and produce the same whole output (and dx); rank 0's goes on to the
 // next stage, so the schedule, the I/W split and the messages between stages are those of an unsplit stage.
 // A chunk with nothing to split is computed whole by every rank.
-//
+
 // Note [data-parallel stage]: with D replicas of the pipeline, rank r of stage s in every replica is a
 // member of one data-parallel group (D ranks). reduce_gradients(chunk), at the schedule's R action or at the
 // latest in the optimizer step, starts the all-reduce (sum) of the chunk's gradients across the replicas,
@@ -40,7 +40,7 @@ namespace ap {
 // gathered into it and cut from it, so it loads into any (stages, T) layout. A rank whose action fails
 // aborts the group, so the other ranks stop at once instead of waiting for it; the stage then rebuilds its
 // ranks and group from their (unchanged) weights before the next action, and the pipeline can go on.
-//
+
 // Note [shared optimizer step]: replicas in one process (data_tensor_runner) hold the same reduced gradients
 // and would each run the same optimizer over every parameter: D times the optimizer's memory traffic (Adam
 // reads and writes 28 bytes an element), on a machine whose cores share one memory bus. Instead replica d
