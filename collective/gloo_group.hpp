@@ -18,7 +18,7 @@ struct gloo_state;
 // on a port of its own from the start, so endpoint() (every pair's address, in hex) can be handed out before
 // any peer exists, and connect() joins each pair with the address the peer made for this rank: gloo's own
 // full-mesh rendezvous, with the coordinator's CAF connection as its store. The collectives run one at a time
-// on the group's communication thread (Note [async collectives]), each bounded by the timeout:
+// on the group's communication thread (Note [communication thread]), each bounded by the timeout:
 // - all_reduce: gloo's ring all-reduce (a reduce-scatter then an all-gather, in segments of up to 16 MB, two in
 //   flight), with our own vectorised sum; a mean divides the sum by the ranks. Every rank gets the same bits.
 // - all_gather: gloo's allgatherv (row counts may differ by rank); broadcast: gloo's broadcast.
