@@ -18,6 +18,7 @@
 
 #include "collective/comm_thread.hpp"
 #include "collective/group_checks.hpp"
+#include "collective/ring_schedule.hpp"
 #include "collective/shard.hpp"
 #include "network/data_link.hpp"
 #include "network/guarded_transport.hpp"
@@ -353,43 +354,26 @@ struct ring_state {
     return static_cast<std::size_t>(h.floats);
   }
 
-  // Note [ring collectives]: reduce-scatter (and then all-gather) of buf over segments of `unit`-float
-  // rows. This rank sends segment (rank - step + offset) and receives (rank - step - 1 + offset), mod size,
-  // so after size-1 steps it holds segment rank+1+offset complete (offset -1: its own shard).
+  // Note [ring collectives]: reduce-scatter (and then all-gather) of buf over segments of `unit`-float rows, as
+  // ring_reduce_schedule says; this moves the chunks and adds them.
   void ring_reduce(ring_op& op, float* buf, std::size_t units, std::size_t unit, int offset, bool then_gather) {
-    const int n = size;
-    const std::uint32_t steps = static_cast<std::uint32_t>((n - 1) * (then_gather ? 2 : 1));
-    const auto segment = [&](long s) {  // element range of segment s mod n
-      const auto [first, last] = shard_rows(units, static_cast<std::size_t>(n), static_cast<std::size_t>(((s % n) + n) % n));
-      return std::make_pair(first * unit, last * unit);
-    };
-    const auto chunks_of = [&](std::pair<std::size_t, std::size_t> range) {
-      return static_cast<std::uint32_t>((range.second - range.first + chunk_elements - 1) / chunk_elements);
-    };
-    if (steps == 0) return;
-    const auto first_send = segment(rank + offset);
-    for (std::uint32_t k = 0; k < chunks_of(first_send); ++k) {
-      const std::size_t b = first_send.first + k * chunk_elements, e = std::min(first_send.second, b + chunk_elements);
-      send(op, 0, k, buf + b, e - b);
-    }
+    const ring_reduce_schedule plan(rank, size, units, unit, chunk_elements, offset, then_gather);
+    for (const ring_chunk& c : plan.first_sends()) send(op, c.step, c.chunk, buf + c.begin, c.size());
     addend.resize(chunk_elements);
-    for (std::uint32_t s = 0; s < steps; ++s) {
-      const auto range = segment(long(rank) - long(s) - 1 + offset);
-      const bool reducing = s < static_cast<std::uint32_t>(n - 1);
-      for (std::uint32_t k = 0; k < chunks_of(range); ++k) {
-        const std::size_t b = range.first + k * chunk_elements, e = std::min(range.second, b + chunk_elements);
-        receive_header(op, s, k, e - b);
-        float* dst = buf + b;
-        if (reducing) {
-          read_left(addend.data(), (e - b) * sizeof(float), s, k, false);
+    for (std::uint32_t s = 0; s < plan.steps(); ++s) {
+      for (const ring_chunk& c : plan.receives(s)) {
+        receive_header(op, c.step, c.chunk, c.size());
+        float* dst = buf + c.begin;
+        if (plan.adds(s)) {
+          read_left(addend.data(), c.size() * sizeof(float), c.step, c.chunk, false);
           const float* g = addend.data();
-          for (std::size_t i = 0; i < e - b; ++i) dst[i] += g[i];
-          if (op.op == reduce_op::mean && s == static_cast<std::uint32_t>(n - 2))
-            for (std::size_t i = 0; i < e - b; ++i) dst[i] /= static_cast<float>(n);
+          for (std::size_t i = 0; i < c.size(); ++i) dst[i] += g[i];
+          if (op.op == reduce_op::mean && plan.completes(s))
+            for (std::size_t i = 0; i < c.size(); ++i) dst[i] /= static_cast<float>(size);
         } else {
-          read_left(dst, (e - b) * sizeof(float), s, k, false);
+          read_left(dst, c.size() * sizeof(float), c.step, c.chunk, false);
         }
-        if (s + 1 < steps) send(op, s + 1, k, dst, e - b);
+        if (plan.forwards(s)) send(op, s + 1, c.chunk, dst, c.size());
       }
     }
   }
@@ -418,15 +402,14 @@ struct ring_state {
         std::vector<std::shared_ptr<std::vector<float>>> received;
         pieces[static_cast<std::size_t>(rank)] = {op.in->data(), op.in->size()};
         if (size > 1) send(op, 0, 0, op.in->data(), op.in->size());
-        // Step s brings rank (rank - s - 1)'s piece, whole (one chunk), with its shape after the first
-        // axis known to match this rank's (checked below).
-        for (int s = 0; s + 1 < size; ++s) {
-          const int owner = (rank - s - 1 + 2 * size) % size;
-          const std::size_t n = receive_header(op, static_cast<std::uint32_t>(s), 0, std::string::npos);
+        // Step s brings rank ring_gather_owner's piece, whole (one chunk), with its shape after the first axis
+        // known to match this rank's (checked below).
+        for (std::uint32_t s = 0; s + 1 < static_cast<std::uint32_t>(size); ++s) {
+          const std::size_t n = receive_header(op, s, 0, std::string::npos);
           auto piece = std::make_shared<std::vector<float>>(n);
-          read_left(piece->data(), n * sizeof(float), static_cast<std::uint32_t>(s), 0, false);
-          if (s + 2 < size) send(op, static_cast<std::uint32_t>(s + 1), 0, piece->data(), n, piece);
-          pieces[static_cast<std::size_t>(owner)] = {piece->data(), n};
+          read_left(piece->data(), n * sizeof(float), s, 0, false);
+          if (ring_gather_forwards(size, s)) send(op, s + 1, 0, piece->data(), n, piece);
+          pieces[static_cast<std::size_t>(ring_gather_owner(rank, size, s))] = {piece->data(), n};
           received.push_back(std::move(piece));
         }
         const std::size_t row = op.in->dimension() == 0 ? 1 : op.in->size() / std::max<std::size_t>(op.in->shape()[0], 1);
@@ -451,16 +434,13 @@ struct ring_state {
       case collective_kind::broadcast: {
         if (size == 1) return;
         float* buf = op.out->data();
-        const std::size_t n = op.out->size();
-        const std::uint32_t chunks = static_cast<std::uint32_t>((n + chunk_elements - 1) / chunk_elements);
-        const int position = (rank - op.root + size) % size;  // along the chain root -> root+1 -> ...
-        for (std::uint32_t k = 0; k < chunks; ++k) {
-          const std::size_t b = k * chunk_elements, e = std::min(n, b + chunk_elements);
-          if (position > 0) {
-            receive_header(op, 0, k, e - b);
-            read_left(buf + b, (e - b) * sizeof(float), 0, k, false);
+        const ring_broadcast_schedule plan(rank, size, op.root, op.out->size(), chunk_elements);
+        for (const ring_chunk& c : plan.chunks) {
+          if (plan.receives()) {
+            receive_header(op, c.step, c.chunk, c.size());
+            read_left(buf + c.begin, c.size() * sizeof(float), c.step, c.chunk, false);
           }
-          if (position + 1 < size) send(op, 0, k, buf + b, e - b);
+          if (plan.sends()) send(op, c.step, c.chunk, buf + c.begin, c.size());
         }
         return;
       }
