@@ -33,8 +33,9 @@ class connected_context final : public gloo::Context {
 };
 
 // gloo's TCP pair fails its waiting buffers and closes its socket in signalExceptionExternal, which it keeps
-// protected (its buffers call it on a timeout); abort() needs exactly that from another thread, and the
-// function takes the pair's lock for it. This names the member through a derived class.
+// protected (its buffers call it on a timeout); abort() needs exactly that from another thread (the public
+// close() leaves this rank's waiting buffers to their timeout: Note [gloo backend]), and the function takes the
+// pair's lock for it. This names the member through a derived class.
 struct pair_access : gloo::transport::tcp::Pair {
   using gloo::transport::tcp::Pair::signalExceptionExternal;
 };
