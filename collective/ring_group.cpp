@@ -317,8 +317,8 @@ struct ring_state {
       process_region at = left_region;
       from_left->read(&at.at, sizeof at.at, timeout, [this] { return stop_reason(); });
       if (const std::string why = copy_from_process(at, left_token, data, n); !why.empty())  // its process went?
-        throw collective_error(cause_of_hang_up("cannot copy step " + std::to_string(step) + " chunk " +
-                                                                 std::to_string(chunk) + " from " + who(left()) + "'s memory: " + why));
+        throw collective_error(cause_of_hang_up("cannot copy step " + std::to_string(step) + " chunk " + std::to_string(chunk) +
+                                                " from " + who(left()) + "'s memory: " + why));
     } catch (const link_error& e) {
       switch (e.reason) {
         case link_error::kind::timed_out:

@@ -35,6 +35,8 @@ struct ring_state;
 // peer's chunk is bounded by the timeout and names the peer; a peer whose process ends fails the group at
 // once (its data link hangs up; CAF's down message names why, heartbeats catch a silent one: actors/node.hpp).
 // A failed collective fails the group: the links' streams are then at no known place.
+// Which chunk each rank sends, receives, adds and forwards at each step is the schedule's
+// (collective/ring_schedule.hpp, tested without sockets); this group moves the bytes it names.
 //
 // Note [one copy in the ring]: between two ranks of one machine (a link whose two ends have one address) a chunk
 // need not cross loopback TCP, copied twice (2-3 GB/s here). When the links open, each sender offers its right

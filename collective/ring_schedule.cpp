@@ -36,7 +36,8 @@ ring_reduce_schedule::ring_reduce_schedule(int rank, int size, std::size_t units
 
 std::pair<std::size_t, std::size_t> ring_reduce_schedule::segment(long s) const {
   const long n = size_;
-  const auto [first, last] = shard_rows(units_, static_cast<std::size_t>(n), static_cast<std::size_t>(((s % n) + n) % n));
+  const auto index = static_cast<std::size_t>(((s % n) + n) % n);
+  const auto [first, last] = shard_rows(units_, static_cast<std::size_t>(n), index);
   return {first * unit_, last * unit_};
 }
 
@@ -60,7 +61,8 @@ int ring_gather_owner(int rank, int size, std::uint32_t step) {
 
 bool ring_gather_forwards(int size, std::uint32_t step) { return step + 2 < static_cast<std::uint32_t>(size); }
 
-ring_broadcast_schedule::ring_broadcast_schedule(int rank, int size, int root, std::size_t n, std::size_t chunk_elements) {
+ring_broadcast_schedule::ring_broadcast_schedule(int rank, int size, int root, std::size_t n,
+                                                 std::size_t chunk_elements) {
   check_place(rank, size, chunk_elements);
   chunks = cut(0, 0, n, chunk_elements);
   position = (rank - root + size) % size;

@@ -93,7 +93,8 @@ TEST_CASE("ring schedule: a reduce-scatter (offset -1) leaves each rank its own 
         const auto buf = simulate_reduce(size, rows, unit, chunk, -1, false);
         for (int r = 0; r < size; ++r) {
           const auto [first, last] = shard_rows(rows, static_cast<std::size_t>(size), static_cast<std::size_t>(r));
-          for (std::size_t i = first * unit; i < last * unit; ++i) CHECK(buf[static_cast<std::size_t>(r)][i] == sum_of(size, i));
+          for (std::size_t i = first * unit; i < last * unit; ++i)
+            CHECK(buf[static_cast<std::size_t>(r)][i] == sum_of(size, i));
         }
       }
 }
@@ -122,5 +123,6 @@ TEST_CASE("ring schedule: steps, where a sum completes, the all-gather's owners 
   CHECK(root.chunks[2].end == 10);
   CHECK_THROWS_WITH_AS(ring_reduce_schedule(4, 4, 10, 1, 2, 0, true), "ring schedule: rank 4 of 4 does not exist",
                        std::invalid_argument);
-  CHECK_THROWS_WITH_AS(ring_broadcast_schedule(0, 2, 0, 10, 0), "ring schedule: chunks of 0 elements", std::invalid_argument);
+  CHECK_THROWS_WITH_AS(ring_broadcast_schedule(0, 2, 0, 10, 0), "ring schedule: chunks of 0 elements",
+                       std::invalid_argument);
 }
