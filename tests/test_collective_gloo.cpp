@@ -230,3 +230,18 @@ TEST_CASE("by-size group (Note [collectives by size]): below the threshold on th
   CHECK_THROWS_AS(ranks[1]->all_reduce(small_one).wait(), collective_error);
   CHECK_THROWS_AS(ranks[1]->all_reduce(large_one).wait(), collective_error);
 }
+
+TEST_CASE("gloo abort while this rank's own collective waits inside gloo: that collective fails at once too") {
+  // Note [gloo backend]: why abort() fails the pairs' waiting buffers rather than only closing the sockets.
+  auto ranks = connected("dp", 2, 30s);
+  tensor t = filled({1000}, 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  collective_handle waiting = ranks[0]->all_reduce(t);  // rank 1 never joins: rank 0 waits inside gloo
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(200ms);
+    ranks[0]->abort("its backward failed");
+  });
+  CHECK_THROWS_WITH_AS(waiting.wait(), doctest::Contains("rank 0 aborted the group: its backward failed"), collective_error);
+  aborter.join();
+  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < test::scaled(5.0));  // not 30 s
+}
