@@ -194,8 +194,9 @@ typename Inspector::result_type inspect_task(Inspector& f, Task& x, const char* 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, forward_task& x) {
   if constexpr (is_wire_inspector<Inspector>::value) {
-    return caf::error::eval([&] { return inspect_task(f, x, "forward_task"); }, [&] { return f(x.batch_rows); },
-                            [&] { return wire_tensor(f, x.labels); });
+    // The labels first, so the activation's bytes stay the message's last block (one raw block, read in place).
+    return caf::error::eval([&] { return f(x.batch_rows); }, [&] { return wire_tensor(f, x.labels); },
+                            [&] { return inspect_task(f, x, "forward_task"); });
   } else {
     return inspect_task(f, x, "forward_task");
   }

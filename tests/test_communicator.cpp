@@ -921,6 +921,17 @@ TEST_CASE("forward_task and backward_task survive a binary serialisation round t
     check_fields(got, t);
     CHECK(std::signbit(got.data.data()[5]));
   }
+  SUBCASE("a forward_task with its labels, for a last stage that computes the loss") {
+    forward_task t = make_forward(11, 22, 3, 440, ramp({4, 8, 32}, -7.0f));
+    t.labels = ramp({4, 8}, 1.0f);
+    t.batch_rows = 96;
+    const auto buffer = serialise(sys, t);
+    CHECK(std::memcmp(buffer.data() + (buffer.size() - t.data.byte_size()), t.data.data(), t.data.byte_size()) == 0);
+    forward_task got = deserialise<forward_task>(sys, buffer);
+    check_fields(got, t);
+    check_tensor(got.labels, t.labels, "labels");
+    CHECK(got.batch_rows == 96);
+  }
   SUBCASE("3-d tensor in a backward_task") {
     backward_task t = make_backward(1, 2, 0, 64, ramp({2, 3, 5}, 0.5f));
     t.source = 4;
