@@ -203,7 +203,7 @@ int main(int argc, char** argv) try {
                                 {"transport", o.insecure ? "tcp" : "tls"}, {"chunk_kb", o.chunk_kb}, {"chunks", chunks},
                                 {"sizes", sizes}}.dump()
               << std::endl;
-    for (auto& child : children) child->wait_exit(std::chrono::seconds(30));
+    for (auto& child : children) child->wait_exit(ap::test::scaled(std::chrono::seconds(30)));
     std::filesystem::remove_all(mine.exchange);
   }
   return 0;

@@ -122,7 +122,7 @@ std::vector<transfer_result> bench_transfer(bool quick, bool tls, bool beside, c
   std::vector<std::string> command = ap::bench::self_command();
   command.insert(command.end(), {"--sink", tls ? ap::test::certificate_dir() : "--insecure", link_host});
   ap::test::child_process child(command);
-  const std::string line = child.read_line(10s);
+  const std::string line = child.read_line(ap::test::scaled(10s));
   if (line.rfind("sink listening on ", 0) != 0) throw std::runtime_error("the sink did not start: " + child.stderr_text());
   const std::size_t links_at = line.find(" links ");
   const int port = std::stoi(line.substr(line.rfind(':') + 1, links_at));

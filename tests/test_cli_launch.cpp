@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_runs.hpp"
 #include "network/hostfile.hpp"
 #include "node_process.hpp"
 #include "test_support.hpp"
@@ -20,7 +21,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const std::string actorpipe = std::string(AP_BINARY_DIR) + "/cli/actorpipe";
+using test::actorpipe;
 const std::string local_ssh = std::string(AP_SOURCE_DIR) + "/scripts/local_ssh.sh";
 
 std::string hostfile(test::scratch_dir& dir, const std::string& text) {

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_runs.hpp"
 #include "node_process.hpp"
 #include "test_support.hpp"
 
@@ -19,7 +20,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const std::string actorpipe = std::string(AP_BINARY_DIR) + "/cli/actorpipe";
+using test::actorpipe;
 
 // `env VARS... actorpipe ARGS...`
 std::unique_ptr<test::child_process> start(const std::vector<std::string>& vars, const std::vector<std::string>& args) {
@@ -183,29 +184,21 @@ TEST_CASE("restart under a rendezvous (--restart-on-failure): a node killed mid-
       nodes[1]->kill9();                   // rank 2: stage 1
       nodes.push_back(start(vars(2), long_job));  // as a launcher restarting it would
     }
-    std::string last;
-    for (std::string line = coordinator->read_line(test::scaled(120s)); !line.empty();
-         line = coordinator->read_line(test::scaled(120s)))
-      last = line;
-    const int code = coordinator->wait_exit(test::scaled(60s));
-    const std::string log = coordinator->stderr_text();
+    const test::program_run job = test::finish(*coordinator);
+    const std::string& log = job.err;
     INFO(log);
-    CHECK(code == 0);
+    const nlohmann::json result = test::result_of(job);
     for (std::size_t n = 0; n < nodes.size(); ++n)
       if (!(kill_one && n == 1)) CHECK(nodes[n]->wait_exit(test::scaled(30s)) == 0);  // the job's end reached them
     if (kill_one) {
       CHECK(test::contains(log, "rendezvous: rank 2 registered again at 127.0.0.1:" + std::to_string(std::stoi(port) + 2) +
                                     " (restarted: a recovery finds it there)"));
       CHECK(test::contains(log, "recovery 1 of 1: "));
-      CHECK(test::contains(last, "\"restarts\":1"));
     }
-    return last;
+    CHECK(result.at("restarts") == (kill_one ? 1 : 0));
+    return result;
   };
-  const std::string expected = run_job(false);
-  const std::string got = run_job(true);
-  const auto field = [](const std::string& json, const std::string& key) {
-    const auto at = json.find("\"" + key + "\":");
-    return at == std::string::npos ? std::string("missing") : json.substr(at, json.find_first_of(",}", at) - at);
-  };
-  for (const char* key : {"last_epoch_mean_loss", "last_step_loss", "test_accuracy", "steps"}) CHECK(field(got, key) == field(expected, key));
+  const nlohmann::json expected = run_job(false);
+  const nlohmann::json got = run_job(true);
+  test::check_same_fields(got, expected, {"last_epoch_mean_loss", "last_step_loss", "test_accuracy", "steps"});
 }

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "actors/data_parallel_pipeline.hpp"
+#include "cli_runs.hpp"
 #include "node_process.hpp"
 #include "equivalence.hpp"
 #include "pipeline_test_models.hpp"
@@ -18,20 +19,16 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const std::string actorpipe = std::string(AP_BINARY_DIR) + "/cli/actorpipe";
+using test::actorpipe;
 
 pipeline_options node_options(const std::vector<std::unique_ptr<test::node_process>>& nodes, int T, float clip) {
-  pipeline_options o;
-  o.security = test::tls_security();
-  o.stages = 2;
-  o.microbatches = 2;
-  o.schedule = "1f1b";
-  o.optimizer.kind = "adam";
-  o.optimizer.lr = 0.01f;
+  std::vector<std::string> addresses;
+  for (auto& n : nodes) addresses.push_back(n->address());
+  pipeline_options o =
+      test::on_nodes(test::pipeline_options_for(2, 2, "1f1b", 1, test::adam_optimizer()), addresses, test::tls_security());
   o.tensor_parallel = T;
   o.clip_grad_norm = clip;
   o.layers_per_chunk = {4, 7};
-  for (auto& n : nodes) o.nodes.push_back(n->address());
   return o;
 }
 
@@ -96,7 +93,7 @@ TEST_CASE("a node of one replica killed mid-step fails the step in every replica
   slow.initialize(3);
   pipeline_options o = node_options(nodes, 1, 0.0f);
   o.layers_per_chunk = {3, 3};
-  o.timeout = 20s;  // the failure must come from the lost peer, not from a wait running out
+  o.timeout = test::scaled(20s);  // the failure must come from the lost peer, not from a wait running out
   data_parallel_pipeline mesh(slow, o, 2);
   REQUIRE(std::isfinite(mesh.train_step(d.inputs, d.labels, 0)));
   std::chrono::steady_clock::time_point killed_at;
