@@ -104,7 +104,8 @@ TEST_CASE("--auto keeps --max-memory: a budget one copy of the model fits and tw
 TEST_CASE("the flags --auto chooses are refused beside it, and --auto-trials needs it") {
   for (const std::vector<std::string>& flag :
        {std::vector<std::string>{"--stages", "2"}, {"--threads", "1"}, {"--data-parallel", "2"}, {"--recompute", "blocks"},
-        {"--tensor-parallel", "2"}, {"--microbatches", "4"}, {"--schedule", "1f1b"}, {"--partition", "time"}}) {
+        {"--tensor-parallel", "2"}, {"--microbatches", "4"}, {"--schedule", "1f1b"}, {"--partition", "time"},
+        {"--schedule-file", "/nonexistent.schedule"}, {"--chunks", "2"}, {"--layers-per-chunk", "1,2"}}) {
     const test::program_run r = run(with({"train", "--data", "/nonexistent", "--auto"}, flag));
     INFO(r.err);
     CHECK(r.code != 0);

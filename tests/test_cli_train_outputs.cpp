@@ -136,6 +136,33 @@ TEST_CASE("--sequence-lengths trains a gpt on mixed lengths, counts its tokens, 
   CHECK(test::contains(refusal({"train", "--sequence-lengths", "8"}), "--sequence-lengths needs a gpt model"));
 }
 
+TEST_CASE("--sequence-lengths after --resume: the resumed steps take the lengths of an uninterrupted run's") {
+  // Note [sequence lengths]: the length is chosen from (--seed, step), the step counted from the run's start, so the
+  // run resumed at step 3 trains steps 3-5 on the uninterrupted run's lengths and ends with its loss.
+  test::scratch_dir dir{"cli_sequence_resume"};
+  const std::vector<std::size_t> lengths = {4, 16};
+  std::multiset<std::size_t> first, last;
+  for (std::uint64_t step = 0; step < 3; ++step) first.insert(sequence_length_of(lengths, 3, step));
+  for (std::uint64_t step = 3; step < 6; ++step) last.insert(sequence_length_of(lengths, 3, step));
+  REQUIRE(first != last);  // a resumed run that chose from its own step count would train other lengths
+  const auto train = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = {actorpipe, "train", "--model", "gpt:layers=1,dim=16,heads=2,context=16", "--stages",
+                                     "2", "--microbatches", "2", "--batch-size", "8", "--seed", "3",
+                                     "--sequence-lengths", "4,16"};
+    args.insert(args.end(), more.begin(), more.end());
+    return run_train(args).out;
+  };
+  const nlohmann::json whole = train({"--max-steps", "6"});
+  const std::string checkpoint = dir.file("half.safetensors");
+  train({"--max-steps", "3", "--checkpoint", checkpoint});
+  const nlohmann::json resumed = train({"--max-steps", "6", "--resume", checkpoint});
+  CHECK(resumed.at("last_step_loss").get<double>() == whole.at("last_step_loss").get<double>());
+  std::size_t positions = 0;
+  for (std::size_t L : last) positions += 8 * L;
+  const double tokens = resumed.at("tokens_per_s").get<double>() * resumed.at("wall_s").get<double>();
+  CHECK(tokens == doctest::Approx(static_cast<double>(positions)).epsilon(1e-9));
+}
+
 TEST_CASE("the memory model predicts each stage's peak stash within 10% of the measured, and --max-memory refuses") {
   // Note [memory model]: GPipe holds every microbatch, 1F1B p - s of them, interleaved chunks of unequal stashes,
   // ZB-H1 a microbatch's dy's between its I and its W;
