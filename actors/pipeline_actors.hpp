@@ -115,6 +115,7 @@ struct coordinator_config {
   // process). The inputs for the first stage and the gradients for the last go on theirs where large enough.
   std::vector<std::string> links;
   std::vector<stage_tie> ties;  // Note [tied gradients across stages] in coordinator.cpp
+  bool stage_loss = false;      // Note [loss in the last stage]: the last stage sends losses, not outputs
 };
 // Answers (train_atom, step, inputs, labels) with a step_result once every stage has applied its
 // optimizer, or with the first failure after every stage has dropped the step.

@@ -3,10 +3,10 @@
 // in order (Note [mailbox as the queue]).
 //
 // Note [mailbox as the queue]: could the mailbox itself be the pending-task queue, a task that is not the
-// schedule's next one answered with caf::skip so that it waits there? Measured by bench/bench_mailbox_queue
+// schedule's next one answered with caf::skip so that it waits there? Measured by `bench_schedules mailbox`
 // (real CAF actors in one actor system, the project's scheduler settings, 1x1-tensor tasks; N tasks sent
 // before begin, handed on as F0 B0 F1 B1 ..., at most two in flight, each answered with task_done; median
-// ns per task of 101 rounds; 2-vCPU AMD EPYC VM, load average 0.61, `build/bench/bench_mailbox_queue`):
+// ns per task of 101 rounds; 2-vCPU AMD EPYC VM, load average 0.61, `build/bench/bench_schedules mailbox`):
 //
 //     arrival      N   queue ns/task   skip ns/task   skip/queue   skip's handler calls per task
 //     scrambled    8        1592           1942          1.22         6.4
@@ -57,7 +57,7 @@ using retriever_self = retriever_actor::stateful_pointer<retriever_state>;
 
 // Note [one action ahead]: the processor still runs one task at a time, but the retriever hands it the next
 // action while the current one runs, so the processor finds it in its mailbox instead of waiting for a
-// wake-up and a round trip through the retriever (~20-40 us a task, measured by bench_schedule_overhead).
+// wake-up and a round trip through the retriever (~20-40 us a task, measured by `bench_schedules overhead`).
 // A task handed over before an abort is dropped by the processor (Note [tasks after an abort]).
 constexpr int max_in_flight = 2;
 
@@ -79,7 +79,7 @@ void fail(retriever_self self, error_code code, std::string what) {
 // Note [one timer per retriever]: a CAF 0.17 delayed message cannot be cancelled; it stays in the actor
 // clock until it fires, a whole timeout later (30 s by default). One per wait (several a step) piled up tens
 // of thousands of them in a long run, and the clock's small blocks kept the heap from reusing freed
-// activations (~300 KB a step of RSS, bench_soak). So at most one timer is on its way: a wait that begins
+// activations (~300 KB a step of RSS, `bench_memory soak`). So at most one timer is on its way: a wait that begins
 // while it is out only records its start, and the timer, when it fires early for the current wait, re-arms
 // for the time left.
 void arm_timer(retriever_self self, std::chrono::steady_clock::duration after) {

@@ -62,7 +62,7 @@ void add_floats(void* c, const void* a, const void* b, std::size_t n) {
 
 // gloo's ring all-reduce moves a tensor in segments of at most this many bytes (and at least 2 per rank), two
 // in flight, received into a scratch of two segments. Its default, 1 MB, gave 0.66-0.89 GB/s bus bandwidth at
-// 4-64 MB between 2 processes here; 16 MB gave 1.15-1.44 (bench_allreduce, Note [gloo backend]).
+// 4-64 MB between 2 processes here; 16 MB gave 1.15-1.44 (`bench_network allreduce`, Note [gloo backend]).
 constexpr std::size_t max_segment_bytes = std::size_t{16} << 20;
 
 std::string to_hex(const std::vector<char>& bytes) {

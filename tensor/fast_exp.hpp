@@ -37,7 +37,7 @@ namespace ap {
 // compiler takes it, and it changes nothing on a processor without AVX-512). There (bench_ops, the two builds one
 // after the other, ms at 1 / 2 threads): GELU backward 16.4 / 10.3 -> 9.4 / 4.8, forward 11.0 / 3.95 -> 8.7 / 3.3,
 // the attention heads' backward 31.4 -> 28.5 on one thread; the memory-bound ops unchanged. The 4-layer GPT
-// (bench_gpt, batch 64, alternating twice) 5,304 / 5,363 -> 5,477 / 5,700 tokens/s on one thread, 10,443 / 10,673 ->
+// (`bench_ops gpt`, batch 64, alternating twice) 5,304 / 5,363 -> 5,477 / 5,700 tokens/s on one thread, 10,443 / 10,673 ->
 // 10,969 / 10,778 on two. Only sums' order within a row changes (Note [vector sums]): the same bits on any thread
 // count, as before.
 inline float exp_nonpositive(float x) {

@@ -160,7 +160,7 @@ std::size_t band_count(bool transpose_a, std::size_t m, std::size_t k, int team)
 // The first row of C in band `band` of `bands`. A transposed A's band is a block of its columns, read in every
 // row of A: cut at multiples of 16 floats (a 64-byte line) so no line is split between two bands. Measured on
 // the 2-core machine, dW 784 x 2048 x 128 (the MLP's 128-row microbatch) in 2 bands of 392 columns ran at 79
-// GFLOPS, slower than one thread's 128; cut at 400 | 384 it runs at 177 (bench_gemm_threads --threads 2).
+// GFLOPS, slower than one thread's 128; cut at 400 | 384 it runs at 177 (`bench_ops gemm-threads --threads 2`).
 std::size_t band_start(bool transpose_a, std::size_t m, std::size_t band, std::size_t bands) {
   const std::size_t even = m * band / bands;
   if (!transpose_a || band == bands) return even;

@@ -1,6 +1,6 @@
 // The gloo backend of the groups across processes (collective/gloo_group.hpp, Note [gloo backend]): each rank
 // has its own gloo device and sockets on loopback, as separate processes would; ranks run as threads here, and
-// across real processes in test_network_data_parallel and bench_allreduce.
+// across real processes in test_network_data_parallel and `bench_network allreduce`.
 #include <doctest/doctest.h>
 
 #include <chrono>
