@@ -3,6 +3,7 @@
 // lines prefixed; a failing rank 0 ends the job at once with its status; hostfiles are read as mpirun writes
 // them and bad ones refused by line.
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 
 #include <chrono>
 #include <fstream>
@@ -10,8 +11,6 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
-
-#include <sys/stat.h>
 
 #include "cli_runs.hpp"
 #include "network/hostfile.hpp"
