@@ -134,7 +134,7 @@ std::vector<std::pair<double, double>> transfer(bool quick, bool tls, bool besid
   if (tls) command.insert(command.end(), {"--cert-dir", ap::test::certificate_dir()});
   else command.push_back("--insecure");
   ap::test::child_process child(command);
-  const std::string line = child.read_line(10s);
+  const std::string line = child.read_line(ap::test::scaled(10s));
   if (line.rfind("sink listening on ", 0) != 0) throw std::runtime_error("the sink did not start: " + child.stderr_text());
   const std::size_t links_at = line.find(" links ");
   const int port = std::stoi(line.substr(line.rfind(':') + 1, links_at));
@@ -460,7 +460,7 @@ int run(ap::bench::arguments& args) {
                               {"transport", o.insecure ? "tcp" : "tls"}, {"chunk_kb", o.chunk_kb}, {"chunks", chunks},
                               {"sizes", sizes}}.dump()
             << std::endl;
-  for (auto& child : children) child->wait_exit(std::chrono::seconds(30));
+  for (auto& child : children) child->wait_exit(ap::test::scaled(std::chrono::seconds(30)));
   std::filesystem::remove_all(mine.exchange);
   return 0;
 }
