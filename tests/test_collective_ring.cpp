@@ -2,6 +2,7 @@
 // its own middleman, talking over real TCP on loopback, as separate processes would.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <thread>
@@ -13,6 +14,7 @@
 #include "collective/ring_group.hpp"
 #include "collective/shard.hpp"
 #include "network/guarded_transport.hpp"
+#include "network/ring_messages.hpp"
 #include "actors/message_types.hpp"
 #include "memory_reads.hpp"
 #include "node_process.hpp"  // test certificates
@@ -267,6 +269,38 @@ TEST_CASE("connect names the rank it cannot reach, and a peer of another group")
                        ("group 'dp' rank 0: 127.0.0.1:" + std::to_string(stranger.port()) +
                         " is rank 1 of group 'tp', expected rank 1 of group 'dp'").c_str(),
                        collective_error);
+}
+
+TEST_CASE("a lost hello is sent again: the group connects within its timeout, not after it") {
+  // Note [a hello sent again]: rank 1 here is an actor that lets the first hello go unanswered, as a hello lost
+  // with a dropped connection would be, and answers the next as rank 1 of another group; without the second hello
+  // connect would wait its whole timeout and fail with request_timeout.
+  rank_process peer_process;
+  auto hellos = std::make_shared<std::atomic<int>>(0);
+  auto promises = std::make_shared<std::vector<caf::response_promise>>();
+  caf::actor fake = peer_process.system.spawn([hellos, promises](caf::event_based_actor* self) -> caf::behavior {
+    return {[=](ring_hello_atom, const std::string&, std::int32_t, std::int32_t, caf::actor&,
+                std::int32_t) -> caf::result<std::string, std::int32_t, std::int32_t> {
+      if (hellos->fetch_add(1) == 0) {
+        promises->push_back(self->make_response_promise());  // kept, never delivered
+        return caf::delegated<std::string, std::int32_t, std::int32_t>{};
+      }
+      return {std::string("tp"), std::int32_t{1}, std::int32_t{9}};
+    }};
+  });
+  auto port = peer_process.system.middleman().publish(fake, 0, "127.0.0.1");
+  REQUIRE(port);
+  rank_process mine_process;
+  const auto timeout = test::scaled(60s);
+  ring_group mine(mine_process.system, "dp", 0, 2, node_address{"127.0.0.1", 0}, plain(), timeout);
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH_AS(mine.connect(std::vector<node_address>{{"127.0.0.1", 0}, {"127.0.0.1", *port}}),
+                       ("group 'dp' rank 0: 127.0.0.1:" + std::to_string(*port) +
+                        " is rank 1 of group 'tp', expected rank 1 of group 'dp'").c_str(),
+                       collective_error);
+  CHECK(hellos->load() == 2);
+  CHECK(std::chrono::steady_clock::now() - start < timeout / 2);
+  caf::anon_send_exit(fake, caf::exit_reason::user_shutdown);
 }
 
 TEST_CASE("a ring over mutual TLS: all_reduce gives local_group's bits, and chunks larger than a TLS record") {
