@@ -51,7 +51,13 @@ inline float exp_nonpositive(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  const std::int32_t bits = (static_cast<std::int32_t>(z) + 127) << 23;  // 2^z
+  // 2^z: z + 127 + 2^23 holds the integer z + 127 in its low mantissa bits, which the shift moves into the
+  // exponent. Unsigned and without a float-to-int conversion, so a NaN gives a scale of 0 and a NaN result
+  // (p is NaN), not undefined behaviour.
+  float biased = z + 8388735.0f;
+  std::uint32_t bits;
+  std::memcpy(&bits, &biased, sizeof bits);
+  bits <<= 23;
   float scale;
   std::memcpy(&scale, &bits, sizeof scale);
   return p * scale;
