@@ -387,7 +387,8 @@ typename Inspector::result_type inspect(Inspector& f, optimizer_config& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, stage_options& x) {
   return f(caf::meta::type_name("stage_options"), x.optimizer, x.timeout, x.compute_dtype, x.tensor_parallel, x.threads,
-           x.replica, x.replicas, x.collectives, x.data_parallel_key, x.split_vocabulary);
+           x.replica, x.replicas, x.collectives, x.data_parallel_key, x.split_vocabulary,
+           x.sequence_parallel);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_slot& x) {

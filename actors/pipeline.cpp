@@ -14,6 +14,7 @@
 #include "actors/recovery.hpp"
 #include "actors/scheduler_config.hpp"
 #include "collective/local_group.hpp"
+#include "model/sequence_parallel.hpp"
 #include "model/tensor_parallel.hpp"
 #include "model/vocab_parallel.hpp"
 #include "model/weight_tie.hpp"
@@ -218,6 +219,12 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
     throw std::invalid_argument("pipeline: the synchronous backward joins every microbatch's caches for one "
                                 "backward, and recomputing blocks keep none (Note [recomputation]): use "
                                 "--recompute none or another schedule");
+  if (options.sequence_parallel) {  // Note [sequence parallelism]
+    check_sequence_parallel(model.layer_specs(), options.tensor_parallel);
+    if (whole_batch_backward(d.plan))
+      throw std::invalid_argument("pipeline: --sequence-parallel with the synchronous backward, which joins every "
+                                  "microbatch's caches by rows: use another schedule");
+  }
   // Note [vocab-parallel]: the sync backward's one gradient of the whole batch comes from the coordinator's loss.
   d.options.split_vocabulary =
       splits_vocabulary(model.layer_specs(), options.loss, options.tensor_parallel) && !whole_batch_backward(d.plan);

@@ -44,6 +44,9 @@ struct stage_options {
   // Note [vocab-parallel] in model/vocab_parallel.hpp: the stages split the vocabulary over their tensor-parallel
   // ranks and the last one computes the loss; set by the pipeline (cross-entropy on a language model, T > 1).
   bool split_vocabulary = false;
+  // Note [sequence parallelism] in model/sequence_parallel.hpp: the tensor-parallel ranks divide the rows of the
+  // blocks between their split Linears.
+  bool sequence_parallel = false;
 };
 
 // Where one stage runs, worked out by its pipeline for each stage (Note [stage options]); all defaults for a stage

@@ -25,6 +25,7 @@ stage_actors spawn_stage(caf::actor_system& system, stage_setup setup) {
     const bool holds_head = std::find(setup.chunk_ids.begin(), setup.chunk_ids.end(), head) != setup.chunk_ids.end();
     compute->split_vocabulary(holds_head ? head : -1);
   }
+  if (o.sequence_parallel) compute->split_sequence();  // a stage may hold no block to divide
   std::vector<std::shared_ptr<network_group>> rings;
   if (setup.data_parallel_members.empty() && o.replicas > 1 && !place.data_parallel_host.empty()) {
     // Note [data-parallel nodes]: one endpoint per tensor-parallel rank; connected once every replica is placed.

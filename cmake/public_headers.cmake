@@ -43,6 +43,7 @@ set(actorpipe_public_headers
   model/gpt_spec.hpp
   model/parallel_linear.hpp
   model/tensor_parallel.hpp
+  model/sequence_parallel.hpp
   model/grad_clip.hpp
   model/weight_tie.hpp
   # collectives for data and tensor parallelism (across processes: collective/network_group.hpp, Note

@@ -114,9 +114,12 @@ class column_parallel_linear final : public layer, public tensor_parallel_layer 
     tensor partial;  // (rows, in): this rank's partial dx, summed in place by the group
     collective_handle sum;
     tensor* dx = nullptr;
+    tensor rows;           // on sequence shards: this rank's rows of the sum (reduce-scattered), of shape `shape`
+    shape_t shape;
     pending_dx() = default;
     pending_dx(pending_dx&& other) noexcept
-        : partial(std::move(other.partial)), sum(std::move(other.sum)), dx(std::exchange(other.dx, nullptr)) {}
+        : partial(std::move(other.partial)), sum(std::move(other.sum)), dx(std::exchange(other.dx, nullptr)),
+          rows(std::move(other.rows)), shape(std::move(other.shape)) {}
     pending_dx& operator=(pending_dx&&) = delete;
     // A sum still in flight (an exception between start and finish) is waited for: the group writes into
     // `partial` until then (Note [async collectives]).
@@ -134,6 +137,9 @@ class column_parallel_linear final : public layer, public tensor_parallel_layer 
   // The first output column this rank holds (0 until it joins a group).
   std::size_t first_column() const { return held_.front().first; }
   void join_group(std::shared_ptr<process_group> group) override;
+  // Note [sequence parallelism] in model/sequence_parallel.hpp: the input is this rank's rows, all-gathered before
+  // the product (and again for the weight gradient); dx is reduce-scattered. After join_group; not for a head.
+  void set_sequence_parallel(bool on);
   std::vector<sharded_value> sharded_values() const override {
     if (!group_) return {};
     if (!init_.bias) return {{&weight_, {1, widths_}}};
@@ -149,6 +155,7 @@ class column_parallel_linear final : public layer, public tensor_parallel_layer 
   head_options head_;
   std::vector<std::pair<std::size_t, std::size_t>> held_;  // the columns this rank holds of each block: [first, last)
   std::shared_ptr<process_group> group_;  // null: not split
+  bool sequence_ = false;                 // Note [sequence parallelism]
   tensor weight_;   // (in, width)
   tensor bias_;     // (width)
   tensor dweight_;  // (in, width)
@@ -167,8 +174,9 @@ class row_parallel_linear final : public layer, public tensor_parallel_layer {
   std::optional<std::size_t> out_features() const override { return out_; }
 
   struct saved : saved_state {
-    tensor x;  // (rows, last - first): this rank's shard of the input
-    std::size_t bytes() const override { return x.byte_size(); }
+    tensor x;   // (rows, last - first): this rank's shard of the input
+    std::optional<tensor> dy;  // on sequence shards: every row's dy, gathered by backward_input for backward_weight
+    std::size_t bytes() const override { return x.byte_size() + (dy ? dy->byte_size() : 0); }
     std::unique_ptr<saved_state> join_rows(const std::vector<const saved_state*>& parts) const override {
       return join_row_fields<saved>(parts, {&saved::x});  // Note [joined caches]
     }
@@ -187,6 +195,11 @@ class row_parallel_linear final : public layer, public tensor_parallel_layer {
   std::vector<sharded_value> sharded_values() const override {
     return group_ ? std::vector<sharded_value>{{&weight_, {0}}} : std::vector<sharded_value>{};
   }
+  // Note [sequence parallelism] in model/sequence_parallel.hpp: the output is reduce-scattered to this rank's rows
+  // (before the bias), and dy, this rank's rows, all-gathered. After join_group.
+  void set_sequence_parallel(bool on);
+  // The shape of this rank's output where the whole output has shape `whole`: its rows on sequence shards.
+  shape_t output_shape(const shape_t& whole) const;
 
  private:
   tensor forward_keeping(const tensor& x, tensor* owned, layer_cache& cache) const;  // keeps *owned, else copies x
@@ -194,6 +207,8 @@ class row_parallel_linear final : public layer, public tensor_parallel_layer {
   init_options init_;
   std::size_t first_ = 0, last_;  // the input rows of W (columns of x) this rank holds: [first_, last_)
   std::shared_ptr<process_group> group_;  // null: not split
+  bool sequence_ = false;                 // Note [sequence parallelism]
+  const tensor& whole_dy(const tensor& dy, saved& s) const;  // dy of every row: gathered, or kept by backward_input
   tensor weight_;   // (last - first, out)
   tensor bias_;     // (out): whole on every rank
   tensor dweight_;  // (last - first, out)

@@ -9,6 +9,7 @@
 #include "model/block.hpp"
 #include "model/layer_registry.hpp"
 #include "model/layer_spec.hpp"
+#include "model/sequence_parallel.hpp"
 
 namespace ap {
 
@@ -134,7 +135,7 @@ std::size_t join_tensor_parallel(sequential& model, const std::shared_ptr<proces
 }
 
 sequential tensor_parallel_rank(const sequential& model, const std::vector<std::size_t>& chunk_layers, int rank, int T,
-                                bool split_vocabulary) {
+                                bool split_vocabulary, bool split_sequence) {
   std::vector<std::string> specs;
   std::size_t begin = 0;
   for (std::size_t n : chunk_layers) {
@@ -151,7 +152,9 @@ sequential tensor_parallel_rank(const sequential& model, const std::vector<std::
   sequential mine = sequential::from_layer_specs(specs, model.first_index());
   mine.set_compute_dtype(model.compute_dtype());
   mine.set_recompute(model.recompute());
-  join_tensor_parallel(mine, std::make_shared<lone_rank_group>("tensor-parallel rank " + std::to_string(rank), rank, T));
+  const auto group = std::make_shared<lone_rank_group>("tensor-parallel rank " + std::to_string(rank), rank, T);
+  join_tensor_parallel(mine, group);
+  if (split_sequence) enable_sequence_parallel(mine, group, chunk_layers);
   return mine;
 }
 

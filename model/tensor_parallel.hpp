@@ -65,9 +65,10 @@ std::size_t join_tensor_parallel(sequential& model, const std::shared_ptr<proces
 // after a forward are exactly the rank's: the memory model measures a tensor-parallel stage's stash and weights
 // on it, per rank, instead of bounding them from the whole layers. Its outputs are not the model's (the
 // reductions are skipped): for shapes and bytes only. Throws std::invalid_argument for a width T does not divide.
-// With `split_vocabulary` its embeddings and its last chunk's head hold the rank's tokens (Note [vocab-parallel]).
+// With `split_vocabulary` its embeddings and its last chunk's head hold the rank's tokens (Note [vocab-parallel]);
+// with `split_sequence` each chunk's runs of blocks hold the rank's rows (Note [sequence parallelism]).
 sequential tensor_parallel_rank(const sequential& model, const std::vector<std::size_t>& chunk_layers, int rank, int T,
-                                bool split_vocabulary = false);
+                                bool split_vocabulary = false, bool split_sequence = false);
 
 // How each sharded parameter value of `model` is cut (Note [shard blocks]), by value pointer or by
 // parameter name ("3.0.1.qkv.weight" -> columns in 3 blocks); absent: whole on every rank.

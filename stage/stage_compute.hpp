@@ -72,6 +72,10 @@ class stage_compute {
   // LM head's outputs. Keeps the weights; before the first step. Nothing with T = 1.
   void split_vocabulary(int head_chunk);
   bool splits_vocabulary() const { return vocabulary_split_; }
+  // Note [sequence parallelism] in model/sequence_parallel.hpp: with T > 1, the ranks divide the rows of the
+  // chunks' runs of split blocks; returns how many blocks (0: none to divide). Keeps the weights; before the
+  // first step. Nothing with T = 1.
+  std::size_t split_sequence();
 
   // As stage_rank's; the results are rank 0's (every rank's are the same). With the head chunk split, B and I
   // of that chunk take an empty dy: each rank's own from forward_loss.
@@ -156,6 +160,8 @@ class stage_compute {
   bool reductions_finished_ = false;               // this step's gradients are reduced (by the norm's request)
   std::vector<weight_tie> ties_;                   // of the chunks' tied layers (Note [tied weights])
   bool vocabulary_split_ = false;                  // Note [vocab-parallel]
+  bool sequence_split_ = false;                    // Note [sequence parallelism]
+  std::size_t sequence_blocks_ = 0;                // the blocks it divides
   int head_chunk_ = -1;                            // the chunk ending the model, when its head is split
   std::size_t vocabulary_ = 0;                     // the head's outputs
   std::vector<std::map<int, tensor>> loss_gradients_;  // per rank: microbatch -> its columns of d loss / d logits

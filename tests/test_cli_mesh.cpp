@@ -87,6 +87,27 @@ TEST_CASE("train on a D = 2 x P = 2 x T = 2 mesh with clipping gives the single 
   CHECK(mesh.at("test_accuracy").get<double>() == doctest::Approx(single.at("test_accuracy").get<double>()).epsilon(1e-4));
 }
 
+TEST_CASE("a GPT with --sequence-parallel on P = 2 x T = 2 stages: the loss bit for bit, a smaller stash, predicted exactly") {
+  std::vector<nlohmann::json> runs;
+  for (bool sp : {false, true}) {
+    std::vector<std::string> args = {"train", "--model", "gpt:layers=2,dim=32,heads=4,context=16", "--max-steps", "3",
+                                     "--batch-size", "8", "--stages", "2", "--microbatches", "2", "--tensor-parallel", "2"};
+    if (sp) args.push_back("--sequence-parallel");
+    runs.push_back(test::result_of(test::run_actorpipe(args)));
+  }
+  CHECK_FALSE(runs[0].contains("sequence_parallel"));
+  CHECK(runs[1].at("sequence_parallel") == true);
+  // Note [sequence parallelism]: the same sums in the same order, only fewer rows on each rank between them.
+  CHECK(runs[1].at("last_step_loss").get<double>() == runs[0].at("last_step_loss").get<double>());
+  for (std::size_t s = 0; s < 2; ++s) {
+    CAPTURE(s);
+    CHECK(runs[1].at("peak_stash_bytes")[s].get<std::uint64_t>() < runs[0].at("peak_stash_bytes")[s].get<std::uint64_t>());
+    CHECK(runs[1].at("peak_stash_bytes")[s] == runs[1].at("predicted_peak_stash_bytes")[s]);
+  }
+  CHECK(test::contains(refusal({"--model", "gpt:layers=1,dim=32,heads=4,context=16", "--sequence-parallel"}),
+                       "--sequence-parallel divides rows over the tensor-parallel ranks: it needs --tensor-parallel 2"));
+}
+
 TEST_CASE("bad meshes are refused before any data is read, naming the flag or the layer") {
   CHECK(test::contains(refusal({"--tensor-parallel", "3"}),
                        "ColumnParallelLinear(784->512) cannot split its 512 output columns over 3 tensor-parallel ranks"));

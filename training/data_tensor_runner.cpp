@@ -8,6 +8,7 @@
 #include "model/grad_clip.hpp"
 #include "plan/cores.hpp"
 #include "stage/lockstep_threads.hpp"
+#include "model/sequence_parallel.hpp"
 #include "model/vocab_parallel.hpp"
 #include "stage/stage_compute.hpp"
 #include "stage/stage_state.hpp"
@@ -33,6 +34,10 @@ data_tensor_runner::data_tensor_runner(sequential& model, const optimizer_config
     replicas_.push_back(std::make_unique<stage_compute>(0, std::vector<int>{0}, std::move(whole), optimizer, T,
                                                         options.timeout, std::vector<compute_cores>(mine, mine + T)));
     if (splits_vocabulary(model.layer_specs(), loss_->name(), T)) replicas_.back()->split_vocabulary(0);  // Note [vocab-parallel]
+    if (options.sequence_parallel) {
+      if (d == 0) check_sequence_parallel(model.layer_specs(), T);
+      replicas_.back()->split_sequence();
+    }
   }
   if (T > 1 && replicas_[0]->split_layers().empty())
     throw std::invalid_argument("--tensor-parallel " + std::to_string(T) +
