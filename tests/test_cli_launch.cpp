@@ -125,7 +125,7 @@ TEST_CASE("actorpipe certs, then launch --certs: the job runs over mutual TLS wi
   CHECK(!test::contains(log, "--insecure"));
 }
 
-TEST_CASE("hostfile hosts are host names (RFC 1123) or IP addresses; anything else is refused by file and line") {
+TEST_CASE("hostfile hosts are host names (RFC 1123) or IP addresses, anything else is refused by file and line") {
   const auto hosts = parse_hostfile("node-1.cluster.example slots=2\n10.0.0.7:3\nfe80::1 slots=2\n[::1]:2\nGPU5.\n", "h");
   REQUIRE(hosts.size() == 5);
   CHECK(hosts[0].host == "node-1.cluster.example");
