@@ -43,7 +43,9 @@ namespace ap {
 //     later offer ends the link (Note [offers without waiting]).
 // 15: a stage_spec carries the stage's options and place, each as one struct (Note [stage options]), the
 //     optimizer's lr schedule among them (Note [lr from the optimizer's steps]).
-inline constexpr std::uint32_t wire_protocol_version = 16;
+// 17: plain TCP (--insecure) carries every byte, on data links and under CAF's messages, in checked records with a
+//     CRC32C (Note [checked records]).
+inline constexpr std::uint32_t wire_protocol_version = 17;
 
 using hello_atom = caf::atom_constant<caf::atom("hello")>;
 

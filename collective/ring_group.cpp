@@ -365,6 +365,8 @@ struct ring_state {
         case link_error::kind::closed:
           throw collective_error(context + ": " + cause_of_hang_up(who(left()) + " closed its data link"));
         case link_error::kind::failed:
+          // Bytes damaged on the way (Note [checked records]): a lost link, which recovery replays.
+          if (e.corrupted) throw runtime_failure(error_code::lost_node, context + ": the data link from " + who(left()) + " failed: " + e.what());
           throw collective_error(context + ": the data link from " + who(left()) + " failed: " + e.what());
       }
     }
