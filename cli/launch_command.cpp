@@ -12,8 +12,8 @@
 // failed (a node that never reached it would retry for minutes); any still running then is killed. A node that
 // fails before rank 0 has ended the job ends it at once (the job cannot finish without it: rank 0 would wait out
 // its rendezvous or its timeout): the launcher says which rank failed and why (the last line it wrote on stderr,
-// its "error: ..." line when it wrote one), stops every other rank (SIGTERM, SIGKILL 2 s later) and exits with
-// that rank's status. Otherwise it exits with rank 0's status, or the first failed node's; its ranks die with it
+// its "error: ..." line when it wrote one), stops every other rank (their standard input ended, below; their
+// process groups killed 2 s later if they still run) and exits with that rank's status. Otherwise it exits with rank 0's status, or the first failed node's; its ranks die with it
 // (they are started with a parent-death signal: the local ssh clients, whose ends close the connections).
 // PROGRAM is this binary's path (--program for another one on the hosts).
 // Each rank's standard input is a pipe from the launcher, and its command sets ACTORPIPE_LAUNCH_STDIN=1: such a
