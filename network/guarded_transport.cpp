@@ -60,7 +60,7 @@ struct connection_watch {
   void corrupted(const std::string& why) {
     if (logged || !log) return;
     logged = true;
-    log("dropped the connection " + std::string(accepted ? "from " : "to ") + peer + ": " + why);
+    log(std::string(accepted ? "dropped a connection from " : "dropped the connection to ") + peer + ": " + why);
   }
 };
 
@@ -89,7 +89,11 @@ struct guarded_policy {
       if (watch_->on_tls_ready) watch_->on_tls_ready();
     }
     if (r == rw_state::failure && !session_ && !plain_.failure().empty()) {
-      watch_->corrupted(plain_.failure());
+      if (watch_->handshake_done())
+        watch_->corrupted(plain_.failure());
+      else  // its first bytes: rather a peer that speaks something else than a corrupted one
+        watch_->drop("not actorpipe's plain TCP (" + plain_.failure() +
+                     "): a TLS peer, another version, or another program?");
       return r;
     }
     if (r != rw_state::failure || watch_->handshake_done()) return r;
