@@ -36,6 +36,7 @@ set(actorpipe_public_headers
   model/rms_norm.hpp
   model/dropout.hpp
   model/token_embedding.hpp
+  model/vocab_parallel.hpp
   model/position_embedding.hpp
   model/attention.hpp
   model/swiglu.hpp

@@ -63,11 +63,11 @@ std::vector<std::pair<std::size_t, std::size_t>> whole_blocks(const std::vector<
   return held;
 }
 
-// The shard of `width` that rank `group` holds; refuses a width the group's size does not divide.
+// The shard of `width` that rank `group` holds; refuses a width the group's size does not divide, unless `uneven`.
 std::pair<std::size_t, std::size_t> split(const layer& who, std::size_t width, const char* what,
-                                          const process_group& group) {
+                                          const process_group& group, bool uneven = false) {
   const auto size = static_cast<std::size_t>(group.size());
-  if (width % size != 0)
+  if (uneven ? width < size : width % size != 0)
     throw std::invalid_argument(who.describe() + " cannot split its " + std::to_string(width) + " " + what +
                                 " over " + std::to_string(size) + " tensor-parallel ranks of group '" +
                                 group.name() + "': " + std::to_string(size) + " does not divide " +
@@ -85,13 +85,16 @@ shard_layout::shard_layout(int along, const std::vector<std::size_t>& block_leng
 
 // ---- column_parallel_linear ----
 
-column_parallel_linear::column_parallel_linear(std::size_t in, std::size_t out, std::size_t blocks, init_options init)
-    : in_(in), out_(out), widths_(equal_widths(out, blocks)), init_(init), held_(whole_blocks(widths_)),
+column_parallel_linear::column_parallel_linear(std::size_t in, std::size_t out, std::size_t blocks, init_options init,
+                                               head_options head)
+    : in_(in), out_(out), widths_(equal_widths(out, blocks)), init_(init), head_(head), held_(whole_blocks(widths_)),
       weight_(zeros({in, out})), bias_(zeros({out})), dweight_(zeros({in, out})), dbias_(zeros({out})) {
   if (in == 0 || out == 0) throw std::invalid_argument("ColumnParallelLinear needs positive widths, got " + describe());
   if (widths_.empty())
     throw std::invalid_argument(describe() + ": " + std::to_string(blocks) + " column blocks do not divide its " +
                                 std::to_string(out) + " outputs");
+  if ((head.vocabulary || head.tie) && blocks != 1)
+    throw std::invalid_argument(describe() + ": a vocabulary head or a tied weight is one block of columns");
 }
 
 column_parallel_linear::column_parallel_linear(std::size_t in, const std::vector<std::size_t>& block_widths,
@@ -124,19 +127,21 @@ std::string blocks_text(const std::vector<std::size_t>& widths) {
 std::string column_parallel_linear::describe() const {
   const std::string blocks = blocks_text(widths_);
   return "ColumnParallelLinear(" + std::to_string(in_) + "->" + std::to_string(out_) +
-         (widths_.size() <= 1 ? "" : " in " + blocks + " blocks") + ")" + shard_text(group_);
+         (widths_.size() <= 1 ? "" : " in " + blocks + " blocks") + (head_.vocabulary ? ", vocabulary" : "") + ")" +
+         shard_text(group_);
 }
 
 std::string column_parallel_linear::spec() const {
   return "column_linear:" + std::to_string(in_) + ":" + std::to_string(out_) +
-         (widths_.size() <= 1 ? "" : ":" + blocks_text(widths_)) + init_options_text(init_);
+         (widths_.size() <= 1 ? "" : ":" + blocks_text(widths_)) + init_options_text(init_) +
+         (head_.tie ? ":tie=" + std::to_string(*head_.tie) : "") + (head_.vocabulary ? ":vocab=1" : "");
 }
 
 void column_parallel_linear::join_group(std::shared_ptr<process_group> group) {
   if (group_) throw std::logic_error(describe() + " already joined group '" + group_->name() + "'");
   std::vector<std::pair<std::size_t, std::size_t>> held;
   for (std::size_t w : widths_)
-    held.push_back(split(*this, w, widths_.size() == 1 ? "output columns" : "columns per block", *group));
+    held.push_back(split(*this, w, widths_.size() == 1 ? "output columns" : "columns per block", *group, head_.vocabulary));
   weight_ = columns(weight_, widths_, held);
   bias_ = columns(bias_, widths_, held);
   held_ = std::move(held);
@@ -146,7 +151,7 @@ void column_parallel_linear::join_group(std::shared_ptr<process_group> group) {
 }
 
 void column_parallel_linear::initialize(std::uint64_t seed) {
-  linear whole(in_, out_, init_);  // the same weights as Linear with this seed, then this rank's slice
+  linear whole(in_, out_, init_, head_.tie);  // the same weights as Linear with this seed, then this rank's slice
   whole.initialize(seed);
   const auto p = whole.parameters("");
   weight_ = columns(*p[0].value, widths_, held_);

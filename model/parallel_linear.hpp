@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -23,7 +24,7 @@ namespace ap {
 // the pair's input and output, and dx of its input, are whole and the same on every rank. Widths split
 // evenly: T must divide the width it splits (Megatron's rule), else join_group refuses naming both.
 // backward_input must return its dx (Note [backward split]), so it waits for its all-reduce at once.
-//
+
 // Note [overlapped backward]: seed 004's "compute never waits on communication" for tensor parallelism. The
 // forward's all-reduce (the row layer's partial outputs) feeds the very next operation, the bias and then the
 // residual or layer norm, so the forward waits for it at once. In the backward the
@@ -34,7 +35,7 @@ namespace ap {
 // same around its QKV projection, with its output projection's weight gradients too, and a block passes the
 // fused backward to its parts. The bits are those of backward_input then backward_weight: the same
 // operations on the same values, in another order in time only.
-//
+
 // Note [shard blocks]: a fused weight is made of equal blocks side by side (attention's QKV weight: the q, k
 // and v columns, each D wide), and a rank needs its shard of every block (its heads' q, k and v columns), not
 // one contiguous slice of the whole. A shard_layout says so: the axis is cut into `blocks` equal blocks, each
@@ -73,10 +74,19 @@ class tensor_parallel_layer {
 // shard r of each block, side by side (the fused QKV projection of head_parallel_attention: 3 blocks).
 // Blocks of unequal widths are given by their widths (Note [shard blocks]); its spec then writes them as its
 // BLOCKS field joined by '+' ("column_linear:16:32:16+8+8").
+//
+// As a language model's head (`vocabulary`, spec option ":vocab=1", Note [vocab-parallel] in
+// model/vocab_parallel.hpp) its outputs are the vocabulary, split by shard_rows however T divides it, and its
+// output shard is the loss's input; ":tie=I" ties its weight to layer I's embedding as Linear's does.
+struct head_options {
+  bool vocabulary = false;           // ":vocab=1"
+  std::optional<std::size_t> tie;    // ":tie=I"
+};
 class column_parallel_linear final : public layer, public tensor_parallel_layer {
  public:
   // `init`: Linear's options (Note [layer options] in model/layer_spec.hpp), spelled as Linear spells them.
-  column_parallel_linear(std::size_t in, std::size_t out, std::size_t blocks = 1, init_options init = {});
+  column_parallel_linear(std::size_t in, std::size_t out, std::size_t blocks = 1, init_options init = {},
+                         head_options head = {});
   column_parallel_linear(std::size_t in, const std::vector<std::size_t>& block_widths, init_options init = {});
 
   std::string describe() const override;
@@ -120,6 +130,9 @@ class column_parallel_linear final : public layer, public tensor_parallel_layer 
   std::string spec() const override;
   void initialize(std::uint64_t seed) override;
   double flops_per_row() const override { return 2.0 * double(in_) * double(out_); }
+  std::optional<std::size_t> tied_to() const override { return head_.tie; }
+  // The first output column this rank holds (0 until it joins a group).
+  std::size_t first_column() const { return held_.front().first; }
   void join_group(std::shared_ptr<process_group> group) override;
   std::vector<sharded_value> sharded_values() const override {
     if (!group_) return {};
@@ -133,6 +146,7 @@ class column_parallel_linear final : public layer, public tensor_parallel_layer 
   std::size_t in_, out_;
   std::vector<std::size_t> widths_;  // the blocks' widths, summing to out_
   init_options init_;
+  head_options head_;
   std::vector<std::pair<std::size_t, std::size_t>> held_;  // the columns this rank holds of each block: [first, last)
   std::shared_ptr<process_group> group_;  // null: not split
   tensor weight_;   // (in, width)
