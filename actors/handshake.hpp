@@ -18,10 +18,10 @@
 namespace ap {
 
 // Bump whenever a message type, its fields or the protocol between coordinator and node changes (what each
-// version changed is in git's history of this line). 17: a forward task carries its microbatch's labels and the
-// batch's rows for a last stage that computes the loss (Note [loss in the last stage]). 18: a stage's options
-// say whether it divides rows (Note [sequence parallelism]).
-inline constexpr std::uint32_t wire_protocol_version = 18;
+// version changed is in git's history of this line). 18: a stage's options say whether it divides rows (Note
+// [sequence parallelism]). 19: plain TCP (--insecure) carries every byte, on data links and under CAF's messages,
+// in checked records with a CRC32C (Note [checked records]).
+inline constexpr std::uint32_t wire_protocol_version = 19;
 
 using hello_atom = caf::atom_constant<caf::atom("hello")>;
 

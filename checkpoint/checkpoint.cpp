@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <map>
 #include <optional>
 #include <set>
@@ -9,6 +10,7 @@
 
 #include "checkpoint/named_tensors.hpp"
 #include "checkpoint/safetensors.hpp"
+#include "failure/crc32c.hpp"
 #include "model/spec_text.hpp"
 #include "model/weight_tie.hpp"
 
@@ -74,6 +76,52 @@ std::uint64_t metadata_number(const std::string& path, const std::map<std::strin
   return value;
 }
 
+// Note [checkpoint checksums].
+std::string hex8(std::uint32_t value) {
+  char text[9];
+  std::snprintf(text, sizeof text, "%08x", value);
+  return text;
+}
+
+std::string tensor_checksum_key(const std::string& name) { return checkpoint_tensor_checksum_prefix + name; }
+
+// The CRC32C of every metadata entry but checkpoint_metadata_checksum_key's, in key order: "key=value\n" each.
+std::uint32_t metadata_checksum(const std::map<std::string, std::string>& metadata) {
+  std::uint32_t crc = 0;
+  for (const auto& [key, value] : metadata) {
+    if (key == checkpoint_metadata_checksum_key) continue;
+    const std::string entry = key + "=" + value + "\n";
+    crc = crc32c(entry.data(), entry.size(), crc);
+  }
+  return crc;
+}
+
+bool has_checksums(const std::map<std::string, std::string>& metadata) {
+  return metadata.count(checkpoint_metadata_checksum_key) > 0;
+}
+
+void check_metadata_checksum(const std::string& path, const std::map<std::string, std::string>& metadata) {
+  if (!has_checksums(metadata)) return;  // written before checksums: read unchecked
+  const std::string& stored = metadata.at(checkpoint_metadata_checksum_key);
+  const std::string computed = hex8(metadata_checksum(metadata));
+  if (stored != computed)
+    refuse(path, "its header's metadata fails its checksum (CRC32C " + computed + ", stored " + stored +
+                     "): the file is corrupted (Note [checkpoint checksums])");
+}
+
+void check_tensor_checksum(const std::string& path, const std::map<std::string, std::string>& metadata,
+                           const std::string& name, const tensor& value) {
+  if (!has_checksums(metadata)) return;
+  const auto stored = metadata.find(tensor_checksum_key(name));
+  if (stored == metadata.end())
+    refuse(path, "tensor " + name + " has no checksum (no metadata \"" + tensor_checksum_key(name) +
+                     "\") in a checkpoint whose tensors have them: the file is corrupted or was edited");
+  const std::string computed = hex8(crc32c(value.bytes(), value.byte_size()));
+  if (stored->second != computed)
+    refuse(path, "tensor " + name + " fails its checksum (CRC32C " + computed + ", stored " + stored->second +
+                     "): the file is corrupted (Note [checkpoint checksums])");
+}
+
 checkpoint_info parse_info(const std::string& path, const std::map<std::string, std::string>& metadata) {
   const auto format = metadata.find("format");
   if (format == metadata.end())
@@ -93,6 +141,8 @@ checkpoint_info parse_info(const std::string& path, const std::map<std::string, 
   if (optimizer_state != "included" && optimizer_state != "none")
     refuse(path, "metadata \"optimizer_state\" is '" + optimizer_state + "', not 'included' or 'none'");
   info.has_optimizer_state = optimizer_state == "included";
+  check_metadata_checksum(path, metadata);  // after the format: another file is named as such first
+  info.checksums = has_checksums(metadata);
   return info;
 }
 
@@ -210,6 +260,17 @@ training_state load(const std::string& path, sequential& model, optimizer* opt, 
   // model and the optimizer change. (The tensors read are exactly those of our layers, checked above.)
   std::vector<tensor_target> targets = parameter_targets(model.parameters(), "the model's parameter");
   for (auto& t : optimizer_state_targets(state, optimizer_prefix, "the optimizer's state")) targets.push_back(std::move(t));
+  // Note [checkpoint checksums]: every tensor read, before any is copied; one of another dtype or shape than its
+  // target is left to the binding, whose refusal names both.
+  std::map<std::string, const tensor*> target_of;
+  for (const tensor_target& t : targets) target_of.emplace(t.name, t.value);
+  for (const auto& [name, value] : file.tensors) {
+    const auto target = target_of.find(name);
+    if (target != target_of.end() &&
+        (target->second->type() != value.type() || target->second->shape() != value.shape()))
+      continue;
+    check_tensor_checksum(path, file.metadata, name, value);
+  }
   tensor_sources sources;
   for (const auto& [name, t] : file.tensors) {
     const auto index = layer_index(name);
@@ -242,7 +303,7 @@ void save_checkpoint(const std::string& path, sequential& model, optimizer* opt,
     for (const auto& [key, t] : opt->state())
       if (!tied_copy_key(key, ties)) tensors.emplace_back(optimizer_prefix + key, t);
 
-  const std::map<std::string, std::string> metadata = {
+  std::map<std::string, std::string> metadata = {
       {"format", checkpoint_format},
       {"model", join(specs, ";")},
       {"optimizer_steps", std::to_string(opt ? opt->steps() : 0)},
@@ -253,6 +314,10 @@ void save_checkpoint(const std::string& path, sequential& model, optimizer* opt,
       {"data_seed", std::to_string(state.data_seed)},
       {"model_spec", state.model_spec},
   };
+  // Note [checkpoint checksums]: each tensor's bytes as written (float32 and bfloat16 are written as they lie
+  // in memory, little-endian), then the metadata, those included.
+  for (const auto& [name, t] : tensors) metadata[tensor_checksum_key(name)] = hex8(crc32c(t->bytes(), t->byte_size()));
+  metadata[checkpoint_metadata_checksum_key] = hex8(metadata_checksum(metadata));
   write_safetensors(path, tensors, metadata);
 }
 

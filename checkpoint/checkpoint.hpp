@@ -19,6 +19,17 @@ namespace ap {
 constexpr const char* checkpoint_format = "actorpipe-checkpoint-1";
 constexpr const char* checkpoint_optimizer_prefix = "optimizer/";  // "optimizer/3.weight.m"
 
+// Note [checkpoint checksums]: a checkpoint also carries, in its metadata, the CRC32C (failure/crc32c.hpp, 8 lowercase
+// hex digits) of every tensor's bytes under "crc32c:" + its name ("crc32c:3.weight"), and of the rest of the
+// metadata under "metadata_crc32c" (every other entry in key order, "key=value\n" each). Loading checks every
+// tensor it reads, and reading the header checks the metadata, so a file corrupted on disk or on its way
+// (a flipped bit in a weight, in the step, in a checksum) is refused naming the file and the tensor, before
+// anything changes, never trained from. A file whose size or header no longer adds up (truncated, an offset or
+// a length changed) is refused by the safetensors reader already. A checkpoint written before checksums existed
+// (no "metadata_crc32c") still loads, unchecked; other tools ignore the extra metadata.
+constexpr const char* checkpoint_tensor_checksum_prefix = "crc32c:";
+constexpr const char* checkpoint_metadata_checksum_key = "metadata_crc32c";
+
 // Where training stood: the step and the position in the data order, so a resumed run sees the same batches.
 struct training_state {
   std::uint64_t step = 0;            // optimizer steps taken
@@ -34,7 +45,8 @@ void save_checkpoint(const std::string& path, sequential& model, optimizer* opt,
 
 // Loads into the whole model and, if not null, its optimizer (steps() included); returns the training state.
 // Everything is checked before anything is changed; a refusal throws std::runtime_error naming the file and
-// the tensor: a bad format tag, a different model (both layer lists named), a missing tensor, a shape
+// the tensor: a tensor or the metadata failing its checksum (Note [checkpoint checksums]), a bad format tag, a
+// different model (both layer lists named), a missing tensor, a shape
 // mismatch (both shapes named), a tensor that is no parameter of the model, optimizer state that does not
 // match `opt`'s (another optimizer kind), a checkpoint saved without optimizer state when `opt` is given.
 // The optimizer's missing state is created first (optimizer::init_state): Note [fresh optimizer state].
@@ -52,7 +64,9 @@ struct checkpoint_info {
   training_state state;
   long optimizer_steps = 0;
   bool has_optimizer_state = false;
+  bool checksums = false;  // Note [checkpoint checksums]: false for a file written before them
 };
+// Throws std::runtime_error naming the file for a header that fails its checksum.
 checkpoint_info read_checkpoint_info(const std::string& path);
 
 // Note [exported weights]: the model's parameters alone, converted to `type` (BF16 halves the file), under

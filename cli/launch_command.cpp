@@ -9,20 +9,36 @@
 // back prefixed with its host and rank on stderr, except rank 0's stdout (the run's JSON line), which stays
 // the launcher's stdout unchanged. The launcher waits for rank 0, then for the nodes, which stop by
 // themselves when rank 0 ends the job or dies: up to 30 s after a rank 0 that succeeded, 2 s after one that
-// failed (a node that never reached it would retry for minutes); any still running then is killed. It exits
-// with rank 0's status, or the first failed node's; its ranks die with it (they are started with a parent-death
-// signal: the local ssh clients, whose ends close the connections). PROGRAM is this binary's path (--program for another one on the hosts).
+// failed (a node that never reached it would retry for minutes); any still running then is killed. A node that
+// fails before rank 0 has ended the job ends it at once (the job cannot finish without it: rank 0 would wait out
+// its rendezvous or its timeout): the launcher says which rank failed and why (the last line it wrote on stderr,
+// its "error: ..." line when it wrote one), stops every other rank (their standard input ended, below; their
+// process groups killed 2 s later if they still run) and exits with that rank's status. Otherwise it exits with rank 0's status, or the first failed node's; its ranks die with it
+// (they are started with a parent-death signal: the local ssh clients, whose ends close the connections).
+// PROGRAM is this binary's path (--program for another one on the hosts).
+// Each rank's standard input is a pipe from the launcher, and its command sets ACTORPIPE_LAUNCH_STDIN=1: such a
+// rank stops (exit 1, saying so) when its standard input ends. ssh carries that end to the host, so closing the
+// pipes stops the ranks wherever they run, even where killing the local ssh client would leave the remote
+// process running (no terminal: no hang-up signal); so does the launcher's own death. Each local client runs in a
+// process group of its own, killed whole 2 s later if it still runs.
+// What the launcher can check itself it checks before starting any rank (Note [rendezvous fails fast] in
+// network/rendezvous.hpp): the hostfile's host names (RFC 1123 names or IP addresses, by file and line), that
+// the --ssh program exists (on PATH, as execvp finds it), and, where the --certs folder is readable here, that
+// it holds every file the ranks will be given.
 // With --certs DIR (`actorpipe certs --out DIR HOST...`, Note [cluster certificates]) rank 0 presents
 // DIR/coordinator.pem and a node DIR/HOST.pem, each with its key, all trusting DIR/ca.pem.
 // Tests pass `--ssh scripts/local_ssh.sh`, a stand-in that runs the command here, so the whole path runs on
 // loopback.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -70,41 +86,89 @@ std::vector<std::string> words_of(const std::string& text) {
   return words;
 }
 
+// The path execvp would run for `name`: itself when it holds a '/', else the first executable file of that name
+// in a folder of PATH. Throws std::invalid_argument naming `flag` and the program when there is none.
+std::string find_program(const std::string& name, const std::string& flag) {
+  const auto runnable = [](const std::string& path) {
+    struct stat st {};
+    return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(path.c_str(), X_OK) == 0;
+  };
+  if (name.find('/') != std::string::npos) {
+    if (runnable(name)) return name;
+    throw std::invalid_argument(flag + ": " + name + (access(name.c_str(), F_OK) == 0 ? " is not an executable file"
+                                                                                       : " does not exist"));
+  }
+  const char* env = std::getenv("PATH");
+  const std::string path = env ? env : "/usr/bin:/bin";
+  std::size_t start = 0;
+  while (start <= path.size()) {
+    const std::size_t colon = std::min(path.find(':', start), path.size());
+    const std::string folder = path.substr(start, colon - start);
+    const std::string candidate = (folder.empty() ? std::string(".") : folder) + "/" + name;
+    if (runnable(candidate)) return candidate;
+    start = colon + 1;
+  }
+  throw std::invalid_argument(flag + ": the program '" + name + "' is not on PATH (" + path + ")");
+}
+
 // One rank's process: its stdout and stderr read line by line on threads of their own.
 struct rank_process {
   int rank = 0;
   std::string host;
-  pid_t pid = -1;
+  pid_t pid = -1;        // also its process group's id
+  int stdin_fd = -1;     // the write end of its standard input: closed, the rank stops
   int status = -1;
   bool exited = false;
+  bool stopped = false;  // ended by the launcher after another rank failed
   std::vector<std::thread> readers;
+  std::atomic<int> readers_done{0};
+  std::mutex said_mutex;
+  std::string last_line, error_line;  // its stderr's last line, and its last "error: ..." line
+  // Why it failed, in its own words: its error line, else its last line on stderr.
+  std::string reason() {
+    std::lock_guard<std::mutex> lock(said_mutex);
+    return !error_line.empty() ? error_line : last_line;
+  }
 };
 
 std::mutex output_mutex;
 
-void forward_lines(int fd, std::ostream& out, const std::string& prefix) {
+// `said` (may be null) keeps the last line and the last "error: ..." line.
+void forward_lines(int fd, std::ostream& out, const std::string& prefix, rank_process* said) {
   std::string pending;
   char buffer[4096];
+  const auto emit = [&](const std::string& line) {
+    {
+      std::lock_guard<std::mutex> lock(output_mutex);
+      out << prefix << line << "\n" << std::flush;
+    }
+    if (!said || line.empty()) return;
+    std::lock_guard<std::mutex> lock(said->said_mutex);
+    said->last_line = line;
+    if (line.rfind("error: ", 0) == 0) said->error_line = line;
+  };
   while (true) {
     const ssize_t n = read(fd, buffer, sizeof buffer);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     pending.append(buffer, static_cast<std::size_t>(n));
-    for (std::size_t end; (end = pending.find('\n')) != std::string::npos; pending.erase(0, end + 1)) {
-      std::lock_guard<std::mutex> lock(output_mutex);
-      out << prefix << pending.substr(0, end) << "\n" << std::flush;
-    }
+    for (std::size_t end; (end = pending.find('\n')) != std::string::npos; pending.erase(0, end + 1))
+      emit(pending.substr(0, end));
   }
-  if (!pending.empty()) {
-    std::lock_guard<std::mutex> lock(output_mutex);
-    out << prefix << pending << "\n" << std::flush;
-  }
+  if (!pending.empty()) emit(pending);
   close(fd);
 }
 
+// Ends its standard input: the rank stops wherever it runs (Note [launch over ssh]).
+void close_stdin(rank_process& p) {
+  if (p.stdin_fd >= 0) close(p.stdin_fd);
+  p.stdin_fd = -1;
+}
+
 void start(rank_process& p, const std::vector<std::string>& argv) {
-  int out[2], err[2];
-  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) throw std::runtime_error("launch: pipe failed");
+  int in[2], out[2], err[2];
+  if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0)
+    throw std::runtime_error("launch: pipe failed");
   std::vector<char*> args;
   std::vector<std::string> copy = argv;
   for (auto& a : copy) args.push_back(a.data());
@@ -115,17 +179,27 @@ void start(rank_process& p, const std::vector<std::string>& argv) {
   if (p.pid == 0) {  // only async-signal-safe calls until exec
     prctl(PR_SET_PDEATHSIG, SIGTERM);  // the launcher gone: so is every rank it started
     if (getppid() != parent) _exit(111);
+    setpgid(0, 0);
+    dup2(in[0], STDIN_FILENO);
     dup2(out[1], STDOUT_FILENO);
     dup2(err[1], STDERR_FILENO);
     execvp(args[0], args.data());
     _exit(127);
   }
+  setpgid(p.pid, p.pid);  // also here: a kill of its group may come before the child's own call
+  close(in[0]);
   close(out[1]);
   close(err[1]);
+  p.stdin_fd = in[1];
   const std::string prefix = "[" + p.host + " rank " + std::to_string(p.rank) + "] ";
-  p.readers.emplace_back(forward_lines, out[0], std::ref(p.rank == 0 ? std::cout : std::cerr),
-                         p.rank == 0 ? std::string() : prefix);
-  p.readers.emplace_back(forward_lines, err[0], std::ref(std::cerr), prefix);
+  p.readers.emplace_back([&p, fd = out[0], prefix] {
+    forward_lines(fd, p.rank == 0 ? std::cout : std::cerr, p.rank == 0 ? std::string() : prefix, nullptr);
+    ++p.readers_done;
+  });
+  p.readers.emplace_back([&p, fd = err[0], prefix] {
+    forward_lines(fd, std::cerr, prefix, &p);
+    ++p.readers_done;
+  });
 }
 
 bool reap(rank_process& p, bool block) {
@@ -156,21 +230,36 @@ int launch(const launch_options& o) {
         throw std::invalid_argument("launch: leave " + word + " out of the command: --certs gives every rank its files");
   if (hosts.size() < 2)
     throw std::invalid_argument("launch: " + o.hostfile + " gives 1 slot: a job needs rank 0 and at least one node");
+  if (is_ipv6_literal(hosts[0]))
+    throw std::invalid_argument("launch: " + o.hostfile + ": rank 0's host " + hosts[0] +
+                                " is an IPv6 address, and the rendezvous reaches rank 0 over IPv4: list a host name or "
+                                "an IPv4 address first");
   const std::string program = o.program.empty() ? this_program() : o.program;
   const std::vector<std::string> ssh = words_of(o.ssh);
   if (ssh.empty()) throw std::invalid_argument("--ssh: empty command");
+  find_program(ssh.front(), "launch --ssh");  // before any rank starts: "exited 127" names nothing
+  const auto certificate = [&](int r) {  // rank 0 is the coordinator; a node presents its host's certificate
+    return o.certs + "/" + (r == 0 ? std::string("coordinator") : hosts[static_cast<std::size_t>(r)]);
+  };
+  if (!o.certs.empty() && access(o.certs.c_str(), R_OK | X_OK) == 0)  // readable here: every file the ranks need
+    for (int r = 0; r < static_cast<int>(hosts.size()); ++r)
+      for (const std::string& file : {o.certs + "/ca.pem", certificate(r) + ".pem", certificate(r) + ".key"})
+        if (access(file.c_str(), R_OK) != 0)
+          throw std::invalid_argument("launch --certs: " + file + " (rank " + std::to_string(r) + " on " +
+                                      hosts[static_cast<std::size_t>(r)] + ") is missing or unreadable: make it with "
+                                      "`actorpipe certs --out " + o.certs + " HOST...` naming every host");
   const int world = static_cast<int>(hosts.size());
   std::cerr << "launch: " << world << " ranks on " << o.hostfile << ", rank 0 on " << hosts[0] << ":" << o.master_port
             << "\n";
   std::vector<std::unique_ptr<rank_process>> ranks;
   for (int r = 0; r < world; ++r) {
-    std::string remote = "env RANK=" + std::to_string(r) + " WORLD_SIZE=" + std::to_string(world) +
+    std::string remote = "env ACTORPIPE_LAUNCH_STDIN=1 RANK=" + std::to_string(r) + " WORLD_SIZE=" + std::to_string(world) +
                          " MASTER_ADDR=" + shell_quoted(hosts[0]) + " MASTER_PORT=" + std::to_string(o.master_port) +
                          " " + shell_quoted(program);
     for (const std::string& word : o.command) remote += " " + shell_quoted(word);
     remote += " --rendezvous env";
-    if (!o.certs.empty()) {  // rank 0 is the coordinator; a node presents its host's certificate
-      const std::string name = o.certs + "/" + (r == 0 ? std::string("coordinator") : hosts[static_cast<std::size_t>(r)]);
+    if (!o.certs.empty()) {
+      const std::string name = certificate(r);
       remote += " --tls-ca " + shell_quoted(o.certs + "/ca.pem") + " --tls-cert " + shell_quoted(name + ".pem") +
                 " --tls-key " + shell_quoted(name + ".key");
     }
@@ -183,27 +272,64 @@ int launch(const launch_options& o) {
     start(*p, argv);
     ranks.push_back(std::move(p));
   }
-  reap(*ranks[0], true);  // rank 0 ends the job (or dies, and the nodes stop too)
-  // After a failed rank 0 the nodes are stopped at once (one that never reached it would retry for minutes).
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(ranks[0]->status == 0 ? 30 : 2);
+  // Rank 0 ends the job (or dies, and the nodes stop too); a node that fails first ends it at once.
+  rank_process* first_failed = nullptr;
+  while (!reap(*ranks[0], false)) {
+    for (std::size_t r = 1; r < ranks.size() && !first_failed; ++r)
+      if (reap(*ranks[r], false) && ranks[r]->status != 0) first_failed = ranks[r].get();
+    if (first_failed) {  // a node that stopped because rank 0 went: rank 0's end is the news
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (reap(*ranks[0], false)) first_failed = nullptr;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (first_failed) {
+    // Its last lines may still be in the pipe: its readers end with it (a moment at most).
+    const auto said_by = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    while (first_failed->readers_done < 2 && std::chrono::steady_clock::now() < said_by)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    const std::string why = first_failed->reason();
+    std::cerr << "launch: rank " << first_failed->rank << " on " << first_failed->host << " failed (exited "
+              << first_failed->status << (why.empty() ? std::string() : ": " + why)
+              << ") before rank 0 ended the job: stopping the other ranks\n";
+    for (auto& p : ranks)
+      if (!reap(*p, false)) {
+        p->stopped = true;
+        close_stdin(*p);
+      }
+  }
+  // After a failed rank the others are stopped at once (a node that never reached rank 0 would retry for minutes).
+  const bool failed_early = first_failed != nullptr || ranks[0]->status != 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(failed_early ? 2 : 30);
   for (auto& p : ranks)
     while (!reap(*p, false)) {
       if (std::chrono::steady_clock::now() > deadline) {
-        std::cerr << "launch: rank " << p->rank << " on " << p->host << " still ran after rank 0 ended: killed\n";
-        kill(p->pid, SIGKILL);
+        if (!p->stopped)
+          std::cerr << "launch: rank " << p->rank << " on " << p->host << " still ran after rank 0 ended: killed\n";
+        close_stdin(*p);
+        kill(-p->pid, SIGKILL);  // its process group: the ssh client, or whatever --ssh started
         reap(*p, true);
         break;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-  for (auto& p : ranks)
+  for (auto& p : ranks) {
+    close_stdin(*p);
     for (auto& t : p->readers) t.join();
-  int failed = 0;
-  for (const auto& p : ranks)
-    if (p->status != 0) {
-      std::cerr << "launch: rank " << p->rank << " on " << p->host << " exited " << p->status << "\n";
+  }
+  int failed = first_failed ? first_failed->status : 0;
+  for (const auto& p : ranks) {
+    if (p->stopped) {
+      std::cerr << "launch: rank " << p->rank << " on " << p->host << " stopped after rank " << first_failed->rank
+                << " failed\n";
+    } else if (p->status != 0) {
+      const std::string why = p->reason();
+      std::cerr << "launch: rank " << p->rank << " on " << p->host << " exited " << p->status
+                << (why.empty() ? std::string() : " (" + why + ")") << "\n";
       if (failed == 0) failed = p->status;
     }
+  }
   if (failed == 0) std::cerr << "launch: all " << world << " ranks exited 0\n";
   return failed;
 }

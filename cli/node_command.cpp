@@ -32,16 +32,25 @@ void add_node_command(CLI::App& app) {
                       "WORLD_SIZE, MASTER_ADDR, MASTER_PORT, or Slurm's); listens where it reaches rank 0, registers "
                       "there, and stops when the job ends (Note [environment rendezvous])")
           ->check(CLI::IsMember({"env"}));
+  auto wait_s = std::make_shared<long>(default_rendezvous_timeout.count());
+  auto* wait_flag = cmd->add_option("--rendezvous-timeout", *wait_s,
+                                    "with --rendezvous env: seconds to wait for rank 0 to answer (the ranks of a job "
+                                    "start within this of each other)")
+                        ->check(whole_number(1, 1000000))
+                        ->capture_default_str();
   cmd->get_option("--host")->excludes(rendezvous_flag);
   cmd->get_option("--port")->excludes(rendezvous_flag);
   add_transport_flags(cmd, o->security);  // checked by run_node before it listens
-  cmd->callback([o, rendezvous] {
-    if (rendezvous->empty()) return run_node(*o);
+  cmd->callback([o, rendezvous, wait_s, wait_flag] {
+    if (rendezvous->empty()) {
+      refuse_given({wait_flag}, "requires --rendezvous env: it is the wait for rank 0");
+      return run_node(*o);
+    }
     const rendezvous_env env = rendezvous_place();
     if (env.rank == 0)
       throw std::invalid_argument("node --rendezvous env: rank 0 is the coordinator; start `train --rendezvous env` "
                                   "there");
-    run_rendezvous_node(env, *o);
+    run_rendezvous_node(env, *o, std::chrono::seconds(*wait_s), "node --rendezvous env");
   });
 }
 

@@ -1,20 +1,50 @@
 #include "cli/rendezvous.hpp"
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <stdexcept>
+#include <string>
+#include <thread>
 
 namespace ap::cli {
+
+namespace {
+
+// Note [launch over ssh] (cli/launch_command.cpp): under `launch`, the end of standard input is the launcher
+// stopping the job (or gone): the rank stops at once, wherever it is.
+void stop_when_stdin_ends(int rank) {
+  std::thread([rank] {
+    char buffer[256];
+    for (;;) {
+      const ssize_t n = read(STDIN_FILENO, buffer, sizeof buffer);
+      if (n > 0 || (n < 0 && errno == EINTR)) continue;
+      break;
+    }
+    std::fprintf(stderr, "error: rendezvous: rank %d: the launcher stopped the job (standard input ended)\n", rank);
+    std::fflush(stderr);
+    std::_Exit(1);
+  }).detach();
+}
+
+}  // namespace
 
 rendezvous_env rendezvous_place() {
   const rendezvous_env env = rendezvous_from_env([](const char* name) { return std::getenv(name); });
   std::cerr << "rendezvous: rank " << env.rank << " of " << env.world_size << " (from " << env.source << "), rank 0 at "
             << env.master_host << ":" << env.master_port << "\n";
+  if (const char* launched = std::getenv("ACTORPIPE_LAUNCH_STDIN"); launched && std::string(launched) == "1")
+    stop_when_stdin_ends(env.rank);
   return env;
 }
 
-void run_rendezvous_node(const rendezvous_env& env, node_run_options options) {
-  rendezvous_client client(env, rendezvous_timeout);
+void run_rendezvous_node(const rendezvous_env& env, node_run_options options, std::chrono::milliseconds timeout,
+                         const std::string& who) {
+  check_transport_security(options.security, who);  // Note [rendezvous fails fast]: before waiting for rank 0
+  rendezvous_client client(env, timeout);
   options.host = client.local_address();
   options.port = rendezvous_node_port(env);  // Note [restart under a rendezvous]
   options.any_port_if_taken = true;
@@ -36,8 +66,9 @@ void run_rendezvous_node(const rendezvous_env& env, node_run_options options) {
   if (!done) throw std::runtime_error(went_away);
 }
 
-void run_rendezvous_coordinator(const rendezvous_env& env, const std::function<void(std::vector<std::string>)>& train) {
-  rendezvous_server server(env.master_port, env.world_size, rendezvous_timeout);
+void run_rendezvous_coordinator(const rendezvous_env& env, std::chrono::milliseconds timeout,
+                                const std::function<void(std::vector<std::string>)>& train) {
+  rendezvous_server server(env.master_port, env.world_size, timeout, env.master_host);
   server.log = [](const std::string& line) { std::cerr << line << "\n"; };
   std::vector<std::string> nodes = server.wait_for_nodes();
   std::string list;

@@ -109,16 +109,20 @@ void add_train_command(CLI::App& app) {
     apply_config_json(c, given, "the command line", "", /*record_given=*/true);
     if (c.rendezvous.empty()) return run_train(c, *print_config);
     const rendezvous_env env = rendezvous_place();  // Note [environment rendezvous]
+    const std::chrono::seconds wait(c.rendezvous_timeout_s);
     if (env.rank > 0) {
       node_run_options node;
       node.security = c.pipe.security;
-      return run_rendezvous_node(env, node);
+      return run_rendezvous_node(env, node, wait, "train --rendezvous env (rank " + std::to_string(env.rank) + ")");
     }
     if (c.stages == 0 && !c.auto_config)
       throw std::invalid_argument("--rendezvous env: rank 0 trains a pipeline on the other ranks: it needs --stages N "
                                   "or --auto");
-    check_transport_security(c.pipe.security, "train --rendezvous");  // before waiting for anyone
-    run_rendezvous_coordinator(env, [&](std::vector<std::string> nodes) {
+    // Note [rendezvous fails fast]: the configuration and the transport before waiting for anyone (the engine checks
+    // the configuration again with the nodes; its warnings are said then).
+    check_run_config(c);
+    check_transport_security(c.pipe.security, "train --rendezvous");
+    run_rendezvous_coordinator(env, wait, [&](std::vector<std::string> nodes) {
       c.pipe.nodes = std::move(nodes);
       run_train(c, *print_config);
     });

@@ -21,17 +21,18 @@ std::string group_failure::wait(std::chrono::milliseconds timeout) const {
   return failure_;
 }
 
-void finishing_op::finish(std::string why) {
+void finishing_op::finish(std::string why, error_code code) {
   std::lock_guard lock(mutex_);
   done_ = true;
   error_ = std::move(why);
+  code_ = code;
   finished_.notify_all();
 }
 
 void finishing_op::wait() {
   std::unique_lock lock(mutex_);
   finished_.wait(lock, [&] { return done_; });
-  if (!error_.empty()) throw collective_error(error_);
+  if (!error_.empty()) throw collective_error(code_, error_);
 }
 
 bool finishing_op::ready() const {
@@ -102,19 +103,23 @@ void comm_thread::serve() {
       running_ = true;
     }
     std::string error;
+    error_code code = error_code::collective;
     if (const std::string why = failure_->text(); !why.empty()) {
       error = op->describe() + ": " + why;
     } else {
       std::string thrown;
+      error_code thrown_code = error_code::collective;
       try {
         op->run();
       } catch (const std::exception& e) {
         thrown = e.what();
         if (thrown.empty()) thrown = "an error without text";
+        thrown_code = code_of(e);
       }
       if (!thrown.empty()) {
         // A failed collective leaves its peers at an unknown place: the group cannot go on.
-        failure_->fail(thrown);
+        // Damaged bytes seen by this collective itself keep their code (Note [communication thread]).
+        if (failure_->fail(thrown) && thrown_code == error_code::lost_node) code = error_code::lost_node;
         const std::string why = failure_->text();  // an earlier failure's reason rather than what it caused
         if (interrupt_) interrupt_(why);            // a peer waiting on this rank fails now, not after its timeout
         error = op->describe() + ": " + why;
@@ -125,7 +130,7 @@ void comm_thread::serve() {
       std::lock_guard lock(mutex_);
       running_ = false;
     }
-    op->finish(std::move(error));
+    op->finish(std::move(error), code);
   }
 }
 

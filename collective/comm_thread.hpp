@@ -36,12 +36,12 @@ class group_failure {
 };
 
 // A collective's handle state: the caller's wait() blocks until finish(), then throws collective_error with the
-// text finish() gave, if any. No timeout here: the communication thread bounds each of its waits on a peer and
+// text and code finish() gave, if any. No timeout here: the communication thread bounds each of its waits on a peer and
 // then finishes the op.
 class finishing_op : public collective_handle::state {
  public:
   // Done, well (empty `why`) or badly; wakes every wait().
-  void finish(std::string why);
+  void finish(std::string why, error_code code = error_code::collective);
   void wait() override;
   bool ready() const override;
 
@@ -50,6 +50,7 @@ class finishing_op : public collective_handle::state {
   std::condition_variable finished_;
   bool done_ = false;
   std::string error_;
+  error_code code_ = error_code::collective;
 };
 
 // One collective for the communication thread: what it does and how its errors name it.
@@ -70,7 +71,8 @@ class comm_op : public finishing_op {
 // rank's k-th collective meets its peers' k-th. A collective that throws fails the group: its handle fails with
 // "<describe()>: <reason>", the reason being the group's failure when the group had failed already (an abort's
 // reason, not the closed socket it caused) and the collective's own error otherwise, which becomes the group's
-// failure. A failed group (that, or abort: fail()) fails every pending and later collective at once with the same
+// failure. Its code is `collective`, except where the collective's own error was a link's damaged bytes (code
+// lost_node, Note [checked records]), which fails its handle as a lost link, so recovery replays the step. A failed group (that, or abort: fail()) fails every pending and later collective at once with the same
 // text, without running it. `interrupt`, given by the group, makes a running collective's waits end now (gloo closes
 // its sockets, hierarchical_group aborts its parts); the ring's data links watch the group's failure themselves.
 class comm_thread {

@@ -29,10 +29,12 @@ const char* collective_kind_name(collective_kind kind);
 // A collective that cannot complete: a peer did not join within the timeout, ranks called different
 // collectives at the same position, a rank aborted the group, or the group is gone. The text names the
 // group, the collective, the rank that waited and the rank(s) at fault.
-// Its code is error_code::collective: a peer's failure seen through the group (failure/error.hpp).
+// Its code is error_code::collective: a peer's failure seen through the group (failure/error.hpp), or, where this
+// rank saw the cause itself, that cause's code (lost_node: a peer's bytes came damaged, Note [checked records]).
 class collective_error : public runtime_failure {
  public:
   explicit collective_error(const std::string& what) : runtime_failure(error_code::collective, what) {}
+  collective_error(error_code code, const std::string& what) : runtime_failure(code, what) {}
 };
 
 // Note [the cause, not a peer's view]: when one rank of a group fails, it aborts the group and the others

@@ -331,6 +331,9 @@ struct ring_state {
         case link_error::kind::closed:
           throw collective_error(cause_of_hang_up(who(left()) + " closed its data link"));
         case link_error::kind::failed:
+          // Bytes damaged on the way (Note [checked records]): a lost link, which recovery replays.
+          if (e.corrupted)
+            throw runtime_failure(error_code::lost_node, "the data link from " + who(left()) + " failed: " + e.what());
           throw collective_error("the data link from " + who(left()) + " failed: " + e.what());
       }
     }

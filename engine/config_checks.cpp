@@ -203,6 +203,9 @@ std::optional<schedule> check_run_config(const run_config& o, const std::functio
     refuse_changed(changed_keys(o, named({"restart-on-failure", "restart-wait-ms", "snapshot-every"})),
                    "requires --nodes or --rendezvous env: it recovers from a lost node");
   }
+  if (o.rendezvous.empty())
+    refuse_changed(changed_keys(o, named({"rendezvous-timeout"})),
+                   "requires --rendezvous env: it is the wait of the job's ranks for each other");
   check_output_path("--checkpoint", o.checkpoint_file);
   check_output_path("--trace", o.trace_file);
   check_output_path("--export", o.export_file);

@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "engine/value_checks.hpp"
+#include "network/rendezvous.hpp"
 #include "model/gpt_spec.hpp"
 #include "schedule/schedule.hpp"
 
@@ -152,6 +153,12 @@ void for_each_config_key(run_config& c, const std::function<void(const config_ke
       "env: one command per process starts the job (torchrun's RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, or Slurm's); "
       "rank 0 trains, every other rank is a node (Note [environment rendezvous])",
       [](const std::string& t) { return t.empty() ? std::string() : one_of_check({"env"})(t); }, cluster);
+  static_assert(default_rendezvous_timeout == std::chrono::seconds(120),
+                "run_config::rendezvous_timeout_s's default is default_rendezvous_timeout");
+  key("rendezvous-timeout", &c.rendezvous_timeout_s,
+      "with --rendezvous env: seconds rank 0 waits for every node to register, and a node for rank 0 to answer (the "
+      "ranks of a job start within this of each other; Note [rendezvous fails fast])",
+      whole_number_check(1, 1000000), cluster);
   key("tls-ca", &c.pipe.security.ca_file, "PEM certificate of the CA that signs every node's and coordinator's certificate",
       any, cluster);
   key("tls-cert", &c.pipe.security.certificate_file, "this process's PEM certificate, signed by --tls-ca", any, cluster);

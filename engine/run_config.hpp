@@ -55,6 +55,7 @@ struct run_config {
   int auto_trials = 3;             // Note [auto trials]
   std::string collectives = "auto";  // Note [collective backends]: auto, ring, gloo or by-size
   std::string rendezvous;            // "env": Note [environment rendezvous] in network/rendezvous.hpp
+  long rendezvous_timeout_s = 120;  // Note [rendezvous fails fast]: default_rendezvous_timeout
   // Outputs; empty: none.
   std::string checkpoint_file, resume_file, export_file, trace_file, plot_file, timeline_file;
   std::string log_file;  // the metrics log: JSON lines per step and per validation (Note [metrics log])

@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include "failure/error.hpp"
 #include "network/node_address.hpp"
 
 namespace ap {
@@ -87,6 +88,7 @@ void activation_inbox::accept_loop() {
     if (link && !stopping_) {
       // A sender that lost its link opens another before its next tensor: whoever it is, nothing is known closed.
       closed_.clear();
+      corrupted_.clear();
       open_.push_back(link.get());
       readers_.emplace_back([this, l = std::move(link)]() mutable { read_loop(std::move(l)); });
     }
@@ -148,6 +150,7 @@ void activation_inbox::read_loop(std::unique_ptr<data_link> link) {
       {
         std::lock_guard<std::mutex> lock(mutex_);
         closed_.erase(source);
+        corrupted_.erase(source);
         tensors_[head.ticket] = arrival{head.step, std::move(t)};
         if (copied) ++copied_;
       }
@@ -160,7 +163,7 @@ void activation_inbox::read_loop(std::unique_ptr<data_link> link) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (e.reason != link_error::kind::closed) note_problem(e.what());
-      if (source >= 0) closed_[source] = e.what();
+      if (source >= 0) closed_[source] = e.what(), corrupted_[source] = e.corrupted;
     }
     arrived_.notify_all();
   }
@@ -180,9 +183,11 @@ tensor activation_inbox::take(std::uint64_t ticket) {
         stopping_ ? " will not come: the stage is stopping"
         : closed != closed_.end() ? " will not come: stage " + std::to_string(source) + "'s link ended (" + closed->second + ")"
                                   : " did not come on its data link within " + std::to_string(timeout_.count()) + " ms";
-    throw std::runtime_error("stage " + std::to_string(stage_) + ": the tensor of ticket " +
+    const std::string text = "stage " + std::to_string(stage_) + ": the tensor of ticket " +
                              std::to_string(ticket & 0xffffffffffffULL) + " from stage " + std::to_string(source) + what +
-                             (why.empty() ? "" : why + ")"));
+                             (why.empty() ? "" : why + ")");
+    if (closed != closed_.end() && corrupted_[source]) throw runtime_failure(error_code::lost_node, text);
+    throw std::runtime_error(text);
   }
   tensor t = std::move(it->second.data);
   tensors_.erase(it);

@@ -90,7 +90,8 @@ class activation_inbox {
   std::uint16_t port() const { return port_; }
   // The tensor sent under `ticket`, waiting up to the timeout for it, or until the link its sender's tensors came
   // on closed without it (the sending stage's process went). Throws std::runtime_error naming the stage, the
-  // ticket and what the links said.
+  // ticket and what the links said; a runtime_failure of code lost_node when that link's bytes came damaged (a
+  // record failed its checksum or MAC), so that recovery replays the step (Note [checked records]).
   tensor take(std::uint64_t ticket);
   // Drops the tensors of steps before `step` (an aborted step's, never taken).
   void forget_before(std::uint64_t step);
@@ -119,6 +120,7 @@ class activation_inbox {
   std::size_t copied_ = 0;             // tensors copied from their senders' memory (Note [one copy on one machine])
   std::vector<data_link*> open_;       // the links being read, interrupted when the inbox stops
   std::map<int, std::string> closed_;  // by sending stage: how its last link ended, until it opens another
+  std::map<int, bool> corrupted_;      // ... and whether its bytes came damaged (Note [checked records])
   bool stopping_ = false;
   std::vector<std::thread> readers_;
   std::thread acceptor_;

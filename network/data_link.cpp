@@ -18,6 +18,8 @@
 #include <thread>
 #include <utility>
 
+#include "failure/crc32c.hpp"
+#include "network/checked_records.hpp"
 #include "network/sealed_records.hpp"
 #include "network/tls_session.hpp"
 
@@ -165,8 +167,99 @@ bool data_link::same_host() const {
   return false;
 }
 
+void data_link::send_open_record(const unsigned char* p, std::size_t payload, std::chrono::milliseconds idle,
+                                 const stop_check& stop, const unsigned char* next_p, std::size_t next_n,
+                                 unsigned char* next, bool* next_ready) {
+  auto until = clock_type::now() + idle;
+  while (out_head_sent_ < checked_header_bytes || payload > 0) {
+    iovec parts[2];
+    int count = 0;
+    if (out_head_sent_ < checked_header_bytes) parts[count++] = {out_head_ + out_head_sent_, checked_header_bytes - out_head_sent_};
+    if (payload > 0) parts[count++] = {const_cast<unsigned char*>(p), payload};
+    msghdr m{};
+    m.msg_iov = parts;
+    m.msg_iovlen = static_cast<std::size_t>(count);
+    const ssize_t ret = ::sendmsg(fd_, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (ret > 0) {
+      std::size_t sent = static_cast<std::size_t>(ret);
+      const std::size_t head = std::min(sent, checked_header_bytes - out_head_sent_);
+      out_head_sent_ += head, sent -= head;
+      p += sent, payload -= sent, out_left_ -= sent;
+      until = clock_type::now() + idle;
+      continue;
+    }
+    if (ret < 0 && errno == EINTR) continue;
+    if (ret < 0 && (errno == EPIPE || errno == ECONNRESET)) throw link_error(link_error::kind::closed, "the peer hung up");
+    if (ret < 0 && errno != EAGAIN && errno != EWOULDBLOCK) throw link_error(link_error::kind::failed, system_error("send"));
+    if (next_n > 0 && !*next_ready) {  // the socket is full: the next record's CRC meanwhile
+      checked_record_header(next_p, next_n, next);
+      *next_ready = true;
+      continue;
+    }
+    if (!wait_ready(fd_, POLLOUT, until, stop))
+      throw link_error(link_error::kind::timed_out, "no byte could be written for " + std::to_string(idle.count()) + " ms");
+  }
+}
+
+void data_link::write_checked(const unsigned char* p, std::size_t n, std::chrono::milliseconds idle, const stop_check& stop) {
+  if (out_head_sent_ < checked_header_bytes || out_left_ > 0) {  // the rest of a record write_now opened
+    const std::size_t part = std::min(n, out_left_);
+    send_open_record(p, part, idle, stop, nullptr, 0, nullptr, nullptr);
+    p += part, n -= part;
+  }
+  unsigned char next[checked_header_bytes];
+  bool next_ready = false;
+  while (n > 0) {
+    const std::size_t part = std::min(n, checked_record_bytes);
+    if (next_ready) std::memcpy(out_head_, next, sizeof next);
+    else checked_record_header(p, part, out_head_);
+    next_ready = false;
+    out_head_sent_ = 0, out_left_ = part;
+    const std::size_t next_n = std::min(n - part, checked_record_bytes);
+    send_open_record(p, part, idle, stop, p + part, next_n, next, &next_ready);
+    p += part, n -= part;
+  }
+}
+
+void data_link::read_checked(unsigned char* p, std::size_t n, std::chrono::milliseconds idle, const stop_check& stop) {
+  while (n > 0) {
+    if (opened_taken_ < opened_.size()) {  // a checked record's rest
+      const std::size_t part = std::min(n, opened_.size() - opened_taken_);
+      std::memcpy(p, opened_.data() + opened_taken_, part);
+      opened_taken_ += part, p += part, n -= part;
+      continue;
+    }
+    unsigned char header[checked_header_bytes];
+    read_bytes(header, sizeof header, idle, stop);
+    const std::size_t length = checked_record_length(header);
+    if (length == 0)
+      throw link_error(link_error::kind::failed,
+                       "a record header from " + peer_of(fd_) + " claims " +
+                           std::to_string(std::uint32_t{header[0]} | std::uint32_t{header[1]} << 8 |
+                                          std::uint32_t{header[2]} << 16 | std::uint32_t{header[3]} << 24) +
+                           " bytes (1 to " + std::to_string(checked_record_bytes) +
+                           "): corrupted on the way (Note [checked records])",
+                       true);
+    unsigned char* into = p;  // the caller's memory when the record fits it whole
+    if (length > n) {
+      opened_.resize(length);
+      opened_taken_ = length;  // not handed out before it is checked
+      into = opened_.data();
+    }
+    std::uint32_t crc = checked_record_start(header);
+    read_bytes(into, length, idle, stop, &crc);
+    if (crc != checked_record_crc(header))
+      throw link_error(link_error::kind::failed,
+                       "a record of " + std::to_string(length) + " bytes from " + peer_of(fd_) +
+                           " failed its checksum (CRC32C): corrupted on the way (Note [checked records])",
+                       true);
+    if (into == p) p += length, n -= length;
+    else opened_taken_ = 0;
+  }
+}
+
 void data_link::write(const void* data, std::size_t n, std::chrono::milliseconds idle, const stop_check& stop) {
-  if (!sealer_) return write_bytes(data, n, idle, stop);
+  if (!sealer_) return write_checked(static_cast<const unsigned char*>(data), n, idle, stop);
   const auto* p = static_cast<const unsigned char*>(data);
   while (n > 0) {  // Note [sealed records]
     const std::size_t part = std::min(n, max_record_bytes);
@@ -197,16 +290,52 @@ void data_link::write_bytes(const void* data, std::size_t n, std::chrono::millis
 
 std::size_t data_link::write_now(const piece* pieces, std::size_t count) {
   if (sealer_) return 0;  // Note [writes without waiting]: a TLS write encrypts; the caller's writer thread does it
-  std::vector<iovec> v(count);
-  for (std::size_t i = 0; i < count; ++i) v[i] = {const_cast<void*>(pieces[i].data), pieces[i].size};
+  if (out_head_sent_ < checked_header_bytes || out_left_ > 0) return 0;  // a record still open: write() goes on
+  // Note [checked records]: each piece in records of its own, as many as a socket may take now (4 MB).
+  struct framed {
+    unsigned char head[checked_header_bytes];
+    const unsigned char* payload;
+    std::size_t size;
+  };
+  std::vector<framed> records;
+  std::size_t framed_bytes = 0;
+  for (std::size_t i = 0; i < count && framed_bytes < (std::size_t{4} << 20); ++i) {
+    const auto* p = static_cast<const unsigned char*>(pieces[i].data);
+    for (std::size_t left = pieces[i].size; left > 0 && framed_bytes < (std::size_t{4} << 20);) {
+      framed r{{}, p, std::min(left, checked_record_bytes)};
+      checked_record_header(p, r.size, r.head);
+      records.push_back(r);
+      p += r.size, left -= r.size, framed_bytes += r.size;
+    }
+  }
+  std::vector<iovec> v;
+  v.reserve(2 * records.size());
+  for (framed& r : records) {
+    v.push_back({r.head, checked_header_bytes});
+    v.push_back({const_cast<unsigned char*>(r.payload), r.size});
+  }
   msghdr m{};
   m.msg_iov = v.data();
-  m.msg_iovlen = count;
+  m.msg_iovlen = v.size();
+  ssize_t ret = -1;
   for (;;) {
-    const ssize_t ret = ::sendmsg(fd_, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (ret >= 0) return static_cast<std::size_t>(ret);
-    if (errno != EINTR) return 0;
+    ret = ::sendmsg(fd_, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (ret >= 0 || errno != EINTR) break;
   }
+  if (ret <= 0) return 0;
+  std::size_t sent = static_cast<std::size_t>(ret), payload = 0;
+  for (framed& r : records) {  // whole records, then the one the socket took in part stays open
+    if (sent >= checked_header_bytes + r.size) {
+      sent -= checked_header_bytes + r.size, payload += r.size;
+      continue;
+    }
+    std::memcpy(out_head_, r.head, checked_header_bytes);
+    out_head_sent_ = std::min(sent, checked_header_bytes);
+    const std::size_t part = sent - out_head_sent_;
+    out_left_ = r.size - part, payload += part;
+    break;
+  }
+  return payload;
 }
 
 bool data_link::readable() const {
@@ -216,7 +345,7 @@ bool data_link::readable() const {
 }
 
 void data_link::read(void* data, std::size_t n, std::chrono::milliseconds idle, const stop_check& stop) {
-  if (!opener_) return read_bytes(data, n, idle, stop);
+  if (!opener_) return read_checked(static_cast<unsigned char*>(data), n, idle, stop);
   auto* p = static_cast<unsigned char*>(data);
   while (n > 0) {  // Note [sealed records]
     if (opened_taken_ < opened_.size()) {
@@ -237,18 +366,22 @@ void data_link::read(void* data, std::size_t n, std::chrono::milliseconds idle, 
     read_bytes(into, length, idle, stop);
     read_bytes(tag, sizeof tag, idle, stop);
     if (!opener_->open(header, into, length, tag))
-      throw link_error(link_error::kind::failed, "a record of " + std::to_string(length) +
-                                                     " bytes failed its authentication: altered, replayed or reordered on the way");
+      throw link_error(link_error::kind::failed,
+                       "a record of " + std::to_string(length) +
+                           " bytes failed its authentication: altered, replayed or reordered on the way",
+                       true);
     if (into == p) p += length, n -= length;
   }
 }
 
-void data_link::read_bytes(void* data, std::size_t n, std::chrono::milliseconds idle, const stop_check& stop) {
+void data_link::read_bytes(void* data, std::size_t n, std::chrono::milliseconds idle, const stop_check& stop,
+                           std::uint32_t* crc) {
   auto* p = static_cast<char*>(data);
   auto until = clock_type::now() + idle;
   while (n > 0) {
     const ssize_t ret = ::recv(fd_, p, n, 0);
     if (ret > 0) {
+      if (crc) *crc = crc32c(p, static_cast<std::size_t>(ret), *crc);  // the bytes just come, in cache
       p += ret, n -= static_cast<std::size_t>(ret);
       until = clock_type::now() + idle;
       continue;

@@ -14,6 +14,7 @@
 #include <caf/io/network/stream_impl.hpp>
 #include <caf/policy/tcp.hpp>
 
+#include "network/checked_records.hpp"
 #include "network/tls_session.hpp"
 
 namespace ap {
@@ -55,29 +56,45 @@ struct connection_watch {
     logged = true;
     log("dropped a connection from " + peer + ": " + why);
   }
+  // Note [checked records]: a record that failed its checksum ends the connection, whichever side opened it.
+  void corrupted(const std::string& why) {
+    if (logged || !log) return;
+    logged = true;
+    log(std::string(accepted ? "dropped a connection from " : "dropped the connection to ") + peer + ": " + why);
+  }
 };
 
-// Reads and writes through a TLS session, or the plain socket.
+// Reads and writes through a TLS session, or the plain socket in checked records (Note [checked records]).
 struct guarded_policy {
   guarded_policy(std::unique_ptr<tls_session> session, std::shared_ptr<connection_watch> watch)
-      : session_(std::move(session)), watch_(std::move(watch)) {}
+      : session_(std::move(session)), watch_(std::move(watch)), plain_(watch_->peer) {}
 
   rw_state read_some(std::size_t& result, native_socket fd, void* buf, std::size_t len) {
-    if (!session_) return check(caf::policy::tcp::read_some(result, fd, buf, len));
+    if (!session_) return check(plain_.read_some(result, fd, buf, len));
     return check(session_->read_some(result, buf, len));
   }
   rw_state write_some(std::size_t& result, native_socket fd, const void* buf, std::size_t len) {
-    if (!session_) return check(caf::policy::tcp::write_some(result, fd, buf, len));
+    if (!session_) return check(plain_.write_some(result, fd, buf, len));
     return check(session_->write_some(result, buf, len));
   }
   bool try_accept(native_socket& result, native_socket fd) { return caf::policy::tcp::try_accept(result, fd); }
-  bool must_read_more(native_socket, std::size_t threshold) { return session_ && session_->must_read_more(threshold); }
+  bool must_read_more(native_socket, std::size_t threshold) {
+    return session_ ? session_->must_read_more(threshold) : plain_.must_read_more();
+  }
 
  private:
   rw_state check(rw_state r) {
     if (session_ && session_->handshake_done() && !tls_ready_) {
       tls_ready_ = true;
       if (watch_->on_tls_ready) watch_->on_tls_ready();
+    }
+    if (r == rw_state::failure && !session_ && !plain_.failure().empty()) {
+      if (watch_->handshake_done())
+        watch_->corrupted(plain_.failure());
+      else  // its first bytes: rather a peer that speaks something else than a corrupted one
+        watch_->drop("not actorpipe's plain TCP (" + plain_.failure() +
+                     "): a TLS peer, another version, or another program?");
+      return r;
     }
     if (r != rw_state::failure || watch_->handshake_done()) return r;
     if (session_)
@@ -90,6 +107,7 @@ struct guarded_policy {
 
   std::unique_ptr<tls_session> session_;
   std::shared_ptr<connection_watch> watch_;
+  checked_stream plain_;  // without a session
   bool tls_ready_ = false;
 };
 

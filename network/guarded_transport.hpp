@@ -1,6 +1,7 @@
 // The transport coordinators and nodes connect and listen through: CAF 0.17's middleman actor with our own
-// connections (mutual TLS through network/tls_session.hpp, or plain TCP) that bound what a peer can make us
-// allocate, and log the connections they drop.
+// connections (mutual TLS through network/tls_session.hpp, or plain TCP in records with a CRC32C: Note [checked
+// records] in network/checked_records.hpp) that bound what a peer can make us allocate, and log the connections
+// they drop.
 //
 // Note [bounded frames]: CAF's BASP layer trusts a frame's 32-bit length field: it sizes its read buffer to
 // whatever a header claims, so one crafted 32-byte header claiming 4 GB made a node allocate (and zero) 4 GB,

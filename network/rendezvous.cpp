@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -85,6 +86,15 @@ void keep_alive(int fd) {
 std::string endpoint_text(const rendezvous_env& e) { return e.master_host + ":" + std::to_string(e.master_port); }
 
 }  // namespace
+
+std::string wait_text(std::chrono::milliseconds wait) {
+  const long long ms = wait.count();
+  if (ms < 1000) return std::to_string(ms) + " ms";
+  if (ms % 1000 == 0) return std::to_string(ms / 1000) + " s";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f s", static_cast<double>(ms) / 1000.0);
+  return text;
+}
 
 rendezvous_env rendezvous_from_env(const std::function<const char*(const char*)>& get) {
   const auto value = [&](const char* name) -> std::string {
@@ -168,8 +178,13 @@ std::vector<std::string> expand_slurm_hostlist(const std::string& list) {
   return hosts;
 }
 
-rendezvous_server::rendezvous_server(int port, int world_size, std::chrono::milliseconds timeout)
-    : port_(port), world_size_(world_size), timeout_(timeout), node_fds_(static_cast<std::size_t>(world_size), -1) {
+rendezvous_server::rendezvous_server(int port, int world_size, std::chrono::milliseconds timeout,
+                                     const std::string& master_host)
+    : port_(port),
+      world_size_(world_size),
+      timeout_(timeout),
+      master_host_(master_host),
+      node_fds_(static_cast<std::size_t>(world_size), -1) {
   if (world_size < 2) throw std::invalid_argument("--rendezvous env: WORLD_SIZE " + std::to_string(world_size) +
                                                   " leaves no rank to be a node; run without --rendezvous");
   listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -220,8 +235,11 @@ std::vector<std::string> rendezvous_server::wait_for_nodes() {
       std::string missing;
       for (int r = 1; r < world_size_; ++r)
         if (nodes[static_cast<std::size_t>(r)].empty()) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-      throw std::runtime_error("rendezvous: rank 0 waited " + std::to_string(timeout_.count()) + " ms on MASTER_PORT " +
-                               std::to_string(port_) + " for " + std::to_string(world_size_ - 1) + " nodes; " +
+      const std::string at = master_host_.empty() ? "on MASTER_PORT " + std::to_string(port_)
+                                                  : "at " + master_host_ + ":" + std::to_string(port_) +
+                                                        " (MASTER_ADDR:MASTER_PORT)";
+      throw std::runtime_error("rendezvous: rank 0 waited " + wait_text(timeout_) + " (--rendezvous-timeout) " + at +
+                               " for " + std::to_string(world_size_ - 1) + (world_size_ == 2 ? " node; " : " nodes; ") +
                                std::to_string(registered) + " registered, rank" +
                                (world_size_ - 1 - registered == 1 ? " " : "s ") + missing +
                                " did not (not started, or MASTER_ADDR does not reach this machine)");
@@ -312,8 +330,12 @@ rendezvous_client::rendezvous_client(const rendezvous_env& env, std::chrono::mil
     hints.ai_socktype = SOCK_STREAM;
     addrinfo* found = nullptr;
     const int rc = getaddrinfo(env.master_host.c_str(), std::to_string(env.master_port).c_str(), &hints, &found);
+    if (rc != 0 && rc != EAI_AGAIN)  // Note [rendezvous fails fast]: a name nobody knows is not retried
+      throw std::runtime_error("rendezvous: rank " + std::to_string(env.rank) + ": MASTER_ADDR '" + env.master_host +
+                               "' (from " + env.source + ") does not resolve: " + gai_strerror(rc) +
+                               " (rank 0's host name or IPv4 address)");
     if (rc != 0) {
-      last_error = std::string("unknown host (") + gai_strerror(rc) + ")";
+      last_error = std::string("the resolver did not answer for '") + env.master_host + "' (" + gai_strerror(rc) + ")";
     } else {
       std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> guard(found, freeaddrinfo);
       fd_ = socket(found->ai_family, found->ai_socktype | SOCK_CLOEXEC, found->ai_protocol);
@@ -324,8 +346,8 @@ rendezvous_client::rendezvous_client(const rendezvous_env& env, std::chrono::mil
     }
     if (clock_type::now() >= deadline)
       throw std::runtime_error("rendezvous: rank " + std::to_string(env.rank) + " could not reach rank 0 at " +
-                               endpoint_text(env) + " (from " + env.source + ") within " +
-                               std::to_string(timeout.count()) + " ms: " + last_error);
+                               endpoint_text(env) + " (from " + env.source + ") within " + wait_text(timeout) +
+                               " (--rendezvous-timeout): " + last_error);
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   keep_alive(fd_);

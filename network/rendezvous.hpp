@@ -36,6 +36,14 @@ namespace ap {
 // there. Rank 0 keeps accepting registrations for the whole job: a restarted rank's replaces its old connection,
 // so the job's end reaches the new process too; a rank registering at another address is logged (the
 // recovery cannot find it there).
+//
+// Note [rendezvous fails fast]: what a rank can check alone is checked before it waits for anyone: its transport
+// (the TLS files, or --insecure), and on a node that MASTER_ADDR resolves (a name the resolver does not know fails
+// at once, naming it; only a resolver that did not answer is asked again). The wait itself (rank 0 for every
+// node, a node for rank 0) lasts `--rendezvous-timeout` seconds (default 120, as torchrun's rendezvous timeout),
+// and its expiry names the address waited at.
+inline constexpr std::chrono::seconds default_rendezvous_timeout{120};
+
 struct rendezvous_env {
   int rank = 0, world_size = 1;
   std::string master_host;
@@ -55,18 +63,21 @@ int rendezvous_node_port(const rendezvous_env& env);
 // kept). Throws std::invalid_argument naming the list for an unclosed bracket or a bad range.
 std::vector<std::string> expand_slurm_hostlist(const std::string& list);
 
+// "120 s", "1.5 s", "250 ms": a wait as the rendezvous's texts say it.
+std::string wait_text(std::chrono::milliseconds wait);
+
 // Rank 0's side: listens on `port` at once (a port in use is refused, naming it) for `world_size - 1`
-// registrations.
+// registrations. `master_host` (MASTER_ADDR, may be empty) only names the address in the timeout's text.
 class rendezvous_server {
  public:
-  rendezvous_server(int port, int world_size, std::chrono::milliseconds timeout);
+  rendezvous_server(int port, int world_size, std::chrono::milliseconds timeout, const std::string& master_host = "");
   ~rendezvous_server();  // closes the nodes' connections: without release(true) first, they stop as failed
   rendezvous_server(const rendezvous_server&) = delete;
   rendezvous_server& operator=(const rendezvous_server&) = delete;
 
   // The nodes' "host:port" in rank order (ranks 1..world_size-1). Throws std::runtime_error naming the ranks
-  // that did not register within the timeout, and any registration it cannot accept (a rank out of range or
-  // given twice, a bad line).
+  // that did not register within the timeout (with the address waited at), and any registration it cannot accept
+  // (a rank out of range or given twice, a bad line).
   std::vector<std::string> wait_for_nodes();
   // Tells every node the job is over ("done") and closes the connections.
   void release();
@@ -81,6 +92,7 @@ class rendezvous_server {
 
   int listen_fd_ = -1, port_ = 0, world_size_ = 1;
   std::chrono::milliseconds timeout_;
+  std::string master_host_;
   std::mutex mutex_;                   // node_fds_, stopping_ (the late registrations' thread and the caller)
   std::vector<int> node_fds_;          // by rank (index 0 unused)
   std::vector<std::string> addresses_; // by rank, as first registered
@@ -88,7 +100,8 @@ class rendezvous_server {
   std::thread late_;
 };
 
-// A node's side: connects to rank 0, retrying until `timeout`.
+// A node's side: connects to rank 0, retrying a refused connection until `timeout`. Throws std::runtime_error at
+// once when MASTER_ADDR does not resolve (Note [rendezvous fails fast]), and at the timeout naming rank 0's address.
 class rendezvous_client {
  public:
   rendezvous_client(const rendezvous_env& env, std::chrono::milliseconds timeout);

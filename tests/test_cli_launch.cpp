@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -155,4 +156,92 @@ TEST_CASE("actorpipe certs, then launch --certs: the job runs over mutual TLS wi
   CHECK(nlohmann::json::parse(line).at("steps") == 2);
   CHECK(test::contains(log, "[localhost rank 1] node: mutual TLS"));
   CHECK(!test::contains(log, "--insecure"));
+}
+
+TEST_CASE("hostfile hosts are host names (RFC 1123) or IP addresses, anything else is refused by file and line") {
+  const auto hosts = parse_hostfile("node-1.cluster.example slots=2\n10.0.0.7:3\nfe80::1 slots=2\n[::1]:2\nGPU5.\n", "h");
+  REQUIRE(hosts.size() == 5);
+  CHECK(hosts[0].host == "node-1.cluster.example");
+  CHECK(hosts[1].host == "10.0.0.7");
+  CHECK(hosts[1].slots == 3);
+  CHECK(hosts[2].host == "fe80::1");
+  CHECK(hosts[2].slots == 2);
+  CHECK(hosts[3].host == "::1");
+  CHECK(hosts[3].slots == 2);
+  CHECK(hosts[4].host == "GPU5.");
+  const auto refusal = [](const std::string& text) { return test::error_of([&] { parse_hostfile(text, "hosts"); }); };
+  CHECK(test::contains(refusal("a\n\x01\x02\n"), "hosts line 2: '\\x01\\x02' is not a host name (the byte '\\x01'"));
+  CHECK(test::contains(refusal("a\nb\n\x1b[31mred slots=2\n"), "hosts line 3: '\\x1b[31mred' is not a host name"));
+  CHECK(test::contains(refusal("user@node1\n"), "hosts line 1: 'user@node1' is not a host name (the byte '@'"));
+  CHECK(test::contains(refusal("node_1\n"), "'node_1' is not a host name (the byte '_'"));
+  CHECK(test::contains(refusal("-node\n"), "a label starts or ends with '-'"));
+  CHECK(test::contains(refusal("a..b\n"), "an empty label between dots"));
+  CHECK(test::contains(refusal(std::string(64, 'x') + "\n"), "a label of 64 characters, at most 63"));
+  CHECK(test::contains(refusal("10.0.0.256\n"), "'10.0.0.256' is not a host name (digits and dots, but not an IPv4"));
+  CHECK(test::contains(refusal("[node1]\n"), "'node1' in brackets is not an IPv6 address"));
+  CHECK(test::contains(refusal("[::1]x\n"), "after the IPv6 address"));
+  CHECK(host_name_problem("localhost").empty());
+  CHECK(host_name_problem("127.0.0.1").empty());
+}
+
+TEST_CASE("launch checks what it can before starting any rank: the --ssh program, host names, --certs files") {
+  test::scratch_dir dir{"cli_launch_checks"};
+  const auto refused = [&](const std::vector<std::string>& argv) {
+    test::child_process p(argv);
+    CHECK(p.wait_exit(test::scaled(10s)) == 1);
+    const std::string log = p.stderr_text();
+    CHECK(!test::contains(log, "ranks on "));  // nothing started
+    return log;
+  };
+  const std::string hosts = hostfile(dir, "localhost slots=2\n");
+  const std::vector<std::string> job = {"--", "train", "--stages", "1", "--insecure"};
+  const auto launch_with = [&](std::vector<std::string> flags) {
+    std::vector<std::string> argv = {actorpipe, "launch"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.insert(argv.end(), job.begin(), job.end());
+    return argv;
+  };
+  CHECK(test::contains(refused(launch_with({"--hostfile", hosts, "--ssh", "no-such-ssh-program -o BatchMode=yes"})),
+                       "launch --ssh: the program 'no-such-ssh-program' is not on PATH"));
+  CHECK(test::contains(refused(launch_with({"--hostfile", hosts, "--ssh", dir.file("missing.sh")})),
+                       "launch --ssh: " + dir.file("missing.sh") + " does not exist"));
+  const std::string bad = dir.file("bad-hosts");
+  std::ofstream(bad) << "localhost\n\x01\x02\n";
+  CHECK(test::contains(refused(launch_with({"--hostfile", bad, "--ssh", local_ssh})),
+                       bad + " line 2: '\\x01\\x02' is not a host name"));
+  const std::string v6 = hostfile(dir, "::1 slots=2\n");
+  CHECK(test::contains(refused(launch_with({"--hostfile", v6, "--ssh", local_ssh})),
+                       "rank 0's host ::1 is an IPv6 address"));
+  // Certificates for localhost only: rank 2's host 127.0.0.1 has none.
+  const std::string certs = dir.file("certs");
+  test::child_process make({actorpipe, "certs", "--out", certs, "localhost"});
+  REQUIRE(make.wait_exit(test::scaled(30s)) == 0);
+  const std::string two_hosts = hostfile(dir, "localhost slots=2\n127.0.0.1\n");
+  test::child_process p({actorpipe, "launch", "--hostfile", two_hosts, "--ssh", local_ssh, "--certs", certs, "--", "train",
+                         "--stages", "2"});
+  CHECK(p.wait_exit(test::scaled(10s)) == 1);
+  CHECK(test::contains(p.stderr_text(), "launch --certs: " + certs + "/127.0.0.1.pem (rank 2 on 127.0.0.1) is missing"));
+}
+
+TEST_CASE("a node that fails at once ends the launch within seconds, naming the rank and why, with its status") {
+  test::scratch_dir dir{"cli_launch_node_fails"};
+  // An ssh that cannot reach one host (as ssh says it), and runs the others' commands here.
+  const std::string ssh = dir.file("ssh.sh");
+  std::ofstream(ssh) << "#!/bin/sh\ncase \"$1\" in unreachable*) echo \"ssh: Could not resolve hostname $1: Name or "
+                        "service not known\" >&2; exit 255;; esac\nexec " << local_ssh << " \"$@\"\n";
+  std::filesystem::permissions(ssh, std::filesystem::perms::owner_all);
+  const auto started = std::chrono::steady_clock::now();
+  test::child_process launch({actorpipe, "launch", "--hostfile", hostfile(dir, "localhost slots=2\nunreachable\n"), "--ssh",
+                              ssh, "--master-port", std::to_string(test::free_port()), "--", "train", "--stages", "2",
+                              "--insecure"});
+  const int code = launch.wait_exit(test::scaled(60s));  // rank 0's rendezvous alone waits 120 s
+  const std::string log = launch.stderr_text();
+  INFO(log);
+  CHECK(code == 255);
+  CHECK(std::chrono::steady_clock::now() - started < test::scaled(30s));
+  CHECK(test::contains(log, "launch: rank 2 on unreachable failed (exited 255: ssh: Could not resolve hostname "
+                            "unreachable: Name or service not known) before rank 0 ended the job"));
+  CHECK(test::contains(log, "[localhost rank 0] error: rendezvous: rank 0: the launcher stopped the job"));
+  CHECK(test::contains(log, "launch: rank 0 on localhost stopped after rank 2 failed"));
+  CHECK(test::contains(log, "launch: rank 1 on localhost stopped after rank 2 failed"));
 }

@@ -242,3 +242,49 @@ TEST_CASE("restart under a rendezvous (--restart-on-failure): a node killed mid-
   const nlohmann::json got = run_job(true);
   test::check_same_fields(got, expected, {"last_epoch_mean_loss", "last_step_loss", "test_accuracy", "steps"});
 }
+
+TEST_CASE("a rank fails fast (Note [rendezvous fails fast]): what it can check before waiting, and its wait's expiry names the address") {
+  const std::string port = std::to_string(test::free_port());
+  const auto vars = [&](int rank, const std::string& master) {
+    return std::vector<std::string>{"RANK=" + std::to_string(rank), "WORLD_SIZE=2", "MASTER_ADDR=" + master,
+                                    "MASTER_PORT=" + port};
+  };
+  // Each within seconds, where a wait would take the default 120 s.
+  const auto failed = [](std::unique_ptr<test::child_process> p) {
+    const int code = p->wait_exit(test::scaled(20s));
+    CHECK(code > 0);  // -1: still waiting
+    return p->stderr_text();
+  };
+  const std::vector<std::string> node_job = {"train", "--rendezvous", "env", "--insecure"};
+  CHECK(test::contains(failed(start(vars(1, "no-such-host.invalid"), node_job)),
+                       "rendezvous: rank 1: MASTER_ADDR 'no-such-host.invalid' (from RANK, WORLD_SIZE, MASTER_ADDR, "
+                       "MASTER_PORT) does not resolve"));
+  CHECK(test::contains(failed(start(vars(1, "no-such-host.invalid"), {"node", "--rendezvous", "env", "--insecure"})),
+                       "MASTER_ADDR 'no-such-host.invalid'"));
+  // No transport security: refused before waiting for rank 0, as rank 0 refuses it.
+  CHECK(test::contains(failed(start(vars(1, "127.0.0.1"), {"train", "--rendezvous", "env"})),
+                       "train --rendezvous env (rank 1): no transport security given"));
+  CHECK(test::contains(failed(start(vars(1, "127.0.0.1"), {"node", "--rendezvous", "env"})),
+                       "node --rendezvous env: no transport security given"));
+  // Rank 0 checks its configuration before waiting for the nodes.
+  CHECK(test::contains(failed(start(vars(0, "127.0.0.1"), {"train", "--rendezvous", "env", "--stages", "1", "--insecure",
+                                                            "--checkpoint", "/nonexistent-folder/run.safetensors"})),
+                       "--checkpoint"));
+  // --rendezvous-timeout: the wait, and its expiry names the address waited at.
+  CHECK(test::contains(failed(start(vars(1, "127.0.0.1"), join(node_job, {"--rendezvous-timeout", "1"}))),
+                       "rendezvous: rank 1 could not reach rank 0 at 127.0.0.1:" + port +
+                           " (from RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) within 1 s (--rendezvous-timeout)"));
+  CHECK(test::contains(failed(start(vars(1, "127.0.0.1"), {"node", "--rendezvous", "env", "--insecure",
+                                                            "--rendezvous-timeout", "1"})),
+                       "within 1 s (--rendezvous-timeout)"));
+  CHECK(test::contains(failed(start(vars(0, "127.0.0.1"), {"train", "--rendezvous", "env", "--stages", "1", "--insecure",
+                                                            "--rendezvous-timeout", "1"})),
+                       "rendezvous: rank 0 waited 1 s (--rendezvous-timeout) at 127.0.0.1:" + port +
+                           " (MASTER_ADDR:MASTER_PORT) for 1 node; 0 registered, rank 1 did not"));
+  CHECK(test::contains(failed(start({}, {"train", "--rendezvous-timeout", "5"})),
+                       "--rendezvous-timeout requires --rendezvous env"));
+  CHECK(test::contains(failed(start({}, {"node", "--insecure", "--rendezvous-timeout", "5"})),
+                       "--rendezvous-timeout requires --rendezvous env"));
+  CHECK(test::contains(failed(start(vars(1, "127.0.0.1"), join(node_job, {"--rendezvous-timeout", "0"}))),
+                       "--rendezvous-timeout"));
+}

@@ -288,7 +288,9 @@ TEST_CASE("a lost hello is sent again: the group connects within its timeout, no
       return {std::string("tp"), std::int32_t{1}, std::int32_t{9}};
     }};
   });
-  auto port = peer_process.system.middleman().publish(fake, 0, "127.0.0.1");
+  // Published as a rank's endpoint is: plain TCP in checked records (Note [checked records]).
+  peer_process.transport = std::make_unique<guarded_transport>(peer_process.system, plain(), transport_options{});
+  auto port = peer_process.transport->publish(fake, 0, "127.0.0.1", false);
   REQUIRE(port);
   rank_process mine_process;
   const auto timeout = test::scaled(60s);
