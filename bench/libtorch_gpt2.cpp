@@ -17,6 +17,9 @@
 // global gradient norm clipped with clip_grad_norm_. Weight decay applies to every parameter, as train's does,
 // or with --decay-matrices-only to the weights of two or more dimensions alone (nanoGPT's groups).
 //
+// --save-init FILE writes the initial weights as llm.c's checkpoint, from which `train --init-from FILE` starts: the
+// two sides then run the same computation from the same weights, and their losses differ by rounding alone.
+//
 // Prints a line per step (loss, lr, seconds, tokens/s), the validation loss at the end, and one JSON line; with
 // --log FILE one JSON object per step with train's keys (step, loss, lr, step_s, tokens_per_s).
 //
@@ -33,6 +36,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <stdexcept>
 #include <string>
@@ -61,6 +65,7 @@ struct options {
   std::size_t validation_windows = 16;
   double validation_fraction = 0.1;
   std::string log;
+  std::string save_init;
 };
 
 // train's schedule (model/lr_schedule.cpp lr_at): warmup, then constant or a cosine/linear decay.
@@ -163,6 +168,41 @@ ap::gpt_config model_config(const std::string& spec) {
   return c;
 }
 
+// Writes the model's weights as llm.c's checkpoint, version 3 (float32; Note [GPT-2 weight files] in
+// checkpoint/gpt2_weights.hpp), which `train --init-from` reads: both sides then start from the same weights.
+void write_llmc(const std::string& path, gpt_impl& m, const ap::gpt_config& c) {
+  if (!c.tied || !c.bias || c.gelu != "tanh" || c.mlp_width() != 4 * c.dim)
+    throw std::invalid_argument("libtorch_gpt2: --save-init: llm.c's checkpoint holds GPT-2's choices only (tied, "
+                                "biases, tanh GELU, an MLP of 4 x dim)");
+  std::ofstream f(path, std::ios::binary);
+  if (!f) throw std::runtime_error("libtorch_gpt2: cannot write --save-init " + path);
+  const std::int64_t padded = std::int64_t((c.vocabulary + 127) / 128 * 128);
+  std::vector<std::int32_t> header(256, 0);
+  header[0] = 20240326, header[1] = 3, header[2] = std::int32_t(c.context), header[3] = std::int32_t(c.vocabulary);
+  header[4] = std::int32_t(c.layers), header[5] = std::int32_t(c.heads), header[6] = std::int32_t(c.dim);
+  header[7] = std::int32_t(padded);
+  f.write(reinterpret_cast<const char*>(header.data()), std::streamsize(header.size() * sizeof(std::int32_t)));
+  const auto put = [&](const torch::Tensor& t) {
+    const torch::Tensor x = t.detach().to(torch::kFloat).contiguous();
+    f.write(reinterpret_cast<const char*>(x.data_ptr<float>()), std::streamsize(x.numel() * sizeof(float)));
+  };
+  put(m.wte->weight);
+  put(torch::zeros({padded - std::int64_t(c.vocabulary), std::int64_t(c.dim)}));  // the padded rows
+  put(m.wpe->weight);
+  const std::vector<std::function<torch::Tensor(block_impl&)>> kinds = {
+      [](block_impl& b) { return b.ln1->weight; },  [](block_impl& b) { return b.ln1->bias; },
+      [](block_impl& b) { return b.qkv->weight; },  [](block_impl& b) { return b.qkv->bias; },
+      [](block_impl& b) { return b.proj->weight; }, [](block_impl& b) { return b.proj->bias; },
+      [](block_impl& b) { return b.ln2->weight; },  [](block_impl& b) { return b.ln2->bias; },
+      [](block_impl& b) { return b.fc->weight; },   [](block_impl& b) { return b.fc->bias; },
+      [](block_impl& b) { return b.out->weight; },  [](block_impl& b) { return b.out->bias; }};
+  for (const auto& kind : kinds)
+    for (auto& b : m.blocks) put(kind(*b));
+  put(m.ln_f->weight);
+  put(m.ln_f->bias);
+  if (!f) throw std::runtime_error("libtorch_gpt2: writing --save-init " + path + " failed");
+}
+
 // A batch of the project's data (token ids as floats) as int64 tensors.
 std::pair<torch::Tensor, torch::Tensor> to_torch(const ap::batch& b) {
   const auto convert = [](const ap::tensor& t) {
@@ -221,6 +261,10 @@ int run(const options& o) {
     groups.emplace_back(plain, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(opts).weight_decay(0.0)));
   torch::optim::AdamW optimizer(std::move(groups), opts);
 
+  if (!o.save_init.empty()) {
+    write_llmc(o.save_init, *model, c);
+    std::cout << "initial weights written to " << o.save_init << " (llm.c's checkpoint, for train --init-from)\n";
+  }
   std::ofstream log;
   if (!o.log.empty()) {
     log.open(o.log);
@@ -330,6 +374,7 @@ int main(int argc, char** argv) {
   app.add_option("--validation-fraction", o.validation_fraction, "the held-out last fraction of the token file")
       ->check(CLI::Range(0.0, 0.999999));
   app.add_option("--log", o.log, "one JSON object per step (train's --log keys)");
+  app.add_option("--save-init", o.save_init, "write the initial weights as llm.c's checkpoint (train --init-from reads it)");
   CLI11_PARSE(app, argc, argv);
   if (o.decay_steps == 0) o.decay_steps = o.max_steps;
   try {

@@ -9,13 +9,16 @@
 #               With --pipeline ours on 2 stages (1F1B, 4 microbatches) joins the rotation; with --bf16 both
 #               sides' bf16 (ours --dtype bf16, libtorch's CPU autocast) do.
 #   curve       the first CURVE_STEPS steps of gpt2:context=CURVE_CONTEXT at batch CURVE_BATCH on each side,
-#               AdamW lr 6e-4, betas 0.9/0.95, weight decay 0.1, clip 1.0, warmup 20 steps, cosine to 6e-5 at
-#               the last step; both read the same windows in the same order (seed 1); a table of both losses
-#               every 10 steps, the validation loss on the file's last 10%, each side's median step.
+#               AdamW lr 6e-4, betas 0.9/0.95, weight decay 0.1, clip 1.0, warmup a tenth of the steps (20),
+#               cosine to 6e-5 at the last step; both read the same windows in the same order (seed 1); a table of both losses
+#               every 10 steps, the validation loss on the file's last 10%, each side's median step; then ours
+#               again for SAME_INIT_STEPS steps from libtorch's initial weights (--save-init, --init-from), where
+#               the two differ by rounding alone.
 #
 #   scripts/compare_libtorch.sh [--skip-throughput] [--skip-curve] [--pipeline] [--bf16] [--quick]
-# Environment: ROUNDS (3), STEPS (3), CURVE_STEPS (200), CURVE_CONTEXT (64), CURVE_BATCH (4), THREADS (2),
-# OUT (build/compare_libtorch: logs and the token file).
+# Environment: ROUNDS (3), STEPS (3), CURVE_STEPS (200), SAME_INIT_STEPS (50), CURVE_CONTEXT (64), CURVE_BATCH (4),
+# THREADS (2), OUT (build/compare_libtorch: logs and the token file); MODEL (gpt2) and CURVE_MODEL
+# (gpt2:context=CURVE_CONTEXT) for a smaller check of the script itself (the tables' labels keep GPT-2's context).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 throughput=1 curve=1 pipeline=0 bf16=0
@@ -25,14 +28,15 @@ for a in "$@"; do
     --skip-curve) curve=0 ;;
     --pipeline) pipeline=1 ;;
     --bf16) bf16=1 ;;
-    --quick) ROUNDS=${ROUNDS:-1} STEPS=${STEPS:-2} CURVE_STEPS=${CURVE_STEPS:-20} ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    --quick) ROUNDS=${ROUNDS:-1} STEPS=${STEPS:-2} CURVE_STEPS=${CURVE_STEPS:-20} SAME_INIT_STEPS=${SAME_INIT_STEPS:-10} ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "compare_libtorch: unknown argument '$a' (see --help)" >&2; exit 2 ;;
   esac
 done
 rounds=${ROUNDS:-3} steps=${STEPS:-3} threads=${THREADS:-2}
-curve_steps=${CURVE_STEPS:-200} curve_context=${CURVE_CONTEXT:-64} curve_batch=${CURVE_BATCH:-4}
+curve_steps=${CURVE_STEPS:-200} same_init_steps=${SAME_INIT_STEPS:-50} curve_context=${CURVE_CONTEXT:-64} curve_batch=${CURVE_BATCH:-4}
 out=${OUT:-build/compare_libtorch}
+model=${MODEL:-gpt2} curve_model=${CURVE_MODEL:-gpt2:context=$curve_context}
 if [ "$steps" -lt 2 ]; then echo "compare_libtorch: STEPS must be at least 2 (the first is warmup)" >&2; exit 2; fi
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -73,7 +77,7 @@ if [ "$throughput" = 1 ]; then
         ours-*) cmd=("$ours" train) ;;
         libtorch-*) cmd=("$theirs") ;;
       esac
-      run "tp-$v-$r" "$out/tp-$v-$r.jsonl" "${cmd[@]}" --model gpt2 --batch-size 4 --max-steps "$steps" \
+      run "tp-$v-$r" "$out/tp-$v-$r.jsonl" "${cmd[@]}" --model "$model" --batch-size 4 --max-steps "$steps" \
         --dtype "$dtype" "${common[@]}"
       echo "throughput round $r: $v done (load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
     done
@@ -81,17 +85,23 @@ if [ "$throughput" = 1 ]; then
 fi
 
 if [ "$curve" = 1 ]; then
-  schedule=(--model "gpt2:context=$curve_context" --data "$tokens" --batch-size "$curve_batch" --max-steps "$curve_steps"
+  warmup=$(( curve_steps / 10 > 0 ? curve_steps / 10 : 1 ))
+  schedule=(--model "$curve_model" --data "$tokens" --batch-size "$curve_batch"
             --optimizer adamw --lr 6e-4 --beta1 0.9 --beta2 0.95 --weight-decay 0.1 --clip-grad-norm 1
-            --warmup-steps 20 --lr-schedule cosine --min-lr 6e-5 --decay-steps "$curve_steps" --seed 1
+            --warmup-steps "$warmup" --lr-schedule cosine --min-lr 6e-5 --decay-steps "$curve_steps" --seed 1
             --validation-windows 64 --threads "$threads")
-  run curve-ours "$out/curve-ours.jsonl" "$ours" train "${schedule[@]}"
+  run curve-ours "$out/curve-ours.jsonl" "$ours" train "${schedule[@]}" --max-steps "$curve_steps"
   echo "curve: ours done (load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
-  run curve-libtorch "$out/curve-libtorch.jsonl" "$theirs" "${schedule[@]}"
+  run curve-libtorch "$out/curve-libtorch.jsonl" "$theirs" "${schedule[@]}" --max-steps "$curve_steps" --save-init "$out/curve-init.bin"
   echo "curve: libtorch done (load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
+  # Ours again from libtorch's initial weights (llm.c's checkpoint): the same computation, rounding apart.
+  # --decay-steps stays CURVE_STEPS, so every step's lr is the same as in the two runs above.
+  run curve-same "$out/curve-same.jsonl" "$ours" train "${schedule[@]}" --max-steps "$same_init_steps" \
+    --init-from "$out/curve-init.bin"
+  echo "curve: ours from libtorch's weights done (load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
 fi
 
-python3 - "$out" "$throughput" "$curve" "$curve_context" "$curve_batch" <<'PY'
+python3 - "$out" "$throughput" "$curve" "$curve_context" "$curve_batch" "$model" <<'PY'
 import glob, json, os, statistics, sys
 out, throughput, curve = sys.argv[1], sys.argv[2] == "1", sys.argv[3] == "1"
 context, batch = int(sys.argv[4]), int(sys.argv[5])
@@ -107,15 +117,16 @@ def last_json(path):
     return json.loads([l for l in open(path) if l.startswith("{")][-1])
 
 if throughput:
-    print("\nthroughput: gpt2, context 1,024, batch 4 (4,096 tokens a step); median over each process's steps after its first")
+    print(f"\nthroughput: {sys.argv[6]}, batch 4; the median over each process's steps after its first")
     print(f"{'variant':20} {'median step s':>13} {'tokens/s':>9} {'vs libtorch':>11} {'steps':>5} {'peak RSS GB':>11} {'load':>9}")
     rows = {}
     for log in sorted(glob.glob(out + "/tp-*.jsonl")):
         variant = os.path.basename(log)[3:].rsplit("-", 1)[0]
         s = steps(log)[1:]
         m = meta(log[:-6] + ".meta")
-        r = rows.setdefault(variant, {"s": [], "rss": [], "load": []})
+        r = rows.setdefault(variant, {"s": [], "rss": [], "load": [], "tokens": 0})
         r["s"] += [x["step_s"] for x in s]
+        r["tokens"] = round(s[0]["tokens_per_s"] * s[0]["step_s"])  # a step's tokens
         r["rss"].append(m[2] / 1e6)
         r["load"] += [m[0], m[1]]
     for dtype in ("fp32", "bf16"):
@@ -124,7 +135,7 @@ if throughput:
             r = rows[variant]
             med = statistics.median(r["s"])
             ratio = statistics.median(base["s"]) / med if base else float("nan")
-            print(f"{variant:20} {med:13.2f} {4096 / med:9.1f} {ratio:10.2f}x {len(r['s']):5} {max(r['rss']):11.1f}"
+            print(f"{variant:20} {med:13.2f} {r['tokens'] / med:9.1f} {ratio:10.2f}x {len(r['s']):5} {max(r['rss']):11.1f}"
                   f" {min(r['load']):4.1f}-{max(r['load']):<4.1f}")
 
 if curve:
@@ -142,6 +153,11 @@ if curve:
     tail = range(max(0, n - 50), n)
     print(f"mean of the last {len(tail)} steps: ours {statistics.mean(ours[j]['loss'] for j in tail):.4f}, "
           f"libtorch {statistics.mean(theirs[j]['loss'] for j in tail):.4f}")
+    same = steps(out + "/curve-same.jsonl")
+    print(f"\nfrom the same initial weights (libtorch's, through llm.c's checkpoint), {len(same)} steps:")
+    print(f"{'step':>5} {'ours':>8} {'libtorch':>8} {'ours-lt':>8}")
+    for i in sorted(set(list(range(0, min(10, len(same)))) + list(range(0, len(same), 10)) + [len(same) - 1])):
+        print(f"{i:5} {same[i]['loss']:8.4f} {theirs[i]['loss']:8.4f} {same[i]['loss'] - theirs[i]['loss']:+8.4f}")
     lo, lt = last_json(out + "/curve-ours.out"), last_json(out + "/curve-libtorch.out")
     print(f"validation loss (nats/token): ours {lo['validation_loss']:.4f}, libtorch {lt['validation_loss']:.4f}")
     for name, s in (("ours", ours), ("libtorch", theirs)):
