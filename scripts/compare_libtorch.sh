@@ -5,20 +5,21 @@
 # (scripts/make_repo_tokens.py), then:
 #   throughput  gpt2 at context 1,024, batch 4, fp32, one process, 2 threads: the two programs alternate,
 #               ROUNDS times each, STEPS steps a process; each process's first step is warmup; the medians of
-#               the other steps' seconds, tokens/s and the ratio; each process's peak resident memory.
+#               the other steps' seconds, tokens/s, the ratio, how long 1 M tokens take, each process's peak
+#               resident memory. Then the same at the curve's model and batch (SHORT_STEPS steps a process).
 #               With --pipeline ours on 2 stages (1F1B, 4 microbatches) joins the rotation; with --bf16 both
 #               sides' bf16 (ours --dtype bf16, libtorch's CPU autocast) do.
 #   curve       the first CURVE_STEPS steps of gpt2:context=CURVE_CONTEXT at batch CURVE_BATCH on each side,
 #               AdamW lr 6e-4, betas 0.9/0.95, weight decay 0.1, clip 1.0, warmup a tenth of the steps (20),
-#               cosine to 6e-5 at the last step; both read the same windows in the same order (seed 1); a table of both losses
-#               every 10 steps, the validation loss on the file's last 10%, each side's median step; then ours
-#               again for SAME_INIT_STEPS steps from libtorch's initial weights (--save-init, --init-from), where
-#               the two differ by rounding alone.
+#               cosine to 6e-5 at the last step; both read the same windows in the same order (seed 1); a
+#               table of both losses every 10 steps, the validation loss on the file's last 10%, each side's
+#               median step; then ours again for SAME_INIT_STEPS steps from libtorch's initial weights
+#               (--save-init, --init-from), where the two differ by rounding alone.
 #
 #   scripts/compare_libtorch.sh [--skip-throughput] [--skip-curve] [--pipeline] [--bf16] [--quick]
-# Environment: ROUNDS (3), STEPS (3), CURVE_STEPS (200), SAME_INIT_STEPS (50), CURVE_CONTEXT (64), CURVE_BATCH (4),
-# THREADS (2), OUT (build/compare_libtorch: logs and the token file); MODEL (gpt2) and CURVE_MODEL
-# (gpt2:context=CURVE_CONTEXT) for a smaller check of the script itself (the tables' labels keep GPT-2's context).
+# Environment: ROUNDS (3), STEPS (3), SHORT_STEPS (8), CURVE_STEPS (200), SAME_INIT_STEPS (50), CURVE_CONTEXT
+# (64), CURVE_BATCH (4), THREADS (2), OUT (build/compare_libtorch: logs and the token file); MODEL (gpt2) and
+# CURVE_MODEL (gpt2:context=CURVE_CONTEXT) to check the script itself on a smaller model.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 throughput=1 curve=1 pipeline=0 bf16=0
@@ -28,16 +29,19 @@ for a in "$@"; do
     --skip-curve) curve=0 ;;
     --pipeline) pipeline=1 ;;
     --bf16) bf16=1 ;;
-    --quick) ROUNDS=${ROUNDS:-1} STEPS=${STEPS:-2} CURVE_STEPS=${CURVE_STEPS:-20} SAME_INIT_STEPS=${SAME_INIT_STEPS:-10} ;;
+    --quick) ROUNDS=${ROUNDS:-1} STEPS=${STEPS:-2} SHORT_STEPS=${SHORT_STEPS:-2} CURVE_STEPS=${CURVE_STEPS:-20} SAME_INIT_STEPS=${SAME_INIT_STEPS:-10} ;;
     -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "compare_libtorch: unknown argument '$a' (see --help)" >&2; exit 2 ;;
   esac
 done
-rounds=${ROUNDS:-3} steps=${STEPS:-3} threads=${THREADS:-2}
+rounds=${ROUNDS:-3} steps=${STEPS:-3} short_steps=${SHORT_STEPS:-8} threads=${THREADS:-2}
 curve_steps=${CURVE_STEPS:-200} same_init_steps=${SAME_INIT_STEPS:-50} curve_context=${CURVE_CONTEXT:-64} curve_batch=${CURVE_BATCH:-4}
 out=${OUT:-build/compare_libtorch}
 model=${MODEL:-gpt2} curve_model=${CURVE_MODEL:-gpt2:context=$curve_context}
-if [ "$steps" -lt 2 ]; then echo "compare_libtorch: STEPS must be at least 2 (the first is warmup)" >&2; exit 2; fi
+if [ "$steps" -lt 2 ] || [ "$short_steps" -lt 2 ]; then
+  echo "compare_libtorch: STEPS and SHORT_STEPS must be at least 2 (a process's first step is warmup)" >&2
+  exit 2
+fi
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j2 --target actorpipe >/dev/null
@@ -69,17 +73,23 @@ if [ "$throughput" = 1 ]; then
   variants=("ours-fp32" "libtorch-fp32")
   [ "$pipeline" = 1 ] && variants+=("ours-2stages-fp32")
   [ "$bf16" = 1 ] && variants+=("ours-bf16" "libtorch-bf16")
-  for r in $(seq "$rounds"); do
-    for v in "${variants[@]}"; do
-      dtype=${v##*-}
-      case "$v" in
-        ours-2stages-*) cmd=("$ours" train --stages 2 --microbatches 4 --schedule 1f1b) ;;
-        ours-*) cmd=("$ours" train) ;;
-        libtorch-*) cmd=("$theirs") ;;
-      esac
-      run "tp-$v-$r" "$out/tp-$v-$r.jsonl" "${cmd[@]}" --model "$model" --batch-size 4 --max-steps "$steps" \
-        --dtype "$dtype" "${common[@]}"
-      echo "throughput round $r: $v done (load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
+  # long: GPT-2's context, STEPS steps a process; short: the curve's model, SHORT_STEPS steps a process.
+  for setting in long short; do
+    if [ "$setting" = long ]; then m=$model n=$steps; else m=$curve_model n=$short_steps; fi
+    for r in $(seq "$rounds"); do
+      for v in "${variants[@]}"; do
+        dtype=${v##*-}
+        case "$v" in
+          ours-2stages-*) cmd=("$ours" train --stages 2 --microbatches 4 --schedule 1f1b) ;;
+          ours-*) cmd=("$ours" train) ;;
+          libtorch-*) cmd=("$theirs") ;;
+        esac
+        batch=4
+        [ "$setting" = short ] && batch=$curve_batch
+        run "tp-$setting-$v-$r" "$out/tp-$setting-$v-$r.jsonl" "${cmd[@]}" --model "$m" --batch-size "$batch" \
+          --max-steps "$n" --dtype "$dtype" "${common[@]}"
+        echo "throughput $m, round $r: $v done (load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
+      done
     done
   done
 fi
@@ -101,7 +111,7 @@ if [ "$curve" = 1 ]; then
   echo "curve: ours from libtorch's weights done (load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
 fi
 
-python3 - "$out" "$throughput" "$curve" "$curve_context" "$curve_batch" "$model" <<'PY'
+python3 - "$out" "$throughput" "$curve" "$curve_context" "$curve_batch" "$model" "$curve_model" <<'PY'
 import glob, json, os, statistics, sys
 out, throughput, curve = sys.argv[1], sys.argv[2] == "1", sys.argv[3] == "1"
 context, batch = int(sys.argv[4]), int(sys.argv[5])
@@ -117,26 +127,30 @@ def last_json(path):
     return json.loads([l for l in open(path) if l.startswith("{")][-1])
 
 if throughput:
-    print(f"\nthroughput: {sys.argv[6]}, batch 4; the median over each process's steps after its first")
-    print(f"{'variant':20} {'median step s':>13} {'tokens/s':>9} {'vs libtorch':>11} {'steps':>5} {'peak RSS GB':>11} {'load':>9}")
     rows = {}
     for log in sorted(glob.glob(out + "/tp-*.jsonl")):
-        variant = os.path.basename(log)[3:].rsplit("-", 1)[0]
+        setting, variant = os.path.basename(log)[3:].rsplit("-", 1)[0].split("-", 1)
         s = steps(log)[1:]
         m = meta(log[:-6] + ".meta")
-        r = rows.setdefault(variant, {"s": [], "rss": [], "load": [], "tokens": 0})
+        r = rows.setdefault((setting, variant), {"s": [], "rss": [], "load": [], "tokens": 0})
         r["s"] += [x["step_s"] for x in s]
         r["tokens"] = round(s[0]["tokens_per_s"] * s[0]["step_s"])  # a step's tokens
         r["rss"].append(m[2] / 1e6)
         r["load"] += [m[0], m[1]]
-    for dtype in ("fp32", "bf16"):
-        base = rows.get("libtorch-" + dtype)
-        for variant in sorted(v for v in rows if v.endswith(dtype)):
-            r = rows[variant]
-            med = statistics.median(r["s"])
-            ratio = statistics.median(base["s"]) / med if base else float("nan")
-            print(f"{variant:20} {med:13.2f} {r['tokens'] / med:9.1f} {ratio:10.2f}x {len(r['s']):5} {max(r['rss']):11.1f}"
-                  f" {min(r['load']):4.1f}-{max(r['load']):<4.1f}")
+    for setting, name in (("long", sys.argv[6]), ("short", sys.argv[7])):
+        if not any(k[0] == setting for k in rows):
+            continue
+        print(f"\nthroughput: {name}; the median over each process's steps after its first")
+        print(f"{'variant':20} {'median step s':>13} {'tokens/s':>9} {'vs libtorch':>11} {'steps':>5} {'peak RSS GB':>11} {'load':>9}")
+        for dtype in ("fp32", "bf16"):
+            base = rows.get((setting, "libtorch-" + dtype))
+            for variant in sorted(v for (t, v) in rows if t == setting and v.endswith(dtype)):
+                r = rows[(setting, variant)]
+                med = statistics.median(r["s"])
+                ratio = statistics.median(base["s"]) / med if base else float("nan")
+                print(f"{variant:20} {med:13.2f} {r['tokens'] / med:9.1f} {ratio:10.2f}x {len(r['s']):5}"
+                      f" {max(r['rss']):11.1f} {min(r['load']):4.1f}-{max(r['load']):<4.1f}"
+                      f"  1 M tokens: {1e6 * med / r['tokens'] / 3600:.1f} h")
 
 if curve:
     ours, theirs = steps(out + "/curve-ours.jsonl"), steps(out + "/curve-libtorch.jsonl")
