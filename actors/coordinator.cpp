@@ -346,6 +346,10 @@ coordinator_actor::behavior_type coordinator(coordinator_self self, coordinator_
           const int first = static_cast<int>(batch.first_sample + static_cast<std::int64_t>(r.begin));
           st.first_sample.push_back(first);
           forward_task t{step, static_cast<int>(i), 0, 0, first, slice_rows(inputs, r.begin, r.end)};
+          if (st.config.stage_loss) {  // Note [loss in the last stage]
+            t.labels = st.labels.back();
+            t.batch_rows = static_cast<std::int64_t>(st.batch_size);
+          }
           send_beside(st.outbox.get(), st.config.links, t, first_stage, {});
           st.comm->send_forward(std::move(t), first_stage);
         }
@@ -358,11 +362,20 @@ coordinator_actor::behavior_type coordinator(coordinator_self self, coordinator_
         const auto mb = static_cast<std::size_t>(out.microbatch);
         // On CAF's scheduler thread, so on one intra-op thread (Note [serial actor threads]).
         try {
+          const int last = st.config.total_chunks - 1;
+          if (st.config.stage_loss) {  // Note [loss in the last stage]: the stage sent the loss and kept the gradient
+            if (out.data.size() != 1) throw std::logic_error("the last stage sent " + shape_string(out.data) + ", not a loss");
+            const float share = out.data.data()[0];
+            st.loss_sum += share;
+            st.microbatch_losses.at(mb) =
+                share * static_cast<float>(st.batch_size) / static_cast<float>(st.loss_fn->batch_rows(st.labels.at(mb)));
+            ++st.outputs;
+            return send_backward(self, backward_task{st.step, out.microbatch, last, 0, st.first_sample[mb], tensor{}});
+          }
           const auto output_rows = static_cast<float>(rows(out.data));
           auto [share, grad] = st.loss_fn->take_loss_and_gradient(std::move(out.data), st.labels.at(mb), st.batch_size);
           st.loss_sum += share;
           st.microbatch_losses.at(mb) = share * static_cast<float>(st.batch_size) / output_rows;
-          const int last = st.config.total_chunks - 1;
           ++st.outputs;
           if (st.config.whole_batch_backward) {
             // Note [sync-backward]: "when the coordinator has computed the Loss for every microbatch", one

@@ -192,7 +192,15 @@ typename Inspector::result_type inspect_task(Inspector& f, Task& x, const char* 
 }
 
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, forward_task& x) { return inspect_task(f, x, "forward_task"); }
+typename Inspector::result_type inspect(Inspector& f, forward_task& x) {
+  if constexpr (is_wire_inspector<Inspector>::value) {
+    // The labels first, so the activation's bytes stay the message's last block (one raw block, read in place).
+    return caf::error::eval([&] { return f(x.batch_rows); }, [&] { return wire_tensor(f, x.labels); },
+                            [&] { return inspect_task(f, x, "forward_task"); });
+  } else {
+    return inspect_task(f, x, "forward_task");
+  }
+}
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, backward_task& x) {
   return inspect_task(f, x, "backward_task");
@@ -379,7 +387,8 @@ typename Inspector::result_type inspect(Inspector& f, optimizer_config& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, stage_options& x) {
   return f(caf::meta::type_name("stage_options"), x.optimizer, x.timeout, x.compute_dtype, x.tensor_parallel, x.threads,
-           x.replica, x.replicas, x.collectives, x.data_parallel_key);
+           x.replica, x.replicas, x.collectives, x.data_parallel_key, x.split_vocabulary,
+           x.sequence_parallel);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_slot& x) {

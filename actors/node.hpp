@@ -13,7 +13,7 @@
 //
 // The node monitors whoever placed a stage (the pipeline's owner actor) and stops that owner's stages when
 // it goes, so a coordinator that exits or dies leaves nothing running; the node itself lives on.
-//
+
 // Note [direct routes between nodes]: stage s on node A sends to stage s+1 on node B through a handle A
 // learns from the coordinator. Unless A and B are connected, CAF 0.17 routes those messages through the
 // coordinator's process (an indirect route): twice the traffic, and the coordinator's death would cut

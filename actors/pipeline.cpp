@@ -14,7 +14,9 @@
 #include "actors/recovery.hpp"
 #include "actors/scheduler_config.hpp"
 #include "collective/local_group.hpp"
+#include "model/sequence_parallel.hpp"
 #include "model/tensor_parallel.hpp"
+#include "model/vocab_parallel.hpp"
 #include "model/weight_tie.hpp"
 #include "plan/cores.hpp"
 #include "plan/partition.hpp"
@@ -217,6 +219,15 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
     throw std::invalid_argument("pipeline: the synchronous backward joins every microbatch's caches for one "
                                 "backward, and recomputing blocks keep none (Note [recomputation]): use "
                                 "--recompute none or another schedule");
+  if (options.sequence_parallel) {  // Note [sequence parallelism]
+    check_sequence_parallel(model.layer_specs(), options.tensor_parallel);
+    if (whole_batch_backward(d.plan))
+      throw std::invalid_argument("pipeline: --sequence-parallel with the synchronous backward, which joins every "
+                                  "microbatch's caches by rows: use another schedule");
+  }
+  // Note [vocab-parallel]: the sync backward's one gradient of the whole batch comes from the coordinator's loss.
+  d.options.split_vocabulary =
+      splits_vocabulary(model.layer_specs(), options.loss, options.tensor_parallel) && !whole_batch_backward(d.plan);
   // Note [gradient reduction]: a replica's stages reduce each chunk as soon as its gradients are final.
   const bool replicated = !options.data_parallel_members.empty() || options.replicas > 1;
   if (replicated && !has_gradient_reductions(d.plan)) d.plan = with_gradient_reductions(d.plan);
@@ -256,7 +267,7 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
     setup.total_chunks = total_chunks;
     setup.chunk_ids = info.chunks;
     setup.actions = d.plan.per_stage[static_cast<std::size_t>(s)];
-    setup.options = options;  // Note [stage options]: the stages' part of the options, as it is
+    setup.options = d.options;  // Note [stage options]: the stages' part of the options, as it is
     setup.log = d.log;
     if (!options.data_parallel_members.empty()) {
       setup.data_parallel_members = options.data_parallel_members.at(static_cast<std::size_t>(s));
@@ -287,7 +298,7 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
   // data-parallel pipeline, which only checks inputs, keeps the model's first layers instead of a whole copy.
   // Peak resident memory of `train` (this 2-vCPU machine, /usr/bin/time): the heavy MLP on 2 stages, batch 512,
   // 472 -> 411 MB; D = 2 x P = 2, 793 -> 640 MB, and 617 MB with the data-parallel pipeline's first layers only.
-  //
+
   // Note [weights on demand]: the pipeline's model is where gathers land, what checkpoints load through and what
   // predicts, but while the stages train its weights are stale: a third copy of every weight in the
   // coordinator's process (4 bytes a parameter: 38 MB of the heavy MLP's 250 on 2 stages; with stages on other
@@ -342,7 +353,8 @@ void pipeline::impl::start_stages(std::chrono::milliseconds placement_timeout) {
   coordinator = spawn_coordinator(sys, coordinator_config{options.stages, total_chunks, options.microbatches, options.loss,
                                                           retrievers, processors, options.timeout, places,
                                                           whole_batch_backward(plan), log, clock_offset_us,
-                                                          clock_bound_us, options.clip_grad_norm, links, std::move(ties)});
+                                                          clock_bound_us, options.clip_grad_norm, links, std::move(ties),
+                                                          options.split_vocabulary});
   // Note [typed stage interfaces]: one vector of endpoints holds two interfaces, so it is untyped.
   std::vector<caf::actor> endpoints;
   for (const auto& r : retrievers) endpoints.push_back(caf::actor_cast<caf::actor>(r));

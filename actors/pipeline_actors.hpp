@@ -10,30 +10,19 @@
 //
 // With pipeline_options::nodes a stage's three actors run in an `actorpipe node` process (node.hpp); the
 // coordinator and the other stages hold remote handles and use them exactly like local ones.
-//
+
 // Note [typed stage interfaces]: the retriever, processor, sender and coordinator are caf::typed_actor, each
-// accepting exactly the messages listed in actors/stage_interfaces.hpp; their spawn functions return those
-// handles, and a message a role does not accept, or a request answer of the wrong type, is a compile error
-// (checked in CAF 0.17.6 for mutable-reference handlers that move a tensor out, caf::skip, typed response
-// promises, delegate, stateful and detached typed actors, down/exit handlers, publish/remote_actor<T> and
-// remote_spawn<T>). Where handles stay untyped, and why:
-//  - The communicator's endpoints are a std::vector<caf::actor> (retrievers and the coordinator, and inboxes in
-//    tests): one vector holds several interfaces. The facade converts with caf::actor_cast<caf::actor>, which
-//    keeps the same actor.
-//  - CAF 0.17 lets a typed actor send() only to typed handles ("statically typed actors are only allowed to
-//    send() to other statically typed actors", static_assert in caf/mixin/sender.hpp:228). So the processor
-//    answers task_done to caf::actor_cast<retriever_actor>(current_sender()), and the retriever reports to
-//    caf::actor_cast<coordinator_actor>(the sender of begin). Such a cast checks nothing at run time: a
-//    message the actor lacks is dropped as unexpected, as with untyped handles.
-//  - Across processes the node (node.cpp) still answers a stage_spec with three caf::actor and place_stage casts
-//    them: the wire format stays as it was (no protocol version bump: the messages are the same), and the
-//    handshake has already checked that both sides speak the same protocol version with the same message types
-//    (actors/handshake.hpp). A typed handle could travel instead (tried: it arrives and answers), but it is
-//    not checked either: only middleman().remote_actor<T> and remote_spawn<T> compare interfaces, at connect.
-//  - The node is not one of these roles and stays caf::actor: once published typed, an untyped remote_actor to
-//    it is refused (unexpected_actor_messaging_interface, tried with CAF 0.17.6).
-//  - The pipeline's scoped_actor (blocking, untyped) requests and receives from typed handles as before; only
-//    demonitor needs the address (CAF 0.17 has demonitor(actor_addr) and demonitor(actor), no typed overload).
+// accepting exactly the messages listed in actors/stage_interfaces.hpp; a message a role does not accept, or a
+// request answer of the wrong type, is a compile error. Where handles stay untyped, and why:
+//  - the communicator's endpoints are one std::vector<caf::actor> holding several interfaces;
+//  - CAF 0.17 lets a typed actor send() only to typed handles (static_assert in caf/mixin/sender.hpp), so the
+//    processor answers caf::actor_cast<retriever_actor>(current_sender()), and the retriever the coordinator
+//    likewise: such a cast checks nothing at run time (an unexpected message is dropped, as untyped);
+//  - a node answers a stage_spec with three caf::actor, cast by place_stage: the handshake has already checked
+//    the protocol version and message types (actors/handshake.hpp), and a typed handle would not be checked
+//    either (only remote_actor<T> and remote_spawn<T> compare interfaces, at connect);
+//  - the node itself stays caf::actor: published typed, an untyped remote_actor to it is refused;
+//  - the pipeline's blocking scoped_actor is untyped (demonitor has no typed overload in CAF 0.17).
 #pragma once
 
 #include <chrono>
@@ -115,6 +104,7 @@ struct coordinator_config {
   // process). The inputs for the first stage and the gradients for the last go on theirs where large enough.
   std::vector<std::string> links;
   std::vector<stage_tie> ties;  // Note [tied gradients across stages] in coordinator.cpp
+  bool stage_loss = false;      // Note [loss in the last stage]: the last stage sends losses, not outputs
 };
 // Answers (train_atom, step, inputs, labels) with a step_result once every stage has applied its
 // optimizer, or with the first failure after every stage has dropped the step.

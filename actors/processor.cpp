@@ -82,8 +82,17 @@ processor_actor::behavior_type processor(processor_self self, processor_config c
           const int next = t.chunk + 1;
           const int destination = next < st.config.total_chunks ? stage_of_chunk(next, st.config.stages)
                                                                 : coordinator_rank(st.config.stages);
-          forward_task out{t.step, t.microbatch, next, st.config.stage, t.first_sample,
-                           st.compute->forward(t.step, t.microbatch, t.chunk, t.first_sample, t.data)};
+          forward_task out{t.step, t.microbatch, next, st.config.stage, t.first_sample, tensor{}};
+          if (next == st.config.total_chunks && st.compute->splits_vocabulary()) {
+            // Note [loss in the last stage]: the logits stay on the ranks; the coordinator gets the loss.
+            out.data = tensor::from_shape({1});
+            out.data.data()[0] = st.compute->forward_loss(t.step, t.microbatch, t.chunk, t.first_sample, t.data, t.labels,
+                                                          static_cast<std::size_t>(t.batch_rows));
+            return self->send(st.config.sender, deliver_forward{destination, std::move(out)});
+          }
+          out.data = st.compute->forward(t.step, t.microbatch, t.chunk, t.first_sample, t.data);
+          out.labels = t.labels;
+          out.batch_rows = t.batch_rows;
           // Note [compute dtype]: between stages an activation travels in the compute dtype (bfloat16: half
           // the bytes, and exact, as the next stage rounds it so); the model's output goes to the loss in float32.
           if (next < st.config.total_chunks) out.data = to_transfer_dtype(std::move(out.data), st.config.transfer_dtype);

@@ -1,37 +1,15 @@
 // The retriever of a stage: tasks arrive in its mailbox as typed forward_task and backward_task messages; it
 // takes each at once into the stage's task_queue and hands the processor exactly the schedule's next actions,
 // in order (Note [mailbox as the queue]).
-//
+
 // Note [mailbox as the queue]: could the mailbox itself be the pending-task queue, a task that is not the
-// schedule's next one answered with caf::skip so that it waits there? Measured by bench/bench_mailbox_queue
-// (real CAF actors in one actor system, the project's scheduler settings, 1x1-tensor tasks; N tasks sent
-// before begin, handed on as F0 B0 F1 B1 ..., at most two in flight, each answered with task_done; median
-// ns per task of 101 rounds; 2-vCPU AMD EPYC VM, load average 0.61, `build/bench/bench_mailbox_queue`):
-//
-//     arrival      N   queue ns/task   skip ns/task   skip/queue   skip's handler calls per task
-//     scrambled    8        1592           1942          1.22         6.4
-//     scrambled   32        1038           2708          2.61        24.5
-//     scrambled  128        1093           6543          5.99        96.4
-//     scrambled  512        1140          23314         20.45       384.5
-//     reverse    512        1097          27211         24.81       512.0
-//     in order   512        1042          13935         13.37       256.5
-//
-// (A second run: scrambled ratios 0.98, 1.38, 5.91, 19.72. Below N = 32 both are message passing and wake-ups.)
-// The queue costs the same per task at any N; skip's cost per task grows with N, so a step costs O(N^2). The
-// cause is in CAF 0.17.6's mailbox (caf/intrusive/drr_cached_queue.hpp, new_round, lines 190-216): a skipped
-// message moves to the queue's cache, and after every message the actor consumes (a task it takes, but also
-// each task_done, begin, abort and timer) flush_cache() puts the whole cache back in front and every skipped
-// message is offered to the behaviour again; an arrival that is itself skipped does not re-scan. Even in order
-// the cache is re-offered after each task_done while two tasks are in flight.
-//
-// Decision: keep the queue. skip is not as fast (2-25x slower per task from N = 32 on; the first stage holds
-// all m microbatches at once, Note [enqueue before begin]), not as clear (every task handler would repeat the
-// "is it next and is there room" test, and code that runs on arrival, the stage log's arrive event, would
-// run once per offer, so it would need a set of tasks already seen: a second queue), and it loses the stage
-// log's view of waiting tasks: CAF 0.17 has no documented way to list an actor's skipped messages. The
-// public-but-undocumented scheduled_actor::get_normal_queue().cache() does list them (the bench found all N),
-// but as type-erased mailbox elements of CAF's internal queue, missing the messages not yet offered; the
-// timeout's text ("N other tasks are queued") and drop_before (an aborted step's tasks) read task_queue directly.
+// schedule's next one answered with caf::skip so that it waits there? No. skip costs O(N) a task, so O(N^2) a step
+// (CAF 0.17.6's mailbox re-offers every skipped message after each message the actor consumes,
+// caf/intrusive/drr_cached_queue.hpp): 2-25x the queue's cost a task from N = 32 tasks on, and the first stage
+// holds all m microbatches at once (Note [enqueue before begin]); `bench_schedules mailbox` measures it
+// (docs/performance.md). It is also less clear (each handler would repeat the "is it next" test and run its
+// arrival code once per offer), and CAF 0.17 offers no documented way to list the skipped messages, which the
+// timeout's text ("N other tasks are queued") and an abort's drop_before read from task_queue.
 #include "actors/pipeline_actors.hpp"
 #include "stage/task_queue.hpp"
 
@@ -57,7 +35,7 @@ using retriever_self = retriever_actor::stateful_pointer<retriever_state>;
 
 // Note [one action ahead]: the processor still runs one task at a time, but the retriever hands it the next
 // action while the current one runs, so the processor finds it in its mailbox instead of waiting for a
-// wake-up and a round trip through the retriever (~20-40 us a task, measured by bench_schedule_overhead).
+// wake-up and a round trip through the retriever (~20-40 us a task, measured by `bench_schedules overhead`).
 // A task handed over before an abort is dropped by the processor (Note [tasks after an abort]).
 constexpr int max_in_flight = 2;
 
@@ -79,7 +57,7 @@ void fail(retriever_self self, error_code code, std::string what) {
 // Note [one timer per retriever]: a CAF 0.17 delayed message cannot be cancelled; it stays in the actor
 // clock until it fires, a whole timeout later (30 s by default). One per wait (several a step) piled up tens
 // of thousands of them in a long run, and the clock's small blocks kept the heap from reusing freed
-// activations (~300 KB a step of RSS, bench_soak). So at most one timer is on its way: a wait that begins
+// activations (~300 KB a step of RSS, `bench_memory soak`). So at most one timer is on its way: a wait that begins
 // while it is out only records its start, and the timer, when it fires early for the current wait, re-arms
 // for the time left.
 void arm_timer(retriever_self self, std::chrono::steady_clock::duration after) {

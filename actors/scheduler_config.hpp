@@ -1,5 +1,5 @@
 // The scheduler of the actor system a pipeline or a node runs its actors in.
-//
+
 // Note [quiet scheduler]: CAF 0.17's work-stealing workers, with nothing to do, poll their queues 100 times,
 // then 500 times more with a 50 us sleep between polls (~25 ms of waking up every 50 us), and only then wait on
 // a condition variable. Every message a stage sends starts that again, so on a machine whose cores all compute

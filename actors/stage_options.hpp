@@ -41,6 +41,12 @@ struct stage_options {
   // Note [hierarchical collectives]: the key of a placement of replicas on nodes (the same for every replica of
   // one placement); set by data_parallel_pipeline.
   std::string data_parallel_key;
+  // Note [vocab-parallel] in model/vocab_parallel.hpp: the stages split the vocabulary over their tensor-parallel
+  // ranks and the last one computes the loss; set by the pipeline (cross-entropy on a language model, T > 1).
+  bool split_vocabulary = false;
+  // Note [sequence parallelism] in model/sequence_parallel.hpp: the tensor-parallel ranks divide the rows of the
+  // blocks between their split Linears.
+  bool sequence_parallel = false;
 };
 
 // Where one stage runs, worked out by its pipeline for each stage (Note [stage options]); all defaults for a stage

@@ -1,5 +1,6 @@
 #include "actors/stage_spawner.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "actors/pipeline_actors.hpp"
@@ -19,6 +20,12 @@ stage_actors spawn_stage(caf::actor_system& system, stage_setup setup) {
   for (auto& slice : setup.slices) slice.set_compute_dtype(o.compute_dtype);
   auto compute = std::make_unique<stage_compute>(setup.stage, setup.chunk_ids, std::move(setup.slices), o.optimizer,
                                                  o.tensor_parallel, o.timeout, std::move(setup.cores));
+  if (o.split_vocabulary) {
+    const int head = setup.total_chunks - 1;
+    const bool holds_head = std::find(setup.chunk_ids.begin(), setup.chunk_ids.end(), head) != setup.chunk_ids.end();
+    compute->split_vocabulary(holds_head ? head : -1);
+  }
+  if (o.sequence_parallel) compute->split_sequence();  // a stage may hold no block to divide
   std::vector<std::shared_ptr<network_group>> rings;
   if (setup.data_parallel_members.empty() && o.replicas > 1 && !place.data_parallel_host.empty()) {
     // Note [data-parallel nodes]: one endpoint per tensor-parallel rank; connected once every replica is placed.

@@ -1,40 +1,33 @@
-// bench_network: what crossing a process boundary costs, on loopback (127.0.0.1).
+// bench_network: what crossing a process boundary costs, on loopback: activations between two processes and
+// training on node processes against one process (nodes); the all-reduce among processes with either backend,
+// which scripts/bench_allreduce.sh runs beside Open MPI's (allreduce); the all-reduce between threads of one process
+// (local-allreduce); and what loopback TCP itself allows with nothing of ours in the way (tcp). Each mode prints a
+// table, then one JSON line. MB = 2^20 bytes throughout, but for tcp's GB/s (1e9 bytes a second).
 //
-// (1) Activation transfer: forward_tasks of 1, 4, 16 and 64 MB go from this process to a sink actor in a
-//     child process (this program re-run with --sink), streamed in batches of ~64 MB (2 tensors of 64 MB), each batch timed
-//     until the sink confirms it received it. MB/s = payload bytes / time, MB = 2^20 bytes. The tensor
-//     travels as one raw block (wire_format.hpp); the figure includes serialising, the kernel's copies
-//     and deserialising into a fresh tensor on the other side. Then the same tensors on an activation link beside
-//     a CAF message carrying their ticket (Note [activations on data links]), as stages on two nodes send them:
-//     written from the tensor's memory, read into a fresh tensor, taken by the sink's actor.
-// (2) Training: samples/s of 784-2048-2048-2048-10 (batch 256, 8 microbatches, 1F1B, Adam) on 2 stages
-//     placed on 2 `actorpipe node` processes, against the same 2-stage pipeline in one process. Blocks of
-//     steps alternate between the two (Note [timing under load] in bench_single_process.cpp). With --stages P
-//     --threads T, P stages of T threads each: the 16-core figure is --stages 4 --threads 4 (4 nodes of
-//     4 threads against 4 stages of 4 threads in one process; the nodes share the machine's cores as Note
-//     [cores on nodes] says).
+// Transport (Note [mutual TLS]): nodes and the ring use mutual TLS by default (test certificates made at start by
+// scripts/make_test_certs.sh, which needs the `openssl` command), --insecure for plain TCP (the transport of MPI's
+// btl tcp); gloo is plain TCP only. The programs that start processes start them as they were started themselves
+// (bench_support.hpp, self_command), so they run through the dynamic loader where scripts/device_bundle.sh packs
+// them so.
 //
-// Usage: bench_network [--actorpipe PATH] [--steps N] [--quick] [--insecure] [--stages P] [--threads T]
-//                      [--batch B] [--training-only] [--link-host H]
-//   --actorpipe  the actorpipe program that runs the nodes (default: ../cli/actorpipe next to this program,
-//                or the actorpipe packed beside it)
-//   --steps      timed training steps per block (default 30; --quick: 10)
-//   --insecure   plain TCP for both parts; default: mutual TLS (test certificates, Note [mutual TLS]), so
-//                the two runs give TLS's cost
-//   --stages, --threads, --batch  the training's pipeline (default 2 stages of 1 thread, batch 256)
-//   --training-only  part (2) alone
-//   --link-host  where the sink's activation links listen (default 127.0.0.1: one address at both ends, so
-//                tensors are copied out of the sender's memory, Note [one copy on one machine]); 127.0.0.2
-//                makes them cross the socket, as between machines
-// Prints a table, then one JSON line.
+// Usage: bench_network [nodes|allreduce|local-allreduce|tcp] [OPTIONS]   (--help lists each mode's options)
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <caf/all.hpp>
@@ -42,26 +35,56 @@
 #include <nlohmann/json.hpp>
 
 #include "../tests/node_process.hpp"
-#include "bench_support.hpp"
+#include "actors/message_types.hpp"
 #include "actors/messages.hpp"
-#include "network/activation_links.hpp"
 #include "actors/node.hpp"
 #include "actors/pipeline.hpp"
+#include "actors/scheduler_config.hpp"
+#include "bench/bench_support.hpp"
+#include "collective/gloo_group.hpp"
+#include "collective/local_group.hpp"
+#include "collective/ring_group.hpp"
 #include "data/synthetic.hpp"
-#include "network/guarded_transport.hpp"
 #include "model/sequential.hpp"
+#include "network/activation_links.hpp"
+#include "network/guarded_transport.hpp"
 #include "tensor/compute.hpp"
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
+using ap::bench::clock_type;
+using ap::bench::seconds_since;
 using namespace std::chrono_literals;
 
-double seconds_since(clock_type::time_point t0) {
-  return std::chrono::duration<double>(clock_type::now() - t0).count();
+ap::transport_security transport_for(bool tls, const std::string& name) {
+  return tls ? ap::test::tls_security(name) : ap::test::insecure_transport();
 }
 
-// ---- the sink process --------------------------------------------------------------------------------
+// ---- nodes: activations between two processes, and training on node processes against one process --------------
+// (1) Activation transfer: forward_tasks of 1, 4, 16 and 64 MB go from this process to a sink actor in a child
+//     process (this program run again with --sink), streamed in batches of ~64 MB (at least 2 tensors), each batch
+//     timed until the sink confirms it received it. MB/s = payload bytes / time. The tensor travels as one raw
+//     block (wire_format.hpp); the figure includes serialising, the kernel's copies and deserialising into a fresh
+//     tensor on the other side. Then the same tensors on an activation link beside a CAF message carrying their
+//     ticket (Note [activations on data links]), as stages on two nodes send them: written from the tensor's
+//     memory, read into a fresh tensor, taken by the sink's actor. Each batch's tensors are made before its clock
+//     starts, as a stage's outputs are.
+
+// (2) Training: samples/s of 784-2048-2048-2048-10 (batch 256, 8 microbatches, 1F1B, Adam) on 2 stages placed on
+//     2 `actorpipe node` processes, against the same 2-stage pipeline in one process. Blocks of steps alternate
+//     between the two (Note [timing under load] in bench_ops.cpp). With --stages P --threads T, P stages of T
+//     threads each: on 16 cores --stages 4 --threads 4 (4 nodes of 4 threads against 4 stages of 4 threads in one
+//     process; the nodes share the machine's cores as Note [cores on nodes] says).
+
+// Options:
+//   --actorpipe  the actorpipe program that runs the nodes (default: ../cli/actorpipe next to this program, or the
+//                actorpipe packed beside it)
+//   --steps      timed training steps per block (default 30; --quick: 10, and 3 batches a transfer size)
+//   --training-only  part (2) alone
+//   --link-host  where the sink's activation links listen (default 127.0.0.1: one address at both ends, so tensors
+//                are copied out of the sender's memory, Note [one copy on one machine]); 127.0.0.2 makes them cross
+//                the socket, as between machines
+namespace nodes {
 
 struct sink_state {
   std::int64_t tasks = 0, bytes = 0;
@@ -81,11 +104,7 @@ caf::behavior sink(caf::stateful_actor<sink_state>* self, std::shared_ptr<ap::ac
   };
 }
 
-ap::transport_security transport_for(bool tls, const std::string& name) {
-  return tls ? ap::test::tls_security(name) : ap::test::insecure_transport();
-}
-
-// `link_host`: where the sink's activation inbox listens (--link-host).
+// The child process: a sink actor and its activation inbox (listening on `link_host`), until it is told to exit.
 int run_sink(bool tls, const std::string& cert_dir, const std::string& link_host) {
   caf::actor_system_config config;
   ap::enable_network(config);
@@ -99,9 +118,8 @@ int run_sink(bool tls, const std::string& cert_dir, const std::string& link_host
   auto s = system.spawn(sink, std::move(inbox));
   auto port = transport.publish(s, 0, "127.0.0.1", true);
   if (!port) {
-    std::cerr << "sink: " << caf::to_string(port.error()) << "\n";
     caf::anon_send_exit(s, caf::exit_reason::user_shutdown);
-    return 1;
+    throw std::runtime_error("the sink cannot listen: " + caf::to_string(port.error()));
   }
   std::cout << "sink listening on 127.0.0.1:" << *port << " links " << link_port << std::endl;
   caf::scoped_actor self{system};
@@ -109,20 +127,14 @@ int run_sink(bool tls, const std::string& cert_dir, const std::string& link_host
   return 0;
 }
 
-// ---- (1) transfer throughput -------------------------------------------------------------------------
-
-struct transfer_result {
-  double megabytes = 0;
-  double best_mb_per_s = 0, median_mb_per_s = 0;
-  int messages = 0;
-};
-
-// `beside`: each tensor on an activation link, its message carrying the ticket (Note [activations on data links]).
-std::vector<transfer_result> bench_transfer(bool quick, bool tls, bool beside, const std::string& link_host) {
+// Median MB/s per size. `beside`: each tensor on an activation link, its message carrying the ticket.
+std::vector<std::pair<double, double>> transfer(bool quick, bool tls, bool beside, const std::string& link_host) {
   std::vector<std::string> command = ap::bench::self_command();
-  command.insert(command.end(), {"--sink", tls ? ap::test::certificate_dir() : "--insecure", link_host});
+  command.insert(command.end(), {"nodes", "--sink", "--link-host", link_host});
+  if (tls) command.insert(command.end(), {"--cert-dir", ap::test::certificate_dir()});
+  else command.push_back("--insecure");
   ap::test::child_process child(command);
-  const std::string line = child.read_line(10s);
+  const std::string line = child.read_line(ap::test::scaled(10s));
   if (line.rfind("sink listening on ", 0) != 0) throw std::runtime_error("the sink did not start: " + child.stderr_text());
   const std::size_t links_at = line.find(" links ");
   const int port = std::stoi(line.substr(line.rfind(':') + 1, links_at));
@@ -142,13 +154,11 @@ std::vector<transfer_result> bench_transfer(bool quick, bool tls, bool beside, c
                },
                [&](caf::error& e) { throw std::runtime_error("cannot reach the sink: " + caf::to_string(e)); });
   auto sync = [&] {
-    std::int64_t tasks = 0;
     self->request(remote, 120s, ap::ok_atom::value)
-        .receive([&](std::int64_t t, std::int64_t) { tasks = t; },
+        .receive([&](std::int64_t, std::int64_t) {},
                  [&](caf::error& e) { throw std::runtime_error("sink: " + caf::to_string(e)); });
-    return tasks;
   };
-  std::vector<transfer_result> results;
+  std::vector<std::pair<double, double>> results;
   for (const double mb : {1.0, 4.0, 16.0, 64.0}) {
     const auto floats = static_cast<std::size_t>(mb * 1024 * 1024 / sizeof(float));
     ap::forward_task t;
@@ -185,19 +195,13 @@ std::vector<transfer_result> bench_transfer(bool quick, bool tls, bool beside, c
       rates.push_back(mb * per_batch / seconds_since(t0));
     }
     std::sort(rates.begin(), rates.end());
-    results.push_back({mb, rates.back(), rates[rates.size() / 2], per_batch * batches});
+    results.push_back({mb, rates[rates.size() / 2]});
     std::cout << "  " << mb << " MB tensors: median " << rates[rates.size() / 2] << " MB/s, best " << rates.back()
               << " MB/s (" << batches << " batches of " << per_batch << ")" << std::endl;
   }
   caf::anon_send_exit(remote, caf::exit_reason::user_shutdown);
   return results;
 }
-
-// ---- (2) training on two nodes -----------------------------------------------------------------------
-
-struct training_result {
-  double in_process = 0, on_nodes = 0;  // samples/s, median over blocks
-};
 
 // The training's pipeline: `stages` stages of `threads` intra-op threads each, batches of `batch` samples.
 struct training_shape {
@@ -213,7 +217,8 @@ double train_block(ap::pipeline& pipe, const std::vector<ap::dataset>& batches, 
   return steps * static_cast<double>(batches[0].inputs.shape()[0]) / seconds_since(t0);
 }
 
-training_result bench_training(const std::vector<std::string>& actorpipe, int steps, bool tls, const training_shape& shape) {
+// Median samples/s over blocks: in one process, and on node processes.
+std::pair<double, double> training(const std::vector<std::string>& actorpipe, int steps, bool tls, const training_shape& shape) {
   const ap::sequential model = ap::sequential::from_spec("784-2048-2048-2048-10", {"relu", 1});
   std::vector<ap::dataset> batches;
   for (std::uint64_t i = 0; i < 4; ++i)
@@ -252,68 +257,400 @@ training_result bench_training(const std::vector<std::string>& actorpipe, int st
   return {l[l.size() / 2], r[r.size() / 2]};
 }
 
+int run(ap::bench::arguments& args) {
+  ap::keep_tensor_memory();
+  const bool insecure = args.flag("--insecure");
+  const std::string link_host = args.text("--link-host", "127.0.0.1");
+  if (args.flag("--sink")) {
+    const std::string cert_dir = args.text("--cert-dir", "");
+    args.done();
+    return run_sink(!insecure, cert_dir, link_host);
+  }
+  const bool tls = !insecure, quick = args.flag("--quick"), training_only = args.flag("--training-only");
+  const int steps = static_cast<int>(args.integer("--steps", quick ? 10 : 30, 1));
+  const std::string actorpipe_path = args.text("--actorpipe", "");
+  const std::vector<std::string> actorpipe =
+      actorpipe_path.empty() ? ap::bench::actorpipe_command() : std::vector<std::string>{actorpipe_path};
+  training_shape shape;
+  shape.stages = static_cast<int>(args.integer("--stages", 2, 1));
+  shape.threads = static_cast<int>(args.integer("--threads", 1, 1));
+  shape.batch = static_cast<int>(args.integer("--batch", 256, 8));  // 8 microbatches
+  args.done();
+  ap::set_compute_threads(1);
+  std::cout << "bench_network nodes: " << (tls ? "mutual TLS" : "plain TCP (--insecure)") << ", load "
+            << ap::bench::load_average() << std::endl;
+  nlohmann::json out;
+  out["bench"] = "bench_network nodes";
+  out["transport"] = tls ? "tls" : "plain";
+  if (!training_only) {
+    std::cout << "activation transfer between two processes on loopback (forward_task, raw block):" << std::endl;
+    for (const auto& [mb, rate] : transfer(quick, tls, false, link_host))
+      out["transfer_mb_per_s"][std::to_string(static_cast<int>(mb)) + "MB"] = rate;
+    std::cout << "the same on an activation link beside a ticketed message (Note [activations on data links]):" << std::endl;
+    for (const auto& [mb, rate] : transfer(quick, tls, true, link_host))
+      out["link_transfer_mb_per_s"][std::to_string(static_cast<int>(mb)) + "MB"] = rate;
+  }
+  std::cout << "training 784-2048-2048-2048-10, batch " << shape.batch << ", m=8, 1F1B, " << shape.stages
+            << " stages of " << shape.threads << " thread" << (shape.threads == 1 ? "" : "s") << ", " << steps
+            << " steps per block:" << std::endl;
+  const auto [in_process, on_nodes] = training(actorpipe, steps, tls, shape);
+  std::cout << "  median: one process " << in_process << " samples/s, " << shape.stages << " nodes " << on_nodes
+            << " samples/s, ratio " << on_nodes / in_process << std::endl;
+  out["stages"] = shape.stages, out["threads"] = shape.threads, out["batch"] = shape.batch;
+  out["train_samples_per_s_in_process"] = in_process;
+  out["train_samples_per_s_on_nodes"] = on_nodes;
+  out["train_ratio"] = on_nodes / in_process;
+  std::cout << out.dump() << std::endl;
+  return 0;
+}
+
+}  // namespace nodes
+
+// ---- allreduce: all-reduce bus bandwidth among 2 or more processes on loopback -----------------------------------
+// 1-64 MB of float32 (--max-mb), with either backend of the groups across processes (Note [collective backends]):
+// our ring on its data links (collective/ring_group.hpp) or gloo (collective/gloo_group.hpp). This process is rank
+// 0; it starts itself again as ranks 1..N-1 (--rank r). The ranks hand each other their endpoints through files in
+// a fresh folder (--exchange), as a coordinator would over its connections. Each size runs 2 warm-up all-reduces
+// (the first checked: small whole numbers, exact in any order), then --repeats timed ones on rank 0 (each waits for
+// its result, so the times are back to back). Bus bandwidth = 2 (n-1)/n * bytes / time (NCCL's definition); the
+// median of the repeats is printed. scripts/bench_allreduce.sh runs this next to Open MPI's MPI_Allreduce on the
+// same sizes and process counts (bench/mpi_allreduce.c). Where: the ranks listen on 127.0.0.1 (--host), so a ring's
+// chunks are copied out of the left neighbour's memory (Note [one copy in the ring]); with --host 127.0.0.2 each
+// link's connecting end is 127.0.0.1, another address, and the chunks cross the sockets as between machines.
+namespace allreduce {
+
+struct options {
+  int rank = 0;
+  int processes = 2;
+  std::string backend = "ring";
+  std::string exchange;  // the folder where ranks leave their endpoints
+  int repeats = 10;
+  std::size_t chunk_kb = ap::ring_group::default_chunk_bytes / 1024;
+  std::size_t max_mb = 64;
+  bool insecure = false;
+  std::string cert_dir;            // ranks 1..N-1: the certificates rank 0 made
+  std::string host = "127.0.0.1";  // where the ranks listen: 127.0.0.2 makes the links cross the sockets
+};
+
+// Leaves this rank's endpoint in the folder (written whole, then renamed) and reads every rank's, waiting up to
+// `timeout` for the others.
+std::vector<std::string> exchange_endpoints(const options& o, const std::string& mine, std::chrono::seconds timeout) {
+  namespace fs = std::filesystem;
+  const fs::path dir = o.exchange;
+  {
+    std::ofstream out(dir / ("tmp" + std::to_string(o.rank)));
+    out << mine;
+  }
+  fs::rename(dir / ("tmp" + std::to_string(o.rank)), dir / ("rank" + std::to_string(o.rank)));
+  std::vector<std::string> all(static_cast<std::size_t>(o.processes));
+  const auto deadline = clock_type::now() + timeout;
+  for (int r = 0; r < o.processes; ++r) {
+    const fs::path file = dir / ("rank" + std::to_string(r));
+    while (!fs::exists(file)) {
+      if (clock_type::now() > deadline) throw std::runtime_error("rank " + std::to_string(r) + " left no endpoint");
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    std::ifstream in(file);
+    std::getline(in, all[static_cast<std::size_t>(r)]);
+  }
+  return all;
+}
+
+int run(ap::bench::arguments& args) {
+  options o;
+  o.rank = static_cast<int>(args.integer("--rank", 0));
+  o.processes = static_cast<int>(args.integer("--processes", 2, 2));
+  o.backend = args.text("--backend", "ring");
+  o.exchange = args.text("--exchange", "");
+  o.repeats = static_cast<int>(args.integer("--repeats", 10, 1));
+  o.chunk_kb = static_cast<std::size_t>(args.integer("--chunk-kb", static_cast<long>(o.chunk_kb), 1));
+  o.max_mb = static_cast<std::size_t>(args.integer("--max-mb", 64, 1));
+  o.insecure = args.flag("--insecure");
+  o.cert_dir = args.text("--cert-dir", "");
+  o.host = args.text("--host", o.host);
+  args.done();
+  if (o.backend != "ring" && o.backend != "gloo")  // by-size is the two, each on its sizes: measure each
+    throw ap::bench::usage_error("--backend is ring or gloo, not " + o.backend);
+  if (o.backend == "gloo") o.insecure = true;
+
+  ap::keep_tensor_memory();  // as `actorpipe node` does: a chunk's buffers are reused, not faulted in again
+  caf::actor_system_config config;
+  config.load<caf::io::middleman>();
+  ap::add_message_types(config);
+  ap::configure_scheduler(config);  // as a node's (Note [quiet scheduler]): CAF's default workers sleep-poll every 50 us
+  caf::actor_system system{config};
+  const auto timeout = std::chrono::milliseconds(60000);
+  ap::transport_security security = ap::test::insecure_transport();
+  std::string cert_dir = o.cert_dir;
+  if (!o.insecure) {
+    if (cert_dir.empty()) cert_dir = ap::test::certificate_dir();
+    security = {cert_dir + "/ca.pem", cert_dir + "/node.pem", cert_dir + "/node.key", false};
+  }
+  const auto backend = *ap::parse_collective_backend(o.backend);
+  std::unique_ptr<ap::network_group> group;
+  if (backend == ap::collective_backend::gloo)
+    group = std::make_unique<ap::gloo_group>("bench", o.rank, o.processes, o.host, timeout);
+  else
+    group = std::make_unique<ap::ring_group>(system, "bench", o.rank, o.processes, ap::node_address{o.host, 0},
+                                             security, timeout, o.chunk_kb * 1024);
+
+  std::vector<std::unique_ptr<ap::test::child_process>> children;
+  options mine = o;
+  if (o.rank == 0) {
+    char folder[] = "/tmp/actorpipe-allreduce-XXXXXX";
+    if (!mkdtemp(folder)) throw std::runtime_error("cannot make a folder for the endpoints");
+    mine.exchange = folder;
+    for (int r = 1; r < o.processes; ++r) {
+      std::vector<std::string> argv = ap::bench::self_command();
+      argv.insert(argv.end(), {"allreduce", "--rank", std::to_string(r), "--processes", std::to_string(o.processes),
+                               "--backend", o.backend, "--exchange", mine.exchange, "--repeats", std::to_string(o.repeats),
+                               "--chunk-kb", std::to_string(o.chunk_kb), "--max-mb", std::to_string(o.max_mb), "--host", o.host});
+      if (o.insecure) argv.push_back("--insecure");
+      else argv.insert(argv.end(), {"--cert-dir", cert_dir});
+      children.push_back(std::make_unique<ap::test::child_process>(argv));
+    }
+  }
+  group->connect(exchange_endpoints(mine, group->endpoint(), std::chrono::seconds(30)));
+
+  nlohmann::json sizes = nlohmann::json::array();
+  // Note [one copy in the ring]: between processes of one machine the chunks are copied out of the sender's memory.
+  const auto* ring = dynamic_cast<const ap::ring_group*>(group.get());
+  const std::string chunks = ring && ring->copies_from_left() ? "copied in place" : "on the links";
+  if (o.rank == 0)
+    std::cout << "bench_network allreduce: " << o.processes << " processes on loopback ("
+              << (backend == ap::collective_backend::gloo ? "gloo, plain TCP"
+                  : o.insecure ? "ring group on data links, plain TCP: --insecure, chunks of " + std::to_string(o.chunk_kb) + " KB"
+                               : "ring group on data links, mutual TLS, chunks of " + std::to_string(o.chunk_kb) + " KB")
+              << "; chunks " << chunks << "), median of " << o.repeats << ", load " << ap::bench::load_average() << "\n"
+              << "     MB   time ms   bus GB/s\n";
+  for (std::size_t mb = 1; mb <= o.max_mb; mb *= 2) {
+    ap::tensor t = ap::tensor::from_shape({mb * (1u << 20) / 4});
+    for (std::size_t i = 0; i < t.size(); ++i) t.data()[i] = static_cast<float>(i % 7) + static_cast<float>(o.rank);
+    group->all_reduce(t).wait();  // a warm-up, and the sum checked: small whole numbers, exact in any order
+    const double n = o.processes;
+    for (std::size_t i = 0; i < t.size(); ++i)
+      if (t.data()[i] != static_cast<float>(n * static_cast<double>(i % 7) + n * (n - 1) / 2))
+        throw std::runtime_error("rank " + std::to_string(o.rank) + ": the all-reduce of " + std::to_string(mb) + " MB gave " +
+                                 std::to_string(t.data()[i]) + " at " + std::to_string(i));
+    group->all_reduce(t).wait();
+    std::vector<double> times;
+    for (int r = 0; r < o.repeats; ++r) {
+      const auto t0 = clock_type::now();
+      group->all_reduce(t).wait();
+      times.push_back(seconds_since(t0));
+    }
+    const double median = ap::bench::median(times);
+    const double bus = 2 * (n - 1) / n * static_cast<double>(t.byte_size()) / median / 1e9;
+    if (o.rank == 0) {
+      std::printf("%7zu %9.2f %10.3f\n", mb, median * 1e3, bus);
+      sizes.push_back({{"mb", mb}, {"median_ms", median * 1e3}, {"bus_gb_s", bus}});
+    }
+  }
+  // Every rank stays until rank 0 has its last result: a rank that ended early would be a peer gone to a
+  // collective still finishing elsewhere.
+  const std::filesystem::path done = std::filesystem::path(mine.exchange) / "done";
+  if (o.rank != 0) {
+    const auto deadline = clock_type::now() + std::chrono::seconds(60);
+    while (!std::filesystem::exists(done) && clock_type::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return 0;
+  }
+  std::ofstream(done) << "done\n";
+  std::cout << nlohmann::json{{"bench", "bench_network allreduce"}, {"backend", o.backend}, {"processes", o.processes},
+                              {"transport", o.insecure ? "tcp" : "tls"}, {"chunk_kb", o.chunk_kb}, {"chunks", chunks},
+                              {"sizes", sizes}}.dump()
+            << std::endl;
+  for (auto& child : children) child->wait_exit(ap::test::scaled(std::chrono::seconds(30)));
+  std::filesystem::remove_all(mine.exchange);
+  return 0;
+}
+
+}  // namespace allreduce
+
+// ---- local-allreduce: all-reduce between D threads of one process (local_group) ----------------------------------
+// Bus bandwidth of large (data-parallel gradient) reductions and the latency of small (tensor-parallel activation)
+// ones, D = 2, 4, ... --max-d. Every rank's thread starts the all-reduce and waits for it, as a replica does at the
+// end of its backward; a round is timed from a barrier before the start to a barrier after every wait, the median of
+// --repeats rounds after one warm-up. Bus bandwidth as NCCL's tests count it: bytes x 2 (D - 1) / D / time. Small
+// all-reduces run 200 back to back per round (a tensor-parallel layer's forward and backward), reported as
+// microseconds per all-reduce. "cpu" is the CPU time of the whole process per all-reduce (every thread): what the
+// work costs whatever else runs on the machine.
+namespace local_allreduce {
+
+struct timing {
+  double seconds = 0;      // wall, median over rounds
+  double cpu_seconds = 0;  // CPU of the whole process, median over rounds
+};
+
+// C++17 has no std::barrier.
+class barrier {
+ public:
+  explicit barrier(int n) : n_(n) {}
+  void arrive_and_wait() {
+    std::unique_lock lock(m_);
+    const long gen = generation_;
+    if (++arrived_ == n_) {
+      arrived_ = 0;
+      ++generation_;
+      cv_.notify_all();
+    } else {
+      cv_.wait(lock, [&] { return generation_ != gen; });
+    }
+  }
+
+ private:
+  std::mutex m_;
+  std::condition_variable cv_;
+  int n_, arrived_ = 0;
+  long generation_ = 0;
+};
+
+// Seconds per round of `per_round` all-reduces of `floats` floats on each of `d` ranks.
+timing time_all_reduce(int d, std::size_t floats, int repeats, int per_round) {
+  ap::local_group group("bench", d);
+  barrier sync(d);
+  std::vector<double> times, cpu;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < d; ++r)
+    threads.emplace_back([&, r] {
+      auto member = group.member(r);
+      ap::tensor t = ap::tensor::from_shape({floats});
+      for (std::size_t i = 0; i < floats; ++i) t.data()[i] = static_cast<float>((i + r) % 13) * 0.25f;
+      for (int round = 0; round <= repeats; ++round) {
+        sync.arrive_and_wait();
+        const auto t0 = clock_type::now();
+        const double c0 = r == 0 ? ap::bench::process_cpu_seconds() : 0.0;
+        for (int k = 0; k < per_round; ++k) member->all_reduce(t).wait();
+        sync.arrive_and_wait();
+        if (r == 0 && round > 0) {
+          times.push_back(seconds_since(t0));
+          cpu.push_back(ap::bench::process_cpu_seconds() - c0);
+        }
+      }
+    });
+  for (auto& t : threads) t.join();
+  return {ap::bench::median(times), ap::bench::median(cpu)};
+}
+
+int run(ap::bench::arguments& args) {
+  const int repeats = static_cast<int>(args.integer("--repeats", 5, 1));
+  const int max_d = static_cast<int>(args.integer("--max-d", 8, 2));
+  args.done();
+  nlohmann::json rows = nlohmann::json::array();
+  std::cout << "bench_network local-allreduce: between threads of one process (local_group), "
+            << std::thread::hardware_concurrency() << " cores, median of " << repeats << ", load "
+            << ap::bench::load_average() << "\n"
+            << "  D      size   time ms   bus GB/s   cpu ms\n";
+  for (int d = 2; d <= max_d; d *= 2)
+    for (std::size_t mb : {1, 4, 16, 40}) {
+      const std::size_t floats = mb * (1u << 20) / 4;
+      const timing t = time_all_reduce(d, floats, repeats, 1);
+      const double bus = static_cast<double>(floats * 4) * 2.0 * (d - 1) / d / t.seconds / 1e9;
+      std::printf("%3d %6zu MB %9.2f %10.3f %8.2f\n", d, mb, t.seconds * 1e3, bus, t.cpu_seconds * 1e3);
+      rows.push_back({{"d", d}, {"bytes", floats * 4}, {"median_ms", t.seconds * 1e3}, {"bus_gb_s", bus},
+                      {"cpu_ms", t.cpu_seconds * 1e3}});
+    }
+  std::cout << "small all-reduces back to back (tensor-parallel activations), load " << ap::bench::load_average()
+            << "\n  D      size   us each   cpu us each\n";
+  const int per_round = 200;
+  for (int d = 2; d <= max_d; d *= 2)
+    for (std::size_t kb : {4, 64, 256}) {
+      const std::size_t floats = kb * 1024 / 4;
+      const timing t = time_all_reduce(d, floats, repeats, per_round);
+      const double s = t.seconds / per_round, cpu = t.cpu_seconds / per_round;
+      std::printf("%3d %6zu KB %9.1f %13.1f\n", d, kb, s * 1e6, cpu * 1e6);
+      rows.push_back({{"d", d}, {"bytes", floats * 4}, {"us_each", s * 1e6}, {"cpu_us_each", cpu * 1e6}});
+    }
+  std::cout << nlohmann::json{{"bench", "bench_network local-allreduce"}, {"load", ap::bench::load_average()},
+                              {"rows", rows}}.dump()
+            << std::endl;
+  return 0;
+}
+
+}  // namespace local_allreduce
+
+// ---- tcp: the ceiling of loopback TCP between two processes, with nothing of ours in the way ----------------------
+// A forked child receives N MB messages into one buffer while the parent sends them from another, plain
+// send()/recv() on one connection; each size sends --total-mb MB in all (at least 4 messages). What the nodes'
+// activations and the all-reduce can at best approach through the sockets. GB/s = 1e9 bytes a second.
+namespace tcp {
+
+// Sends `count` messages of `bytes` to a child that receives them all; seconds from the first send to the
+// child's one-byte answer after the last.
+double transfer(std::size_t bytes, int count) {
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t size = sizeof address;
+  if (listener < 0 || bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+      listen(listener, 1) != 0 || getsockname(listener, reinterpret_cast<sockaddr*>(&address), &size) != 0)
+    throw std::runtime_error(std::string("cannot listen on loopback: ") + std::strerror(errno));
+  const pid_t child = fork();
+  if (child < 0) throw std::runtime_error("fork failed");
+  if (child == 0) {
+    const int c = accept(listener, nullptr, nullptr);
+    std::vector<char> in(bytes, 0);
+    for (int m = 0; m < count; ++m)
+      for (std::size_t got = 0; got < bytes;) {
+        const ssize_t k = recv(c, in.data() + got, bytes - got, 0);
+        if (k <= 0) _exit(1);
+        got += static_cast<std::size_t>(k);
+      }
+    const char done = 'x';
+    _exit(send(c, &done, 1, 0) == 1 ? 0 : 1);
+  }
+  close(listener);
+  const int c = socket(AF_INET, SOCK_STREAM, 0);
+  if (c < 0 || connect(c, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0)
+    throw std::runtime_error(std::string("cannot connect on loopback: ") + std::strerror(errno));
+  std::vector<char> out(bytes, 1);
+  const auto t0 = clock_type::now();
+  for (int m = 0; m < count; ++m)
+    for (std::size_t sent = 0; sent < bytes;) {
+      const ssize_t k = send(c, out.data() + sent, bytes - sent, 0);
+      if (k <= 0) throw std::runtime_error("send failed");
+      sent += static_cast<std::size_t>(k);
+    }
+  char done = 0;
+  if (recv(c, &done, 1, 0) != 1) throw std::runtime_error("the receiver did not answer");
+  const double seconds = seconds_since(t0);
+  close(c);
+  int status = 0;
+  waitpid(child, &status, 0);
+  return seconds;
+}
+
+int run(ap::bench::arguments& args) {
+  const auto total_mb = static_cast<std::size_t>(args.integer("--total-mb", 1024, 1));
+  args.done();
+  std::printf("bench_network tcp: loopback TCP between two processes (plain send/recv), load %s\n     MB   GB/s\n",
+              ap::bench::load_average().c_str());
+  nlohmann::json sizes = nlohmann::json::array();
+  for (std::size_t mb : {1, 4, 16, 64}) {
+    const std::size_t bytes = mb << 20;
+    const int count = static_cast<int>(std::max<std::size_t>(4, total_mb / mb));
+    const double gb_s = static_cast<double>(bytes) * count / transfer(bytes, count) / 1e9;
+    std::printf("%7zu %6.2f\n", mb, gb_s);
+    sizes.push_back({{"mb", mb}, {"gb_s", gb_s}});
+  }
+  std::printf("%s\n", nlohmann::json{{"bench", "bench_network tcp"}, {"sizes", sizes}}.dump().c_str());
+  return 0;
+}
+
+}  // namespace tcp
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  ap::keep_tensor_memory();
-  std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.size() == 3 && args[0] == "--sink") return run_sink(args[1] != "--insecure", args[1], args[2]);
-  bool quick = false, tls = true, training_only = false;
-  std::string link_host = "127.0.0.1";
-  int steps = 30;
-  training_shape shape;
-  std::vector<std::string> actorpipe = ap::bench::actorpipe_command();
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const bool valued = i + 1 < args.size();
-    if (args[i] == "--quick") quick = true, steps = 10;
-    else if (args[i] == "--steps" && valued) steps = std::stoi(args[++i]);
-    else if (args[i] == "--actorpipe" && valued) actorpipe = {args[++i]};
-    else if (args[i] == "--insecure") tls = false;
-    else if (args[i] == "--stages" && valued) shape.stages = std::stoi(args[++i]);
-    else if (args[i] == "--threads" && valued) shape.threads = std::stoi(args[++i]);
-    else if (args[i] == "--batch" && valued) shape.batch = std::stoi(args[++i]);
-    else if (args[i] == "--training-only") training_only = true;
-    else if (args[i] == "--link-host" && valued) link_host = args[++i];
-    else {
-      std::cerr << "usage: bench_network [--actorpipe PATH] [--steps N] [--quick] [--insecure] [--stages P] "
-                   "[--threads T] [--batch B] [--training-only] [--link-host H]\n";
-      return 2;
-    }
-  }
-  if (shape.stages < 1 || shape.threads < 1 || shape.batch < 8) {
-    std::cerr << "bench_network: --stages and --threads must be positive and --batch at least 8 (8 microbatches)\n";
-    return 2;
-  }
-  ap::set_compute_threads(1);
-  try {
-    std::cout << "transport: " << (tls ? "mutual TLS" : "plain TCP (--insecure)") << std::endl;
-    nlohmann::json out;
-    out["transport"] = tls ? "tls" : "plain";
-    if (!training_only) {
-      std::cout << "activation transfer between two processes on loopback (forward_task, raw block):" << std::endl;
-      for (const auto& t : bench_transfer(quick, tls, false, link_host))
-        out["transfer_mb_per_s"][std::to_string(static_cast<int>(t.megabytes)) + "MB"] = t.median_mb_per_s;
-      std::cout << "the same on an activation link beside a ticketed message (Note [activations on data links]):" << std::endl;
-      for (const auto& t : bench_transfer(quick, tls, true, link_host))
-        out["link_transfer_mb_per_s"][std::to_string(static_cast<int>(t.megabytes)) + "MB"] = t.median_mb_per_s;
-    }
-    std::cout << "training 784-2048-2048-2048-10, batch " << shape.batch << ", m=8, 1F1B, " << shape.stages
-              << " stages of " << shape.threads << " thread" << (shape.threads == 1 ? "" : "s") << ", " << steps
-              << " steps per block:" << std::endl;
-    const auto training = bench_training(actorpipe, steps, tls, shape);
-    const double ratio = training.on_nodes / training.in_process;
-    std::cout << "  median: one process " << training.in_process << " samples/s, " << shape.stages << " nodes "
-              << training.on_nodes << " samples/s, ratio " << ratio
-              << " (targets: >= 0.97 for 2 nodes of one machine, >= 0.95 for 4 nodes of 4 threads on 16 cores)"
-              << std::endl;
-    out["stages"] = shape.stages, out["threads"] = shape.threads, out["batch"] = shape.batch;
-    out["train_samples_per_s_in_process"] = training.in_process;
-    out["train_samples_per_s_on_nodes"] = training.on_nodes;
-    out["train_ratio"] = ratio;
-    std::cout << out.dump() << std::endl;
-  } catch (const std::exception& e) {
-    std::cerr << "bench_network: " << e.what() << "\n";
-    return 1;
-  }
-  return 0;
+  return ap::bench::run_mode(
+      argc, argv, "bench_network",
+      {{"nodes", "[--quick] [--steps N] [--insecure] [--training-only] [--stages P] [--threads T] [--batch B] "
+                 "[--link-host H] [--actorpipe PATH]",
+        "activations between two processes, and training on node processes against one process", nodes::run},
+       {"allreduce", "[--backend ring|gloo] [--processes N] [--insecure] [--repeats N] [--chunk-kb K] [--max-mb M] [--host H]",
+        "all-reduce bus bandwidth among processes on loopback (scripts/bench_allreduce.sh: beside Open MPI)",
+        allreduce::run},
+       {"local-allreduce", "[--repeats N] [--max-d D]", "all-reduce between threads of one process", local_allreduce::run},
+       {"tcp", "[--total-mb T]", "loopback TCP between two processes, nothing of ours in the way", tcp::run}});
 }

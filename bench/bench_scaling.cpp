@@ -1,37 +1,35 @@
-// bench_scaling: how each way of running uses this machine's cores, in one run (Note [cores per rank]).
-// Sweeps, on the cores this process may use (n): one process at 1, 2, 4, ... n intra-op threads; data parallelism
-// (D replicas), tensor parallelism (T ranks) and the pipeline (P stages) alone; and P x threads, P x D, P x T
-// filling the cores, and P stages sharing every core by stage cost (Note [cores by stage cost]). Models: the heavy
-// MLP 784-2048-2048-2048-10 (batch 1024), the 4-layer GPT gpt:layers=4,dim=256,heads=8,context=128 and a 16-layer
-// one (batch 64 sequences); Adam. Each configuration is built anew every round (Note [idle teams] in
-// tensor/compute.hpp) and runs --steps timed steps after 2 warm-up steps (1 after the first round), --rounds
-// times (configurations alternate within a round); the median is printed in samples (or tokens) per second with
-// its efficiency: rate / (one thread's rate x the cores it uses). Pipelines run 8 microbatches on --schedule
-// (default zb-h1; PyTorch's pipelines run 1F1B), split in whole blocks balanced by parameters (Note [default
-// partition] in plan/partition.hpp). Where `python3 -c "import torch"` works, the same models and splits of the
-// cores run on PyTorch (bench/torch_cpu_bench.py: one process, torch.distributed.pipelining over gloo, DDP; a
-// split by stage cost against its even split) and the ratio is printed. A table per model, then one JSON line.
+// bench_scaling: how each way of running uses the cores of the machine it runs on (Note [cores per rank]), beside
+// PyTorch where python3 has it: one process, data, tensor and pipeline parallelism and their meshes (sweep); what overlapping
+// tensor-parallel all-reduces with the weight gradients saves (tp-overlap); and whether `train --auto` picks as well
+// as a grid of hand-picked configurations (auto). Each mode prints a table, then one JSON line.
 //
-// Usage: bench_scaling [--models mlp,gpt4,gpt16] [--steps N] [--rounds R] [--dtype float32|bfloat16]
-//                      [--schedule gpipe|1f1b|zb-h1] [--torch PATH_TO_torch_cpu_bench.py | --no-torch]
-//                      [--max-cores N] [--only TEXT;...]
-// --only keeps the configurations whose name contains one of the texts, separated by ';' since the names hold
-// commas (e.g. "P=4, 4 threads;D=16"), beside the one-thread process every efficiency is measured against.
+// Usage: bench_scaling [sweep|tp-overlap|auto] [OPTIONS]   (--help lists each mode's options)
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "../tests/node_process.hpp"
 #include "actors/data_parallel_pipeline.hpp"
-#include "bench_support.hpp"
+#include "bench/bench_support.hpp"
+#include "collective/local_group.hpp"
+#include "model/gpt_spec.hpp"
+#include "model/sequential.hpp"
+#include "model/tensor_parallel.hpp"
 #include "plan/cores.hpp"
 #include "plan/partition.hpp"
+#include "random/seeded_random.hpp"
 #include "tensor/compute.hpp"
 #include "training/data_tensor_runner.hpp"
 #include "training/trainer.hpp"
@@ -39,6 +37,25 @@
 namespace {
 
 using namespace ap;
+using bench::clock_type;
+using bench::seconds_since;
+
+// ---- sweep: every way of using the cores this process may use (n), in one run -----------------------------------
+// One process at 1, 2, 4, ... n intra-op threads; data parallelism (D replicas), tensor parallelism (T ranks) and
+// the pipeline (P stages) alone; P x threads, P x D, P x T filling the cores, and P stages sharing every core by
+// stage cost (Note [cores by stage cost]); one stage on every core, and a one-stage pipeline of D = 2 replicas or of
+// T = 2 ranks (what the actors cost over the same parallelism on plain threads). Models: the heavy MLP
+// 784-2048-2048-2048-10 (batch 1024), the 4-layer GPT gpt:layers=4,dim=256,heads=8,context=128 and a 16-layer one
+// (batch 64 sequences); Adam. Each configuration is built anew every round (Note [idle teams] in tensor/compute.hpp)
+// and runs --steps timed steps after 2 warm-up steps (1 after the first round), --rounds times (configurations
+// alternate within a round); the median is printed in samples (or tokens) per second with its efficiency: rate /
+// (one thread's rate x the cores it uses). Pipelines run 8 microbatches on --schedule (default zb-h1; PyTorch's
+// pipelines run 1F1B), split in whole blocks balanced by parameters (Note [default partition] in
+// plan/partition.hpp). Where `python3 -c "import torch"` works, the same models and splits of the cores run on
+// PyTorch (bench/torch_cpu_bench.py: one process, torch.distributed.pipelining over gloo, DDP) and the ratio is
+// printed. --only keeps the configurations whose name contains one of the texts, separated by ';' since the names
+// hold commas (e.g. "P=4, 4 threads;D=16"), beside the one-thread process every efficiency is measured against.
+namespace sweep {
 
 struct workload {
   std::string key, spec, torch_spec;
@@ -143,7 +160,7 @@ double torch_rate(const std::string& script, const workload& w, const configurat
   }
 }
 
-std::vector<configuration> sweep(int n, const workload& w) {
+std::vector<configuration> configurations(int n, const workload& w) {
   std::vector<configuration> cs;
   const auto splits = [&](int k) { return w.heads == 0 ? 2048 % k == 0 : static_cast<int>(w.heads) % k == 0; };
   for (int t = 1; t < n; t *= 2) cs.push_back({1, 0, 1, t});
@@ -158,45 +175,39 @@ std::vector<configuration> sweep(int n, const workload& w) {
     if (n / p > 1) cs.push_back({n / p, p, 1, 1});                          // P x D
     if (n / p > 1 && splits(n / p)) cs.push_back({1, p, n / p, 1});        // P x T
   }
-  if (n >= 2) cs.push_back({1, 1, 1, n});  // one stage on every core: the pipeline's overhead alone
+  if (n >= 2) {
+    cs.push_back({1, 1, 1, n});                          // one stage on every core: the pipeline's overhead alone
+    cs.push_back({2, 1, 1, n / 2});                      // D = 2 through the actors: replicas of a one-stage pipeline
+    if (splits(2)) cs.push_back({1, 1, 2, n / 2});       // T = 2 through the actors: a stage of lockstep ranks
+  }
   return cs;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) try {
-  keep_tensor_memory();
+int run(bench::arguments& args) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // line by line: a run cut short by a time limit keeps what it measured
-  int steps = 3, rounds = 3, max_cores = 0;
-  std::string models = "mlp,gpt4,gpt16", dtype_text = "float32", only, schedule = "zb-h1";
-  std::string torch_script = std::string(AP_SOURCE_DIR) + "/bench/torch_cpu_bench.py";
-  bool use_torch = true;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--steps" && i + 1 < argc) steps = std::stoi(argv[++i]);
-    else if (a == "--rounds" && i + 1 < argc) rounds = std::stoi(argv[++i]);
-    else if (a == "--models" && i + 1 < argc) models = argv[++i];
-    else if (a == "--dtype" && i + 1 < argc) dtype_text = argv[++i];
-    else if (a == "--torch" && i + 1 < argc) torch_script = argv[++i];
-    else if (a == "--no-torch") use_torch = false;
-    else if (a == "--max-cores" && i + 1 < argc) max_cores = std::stoi(argv[++i]);
-    else if (a == "--only" && i + 1 < argc) only = argv[++i];
-    else if (a == "--schedule" && i + 1 < argc) schedule = argv[++i];
-    else throw std::invalid_argument("unknown flag " + a);
-  }
+  const int steps = static_cast<int>(args.integer("--steps", 3, 1)), rounds = static_cast<int>(args.integer("--rounds", 3, 1));
+  const int max_cores = static_cast<int>(args.integer("--max-cores", 0));
+  const std::string models = args.text("--models", "mlp,gpt4,gpt16"), dtype_text = args.text("--dtype", "float32");
+  const std::string only = args.text("--only", ""), schedule = args.text("--schedule", "zb-h1");
+  const std::string torch_script = args.text("--torch", std::string(AP_SOURCE_DIR) + "/bench/torch_cpu_bench.py");
+  bool use_torch = !args.flag("--no-torch");
+  args.done();
+  if (dtype_text != "float32" && dtype_text != "bfloat16") throw bench::usage_error("--dtype is float32 or bfloat16, not " + dtype_text);
+  keep_tensor_memory();
   const dtype type = dtype_text == "bfloat16" ? dtype::bfloat16 : dtype::float32;
   std::vector<int> cores = process_cores();
   if (max_cores > 0 && static_cast<int>(cores.size()) > max_cores) cores.resize(static_cast<std::size_t>(max_cores));
   const int n = static_cast<int>(cores.size());
   use_torch = use_torch && std::system(("python3 -c 'import torch' >/dev/null 2>&1 && test -f " + torch_script).c_str()) == 0;
   std::printf("bench_scaling: %d cores, %s, pipelines %s (PyTorch's 1f1b), PyTorch %s, load %s\n", n,
-              dtype_text.c_str(), schedule.c_str(),
-              use_torch ? torch_script.c_str() : "not available", bench::load_average().c_str());
+              dtype_text.c_str(), schedule.c_str(), use_torch ? torch_script.c_str() : "not available",
+              bench::load_average().c_str());
   nlohmann::json results = nlohmann::json::array();
   std::vector<workload> ws;
   if (models.find("mlp") != std::string::npos) ws.push_back(mlp());
   if (models.find("gpt4") != std::string::npos) ws.push_back(gpt(4));
   if (models.find("gpt16") != std::string::npos) ws.push_back(gpt(16));
+  if (ws.empty()) throw bench::usage_error("--models names none of mlp, gpt4, gpt16: " + models);
   optimizer_config opt;
   opt.kind = "adam";
   for (const workload& w : ws) {
@@ -210,7 +221,7 @@ int main(int argc, char** argv) try {
       std::string refused;  // why the model cannot run this way (e.g. no Linear pair per stage to split over T)
     };
     std::vector<run> runs;
-    for (const configuration& c : sweep(n, w)) {
+    for (const configuration& c : configurations(n, w)) {
       if (!runs.empty() && !only.empty() && !bench::matches_any(c.name(), only)) continue;
       run r{c, std::make_unique<sequential>(sequential::from_spec(w.spec)), nullptr, {}, 0, 0.0, {}};
       r.model->set_compute_dtype(type);
@@ -230,9 +241,9 @@ int main(int argc, char** argv) try {
           continue;
         }
         for (int s = 0; s < (round == 0 ? 2 : 1); ++s) r.runner->train_step(w.inputs, w.labels, r.step++);
-        const auto t0 = std::chrono::steady_clock::now();
+        const auto t0 = clock_type::now();
         for (int s = 0; s < steps; ++s) r.runner->train_step(w.inputs, w.labels, r.step++);
-        r.rates.push_back(units * steps / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        r.rates.push_back(units * steps / seconds_since(t0));
         std::printf("  measured %s, round %d: %.0f per second\n", r.c.name().c_str(), round + 1, r.rates.back());
         r.runner.reset();
         set_compute_threads(1);
@@ -264,9 +275,319 @@ int main(int argc, char** argv) try {
                          {"efficiency", efficiency}, {"torch_per_s", r.torch}});
     }
   }
-  std::cout << nlohmann::json{{"bench", "scaling"}, {"cores", n}, {"dtype", dtype_text}, {"results", results}}.dump() << "\n";
+  std::cout << nlohmann::json{{"bench", "bench_scaling sweep"}, {"cores", n}, {"dtype", dtype_text}, {"results", results}}.dump()
+            << "\n";
   return 0;
-} catch (const std::exception& e) {
-  std::cerr << "bench_scaling: " << e.what() << "\n";
-  return 1;
+}
+
+}  // namespace sweep
+
+// ---- tp-overlap: what overlapping tensor-parallel all-reduces with the weight gradients saves ---------------------
+// Note [overlapped backward] in model/parallel_linear.hpp. T ranks (threads of one process, a local_group) run the
+// Megatron MLP (column_linear -> gelu -> row_linear) and a GPT block, forward then backward, two ways in the same
+// run, alternating twice: "overlapped" is the fused backward (the column layers start their partial dx's
+// all-reduce, compute their weight gradients, then wait); "in turn" is backward_input then backward_weight per
+// layer (the all-reduce waited on before any weight gradient). Both give the same bits
+// (test_model_tensor_parallel). Printed per model and way: the backward's median time per step (the slowest
+// rank's) and how long the ranks spent blocked in the backward's all-reduce waits. The overlap can only pay where
+// the group's communication thread has a core of its own: with T ranks x threads filling every core it takes its
+// cycles from the GEMMs.
+namespace tp_overlap {
+
+// A real group member that adds the time its caller spends in wait() to `waited` (seconds, this rank's).
+class timed_group final : public process_group {
+ public:
+  timed_group(std::unique_ptr<process_group> inner, double* waited) : inner_(std::move(inner)), waited_(waited) {}
+  const std::string& name() const override { return inner_->name(); }
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  collective_handle all_reduce(tensor& t, reduce_op op) override { return timed(inner_->all_reduce(t, op)); }
+  collective_handle reduce_scatter(const tensor& in, tensor& out, reduce_op op) override {
+    return timed(inner_->reduce_scatter(in, out, op));
+  }
+  collective_handle all_gather(const tensor& in, tensor& out) override { return timed(inner_->all_gather(in, out)); }
+  collective_handle broadcast(tensor& t, int root) override { return timed(inner_->broadcast(t, root)); }
+  void abort(const std::string& reason) override { inner_->abort(reason); }
+
+ private:
+  struct timed_state final : collective_handle::state {
+    collective_handle inner;
+    double* waited;
+    void wait() override {
+      const auto t0 = clock_type::now();
+      inner.wait();
+      *waited += seconds_since(t0);
+    }
+    bool ready() const override { return inner.ready(); }
+  };
+  collective_handle timed(collective_handle h) {
+    auto st = std::make_shared<timed_state>();
+    st->inner = std::move(h);
+    st->waited = waited_;
+    return collective_handle(st);
+  }
+  std::unique_ptr<process_group> inner_;
+  double* waited_;
+};
+
+tensor random_tensor(const std::vector<std::size_t>& shape, std::uint64_t seed) {
+  tensor t = tensor::from_shape(shape);
+  for (std::size_t i = 0; i < t.size(); ++i) t.data()[i] = symmetric_unit_float(hash_counters(seed, i));
+  return t;
+}
+
+struct way_result {
+  std::vector<double> backward_s;  // per repeat: the slowest rank's backward
+  std::vector<double> waited_s;    // per repeat: the slowest rank's time blocked in backward all-reduces
+};
+
+// `repeats` steps of forward and backward of `specs` on T ranks, the backward fused (overlapped) or in turn.
+way_result run_way(const std::vector<std::string>& specs, const std::vector<std::size_t>& x_shape, int ranks,
+                   int threads, int repeats, bool overlapped) {
+  local_group group("tp", ranks);
+  const tensor x = random_tensor(x_shape, 1), dy = random_tensor(x_shape, 2);
+  std::vector<std::vector<double>> backward(ranks, std::vector<double>(repeats)), waited = backward;
+  std::vector<std::thread> workers;
+  for (int r = 0; r < ranks; ++r)
+    workers.emplace_back([&, r] {
+      use_compute_cores({threads, {}});
+      double waiting = 0.0;
+      sequential model = sequential::from_layer_specs(specs);
+      join_tensor_parallel(model, std::make_shared<timed_group>(group.member(r), &waiting));
+      model.initialize(7);
+      for (int k = -1; k < repeats; ++k) {  // k = -1: warm-up
+        std::vector<layer_cache> caches(model.size());
+        tensor h = x;
+        for (std::size_t i = 0; i < model.size(); ++i) h = model.at(i).forward(h, caches[i], {});
+        waiting = 0.0;
+        const auto t0 = clock_type::now();
+        tensor d = dy;
+        for (std::size_t i = model.size(); i-- > 0;) {
+          tensor below;
+          if (overlapped) {
+            model.at(i).backward(d, caches[i], &below);
+          } else {
+            model.at(i).backward_input(d, caches[i], &below);
+            model.at(i).backward_weight(d, caches[i]);
+          }
+          d = std::move(below);
+        }
+        if (k >= 0) {
+          backward[r][k] = seconds_since(t0);
+          waited[r][k] = waiting;
+        }
+      }
+    });
+  for (auto& w : workers) w.join();
+  way_result out;
+  for (int k = 0; k < repeats; ++k) {
+    double b = 0.0, w = 0.0;
+    for (int r = 0; r < ranks; ++r) b = std::max(b, backward[r][k]), w = std::max(w, waited[r][k]);
+    out.backward_s.push_back(b);
+    out.waited_s.push_back(w);
+  }
+  return out;
+}
+
+int run(bench::arguments& args) {
+  const int ranks = static_cast<int>(args.integer("--ranks", 2, 1)), threads = static_cast<int>(args.integer("--threads", 1, 1));
+  const int repeats = static_cast<int>(args.integer("--repeats", 9, 1));
+  const auto rows = static_cast<std::size_t>(args.integer("--rows", 1024, 1));
+  const auto width = static_cast<std::size_t>(args.integer("--width", 1024, 64));
+  args.done();
+  if (width % 64 != 0) throw bench::usage_error("--width must be a multiple of 64 (64 dimensions a head)");
+  const std::string w = std::to_string(width), hidden = std::to_string(4 * width);
+  struct model_case {
+    std::string name;
+    std::vector<std::string> specs;
+    std::vector<std::size_t> x_shape;
+  };
+  const std::size_t context = 128;
+  const std::vector<model_case> cases = {
+      {"MLP " + w + "-" + hidden + "-" + w + ", " + std::to_string(rows) + " rows",
+       {"column_linear:" + w + ":" + hidden, "gelu", "row_linear:" + hidden + ":" + w},
+       {rows, width}},
+      {"GPT block dim " + w + ", " + std::to_string(width / 64) + " heads, " + std::to_string(rows / context) +
+           " x " + std::to_string(context) + " tokens",
+       tensor_parallel_specs({gpt_block_spec(width, width / 64)}),
+       {rows / context, context, width}},
+  };
+  std::printf("bench_scaling tp-overlap: T=%d ranks x %d thread(s), %u cores, load %s, median of %d steps\n", ranks,
+              threads, std::thread::hardware_concurrency(), bench::load_average().c_str(), repeats);
+  std::printf("%-44s %-11s %14s %22s\n", "model", "backward", "ms per step", "ms blocked in waits");
+  nlohmann::json out = nlohmann::json::array();
+  for (const model_case& c : cases) {
+    way_result turn, over;
+    for (int round = 0; round < 2; ++round) {  // alternating, twice
+      const way_result t = run_way(c.specs, c.x_shape, ranks, threads, repeats, false);
+      const way_result o = run_way(c.specs, c.x_shape, ranks, threads, repeats, true);
+      turn.backward_s.insert(turn.backward_s.end(), t.backward_s.begin(), t.backward_s.end());
+      turn.waited_s.insert(turn.waited_s.end(), t.waited_s.begin(), t.waited_s.end());
+      over.backward_s.insert(over.backward_s.end(), o.backward_s.begin(), o.backward_s.end());
+      over.waited_s.insert(over.waited_s.end(), o.waited_s.begin(), o.waited_s.end());
+    }
+    const double tb = bench::median(turn.backward_s) * 1e3, tw = bench::median(turn.waited_s) * 1e3;
+    const double ob = bench::median(over.backward_s) * 1e3, ow = bench::median(over.waited_s) * 1e3;
+    std::printf("%-44s %-11s %14.2f %22.2f\n", c.name.c_str(), "in turn", tb, tw);
+    std::printf("%-44s %-11s %14.2f %22.2f   (%.2fx the time)\n", "", "overlapped", ob, ow, ob / tb);
+    out.push_back({{"model", c.name}, {"in_turn_ms", tb}, {"in_turn_waits_ms", tw}, {"overlapped_ms", ob},
+                   {"overlapped_waits_ms", ow}, {"ratio", ob / tb}});
+  }
+  std::cout << nlohmann::json{{"bench", "bench_scaling tp-overlap"}, {"ranks", ranks}, {"threads", threads},
+                              {"models", out}}.dump()
+            << std::endl;
+  return 0;
+}
+
+}  // namespace tp_overlap
+
+// ---- auto: does `actorpipe train --auto` choose well? --------------------------------------------------------------
+// For each model it runs `train --auto` and a grid of hand-picked configurations of the same run (one process at 1
+// thread and at every core, data and tensor parallelism on every core, 2-stage pipelines with each schedule and 4 or
+// 8 microbatches), each as its own `actorpipe` process, alternating in rounds, and prints each one's median samples
+// per second at the steady pace (the median step), the best of the grid, and --auto's ratio to it. --auto's planning
+// (its measurements and trials) is timed apart. With `--nodes N` every run trains on N `actorpipe node` processes of
+// the same machine (plain TCP, started once), `train --auto --nodes ...` against a grid of pipelines on them (Note [auto
+// on nodes]): one stage on one node with every core, with T = 2, two replicas on two nodes, and 2-stage pipelines
+// over two nodes. It finds ../cli/actorpipe next to itself, or the actorpipe packed beside it.
+namespace auto_choice {
+
+struct run_figures {
+  double samples_per_s = 0.0;
+  double total_s = 0.0;  // the whole process: data, planning, training
+  std::string choice;    // --auto's
+};
+
+// Runs `command`, returns the JSON line it printed on stdout (its stderr goes to /dev/null).
+run_figures run_train(const std::string& command) {
+  const auto t0 = clock_type::now();
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen((command + " 2>/dev/null").c_str(), "r"), pclose);
+  if (!pipe) throw std::runtime_error("cannot run " + command);
+  std::string out;
+  std::array<char, 4096> buffer{};
+  while (fgets(buffer.data(), buffer.size(), pipe.get())) out += buffer.data();
+  run_figures f;
+  f.total_s = seconds_since(t0);
+  const auto start = out.rfind("\n{", out.size() > 1 ? out.size() - 2 : 0);
+  const std::string line = out.substr(start == std::string::npos ? 0 : start + 1);
+  if (line.empty() || line.front() != '{') throw std::runtime_error("no JSON line from: " + command);
+  const auto j = nlohmann::json::parse(line);
+  // The steady pace: the samples of a step over the median step (the first step's set-up left out).
+  f.samples_per_s = j.at("samples_per_s").get<double>() * j.at("wall_s").get<double>() /
+                    (j.at("steps").get<double>() * j.at("median_step_s").get<double>());
+  if (j.contains("auto")) f.choice = j.at("auto").at("choice").get<std::string>();
+  return f;
+}
+
+using grid = std::vector<std::pair<std::string, std::string>>;  // name, `train` flags
+
+grid in_process(int cores) {
+  const std::string n = std::to_string(cores), t = std::to_string(std::max(1, cores / 2));
+  const std::string threads = t + (t == "1" ? " thread" : " threads");
+  grid g = {
+      {"single 1 thread", "--threads 1"},
+      {"single " + n + " threads", "--threads " + n},
+      {"D=" + n + " x 1 thread", "--data-parallel " + n + " --threads 1"},
+      {"T=2 x " + threads, "--tensor-parallel 2 --threads " + t},
+  };
+  for (const char* schedule : {"gpipe", "1f1b", "zb-h1"})
+    for (int m : {4, 8})
+      g.push_back({std::string("P=2 ") + schedule + " m=" + std::to_string(m) + " x " + threads,
+                   std::string("--stages 2 --partition time --schedule ") + schedule + " --microbatches " +
+                       std::to_string(m) + " --threads " + t});
+  return g;
+}
+
+// The grid on nodes of one machine, which share its cores (Note [cores on nodes]): pipelines only.
+grid on_nodes(int cores) {
+  const std::string n = std::to_string(cores), half = std::to_string(std::max(1, cores / 2));
+  const std::string halves = half + (half == "1" ? " thread" : " threads");
+  grid g = {
+      {"P=1 x " + n + " threads", "--stages 1 --microbatches 1 --threads " + n},
+      {"P=1 T=2 x " + halves, "--stages 1 --microbatches 1 --tensor-parallel 2 --threads " + half},
+      {"P=1 D=2 x " + halves + ", 2 nodes", "--stages 1 --microbatches 1 --data-parallel 2 --threads " + half},
+  };
+  for (const char* schedule : {"gpipe", "1f1b", "zb-h1"})
+    for (int m : {4, 8})
+      g.push_back({std::string("P=2 ") + schedule + " m=" + std::to_string(m) + " x " + halves,
+                   std::string("--stages 2 --partition time --schedule ") + schedule + " --microbatches " +
+                       std::to_string(m) + " --threads " + half});
+  return g;
+}
+
+int run(bench::arguments& args) {
+  const std::string models = args.text("--models", "mlp,heavy,gpt");
+  const int steps = static_cast<int>(args.integer("--steps", 20, 1)), rounds = static_cast<int>(args.integer("--rounds", 3, 1));
+  const int node_count = static_cast<int>(args.integer("--nodes", 0));
+  args.done();
+  const std::vector<std::string> actorpipe = bench::actorpipe_command();
+  const int cores = static_cast<int>(process_cores().size());
+  const std::map<std::string, std::pair<std::string, std::string>> known = {  // key: description, `train` flags
+      {"mlp", {"mlp 784-512-256-10, batch 128", "--model 784-512-256-10 --batch-size 128"}},
+      {"heavy", {"mlp 784-2048-2048-2048-10, batch 512", "--model 784-2048-2048-2048-10 --batch-size 512"}},
+      {"gpt", {"gpt:layers=4,dim=128,heads=4,context=64, batch 32",
+               "--model gpt:layers=4,dim=128,heads=4,context=64 --batch-size 32"}},
+  };
+  const std::vector<std::string> keys = split_fields(models, ',');
+  for (const std::string& key : keys)
+    if (!known.count(key)) throw bench::usage_error("unknown model " + key + " in --models (mlp, heavy, gpt)");
+  std::vector<std::unique_ptr<test::node_process>> nodes;
+  std::string node_flags;  // the flags that put a run on them
+  for (int i = 0; i < node_count; ++i) {
+    nodes.push_back(std::make_unique<test::node_process>(actorpipe, std::vector<std::string>{"--insecure"}));
+    node_flags += (i == 0 ? " --insecure --nodes " : ",") + nodes.back()->address();
+  }
+  nlohmann::json all;
+  all["bench"] = "bench_scaling auto";
+  for (const std::string& key : keys) {
+    const auto& [description, flags] = known.at(key);
+    const std::string base = bench::shell_line(actorpipe) + " train " + flags + " --max-steps " + std::to_string(steps) + node_flags + " ";
+    const grid configurations = nodes.empty() ? in_process(cores) : on_nodes(cores);
+    std::vector<std::vector<double>> rates(configurations.size());
+    std::vector<double> auto_rates, auto_total;
+    std::map<std::string, int> choices;
+    for (int r = 0; r < rounds; ++r) {
+      const run_figures a = run_train(base + "--auto");
+      auto_rates.push_back(a.samples_per_s), auto_total.push_back(a.total_s), ++choices[a.choice];
+      for (std::size_t c = 0; c < configurations.size(); ++c)
+        rates[c].push_back(run_train(base + configurations[c].second).samples_per_s);
+    }
+    std::printf("\nbench_scaling auto, %s: %d steps, %d rounds, %d cores%s (median samples/s), load %s\n",
+                description.c_str(), steps, rounds, cores,
+                nodes.empty() ? "" : (", " + std::to_string(nodes.size()) + " nodes").c_str(),
+                bench::load_average().c_str());
+    double best = 0.0;
+    std::string best_name;
+    nlohmann::json row;
+    for (std::size_t c = 0; c < configurations.size(); ++c) {
+      const double rate = bench::median(rates[c]);
+      std::printf("  %-34s %10.0f\n", configurations[c].first.c_str(), rate);
+      row[configurations[c].first] = rate;
+      if (rate > best) best = rate, best_name = configurations[c].first;
+    }
+    const double chosen = bench::median(auto_rates);
+    std::printf("  %-34s %10.0f  (%.2fx the grid's best, %s; whole --auto process %.1f s)\n", "--auto", chosen,
+                chosen / best, best_name.c_str(), bench::median(auto_total));
+    for (const auto& [choice, times] : choices) std::printf("    --auto chose %dx: %s\n", times, choice.c_str());
+    all[key] = {{"grid", row}, {"auto", chosen}, {"best", best_name}, {"ratio", chosen / best},
+                {"auto_process_s", bench::median(auto_total)}};
+  }
+  std::cout << all.dump() << std::endl;
+  return 0;
+}
+
+}  // namespace auto_choice
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return bench::run_mode(
+      argc, argv, "bench_scaling",
+      {{"sweep", "[--models mlp,gpt4,gpt16] [--steps N] [--rounds R] [--dtype float32|bfloat16] [--schedule S] "
+                 "[--torch PATH | --no-torch] [--max-cores N] [--only TEXT;...]",
+        "every way of using the cores (one process, D, T, P and their meshes), beside PyTorch", sweep::run},
+       {"tp-overlap", "[--ranks T] [--threads K] [--rows N] [--width D] [--repeats R]",
+        "a tensor-parallel backward with its all-reduces overlapped against the same in turn", tp_overlap::run},
+       {"auto", "[--models mlp,heavy,gpt] [--steps N] [--rounds R] [--nodes N]",
+        "`train --auto` against a grid of hand-picked configurations", auto_choice::run}});
 }

@@ -1,7 +1,7 @@
 /* mpi_allreduce: Open MPI's MPI_Allreduce (sum of float32) bus bandwidth for 1-64 MB, the peer figure for
-   bench_allreduce. Not part of the CMake build (Open MPI is a benchmark-only dependency):
-   scripts/bench_allreduce.sh compiles it with mpicc and runs it with mpirun -np 2. Same method as
-   bench_allreduce: 2 warm-ups, then the median of REPEATS back-to-back calls on rank 0;
+   `bench_network allreduce`. Not part of the CMake build (Open MPI is a benchmark-only dependency):
+   scripts/bench_allreduce.sh compiles it with mpicc and runs it with mpirun -np N. Same method as
+   `bench_network allreduce`: 2 warm-ups, then the median of REPEATS back-to-back calls on rank 0;
    bus GB/s = 2 (n-1)/n * bytes / time, MB = 2^20 bytes. */
 #include <mpi.h>
 #include <stdio.h>

@@ -36,12 +36,14 @@ set(actorpipe_public_headers
   model/rms_norm.hpp
   model/dropout.hpp
   model/token_embedding.hpp
+  model/vocab_parallel.hpp
   model/position_embedding.hpp
   model/attention.hpp
   model/swiglu.hpp
   model/gpt_spec.hpp
   model/parallel_linear.hpp
   model/tensor_parallel.hpp
+  model/sequence_parallel.hpp
   model/grad_clip.hpp
   model/weight_tie.hpp
   # collectives for data and tensor parallelism (across processes: collective/network_group.hpp, Note

@@ -11,7 +11,7 @@
 
 namespace ap {
 
-// Note [collectives by size]: bench_allreduce between processes on loopback, plain TCP (both with the quiet
+// Note [collectives by size]: `bench_network allreduce` between processes on loopback, plain TCP (both with the quiet
 // scheduler of Note [quiet scheduler], as on a node), bus GB/s at 1 / 2 / 4 / 8 / 16 / 32 / 64 MB: 2 processes, our
 // ring 1.13 / 0.99 / 1.05 / 1.12 / 1.15 / 1.10 / 1.32, gloo 0.27 / 0.90 / 0.97 / 1.09 / 1.48 / 1.48 / 1.34; 4
 // processes, the ring 0.39 / 0.36 / 0.44 / 0.42 / 0.50 / 0.40 / 0.31, gloo 0.34 / 0.46 / 0.45 / 0.68 / 0.82 / 0.87 /

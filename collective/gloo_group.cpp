@@ -1,11 +1,7 @@
 #include "collective/gloo_group.hpp"
 
 #include <algorithm>
-#include <condition_variable>
 #include <cstring>
-#include <deque>
-#include <mutex>
-#include <thread>
 
 #include <gloo/allgather.h>
 #include <gloo/allgatherv.h>
@@ -15,7 +11,7 @@
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/tcp/pair.h>
 
-#include "collective/finishing_op.hpp"
+#include "collective/comm_thread.hpp"
 #include "collective/group_checks.hpp"
 #include "collective/shard.hpp"
 
@@ -37,8 +33,9 @@ class connected_context final : public gloo::Context {
 };
 
 // gloo's TCP pair fails its waiting buffers and closes its socket in signalExceptionExternal, which it keeps
-// protected (its buffers call it on a timeout); abort() needs exactly that from another thread, and the
-// function takes the pair's lock for it. This names the member through a derived class.
+// protected (its buffers call it on a timeout); abort() needs exactly that from another thread (the public
+// close() leaves this rank's waiting buffers to their timeout: Note [gloo backend]), and the function takes the
+// pair's lock for it. This names the member through a derived class.
 struct pair_access : gloo::transport::tcp::Pair {
   using gloo::transport::tcp::Pair::signalExceptionExternal;
 };
@@ -62,7 +59,7 @@ void add_floats(void* c, const void* a, const void* b, std::size_t n) {
 
 // gloo's ring all-reduce moves a tensor in segments of at most this many bytes (and at least 2 per rank), two
 // in flight, received into a scratch of two segments. Its default, 1 MB, gave 0.66-0.89 GB/s bus bandwidth at
-// 4-64 MB between 2 processes here; 16 MB gave 1.15-1.44 (bench_allreduce, Note [gloo backend]).
+// 4-64 MB between 2 processes here; 16 MB gave 1.15-1.44 (`bench_network allreduce`, Note [gloo backend]).
 constexpr std::size_t max_segment_bytes = std::size_t{16} << 20;
 
 std::string to_hex(const std::vector<char>& bytes) {
@@ -89,9 +86,13 @@ std::vector<char> from_hex(const std::string& text, const std::string& what) {
   return bytes;
 }
 
-// A collective in the queue of the communication thread (its handle: finishing_op).
-struct gloo_op final : finishing_op {
-  std::uint64_t index = 0;
+// A collective for the communication thread (Note [communication thread]).
+struct gloo_op final : comm_op {
+  explicit gloo_op(gloo_state& g) : group(g) {}
+  std::string describe() const override;
+  void run() override;
+
+  gloo_state& group;
   collective_kind kind{};
   reduce_op op{};
   int root = 0;
@@ -108,35 +109,16 @@ struct gloo_state {
   std::shared_ptr<gloo::transport::Device> device;
   std::shared_ptr<gloo::transport::Context> pairs;
   std::shared_ptr<gloo::Context> context;  // once connected
-
-  std::mutex mutex;
-  std::condition_variable wake;
-  std::deque<std::shared_ptr<gloo_op>> queue;
-  std::uint64_t started = 0;
-  std::string failure;  // set once: every later collective fails with it
-  bool stopping = false;
-  std::thread communication;
-
-  std::string describe(const gloo_op& op) const {
-    return "group '" + name + "' " + collective_kind_name(op.kind) + " #" + std::to_string(op.index) + " on rank " +
-           std::to_string(rank) + " (gloo)";
-  }
+  // Note [communication thread]: a failure closes the sockets, so a peer waiting on this rank fails now.
+  comm_thread engine{[this](const std::string& why) { close_pairs(why); }};
 
   collective_handle start(collective_kind kind, reduce_op op, int root, const tensor& in, tensor& out) {
-    auto job = std::make_shared<gloo_op>();
-    job->kind = kind, job->op = op, job->root = root, job->in = &in, job->out = &out;
-    std::lock_guard lock(mutex);
-    if (!context)
+    if (!engine.started())
       throw collective_error("group '" + name + "' rank " + std::to_string(rank) + ": " + collective_kind_name(kind) +
                              " before connect()");
-    job->index = started++;
-    if (!failure.empty()) {
-      job->finish(describe(*job) + ": " + failure);
-    } else {
-      queue.push_back(job);
-      wake.notify_all();
-    }
-    return collective_handle(job);
+    auto job = std::make_shared<gloo_op>(*this);
+    job->kind = kind, job->op = op, job->root = root, job->in = &in, job->out = &out;
+    return engine.submit(job);
   }
 
   void run(gloo_op& op) {
@@ -209,7 +191,7 @@ struct gloo_state {
     for (int r = 0; r < size; ++r) {
       const std::size_t c = counts[static_cast<std::size_t>(r)];
       if (row == 0 ? c != 0 : c % row != 0)
-        throw collective_error(describe(op) + ": rank " + std::to_string(r) + " sent " + std::to_string(c) +
+        throw collective_error("rank " + std::to_string(r) + " sent " + std::to_string(c) +
                                " floats, not whole rows of " + std::to_string(row) +
                                ": the ranks' shapes differ after the first axis");
       rows += row == 0 ? 0 : c / row;
@@ -236,37 +218,20 @@ struct gloo_state {
     for (int r = 0; r < size; ++r)
       if (r != rank) fail_pair(*pairs->getPair(r), why);
   }
-
-  void serve() {
-    for (;;) {
-      std::shared_ptr<gloo_op> op;
-      {
-        std::unique_lock lock(mutex);
-        wake.wait(lock, [&] { return stopping || !queue.empty(); });
-        if (queue.empty()) return;
-        op = queue.front();
-        queue.pop_front();
-        if (!failure.empty()) {
-          op->finish(describe(*op) + ": " + failure);
-          continue;
-        }
-      }
-      try {
-        run(*op);
-        op->finish({});
-      } catch (const std::exception& e) {
-        std::string why;
-        {
-          std::lock_guard lock(mutex);
-          if (failure.empty()) failure = std::string("gloo: ") + e.what();
-          why = failure;  // an abort's reason rather than the closed socket it caused
-        }
-        close_pairs(why);  // a peer waiting on this rank fails now, not after its timeout
-        op->finish(describe(*op) + ": " + why);
-      }
-    }
-  }
 };
+
+std::string gloo_op::describe() const {
+  return "group '" + group.name + "' " + collective_kind_name(kind) + " #" + std::to_string(index) + " on rank " +
+         std::to_string(group.rank) + " (gloo)";
+}
+
+void gloo_op::run() {
+  try {
+    group.run(*this);
+  } catch (const gloo::Exception& e) {
+    throw collective_error(std::string("gloo: ") + e.what());
+  }
+}
 
 gloo_group::gloo_group(std::string name, int rank, int size, const std::string& host, std::chrono::milliseconds timeout)
     : state_(std::make_shared<gloo_state>()) {
@@ -288,15 +253,7 @@ gloo_group::gloo_group(std::string name, int rank, int size, const std::string& 
   }
 }
 
-gloo_group::~gloo_group() {
-  auto& s = *state_;
-  {
-    std::lock_guard lock(s.mutex);
-    s.stopping = true;
-    s.wake.notify_all();
-  }
-  if (s.communication.joinable()) s.communication.join();
-}
+gloo_group::~gloo_group() { state_->engine.stop("the group is gone"); }
 
 std::string gloo_group::endpoint() const {
   auto& s = *state_;
@@ -333,9 +290,8 @@ void gloo_group::connect(const std::vector<std::string>& endpoints) {
                              std::to_string(s.timeout.count()) + " ms (gloo: " + e.what() + ")");
     }
   }
-  std::lock_guard lock(s.mutex);
   s.context = std::make_shared<connected_context>(s.rank, s.size, s.device, s.pairs, s.timeout);
-  s.communication = std::thread([st = state_.get()] { st->serve(); });
+  s.engine.start();
 }
 
 const std::string& gloo_group::name() const { return state_->name; }
@@ -362,13 +318,7 @@ collective_handle gloo_group::broadcast(tensor& t, int root) {
 }
 
 void gloo_group::abort(const std::string& reason) {
-  auto& s = *state_;
-  const std::string why = "rank " + std::to_string(s.rank) + " aborted the group: " + reason;
-  {
-    std::lock_guard lock(s.mutex);
-    if (s.failure.empty()) s.failure = why;
-  }
-  s.close_pairs(why);
+  state_->engine.abort("rank " + std::to_string(state_->rank) + " aborted the group: " + reason);
 }
 
 }  // namespace ap

@@ -1,15 +1,12 @@
 #include "collective/hierarchical_group.hpp"
 
-#include <condition_variable>
 #include <cstring>
-#include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
 #include <stdexcept>
-#include <thread>
 
-#include "collective/finishing_op.hpp"
+#include "collective/comm_thread.hpp"
 #include "collective/group_checks.hpp"
 #include "collective/local_group.hpp"
 #include "collective/shard.hpp"
@@ -43,6 +40,18 @@ std::shared_ptr<local_group> local_group_for(const std::string& key, const std::
 
 constexpr float largest_exact_count = 16777216.0f;  // 2^24: every whole number below it is exact in a float
 
+// A collective for the communication thread (Note [communication thread]): its steps, in `work`.
+struct hierarchical_op final : comm_op {
+  hierarchical_op(const hierarchical_state& g, std::string w, std::function<void()> f)
+      : group(g), what(std::move(w)), work(std::move(f)) {}
+  std::string describe() const override;
+  void run() override { work(); }
+
+  const hierarchical_state& group;
+  std::string what;  // "all_reduce"
+  std::function<void()> work;
+};
+
 }  // namespace
 
 struct hierarchical_state {
@@ -52,18 +61,9 @@ struct hierarchical_state {
   std::shared_ptr<local_group> local_owner;  // null when this process holds one rank of the group
   std::unique_ptr<process_group> local;
   std::unique_ptr<network_group> inner;  // the leader's, when the group spans processes
-
-  std::mutex mutex;
-  std::condition_variable wake;
-  struct job {
-    std::string what;  // "all_reduce", for the error text
-    std::function<void()> run;
-    std::shared_ptr<finishing_op> done;
-  };
-  std::deque<job> queue;
-  bool running = false, stopping = false;
-  std::string failure;  // once set, every later collective fails with it
-  std::thread communication;
+  // Note [communication thread]: a failure aborts both parts, so the group's other ranks fail now, not after their
+  // timeout.
+  comm_thread engine{[this](const std::string& why) { abort_parts(why); }};
 
   // The three steps of Note [hierarchical collectives]: `t` becomes the sum over every rank of the group.
   void sum(tensor& t) {
@@ -119,52 +119,13 @@ struct hierarchical_state {
   }
 
   collective_handle start(std::string what, std::function<void()> run) {
-    auto done = std::make_shared<finishing_op>();
-    {
-      std::lock_guard lock(mutex);
-      queue.push_back({std::move(what), std::move(run), done});
-    }
-    wake.notify_one();
-    return collective_handle(done);
-  }
-
-  void serve() {
-    for (;;) {
-      job j;
-      {
-        std::unique_lock lock(mutex);
-        wake.wait(lock, [&] { return stopping || !queue.empty(); });
-        if (queue.empty()) return;
-        j = std::move(queue.front());
-        queue.pop_front();
-        if (!failure.empty()) {
-          j.done->finish("group '" + name + "' " + j.what + ": " + failure);
-          continue;
-        }
-        running = true;
-      }
-      std::string why;
-      try {
-        j.run();
-      } catch (const std::exception& e) {
-        why = e.what();
-      }
-      if (!why.empty()) {
-        {
-          std::lock_guard lock(mutex);
-          if (failure.empty()) failure = why;
-        }
-        abort_parts(why);  // the group's other ranks fail now, not after their timeout
-        why = "group '" + name + "' rank " + std::to_string(rank) + " " + j.what + ": " + why;
-      }
-      {
-        std::lock_guard lock(mutex);
-        running = false;
-      }
-      j.done->finish(why);
-    }
+    return engine.submit(std::make_shared<hierarchical_op>(*this, std::move(what), std::move(run)));
   }
 };
+
+std::string hierarchical_op::describe() const {
+  return "group '" + group.name + "' rank " + std::to_string(group.rank) + " " + what;
+}
 
 hierarchical_group::hierarchical_group(std::string name, int rank, int size, colocated_rank place,
                                        const std::string& process_key, std::unique_ptr<network_group> inner,
@@ -195,22 +156,10 @@ hierarchical_group::hierarchical_group(std::string name, int rank, int size, col
     s.local_owner = local_group_for(process_key + "|" + s.name, s.name, place.local_rank, place.local_size, timeout);
     s.local = s.local_owner->member(place.local_rank);
   }
-  s.communication = std::thread([st = state_.get()] { st->serve(); });
+  s.engine.start();
 }
 
-hierarchical_group::~hierarchical_group() {
-  auto& s = *state_;
-  bool busy = false;
-  {
-    std::lock_guard lock(s.mutex);
-    busy = s.running || !s.queue.empty();
-    if (s.failure.empty()) s.failure = "the group is gone";
-    s.stopping = true;
-  }
-  if (busy) s.abort_parts("rank " + std::to_string(s.rank) + "'s group is gone");
-  s.wake.notify_all();
-  s.communication.join();
-}
+hierarchical_group::~hierarchical_group() { state_->engine.stop("the group is gone"); }
 
 const std::string& hierarchical_group::name() const { return state_->name; }
 int hierarchical_group::rank() const { return state_->rank; }
@@ -286,13 +235,7 @@ collective_handle hierarchical_group::broadcast(tensor& t, int root) {
 }
 
 void hierarchical_group::abort(const std::string& reason) {
-  auto& s = *state_;
-  const std::string why = "rank " + std::to_string(s.rank) + " aborted the group: " + reason;
-  {
-    std::lock_guard lock(s.mutex);
-    if (s.failure.empty()) s.failure = why;
-  }
-  s.abort_parts(why);
+  state_->engine.abort("rank " + std::to_string(state_->rank) + " aborted the group: " + reason);
 }
 
 }  // namespace ap

@@ -18,7 +18,7 @@ struct hierarchical_state;
 // Note [hierarchical collectives]: D data-parallel replicas on N < D nodes put several ranks of one group in
 // one node process (Note [data-parallel nodes] in actors/data_parallel_pipeline.cpp). A flat network group
 // would send every one of them over loopback sockets. Here an all-reduce runs in three steps, in order, on
-// the member's own communication thread:
+// the member's own communication thread (Note [communication thread]):
 //   1. the ranks of each process sum through a local_group (shared memory, Note [local collectives]);
 //   2. each process's leader (its lowest rank) all-reduces that sum with the other leaders over `inner`, a
 //      network_group of one rank per process (ring or gloo: Note [collective backends]);

@@ -32,8 +32,8 @@ class network_group : public process_group {
 // Note [collective backends]: which engine runs the collectives between processes.
 // - ring: ours (Note [ring collectives]): its ranks meet over CAF, its chunks travel on data links of their own
 //   (Note [data links]) with the nodes' security, plain TCP or mutual TLS; every wait names the peer. The
-//   default: since its data links it moved 1 to 64 MB faster than gloo at every size but one (bench_allreduce,
-//   2 and 4 processes, three runs; gloo led at 2 MB with 4 processes once: docs/performance.md).
+//   default: since its data links it moved 1 to 64 MB faster than gloo at every size but one (`bench_network
+//   allreduce`, 2 and 4 processes, three runs; gloo led at 2 MB with 4 processes once: docs/performance.md).
 // - gloo: PyTorch's CPU collective library (Note [gloo backend]) over its own TCP sockets, without TLS in
 //   Debian's build: only for trusted networks (`--insecure`).
 // - by_size: both, each collective on the one that was faster for its size before the ring's data links: the

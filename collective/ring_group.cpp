@@ -16,8 +16,9 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
-#include "collective/finishing_op.hpp"
+#include "collective/comm_thread.hpp"
 #include "collective/group_checks.hpp"
+#include "collective/ring_schedule.hpp"
 #include "collective/shard.hpp"
 #include "network/data_link.hpp"
 #include "network/guarded_transport.hpp"
@@ -29,33 +30,6 @@ namespace ap {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
-
-// Why the group failed (a peer gone or aborted, a data link broken), once known; every wait of the group's
-// threads asks it (Note [data links]).
-class ring_failure {
- public:
-  void fail(const std::string& why) {
-    std::lock_guard lock(mutex_);
-    if (failure_.empty()) failure_ = why;
-    changed_.notify_all();
-  }
-  std::string text() const {
-    std::lock_guard lock(mutex_);
-    return failure_;
-  }
-  // The failure, waiting up to `timeout` for one: a link that saw its peer hang up gives CAF's down message
-  // (which names why the peer went) a moment to come first (Note [the cause, not a peer's view]).
-  std::string wait(std::chrono::milliseconds timeout) {
-    std::unique_lock lock(mutex_);
-    changed_.wait_for(lock, timeout, [&] { return !failure_.empty(); });
-    return failure_;
-  }
-
- private:
-  mutable std::mutex mutex_;
-  std::condition_variable changed_;
-  std::string failure_;
-};
 
 // The endpoints of the lower ranks and their data links' ports, as their hellos bring them (Note [one
 // connection per pair]).
@@ -108,7 +82,7 @@ struct endpoint_state {
 
 // This rank's endpoint: takes aborts and peers' deaths into the group's failure, answers the lower ranks'
 // hellos (keeping their endpoints and link ports), and watches its peers.
-caf::behavior ring_endpoint(caf::stateful_actor<endpoint_state>* self, std::shared_ptr<ring_failure> failure,
+caf::behavior ring_endpoint(caf::stateful_actor<endpoint_state>* self, std::shared_ptr<group_failure> failure,
                             std::shared_ptr<peer_table> lower, std::string name, std::int32_t rank, std::int32_t link_port) {
   self->set_down_handler([self, failure](caf::down_msg& m) {
     auto it = self->state.peers.find(m.source);
@@ -157,9 +131,14 @@ class borrow_count {
   int count_ = 0;
 };
 
-// A collective in the queue of the communication thread, and how its handle waits for it.
-struct ring_op final : finishing_op {
-  std::uint64_t index = 0;
+// A collective for the communication thread (Note [communication thread]).
+struct ring_op final : comm_op {
+  explicit ring_op(ring_state& g) : group(g) {}
+  std::string describe() const override;
+  void run() override;
+  void settle() override;
+
+  ring_state& group;
   collective_kind kind{};
   reduce_op op{};
   int root = 0;
@@ -194,6 +173,8 @@ struct outgoing_chunk {
   std::size_t payload_bytes() const { return in_place ? sizeof address : header.floats * sizeof(float); }
 };
 
+// How long one hello waits for its answer before it is sent again (Note [a hello sent again]).
+constexpr std::chrono::milliseconds hello_attempt{3000};
 constexpr std::uint64_t max_chunk_floats = std::uint64_t{1} << 36;  // 256 GB: a header beyond is garbage
 
 }  // namespace
@@ -204,7 +185,8 @@ struct ring_state {
   int rank, size;
   std::chrono::milliseconds timeout;
   std::size_t chunk_elements;
-  std::shared_ptr<ring_failure> failure = std::make_shared<ring_failure>();
+  comm_thread engine;  // Note [communication thread]; the ring's links watch its failure
+  std::shared_ptr<group_failure> failure = engine.failure();
   std::shared_ptr<peer_table> lower;  // the lower ranks' endpoints, from their hellos
   std::shared_ptr<drop_log> dropped = std::make_shared<drop_log>();
   std::unique_ptr<guarded_transport> transport;  // of its own (Note [ring security]), or null
@@ -214,7 +196,6 @@ struct ring_state {
   std::vector<caf::actor> peers;           // by rank; empty for this rank
   std::vector<node_address> addresses;     // by rank
   std::string listen_host;                 // where this rank's endpoint listens (endpoint())
-  bool connected = false;
 
   // Note [data links]: the chunks' own connections, TLS when the transport is.
   std::shared_ptr<tls_context> tls;
@@ -227,13 +208,6 @@ struct ring_state {
   memory_token right_token{};  // the right neighbour's, kept where it reads it beside each chunk
   memory_token left_token{};   // this rank's, given to the left neighbour
   process_region left_region;  // the left neighbour's pid and where it keeps left_token (`at` per chunk)
-
-  std::mutex mutex;  // guards the queue below
-  std::condition_variable work;
-  std::deque<std::shared_ptr<ring_op>> queue;
-  std::uint64_t next_index = 0;
-  bool stopping = false;
-  std::thread communication;
 
   std::mutex outbox_mutex;  // guards the outbox
   std::condition_variable outbox_work;
@@ -249,18 +223,11 @@ struct ring_state {
   int right() const { return (rank + 1) % size; }
   int left() const { return (rank + size - 1) % size; }
   std::string who(int r) const { return "rank " + std::to_string(r) + " (" + addresses[static_cast<std::size_t>(r)].text() + ")"; }
-  std::string describe(const ring_op& op) const {
-    return "group '" + name + "' " + collective_kind_name(op.kind) + " #" + std::to_string(op.index) +
-           " on rank " + std::to_string(rank);
-  }
   std::string link_hello(int from, int to) const {
     return "actorpipe ring '" + name + "' rank " + std::to_string(from) + " to rank " + std::to_string(to);
   }
-  // What a link's wait stops for: the group failed, or is being closed.
-  std::string stop_reason() const {
-    if (closing) return "group '" + name + "' was closed on rank " + std::to_string(rank);
-    return failure->text();
-  }
+  // What a link's wait stops for: the group failed, or is being closed (comm_thread::stop).
+  std::string stop_reason() const { return failure->text(); }
   // The cause once a link saw its peer hang up: CAF's word on the peer if it comes within 2 s, else `fallback`.
   std::string cause_of_hang_up(const std::string& fallback) const {
     std::string cause = failure->wait(std::min(timeout, std::chrono::milliseconds(2000)));
@@ -346,26 +313,25 @@ struct ring_state {
   // Reads n bytes of the left neighbour's chunk `chunk` of `step` (its header when `header`); throws
   // collective_error naming the peer on a timeout, a failure or its hanging up.
   // A chunk's floats come out of the left neighbour's memory where the links agreed (Note [one copy in the ring]).
-  void read_left(const ring_op& op, void* data, std::size_t n, std::uint32_t step, std::uint32_t chunk, bool header) {
-    const std::string context = describe(op);
+  void read_left(void* data, std::size_t n, std::uint32_t step, std::uint32_t chunk, bool header) {
     try {
       if (header || !in_place_left) return from_left->read(data, n, timeout, [this] { return stop_reason(); });
       process_region at = left_region;
       from_left->read(&at.at, sizeof at.at, timeout, [this] { return stop_reason(); });
       if (const std::string why = copy_from_process(at, left_token, data, n); !why.empty())  // its process went?
-        throw collective_error(context + ": " + cause_of_hang_up("cannot copy step " + std::to_string(step) + " chunk " +
-                                                                 std::to_string(chunk) + " from " + who(left()) + "'s memory: " + why));
+        throw collective_error(cause_of_hang_up("cannot copy step " + std::to_string(step) + " chunk " + std::to_string(chunk) +
+                                                " from " + who(left()) + "'s memory: " + why));
     } catch (const link_error& e) {
       switch (e.reason) {
         case link_error::kind::timed_out:
-          throw collective_error(context + ": waited " + std::to_string(timeout.count()) + " ms for step " + std::to_string(step) +
+          throw collective_error("waited " + std::to_string(timeout.count()) + " ms for step " + std::to_string(step) +
                                  " chunk " + std::to_string(chunk) + " from " + who(left()) +
                                  (header ? ", which sent nothing" : ", which stopped sending it midway"));
-        case link_error::kind::stopped: throw collective_error(context + ": " + e.what());
+        case link_error::kind::stopped: throw collective_error(e.what());
         case link_error::kind::closed:
-          throw collective_error(context + ": " + cause_of_hang_up(who(left()) + " closed its data link"));
+          throw collective_error(cause_of_hang_up(who(left()) + " closed its data link"));
         case link_error::kind::failed:
-          throw collective_error(context + ": the data link from " + who(left()) + " failed: " + e.what());
+          throw collective_error("the data link from " + who(left()) + " failed: " + e.what());
       }
     }
   }
@@ -374,60 +340,42 @@ struct ring_state {
   // its float count, which is `expected` unless that is npos.
   std::size_t receive_header(const ring_op& op, std::uint32_t step, std::uint32_t chunk, std::size_t expected) {
     chunk_header h;
-    read_left(op, &h, sizeof h, step, chunk, true);
-    const std::string context = describe(op);
+    read_left(&h, sizeof h, step, chunk, true);
     if (h.kind != static_cast<std::uint8_t>(op.kind))
-      throw collective_error(context + ": " + who(left()) + " runs " + collective_kind_name(static_cast<collective_kind>(h.kind)) +
+      throw collective_error(who(left()) + " runs " + collective_kind_name(static_cast<collective_kind>(h.kind)) +
                              " as collective #" + std::to_string(h.collective) + ": the ranks called different collectives");
     if (h.collective != op.index || h.step != step || h.chunk != chunk || h.floats > max_chunk_floats)
-      throw collective_error(context + ": " + who(left()) + " sent chunk " + std::to_string(h.chunk) + " of step " +
+      throw collective_error(who(left()) + " sent chunk " + std::to_string(h.chunk) + " of step " +
                              std::to_string(h.step) + " of collective #" + std::to_string(h.collective) + ", this rank expected chunk " +
                              std::to_string(chunk) + " of step " + std::to_string(step) + " of #" + std::to_string(op.index) +
                              ": the ranks' collectives differ");
     if (expected != std::string::npos && h.floats != expected)
-      throw collective_error(context + ": " + who(left()) + " sent " + std::to_string(h.floats) + " floats for chunk " +
+      throw collective_error(who(left()) + " sent " + std::to_string(h.floats) + " floats for chunk " +
                              std::to_string(chunk) + " of step " + std::to_string(step) + ", this rank expected " +
                              std::to_string(expected) + ": the ranks' tensors differ in shape");
     return static_cast<std::size_t>(h.floats);
   }
 
-  // Note [ring collectives]: reduce-scatter (and then all-gather) of buf over segments of `unit`-float
-  // rows. This rank sends segment (rank - step + offset) and receives (rank - step - 1 + offset), mod size,
-  // so after size-1 steps it holds segment rank+1+offset complete (offset -1: its own shard).
+  // Note [ring collectives]: reduce-scatter (and then all-gather) of buf over segments of `unit`-float rows, as
+  // ring_reduce_schedule says; this moves the chunks and adds them.
   void ring_reduce(ring_op& op, float* buf, std::size_t units, std::size_t unit, int offset, bool then_gather) {
-    const int n = size;
-    const std::uint32_t steps = static_cast<std::uint32_t>((n - 1) * (then_gather ? 2 : 1));
-    const auto segment = [&](long s) {  // element range of segment s mod n
-      const auto [first, last] = shard_rows(units, static_cast<std::size_t>(n), static_cast<std::size_t>(((s % n) + n) % n));
-      return std::make_pair(first * unit, last * unit);
-    };
-    const auto chunks_of = [&](std::pair<std::size_t, std::size_t> range) {
-      return static_cast<std::uint32_t>((range.second - range.first + chunk_elements - 1) / chunk_elements);
-    };
-    if (steps == 0) return;
-    const auto first_send = segment(rank + offset);
-    for (std::uint32_t k = 0; k < chunks_of(first_send); ++k) {
-      const std::size_t b = first_send.first + k * chunk_elements, e = std::min(first_send.second, b + chunk_elements);
-      send(op, 0, k, buf + b, e - b);
-    }
+    const ring_reduce_schedule plan(rank, size, units, unit, chunk_elements, offset, then_gather);
+    for (const ring_chunk& c : plan.first_sends()) send(op, c.step, c.chunk, buf + c.begin, c.size());
     addend.resize(chunk_elements);
-    for (std::uint32_t s = 0; s < steps; ++s) {
-      const auto range = segment(long(rank) - long(s) - 1 + offset);
-      const bool reducing = s < static_cast<std::uint32_t>(n - 1);
-      for (std::uint32_t k = 0; k < chunks_of(range); ++k) {
-        const std::size_t b = range.first + k * chunk_elements, e = std::min(range.second, b + chunk_elements);
-        receive_header(op, s, k, e - b);
-        float* dst = buf + b;
-        if (reducing) {
-          read_left(op, addend.data(), (e - b) * sizeof(float), s, k, false);
+    for (std::uint32_t s = 0; s < plan.steps(); ++s) {
+      for (const ring_chunk& c : plan.receives(s)) {
+        receive_header(op, c.step, c.chunk, c.size());
+        float* dst = buf + c.begin;
+        if (plan.adds(s)) {
+          read_left(addend.data(), c.size() * sizeof(float), c.step, c.chunk, false);
           const float* g = addend.data();
-          for (std::size_t i = 0; i < e - b; ++i) dst[i] += g[i];
-          if (op.op == reduce_op::mean && s == static_cast<std::uint32_t>(n - 2))
-            for (std::size_t i = 0; i < e - b; ++i) dst[i] /= static_cast<float>(n);
+          for (std::size_t i = 0; i < c.size(); ++i) dst[i] += g[i];
+          if (op.op == reduce_op::mean && plan.completes(s))
+            for (std::size_t i = 0; i < c.size(); ++i) dst[i] /= static_cast<float>(size);
         } else {
-          read_left(op, dst, (e - b) * sizeof(float), s, k, false);
+          read_left(dst, c.size() * sizeof(float), c.step, c.chunk, false);
         }
-        if (s + 1 < steps) send(op, s + 1, k, dst, e - b);
+        if (plan.forwards(s)) send(op, s + 1, c.chunk, dst, c.size());
       }
     }
   }
@@ -456,15 +404,14 @@ struct ring_state {
         std::vector<std::shared_ptr<std::vector<float>>> received;
         pieces[static_cast<std::size_t>(rank)] = {op.in->data(), op.in->size()};
         if (size > 1) send(op, 0, 0, op.in->data(), op.in->size());
-        // Step s brings rank (rank - s - 1)'s piece, whole (one chunk), with its shape after the first
-        // axis known to match this rank's (checked below).
-        for (int s = 0; s + 1 < size; ++s) {
-          const int owner = (rank - s - 1 + 2 * size) % size;
-          const std::size_t n = receive_header(op, static_cast<std::uint32_t>(s), 0, std::string::npos);
+        // Step s brings rank ring_gather_owner's piece, whole (one chunk), with its shape after the first axis
+        // known to match this rank's (checked below).
+        for (std::uint32_t s = 0; s + 1 < static_cast<std::uint32_t>(size); ++s) {
+          const std::size_t n = receive_header(op, s, 0, std::string::npos);
           auto piece = std::make_shared<std::vector<float>>(n);
-          read_left(op, piece->data(), n * sizeof(float), static_cast<std::uint32_t>(s), 0, false);
-          if (s + 2 < size) send(op, static_cast<std::uint32_t>(s + 1), 0, piece->data(), n, piece);
-          pieces[static_cast<std::size_t>(owner)] = {piece->data(), n};
+          read_left(piece->data(), n * sizeof(float), s, 0, false);
+          if (ring_gather_forwards(size, s)) send(op, s + 1, 0, piece->data(), n, piece);
+          pieces[static_cast<std::size_t>(ring_gather_owner(rank, size, s))] = {piece->data(), n};
           received.push_back(std::move(piece));
         }
         const std::size_t row = op.in->dimension() == 0 ? 1 : op.in->size() / std::max<std::size_t>(op.in->shape()[0], 1);
@@ -473,7 +420,7 @@ struct ring_state {
         for (int r = 0; r < size; ++r) {
           const std::size_t floats = pieces[static_cast<std::size_t>(r)].second;
           if (row == 0 || floats % row != 0)
-            throw collective_error(describe(op) + ": " + who(r) + " sent " + std::to_string(floats) +
+            throw collective_error(who(r) + " sent " + std::to_string(floats) +
                                    " floats, not whole rows of " + std::to_string(row) + ": the ranks' shapes differ after the first axis");
           rows += floats / row;
         }
@@ -489,16 +436,13 @@ struct ring_state {
       case collective_kind::broadcast: {
         if (size == 1) return;
         float* buf = op.out->data();
-        const std::size_t n = op.out->size();
-        const std::uint32_t chunks = static_cast<std::uint32_t>((n + chunk_elements - 1) / chunk_elements);
-        const int position = (rank - op.root + size) % size;  // along the chain root -> root+1 -> ...
-        for (std::uint32_t k = 0; k < chunks; ++k) {
-          const std::size_t b = k * chunk_elements, e = std::min(n, b + chunk_elements);
-          if (position > 0) {
-            receive_header(op, 0, k, e - b);
-            read_left(op, buf + b, (e - b) * sizeof(float), 0, k, false);
+        const ring_broadcast_schedule plan(rank, size, op.root, op.out->size(), chunk_elements);
+        for (const ring_chunk& c : plan.chunks) {
+          if (plan.receives()) {
+            receive_header(op, c.step, c.chunk, c.size());
+            read_left(buf + c.begin, c.size() * sizeof(float), c.step, c.chunk, false);
           }
-          if (position + 1 < size) send(op, 0, k, buf + b, e - b);
+          if (plan.sends()) send(op, c.step, c.chunk, buf + c.begin, c.size());
         }
         return;
       }
@@ -559,7 +503,7 @@ struct ring_state {
       try {
         from_left->write(&done, sizeof done, timeout, stop);
       } catch (const link_error& e) {
-        throw collective_error(describe(op) + ": cannot tell " + who(left()) + " its chunks were taken: " + e.what());
+        throw collective_error("cannot tell " + who(left()) + " its chunks were taken: " + e.what());
       }
     }
     if (in_place_right) {
@@ -567,39 +511,11 @@ struct ring_state {
       try {
         to_right->read(&done, sizeof done, timeout, stop);
       } catch (const link_error& e) {
-        throw collective_error(describe(op) + ": " + who(right()) + " did not say it took this rank's chunks: " + e.what());
+        throw collective_error(who(right()) + " did not say it took this rank's chunks: " + e.what());
       }
       if (done != op.index)
-        throw collective_error(describe(op) + ": " + who(right()) + " says it took the chunks of collective #" +
+        throw collective_error(who(right()) + " says it took the chunks of collective #" +
                                std::to_string(done) + ": the ranks' collectives differ");
-    }
-  }
-
-  void serve() {
-    for (;;) {
-      std::shared_ptr<ring_op> op;
-      {
-        std::unique_lock lock(mutex);
-        work.wait(lock, [&] { return stopping || !queue.empty(); });
-        if (queue.empty()) return;
-        op = std::move(queue.front());
-        queue.pop_front();
-      }
-      std::string error;
-      try {
-        run(*op);
-        if (size > 1) answer_in_place(*op);
-      } catch (const collective_error& e) {
-        error = e.what();
-      } catch (const std::exception& e) {
-        error = describe(*op) + " failed: " + e.what();
-      }
-      // A failed collective leaves its peers' streams at an unknown place: the group cannot go on.
-      if (!error.empty()) failure->fail(error);
-      op->sending.wait_idle();  // the caller's tensors are its own again only once no write borrows them
-      op->kept.clear();
-      op->scratch = tensor();
-      op->finish(std::move(error));
     }
   }
 
@@ -608,21 +524,33 @@ struct ring_state {
       throw std::invalid_argument("group '" + name + "' " + collective_kind_name(kind) + " on rank " +
                                   std::to_string(rank) + ": the tensor is " + dtype_name(in.type()) + " " +
                                   shape_string(in.shape()) + ", collectives take float32");
-    auto op = std::make_shared<ring_op>();
+    if (!engine.started())
+      throw std::logic_error("group '" + name + "' rank " + std::to_string(rank) + ": connect() before any collective");
+    auto op = std::make_shared<ring_op>(*this);
     op->kind = kind;
     op->op = r;
     op->root = root;
     op->in = &in;
     op->out = &out;
-    std::lock_guard lock(mutex);
-    if (!connected)
-      throw std::logic_error("group '" + name + "' rank " + std::to_string(rank) + ": connect() before any collective");
-    op->index = next_index++;
-    queue.push_back(op);
-    work.notify_one();
-    return collective_handle(op);
+    return engine.submit(op);
   }
 };
+
+std::string ring_op::describe() const {
+  return "group '" + group.name + "' " + collective_kind_name(kind) + " #" + std::to_string(index) + " on rank " +
+         std::to_string(group.rank);
+}
+
+void ring_op::run() {
+  group.run(*this);
+  if (group.size > 1) group.answer_in_place(*this);
+}
+
+void ring_op::settle() {
+  sending.wait_idle();  // the caller's tensors are its own again only once no write borrows them
+  kept.clear();
+  scratch = tensor();
+}
 
 ring_group::ring_group(caf::actor_system& system, std::string name, int rank, int size, node_address listen,
                        std::chrono::milliseconds timeout, std::size_t chunk_bytes) {
@@ -682,19 +610,14 @@ void ring_group::open(caf::actor_system& system, std::string name, int rank, int
 }
 
 ring_group::~ring_group() {
-  {
-    std::lock_guard lock(state_->mutex);
-    state_->stopping = true;
-    state_->work.notify_all();
-  }
-  state_->closing = true;  // every wait of the links stops within 50 ms
+  // Every wait of the links stops within 50 ms; a pending collective fails.
+  state_->engine.stop("group '" + state_->name + "' was closed on rank " + std::to_string(state_->rank));
+  state_->closing = true;
   {
     std::lock_guard lock(state_->outbox_mutex);
     state_->outbox_work.notify_all();
   }
-  if (state_->communication.joinable()) state_->communication.join();
   if (state_->writer.joinable()) state_->writer.join();
-  for (auto& q : state_->queue) q->finish("group '" + state_->name + "' was closed before this collective ran");
   state_->to_right.reset();
   state_->from_left.reset();
   if (state_->transport) {
@@ -734,42 +657,60 @@ void ring_group::connect(const std::vector<node_address>& ranks) {
     const std::string them = "rank " + std::to_string(q) + " at " + a.text();
     caf::actor peer;
     std::string failure;
-    // Peers start in any order: a refused connection (or CAF's spurious timeout, Note [a fresh connection's
-    // first heartbeat]) is tried again until the deadline; a peer that hangs up during the handshake is up but
-    // speaks another transport (Note [ring security]): refused at once.
-    while (!peer) {
-      failure.clear();
-      bool disagree = false;
-      self->request(s.middleman, remaining(), caf::connect_atom::value, a.host, a.port)
-          .receive([&](caf::node_id&, caf::strong_actor_ptr& ptr,
-                       std::set<std::string>&) { peer = caf::actor_cast<caf::actor>(ptr); },
-                   [&](caf::error& e) {
-                     failure = s.system.render(e);
-                     disagree = e == caf::sec::disconnect_during_handshake;
-                   });
-      if (peer) break;
-      if (disagree)
-        throw collective_error("group '" + s.name + "' rank " + std::to_string(s.rank) + " cannot join " + them +
-                               ": it hung up during the handshake (" + failure +
-                               "): the ranks disagree on TLS (every rank needs a certificate signed by the same CA; "
-                               "or every rank insecure)");
-      if (clock_type::now() >= deadline)
-        throw collective_error("group '" + s.name + "' rank " + std::to_string(s.rank) + " cannot reach " + them +
-                               " within " + std::to_string(s.timeout.count()) + " ms" +
-                               (failure.empty() ? std::string(": it publishes no actor") : ": " + failure));
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
     std::string their_name;
     std::int32_t their_rank = -1, their_link_port = 0;
-    self->request(peer, remaining(), ring_hello_atom::value, s.name, static_cast<std::int32_t>(q),
-                  static_cast<std::int32_t>(s.rank), s.endpoint, static_cast<std::int32_t>(s.listener->port()))
-        .receive([&](std::string& n, std::int32_t r, std::int32_t link_port) {
-                   their_name = std::move(n), their_rank = r, their_link_port = link_port;
-                 },
-                 [&](caf::error& e) { failure = s.system.render(e); });
-    if (their_rank < 0)
-      throw collective_error("group '" + s.name + "' rank " + std::to_string(s.rank) + ": " + them +
-                             " did not answer as a group rank: " + failure);
+    while (their_rank < 0) {
+      // Peers start in any order: a refused connection (or CAF's spurious timeout, Note [a fresh connection's
+      // first heartbeat]) is tried again until the deadline; a peer that hangs up during the handshake is up but
+      // speaks another transport (Note [ring security]): refused at once.
+      while (!peer) {
+        failure.clear();
+        bool disagree = false;
+        self->request(s.middleman, remaining(), caf::connect_atom::value, a.host, a.port)
+            .receive([&](caf::node_id&, caf::strong_actor_ptr& ptr,
+                         std::set<std::string>&) { peer = caf::actor_cast<caf::actor>(ptr); },
+                     [&](caf::error& e) {
+                       failure = s.system.render(e);
+                       disagree = e == caf::sec::disconnect_during_handshake;
+                     });
+        if (peer) break;
+        if (disagree)
+          throw collective_error("group '" + s.name + "' rank " + std::to_string(s.rank) + " cannot join " + them +
+                                 ": it hung up during the handshake (" + failure +
+                                 "): the ranks disagree on TLS (every rank needs a certificate signed by the same "
+                                 "CA; or every rank insecure)");
+        if (clock_type::now() >= deadline)
+          throw collective_error("group '" + s.name + "' rank " + std::to_string(s.rank) + " cannot reach " + them +
+                                 " within " + std::to_string(s.timeout.count()) + " ms" +
+                                 (failure.empty() ? std::string(": it publishes no actor") : ": " + failure));
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      // Note [a hello sent again]: a hello can be lost without an error when CAF 0.17 drops one of two connections
+      // opened between the same two processes at once (other groups of theirs connect at the same moment); the
+      // 30 s wait then ran out (seen on a loaded 2-core machine: "did not answer as a group rank: request_timeout").
+      // A hello is answered the same however often it comes, so it is sent again every few seconds while the
+      // deadline lasts, over a new connection if its receiver went down.
+      bool again = false, reconnect = false;
+      self->request(peer, std::min(remaining(), hello_attempt), ring_hello_atom::value, s.name,
+                    static_cast<std::int32_t>(q), static_cast<std::int32_t>(s.rank), s.endpoint,
+                    static_cast<std::int32_t>(s.listener->port()))
+          .receive([&](std::string& n, std::int32_t r, std::int32_t link_port) {
+                     their_name = std::move(n), their_rank = r, their_link_port = link_port;
+                   },
+                   [&](caf::error& e) {
+                     failure = s.system.render(e);
+                     again = e == caf::sec::request_timeout;
+                     reconnect = e == caf::sec::request_receiver_down;
+                   });
+      if (their_rank >= 0) break;
+      if (!(again || reconnect) || clock_type::now() >= deadline)
+        throw collective_error("group '" + s.name + "' rank " + std::to_string(s.rank) + ": " + them +
+                               " did not answer as a group rank: " + failure);
+      if (reconnect) {
+        peer = caf::actor{};
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
     if (their_name != s.name || their_rank != q)
       throw collective_error("group '" + s.name + "' rank " + std::to_string(s.rank) + ": " + a.text() + " is rank " +
                              std::to_string(their_rank) + " of group '" + their_name + "', expected rank " +
@@ -791,10 +732,8 @@ void ring_group::connect(const std::vector<node_address>& ranks) {
     caf::anon_send(s.endpoint, ring_watch_atom::value, s.peers[static_cast<std::size_t>(q)],
                    "rank " + std::to_string(q) + " at " + ranks[static_cast<std::size_t>(q)].text());
   if (s.size > 1) open_links(clock_type::now() + s.timeout);  // the links' own wait: each peer is up by now
-  std::lock_guard lock(s.mutex);
-  s.connected = true;
-  s.communication = std::thread([st = state_.get()] { st->serve(); });
   if (s.size > 1) s.writer = std::thread([st = state_.get()] { st->write_chunks(); });
+  s.engine.start();
 }
 
 void ring_group::open_links(std::chrono::steady_clock::time_point deadline) {
@@ -865,7 +804,7 @@ collective_handle ring_group::broadcast(tensor& t, int root) {
 
 void ring_group::abort(const std::string& reason) {
   auto& s = *state_;
-  s.failure->fail("rank " + std::to_string(s.rank) + " aborted the group: " + reason);
+  s.engine.abort("rank " + std::to_string(s.rank) + " aborted the group: " + reason);
   for (auto& p : s.peers)
     if (p) caf::anon_send(p, ring_abort{s.rank, reason});
 }

@@ -29,12 +29,14 @@ struct ring_state;
 // segment travels in chunks of chunk_bytes, and a rank forwards a chunk as soon as it has added its share,
 // so a large tensor streams through the ring instead of waiting segment by segment. A segment is reduced
 // once and then copied, so every rank gets the same bits; the order of the sum is fixed by the ring (the
-// same on every run). A collective is run by the group's communication thread (Note [async collectives]),
+// same on every run). A collective is run by the group's communication thread (Note [communication thread]),
 // which reads the left neighbour's chunks and writes what a plain link takes at once of this rank's, while a
 // writer thread sends the rest in order (Note [writes without waiting] in network/data_link.hpp); each wait for a
 // peer's chunk is bounded by the timeout and names the peer; a peer whose process ends fails the group at
 // once (its data link hangs up; CAF's down message names why, heartbeats catch a silent one: actors/node.hpp).
 // A failed collective fails the group: the links' streams are then at no known place.
+// Which chunk each rank sends, receives, adds and forwards at each step is the schedule's
+// (collective/ring_schedule.hpp, tested without sockets); this group moves the bytes it names.
 //
 // Note [one copy in the ring]: between two ranks of one machine (a link whose two ends have one address) a chunk
 // need not cross loopback TCP, copied twice (2-3 GB/s here). When the links open, each sender offers its right

@@ -38,7 +38,7 @@ std::size_t window_start(std::uint64_t seed, std::size_t i, std::size_t tokens, 
 
 // Note [released windows]: a window read through a file's mapping leaves its pages mapped into the process,
 // and the kernel maps a page cache folio whole (up to 2 MiB) at a fault, so 800 random windows of a 2 GiB file
-// made 1.1 GiB resident (bench_token_memory). After copying a batch, the windows source of a mapped span
+// made 1.1 GiB resident (`bench_memory tokens`). After copying a batch, the windows source of a mapped span
 // therefore drops the mapping of the 2 MiB-aligned blocks it read (madvise MADV_DONTNEED: the pages stay in
 // the page cache, the next read maps them again), so resident memory stays that of a batch whatever the file's size.
 inline constexpr std::size_t released_block_bytes = std::size_t{2} << 20;

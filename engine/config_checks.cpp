@@ -17,6 +17,7 @@
 #include "engine/value_checks.hpp"
 #include "model/gpt_spec.hpp"
 #include "model/lr_schedule.hpp"
+#include "model/sequence_parallel.hpp"
 #include "plan/memory_model.hpp"
 #include "plan/mesh.hpp"
 #include "schedule/schedule_file.hpp"
@@ -218,6 +219,8 @@ std::optional<schedule> check_run_config(const run_config& o, const std::functio
   }
   check_collectives(o, warn);
   if (o.stages > 0) check_mesh(mesh_shape{o.mesh.data_parallel, o.stages, o.mesh.tensor_parallel});
+  if (o.mesh.sequence_parallel && o.mesh.tensor_parallel < 2)  // the model's blocks are checked as it is split
+    check_sequence_parallel({}, o.mesh.tensor_parallel);
   check_threads(o);
   if (!o.max_memory.empty()) parse_memory_size(o.max_memory);  // Note [memory budget]; names the text
   // The lr schedule against the run's steps where they are known now (else once the data is read: Note [lr

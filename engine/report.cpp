@@ -27,6 +27,7 @@ void report_run(const run_config& o, const train_plan& plan, const train_outcome
   out["stages"] = o.stages;
   out["data_parallel"] = o.mesh.data_parallel;
   out["tensor_parallel"] = o.mesh.tensor_parallel;
+  if (o.mesh.sequence_parallel) out["sequence_parallel"] = true;
   if (o.mesh.clip_grad_norm > 0.0f) out["clip_grad_norm"] = o.mesh.clip_grad_norm;
   out["dtype"] = dtype_name(plan.compute_dtype);
   out["recompute"] = recompute_mode_name(plan.model.recompute());

@@ -117,6 +117,10 @@ void for_each_config_key(run_config& c, const std::function<void(const config_ke
   key("tensor-parallel", &c.mesh.tensor_parallel,
       "ranks each replica's (or each stage's) Linear pairs are split over (column -> activation -> row)",
       whole_number_check(1, 256), mesh);
+  key("sequence-parallel", &c.mesh.sequence_parallel,
+      "with --tensor-parallel: the ranks divide the rows of the blocks between their split Linears (norms, residuals) "
+      "instead of each computing all of them (Note [sequence parallelism])",
+      any, mesh);
   key("max-memory", &c.max_memory,
       "what one process may hold, e.g. 2G or 512M; a plan predicted over it is refused before any step (Note [memory budget])",
       any, mesh);

@@ -7,6 +7,7 @@
 
 #include "engine/engine_parts.hpp"
 #include "model/tensor_parallel.hpp"
+#include "model/vocab_parallel.hpp"
 #include "plan/cores.hpp"
 #include "plan/memory_model.hpp"
 #include "plan/mesh.hpp"
@@ -30,6 +31,7 @@ pipeline_options pipeline_options_of(const run_config& o, const train_plan& plan
   p.log = plan.log;
   p.loss = o.loss;
   p.tensor_parallel = o.mesh.tensor_parallel;
+  p.sequence_parallel = o.mesh.sequence_parallel;
   p.clip_grad_norm = o.mesh.clip_grad_norm;
   p.threads = o.threads;  // Note [cores per rank]
   p.collectives = o.collectives == "auto" ? default_collective_backend()
@@ -72,7 +74,9 @@ std::vector<stage_memory> predicted_stage_memory(const run_config& o, train_plan
     try {
       std::vector<std::size_t> chunk_layers;
       for (const layer_range& r : ranges) chunk_layers.push_back(r.end - r.begin);
-      rank = tensor_parallel_rank(plan.model, chunk_layers, 0, T);
+      // Note [vocab-parallel]: as the pipeline decides it
+      const bool vocab = splits_vocabulary(plan.model.layer_specs(), o.loss, T) && !whole_batch_backward(planned);
+      rank = tensor_parallel_rank(plan.model, chunk_layers, 0, T, vocab, o.mesh.sequence_parallel);
     } catch (const std::invalid_argument&) {
     }
     if (rank) {

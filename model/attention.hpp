@@ -22,7 +22,7 @@ namespace ap {
 // its part. The heads of a group sit side by side in q (B*H, T, d), so one product takes a group's
 // g = H/K query heads against its one k: (g T, d) x (d, T), batched over the B K groups; P^T dO and dS^T q sum
 // dv and dk over the group's heads in the same products. K = H takes the very products of multi-head attention.
-//
+
 // Note [rotary positions]: rotary position embedding (RoPE) in the GPT-NeoX / LLaMA (Hugging Face) convention:
 // each head's q and k, after the QKV projection and before the scores, have their pairs (i, i + d/2), i < d/2,
 // rotated by the angle t base^(-2i/d) at position t (the position in the sequence, from 0), base 10000 by

@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "model/parallel_linear.hpp"
+#include "model/sequence_parallel.hpp"
 #include "random/seeded_random.hpp"
 #include "tensor/elementwise.hpp"
 
@@ -46,7 +48,8 @@ block::block(std::vector<std::unique_ptr<layer>> parts, bool residual) : parts_(
                                 std::to_string(*out) + ", but x + f(x) needs f to keep the width");
 }
 
-block::block(const block& other) : layer(other), residual_(other.residual_), recompute_(other.recompute_) {
+block::block(const block& other)
+    : layer(other), residual_(other.residual_), recompute_(other.recompute_), split_(other.split_) {
   for (const auto& p : other.parts_) parts_.push_back(p->clone());
 }
 
@@ -86,6 +89,14 @@ tensor block::forward_parts(const tensor& x, saved& s, const forward_context& ct
 }
 
 tensor block::forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const {
+  if (!split_.group) return forward_rows(x, cache, ctx);
+  check_float32(x, *this, "input");
+  tensor h = split_.scatter ? forward_rows(sequence_shard(x, *split_.group, describe()), cache, ctx)
+                            : forward_rows(x, cache, ctx);
+  return split_.gather ? sequence_gather(h, *split_.group) : h;
+}
+
+tensor block::forward_rows(const tensor& x, layer_cache& cache, const forward_context& ctx) const {
   saved& s = cache.emplace<saved>();
   s.dys.clear();
   s.input_done = false;
@@ -114,13 +125,60 @@ void block::backward_input(const tensor& dy, layer_cache& cache, tensor* dx) con
   backward_parts(dy, cache, dx, /*with_weights=*/false);
 }
 
+// Note [sequence parallelism]: the rows' dy from a whole one, and the whole dx from the rows'.
+void block::backward_parts(const tensor& dy, layer_cache& cache, tensor* dx, bool with_weights) const {
+  if (!split_.group) return backward_rows(dy, cache, dx, with_weights);
+  tensor mine = split_.gather ? sequence_shard(dy, *split_.group, describe()) : tensor{};
+  const tensor& d = split_.gather ? mine : dy;
+  tensor rows_dx;
+  tensor* into = split_.scatter && dx ? &rows_dx : dx;
+  if (with_weights)
+    summing_partial([&] { backward_rows(d, cache, into, true); });
+  else
+    backward_rows(d, cache, into, false);
+  if (into != dx) {
+    const tensor whole = sequence_gather(rows_dx, *split_.group);
+    accumulate_elementwise(*dx, whole.shape(), *this, [p = whole.data()](std::size_t i) { return p[i]; });
+  }
+}
+
+void block::summing_partial(const std::function<void()>& work) const {
+  std::vector<tensor*> grads;  // of the parts' parameters that every rank holds whole (the norms')
+  std::function<void(layer&)> collect = [&](layer& l) {
+    if (auto* b = dynamic_cast<block*>(&l)) {
+      for (std::size_t i = 0; i < b->size(); ++i) collect(b->part(i));
+    } else if (!dynamic_cast<tensor_parallel_layer*>(&l)) {
+      for (parameter& p : l.parameters("")) grads.push_back(p.grad);
+    }
+  };
+  for (const auto& p : parts_) collect(*p);
+  std::vector<tensor> before;
+  std::size_t total = 0;
+  for (tensor* g : grads) before.push_back(*g), total += g->size();
+  work();
+  if (total == 0) return;
+  tensor added = tensor::from_shape({total});
+  float* a = added.data();
+  for (std::size_t i = 0; i < grads.size(); ++i) {
+    const float *now = grads[i]->data(), *was = before[i].data();
+    for (std::size_t k = 0; k < grads[i]->size(); ++k) *a++ = now[k] - was[k];
+  }
+  split_.group->all_reduce(added).wait();
+  a = added.data();
+  for (std::size_t i = 0; i < grads.size(); ++i) {
+    float* now = grads[i]->data();
+    const float* was = before[i].data();
+    for (std::size_t k = 0; k < grads[i]->size(); ++k) now[k] = was[k] + *a++;
+  }
+}
+
 // Each part's fused backward, so a part that overlaps its collective with its weight gradients does so
 // (Note [overlapped backward]); the inner dy's are kept as backward_input keeps them.
 void block::backward(const tensor& dy, layer_cache& cache, tensor* dx) {
   backward_parts(dy, cache, dx, /*with_weights=*/true);
 }
 
-void block::backward_parts(const tensor& dy, layer_cache& cache, tensor* dx, bool with_weights) const {
+void block::backward_rows(const tensor& dy, layer_cache& cache, tensor* dx, bool with_weights) const {
   saved& s = cache.get<saved>(*this);
   if (s.recompute) {  // Note [recomputation]: the forward again, from the kept input, into fresh caches
     forward_parts(s.x, s, s.ctx);
@@ -160,6 +218,15 @@ void block::backward_parts(const tensor& dy, layer_cache& cache, tensor* dx, boo
 }
 
 void block::backward_weight(const tensor& dy, layer_cache& cache) {
+  if (split_.group) {  // Note [sequence parallelism]
+    tensor mine = split_.gather ? sequence_shard(dy, *split_.group, describe()) : tensor{};
+    const tensor& d = split_.gather ? mine : dy;
+    return summing_partial([&] { weights_of_rows(d, cache); });
+  }
+  weights_of_rows(dy, cache);
+}
+
+void block::weights_of_rows(const tensor& dy, layer_cache& cache) {
   saved& s = cache.get<saved>(*this);
   if (!s.input_done)
     throw std::invalid_argument(describe() + " backward_weight: run backward_input first (it stashes the inner dy's)");

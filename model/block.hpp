@@ -18,9 +18,11 @@
 // backward cannot join recomputing blocks (nothing to join); the stage refuses it naming the layer.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
+#include "collective/process_group.hpp"
 #include "model/layer.hpp"
 #include "model/layer_spec.hpp"
 
@@ -82,6 +84,15 @@ class block final : public layer {
   void set_recompute(bool on) override { recompute_ = on; }  // Note [recomputation]
   bool recomputes() const override { return recompute_; }
 
+  // Note [sequence parallelism] in model/sequence_parallel.hpp, set by enable_sequence_parallel: the block runs
+  // on `group`'s rows, and sums its norms' gradients (the parameters of its parts that are not split) over it.
+  struct sequence_split {
+    std::shared_ptr<process_group> group;  // null: whole rows
+    bool scatter = false;                  // the input is whole: take this rank's rows (a run's first block)
+    bool gather = false;                   // all-gather the output (a run's last block)
+  };
+  void set_sequence_split(sequence_split split) { split_ = std::move(split); }
+
   bool residual() const { return residual_; }
   std::size_t size() const { return parts_.size(); }
   const layer& part(std::size_t i) const { return *parts_.at(i); }
@@ -92,10 +103,17 @@ class block final : public layer {
   void backward_parts(const tensor& dy, layer_cache& cache, tensor* dx, bool with_weights) const;
   // The parts' forward from x into s.parts: f(x), before the residual.
   tensor forward_parts(const tensor& x, saved& s, const forward_context& ctx) const;
+  // forward and backward_parts on the rows the block holds (this rank's, with a sequence split).
+  tensor forward_rows(const tensor& x, layer_cache& cache, const forward_context& ctx) const;
+  void backward_rows(const tensor& dy, layer_cache& cache, tensor* dx, bool with_weights) const;
+  void weights_of_rows(const tensor& dy, layer_cache& cache);
+  // Runs `work`, which adds to the gradients of the parts' unsplit parameters, and sums what it added over the group.
+  void summing_partial(const std::function<void()>& work) const;
 
   std::vector<std::unique_ptr<layer>> parts_;
   bool residual_;
   bool recompute_ = false;  // Note [recomputation]
+  sequence_split split_;
 };
 
 // The factory of the kinds "block" and "residual": builds each part with make_layer; errors name the

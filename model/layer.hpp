@@ -46,7 +46,7 @@ struct forward_context {
 // cache.get<saved>(*this) in backward, which checks that a forward of this layer kind filled it and says
 // so otherwise. A holder rather than a `std::unique_ptr<saved_state>&` in every signature: a caller writes
 // `layer_cache c;` without knowing the layer's type, and the checks live in one place.
-//
+
 // Note [joined caches]: the synchronous backward (Note [sync-backward] in schedule/schedule.hpp) runs one
 // backward over the whole batch from the caches of its microbatches' forwards. join_rows builds, from the
 // saved states of forwards over consecutive row ranges (`parts`, this one first, in row order), what one
@@ -115,33 +115,23 @@ std::unique_ptr<saved_state> join_row_fields(const std::vector<const saved_state
 // zeros of the input's shape (accumulate_into); a set one must have that shape. dx == nullptr means the
 // caller needs no input gradient (the model's first layer on the first stage): a plain layer then does
 // nothing, a block still runs its parts' backward_input for what its backward_weight needs.
-//
-// Note [compute dtype]: how a model trains in bfloat16 (`train --dtype bf16`,
-// pipeline_options::compute_dtype). There is one place a layer learns its compute dtype: set_compute_dtype, called by
-// sequential::set_compute_dtype on every layer (a block passes it to its parts); clone() and slices keep it,
-// and a node gets it in the stage_spec. In bfloat16:
-//   - what crosses a layer boundary is a bfloat16 value: Sequential rounds every activation and input
-//     gradient between its layers to bfloat16 values (round_to_compute_dtype); a block does the same between
-//     its parts. The tensors stay float32, holding bfloat16 values, so a layer that knows nothing of dtypes
-//     still works, and rounding where a pipeline cuts the model is the same whether the value then crosses a
-//     stage (as a bfloat16 tensor, which the next stage's Sequential widens: exact) or the next layer in the
-//     same process (pipeline == single process, bit for bit, tests/test_pipeline_bf16.cpp). The model's own
-//     input (data, or token ids a bfloat16 could not hold) and the loss gradient enter as they are;
-//   - Linear multiplies bfloat16 inputs (x, dy, and a bfloat16 copy of its weights, remade when the weights
-//     change: tensor::version; kept widened where bf16 products widen, Note [bf16 weights kept widened] in
-//     linear.cpp) with float32 accumulation and float32 outputs (tensor/matmul.hpp);
-//   - what a layer stashes for its backward is held in bfloat16 (Linear's x, ReLU/Tanh/Sigmoid's y, GELU's
-//     and LayerNorm's x, Dropout's keep flags, attention's q, k, v and probabilities): half the activation
-//     memory, and no loss for inputs that are bfloat16 values already (all but the first layer's input, data
-//     the GEMM takes rounded, and Tanh's and Sigmoid's y, rounded like their output). Attention multiplies
-//     its bfloat16 q, k, v, probabilities, dO and dS the same way (batched_gemm's bfloat16 overload);
-//   - what stays float32: the master weights, gradient accumulation (dweight += in float32), the optimizer
-//     and its state, biases, LayerNorm's statistics (mean, rstd: computed and kept in float32), element-wise
-//     math, the residual sum, and the loss (softmax and cross-entropy on the float32 output of the model's
-//     last layer, which is not rounded).
-// The model's output and the dx a Sequential returns are not rounded here: in a pipeline the stage sends them
-// to the next stage as bfloat16 (the same rounding), and the model's last output goes to the loss in float32.
-//
+
+// Note [compute dtype]: how a model trains in bfloat16 (`train --dtype bf16`, pipeline_options::compute_dtype).
+// A layer learns its compute dtype in one place, set_compute_dtype (sequential::set_compute_dtype calls it on every
+// layer, a block on its parts; clones, slices and a node's stage_spec keep it). In bfloat16:
+//   - what crosses a layer boundary is a bfloat16 value: Sequential (and a block) rounds every activation and
+//     input gradient between layers (round_to_compute_dtype), in float32 tensors, so a layer that knows nothing
+//     of dtypes still works, and a pipeline's cut rounds as the next layer would (pipeline == one process, bit
+//     for bit: tests/test_pipeline_bf16.cpp). The model's input and the loss gradient enter as they are;
+//   - Linear and attention multiply bfloat16 operands (and a bfloat16 copy of the weights, remade when they
+//     change) with float32 accumulation and outputs (tensor/matmul.hpp);
+//   - stashes are bfloat16 (Linear's x, the activations' y or x, LayerNorm's x, dropout's flags, attention's
+//     q, k, v and probabilities): half the activation memory, lossless for values already bfloat16;
+//   - float32 stays for the master weights, gradient accumulation, the optimizer and its state, biases,
+//     LayerNorm's statistics, element-wise math, the residual sum and the loss on the model's float32 output.
+// The output and dx a Sequential returns are not rounded here: a stage sends them to the next as bfloat16 (the
+// same rounding), and the model's last output goes to the loss in float32.
+
 // Note [backward split]: backward_input accumulates dx only; backward_weight accumulates the parameter
 // gradients only (zero-bubble schedules run it later). backward() is both. Both get the same dy and the
 // same cache. backward_input runs first: it may stash in the cache what backward_weight needs (a block

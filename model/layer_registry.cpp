@@ -23,6 +23,7 @@
 #include "model/swiglu.hpp"
 #include "model/tanh.hpp"
 #include "model/token_embedding.hpp"
+#include "model/vocab_parallel.hpp"
 
 namespace ap {
 
@@ -84,8 +85,17 @@ void register_builtin_kinds(registry& r) {
       },
       pairs);
   register_layer_kind("column_linear", [](const layer_spec& s) -> std::unique_ptr<layer> {
-    s.expect_fields_and_options(2, "column_linear:IN:OUT[:BLOCKS|:W1+W2+...][:std=S][:bias=0|1]", {"std", "bias"}, 3);
+    s.expect_fields_and_options(2, "column_linear:IN:OUT[:BLOCKS|:W1+W2+...][:std=S][:bias=0|1][:tie=LAYER][:vocab=0|1]",
+                                {"std", "bias", "tie", "vocab"}, 3);
+    head_options head;
+    if (const auto v = s.option("tie")) head.tie = static_cast<std::size_t>(parse_seed(*v, s.text));
+    if (const auto v = s.option("vocab")) {
+      if (*v != "0" && *v != "1") throw std::invalid_argument("bad layer spec '" + s.text + "': vocab must be 0 or 1");
+      head.vocabulary = *v == "1";
+    }
     if (s.positional_fields() == 3 && s.fields[2].find('+') != std::string::npos) {  // Note [shard blocks]: unequal
+      if (head.vocabulary || head.tie)
+        throw std::invalid_argument("bad layer spec '" + s.text + "': a vocabulary head or a tied weight is one block");
       std::vector<std::size_t> widths;
       std::size_t sum = 0;
       for (const std::string& w : split_fields(s.fields[2], '+')) widths.push_back(parse_width(w, s.text)), sum += widths.back();
@@ -95,7 +105,7 @@ void register_builtin_kinds(registry& r) {
       return std::make_unique<column_parallel_linear>(s.width(0), widths, parse_init_options(s));
     }
     return std::make_unique<column_parallel_linear>(s.width(0), s.width(1), s.positional_fields() == 3 ? s.width(2) : 1,
-                                                    parse_init_options(s));
+                                                    parse_init_options(s), head);
   });
   register_layer_kind("row_linear", [](const layer_spec& s) {
     s.expect_fields_and_options(2, "row_linear:IN:OUT[:std=S][:bias=0|1]", {"std", "bias"});
@@ -126,6 +136,10 @@ void register_builtin_kinds(registry& r) {
   register_layer_kind("embedding", [](const layer_spec& s) {
     s.expect_fields_and_options(2, "embedding:VOCABULARY:DIM[:std=S]", {"std"});
     return std::make_unique<token_embedding>(s.width(0), s.width(1), parse_init_options(s).std);
+  });
+  register_layer_kind("vocab_embedding", [](const layer_spec& s) {  // Note [vocab-parallel]
+    s.expect_fields_and_options(2, "vocab_embedding:VOCABULARY:DIM[:std=S]", {"std"});
+    return std::make_unique<vocab_parallel_embedding>(s.width(0), s.width(1), parse_init_options(s).std);
   });
   register_layer_kind("position", [](const layer_spec& s) {
     s.expect_fields_and_options(2, "position:CONTEXT:DIM[:std=S]", {"std"});

@@ -109,7 +109,7 @@ column_parallel_linear::pending_dx head_parallel_attention::start_backward_input
                                                                                 tensor* dx) const {
   saved& s = cache.get<saved>(*this);
   const std::size_t batch = s.heads.q.shape()[0] / local_heads_, t = s.heads.q.shape()[1];
-  check_dy_shape(dy, {batch, t, dim_}, *this);
+  check_dy_shape(dy, proj_.output_shape({batch, t, dim_}), *this);
   tensor dmerged;  // (B, T, w): this rank's heads, no collective
   proj_.backward_input(dy, s.proj, &dmerged);
   attention_heads_backward(dmerged, {local_heads_, local_kv_heads_, init_.rope}, s.heads, s.dqkv);

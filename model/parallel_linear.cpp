@@ -7,6 +7,7 @@
 
 #include "collective/shard.hpp"
 #include "model/linear.hpp"
+#include "model/sequence_parallel.hpp"
 #include "tensor/elementwise.hpp"
 #include "tensor/matmul.hpp"
 
@@ -63,11 +64,11 @@ std::vector<std::pair<std::size_t, std::size_t>> whole_blocks(const std::vector<
   return held;
 }
 
-// The shard of `width` that rank `group` holds; refuses a width the group's size does not divide.
+// The shard of `width` that rank `group` holds; refuses a width the group's size does not divide, unless `uneven`.
 std::pair<std::size_t, std::size_t> split(const layer& who, std::size_t width, const char* what,
-                                          const process_group& group) {
+                                          const process_group& group, bool uneven = false) {
   const auto size = static_cast<std::size_t>(group.size());
-  if (width % size != 0)
+  if (uneven ? width < size : width % size != 0)
     throw std::invalid_argument(who.describe() + " cannot split its " + std::to_string(width) + " " + what +
                                 " over " + std::to_string(size) + " tensor-parallel ranks of group '" +
                                 group.name() + "': " + std::to_string(size) + " does not divide " +
@@ -85,13 +86,16 @@ shard_layout::shard_layout(int along, const std::vector<std::size_t>& block_leng
 
 // ---- column_parallel_linear ----
 
-column_parallel_linear::column_parallel_linear(std::size_t in, std::size_t out, std::size_t blocks, init_options init)
-    : in_(in), out_(out), widths_(equal_widths(out, blocks)), init_(init), held_(whole_blocks(widths_)),
+column_parallel_linear::column_parallel_linear(std::size_t in, std::size_t out, std::size_t blocks, init_options init,
+                                               head_options head)
+    : in_(in), out_(out), widths_(equal_widths(out, blocks)), init_(init), head_(head), held_(whole_blocks(widths_)),
       weight_(zeros({in, out})), bias_(zeros({out})), dweight_(zeros({in, out})), dbias_(zeros({out})) {
   if (in == 0 || out == 0) throw std::invalid_argument("ColumnParallelLinear needs positive widths, got " + describe());
   if (widths_.empty())
     throw std::invalid_argument(describe() + ": " + std::to_string(blocks) + " column blocks do not divide its " +
                                 std::to_string(out) + " outputs");
+  if ((head.vocabulary || head.tie) && blocks != 1)
+    throw std::invalid_argument(describe() + ": a vocabulary head or a tied weight is one block of columns");
 }
 
 column_parallel_linear::column_parallel_linear(std::size_t in, const std::vector<std::size_t>& block_widths,
@@ -124,19 +128,21 @@ std::string blocks_text(const std::vector<std::size_t>& widths) {
 std::string column_parallel_linear::describe() const {
   const std::string blocks = blocks_text(widths_);
   return "ColumnParallelLinear(" + std::to_string(in_) + "->" + std::to_string(out_) +
-         (widths_.size() <= 1 ? "" : " in " + blocks + " blocks") + ")" + shard_text(group_);
+         (widths_.size() <= 1 ? "" : " in " + blocks + " blocks") + (head_.vocabulary ? ", vocabulary" : "") + ")" +
+         shard_text(group_);
 }
 
 std::string column_parallel_linear::spec() const {
   return "column_linear:" + std::to_string(in_) + ":" + std::to_string(out_) +
-         (widths_.size() <= 1 ? "" : ":" + blocks_text(widths_)) + init_options_text(init_);
+         (widths_.size() <= 1 ? "" : ":" + blocks_text(widths_)) + init_options_text(init_) +
+         (head_.tie ? ":tie=" + std::to_string(*head_.tie) : "") + (head_.vocabulary ? ":vocab=1" : "");
 }
 
 void column_parallel_linear::join_group(std::shared_ptr<process_group> group) {
   if (group_) throw std::logic_error(describe() + " already joined group '" + group_->name() + "'");
   std::vector<std::pair<std::size_t, std::size_t>> held;
   for (std::size_t w : widths_)
-    held.push_back(split(*this, w, widths_.size() == 1 ? "output columns" : "columns per block", *group));
+    held.push_back(split(*this, w, widths_.size() == 1 ? "output columns" : "columns per block", *group, head_.vocabulary));
   weight_ = columns(weight_, widths_, held);
   bias_ = columns(bias_, widths_, held);
   held_ = std::move(held);
@@ -145,8 +151,14 @@ void column_parallel_linear::join_group(std::shared_ptr<process_group> group) {
   group_ = std::move(group);
 }
 
+void column_parallel_linear::set_sequence_parallel(bool on) {
+  if (on && (!group_ || head_.vocabulary || head_.tie))
+    throw std::logic_error(describe() + ": sequence parallelism needs a group, and a layer that is no head");
+  sequence_ = on;
+}
+
 void column_parallel_linear::initialize(std::uint64_t seed) {
-  linear whole(in_, out_, init_);  // the same weights as Linear with this seed, then this rank's slice
+  linear whole(in_, out_, init_, head_.tie);  // the same weights as Linear with this seed, then this rank's slice
   whole.initialize(seed);
   const auto p = whole.parameters("");
   weight_ = columns(*p[0].value, widths_, held_);
@@ -165,11 +177,13 @@ tensor column_parallel_linear::forward_keeping(const tensor& x, tensor* owned, l
   if (cols(x) != in_)
     throw std::invalid_argument(describe() + " takes " + std::to_string(in_) + " features, got input of shape " +
                                 shape_string(x));
-  const std::size_t n = rows(x), w = width();
-  tensor y = tensor::from_shape(with_last_axis(x, w));  // (rows, w)
-  gemm_bias(n, w, in_, x.data(), weight_.data(), bias_.data(), y.data());  // Note [bias in the product]
+  const std::size_t w = width();
+  const tensor gathered = sequence_ ? sequence_gather(x, *group_) : tensor{};  // Note [sequence parallelism]
+  const tensor& in = sequence_ ? gathered : x;
+  tensor y = tensor::from_shape(with_last_axis(in, w));  // (rows, w)
+  gemm_bias(rows(in), w, in_, in.data(), weight_.data(), bias_.data(), y.data());  // Note [bias in the product]
   saved& s = cache.emplace<saved>();
-  stash_input(s.x, x, owned);
+  stash_input(s.x, x, owned);  // on sequence shards, this rank's rows only
   return y;
 }
 
@@ -177,7 +191,11 @@ column_parallel_linear::pending_dx column_parallel_linear::start_backward_input(
                                                                               tensor* dx) const {
   const tensor& x = cache.get<saved>(*this).x;
   const std::size_t w = width();
-  check_dy_shape(dy, with_last_axis(x, w), *this);
+  const shape_t x_shape = sequence_ ? sequence_whole_shape(x.shape(), static_cast<std::size_t>(group_->size())) : x.shape();
+  shape_t y_shape = x_shape;
+  if (y_shape.empty()) y_shape.push_back(w);
+  y_shape.back() = w;
+  check_dy_shape(dy, y_shape, *this);
   pending_dx pending;
   if (!dx) return pending;
   if (!group_) {  // as Linear: straight into dx
@@ -187,9 +205,14 @@ column_parallel_linear::pending_dx column_parallel_linear::start_backward_input(
     return pending;
   }
   // Only the partial dx is summed over the ranks: what dx already holds is whole on every rank.
-  pending.partial = tensor::from_shape(shape_of(x));  // (rows, in)
+  pending.partial = tensor::from_shape(x_shape);  // (rows, in)
   gemm(false, true, rows(dy), in_, w, 1.0f, dy.data(), weight_.data(), 0.0f, pending.partial.data());
-  pending.sum = group_->all_reduce(pending.partial);
+  if (sequence_) {  // Note [sequence parallelism]: this rank's rows of the sum
+    pending.shape = x.shape();
+    pending.sum = start_sequence_reduce_scatter(pending.partial, pending.rows, *group_);
+  } else {
+    pending.sum = group_->all_reduce(pending.partial);
+  }
   pending.dx = dx;
   return pending;
 }
@@ -205,8 +228,9 @@ column_parallel_linear::pending_dx::~pending_dx() {
 void column_parallel_linear::finish_backward_input(pending_dx& pending) const {
   if (!pending.dx) return;
   pending.sum.wait();
-  accumulate_elementwise(*pending.dx, pending.partial.shape(), *this,
-                         [p = pending.partial.data()](std::size_t i) { return p[i]; });
+  if (!pending.shape.empty()) pending.rows.reshape(pending.shape);
+  const tensor& sum = pending.shape.empty() ? pending.partial : pending.rows;
+  accumulate_elementwise(*pending.dx, sum.shape(), *this, [p = sum.data()](std::size_t i) { return p[i]; });
   pending.dx = nullptr;
 }
 
@@ -222,7 +246,9 @@ void column_parallel_linear::backward(const tensor& dy, layer_cache& cache, tens
 }
 
 void column_parallel_linear::backward_weight(const tensor& dy, layer_cache& cache) {
-  const tensor& x = cache.get<saved>(*this).x;
+  const tensor& kept = cache.get<saved>(*this).x;
+  const tensor gathered = sequence_ ? sequence_gather(kept, *group_) : tensor{};  // Note [sequence parallelism]
+  const tensor& x = sequence_ ? gathered : kept;
   const std::size_t w = width();
   check_dy_shape(dy, with_last_axis(x, w), *this);
   gemm(true, false, in_, w, rows(dy), 1.0f, x.data(), dy.data(), 1.0f, dweight_.data());
@@ -260,6 +286,11 @@ void row_parallel_linear::join_group(std::shared_ptr<process_group> group) {
   group_ = std::move(group);
 }
 
+void row_parallel_linear::set_sequence_parallel(bool on) {
+  if (on && !group_) throw std::logic_error(describe() + ": sequence parallelism needs a group");
+  sequence_ = on;
+}
+
 void row_parallel_linear::initialize(std::uint64_t seed) {
   linear whole(in_, out_, init_);
   whole.initialize(seed);
@@ -282,18 +313,38 @@ tensor row_parallel_linear::forward_keeping(const tensor& x, tensor* owned, laye
     throw std::invalid_argument(describe() + " takes " + std::to_string(w) + " features" +
                                 (group_ ? " (its shard of " + std::to_string(in_) + ")" : std::string()) +
                                 ", got input of shape " + shape_string(x));
-  const std::size_t n = rows(x);
   tensor y = tensor::from_shape(with_last_axis(x, out_));  // (rows, out)
-  gemm(false, false, n, out_, w, 1.0f, x.data(), weight_.data(), 0.0f, y.data());
-  if (group_) group_->all_reduce(y).wait();  // the ranks' partial products, summed in rank order
-  add_to_rows(y.data(), n, bias_.data(), out_);
+  gemm(false, false, rows(x), out_, w, 1.0f, x.data(), weight_.data(), 0.0f, y.data());
+  if (sequence_) {  // Note [sequence parallelism]: this rank's rows of the sum
+    const shape_t mine = sequence_shard_shape(y.shape(), static_cast<std::size_t>(group_->size()), describe());
+    tensor sum;
+    start_sequence_reduce_scatter(y, sum, *group_).wait();
+    sum.reshape(mine);
+    y = std::move(sum);
+  } else if (group_) {
+    group_->all_reduce(y).wait();  // the ranks' partial products, summed in rank order
+  }
+  add_to_rows(y.data(), rows(y), bias_.data(), out_);
   saved& s = cache.emplace<saved>();
   stash_input(s.x, x, owned);
   return y;
 }
 
-void row_parallel_linear::backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const {
-  const tensor& x = cache.get<saved>(*this).x;
+shape_t row_parallel_linear::output_shape(const shape_t& whole) const {
+  return sequence_ ? sequence_shard_shape(whole, static_cast<std::size_t>(group_->size()), describe()) : whole;
+}
+
+const tensor& row_parallel_linear::whole_dy(const tensor& dy, saved& s) const {
+  if (!sequence_) return dy;
+  if (!s.dy) s.dy = sequence_gather(dy, *group_);  // Note [sequence parallelism]
+  return *s.dy;
+}
+
+void row_parallel_linear::backward_input(const tensor& dy_given, layer_cache& cache, tensor* dx) const {
+  saved& s = cache.get<saved>(*this);
+  const tensor& x = s.x;
+  s.dy.reset();  // a new backward: gather this one's dy
+  const tensor& dy = whole_dy(dy_given, s);
   check_dy_shape(dy, with_last_axis(x, out_), *this);
   if (!dx) return;
   bool fresh = false;
@@ -301,11 +352,14 @@ void row_parallel_linear::backward_input(const tensor& dy, layer_cache& cache, t
   gemm(false, true, rows(dy), last_ - first_, out_, 1.0f, dy.data(), weight_.data(), fresh ? 0.0f : 1.0f, pdx);
 }
 
-void row_parallel_linear::backward_weight(const tensor& dy, layer_cache& cache) {
-  const tensor& x = cache.get<saved>(*this).x;
+void row_parallel_linear::backward_weight(const tensor& dy_given, layer_cache& cache) {
+  saved& s = cache.get<saved>(*this);
+  const tensor& x = s.x;
+  const tensor& dy = whole_dy(dy_given, s);
   check_dy_shape(dy, with_last_axis(x, out_), *this);
   gemm(true, false, last_ - first_, out_, rows(dy), 1.0f, x.data(), dy.data(), 1.0f, dweight_.data());
   if (init_.bias) add_column_sums(dy.data(), rows(dy), out_, dbias_.data());  // Note [row-block sums]
+  s.dy.reset();
 }
 
 std::vector<parameter> row_parallel_linear::parameters(const std::string& prefix) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -23,7 +24,7 @@ namespace ap {
 // the pair's input and output, and dx of its input, are whole and the same on every rank. Widths split
 // evenly: T must divide the width it splits (Megatron's rule), else join_group refuses naming both.
 // backward_input must return its dx (Note [backward split]), so it waits for its all-reduce at once.
-//
+
 // Note [overlapped backward]: seed 004's "compute never waits on communication" for tensor parallelism. The
 // forward's all-reduce (the row layer's partial outputs) feeds the very next operation, the bias and then the
 // residual or layer norm, so the forward waits for it at once. In the backward the
@@ -34,7 +35,7 @@ namespace ap {
 // same around its QKV projection, with its output projection's weight gradients too, and a block passes the
 // fused backward to its parts. The bits are those of backward_input then backward_weight: the same
 // operations on the same values, in another order in time only.
-//
+
 // Note [shard blocks]: a fused weight is made of equal blocks side by side (attention's QKV weight: the q, k
 // and v columns, each D wide), and a rank needs its shard of every block (its heads' q, k and v columns), not
 // one contiguous slice of the whole. A shard_layout says so: the axis is cut into `blocks` equal blocks, each
@@ -73,10 +74,19 @@ class tensor_parallel_layer {
 // shard r of each block, side by side (the fused QKV projection of head_parallel_attention: 3 blocks).
 // Blocks of unequal widths are given by their widths (Note [shard blocks]); its spec then writes them as its
 // BLOCKS field joined by '+' ("column_linear:16:32:16+8+8").
+//
+// As a language model's head (`vocabulary`, spec option ":vocab=1", Note [vocab-parallel] in
+// model/vocab_parallel.hpp) its outputs are the vocabulary, split by shard_rows however T divides it, and its
+// output shard is the loss's input; ":tie=I" ties its weight to layer I's embedding as Linear's does.
+struct head_options {
+  bool vocabulary = false;           // ":vocab=1"
+  std::optional<std::size_t> tie;    // ":tie=I"
+};
 class column_parallel_linear final : public layer, public tensor_parallel_layer {
  public:
   // `init`: Linear's options (Note [layer options] in model/layer_spec.hpp), spelled as Linear spells them.
-  column_parallel_linear(std::size_t in, std::size_t out, std::size_t blocks = 1, init_options init = {});
+  column_parallel_linear(std::size_t in, std::size_t out, std::size_t blocks = 1, init_options init = {},
+                         head_options head = {});
   column_parallel_linear(std::size_t in, const std::vector<std::size_t>& block_widths, init_options init = {});
 
   std::string describe() const override;
@@ -104,9 +114,12 @@ class column_parallel_linear final : public layer, public tensor_parallel_layer 
     tensor partial;  // (rows, in): this rank's partial dx, summed in place by the group
     collective_handle sum;
     tensor* dx = nullptr;
+    tensor rows;           // on sequence shards: this rank's rows of the sum (reduce-scattered), of shape `shape`
+    shape_t shape;
     pending_dx() = default;
     pending_dx(pending_dx&& other) noexcept
-        : partial(std::move(other.partial)), sum(std::move(other.sum)), dx(std::exchange(other.dx, nullptr)) {}
+        : partial(std::move(other.partial)), sum(std::move(other.sum)), dx(std::exchange(other.dx, nullptr)),
+          rows(std::move(other.rows)), shape(std::move(other.shape)) {}
     pending_dx& operator=(pending_dx&&) = delete;
     // A sum still in flight (an exception between start and finish) is waited for: the group writes into
     // `partial` until then (Note [async collectives]).
@@ -120,7 +133,13 @@ class column_parallel_linear final : public layer, public tensor_parallel_layer 
   std::string spec() const override;
   void initialize(std::uint64_t seed) override;
   double flops_per_row() const override { return 2.0 * double(in_) * double(out_); }
+  std::optional<std::size_t> tied_to() const override { return head_.tie; }
+  // The first output column this rank holds (0 until it joins a group).
+  std::size_t first_column() const { return held_.front().first; }
   void join_group(std::shared_ptr<process_group> group) override;
+  // Note [sequence parallelism] in model/sequence_parallel.hpp: the input is this rank's rows, all-gathered before
+  // the product (and again for the weight gradient); dx is reduce-scattered. After join_group; not for a head.
+  void set_sequence_parallel(bool on);
   std::vector<sharded_value> sharded_values() const override {
     if (!group_) return {};
     if (!init_.bias) return {{&weight_, {1, widths_}}};
@@ -133,8 +152,10 @@ class column_parallel_linear final : public layer, public tensor_parallel_layer 
   std::size_t in_, out_;
   std::vector<std::size_t> widths_;  // the blocks' widths, summing to out_
   init_options init_;
+  head_options head_;
   std::vector<std::pair<std::size_t, std::size_t>> held_;  // the columns this rank holds of each block: [first, last)
   std::shared_ptr<process_group> group_;  // null: not split
+  bool sequence_ = false;                 // Note [sequence parallelism]
   tensor weight_;   // (in, width)
   tensor bias_;     // (width)
   tensor dweight_;  // (in, width)
@@ -153,8 +174,9 @@ class row_parallel_linear final : public layer, public tensor_parallel_layer {
   std::optional<std::size_t> out_features() const override { return out_; }
 
   struct saved : saved_state {
-    tensor x;  // (rows, last - first): this rank's shard of the input
-    std::size_t bytes() const override { return x.byte_size(); }
+    tensor x;   // (rows, last - first): this rank's shard of the input
+    std::optional<tensor> dy;  // on sequence shards: every row's dy, gathered by backward_input for backward_weight
+    std::size_t bytes() const override { return x.byte_size() + (dy ? dy->byte_size() : 0); }
     std::unique_ptr<saved_state> join_rows(const std::vector<const saved_state*>& parts) const override {
       return join_row_fields<saved>(parts, {&saved::x});  // Note [joined caches]
     }
@@ -173,6 +195,11 @@ class row_parallel_linear final : public layer, public tensor_parallel_layer {
   std::vector<sharded_value> sharded_values() const override {
     return group_ ? std::vector<sharded_value>{{&weight_, {0}}} : std::vector<sharded_value>{};
   }
+  // Note [sequence parallelism] in model/sequence_parallel.hpp: the output is reduce-scattered to this rank's rows
+  // (before the bias), and dy, this rank's rows, all-gathered. After join_group.
+  void set_sequence_parallel(bool on);
+  // The shape of this rank's output where the whole output has shape `whole`: its rows on sequence shards.
+  shape_t output_shape(const shape_t& whole) const;
 
  private:
   tensor forward_keeping(const tensor& x, tensor* owned, layer_cache& cache) const;  // keeps *owned, else copies x
@@ -180,6 +207,8 @@ class row_parallel_linear final : public layer, public tensor_parallel_layer {
   init_options init_;
   std::size_t first_ = 0, last_;  // the input rows of W (columns of x) this rank holds: [first_, last_)
   std::shared_ptr<process_group> group_;  // null: not split
+  bool sequence_ = false;                 // Note [sequence parallelism]
+  const tensor& whole_dy(const tensor& dy, saved& s) const;  // dy of every row: gathered, or kept by backward_input
   tensor weight_;   // (last - first, out)
   tensor bias_;     // (out): whole on every rank
   tensor dweight_;  // (last - first, out)

@@ -89,7 +89,7 @@ column_parallel_linear::pending_dx parallel_swiglu_mlp::start_backward_input(con
   saved& s = cache.get<saved>(*this);
   shape_t shape = shape_of(s.a);
   shape.back() = dim_;
-  check_dy_shape(dy, shape, *this);
+  check_dy_shape(dy, down_.output_shape(shape), *this);
   tensor dh;  // (rows, h): this rank's units, no collective
   down_.backward_input(dy, s.down, &dh);
   s.da = swiglu_gate_backward(s.a, dh);

@@ -53,6 +53,12 @@ class parallel_swiglu_mlp final : public layer, public tensor_parallel_layer {
   // Refuses a T that does not divide the hidden width, naming the layer, the width, T and the group.
   void join_group(std::shared_ptr<process_group> group) override;
   std::vector<sharded_value> sharded_values() const override;
+  // Note [sequence parallelism] in model/sequence_parallel.hpp: takes and gives this rank's rows (its two
+  // projections gather and scatter them). After join_group.
+  void set_sequence_parallel(bool on) {
+    gate_up_.set_sequence_parallel(on);
+    down_.set_sequence_parallel(on);
+  }
 
  private:
   saved& start_forward(const tensor& x, layer_cache& cache) const;

@@ -9,6 +9,7 @@
 #include "model/block.hpp"
 #include "model/layer_registry.hpp"
 #include "model/layer_spec.hpp"
+#include "model/sequence_parallel.hpp"
 
 namespace ap {
 
@@ -44,10 +45,16 @@ std::vector<std::string> megatron_mlp_specs(const std::vector<std::string>& spec
   return out;
 }
 
-std::vector<std::string> tensor_parallel_specs(const std::vector<std::string>& specs) {
+std::vector<std::string> tensor_parallel_specs(const std::vector<std::string>& specs, vocabulary_split vocab) {
   std::vector<std::string> out = megatron_mlp_specs(specs);
+  if (vocab.head && !out.empty() && parse_layer_spec(out.back()).kind == "linear")
+    out.back() = as_kind(out.back(), parse_layer_spec(out.back()), "column_linear") + ":vocab=1";
   for (std::string& text : out) {
     const layer_spec s = parse_layer_spec(text);
+    if (vocab.embeddings && s.kind == "embedding") {
+      text = as_kind(text, s, "vocab_embedding");
+      continue;
+    }
     const tensor_parallel_traits traits = tensor_parallel_traits_of(s.kind);
     if (!traits.split_kind.empty()) {
       text = as_kind(text, s, traits.split_kind);
@@ -127,14 +134,16 @@ std::size_t join_tensor_parallel(sequential& model, const std::shared_ptr<proces
   return layers.size();
 }
 
-sequential tensor_parallel_rank(const sequential& model, const std::vector<std::size_t>& chunk_layers, int rank, int T) {
+sequential tensor_parallel_rank(const sequential& model, const std::vector<std::size_t>& chunk_layers, int rank, int T,
+                                bool split_vocabulary, bool split_sequence) {
   std::vector<std::string> specs;
   std::size_t begin = 0;
   for (std::size_t n : chunk_layers) {
     if (begin + n > model.size())
       throw std::invalid_argument("tensor_parallel_rank: chunks of " + std::to_string(begin + n) + " layers, the model has " +
                                   std::to_string(model.size()));
-    for (std::string& s : tensor_parallel_specs(model.slice(begin, begin + n).layer_specs())) specs.push_back(std::move(s));
+    const vocabulary_split vocab{split_vocabulary, split_vocabulary && begin + n == model.size()};
+    for (std::string& s : tensor_parallel_specs(model.slice(begin, begin + n).layer_specs(), vocab)) specs.push_back(std::move(s));
     begin += n;
   }
   if (begin != model.size())
@@ -143,7 +152,9 @@ sequential tensor_parallel_rank(const sequential& model, const std::vector<std::
   sequential mine = sequential::from_layer_specs(specs, model.first_index());
   mine.set_compute_dtype(model.compute_dtype());
   mine.set_recompute(model.recompute());
-  join_tensor_parallel(mine, std::make_shared<lone_rank_group>("tensor-parallel rank " + std::to_string(rank), rank, T));
+  const auto group = std::make_shared<lone_rank_group>("tensor-parallel rank " + std::to_string(rank), rank, T);
+  join_tensor_parallel(mine, group);
+  if (split_sequence) enable_sequence_parallel(mine, group, chunk_layers);
   return mine;
 }
 

@@ -34,7 +34,13 @@ std::vector<std::string> megatron_mlp_specs(const std::vector<std::string>& spec
 // costs exactly 2 all-reduces forward (the two row-wise projections) and 2 backward (the dx of the two
 // column-wise ones). The embeddings, the final LayerNorm and the LM head (a last Linear with no partner)
 // stay whole, computed alike by every rank.
-std::vector<std::string> tensor_parallel_specs(const std::vector<std::string>& specs);
+// With `vocab` (Note [vocab-parallel] in model/vocab_parallel.hpp): every embedding splits its tokens, and with
+// `vocab.head` a last Linear left whole becomes the vocabulary-split head.
+struct vocabulary_split {
+  bool embeddings = false;
+  bool head = false;  // the list ends the model: its last Linear is the LM head
+};
+std::vector<std::string> tensor_parallel_specs(const std::vector<std::string>& specs, vocabulary_split vocab = {});
 
 // Every layer of `model`, blocks' parts included (depth first, in order), that is a tensor-parallel layer.
 std::vector<tensor_parallel_layer*> tensor_parallel_layers(sequential& model);
@@ -59,7 +65,10 @@ std::size_t join_tensor_parallel(sequential& model, const std::shared_ptr<proces
 // after a forward are exactly the rank's: the memory model measures a tensor-parallel stage's stash and weights
 // on it, per rank, instead of bounding them from the whole layers. Its outputs are not the model's (the
 // reductions are skipped): for shapes and bytes only. Throws std::invalid_argument for a width T does not divide.
-sequential tensor_parallel_rank(const sequential& model, const std::vector<std::size_t>& chunk_layers, int rank, int T);
+// With `split_vocabulary` its embeddings and its last chunk's head hold the rank's tokens (Note [vocab-parallel]);
+// with `split_sequence` each chunk's runs of blocks hold the rank's rows (Note [sequence parallelism]).
+sequential tensor_parallel_rank(const sequential& model, const std::vector<std::size_t>& chunk_layers, int rank, int T,
+                                bool split_vocabulary = false, bool split_sequence = false);
 
 // How each sharded parameter value of `model` is cut (Note [shard blocks]), by value pointer or by
 // parameter name ("3.0.1.qkv.weight" -> columns in 3 blocks); absent: whole on every rank.

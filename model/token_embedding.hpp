@@ -38,4 +38,12 @@ class token_embedding final : public layer {
   tensor dweight_;  // (vocabulary, dim)
 };
 
+// The rows of the token ids `x` (batch, sequence) in `table`, which holds rows [first, first + rows(table)) of a
+// table of `vocabulary` rows: (batch, sequence, dim), zeros for an id held elsewhere (Note [vocab-parallel] in
+// model/vocab_parallel.hpp). Throws naming `who` and the position of the first id not an integer in [0, vocabulary).
+tensor embedding_rows(const layer& who, const tensor& x, const tensor& table, std::size_t first, std::size_t vocabulary);
+// dtable[id - first] += dy's row of every id `ids` holds within dtable's rows, in row order (Note [embedding
+// gradient by token]).
+void add_embedding_gradient(const tensor& ids, const tensor& dy, tensor& dtable, std::size_t first);
+
 }  // namespace ap

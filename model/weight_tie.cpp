@@ -42,9 +42,11 @@ std::vector<weight_tie> weight_ties(sequential& model, bool whole) {
 
 namespace {
 
-// Whether `b` has `a`'s shape transposed (2-D); false for the same shape; throws for any other.
+// Whether `b` is `a` transposed: true for matrices, which must have transposed shapes (a square one too: a tied
+// shard of a split vocabulary may be square, Note [vocab-parallel]); false for tensors of one shape and another rank
+// (a step count); throws for any other.
 bool transposed_shapes(const tensor& a, const tensor& b) {
-  if (shape_of(a) == shape_of(b)) return false;
+  if (a.dimension() != 2 && shape_of(a) == shape_of(b)) return false;
   if (a.dimension() != 2 || b.dimension() != 2 || a.shape()[0] != b.shape()[1] || a.shape()[1] != b.shape()[0])
     throw std::invalid_argument("a tied weight's gradient of shape " + shape_string(b) + " cannot be added to one of shape " +
                                 shape_string(a));

@@ -33,11 +33,11 @@ struct weight_tie {
 // std::invalid_argument naming both layers otherwise.
 std::vector<weight_tie> weight_ties(sequential& model, bool whole = false);
 
-// into += from, or into += from^T when `from` has into's shape transposed (2-D); throws std::invalid_argument
-// for any other shape.
+// into += from^T for matrices (their shapes transposed, square ones too), into += from for other tensors of one
+// shape; throws std::invalid_argument for any other shapes.
 void add_tied(tensor& into, const tensor& from);
 
-// a and b both become a + b (b transposed where its shape is a's transposed), in one pass.
+// a and b both become a + b (b transposed, as add_tied), in one pass.
 void sum_tied(tensor& a, tensor& b);
 
 // Every tie of `ties` whose two weights are both in `params`: both gradients become their sum.

@@ -108,7 +108,7 @@ tls_context::tls_context(const transport_security& s, const std::string& who) {
   // body, at most 16 KB), and a 1 MB ring chunk took 128 reads. With it, one read fills up to 256 KB of records.
   // OpenSSL then holds bytes the socket no longer signals, so must_read_more asks for any it holds (SSL_has_pending),
   // and CAF's read loop goes on until they are used or a record is incomplete (which the socket will complete).
-  // bench_allreduce, our ring over TLS, 2 processes, without / with, alternating twice, bus GB/s at 1-64 MB:
+  // `bench_network allreduce`, our ring over TLS, 2 processes, without / with, alternating twice, bus GB/s at 1-64 MB:
   // 0.18 / 0.27 / 0.41 / 0.32 / 0.35 / 0.39 / 0.41 and 0.18 / 0.22 / 0.35 / 0.39 / 0.33 / 0.38 / 0.33 against
   // 0.25 / 0.31 / 0.43 / 0.35 / 0.41 / 0.39 / 0.42 and 0.22 / 0.25 / 0.27 / 0.47 / 0.35 / 0.41 / 0.40.
   SSL_CTX_set_read_ahead(ctx_, 1);

@@ -15,36 +15,20 @@
 
 namespace ap {
 
-// Note [automatic configuration]
-// A configuration is the run's mesh: a single process (stages 0) or a pipeline (P >= 2 stages, m
-// microbatches, a schedule, chunks per stage, a partition), D data-parallel replicas, T tensor-parallel ranks
-// and t intra-op threads per compute rank. The candidates are every configuration whose ranks fit the cores
-// with their threads, no two ranks sharing a core (P x D x T x t <= cores):
-// - t and D are powers of two or all the cores, D divides the batch, T is one the model splits over;
-// - P runs from 2 to the model's blocks (whole blocks: Note [whole blocks]), m is P, 2P, 4P or 8P (at most a
-//   replica's batch), the schedule GPipe, 1F1B, ZB-H1, or interleaved with 2 chunks per stage, and the
-//   partition balances the measured time;
-// - recomputation of blocks is tried only under a budget (without one it only costs) and for a model that
-//   has blocks.
-// Each is predicted from costs measured on this machine, once per microbatch size and thread count:
-// - a pipeline's step is the schedule simulated with its stages' layer costs (each action also paying
-//   `hop_s`, the estimated cost of a message between two stages), plus the largest stage's gradient
-//   all-reduce among the D replicas and its optimizer step (the whole model's, measured, times the stage's
-//   share of the parameters);
-// - a single process's step is the sum of its layer costs, the gradient all-reduce among the replicas and
-//   the optimizer step;
-// - with T ranks, a layer that holds tensor-parallel parts computes 1/T of its measured time and pays an
-//   all-reduce of its output for each part that reduces (row-parallel Linear and attention forward,
-//   column-parallel Linear and attention backward), measured among T threads; its memory is counted whole
-//   (an upper bound);
-// - all-reduces are charged in full, as if none overlapped the backward (a pessimistic figure for D).
-// The memory of a candidate is the memory model's (Note [memory model]) for the whole process, which is what
-// --max-memory bounds (Note [memory budget]): a single process counts as one stage holding every layer with its
-// replica's whole batch in flight, D replicas D times, and T ranks their stage's weights once and its stash
-// once each. The fastest candidates come first.
-// `actorpipe train --auto` prints the best few, runs the first of them for a few steps each (Note [auto
-// trials] in engine/auto_choice.cpp), trains with the fastest, and after training compares its prediction with
-// the measured step (predicted_step_check).
+// Note [automatic configuration]: a configuration is the run's mesh: one process (stages 0) or a pipeline (P >= 2
+// stages, m microbatches, a schedule, chunks per stage, a partition), D replicas, T tensor-parallel ranks and t
+// threads per rank, with P x D x T x t <= cores. Candidates: t and D powers of two or all the cores, D dividing
+// the batch, T one the model splits over; P from 2 to the model's blocks (Note [whole blocks]), m in P, 2P, 4P, 8P,
+// GPipe, 1F1B, ZB-H1 or interleaved with 2 chunks, the partition balancing measured time; block recomputation
+// only under a memory budget. Each is predicted from costs measured on this machine:
+// - a pipeline's step: its schedule simulated on the stages' layer costs (each action paying `hop_s`, a message
+//   between stages), plus the largest stage's all-reduce among the D replicas and its optimizer step;
+// - one process's step: its layer costs, the all-reduce and the optimizer step;
+// - with T ranks a split layer costs 1/T of its time plus an all-reduce per reducing part, measured among T
+//   threads; all-reduces are charged in full, as if none overlapped the backward.
+// Its memory is the memory model's (Note [memory model]) for the whole process, what --max-memory bounds (Note
+// [memory budget]). `train --auto` prints the best few, runs the first few for a few steps each (Note [auto
+// trials] in engine/auto_choice.cpp), trains with the fastest and checks its prediction (predicted_step_check).
 struct mesh_config {
   int stages = 0;  // 0: one process computes every layer, no pipeline
   int microbatches = 1;
@@ -77,31 +61,20 @@ struct auto_candidate {
 // The estimated cost of one message between two stages of this process (a mailbox hop and a wake-up).
 inline constexpr double default_hop_s = 50e-6;
 
-// Note [auto on nodes]
-// With `train --auto --nodes A,B,...` the stages go on the nodes: the candidates are pipelines only (the
-// coordinator computes no layer), from one stage up, with D replicas, T ranks and t threads, placed as the
-// pipeline places them (replica d's stage s on node (d x P + s) mod N: node_of) and fitting each machine's
-// cores: the nodes sharing a host share its cores (Note [cores on nodes]), so on every machine its ranks x t
-// are at most its cores. A node started with `--threads` fixes t. What the nodes report, each in its
-// handshake's answer: its machine's cores and its fixed threads (actors/node_probe.hpp).
-// The costs are this machine's, as without nodes, with three differences:
-// - a layer's costs at more threads than this machine has are its costs on all of them, scaled down by the
-//   ratio (an estimate: engine/auto_choice.cpp);
-// - a message between stages on two nodes costs the largest activation crossing a chunk boundary: a line
-//   through two round trips of a tensor to the first node (latency + bytes x seconds per byte), `link_s` from
-//   `link_bytes` up, measured on a data link as activations of 64 KB or more between nodes travel (Note
-//   [activations on data links]), below it `network_s`, measured over CAF's connection, which the coordinator's
-//   messages and small activations take; between two nodes of one host `copy_s` where it was timed, as such a
-//   tensor is copied once out of its sender's memory (Note [one copy on one machine]);
-// - the coordinator is another process: the last stage waits for each microbatch's loss gradient (its output
-//   there and the gradient back, added to its backward), and each step pays the first microbatch's input and
-//   two bare messages (the step's start, the stages' answers);
-// - the replicas of a stage on several nodes all-reduce as a ring, 2 (D - 1) messages of 1/D of its gradients
-//   each (`link_s`: the ring's chunks go on data links, Note [data links]; `copy_s` when their nodes share a host,
-//   Note [one copy in the ring]), and through shared memory (`allreduce_s`) when they all share one node.
-// Memory is per node, as --max-memory bounds it there (Note [memory budget]): the stages each node hosts. The
-// coordinator's trials (Note [auto trials]) run on the nodes themselves, so what the estimates miss, the
-// trials measure.
+// Note [auto on nodes]: with `train --auto --nodes A,B,...` the candidates are pipelines only (the coordinator
+// computes no layer), from one stage up, placed as the pipeline places them (replica d's stage s on node
+// (d x P + s) mod N: node_of), each machine's ranks x t within its cores (nodes of one host share them, Note
+// [cores on nodes]; a node's --threads fixes t). Each node reports its cores and fixed threads in its handshake
+// (actors/node_probe.hpp). The costs are this machine's, except:
+// - more threads than this machine has: its costs on all of them, scaled down by the ratio (an estimate);
+// - a message between stages on two nodes: the largest activation crossing a chunk boundary, on a line through
+//   two measured round trips (`link_s` on a data link from `link_bytes` up, Note [activations on data links];
+//   `network_s` over CAF below it; `copy_s` between nodes of one host, Note [one copy on one machine]);
+// - the coordinator is another process: the last stage waits for each loss gradient, each step pays the first
+//   input and two bare messages;
+// - replicas on several nodes all-reduce as a ring, 2 (D - 1) messages of 1/D of the gradients (`link_s`, or
+//   `copy_s` on one host), or through shared memory (`allreduce_s`) on one node.
+// Memory is per node (Note [memory budget]). The trials run on the nodes, so they measure what this misses.
 struct auto_node {
   std::string host;  // as in --nodes: nodes with the same host share its machine's cores
   int cores = 1;     // its machine's

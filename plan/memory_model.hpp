@@ -16,36 +16,19 @@ namespace ap {
 
 // Note [memory model]: a stage holds its parameters' values and gradients (float32 masters: 4 + 4 bytes a
 // parameter), its optimizer's state (optimizer_state_bytes a parameter) and its stash. The stash follows the
-// stage's own action order, which alone decides it (timing does not): a forward adds its chunk's stash per
-// microbatch (what each of the chunk's layers keeps for its backward, measured on one microbatch with the
-// layer costs: recomputing blocks and bf16 stashes count as they are), and the action that ends the activation
-// (B, or W after an I) takes it away; the peak of that walk is the stage's. Between its I and its W a
-// zero-bubble schedule's microbatch holds what the layers keep after their backward_input instead (their caches
-// then, a block's inner dy's among them, and each layer's dy, kept for the W: layer_cost::input_held_bytes,
-// measured with the stash). Exact for GPipe, 1F1B, ZB-H1 and interleaved chunks (tested against the stages'
-// measured peak; ZB-H1 was 0.72x stage 1's measured peak for the 4-layer GPT on 2 stages before the I's
-// holdings were counted), and with tensor-parallel ranks, each predicted on its own layers (Note
-// [tensor-parallel memory] in model/tensor_parallel.hpp; before, bounded from the whole stage).
-// The workspace: the most one action holds at once besides the stash (its input in flight, its output or dx,
-// its temporaries: a Linear's dW before it is added, an attention's scores), the largest of the stage's layers',
-// each measured with the layer costs as the process's tensor bytes rose (Note [tensor bytes]). It comes on top
-// of the stage's peak stash, since a backward runs there. The weight copies: what the layers keep from step to
-// step beside their parameters (layer::derived_bytes: a bfloat16 Linear's rounded weights, 2 bytes a weight, or
-// 4 where bf16 products widen, Note [bf16 weights kept widened] in model/linear.cpp). Each layer makes its copy
-// in its first forward, so the layer costs take it out of that forward's workspace; when the
-// model counted it only there, for the stage's largest layer: the 16-layer GPT in bf16 on 2 stages held 30 MB
-// more tensors than predicted (105%) once the copies were widened.
-// Against the process: `train` prints what building and training grew its tensors' peak and its resident peak
-// (VmHWM) by, beside the prediction: every stage here (D replicas of it; the pipeline's own model holds no
-// weights meanwhile, Note [weights on demand], and train's lets its gradients go first, Note [one copy of the
-// gradients]); without stages, what training adds to the replicas (optimizer state, stash, workspace). Measured
-// from after the layer costs, once the heap's free pages went back (return_free_memory: a block freed before,
-// reused at no resident cost, would hide what the pipeline adds). On eleven meshes of the heavy MLP and the
-// 4-layer GPT (one process, D, T, pipelines with GPipe, 1F1B, ZB-H1, with D and T: docs/performance.md) the
-// resident growth is 0.93-1.05x the prediction. Before the workspace was counted, while the pipelines kept
-// their own copies of the weights, a tensor-parallel stage its chunks' whole weights beside the ranks' shards
-// (stage_compute.hpp) and every layer's cache lived until the whole backward was done (Note [caches go with
-// their backward] in model/sequential.cpp), it was 1.2-1.7x.
+// stage's own action order, which alone decides it: a forward adds its chunk's stash per microbatch (what each
+// layer keeps for its backward, measured on one microbatch with the layer costs, recomputation and bf16 as they
+// are), and the action that ends the activation (B, or W after an I) takes it away; between an I and its W a
+// microbatch holds what the layers keep after backward_input (layer_cost::input_held_bytes). The peak of that walk
+// is exact for GPipe, 1F1B, ZB-H1 and interleaved chunks, and for tensor-parallel ranks, each predicted on its own
+// layers (Note [tensor-parallel memory] in model/tensor_parallel.hpp).
+// On top: the workspace, the most one action holds besides the stash (its input in flight, its output or dx, its
+// temporaries), the largest of the stage's layers' as measured (Note [tensor bytes]); and the weight copies a
+// layer keeps between steps (layer::derived_bytes: a bfloat16 Linear's rounded weights, Note [bf16 weights kept
+// widened] in model/linear.cpp), which the layer costs take out of their first forward's workspace.
+// `train` prints its tensors' and resident growth beside the prediction, measured from after the layer costs
+// once free pages went back to the system (return_free_memory); on eleven meshes the resident growth is
+// 0.93-1.05x the prediction (docs/performance.md, "The memory model").
 struct stage_memory {
   std::uint64_t parameters = 0, gradients = 0, optimizer_state = 0;  // bytes
   std::uint64_t stash = 0;      // bytes at the stage's peak

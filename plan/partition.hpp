@@ -19,7 +19,7 @@ namespace ap {
 // uniform split counts whole blocks, and a GPT's embeddings and head are blocks: its 16-layer model on 4 stages
 // got 3, 5, 5 and 3 transformer blocks, and on the 16-core machine the stages were busy 593 / 1,050 / 1,046 /
 // 606 ms a step. By parameters each stage holds 4 blocks, the embeddings on the first and the head on the last,
-// as Megatron-Core places them (with ZB-H1: 6,086 -> 10,310 tokens/s, docs/performance.md). The library's
+// as Megatron-Core places them (4 stages x 4 threads with ZB-H1: 10,310 tokens/s, docs/performance.md). The library's
 // pipeline_options keeps uniform when given no split: a program states its own.
 enum class partition_method { uniform, parameters, time };
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Single-process speed, an older commit against this tree, in one run: builds bench_single_process at OLD
-# (default 93921da, before the oneDNN core) in a temporary worktree, then alternates old / new 1 thread /
-# new every core, REPEATS times each, and prints the medians and ratios. Needs ./scripts/build.sh first.
+# Single-process speed, an older commit against this tree, in one run: builds the single-process benchmark at OLD
+# (default 93921da, before the oneDNN core: bench_single_process there, `bench_ops step` since) in a temporary
+# worktree, then alternates old / new 1 thread / new every core, REPEATS times each, and prints the medians and
+# ratios (the JSON lines of both have the same fields). Needs ./scripts/build.sh first.
 #   scripts/bench_old_vs_new.sh [OLD_COMMIT] [REPEATS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,11 +12,13 @@ work=$(mktemp -d /tmp/actorpipe-old-XXXXXX)
 trap 'git worktree remove --force "$work/src" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 git worktree add -q --detach "$work/src" "$old"
 cmake -S "$work/src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$work/build" -j"$(nproc)" --target bench_single_process >/dev/null
+old_cmd=("$work/build/bench/bench_single_process"); old_target=bench_single_process
+[ -f "$work/src/bench/bench_single_process.cpp" ] || { old_cmd=("$work/build/bench/bench_ops" step); old_target=bench_ops; }
+cmake --build "$work/build" -j"$(nproc)" --target "$old_target" >/dev/null
 for i in $(seq "$repeats"); do
-  "$work/build/bench/bench_single_process" > "$work/old-$i.txt"
-  ./build/bench/bench_single_process --threads 1 > "$work/new1-$i.txt"
-  ./build/bench/bench_single_process --threads "$(nproc)" > "$work/newall-$i.txt"
+  "${old_cmd[@]}" > "$work/old-$i.txt"
+  ./build/bench/bench_ops step --threads 1 > "$work/new1-$i.txt"
+  ./build/bench/bench_ops step --threads "$(nproc)" > "$work/newall-$i.txt"
   echo "round $i done, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 done
 python3 - "$work" <<'PY'

@@ -5,7 +5,7 @@
 #   scripts/device_bundle.sh [PROGRAM...]      (default: build/cli/actorpipe and build/bench/*)
 # Then, on that machine (with .device copied along):
 #   bash .device/unpack && .device/ap train ...         (.device/ap runs build/cli/actorpipe)
-#   AP_BIN=bench_gpt .device/ap --steps 10              (any packed program by name)
+#   AP_BIN=bench_ops .device/ap gpt --steps 10          (any packed program by name, then its mode)
 # Data: --data .device/data/fmnist (the 10k test images, also as the training set), --text .device/data/fortunes.
 # Peer: where python3 has PyTorch, .device/torch_cpu_bench.py measures it on the same models.
 set -euo pipefail

@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
-# Issues 20 and 21's many-core figures in one call of a lent machine (docs/performance.md, "Cores, measured on a
-# 16-core machine"): device time is short (15 minutes a session, each start costing minutes), so the whole sweep is
-# one command of at most 530 s (SWEEP_SECONDS) that writes each part's output under OUT as it goes; a part that
-# runs past its limit is cut (`timeout`, and what it started is killed) and the next one starts. Needs the bundle
-# of scripts/device_bundle.sh in .device/.
+# The many-core figures in one command on a lent machine (docs/performance.md, "Cores, measured on a 16-core
+# machine"): such a machine is lent for minutes, each start costing minutes, so the whole sweep is one command of at
+# most 530 s (SWEEP_SECONDS) that writes each part's output under OUT as it goes; a part that runs past its limit is
+# cut (`timeout`, and what it started is killed) and the next one starts. Needs the bundle of
+# scripts/device_bundle.sh in .device/.
 #
 #   here:      ./scripts/build.sh && scripts/device_bundle.sh
 #   device:    run with carry [".device"]:  scripts/sweep_16_cores.sh "$OUT"   (it unpacks the bundle)
 #
 # What it measures, in order of need (every part prints its own table and JSON line):
-#   1. bench_scaling of the ranks with several threads each (P x threads, D x threads, T x threads), which
+#   1. bench_scaling (its sweep) of the ranks with several threads each (P x threads, D x threads, T x threads), which
 #      were measured beside an idle OpenMP team (Note [idle teams] in tensor/compute.hpp), and the
 #      single process on every core beside them: the heavy MLP, the 4-layer and the 16-layer GPT;
-#   2. the nodes' figure: 4 node processes of 4 threads against 4 stages of 4 threads in one process;
+#   2. the nodes' figure (bench_network): 4 node processes of 4 threads against 4 stages of 4 threads in one process;
 #   3. PyTorch on the same models and splits of the cores (where python3 has torch);
-#   4. bench_ops at 1 and all threads (each op's parallel efficiency).
+#   4. bench_ops (its ops) at 1 and all threads (each op's parallel efficiency).
 set -uo pipefail
 out="${1:?usage: scripts/sweep_16_cores.sh OUT_DIR}"
 mkdir -p "$out"

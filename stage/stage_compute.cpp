@@ -6,7 +6,12 @@
 #include "checkpoint/checkpoint.hpp"
 #include "collective/process_group.hpp"
 #include "model/grad_clip.hpp"
+#include "model/sequence_parallel.hpp"
 #include "model/tensor_parallel.hpp"
+#include "model/vocab_parallel.hpp"
+#include "collective/shard.hpp"
+#include "model/layer_spec.hpp"
+#include "tensor/elementwise.hpp"
 
 namespace ap {
 
@@ -47,11 +52,14 @@ void stage_compute::build_ranks() {
   group_ = std::make_unique<local_group>("tensor-parallel stage " + std::to_string(stage_), T, timeout_);
   layouts_.clear();
   split_layers_.clear();
+  sequence_blocks_ = 0;
   for (int r = 0; r < T; ++r) {
     std::vector<sequential> mine;
     std::shared_ptr<process_group> member(group_->member(r));
     for (const chunk_architecture& whole : wholes_) {
-      mine.push_back(sequential::from_layer_specs(tensor_parallel_specs(whole.specs), whole.first_index));
+      const int id = chunk_ids_[static_cast<std::size_t>(&whole - wholes_.data())];
+      const vocabulary_split vocab{vocabulary_split_, vocabulary_split_ && id == head_chunk_};
+      mine.push_back(sequential::from_layer_specs(tensor_parallel_specs(whole.specs, vocab), whole.first_index));
       mine.back().set_compute_dtype(whole.compute);
       mine.back().set_recompute(whole.recompute);
       try {
@@ -59,6 +67,10 @@ void stage_compute::build_ranks() {
       } catch (const std::exception& e) {
         throw std::invalid_argument("stage " + std::to_string(stage_) + ", tensor-parallel degree " + std::to_string(T) +
                                     ": " + e.what());
+      }
+      if (sequence_split_) {
+        const std::size_t divided = enable_sequence_parallel(mine.back(), member);
+        if (r == 0) sequence_blocks_ += divided;
       }
       if (r == 0) {
         for (const auto& [name, layout] : sharded_layouts_by_name(mine.back())) layouts_[name] = layout;
@@ -68,6 +80,7 @@ void stage_compute::build_ranks() {
     }
     ranks_.push_back(std::make_unique<stage_rank>(stage_, chunk_ids_, std::move(mine), optimizer_));
   }
+  loss_gradients_.assign(static_cast<std::size_t>(T), {});
   broken_ = false;
 }
 
@@ -111,16 +124,87 @@ tensor stage_compute::rank0_result(const std::function<tensor(stage_rank&)>& wor
   return out;
 }
 
+std::size_t stage_compute::split_sequence() {
+  if (tensor_parallel_ == 1) return 0;
+  const stage_state state = export_state();
+  sequence_split_ = true;
+  build_ranks();
+  import_state(state);
+  return sequence_blocks_;
+}
+
+void stage_compute::split_vocabulary(int head_chunk) {
+  if (tensor_parallel_ == 1) return;
+  const auto at = std::find(chunk_ids_.begin(), chunk_ids_.end(), head_chunk);
+  if (head_chunk >= 0 && at == chunk_ids_.end())
+    throw std::invalid_argument("stage " + std::to_string(stage_) + " holds no chunk " + std::to_string(head_chunk));
+  if (head_chunk >= 0) {
+    const layer_spec head = parse_layer_spec(wholes_[static_cast<std::size_t>(at - chunk_ids_.begin())].specs.back());
+    if (head.kind != "linear" || head.positional_fields() < 2)
+      throw std::invalid_argument("stage " + std::to_string(stage_) + ": chunk " + std::to_string(head_chunk) +
+                                  " ends in " + head.text + ", not a Linear head to split over the vocabulary");
+    vocabulary_ = head.width(1);
+  }
+  const stage_state state = export_state();
+  vocabulary_split_ = true;
+  head_chunk_ = head_chunk;
+  build_ranks();
+  import_state(state);
+}
+
 tensor stage_compute::forward(std::uint64_t step, int microbatch, int chunk, int first_sample, const tensor& x) {
+  if (vocabulary_split_ && chunk == head_chunk_)
+    throw std::logic_error("stage " + std::to_string(stage_) + ": the vocabulary-split head's forward needs the labels");
   return rank0_result([&](stage_rank& w) { return w.forward(step, microbatch, chunk, first_sample, x); });
 }
 
+float stage_compute::forward_loss(std::uint64_t step, int microbatch, int chunk, int first_sample, const tensor& x,
+                                  const tensor& labels, std::size_t batch_rows) {
+  if (!vocabulary_split_ || chunk != head_chunk_)
+    throw std::logic_error("stage " + std::to_string(stage_) + ": chunk " + std::to_string(chunk) +
+                           " does not end in a vocabulary-split head");
+  float share = 0.0f;
+  on_ranks([&](int r, stage_rank& w) {
+    const auto first = shard_rows(vocabulary_, ranks_.size(), static_cast<std::size_t>(r)).first;
+    loss::loss_and_gradient result =
+        vocab_parallel_cross_entropy(w.forward(step, microbatch, chunk, first_sample, x), first, vocabulary_, labels,
+                                     batch_rows, *group_->member(r));
+    loss_gradients_[static_cast<std::size_t>(r)][microbatch] = std::move(result.gradient);
+    if (r == 0) share = result.loss;
+  });
+  return share;
+}
+
+const tensor& stage_compute::dy_for(int r, int microbatch, int chunk, const tensor& dy, tensor& taken) {
+  if (!vocabulary_split_ || chunk != head_chunk_ || dy.dimension() != 0) return dy;
+  auto& mine = loss_gradients_[static_cast<std::size_t>(r)];
+  const auto it = mine.find(microbatch);
+  if (it == mine.end())
+    throw std::logic_error("stage " + std::to_string(stage_) + ": no loss gradient of microbatch " +
+                           std::to_string(microbatch) + " for the head's backward");
+  taken = std::move(it->second);
+  mine.erase(it);
+  return taken;
+}
+
 tensor stage_compute::backward(int microbatch, int chunk, const tensor& dy) {
-  return rank0_result([&](stage_rank& w) { return w.backward(microbatch, chunk, dy); });
+  tensor out;
+  on_ranks([&](int r, stage_rank& w) {
+    tensor taken;
+    tensor mine = w.backward(microbatch, chunk, dy_for(r, microbatch, chunk, dy, taken));
+    if (r == 0) out = std::move(mine);
+  });
+  return out;
 }
 
 tensor stage_compute::backward_input(int microbatch, int chunk, const tensor& dy) {
-  return rank0_result([&](stage_rank& w) { return w.backward_input(microbatch, chunk, dy); });
+  tensor out;
+  on_ranks([&](int r, stage_rank& w) {
+    tensor taken;
+    tensor mine = w.backward_input(microbatch, chunk, dy_for(r, microbatch, chunk, dy, taken));
+    if (r == 0) out = std::move(mine);
+  });
+  return out;
 }
 
 tensor stage_compute::backward_and_reduce(int microbatch, int chunk, const tensor& dy) {
@@ -135,7 +219,8 @@ tensor stage_compute::backward_and_reduce(int microbatch, int chunk, const tenso
   try {
     on_ranks([&](int r, stage_rank& w) {
       const std::size_t rank = static_cast<std::size_t>(r);
-      tensor mine = w.backward(microbatch, chunk, dy, [&](layer& l) {
+      tensor taken;
+      tensor mine = w.backward(microbatch, chunk, dy_for(r, microbatch, chunk, dy, taken), [&](layer& l) {
         for (parameter& p : l.parameters("")) started[rank].push_back(data_parallel_[rank]->all_reduce(*p.grad));
       });
       if (r == 0) out = std::move(mine);
@@ -191,21 +276,38 @@ void stage_compute::finish_reductions() {
   if (!ties_.empty()) on_ranks([&](int, stage_rank& w) { tie_gradients(w.parameters(), ties_); });
 }
 
+namespace {
+
+tensor& gradient_named(stage_rank& w, const std::string& name, int stage) {
+  for (const parameter& p : w.parameters())
+    if (p.name == name) return *p.grad;
+  throw std::invalid_argument("stage " + std::to_string(stage) + " holds no tied weight '" + name + "'");
+}
+
+}  // namespace
+
 tensor stage_compute::tied_gradient(const std::string& name) {
   finish_reductions();
-  for (const parameter& p : ranks_[0]->parameters())
-    if (p.name == name) return *p.grad;
-  throw std::invalid_argument("stage " + std::to_string(stage_) + " holds no tied weight '" + name + "'");
+  const auto split = layouts_.find(name);
+  if (split == layouts_.end()) return gradient_named(*ranks_[0], name, stage_);
+  std::vector<const tensor*> pieces;  // Note [vocab-parallel]: a split tied weight's gradient, gathered whole
+  for (auto& w : ranks_) pieces.push_back(&gradient_named(*w, name, stage_));
+  return gather_pieces(pieces, split->second);
 }
 
 void stage_compute::add_tied_gradient(const std::string& name, const tensor& other) {
   finish_reductions();
-  if (layouts_.count(name))
-    throw std::invalid_argument("stage " + std::to_string(stage_) + ": tied weight '" + name + "' is split over the tensor-parallel ranks");
-  on_ranks([&](int, stage_rank& w) {
-    for (const parameter& p : w.parameters())
-      if (p.name == name) return add_tied(*p.grad, other);
-    throw std::invalid_argument("stage " + std::to_string(stage_) + " holds no tied weight '" + name + "'");
+  const auto split = layouts_.find(name);
+  if (split == layouts_.end()) {
+    on_ranks([&](int, stage_rank& w) { add_tied(gradient_named(w, name, stage_), other); });
+    return;
+  }
+  tensor whole = zeros(shape_of(tied_gradient(name)));  // the other copy's gradient in this weight's orientation
+  add_tied(whole, other);
+  on_ranks([&](int r, stage_rank& w) {
+    tensor& mine = gradient_named(w, name, stage_);
+    const tensor piece = piece_along(whole, split->second, static_cast<std::size_t>(r), ranks_.size());
+    add_into(mine.data(), piece.data(), mine.size());
   });
 }
 
@@ -261,6 +363,7 @@ void stage_compute::abort() {
   }
   reductions_finished_ = false;
   for (auto& w : ranks_) w->abort();
+  for (auto& g : loss_gradients_) g.clear();
   if (tensor_parallel_ > 1) rebuild_if_broken();
 }
 

@@ -26,7 +26,7 @@ namespace ap {
 // meeting in the pairs' all-reduces, and produce the same whole output (and dx); rank 0's goes on to the
 // next stage, so the schedule, the I/W split and the messages between stages are those of an unsplit stage.
 // A chunk with nothing to split is computed whole by every rank.
-//
+
 // Note [data-parallel stage]: with D replicas of the pipeline, rank r of stage s in every replica is a
 // member of one data-parallel group (D ranks). reduce_gradients(chunk), at the schedule's R action or at the
 // latest in the optimizer step, starts the all-reduce (sum) of the chunk's gradients across the replicas,
@@ -40,7 +40,7 @@ namespace ap {
 // gathered into it and cut from it, so it loads into any (stages, T) layout. A rank whose action fails
 // aborts the group, so the other ranks stop at once instead of waiting for it; the stage then rebuilds its
 // ranks and group from their (unchanged) weights before the next action, and the pipeline can go on.
-//
+
 // Note [shared optimizer step]: replicas in one process (data_tensor_runner) hold the same reduced gradients
 // and would each run the same optimizer over every parameter: D times the optimizer's memory traffic (Adam
 // reads and writes 28 bytes an element), on a machine whose cores share one memory bus. Instead replica d
@@ -67,8 +67,25 @@ class stage_compute {
   // Layers split over the ranks, as "2 column_linear:16:32, 4 row_linear:32:16"; empty when none is.
   const std::string& split_layers() const { return split_layers_; }
 
-  // As stage_rank's; the results are rank 0's (every rank's are the same).
+  // Note [vocab-parallel] in model/vocab_parallel.hpp: with T > 1, every rank holds its share of the
+  // embeddings' tokens, and chunk `head_chunk` (the one ending the model; -1: none on this stage) its share of the
+  // LM head's outputs. Keeps the weights; before the first step. Nothing with T = 1.
+  void split_vocabulary(int head_chunk);
+  bool splits_vocabulary() const { return vocabulary_split_; }
+  // Note [sequence parallelism] in model/sequence_parallel.hpp: with T > 1, the ranks divide the rows of the
+  // chunks' runs of split blocks; returns how many blocks (0: none to divide). Keeps the weights; before the
+  // first step. Nothing with T = 1.
+  std::size_t split_sequence();
+
+  // As stage_rank's; the results are rank 0's (every rank's are the same). With the head chunk split, B and I
+  // of that chunk take an empty dy: each rank's own from forward_loss.
   tensor forward(std::uint64_t step, int microbatch, int chunk, int first_sample, const tensor& x);
+  // Note [loss in the last stage]: with the vocabulary split, the head chunk's logits never leave their ranks.
+  // F of the head chunk, then the cross-entropy of its logits against `labels` across the ranks
+  // (vocab_parallel_cross_entropy, divided by `batch_rows`); each rank keeps its columns of the gradient for the
+  // microbatch's B (or I). Returns the microbatch's loss share, as the loss's take_loss_and_gradient would.
+  float forward_loss(std::uint64_t step, int microbatch, int chunk, int first_sample, const tensor& x,
+                     const tensor& labels, std::size_t batch_rows);
   tensor backward(int microbatch, int chunk, const tensor& dy);
   tensor backward_input(int microbatch, int chunk, const tensor& dy);
   void backward_weight(int microbatch, int chunk);
@@ -142,6 +159,15 @@ class stage_compute {
   std::vector<collective_handle> reductions_;      // their collectives, waited for by the optimizer step
   bool reductions_finished_ = false;               // this step's gradients are reduced (by the norm's request)
   std::vector<weight_tie> ties_;                   // of the chunks' tied layers (Note [tied weights])
+  bool vocabulary_split_ = false;                  // Note [vocab-parallel]
+  bool sequence_split_ = false;                    // Note [sequence parallelism]
+  std::size_t sequence_blocks_ = 0;                // the blocks it divides
+  int head_chunk_ = -1;                            // the chunk ending the model, when its head is split
+  std::size_t vocabulary_ = 0;                     // the head's outputs
+  std::vector<std::map<int, tensor>> loss_gradients_;  // per rank: microbatch -> its columns of d loss / d logits
+  // The dy of rank r's B or I of `chunk`: `dy`, or for the split head's chunk the gradient forward_loss kept,
+  // moved into `taken` (the layers' cache keeps what W needs).
+  const tensor& dy_for(int r, int microbatch, int chunk, const tensor& dy, tensor& taken);
   void finish_reductions();
   void mark_reduced(int chunk);  // throws when the chunk's reduction already started this step
 };

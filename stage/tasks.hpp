@@ -20,6 +20,10 @@ struct forward_task {
   tensor data;  // (rows, features)
   // Note [activations on data links]: non-zero when `data` came beside the message, under this ticket.
   std::uint64_t ticket = 0;
+  // Note [loss in the last stage] in stage/stage_compute.hpp: the microbatch's labels and the whole batch's rows,
+  // carried from the coordinator to the stage that computes the loss; empty otherwise.
+  tensor labels = tensor{};
+  std::int64_t batch_rows = 0;
 };
 
 // A gradient travelling backward: d loss / d (output of `chunk`) for `microbatch`.

@@ -2,7 +2,7 @@
 // products of equal shapes stored one after another, as attention's per-head products are. One oneDNN matmul
 // primitive runs the whole batch (a 3-D matmul), so small per-head products (128 x 128 x 32) do not each pay a
 // call; the reference path loops gemm_reference over the batch and is the tests' oracle.
-//
+
 // Note [one place for attention's products]: the attention layer computes its scores and its weighted values
 // only through batched_gemm, so a compute dtype (bf16 inputs, fp32 accumulation, as gemm already takes) is
 // one overload here, not a change inside the layer.

@@ -29,7 +29,7 @@ inline float to_float(bfloat16 x) {
 
 // Whole buffers, bit for bit the scalar functions above.
 // Note [conversions]: plain loops over the scalar functions, which GCC 12 vectorises at -O3 -march=native
-// (-fopt-info-vec: "loop vectorized using 64 byte vectors", both directions). bench_convert measures them
+// (-fopt-info-vec: "loop vectorized using 64 byte vectors", both directions). `bench_ops convert` measures them
 // against oneDNN's reorder (jit:uni) on one thread (read + written bytes per second, shared machine, three
 // runs): 16M elements, both at memory bandwidth, loops 19-26 GB/s, reorder 18-28 GB/s (within run-to-run
 // noise); 128K elements (in L2), loops 53-63 GB/s to bfloat16 and 78-94 GB/s back, reorder 64-65 and 61-83.

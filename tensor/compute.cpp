@@ -25,7 +25,7 @@ namespace {
 // one when it is loaded, and each of them spins on sched_yield for about 0.1 s before it sleeps: 0.1 s of CPU
 // per core, in every process, just as it starts. We run OpenBLAS (the reference path, and fp32 products without
 // AVX-512: Note [fp32 products on OpenBLAS without AVX-512]) one thread per call, so the pool never has work.
-// perf showed the spin in the ranks of bench_allreduce: an eighth of the processes' samples while the first
+// perf showed the spin in the ranks of `bench_network allreduce`: an eighth of the processes' samples while the first
 // all-reduces ran. The pool is stopped when this library is loaded (after OpenBLAS's own start-up: it is loaded
 // first), and OpenBLAS starts it again only for a call on several threads, or when openblas_set_num_threads is
 // called (0.3.21 starts the pool before it sets the number, whatever the number): so set_compute_threads sets it

@@ -32,7 +32,7 @@ compute_backend parse_compute_backend(const std::string& text);
 // stage calls this with 1 on its own compute thread (the stages give the parallelism), and a single
 // process may use more. OpenBLAS (the reference path) stays at one thread: its setting is process-wide.
 // Fewer threads than before also let the calling thread's idle team go (Note [idle teams]).
-//
+
 // Note [idle teams]: libgomp lets a team's threads spin after each parallel region (300,000 rounds by default) only
 // while the threads it manages, every thread's team counted, idle ones included, are no more than the cores; beyond
 // that it spins 100 rounds and sleeps on a futex, so every region's end costs a sleep and a wake-up. A thread

@@ -1,5 +1,5 @@
 // Element-wise loops and copies on the calling thread's compute threads (Note [op threads]).
-//
+
 // Note [op threads]: every op outside oneDNN runs on the calling thread's OpenMP team (set_compute_threads in
 // compute.hpp): a pipeline stage's one thread runs it serially, a single process or a threaded stage on all
 // its threads. Each op is split so that any thread count gives the same bits:
@@ -13,7 +13,7 @@
 //   - the cross-entropy loss keeps one value per row and adds the rows in order after the parallel loop.
 // Below a few tens of thousands of elements a loop runs serially (the team's start-up, a few microseconds,
 // would cost more than it saves): parallel_elements in compute.hpp.
-//
+
 // Note [oneDNN primitives against the loops]: measured on this 2-vCPU machine under load 8-10 (other builds;
 // three interleaved runs, best of 7-9 repeats, so only large differences count): layer normalisation backward
 // (8192 x 256, dx, dgamma, dbeta) on oneDNN 1.0-14 ms against 7.4-10.6 ms for the loops of

@@ -20,7 +20,7 @@ namespace ap {
 // one core of this machine; with the addition the loop runs on vector lanes, 0.23 ns (and the causal softmax of
 // 512 x 128 x 128 scores went from 12.7 to 5.3 ms). At an exact tie the two round differently, and both give
 // |r| <= ln 2 / 2.
-//
+
 // Note [trapping math]: the project compiles with -fno-trapping-math (CMakeLists.txt). Without it GCC 12 keeps a
 // comparison that may raise a floating-point exception (the std::max below; any select on a float compare) as a
 // branch unless AVX-512's masked lanes can hold it, so on an AVX2 processor every loop calling this one ran one
@@ -29,7 +29,7 @@ namespace ap {
 // reassociation; that is -fassociative-math). Measured there (bench_ops, one thread, the binaries alternating
 // twice): causal softmax 25.4 / 25.2 -> 10.7 / 9.4 ms, cross-entropy on the GPT's logits 11.0-13.7 -> 3.3-5.3 ms
 // (loss) and 15.7 -> 3.9-6.1 ms (gradient), the attention's heads forward 52-58 -> 41-43 ms.
-//
+
 // Note [vector width]: GCC 12 tunes for Intel's AVX-512 cores with -mprefer-vector-width=256 (`gcc -march=native -Q
 // --help=target` on a 2-vCPU Sapphire Rapids VM, which GCC takes for Rocket Lake), so it vectorises loops on 8 lanes
 // of ymm registers, not 16 of zmm; perf showed GELU's backward in ymm only there, and 2 threads ran it at 0.72-0.80
@@ -37,7 +37,7 @@ namespace ap {
 // compiler takes it, and it changes nothing on a processor without AVX-512). There (bench_ops, the two builds one
 // after the other, ms at 1 / 2 threads): GELU backward 16.4 / 10.3 -> 9.4 / 4.8, forward 11.0 / 3.95 -> 8.7 / 3.3,
 // the attention heads' backward 31.4 -> 28.5 on one thread; the memory-bound ops unchanged. The 4-layer GPT
-// (bench_gpt, batch 64, alternating twice) 5,304 / 5,363 -> 5,477 / 5,700 tokens/s on one thread, 10,443 / 10,673 ->
+// (`bench_ops gpt`, batch 64, alternating twice) 5,304 / 5,363 -> 5,477 / 5,700 tokens/s on one thread, 10,443 / 10,673 ->
 // 10,969 / 10,778 on two. Only sums' order within a row changes (Note [vector sums]): the same bits on any thread
 // count, as before.
 inline float exp_nonpositive(float x) {
@@ -51,7 +51,13 @@ inline float exp_nonpositive(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  const std::int32_t bits = (static_cast<std::int32_t>(z) + 127) << 23;  // 2^z
+  // 2^z: z + 127 + 2^23 holds the integer z + 127 in its low mantissa bits, which the shift moves into the
+  // exponent. Unsigned and without a float-to-int conversion, so a NaN gives a scale of 0 and a NaN result
+  // (p is NaN), not undefined behaviour.
+  float biased = z + 8388735.0f;
+  std::uint32_t bits;
+  std::memcpy(&bits, &biased, sizeof bits);
+  bits <<= 23;
   float scale;
   std::memcpy(&scale, &bits, sizeof scale);
   return p * scale;

@@ -1,65 +1,35 @@
 // The products on oneDNN's matmul primitive (brgemm kernels: avx512_core for fp32, avx512_core_bf16 for bf16);
 // on a processor without AVX-512, fp32 products on OpenBLAS (Note [fp32 products on OpenBLAS without AVX-512]).
-//
-// Note [primitive cache per thread]: creating a matmul primitive costs far more than running it (toolchain
-// notes), so each is created once per (shape, transposes, dtype, alpha, beta, threads) and kept. The cache is
-// thread_local rather than one locked map: a pipeline stage runs its own shapes on its own thread, lookups
-// need no lock, and a primitive plans its parallelism for the OpenMP thread count of the thread that created
-// it (so the count is in the key, and a 1-thread stage never runs a 2-thread plan). The memory objects are
-// kept beside each primitive and only re-pointed at the caller's buffers. One engine per process; one stream
-// per calling thread.
-//
+// The figures behind these choices: docs/performance.md, "Products: bands, AMX and OpenBLAS".
+
+// Note [primitive cache per thread]: creating a matmul primitive costs far more than running it, so each is
+// created once per (shape, transposes, dtype, alpha, beta, threads) and kept, in a thread_local cache: a stage
+// runs its own shapes on its own thread, lookups need no lock, and a primitive plans for the OpenMP thread count
+// of the thread that created it (so the count is in the key). The memory objects are kept beside each primitive
+// and re-pointed at the caller's buffers. One engine per process; one stream per calling thread.
+
 // Note [rows split among the team]: on a rank of N intra-op threads, a product whose A is not transposed (a
-// forward, or a backward's dX = dY W^T) is cut into N bands of rows, and each thread of the rank's team runs
-// a 1-thread primitive on its band. Each row of C is its row of A times B, so a band is the same small
-// problem with fewer rows, and the bits are those of one call (checked against one thread in
-// test_model_op_threads, at 1 to 3 threads, fp32 and bf16). Measured on the 2-core machine (min of 15 calls,
-// fp32, GFLOPS at 1 thread / one 2-thread call / 2 bands): the GPT's 2048-row products 2048x1024x256
-// 193 / 341 / 391, 2048x256x1024 187 / 368 / 399, dX 2048x1024x256 194 / 338 / 386; the MLP's 1024x2048x2048
-// 173 / 339 / 345. oneDNN's own plan for N threads splits M and N into blocks whose count need not divide
-// among the threads; bands always do. With few rows a band is thin and oneDNN's plan wins (256x2048x2048:
-// 333 against 313), so bands are cut only from 512 rows a thread (band_count below).
-// dW = X^T dY (A transposed) is cut into bands of its rows too, i.e. strided column blocks of X, but only
-// where the sum is one block of K (k <= 256): there a band gives one call's bits (checked for K = 128 and
-// 256 at M x N from 256 x 256 to 2048 x 2048), from K = 512 on it gives other bits (oneDNN chunks K per
-// band shape), so a longer sum stays one call. The MLP's microbatch of 256 rows: 784x2048x256 196 / 328 /
-// 393, 2048x2048x256 193 / 338 / 407; with 256-row bands there, since these bands do not thin the rows.
-// On a processor with AMX (Sapphire Rapids: the 16-core machine, and some 2-core ones), oneDNN 2.6 runs bf16
-// products on its AMX kernels, whose plan for a team of N threads also cuts a long K among the threads and adds
-// their partial sums: a bf16 weight gradient summed over more than 256 rows (one call, above) then has other
-// bits on 2 threads than on 1 (784 x 300 over 1,024 rows; 256 x 768 over 2,048). Forward and dX still give one
-// thread's bits (their K is not cut), and fp32 is unchanged; a bf16 weight gradient there is the exact sum
-// rounded alike up to its order (checked to a relative 1e-5 in test_model_op_threads; onednn_uses_amx()).
-//
-// Note [bf16 without AVX-512]: oneDNN 2.6 makes bf16 primitives only on processors with AVX-512 (avx512_core
-// and up: its data type support check); on an AVX2 one (AMD Zen 2 and 3, Intel's client cores) every bf16
-// matmul is refused with "could not create a primitive descriptor iterator", and bf16 training stopped at its
-// first product. There (onednn_avx512() false) a bf16 product widens A and B to fp32, which is exact, and
-// runs as an fp32 product (on OpenBLAS, below): the exact products of the bf16 values summed in fp32, what the
-// bf16 kernels compute up to the order of the sum, and what gemm_reference computes. bf16 keeps what it saves in
-// memory and on the wire (stashes, activations, gradients between stages), not the speed of native bf16 products.
-//
-// Note [fp32 products on OpenBLAS without AVX-512]: without AVX-512, oneDNN 2.6 runs fp32 products on its AVX2
-// gemm (`gemm:jit`, not the brgemm kernels above), whose speed depends on where the operands lie: one thread, the
-// GPT's weight gradient 256 x 1024 over 8,192 rows (X^T dY) ran at 32-68 GFLOPS as the three buffers' offsets
-// changed by a few floats, the same product without the transpose at 29-61, and its driver's no-copy kernels
-// (1/M + 1/N >= 0.0038) read a transposed A m floats apart: 1024 x 256 over 8,192 rows at 33. In the GPT's
-// training step the two weight gradients of every MLP took 113-119 ms each (36-38 GFLOPS). OpenBLAS's sgemm, which
-// packs both operands, ran every one of these at 66-80 (all measured on the AMD EPYC 2-vCPU VM, Zen 3, AVX2, with
-// the caches flushed between calls), and the heavy MLP's 256-row products at 72-75 where oneDNN took 38-66. So
-// there fp32 products run on OpenBLAS, one single-threaded call per band of rows of C on each thread of the
-// caller's team (a transposed A's band is a block of its columns). OpenBLAS blocks each sum by K alone, but its
-// kernel for these cores (0.3.21's sgemm_kernel_8x4_haswell_2) takes our rows, its columns, in groups of 12 and
-// the rest with other code: bands cut at multiples of 16 rows gave other last bits in a band's last 4-8 rows,
-// cut at multiples of 24 they gave the bits of one call over all of C (every shape tried: the MLPs' and the
-// GPT's products, A plain or transposed, K from 256 to 8,192), so a rank gets the same bits on any number of
-// threads (test_model_op_threads checks it). A product with fewer rows than 24 a thread (a pipeline's microbatch
-// of 32 rows on 2 threads) is cut into bands of columns instead, at multiples of 16, each band packing only its
-// columns of B: one call on one thread ran the heavy MLP's 32-row microbatches 1.3-1.45x slower than oneDNN on
-// two. Bands of columns give other last bits than one call (wherever they were cut), so there a rank's bits
-// depend on its threads, as all of them did on oneDNN's AVX2 gemm. OpenBLAS's own thread pool stays stopped
-// (Note [OpenBLAS's idle pool] in compute.cpp). The batched products of attention's heads stay on oneDNN: on
-// their 128 x 128 x 32 matrices OpenBLAS, one call each, ran at 31-39 GFLOPS against oneDNN's 38-51.
+// forward, or dX = dY W^T) is cut into N bands of rows, each thread running a 1-thread primitive on its band:
+// each row of C is its row of A times B, so the bits are those of one call (test_model_op_threads, 1 to 3
+// threads, fp32 and bf16), and N bands always divide among N threads where oneDNN's own blocks need not. Bands
+// start from 512 rows a thread (band_count): thinner ones lose to oneDNN's plan. dW = X^T dY is cut the same way
+// only where its sum is one block of K (k <= 256, where a band gives one call's bits; from 512 oneDNN chunks K
+// per band shape). With AMX (onednn_uses_amx()), oneDNN 2.6 cuts a long K of a bf16 product among the threads
+// too, so a bf16 weight gradient there matches one thread to a relative 1e-5, not bit for bit.
+
+// Note [bf16 without AVX-512]: oneDNN 2.6 makes bf16 primitives only with AVX-512 (avx512_core and up); on an
+// AVX2 processor (AMD Zen 2 and 3, Intel's client cores) it refuses every bf16 matmul. There (onednn_avx512()
+// false) a bf16 product widens A and B to fp32, exactly, and runs as an fp32 product: what the bf16 kernels
+// compute up to the order of the sum. bf16 keeps its savings in memory and on the wire, not native bf16 speed.
+
+// Note [fp32 products on OpenBLAS without AVX-512]: without AVX-512, oneDNN 2.6's fp32 products run on its AVX2
+// gemm (`gemm:jit`), whose speed swung 2x with the operands' offsets; OpenBLAS's sgemm, which packs both
+// operands, was faster on every product of the models (docs/performance.md). So there fp32 products run on
+// OpenBLAS, one single-threaded call per band of rows of C on each thread of the caller's team. Its kernel for
+// these cores (0.3.21's sgemm_kernel_8x4_haswell_2) takes rows in groups of 12, so bands cut at multiples of 24
+// rows give the bits of one call (test_model_op_threads). A product with fewer than 24 rows a thread is cut into
+// bands of columns (multiples of 16), whose bits depend on the thread count. OpenBLAS's own pool stays stopped
+// (Note [OpenBLAS's idle pool] in compute.cpp); attention's batched products stay on oneDNN, faster there.
 #include <algorithm>
 #include <climits>
 #include <exception>
@@ -160,7 +130,7 @@ std::size_t band_count(bool transpose_a, std::size_t m, std::size_t k, int team)
 // The first row of C in band `band` of `bands`. A transposed A's band is a block of its columns, read in every
 // row of A: cut at multiples of 16 floats (a 64-byte line) so no line is split between two bands. Measured on
 // the 2-core machine, dW 784 x 2048 x 128 (the MLP's 128-row microbatch) in 2 bands of 392 columns ran at 79
-// GFLOPS, slower than one thread's 128; cut at 400 | 384 it runs at 177 (bench_gemm_threads --threads 2).
+// GFLOPS, slower than one thread's 128; cut at 400 | 384 it runs at 177 (`bench_ops gemm-threads --threads 2`).
 std::size_t band_start(bool transpose_a, std::size_t m, std::size_t band, std::size_t bands) {
   const std::size_t even = m * band / bands;
   if (!transpose_a || band == bands) return even;

@@ -167,14 +167,14 @@ float max_relative_difference(const tensor& a, const tensor& b);
 // Keeps freed tensor memory in the process instead of returning it to the OS after every step (which
 // costs thousands of page faults per step on large models). Call once at program start, before any thread
 // that computes is started (the pipeline and the runners call it too).
-//
+
 // Note [one malloc arena]: glibc gives each thread that allocates an arena of its own, made of 64 MB heaps
 // that it unmaps as soon as one is wholly free, whatever M_TRIM_THRESHOLD says. A stage's thread allocates
 // tensors of several MB per microbatch, so its heaps came and went every step: the heavy MLP's one-stage
 // pipeline took 345k page faults in 8 steps against 138k for one process, and its compute ran 1.4x slower.
 // One arena (the process heap, never trimmed: Note [keep the heap]) serves every thread instead; tensors are
 // few and large, so the arena's lock is taken a few hundred times a step and never contended for long.
-//
+
 // Note [keep the heap]: the heap was once trimmed when 1 GB lay free at its top. A step frees its activations
 // at the end of the backward, and the 16-layer GPT at batch 64 holds 5.5 GB of them: each step handed about
 // 2.8 GB back to the OS and faulted it in again the next (700k page faults a step), and one thread trained at

@@ -68,25 +68,17 @@ class child_process {
 
   pid_t pid() const { return pid_; }
 
-  // The next line of its stdout, or "" when none comes within `limit` (scaled: Note [test time scale]) or the
-  // child closed stdout.
-  std::string read_line(std::chrono::milliseconds limit) {
-    const auto deadline = std::chrono::steady_clock::now() + scaled(limit);
-    for (;;) {
-      if (auto nl = buffer_.find('\n'); nl != std::string::npos) {
-        std::string line = buffer_.substr(0, nl);
-        buffer_.erase(0, nl + 1);
-        return line;
-      }
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return "";
-      pollfd p{out_, POLLIN, 0};
-      if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
-      char chunk[256];
-      const ssize_t n = read(out_, chunk, sizeof chunk);
-      if (n <= 0) return "";
-      buffer_.append(chunk, static_cast<std::size_t>(n));
-    }
+  // The next line of its stdout, or "" when none comes within `limit` (scaled by the caller: Note [test time
+  // scale]) or the child closed stdout.
+  std::string read_line(scaled_limit limit) { return read_line_by(std::chrono::steady_clock::now() + limit); }
+
+  // Every line of its stdout until it closes it (or prints an empty line), or until `limit` (scaled by the caller)
+  // has passed.
+  std::vector<std::string> read_lines(scaled_limit limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    std::vector<std::string> lines;
+    for (std::string line = read_line_by(deadline); !line.empty(); line = read_line_by(deadline)) lines.push_back(line);
+    return lines;
   }
 
   // Kills it with SIGKILL and reaps it; idempotent.
@@ -97,10 +89,10 @@ class child_process {
     reaped_ = true;
   }
 
-  // Its exit code once it exits within `limit` (scaled: Note [test time scale]); -1 if it is still running then
-  // (it keeps running).
-  int wait_exit(std::chrono::milliseconds limit) {
-    const auto deadline = std::chrono::steady_clock::now() + scaled(limit);
+  // Its exit code once it exits within `limit` (scaled by the caller: Note [test time scale]); -1 if it is still
+  // running then (it keeps running).
+  int wait_exit(scaled_limit limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
     while (!reaped_) {
       if (waitpid(pid_, &status_, WNOHANG) == pid_) {
         reaped_ = true;
@@ -127,6 +119,24 @@ class child_process {
   }
 
  private:
+  std::string read_line_by(std::chrono::steady_clock::time_point deadline) {
+    for (;;) {
+      if (auto nl = buffer_.find('\n'); nl != std::string::npos) {
+        std::string line = buffer_.substr(0, nl);
+        buffer_.erase(0, nl + 1);
+        return line;
+      }
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return "";
+      pollfd p{out_, POLLIN, 0};
+      if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+      char chunk[256];
+      const ssize_t n = read(out_, chunk, sizeof chunk);
+      if (n <= 0) return "";
+      buffer_.append(chunk, static_cast<std::size_t>(n));
+    }
+  }
+
   pid_t pid_ = -1;
   int out_ = -1;
   int status_ = 0;
@@ -226,7 +236,7 @@ class node_process {
   // `command` starts actorpipe: its path, or a loader and the path (bench/bench_support.hpp, actorpipe_command).
   node_process(std::vector<std::string> command, std::vector<std::string> extra, int port = 0)
       : child_(arguments(std::move(command), std::move(extra), port)) {
-    const std::string line = child_.read_line(std::chrono::seconds(10));
+    const std::string line = child_.read_line(scaled(std::chrono::seconds(10)));
     const std::string prefix = "node listening on ";
     if (line.rfind(prefix, 0) != 0) {
       child_.kill9();

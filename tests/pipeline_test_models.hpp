@@ -4,6 +4,7 @@
 #include <chrono>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <doctest/doctest.h>
 
@@ -50,6 +51,26 @@ inline optimizer_config adam_optimizer(float lr = 1e-2f) {
   optimizer_config o;
   o.kind = "adam";
   o.lr = lr;
+  return o;
+}
+
+// The pipeline_options the tests build: `stages` stages of `chunks` chunks each, `microbatches` microbatches, on
+// `schedule`, with `optimizer`; the rest as pipeline_options has them, for the caller to set.
+inline pipeline_options pipeline_options_for(int stages, int microbatches, const std::string& schedule = pipeline_options{}.schedule,
+                                             int chunks = 1, const optimizer_config& optimizer = optimizer_config{}) {
+  pipeline_options o;
+  o.stages = stages;
+  o.microbatches = microbatches;
+  o.schedule = schedule;
+  o.chunks_per_stage = chunks;
+  o.optimizer = optimizer;
+  return o;
+}
+
+// `o` with its stages on `nodes` and `security` between the processes.
+inline pipeline_options on_nodes(pipeline_options o, std::vector<std::string> nodes, const transport_security& security) {
+  o.nodes = std::move(nodes);
+  o.security = security;
   return o;
 }
 

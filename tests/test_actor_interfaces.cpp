@@ -117,7 +117,7 @@ TEST_CASE("the actor system's threads run ops serially, a detached actor's own t
     CAPTURE(detached);
     caf::actor a = detached ? sys.spawn<caf::detached>(answers) : sys.spawn(answers);
     int threads = 0;
-    self->request(a, std::chrono::seconds(10), 1)
+    self->request(a, test::scaled(std::chrono::seconds(10)), 1)
         .receive([&](int n) { threads = n; }, [&](caf::error& e) { FAIL(sys.render(e)); });
     CHECK(threads == 1);  // OpenMP's default there would be every core
     self->send_exit(a, caf::exit_reason::user_shutdown);

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_runs.hpp"
 #include "node_process.hpp"
 #include "plan/cores.hpp"
 #include "test_support.hpp"
@@ -20,25 +21,11 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const std::string actorpipe = std::string(AP_BINARY_DIR) + "/cli/actorpipe";
+using test::actorpipe;
 const std::vector<std::string> small_run = {"train", "--train-limit", "512", "--batch-size", "64", "--max-steps", "4"};
 
-struct run_result {
-  int code = -1;
-  nlohmann::json out;
-  std::string log;
-};
-
-run_result run(std::vector<std::string> args) {
-  args.insert(args.begin(), actorpipe);
-  test::child_process p(args);
-  run_result r;
-  const std::string line = p.read_line(test::scaled(120s));
-  r.code = p.wait_exit(test::scaled(30s));
-  r.log = p.stderr_text();
-  if (!line.empty() && line.front() == '{') r.out = nlohmann::json::parse(line);
-  return r;
-}
+// `actorpipe ARGS...` to its end: its exit code, result (out) and stderr (err).
+test::program_run run(const std::vector<std::string>& args) { return test::run_actorpipe(args); }
 
 std::vector<std::string> with(std::vector<std::string> args, const std::vector<std::string>& more) {
   args.insert(args.end(), more.begin(), more.end());
@@ -61,16 +48,16 @@ std::vector<std::string> chosen_flags(const nlohmann::json& a) {
 }  // namespace
 
 TEST_CASE("--auto prints its candidates and trials, trains with one, and equals that one run by hand") {
-  const run_result chosen = run(with(small_run, {"--auto"}));
-  INFO(chosen.log);
+  const test::program_run chosen = run(with(small_run, {"--auto"}));
+  INFO(chosen.err);
   REQUIRE(chosen.code == 0);
-  CHECK(test::contains(chosen.log, "configurations fit"));
-  CHECK(test::contains(chosen.log, "  1. "));
-  CHECK(test::contains(chosen.log, "auto: tried 3: "));
-  CHECK(test::contains(chosen.log, "auto: training with "));
+  CHECK(test::contains(chosen.err, "configurations fit"));
+  CHECK(test::contains(chosen.err, "  1. "));
+  CHECK(test::contains(chosen.err, "auto: tried 3: "));
+  CHECK(test::contains(chosen.err, "auto: training with "));
   const nlohmann::json& a = chosen.out.at("auto");
   const std::string choice = a.at("choice");
-  CHECK(test::contains(chosen.log, ". " + choice + "\n"));  // "auto: training with 2. <choice>"
+  CHECK(test::contains(chosen.err, ". " + choice + "\n"));  // "auto: training with 2. <choice>"
   CHECK(a.at("predicted_step_s").get<double>() > 0.0);
   CHECK(a.at("measured_step_s").get<double>() > 0.0);
   CHECK(chosen.out.at("data_parallel") == a.at("data_parallel"));
@@ -79,65 +66,66 @@ TEST_CASE("--auto prints its candidates and trials, trains with one, and equals 
   if (a.at("stages").get<int>() > 0) CHECK(chosen.out.at("layers_per_chunk") == a.at("layers_per_chunk"));
 
   // The trials ran on the model and put it back: the run is the chosen configuration's from the start.
-  const run_result by_hand = run(with(small_run, chosen_flags(a)));
-  INFO(by_hand.log);
+  const test::program_run by_hand = run(with(small_run, chosen_flags(a)));
+  INFO(by_hand.err);
   REQUIRE(by_hand.code == 0);
   CHECK(by_hand.out.at("last_step_loss") == chosen.out.at("last_step_loss"));
   CHECK(by_hand.out.at("test_accuracy") == chosen.out.at("test_accuracy"));
 }
 
 TEST_CASE("--auto --auto-trials 0 trains with the best predicted, and checks it after its first steps") {
-  const run_result r = run({"train", "--train-limit", "1024", "--batch-size", "64", "--max-steps", "8", "--auto",
+  const test::program_run r = run({"train", "--train-limit", "1024", "--batch-size", "64", "--max-steps", "8", "--auto",
                             "--auto-trials", "0"});
-  INFO(r.log);
+  INFO(r.err);
   REQUIRE(r.code == 0);
-  CHECK(!test::contains(r.log, "auto: tried"));
-  CHECK(test::contains(r.log, "auto: after 6 steps: "));
-  CHECK(test::contains(r.log, "auto: training with 1. " + r.out.at("auto").at("choice").get<std::string>()));
+  CHECK(!test::contains(r.err, "auto: tried"));
+  CHECK(test::contains(r.err, "auto: after 6 steps: "));
+  CHECK(test::contains(r.err, "auto: training with 1. " + r.out.at("auto").at("choice").get<std::string>()));
 }
 
 TEST_CASE("--auto keeps --max-memory: a budget one copy of the model fits and two do not, and one nothing fits") {
   // 784-512-256-10 with Adam: 535,818 parameters x 16 bytes = 8.6 MB, and a stash of its batch: one copy in this
   // process fits 12 MB, two replicas do not (Note [memory budget]).
-  const run_result r = run(with(small_run, {"--auto", "--max-memory", "12M", "--auto-trials", "1"}));
-  INFO(r.log);
+  const test::program_run r = run(with(small_run, {"--auto", "--max-memory", "12M", "--auto-trials", "1"}));
+  INFO(r.err);
   REQUIRE(r.code == 0);
   const nlohmann::json& a = r.out.at("auto");
   CHECK(a.at("data_parallel").get<int>() == 1);
   CHECK(a.at("predicted_peak_bytes").get<double>() <= 12.0 * 1024 * 1024);
-  CHECK(test::contains(r.log, " cores and --max-memory 12.0 MB; predicted from "));
+  CHECK(test::contains(r.err, " cores and --max-memory 12.0 MB; predicted from "));
 
-  const run_result none = run(with(small_run, {"--auto", "--max-memory", "1M"}));
-  INFO(none.log);
+  const test::program_run none = run(with(small_run, {"--auto", "--max-memory", "1M"}));
+  INFO(none.err);
   CHECK(none.code != 0);
-  CHECK(test::contains(none.log, "--auto: no configuration on "));
-  CHECK(test::contains(none.log, "fits --max-memory 1.0 MB: the least memory this process is predicted to hold is "));
+  CHECK(test::contains(none.err, "--auto: no configuration on "));
+  CHECK(test::contains(none.err, "fits --max-memory 1.0 MB: the least memory this process is predicted to hold is "));
 }
 
 TEST_CASE("the flags --auto chooses are refused beside it, and --auto-trials needs it") {
   for (const std::vector<std::string>& flag :
        {std::vector<std::string>{"--stages", "2"}, {"--threads", "1"}, {"--data-parallel", "2"}, {"--recompute", "blocks"},
-        {"--tensor-parallel", "2"}, {"--microbatches", "4"}, {"--schedule", "1f1b"}, {"--partition", "time"}}) {
-    const run_result r = run(with({"train", "--data", "/nonexistent", "--auto"}, flag));
-    INFO(r.log);
+        {"--tensor-parallel", "2"}, {"--microbatches", "4"}, {"--schedule", "1f1b"}, {"--partition", "time"},
+        {"--schedule-file", "/nonexistent.schedule"}, {"--chunks", "2"}, {"--layers-per-chunk", "1,2"}}) {
+    const test::program_run r = run(with({"train", "--data", "/nonexistent", "--auto"}, flag));
+    INFO(r.err);
     CHECK(r.code != 0);
-    CHECK(test::contains(r.log, flag[0] + " is chosen by --auto"));
+    CHECK(test::contains(r.err, flag[0] + " is chosen by --auto"));
   }
-  const run_result r = run({"train", "--data", "/nonexistent", "--auto-trials", "2"});
-  INFO(r.log);
+  const test::program_run r = run({"train", "--data", "/nonexistent", "--auto-trials", "2"});
+  INFO(r.err);
   CHECK(r.code != 0);
-  CHECK(test::contains(r.log, "--auto-trials requires --auto"));
+  CHECK(test::contains(r.err, "--auto-trials requires --auto"));
 }
 
 TEST_CASE("--auto --nodes: a pipeline on the nodes, tried there, equal to it run by hand, and a budget per node") {
   test::node_process a(actorpipe, {"--insecure"}), b(actorpipe, {"--insecure"});
   const std::vector<std::string> nodes = {"--nodes", a.address() + "," + b.address(), "--insecure"};
-  const run_result chosen = run(with(with(small_run, {"--auto"}), nodes));
-  INFO(chosen.log);
+  const test::program_run chosen = run(with(with(small_run, {"--auto"}), nodes));
+  INFO(chosen.err);
   REQUIRE(chosen.code == 0);
-  CHECK(test::contains(chosen.log, "auto: a message between processes: "));
-  CHECK(test::contains(chosen.log, "configurations fit nodes " + a.address() + " ("));
-  CHECK(test::contains(chosen.log, "auto: tried 3: "));
+  CHECK(test::contains(chosen.err, "auto: a message between processes: "));
+  CHECK(test::contains(chosen.err, "configurations fit nodes " + a.address() + " ("));
+  CHECK(test::contains(chosen.err, "auto: tried 3: "));
   const nlohmann::json& c = chosen.out.at("auto");
   CHECK(c.at("stages").get<int>() >= 1);  // the coordinator computes no layer
   const int used = c.at("nodes").get<int>();
@@ -149,15 +137,15 @@ TEST_CASE("--auto --nodes: a pipeline on the nodes, tried there, equal to it run
         static_cast<int>(process_cores().size()));
 
   // The trials on the nodes left the model as it was.
-  const run_result by_hand = run(with(with(small_run, chosen_flags(c)), nodes));
-  INFO(by_hand.log);
+  const test::program_run by_hand = run(with(with(small_run, chosen_flags(c)), nodes));
+  INFO(by_hand.err);
   REQUIRE(by_hand.code == 0);
   CHECK(by_hand.out.at("last_step_loss") == chosen.out.at("last_step_loss"));
   CHECK(by_hand.out.at("test_accuracy") == chosen.out.at("test_accuracy"));
 
-  const run_result none = run(with(with(small_run, {"--auto", "--max-memory", "1M"}), nodes));
-  INFO(none.log);
+  const test::program_run none = run(with(with(small_run, {"--auto", "--max-memory", "1M"}), nodes));
+  INFO(none.err);
   CHECK(none.code != 0);
-  CHECK(test::contains(none.log, "--auto: no configuration on 2 nodes fits --max-memory 1.0 MB per node: the least "
+  CHECK(test::contains(none.err, "--auto: no configuration on 2 nodes fits --max-memory 1.0 MB per node: the least "
                                  "memory a node is predicted to hold is "));
 }

@@ -11,6 +11,7 @@
 
 #include "node_process.hpp"
 #include "schedule/schedule.hpp"
+#include "cli_runs.hpp"
 #include "test_support.hpp"
 
 using namespace ap;
@@ -18,24 +19,21 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const std::string actorpipe = std::string(AP_BINARY_DIR) + "/cli/actorpipe";
+using test::actorpipe;
 // With this data folder, a command line that passed its checks would fail loading data instead: the
 // refusals below come before any data is read (and so before any training).
 const std::string no_data = "/nonexistent-fashion-mnist";
 
 // Runs `actorpipe args...`, which must fail at once; returns its stderr.
-std::string refusal(std::vector<std::string> args) {
-  args.insert(args.begin(), actorpipe);
+std::string refusal(const std::vector<std::string>& args) {
   std::string line;
   for (const auto& a : args) line += a + " ";
-  test::child_process p(args);
-  const int code = p.wait_exit(20s);
-  const std::string log = p.stderr_text();
-  INFO(line << "\n" << log);
-  CHECK(code != 0);
-  CHECK(code != -1);
-  CHECK(!test::contains(log, no_data));  // refused before reading data
-  return log;
+  const test::program_run p = test::run_actorpipe(args);
+  INFO(line << "\n" << p.err);
+  CHECK(p.code != 0);
+  CHECK(p.code != -1);
+  CHECK(!test::contains(p.err, no_data));  // refused before reading data
+  return p.err;
 }
 
 void check_refused(std::vector<std::string> args, const std::vector<std::string>& expected) {
@@ -130,9 +128,9 @@ TEST_CASE("output paths that cannot be written are refused before any work, nami
   check_refused({"schedule", "--svg", "/nonexistent/s.svg"}, {"--svg /nonexistent/s.svg: the folder /nonexistent does not exist"});
   check_refused({"schedule", "--csv", "/nonexistent/s.csv"}, {"--csv /nonexistent/s.csv: the folder /nonexistent does not exist"});
   // A writable folder passes (the run then fails on the missing data), and the probe file that tested it is gone.
-  test::child_process ok({actorpipe, "train", "--data", no_data, "--checkpoint", dir.file("x.safetensors")});
-  CHECK(ok.wait_exit(20s) == 1);
-  CHECK(test::contains(ok.stderr_text(), no_data));
+  const test::program_run ok = test::run_actorpipe({"train", "--data", no_data, "--checkpoint", dir.file("x.safetensors")});
+  CHECK(ok.code == 1);
+  CHECK(test::contains(ok.err, no_data));
   CHECK(std::filesystem::is_empty(dir.path));
 }
 
@@ -147,14 +145,14 @@ TEST_CASE("schedule and node refuse negative numbers, naming the flag") {
 }
 
 TEST_CASE("a diverging run (Adam at lr 1e9) stops with an error naming the step") {
-  test::child_process train({actorpipe, "train", "--lr", "1e9", "--train-limit", "640", "--batch-size", "64",
-                             "--threads", "1"});
-  CHECK(train.wait_exit(60s) == 1);
-  const std::string log = train.stderr_text();
+  const test::program_run train =
+      test::run_actorpipe({"train", "--lr", "1e9", "--train-limit", "640", "--batch-size", "64", "--threads", "1"});
+  const std::string& log = train.err;
   INFO(log);
+  CHECK(train.code == 1);
   CHECK(test::contains(log, "error: step "));
   CHECK(test::contains(log, "the training diverge"));
-  CHECK(train.read_line(1s).empty());  // no result line
+  CHECK(train.lines.empty());  // no result line
 }
 
 TEST_CASE("a gpt model: bad specs name the key, text flags need a gpt model, a corpus too short for the context is refused") {
@@ -185,19 +183,20 @@ TEST_CASE("train --schedule-file: an invalid or mis-sized schedule is refused be
                 {"--schedule", "--schedule-file"});
   check_refused({"train", "--data", no_data, "--schedule-file", good}, {"--schedule-file needs --stages"});
   // A valid file passes every check (the run then fails on the missing data).
-  test::child_process ok({actorpipe, "train", "--data", no_data, "--stages", "2", "--microbatches", "4",
-                          "--schedule-file", good});
-  CHECK(ok.wait_exit(20s) == 1);
-  CHECK(test::contains(ok.stderr_text(), no_data));
+  const test::program_run ok = test::run_actorpipe({"train", "--data", no_data, "--stages", "2", "--microbatches", "4",
+                                                   "--schedule-file", good});
+  CHECK(ok.code == 1);
+  CHECK(test::contains(ok.err, no_data));
 }
 
 TEST_CASE("`schedule --reduce --reduce-cost` adds the gradient reductions and simulates them on the lanes") {
-  test::child_process p({actorpipe, "schedule", "--schedule", "1f1b", "--stages", "2", "--microbatches", "4",
-                         "--reduce", "--reduce-cost", "0.5"});
+  const test::program_run p =
+      test::run_actorpipe({"schedule", "--schedule", "1f1b", "--stages", "2", "--microbatches", "4", "--reduce",
+                           "--reduce-cost", "0.5"});
   std::string out;
-  for (std::string line; !(line = p.read_line(30s)).empty();) out += line + "\n";
+  for (const std::string& line : p.lines) out += line + "\n";
   INFO(out);
-  CHECK(p.wait_exit(30s) == 0);
+  CHECK(p.code == 0);
   CHECK(test::contains(out, "0B3 0R\n"));
   CHECK(test::contains(out, "1B3 1R\n"));
   CHECK(test::contains(out, "makespan 15.5,"));  // 1F1B's 15 plus stage 0's last R, which nothing hides

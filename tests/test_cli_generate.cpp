@@ -7,6 +7,7 @@
 #include <string>
 
 #include "node_process.hpp"
+#include "cli_runs.hpp"
 #include "test_support.hpp"
 
 using namespace ap;
@@ -14,17 +15,12 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const std::string actorpipe = std::string(AP_BINARY_DIR) + "/cli/actorpipe";
-
 // The first line of stdout of `actorpipe args...`, which must exit with 0.
-std::string first_line(std::vector<std::string> args) {
-  args.insert(args.begin(), actorpipe);
-  test::child_process p(args);
-  const std::string line = p.read_line(120s);
-  const int code = p.wait_exit(120s);
-  INFO(p.stderr_text());
-  CHECK(code == 0);
-  return line;
+std::string first_line(const std::vector<std::string>& args) {
+  const test::program_run r = test::run_actorpipe(args);
+  INFO(r.err);
+  CHECK(r.code == 0);
+  return r.lines.empty() ? std::string() : r.lines.front();
 }
 
 }  // namespace

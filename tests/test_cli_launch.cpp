@@ -3,6 +3,7 @@
 // lines prefixed; a failing rank 0 ends the job at once with its status; hostfiles are read as mpirun writes
 // them and bad ones refused by line.
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 
 #include <chrono>
 #include <fstream>
@@ -11,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_runs.hpp"
 #include "network/hostfile.hpp"
 #include "node_process.hpp"
 #include "test_support.hpp"
@@ -20,7 +22,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const std::string actorpipe = std::string(AP_BINARY_DIR) + "/cli/actorpipe";
+using test::actorpipe;
 const std::string local_ssh = std::string(AP_SOURCE_DIR) + "/scripts/local_ssh.sh";
 
 std::string hostfile(test::scratch_dir& dir, const std::string& text) {
@@ -100,6 +102,37 @@ TEST_CASE("a rank 0 that fails ends the launch at once with its status, bad comm
   test::child_process single({actorpipe, "launch", "--hostfile", one, "--", "train", "--stages", "1"});
   CHECK(single.wait_exit(test::scaled(20s)) != 0);
   CHECK(test::contains(single.stderr_text(), "gives 1 slot: a job needs rank 0 and at least one node"));
+}
+
+TEST_CASE("launch --program runs that binary on the hosts, and exits with a failed node's status when rank 0 succeeds") {
+  // Note [launch over ssh]: the exit status is rank 0's, or, rank 0 having exited 0, the first failed node's. The
+  // program here stands in for actorpipe on the hosts: it runs actorpipe, says so, and as rank 2 then exits 7.
+  test::scratch_dir dir{"cli_launch_program"};
+  const std::string program = dir.file("actorpipe-on-hosts");
+  std::ofstream(program) << "#!/bin/sh\n"
+                         << "echo \"the program given to launch, as rank $RANK\" >&2\n"
+                         << "'" << actorpipe << "' \"$@\"\n"
+                         << "status=$?\n"
+                         << "if [ \"$RANK\" = 2 ]; then exit 7; fi\n"
+                         << "exit $status\n";
+  REQUIRE(chmod(program.c_str(), 0755) == 0);
+  const test::program_run launch = test::run_program(
+      {actorpipe, "launch", "--hostfile", hostfile(dir, "localhost slots=3\n"), "--ssh", local_ssh, "--master-port",
+       std::to_string(test::free_port()), "--program", program, "--", "train", "--stages", "2", "--model", "784-32-10",
+       "--train-limit", "256", "--batch-size", "64", "--max-steps", "2", "--insecure"});
+  const std::string& log = launch.err;
+  INFO(log);
+  CHECK(launch.code == 7);
+  REQUIRE(launch.out.is_object());  // rank 0 trained and printed its result
+  CHECK(launch.out.at("steps") == 2);
+  for (int r = 0; r < 3; ++r)
+    CHECK(test::contains(log, "[localhost rank " + std::to_string(r) + "] the program given to launch, as rank " +
+                                  std::to_string(r)));
+  CHECK(test::contains(log, "[localhost rank 2] rendezvous: rank 2: the job is over"));
+  CHECK(test::contains(log, "launch: rank 2 on localhost exited 7"));
+  CHECK_FALSE(test::contains(log, "launch: rank 0 on localhost exited"));
+  CHECK_FALSE(test::contains(log, "launch: rank 1 on localhost exited"));
+  CHECK_FALSE(test::contains(log, "ranks exited 0"));
 }
 
 TEST_CASE("actorpipe certs, then launch --certs: the job runs over mutual TLS with the certificates it made") {

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_runs.hpp"
 #include "node_process.hpp"
 #include "test_support.hpp"
 
@@ -16,46 +17,36 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const std::string actorpipe = std::string(AP_BINARY_DIR) + "/cli/actorpipe";
+using test::actorpipe;
 
 nlohmann::json train(std::vector<std::string> args) {
-  args.insert(args.begin(), {actorpipe, "train", "--model", "784-64-32-10", "--train-limit", "512", "--batch-size",
-                             "64", "--max-steps", "6", "--threads", "1"});
-  test::child_process p(args);
-  const std::string line = p.read_line(120s);
-  const int code = p.wait_exit(30s);
-  INFO(p.stderr_text());
-  REQUIRE(code == 0);
-  return nlohmann::json::parse(line);
+  args.insert(args.begin(), {"train", "--model", "784-64-32-10", "--train-limit", "512", "--batch-size", "64",
+                             "--max-steps", "6", "--threads", "1"});
+  return test::result_of(test::run_actorpipe(args));
 }
 
 std::string refusal(std::vector<std::string> args) {
-  args.insert(args.begin(), {actorpipe, "train", "--data", "/nonexistent-fashion-mnist"});
-  test::child_process p(args);
-  const int code = p.wait_exit(20s);
-  CHECK(code != 0);
-  CHECK(code != -1);  // exited (refused), not killed by the wait limit
-  return p.stderr_text();
+  args.insert(args.begin(), {"train", "--data", "/nonexistent-fashion-mnist"});
+  const test::program_run r = test::run_actorpipe(args);
+  CHECK(r.code != 0);
+  CHECK(r.code != -1);  // exited (refused), not killed by the wait limit
+  return r.err;
 }
 
 }  // namespace
 
 TEST_CASE("train on a 2 x 2 mesh with clipping gives the single process's loss") {
   const auto single = train({"--clip-grad-norm", "0.5"});
-  std::vector<std::string> args = {actorpipe, "train", "--model", "784-64-32-10", "--train-limit", "512",
-                                   "--batch-size", "64", "--max-steps", "6", "--data-parallel", "2",
-                                   "--tensor-parallel", "2", "--clip-grad-norm", "0.5"};
-  test::child_process p(args);
-  const std::string line = p.read_line(120s);
-  INFO(p.stderr_text());
-  REQUIRE(p.wait_exit(30s) == 0);
-  const auto mesh = nlohmann::json::parse(line);
-  CHECK(test::contains(p.stderr_text(), "mesh: 2 data-parallel replicas x 2 tensor-parallel ranks = 4 threads; "
+  const test::program_run p = test::run_actorpipe({"train", "--model", "784-64-32-10", "--train-limit", "512",
+                                                  "--batch-size", "64", "--max-steps", "6", "--data-parallel", "2",
+                                                  "--tensor-parallel", "2", "--clip-grad-norm", "0.5"});
+  const nlohmann::json mesh = test::result_of(p);
+  CHECK(test::contains(p.err, "mesh: 2 data-parallel replicas x 2 tensor-parallel ranks = 4 threads; "
                                         "split: 0 column_linear:784:64, 2 row_linear:64:32"));
-  CHECK(mesh["data_parallel"] == 2);
-  CHECK(mesh["tensor_parallel"] == 2);
-  CHECK(mesh["last_epoch_mean_loss"].get<double>() == doctest::Approx(single["last_epoch_mean_loss"].get<double>()).epsilon(1e-5));
-  CHECK(mesh["test_accuracy"].get<double>() == doctest::Approx(single["test_accuracy"].get<double>()).epsilon(1e-4));
+  CHECK(mesh.at("data_parallel") == 2);
+  CHECK(mesh.at("tensor_parallel") == 2);
+  CHECK(mesh.at("last_epoch_mean_loss").get<double>() == doctest::Approx(single.at("last_epoch_mean_loss").get<double>()).epsilon(1e-5));
+  CHECK(mesh.at("test_accuracy").get<double>() == doctest::Approx(single.at("test_accuracy").get<double>()).epsilon(1e-4));
 }
 
 TEST_CASE("D = 2 replicas on plain-TCP nodes: the ring by default (Note [collective backends]), gloo's loss bit for bit") {
@@ -64,42 +55,57 @@ TEST_CASE("D = 2 replicas on plain-TCP nodes: the ring by default (Note [collect
   std::vector<nlohmann::json> runs;
   for (const char* backend : {"auto", "gloo"}) {
     CAPTURE(backend);
-    test::child_process p({actorpipe, "train", "--model", "784-64-32-10", "--train-limit", "512", "--batch-size", "64",
-                           "--max-steps", "6", "--stages", "1", "--microbatches", "2", "--data-parallel", "2",
-                           "--nodes", a.address() + "," + b.address(), "--insecure", "--collectives", backend});
-    const std::string line = p.read_line(120s);
-    INFO(p.stderr_text());
-    REQUIRE(p.wait_exit(30s) == 0);
+    const test::program_run p = test::run_actorpipe(
+        {"train", "--model", "784-64-32-10", "--train-limit", "512", "--batch-size", "64", "--max-steps", "6",
+         "--stages", "1", "--microbatches", "2", "--data-parallel", "2", "--nodes", a.address() + "," + b.address(),
+         "--insecure", "--collectives", backend});
+    runs.push_back(test::result_of(p));
     const std::string expected =
         std::string("collectives: ") +
         (std::string(backend) == "auto" ? "ring" : "gloo") +
         " (the replicas' all-reduces between nodes, plain TCP)";
-    CHECK(test::contains(p.stderr_text(), expected));
-    runs.push_back(nlohmann::json::parse(line));
+    CHECK(test::contains(p.err, expected));
   }
-  CHECK(runs[0]["last_step_loss"].get<double>() == runs[1]["last_step_loss"].get<double>());
-  CHECK(runs[0]["last_epoch_mean_loss"].get<double>() ==
-        doctest::Approx(single["last_epoch_mean_loss"].get<double>()).epsilon(1e-5));
+  CHECK(runs[0].at("last_step_loss").get<double>() == runs[1].at("last_step_loss").get<double>());
+  CHECK(runs[0].at("last_epoch_mean_loss").get<double>() ==
+        doctest::Approx(single.at("last_epoch_mean_loss").get<double>()).epsilon(1e-5));
 }
 
 TEST_CASE("train on a D = 2 x P = 2 x T = 2 mesh with clipping gives the single process's loss") {
   const auto single = train({"--clip-grad-norm", "0.5"});
-  std::vector<std::string> args = {actorpipe, "train", "--model", "784-64-32-10", "--train-limit", "512",
-                                   "--batch-size", "64", "--max-steps", "6", "--stages", "2", "--microbatches", "2",
-                                   "--layers-per-chunk", "3,2", "--data-parallel", "2", "--tensor-parallel", "2",
-                                   "--clip-grad-norm", "0.5"};
-  test::child_process p(args);
-  const std::string line = p.read_line(120s);
-  INFO(p.stderr_text());
-  REQUIRE(p.wait_exit(30s) == 0);
-  const auto mesh = nlohmann::json::parse(line);
-  CHECK(test::contains(p.stderr_text(), "mesh: 2 data-parallel replicas x 2 stages x 2 tensor-parallel ranks = 8 "
+  const test::program_run p = test::run_actorpipe(
+      {"train", "--model", "784-64-32-10", "--train-limit", "512", "--batch-size", "64", "--max-steps", "6", "--stages",
+       "2", "--microbatches", "2", "--layers-per-chunk", "3,2", "--data-parallel", "2", "--tensor-parallel", "2",
+       "--clip-grad-norm", "0.5"});
+  const nlohmann::json mesh = test::result_of(p);
+  CHECK(test::contains(p.err, "mesh: 2 data-parallel replicas x 2 stages x 2 tensor-parallel ranks = 8 "
                                         "compute ranks, all in this process"));
-  CHECK(mesh["data_parallel"] == 2);
-  CHECK(mesh["tensor_parallel"] == 2);
-  CHECK(mesh["stages"] == 2);
-  CHECK(mesh["last_epoch_mean_loss"].get<double>() == doctest::Approx(single["last_epoch_mean_loss"].get<double>()).epsilon(1e-5));
-  CHECK(mesh["test_accuracy"].get<double>() == doctest::Approx(single["test_accuracy"].get<double>()).epsilon(1e-4));
+  CHECK(mesh.at("data_parallel") == 2);
+  CHECK(mesh.at("tensor_parallel") == 2);
+  CHECK(mesh.at("stages") == 2);
+  CHECK(mesh.at("last_epoch_mean_loss").get<double>() == doctest::Approx(single.at("last_epoch_mean_loss").get<double>()).epsilon(1e-5));
+  CHECK(mesh.at("test_accuracy").get<double>() == doctest::Approx(single.at("test_accuracy").get<double>()).epsilon(1e-4));
+}
+
+TEST_CASE("a GPT with --sequence-parallel on P = 2 x T = 2 stages: the loss bit for bit, a smaller stash, predicted exactly") {
+  std::vector<nlohmann::json> runs;
+  for (bool sp : {false, true}) {
+    std::vector<std::string> args = {"train", "--model", "gpt:layers=2,dim=32,heads=4,context=16", "--max-steps", "3",
+                                     "--batch-size", "8", "--stages", "2", "--microbatches", "2", "--tensor-parallel", "2"};
+    if (sp) args.push_back("--sequence-parallel");
+    runs.push_back(test::result_of(test::run_actorpipe(args)));
+  }
+  CHECK_FALSE(runs[0].contains("sequence_parallel"));
+  CHECK(runs[1].at("sequence_parallel") == true);
+  // Note [sequence parallelism]: the same sums in the same order, only fewer rows on each rank between them.
+  CHECK(runs[1].at("last_step_loss").get<double>() == runs[0].at("last_step_loss").get<double>());
+  for (std::size_t s = 0; s < 2; ++s) {
+    CAPTURE(s);
+    CHECK(runs[1].at("peak_stash_bytes")[s].get<std::uint64_t>() < runs[0].at("peak_stash_bytes")[s].get<std::uint64_t>());
+    CHECK(runs[1].at("peak_stash_bytes")[s] == runs[1].at("predicted_peak_stash_bytes")[s]);
+  }
+  CHECK(test::contains(refusal({"--model", "gpt:layers=1,dim=32,heads=4,context=16", "--sequence-parallel"}),
+                       "--sequence-parallel divides rows over the tensor-parallel ranks: it needs --tensor-parallel 2"));
 }
 
 TEST_CASE("bad meshes are refused before any data is read, naming the flag or the layer") {

@@ -3,6 +3,9 @@
 // stages and every process exits 0; a node whose rank 0 is killed stops with an error instead of running on;
 // bad command lines are refused.
 #include <doctest/doctest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <string>
@@ -11,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_runs.hpp"
 #include "node_process.hpp"
 #include "test_support.hpp"
 
@@ -19,7 +23,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const std::string actorpipe = std::string(AP_BINARY_DIR) + "/cli/actorpipe";
+using test::actorpipe;
 
 // `env VARS... actorpipe ARGS...`
 std::unique_ptr<test::child_process> start(const std::vector<std::string>& vars, const std::vector<std::string>& args) {
@@ -110,6 +114,43 @@ TEST_CASE("Slurm's variables over mutual TLS: 5 processes, the first host of the
   CHECK(test::contains(nodes[0]->stderr_text(), "mutual TLS"));
 }
 
+TEST_CASE("a node listens on MASTER_PORT + its rank, or where that is taken on a free port, saying so") {
+  // Note [restart under a rendezvous]: rank 2 takes MASTER_PORT + 2; MASTER_PORT + 1 is held here by another
+  // listener, so rank 1 takes a free port, says why, and the job still trains on both.
+  const int master = test::free_port();
+  const int taken = master + 1;
+  const int holder = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(holder >= 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<std::uint16_t>(taken));
+  REQUIRE(bind(holder, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  REQUIRE(listen(holder, 4) == 0);
+  const auto vars = [&](int rank) {
+    return std::vector<std::string>{"RANK=" + std::to_string(rank), "WORLD_SIZE=3", "MASTER_ADDR=127.0.0.1",
+                                    "MASTER_PORT=" + std::to_string(master)};
+  };
+  const std::vector<std::string> two_stages = {"train", "--rendezvous", "env", "--stages", "2", "--model", "784-32-10",
+                                               "--train-limit", "256", "--batch-size", "64", "--max-steps", "2",
+                                               "--insecure"};
+  std::vector<std::unique_ptr<test::child_process>> nodes;
+  for (int rank : {1, 2}) nodes.push_back(start(vars(rank), two_stages));
+  auto coordinator = start(vars(0), two_stages);
+  const test::program_run job = test::finish(*coordinator);
+  close(holder);
+  const std::string one = nodes[0]->stderr_text(), two = nodes[1]->stderr_text();
+  INFO(job.err << "\n--- rank 1:\n" << one << "\n--- rank 2:\n" << two);
+  CHECK(test::result_of(job).at("steps") == 2);
+  for (auto& n : nodes) CHECK(n->wait_exit(test::scaled(30s)) == 0);
+  CHECK(test::contains(one, "node: port " + std::to_string(taken) + " is taken: "));
+  CHECK(test::contains(one, "; listening on a free one instead (a restart of this node would not find it there)"));
+  CHECK_FALSE(test::contains(one, "registered as the node at 127.0.0.1:" + std::to_string(taken) + "\n"));
+  CHECK(test::contains(one, "rendezvous: rank 1 registered as the node at 127.0.0.1:"));
+  CHECK(test::contains(two, "rendezvous: rank 2 registered as the node at 127.0.0.1:" + std::to_string(master + 2) + "\n"));
+  CHECK_FALSE(test::contains(two, " is taken"));
+}
+
 TEST_CASE("a node whose rank 0 is killed stops with an error instead of running on") {
   const std::string port = std::to_string(test::free_port());
   const auto vars = [&](int rank) {
@@ -183,29 +224,21 @@ TEST_CASE("restart under a rendezvous (--restart-on-failure): a node killed mid-
       nodes[1]->kill9();                   // rank 2: stage 1
       nodes.push_back(start(vars(2), long_job));  // as a launcher restarting it would
     }
-    std::string last;
-    for (std::string line = coordinator->read_line(test::scaled(120s)); !line.empty();
-         line = coordinator->read_line(test::scaled(120s)))
-      last = line;
-    const int code = coordinator->wait_exit(test::scaled(60s));
-    const std::string log = coordinator->stderr_text();
+    const test::program_run job = test::finish(*coordinator);
+    const std::string& log = job.err;
     INFO(log);
-    CHECK(code == 0);
+    const nlohmann::json result = test::result_of(job);
     for (std::size_t n = 0; n < nodes.size(); ++n)
       if (!(kill_one && n == 1)) CHECK(nodes[n]->wait_exit(test::scaled(30s)) == 0);  // the job's end reached them
     if (kill_one) {
       CHECK(test::contains(log, "rendezvous: rank 2 registered again at 127.0.0.1:" + std::to_string(std::stoi(port) + 2) +
                                     " (restarted: a recovery finds it there)"));
       CHECK(test::contains(log, "recovery 1 of 1: "));
-      CHECK(test::contains(last, "\"restarts\":1"));
     }
-    return last;
+    CHECK(result.at("restarts") == (kill_one ? 1 : 0));
+    return result;
   };
-  const std::string expected = run_job(false);
-  const std::string got = run_job(true);
-  const auto field = [](const std::string& json, const std::string& key) {
-    const auto at = json.find("\"" + key + "\":");
-    return at == std::string::npos ? std::string("missing") : json.substr(at, json.find_first_of(",}", at) - at);
-  };
-  for (const char* key : {"last_epoch_mean_loss", "last_step_loss", "test_accuracy", "steps"}) CHECK(field(got, key) == field(expected, key));
+  const nlohmann::json expected = run_job(false);
+  const nlohmann::json got = run_job(true);
+  test::check_same_fields(got, expected, {"last_epoch_mean_loss", "last_step_loss", "test_accuracy", "steps"});
 }

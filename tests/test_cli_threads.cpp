@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_runs.hpp"
 #include "node_process.hpp"
 #include "plan/cores.hpp"
 #include "test_support.hpp"
@@ -14,9 +15,7 @@
 using namespace ap;
 using namespace std::chrono_literals;
 
-namespace {
-const std::string actorpipe = std::string(AP_BINARY_DIR) + "/cli/actorpipe";
-}  // namespace
+using test::actorpipe;
 
 // What `train` prints for D replicas x P stages (0: no pipeline) x T ranks of `threads` each, on this process's cores.
 std::string expected_layout(int D, int P, int T, int threads) {
@@ -33,14 +32,12 @@ TEST_CASE("--threads gives every stage and every replica its threads, and train 
   for (const run& r : {run{{"--stages", "2", "--threads", "1"}, 1, 2, 1}, run{{"--stages", "1"}, 1, 1, 1},
                        run{{"--data-parallel", "2", "--threads", "1"}, 2, 0, 1},
                        run{{"--stages", "2", "--tensor-parallel", "2", "--microbatches", "2"}, 1, 2, 2}}) {
-    std::vector<std::string> args{actorpipe, "train", "--train-limit", "256", "--max-steps", "1", "--batch-size", "64"};
+    std::vector<std::string> args{"train", "--train-limit", "256", "--max-steps", "1", "--batch-size", "64"};
     args.insert(args.end(), r.flags.begin(), r.flags.end());
-    test::child_process train(args);
-    const std::string json = train.read_line(60s);
-    CHECK(train.wait_exit(10s) == 0);
-    const std::string log = train.stderr_text();
+    const test::program_run train = test::run_actorpipe(args);
+    const std::string& log = train.err;
     INFO(log);
-    CHECK(!json.empty());
+    test::result_of(train);
     const int threads = r.flags.size() > 2 && r.flags[2] == "--threads" ? 1 : 0;
     CHECK(test::contains(log, expected_layout(r.D, r.P, r.T, threads)));
   }
@@ -50,13 +47,10 @@ TEST_CASE("a one-stage pipeline with 2 threads per stage trains to the loss of 1
   double losses[2] = {0, 0};
   int i = 0;
   for (const char* threads : {"1", "2"}) {
-    test::child_process train({actorpipe, "train", "--stages", "1", "--microbatches", "2", "--threads", threads,
-                               "--train-limit", "512", "--max-steps", "3", "--batch-size", "64"});
-    const std::string json = train.read_line(60s);
-    CHECK(train.wait_exit(10s) == 0);
-    INFO(train.stderr_text());
-    REQUIRE(!json.empty());
-    losses[i++] = nlohmann::json::parse(json).at("last_epoch_mean_loss").get<double>();
+    const nlohmann::json out = test::result_of(test::run_actorpipe({"train", "--stages", "1", "--microbatches", "2",
+                                                                    "--threads", threads, "--train-limit", "512",
+                                                                    "--max-steps", "3", "--batch-size", "64"}));
+    losses[i++] = out.at("last_epoch_mean_loss").get<double>();
   }
   CHECK(losses[0] == doctest::Approx(losses[1]).epsilon(1e-5));  // more threads may split a GEMM's sums otherwise
 }
@@ -65,13 +59,9 @@ TEST_CASE("the single process trains with one thread and with every core, to the
   double losses[2] = {0, 0};
   int i = 0;
   for (const char* threads : {"1", "0"}) {
-    test::child_process train({actorpipe, "train", "--threads", threads, "--train-limit", "512", "--max-steps", "3",
-                               "--batch-size", "64"});
-    const std::string json = train.read_line(60s);  // the one JSON line at the end
-    CHECK(train.wait_exit(10s) == 0);
-    INFO(train.stderr_text());
-    REQUIRE(!json.empty());
-    losses[i++] = nlohmann::json::parse(json).at("last_epoch_mean_loss").get<double>();
+    const nlohmann::json out = test::result_of(
+        test::run_actorpipe({"train", "--threads", threads, "--train-limit", "512", "--max-steps", "3", "--batch-size", "64"}));
+    losses[i++] = out.at("last_epoch_mean_loss").get<double>();
   }
   // More threads may split a GEMM's sums differently: equal up to float rounding.
   CHECK(losses[0] == doctest::Approx(losses[1]).epsilon(1e-5));
@@ -82,12 +72,8 @@ TEST_CASE("two nodes on one machine pin their stages to disjoint cores (Note [co
   // Each node used to divide all of the machine's cores among its own ranks alone: both pinned their one stage to
   // the first cores, and the two stages time-sliced them (0.55x the one-process pipeline in bench_network).
   test::node_process a(actorpipe, {"--insecure"}), b(actorpipe, {"--insecure"});
-  test::child_process train({actorpipe, "train", "--train-limit", "256", "--max-steps", "1", "--batch-size", "64",
-                             "--stages", "2", "--nodes", a.address() + "," + b.address(), "--insecure"});
-  const std::string json = train.read_line(60s);
-  INFO(train.stderr_text());
-  CHECK(train.wait_exit(30s) == 0);
-  CHECK(!json.empty());
+  test::result_of(test::run_actorpipe({"train", "--train-limit", "256", "--max-steps", "1", "--batch-size", "64",
+                                       "--stages", "2", "--nodes", a.address() + "," + b.address(), "--insecure"}));
   const auto expected = assign_cores(process_cores(), 2, 0);  // the machine's cores for its 2 ranks
   const std::string a_log = a.process().stderr_text(), b_log = b.process().stderr_text();
   INFO(a_log);

@@ -14,6 +14,7 @@
 #include "checkpoint/safetensors.hpp"
 #include "model/sequential.hpp"
 #include "node_process.hpp"
+#include "cli_runs.hpp"
 #include "test_support.hpp"
 
 using namespace ap;
@@ -21,22 +22,17 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const std::string actorpipe = std::string(AP_BINARY_DIR) + "/cli/actorpipe";
 // GPT-2's shape with an untied head (a plain gpt spec's) and byte tokens: trains on text, samples without a tokenizer.
 const std::string spec = "gpt:layers=2,dim=64,heads=4,context=64,init=gpt2";
 
+// `actorpipe ARGS...` to its end: its exit code, its first stdout line, its stderr.
 struct run_output {
   int code = 0;
   std::string out, err;
 };
-run_output run(std::vector<std::string> args) {
-  args.insert(args.begin(), actorpipe);
-  test::child_process p(args);
-  run_output r;
-  r.out = p.read_line(120s);
-  r.code = p.wait_exit(120s);
-  r.err = p.stderr_text();
-  return r;
+run_output run(const std::vector<std::string>& args) {
+  const test::program_run r = test::run_actorpipe(args);
+  return {r.code, r.lines.empty() ? std::string() : r.lines.front(), r.err};
 }
 
 // GPT-2-shaped weights of `spec`, every parameter off its initial value, the head tied to wte when `tied` (a

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -14,16 +15,19 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_runs.hpp"
 #include "node_process.hpp"
+#include "plan/memory_model.hpp"
 #include "tensor/compute.hpp"
 #include "tensor/matmul.hpp"
 #include "test_support.hpp"
+#include "training/trainer.hpp"
 
 using namespace ap;
 using namespace std::chrono_literals;
+using test::actorpipe;
 
 namespace {
-const std::string actorpipe = std::string(AP_BINARY_DIR) + "/cli/actorpipe";
 
 // A train run that exits 0: its JSON line and what it printed on stderr.
 struct train_run {
@@ -31,27 +35,29 @@ struct train_run {
   std::string err;
 };
 train_run run_train(const std::vector<std::string>& args) {
-  test::child_process train(args);
-  const std::string line = train.read_line(60s);
-  const int code = train.wait_exit(20s);
-  INFO(train.stderr_text());
-  CHECK(code == 0);
-  REQUIRE(!line.empty());
-  return {nlohmann::json::parse(line), train.stderr_text()};
+  const test::program_run r = test::run_program(args);
+  return {test::result_of(r), r.err};
 }
+
+// A run that must fail: its stderr.
+std::string refusal(const std::vector<std::string>& args) {
+  const test::program_run r = test::run_actorpipe(args);
+  INFO(r.err);
+  CHECK(r.code != 0);
+  CHECK(r.code != -1);
+  return r.err;
+}
+
 }  // namespace
 
 TEST_CASE("a 2-stage run with --layers-per-chunk '1, 4' and --plot: JSON loss keys, SVG curve, no progress on a pipe") {
   test::scratch_dir dir{"cli_train_outputs"};
   const std::string plot = dir.file("loss.svg"), timeline = dir.file("timeline.svg");
-  test::child_process train({actorpipe, "train", "--stages", "2", "--layers-per-chunk", "1, 4", "--train-limit", "256",
-                             "--batch-size", "64", "--epochs", "2", "--plot", plot, "--timeline", timeline});
-  const std::string line = train.read_line(60s);
-  CHECK(train.wait_exit(10s) == 0);
-  const std::string log = train.stderr_text();
+  const train_run run = run_train({actorpipe, "train", "--stages", "2", "--layers-per-chunk", "1, 4", "--train-limit",
+                                   "256", "--batch-size", "64", "--epochs", "2", "--plot", plot, "--timeline", timeline});
+  const nlohmann::json& out = run.out;
+  const std::string& log = run.err;
   INFO(log);
-  REQUIRE(!line.empty());
-  const auto out = nlohmann::json::parse(line);
   CHECK(out.at("layers_per_chunk") == nlohmann::json::array({1, 4}));
   CHECK(out.at("steps") == 8);
   CHECK(out.at("last_epoch_steps") == 4);
@@ -85,14 +91,10 @@ TEST_CASE("--recompute blocks on two nodes: the run without it, bit for bit, wit
   // Note [recomputation]: the mode travels to the nodes in the stage spec.
   test::node_process first(actorpipe, {"--insecure"}), second(actorpipe, {"--insecure"});
   const auto run = [&](const std::string& mode) {
-    test::child_process train({actorpipe, "train", "--model", "gpt:layers=2,dim=32,heads=2,context=16", "--stages",
-                               "2", "--microbatches", "4", "--batch-size", "16", "--max-steps", "4", "--recompute",
-                               mode, "--nodes", first.address() + "," + second.address(), "--insecure"});
-    const std::string line = train.read_line(120s);
-    CHECK(train.wait_exit(20s) == 0);
-    INFO(train.stderr_text());
-    REQUIRE(!line.empty());
-    return nlohmann::json::parse(line);
+    return run_train({actorpipe, "train", "--model", "gpt:layers=2,dim=32,heads=2,context=16", "--stages", "2",
+                      "--microbatches", "4", "--batch-size", "16", "--max-steps", "4", "--recompute", mode, "--nodes",
+                      first.address() + "," + second.address(), "--insecure"})
+        .out;
   };
   const auto kept = run("none"), recomputed = run("blocks");
   CHECK(kept.at("recompute") == "none");
@@ -103,38 +105,62 @@ TEST_CASE("--recompute blocks on two nodes: the run without it, bit for bit, wit
     CHECK(recomputed.at("peak_stash_bytes").at(s).get<std::uint64_t>() <
           kept.at("peak_stash_bytes").at(s).get<std::uint64_t>());
   }
-  test::child_process bad({actorpipe, "train", "--recompute", "layers"});
-  CHECK(bad.wait_exit(20s) != 0);
-  CHECK(test::contains(bad.stderr_text(), "--recompute"));
-  test::child_process sync({actorpipe, "train", "--model", "gpt:layers=2,dim=32,heads=2,context=16", "--stages", "2",
-                            "--schedule", "sync-backward", "--recompute", "blocks", "--max-steps", "1"});
-  CHECK(sync.wait_exit(20s) != 0);
-  CHECK(test::contains(sync.stderr_text(), "recomputing blocks keep none"));
-  CHECK_FALSE(test::contains(sync.stderr_text(), "step 0"));  // refused before any step
+  CHECK(test::contains(refusal({"train", "--recompute", "layers"}), "--recompute"));
+  const std::string sync = refusal({"train", "--model", "gpt:layers=2,dim=32,heads=2,context=16", "--stages", "2",
+                                    "--schedule", "sync-backward", "--recompute", "blocks", "--max-steps", "1"});
+  CHECK(test::contains(sync, "recomputing blocks keep none"));
+  CHECK_FALSE(test::contains(sync, "step 0"));  // refused before any step
 }
 
 TEST_CASE("--sequence-lengths trains a gpt on mixed lengths, counts its tokens, and refuses what cannot fit") {
-  // Note [sequence lengths].
-  test::child_process train({actorpipe, "train", "--model", "gpt:layers=1,dim=16,heads=2,context=16", "--stages", "2",
-                             "--microbatches", "2", "--batch-size", "8", "--max-steps", "6", "--sequence-lengths",
-                             "4,16"});
-  const std::string line = train.read_line(60s);
-  CHECK(train.wait_exit(20s) == 0);
-  INFO(train.stderr_text());
-  REQUIRE(!line.empty());
-  const auto out = nlohmann::json::parse(line);
+  // Note [sequence lengths]: step s trains batch-size x L_s positions, L_s = sequence_length_of(lengths, seed, s).
+  const std::vector<std::size_t> lengths = {4, 16};
+  const train_run run = run_train({actorpipe, "train", "--model", "gpt:layers=1,dim=16,heads=2,context=16", "--stages",
+                                   "2", "--microbatches", "2", "--batch-size", "8", "--max-steps", "6", "--seed", "3",
+                                   "--sequence-lengths", "4,16"});
+  const nlohmann::json& out = run.out;
+  INFO(run.err);
   CHECK(out.at("steps") == 6);
-  // Tokens are the positions trained on: between 6 steps of 8 x 4 and 6 of 8 x 16, over the same time.
+  std::size_t positions = 0;
+  std::set<std::size_t> used;
+  for (std::uint64_t step = 0; step < 6; ++step) {
+    used.insert(sequence_length_of(lengths, 3, step));
+    positions += 8 * sequence_length_of(lengths, 3, step);
+  }
+  REQUIRE(used.size() == 2);  // both lengths among these steps: mixed
+  // Tokens are the positions trained on, over the run's wall time.
   const double tokens = out.at("tokens_per_s").get<double>() * out.at("wall_s").get<double>();
-  CHECK(tokens >= 6 * 8 * 4 * 0.99);
-  CHECK(tokens <= 6 * 8 * 16 * 1.01);
-  test::child_process longer({actorpipe, "train", "--model", "gpt:layers=1,dim=16,heads=2,context=16",
-                              "--sequence-lengths", "8,32"});
-  CHECK(longer.wait_exit(20s) != 0);
-  CHECK(test::contains(longer.stderr_text(), "--sequence-lengths 32 is longer than the model's 16 positions"));
-  test::child_process mlp({actorpipe, "train", "--sequence-lengths", "8"});
-  CHECK(mlp.wait_exit(20s) != 0);
-  CHECK(test::contains(mlp.stderr_text(), "--sequence-lengths needs a gpt model"));
+  CHECK(tokens == doctest::Approx(static_cast<double>(positions)).epsilon(1e-9));
+  CHECK(test::contains(refusal({"train", "--model", "gpt:layers=1,dim=16,heads=2,context=16", "--sequence-lengths", "8,32"}),
+                       "--sequence-lengths 32 is longer than the model's 16 positions"));
+  CHECK(test::contains(refusal({"train", "--sequence-lengths", "8"}), "--sequence-lengths needs a gpt model"));
+}
+
+TEST_CASE("--sequence-lengths after --resume: the resumed steps take the lengths of an uninterrupted run's") {
+  // Note [sequence lengths]: the length is chosen from (--seed, step), the step counted from the run's start, so the
+  // run resumed at step 3 trains steps 3-5 on the uninterrupted run's lengths and ends with its loss.
+  test::scratch_dir dir{"cli_sequence_resume"};
+  const std::vector<std::size_t> lengths = {4, 16};
+  std::multiset<std::size_t> first, last;
+  for (std::uint64_t step = 0; step < 3; ++step) first.insert(sequence_length_of(lengths, 3, step));
+  for (std::uint64_t step = 3; step < 6; ++step) last.insert(sequence_length_of(lengths, 3, step));
+  REQUIRE(first != last);  // a resumed run that chose from its own step count would train other lengths
+  const auto train = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = {actorpipe, "train", "--model", "gpt:layers=1,dim=16,heads=2,context=16", "--stages",
+                                     "2", "--microbatches", "2", "--batch-size", "8", "--seed", "3",
+                                     "--sequence-lengths", "4,16"};
+    args.insert(args.end(), more.begin(), more.end());
+    return run_train(args).out;
+  };
+  const nlohmann::json whole = train({"--max-steps", "6"});
+  const std::string checkpoint = dir.file("half.safetensors");
+  train({"--max-steps", "3", "--checkpoint", checkpoint});
+  const nlohmann::json resumed = train({"--max-steps", "6", "--resume", checkpoint});
+  CHECK(resumed.at("last_step_loss").get<double>() == whole.at("last_step_loss").get<double>());
+  std::size_t positions = 0;
+  for (std::size_t L : last) positions += 8 * L;
+  const double tokens = resumed.at("tokens_per_s").get<double>() * resumed.at("wall_s").get<double>();
+  CHECK(tokens == doctest::Approx(static_cast<double>(positions)).epsilon(1e-9));
 }
 
 TEST_CASE("the memory model predicts each stage's peak stash within 10% of the measured, and --max-memory refuses") {
@@ -177,33 +203,25 @@ TEST_CASE("the memory model predicts each stage's peak stash within 10% of the m
     if (std::find(c.args.begin(), c.args.end(), "--tensor-parallel") != c.args.end())
       CHECK(test::contains(err, " for its 2 tensor-parallel ranks, each (weights "));
   }
-  test::child_process tight({actorpipe, "train", "--stages", "2", "--model", "784-256-128-10", "--max-memory", "1M"});
-  CHECK(tight.wait_exit(30s) != 0);
-  CHECK(test::contains(tight.stderr_text(), "this process needs about"));
-  CHECK(test::contains(tight.stderr_text(), "over --max-memory 1.0 MB: stage 0 "));
-  CHECK_FALSE(test::contains(tight.stderr_text(), "epoch"));  // refused before any step
+  const std::string tight = refusal({"train", "--stages", "2", "--model", "784-256-128-10", "--max-memory", "1M"});
+  CHECK(test::contains(tight, "this process needs about"));
+  CHECK(test::contains(tight, "over --max-memory 1.0 MB: stage 0 "));
+  CHECK_FALSE(test::contains(tight, "epoch"));  // refused before any step
   // Without stages, the process holds the model once per replica (Note [memory budget]).
-  test::child_process single({actorpipe, "train", "--model", "784-256-128-10", "--data-parallel", "2", "--max-memory",
-                              "1M", "--train-limit", "512"});
-  CHECK(single.wait_exit(30s) != 0);
-  CHECK(test::contains(single.stderr_text(), "memory: predicted "));
-  CHECK(test::contains(single.stderr_text(), " for 2 replicas of the model"));
-  CHECK(test::contains(single.stderr_text(), "this process needs about"));
-  CHECK_FALSE(test::contains(single.stderr_text(), "epoch"));
-  test::child_process fits({actorpipe, "train", "--model", "784-256-128-10", "--max-memory", "1G", "--train-limit", "256",
-                            "--max-steps", "1"});
-  CHECK(fits.wait_exit(30s) == 0);
+  const std::string single = refusal({"train", "--model", "784-256-128-10", "--data-parallel", "2", "--max-memory", "1M",
+                                      "--train-limit", "512"});
+  CHECK(test::contains(single, "memory: predicted "));
+  CHECK(test::contains(single, " for 2 replicas of the model"));
+  CHECK(test::contains(single, "this process needs about"));
+  CHECK_FALSE(test::contains(single, "epoch"));
+  run_train({actorpipe, "train", "--model", "784-256-128-10", "--max-memory", "1G", "--train-limit", "256", "--max-steps", "1"});
   // With tensor-parallel ranks too (each rank's own weights and stash).
-  test::child_process split({actorpipe, "train", "--model", "784-256-128-10", "--stages", "2", "--tensor-parallel", "2",
-                             "--max-memory", "1M", "--train-limit", "256"});
-  CHECK(split.wait_exit(30s) != 0);
-  CHECK(test::contains(split.stderr_text(), "this process needs about"));
-  test::child_process split_fits({actorpipe, "train", "--model", "784-256-128-10", "--tensor-parallel", "2",
-                                  "--max-memory", "1G", "--train-limit", "256", "--max-steps", "1"});
-  CHECK(split_fits.wait_exit(30s) == 0);
-  test::child_process unreadable({actorpipe, "train", "--stages", "2", "--max-memory", "lots"});
-  CHECK(unreadable.wait_exit(30s) != 0);
-  CHECK(test::contains(unreadable.stderr_text(), "memory size 'lots'"));
+  CHECK(test::contains(refusal({"train", "--model", "784-256-128-10", "--stages", "2", "--tensor-parallel", "2",
+                                "--max-memory", "1M", "--train-limit", "256"}),
+                       "this process needs about"));
+  run_train({actorpipe, "train", "--model", "784-256-128-10", "--tensor-parallel", "2", "--max-memory", "1G",
+             "--train-limit", "256", "--max-steps", "1"});
+  CHECK(test::contains(refusal({"train", "--stages", "2", "--max-memory", "lots"}), "memory size 'lots'"));
 }
 
 TEST_CASE("the memory model predicts what building and training a pipeline add to the process's tensors") {
@@ -218,6 +236,8 @@ TEST_CASE("the memory model predicts what building and training a pipeline add t
       {"--model", "gpt:layers=2,dim=64,heads=4,context=32", "--batch-size", "32", "--schedule", "1f1b"},
       {"--model", "gpt:layers=2,dim=64,heads=4,context=32", "--batch-size", "32", "--schedule", "zb-h1"},
   };
+  // The run measures where this kernel lets a process reset its resident peak (/proc/self/clear_refs), as here.
+  const bool measured = reset_peak_resident_memory();
   for (const auto& c : cases) {
     std::vector<std::string> args = {actorpipe, "train", "--stages", "2", "--microbatches", "4", "--max-steps", "3"};
     args.insert(args.end(), c.begin(), c.end());
@@ -228,7 +248,11 @@ TEST_CASE("the memory model predicts what building and training a pipeline add t
     const std::string& err = run.err;
     INFO(err);
     CHECK(test::contains(err, "memory: predicted "));
-    if (!out.contains("tensor_peak_growth_bytes")) continue;  // no /proc/self/clear_refs: nothing measured
+    if (!measured) {
+      CHECK_FALSE(out.contains("tensor_peak_growth_bytes"));
+      continue;
+    }
+    REQUIRE(out.contains("tensor_peak_growth_bytes"));
     const double predicted = out.at("predicted_process_growth_bytes").get<double>();
     const double tensors = out.at("tensor_peak_growth_bytes").get<double>();
     CHECK(tensors >= 0.75 * predicted);
@@ -241,12 +265,7 @@ TEST_CASE("train splits by parameters unless told (Note [default partition]): a 
     std::vector<std::string> args{actorpipe, "train", "--model", "gpt:layers=6,dim=32,heads=2,context=16", "--stages", "4",
                                   "--max-steps", "1", "--batch-size", "8", "--validation-windows", "4"};
     args.insert(args.end(), extra.begin(), extra.end());
-    test::child_process train(args);
-    const std::string line = train.read_line(60s);
-    CHECK(train.wait_exit(10s) == 0);
-    INFO(train.stderr_text());
-    REQUIRE(!line.empty());
-    const auto out = nlohmann::json::parse(line);
+    const nlohmann::json out = run_train(args).out;
     return std::make_pair(out.at("partition").get<std::string>(), out.at("layers_per_chunk"));
   };
   // 10 layers: token and position embeddings, 6 blocks, layer norm, head. By parameters: 1 block with the

@@ -1,6 +1,6 @@
 // The gloo backend of the groups across processes (collective/gloo_group.hpp, Note [gloo backend]): each rank
 // has its own gloo device and sockets on loopback, as separate processes would; ranks run as threads here, and
-// across real processes in test_network_data_parallel and bench_allreduce.
+// across real processes in test_network_data_parallel and `bench_network allreduce`.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -9,10 +9,16 @@
 #include <memory>
 #include <thread>
 
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include "actors/message_types.hpp"
 #include "collective/by_size_group.hpp"
 #include "collective/gloo_group.hpp"
+#include "collective/ring_group.hpp"
 #include "collective/shard.hpp"
 #include "collective_ranks.hpp"
+#include "node_process.hpp"  // insecure_transport
 #include "test_support.hpp"
 
 using namespace ap;
@@ -25,7 +31,7 @@ using test::on_every_rank;
 
 // `size` ranks of group `name`, connected with each other's endpoints.
 std::vector<std::unique_ptr<gloo_group>> connected(const std::string& name, int size,
-                                                   std::chrono::milliseconds timeout = 20s) {
+                                                   std::chrono::milliseconds timeout = test::scaled(20s)) {
   std::vector<std::unique_ptr<gloo_group>> ranks;
   std::vector<std::string> endpoints;
   for (int r = 0; r < size; ++r) {
@@ -37,6 +43,61 @@ std::vector<std::unique_ptr<gloo_group>> connected(const std::string& name, int 
   for (auto& t : threads) t.join();
   return ranks;
 }
+
+caf::actor_system_config& network_config(caf::actor_system_config& config) {
+  config.load<caf::io::middleman>();
+  add_message_types(config);
+  config.set("scheduler.max-threads", 2);
+  return config;
+}
+
+// One "process" of a ring group: its actor system with the middleman (Note [ring security]: without a guarded
+// transport the ring runs on CAF's plain one).
+struct rank_process {
+  caf::actor_system_config config;
+  caf::actor_system system{network_config(config)};
+};
+
+std::string joined(const std::vector<std::string>& calls) {
+  std::string text;
+  for (const std::string& c : calls) text += (text.empty() ? "" : ", ") + c;
+  return text;
+}
+
+// A network_group that records each collective it is given ("all_reduce 60": the kind and its input's bytes)
+// and passes it on: which half of a by_size_group ran what.
+class recording_group final : public network_group {
+ public:
+  recording_group(std::unique_ptr<network_group> inner, std::shared_ptr<std::vector<std::string>> calls)
+      : inner_(std::move(inner)), calls_(std::move(calls)) {}
+  const std::string& name() const override { return inner_->name(); }
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  std::string endpoint() const override { return inner_->endpoint(); }
+  void connect(const std::vector<std::string>& endpoints) override { inner_->connect(endpoints); }
+  collective_handle all_reduce(tensor& t, reduce_op op) override {
+    record("all_reduce", t);
+    return inner_->all_reduce(t, op);
+  }
+  collective_handle reduce_scatter(const tensor& in, tensor& out, reduce_op op) override {
+    record("reduce_scatter", in);
+    return inner_->reduce_scatter(in, out, op);
+  }
+  collective_handle all_gather(const tensor& in, tensor& out) override {
+    record("all_gather", in);
+    return inner_->all_gather(in, out);
+  }
+  collective_handle broadcast(tensor& t, int root) override {
+    record("broadcast", t);
+    return inner_->broadcast(t, root);
+  }
+  void abort(const std::string& reason) override { inner_->abort(reason); }
+
+ private:
+  void record(const char* kind, const tensor& t) { calls_->push_back(std::string(kind) + " " + std::to_string(t.byte_size())); }
+  std::unique_ptr<network_group> inner_;
+  std::shared_ptr<std::vector<std::string>> calls_;
+};
 
 }  // namespace
 
@@ -125,7 +186,7 @@ TEST_CASE("gloo all-gather refuses ranks whose shapes differ after the first axi
 }
 
 TEST_CASE("gloo abort: the aborting rank's and its peers' waiting collectives fail at once, naming the reason") {
-  auto ranks = connected("dp", 3, 30s);
+  auto ranks = connected("dp", 3, test::scaled(30s));
   std::vector<std::string> errors(3);
   std::vector<double> took(3);
   on_every_rank(3, [&](int r) {
@@ -155,7 +216,7 @@ TEST_CASE("gloo abort: the aborting rank's and its peers' waiting collectives fa
 }
 
 TEST_CASE("gloo: a rank that never joins fails the collective after the timeout, naming the group and collective") {
-  auto ranks = connected("dp", 2, 300ms);
+  auto ranks = connected("dp", 2, test::scaled(300ms));  // it bounds their connect too
   tensor t = filled({16}, 0);
   const auto t0 = std::chrono::steady_clock::now();
   CHECK_THROWS_WITH_AS(ranks[0]->all_reduce(t).wait(), doctest::Contains("group 'dp' all_reduce #0 on rank 0 (gloo): gloo:"),
@@ -185,20 +246,38 @@ TEST_CASE("gloo: a group of one rank needs no peer") {
   CHECK(std::memcmp(out.data(), before.data(), before.byte_size()) == 0);
 }
 
-TEST_CASE("by-size group (Note [collectives by size]): below the threshold on the small group, from it on the large one") {
-  // Two gloo groups stand for the ring and gloo; a threshold of 64 bytes splits 16 floats from 15.
+TEST_CASE("by-size group (Note [collectives by size]): the ring below the threshold, gloo from it, every all-gather on the ring") {
+  // Each rank's two halves are a real ring and a real gloo group, each wrapped to record what it is given: a
+  // threshold of 64 bytes splits 16 floats from 15.
   const int size = 3;
+  std::vector<std::unique_ptr<rank_process>> processes;
   std::vector<std::unique_ptr<by_size_group>> ranks;
+  std::vector<std::shared_ptr<std::vector<std::string>>> on_ring, on_gloo;
   {
-    auto small = connected("dp", size), large = connected("dp", size);
-    for (int r = 0; r < size; ++r)
-      ranks.push_back(std::make_unique<by_size_group>(std::move(small[static_cast<std::size_t>(r)]),
-                                                      std::move(large[static_cast<std::size_t>(r)]), 64));
+    auto gloo = connected("dp", size);
+    std::vector<std::unique_ptr<network_group>> rings;
+    std::vector<std::string> endpoints;
+    for (int r = 0; r < size; ++r) {
+      processes.push_back(std::make_unique<rank_process>());
+      rings.push_back(std::make_unique<ring_group>(processes.back()->system, "dp", r, size, node_address{"127.0.0.1", 0},
+                                                   test::insecure_transport(), test::scaled(20s)));
+      endpoints.push_back(rings.back()->endpoint());
+    }
+    on_every_rank(size, [&](int r) { CHECK_NOTHROW(rings[static_cast<std::size_t>(r)]->connect(endpoints)); });
+    for (int r = 0; r < size; ++r) {
+      const auto i = static_cast<std::size_t>(r);
+      on_ring.push_back(std::make_shared<std::vector<std::string>>());
+      on_gloo.push_back(std::make_shared<std::vector<std::string>>());
+      ranks.push_back(std::make_unique<by_size_group>(std::make_unique<recording_group>(std::move(rings[i]), on_ring[i]),
+                                                      std::make_unique<recording_group>(std::move(gloo[i]), on_gloo[i]),
+                                                      64));
+    }
   }
   CHECK(&ranks[0]->group_for(60) != &ranks[0]->group_for(64));
   CHECK(&ranks[0]->group_for(0) == &ranks[0]->group_for(63));
   CHECK(&ranks[0]->group_for(64) == &ranks[0]->group_for(std::size_t{1} << 30));
-  std::vector<tensor> few(size), many(size), gathered(size), shards(size), sent(size);
+  std::vector<tensor> few(size), many(size), gathered(size), wide(size), shards(size), shard_of_few(size), sent(size),
+      edge(size), below(size);
   on_every_rank(size, [&](int r) {
     auto& g = *ranks[static_cast<std::size_t>(r)];
     const auto i = static_cast<std::size_t>(r);
@@ -208,20 +287,34 @@ TEST_CASE("by-size group (Note [collectives by size]): below the threshold on th
     collective_handle b = g.all_reduce(few[i], reduce_op::mean);
     b.wait(), a.wait();
     g.all_gather(filled({i + 1, 2}, r), gathered[i]).wait();
+    g.all_gather(filled({20, 2}, r), wide[i]).wait();  // 160 bytes: still the small group's
     g.reduce_scatter(filled({7, 3}, r), shards[i]).wait();
+    g.reduce_scatter(filled({3, 3}, r), shard_of_few[i]).wait();
     sent[i] = filled({20}, r);
     g.broadcast(sent[i], 2).wait();
+    edge[i] = filled({16}, r);  // 64 bytes: from the threshold on, the large group's
+    g.broadcast(edge[i], 1).wait();
+    below[i] = filled({15}, r);
+    g.broadcast(below[i], 0).wait();
   });
   for (int r = 0; r < size; ++r) {
     const auto i = static_cast<std::size_t>(r);
+    CAPTURE(r);
+    const std::string gathered_bytes = std::to_string(8 * (i + 1));
+    CHECK(joined(*on_ring[i]) == "all_reduce 60, all_gather " + gathered_bytes + ", all_gather 160, reduce_scatter 36, broadcast 60");
+    CHECK(joined(*on_gloo[i]) == "all_reduce 480, reduce_scatter 84, broadcast 80, broadcast 64");
     for (std::size_t k = 0; k < 120; ++k)
       CHECK(many[i].data()[k] == filled({40, 3}, 0).data()[k] + filled({40, 3}, 1).data()[k] + filled({40, 3}, 2).data()[k]);
     CHECK(std::memcmp(few[i].data(), few[0].data(), few[0].byte_size()) == 0);
     CHECK(few[i].data()[3] == doctest::Approx((filled({15}, 0).data()[3] + filled({15}, 1).data()[3] + filled({15}, 2).data()[3]) / 3));
     CHECK(gathered[i].shape() == shape_t{6, 2});
+    CHECK(wide[i].shape() == shape_t{60, 2});
     const auto [first, last] = shard_rows(7, 3, i);
     CHECK(shards[i].shape() == shape_t{last - first, 3});
+    CHECK(shard_of_few[i].shape() == shape_t{1, 3});
     CHECK(std::memcmp(sent[i].data(), filled({20}, 2).data(), 20 * sizeof(float)) == 0);
+    CHECK(std::memcmp(edge[i].data(), filled({16}, 1).data(), 16 * sizeof(float)) == 0);
+    CHECK(std::memcmp(below[i].data(), filled({15}, 0).data(), 15 * sizeof(float)) == 0);
   }
   CHECK_THROWS_WITH_AS(ranks[0]->connect({"a b", "c", "d e"}), doctest::Contains("rank 1's endpoint 'c' names one backend, not two"),
                        collective_error);
@@ -229,4 +322,50 @@ TEST_CASE("by-size group (Note [collectives by size]): below the threshold on th
   tensor small_one = filled({2}, 1), large_one = filled({64}, 1);
   CHECK_THROWS_AS(ranks[1]->all_reduce(small_one).wait(), collective_error);
   CHECK_THROWS_AS(ranks[1]->all_reduce(large_one).wait(), collective_error);
+  CHECK(on_ring[1]->back() == "all_reduce 8");
+  CHECK(on_gloo[1]->back() == "all_reduce 256");
+  ranks.clear();  // the ring groups before their actor systems
 }
+
+TEST_CASE("gloo abort while this rank's own collective waits inside gloo: that collective fails at once too") {
+  // Note [gloo backend]: why abort() fails the pairs' waiting buffers rather than only closing the sockets.
+  auto ranks = connected("dp", 2, 30s);
+  tensor t = filled({1000}, 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  collective_handle waiting = ranks[0]->all_reduce(t);  // rank 1 never joins: rank 0 waits inside gloo
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(200ms);
+    ranks[0]->abort("its backward failed");
+  });
+  CHECK_THROWS_WITH_AS(waiting.wait(), doctest::Contains("rank 0 aborted the group: its backward failed"), collective_error);
+  aborter.join();
+  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < test::scaled(5.0));  // not 30 s
+}
+
+TEST_CASE("by-size as a node makes it (make_network_group): 4 MB less one float on the ring, 4 MB on gloo") {
+  // Note [collectives by size]: the default threshold, 4 MB. Rank 1 joins neither all-reduce: which backend ran
+  // each shows in how rank 0's wait fails, the ring's naming the step and chunk it waited for, gloo's saying it is
+  // gloo. The groups' timeout bounds their connect too.
+  const auto timeout = test::scaled(1s);
+  std::vector<std::unique_ptr<rank_process>> processes;
+  std::vector<std::unique_ptr<network_group>> ranks;
+  std::vector<std::string> endpoints;
+  for (int r = 0; r < 2; ++r) {
+    processes.push_back(std::make_unique<rank_process>());
+    ranks.push_back(make_network_group(collective_backend::by_size, processes.back()->system, "dp", r, 2, "127.0.0.1", timeout));
+    endpoints.push_back(ranks.back()->endpoint());
+  }
+  on_every_rank(2, [&](int r) { CHECK_NOTHROW(ranks[static_cast<std::size_t>(r)]->connect(endpoints)); });
+  CHECK(by_size_group::default_threshold_bytes == std::size_t{4} << 20);
+  CHECK(describe_collective_backend(collective_backend::by_size) == "by-size: the ring below 4 MB, gloo from 4 MB");
+  tensor below = filled({(std::size_t{1} << 20) - 1}, 0), from = filled({std::size_t{1} << 20}, 0);
+  const std::string on_ring = test::error_of([&] { ranks[0]->all_reduce(below).wait(); });
+  const std::string on_gloo = test::error_of([&] { ranks[0]->all_reduce(from).wait(); });
+  INFO(on_ring);
+  INFO(on_gloo);
+  CHECK(test::contains(on_ring, "group 'dp' all_reduce #0 on rank 0: waited "));
+  CHECK(test::contains(on_ring, " for step 0 chunk 0 from rank 1"));
+  CHECK(test::contains(on_gloo, "group 'dp' all_reduce #0 on rank 0 (gloo): gloo:"));
+  ranks.clear();
+}
+

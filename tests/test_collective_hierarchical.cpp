@@ -32,7 +32,7 @@ bool same_place(const colocated_rank& a, const colocated_rank& b) {
 // One rank per entry of `processes` (its process's name), connected: a hierarchical_group per rank, the
 // leaders' groups across processes on gloo.
 std::vector<std::unique_ptr<hierarchical_group>> connected(const std::string& name, const std::vector<std::string>& processes,
-                                                           std::chrono::milliseconds timeout = 20s) {
+                                                           std::chrono::milliseconds timeout = test::scaled(20s)) {
   const std::vector<colocated_rank> places = colocate(processes);
   const int size = static_cast<int>(processes.size());
   std::vector<std::unique_ptr<hierarchical_group>> ranks;
@@ -153,7 +153,7 @@ TEST_CASE("hierarchical all-gather refuses ranks whose rows differ in width, nam
 }
 
 TEST_CASE("hierarchical abort: a non-leader's abort fails every rank's waiting all-reduce at once, in both processes") {
-  auto ranks = connected("dp", {"A", "B", "A", "B"}, 30s);
+  auto ranks = connected("dp", {"A", "B", "A", "B"}, test::scaled(30s));
   std::vector<std::string> errors(4);
   std::vector<double> took(4);
   on_every_rank(4, [&](int r) {
@@ -175,7 +175,7 @@ TEST_CASE("hierarchical abort: a non-leader's abort fails every rank's waiting a
     CAPTURE(r);
     INFO(errors[static_cast<std::size_t>(r)]);
     CHECK(test::contains(errors[static_cast<std::size_t>(r)], "group 'dp'"));
-    CHECK(took[static_cast<std::size_t>(r)] < 5.0);  // not the 30 s timeout
+    CHECK(took[static_cast<std::size_t>(r)] < test::scaled(5.0));  // not the 30 s timeout
   }
   CHECK(test::contains(errors[3], "rank 3 aborted the group: its backward failed"));
 }

@@ -2,6 +2,7 @@
 // its own middleman, talking over real TCP on loopback, as separate processes would.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <thread>
@@ -13,6 +14,7 @@
 #include "collective/ring_group.hpp"
 #include "collective/shard.hpp"
 #include "network/guarded_transport.hpp"
+#include "network/ring_messages.hpp"
 #include "actors/message_types.hpp"
 #include "memory_reads.hpp"
 #include "node_process.hpp"  // test certificates
@@ -84,7 +86,7 @@ std::vector<std::string> connect_all(std::vector<std::unique_ptr<rank_process>>&
 // `size` ranks of group `name`, each connected to the others. chunk_bytes small, so tensors travel in
 // many chunks.
 std::vector<std::unique_ptr<rank_process>> make_ring(const std::string& name, int size,
-                                                     std::chrono::milliseconds timeout = 20s,
+                                                     std::chrono::milliseconds timeout = test::scaled(20s),
                                                      std::size_t chunk_bytes = 64,
                                                      const transport_security& security = plain(),
                                                      const std::string& host = "127.0.0.1") {
@@ -131,7 +133,7 @@ TEST_CASE("ring all_reduce over 2 and 3 processes: the sum (and mean), the same 
   for (int size : {2, 3}) {
     CAPTURE(host);
     CAPTURE(size);
-    auto ranks = make_ring("dp", size, 20s, 64, plain(), host);
+    auto ranks = make_ring("dp", size, test::scaled(20s), 64, plain(), host);
     const std::size_t rows = 101;  // 303 floats: uneven segments, 16-float chunks
     std::vector<double> sum(rows * 3, 0.0);
     for (int r = 0; r < size; ++r) {
@@ -162,7 +164,7 @@ TEST_CASE("ring all_reduce over 2 and 3 processes: the sum (and mean), the same 
 TEST_CASE("chunks larger than a socket takes at once: the communication thread writes the start, its writer the rest") {
   // Note [writes without waiting]: a 4 MB chunk meets a fresh loopback socket's buffer of far less, so each
   // send writes part of it and hands the rest, from where it stopped, to the writer thread.
-  auto ranks = make_ring("big", 2, 20s, std::size_t{4} << 20, plain(), "127.0.0.2");  // the chunks on the links
+  auto ranks = make_ring("big", 2, test::scaled(20s), std::size_t{4} << 20, plain(), "127.0.0.2");  // the chunks on the links
   const std::size_t rows = (std::size_t{3} << 20) / 3;  // 12 MB of floats: 6 MB segments, a 4 MB and a 2 MB chunk
   std::vector<tensor> reduced(2), broadcasted(2);
   on_every_rank(ranks, [&](process_group& g) {
@@ -185,7 +187,7 @@ TEST_CASE("ring reduce_scatter, all_gather with uneven shards, and broadcast acr
   for (const std::string& host : both_ways) {
   CAPTURE(host);
   const int size = 3;
-  auto ranks = make_ring("tp", size, 20s, 64, plain(), host);
+  auto ranks = make_ring("tp", size, test::scaled(20s), 64, plain(), host);
   const std::size_t rows = 7;
   std::vector<float> sum = values(input(0, rows));
   for (int r = 1; r < size; ++r) {
@@ -213,11 +215,13 @@ TEST_CASE("ring reduce_scatter, all_gather with uneven shards, and broadcast acr
 }
 
 TEST_CASE("a rank that never joins times out naming it, a rank that goes fails the others at once") {
-  auto ranks = make_ring("dp", 2, 300ms);
+  const auto timeout = test::scaled(300ms);  // it bounds the ranks' connect too
+  auto ranks = make_ring("dp", 2, timeout);
   tensor a = input(0, 4);
   const std::string peer = "rank 1 (127.0.0.1:" + std::to_string(ranks[1]->group->port()) + ")";
   CHECK_THROWS_WITH_AS(ranks[0]->group->all_reduce(a).wait(),
-                       ("group 'dp' all_reduce #0 on rank 0: waited 300 ms for step 0 chunk 0 from " + peer +
+                       ("group 'dp' all_reduce #0 on rank 0: waited " + std::to_string(timeout.count()) +
+                        " ms for step 0 chunk 0 from " + peer +
                         ", which sent nothing").c_str(),
                        collective_error);
   auto slow = make_ring("pp", 2, 20s);  // a long timeout: the peer's going, not the timeout, must end it
@@ -231,11 +235,11 @@ TEST_CASE("a rank that never joins times out naming it, a rank that goes fails t
     CHECK(std::string(e.what()).find("group 'pp' all_reduce #0 on rank 0: rank 1 at 127.0.0.1:") == 0);
     CHECK(std::string(e.what()).find("is gone") != std::string::npos);
   }
-  CHECK(std::chrono::steady_clock::now() - started < 15s);
+  CHECK(std::chrono::steady_clock::now() - started < test::scaled(15s));
 }
 
 TEST_CASE("an aborting rank fails its peers' collectives, naming it and the reason") {
-  auto ranks = make_ring("dp", 2, 20s);
+  auto ranks = make_ring("dp", 2, test::scaled(20s));
   tensor a = input(0, 4);
   auto h = ranks[0]->group->all_reduce(a);
   ranks[1]->group->abort("stage 1 forward microbatch 2 threw");
@@ -259,19 +263,51 @@ TEST_CASE("connect names the rank it cannot reach, and a peer of another group")
                                      " within 300 ms") == 0);
   }
   rank_process stranger_process;
-  ring_group stranger(stranger_process.system, "tp", 1, 2, node_address{"127.0.0.1", 0}, plain(), 2s);
-  ring_group mine(lonely.system, "dp", 0, 2, node_address{"127.0.0.1", 0}, plain(), 2s);
+  ring_group stranger(stranger_process.system, "tp", 1, 2, node_address{"127.0.0.1", 0}, plain(), test::scaled(2s));
+  ring_group mine(lonely.system, "dp", 0, 2, node_address{"127.0.0.1", 0}, plain(), test::scaled(2s));
   CHECK_THROWS_WITH_AS(mine.connect(std::vector<node_address>{{"127.0.0.1", 0}, {"127.0.0.1", stranger.port()}}),
                        ("group 'dp' rank 0: 127.0.0.1:" + std::to_string(stranger.port()) +
                         " is rank 1 of group 'tp', expected rank 1 of group 'dp'").c_str(),
                        collective_error);
 }
 
+TEST_CASE("a lost hello is sent again: the group connects within its timeout, not after it") {
+  // Note [a hello sent again]: rank 1 here is an actor that lets the first hello go unanswered, as a hello lost
+  // with a dropped connection would be, and answers the next as rank 1 of another group; without the second hello
+  // connect would wait its whole timeout and fail with request_timeout.
+  rank_process peer_process;
+  auto hellos = std::make_shared<std::atomic<int>>(0);
+  auto promises = std::make_shared<std::vector<caf::response_promise>>();
+  caf::actor fake = peer_process.system.spawn([hellos, promises](caf::event_based_actor* self) -> caf::behavior {
+    return {[=](ring_hello_atom, const std::string&, std::int32_t, std::int32_t, caf::actor&,
+                std::int32_t) -> caf::result<std::string, std::int32_t, std::int32_t> {
+      if (hellos->fetch_add(1) == 0) {
+        promises->push_back(self->make_response_promise());  // kept, never delivered
+        return caf::delegated<std::string, std::int32_t, std::int32_t>{};
+      }
+      return {std::string("tp"), std::int32_t{1}, std::int32_t{9}};
+    }};
+  });
+  auto port = peer_process.system.middleman().publish(fake, 0, "127.0.0.1");
+  REQUIRE(port);
+  rank_process mine_process;
+  const auto timeout = test::scaled(60s);
+  ring_group mine(mine_process.system, "dp", 0, 2, node_address{"127.0.0.1", 0}, plain(), timeout);
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH_AS(mine.connect(std::vector<node_address>{{"127.0.0.1", 0}, {"127.0.0.1", *port}}),
+                       ("group 'dp' rank 0: 127.0.0.1:" + std::to_string(*port) +
+                        " is rank 1 of group 'tp', expected rank 1 of group 'dp'").c_str(),
+                       collective_error);
+  CHECK(hellos->load() == 2);
+  CHECK(std::chrono::steady_clock::now() - start < timeout / 2);
+  caf::anon_send_exit(fake, caf::exit_reason::user_shutdown);
+}
+
 TEST_CASE("a ring over mutual TLS: all_reduce gives local_group's bits, and chunks larger than a TLS record") {
   for (const std::string& host : both_ways) {
   CAPTURE(host);
   const std::size_t rows = 5000;  // 15000 floats: 2 segments of 30 KB in chunks of 16 KB (a TLS record each)
-  auto ranks = make_ring("dp", 2, 20s, 16 << 10, test::tls_security("node"), host);
+  auto ranks = make_ring("dp", 2, test::scaled(20s), 16 << 10, test::tls_security("node"), host);
   std::vector<std::vector<float>> ring(2), local(2);
   on_every_rank(ranks, [&](process_group& g) {
     tensor a = input(g.rank(), rows);
@@ -306,7 +342,7 @@ TEST_CASE("a peer without the cluster's certificate cannot join a TLS ring: both
       const auto addresses = addresses_of(ranks);
       const auto started = std::chrono::steady_clock::now();
       const auto errors = connect_all(ranks);
-      CHECK(std::chrono::steady_clock::now() - started < 10s);  // the timeout is 1.5 s; generous under load
+      CHECK(std::chrono::steady_clock::now() - started < test::scaled(10s));  // the timeout is 1.5 s; generous under load
       INFO(errors[0]);
       INFO(errors[1]);
       // Rank 0 connects: it is refused at once, naming rank 1 and its address.
@@ -330,7 +366,7 @@ TEST_CASE("rings through the process's own guarded transport (a node's): TLS bit
   };
   {
     std::vector<std::unique_ptr<rank_process>> ranks;
-    for (int r = 0; r < 3; ++r) ranks.push_back(tls_rank(test::tls_security(r == 0 ? "coordinator" : "node"), r, 3, 20s));
+    for (int r = 0; r < 3; ++r) ranks.push_back(tls_rank(test::tls_security(r == 0 ? "coordinator" : "node"), r, 3, test::scaled(20s)));
     for (auto& e : connect_all(ranks)) REQUIRE_MESSAGE(e.empty(), e);
     std::vector<tensor> sums(3);
     on_every_rank(ranks, [&](process_group& g) {

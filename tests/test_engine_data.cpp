@@ -16,6 +16,7 @@
 #include "engine/engine.hpp"
 #include "data_files.hpp"
 #include "node_process.hpp"
+#include "cli_runs.hpp"
 #include "test_support.hpp"
 
 using namespace ap;
@@ -23,7 +24,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const std::string actorpipe = std::string(AP_BINARY_DIR) + "/cli/actorpipe";
+using test::actorpipe;
 
 // llm.c's .bin: 256 int32 (magic 20240520, version 1, token count), then the uint16 tokens.
 void write_llmc_tokens(const std::string& path, const std::vector<std::uint8_t>& bytes) {
@@ -129,14 +130,13 @@ TEST_CASE("Fashion-MNIST written as .npy trains exactly as through IDX") {
 TEST_CASE("train refuses bad data before any step, naming the file and the place") {
   test::scratch_dir dir("engine_bad_data");
   const auto refusal = [&](std::vector<std::string> args) {
-    args.insert(args.begin(), {actorpipe, "train", "--max-steps", "2", "--threads", "1", "--batch-size", "4"});
-    test::child_process p(args);
-    CHECK(p.read_line(60s).empty());  // no JSON line: nothing trained
-    const int code = p.wait_exit(30s);
-    CHECK(code != 0);
-    CHECK(code != -1);
-    CHECK_FALSE(test::contains(p.stderr_text(), "epoch"));
-    return p.stderr_text();
+    args.insert(args.begin(), {"train", "--max-steps", "2", "--threads", "1", "--batch-size", "4"});
+    const test::program_run p = test::run_actorpipe(args);
+    CHECK(p.lines.empty());  // no JSON line: nothing trained
+    CHECK(p.code != 0);
+    CHECK(p.code != -1);
+    CHECK_FALSE(test::contains(p.err, "epoch"));
+    return p.err;
   };
   const std::string gpt = "gpt:layers=1,dim=16,heads=2,context=8";
   // A token id at or above the vocabulary: its index and value.

@@ -12,6 +12,7 @@
 
 #include "engine/engine.hpp"
 #include "node_process.hpp"
+#include "cli_runs.hpp"
 #include "test_support.hpp"
 
 using namespace ap;
@@ -19,17 +20,12 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const std::string actorpipe = std::string(AP_BINARY_DIR) + "/cli/actorpipe";
+using test::actorpipe;
 
 nlohmann::json run_cli(const run_config& c) {
   test::scratch_dir dir("engine_cli");
   std::ofstream(dir.file("run.json")) << config_json(c).dump(2);
-  test::child_process p({actorpipe, "train", "--config", dir.file("run.json")});
-  const std::string line = p.read_line(180s);
-  const int code = p.wait_exit(30s);
-  INFO(p.stderr_text());
-  REQUIRE(code == 0);
-  return nlohmann::json::parse(line);
+  return test::result_of(test::run_actorpipe({"train", "--config", dir.file("run.json")}, test::scaled(180s)));
 }
 
 run_config small_run() {

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_runs.hpp"
 #include "node_process.hpp"
 #include "test_support.hpp"
 
@@ -19,13 +20,15 @@ TEST_CASE("the own-data example learns its clusters through the engine, logs eve
   const std::string example = std::string(AP_BINARY_DIR) + "/examples/example_own_data";
   const std::string log = "own_data_metrics.jsonl";  // in the working directory, as the example writes it
   std::remove(log.c_str());
-  child_process run({example});
-  const std::string result = run.read_line(120s), config = run.read_line(10s);
-  INFO(result << "\n" << run.stderr_text());
-  REQUIRE(run.wait_exit(30s) == 0);
+  const program_run run = run_program({example});
+  INFO(run.err);
+  REQUIRE(run.code == 0);
+  REQUIRE(run.lines.size() == 2);  // the result, then the configuration
+  const std::string& result = run.lines[0];
+  INFO(result);
   const double accuracy = std::stod(result.substr(result.find("accuracy ") + 9));
   CHECK(accuracy > 0.9);
-  const auto resolved = nlohmann::json::parse(config);
+  const nlohmann::json& resolved = run.out;
   CHECK(resolved.at("auto") == false);  // the mesh --auto chose is in it
   CHECK(resolved.at("lr-schedule") == "cosine");
   CHECK(resolved.at("decay-steps") == 192);  // 3 epochs of 64 batches: the run's last step

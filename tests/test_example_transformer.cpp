@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_runs.hpp"
 #include "node_process.hpp"
 #include "test_support.hpp"
 
@@ -15,11 +16,11 @@ using namespace std::chrono_literals;
 
 TEST_CASE("the seed's Transformer example trains its shape on 4 stages x 2 chunks with a vocabulary of 50,000") {
   const std::string example = std::string(AP_BINARY_DIR) + "/examples/example_transformer_pipeline";
-  child_process run({example, "--small", "--steps", "3"});
-  std::vector<std::string> lines;
-  for (int i = 0; i < 1 + 8 + 3; ++i) lines.push_back(run.read_line(120s));
-  INFO(run.stderr_text());
-  REQUIRE(run.wait_exit(30s) == 0);
+  const program_run run = run_program({example, "--small", "--steps", "3"});
+  const std::vector<std::string>& lines = run.lines;
+  INFO(run.err);
+  REQUIRE(run.code == 0);
+  REQUIRE(lines.size() >= 1 + 8 + 3);
   CHECK(contains(lines[0], "gpt:layers=24,dim=64,heads=4,vocab=50000,context=32"));
   CHECK(lines[1] == "chunk 0 on stage 0: layers 0..3");
   CHECK(lines[8] == "chunk 7 on stage 3: layers 25..27");

@@ -60,7 +60,7 @@ command_result build_against(const std::string& source, const std::string& build
 // Its stdout until it closes it (or stops writing for 60 s).
 std::string all_output(child_process& p) {
   std::string out;
-  for (std::string line; !(line = p.read_line(60s)).empty();) out += line + "\n";
+  for (std::string line; !(line = p.read_line(scaled(60s))).empty();) out += line + "\n";
   return out;
 }
 
@@ -69,7 +69,7 @@ std::string all_output(child_process& p) {
 TEST_CASE("`actorpipe --version` prints the library version and the wire protocol version") {
   child_process version({build_dir + "/cli/actorpipe", "--version"});
   const std::string out = all_output(version);
-  CHECK(version.wait_exit(30s) == 0);
+  CHECK(version.wait_exit(scaled(30s)) == 0);
   CHECK(out == "actorpipe " ACTORPIPE_VERSION_STRING " (wire protocol " + std::to_string(ap::wire_protocol_version) + ")\n");
 }
 
@@ -102,7 +102,7 @@ TEST_CASE("a project of its own builds against the installed package and trains 
   child_process in_process({binary});
   const std::string local = all_output(in_process);
   INFO(local << in_process.stderr_text());
-  CHECK(in_process.wait_exit(30s) == 0);
+  CHECK(in_process.wait_exit(scaled(30s)) == 0);
   CHECK(contains(local, "wire protocol " + std::to_string(ap::wire_protocol_version)));
   CHECK(contains(local, "step 4: loss "));
 
@@ -114,7 +114,7 @@ TEST_CASE("a project of its own builds against the installed package and trains 
   child_process on_nodes(coordinator);
   const std::string remote = all_output(on_nodes);
   INFO(remote << on_nodes.stderr_text());
-  CHECK(on_nodes.wait_exit(30s) == 0);
+  CHECK(on_nodes.wait_exit(scaled(30s)) == 0);
   CHECK(remote == local);  // the same losses, printed the same way
   CHECK(contains(first.process().stderr_text(), "Softsign"));  // stage 0 ran the user's layer on a node
 }

@@ -70,7 +70,7 @@ TEST_CASE("cross-entropy of a tiny case, by hand") {
   CHECK(count_correct(output, target) == 1);  // row 0 predicts 2; row 1 ties, arg-max takes the first
 }
 
-TEST_CASE("the softmaxes' exp is within 2 ulp of exp on [-87, 0], and 0-like below") {
+TEST_CASE("the softmaxes' exp is within 2 ulp of exp on [-87, 0], 0-like below, NaN for NaN") {
   // Note [fast exp]: every x of a fine grid, and the ends.
   double worst = 0.0;
   for (int i = 0; i <= 870000; ++i) {
@@ -82,6 +82,7 @@ TEST_CASE("the softmaxes' exp is within 2 ulp of exp on [-87, 0], and 0-like bel
   CHECK(exp_nonpositive(0.0f) == 1.0f);
   CHECK(exp_nonpositive(-1000.0f) < 1e-37f);
   CHECK(exp_nonpositive(-1000.0f) >= 0.0f);
+  CHECK(std::isnan(exp_nonpositive(std::numeric_limits<float>::quiet_NaN())));  // passed on, never undefined
 }
 
 TEST_CASE("cross-entropy stays finite for huge logits") {

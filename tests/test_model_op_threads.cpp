@@ -66,6 +66,37 @@ bool close(const tensor& a, const tensor& b, float tolerance) {
   return worst <= tolerance * largest;
 }
 
+// bias + A (m, k) B (k, n), summed in double by plain loops, and by how much an fp32 computation of each element
+// may stray from it in any order of its sum: (k + 2) units of rounding of the sum of its terms' magnitudes (k + 1
+// terms, each product rounded once). A bf16 product of two bf16 values is exact in fp32, so the bound holds for
+// bf16 A and B too (given here as fp32).
+struct product_reference {
+  std::vector<double> value, bound;
+  product_reference(const tensor& a, const tensor& b, const tensor& bias) {
+    const std::size_t m = a.shape()[0], k = a.shape()[1], n = b.shape()[1];
+    for (std::size_t i = 0; i < m; ++i)
+      for (std::size_t j = 0; j < n; ++j) {
+        double sum = bias.data()[j], magnitude = std::fabs(bias.data()[j]);
+        for (std::size_t q = 0; q < k; ++q) {
+          const double term = double(a.data()[i * k + q]) * double(b.data()[q * n + j]);
+          sum += term;
+          magnitude += std::fabs(term);
+        }
+        value.push_back(sum);
+        bound.push_back(double(k + 2) * std::ldexp(1.0, -24) * magnitude);
+      }
+  }
+  // How many elements of c are out of bounds (the first few printed).
+  std::size_t outside(const tensor& c) const {
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < value.size(); ++i) {
+      if (std::fabs(double(c.data()[i]) - value[i]) <= bound[i]) continue;
+      if (bad++ < 5) MESSAGE("c[" << i << "] = " << c.data()[i] << ", bias + A B = " << value[i]);
+    }
+    return bad;
+  }
+};
+
 // What `run` returns on each thread count equals, bit for bit, what it returns on one; from output `exact`
 // on, within a relative 1e-5 only (AMX's bf16 weight gradients: Note [rows split among the team]).
 void check_threads(const std::string& what, const std::function<std::vector<tensor>()>& run,
@@ -128,6 +159,13 @@ TEST_CASE("gemm_bias gives the bits of the bias filled in and the product added 
                                                     ? std::vector<compute_backend>{compute_backend::onednn, compute_backend::reference}
                                                     : std::vector<compute_backend>{compute_backend::reference};
   const std::size_t mnk[][3] = {{1, 10, 784}, {7, 33, 17}, {32, 512, 784}, {256, 768, 256}, {1100, 300, 200}, {5, 4, 0}};
+  std::vector<std::pair<product_reference, product_reference>> references;  // fp32 and bf16 A and B, per shape
+  for (const auto& s : mnk) {
+    const tensor a = random_tensor({s[0], s[2]}, 21), b = random_tensor({s[2], s[1]}, 22), bias = random_tensor({s[1]}, 23);
+    references.emplace_back(product_reference(a, b, bias),
+                            product_reference(a.astype(dtype::bfloat16).astype(dtype::float32),
+                                              b.astype(dtype::bfloat16).astype(dtype::float32), bias));
+  }
   for (const compute_backend backend : backends) {
     set_compute_backend(backend);
     for (const auto& s : mnk)
@@ -153,6 +191,10 @@ TEST_CASE("gemm_bias gives the bits of the bias filled in and the product added 
         set_compute_threads(1);
         CHECK(same_bits(got, want));
         CHECK(same_bits(got16, want16));  // bf16 A and B, fp32 sums (AMX kernels where the processor has them)
+        // And the values themselves, from plain loops here: bias + A B within fp32's rounding of the sum.
+        const auto& [exact, exact16] = references.at(static_cast<std::size_t>(&s - mnk));
+        CHECK(exact.outside(got) == 0);
+        CHECK(exact16.outside(got16) == 0);
       }
   }
   set_compute_backend(onednn_available() ? compute_backend::onednn : compute_backend::reference);

@@ -51,8 +51,8 @@ bool same_bits(const tensor& a, const tensor& b) {
 // bytes travel on the link.
 void round_trip(const std::shared_ptr<tls_context>& receiver_tls, const std::shared_ptr<tls_context>& sender_tls,
                 const std::string& host) {
-  activation_inbox inbox(1, host, receiver_tls, 10s);
-  activation_outbox outbox(0, sender_tls, 10s);
+  activation_inbox inbox(1, host, receiver_tls, test::scaled(10s));
+  activation_outbox outbox(0, sender_tls, test::scaled(10s));
   const std::string address = host + ":" + std::to_string(inbox.port());
   const tensor big = counting({256, 1024}, 0.25f);  // 1 MB
   const tensor cube = counting({2, 3, 4}, -1.5f);
@@ -84,8 +84,8 @@ struct inbox_by_hand {
 inbox_by_hand accept_by_hand(link_listener& listener) {
   inbox_by_hand in;
   std::vector<std::string> dropped;
-  in.link = listener.accept(activation_hello(1), std::chrono::steady_clock::now() + 10s, dropped);
-  in.link->write(in.token.data(), in.token.size(), 5s, nullptr);
+  in.link = listener.accept(activation_hello(1), std::chrono::steady_clock::now() + test::scaled(10s), dropped);
+  in.link->write(in.token.data(), in.token.size(), test::scaled(5s), nullptr);
   return in;
 }
 
@@ -97,9 +97,9 @@ struct offered_frame {
 };
 offered_frame read_offer(data_link& link) {
   offered_frame f;
-  link.read(&f.head, sizeof f.head, 5s, nullptr);
-  link.read(f.extents, sizeof f.extents, 5s, nullptr);
-  link.read(&f.region, sizeof f.region, 5s, nullptr);
+  link.read(&f.head, sizeof f.head, test::scaled(5s), nullptr);
+  link.read(f.extents, sizeof f.extents, test::scaled(5s), nullptr);
+  link.read(&f.region, sizeof f.region, test::scaled(5s), nullptr);
   return f;
 }
 
@@ -146,11 +146,11 @@ namespace {
 std::uint8_t offer_by_hand(data_link& link, const tensor& t, std::uint64_t ticket, const process_region& region) {
   const frame_head head{ticket, 0, static_cast<std::uint32_t>(t.type()), 2, 1, 0};
   const std::uint64_t extents[2] = {t.shape()[0], t.shape()[1]};
-  link.write(&head, sizeof head, 5s, nullptr);
-  link.write(extents, sizeof extents, 5s, nullptr);
-  link.write(&region, sizeof region, 5s, nullptr);
+  link.write(&head, sizeof head, test::scaled(5s), nullptr);
+  link.write(extents, sizeof extents, test::scaled(5s), nullptr);
+  link.write(&region, sizeof region, test::scaled(5s), nullptr);
   std::uint8_t answer = 9;
-  link.read(&answer, 1, 5s, nullptr);
+  link.read(&answer, 1, test::scaled(5s), nullptr);
   return answer;
 }
 
@@ -161,13 +161,13 @@ TEST_CASE("an inbox that cannot read the sender's memory answers 0, takes the by
     CAPTURE(wrong_token);
     std::vector<std::string> log;
     std::mutex log_mutex;
-    activation_inbox inbox(1, "127.0.0.1", nullptr, 10s, [&](const std::string& line) {
+    activation_inbox inbox(1, "127.0.0.1", nullptr, test::scaled(10s), [&](const std::string& line) {
       std::lock_guard<std::mutex> lock(log_mutex);
       log.push_back(line);
     });
-    auto link = connect_link("127.0.0.1", inbox.port(), nullptr, activation_hello(1), std::chrono::steady_clock::now() + 10s);
+    auto link = connect_link("127.0.0.1", inbox.port(), nullptr, activation_hello(1), std::chrono::steady_clock::now() + test::scaled(10s));
     memory_token token{};
-    link->read(token.data(), token.size(), 5s, nullptr);  // the inbox's, as the link opens
+    link->read(token.data(), token.size(), test::scaled(5s), nullptr);  // the inbox's, as the link opens
     const tensor t = counting({128, 256}, 0.5f);
     if (wrong_token) token[0] ^= 1;  // not what the inbox gave: another process's memory, as far as it can tell
     process_region region{static_cast<std::uint64_t>(::getpid()), reinterpret_cast<std::uintptr_t>(token.data()),
@@ -175,7 +175,7 @@ TEST_CASE("an inbox that cannot read the sender's memory answers 0, takes the by
     if (!wrong_token) region.pid = 4194305;  // no such process
     const std::uint64_t ticket = (1ULL << 48) | 1;  // stage 0's first
     CHECK(offer_by_hand(*link, t, ticket, region) == 0);
-    link->write(t.bytes(), t.byte_size(), 5s, nullptr);
+    link->write(t.bytes(), t.byte_size(), test::scaled(5s), nullptr);
     CHECK(same_bits(inbox.take(ticket), t));
     CHECK(inbox.copied_from_senders() == 0);
     {
@@ -197,10 +197,10 @@ TEST_CASE("an inbox that cannot read the sender's memory answers 0, takes the by
 }
 
 TEST_CASE("an inbox takes no offer on a link from another address: the link ends, naming it") {
-  activation_inbox inbox(1, "127.0.0.2", nullptr, 10s);  // the sender's end is 127.0.0.1
-  auto link = connect_link("127.0.0.2", inbox.port(), nullptr, activation_hello(1), std::chrono::steady_clock::now() + 10s);
+  activation_inbox inbox(1, "127.0.0.2", nullptr, test::scaled(10s));  // the sender's end is 127.0.0.1
+  auto link = connect_link("127.0.0.2", inbox.port(), nullptr, activation_hello(1), std::chrono::steady_clock::now() + test::scaled(10s));
   memory_token token{};
-  link->read(token.data(), token.size(), 5s, nullptr);
+  link->read(token.data(), token.size(), test::scaled(5s), nullptr);
   const tensor t = counting({16, 16}, 1.0f);
   const process_region region{static_cast<std::uint64_t>(::getpid()), reinterpret_cast<std::uintptr_t>(token.data()),
                               reinterpret_cast<std::uintptr_t>(t.bytes())};
@@ -212,7 +212,7 @@ TEST_CASE("an inbox takes no offer on a link from another address: the link ends
 
 TEST_CASE("an outbox whose offer the inbox refuses writes the bytes on the link, and offers no more on it") {
   link_listener listener("127.0.0.1", nullptr);
-  activation_outbox outbox(0, nullptr, 10s);
+  activation_outbox outbox(0, nullptr, test::scaled(10s));
   const std::string address = "127.0.0.1:" + std::to_string(listener.port());
   const tensor first = counting({64, 256}, 1.0f), second = counting({32, 256}, 2.0f);
   std::thread sender([&] {
@@ -231,17 +231,17 @@ TEST_CASE("an outbox whose offer the inbox refuses writes the bytes on the link,
     CHECK(same_bits(probe, first));
   }
   const std::uint8_t refuse = 0;
-  link->write(&refuse, 1, 5s, nullptr);
+  link->write(&refuse, 1, test::scaled(5s), nullptr);
   tensor got = tensor::from_shape({64, 256});
-  link->read(got.bytes(), got.byte_size(), 5s, nullptr);
+  link->read(got.bytes(), got.byte_size(), test::scaled(5s), nullptr);
   CHECK(same_bits(got, first));
   frame_head head;
   std::uint64_t extents[2] = {};
-  link->read(&head, sizeof head, 5s, nullptr);
+  link->read(&head, sizeof head, test::scaled(5s), nullptr);
   CHECK(head.place == 0);  // refused once: the bytes follow on the link
-  link->read(extents, sizeof extents, 5s, nullptr);
+  link->read(extents, sizeof extents, test::scaled(5s), nullptr);
   tensor got2 = tensor::from_shape({32, 256});
-  link->read(got2.bytes(), got2.byte_size(), 5s, nullptr);
+  link->read(got2.bytes(), got2.byte_size(), test::scaled(5s), nullptr);
   CHECK(same_bits(got2, second));
   sender.join();
 }
@@ -251,7 +251,7 @@ TEST_CASE("once its inbox has copied an offer, an outbox lends its tensors and g
   link_listener listener("127.0.0.1", nullptr);
   const std::string address = "127.0.0.1:" + std::to_string(listener.port());
   const tensor a = counting({64, 256}, 1.0f), b = counting({32, 256}, 2.0f), c = counting({16, 256}, 3.0f);
-  auto outbox = std::make_unique<activation_outbox>(0, nullptr, 10s);
+  auto outbox = std::make_unique<activation_outbox>(0, nullptr, test::scaled(10s));
   std::atomic<int> sent{0};
   std::thread sender([&] {
     for (const tensor* t : {&a, &b, &c}) {
@@ -272,28 +272,28 @@ TEST_CASE("once its inbox has copied an offer, an outbox lends its tensors and g
   const std::uint8_t yes = 1;
   next_offer(a);
   CHECK(sent == 0);  // the first offer waits for its answer
-  link->write(&yes, 1, 5s, nullptr);
+  link->write(&yes, 1, test::scaled(5s), nullptr);
   next_offer(b);
   next_offer(c);
   sender.join();  // both sent without an answer: the copies above read tensors only the outbox still holds
   CHECK(sent == 3);
-  link->write(&yes, 1, 5s, nullptr);
-  link->write(&yes, 1, 5s, nullptr);
+  link->write(&yes, 1, test::scaled(5s), nullptr);
+  link->write(&yes, 1, test::scaled(5s), nullptr);
   const auto ending = std::chrono::steady_clock::now();
   outbox.reset();  // its answers are here: it ends at once
-  CHECK(std::chrono::steady_clock::now() - ending < 1s);
+  CHECK(std::chrono::steady_clock::now() - ending < test::scaled(1s));
 }
 
 TEST_CASE("an outbox drops a link whose stage went, with the tensors it kept for it, at its next tensor anywhere") {
   if (!test::memory_reads_allowed()) return;
   link_listener listener("127.0.0.1", nullptr);
-  activation_outbox outbox(0, nullptr, 10s);
+  activation_outbox outbox(0, nullptr, test::scaled(10s));
   std::thread receiver([&] {  // copies nothing: answers the first offer, then goes without answering the second
     const inbox_by_hand in = accept_by_hand(listener);
     for (int frame = 0; frame < 2; ++frame) {
       read_offer(*in.link);
       const std::uint8_t yes = 1;
-      if (frame == 0) in.link->write(&yes, 1, 5s, nullptr);
+      if (frame == 0) in.link->write(&yes, 1, test::scaled(5s), nullptr);
     }
   });
   const std::string gone = "127.0.0.1:" + std::to_string(listener.port());
@@ -301,7 +301,7 @@ TEST_CASE("an outbox drops a link whose stage went, with the tensors it kept for
   outbox.send(1, gone, outbox.next_ticket(), 0, counting({64, 256}, 2.0f));
   receiver.join();  // its end of the link is closed
   CHECK(outbox.lent() == 1);
-  activation_inbox other(2, "127.0.0.1", nullptr, 10s);
+  activation_inbox other(2, "127.0.0.1", nullptr, test::scaled(10s));
   const std::uint64_t ticket = outbox.next_ticket();
   outbox.send(2, "127.0.0.1:" + std::to_string(other.port()), ticket, 0, counting({64, 256}, 3.0f));
   CHECK(same_bits(other.take(ticket), counting({64, 256}, 3.0f)));
@@ -310,10 +310,10 @@ TEST_CASE("an outbox drops a link whose stage went, with the tensors it kept for
 
 TEST_CASE("a copy that fails after one succeeded ends the link: the wait for that tensor fails at once, naming it") {
   if (!test::memory_reads_allowed()) return;
-  activation_inbox inbox(1, "127.0.0.1", nullptr, 10s);
-  auto link = connect_link("127.0.0.1", inbox.port(), nullptr, activation_hello(1), std::chrono::steady_clock::now() + 10s);
+  activation_inbox inbox(1, "127.0.0.1", nullptr, test::scaled(10s));
+  auto link = connect_link("127.0.0.1", inbox.port(), nullptr, activation_hello(1), std::chrono::steady_clock::now() + test::scaled(10s));
   memory_token token{};
-  link->read(token.data(), token.size(), 5s, nullptr);
+  link->read(token.data(), token.size(), test::scaled(5s), nullptr);
   const tensor t = counting({128, 256}, 0.5f);
   process_region region{static_cast<std::uint64_t>(::getpid()), reinterpret_cast<std::uintptr_t>(token.data()),
                         reinterpret_cast<std::uintptr_t>(t.bytes())};
@@ -324,7 +324,7 @@ TEST_CASE("a copy that fails after one succeeded ends the link: the wait for tha
   CHECK(same_bits(inbox.take(ticket), t));
   const auto asked = std::chrono::steady_clock::now();
   const std::string failed = test::error_of([&] { inbox.take(ticket + 1); });
-  CHECK(std::chrono::steady_clock::now() - asked < 5s);
+  CHECK(std::chrono::steady_clock::now() - asked < test::scaled(5s));
   CHECK(test::contains(failed, "stage 1: the tensor of ticket 2 from stage 0 will not come: stage 0's link ended"));
   CHECK(test::contains(failed, "could not be copied from its memory after earlier ones were: cannot read process 4194305"));
 }
@@ -333,20 +333,20 @@ TEST_CASE("a copy that fails after one succeeded ends the link: the wait for tha
 TEST_CASE("a link echo sends each frame back, and copies a frame offered in this process's memory with its token") {
   for (const char* host : {"127.0.0.1", "127.0.0.2"}) {  // one address at both ends, or two
     CAPTURE(host);
-    const std::uint16_t port = start_link_echo(host, nullptr, 5s);
-    auto link = connect_link(host, port, nullptr, link_echo_hello, std::chrono::steady_clock::now() + 5s);
+    const std::uint16_t port = start_link_echo(host, nullptr, test::scaled(5s));
+    auto link = connect_link(host, port, nullptr, link_echo_hello, std::chrono::steady_clock::now() + test::scaled(5s));
     memory_token token{};
-    link->read(token.data(), token.size(), 5s, nullptr);
+    link->read(token.data(), token.size(), test::scaled(5s), nullptr);
     std::vector<char> frame(100000), back;
     for (std::size_t i = 0; i < frame.size(); ++i) frame[i] = static_cast<char>(i % 251);
-    link_echo_round_trip(*link, frame, back, 5s);
+    link_echo_round_trip(*link, frame, back, test::scaled(5s));
     CHECK(back == frame);
     const bool one_machine = std::string(host) == "127.0.0.1" && test::memory_reads_allowed();
-    CHECK(link_echo_copy(*link, token, frame, 5s) == one_machine);
+    CHECK(link_echo_copy(*link, token, frame, test::scaled(5s)) == one_machine);
     memory_token wrong = token;
     wrong[5] ^= 1;
-    CHECK_FALSE(link_echo_copy(*link, wrong, frame, 5s));
-    link_echo_round_trip(*link, frame, back, 5s);  // and it goes on echoing
+    CHECK_FALSE(link_echo_copy(*link, wrong, frame, test::scaled(5s)));
+    link_echo_round_trip(*link, frame, back, test::scaled(5s));  // and it goes on echoing
     CHECK(back == frame);
   }
 }
@@ -360,8 +360,8 @@ TEST_CASE("a tensor that never comes, or of an aborted step, is a clear error wi
     CHECK(test::contains(missing, "stage 3: the tensor of ticket 42 from stage 2 did not come on its data link within 300 ms"));
   }
   // Room for a slow machine (sanitizers): the tensors below must arrive within it.
-  activation_inbox inbox(3, "127.0.0.1", nullptr, std::chrono::duration_cast<std::chrono::milliseconds>(test::scaled(1s)));
-  activation_outbox outbox(2, nullptr, 5s);
+  activation_inbox inbox(3, "127.0.0.1", nullptr, test::scaled(1s));
+  activation_outbox outbox(2, nullptr, test::scaled(5s));
   const std::string address = "127.0.0.1:" + std::to_string(inbox.port());
   const std::uint64_t old = outbox.next_ticket(), current = outbox.next_ticket();
   outbox.send(3, address, old, 4, counting({64, 512}, 1.0f));
@@ -375,7 +375,7 @@ TEST_CASE("a tensor whose sender's link ended without it fails at once, not afte
   activation_inbox inbox(1, "127.0.0.1", nullptr, test::scaled(30s));
   std::uint64_t next = 0;
   {
-    activation_outbox outbox(0, nullptr, 5s);  // its process, gone when it goes
+    activation_outbox outbox(0, nullptr, test::scaled(5s));  // its process, gone when it goes
     const std::uint64_t sent = outbox.next_ticket();
     next = outbox.next_ticket();
     outbox.send(1, "127.0.0.1:" + std::to_string(inbox.port()), sent, 0, counting({16}, 1.0f));
@@ -388,10 +388,10 @@ TEST_CASE("a tensor whose sender's link ended without it fails at once, not afte
 }
 
 TEST_CASE("a stray connection is dropped and named, a dead address is named, a broken link is opened again") {
-  activation_inbox inbox(1, "127.0.0.1", nullptr, std::chrono::duration_cast<std::chrono::milliseconds>(test::scaled(1s)));
+  activation_inbox inbox(1, "127.0.0.1", nullptr, test::scaled(1s));
   const std::string address = "127.0.0.1:" + std::to_string(inbox.port());
   {  // says another stage's hello; its write may find the connection dropped already
-    activation_outbox stray(0, nullptr, 5s);
+    activation_outbox stray(0, nullptr, test::scaled(5s));
     (void)test::error_of([&] { stray.send(2, address, stray.next_ticket(), 0, counting({4}, 1.0f)); });
   }
   const std::string why = test::error_of([&] { inbox.take(1); });
@@ -406,7 +406,7 @@ TEST_CASE("a stray connection is dropped and named, a dead address is named, a b
   // The receiving stage went and came back at the same address: the next tensor opens a new link.
   std::uint16_t port = 0;
   {
-    activation_inbox first(1, "127.0.0.1", nullptr, 5s);
+    activation_inbox first(1, "127.0.0.1", nullptr, test::scaled(5s));
     port = first.port();
     const std::uint64_t t = outbox.next_ticket();
     outbox.send(1, "127.0.0.1:" + std::to_string(port), t, 0, counting({8}, 1.0f));
@@ -419,7 +419,7 @@ TEST_CASE("a stray connection is dropped and named, a dead address is named, a b
     failed = test::error_of([&] { outbox.send(1, "127.0.0.1:" + std::to_string(port), outbox.next_ticket(), 0, counting({1 << 20}, 1.0f)); });
   CHECK(test::contains(failed, "stage 0's data link to stage 1"));
   const std::uint64_t again = outbox.next_ticket();  // the next tensor opens a new link to the stage back there
-  activation_inbox back(1, "127.0.0.1", nullptr, 5s);
+  activation_inbox back(1, "127.0.0.1", nullptr, test::scaled(5s));
   outbox.send(1, "127.0.0.1:" + std::to_string(back.port()), again, 0, counting({8}, 1.0f));
   CHECK(back.take(again).size() == 8);
 }

@@ -36,8 +36,8 @@ struct link_pair {
 link_pair connect_pair(link_listener& listener, const std::shared_ptr<tls_context>& client_tls, const std::string& hello = "hello") {
   link_pair p;
   std::vector<std::string> dropped;
-  std::thread acceptor([&] { p.accepted = listener.accept(hello, clock_type::now() + 10s, dropped); });
-  p.connected = connect_link("127.0.0.1", listener.port(), client_tls, hello, clock_type::now() + 10s);
+  std::thread acceptor([&] { p.accepted = listener.accept(hello, clock_type::now() + test::scaled(10s), dropped); });
+  p.connected = connect_link("127.0.0.1", listener.port(), client_tls, hello, clock_type::now() + test::scaled(10s));
   acceptor.join();
   return p;
 }
@@ -58,8 +58,8 @@ TEST_CASE("a data link carries 12 MB whole and in order, plain TCP and mutual TL
     auto p = connect_pair(listener, tls ? tls_of("coordinator") : nullptr);
     const auto sent = pattern(3 << 20);  // larger than any socket buffer: the reader must drain as the writer goes
     std::vector<float> got(sent.size());
-    std::thread writer([&] { p.connected->write(sent.data(), sent.size() * sizeof(float), 10s, nullptr); });
-    p.accepted->read(got.data(), got.size() * sizeof(float), 10s, nullptr);
+    std::thread writer([&] { p.connected->write(sent.data(), sent.size() * sizeof(float), test::scaled(10s), nullptr); });
+    p.accepted->read(got.data(), got.size() * sizeof(float), test::scaled(10s), nullptr);
     writer.join();
     CHECK(std::memcmp(got.data(), sent.data(), sent.size() * sizeof(float)) == 0);
   }
@@ -87,12 +87,12 @@ TEST_CASE("write_now takes what a plain socket takes at once and write() the res
     std::vector<float> got(body.size());
     std::thread writer([&] {  // the rest, from where write_now stopped
       if (taken < sizeof head)
-        p.connected->write(reinterpret_cast<const char*>(&head) + taken, sizeof head - taken, 10s, nullptr);
+        p.connected->write(reinterpret_cast<const char*>(&head) + taken, sizeof head - taken, test::scaled(10s), nullptr);
       const std::size_t done = taken > sizeof head ? taken - sizeof head : 0;
-      p.connected->write(reinterpret_cast<const char*>(body.data()) + done, body.size() * sizeof(float) - done, 10s, nullptr);
+      p.connected->write(reinterpret_cast<const char*>(body.data()) + done, body.size() * sizeof(float) - done, test::scaled(10s), nullptr);
     });
-    p.accepted->read(&got_head, sizeof got_head, 10s, nullptr);
-    p.accepted->read(got.data(), got.size() * sizeof(float), 10s, nullptr);
+    p.accepted->read(&got_head, sizeof got_head, test::scaled(10s), nullptr);
+    p.accepted->read(got.data(), got.size() * sizeof(float), test::scaled(10s), nullptr);
     writer.join();
     CHECK(got_head == head);
     CHECK(std::memcmp(got.data(), body.data(), body.size() * sizeof(float)) == 0);
@@ -103,18 +103,18 @@ TEST_CASE("a listener drops a connection with the wrong hello, naming it, and ta
   link_listener listener("127.0.0.1", nullptr);
   std::vector<std::string> dropped;
   std::unique_ptr<data_link> accepted;
-  std::thread acceptor([&] { accepted = listener.accept("rank 0 to rank 1", clock_type::now() + 10s, dropped); });
-  auto stray = connect_link("127.0.0.1", listener.port(), nullptr, "rank 2 to rank 1", clock_type::now() + 10s);
-  auto right = connect_link("127.0.0.1", listener.port(), nullptr, "rank 0 to rank 1", clock_type::now() + 10s);
+  std::thread acceptor([&] { accepted = listener.accept("rank 0 to rank 1", clock_type::now() + test::scaled(10s), dropped); });
+  auto stray = connect_link("127.0.0.1", listener.port(), nullptr, "rank 2 to rank 1", clock_type::now() + test::scaled(10s));
+  auto right = connect_link("127.0.0.1", listener.port(), nullptr, "rank 0 to rank 1", clock_type::now() + test::scaled(10s));
   acceptor.join();
   REQUIRE(accepted);
   REQUIRE(dropped.size() == 1);
   CHECK(contains(dropped[0], "a connection from 127.0.0.1:"));
   CHECK(contains(dropped[0], "said 'rank 2 to rank 1', not 'rank 0 to rank 1'"));
   const std::uint32_t word = 0xfeedbeef;
-  right->write(&word, sizeof word, 5s, nullptr);
+  right->write(&word, sizeof word, test::scaled(5s), nullptr);
   std::uint32_t got = 0;
-  accepted->read(&got, sizeof got, 5s, nullptr);
+  accepted->read(&got, sizeof got, test::scaled(5s), nullptr);
   CHECK(got == word);
 }
 
@@ -126,7 +126,7 @@ TEST_CASE("a peer whose certificate another CA signed, or that speaks plain TCP,
     std::string accept_error;
     std::thread acceptor([&] {
       try {
-        listener.accept("hello", clock_type::now() + 1500ms, dropped);
+        listener.accept("hello", clock_type::now() + test::scaled(1500ms), dropped);
       } catch (const link_error& e) {
         accept_error = e.what();
       }
@@ -135,9 +135,9 @@ TEST_CASE("a peer whose certificate another CA signed, or that speaks plain TCP,
     try {
       // Plain: the hello goes out unencrypted and the listener's handshake fails on it.
       auto link = connect_link("127.0.0.1", listener.port(), plain ? nullptr : tls_of("node", "other CA"), "hello",
-                               clock_type::now() + 1500ms);
+                               clock_type::now() + test::scaled(1500ms));
       char byte = 0;
-      link->read(&byte, 1, 1500ms, nullptr);  // the listener hangs up on it
+      link->read(&byte, 1, test::scaled(1500ms), nullptr);  // the listener hangs up on it
     } catch (const link_error& e) {
       connect_error = e.what();
     }
@@ -175,7 +175,7 @@ TEST_CASE("a link's waits end: on the timeout, on a stop reason, when the peer h
     }
     // The writer half-sends, then goes: the reader learns it at once, not after its 10 s.
     std::thread goes([&] {
-      p.connected->write("abc", 3, 5s, nullptr);
+      p.connected->write("abc", 3, test::scaled(5s), nullptr);
       std::this_thread::sleep_for(100ms);
       p.connected.reset();
     });
@@ -188,7 +188,7 @@ TEST_CASE("a link's waits end: on the timeout, on a stop reason, when the peer h
       CHECK(contains(e.what(), "the peer hung up"));
     }
     goes.join();
-    CHECK(clock_type::now() - started < 5s);
+    CHECK(clock_type::now() - started < test::scaled(5s));
     // Writing to a peer that went: closed too (no SIGPIPE ends the process).
     const auto big = pattern(1 << 20);
     std::unique_ptr<data_link> reader = std::move(p.accepted);
@@ -217,5 +217,5 @@ TEST_CASE("connect_link names the address it cannot reach within its deadline") 
     CHECK(e.reason == link_error::kind::timed_out);
     CHECK(std::string(e.what()) == "cannot reach 127.0.0.1:" + std::to_string(port) + ": Connection refused");
   }
-  CHECK(clock_type::now() - started < 5s);
+  CHECK(clock_type::now() - started < test::scaled(5s));
 }

@@ -4,10 +4,14 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <cstring>
+#include <map>
 #include <memory>
 #include <thread>
 
 #include "actors/data_parallel_pipeline.hpp"
+#include "collective/by_size_group.hpp"
+#include "cli_runs.hpp"
 #include "node_process.hpp"
 #include "equivalence.hpp"
 #include "pipeline_test_models.hpp"
@@ -18,20 +22,16 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const std::string actorpipe = std::string(AP_BINARY_DIR) + "/cli/actorpipe";
+using test::actorpipe;
 
 pipeline_options node_options(const std::vector<std::unique_ptr<test::node_process>>& nodes, int T, float clip) {
-  pipeline_options o;
-  o.security = test::tls_security();
-  o.stages = 2;
-  o.microbatches = 2;
-  o.schedule = "1f1b";
-  o.optimizer.kind = "adam";
-  o.optimizer.lr = 0.01f;
+  std::vector<std::string> addresses;
+  for (auto& n : nodes) addresses.push_back(n->address());
+  pipeline_options o =
+      test::on_nodes(test::pipeline_options_for(2, 2, "1f1b", 1, test::adam_optimizer()), addresses, test::tls_security());
   o.tensor_parallel = T;
   o.clip_grad_norm = clip;
   o.layers_per_chunk = {4, 7};
-  for (auto& n : nodes) o.nodes.push_back(n->address());
   return o;
 }
 
@@ -96,7 +96,7 @@ TEST_CASE("a node of one replica killed mid-step fails the step in every replica
   slow.initialize(3);
   pipeline_options o = node_options(nodes, 1, 0.0f);
   o.layers_per_chunk = {3, 3};
-  o.timeout = 20s;  // the failure must come from the lost peer, not from a wait running out
+  o.timeout = test::scaled(20s);  // the failure must come from the lost peer, not from a wait running out
   data_parallel_pipeline mesh(slow, o, 2);
   REQUIRE(std::isfinite(mesh.train_step(d.inputs, d.labels, 0)));
   std::chrono::steady_clock::time_point killed_at;
@@ -119,7 +119,8 @@ TEST_CASE("a node of one replica killed mid-step fails the step in every replica
 TEST_CASE("the gloo and by-size backends (plain TCP nodes) give the ring's parameters bit for bit, equal to one process") {
   // Note [collective backends]: with D = 2 each sum is one addition, the same bits whichever engine adds. This
   // model's gradients are all below by-size's 4 MB, so it runs them on its ring; here the whole path through the
-  // nodes (both groups' endpoints, placed and connected), in test_collective_gloo which size goes where.
+  // nodes (both groups' endpoints, placed and connected); which size goes where, in the next test (a 4 MB gradient
+  // on gloo, D = 3) and in test_collective_gloo.
   const dataset d = test::small_blobs(32);
   std::vector<std::unique_ptr<test::node_process>> nodes;
   for (int i = 0; i < 3; ++i) nodes.push_back(std::make_unique<test::node_process>(actorpipe, std::vector<std::string>{"--insecure"}));
@@ -146,6 +147,52 @@ TEST_CASE("the gloo and by-size backends (plain TCP nodes) give the ring's param
     test::check_same_parameters(trained[2], trained[0], 0.0f, "by-size against ring");
     test::check_same_parameters(trained[1], reference, 1e-5f, "gloo against one process");
   }
+  for (auto& n : nodes) CHECK(n->process().running());
+}
+
+TEST_CASE("by-size on nodes sums a gradient of 4 MB on gloo and the smaller ones on the ring (D = 3, where their bits differ)") {
+  // Note [collectives by size]: the middle Linear's 1024 x 1024 weight is 4 MB, its gradient by-size's first on
+  // gloo; every other gradient is smaller. With three replicas the ring and gloo add their three shares in orders
+  // of their own, so their sums differ in the last bits: which engine summed a gradient shows in the parameters
+  // one plain SGD step leaves.
+  const dataset d = test::small_blobs(48);
+  std::vector<std::unique_ptr<test::node_process>> nodes;
+  for (int i = 0; i < 3; ++i) nodes.push_back(std::make_unique<test::node_process>(actorpipe, std::vector<std::string>{"--insecure"}));
+  const auto model = [] {
+    sequential m = sequential::from_layer_specs({"linear:12:1024", "tanh", "linear:1024:1024", "tanh", "linear:1024:4"});
+    m.initialize(5);
+    return m;
+  };
+  pipeline_options o = node_options(nodes, 1, 0.0f);
+  o.security = test::insecure_transport();
+  o.optimizer.kind = "sgd";
+  o.optimizer.lr = 0.1f;
+  o.layers_per_chunk = {3, 2};
+  std::map<collective_backend, std::map<std::string, tensor>> trained;
+  for (collective_backend backend : {collective_backend::ring, collective_backend::gloo, collective_backend::by_size}) {
+    o.collectives = backend;
+    data_parallel_pipeline mesh(model(), o, 3);  // replica d's stage s on node (2d + s) % 3: no two of a stage share one
+    REQUIRE(std::isfinite(mesh.train_step(d.inputs, d.labels, 0)));
+    sequential m = mesh.first().gather_model();
+    trained[backend] = test::parameter_values(m);
+  }
+  const auto same_bits = [](const tensor& a, const tensor& b) {
+    return a.shape() == b.shape() && std::memcmp(a.data(), b.data(), a.byte_size()) == 0;
+  };
+  int large = 0;
+  for (const auto& [name, by_size] : trained[collective_backend::by_size]) {
+    CAPTURE(name);
+    const tensor& ring = trained[collective_backend::ring].at(name);
+    const tensor& gloo = trained[collective_backend::gloo].at(name);
+    if (by_size.byte_size() >= by_size_group::default_threshold_bytes) {
+      ++large;
+      REQUIRE_FALSE(same_bits(ring, gloo));  // else this test could not tell the engines apart
+      CHECK(same_bits(by_size, gloo));
+    } else if (!same_bits(ring, gloo)) {
+      CHECK(same_bits(by_size, ring));
+    }
+  }
+  CHECK(large == 1);
   for (auto& n : nodes) CHECK(n->process().running());
 }
 

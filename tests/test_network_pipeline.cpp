@@ -35,6 +35,7 @@
 #include "data/synthetic.hpp"
 #include "plan/cores.hpp"
 #include "memory_reads.hpp"
+#include "cli_runs.hpp"
 #include "node_process.hpp"
 #include "equivalence.hpp"
 #include "pipeline_test_models.hpp"
@@ -47,7 +48,6 @@ namespace {
 
 using namespace ap::test;
 
-const std::string actorpipe = std::string(AP_BINARY_DIR) + "/cli/actorpipe";
 
 run_result train_steps(const sequential& model, const dataset& d, const pipeline_options& o, int steps) {
   pipeline pipe(model, o);
@@ -135,13 +135,8 @@ TEST_CASE("activations, inputs and output gradients on data links between 2 node
     return m;
   };
   test::node_process a(actorpipe), b(actorpipe);
-  pipeline_options o;
+  pipeline_options o = test::pipeline_options_for(2, 2, "1f1b", 1, test::adam_optimizer());
   o.security = test::tls_security();
-  o.stages = 2;
-  o.microbatches = 2;
-  o.schedule = "1f1b";
-  o.optimizer.kind = "adam";
-  o.optimizer.lr = 0.01f;
   run_result local = train_steps(wide(), d, o, 3);
   o.nodes = {a.address(), b.address()};
   run_result remote = train_steps(wide(), d, o, 3);
@@ -158,17 +153,11 @@ TEST_CASE("2 nodes x 2 tensor-parallel ranks (threads on each node), with clippi
   const dataset d = test::small_blobs(32);
   std::vector<std::unique_ptr<test::node_process>> nodes;
   for (int i = 0; i < 2; ++i) nodes.push_back(std::make_unique<test::node_process>(actorpipe));
-  pipeline_options o;
-  o.security = test::tls_security();
-  o.stages = 2;
-  o.microbatches = 4;
-  o.schedule = "zb-h1";
-  o.optimizer.kind = "adam";
-  o.optimizer.lr = 0.01f;
+  pipeline_options o = test::on_nodes(test::pipeline_options_for(2, 4, "zb-h1", 1, test::adam_optimizer()),
+                                      {nodes[0]->address(), nodes[1]->address()}, test::tls_security());
   o.tensor_parallel = 2;
   o.clip_grad_norm = 0.1f;
   o.layers_per_chunk = {4, 7};
-  for (auto& n : nodes) o.nodes.push_back(n->address());
   sequential reference = test::linear_pairs_model();
   local_runner local(reference, o.optimizer, "cross_entropy", o.clip_grad_norm);
   pipeline pipe(test::linear_pairs_model(), o);
@@ -184,13 +173,9 @@ TEST_CASE("a node killed mid-step fails the step within seconds, naming the stag
   const dataset d = test::small_blobs(16);
   const sequential model = slow_model();
   test::node_process first(actorpipe), second(actorpipe);
-  pipeline_options o;
-  o.security = test::tls_security();
-  o.stages = 2;
-  o.microbatches = 4;
-  o.schedule = "1f1b";
+  pipeline_options o =
+      test::on_nodes(test::pipeline_options_for(2, 4, "1f1b"), {first.address(), second.address()}, test::tls_security());
   o.timeout = 20s;  // so the failure has to come from the monitor, not from a wait running out
-  o.nodes = {first.address(), second.address()};
   auto pipe = std::make_unique<pipeline>(model, o);
   REQUIRE(std::isfinite(pipe->train_step(d.inputs, d.labels, 0)));  // a step takes ~350 ms (the sleep layer)
 
@@ -347,7 +332,7 @@ TEST_CASE("`actorpipe train --nodes --insecure` exits with an error naming the s
   REQUIRE_MESSAGE(placed(), coordinator.stderr_text());
   std::this_thread::sleep_for(300ms);  // a few steps in
   second.process().kill9();
-  const int code = coordinator.wait_exit(10s);
+  const int code = coordinator.wait_exit(test::scaled(10s));
   const std::string log = coordinator.stderr_text();
   INFO(log);
   CHECK(code == 1);
@@ -436,10 +421,10 @@ TEST_CASE("a node of another protocol version is refused on both sides") {
 
 TEST_CASE("a node asked for a port in use exits at once with a clear error") {
   test::node_process first(actorpipe);
-  test::child_process second(
-      {actorpipe, "node", "--host", "127.0.0.1", "--port", std::to_string(first.port()), "--insecure"});
-  CHECK(second.wait_exit(10s) == 1);
-  const std::string log = second.stderr_text();
+  const program_run second =
+      run_actorpipe({"node", "--host", "127.0.0.1", "--port", std::to_string(first.port()), "--insecure"});
+  CHECK(second.code == 1);
+  const std::string& log = second.err;
   INFO(log);
   CHECK(contains(log, "port " + std::to_string(first.port()) + " is already in use"));
 }
@@ -519,7 +504,7 @@ TEST_CASE("a version-1 hello (without layer kinds) is refused by its version, no
   std::string failure = "no answer";
   {
     caf::scoped_actor self{sys};
-    self->request(node, 5s, hello_atom::value, std::uint32_t{1}, true, message_type_names())
+    self->request(node, test::scaled(5s), hello_atom::value, std::uint32_t{1}, true, message_type_names())
         .receive([&](hello_atom, std::uint32_t, bool, std::vector<std::string>&,
                      std::vector<std::string>&) { failure = "accepted"; },
                  [&](caf::error& e) { failure = error_text(e); });
@@ -685,8 +670,8 @@ TEST_CASE("a node's clock offset on the same machine is 0 within its bound (half
   {
     caf::scoped_actor self{sys};
     const node_address address = parse_node_address(node.address());
-    const caf::actor handle = connect_node(self, address, 10s);
-    const clock_offset c = estimate_clock_offset(self, handle, address, 10s);
+    const caf::actor handle = connect_node(self, address, test::scaled(10s));
+    const clock_offset c = estimate_clock_offset(self, handle, address, test::scaled(10s));
     // One steady clock: the node read it between our two readings, so |offset| <= half that round trip.
     CHECK(c.bound_us > 0.0);
     CHECK(std::abs(c.offset_us) <= c.bound_us);
@@ -698,7 +683,7 @@ TEST_CASE("a survey of nodes: each machine's cores and fixed threads, the networ
   test::node_process free_node(actorpipe);
   test::node_process fixed_node(actorpipe, {"--threads", "1"});
   const node_survey survey =
-      survey_nodes({free_node.address(), fixed_node.address()}, test::tls_security("coordinator"), 10s);
+      survey_nodes({free_node.address(), fixed_node.address()}, test::tls_security("coordinator"), test::scaled(10s));
   REQUIRE(survey.nodes.size() == 2);
   const auto here = static_cast<int>(process_cores().size());  // the same machine
   CHECK(survey.nodes[0].address == free_node.address());
@@ -723,7 +708,7 @@ TEST_CASE("a survey of nodes: each machine's cores and fixed threads, the networ
   if (survey.copies) CHECK(survey.copies->per_byte_s > 0.0);
   {  // and over plain TCP
     test::node_process plain_node(actorpipe, {"--insecure"});
-    const node_survey plain = survey_nodes({plain_node.address()}, test::insecure_transport(), 10s);
+    const node_survey plain = survey_nodes({plain_node.address()}, test::insecure_transport(), test::scaled(10s));
     CHECK(plain.links.per_byte_s > 0.0);
     if (between_processes) CHECK(plain.copies.has_value());
     CHECK(!(plain.copies && !test::memory_reads_allowed()));
@@ -748,7 +733,7 @@ TEST_CASE("a node that answers its handshake late is still connected: by the coo
   caf::scoped_actor self{sys};
   const node_address late_address = parse_node_address(late.address());
   const node_address first_address = parse_node_address(first.address());
-  const caf::actor first_handle = connect_node(self, first_address, 10s);
+  const caf::actor first_handle = connect_node(self, first_address, test::scaled(10s));
   const auto pause_late = [&] {  // stopped for 2.5 s: two heartbeat ticks pass before it answers
     REQUIRE(kill(late.process().pid(), SIGSTOP) == 0);
     return std::thread([pid = late.process().pid()] {
@@ -758,10 +743,10 @@ TEST_CASE("a node that answers its handshake late is still connected: by the coo
   };
   std::thread resume = pause_late();
   caf::actor late_handle;
-  CHECK_NOTHROW(late_handle = connect_node(self, late_address, 10s));
+  CHECK_NOTHROW(late_handle = connect_node(self, late_address, test::scaled(10s)));
   resume.join();
   CHECK(late_handle);
   resume = pause_late();
-  CHECK_NOTHROW(connect_peers(self, first_handle, first_address, {late_address}, 10s));
+  CHECK_NOTHROW(connect_peers(self, first_handle, first_address, {late_address}, test::scaled(10s)));
   resume.join();
 }

@@ -19,6 +19,7 @@
 
 #include "actors/data_parallel_pipeline.hpp"
 #include "actors/pipeline.hpp"
+#include "cli_runs.hpp"
 #include "data/synthetic.hpp"
 #include "node_process.hpp"
 #include "equivalence.hpp"
@@ -31,7 +32,7 @@ using test::contains;
 
 namespace {
 
-const std::string actorpipe = std::string(AP_BINARY_DIR) + "/cli/actorpipe";
+using test::actorpipe;
 
 // Six layers whose middle one sleeps 15 ms forward and backward: a step lasts long enough to be interrupted.
 // `width` 512: 64-row microbatches of 512 features (128 KB) travel on activation links (Note [activations on
@@ -47,17 +48,11 @@ sequential slow_model(int width = 16) {
 }
 
 pipeline_options recovering_options(std::vector<std::string> nodes) {
-  pipeline_options o;
-  o.stages = 2;
-  o.microbatches = 4;
-  o.schedule = "1f1b";
-  o.optimizer.kind = "adam";
-  o.optimizer.lr = 0.01f;
-  o.nodes = std::move(nodes);
-  o.security = test::tls_security();
-  o.timeout = 20s;
+  pipeline_options o = test::on_nodes(test::pipeline_options_for(2, 4, "1f1b", 1, test::adam_optimizer()), std::move(nodes),
+                                      test::tls_security());
+  o.timeout = test::scaled(20s);
   o.restart_on_failure = 2;
-  o.restart_wait = 20s;
+  o.restart_wait = test::scaled(20s);
   o.snapshot_every = 3;
   return o;
 }
@@ -321,14 +316,7 @@ void cli_run_recovers(int D) {
                                 "--restart-wait-ms", "20000", "--snapshot-every", "7", "--data-parallel",
                                 std::to_string(D), "--nodes", first.address() + "," + second->address()};
   for (const auto& f : test::transport_flags(test::tls_security())) args.push_back(f);
-  const auto result_line = [](test::child_process& p) {
-    std::string last;
-    for (std::string line = p.read_line(120s); !line.empty(); line = p.read_line(120s)) last = line;
-    return last;
-  };
-  test::child_process uninterrupted(args);
-  const std::string expected = result_line(uninterrupted);
-  REQUIRE_MESSAGE(uninterrupted.wait_exit(60s) == 0, uninterrupted.stderr_text());
+  const nlohmann::json expected = test::result_of(test::run_program(args));
 
   test::child_process run(args);
   const auto t0 = std::chrono::steady_clock::now();
@@ -341,11 +329,10 @@ void cli_run_recovers(int D) {
   const int port = second->port();
   second->process().kill9();
   second = std::make_unique<test::node_process>(actorpipe, std::vector<std::string>{}, port);
-  const std::string got = result_line(run);
-  const int code = run.wait_exit(60s);
-  const std::string log = run.stderr_text();
+  const test::program_run finished = test::finish(run);
+  const std::string& log = finished.err;
   INFO(log);
-  CHECK(code == 0);
+  const nlohmann::json got = test::result_of(finished);
   CHECK(contains(log, "recovery 1 of 1: "));  // lost during a step, or during a snapshot after one
   // The lost node, named; "is gone", or, when the restarted node already listens on its port as the loss is
   // probed, "stopped answering heartbeats".
@@ -355,13 +342,9 @@ void cli_run_recovers(int D) {
   CHECK((contains(log, D == 1 ? "every stage restored from the snapshot" : "every replica's stages restored from the snapshot") ||
          contains(log, D == 1 ? "before any step: placing the stages again" : "before any step: placing every replica again")));
   // Every figure of the result but the timings is the same: the losses, test_accuracy, steps.
-  const auto field = [](const std::string& json, const std::string& key) {
-    const auto at = json.find("\"" + key + "\":");
-    return at == std::string::npos ? std::string("missing") : json.substr(at, json.find_first_of(",}", at) - at);
-  };
-  for (const char* key : {"last_epoch_mean_loss", "last_step_loss", "test_accuracy", "steps"}) CHECK(field(got, key) == field(expected, key));
-  CHECK(contains(got, "\"restarts\":1"));
-  CHECK(contains(expected, "\"restarts\":0"));
+  test::check_same_fields(got, expected, {"last_epoch_mean_loss", "last_step_loss", "test_accuracy", "steps"});
+  CHECK(got.at("restarts") == 1);
+  CHECK(expected.at("restarts") == 0);
 }
 
 }  // namespace

@@ -84,7 +84,7 @@ TEST_CASE("rank 0 gets its nodes in rank order and ends the job for all of them"
   std::vector<int> released(4, -1);
   for (int rank : {3, 1, 2})  // out of order
     nodes.emplace_back([&, rank] {
-      rendezvous_client client(place(rank, 4, server.port()), 5000ms);
+      rendezvous_client client(place(rank, 4, server.port()), test::scaled(5000ms));
       CHECK(client.local_address() == "127.0.0.1");
       client.register_node(5000 + rank);
       released[static_cast<std::size_t>(rank)] = client.wait_for_release() ? 1 : 0;
@@ -103,7 +103,7 @@ TEST_CASE("a node whose rank 0 goes away without ending the job learns it, and a
     rendezvous_server server(0, 2, test::scaled(10000ms));
     port = server.port();
     node = std::thread([&] {
-      rendezvous_client client(place(1, 2, port), 5000ms);
+      rendezvous_client client(place(1, 2, port), test::scaled(5000ms));
       client.register_node(7000);
       released = client.wait_for_release() ? 1 : 0;
     });
@@ -113,7 +113,7 @@ TEST_CASE("a node whose rank 0 goes away without ending the job learns it, and a
   CHECK(released == 0);
 
   rendezvous_server server(0, 2, test::scaled(10000ms));
-  rendezvous_client client(place(1, 2, server.port()), 5000ms);
+  rendezvous_client client(place(1, 2, server.port()), test::scaled(5000ms));
   client.register_node(7001);
   CHECK(server.wait_for_nodes().size() == 1);
   std::thread canceller([&] { std::this_thread::sleep_for(50ms), client.cancel(); });
@@ -122,14 +122,14 @@ TEST_CASE("a node whose rank 0 goes away without ending the job learns it, and a
 }
 
 TEST_CASE("a rank that never registers, or registers twice, is named, a node finds no rank 0 within its time") {
-  rendezvous_server server(0, 3, 500ms);
-  rendezvous_client one(place(1, 3, server.port()), 5000ms);
+  rendezvous_server server(0, 3, test::scaled(500ms));
+  rendezvous_client one(place(1, 3, server.port()), test::scaled(5000ms));
   one.register_node(6001);
   const std::string waited = test::error_of([&] { server.wait_for_nodes(); });
   CHECK(test::contains(waited, "for 2 nodes; 1 registered, rank 2 did not"));
 
   rendezvous_server twice(0, 3, test::scaled(5000ms));
-  rendezvous_client a(place(1, 3, twice.port()), 5000ms), b(place(1, 3, twice.port()), 5000ms);
+  rendezvous_client a(place(1, 3, twice.port()), test::scaled(5000ms)), b(place(1, 3, twice.port()), test::scaled(5000ms));
   a.register_node(6001);
   b.register_node(6002);
   CHECK(test::contains(test::error_of([&] { twice.wait_for_nodes(); }),

@@ -244,25 +244,25 @@ TEST_CASE("on a TLS link the bytes on the wire are sealed, a flipped bit ends th
       relay watch(listener.port(), std::string::npos);
       std::vector<std::string> dropped;
       std::unique_ptr<data_link> accepted;
-      std::thread acceptor([&] { accepted = listener.accept("hello", clock_type::now() + 10s, dropped); });
-      auto connected = connect_link("127.0.0.1", watch.port(), tls ? tls_of("coordinator") : nullptr, "hello", clock_type::now() + 10s);
+      std::thread acceptor([&] { accepted = listener.accept("hello", clock_type::now() + test::scaled(10s), dropped); });
+      auto connected = connect_link("127.0.0.1", watch.port(), tls ? tls_of("coordinator") : nullptr, "hello", clock_type::now() + test::scaled(10s));
       acceptor.join();
       REQUIRE(accepted);
       // Written in three pieces, read in five others: small reads out of a buffered record, a read that takes a
       // record whole into the caller's memory, a read across records.
       std::thread writer([&] {
         const std::size_t cuts[] = {0, 300000, 300001, sent.size()};
-        for (int i = 0; i < 3; ++i) connected->write(sent.data() + cuts[i], cuts[i + 1] - cuts[i], 10s, nullptr);
+        for (int i = 0; i < 3; ++i) connected->write(sent.data() + cuts[i], cuts[i + 1] - cuts[i], test::scaled(10s), nullptr);
       });
       bytes got(sent.size());
       const std::size_t reads[] = {0, 1, 100000, 100000 + max_record_bytes, 100000 + 2 * max_record_bytes + 5, sent.size()};
-      for (int i = 0; i < 5; ++i) accepted->read(got.data() + reads[i], reads[i + 1] - reads[i], 10s, nullptr);
+      for (int i = 0; i < 5; ++i) accepted->read(got.data() + reads[i], reads[i + 1] - reads[i], test::scaled(10s), nullptr);
       writer.join();
       CHECK(got == sent);
       // The answer goes the other way on the same link, sealed with the other direction's key.
-      accepted->write("ok", 2, 5s, nullptr);
+      accepted->write("ok", 2, test::scaled(5s), nullptr);
       char answer[2];
-      connected->read(answer, 2, 5s, nullptr);
+      connected->read(answer, 2, test::scaled(5s), nullptr);
       CHECK(std::string(answer, 2) == "ok");
       connected.reset();
       accepted.reset();
@@ -277,20 +277,20 @@ TEST_CASE("on a TLS link the bytes on the wire are sealed, a flipped bit ends th
     relay tamper(listener.port(), 200000);  // well past the handshake and the hello
     std::vector<std::string> dropped;
     std::unique_ptr<data_link> accepted;
-    std::thread acceptor([&] { accepted = listener.accept("hello", clock_type::now() + 10s, dropped); });
-    auto connected = connect_link("127.0.0.1", tamper.port(), tls_of("coordinator"), "hello", clock_type::now() + 10s);
+    std::thread acceptor([&] { accepted = listener.accept("hello", clock_type::now() + test::scaled(10s), dropped); });
+    auto connected = connect_link("127.0.0.1", tamper.port(), tls_of("coordinator"), "hello", clock_type::now() + test::scaled(10s));
     acceptor.join();
     REQUIRE(accepted);
     std::thread writer([&] {
       try {
-        connected->write(sent.data(), sent.size(), 10s, nullptr);
+        connected->write(sent.data(), sent.size(), test::scaled(10s), nullptr);
       } catch (const link_error&) {  // the reader may hang up first
       }
     });
     bytes got(sent.size());
     std::string error;
     try {
-      accepted->read(got.data(), got.size(), 10s, nullptr);
+      accepted->read(got.data(), got.size(), test::scaled(10s), nullptr);
     } catch (const link_error& e) {
       CHECK(e.reason == link_error::kind::failed);
       error = e.what();

@@ -23,6 +23,7 @@
 #include "actors/node.hpp"
 #include "actors/pipeline.hpp"
 #include "network/guarded_transport.hpp"
+#include "cli_runs.hpp"
 #include "node_process.hpp"
 #include "pipeline_test_models.hpp"
 #include "test_support.hpp"
@@ -33,7 +34,7 @@ using test::contains;
 
 namespace {
 
-const std::string actorpipe = std::string(AP_BINARY_DIR) + "/cli/actorpipe";
+using test::actorpipe;
 
 std::string construction_error(const pipeline_options& o) {
   try {
@@ -45,12 +46,8 @@ std::string construction_error(const pipeline_options& o) {
 }
 
 pipeline_options two_stages_on(const std::string& node, const transport_security& security) {
-  pipeline_options o;
-  o.stages = 2;
-  o.microbatches = 4;
-  o.nodes = {node};
-  o.security = security;
-  o.timeout = 5s;
+  pipeline_options o = test::on_nodes(test::pipeline_options_for(2, 4), {node}, security);
+  o.timeout = test::scaled(5s);
   return o;
 }
 
@@ -70,7 +67,7 @@ bool logged(test::node_process& node, const std::string& part, int count = 1) {
   for (;;) {
     const std::string log = node.process().stderr_text();
     if (test::count_of(log, part) >= static_cast<std::size_t>(count)) return true;
-    if (std::chrono::steady_clock::now() - t0 > 5s) return false;
+    if (std::chrono::steady_clock::now() - t0 > test::scaled(5s)) return false;
     std::this_thread::sleep_for(20ms);
   }
 }
@@ -200,11 +197,9 @@ TEST_CASE("4 GB headers and garbage on 12 connections: the node logs and drops t
 }
 
 TEST_CASE("node and train --nodes refuse, before any work, without TLS files or --insecure, and name a bad file") {
-  const auto run = [](std::vector<std::string> args) {
-    args.insert(args.begin(), actorpipe);
-    test::child_process p(args);
-    const int code = p.wait_exit(30s);
-    return std::make_pair(code, p.stderr_text());
+  const auto run = [](const std::vector<std::string>& args) {
+    const test::program_run p = test::run_actorpipe(args);
+    return std::make_pair(p.code, p.err);
   };
   auto [code, err] = run({"node", "--port", "0"});
   CHECK(code == 1);
@@ -267,12 +262,12 @@ TEST_CASE("after the handshake a message above frame_bytes drops the connection,
   {
     caf::scoped_actor self{system};
     caf::actor remote;
-    self->request(transport_of(system), 10s, caf::connect_atom::value, std::string("127.0.0.1"), *port)
+    self->request(transport_of(system), test::scaled(10s), caf::connect_atom::value, std::string("127.0.0.1"), *port)
         .receive([&](caf::node_id&, caf::strong_actor_ptr& p, std::set<std::string>&) { remote = caf::actor_cast<caf::actor>(p); },
                  [&](caf::error& e) { FAIL("cannot connect: " << caf::to_string(e)); });
     REQUIRE(remote);
     // A request to a dropped connection gets no answer (CAF fails it only at its timeout: toolchain notes).
-    const auto send = [&](std::size_t floats, std::chrono::seconds limit) {
+    const auto send = [&](std::size_t floats, std::chrono::milliseconds limit) {
       forward_task t;
       t.data = zeros({floats / 1024, 1024});
       std::string answer;
@@ -280,7 +275,7 @@ TEST_CASE("after the handshake a message above frame_bytes drops the connection,
           .receive([&](int n) { answer = std::to_string(n); }, [&](caf::error& e) { answer = caf::to_string(e); });
       return answer;
     };
-    CHECK(send(64 * 1024, 10s) == std::to_string(64 * 1024));  // 256 KiB: passes
+    CHECK(send(64 * 1024, test::scaled(10s)) == std::to_string(64 * 1024));  // 256 KiB: passes
     const std::string refused = send(1024 * 1024, 2s);          // 4 MiB: more than the limit
     CHECK_MESSAGE(refused != std::to_string(1024 * 1024), refused);
   }
@@ -289,7 +284,7 @@ TEST_CASE("after the handshake a message above frame_bytes drops the connection,
     std::lock_guard<std::mutex> lock(lines_mutex);
     return contains(lines, part);
   };
-  while (!has("more than the limit") && std::chrono::steady_clock::now() - t0 < 5s) std::this_thread::sleep_for(10ms);
+  while (!has("more than the limit") && std::chrono::steady_clock::now() - t0 < test::scaled(5s)) std::this_thread::sleep_for(test::scaled(10ms));
   INFO(lines);
   CHECK(has("a message header claims 4 MiB"));
   CHECK(has("more than the limit of 1 MiB (1048576 bytes)"));

@@ -12,6 +12,7 @@
 #include "actors/node.hpp"
 #include "network/connect_retry.hpp"
 #include "network/port_probe.hpp"
+#include "test_support.hpp"
 
 using namespace ap;
 using namespace std::chrono_literals;
@@ -45,7 +46,7 @@ TEST_CASE("probe_port tells a listening port from a refused one") {
   socklen_t size = sizeof a;
   REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &size) == 0);
   const int port = ntohs(a.sin_port);
-  CHECK(probe_port("127.0.0.1", port, 1000ms) == port_state::listening);  // nobody accepts: the kernel does
+  CHECK(probe_port("127.0.0.1", port, test::scaled(1000ms)) == port_state::listening);  // nobody accepts: the kernel does
   ::close(fd);
   CHECK(probe_port("127.0.0.1", port, 1000ms) == port_state::refused);
   CHECK(lost_connection_text(port_state::refused, "r") ==

@@ -18,6 +18,7 @@
 #include "data/text_corpus.hpp"
 #include "equivalence.hpp"
 #include "model/loss.hpp"
+#include "cli_runs.hpp"
 #include "node_process.hpp"
 #include "pipeline_test_models.hpp"
 #include "plan/microbatches.hpp"
@@ -91,12 +92,7 @@ std::string name_of(const setup& u) {
 }
 
 pipeline_options options_for(const setup& u, dtype type) {
-  pipeline_options o;
-  o.stages = u.stages;
-  o.chunks_per_stage = u.chunks;
-  o.microbatches = u.microbatches;
-  o.schedule = u.schedule;
-  o.optimizer = adam();
+  pipeline_options o = test::pipeline_options_for(u.stages, u.microbatches, u.schedule, u.chunks, adam());
   o.compute_dtype = type;
   return o;
 }
@@ -196,13 +192,11 @@ TEST_CASE("bf16 is not fp32: the same pipeline in fp32 ends elsewhere, and bf16 
 }
 
 TEST_CASE("bf16: a pipeline on 2 nodes equals the same model in bf16 in one process, bit for bit") {
-  const std::string actorpipe = std::string(AP_BINARY_DIR) + "/cli/actorpipe";
-  test::node_process first(actorpipe), second(actorpipe);
+  test::node_process first(test::actorpipe), second(test::actorpipe);
   const dataset d = test::small_blobs(30);
   for (const setup& u : {setup{"1f1b", 2, 1, 4}, setup{"zb-h1", 4, 1, 3}}) {
-    pipeline_options o = options_for(u, dtype::bfloat16);
-    o.nodes = {first.address(), second.address()};
-    o.security = test::tls_security();
+    const pipeline_options o =
+        test::on_nodes(options_for(u, dtype::bfloat16), {first.address(), second.address()}, test::tls_security());
     run_result reference = train_microbatched(test::residual_block_model, dtype::bfloat16, d, adam(), u.microbatches);
     run_result piped = train_pipeline(test::residual_block_model, d, o);
     check_bitwise(reference, piped, name_of(u) + " on 2 nodes");

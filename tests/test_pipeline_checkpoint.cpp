@@ -43,13 +43,7 @@ optimizer_config adam() {
 }
 
 pipeline_options options(int stages, const std::string& schedule, int microbatches = 4, int chunks = 1) {
-  pipeline_options o;
-  o.stages = stages;
-  o.schedule = schedule;
-  o.microbatches = microbatches;
-  o.chunks_per_stage = chunks;
-  o.optimizer = adam();
-  return o;
+  return test::pipeline_options_for(stages, microbatches, schedule, chunks, adam());
 }
 
 std::string describe(const pipeline_options& o) {

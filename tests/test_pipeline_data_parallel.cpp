@@ -14,12 +14,7 @@ using namespace ap::test;
 namespace {
 
 pipeline_options mesh_options_for(int stages, int T, const std::string& schedule, float clip = 0.0f) {
-  pipeline_options o;
-  o.stages = stages;
-  o.microbatches = 2;
-  o.schedule = schedule;
-  o.chunks_per_stage = schedule == "interleaved" ? 2 : 1;
-  o.optimizer = adam_optimizer();
+  pipeline_options o = pipeline_options_for(stages, 2, schedule, schedule == "interleaved" ? 2 : 1, adam_optimizer());
   o.tensor_parallel = T;
   o.clip_grad_norm = clip;
   return o;

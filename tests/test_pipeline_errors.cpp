@@ -42,7 +42,7 @@ class faulty_layer final : public layer {
 // Destroys the pipeline: the actor system must exit within the limit (a hang is caught by CTest's timeout).
 // Note: CAF 0.17.6's actor_system hangs when destroyed on a thread other than the one that built it, so
 // this cannot run the destructor on a watchdog thread.
-bool shuts_down_within(std::unique_ptr<pipeline> pipe, std::chrono::seconds limit) {
+bool shuts_down_within(std::unique_ptr<pipeline> pipe, std::chrono::milliseconds limit) {
   const auto t0 = std::chrono::steady_clock::now();
   pipe.reset();
   return std::chrono::steady_clock::now() - t0 < limit;
@@ -80,7 +80,7 @@ TEST_CASE("more microbatches than samples is a clear error, and the pipeline sti
   CHECK_THROWS_WITH_AS(pipe->train_step(few_inputs, few_labels, 0),
                        doctest::Contains("a batch of 5 samples cannot fill 8 microbatches"), pipeline_error);
   CHECK(std::isfinite(pipe->train_step(d.inputs, d.labels, 1)));
-  CHECK(shuts_down_within(std::move(pipe), std::chrono::seconds(10)));
+  CHECK(shuts_down_within(std::move(pipe), test::scaled(std::chrono::seconds(10))));
 }
 
 TEST_CASE("a layer that throws inside a stage fails the step, naming the stage and microbatch, and nothing is applied") {
@@ -103,10 +103,10 @@ TEST_CASE("a layer that throws inside a stage fails the step, naming the stage a
   CHECK(message.find("stage 1 (chunk 1, layers 4..6: Linear(16->16) Tanh Faulty)") != std::string::npos);
   CHECK(message.find("forward microbatch 3") != std::string::npos);
   CHECK(message.find("faulty layer refuses this input") != std::string::npos);
-  CHECK(took < 5.0);
+  CHECK(took < test::scaled(5.0));
   sequential after = pipe->gather_model();
   test::check_same_parameters(before, after, 0.0f, "after a failed step");
-  CHECK(shuts_down_within(std::move(pipe), std::chrono::seconds(10)));
+  CHECK(shuts_down_within(std::move(pipe), test::scaled(std::chrono::seconds(10))));
 }
 
 TEST_CASE("inputs of the wrong width or dtype are refused before any stage runs, naming the layer and both") {
@@ -192,7 +192,7 @@ TEST_CASE("a stage that waits on a peer longer than the timeout fails the step w
                        test::contains(message, "backward microbatch 0 of chunk 0");
   CHECK((stage_2 || stage_0));
   CHECK(took < test::scaled(3.0));
-  CHECK(shuts_down_within(std::move(pipe), std::chrono::seconds(10)));
+  CHECK(shuts_down_within(std::move(pipe), test::scaled(std::chrono::seconds(10))));
 }
 
 // Note [one timer per retriever]: the one timer, armed at the first wait, must not fail a later wait that has
@@ -207,7 +207,7 @@ TEST_CASE("many waits each shorter than the timeout pass although together they 
   pipeline_options o;
   o.stages = 3;
   o.microbatches = 4;
-  o.timeout = std::chrono::milliseconds(150);
+  o.timeout = test::scaled(std::chrono::milliseconds(150));
   pipeline pipe(model, o);
   // ~100 ms a step: the timer armed in step 0 fires during a later, short wait and must re-arm.
   for (std::uint64_t step = 0; step < 6; ++step) CHECK_NOTHROW(pipe.train_step(d.inputs, d.labels, step));
@@ -235,7 +235,7 @@ TEST_CASE("a task of an aborted step that reaches the processor after the abort 
   bool silent = false;
   while (done.size() < 2 && !silent)
     self->receive([&](task_done& t) { done.push_back(t); }, [&](deliver_forward&) {},
-                  caf::after(std::chrono::seconds(10)) >> [&] { silent = true; });
+                  caf::after(test::scaled(std::chrono::seconds(10))) >> [&] { silent = true; });
   REQUIRE(done.size() == 2);
   CHECK(done[0].step == 0);
   CHECK(done[0].error.empty());

@@ -10,6 +10,7 @@
 #include "model/gpt_spec.hpp"
 #include "random/seeded_random.hpp"
 #include "training/trainer.hpp"
+#include "cli_runs.hpp"
 #include "node_process.hpp"
 #include "plan/partition.hpp"
 #include "pipeline_test_models.hpp"
@@ -73,12 +74,7 @@ run_result train_pipeline(const dataset& d, pipeline_options o, const char* spec
 }
 
 pipeline_options options(const std::string& schedule, int stages, int microbatches, int chunks = 1) {
-  pipeline_options o;
-  o.schedule = schedule;
-  o.stages = stages;
-  o.microbatches = microbatches;
-  o.chunks_per_stage = chunks;
-  return o;
+  return test::pipeline_options_for(stages, microbatches, schedule, chunks);
 }
 
 // The losses of the first `steps` steps of AdamW at lr 3e-4, no warmup, on windows of the fortunes text (a fresh
@@ -263,8 +259,7 @@ TEST_CASE("GPT checkpoint: 2 stages save, 3 stages (and one process) resume to t
 
 TEST_CASE("GPT on 2 node processes equals one process (1F1B, ZB-H1, interleaved)") {
   const dataset d = text_batch();
-  const std::string actorpipe = std::string(AP_BINARY_DIR) + "/cli/actorpipe";
-  test::node_process a(actorpipe), b(actorpipe);
+  test::node_process a(test::actorpipe), b(test::actorpipe);
   run_result single = train_single(d);
   for (pipeline_options o : {options("1f1b", 2, 3), options("zb-h1", 4, 4), options("interleaved", 2, 4, 2)}) {
     o.nodes = {a.address(), b.address()};

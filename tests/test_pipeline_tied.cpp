@@ -183,19 +183,20 @@ TEST_CASE("tied GPT on every mesh equals one process: stages, schedules, replica
   }
 }
 
-TEST_CASE("tied GPT on 2 node processes equals one process: the tied gradients cross the network") {
+TEST_CASE("tied GPT on 2 node processes at T = 2 equals one process: the tied gradients and the labels cross the network") {
   const dataset d = token_batch(40, 8, 8, 5);
   const std::string actorpipe = std::string(AP_BINARY_DIR) + "/cli/actorpipe";
   test::node_process a(actorpipe), b(actorpipe);
   test::run_result single = train_single(d);
   pipeline_options o = options("1f1b", 2, 4);
+  o.tensor_parallel = 2;  // Note [vocab-parallel]: the last stage computes the loss from the labels it is sent
   o.nodes = {a.address(), b.address()};
   o.security = test::tls_security();
   pipeline pipe(make_gpt(), o);
   test::run_result remote{sequential{}, {}};
   for (int s = 0; s < steps; ++s) remote.losses.push_back(pipe.train_step(d.inputs, d.labels, s));
   remote.model = pipe.gather_model();
-  test::check_same_run(remote, single, weight_tolerance, 1e-5, "1f1b p=2 on 2 nodes");
+  test::check_same_run(remote, single, weight_tolerance, 1e-5, "1f1b p=2 t=2 on 2 nodes");
   check_tied(remote.model, "on 2 nodes");
 }
 

@@ -68,19 +68,35 @@ double seconds_of(F f) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Note [test time scale]: a limit a test puts on a wait (how long a peer may take to answer, how long a "never
-// hangs" check allows) is multiplied by AP_TEST_TIME_SCALE (default 1). scripts/sanitize.sh sets it: sanitized
-// code runs several times slower, and parallel tests share two cores. Only bounds scale: a test never asserts
-// that something is fast.
+// Note [test time scale]: a limit a test puts on a wait that should end (how long a peer may take to answer, a
+// program to print its line or exit, a "never hangs" check) is multiplied by AP_TEST_TIME_SCALE (default 1).
+// scripts/sanitize.sh sets it to 4: sanitized code runs several times slower, and parallel tests share two cores.
+// Only bounds scale: a test never asserts that something is fast.
+// Where: once, where the test writes the number, `test::scaled(120s)`, whether the limit goes to one of the tests'
+// helpers (child_process::read_line, wait_exit), to the library (a group's or a rendezvous's timeout) or into a
+// deadline or a CHECK of seconds taken. The helpers never scale: they take a scaled_limit, which only scaled()
+// makes, so a plain duration given to a helper does not compile, and neither does scaling a scaled_limit again.
+// Not scaled: a wait the test expects to run out (nothing may arrive within 50 ms; a timeout whose firing is the
+// behaviour checked, its value named in the message), which a slow machine cannot make fail; a timeout set long
+// only so that it never fires; and sleeps. CTest's limit on a whole test is scaled alike (tests/CMakeLists.txt),
+// so that a wait that runs out ends with the test's own message.
 inline double time_scale() {
   const char* env = std::getenv("AP_TEST_TIME_SCALE");
   const double scale = env ? std::atof(env) : 1.0;
   return scale >= 1.0 ? scale : 1.0;
 }
+// Seconds, for a bound on seconds_of() and the like.
 inline double scaled(double seconds) { return seconds * time_scale(); }
-inline std::chrono::milliseconds scaled(std::chrono::milliseconds limit) {
-  return std::chrono::milliseconds(static_cast<std::chrono::milliseconds::rep>(limit.count() * time_scale()));
+// A duration scaled by scaled(): a std::chrono::milliseconds wherever one is taken (a library's timeout, a
+// deadline), and the only limit the helpers that wait accept.
+class scaled_limit : public std::chrono::milliseconds {
+  explicit scaled_limit(std::chrono::milliseconds limit) : std::chrono::milliseconds(limit) {}
+  friend scaled_limit scaled(std::chrono::milliseconds limit);
+};
+inline scaled_limit scaled(std::chrono::milliseconds limit) {
+  return scaled_limit(std::chrono::milliseconds(static_cast<std::chrono::milliseconds::rep>(limit.count() * time_scale())));
 }
+void scaled(scaled_limit) = delete;  // scaled once, never twice
 
 // Uniform in [-scale, scale), the same for the same seed on every platform.
 inline tensor random_tensor(const shape_t& shape, std::uint64_t seed, float scale = 1.0f) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "node_process.hpp"
+#include "cli_runs.hpp"
 #include "test_support.hpp"
 #include "tokenizer/llmc_tokenizer.hpp"
 #include "tokenizer_files.hpp"
@@ -21,19 +22,15 @@ using ids = std::vector<std::uint32_t>;
 
 namespace {
 
-const std::string actorpipe = std::string(AP_BINARY_DIR) + "/cli/actorpipe";
-
+// `actorpipe ARGS...` to its end: its exit code, its first stdout line, its stderr.
 struct result {
   int code;
   std::string out, err;
 };
 
-result run(std::vector<std::string> args) {
-  args.insert(args.begin(), actorpipe);
-  test::child_process p(args);
-  const std::string line = p.read_line(120s);
-  const int code = p.wait_exit(120s);
-  return {code, line, p.stderr_text()};
+result run(const std::vector<std::string>& args) {
+  const test::program_run r = test::run_actorpipe(args);
+  return {r.code, r.lines.empty() ? std::string() : r.lines.front(), r.err};
 }
 
 std::string read_bytes(const std::filesystem::path& path) {

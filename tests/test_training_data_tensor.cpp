@@ -139,8 +139,8 @@ TEST_CASE("a GPT trains tensor-parallel (heads and MLP split) and data x tensor 
                           gpt_adam());
   sequential m = sequential::from_spec(tiny_gpt);
   CHECK(data_tensor_runner(m, adam(), "cross_entropy", data_tensor_options{1, 2}).describe() ==
-        "1 data-parallel replica x 2 tensor-parallel ranks = 2 threads; split: 2-3 block (head_parallel_attention:16:4, "
-        "column_linear:16:64, row_linear:64:16)");
+        "1 data-parallel replica x 2 tensor-parallel ranks = 2 threads; split: 0 vocab_embedding:256:16, 2-3 block "
+        "(head_parallel_attention:16:4, column_linear:16:64, row_linear:64:16), 5 column_linear:16:256:vocab=1");
   sequential odd = sequential::from_spec("gpt:layers=1,dim=24,heads=3,context=8");  // 2 divides 24 and 96, not 3
   CHECK_THROWS_WITH_AS(data_tensor_runner(odd, adam(), "cross_entropy", data_tensor_options{1, 2}),
                        "stage 0, tensor-parallel degree 2: HeadParallelAttention(24, 3 heads) cannot split its 3 heads "

@@ -8,6 +8,8 @@
 #include "model/grad_clip.hpp"
 #include "plan/cores.hpp"
 #include "stage/lockstep_threads.hpp"
+#include "model/sequence_parallel.hpp"
+#include "model/vocab_parallel.hpp"
 #include "stage/stage_compute.hpp"
 #include "stage/stage_state.hpp"
 #include "tensor/tensor.hpp"
@@ -31,6 +33,11 @@ data_tensor_runner::data_tensor_runner(sequential& model, const optimizer_config
     const auto mine = cores_.begin() + d * T;
     replicas_.push_back(std::make_unique<stage_compute>(0, std::vector<int>{0}, std::move(whole), optimizer, T,
                                                         options.timeout, std::vector<compute_cores>(mine, mine + T)));
+    if (splits_vocabulary(model.layer_specs(), loss_->name(), T)) replicas_.back()->split_vocabulary(0);  // Note [vocab-parallel]
+    if (options.sequence_parallel) {
+      if (d == 0) check_sequence_parallel(model.layer_specs(), T);
+      replicas_.back()->split_sequence();
+    }
   }
   if (T > 1 && replicas_[0]->split_layers().empty())
     throw std::invalid_argument("--tensor-parallel " + std::to_string(T) +
@@ -81,11 +88,11 @@ float data_tensor_runner::train_step(const tensor& inputs, const tensor& labels,
     try {
       // One microbatch through the one stage: the pipeline's F, the coordinator's loss, B with the reductions.
       const auto [first, last] = shard_rows(samples, D, static_cast<std::size_t>(d));
-      tensor out = replica.forward(step, 0, 0, static_cast<int>(first), slice_rows(inputs, first, last));
-      const tensor y = slice_rows(labels, first, last);
-      loss::loss_and_gradient result;
+      const tensor x = slice_rows(inputs, first, last), y = slice_rows(labels, first, last);
+      loss::loss_and_gradient result;  // Note [loss in the last stage]: a split vocabulary keeps its gradient
       try {
-        result = loss_->take_loss_and_gradient(std::move(out), y, batch_rows);
+        if (replica.splits_vocabulary()) result.loss = replica.forward_loss(step, 0, 0, static_cast<int>(first), x, y, batch_rows);
+        else result = loss_->take_loss_and_gradient(replica.forward(step, 0, 0, static_cast<int>(first), x), y, batch_rows);
       } catch (const std::domain_error& e) {
         throw diverged_error("step " + std::to_string(step) + ": " + e.what());
       }

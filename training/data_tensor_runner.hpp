@@ -22,6 +22,7 @@ struct data_tensor_options {
   int data_parallel = 1;    // D: replicas, each on its share of every batch
   int tensor_parallel = 1;  // T: ranks each replica is split over (Note [tensor-parallel specs])
   float clip_grad_norm = 0.0f;  // Note [global gradient clipping]; 0: no clipping
+  bool sequence_parallel = false;  // Note [sequence parallelism] in model/sequence_parallel.hpp
   int threads = 0;  // intra-op threads of each of the D x T ranks (Note [cores per rank]); 0: the cores divided evenly
   std::chrono::milliseconds timeout = default_timeout;  // every collective's wait
 };
