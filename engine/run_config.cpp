@@ -88,6 +88,9 @@ void for_each_config_key(run_config& c, const std::function<void(const config_ke
   key("lr", &c.optimizer.lr, "the peak learning rate", real_number_check(0, false), training);
   key("momentum", &c.optimizer.momentum, "sgd's", real_number_check(0, true, 1), training);
   key("weight-decay", &c.optimizer.weight_decay, "", real_number_check(0, true), training);
+  key("beta1", &c.optimizer.beta1, "adam and adamw: the first moment's decay", real_number_check(0, true, 1), training);
+  key("beta2", &c.optimizer.beta2, "adam and adamw: the second moment's decay (GPT-2 and nanoGPT runs take 0.95)",
+      real_number_check(0, true, 1), training);
   key("lr-schedule", &c.optimizer.schedule.kind,
       "constant, cosine or linear (decay to --min-lr at --decay-steps), or step (x --lr-gamma every --lr-step-size); "
       "after --warmup-steps of linear warmup",

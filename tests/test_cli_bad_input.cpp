@@ -61,6 +61,8 @@ TEST_CASE("train refuses negative, zero and malformed numbers, naming the flag a
       {"--lr", "nan", "--lr: nan is not a number > 0"},
       {"--momentum", "1.5", "--momentum: 1.5 is not a number >= 0 and < 1"},
       {"--weight-decay", "-1", "--weight-decay: -1 is not a number >= 0"},
+      {"--beta1", "-0.1", "--beta1: -0.1 is not a number >= 0 and < 1"},
+      {"--beta2", "1", "--beta2: 1 is not a number >= 0 and < 1"},
       {"--divergence-factor", "-1", "--divergence-factor: -1 is not a number >= 0"},
       {"--threads", "-1", "--threads"},
       {"--optimizer", "adamx", "--optimizer"},

@@ -91,6 +91,7 @@ TEST_CASE("every key round-trips through JSON, and a file sets the keys it names
   "batch-size": 16,
   "lr": 0.01,
   "lr-schedule": "cosine",
+  "beta2": 0.95,
   "sequence-lengths": [4, 8],
   "nodes": "a:1,b:2",
   "insecure": true
@@ -100,6 +101,8 @@ TEST_CASE("every key round-trips through JSON, and a file sets the keys it names
   CHECK(f.train.batch_size == 16);
   CHECK(f.optimizer.lr == doctest::Approx(0.01));
   CHECK(f.optimizer.schedule.kind == "cosine");
+  CHECK(f.optimizer.beta2 == doctest::Approx(0.95));  // Adam's moments: GPT-2 runs take 0.95
+  CHECK(f.optimizer.beta1 == run_config{}.optimizer.beta1);
   CHECK(f.train.sequence_lengths == std::vector<std::size_t>{4, 8});
   CHECK(f.pipe.nodes == std::vector<std::string>{"a:1", "b:2"});
   CHECK(f.pipe.security.insecure);
