@@ -87,7 +87,7 @@ TEST_CASE("train on a D = 2 x P = 2 x T = 2 mesh with clipping gives the single 
   CHECK(mesh.at("test_accuracy").get<double>() == doctest::Approx(single.at("test_accuracy").get<double>()).epsilon(1e-4));
 }
 
-TEST_CASE("a GPT with --sequence-parallel on P = 2 x T = 2 stages: the loss bit for bit, a smaller stash, predicted exactly") {
+TEST_CASE("a GPT with --sequence-parallel on P = 2 x T = 2 stages, here and on nodes: the loss bit for bit, a smaller stash, predicted exactly") {
   std::vector<nlohmann::json> runs;
   for (bool sp : {false, true}) {
     std::vector<std::string> args = {"train", "--model", "gpt:layers=2,dim=32,heads=4,context=16", "--max-steps", "3",
@@ -95,6 +95,15 @@ TEST_CASE("a GPT with --sequence-parallel on P = 2 x T = 2 stages: the loss bit 
     if (sp) args.push_back("--sequence-parallel");
     runs.push_back(test::result_of(test::run_actorpipe(args)));
   }
+  {  // the same stages on two plain-TCP nodes: the option travels in the stages' options
+    test::node_process a(actorpipe, {"--insecure"}), b(actorpipe, {"--insecure"});
+    runs.push_back(test::result_of(test::run_actorpipe(
+        {"train", "--model", "gpt:layers=2,dim=32,heads=4,context=16", "--max-steps", "3", "--batch-size", "8",
+         "--stages", "2", "--microbatches", "2", "--tensor-parallel", "2", "--sequence-parallel", "--nodes",
+         a.address() + "," + b.address(), "--insecure"})));
+  }
+  CHECK(runs[2].at("last_step_loss").get<double>() == runs[0].at("last_step_loss").get<double>());
+  CHECK(runs[2].at("peak_stash_bytes") == runs[1].at("peak_stash_bytes"));
   CHECK_FALSE(runs[0].contains("sequence_parallel"));
   CHECK(runs[1].at("sequence_parallel") == true);
   // Note [sequence parallelism]: the same sums in the same order, only fewer rows on each rank between them.
