@@ -286,7 +286,7 @@ std::string ms_text(double ms) {
   return buf;
 }
 
-// Note [the first layer's input gradient]: sleep:0:0 first, then one sleep layer per chunk.
+// sleep:0:0 first, then one sleep layer per chunk (Note [the first layer's input gradient]).
 ap::sequential sleep_model(int chunks, double forward_ms, double backward_ms, std::vector<std::size_t>& counts) {
   ap::sequential model;
   model.add(ap::make_layer("sleep:0:0"));

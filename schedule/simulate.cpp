@@ -59,7 +59,7 @@ simulation simulate(const schedule& s, const op_costs& costs) {
   detail::milestone_times done(m, chunks);
   std::vector<std::size_t> next(static_cast<std::size_t>(p), 0);
   std::vector<double> free_at(static_cast<std::size_t>(p), 0.0);
-  std::vector<double> lane_free_at(static_cast<std::size_t>(p), 0.0);  // Note [gradient reduction]: R's lane
+  std::vector<double> lane_free_at(static_cast<std::size_t>(p), 0.0);  // R's lane (Note [gradient reduction])
   std::size_t remaining = 0;
   for (const auto& row : s.per_stage) remaining += row.size();
   while (remaining > 0) {  // terminates: the validator proved that some head is always ready

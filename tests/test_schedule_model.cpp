@@ -253,9 +253,9 @@ TEST_CASE("to_svg draws one box per action with its label") {
   CHECK(svg.find("stage 3") != std::string::npos);
 }
 
-// Note [sync-backward]: the forwards pipeline as GPipe's; the backward is one whole-batch B per stage, last
+// The forwards pipeline as GPipe's; the backward is one whole-batch B per stage, last
 // stage first, so it takes p * m * B after the last forward: makespan (m + p - 1) F + p m B, and every stage
-// holds all m activations until its backward.
+// holds all m activations until its backward (Note [sync-backward]).
 TEST_CASE("sync-backward: pipelined forwards, then one whole-batch backward per stage, last to first") {
   const schedule s = make_schedule("sync-backward", 3, 4);
   CHECK(validate(s).ok);

@@ -144,8 +144,8 @@ TEST_CASE("tensor bytes: every block counted while it lives, the peak kept until
 
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)  // a sanitizer's allocator ignores mallopt
 TEST_CASE("keep_tensor_memory: a large tensor freed and made again is not faulted in again") {
-  // Note [keep the heap]: 96 MB is above glibc's largest mmap threshold (32 MB), so without keep_tensor_memory
-  // each such tensor is a fresh mapping, 24,576 pages faulted in every time it is made.
+  // 96 MB is above glibc's largest mmap threshold (32 MB), so without keep_tensor_memory
+  // each such tensor is a fresh mapping, 24,576 pages faulted in every time it is made (Note [keep the heap]).
   keep_tensor_memory();
   const auto faults = [] {
     rusage usage{};
