@@ -371,7 +371,7 @@ typename Inspector::result_type inspect(Inspector& f, action& x) {
   }
 }
 
-// Note [stage options]: the one inspect of each part of a stage's settings. Enums travel as their codes, which
+// The one inspect of each part of a stage's settings (Note [stage options]). Enums travel as their codes, which
 // stage_setup_from_spec checks; printed, by name (these to_string).
 inline std::string to_string(dtype x) { return dtype_name(x); }
 inline std::string to_string(collective_backend x) { return collective_backend_name(x); }

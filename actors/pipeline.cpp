@@ -267,7 +267,7 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
     setup.total_chunks = total_chunks;
     setup.chunk_ids = info.chunks;
     setup.actions = d.plan.per_stage[static_cast<std::size_t>(s)];
-    setup.options = d.options;  // Note [stage options]: the stages' part of the options, as it is
+    setup.options = d.options;  // the stages' part of the options, as it is (Note [stage options])
     setup.log = d.log;
     if (!options.data_parallel_members.empty()) {
       setup.data_parallel_members = options.data_parallel_members.at(static_cast<std::size_t>(s));

@@ -46,9 +46,9 @@ void run_task(processor_self self, op kind, std::uint64_t step, int microbatch, 
   self->send(retriever_of(self), std::move(done));
 }
 
-// Note [activations on data links]: a task whose tensor came beside its message takes it from the stage's
-// inbox before it starts (waiting, at most the stage's timeout, for bytes still on their way), so the wait is not
-// counted as compute; what goes wrong is thrown again inside the task, which fails with it. A task of an aborted
+// A task whose tensor came beside its message takes it from the stage's inbox before it starts (waiting, at most the
+// stage's timeout, for bytes still on their way), so the wait is not counted as compute; what goes wrong is thrown
+// again inside the task, which fails with it (Note [activations on data links]). A task of an aborted
 // step is not waited for: it is dropped.
 template <class Task>
 std::exception_ptr take_beside(processor_self self, Task& t) {

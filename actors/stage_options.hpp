@@ -1,5 +1,6 @@
 // What every stage of a pipeline runs with: the settings of pipeline_options (actors/pipeline.hpp) that reach
-// the stages, written once. Note [stage options]: a pipeline hands this part of its options to each stage's
+// the stages, written once.
+// Note [stage options]: a pipeline hands this part of its options to each stage's
 // setup as it is (stage_setup::options, actors/stage_spawner.hpp), and a stage on a node gets it inside its
 // stage_spec through one inspect (actors/messages.hpp), the same struct on both paths; where a stage is (its
 // node's hosts, its slot and place among the ranks there) is stage_place, which the pipeline works out per

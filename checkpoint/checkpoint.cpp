@@ -256,8 +256,8 @@ training_state load(const std::string& path, sequential& model, optimizer* opt, 
                          " (this optimizer has that state: was the checkpoint saved with another optimizer?)");
   }
 
-  // Note [binding named tensors]: every parameter and state tensor present with its shape, checked before the
-  // model and the optimizer change. (The tensors read are exactly those of our layers, checked above.)
+  // Every parameter and state tensor present with its shape, checked before the model and the optimizer change
+  // (Note [binding named tensors]). (The tensors read are exactly those of our layers, checked above.)
   std::vector<tensor_target> targets = parameter_targets(model.parameters(), "the model's parameter");
   for (auto& t : optimizer_state_targets(state, optimizer_prefix, "the optimizer's state")) targets.push_back(std::move(t));
   // Every tensor read, before any is copied; one of another dtype or shape than its
