@@ -65,7 +65,7 @@ struct hierarchical_state {
   // timeout (Note [communication thread]).
   comm_thread engine{[this](const std::string& why) { abort_parts(why); }};
 
-  // The three steps of Note [hierarchical collectives]: `t` becomes the sum over every rank of the group.
+  // The three steps of Note [hierarchical collectives]; `t` becomes the sum over every rank of the group.
   void sum(tensor& t) {
     if (local) local->all_reduce(t).wait();
     if (place.processes == 1) return;  // the local sum is the whole sum

@@ -17,7 +17,7 @@ namespace {
 
 // The measurements the planner asks for, each taken once: layer costs per (microbatch rows, threads,
 // recompute) on the first rows of the training data, and a line a + b x bytes per all-reduce group size
-// through two sizes. Note [auto on nodes]: at more threads than this machine has cores (a node's machine may
+// through two sizes. As Note [auto on nodes] says, at more threads than this machine has cores (a node's machine may
 // have more), a layer's costs are those on all of this machine's cores, scaled down by the ratio, and so is the
 // optimizer step: an estimate the trials on the nodes check.
 class machine_measurements {

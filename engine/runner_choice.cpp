@@ -187,7 +187,7 @@ void build_pipeline(const run_config& o, train_plan& plan, train_runner& r) {
     costs = costs_for_stages(plan.model, sample, std::move(costs), measured_on, stage_threads(p), ranges);
   r.predicted_busy = predicted_busy_s(costs, ranges, p.stages, p.microbatches);
   // Each stage's peak (its tensor-parallel ranks together), before any stage is placed (Note [memory model]);
-  // refused over --max-memory (Note [memory budget]: per process, or per node).
+  // refused over --max-memory (per process, or per node: Note [memory budget]).
   const schedule planned = plan.user_schedule ? *plan.user_schedule
                                               : make_schedule(p.schedule, p.stages, p.microbatches, p.chunks_per_stage);
   r.predicted_memory = predicted_stage_memory(o, plan, ranges, planned, sample, &costs);

@@ -19,7 +19,7 @@ class linear final : public layer {
 
   struct saved : saved_state {
     tensor x;  // (rows, in): the input, for dweight = x^T dy; bfloat16 in a bfloat16 layer
-    // A bfloat16 layer's dy as backward_input rounded it, for backward_weight's product (Note [backward split]:
+    // A bfloat16 layer's dy as backward_input rounded it, for backward_weight's product (Note [backward split],
     // the same dy): one conversion instead of two. Held from the one to the other only, so not stash.
     tensor dy_bf16;
     std::size_t bytes() const override { return x.byte_size(); }

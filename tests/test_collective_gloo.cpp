@@ -51,7 +51,7 @@ caf::actor_system_config& network_config(caf::actor_system_config& config) {
   return config;
 }
 
-// One "process" of a ring group: its actor system with the middleman (Note [ring security]: without a guarded
+// One "process" of a ring group: its actor system with the middleman (Note [ring security]; without a guarded
 // transport the ring runs on CAF's plain one).
 struct rank_process {
   caf::actor_system_config config;

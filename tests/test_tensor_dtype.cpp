@@ -158,7 +158,7 @@ TEST_CASE("keep_tensor_memory: a large tensor freed and made again is not faulte
     for (std::size_t i = 0; i < floats; i += 1024) t.data()[i] = 1.0f;  // every 4 KB page
     return t.data()[floats - 1024];
   };
-  std::vector<long> counts;  // page faults of each tensor made in turn (Note [aligned blocks]: all reused)
+  std::vector<long> counts;  // page faults of each tensor made in turn (all reused: Note [aligned blocks])
   for (int i = 0; i < 4; ++i) {
     const long before = faults();
     CHECK(make_and_touch() == 1.0f);
