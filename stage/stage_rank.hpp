@@ -56,9 +56,9 @@ class stage_rank {
   // "stage 1 (chunk 1: Linear(512->256) ReLU)": names the place in error messages.
   std::string where(int chunk) const;
 
-  // A stage's state is its parameters under their global names ("3.weight") and its optimizer's state under
-  // checkpoint_optimizer_prefix + key ("optimizer/3.weight.m"), the names of a checkpoint (checkpoint.hpp), plus the
-  // optimizer's steps (Note [stage state]). The names do not depend on the stage split, so
+  // Note [stage state]: a stage's state is its parameters under their global names ("3.weight") and its
+  // optimizer's state under checkpoint_optimizer_prefix + key ("optimizer/3.weight.m"), the names of a
+  // checkpoint (checkpoint.hpp), plus the optimizer's steps. The names do not depend on the stage split, so
   // the states of all stages of one pipeline make one checkpoint that loads into any other split.
   stage_state export_state();
   // Replaces parameters, optimizer (state and steps) with `state`, which must hold exactly this stage's
