@@ -13,7 +13,7 @@
 
 namespace ap {
 
-// Note [receive handles]: a receive in flight as its inbox or barrier keeps it. The inbox (or barrier) fills
+// A receive in flight as its inbox or barrier keeps it (Note [receive handles]). The inbox (or barrier) fills
 // the handle's state itself, in the order it handles arrivals, expiries and withdrawals, so a receive is
 // answered once and a withdrawn one never. Inboxes and barriers are local to their rank's process (only the
 // endpoints of other ranks may be remote), so a slot travels as a pointer.

@@ -15,7 +15,7 @@
 
 namespace ap {
 
-struct pending_receives;  // Note [receive handles]: a communicator's unanswered receives at one actor
+struct pending_receives;  // a communicator's unanswered receives at one actor (Note [receive handles])
 
 class actor_communicator final : public communicator {
  public:

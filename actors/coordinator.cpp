@@ -158,9 +158,9 @@ void apply(coordinator_self self, float clip_factor) {
             [=](caf::error& e) { apply_failed(self, i, step, coded_error_string(e), code_in(e)); });
 }
 
-// Note [global gradient clipping]: with clip_grad_norm, every stage first sends its sum of squares (after its
-// data-parallel reductions); the coordinator adds them in stage order and every stage applies with the same
-// factor. Nothing is applied before every norm is in, so a failure here fails the step cleanly.
+// With clip_grad_norm, every stage first sends its sum of squares (after its data-parallel reductions); the coordinator
+// adds them in stage order and every stage applies with the same factor (Note [global gradient clipping]). Nothing is
+// applied before every norm is in, so a failure here fails the step cleanly.
 void commit(coordinator_self self) {
   auto& st = self->state;
   if (st.config.clip_grad_norm <= 0.0f) return apply(self, 1.0f);
@@ -326,7 +326,7 @@ coordinator_actor::behavior_type coordinator(coordinator_self self, coordinator_
         st.step = step;
         st.step_begin_us = steady_now_us();
         st.active = true;
-        // Note [loss scaling]: every token of a sequence; a data-parallel replica's share counts the whole batch.
+        // Every token of a sequence; a data-parallel replica's share counts the whole batch (Note [loss scaling]).
         st.batch_size = batch.batch_rows > 0 ? static_cast<std::size_t>(batch.batch_rows) : st.loss_fn->batch_rows(labels);
         st.norming = st.tying = false;
         st.loss_sum = 0.0;
@@ -363,7 +363,7 @@ coordinator_actor::behavior_type coordinator(coordinator_self self, coordinator_
         // On CAF's scheduler thread, so on one intra-op thread (Note [serial actor threads]).
         try {
           const int last = st.config.total_chunks - 1;
-          if (st.config.stage_loss) {  // Note [loss in the last stage]: the stage sent the loss and kept the gradient
+          if (st.config.stage_loss) {  // the stage sent the loss and kept the gradient (Note [loss in the last stage])
             if (out.data.size() != 1) throw std::logic_error("the last stage sent " + shape_string(out.data) + ", not a loss");
             const float share = out.data.data()[0];
             st.loss_sum += share;
@@ -378,8 +378,8 @@ coordinator_actor::behavior_type coordinator(coordinator_self self, coordinator_
           st.microbatch_losses.at(mb) = share * static_cast<float>(st.batch_size) / output_rows;
           ++st.outputs;
           if (st.config.whole_batch_backward) {
-            // Note [sync-backward]: "when the coordinator has computed the Loss for every microbatch", one
-            // gradient of the whole batch (the microbatches' rows in batch order) starts the backward.
+            // "when the coordinator has computed the Loss for every microbatch", one gradient of the whole batch (the
+            // microbatches' rows in batch order) starts the backward (Note [sync-backward]).
             st.gradients.at(mb) = std::move(grad);
             if (st.outputs < static_cast<int>(st.gradients.size())) return;
             std::vector<const tensor*> parts;

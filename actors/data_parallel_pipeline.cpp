@@ -45,7 +45,7 @@ data_parallel_pipeline::data_parallel_pipeline(const sequential& model, const pi
   for (int s = 0; s < options.stages; ++s)
     for (int r = 0; r < T; ++r)
       groups_.push_back(std::make_unique<local_group>(data_parallel_group_name(s, r, T), data_parallel, options.timeout));
-  // Note [cores per rank]: the process's cores divided among every replica's stages and ranks.
+  // The process's cores divided among every replica's stages and ranks (Note [cores per rank]).
   std::vector<compute_cores> cores = options.cores;
   if (cores.empty()) cores = assign_cores(process_cores(), data_parallel * options.stages * T, options.threads);
   const std::size_t per_replica = static_cast<std::size_t>(options.stages * T);

@@ -76,9 +76,9 @@ struct train_batch {
   std::uint64_t step = 0;
   tensor inputs;  // (samples, features)
   tensor labels;  // (samples) class indices, or (samples, outputs) regression targets
-  // Note [data-parallel stage]: a replica's share of a larger batch: the index of its first sample in the
+  // A replica's share of a larger batch: the index of its first sample in the
   // whole batch (dropout masks follow global sample indices) and the loss rows of the whole batch (Note
-  // [loss scaling]); batch_rows 0: these labels' own.
+  // [loss scaling]); batch_rows 0: these labels' own (Note [data-parallel stage]).
   std::int64_t first_sample = 0;
   std::int64_t batch_rows = 0;
 };
@@ -102,8 +102,8 @@ struct stage_done {
   std::uint64_t step = 0;
   int peak_stash = 0;  // the most activations this stage held at once during the step
   std::uint64_t peak_stash_bytes = 0;  // the most bytes of them at once
-  // Note [events from nodes]: a stage on a node sends its step's events here, times on the node's steady clock
-  // (microseconds since its epoch); empty for a stage in the coordinator's process (it records directly).
+  // A stage on a node sends its step's events here, times on the node's steady clock (microseconds since its epoch);
+  // empty for a stage in the coordinator's process (it records directly) (Note [events from nodes]).
   std::vector<stage_event> events{};
 };
 
@@ -371,7 +371,7 @@ typename Inspector::result_type inspect(Inspector& f, action& x) {
   }
 }
 
-// Note [stage options]: the one inspect of each part of a stage's settings. Enums travel as their codes, which
+// The one inspect of each part of a stage's settings (Note [stage options]). Enums travel as their codes, which
 // stage_setup_from_spec checks; printed, by name (these to_string).
 inline std::string to_string(dtype x) { return dtype_name(x); }
 inline std::string to_string(collective_backend x) { return collective_backend_name(x); }

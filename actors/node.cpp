@@ -184,10 +184,10 @@ caf::behavior node(node_actor* self, node_options options) {
         return {caf::actor_cast<caf::actor>(a.retriever), caf::actor_cast<caf::actor>(a.processor),
                 caf::actor_cast<caf::actor>(a.sender), a.link_port};
       },
-      [=](clock_atom) -> double {  // Note [events from nodes]: the clock the node's events are stamped with
+      [=](clock_atom) -> double {  // the clock the node's events are stamped with (Note [events from nodes])
         return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
       },
-      // Note [auto on nodes]: what a coordinator plans with, its machine and the network's costs.
+      // What a coordinator plans with, its machine and the network's costs (Note [auto on nodes]).
       [=](machine_atom) -> caf::result<std::uint32_t, std::int32_t> {
         return {static_cast<std::uint32_t>(process_cores().size()), static_cast<std::int32_t>(self->state.options.threads)};
       },
@@ -321,8 +321,8 @@ stage_actors place_stage(caf::scoped_actor& self, const caf::actor& node, const 
   self->request(node, timeout, std::move(spec))
       .receive(
           [&](caf::actor& retriever, caf::actor& processor, caf::actor& sender, std::uint16_t link_port) {
-            // Note [typed stage interfaces]: the node speaks our protocol version with our message types (the
-            // handshake said so), so these are the typed actors of stage_spawner.cpp.
+            // The node speaks our protocol version with our message types (the
+            // handshake said so), so these are the typed actors of stage_spawner.cpp (Note [typed stage interfaces]).
             a = stage_actors{caf::actor_cast<retriever_actor>(std::move(retriever)),
                              caf::actor_cast<processor_actor>(std::move(processor)),
                              caf::actor_cast<sender_actor>(std::move(sender)), link_port};

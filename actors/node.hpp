@@ -70,9 +70,9 @@ caf::actor connect_node(caf::scoped_actor& self, const node_address& address, st
 // Has `node` connect to `peers` (Note [direct routes between nodes]).
 void connect_peers(caf::scoped_actor& self, const caf::actor& node, const node_address& address,
                    const std::vector<node_address>& peers, std::chrono::milliseconds timeout);
-// Note [events from nodes]: the node's steady clock minus ours, estimated from `rounds` round trips
+// The node's steady clock minus ours, estimated from `rounds` round trips
 // (clock_atom): offset = node's reading - the midpoint of our send and receive, from the round trip that took
-// least; the true offset lies within +-bound_us of it (half that round trip).
+// least; the true offset lies within +-bound_us of it (half that round trip) (Note [events from nodes]).
 struct clock_offset {
   double offset_us = 0.0, bound_us = 0.0;
 };

@@ -118,8 +118,8 @@ void check_options(const sequential& model, const pipeline_options& o) {
                                 std::to_string(model.size()));
 }
 
-// Note [tensor-parallel stage]: each chunk split on its own; before any stage is placed, a width T does not
-// divide is refused naming the stage and layer, and so is a T that splits nothing at all.
+// Each chunk split on its own; before any stage is placed, a width T does not divide is refused naming the stage and
+// layer, and so is a T that splits nothing at all (Note [tensor-parallel stage]).
 void check_tensor_parallel(const sequential& model, const std::vector<layer_range>& ranges, int stages, int T) {
   if (T == 1) return;
   local_group group("tensor-parallel check", T);
@@ -168,7 +168,7 @@ std::vector<stage_actors> place_on_nodes(caf::scoped_actor& owner, const std::ve
     for (std::size_t i = 0; i < nodes.size(); ++i) handles.push_back(connect_node(owner, nodes[i], timeout, &kinds[i]));
     for (std::size_t i = 0; i < nodes.size(); ++i) clocks.push_back(estimate_clock_offset(owner, handles[i], nodes[i], timeout));
     for (const auto& setup : setups) check_layer_kinds(setup, nodes, kinds);
-    // Note [direct routes between nodes]: node i connects to the distinct nodes listed before it.
+    // Node i connects to the distinct nodes listed before it (Note [direct routes between nodes]).
     for (std::size_t i = 0; i < nodes.size(); ++i) {
       std::set<caf::node_id> seen{handles[i].node()};
       std::vector<node_address> peers;
@@ -179,8 +179,8 @@ std::vector<stage_actors> place_on_nodes(caf::scoped_actor& owner, const std::ve
     std::vector<stage_actors> placed;
     for (auto& setup : setups) {
       const auto n = static_cast<std::size_t>(setup.stage) % nodes.size();
-      // Note [weights on demand]: a setup kept after the first snapshot holds no weights; placed again, its stage
-      // gets zeros, which the snapshot then overwrites.
+      // A setup kept after the first snapshot holds no weights; placed again, its stage
+      // gets zeros, which the snapshot then overwrites (Note [weights on demand]).
       const bool released = !setup.slices.empty() && setup.slices.front().weights_released();
       for (auto& slice : setup.slices) slice.with_weights();
       placed.push_back(place_stage(owner, handles[n], nodes[n], make_stage_spec(setup), timeout));
@@ -201,7 +201,7 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
   d.options = options;
   d.model = model.clone();
   d.model.release_gradients();  // Note [one copy of the gradients], at once: the slices below get their own
-  d.model.set_compute_dtype(options.compute_dtype);  // Note [compute dtype]: predict computes as the stages do
+  d.model.set_compute_dtype(options.compute_dtype);  // predict computes as the stages do (Note [compute dtype])
   const int total_chunks = options.stages * options.chunks_per_stage;
   d.ranges = chunk_ranges_from_counts(options.layers_per_chunk.empty()
                                           ? partition_counts(partition_method::uniform, model, {}, total_chunks)
@@ -225,10 +225,10 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
       throw std::invalid_argument("pipeline: --sequence-parallel with the synchronous backward, which joins every "
                                   "microbatch's caches by rows: use another schedule");
   }
-  // Note [vocab-parallel]: the sync backward's one gradient of the whole batch comes from the coordinator's loss.
+  // The sync backward's one gradient of the whole batch comes from the coordinator's loss (Note [vocab-parallel]).
   d.options.split_vocabulary =
       splits_vocabulary(model.layer_specs(), options.loss, options.tensor_parallel) && !whole_batch_backward(d.plan);
-  // Note [gradient reduction]: a replica's stages reduce each chunk as soon as its gradients are final.
+  // A replica's stages reduce each chunk as soon as its gradients are final (Note [gradient reduction]).
   const bool replicated = !options.data_parallel_members.empty() || options.replicas > 1;
   if (replicated && !has_gradient_reductions(d.plan)) d.plan = with_gradient_reductions(d.plan);
   d.log = std::make_shared<event_log>(options.record_events, options.on_event);  // Note [bounded event log]
@@ -253,7 +253,7 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
     throw std::invalid_argument("pipeline: " + std::to_string(d.cores.size()) + " core assignments for " +
                                 std::to_string(options.stages) + " stages x " + std::to_string(options.tensor_parallel) +
                                 " tensor-parallel ranks");
-  std::vector<node_slot> slots = options.node_slots;  // Note [cores on nodes]: by machine, the nodes' hosts
+  std::vector<node_slot> slots = options.node_slots;  // by machine, the nodes' hosts (Note [cores on nodes])
   if (slots.empty() && !d.nodes.empty()) {
     std::vector<std::string> hosts;
     for (const auto& n : d.nodes) hosts.push_back(n.host);
@@ -267,7 +267,7 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
     setup.total_chunks = total_chunks;
     setup.chunk_ids = info.chunks;
     setup.actions = d.plan.per_stage[static_cast<std::size_t>(s)];
-    setup.options = d.options;  // Note [stage options]: the stages' part of the options, as it is
+    setup.options = d.options;  // the stages' part of the options, as it is (Note [stage options])
     setup.log = d.log;
     if (!options.data_parallel_members.empty()) {
       setup.data_parallel_members = options.data_parallel_members.at(static_cast<std::size_t>(s));
@@ -279,7 +279,7 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
     }
     for (const auto& r : info.layer_ranges_per_chunk) {
       setup.slices.push_back(d.model.slice(r.begin, r.end));
-      // Note [weights on demand]: a stage on a node makes its own gradients; the setup only sends the weights.
+      // A stage on a node makes its own gradients; the setup only sends the weights (Note [weights on demand]).
       if (!d.nodes.empty()) setup.slices.back().release_gradients();
     }
     if (!d.cores.empty()) {
@@ -287,7 +287,7 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
       setup.cores.assign(mine, mine + options.tensor_parallel);
     } else {  // Note [cores on nodes]
       setup.place.slot = slots.at(static_cast<std::size_t>(s));
-      // Note [activations on data links]: the stage listens where the coordinator reaches its node.
+      // The stage listens where the coordinator reaches its node (Note [activations on data links]).
       setup.place.link_host = d.nodes[static_cast<std::size_t>(s) % d.nodes.size()].host;
     }
     d.setups.push_back(std::move(setup));
@@ -315,7 +315,7 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
 void pipeline::impl::start_stages(std::chrono::milliseconds placement_timeout) {
   auto& sys = *system;
   const int total_chunks = options.stages * options.chunks_per_stage;
-  std::vector<std::string> links;  // Note [activations on data links]: each stage's, "host:port" or "" for none
+  std::vector<std::string> links;  // each stage's, "host:port" or "" for none (Note [activations on data links])
   const auto keep = [this, &links](const stage_actors& a) {  // kept at once: stop_actors stops them if a later stage throws
     senders.push_back(a.sender);
     processors.push_back(a.processor);
@@ -355,7 +355,7 @@ void pipeline::impl::start_stages(std::chrono::milliseconds placement_timeout) {
                                                           whole_batch_backward(plan), log, clock_offset_us,
                                                           clock_bound_us, options.clip_grad_norm, links, std::move(ties),
                                                           options.split_vocabulary});
-  // Note [typed stage interfaces]: one vector of endpoints holds two interfaces, so it is untyped.
+  // One vector of endpoints holds two interfaces, so it is untyped (Note [typed stage interfaces]).
   std::vector<caf::actor> endpoints;
   for (const auto& r : retrievers) endpoints.push_back(caf::actor_cast<caf::actor>(r));
   endpoints.push_back(caf::actor_cast<caf::actor>(coordinator));
@@ -365,8 +365,8 @@ void pipeline::impl::start_stages(std::chrono::milliseconds placement_timeout) {
       continue;
     }
     // A remote sender confirms, so no task can reach it before its endpoints (they come from other processes).
-    // Note [activations on data links]: it writes beside the message to the stages of other nodes only (those
-    // of its own node get theirs in memory, the coordinator inside the message).
+    // It writes beside the message to the stages of other nodes only (those
+    // of its own node get theirs in memory, the coordinator inside the message) (Note [activations on data links]).
     std::vector<std::string> beside(links.size() + 1);
     for (std::size_t r = 0; r < links.size(); ++r)
       if (nodes[r % nodes.size()].text() != nodes[s % nodes.size()].text()) beside[r] = links[r];
@@ -412,8 +412,8 @@ float pipeline::train_shard(const tensor& inputs, const tensor& labels, std::uin
     throw pipeline_error("step " + std::to_string(id) + ": inputs: " + e.what(), error_code::bad_input);
   }
   d.next_id = id + 1;
-  d.model.release_weights();  // Note [weights on demand]: the stages' weights change now
-  // Note [recovery]: with nodes and restart_on_failure, a lost node is waited for and the step run again.
+  d.model.release_weights();  // the stages' weights change now (Note [weights on demand])
+  // With nodes and restart_on_failure, a lost node is waited for and the step run again (Note [recovery]).
   return d.recovery_policy->run_step(id, inputs, labels, [&] {
     step_result result = d.run_step(inputs, labels, id, first_sample, batch_rows);
     if (!result.ok) throw pipeline_error(result.error, result.code);
@@ -534,7 +534,7 @@ training_state pipeline::load_checkpoint(const std::string& path) {
   }
 
   d.gathered_at.reset();  // the stages' weights change: gather them again
-  d.recovery_policy->loaded();  // Note [recovery]: the next step snapshots the loaded state
+  d.recovery_policy->loaded();  // the next step snapshots the loaded state (Note [recovery])
   std::string errors;
   caf::scoped_actor self{*d.system};
   for (int s = 0; s < stages; ++s) {
@@ -552,9 +552,9 @@ training_state pipeline::load_checkpoint(const std::string& path) {
   return saved;
 }
 
-// Note [weights on demand]: the setups kept to place the stages again need their weights only until a snapshot
+// The setups kept to place the stages again need their weights only until a snapshot
 // can restore them (or never, without restarts): the coordinator of nodes held the whole model's weights and
-// gradients there while they trained.
+// gradients there while they trained (Note [weights on demand]).
 void pipeline::impl::release_setup_weights() {
   for (auto& setup : setups)
     for (auto& slice : setup.slices) slice.release_weights();

@@ -38,34 +38,34 @@ struct pipeline_options : stage_options {
   std::string loss = "cross_entropy";
   std::vector<std::size_t> layers_per_chunk;  // explicit partition, one count per chunk; empty: uniform in whole blocks (plan/partition.hpp)
   std::chrono::milliseconds step_timeout{600000};    // last resort for a whole step
-  // Note [bounded event log]: busy time is always summed; the events themselves are kept only with
-  // record_events (tests, benchmarks that read them) and handed to on_event as they come (stage log, trace).
+  // Busy time is always summed; the events themselves are kept only with record_events (tests, benchmarks that read
+  // them) and handed to on_event as they come (stage log, trace) (Note [bounded event log]).
   bool record_events = false;
   event_log::sink on_event;         // may be empty; called from the stages' threads, one event at a time
   // "host:port" of `actorpipe node` processes: stage s runs on node s % size (actors/node.hpp). Empty: every
   // stage in this process. Stages on nodes send their events with each step's end (Note [events from nodes]).
   std::vector<std::string> nodes;
-  // Note [cores per rank]: `cores`, if given, is the assignment of this process's cores itself (stage s, rank r
-  // at s * T + r), as data_parallel_pipeline hands each replica its share of the cores.
+  // `cores`, if given, is the assignment of this process's cores itself (stage s, rank r
+  // at s * T + r), as data_parallel_pipeline hands each replica its share of the cores (Note [cores per rank]).
   std::vector<compute_cores> cores;
-  // Note [cores on nodes]: each stage's slot among its machine's ranks (set by data_parallel_pipeline for its
-  // replicas); empty: this pipeline's stages alone.
+  // Each stage's slot among its machine's ranks (set by data_parallel_pipeline for its
+  // replicas); empty: this pipeline's stages alone (Note [cores on nodes]).
   std::vector<node_slot> node_slots;
-  float clip_grad_norm = 0.0f;  // Note [global gradient clipping]: over every stage; 0: no clipping
-  // Note [data-parallel stage]: set by data_parallel_pipeline for each of its replicas: per stage, per
-  // tensor-parallel rank, this replica's member of the stage's data-parallel group. Empty: one replica.
+  float clip_grad_norm = 0.0f;  // over every stage; 0: no clipping (Note [global gradient clipping])
+  // Set by data_parallel_pipeline for each of its replicas: per stage, per tensor-parallel rank, this replica's member
+  // of the stage's data-parallel group (Note [data-parallel stage]). Empty: one replica.
   std::vector<std::vector<std::shared_ptr<process_group>>> data_parallel_members;
-  // Note [hierarchical collectives]: with nodes, per stage, this replica's place among the replicas whose stage
-  // shares its node (the placement's key: data_parallel_key); empty: every replica's stage on a node of its own.
+  // With nodes, per stage, this replica's place among the replicas whose stage shares its node (the placement's key:
+  // data_parallel_key); empty: every replica's stage on a node of its own (Note [hierarchical collectives]).
   std::vector<colocated_rank> data_parallel_places;
   transport_security security;  // how to reach the nodes: mutual TLS files, or insecure (Note [mutual TLS])
   // Note [recovery] (actors/recovery.hpp): with nodes, how many times a step that lost a node waits (up to
   // restart_wait) for it or a replacement at the same address, restores every stage from the last snapshot and
   // goes on. 0: fail at once.
   int restart_on_failure = 0;
-  // Note [recovery with replicas]: set by data_parallel_pipeline when it recovers its replicas (restart_on_failure
+  // Set by data_parallel_pipeline when it recovers its replicas (restart_on_failure
   // 0 here): their setups keep their weights, to place the stages again before the first snapshot, until it
-  // calls release_setup_weights.
+  // calls release_setup_weights (Note [recovery with replicas]).
   bool recovered_by_owner = false;
   std::chrono::milliseconds restart_wait{60000};
   int snapshot_every = 10;  // steps between in-memory snapshots of every stage's state (Note [recovery])
@@ -125,13 +125,13 @@ class pipeline final : public step_runner {
   std::vector<stage_state> stage_states();
   void restart_stages(const std::string& why, std::chrono::milliseconds wait);
   void load_stage_states(const std::vector<stage_state>& states, std::uint64_t next_step, const std::string& why);
-  // Note [weights on demand]: the kept setups let their weights go; placed again, the stages get zeros, which
+  // The kept setups let their weights go (Note [weights on demand]); placed again, the stages get zeros, which
   // load_stage_states then overwrites. For a caller that recovers (options.recovered_by_owner), once it holds a
   // snapshot.
   void release_setup_weights();
 
-  // Note [data-parallel nodes]: every stage's group endpoints (network_group::endpoint: "host:port" for the ring,
-  // gloo's addresses in hex), stage s rank r at s * T + r.
+  // Every stage's group endpoints (network_group::endpoint: "host:port" for the ring,
+  // gloo's addresses in hex), stage s rank r at s * T + r (Note [data-parallel nodes]).
   std::vector<std::string> data_parallel_endpoints();
   // Connects every stage's endpoints: `addresses[(s * T + r) * replicas + d]` is replica d's endpoint of
   // stage s rank r. Blocks until every replica has connected (each replica's call runs at once, on its own

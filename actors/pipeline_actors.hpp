@@ -61,8 +61,8 @@ struct processor_config {
   sender_actor sender;
   std::shared_ptr<event_log> log;  // may be null
   dtype transfer_dtype = dtype::float32;  // of activations and gradients sent to other stages (Note [compute dtype])
-  std::vector<std::shared_ptr<network_group>> rings;  // Note [data-parallel nodes]: per rank; empty in one process
-  std::shared_ptr<activation_inbox> inbox;  // Note [activations on data links]: on a node; null in one process
+  std::vector<std::shared_ptr<network_group>> rings;  // per rank; empty in one process (Note [data-parallel nodes])
+  std::shared_ptr<activation_inbox> inbox;  // on a node; null in one process (Note [activations on data links])
 };
 processor_actor spawn_processor(caf::actor_system& system, processor_config config,
                                 std::unique_ptr<stage_compute> compute);
@@ -73,7 +73,7 @@ struct retriever_config {
   processor_actor processor;
   std::chrono::milliseconds timeout = default_timeout;  // longest wait for a peer's task while the processor is idle
   std::shared_ptr<event_log> log;
-  bool report_events = false;  // Note [events from nodes]: send the log's events with stage_done (on a node)
+  bool report_events = false;  // send the log's events with stage_done (on a node) (Note [events from nodes])
 };
 retriever_actor spawn_retriever(caf::actor_system& system, retriever_config config);
 
@@ -94,17 +94,17 @@ struct coordinator_config {
   std::vector<processor_actor> processors;
   std::chrono::milliseconds timeout = default_timeout;
   std::vector<std::string> stage_places;  // per stage: "node host:port", or empty in this process (for errors)
-  bool whole_batch_backward = false;  // Note [sync-backward]: one gradient for the batch once every loss is in
-  // Note [events from nodes]: where the events a node's stage sends go, and per stage the node's steady clock
-  // minus ours (us; 0 for a stage in this process) and the bound on that estimate (half the best round trip).
+  bool whole_batch_backward = false;  // one gradient for the batch once every loss is in (Note [sync-backward])
+  // Where the events a node's stage sends go, and per stage the node's steady clock minus ours (us; 0 for a stage in
+  // this process) and the bound on that estimate (half the best round trip) (Note [events from nodes]).
   std::shared_ptr<event_log> log;
   std::vector<double> clock_offset_us, clock_bound_us;
-  float clip_grad_norm = 0.0f;  // Note [global gradient clipping]: > 0 asks every stage its norm before applying
-  // Note [activations on data links]: per stage, its activation link ("host:port"; "" for none, as in one
-  // process). The inputs for the first stage and the gradients for the last go on theirs where large enough.
+  float clip_grad_norm = 0.0f;  // > 0 asks every stage its norm before applying (Note [global gradient clipping])
+  // Per stage, its activation link ("host:port"; "" for none, as in one process) (Note [activations on data links]).
+  // The inputs for the first stage and the gradients for the last go on theirs where large enough.
   std::vector<std::string> links;
   std::vector<stage_tie> ties;  // Note [tied gradients across stages] in coordinator.cpp
-  bool stage_loss = false;      // Note [loss in the last stage]: the last stage sends losses, not outputs
+  bool stage_loss = false;      // the last stage sends losses, not outputs (Note [loss in the last stage])
 };
 // Answers (train_atom, step, inputs, labels) with a step_result once every stage has applied its
 // optimizer, or with the first failure after every stage has dropped the step.

@@ -16,7 +16,7 @@ struct processor_state {
 
 using processor_self = processor_actor::stateful_pointer<processor_state>;
 
-// Note [typed stage interfaces]: the retriever that handed over the task; a typed actor sends only to typed handles.
+// The retriever that handed over the task; a typed actor sends only to typed handles (Note [typed stage interfaces]).
 retriever_actor retriever_of(processor_self self) { return caf::actor_cast<retriever_actor>(self->current_sender()); }
 
 tensor to_transfer_dtype(tensor t, dtype type) { return t.type() == type ? t : t.astype(type); }
@@ -46,9 +46,9 @@ void run_task(processor_self self, op kind, std::uint64_t step, int microbatch, 
   self->send(retriever_of(self), std::move(done));
 }
 
-// Note [activations on data links]: a task whose tensor came beside its message takes it from the stage's
-// inbox before it starts (waiting, at most the stage's timeout, for bytes still on their way), so the wait is not
-// counted as compute; what goes wrong is thrown again inside the task, which fails with it. A task of an aborted
+// A task whose tensor came beside its message takes it from the stage's inbox before it starts (waiting, at most the
+// stage's timeout, for bytes still on their way), so the wait is not counted as compute; what goes wrong is thrown
+// again inside the task, which fails with it (Note [activations on data links]). A task of an aborted
 // step is not waited for: it is dropped.
 template <class Task>
 std::exception_ptr take_beside(processor_self self, Task& t) {
@@ -84,7 +84,7 @@ processor_actor::behavior_type processor(processor_self self, processor_config c
                                                                 : coordinator_rank(st.config.stages);
           forward_task out{t.step, t.microbatch, next, st.config.stage, t.first_sample, tensor{}};
           if (next == st.config.total_chunks && st.compute->splits_vocabulary()) {
-            // Note [loss in the last stage]: the logits stay on the ranks; the coordinator gets the loss.
+            // The logits stay on the ranks; the coordinator gets the loss (Note [loss in the last stage]).
             out.data = tensor::from_shape({1});
             out.data.data()[0] = st.compute->forward_loss(t.step, t.microbatch, t.chunk, t.first_sample, t.data, t.labels,
                                                           static_cast<std::size_t>(t.batch_rows));
@@ -93,8 +93,8 @@ processor_actor::behavior_type processor(processor_self self, processor_config c
           out.data = st.compute->forward(t.step, t.microbatch, t.chunk, t.first_sample, t.data);
           out.labels = t.labels;
           out.batch_rows = t.batch_rows;
-          // Note [compute dtype]: between stages an activation travels in the compute dtype (bfloat16: half
-          // the bytes, and exact, as the next stage rounds it so); the model's output goes to the loss in float32.
+          // Between stages an activation travels in the compute dtype (bfloat16: half the bytes, and exact, as the next
+          // stage rounds it so); the model's output goes to the loss in float32 (Note [compute dtype]).
           if (next < st.config.total_chunks) out.data = to_transfer_dtype(std::move(out.data), st.config.transfer_dtype);
           self->send(st.config.sender, deliver_forward{destination, std::move(out)});
         });
@@ -146,7 +146,7 @@ processor_actor::behavior_type processor(processor_self self, processor_config c
         }
         return ok_atom::value;
       },
-      [=](const run_reduce& r) {  // Note [gradient reduction]: starts the collective and returns
+      [=](const run_reduce& r) {  // starts the collective and returns (Note [gradient reduction])
         run_task(self, op::reduce_grad, r.step, all_microbatches, r.chunk,
                  [&] { self->state.compute->reduce_gradients(r.chunk); });
       },
@@ -167,8 +167,8 @@ processor_actor::behavior_type processor(processor_self self, processor_config c
         return self->state.compute->whole_parameters();
       },
       [=](state_atom) -> stage_state { return self->state.compute->export_state(); },
-      // Note [data-parallel nodes]: the endpoints of this stage's data-parallel groups, one per tensor-parallel
-      // rank (network_group::endpoint) ...
+      // The endpoints of this stage's data-parallel groups, one per tensor-parallel
+      // rank (network_group::endpoint), as text (Note [data-parallel nodes]).
       [=](ring_atom) -> std::vector<std::string> {  // as text: a vector of strings is a CAF built-in type
         std::vector<std::string> endpoints;
         for (const auto& r : self->state.config.rings) endpoints.push_back(r->endpoint());

@@ -60,7 +60,7 @@ struct recovered_step {
 // recovery try again where that makes sense.
 struct recovery_actions {
   std::function<void()> take_snapshot;  // every stage's state, kept by the owner as the snapshot
-  std::function<void()> release_setup_weights;  // Note [weights on demand]: a snapshot restores them from now on
+  std::function<void()> release_setup_weights;  // a snapshot restores them from now on (Note [weights on demand])
   std::function<void(const std::string& why, std::chrono::milliseconds wait)> restart;  // stop, place again
   // Every stage loads the snapshot; the next step, the first to replay, is `next_step`.
   std::function<void(std::uint64_t next_step, const std::string& why)> restore;

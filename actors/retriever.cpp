@@ -39,7 +39,7 @@ using retriever_self = retriever_actor::stateful_pointer<retriever_state>;
 // A task handed over before an abort is dropped by the processor (Note [tasks after an abort]).
 constexpr int max_in_flight = 2;
 
-// Note [events from nodes]: the step's events, on the steady clock, for the coordinator; empty in one process.
+// The step's events, on the steady clock, for the coordinator; empty in one process (Note [events from nodes]).
 std::vector<stage_event> events_to_report(const retriever_config& c) {
   if (!c.report_events || !c.log) return {};
   std::vector<stage_event> events = c.log->drain();
@@ -116,7 +116,7 @@ retriever_actor::behavior_type retriever(retriever_self self, retriever_config c
       [=](backward_task& t) { arrive(self, t, op::backward); },
       [=](begin_atom, std::uint64_t step) {
         auto& st = self->state;
-        // Note [typed stage interfaces]: the coordinator sends begin; a typed actor sends only to typed handles.
+        // The coordinator sends begin; a typed actor sends only to typed handles (Note [typed stage interfaces]).
         st.coordinator = caf::actor_cast<coordinator_actor>(self->current_sender());
         st.step = step;
         st.running = true;

@@ -59,7 +59,7 @@ std::string listen_failure(const std::string& host, int port, const caf::error& 
 
 namespace {
 
-// Note [a node's shutdown]
+// Note [a node's shutdown]:
 // Once a node has stopped (told to quit, or its rendezvous job is over), its actor system shuts down, and CAF
 // 0.17's shutdown waits for every detached actor's thread, which ends only when nothing holds its actor. A
 // stage's processor (detached: it computes) that is still ending when the system shuts down can be held by

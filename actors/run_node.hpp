@@ -37,8 +37,8 @@ struct node_run_options {
   // `cancel_release` is called so that `until_released` returns.
   std::function<void(const std::string& host, std::uint16_t port)> on_listening;
   std::function<void()> until_released, cancel_release;
-  // Note [a node's shutdown]: called once the node has stopped, before its actor system shuts down; returns the
-  // exit status, and the line to print, should that shutdown not finish and the process end there (absent: 0, none).
+  // Called once the node has stopped, before its actor system shuts down; returns the exit status, and the line to
+  // print, should that shutdown not finish and the process end there (absent: 0, none) (Note [a node's shutdown]).
   std::function<node_exit()> on_stopped;
 };
 

@@ -31,7 +31,7 @@ struct stage_actors {
   retriever_actor retriever;
   processor_actor processor;
   sender_actor sender;
-  std::uint16_t link_port = 0;  // Note [activations on data links]: where its inbox listens (0: none)
+  std::uint16_t link_port = 0;  // where its inbox listens (0: none) (Note [activations on data links])
 };
 
 // Everything one stage needs to run: its part of the schedule and the model, the pipeline's stage_options as
@@ -46,12 +46,12 @@ struct stage_setup {
   stage_options options;
   stage_place place;
   std::shared_ptr<event_log> log;    // may be null; on a node, the stage's own (Note [events from nodes])
-  // Note [cores per rank]: per tensor-parallel rank, its intra-op threads and cores; empty: one thread each.
+  // Per tensor-parallel rank, its intra-op threads and cores; empty: one thread each (Note [cores per rank]).
   std::vector<compute_cores> cores;
-  // Note [data-parallel stage]: per tensor-parallel rank, its member of the stage's data-parallel group (in
-  // this process only); empty: one replica, or a stage on a node, which opens its own (Note [data-parallel nodes]).
+  // Per tensor-parallel rank, its member of the stage's data-parallel group (Note [data-parallel stage]), in this
+  // process only; empty: one replica, or a stage on a node, which opens its own (Note [data-parallel nodes]).
   std::vector<std::shared_ptr<process_group>> data_parallel_members;
-  // Note [activations on data links]: where its inbox and sender say what their links do (may be empty).
+  // Where its inbox and sender say what their links do (may be empty) (Note [activations on data links]).
   std::function<void(const std::string&)> link_log;
 };
 

@@ -413,7 +413,7 @@ int run(ap::bench::arguments& args) {
   group->connect(exchange_endpoints(mine, group->endpoint(), std::chrono::seconds(30)));
 
   nlohmann::json sizes = nlohmann::json::array();
-  // Note [one copy in the ring]: between processes of one machine the chunks are copied out of the sender's memory.
+  // Between processes of one machine the chunks are copied out of the sender's memory (Note [one copy in the ring]).
   const auto* ring = dynamic_cast<const ap::ring_group*>(group.get());
   const std::string chunks = ring && ring->copies_from_left() ? "copied in place" : "on the links";
   if (o.rank == 0)

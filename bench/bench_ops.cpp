@@ -1388,7 +1388,7 @@ int run(bench::arguments& args) {
       for (int r = 0; r < s.rounds; ++r)
         for (int k = 0; k < 2; ++k) gpt_single[k].push_back(time_steps(*runners[k], text, s.gpt_batch, s.steps, step[k]));
     }
-    set_compute_threads(1);  // Note [idle teams]: as for the MLP's pipelines above
+    set_compute_threads(1);  // as for the MLP's pipelines above (Note [idle teams])
     std::uint64_t step[2] = {0, 0};
     for (int r = 0; r < s.rounds; ++r)
       for (int k = 0; k < 2; ++k) {

@@ -231,7 +231,7 @@ int run(bench::arguments& args) {
     for (int round = 0; round < rounds; ++round)
       for (run& r : runs) {
         if (!r.refused.empty()) continue;
-        // Note [idle teams]: one configuration's threads at a time. Each is built for its block and gone after it
+        // One configuration's threads at a time (Note [idle teams]). Each is built for its block and gone after it
         // (the single process's team too), so no idle team of another configuration makes libgomp's threads
         // sleep at every region's end; its oneDNN primitives are made again, in a warm-up step, every round.
         try {

@@ -286,7 +286,7 @@ std::string ms_text(double ms) {
   return buf;
 }
 
-// Note [the first layer's input gradient]: sleep:0:0 first, then one sleep layer per chunk.
+// sleep:0:0 first, then one sleep layer per chunk (Note [the first layer's input gradient]).
 ap::sequential sleep_model(int chunks, double forward_ms, double backward_ms, std::vector<std::size_t>& counts) {
   ap::sequential model;
   model.add(ap::make_layer("sleep:0:0"));
@@ -302,7 +302,7 @@ double formula_bubble(const std::string& schedule, int p, int m, int v) {
   return double(p - 1) / double(m);  // gpipe, 1f1b
 }
 
-// Note [where the time goes]
+// Note [where the time goes]:
 // From the event log of each timed step, every task as it ran (start, finish, its message's arrival at the
 // retriever), and these latencies (microseconds):
 //   hop       the producing task's finish -> the result's arrival at the next stage's retriever

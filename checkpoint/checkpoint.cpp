@@ -201,8 +201,8 @@ training_state load(const std::string& path, sequential& model, optimizer* opt, 
       if (key.rfind(name + ".", 0) == 0) return &p;
     return nullptr;
   };
-  // Note [tied weights]: a tied copy's weight and optimizer state are its owner's, transposed, where the file
-  // stores them once.
+  // A tied copy's weight and optimizer state are its owner's, transposed, where the file
+  // stores them once (Note [tied weights]).
   std::map<std::string, tensor> rebuilt;
   for (const weight_tie& t : ties)
     for (const auto& [name, value] : file.tensors) {
@@ -235,7 +235,7 @@ training_state load(const std::string& path, sequential& model, optimizer* opt, 
 
   std::map<std::string, tensor*> state;
   if (opt) {
-    // Note [fresh optimizer state]: a fresh optimizer has no state to load into yet.
+    // A fresh optimizer has no state to load into yet (Note [fresh optimizer state]).
     if (info.optimizer_steps > 0) {
       std::vector<parameter> list;
       for (const auto& [name, p] : params) list.push_back(p);
@@ -256,12 +256,12 @@ training_state load(const std::string& path, sequential& model, optimizer* opt, 
                          " (this optimizer has that state: was the checkpoint saved with another optimizer?)");
   }
 
-  // Note [binding named tensors]: every parameter and state tensor present with its shape, checked before the
-  // model and the optimizer change. (The tensors read are exactly those of our layers, checked above.)
+  // Every parameter and state tensor present with its shape, checked before the model and the optimizer change
+  // (Note [binding named tensors]). (The tensors read are exactly those of our layers, checked above.)
   std::vector<tensor_target> targets = parameter_targets(model.parameters(), "the model's parameter");
   for (auto& t : optimizer_state_targets(state, optimizer_prefix, "the optimizer's state")) targets.push_back(std::move(t));
-  // Note [checkpoint checksums]: every tensor read, before any is copied; one of another dtype or shape than its
-  // target is left to the binding, whose refusal names both.
+  // Every tensor read, before any is copied; one of another dtype or shape than its
+  // target is left to the binding, whose refusal names both (Note [checkpoint checksums]).
   std::map<std::string, const tensor*> target_of;
   for (const tensor_target& t : targets) target_of.emplace(t.name, t.value);
   for (const auto& [name, value] : file.tensors) {
@@ -295,7 +295,7 @@ void save_checkpoint(const std::string& path, sequential& model, optimizer* opt,
       throw std::invalid_argument("save_checkpoint " + path + ": layer spec '" + s + "' contains ';'");
 
   const std::vector<parameter> params = model.parameters();
-  const std::vector<weight_tie> ties = weight_ties(model);  // Note [tied weights]: a tied copy is stored once
+  const std::vector<weight_tie> ties = weight_ties(model);  // a tied copy is stored once (Note [tied weights])
   tensor_refs tensors;
   for (const parameter& p : params)
     if (!is_tied_copy(p.name, ties)) tensors.emplace_back(p.name, p.value);
@@ -314,8 +314,8 @@ void save_checkpoint(const std::string& path, sequential& model, optimizer* opt,
       {"data_seed", std::to_string(state.data_seed)},
       {"model_spec", state.model_spec},
   };
-  // Note [checkpoint checksums]: each tensor's bytes as written (float32 and bfloat16 are written as they lie
-  // in memory, little-endian), then the metadata, those included.
+  // Each tensor's bytes as written (float32 and bfloat16 are written as they lie
+  // in memory, little-endian), then the metadata, those included (Note [checkpoint checksums]).
   for (const auto& [name, t] : tensors) metadata[tensor_checksum_key(name)] = hex8(crc32c(t->bytes(), t->byte_size()));
   metadata[checkpoint_metadata_checksum_key] = hex8(metadata_checksum(metadata));
   write_safetensors(path, tensors, metadata);

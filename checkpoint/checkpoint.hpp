@@ -64,7 +64,7 @@ struct checkpoint_info {
   training_state state;
   long optimizer_steps = 0;
   bool has_optimizer_state = false;
-  bool checksums = false;  // Note [checkpoint checksums]: false for a file written before them
+  bool checksums = false;  // false for a file written before them (Note [checkpoint checksums])
 };
 // Throws std::runtime_error naming the file for a header that fails its checksum.
 checkpoint_info read_checkpoint_info(const std::string& path);

@@ -11,7 +11,7 @@
 
 namespace ap {
 
-// Note [GPT-2 weight files]
+// Note [GPT-2 weight files]:
 // llm.c's checkpoint (train_gpt2.py's write_model, train_gpt2.c's gpt2_build_from_checkpoint): 256 little-endian
 // int32 of header, [0] magic 20240326, [1] version (3: every tensor float32, 5: bfloat16), [2] max context T,
 // [3] vocabulary V, [4] layers L, [5] heads, [6] channels C, [7] padded vocabulary Vp (V rounded up to 128 on

@@ -44,7 +44,7 @@ using tensor_sources = std::map<std::string, tensor_source>;
 // stage 0 and stage 1)", or names and tensors that do not pair up), or empty. The sources point into `given`.
 std::string add_sources(tensor_sources& sources, const named_tensors& given, const std::string& from = "");
 
-// Note [binding named tensors]
+// Note [binding named tensors]:
 // Fills every target with the source of its name. Every target must be offered, with the target's dtype
 // and shape ("tensor 0.weight is bfloat16 (12, 16), the model's parameter is float32 (12, 16)");
 // every source must be some target's, or it is refused as "unexpected tensor NAME: " + `unexpected` (which

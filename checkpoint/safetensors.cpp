@@ -27,7 +27,7 @@ namespace ap {
 
 namespace {
 
-constexpr std::size_t header_alignment = 8;  // Note [safetensors layout]: data starts at a multiple of 8
+constexpr std::size_t header_alignment = 8;  // data starts at a multiple of 8 (Note [safetensors layout])
 constexpr const char* metadata_key = "__metadata__";
 
 [[noreturn]] void fail(const std::string& path, const std::string& what, const std::string& kind = "safetensors file") {
@@ -38,8 +38,8 @@ std::string errno_text() { return std::strerror(errno); }
 
 // ---- writing -------------------------------------------------------------------------------------------
 
-// Note [atomic write]: the temporary file, closed and (unless committed) removed whatever happens; the
-// stale ones of killed writers are removed first.
+// The temporary file, closed and (unless committed) removed whatever happens; the
+// stale ones of killed writers are removed first (Note [atomic write]).
 class temporary_file {
  public:
   // `kind` names the file in errors ("safetensors file").
@@ -282,7 +282,7 @@ void write_safetensors(const std::string& path, const tensor_refs& tensors,
   file.write(u64_little_endian(header.size()).data(), 8);
   file.write(header.data(), header.size());
   for (const auto& [name, t] : tensors) {
-    // Note [tensor]: one contiguous row-major block, safetensors' (C) order.
+    // One contiguous row-major block, safetensors' (C) order (Note [tensor]).
     file.write(t->bytes(), t->byte_size());
   }
   file.commit();

@@ -38,8 +38,8 @@ using tensor_refs = std::vector<std::pair<std::string, const tensor*>>;
 void write_safetensors(const std::string& path, const tensor_refs& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
-// Note [atomic write]: removes every `path`.tmp-<pid> file (pid all digits) whose process does not exist
-// (kill(pid, 0) fails with ESRCH), ignoring files it cannot remove; returns the removed paths.
+// Removes every `path`.tmp-<pid> file (pid all digits) whose process does not exist
+// (kill(pid, 0) fails with ESRCH), ignoring files it cannot remove; returns the removed paths (Note [atomic write]).
 std::vector<std::string> remove_stale_temporaries(const std::string& path);
 void write_safetensors(const std::string& path, const std::map<std::string, const tensor*>& tensors,
                        const std::map<std::string, std::string>& metadata = {});

@@ -1,6 +1,6 @@
 // `actorpipe launch --hostfile FILE [--ssh CMD] -- train ...`: a whole job from one command on one machine.
 //
-// Note [launch over ssh]
+// Note [launch over ssh]:
 // The hostfile (mpirun's and DeepSpeed's format: "host slots=N") gives the job's ranks in order, rank 0 the
 // first host's first slot. For each rank the launcher runs `CMD HOST 'env RANK=r WORLD_SIZE=W MASTER_ADDR=<rank
 // 0's host> MASTER_PORT=P PROGRAM train ... --rendezvous env'` (CMD: `ssh -o BatchMode=yes` by default; the

@@ -43,7 +43,7 @@ rendezvous_env rendezvous_place() {
 
 void run_rendezvous_node(const rendezvous_env& env, node_run_options options, std::chrono::milliseconds timeout,
                          const std::string& who) {
-  check_transport_security(options.security, who);  // Note [rendezvous fails fast]: before waiting for rank 0
+  check_transport_security(options.security, who);  // before waiting for rank 0 (Note [rendezvous fails fast])
   rendezvous_client client(env, timeout);
   options.host = client.local_address();
   options.port = rendezvous_node_port(env);  // Note [restart under a rendezvous]

@@ -118,8 +118,8 @@ void add_train_command(CLI::App& app) {
     if (c.stages == 0 && !c.auto_config)
       throw std::invalid_argument("--rendezvous env: rank 0 trains a pipeline on the other ranks: it needs --stages N "
                                   "or --auto");
-    // Note [rendezvous fails fast]: the configuration and the transport before waiting for anyone (the engine checks
-    // the configuration again with the nodes; its warnings are said then).
+    // The configuration and the transport before waiting for anyone (the engine checks
+    // the configuration again with the nodes; its warnings are said then) (Note [rendezvous fails fast]).
     check_run_config(c);
     check_transport_security(c.pipe.security, "train --rendezvous");
     run_rendezvous_coordinator(env, wait, [&](std::vector<std::string> nodes) {

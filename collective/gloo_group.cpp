@@ -109,7 +109,7 @@ struct gloo_state {
   std::shared_ptr<gloo::transport::Device> device;
   std::shared_ptr<gloo::transport::Context> pairs;
   std::shared_ptr<gloo::Context> context;  // once connected
-  // Note [communication thread]: a failure closes the sockets, so a peer waiting on this rank fails now.
+  // A failure closes the sockets, so a peer waiting on this rank fails now (Note [communication thread]).
   comm_thread engine{[this](const std::string& why) { close_pairs(why); }};
 
   collective_handle start(collective_kind kind, reduce_op op, int root, const tensor& in, tensor& out) {

@@ -61,11 +61,11 @@ struct hierarchical_state {
   std::shared_ptr<local_group> local_owner;  // null when this process holds one rank of the group
   std::unique_ptr<process_group> local;
   std::unique_ptr<network_group> inner;  // the leader's, when the group spans processes
-  // Note [communication thread]: a failure aborts both parts, so the group's other ranks fail now, not after their
-  // timeout.
+  // A failure aborts both parts, so the group's other ranks fail now, not after their
+  // timeout (Note [communication thread]).
   comm_thread engine{[this](const std::string& why) { abort_parts(why); }};
 
-  // The three steps of Note [hierarchical collectives]: `t` becomes the sum over every rank of the group.
+  // The three steps of Note [hierarchical collectives]; `t` becomes the sum over every rank of the group.
   void sum(tensor& t) {
     if (local) local->all_reduce(t).wait();
     if (place.processes == 1) return;  // the local sum is the whole sum

@@ -197,13 +197,13 @@ struct ring_state {
   std::vector<node_address> addresses;     // by rank
   std::string listen_host;                 // where this rank's endpoint listens (endpoint())
 
-  // Note [data links]: the chunks' own connections, TLS when the transport is.
+  // The chunks' own connections, TLS when the transport is (Note [data links]).
   std::shared_ptr<tls_context> tls;
   std::unique_ptr<link_listener> listener;
   std::vector<std::uint16_t> link_ports;  // by rank
   std::unique_ptr<data_link> to_right, from_left;
   std::vector<float> addend;  // a received chunk before the communication thread adds it
-  // Note [one copy in the ring]: chunks copied out of the sender's memory where both links' ends agreed.
+  // Chunks copied out of the sender's memory where both links' ends agreed (Note [one copy in the ring]).
   bool in_place_right = false, in_place_left = false;
   memory_token right_token{};  // the right neighbour's, kept where it reads it beside each chunk
   memory_token left_token{};   // this rank's, given to the left neighbour
@@ -359,8 +359,8 @@ struct ring_state {
     return static_cast<std::size_t>(h.floats);
   }
 
-  // Note [ring collectives]: reduce-scatter (and then all-gather) of buf over segments of `unit`-float rows, as
-  // ring_reduce_schedule says; this moves the chunks and adds them.
+  // reduce-scatter (and then all-gather) of buf over segments of `unit`-float rows, as
+  // ring_reduce_schedule says; this moves the chunks and adds them (Note [ring collectives]).
   void ring_reduce(ring_op& op, float* buf, std::size_t units, std::size_t unit, int offset, bool then_gather) {
     const ring_reduce_schedule plan(rank, size, units, unit, chunk_elements, offset, then_gather);
     for (const ring_chunk& c : plan.first_sends()) send(op, c.step, c.chunk, buf + c.begin, c.size());
@@ -452,9 +452,9 @@ struct ring_state {
     }
   }
 
-  // Note [one copy in the ring]: where a link's two ends have one address, its sender offers to let its receiver
-  // copy chunks out of its memory: it gives its process id and where it keeps the token the receiver gave it,
-  // and the receiver tries a copy of that token (network/process_memory.hpp) and answers. Both then know.
+  // Where a link's two ends have one address, its sender offers to let its receiver copy chunks out of its memory: it
+  // gives its process id and where it keeps the token the receiver gave it, and the receiver tries a copy of that token
+  // (network/process_memory.hpp) and answers (Note [one copy in the ring]). Both then know.
   void agree_on_copies(clock_type::time_point deadline) {
     const auto left_ms = [&] {
       return std::max(std::chrono::milliseconds(1),
@@ -497,8 +497,8 @@ struct ring_state {
     }
   }
 
-  // Note [one copy in the ring]: once this rank took every chunk of `op` from its left neighbour's memory it says
-  // so; its own buffers are the caller's again once its right neighbour said the same.
+  // Once this rank took every chunk of `op` from its left neighbour's memory it says
+  // so; its own buffers are the caller's again once its right neighbour said the same (Note [one copy in the ring]).
   void answer_in_place(const ring_op& op) {
     const auto stop = [this] { return stop_reason(); };
     if (in_place_left) {
@@ -557,7 +557,7 @@ void ring_op::settle() {
 
 ring_group::ring_group(caf::actor_system& system, std::string name, int rank, int size, node_address listen,
                        std::chrono::milliseconds timeout, std::size_t chunk_bytes) {
-  // Note [ring security]: the process's guarded transport when it runs one (a node's), else CAF's middleman.
+  // The process's guarded transport when it runs one (a node's), else CAF's middleman (Note [ring security]).
   open(system, std::move(name), rank, size, listen, nullptr, timeout, chunk_bytes);
 }
 
@@ -587,7 +587,7 @@ void ring_group::open(caf::actor_system& system, std::string name, int rank, int
     state_->tls = transport_tls_of(system);
   }
   if (size > 1) {
-    try {  // Note [data links]: where the left neighbour's link connects
+    try {  // where the left neighbour's link connects (Note [data links])
       state_->listener = std::make_unique<link_listener>(listen.host, state_->tls);
     } catch (const link_error& e) {
       state_->transport.reset();
@@ -740,8 +740,8 @@ void ring_group::connect(const std::vector<node_address>& ranks) {
 }
 
 void ring_group::open_links(std::chrono::steady_clock::time_point deadline) {
-  // Note [data links]: this rank connects to its right neighbour while it accepts its left one's (on another
-  // thread: with TLS both handshakes must run at once, or a ring of ranks each waiting in its own would hang).
+  // This rank connects to its right neighbour while it accepts its left one's (on another thread: with TLS both
+  // handshakes must run at once, or a ring of ranks each waiting in its own would hang) (Note [data links]).
   auto& s = *state_;
   std::string accept_error, connect_error;
   std::vector<std::string> dropped;

@@ -17,7 +17,7 @@ namespace {
 
 // The measurements the planner asks for, each taken once: layer costs per (microbatch rows, threads,
 // recompute) on the first rows of the training data, and a line a + b x bytes per all-reduce group size
-// through two sizes. Note [auto on nodes]: at more threads than this machine has cores (a node's machine may
+// through two sizes. As Note [auto on nodes] says, at more threads than this machine has cores (a node's machine may
 // have more), a layer's costs are those on all of this machine's cores, scaled down by the ratio, and so is the
 // optimizer step: an estimate the trials on the nodes check.
 class machine_measurements {
@@ -123,7 +123,7 @@ class quiet_log {
   log_sink saved_;
 };
 
-// Note [auto trials]
+// Note [auto trials]:
 // The prediction misses what no layer measured alone shows, and misses it differently per mesh: threads
 // handing work over at each step, ranks that share a physical core's caches (two vCPUs of one core), the
 // pipeline's messages on a busy core. On this 2-vCPU machine the default MLP's predictions were 0.6-0.8x of
@@ -214,7 +214,7 @@ void choose_configuration(run_config& o, train_plan& plan) {
     say(plan) << "  " << i + 1 << ". " << describe(c.config) << ": " << ms_text(c.step_s) << " per step ("
               << static_cast<long>(samples / c.step_s) << " samples/s), peak " << memory_text(c.peak_bytes) << "\n";
   }
-  std::size_t best = 0;  // Note [auto trials]: the fastest of the first few, as they run
+  std::size_t best = 0;  // the fastest of the first few, as they run (Note [auto trials])
   const std::size_t trials = std::min<std::size_t>(static_cast<std::size_t>(o.auto_trials), ranked.size());
   double fastest = 0.0;
   for (std::size_t i = 0; i < trials; ++i) {

@@ -107,8 +107,8 @@ struct train_runner {
   std::vector<stage_memory> predicted_memory;  // per stage, its tensor-parallel ranks together (Note [memory model])
   resident_memory before;  // this process's where its growth is measured from (its peak reset then, where allowed)
   std::uint64_t tensors_before = 0;  // its tensor bytes then (Note [tensor bytes]), their peak reset then
-  // Note [memory model]: what building and training are predicted to add to this process (0: not predicted, or
-  // the stages are on nodes), and its parts in words.
+  // What building and training are predicted to add to this process (0: not predicted, or
+  // the stages are on nodes), and its parts in words (Note [memory model]).
   std::uint64_t predicted_growth_bytes = 0;
   std::string predicted_growth_parts;
   bool stages_on_nodes = false;  // then the process's growth is the coordinator's own

@@ -99,8 +99,8 @@ void report_pipeline(const run_config& o, const train_plan& plan, train_runner& 
   }
 }
 
-// Note [memory model]: what the run was predicted to add to the process against what it added to the tensors' peak
-// and the resident peak, where both were measured.
+// What the run was predicted to add to the process against what it added to the tensors' peak
+// and the resident peak, where both were measured (Note [memory model]).
 void report_memory(const train_plan& plan, const train_runner& r, const train_outcome& run, nlohmann::json& out) {
   if (!r.peak_reset || run.training_peak <= r.before.now) return;
   const bool on_nodes = r.stages_on_nodes;
@@ -150,7 +150,7 @@ void report_training(const run_config& o, const train_plan& plan, train_runner& 
     out["validation_loss"] = nats;
     out["bits_per_token"] = nats / std::log(2.0);
     if (plan.train_set->num_classes() == 256) out["bits_per_byte"] = nats / std::log(2.0);  // a byte-level model
-    out["tokens_per_s"] = run.report.positions_per_s;  // Note [sequence lengths]: positions, not windows x context
+    out["tokens_per_s"] = run.report.positions_per_s;  // positions, not windows x context (Note [sequence lengths])
   }
   report_run(o, plan, run, out);
   out["lr"] = run.last_lr;

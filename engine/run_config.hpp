@@ -53,9 +53,9 @@ struct run_config {
   std::string max_memory;          // per process, e.g. "2G" (Note [memory budget]); empty: no budget
   bool auto_config = false;        // Note [automatic configuration] in plan/auto_config.hpp
   int auto_trials = 3;             // Note [auto trials]
-  std::string collectives = "auto";  // Note [collective backends]: auto, ring, gloo or by-size
+  std::string collectives = "auto";  // auto, ring, gloo or by-size (Note [collective backends])
   std::string rendezvous;            // "env": Note [environment rendezvous] in network/rendezvous.hpp
-  long rendezvous_timeout_s = 120;  // Note [rendezvous fails fast]: default_rendezvous_timeout
+  long rendezvous_timeout_s = 120;  // default_rendezvous_timeout (Note [rendezvous fails fast])
   // Outputs; empty: none.
   std::string checkpoint_file, resume_file, export_file, trace_file, plot_file, timeline_file;
   std::string log_file;  // the metrics log: JSON lines per step and per validation (Note [metrics log])

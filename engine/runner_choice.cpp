@@ -36,8 +36,8 @@ pipeline_options pipeline_options_of(const run_config& o, const train_plan& plan
   p.threads = o.threads;  // Note [cores per rank]
   p.collectives = o.collectives == "auto" ? default_collective_backend()
                                           : *parse_collective_backend(o.collectives);  // the CLI checked the text
-  // Note [bounded event log]: busy_s comes from the pipeline's busy sums; events are only streamed, to the
-  // stage log and the trace as they come, never kept, so a long run stays flat.
+  // busy_s comes from the pipeline's busy sums; events are only streamed, to the
+  // stage log and the trace as they come, never kept, so a long run stays flat (Note [bounded event log]).
   if (!o.trace_file.empty()) {
     r.trace_file = std::make_unique<std::ofstream>(o.trace_file);
     if (!*r.trace_file) throw std::runtime_error("cannot write the trace to " + o.trace_file);
@@ -60,8 +60,8 @@ tensor microbatch_sample(const run_config& o, const train_plan& plan, int microb
   return first_rows(*plan.train_set, (o.train.batch_size + per - 1) / per).inputs;
 }
 
-// Note [memory model]: each stage's predicted peak, its T tensor-parallel ranks together, measured on `sample` (one
-// microbatch). With T > 1 one rank's figures are measured on its own layers (Note [tensor-parallel memory] in
+// Each stage's predicted peak, its T tensor-parallel ranks together, measured on `sample`, one microbatch
+// (Note [memory model]). With T > 1 one rank's figures are measured on its own layers (Note [tensor-parallel memory] in
 // model/tensor_parallel.hpp: exact); otherwise, and where T does not split the model, from the whole model's
 // `costs` (measured here when null), bounded across the ranks (across_tensor_parallel): the stages then refuse T,
 // naming the layer, when they are built.
@@ -74,7 +74,7 @@ std::vector<stage_memory> predicted_stage_memory(const run_config& o, train_plan
     try {
       std::vector<std::size_t> chunk_layers;
       for (const layer_range& r : ranges) chunk_layers.push_back(r.end - r.begin);
-      // Note [vocab-parallel]: as the pipeline decides it
+      // As the pipeline decides it (Note [vocab-parallel]).
       const bool vocab = splits_vocabulary(plan.model.layer_specs(), o.loss, T) && !whole_batch_backward(planned);
       rank = tensor_parallel_rank(plan.model, chunk_layers, 0, T, vocab, o.mesh.sequence_parallel);
     } catch (const std::invalid_argument&) {
@@ -127,9 +127,9 @@ void describe_pipeline(const run_config& o, const train_plan& plan, const train_
   }
 }
 
-// Note [memory model]: the process's growth is measured from here, after the layer costs were measured (their pass
+// The process's growth is measured from here, after the layer costs were measured (their pass
 // is not training's) and the heap's free pages went back (a block freed before, reused at no resident cost, would
-// hide what comes next).
+// hide what comes next) (Note [memory model]).
 void start_memory_measurement(train_runner& r) {
   return_free_memory();
   r.peak_reset = reset_peak_resident_memory();
@@ -148,8 +148,8 @@ std::vector<int> stage_threads(const pipeline_options& p) {
   return threads;
 }
 
-// Note [costs at the stages' threads]: `costs` were measured on `measured_on` threads; the other thread counts
-// of the stages are measured too, and each layer takes the costs of its stage's threads. With nodes, as measured.
+// `costs` were measured on `measured_on` threads; the other thread counts of the stages are measured too, and each
+// layer takes the costs of its stage's threads (Note [costs at the stages' threads]). With nodes, as measured.
 std::vector<layer_cost> costs_for_stages(const sequential& model, const tensor& sample, std::vector<layer_cost> costs,
                                          int measured_on, const std::vector<int>& threads,
                                          const std::vector<layer_range>& ranges) {
@@ -163,12 +163,12 @@ std::vector<layer_cost> costs_for_stages(const sequential& model, const tensor& 
 void build_pipeline(const run_config& o, train_plan& plan, train_runner& r) {
   pipeline_options p = pipeline_options_of(o, plan, r);
   const tensor sample = microbatch_sample(o, plan, p.microbatches);
-  // Note [cores by stage cost]: --threads 0 on a pipeline alone in this process shares the cores by stage cost,
-  // from one thread's costs; otherwise every stage's threads are known now, and the costs are measured on them.
+  // --threads 0 on a pipeline alone in this process shares the cores by stage cost, from one thread's costs; otherwise
+  // every stage's threads are known now, and the costs are measured on them (Note [cores by stage cost]).
   const bool cores_by_cost = o.threads == 0 && p.nodes.empty() && p.cores.empty() && o.mesh.data_parallel == 1 &&
                              o.mesh.tensor_parallel == 1 && !plan.auto_choice;
-  // Note [costs at the stages' threads]: the process's cores divided as the pipelines divide them when given none
-  // (Note [cores per rank]), here, so that the costs are measured on the threads the stages get.
+  // The process's cores divided as the pipelines divide them when given none (Note [cores per rank]), here, so that the
+  // costs are measured on the threads the stages get (Note [costs at the stages' threads]).
   if (!cores_by_cost && p.nodes.empty() && p.cores.empty())
     p.cores = assign_cores(process_cores(), o.mesh.data_parallel * p.stages * std::max(1, p.tensor_parallel), p.threads);
   const std::vector<int> known_threads = stage_threads(p);
@@ -186,8 +186,8 @@ void build_pipeline(const run_config& o, train_plan& plan, train_runner& r) {
   if (plan.layer_costs.empty())  // --auto measured its costs on its own threads
     costs = costs_for_stages(plan.model, sample, std::move(costs), measured_on, stage_threads(p), ranges);
   r.predicted_busy = predicted_busy_s(costs, ranges, p.stages, p.microbatches);
-  // Note [memory model]: each stage's peak (its tensor-parallel ranks together), before any stage is placed;
-  // refused over --max-memory (Note [memory budget]: per process, or per node).
+  // Each stage's peak (its tensor-parallel ranks together), before any stage is placed (Note [memory model]);
+  // refused over --max-memory (per process, or per node: Note [memory budget]).
   const schedule planned = plan.user_schedule ? *plan.user_schedule
                                               : make_schedule(p.schedule, p.stages, p.microbatches, p.chunks_per_stage);
   r.predicted_memory = predicted_stage_memory(o, plan, ranges, planned, sample, &costs);
@@ -197,7 +197,7 @@ void build_pipeline(const run_config& o, train_plan& plan, train_runner& r) {
     if (!over.empty()) throw std::invalid_argument(over);
   }
   r.stages_on_nodes = !p.nodes.empty();
-  if (p.nodes.empty()) {  // Note [memory model]: the stages here, D replicas of each
+  if (p.nodes.empty()) {  // the stages here, D replicas of each (Note [memory model])
     const auto D = static_cast<std::uint64_t>(o.mesh.data_parallel);
     for (const stage_memory& m : r.predicted_memory) r.predicted_growth_bytes += D * m.total();
     r.predicted_growth_parts = std::to_string(p.stages) + " stages" + (D > 1 ? " x " + std::to_string(D) + " replicas" : "");
@@ -234,9 +234,9 @@ std::unique_ptr<step_runner> make_mesh_runner(const run_config& o, const train_p
 
 // Note [memory budget] for a run without stages: the process holds the model D times, each replica with its share
 // of the batch in flight (one stage of every layer, one microbatch); refused over --max-memory before any step.
-// Note [memory model]: the weights and gradients are there before (train's model, or the replicas made with the
+// The weights and gradients are there before (train's model, or the replicas made with the
 // mesh), so training adds each replica's optimizer state, stash, workspace and weight copies: r's prediction for
-// the report.
+// the report (Note [memory model]).
 void check_single_process_budget(const run_config& o, train_plan& plan, train_runner& r) {
   if (o.max_memory.empty() || plan.auto_choice) return;  // --auto chose within it
   const auto D = static_cast<std::size_t>(o.mesh.data_parallel);
@@ -263,7 +263,7 @@ train_runner build_train_runner(const run_config& o, train_plan& plan, std::uniq
   train_runner r;
   r.partition = o.pipe.layers_per_chunk.empty() ? o.partition : "explicit";
   if (o.stages > 0) {
-    // Note [one copy of the gradients]: the stages train; the result is gathered. Let go before the build, so
+    // The stages train; the result is gathered (Note [one copy of the gradients]). Let go before the build, so
     // that their memory is back before the growth is measured (Note [memory model]).
     plan.model.release_gradients();
     build_pipeline(o, plan, r);

@@ -1,7 +1,7 @@
 // CRC32C (Castagnoli), the checksum that catches silent corruption of checkpoints and of bytes on plain TCP
 // (Note [checksums]).
 //
-// Note [checksums]
+// Note [checksums]:
 // A checkpoint's every tensor (Note [checkpoint checksums] in checkpoint/checkpoint.hpp), every record on a plain
 // TCP data link (Note [checked records] in network/checked_records.hpp) and every tensor inside a message over
 // plain TCP (network/wire_format.hpp) carries a CRC32C of its bytes; TLS's records carry a MAC instead (Note

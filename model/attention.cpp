@@ -191,8 +191,8 @@ void merge_qkv_heads(const float* dq, const float* dk, const float* dv, std::siz
   }
 }
 
-// Note [rotary positions]: cos and sin of the angle p base^(-2i/d) for positions p < t and pairs i < d/2, (t, d/2)
-// each.
+// Cos and sin of the angle p base^(-2i/d) for positions p < t and pairs i < d/2, (t, d/2)
+// each (Note [rotary positions]).
 struct rotary_angles {
   std::vector<float> cos, sin;
 };
@@ -236,7 +236,7 @@ void rotate_pairs(float* x, std::size_t rows, std::size_t t, std::size_t d, cons
 
 namespace {
 
-// Note [compute dtype]: `value` held in `type`: moved when it is float32 already, else converted (rounded).
+// `value` held in `type`: moved when it is float32 already, else converted (rounded) (Note [compute dtype]).
 void keep_as(tensor& held, tensor& value, dtype type) {
   if (type == value.type())
     held = std::move(value);
@@ -251,7 +251,7 @@ const tensor& in_type(const tensor& x, dtype type, tensor& scratch) {
   return scratch;
 }
 
-// Note [attention in groups]: how many heads of t x t float32 scores fit in 256 KB of a core's cache (at least 1).
+// How many heads of t x t float32 scores fit in 256 KB of a core's cache (at least 1) (Note [attention in groups]).
 std::size_t heads_per_group(std::size_t t) {
   return std::max<std::size_t>(1, (std::size_t(256) << 10) / (t * t * sizeof(float)));
 }
@@ -378,8 +378,8 @@ void attention_heads_backward(const tensor& dmerged, const head_layout& layout, 
   const std::size_t heads = layout.heads, kv = layout.kv_heads, g = heads / kv;  // Note [grouped-query attention]
   const std::size_t bh = s.q.shape()[0], t = s.q.shape()[1], d = s.q.shape()[2], batch = bh / heads;
   const std::size_t width = heads * d, units = batch * kv;
-  // Note [compute dtype]: the products take q, k, v, probs as held (bfloat16 in a bfloat16 layer) and dO, dS
-  // in the same dtype; the softmax backward runs in float32.
+  // The products take q, k, v, probs as held (bfloat16 in a bfloat16 layer) and dO, dS
+  // in the same dtype; the softmax backward runs in float32 (Note [compute dtype]).
   const dtype type = s.q.type();
   tensor dheads = tensor::from_shape({bh, t, d});  // (B*H, T, d)
   split_heads(dmerged.data(), width, 0, batch, t, heads, d, dheads.data());
@@ -390,7 +390,7 @@ void attention_heads_backward(const tensor& dmerged, const head_layout& layout, 
   tensor dq = tensor::from_shape({bh, t, d}), dk = tensor::from_shape({units, t, d}), dv = tensor::from_shape({units, t, d});
   const float scale = 1.0f / std::sqrt(float(d));
   if (type == dtype::float32) {
-    // Note [attention in groups]: dP and dS of a group stay in the thread's cache and never reach memory.
+    // dP and dS of a group stay in the thread's cache and never reach memory (Note [attention in groups]).
     const std::size_t group = std::max<std::size_t>(1, heads_per_group(t) / g);
     const auto groups = static_cast<std::ptrdiff_t>((units + group - 1) / group);
     const float *q = s.q.data(), *k = s.k.data(), *v = s.v.data(), *all_p = s.probs.data(), *dout = dheads.data();
@@ -422,7 +422,7 @@ void attention_heads_backward(const tensor& dmerged, const head_layout& layout, 
     product(false, false, units, g * t, d, t, 1.0f, ds, s.k, dq.data());
     product(true, false, units, t, d, g * t, 1.0f, ds, s.q, dk.data());
   }
-  if (layout.rope_base > 0.0f) {  // Note [rotary positions]: the gradients of the unrotated q and k
+  if (layout.rope_base > 0.0f) {  // the gradients of the unrotated q and k (Note [rotary positions])
     const rotary_angles angles = rotary_angles_of(t, d, layout.rope_base);
     rotate_pairs(dq.data(), bh * t, t, d, angles, true);
     rotate_pairs(dk.data(), units * t, t, d, angles, true);

@@ -44,8 +44,8 @@ struct attention_heads {
   tensor q;        // (B*H, T, d): the query heads split out of the QKV projection (rotated with rope)
   tensor k, v;     // (B*K, T, d) each: the key/value heads (k rotated with rope)
   tensor probs;    // (B*H, T, T): softmax of the masked, scaled scores; exactly 0 above the diagonal
-  // Note [compute dtype]: in bfloat16, q, k, v and probs are held in bfloat16 and multiplied so (bf16
-  // batched_gemm, fp32 sums); the scores, the softmax and its backward are float32.
+  // In bfloat16, q, k, v and probs are held in bfloat16 and multiplied so (bf16
+  // batched_gemm, fp32 sums); the scores, the softmax and its backward are float32 (Note [compute dtype]).
   std::size_t bytes() const { return q.byte_size() + k.byte_size() + v.byte_size() + probs.byte_size(); }
 };
 // Returns the heads' outputs (B, T, H d) of `qkv` (B, T, (H + 2K) d), keeping in `s` what the backward needs.

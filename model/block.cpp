@@ -81,7 +81,7 @@ tensor block::forward_parts(const tensor& x, saved& s, const forward_context& ct
   s.parts.resize(parts_.size());
   tensor h = with_layer_named(0, *parts_[0], false, [&] { return parts_[0]->forward(x, s.parts[0], ctx); });
   for (std::size_t i = 1; i < parts_.size(); ++i) {
-    round_to_compute_dtype(h, compute_dtype());  // Note [compute dtype]: between parts, as between layers
+    round_to_compute_dtype(h, compute_dtype());  // between parts, as between layers (Note [compute dtype])
     h = with_layer_named(i, *parts_[i], false,
                          [&] { return parts_[i]->forward_owned(std::move(h), s.parts[i], ctx); });
   }
@@ -102,7 +102,7 @@ tensor block::forward_rows(const tensor& x, layer_cache& cache, const forward_co
   s.input_done = false;
   check_float32(x, *this, "input");  // a block can be called on its own: Note [errors name the layer]
   tensor h = forward_parts(x, s, ctx);
-  if (recompute_ && ctx.training) {  // Note [recomputation]: keep x, drop what the parts saved
+  if (recompute_ && ctx.training) {  // keep x, drop what the parts saved (Note [recomputation])
     s.parts.clear();
     s.x = x;
     s.ctx = ctx;
@@ -125,7 +125,7 @@ void block::backward_input(const tensor& dy, layer_cache& cache, tensor* dx) con
   backward_parts(dy, cache, dx, /*with_weights=*/false);
 }
 
-// Note [sequence parallelism]: the rows' dy from a whole one, and the whole dx from the rows'.
+// The rows' dy from a whole one, and the whole dx from the rows' (Note [sequence parallelism]).
 void block::backward_parts(const tensor& dy, layer_cache& cache, tensor* dx, bool with_weights) const {
   if (!split_.group) return backward_rows(dy, cache, dx, with_weights);
   tensor mine = split_.gather ? sequence_shard(dy, *split_.group, describe()) : tensor{};
@@ -180,7 +180,7 @@ void block::backward(const tensor& dy, layer_cache& cache, tensor* dx) {
 
 void block::backward_rows(const tensor& dy, layer_cache& cache, tensor* dx, bool with_weights) const {
   saved& s = cache.get<saved>(*this);
-  if (s.recompute) {  // Note [recomputation]: the forward again, from the kept input, into fresh caches
+  if (s.recompute) {  // the forward again, from the kept input, into fresh caches (Note [recomputation])
     forward_parts(s.x, s, s.ctx);
     s.x = tensor{};
     s.recompute = false;

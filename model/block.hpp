@@ -51,7 +51,7 @@ class block final : public layer {
       for (const tensor& d : dys) n += d.byte_size();
       return n;
     }
-    // Note [joined caches]: each part's caches joined; before any backward_input (no dys yet).
+    // Each part's caches joined; before any backward_input (no dys yet) (Note [joined caches]).
     std::unique_ptr<saved_state> join_rows(const std::vector<const saved_state*>& parts_saved) const override {
       if (recompute) return nullptr;  // a recomputing block keeps no part caches to join
       auto out = std::make_unique<saved>();

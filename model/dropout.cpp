@@ -23,10 +23,10 @@ tensor dropout::forward(const tensor& x, layer_cache& cache, const forward_conte
     s.mask = tensor::from_shape({0});
     return x;
   }
-  // Note [dropout mask]: one sample is everything under one index of the first axis.
+  // One sample is everything under one index of the first axis (Note [dropout mask]).
   const std::size_t per_sample = x.dimension() <= 1 ? x.size() : x.size() / x.shape()[0];
   const float scale = 1.0f / (1.0f - p_);
-  const bool bf16 = compute_dtype() == dtype::bfloat16;  // Note [compute dtype]: keep flags 0 or 1
+  const bool bf16 = compute_dtype() == dtype::bfloat16;  // keep flags 0 or 1 (Note [compute dtype])
   if (shape_of(s.mask) != shape_of(x) || s.mask.type() != compute_dtype()) s.mask.reset(x.shape(), compute_dtype());
   tensor y = tensor::from_shape(x.shape());
   const std::uint64_t step_key = hash_counters(seed_, ctx.step);

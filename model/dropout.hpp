@@ -20,7 +20,7 @@ class dropout final : public layer {
     tensor mask;            // (x's shape): 0 or 1 / (1 - p); unused when identity. In a bfloat16 layer
                             // 0 or 1 (exact in bfloat16), times 1 / (1 - p) in float32 where used
     std::size_t bytes() const override { return mask.byte_size(); }
-    // Note [joined caches]: the masks were drawn per sample, so the stacked masks are the whole batch's.
+    // The masks were drawn per sample, so the stacked masks are the whole batch's (Note [joined caches]).
     std::unique_ptr<saved_state> join_rows(const std::vector<const saved_state*>& parts) const override {
       if (!identity) return join_row_fields<saved>(parts, {&saved::mask});
       auto out = std::make_unique<saved>();

@@ -39,7 +39,7 @@ tensor gelu::forward_owned(tensor&& x, layer_cache& cache, const forward_context
   if (compute_dtype() != dtype::float32) return forward(x, cache, ctx);
   tensor y = tensor::from_shape(x.shape());
   apply(x.data(), y.data(), x.size());
-  cache.emplace<saved>().x = std::move(x);  // Note [owned input]: the stash, uncopied
+  cache.emplace<saved>().x = std::move(x);  // the stash, uncopied (Note [owned input])
   return y;
 }
 
@@ -54,7 +54,7 @@ void gelu::backward_input(const tensor& dy, layer_cache& cache, tensor* dx) cons
     derivative(x.data(), dy.data(), pdx, dy.size());
     return;
   }
-  // Note [dx accumulates]: the kernel assigns, so a dx that already holds a gradient adds a fresh one.
+  // The kernel assigns, so a dx that already holds a gradient adds a fresh one (Note [dx accumulates]).
   tensor local = tensor::from_shape(x.shape());
   derivative(x.data(), dy.data(), local.data(), dy.size());
   const float* pl = local.data();

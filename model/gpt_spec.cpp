@@ -154,7 +154,7 @@ std::string gpt_spec_text(const gpt_config& c) {
 
 namespace {
 
-// Note [GPT-2 initialisation]: the options of each kind of layer, empty for init=kaiming.
+// The options of each kind of layer, empty for init=kaiming (Note [GPT-2 initialisation]).
 struct layer_options_text {
   std::string weights;   // ":std=0.02" on every Linear and embedding
   std::string residual;  // ":std=0.02/sqrt(2 layers)" on the projections into the residual stream

@@ -86,8 +86,8 @@ class layer_cache {
   bool empty() const { return !state_; }
   void clear() { state_.reset(); }
   std::size_t bytes() const { return state_ ? state_->bytes() : 0; }
-  // Note [joined caches]: one cache over the rows of `parts`, in order; an empty one when all are empty;
-  // nullopt when they differ in kind or their kind cannot join.
+  // One cache over the rows of `parts`, in order; an empty one when all are empty;
+  // nullopt when they differ in kind or their kind cannot join (Note [joined caches]).
   static std::optional<layer_cache> join(const std::vector<const layer_cache*>& parts);
 
  private:
@@ -95,8 +95,8 @@ class layer_cache {
   std::unique_ptr<saved_state> state_;
 };
 
-// Note [joined caches]: a `Saved` whose listed tensor fields are the parts' fields stacked along the rows
-// (the leading axis), in order: `return join_row_fields<saved>(parts, {&saved::x});`.
+// A `Saved` whose listed tensor fields are the parts' fields stacked along the rows
+// (the leading axis), in order: `return join_row_fields<saved>(parts, {&saved::x});` (Note [joined caches]).
 template <class Saved>
 std::unique_ptr<saved_state> join_row_fields(const std::vector<const saved_state*>& parts,
                                              std::initializer_list<tensor Saved::*> fields) {
@@ -187,22 +187,22 @@ class layer {
   // seed, so the two start equal in any stage.
   virtual std::optional<std::size_t> tied_to() const { return std::nullopt; }
 
-  // Note [compute dtype]: float32 (the default) or bfloat16. A composite passes it to its parts.
+  // float32 (the default) or bfloat16. A composite passes it to its parts (Note [compute dtype]).
   dtype compute_dtype() const { return compute_dtype_; }
   virtual void set_compute_dtype(dtype type) { compute_dtype_ = type; }
   // Forward FLOPs per row (for partitioning by cost); 0 for cheap element-wise layers.
   virtual double flops_per_row() const { return 0.0; }
-  // Note [memory model]: bytes the layer keeps from step to step beside its parameters, made from them when it
-  // first runs in its compute dtype (a bfloat16 Linear's rounded copy of its weights, Note [bf16 weights kept
-  // widened] in linear.cpp); a composite's, its parts'. A copy of the layer does not take them: it makes its own.
+  // Bytes the layer keeps from step to step beside its parameters, made from them when it first runs in its compute
+  // dtype (a bfloat16 Linear's rounded copy of its weights, Note [bf16 weights kept widened] in linear.cpp); a
+  // composite's, its parts' (Note [memory model]). A copy of the layer does not take them: it makes its own.
   virtual std::uint64_t derived_bytes() const { return 0; }
 
  private:
   dtype compute_dtype_ = dtype::float32;
 };
 
-// Note [compute dtype]: rounds every element of a float32 tensor to the nearest value of `type` (nothing for
-// float32), in place.
+// Rounds every element of a float32 tensor to the nearest value of `type` (nothing for
+// float32), in place (Note [compute dtype]).
 void round_to_compute_dtype(tensor& t, dtype type);
 // A tensor entering a model computing in `type`: float32 holding values of `type`. Takes float32 (rounded),
 // or a bfloat16 tensor (widened, exactly) when `type` is bfloat16.
@@ -220,8 +220,8 @@ inline void stash_input(tensor& out, const tensor& x, tensor* owned) {
 // A stashed tensor as float32: itself if float32, else widened into `scratch`.
 const tensor& float32_view(const tensor& stashed, tensor& scratch);
 
-// Note [dx accumulates]: the float buffer of `dx` to add into, after setting an empty dx to zeros of
-// `shape`; throws std::invalid_argument naming `who` and both shapes when a set dx has another shape.
+// The float buffer of `dx` to add into, after setting an empty dx to zeros of `shape`; throws std::invalid_argument
+// naming `who` and both shapes when a set dx has another shape (Note [dx accumulates]).
 // With `fresh` given, an empty dx is allocated without the zeros and *fresh says so: the caller then writes
 // every element with `=` (a GEMM's beta 0), saving a pass over memory in the common case of a fresh dx.
 float* accumulate_into(tensor& dx, const shape_t& shape, const layer& who, bool* fresh = nullptr);

@@ -30,7 +30,7 @@ tensor layer_norm::forward(const tensor& x, layer_cache& cache, const forward_co
   const std::size_t n = rows(x), c = width_;
   tensor y = tensor::from_shape(x.shape());
   saved& s = cache.emplace<saved>();
-  stash_as(s.x, x, compute_dtype());  // Note [compute dtype]: statistics below from the float32 x
+  stash_as(s.x, x, compute_dtype());  // statistics below from the float32 x (Note [compute dtype])
   if (shape_of(s.mean) != shape_t{n}) s.mean = tensor::from_shape({n}), s.rstd = tensor::from_shape({n});
   // tensor/nn_ops.hpp: oneDNN's layer normalisation, or the reference loop (two passes, double sums).
   layer_norm_forward(x.data(), gamma_.data(), beta_.data(), eps, n, c, y.data(), s.mean.data(), s.rstd.data());

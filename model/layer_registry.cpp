@@ -93,7 +93,7 @@ void register_builtin_kinds(registry& r) {
       if (*v != "0" && *v != "1") throw std::invalid_argument("bad layer spec '" + s.text + "': vocab must be 0 or 1");
       head.vocabulary = *v == "1";
     }
-    if (s.positional_fields() == 3 && s.fields[2].find('+') != std::string::npos) {  // Note [shard blocks]: unequal
+    if (s.positional_fields() == 3 && s.fields[2].find('+') != std::string::npos) {  // unequal (Note [shard blocks])
       if (head.vocabulary || head.tie)
         throw std::invalid_argument("bad layer spec '" + s.text + "': a vocabulary head or a tied weight is one block");
       std::vector<std::size_t> widths;

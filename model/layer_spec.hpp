@@ -23,8 +23,8 @@ struct layer_spec {
   void expect_fields(std::size_t fields, const std::string& form) const;
   // ... or no fields and at least one part (a block).
   void expect_parts(const std::string& form) const;
-  // Note [layer options]: `fields` positional fields (or, with `most` > fields, up to `most` of them) and then
-  // KEY=VALUE fields of the `known` keys only, each at most once; no parts. Throws naming the text and the key.
+  // `fields` positional fields (or, with `most` > fields, up to `most` of them) and then KEY=VALUE fields of the
+  // `known` keys only, each at most once; no parts (Note [layer options]). Throws naming the text and the key.
   void expect_fields_and_options(std::size_t fields, const std::string& form, const std::vector<std::string>& known,
                                  std::size_t most = 0) const;
   // The fields before the first KEY=VALUE one.

@@ -52,7 +52,7 @@ tensor linear::forward(const tensor& x, layer_cache& cache, const forward_contex
 }
 
 tensor linear::forward_owned(tensor&& x, layer_cache& cache, const forward_context&) const {
-  return forward_keeping(x, &x, cache);  // Note [owned input]: a float32 x becomes the stash, uncopied
+  return forward_keeping(x, &x, cache);  // a float32 x becomes the stash, uncopied (Note [owned input])
 }
 
 tensor linear::forward_keeping(const tensor& x, tensor* owned, layer_cache& cache) const {
@@ -66,7 +66,7 @@ tensor linear::forward_keeping(const tensor& x, tensor* owned, layer_cache& cach
   // A reused cache whose x has the same shape keeps its buffer.
   saved& s = cache.emplace<saved>();
   if (s.dy_bf16.type() == dtype::bfloat16) s.dy_bf16 = tensor();  // one a backward_weight never took
-  if (compute_dtype() == dtype::bfloat16) {  // Note [compute dtype]: bf16 x and W, fp32 accumulation and y
+  if (compute_dtype() == dtype::bfloat16) {  // bf16 x and W, fp32 accumulation and y (Note [compute dtype])
     stash_as(s.x, x, dtype::bfloat16);
     const tensor& xs = s.x;
     const tensor& w = weight_bf16();
@@ -141,7 +141,7 @@ void linear::backward_weight(const tensor& dy, layer_cache& cache) {
   const tensor& x = s.x;
   check_dy(*this, dy, x, out_);
   const std::size_t n = rows(dy);
-  if (x.type() == dtype::bfloat16) {  // Note [compute dtype]: bf16 products summed into the fp32 gradient
+  if (x.type() == dtype::bfloat16) {  // bf16 products summed into the fp32 gradient (Note [compute dtype])
     if (s.dy_bf16.type() != dtype::bfloat16 || s.dy_bf16.size() != dy.size())  // backward_input made none
       s.dy_bf16 = dy.astype(dtype::bfloat16);
     gemm(true, false, in_, out_, n, 1.0f, x.bf16_data(), s.dy_bf16.bf16_data(), 1.0f, dweight_.data());
@@ -159,7 +159,7 @@ std::vector<parameter> linear::parameters(const std::string& prefix) {
 
 void linear::initialize(std::uint64_t seed) {
   std::fill(bias_.begin(), bias_.end(), 0.0f);
-  if (tie_) {  // Note [tied weights]: the owner's table, drawn as the embedding draws it, transposed
+  if (tie_) {  // the owner's table, drawn as the embedding draws it, transposed (Note [tied weights])
     token_embedding table(out_, in_, init_.std);
     table.initialize(seed);
     weight_.fill(0.0f);

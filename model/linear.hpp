@@ -19,7 +19,7 @@ class linear final : public layer {
 
   struct saved : saved_state {
     tensor x;  // (rows, in): the input, for dweight = x^T dy; bfloat16 in a bfloat16 layer
-    // A bfloat16 layer's dy as backward_input rounded it, for backward_weight's product (Note [backward split]:
+    // A bfloat16 layer's dy as backward_input rounded it, for backward_weight's product (Note [backward split],
     // the same dy): one conversion instead of two. Held from the one to the other only, so not stash.
     tensor dy_bf16;
     std::size_t bytes() const override { return x.byte_size(); }
@@ -50,10 +50,10 @@ class linear final : public layer {
   tensor bias_;     // (out): zeros, and no parameter, without a bias
   tensor dweight_;  // (in, out)
   tensor dbias_;    // (out)
-  // Note [compute dtype]: weight_ rounded to bfloat16 for the bfloat16 GEMMs, made from weight_'s version and
-  // remade when the weights change (an optimizer step, a checkpoint): a bfloat16 tensor, or where bf16 products
-  // widen their operands a float32 one holding the bfloat16 values (Note [bf16 weights kept widened] in
-  // linear.cpp), remade too when the backend's kind of product changes. A copy of the layer starts without it
+  // weight_ rounded to bfloat16 for the bfloat16 GEMMs, made from weight_'s version and remade when the weights change
+  // (an optimizer step, a checkpoint): a bfloat16 tensor, or where bf16 products widen their operands a float32 one
+  // holding the bfloat16 values (Note [bf16 weights kept widened] in linear.cpp), remade too when the backend's kind of
+  // product changes (Note [compute dtype]). A copy of the layer starts without it
   // (derived_bytes: the layer costs see every layer make its own, Note [memory model]).
   struct rounded_weights {
     tensor value;  // (in, out)

@@ -41,8 +41,8 @@ class loss {
   virtual loss_and_gradient take_loss_and_gradient(tensor&& output, const tensor& target, std::size_t batch_size = 0) const {
     return compute_loss_and_gradient(output, target, batch_size);
   }
-  // Note [loss scaling]: the rows of output that a whole batch's `target` covers, the batch_size a pipeline
-  // passes for it. Class labels hold one per row: (batch, sequence) labels of a language model count every
+  // The rows of output that a whole batch's `target` covers, the batch_size a pipeline passes for it
+  // (Note [loss scaling]). Class labels hold one per row: (batch, sequence) labels of a language model count every
   // token, so the mean is over all tokens of the batch.
   virtual std::size_t batch_rows(const tensor& target) const = 0;
 };

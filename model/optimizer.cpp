@@ -133,7 +133,7 @@ class adam final : public optimizer {
     const float lr = lr_at(c_, static_cast<std::uint64_t>(steps_));  // See Note [lr from the optimizer's steps].
     const float l2 = decoupled_ ? 0.0f : c_.weight_decay;
     const float shrink = decoupled_ ? 1.0f - lr * c_.weight_decay : 1.0f;
-    // Note [one team per optimizer step]: the state serially, then one team over every parameter's pieces.
+    // The state serially, then one team over every parameter's pieces (Note [one team per optimizer step]).
     std::vector<float*> w(params.size()), m(params.size()), v(params.size());
     std::vector<const float*> g(params.size());
     for (std::size_t p = 0; p < params.size(); ++p) {

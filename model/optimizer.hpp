@@ -28,9 +28,9 @@ class optimizer {
   virtual ~optimizer() = default;
   // One update of every parameter from its accumulated gradient. State is keyed by parameter name.
   void step(const std::vector<parameter>& params) { step_part(params, 0, 1); }
-  // Note [shared optimizer step]: the same update of elements shard_rows(size, parts, part) of every
-  // parameter (each counted flat) and of their state, the rest untouched; every part counts one step, so
-  // `parts` optimizers each running one part give together, bit for bit, what step() gives.
+  // The same update of elements shard_rows(size, parts, part) of every parameter (each counted flat) and of their
+  // state, the rest untouched; every part counts one step, so `parts` optimizers each running one part give together,
+  // bit for bit, what step() gives (Note [shared optimizer step]).
   virtual void step_part(const std::vector<parameter>& params, std::size_t part, std::size_t parts) = 0;
   // Named state tensors ("3.weight.m") for checkpoints, plus the number of steps taken.
   virtual std::map<std::string, tensor*> state() = 0;

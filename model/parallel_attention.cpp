@@ -19,7 +19,7 @@ std::size_t kv_of(std::size_t heads, const attention_init& init) { return init.k
 
 }  // namespace
 
-// Note [grouped-query attention]: q, k and v are blocks of D, K d and K d columns, each cut per head over the ranks.
+// q, k and v are blocks of D, K d and K d columns, each cut per head over the ranks (Note [grouped-query attention]).
 head_parallel_attention::head_parallel_attention(std::size_t dim, std::size_t heads, attention_init init)
     : dim_(checked_dim(dim, heads, init)), heads_(heads), kv_heads_(kv_of(heads, init)), local_heads_(heads),
       local_kv_heads_(kv_heads_), init_(init.kv_heads == heads ? attention_init{init.qkv, init.proj, 0, init.rope} : init),
@@ -48,7 +48,7 @@ void head_parallel_attention::join_group(std::shared_ptr<process_group> group) {
     throw std::invalid_argument(describe() + " cannot split its " + std::to_string(heads_) + " heads over " +
                                 std::to_string(size) + " tensor-parallel ranks of group '" + group->name() + "': " +
                                 std::to_string(size) + " does not divide " + std::to_string(heads_));
-  if (kv_heads_ % size != 0)  // Note [grouped-query attention]: a rank takes whole groups of heads
+  if (kv_heads_ % size != 0)  // a rank takes whole groups of heads (Note [grouped-query attention])
     throw std::invalid_argument(describe() + " cannot split its " + std::to_string(kv_heads_) + " kv heads over " +
                                 std::to_string(size) + " tensor-parallel ranks of group '" + group->name() + "': " +
                                 std::to_string(size) + " does not divide " + std::to_string(kv_heads_) +

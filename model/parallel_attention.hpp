@@ -12,7 +12,7 @@ namespace ap {
 // Note [head-parallel attention]: heads are independent between the two projections, so rank r of T takes
 // heads shard r (H / T heads; T must divide H, and with grouped-query attention the K kv heads, so that a rank
 // holds whole groups: Note [grouped-query attention] in model/attention.hpp): its q, k and v columns of the fused
-// QKV projection (a column_parallel_linear of 3 blocks, Note [shard blocks]: q, k and v each sliced to its
+// QKV projection (a column_parallel_linear of 3 blocks, Note [shard blocks]; q, k and v each sliced to its
 // heads; rotary positions, which depend on the position alone, are applied by each rank to its heads), the
 // attention core on those heads alone (attention_heads_*), and its rows of the output projection (a
 // row_parallel_linear: the heads' outputs concatenated are the columns h * d of the merged heads, so its

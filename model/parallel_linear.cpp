@@ -170,7 +170,7 @@ tensor column_parallel_linear::forward(const tensor& x, layer_cache& cache, cons
 }
 
 tensor column_parallel_linear::forward_owned(tensor&& x, layer_cache& cache, const forward_context&) const {
-  return forward_keeping(x, &x, cache);  // Note [owned input]: x becomes the stash, uncopied
+  return forward_keeping(x, &x, cache);  // x becomes the stash, uncopied (Note [owned input])
 }
 
 tensor column_parallel_linear::forward_keeping(const tensor& x, tensor* owned, layer_cache& cache) const {
@@ -207,7 +207,7 @@ column_parallel_linear::pending_dx column_parallel_linear::start_backward_input(
   // Only the partial dx is summed over the ranks: what dx already holds is whole on every rank.
   pending.partial = tensor::from_shape(x_shape);  // (rows, in)
   gemm(false, true, rows(dy), in_, w, 1.0f, dy.data(), weight_.data(), 0.0f, pending.partial.data());
-  if (sequence_) {  // Note [sequence parallelism]: this rank's rows of the sum
+  if (sequence_) {  // this rank's rows of the sum (Note [sequence parallelism])
     pending.shape = x.shape();
     pending.sum = start_sequence_reduce_scatter(pending.partial, pending.rows, *group_);
   } else {
@@ -304,7 +304,7 @@ tensor row_parallel_linear::forward(const tensor& x, layer_cache& cache, const f
 }
 
 tensor row_parallel_linear::forward_owned(tensor&& x, layer_cache& cache, const forward_context&) const {
-  return forward_keeping(x, &x, cache);  // Note [owned input]: x becomes the stash, uncopied
+  return forward_keeping(x, &x, cache);  // x becomes the stash, uncopied (Note [owned input])
 }
 
 tensor row_parallel_linear::forward_keeping(const tensor& x, tensor* owned, layer_cache& cache) const {
@@ -315,7 +315,7 @@ tensor row_parallel_linear::forward_keeping(const tensor& x, tensor* owned, laye
                                 ", got input of shape " + shape_string(x));
   tensor y = tensor::from_shape(with_last_axis(x, out_));  // (rows, out)
   gemm(false, false, rows(x), out_, w, 1.0f, x.data(), weight_.data(), 0.0f, y.data());
-  if (sequence_) {  // Note [sequence parallelism]: this rank's rows of the sum
+  if (sequence_) {  // this rank's rows of the sum (Note [sequence parallelism])
     const shape_t mine = sequence_shard_shape(y.shape(), static_cast<std::size_t>(group_->size()), describe());
     tensor sum;
     start_sequence_reduce_scatter(y, sum, *group_).wait();

@@ -37,7 +37,7 @@ void parallel_swiglu_mlp::join_group(std::shared_ptr<process_group> group) {
     throw std::invalid_argument(describe() + " cannot split its " + std::to_string(hidden_) + " hidden units over " +
                                 std::to_string(size) + " tensor-parallel ranks of group '" + group->name() + "': " +
                                 std::to_string(size) + " does not divide " + std::to_string(hidden_));
-  gate_up_.join_group(group);  // Note [tensor-parallel SwiGLU]: units [r H / T, (r + 1) H / T) of gate and up
+  gate_up_.join_group(group);  // units [r H / T, (r + 1) H / T) of gate and up (Note [tensor-parallel SwiGLU])
   down_.join_group(group);     // and the same rows of the down projection
   group_ = std::move(group);
 }

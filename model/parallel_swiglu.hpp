@@ -11,7 +11,7 @@ namespace ap {
 
 // Note [tensor-parallel SwiGLU]: silu(gate) * up is element-wise in the hidden units, so rank r of T takes hidden
 // shard r (H / T units; T must divide H): its gate and up columns of the fused projection (a column_parallel_linear
-// of 2 blocks, Note [shard blocks]: gate and up each sliced to its units, side by side, so the rank's gate column i
+// of 2 blocks, Note [shard blocks]; gate and up each sliced to its units, side by side, so the rank's gate column i
 // meets its up column i), the gated product on those units alone, and its rows of the down projection (a
 // row_parallel_linear). As the Megatron MLP (Note [tensor-parallel layers]): the input is whole on every rank, the
 // forward's one all-reduce is the down projection's partial products (then its whole bias), the backward's one is

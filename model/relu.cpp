@@ -5,7 +5,7 @@
 namespace ap {
 
 tensor relu::forward(const tensor& x, layer_cache& cache, const forward_context&) const {
-  if (compute_dtype() == dtype::bfloat16) {  // Note [compute dtype]: y stashed in bfloat16 (exact for bf16 x)
+  if (compute_dtype() == dtype::bfloat16) {  // y stashed in bfloat16 (exact for bf16 x) (Note [compute dtype])
     tensor y = tensor::from_shape(x.shape());
     const float* px = x.data();
     float* py = y.data();

@@ -24,7 +24,7 @@ tensor rms_norm::forward(const tensor& x, layer_cache& cache, const forward_cont
   const std::size_t n = rows(x), c = width_;
   tensor y = tensor::from_shape(x.shape());
   saved& s = cache.emplace<saved>();
-  stash_as(s.x, x, compute_dtype());  // Note [compute dtype]: the statistics below from the float32 x
+  stash_as(s.x, x, compute_dtype());  // the statistics below from the float32 x (Note [compute dtype])
   if (shape_of(s.rstd) != shape_t{n}) s.rstd = tensor::from_shape({n});
   const float* px = x.data();
   const float* w = weight_.data();

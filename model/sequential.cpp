@@ -148,8 +148,8 @@ tensor sequential::forward(const tensor& x, sequential_cache& cache, const forwa
   cache.layers.resize(layers_.size());  // a reused cache keeps each layer's buffers
   cache.dys.clear();
   if (layers_.empty()) return x;
-  // Note [compute dtype]: in bfloat16, every activation between layers is rounded to bfloat16 values; a
-  // bfloat16 x (from the stage before) is widened.
+  // In bfloat16, every activation between layers is rounded to bfloat16 values; a
+  // bfloat16 x (from the stage before) is widened (Note [compute dtype]).
   const bool widen = x.type() != dtype::float32;
   tensor entry;
   if (widen) entry = entering_values(x, dtype_);

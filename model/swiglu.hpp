@@ -67,8 +67,8 @@ class swiglu_mlp final : public layer {
   linear down_;     // H -> D
 };
 
-// Note [compute dtype]: the fused projection's output rounded to `type` (its values as a layer boundary would
-// give them), stashed in `s` so, and the gated product of it returned (rows, w). For both SwiGLU layers.
+// The fused projection's output rounded to `type` (its values as a layer boundary would give them), stashed in `s` so,
+// and the gated product of it returned (rows, w) (Note [compute dtype]). For both SwiGLU layers.
 tensor swiglu_gate(tensor a, dtype type, tensor& stash);
 // The gradient of the fused projection's output (rows, 2w) from the stash and dh (rows, w).
 tensor swiglu_gate_backward(const tensor& stash, const tensor& dh);

@@ -197,8 +197,8 @@ shard_layout sharded_layout_of(const std::string& name, const std::map<std::stri
 
 namespace {
 
-// Note [shard blocks]: a tensor seen as (outer, length, inner) around the cut axis (rows: outer 1, inner the
-// elements of a row; columns of a matrix: outer its rows, inner 1), the axis made of the layout's blocks.
+// A tensor seen as (outer, length, inner) around the cut axis (rows: outer 1, inner the elements of a row; columns of a
+// matrix: outer its rows, inner 1), the axis made of the layout's blocks (Note [shard blocks]).
 struct cut_view {
   std::size_t outer, length, inner;
 };

@@ -1,7 +1,7 @@
 // Activations and their gradients between stages of two processes on data links of their own, beside CAF
 // (Note [activations on data links]).
 //
-// Note [activations on data links]
+// Note [activations on data links]:
 // A forward_task or backward_task between stages on two nodes used to carry its tensor inside CAF's message:
 // BASP serialised it into its buffer on the sending process's one I/O thread, framed it (and encrypted it under
 // TLS), and the receiving I/O thread deserialised it out of a zero-filled buffer (docs/performance.md: 1.5-2.1
@@ -29,7 +29,7 @@
 // - A ticket is the sending stage's rank (the coordinator's: the stage count) in its high 16 bits and a count in
 //   the rest: unique per inbox.
 //
-// Note [one copy on one machine]
+// Note [one copy on one machine]:
 // Between two processes of one machine (nodes sharing a host, as `bench_network`'s or a 16-core machine split in
 // four nodes) a tensor written on a socket is copied twice and crosses loopback TCP: 2.1-4.4 GB/s here at 1-64
 // MB, about what the socket alone moves, where one copy runs at 4-9 GB/s. So where a link's two ends have one

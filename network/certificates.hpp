@@ -7,7 +7,7 @@
 
 namespace ap {
 
-// Note [cluster certificates]
+// Note [cluster certificates]:
 // make_certificates writes into `dir` (made if missing) ca.pem and ca.key (the authority: ca.pem goes to every
 // machine as --tls-ca, ca.key stays with whoever adds machines) and, for each name, NAME.pem and NAME.key
 // (--tls-cert, --tls-key). An existing ca.pem with its ca.key is reused, so certificates made later for new

@@ -1,7 +1,7 @@
 // The records plain-TCP bytes travel in, each with a CRC32C (Note [checked records]): on data links
 // (network/data_link.hpp) and under CAF's messages between coordinators and nodes (network/guarded_transport.hpp).
 //
-// Note [checked records]
+// Note [checked records]:
 // TCP's 16-bit checksum lets through a corrupted segment now and then (Note [checksums] in failure/crc32c.hpp);
 // TLS's records carry a MAC, so only plain TCP (--insecure) needs more. Every byte a plain data link or a plain
 // CAF connection carries travels in a record: an 8-byte header, the payload's length (4 bytes, little-endian, 1 to

@@ -139,7 +139,7 @@ class communicator {
   virtual backward_task receive_backward(int source) = 0;
   virtual tensor receive(int source) = 0;
 
-  // Note [receive handles]: the same receives, returning at once with a handle to wait on or cancel.
+  // The same receives, returning at once with a handle to wait on or cancel (Note [receive handles]).
   virtual receive_handle<forward_task> receive_forward_async(int source) = 0;
   virtual receive_handle<backward_task> receive_backward_async(int source) = 0;
   virtual receive_handle<tensor> receive_async(int source) = 0;

@@ -289,9 +289,9 @@ void data_link::write_bytes(const void* data, std::size_t n, std::chrono::millis
 }
 
 std::size_t data_link::write_now(const piece* pieces, std::size_t count) {
-  if (sealer_) return 0;  // Note [writes without waiting]: a TLS write encrypts; the caller's writer thread does it
+  if (sealer_) return 0;  // a TLS write encrypts; the caller's writer thread does it (Note [writes without waiting])
   if (out_head_sent_ < checked_header_bytes || out_left_ > 0) return 0;  // a record still open: write() goes on
-  // Note [checked records]: each piece in records of its own, as many as a socket may take now (4 MB).
+  // Each piece in records of its own, as many as a socket may take now (4 MB) (Note [checked records]).
   struct framed {
     unsigned char head[checked_header_bytes];
     const unsigned char* payload;

@@ -94,7 +94,7 @@ class data_link {
   void write_bytes(const void* data, std::size_t n, std::chrono::milliseconds idle, const stop_check& stop);
   void read_bytes(void* data, std::size_t n, std::chrono::milliseconds idle, const stop_check& stop,
                   std::uint32_t* crc = nullptr);
-  // Note [checked records]: a plain link's write and read.
+  // A plain link's write and read (Note [checked records]).
   void write_checked(const unsigned char* p, std::size_t n, std::chrono::milliseconds idle, const stop_check& stop);
   void read_checked(unsigned char* p, std::size_t n, std::chrono::milliseconds idle, const stop_check& stop);
   // Sends the open record's header rest and `payload` of its payload at p; computes `next` (the header of the

@@ -56,7 +56,7 @@ struct connection_watch {
     logged = true;
     log("dropped a connection from " + peer + ": " + why);
   }
-  // Note [checked records]: a record that failed its checksum ends the connection, whichever side opened it.
+  // A record that failed its checksum ends the connection, whichever side opened it (Note [checked records]).
   void corrupted(const std::string& why) {
     if (logged || !log) return;
     logged = true;

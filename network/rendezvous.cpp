@@ -330,7 +330,7 @@ rendezvous_client::rendezvous_client(const rendezvous_env& env, std::chrono::mil
     hints.ai_socktype = SOCK_STREAM;
     addrinfo* found = nullptr;
     const int rc = getaddrinfo(env.master_host.c_str(), std::to_string(env.master_port).c_str(), &hints, &found);
-    if (rc != 0 && rc != EAI_AGAIN)  // Note [rendezvous fails fast]: a name nobody knows is not retried
+    if (rc != 0 && rc != EAI_AGAIN)  // a name nobody knows is not retried (Note [rendezvous fails fast])
       throw std::runtime_error("rendezvous: rank " + std::to_string(env.rank) + ": MASTER_ADDR '" + env.master_host +
                                "' (from " + env.source + ") does not resolve: " + gai_strerror(rc) +
                                " (rank 0's host name or IPv4 address)");

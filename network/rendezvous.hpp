@@ -12,7 +12,7 @@
 
 namespace ap {
 
-// Note [environment rendezvous]
+// Note [environment rendezvous]:
 // `actorpipe train --rendezvous env` runs in every process of a job: the process of rank 0 is the coordinator
 // and every other rank is a node (`node --rendezvous env` starts a node alone the same way). The ranks come
 // from torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) or, without them, Slurm's

@@ -14,7 +14,7 @@
 namespace ap {
 namespace {
 
-constexpr std::uint64_t records_per_epoch = std::uint64_t{1} << 16;  // Note [sealed records]: 16 GB a key at most
+constexpr std::uint64_t records_per_epoch = std::uint64_t{1} << 16;  // 16 GB a key at most (Note [sealed records])
 
 [[noreturn]] void fail(const std::string& what) {
   throw link_error(link_error::kind::failed, what + " (" + openssl_errors() + ")");

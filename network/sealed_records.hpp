@@ -1,7 +1,7 @@
 // The records a TLS data link's bytes travel in after its handshake: AES-128-GCM under keys exported from the
 // link's TLS session (Note [sealed records]).
 //
-// Note [sealed records]
+// Note [sealed records]:
 // A data link over TLS (Note [data links]) used OpenSSL's records for its bytes: SSL_write copies each 16 KB of
 // plaintext into its buffer, encrypts it there and writes it with one system call; SSL_read decrypts in its
 // buffer and copies out. Sender and receiver each spent 0.6 s of CPU a GB on loopback here, where plain TCP

@@ -209,7 +209,7 @@ tls_session::rw_state tls_session::write_some(std::size_t& result, const void* b
   return rw_state::success;
 }
 
-// Note [TLS read-ahead]: any bytes OpenSSL holds, decrypted or not, whatever CAF's threshold.
+// Any bytes OpenSSL holds, decrypted or not, whatever CAF's threshold (Note [TLS read-ahead]).
 bool tls_session::must_read_more(std::size_t) const { return SSL_has_pending(ssl_) == 1; }
 
 }  // namespace ap

@@ -19,8 +19,8 @@ typedef struct ssl_st SSL;
 
 namespace ap {
 
-// Note [mutual TLS]: this side's certificate and key, the CA, and peer verification (a peer must present a
-// certificate signed by the CA, both ways). TLS 1.2 or newer.
+// This side's certificate and key, the CA, and peer verification (a peer must present a
+// certificate signed by the CA, both ways) (Note [mutual TLS]). TLS 1.2 or newer.
 class tls_context {
  public:
   // Throws std::invalid_argument naming the flag and file (check_transport_security's texts).

@@ -90,8 +90,8 @@ bool has_blocks(const sequential& model) {
   return false;
 }
 
-// Note [memory budget]: everything this process holds: D replicas of every stage, each over its T ranks
-// (across_tensor_parallel).
+// Everything this process holds: D replicas of every stage, each over its T ranks
+// (across_tensor_parallel) (Note [memory budget]).
 std::uint64_t process_memory(const std::vector<stage_memory>& stages, int D, int T) {
   std::uint64_t total = 0;
   for (const stage_memory& m : across_tensor_parallel(stages, T)) total += m.total();
@@ -146,7 +146,7 @@ class planner {
   }
 
  private:
-  // Note [auto on nodes]: pipelines of P >= 1 stages, placed by node_of, fitting every machine's cores.
+  // Pipelines of P >= 1 stages, placed by node_of, fitting every machine's cores (Note [auto on nodes]).
   std::vector<auto_candidate> node_candidates() {
     int total = 0, largest = 0;
     for (const auto_node& n : in_.nodes) {
@@ -252,7 +252,7 @@ class planner {
     op_costs costs = simulation_costs(v.costs, ranges, P);
     const std::size_t N = in_.nodes.size();
     costs.transfer = in_.hop_s;
-    if (N > 1) {  // Note [auto on nodes]: every boundary crosses to another node (node_of: s and s + 1 differ)
+    if (N > 1) {  // every boundary crosses to another node (node_of: s and s + 1 differ) (Note [auto on nodes])
       costs.transfer = 0.0;  // the dearest crossing
       for (std::size_t k = 0; k + 1 < ranges.size(); ++k) {
         const std::uint64_t crossing = v.costs.at(ranges[k].end - 1).output_bytes;
@@ -262,7 +262,7 @@ class planner {
                                                                             : link_s(crossing, {from, to}));
       }
     }
-    double coordinator_s = 0.0;  // Note [auto on nodes]: the coordinator's messages that nothing overlaps
+    double coordinator_s = 0.0;  // the coordinator's messages that nothing overlaps (Note [auto on nodes])
     if (N > 0) {
       const std::uint64_t output = v.costs.back().output_bytes;
       costs.backward_input.back() += 2.0 * in_.network_s(output);  // spread over its chunks by the simulator

@@ -95,9 +95,9 @@ struct auto_inputs {
   // Seconds of one optimizer step of the whole model on `threads` intra-op threads (a stage steps its share).
   std::function<double(int threads)> optimizer_s;
   double hop_s = default_hop_s;  // a message between two stages (an estimate: Note [automatic configuration])
-  // Note [auto on nodes]: the nodes the stages go on, in --nodes order (empty: this process computes), and the
+  // The nodes the stages go on, in --nodes order (empty: this process computes), and the
   // seconds of one message of `bytes` between two processes (needed with nodes): in a CAF message, and on a
-  // data link (empty: as network_s), which tensors of `link_bytes` or more between stages take.
+  // data link (empty: as network_s), which tensors of `link_bytes` or more between stages take (Note [auto on nodes]).
   std::vector<auto_node> nodes;
   std::function<double(std::uint64_t bytes)> network_s;
   std::function<double(std::uint64_t bytes)> link_s;

@@ -14,7 +14,7 @@ struct mesh_shape {
   int tensor_parallel = 1;  // T: ranks (threads) per stage
 };
 
-// Note [data-parallel nodes]: replica d's stage s runs on node (d * stages + s) % nodes, its index in --nodes.
+// Replica d's stage s runs on node (d * stages + s) % nodes, its index in --nodes (Note [data-parallel nodes]).
 std::size_t node_of(int replica, int stage, int stages, std::size_t nodes);
 
 // "2 data-parallel replicas x 2 stages x 2 tensor-parallel ranks = 8 compute ranks; replica 0 stage 0:

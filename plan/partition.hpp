@@ -27,7 +27,7 @@ enum class partition_method { uniform, parameters, time };
 partition_method parse_partition_method(const std::string& name);
 std::string to_string(partition_method m);
 
-// Note [balanced split]
+// Note [balanced split]:
 // Contiguous ranges of per-layer costs into `chunks` non-empty chunks, minimising the largest chunk sum
 // (the bottleneck: a pipeline runs at the pace of its slowest stage). Exact dynamic programme, O(chunks n^2):
 // first the smallest bottleneck, then, among the splits that reach it, the one with the smallest sum of
@@ -73,7 +73,7 @@ std::vector<layer_cost> measure_layer_costs(const sequential& model, const tenso
 
 std::vector<double> total_costs(const std::vector<layer_cost>& costs);  // F + I + W per layer
 
-// Note [whole blocks]
+// Note [whole blocks]:
 // A block is a layer with parameters and the parameter-free layers after it (a Linear and its activation);
 // parameter-free layers before the first parameterised one join the first block. partition_counts cuts only
 // between blocks, so no stage holds a lone activation: that stage would add a hop and a stash and compute

@@ -41,7 +41,7 @@ action parse_action(const std::string& text, int stage) {
     throw std::invalid_argument("action '" + text + "': unknown op letter '" + std::string(1, letter) +
                                 "' (expected F, B, I, W or R)");
   a.kind = *kind;
-  if (a.kind == op::reduce_grad) {  // Note [gradient reduction]: the whole batch's, no microbatch
+  if (a.kind == op::reduce_grad) {  // the whole batch's, no microbatch (Note [gradient reduction])
     if (pos != text.size())
       throw std::invalid_argument("action '" + text + "': a gradient reduction R takes no microbatch (e.g. 1R)");
     a.microbatch = all_microbatches;

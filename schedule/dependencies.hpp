@@ -19,7 +19,7 @@ struct requirement {
   int chunk;
 };
 
-// Note [dependencies]
+// Note [dependencies]:
 // F of chunk c needs F of chunk c-1 of the same microbatch (c > 0): the activation flows forward.
 // B or I of chunk c needs its own F (the stashed activation) and B/I of chunk c+1 (the gradient flows
 // back; the last chunk starts the backward from the loss computed by its own forward).

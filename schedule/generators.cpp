@@ -29,7 +29,7 @@ schedule empty_schedule(const std::string& name, int stages, int microbatches, i
 
 action make_action(int stage, op kind, int microbatch, int chunk) { return action{stage, kind, microbatch, chunk}; }
 
-// Note [1F1B skeleton]
+// Note [1F1B skeleton]:
 // Every generator here is one shape: `warmup` forwards, then pairs of one forward and one backward until the
 // forwards run out (steady state), then the remaining backwards (cooldown). add_forward(k) and add_backward(k)
 // append the stage's k-th forward and k-th backward, k = 0 .. total-1; the generators differ only in what
@@ -79,7 +79,7 @@ schedule make_1f1b(int stages, int microbatches) {
 // Interleaved 1F1B with v chunks per stage, Megatron-Core's order (forward_backward_pipelining_with_
 // interleaving). Stage s runs m*v "virtual microbatches" k = 0..m*v-1, first as forwards, then as backwards.
 //
-// Note [interleaved order]
+// Note [interleaved order]:
 // The virtual microbatches come in groups of p*v. Inside a group, k runs over p microbatches of local
 // chunk 0, then the same p microbatches of local chunk 1, and so on; the next group takes the next p
 // microbatches. So the forward of virtual microbatch k is microbatch (k / (p*v)) * p + k % p of local
@@ -119,7 +119,7 @@ schedule make_interleaved_1f1b(int stages, int microbatches, int chunks_per_stag
 // ZB-H1 (Qi et al. 2023, "Zero Bubble Pipeline Parallelism"): the backward is split into I (input gradient,
 // on the critical path between stages) and W (weight gradient, needed by nobody downstream).
 //
-// Note [zb-h1 order]
+// Note [zb-h1 order]:
 // Stage s keeps 1F1B's shape: warmup = min(m, p-s-1) forwards, then steps "F, I" (only "I" once the
 // forwards are done). The first s steps leave their W out; from then on every step ends with the W of the
 // oldest microbatch still waiting for one, and the s deferred W's run at the very end, in the time where

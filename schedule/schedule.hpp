@@ -114,8 +114,8 @@ std::vector<std::string> schedule_names();
 // True when the schedule's backwards run on the whole batch: the coordinator then sends one joined gradient.
 bool whole_batch_backward(const schedule& s);
 
-// Note [gradient reduction]: `s` with one R per chunk right after the chunk's last backward on its stage
-// (any R already there are dropped first, so the function is idempotent).
+// `s` with one R per chunk right after the chunk's last backward on its stage
+// (any R already there are dropped first, so the function is idempotent) (Note [gradient reduction]).
 schedule with_gradient_reductions(schedule s);
 // True when the schedule holds R actions.
 bool has_gradient_reductions(const schedule& s);

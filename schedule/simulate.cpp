@@ -28,7 +28,7 @@ std::vector<double> per_stage_costs(const std::vector<double>& given, int stages
 // An R costs op_costs::reduce_grad on the stage's communication lane, one at a time; the step ends when
 // the last action of any lane has (makespan).
 //
-// Note [stash accounting]
+// Note [stash accounting]:
 // peak_stash counts, per stage, the (microbatch, chunk) activations whose F has run and whose backward has
 // not finished with them: a full B frees its activation; with the split backward the activation is freed
 // at W, not at I, because W still needs the stashed input to form the weight gradient. A stage's count
@@ -59,7 +59,7 @@ simulation simulate(const schedule& s, const op_costs& costs) {
   detail::milestone_times done(m, chunks);
   std::vector<std::size_t> next(static_cast<std::size_t>(p), 0);
   std::vector<double> free_at(static_cast<std::size_t>(p), 0.0);
-  std::vector<double> lane_free_at(static_cast<std::size_t>(p), 0.0);  // Note [gradient reduction]: R's lane
+  std::vector<double> lane_free_at(static_cast<std::size_t>(p), 0.0);  // R's lane (Note [gradient reduction])
   std::size_t remaining = 0;
   for (const auto& row : s.per_stage) remaining += row.size();
   while (remaining > 0) {  // terminates: the validator proved that some head is always ready

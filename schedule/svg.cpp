@@ -40,7 +40,7 @@ std::string to_svg(const schedule& s, const simulation& sim) {
   for (const auto& span : sim.spans) {
     const double x = label_width + span.start * scale;
     const double w = std::max(1.0, (span.end - span.start) * scale);
-    // Note [gradient reduction]: R runs on the stage's communication lane, a thin bar under its compute.
+    // R runs on the stage's communication lane, a thin bar under its compute (Note [gradient reduction]).
     const bool lane = is_reduction(span.a);
     const double y = axis_height + row_height * span.stage + (lane ? row_height - 7.0 : 2.0);
     const double h = lane ? 5.0 : row_height - 4.0;

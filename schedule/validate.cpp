@@ -96,7 +96,7 @@ validation validate(const schedule& s) {
     }
   }
 
-  // Note [sync-backward]: one gradient message per batch, or one per microbatch, never both.
+  // One gradient message per batch, or one per microbatch, never both (Note [sync-backward]).
   if (whole_batch_backward(s))
     for (int stage = 0; stage < p; ++stage) {
       const auto& row = s.per_stage[stage];
@@ -181,7 +181,7 @@ validation validate(const schedule& s) {
       if (c.i > 0 && c.w == 0) return failure(s, "missing action: the weight gradient W of " + what, row);
     }
 
-  // Note [gradient reduction]: no R at all, or one per chunk.
+  // No R at all, or one per chunk (Note [gradient reduction]).
   const bool reduced = std::any_of(reductions.begin(), reductions.end(), [](int n) { return n > 0; });
   for (int chunk = 0; chunk < chunks && reduced; ++chunk)
     if (reductions[static_cast<std::size_t>(chunk)] == 0)

@@ -28,7 +28,7 @@ void event_log::ingest(const stage_event& e) {
   const int stage = e.stage;
   const event_kind kind = e.kind;
   std::lock_guard<std::mutex> lock(mutex_);
-  if (stage >= 0 && kind != event_kind::arrive) {  // Note [bounded event log]: one sum per stage
+  if (stage >= 0 && kind != event_kind::arrive) {  // one sum per stage (Note [bounded event log])
     const auto s = static_cast<std::size_t>(stage);
     if (s >= busy_.size()) busy_.resize(s + 1, 0.0), started_.resize(s + 1, -1.0);
     if (kind == event_kind::start) started_[s] = t;
@@ -146,7 +146,7 @@ std::string stage_log_snapshots::snapshot() const {
 
 std::string stage_log_snapshots::add(const stage_event& e) {
   std::string out;
-  if (e.step != step_) {  // Note [seed's walkthrough]: the step's first event; leftovers of an aborted step go
+  if (e.step != step_) {  // the step's first event; leftovers of an aborted step go (Note [seed's walkthrough])
     step_ = e.step;
     renderer_.reset();
     arrivals_unshown_ = false;

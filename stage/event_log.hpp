@@ -45,9 +45,9 @@ class event_log {
   // always kept, whether events are or not. Stages that recorded nothing read 0.
   std::vector<double> busy_us(int stages) const;
   void clear();  // drops the events and the busy sums
-  // Note [events from nodes]: a node's stage keeps its step's events and sends them with stage_done;
-  // drain() hands them over (and forgets them); the coordinator's log takes them in with ingest(), times
-  // already turned into its own clock (time_us since this log's creation), as if recorded here.
+  // A node's stage keeps its step's events and sends them with stage_done; drain() hands them over (and forgets them);
+  // the coordinator's log takes them in with ingest(), times already turned into its own clock (time_us since this
+  // log's creation), as if recorded here (Note [events from nodes]).
   std::vector<stage_event> drain();
   void ingest(const stage_event& e);
   // This log's creation on the steady clock, in microseconds since the clock's epoch: time_us + epoch_us()

@@ -272,7 +272,7 @@ void stage_compute::finish_reductions() {
     reduced_chunks_.clear();
     for (auto& h : pending) h.wait();  // a failure throws collective_error naming the group and the rank
   }
-  // Note [tied weights]: both copies in this stage are summed here, after the replicas' reductions.
+  // Both copies in this stage are summed here, after the replicas' reductions (Note [tied weights]).
   if (!ties_.empty()) on_ranks([&](int, stage_rank& w) { tie_gradients(w.parameters(), ties_); });
 }
 
@@ -290,7 +290,7 @@ tensor stage_compute::tied_gradient(const std::string& name) {
   finish_reductions();
   const auto split = layouts_.find(name);
   if (split == layouts_.end()) return gradient_named(*ranks_[0], name, stage_);
-  std::vector<const tensor*> pieces;  // Note [vocab-parallel]: a split tied weight's gradient, gathered whole
+  std::vector<const tensor*> pieces;  // a split tied weight's gradient, gathered whole (Note [vocab-parallel])
   for (auto& w : ranks_) pieces.push_back(&gradient_named(*w, name, stage_));
   return gather_pieces(pieces, split->second);
 }
@@ -323,7 +323,7 @@ double stage_compute::gradient_square_sum() {
 
 void stage_compute::apply_optimizer(float clip_factor, int part, int parts) {
   finish_reductions();
-  if (!data_parallel_.empty()) {  // Note [data-parallel stage]: the commit every replica meets
+  if (!data_parallel_.empty()) {  // the commit every replica meets (Note [data-parallel stage])
     std::vector<tensor> votes(ranks_.size(), tensor::from_shape({1}));
     std::vector<collective_handle> handles;
     for (std::size_t r = 0; r < ranks_.size(); ++r) {

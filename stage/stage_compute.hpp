@@ -89,8 +89,8 @@ class stage_compute {
   tensor backward(int microbatch, int chunk, const tensor& dy);
   tensor backward_input(int microbatch, int chunk, const tensor& dy);
   void backward_weight(int microbatch, int chunk);
-  // Note [data-parallel stage]: `members[r]` is rank r's member of its data-parallel group, `replica` this
-  // replica's index (for error texts). Before the first step.
+  // `members[r]` is rank r's member of its data-parallel group, `replica` this
+  // replica's index (for error texts) (Note [data-parallel stage]). Before the first step.
   void join_data_parallel(std::vector<std::shared_ptr<process_group>> members, int replica);
   // Starts the all-reduce of `chunk`'s gradients across the replicas (nothing with one replica).
   void reduce_gradients(int chunk);
@@ -102,15 +102,15 @@ class stage_compute {
   // adding the other copy's to it on every rank (transposed where its shape is), for a tie between two stages.
   tensor tied_gradient(const std::string& name);
   void add_tied_gradient(const std::string& name, const tensor& other);
-  // Note [global gradient clipping]: the sum of squares of this stage's gradients, each element counted once
-  // (shards on every rank, whole tensors on rank 0), after the data-parallel reductions.
+  // The sum of squares of this stage's gradients, each element counted once (shards on every rank, whole tensors on
+  // rank 0), after the data-parallel reductions (Note [global gradient clipping]).
   double gradient_square_sum();
   // One optimizer step on the accumulated (and reduced) gradients multiplied by `clip_factor`; with parts > 1,
   // of part `part` of every parameter only (Note [shared optimizer step]).
   void apply_optimizer(float clip_factor = 1.0f, int part = 0, int parts = 1);
-  // Note [shared optimizer step]: after every replica's apply_optimizer(factor, d, D), replica `replica`
+  // After every replica's apply_optimizer(factor, d, D), replica `replica`
   // copies part d of every parameter from replicas[d] (all of them stages of the same layers and ranks, in
-  // this process), and with `state` part d of the optimizer state too.
+  // this process), and with `state` part d of the optimizer state too (Note [shared optimizer step]).
   void take_parts(const std::vector<stage_compute*>& replicas, int replica, bool state);
   void abort();
 

@@ -19,8 +19,8 @@ struct stage_state {
   named_tensors tensors;
 };
 
-// Note [stage state]: the stages' tensors have global names; together they are the whole model and the state
-// of one optimizer for all of it. Binds `states` (every stage's, of one pipeline or one replica) onto `model`
+// The stages' tensors have global names; together they are the whole model and the state of one optimizer for
+// all of it (Note [stage state]). Binds `states` (every stage's, of one pipeline or one replica) onto `model`
 // (the whole model) and `opt` (a fresh optimizer of the stages' kind: its state is initialised when a stage
 // sent any, its steps set), so the checkpoint library saves them like a single process's. Returns "" or why
 // not (steps that differ between stages, a tensor missing, doubled or unknown), changing nothing useful then.

@@ -18,7 +18,7 @@ struct forward_task {
   int source = 0;
   int first_sample = 0;
   tensor data;  // (rows, features)
-  // Note [activations on data links]: non-zero when `data` came beside the message, under this ticket.
+  // non-zero when `data` came beside the message, under this ticket (Note [activations on data links]).
   std::uint64_t ticket = 0;
   // Note [loss in the last stage] in stage/stage_compute.hpp: the microbatch's labels and the whole batch's rows,
   // carried from the coordinator to the stage that computes the loss; empty otherwise.

@@ -151,7 +151,7 @@ std::string timeline_svg(const schedule& plan, const measured_step& measured, co
              std::to_string(s) + "</text>\n";
     for (const auto& span : spans) {
       const double x = label_width + span.start * scale, w = std::max(1.0, (span.end - span.start) * scale);
-      const bool lane = is_reduction(span.a);  // Note [gradient reduction]: a thin bar under the compute
+      const bool lane = is_reduction(span.a);  // a thin bar under the compute (Note [gradient reduction])
       const double y = top + header + row_height * span.stage + (lane ? row_height - 11.0 : 2.0);
       const std::string label = to_string(span.a).substr(std::to_string(span.a.chunk).size());
       out += "<g><title>" + to_string(span.a) + " on stage " + std::to_string(span.stage) + ": " +

@@ -39,8 +39,8 @@ op_costs measured_costs(const measured_step& m, const schedule& plan);
 // makespan and bubble (makespan over the ideal, the busy time spread evenly over the stages, minus 1).
 std::string timeline_svg(const schedule& plan, const measured_step& measured, const simulation& simulated);
 
-// Note [bounded event log]: keeps the events of the step in progress only; when a new step begins, the last
-// one's makespan is summed and its events are kept as `last()` until the next. train --timeline feeds it
+// Keeps the events of the step in progress only; when a new step begins, the last one's makespan is summed and its
+// events are kept as `last()` until the next (Note [bounded event log]). train --timeline feeds it
 // from the stages' sink.
 class step_recorder {
  public:

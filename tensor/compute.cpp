@@ -101,8 +101,8 @@ void set_compute_threads(int threads) {
   if (threads < 1) throw std::invalid_argument("set_compute_threads: need at least 1 thread, got " + std::to_string(threads));
   const int before = omp_get_max_threads();
   omp_set_num_threads(threads);
-  // Note [idle teams]: fewer threads from now on, so the team's other threads go (outside a parallel region:
-  // inside one libgomp refuses, and the team stays).
+  // Fewer threads from now on, so the team's other threads go (outside a parallel region:
+  // inside one libgomp refuses, and the team stays) (Note [idle teams]).
   if (threads < before && !omp_in_parallel()) omp_pause_resource(omp_pause_soft, omp_get_initial_device());
   if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);  // process-wide; Note [OpenBLAS's idle pool]
   compute_rank_thread = true;

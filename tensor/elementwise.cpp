@@ -104,7 +104,7 @@ void add_column_sums(const float* x, std::size_t rows, std::size_t cols, float* 
 
 void parallel_zero(void* to, std::size_t bytes) {
   const auto pieces = static_cast<std::ptrdiff_t>((bytes + piece_bytes - 1) / piece_bytes);
-  if (pieces < 2 || !is_compute_rank_thread()) {  // Note [parallel tensor copies]: no team on another thread
+  if (pieces < 2 || !is_compute_rank_thread()) {  // no team on another thread (Note [parallel tensor copies])
     if (bytes) std::memset(to, 0, bytes);
     return;
   }

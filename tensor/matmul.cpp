@@ -31,7 +31,7 @@ namespace {
 template <class T>
 void bias_and_product(std::size_t m, std::size_t n, std::size_t k, const T* a, const T* b, const float* bias, float* c) {
   if (current_compute_backend() == compute_backend::onednn) return gemm_bias_onednn(m, n, k, a, b, bias, c);
-  fill_rows(c, m, bias, n);  // Note [bias in the product]: what oneDNN's epilogue computes
+  fill_rows(c, m, bias, n);  // what oneDNN's epilogue computes (Note [bias in the product])
   gemm_reference(false, false, m, n, k, 1.0f, a, b, 1.0f, c);
 }
 
@@ -52,7 +52,7 @@ bool bf16_products_widen() {
 
 void gemm_widened_b(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
                     const bfloat16* a, const float* b, float beta, float* c) {
-  if (bf16_products_widen()) {  // Note [widened bf16 operands]: what the bf16 overload would do, B already done
+  if (bf16_products_widen()) {  // what the bf16 overload would do, B already done (Note [widened bf16 operands])
     thread_local scratch_buffer<float> wide_a;  // Note [scratch buffers]
     gemm(transpose_a, transpose_b, m, n, k, alpha, widen_into(wide_a, a, m * k), b, beta, c);
     return;

@@ -34,7 +34,7 @@ void gemm_reference(bool transpose_a, bool transpose_b, std::size_t m, std::size
 
 void gemm_reference(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
                     const bfloat16* a, const bfloat16* b, float beta, float* c) {
-  const auto wide = widen_operands(a, m * k, b, k * n);  // Note [scratch buffers]: not allocated and zeroed per call
+  const auto wide = widen_operands(a, m * k, b, k * n);  // not allocated and zeroed per call (Note [scratch buffers])
   gemm_reference(transpose_a, transpose_b, m, n, k, alpha, wide.a, wide.b, beta, c);
 }
 

@@ -49,8 +49,8 @@ inline void check_layer_gradients(layer& l, tensor x, const forward_context& ctx
 
 namespace ap::test {
 
-// Note [backward split]: backward_input then backward_weight (on a copy of the layer) gives exactly the
-// dx and parameter gradients of backward(); with dx == nullptr the parameter gradients are the same too.
+// backward_input then backward_weight (on a copy of the layer) gives exactly the dx and parameter gradients of
+// backward(); with dx == nullptr the parameter gradients are the same too (Note [backward split]).
 inline void check_split_equals_full(const layer& original, const tensor& x, const forward_context& ctx) {
   auto full = original.clone(), split = original.clone(), weights_only = original.clone();
   for (auto* l : {full.get(), split.get(), weights_only.get()})

@@ -1,6 +1,6 @@
-// Note [checkpoint checksums]: every tensor of a checkpoint and its metadata carry a CRC32C; a flipped bit in a
-// weight, in the optimizer's state, in the metadata or in a checksum, and a truncated file, are refused naming the
-// file (and the tensor) before anything changes; a checkpoint written before checksums loads unchecked. The
+// Every tensor of a checkpoint and its metadata carry a CRC32C; a flipped bit in a weight, in the optimizer's state, in
+// the metadata or in a checksum, and a truncated file, are refused naming the file (and the tensor) before anything
+// changes; a checkpoint written before checksums loads unchecked (Note [checkpoint checksums]). The
 // CRC32C itself: the standard check values, any split of the input, the hardware's three streams against the table.
 #include <doctest/doctest.h>
 

@@ -106,7 +106,7 @@ TEST_CASE("a rank 0 that fails ends the launch at once with its status, bad comm
 }
 
 TEST_CASE("launch --program runs that binary on the hosts, and exits with a failed node's status when rank 0 succeeds") {
-  // Note [launch over ssh]: the exit status is rank 0's, or, rank 0 having exited 0, the first failed node's. The
+  // The exit status is rank 0's, or, rank 0 having exited 0, the first failed node's (Note [launch over ssh]). The
   // program here stands in for actorpipe on the hosts: it runs actorpipe, says so, and as rank 2 then exits 7.
   test::scratch_dir dir{"cli_launch_program"};
   const std::string program = dir.file("actorpipe-on-hosts");

@@ -106,7 +106,7 @@ TEST_CASE("a GPT with --sequence-parallel on P = 2 x T = 2 stages, here and on n
   CHECK(runs[2].at("peak_stash_bytes") == runs[1].at("peak_stash_bytes"));
   CHECK_FALSE(runs[0].contains("sequence_parallel"));
   CHECK(runs[1].at("sequence_parallel") == true);
-  // Note [sequence parallelism]: the same sums in the same order, only fewer rows on each rank between them.
+  // The same sums in the same order, only fewer rows on each rank between them (Note [sequence parallelism]).
   CHECK(runs[1].at("last_step_loss").get<double>() == runs[0].at("last_step_loss").get<double>());
   for (std::size_t s = 0; s < 2; ++s) {
     CAPTURE(s);

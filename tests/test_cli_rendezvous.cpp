@@ -115,8 +115,8 @@ TEST_CASE("Slurm's variables over mutual TLS: 5 processes, the first host of the
 }
 
 TEST_CASE("a node listens on MASTER_PORT + its rank, or where that is taken on a free port, saying so") {
-  // Note [restart under a rendezvous]: rank 2 takes MASTER_PORT + 2; MASTER_PORT + 1 is held here by another
-  // listener, so rank 1 takes a free port, says why, and the job still trains on both.
+  // Rank 2 takes MASTER_PORT + 2; MASTER_PORT + 1 is held here by another listener, so rank 1 takes a free port, says
+  // why, and the job still trains on both (Note [restart under a rendezvous]).
   const int master = test::free_port();
   const int taken = master + 1;
   const int holder = socket(AF_INET, SOCK_STREAM, 0);
@@ -200,8 +200,8 @@ TEST_CASE("--rendezvous refusals name what is wrong") {
 }
 
 TEST_CASE("restart under a rendezvous (--restart-on-failure): a node killed mid-run and started again with its variables, the same result") {
-  // Note [restart under a rendezvous]: the restarted rank listens where it did (MASTER_PORT + rank), registers
-  // again, and the coordinator's recovery finds it there.
+  // The restarted rank listens where it did (MASTER_PORT + rank), registers
+  // again, and the coordinator's recovery finds it there (Note [restart under a rendezvous]).
   const std::vector<std::string> long_job = {"train", "--rendezvous", "env", "--stages", "2", "--microbatches", "4",
                                              "--train-limit", "2048", "--epochs", "6", "--batch-size", "64",
                                              "--restart-on-failure", "1", "--restart-wait-ms", "20000",

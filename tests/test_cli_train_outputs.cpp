@@ -88,7 +88,7 @@ TEST_CASE("a 2-stage run with --layers-per-chunk '1, 4' and --plot: JSON loss ke
 }
 
 TEST_CASE("--recompute blocks on two nodes: the run without it, bit for bit, with smaller stashes, bad modes refused") {
-  // Note [recomputation]: the mode travels to the nodes in the stage spec.
+  // The mode travels to the nodes in the stage spec (Note [recomputation]).
   test::node_process first(actorpipe, {"--insecure"}), second(actorpipe, {"--insecure"});
   const auto run = [&](const std::string& mode) {
     return run_train({actorpipe, "train", "--model", "gpt:layers=2,dim=32,heads=2,context=16", "--stages", "2",
@@ -113,7 +113,7 @@ TEST_CASE("--recompute blocks on two nodes: the run without it, bit for bit, wit
 }
 
 TEST_CASE("--sequence-lengths trains a gpt on mixed lengths, counts its tokens, and refuses what cannot fit") {
-  // Note [sequence lengths]: step s trains batch-size x L_s positions, L_s = sequence_length_of(lengths, seed, s).
+  // Step s trains batch-size x L_s positions, L_s = sequence_length_of(lengths, seed, s) (Note [sequence lengths]).
   const std::vector<std::size_t> lengths = {4, 16};
   const train_run run = run_train({actorpipe, "train", "--model", "gpt:layers=1,dim=16,heads=2,context=16", "--stages",
                                    "2", "--microbatches", "2", "--batch-size", "8", "--max-steps", "6", "--seed", "3",
@@ -137,8 +137,8 @@ TEST_CASE("--sequence-lengths trains a gpt on mixed lengths, counts its tokens, 
 }
 
 TEST_CASE("--sequence-lengths after --resume: the resumed steps take the lengths of an uninterrupted run's") {
-  // Note [sequence lengths]: the length is chosen from (--seed, step), the step counted from the run's start, so the
-  // run resumed at step 3 trains steps 3-5 on the uninterrupted run's lengths and ends with its loss.
+  // The length is chosen from (--seed, step), the step counted from the run's start, so the run resumed at step 3
+  // trains steps 3-5 on the uninterrupted run's lengths and ends with its loss (Note [sequence lengths]).
   test::scratch_dir dir{"cli_sequence_resume"};
   const std::vector<std::size_t> lengths = {4, 16};
   std::multiset<std::size_t> first, last;
@@ -164,9 +164,9 @@ TEST_CASE("--sequence-lengths after --resume: the resumed steps take the lengths
 }
 
 TEST_CASE("the memory model predicts each stage's peak stash within 10% of the measured, and --max-memory refuses") {
-  // Note [memory model]: GPipe holds every microbatch, 1F1B p - s of them, interleaved chunks of unequal stashes,
+  // GPipe holds every microbatch, 1F1B p - s of them, interleaved chunks of unequal stashes,
   // ZB-H1 a microbatch's dy's between its I and its W;
-  // an MLP and a GPT.
+  // an MLP and a GPT (Note [memory model]).
   struct run_case {
     std::vector<std::string> args;
   };
@@ -177,8 +177,8 @@ TEST_CASE("the memory model predicts each stage's peak stash within 10% of the m
       {{"--model", "gpt:layers=2,dim=32,heads=2,context=16", "--schedule", "1f1b", "--recompute", "blocks"}},
       {{"--model", "gpt:layers=2,dim=32,heads=2,context=16", "--schedule", "interleaved", "--chunks", "2"}},
       {{"--model", "gpt:layers=2,dim=32,heads=2,context=16", "--schedule", "zb-h1"}},
-      // Note [tensor-parallel memory]: each rank's own layers, chunk by chunk (stage 0's first Linear has no
-      // partner in its chunk and stays whole on both ranks); exact, as without tensor parallelism.
+      // Each rank's own layers, chunk by chunk (stage 0's first Linear has no partner in its chunk and stays whole on
+      // both ranks); exact, as without tensor parallelism (Note [tensor-parallel memory]).
       {{"--model", "784-256-128-10", "--schedule", "gpipe", "--train-limit", "512", "--tensor-parallel", "2"}},
       {{"--model", "gpt:layers=2,dim=32,heads=2,context=16", "--schedule", "zb-h1", "--tensor-parallel", "2"}},
   };
@@ -225,8 +225,8 @@ TEST_CASE("the memory model predicts each stage's peak stash within 10% of the m
 }
 
 TEST_CASE("the memory model predicts what building and training a pipeline add to the process's tensors") {
-  // Note [memory model]: every stage's weights, gradients, optimizer state, stash and workspace (D replicas of
-  // each, each stage's T ranks), against the tensors' peak (Note [tensor bytes]).
+  // Every stage's weights, gradients, optimizer state, stash and workspace (D replicas of
+  // each, each stage's T ranks), against the tensors' peak (Note [tensor bytes], Note [memory model]).
   // The prediction adds every stage's own peak; the stages reach theirs at different moments, so the process
   // may stay below it (ZB-H1 and interleaved chunks ~0.85), and the tensors in flight between actors come on top.
   const std::vector<std::vector<std::string>> cases = {

@@ -51,7 +51,7 @@ caf::actor_system_config& network_config(caf::actor_system_config& config) {
   return config;
 }
 
-// One "process" of a ring group: its actor system with the middleman (Note [ring security]: without a guarded
+// One "process" of a ring group: its actor system with the middleman (Note [ring security]; without a guarded
 // transport the ring runs on CAF's plain one).
 struct rank_process {
   caf::actor_system_config config;
@@ -328,7 +328,7 @@ TEST_CASE("by-size group (Note [collectives by size]): the ring below the thresh
 }
 
 TEST_CASE("gloo abort while this rank's own collective waits inside gloo: that collective fails at once too") {
-  // Note [gloo backend]: why abort() fails the pairs' waiting buffers rather than only closing the sockets.
+  // Why abort() fails the pairs' waiting buffers rather than only closing the sockets (Note [gloo backend]).
   auto ranks = connected("dp", 2, 30s);
   tensor t = filled({1000}, 0);
   const auto t0 = std::chrono::steady_clock::now();
@@ -343,7 +343,7 @@ TEST_CASE("gloo abort while this rank's own collective waits inside gloo: that c
 }
 
 TEST_CASE("by-size as a node makes it (make_network_group): 4 MB less one float on the ring, 4 MB on gloo") {
-  // Note [collectives by size]: the default threshold, 4 MB. Rank 1 joins neither all-reduce: which backend ran
+  // The default threshold, 4 MB (Note [collectives by size]). Rank 1 joins neither all-reduce: which backend ran
   // each shows in how rank 0's wait fails, the ring's naming the step and chunk it waited for, gloo's saying it is
   // gloo. The groups' timeout bounds their connect too.
   const auto timeout = test::scaled(1s);

@@ -92,7 +92,7 @@ std::vector<std::unique_ptr<rank_process>> make_ring(const std::string& name, in
                                                      const std::string& host = "127.0.0.1") {
   auto ranks = make_ranks(name, size, timeout, chunk_bytes, {security}, host);
   for (auto& e : connect_all(ranks, host)) REQUIRE_MESSAGE(e.empty(), e);
-  // Note [one copy in the ring]: in place exactly where both ends have one address and the kernel allows it.
+  // In place exactly where both ends have one address and the kernel allows it (Note [one copy in the ring]).
   for (const auto& r : ranks) CHECK(r->group->copies_from_left() == (host == "127.0.0.1" && test::memory_reads_allowed()));
   return ranks;
 }
@@ -162,8 +162,8 @@ TEST_CASE("ring all_reduce over 2 and 3 processes: the sum (and mean), the same 
 }
 
 TEST_CASE("chunks larger than a socket takes at once: the communication thread writes the start, its writer the rest") {
-  // Note [writes without waiting]: a 4 MB chunk meets a fresh loopback socket's buffer of far less, so each
-  // send writes part of it and hands the rest, from where it stopped, to the writer thread.
+  // A 4 MB chunk meets a fresh loopback socket's buffer of far less, so each send writes part of it and hands the rest,
+  // from where it stopped, to the writer thread (Note [writes without waiting]).
   auto ranks = make_ring("big", 2, test::scaled(20s), std::size_t{4} << 20, plain(), "127.0.0.2");  // the chunks on the links
   const std::size_t rows = (std::size_t{3} << 20) / 3;  // 12 MB of floats: 6 MB segments, a 4 MB and a 2 MB chunk
   std::vector<tensor> reduced(2), broadcasted(2);
@@ -272,9 +272,9 @@ TEST_CASE("connect names the rank it cannot reach, and a peer of another group")
 }
 
 TEST_CASE("a lost hello is sent again: the group connects within its timeout, not after it") {
-  // Note [a hello sent again]: rank 1 here is an actor that lets the first hello go unanswered, as a hello lost
+  // Rank 1 here is an actor that lets the first hello go unanswered, as a hello lost
   // with a dropped connection would be, and answers the next as rank 1 of another group; without the second hello
-  // connect would wait its whole timeout and fail with request_timeout.
+  // connect would wait its whole timeout and fail with request_timeout (Note [a hello sent again]).
   rank_process peer_process;
   auto hellos = std::make_shared<std::atomic<int>>(0);
   auto promises = std::make_shared<std::vector<caf::response_promise>>();
@@ -359,7 +359,7 @@ TEST_CASE("a peer without the cluster's certificate cannot join a TLS ring: both
 }
 
 TEST_CASE("rings through the process's own guarded transport (a node's): TLS bits, a peer of another CA cannot join") {
-  // Note [ring security]: the constructor without a transport_security, as a node's stages use it.
+  // The constructor without a transport_security, as a node's stages use it (Note [ring security]).
   const auto tls_rank = [](const transport_security& security, int rank, int size, std::chrono::milliseconds timeout) {
     auto p = std::make_unique<rank_process>();
     p->transport = std::make_unique<guarded_transport>(p->system, security, transport_options{});

@@ -116,8 +116,8 @@ TEST_CASE("backward is exactly backward_input plus backward_weight, in either or
 }
 
 TEST_CASE("forward_owned gives forward's bits and keeps the given input as the stash, uncopied") {
-  // Note [owned input]: Sequential and blocks give up each activation to the layer after; Linear and GELU in
-  // float32 keep that very buffer for their backward, attention passes its input on to its QKV projection.
+  // Sequential and blocks give up each activation to the layer after; Linear and GELU in float32 keep that very buffer
+  // for their backward, attention passes its input on to its QKV projection (Note [owned input]).
   for (const dtype type : {dtype::float32, dtype::bfloat16}) {
     std::vector<std::pair<std::unique_ptr<layer>, shape_t>> cases;
     cases.emplace_back(std::make_unique<linear>(16, 8), shape_t{6, 16});
@@ -169,8 +169,8 @@ TEST_CASE("a bfloat16 Linear's weight gradient is the same with or without backw
 }
 
 TEST_CASE("a bfloat16 Linear multiplies the weights as they are now: after they change, and on either backend, a fresh copy's bits") {
-  // Note [bf16 weights kept widened]: its rounded copy of the weights (bfloat16, or float32 where bf16 products
-  // widen) is remade when the weights change and when the backend's kind of product does.
+  // Its rounded copy of the weights (bfloat16, or float32 where bf16 products widen) is remade when the weights change
+  // and when the backend's kind of product does (Note [bf16 weights kept widened]).
   linear l(64, 48);
   l.initialize(37);
   l.set_compute_dtype(dtype::bfloat16);

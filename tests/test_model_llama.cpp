@@ -228,7 +228,7 @@ TEST_CASE("finite differences: attention with kv_heads and rope (biases on and o
     a->initialize(8);
     check_layer_gradients(*a, random_tensor({1, 5, a->in_features().value()}, 14, 0.5f), training);
     check_split_equals_full(*a, random_tensor({2, 5, a->in_features().value()}, 15), training);
-    // Note [dx accumulates]: into a set dx, the fresh gradient is added.
+    // Into a set dx, the fresh gradient is added (Note [dx accumulates]).
     const tensor x = random_tensor({1, 4, a->in_features().value()}, 16), dy = random_tensor(shape_of(x), 17);
     layer_cache c1, c2;
     a->forward(x, c1, training);
@@ -239,7 +239,7 @@ TEST_CASE("finite differences: attention with kv_heads and rope (biases on and o
     a->backward(dy, c2, &dx);
     for (std::size_t i = 0; i < dx.size(); ++i) CHECK(dx.data()[i] == doctest::Approx(before.data()[i] + fresh.data()[i]));
   }
-  // Note [key bias]: without rope its gradient is exactly 0, with rope it is not.
+  // Without rope its gradient is exactly 0, with rope it is not (Note [key bias]).
   for (const char* spec : {"attention:8:2:kv_heads=1", "attention:8:2:kv_heads=1:rope=10"}) {
     CAPTURE(spec);
     auto a = make_layer(spec);

@@ -71,7 +71,7 @@ TEST_CASE("cross-entropy of a tiny case, by hand") {
 }
 
 TEST_CASE("the softmaxes' exp is within 2 ulp of exp on [-87, 0], 0-like below, NaN for NaN") {
-  // Note [fast exp]: every x of a fine grid, and the ends.
+  // Every x of a fine grid, and the ends (Note [fast exp]).
   double worst = 0.0;
   for (int i = 0; i <= 870000; ++i) {
     const float x = -static_cast<float>(i) * 1e-4f;
@@ -199,7 +199,7 @@ TEST_CASE("mse on rank 3: every (sample, position) is a row, the gradient keeps 
   CHECK(shape_of(grad) == shape_t{2, 3, 4});
   for (std::size_t i = 0; i < o.size(); ++i)
     CHECK(grad.data()[i] == doctest::Approx(2.0 * (o[i] - t[i]) / double(o.size())).epsilon(1e-6));
-  // Note [loss scaling]: the microbatches' losses, each divided by the whole batch, sum to the batch's.
+  // The microbatches' losses, each divided by the whole batch, sum to the batch's (Note [loss scaling]).
   // The pipeline passes the batch's rows (every leading axis) as batch_size.
   const std::size_t batch_rows = rows(output);
   const float parts = mse.compute_loss(slice_rows(output, 0, 1), slice_rows(target, 0, 1), batch_rows) +

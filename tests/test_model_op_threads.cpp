@@ -418,7 +418,7 @@ TEST_CASE("layer norm and embedding weight gradients: the documented summation o
   set_compute_threads(1);
   l.forward(x, cache, ctx);
   const auto& s = cache.get<layer_norm::saved>(l);
-  // Note [row-block sums]: blocks of 256 rows, each summing its rows in order, then the blocks in order.
+  // Blocks of 256 rows, each summing its rows in order, then the blocks in order (Note [row-block sums]).
   std::vector<float> dg(c, 0.0f), db(c, 0.0f);
   for (std::size_t first = 0; first < n; first += 256) {
     std::vector<float> pg(c, 0.0f), pb(c, 0.0f);
@@ -504,7 +504,7 @@ TEST_CASE("a tensor copy runs on a compute rank's threads only, and copies every
   CHECK(same_bits(tensor(big), big));
   CHECK(is_compute_rank_thread());  // check_threads made this thread a rank
   bool fresh_thread_is_rank = true, fresh_copy_same = false;
-  std::thread other([&] {  // Note [parallel tensor copies]: not a rank, so one memcpy
+  std::thread other([&] {  // not a rank, so one memcpy (Note [parallel tensor copies])
     fresh_thread_is_rank = is_compute_rank_thread();
     fresh_copy_same = same_bits(tensor(big), big);
   });

@@ -1,5 +1,5 @@
-// Note [tensor-parallel split]: tensor parallelism asks the registry how a kind splits, so a user's layer
-// kinds split (and let pairs span them) like the built-in ones.
+// Tensor parallelism asks the registry how a kind splits, so a user's layer
+// kinds split (and let pairs span them) like the built-in ones (Note [tensor-parallel split]).
 #include <doctest/doctest.h>
 
 #include "model/layer_registry.hpp"

@@ -329,7 +329,7 @@ TEST_CASE("a copy that fails after one succeeded ends the link: the wait for tha
   CHECK(test::contains(failed, "could not be copied from its memory after earlier ones were: cannot read process 4194305"));
 }
 
-// Note [auto on nodes]: what --auto times the links with.
+// What --auto times the links with (Note [auto on nodes]).
 TEST_CASE("a link echo sends each frame back, and copies a frame offered in this process's memory with its token") {
   for (const char* host : {"127.0.0.1", "127.0.0.2"}) {  // one address at both ends, or two
     CAPTURE(host);

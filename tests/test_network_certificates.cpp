@@ -1,6 +1,6 @@
-// Note [cluster certificates]: the files `actorpipe certs` makes pass the checks mutual TLS runs before it
-// starts (the key is its certificate's, the CA signed it), a second run reuses the CA so new machines join the
-// cluster, another folder's CA does not vouch for them, keys are the owner's only, and bad names are refused.
+// The files `actorpipe certs` makes pass the checks mutual TLS runs before it starts (the key is its certificate's, the
+// CA signed it), a second run reuses the CA so new machines join the cluster, another folder's CA does not vouch for
+// them, keys are the owner's only, and bad names are refused (Note [cluster certificates]).
 #include <doctest/doctest.h>
 
 #include <sys/stat.h>

@@ -117,7 +117,7 @@ TEST_CASE("a node of one replica killed mid-step fails the step in every replica
 }
 
 TEST_CASE("the gloo and by-size backends (plain TCP nodes) give the ring's parameters bit for bit, equal to one process") {
-  // Note [collective backends]: with D = 2 each sum is one addition, the same bits whichever engine adds. This
+  // With D = 2 each sum is one addition, the same bits whichever engine adds (Note [collective backends]). This
   // model's gradients are all below by-size's 4 MB, so it runs them on its ring; here the whole path through the
   // nodes (both groups' endpoints, placed and connected); which size goes where, in the next test (a 4 MB gradient
   // on gloo, D = 3) and in test_collective_gloo.
@@ -151,8 +151,8 @@ TEST_CASE("the gloo and by-size backends (plain TCP nodes) give the ring's param
 }
 
 TEST_CASE("by-size on nodes sums a gradient of 4 MB on gloo and the smaller ones on the ring (D = 3, where their bits differ)") {
-  // Note [collectives by size]: the middle Linear's 1024 x 1024 weight is 4 MB, its gradient by-size's first on
-  // gloo; every other gradient is smaller. With three replicas the ring and gloo add their three shares in orders
+  // The middle Linear's 1024 x 1024 weight is 4 MB, its gradient by-size's first on gloo; every other gradient is
+  // smaller (Note [collectives by size]). With three replicas the ring and gloo add their three shares in orders
   // of their own, so their sums differ in the last bits: which engine summed a gradient shows in the parameters
   // one plain SGD step leaves.
   const dataset d = test::small_blobs(48);

@@ -123,9 +123,9 @@ TEST_CASE("2 and 4 nodes train to the same parameters as one process, for GPipe 
   for (auto& n : nodes) CHECK(n->process().running());  // every pipeline came and went; the nodes live on
 }
 
-// Note [activations on data links]: microbatches of 128 rows go beside their messages over mutual TLS: the
-// activations (256 features, 128 KB) and their gradients between the stages, the coordinator's inputs to stage 0
-// (160 features, 80 KB) and its gradients of the outputs to stage 1 (128 classes, 64 KB); the run equals one process.
+// Microbatches of 128 rows go beside their messages over mutual TLS: the activations (256 features, 128 KB) and their
+// gradients between the stages, the coordinator's inputs to stage 0 (160 features, 80 KB) and its gradients of the
+// outputs to stage 1 (128 classes, 64 KB); the run equals one process (Note [activations on data links]).
 TEST_CASE("activations, inputs and output gradients on data links between 2 nodes over mutual TLS, equal one process") {
   const dataset d = make_blobs(256, 160, 128, 5);
   const auto wide = [] {
@@ -149,7 +149,7 @@ TEST_CASE("activations, inputs and output gradients on data links between 2 node
 }
 
 TEST_CASE("2 nodes x 2 tensor-parallel ranks (threads on each node), with clipping, equal one process") {
-  // Note [tensor-parallel stage]: the stage_spec carries T; each node runs its stage's ranks as threads.
+  // The stage_spec carries T; each node runs its stage's ranks as threads (Note [tensor-parallel stage]).
   const dataset d = test::small_blobs(32);
   std::vector<std::unique_ptr<test::node_process>> nodes;
   for (int i = 0; i < 2; ++i) nodes.push_back(std::make_unique<test::node_process>(actorpipe));
@@ -678,7 +678,7 @@ TEST_CASE("a node's clock offset on the same machine is 0 within its bound (half
   }
 }
 
-// Note [auto on nodes]: what --auto plans with, asked of the nodes themselves over mutual TLS.
+// What --auto plans with, asked of the nodes themselves over mutual TLS (Note [auto on nodes]).
 TEST_CASE("a survey of nodes: each machine's cores and fixed threads, the network's lines, a dead node named") {
   test::node_process free_node(actorpipe);
   test::node_process fixed_node(actorpipe, {"--threads", "1"});
@@ -720,8 +720,8 @@ TEST_CASE("a survey of nodes: each machine's cores and fixed threads, the networ
   CHECK(test::contains(refused, "cannot connect to node " + gone));
 }
 
-// Note [a fresh connection's first heartbeat]: CAF drops a connection whose peer has not answered the handshake
-// by the broker's next heartbeat tick; a node paused past that tick (a loaded machine) is still reached.
+// CAF drops a connection whose peer has not answered the handshake by the broker's next heartbeat tick; a node paused
+// past that tick (a loaded machine) is still reached (Note [a fresh connection's first heartbeat]).
 TEST_CASE("a node that answers its handshake late is still connected: by the coordinator, and by its peer node") {
   test::node_process late(actorpipe, {"--insecure"}), first(actorpipe, {"--insecure"});
   caf::actor_system_config cfg;

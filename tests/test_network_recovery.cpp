@@ -159,8 +159,8 @@ TEST_CASE("the same with activations on data links: the links die with the node 
 
 namespace {
 
-// Note [recovery with replicas]: replica d's stage s on node (2d + s) % 2, so the killed node held stage 1 of
-// both replicas, and their rings met on it; every stage split over T tensor-parallel ranks.
+// Replica d's stage s on node (2d + s) % 2, so the killed node held stage 1 of both replicas, and their rings met on
+// it; every stage split over T tensor-parallel ranks (Note [recovery with replicas]).
 void two_replicas_recover(int T) {
   const dataset d = test::small_blobs(16);
   const int steps = 6;

@@ -1,7 +1,7 @@
-// Note [environment rendezvous]: the job's place from torchrun's or Slurm's variables (Slurm's host lists
+// The job's place from torchrun's or Slurm's variables (Slurm's host lists
 // expanded), refused naming the variable when wrong; rank 0 and its nodes over loopback: registrations in any
 // order come back in rank order, the job's end reaches every node ("done", or the end of the stream when rank 0
-// goes away), and a rank that never comes, or comes twice, is named.
+// goes away), and a rank that never comes, or comes twice, is named (Note [environment rendezvous]).
 #include <doctest/doctest.h>
 
 #include <chrono>

@@ -84,7 +84,7 @@ TEST_CASE("zero-bubble ZB-H1 and interleaved 1F1B equal single-process training"
 }
 
 TEST_CASE("a warmup-cosine lr schedule trains in a pipeline as in one process, every stage at the same lr") {
-  // Note [lr from the optimizer's steps]: each stage's optimizer reads the schedule at its own step count.
+  // Each stage's optimizer reads the schedule at its own step count (Note [lr from the optimizer's steps]).
   const dataset d = test::small_blobs(30);
   for (const std::string kind : {"adamw", "sgd"}) {
     optimizer_config opt;

@@ -195,8 +195,8 @@ TEST_CASE("a stage that waits on a peer longer than the timeout fails the step w
   CHECK(shuts_down_within(std::move(pipe), test::scaled(std::chrono::seconds(10))));
 }
 
-// Note [one timer per retriever]: the one timer, armed at the first wait, must not fail a later wait that has
-// not yet lasted the timeout, however long the step or the run.
+// The one timer, armed at the first wait, must not fail a later wait that has
+// not yet lasted the timeout, however long the step or the run (Note [one timer per retriever]).
 TEST_CASE("many waits each shorter than the timeout pass although together they last longer") {
   const dataset d = test::small_blobs(8);
   sequential model;
@@ -223,7 +223,7 @@ TEST_CASE("a task of an aborted step that reaches the processor after the abort 
   slices.push_back(model.slice(0, 9));
   auto worker = std::make_unique<stage_compute>(0, std::vector<int>{0}, std::move(slices), optimizer_config{});
   caf::scoped_actor self{sys};
-  // Note [typed stage interfaces]: the processor delivers to a sender_actor; this scoped actor stands in for it.
+  // The processor delivers to a sender_actor; this scoped actor stands in for it (Note [typed stage interfaces]).
   auto processor = spawn_processor(sys, processor_config{0, 1, 1, caf::actor_cast<sender_actor>(self), nullptr, dtype::float32, {}, nullptr},
                                    std::move(worker));
   const dataset d = test::small_blobs(4);

@@ -141,7 +141,7 @@ TEST_CASE("the Chrome trace has a track per stage and a span per task") {
   CHECK(counters > 0);
 }
 
-// Note [bounded event log]: a long run must not keep an event per task unless asked.
+// A long run must not keep an event per task unless asked (Note [bounded event log]).
 TEST_CASE("without record_events the pipeline sums busy time and holds no events") {
   pipeline_options o;
   o.stages = 2;

@@ -142,7 +142,7 @@ TEST_CASE("LLaMA-style (rope, grouped-query heads, SwiGLU, RMSNorm): 2 stages, r
     run_result piped = train_pipeline(d, o, spec);
     test::check_same_run(piped, single, weight_tolerance, 1e-5, "llama-tiny on 2 stages");
   }
-  // Note [recomputation]: bit for bit the run that keeps everything.
+  // Bit for bit the run that keeps everything (Note [recomputation]).
   pipeline_options r = options("1f1b", 2, 3);
   r.optimizer = adamw();
   sequential recomputing = make_gpt(7, spec);
@@ -339,7 +339,7 @@ TEST_CASE("GPT with recomputed blocks: every schedule, and T = 2, give the run w
 }
 
 TEST_CASE("GPT over mixed sequence lengths: pipelines and a T = 2 mesh equal one process, step by step") {
-  // Note [sequence lengths]: each step's batch cut to its own length; stages take the shape from the messages.
+  // Each step's batch cut to its own length; stages take the shape from the messages (Note [sequence lengths]).
   const dataset d = text_batch();
   const std::vector<std::size_t> lengths = {8, 3, 5, 8, 2};
   const batch whole{d.inputs, d.labels};

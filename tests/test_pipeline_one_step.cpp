@@ -1,6 +1,6 @@
 // One training step for every mode: data_tensor_runner (D x T without a pipeline) runs the stage code every pipeline
 // runs (stage_compute), so it gives the bits of a pipeline with the same D and T and one microbatch, in
-// float32 and in bfloat16 (Note [compute dtype]: the rounding between layers included): on one stage, and on
+// float32 and in bfloat16 (Note [compute dtype], the rounding between layers included): on one stage, and on
 // two where the split does not change what tensor parallelism pairs (T = 1; with T > 1 each chunk pairs its
 // own Linear layers, Note [tensor-parallel stage], so the shards and their rounding differ); and one process's
 // results within the usual tolerance (in bfloat16, loosely: the replicas' and ranks' sums round differently).

@@ -189,7 +189,7 @@ TEST_CASE("tied GPT on 2 node processes at T = 2 equals one process: the tied gr
   test::node_process a(actorpipe), b(actorpipe);
   test::run_result single = train_single(d);
   pipeline_options o = options("1f1b", 2, 4);
-  o.tensor_parallel = 2;  // Note [vocab-parallel]: the last stage computes the loss from the labels it is sent
+  o.tensor_parallel = 2;  // the last stage computes the loss from the labels it is sent (Note [vocab-parallel])
   o.nodes = {a.address(), b.address()};
   o.security = test::tls_security();
   pipeline pipe(make_gpt(), o);

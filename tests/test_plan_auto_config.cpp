@@ -182,8 +182,8 @@ TEST_CASE("a budget: only what fits, recomputation where it buys room, and a ref
 
 namespace {
 
-// Note [auto on nodes]: `nodes` as (host, cores, fixed threads), and a network whose messages cost
-// `latency` seconds plus `per_byte` seconds a byte.
+// `nodes` as (host, cores, fixed threads), and a network whose messages cost
+// `latency` seconds plus `per_byte` seconds a byte (Note [auto on nodes]).
 auto_inputs on_nodes(auto_inputs in, std::vector<auto_node> nodes, double latency = 1e-4, double per_byte = 1e-9) {
   in.nodes = std::move(nodes);
   in.network_s = [=](std::uint64_t bytes) { return latency + per_byte * static_cast<double>(bytes); };

@@ -1,5 +1,5 @@
-// Note [memory model]: a stage's predicted peak from the plan (parameters, gradients, optimizer state, stash),
-// memory sizes as the user writes them, and the budget's refusal naming the stage, its figure and what fits.
+// A stage's predicted peak from the plan (parameters, gradients, optimizer state, stash), memory sizes as the user
+// writes them, and the budget's refusal naming the stage, its figure and what fits (Note [memory model]).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -132,7 +132,7 @@ TEST_CASE("a stage's workspace is its largest layer's, on top of its stash, meas
 }
 
 TEST_CASE("a bfloat16 model's weight copies: every Linear's rounded weights, counted once, not in the workspace") {
-  // Note [memory model]: 2 bytes a weight, 4 where bf16 products widen (Note [bf16 weights kept widened]).
+  // 2 bytes a weight, 4 where bf16 products widen (Note [bf16 weights kept widened], Note [memory model]).
   sequential model = sequential::from_spec("64-32-8", sequential_options{"relu", 1});  // 64 x 32 and 32 x 8 weights
   const std::uint64_t per_weight = bf16_products_widen() ? 4 : 2;
   CHECK(model.at(0).derived_bytes() == 0);  // float32: none

@@ -18,7 +18,7 @@ TEST_CASE("describe_mesh counts the compute ranks and places the stages on their
   CHECK(describe_mesh(mesh_shape{2, 1, 1}, {"a:1", "b:2", "c:3"}) ==
         "2 data-parallel replicas x 1 stage x 1 tensor-parallel rank = 2 compute ranks; replica 0 stage 0: node "
         "a:1 (1 rank), replica 1 stage 0: node b:2 (1 rank)");
-  // Note [hierarchical collectives]: 3 replicas on 2 nodes, replicas 0 and 2 share a:1.
+  // 3 replicas on 2 nodes, replicas 0 and 2 share a:1 (Note [hierarchical collectives]).
   CHECK(describe_mesh(mesh_shape{3, 1, 1}, {"a:1", "b:2"}) ==
         "3 data-parallel replicas x 1 stage x 1 tensor-parallel rank = 3 compute ranks; replica 0 stage 0: node "
         "a:1 (1 rank), replica 1 stage 0: node b:2 (1 rank), replica 2 stage 0: node a:1 (1 rank); the replicas "

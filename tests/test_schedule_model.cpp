@@ -184,7 +184,7 @@ TEST_CASE("ZB-H1: a third of 1F1B's bubble, with 1F1B's worst-stage stash") {
         const double f = costs.forward[0], i = costs.backward_input[0], w = costs.backward_weight[0];
         const simulation sim = simulate(make_zb_h1(p, m), costs);
         CHECK(sim.makespan - sim.ideal == doctest::Approx((p - 1) * (f + i - w)));
-        for (int peak : sim.peak_stash) CHECK(peak <= std::min(m, p));  // Note [zb-h1 order]: every stage <= p
+        for (int peak : sim.peak_stash) CHECK(peak <= std::min(m, p));  // every stage <= p (Note [zb-h1 order])
       }
   for (int p = 2; p <= 4; ++p)
     for (int m = 1; m < p; ++m) {  // no steady state: still no worse than 1F1B
@@ -253,9 +253,9 @@ TEST_CASE("to_svg draws one box per action with its label") {
   CHECK(svg.find("stage 3") != std::string::npos);
 }
 
-// Note [sync-backward]: the forwards pipeline as GPipe's; the backward is one whole-batch B per stage, last
+// The forwards pipeline as GPipe's; the backward is one whole-batch B per stage, last
 // stage first, so it takes p * m * B after the last forward: makespan (m + p - 1) F + p m B, and every stage
-// holds all m activations until its backward.
+// holds all m activations until its backward (Note [sync-backward]).
 TEST_CASE("sync-backward: pipelined forwards, then one whole-batch backward per stage, last to first") {
   const schedule s = make_schedule("sync-backward", 3, 4);
   CHECK(validate(s).ok);

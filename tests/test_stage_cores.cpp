@@ -1,5 +1,5 @@
-// Note [cores per rank]: where compute ranks run (plan/cores.hpp, pure), and that several ranks of one process
-// each computing on a team of intra-op threads of its own give the bits of one rank alone, pinned to their cores.
+// Where compute ranks run (plan/cores.hpp, pure), and that several ranks of one process each computing on a team of
+// intra-op threads of its own give the bits of one rank alone, pinned to their cores (Note [cores per rank]).
 #include <doctest/doctest.h>
 
 #include <sched.h>

@@ -144,8 +144,8 @@ TEST_CASE("tensor bytes: every block counted while it lives, the peak kept until
 
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)  // a sanitizer's allocator ignores mallopt
 TEST_CASE("keep_tensor_memory: a large tensor freed and made again is not faulted in again") {
-  // Note [keep the heap]: 96 MB is above glibc's largest mmap threshold (32 MB), so without keep_tensor_memory
-  // each such tensor is a fresh mapping, 24,576 pages faulted in every time it is made.
+  // 96 MB is above glibc's largest mmap threshold (32 MB), so without keep_tensor_memory
+  // each such tensor is a fresh mapping, 24,576 pages faulted in every time it is made (Note [keep the heap]).
   keep_tensor_memory();
   const auto faults = [] {
     rusage usage{};
@@ -158,7 +158,7 @@ TEST_CASE("keep_tensor_memory: a large tensor freed and made again is not faulte
     for (std::size_t i = 0; i < floats; i += 1024) t.data()[i] = 1.0f;  // every 4 KB page
     return t.data()[floats - 1024];
   };
-  std::vector<long> counts;  // page faults of each tensor made in turn (Note [aligned blocks]: all reused)
+  std::vector<long> counts;  // page faults of each tensor made in turn (all reused: Note [aligned blocks])
   for (int i = 0; i < 4; ++i) {
     const long before = faults();
     CHECK(make_and_touch() == 1.0f);

@@ -1,4 +1,4 @@
-// Note [divergence]: training stops, naming the step, at a loss that is not finite or far above the first one.
+// Training stops, naming the step, at a loss that is not finite or far above the first one (Note [divergence]).
 #include <doctest/doctest.h>
 
 #include <cmath>

@@ -1,5 +1,5 @@
-// Note [sequence lengths]: the length of a step is a pure function of (seed, step) over the lengths given, a
-// batch is cut to its first positions, and bad lengths are refused naming what is wrong.
+// The length of a step is a pure function of (seed, step) over the lengths given, a
+// batch is cut to its first positions, and bad lengths are refused naming what is wrong (Note [sequence lengths]).
 #include <doctest/doctest.h>
 
 #include <map>

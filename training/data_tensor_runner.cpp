@@ -89,7 +89,7 @@ float data_tensor_runner::train_step(const tensor& inputs, const tensor& labels,
       // One microbatch through the one stage: the pipeline's F, the coordinator's loss, B with the reductions.
       const auto [first, last] = shard_rows(samples, D, static_cast<std::size_t>(d));
       const tensor x = slice_rows(inputs, first, last), y = slice_rows(labels, first, last);
-      loss::loss_and_gradient result;  // Note [loss in the last stage]: a split vocabulary keeps its gradient
+      loss::loss_and_gradient result;  // a split vocabulary keeps its gradient (Note [loss in the last stage])
       try {
         if (replica.splits_vocabulary()) result.loss = replica.forward_loss(step, 0, 0, static_cast<int>(first), x, y, batch_rows);
         else result = loss_->take_loss_and_gradient(replica.forward(step, 0, 0, static_cast<int>(first), x), y, batch_rows);
@@ -98,9 +98,9 @@ float data_tensor_runner::train_step(const tensor& inputs, const tensor& labels,
       }
       loss_shares[static_cast<std::size_t>(d)] = result.loss;
       replica.backward_and_reduce(0, 0, result.gradient);
-      float factor = 1.0f;  // Note [global gradient clipping]: the sum is over the reduced gradients, alike everywhere
+      float factor = 1.0f;  // the sum is over the reduced gradients, alike everywhere (Note [global gradient clipping])
       if (options_.clip_grad_norm > 0.0f) factor = clip_factor(replica.gradient_square_sum(), options_.clip_grad_norm);
-      replica.apply_optimizer(factor, d, static_cast<int>(D));  // Note [shared optimizer step]: part d only
+      replica.apply_optimizer(factor, d, static_cast<int>(D));  // part d only (Note [shared optimizer step])
     } catch (...) {
       replica.abort();  // the other replicas must not commit this step (Note [data-parallel stage])
       throw;
@@ -129,7 +129,7 @@ void data_tensor_runner::take_parts(bool state) {
 }
 
 std::unique_ptr<optimizer> data_tensor_runner::gather_into_whole() {
-  if (options_.data_parallel > 1) take_parts(true);  // Note [shared optimizer step]: replica 0's state made whole
+  if (options_.data_parallel > 1) take_parts(true);  // replica 0's state made whole (Note [shared optimizer step])
   std::unique_ptr<optimizer> opt = make_optimizer(optimizer_config_);
   if (const std::string why = gather_stage_states({replicas_[0]->export_state()}, model_, *opt, optimizer_config_.kind);
       !why.empty())

@@ -64,7 +64,7 @@ class data_tensor_runner final : public step_runner {
  private:
   // The replicas' weights (all alike) into model_; returns the optimizer holding their optimizer state.
   std::unique_ptr<optimizer> gather_into_whole();
-  // Note [shared optimizer step]: every replica takes the parts the others updated (and their state).
+  // Every replica takes the parts the others updated (and their state) (Note [shared optimizer step]).
   void take_parts(bool state);
 
   sequential& model_;

@@ -81,13 +81,13 @@ struct train_config {
   // multiple of it; 0: never) and at the end if steps were taken since. Its model_spec is left empty.
   std::function<void(const training_state&)> checkpoint;
   std::size_t checkpoint_every = 0;
-  // Note [divergence]: stop with an error once a step's loss exceeds this factor times max(first loss, 1)
-  // (0: never); a loss that is not finite always stops training.
+  // Stop with an error once a step's loss exceeds this factor times max(first loss, 1)
+  // (0: never); a loss that is not finite always stops training (Note [divergence]).
   double divergence_factor = 1000.0;
   // If set, called with the step count after every `evaluate_every` steps (a language model's validation loss).
   std::function<void(std::uint64_t step)> evaluate;
   std::size_t evaluate_every = 0;
-  // Note [sequence lengths]: empty: every batch as the data has it. Else each batch of (rows, context) windows
+  // Empty: every batch as the data has it (Note [sequence lengths]). Else each batch of (rows, context) windows
   // is cut to its first L positions, L one of these chosen per step from (seed, step).
   std::vector<std::size_t> sequence_lengths;
 };
