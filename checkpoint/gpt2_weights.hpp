@@ -11,7 +11,7 @@
 
 namespace ap {
 
-// Note [GPT-2 weight files]:
+// Note [GPT-2 weight files]: the two formats and how our layers map onto them.
 // llm.c's checkpoint (train_gpt2.py's write_model, train_gpt2.c's gpt2_build_from_checkpoint): 256 little-endian
 // int32 of header, [0] magic 20240326, [1] version (3: every tensor float32, 5: bfloat16), [2] max context T,
 // [3] vocabulary V, [4] layers L, [5] heads, [6] channels C, [7] padded vocabulary Vp (V rounded up to 128 on
@@ -19,7 +19,7 @@ namespace ap {
 // layout (out, in): wte (Vp, C) (its rows past V zero), wpe (T, C), ln1w (L, C), ln1b (L, C), qkvw (L, 3C, C),
 // qkvb (L, 3C), attprojw (L, C, C), attprojb (L, C), ln2w, ln2b, fcw (L, 4C, C), fcb (L, 4C), fcprojw (L, C, 4C),
 // fcprojb (L, C), lnfw (C), lnfb (C). It holds no LM head: the logits are x wte^T (tied).
-//
+
 // Hugging Face's model.safetensors (transformers' modeling_gpt2.py): wte.weight (V, C), wpe.weight (T, C), per
 // block i h.{i}.ln_1.weight/.bias, h.{i}.attn.c_attn.weight (C, 3C)/.bias, h.{i}.attn.c_proj.weight (C, C)/.bias,
 // h.{i}.ln_2.*, h.{i}.mlp.c_fc.weight (C, M)/.bias, h.{i}.mlp.c_proj.weight (M, C)/.bias, ln_f.weight/.bias; a
@@ -27,7 +27,7 @@ namespace ap {
 // tied. The projections are Conv1D, weight (in, out): our Linear's layout. h.{i}.attn.bias and .masked_bias
 // are mask buffers (skipped). The heads are not in the tensors: the metadata "n_head" (ours), config.json beside
 // the file (its "n_head"), or GPT-2's head width of 64 says.
-//
+
 // Ours (gpt_layer_specs): layer 0, the embedding, "0.weight" = wte; layer 1 "1.weight" = wpe; block i is layer
 // 2 + i: "0.0.gamma"/"0.0.beta" ln_1, "0.1.qkv.weight"/"bias" c_attn (q, k and v side by side, head h at columns
 // h * C / heads of each: GPT-2's split), "0.1.proj.*" attn.c_proj, "1.0.*" ln_2, "1.1.*" c_fc, "1.3.*" mlp.c_proj

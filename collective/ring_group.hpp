@@ -37,7 +37,7 @@ struct ring_state;
 // A failed collective fails the group: the links' streams are then at no known place.
 // Which chunk each rank sends, receives, adds and forwards at each step is the schedule's
 // (collective/ring_schedule.hpp, tested without sockets); this group moves the bytes it names.
-//
+
 // Note [one copy in the ring]: between two ranks of one machine (a link whose two ends have one address) a chunk
 // need not cross loopback TCP, copied twice (2-3 GB/s here). When the links open, each sender offers its right
 // neighbour to copy chunks straight out of its memory (cross-memory attach, network/process_memory.hpp), giving
@@ -55,7 +55,7 @@ struct ring_state;
 // Every rank makes a ring_group with its own address (port 0: a free one, see port()), then calls
 // connect() with every rank's address; peers may start in any order within the timeout. The caller's
 // actor_system must have the middleman loaded and the runtime's message types added (enable_network).
-//
+
 // Note [ring security]: a group listens and connects through a guarded transport
 // (network/guarded_transport.hpp), as nodes and coordinators do, so a process without a certificate signed
 // by the cluster's CA fails in the TLS handshake and never reaches the group's endpoint (Note [mutual TLS]);

@@ -1,54 +1,25 @@
 // Activations and their gradients between stages of two processes on data links of their own, beside CAF
 // (Note [activations on data links]).
-//
-// Note [activations on data links]:
-// A forward_task or backward_task between stages on two nodes used to carry its tensor inside CAF's message:
-// BASP serialised it into its buffer on the sending process's one I/O thread, framed it (and encrypted it under
-// TLS), and the receiving I/O thread deserialised it out of a zero-filled buffer (docs/performance.md: 1.5-2.1
-// GB/s at 1-64 MB on loopback, 0.5-0.9 of what the socket alone moves). Now a stage on a node listens for
-// activation links (its `activation_inbox`, on the host the coordinator reaches its node by, with the node's
-// transport's TLS when it has one, mutual as every connection: Note [data links]); a sender whose destination
-// stage runs in another process writes the tensor on its link to that stage (its `activation_outbox`, one link
-// per destination, opened at the first tensor) straight from the tensor's memory, then sends the task through
-// CAF as before, with an empty tensor and the tensor's ticket. The inbox's reader reads each tensor straight
-// into a fresh tensor and keeps it under its ticket until the stage's processor, about to run the task, takes
-// it (waiting, at most the stage's timeout, for bytes still on their way). So the messages stay CAF's typed
-// forward_task and backward_task, ordered and delivered by CAF as before; only the bytes travel beside them.
-// - The coordinator, where the stages run on nodes, sends its tasks the same way (its own outbox): the inputs of
-//   the first stage and the gradients of the outputs for the last (the heavy MLP's 400 KB microbatches of
-//   inputs, a GPT's 1 MB of logits' gradients at batch 64 and 8 microbatches), copied once out of its memory on
-//   one machine where BASP copied them four times (actors/send_beside.hpp). Tasks *to* the coordinator stay
-//   inside their messages: it listens for no link (a node may not reach its process).
-// - Tensors under `inline_bytes` and tasks between stages of one process stay inside the message (a local
-//   message is not serialised at all).
-// - A link that fails is dropped (the node's log says so), and the tensor goes inside its message instead: a
-//   dead stage is CAF's to name (its down message), not the link's.
-// - Tensors of an aborted step that nobody takes are dropped when the stage begins a later step.
-// - A wait for a tensor ends early when its sender's link ends without it (the sending process went), so a
-//   lost node fails the step at once instead of after the timeout; a link opened since forgets that.
-// - A ticket is the sending stage's rank (the coordinator's: the stage count) in its high 16 bits and a count in
-//   the rest: unique per inbox.
-//
-// Note [one copy on one machine]:
-// Between two processes of one machine (nodes sharing a host, as `bench_network`'s or a 16-core machine split in
-// four nodes) a tensor written on a socket is copied twice and crosses loopback TCP: 2.1-4.4 GB/s here at 1-64
-// MB, about what the socket alone moves, where one copy runs at 4-9 GB/s. So where a link's two ends have one
-// address (data_link::same_host), the sender offers the tensor where it lies: the frame says so and gives its
-// process id and the tensor's address, and the sender waits for one byte of answer. The inbox's reader copies
-// the bytes straight into the fresh tensor from the sender's memory (cross-memory attach, `process_vm_readv`:
-// network/process_memory.hpp), in one system call that also reads a token there, and answers 1 when the token
-// matched and every byte came. Otherwise it answers 0 and the sender writes the bytes on the link as before;
-// the link then stops offering (the node's log says why, once). The kernel refuses where ptrace between the two
-// is not allowed (another user; Yama's ptrace_scope 1 or more, as on Ubuntu: `sysctl kernel.yama.ptrace_scope=0`
-// allows it, as Open MPI's single-copy transport also asks).
-// - The token: 16 random bytes the inbox writes to each link as it opens and the outbox keeps for that link. A
-//   process id of another PID namespace cannot pass for the sender, nor can a peer make the inbox read a process
-//   it only names: the token is in no other process's memory.
-// - The inbox takes offers only on a link whose ends have one address, and none after it refused one: a frame
-//   that does otherwise ends the link.
-// - The sender's memory is read only while it waits for the answer, so the tensor cannot change or go meanwhile.
-//   Under TLS the offer is sealed as every frame (Note [sealed records]); the bytes never leave the machine.
-//   Ordering and tickets are unchanged: a frame's bytes are in its tensor before the next frame is read.
+
+// Note [activations on data links]: a tensor inside CAF's message is serialised, framed and deserialised on each
+// process's one I/O thread (docs/performance.md, "Across processes"). So a sender whose destination stage runs in
+// another process writes the tensor straight from its memory on its link to that stage (`activation_outbox`, one
+// link per destination, TLS when the node's transport has it) and sends the task through CAF as before, with an
+// empty tensor and a ticket (the sender's rank in the high 16 bits, a count below). The stage's `activation_inbox`
+// reads the tensor into a fresh one and keeps it until the processor takes it, waiting at most the stage's timeout,
+// and less when the sender's link ends without it (a lost node fails the step at once). Tasks stay CAF's, ordered
+// as before. The coordinator sends this way too but listens for no link (a node may not reach it); small tensors,
+// tasks within one process, and tensors after a link failed travel inside the message; an aborted step's tensors
+// are dropped when a later step begins.
+
+// Note [one copy on one machine]: between two processes of one host a tensor written on a socket is copied twice.
+// Where a link's two ends have one address (data_link::same_host), the sender offers the tensor where it lies
+// (its process id and address) and waits for one byte: the inbox copies it with one `process_vm_readv`
+// (network/process_memory.hpp), which also reads a 16-byte token the inbox gave that link, and answers 1; or 0,
+// and the bytes come on the link and the link stops offering. The token keeps another process (or PID namespace)
+// from passing for the sender; the sender's memory is read only while it waits, so the tensor cannot change.
+// Where ptrace between the two is not allowed (another user, Yama's ptrace_scope >= 1) the kernel refuses and the
+// link copies as before.
 #pragma once
 
 #include <chrono>

@@ -28,7 +28,7 @@ namespace ap {
 // coordinator failed or was killed: the system closes its sockets) and stops too (exit 1), so no node is
 // left running. The line carries no secret: with TLS, the coordinator's connection to each node is mutual
 // TLS as with --nodes, so a wrong registration fails there, naming the node.
-//
+
 // Note [restart under a rendezvous]: a node of rank R listens on MASTER_PORT + R (a free port, said in its
 // log, only when that one is taken), so a node started again with the same variables (by a supervisor, a
 // script, or a launcher that restarts one rank) listens where it did. With `--restart-on-failure`, the
@@ -36,7 +36,7 @@ namespace ap {
 // there. Rank 0 keeps accepting registrations for the whole job: a restarted rank's replaces its old connection,
 // so the job's end reaches the new process too; a rank registering at another address is logged (the
 // recovery cannot find it there).
-//
+
 // Note [rendezvous fails fast]: what a rank can check alone is checked before it waits for anyone: its transport
 // (the TLS files, or --insecure), and on a node that MASTER_ADDR resolves (a name the resolver does not know fails
 // at once, naming it; only a resolver that did not answer is asked again). The wait itself (rank 0 for every

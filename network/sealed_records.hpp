@@ -1,31 +1,16 @@
 // The records a TLS data link's bytes travel in after its handshake: AES-128-GCM under keys exported from the
 // link's TLS session (Note [sealed records]).
-//
-// Note [sealed records]:
-// A data link over TLS (Note [data links]) used OpenSSL's records for its bytes: SSL_write copies each 16 KB of
-// plaintext into its buffer, encrypts it there and writes it with one system call; SSL_read decrypts in its
-// buffer and copies out. Sender and receiver each spent 0.6 s of CPU a GB on loopback here, where plain TCP
-// spends 0.2-0.3 and AES-128-GCM alone 0.16 (6.2 GB/s, `openssl speed`): activations moved at 1.3-1.6 GB/s,
-// both vCPUs busy. Kernel TLS, which would take the records off OpenSSL's hands, is not offered by this kernel.
-// So the link does what kernel TLS does: the TLS handshake (mutual, as every connection: Note [mutual TLS])
-// authenticates both ends and agrees on the secrets, and the bytes then travel in records of the link's own,
-// sealed with the same AEAD and key sizes TLS 1.3 uses:
-// - Keys: each direction's 32-byte secret is exported from the session (RFC 5705/8446 exporter, label
-//   `record_exporter_label`, context "client" or "server": the side that writes), so the two directions never
-//   share a key and no other use of the session can derive them. A record's key and nonce base come from its
-//   direction's secret and its epoch (65,536 records, at most 16 GB) by HMAC-SHA256, so no key seals more than
-//   TLS 1.3's limit for AES-GCM (2^24.5 full records of 16 KB, about 380 GB) allows.
-// - A record: its plaintext length (4 bytes, little-endian, 1 to `max_record_bytes`), the ciphertext, the 16-byte
-//   tag. The length is the record's additional data, so it cannot be altered unseen. The nonce is the epoch's
-//   nonce base XOR the record's sequence number (TLS 1.3's construction), counted by both ends and never sent:
-//   a record replayed, dropped, reordered or moved to the other direction fails its tag.
-// - The receiver reads a record whose plaintext the caller's read will hold whole straight into the caller's
-//   memory and decrypts it there (in place); a record larger than what is asked goes to a buffer of the link's.
-//   A record that fails its tag ends the link (link_error failed); the caller's tensor is then dropped, never
-//   used. The sender encrypts from the caller's memory into its buffer (the copy TLS makes anyway) and writes
-//   header, ciphertext and tag in one call.
-// - A truncated stream shows as a peer that hung up: every reader knows how many bytes it waits for.
-// Measured on this 2-vCPU machine (loopback, mutual TLS, each figure two runs): docs/performance.md.
+
+// Note [sealed records]: OpenSSL's records cost each end 0.6 s of CPU a GB (a copy into its buffer, encryption
+// there, a copy out), twice plain TCP, and this kernel offers no kernel TLS (figures: docs/performance.md). So a
+// TLS data link does what kernel TLS does: the mutual TLS handshake authenticates both ends, and the bytes then
+// travel in records of the link's own with TLS 1.3's AEAD. Each direction's secret is exported from the session
+// (RFC 5705/8446, `record_exporter_label`, context the writing side), and each epoch of 65,536 records derives its
+// key and nonce base from it by HMAC-SHA256, below TLS 1.3's limit for one AES-GCM key. A record is its length (4
+// bytes, little-endian; the additional data), the ciphertext and a 16-byte tag; the nonce is the nonce base XOR the
+// sequence number both ends count, so a record replayed, dropped, reordered or reflected fails its tag, which ends
+// the link (the tensor is dropped, never used). The receiver decrypts in place in the caller's memory where the
+// record fits it; the sender writes header, ciphertext and tag in one call.
 #pragma once
 
 #include <array>
