@@ -1,6 +1,6 @@
 // GPT-2 in libtorch: the reference `actorpipe train --model gpt2...` is measured against (throughput and loss
 // curve). Built only where CMake finds Torch (Debian's libtorch-dev); scripts/compare_libtorch.sh runs both.
-//
+
 // The model is written here with libtorch's modules, as nanoGPT writes it: token and learned position
 // embeddings, pre-LN blocks (LayerNorm eps 1e-5, fused QKV Linear, causal softmax attention in fp32, output
 // projection; LayerNorm, Linear D -> 4D, tanh GELU, Linear 4D -> D), a final LayerNorm, the LM head tied to the
@@ -9,20 +9,20 @@
 // read by the project's parser (model/gpt_spec.hpp), so `--model gpt2:context=128` means the same shape on both
 // sides; choices this program does not write (RMSNorm, rotary positions, SwiGLU, grouped-query attention,
 // init=kaiming) are refused.
-//
+
 // The data is read by the project's data library: the same token file formats, and the same windows in the same
 // order as `train` (open_data with --seed, sample_order per epoch, gather_batch), so both sides see the same
 // batches. The optimizer is libtorch's AdamW with the learning rate set before each update from train's schedule
 // (linear warmup lr (s + 1) / warmup, then constant or cosine/linear decay to --min-lr at --decay-steps), the
 // global gradient norm clipped with clip_grad_norm_. Weight decay applies to every parameter, as train's does,
 // or with --decay-matrices-only to the weights of two or more dimensions alone (nanoGPT's groups).
-//
+
 // --save-init FILE writes the initial weights as llm.c's checkpoint, from which `train --init-from FILE` starts: the
 // two sides then run the same computation from the same weights, and their losses differ by rounding alone.
-//
+
 // Prints a line per step (loss, lr, seconds, tokens/s), the validation loss at the end, and one JSON line; with
 // --log FILE one JSON object per step with train's keys (step, loss, lr, step_s, tokens_per_s).
-//
+
 //   build/bench/libtorch_gpt2 --model gpt2:context=128 --data tokens.bin --batch-size 4 --max-steps 200
 //       --lr 6e-4 --warmup-steps 20 --lr-schedule cosine --min-lr 6e-5 --beta2 0.95 --weight-decay 0.1
 //       --clip-grad-norm 1 --threads 2

@@ -1,6 +1,6 @@
 // `actorpipe launch --hostfile FILE [--ssh CMD] -- train ...`: a whole job from one command on one machine.
 //
-// Note [launch over ssh]:
+// Note [launch over ssh]: how one command starts a whole job.
 // The hostfile (mpirun's and DeepSpeed's format: "host slots=N") gives the job's ranks in order, rank 0 the
 // first host's first slot. For each rank the launcher runs `CMD HOST 'env RANK=r WORLD_SIZE=W MASTER_ADDR=<rank
 // 0's host> MASTER_PORT=P PROGRAM train ... --rendezvous env'` (CMD: `ssh -o BatchMode=yes` by default; the
@@ -16,15 +16,18 @@
 // process groups killed 2 s later if they still run) and exits with that rank's status. Otherwise it exits with rank 0's status, or the first failed node's; its ranks die with it
 // (they are started with a parent-death signal: the local ssh clients, whose ends close the connections).
 // PROGRAM is this binary's path (--program for another one on the hosts).
+
 // Each rank's standard input is a pipe from the launcher, and its command sets ACTORPIPE_LAUNCH_STDIN=1: such a
 // rank stops (exit 1, saying so) when its standard input ends. ssh carries that end to the host, so closing the
 // pipes stops the ranks wherever they run, even where killing the local ssh client would leave the remote
 // process running (no terminal: no hang-up signal); so does the launcher's own death. Each local client runs in a
 // process group of its own, killed whole 2 s later if it still runs.
+
 // What the launcher can check itself it checks before starting any rank (Note [rendezvous fails fast] in
 // network/rendezvous.hpp): the hostfile's host names (RFC 1123 names or IP addresses, by file and line), that
 // the --ssh program exists (on PATH, as execvp finds it), and, where the --certs folder is readable here, that
 // it holds every file the ranks will be given.
+
 // With --certs DIR (`actorpipe certs --out DIR HOST...`, Note [cluster certificates]) rank 0 presents
 // DIR/coordinator.pem and a node DIR/HOST.pem, each with its key, all trusting DIR/ca.pem.
 // Tests pass `--ssh scripts/local_ssh.sh`, a stand-in that runs the command here, so the whole path runs on

@@ -26,6 +26,7 @@ struct gloo_state;
 //   runtime path uses it across processes).
 // abort() fails this rank's waiting and later collectives at once and closes its sockets, so the peers' waits
 // fail at once too ("connection closed by peer"); a peer process that ends closes its sockets the same way.
+
 // Two places reach past gloo's public API, each where it offers no equivalent (Debian's 0.0~git20220518):
 // - The context: a gloo::Context subclass hands it the device and pairs made here (protected members, set as
 //   gloo's own rendezvous::Context sets them). rendezvous::Context::connectFullMesh makes the pairs only when it
