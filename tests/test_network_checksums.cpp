@@ -310,10 +310,7 @@ TEST_CASE("a pipeline over plain TCP whose connection to a node is corrupted mid
   const std::string through = "127.0.0.1:" + std::to_string(tamper.port());
   std::mutex log_mutex;
   std::string log;
-  pipeline_options o;
-  o.stages = 2;
-  o.microbatches = 4;
-  o.schedule = "1f1b";
+  pipeline_options o = test::pipeline_options_for(2, 4, "1f1b");
   o.optimizer.kind = "adam";
   o.optimizer.lr = 0.01f;
   o.security = test::insecure_transport();

@@ -197,9 +197,7 @@ TEST_CASE("by-size on nodes sums a gradient of 4 MB on gloo and the smaller ones
 }
 
 TEST_CASE("the gloo and by-size backends are refused beside mutual TLS, before any stage is placed") {
-  pipeline_options o;
-  o.stages = 2;
-  o.microbatches = 2;
+  pipeline_options o = test::pipeline_options_for(2, 2);
   o.security = test::tls_security();
   o.nodes = {"127.0.0.1:1", "127.0.0.1:2"};  // never reached
   for (collective_backend backend : {collective_backend::gloo, collective_backend::by_size}) {

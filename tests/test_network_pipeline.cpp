@@ -225,11 +225,8 @@ TEST_CASE("kill a node mid-step, restart it, resume from the last checkpoint: th
     m.initialize(seed);
     return m;
   };
-  pipeline_options o;
+  pipeline_options o = pipeline_options_for(2, 4, "1f1b");
   o.security = test::tls_security();
-  o.stages = 2;
-  o.microbatches = 4;
-  o.schedule = "1f1b";
   o.optimizer.kind = "adam";
   o.optimizer.lr = 0.01f;
   const std::string path = "/tmp/actorpipe-network-test-" + std::to_string(getpid()) + ".safetensors";
@@ -270,10 +267,8 @@ TEST_CASE("kill a node mid-step, restart it, resume from the last checkpoint: th
 TEST_CASE("interleaved 1F1B and ZB-H1 across nodes, and one node listed twice, equal one process") {
   const dataset d = test::small_blobs(32);
   test::node_process a(actorpipe), b(actorpipe);
-  pipeline_options o;
+  pipeline_options o = pipeline_options_for(2, 4);
   o.security = test::tls_security();
-  o.stages = 2;
-  o.microbatches = 4;
   o.optimizer.kind = "sgd";
   o.optimizer.lr = 0.1f;
   o.optimizer.momentum = 0.9f;
@@ -323,14 +318,23 @@ TEST_CASE("a coordinator killed mid-training leaves its nodes clean and ready fo
 }
 
 TEST_CASE("`actorpipe train --nodes --insecure` exits with an error naming the stage and host:port when a node is killed") {
+  test::scratch_dir dir{"node_killed"};
+  const std::string steps_log = dir.file("steps.jsonl");
   test::node_process first(actorpipe, {"--insecure"}), second(actorpipe, {"--insecure"});
   test::child_process coordinator({actorpipe, "train", "--stages", "2", "--microbatches", "4", "--train-limit", "4096",
-                                   "--epochs", "1000", "--nodes", first.address() + "," + second.address(), "--insecure"});
-  const auto placed = [&] { return contains(second.process().stderr_text(), "stage 1 started"); };
+                                   "--epochs", "1000", "--nodes", first.address() + "," + second.address(), "--insecure",
+                                   "--log", steps_log});
+  // Killed once a step has ended (its line in the log), so the failure is a step's, not the set-up's.
+  const auto stepping = [&] {
+    std::ifstream in(steps_log);
+    std::string line;
+    while (std::getline(in, line))
+      if (contains(line, "\"step\"")) return true;
+    return false;
+  };
   const auto t0 = std::chrono::steady_clock::now();
-  while (!placed() && std::chrono::steady_clock::now() - t0 < test::scaled(20s)) std::this_thread::sleep_for(20ms);
-  REQUIRE_MESSAGE(placed(), coordinator.stderr_text());
-  std::this_thread::sleep_for(300ms);  // a few steps in
+  while (!stepping() && std::chrono::steady_clock::now() - t0 < test::scaled(20s)) std::this_thread::sleep_for(20ms);
+  REQUIRE_MESSAGE(stepping(), coordinator.stderr_text());
   second.process().kill9();
   const int code = coordinator.wait_exit(test::scaled(10s));
   const std::string log = coordinator.stderr_text();
@@ -590,11 +594,8 @@ TEST_CASE("a frozen node (SIGSTOP) is noticed by the heartbeat and fails the ste
   const dataset d = test::small_blobs(16);
   const sequential model = slow_model();
   test::node_process first(actorpipe), second(actorpipe);
-  pipeline_options o;
+  pipeline_options o = pipeline_options_for(2, 4, "gpipe");
   o.security = test::tls_security();
-  o.stages = 2;
-  o.microbatches = 4;
-  o.schedule = "gpipe";
   o.timeout = 60s;  // longer than the test: only the heartbeat can end the wait
   o.nodes = {first.address(), second.address()};
   auto pipe = std::make_unique<pipeline>(model, o);
@@ -614,10 +615,7 @@ TEST_CASE("stages on 2 node processes send their events: busy time, the stage lo
   sequential model;  // stage 0 forwards for 5 ms: far more than any clock error on loopback
   for (const char* spec : {"linear:12:16", "sleep:5:5", "tanh", "linear:16:4"}) model.add(make_layer(spec));
   model.initialize(3);
-  pipeline_options o;
-  o.stages = 2;
-  o.microbatches = 3;
-  o.schedule = "1f1b";
+  pipeline_options o = pipeline_options_for(2, 3, "1f1b");
   o.layers_per_chunk = {2, 2};
   o.record_events = true;
   o.nodes = {first.address(), second.address()};

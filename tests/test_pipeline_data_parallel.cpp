@@ -129,9 +129,7 @@ TEST_CASE("the replicas run the schedule's R actions (Note [gradient reduction])
 
 TEST_CASE("replicas refuse inputs of the wrong width before any starts, naming the layer (from the model's first layers)") {
   const dataset d = test::small_blobs(8);
-  pipeline_options o;
-  o.stages = 2;
-  o.microbatches = 2;
+  pipeline_options o = pipeline_options_for(2, 2);
   data_parallel_pipeline pipe(test::nine_layer_model(), o, 2);
   CHECK_THROWS_WITH_AS(pipe.train_step(tensor::from_shape({8, 10}), d.labels, 0),
                        "step 0: inputs: layer 0 Linear(12->16) takes 12 features, got input of shape (8, 10)",

@@ -43,11 +43,7 @@ TEST_CASE("GPipe and 1F1B on 1..4 stages with 1..8 microbatches, unequal splits,
   for (const std::string sched : {"gpipe", "1f1b"})
     for (int stages = 1; stages <= 4; ++stages)
       for (int m : {1, 2, 3, 4, 8}) {
-        pipeline_options o;
-        o.stages = stages;
-        o.microbatches = m;
-        o.schedule = sched;
-        o.optimizer = opt;
+        pipeline_options o = test::pipeline_options_for(stages, m, sched, 1, opt);
         run_result piped = train_pipeline(d, o);
         test::check_same_run(piped, single, 1e-5f, 1e-5, sched + " p=" + std::to_string(stages) + " m=" + std::to_string(m));
       }
@@ -62,22 +58,13 @@ TEST_CASE("zero-bubble ZB-H1 and interleaved 1F1B equal single-process training"
   run_result single = train_single(d, opt);
   for (int stages = 1; stages <= 4; ++stages)
     for (int m : {1, 3, 4, 8}) {
-      pipeline_options o;
-      o.stages = stages;
-      o.microbatches = m;
-      o.schedule = "zb-h1";
-      o.optimizer = opt;
+      pipeline_options o = test::pipeline_options_for(stages, m, "zb-h1", 1, opt);
       run_result piped = train_pipeline(d, o);
       test::check_same_run(piped, single, 1e-5f, 1e-5, "zb-h1 p=" + std::to_string(stages) + " m=" + std::to_string(m));
     }
   for (int stages : {2, 4})
     for (int m : {4, 8}) {
-      pipeline_options o;
-      o.stages = stages;
-      o.microbatches = m;
-      o.schedule = "interleaved";
-      o.chunks_per_stage = 2;
-      o.optimizer = opt;
+      pipeline_options o = test::pipeline_options_for(stages, m, "interleaved", 2, opt);
       run_result piped = train_pipeline(d, o);
       test::check_same_run(piped, single, 1e-5f, 1e-5, "interleaved v=2 p=" + std::to_string(stages) + " m=" + std::to_string(m));
     }
@@ -104,12 +91,7 @@ TEST_CASE("a warmup-cosine lr schedule trains in a pipeline as in one process, e
     CHECK_MESSAGE(!test::check_parameters(unscheduled.model, single.model, 1e-4f, "without the schedule"),
                   "the schedule changes the run");
     for (const std::string sched : {"1f1b", "interleaved"}) {
-      pipeline_options o;
-      o.stages = 2;
-      o.microbatches = 4;
-      o.schedule = sched;
-      o.chunks_per_stage = sched == "interleaved" ? 2 : 1;
-      o.optimizer = opt;
+      pipeline_options o = test::pipeline_options_for(2, 4, sched, sched == "interleaved" ? 2 : 1, opt);
       run_result piped = train_pipeline(d, o, test::nine_layer_model, count);
       test::check_same_run(piped, single, 1e-5f, 1e-5, kind + " warmup-cosine, " + sched);
     }
@@ -126,12 +108,7 @@ TEST_CASE("a model of residual blocks: every schedule equals single-process trai
   for (const setup& u : {setup{"gpipe", 2, 1, 4}, setup{"1f1b", 3, 1, 3}, setup{"1f1b", 6, 1, 8},
                          setup{"zb-h1", 2, 1, 4}, setup{"zb-h1", 4, 1, 3}, setup{"interleaved", 2, 2, 4},
                          setup{"interleaved", 3, 2, 6}}) {
-    pipeline_options o;
-    o.stages = u.stages;
-    o.chunks_per_stage = u.chunks;
-    o.microbatches = u.microbatches;
-    o.schedule = u.schedule;
-    o.optimizer = opt;
+    pipeline_options o = test::pipeline_options_for(u.stages, u.microbatches, u.schedule, u.chunks, opt);
     run_result piped = train_pipeline(d, o, test::residual_block_model);
     CHECK(piped.model.layer_specs() == single.model.layer_specs());
     test::check_same_run(piped, single, 1e-5f, 1e-5,
@@ -159,11 +136,7 @@ TEST_CASE("rank 3: (batch, sequence, features) inputs and mse targets (batch, se
   for (int s = 0; s < steps; ++s) single.losses.push_back(runner.train_step(d.inputs, d.labels, s));
   CHECK(shape_of(runner.predict(d.inputs)) == shape_t{10, 5, 3});
   for (const std::string sched : {"1f1b", "zb-h1"}) {
-    pipeline_options o;
-    o.stages = 2;
-    o.microbatches = 3;
-    o.schedule = sched;
-    o.optimizer = opt;
+    pipeline_options o = test::pipeline_options_for(2, 3, sched, 1, opt);
     o.loss = "mse";
     pipeline pipe(make(7), o);
     run_result piped{sequential{}, {}};
@@ -178,12 +151,8 @@ TEST_CASE("an explicit partition trains like a uniform one") {
   const dataset d = test::small_blobs(16);
   optimizer_config opt;
   run_result single = train_single(d, opt);
-  pipeline_options o;
-  o.stages = 3;
-  o.microbatches = 4;
-  o.schedule = "1f1b";
+  pipeline_options o = test::pipeline_options_for(3, 4, "1f1b", 1, opt);
   o.layers_per_chunk = {1, 6, 2};
-  o.optimizer = opt;
   pipeline pipe(test::nine_layer_model(), o);
   CHECK(pipe.chunk_ranges() == std::vector<layer_range>{{0, 1}, {1, 7}, {7, 9}});
   run_result piped{sequential{}, {}};
@@ -195,10 +164,7 @@ TEST_CASE("an explicit partition trains like a uniform one") {
 TEST_CASE("1F1B holds at most min(m, p - s) activations on stage s, GPipe holds all m") {
   const dataset d = test::small_blobs(32);
   for (const std::string sched : {"1f1b", "gpipe"}) {
-    pipeline_options o;
-    o.stages = 4;
-    o.microbatches = 8;
-    o.schedule = sched;
+    pipeline_options o = test::pipeline_options_for(4, 8, sched);
     pipeline pipe(test::nine_layer_model(), o);
     pipe.train_step(d.inputs, d.labels, 0);
     const auto peak = pipe.last_peak_stash();
@@ -235,21 +201,13 @@ TEST_CASE("sync-backward (caches joined, one whole-batch backward per stage) equ
   run_result single = train_single(d, opt);
   for (int stages = 1; stages <= 4; ++stages)
     for (int m : {1, 3, 4, 8}) {
-      pipeline_options o;
-      o.stages = stages;
-      o.microbatches = m;
-      o.schedule = "sync-backward";
-      o.optimizer = opt;
+      pipeline_options o = test::pipeline_options_for(stages, m, "sync-backward", 1, opt);
       run_result piped = train_pipeline(d, o);
       test::check_same_run(piped, single, 1e-5f, 1e-5, "sync-backward p=" + std::to_string(stages) + " m=" + std::to_string(m));
     }
   const dataset r = test::small_blobs(24);
   run_result single_blocks = train_single(r, opt, test::residual_block_model);
-  pipeline_options o;
-  o.stages = 3;
-  o.microbatches = 4;
-  o.schedule = "sync-backward";
-  o.optimizer = opt;
+  pipeline_options o = test::pipeline_options_for(3, 4, "sync-backward", 1, opt);
   run_result piped = train_pipeline(r, o, test::residual_block_model);
   test::check_same_run(piped, single_blocks, 1e-5f, 1e-5, "residual blocks, sync-backward p=3 m=4");
 }

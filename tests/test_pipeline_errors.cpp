@@ -72,9 +72,7 @@ TEST_CASE("impossible configurations are refused when the pipeline is built") {
 
 TEST_CASE("more microbatches than samples is a clear error, and the pipeline still trains afterwards") {
   const dataset d = test::small_blobs(16);
-  pipeline_options o;
-  o.stages = 2;
-  o.microbatches = 8;
+  pipeline_options o = test::pipeline_options_for(2, 8);
   auto pipe = std::make_unique<pipeline>(test::nine_layer_model(), o);
   const tensor few_inputs = slice_rows(d.inputs, 0, 5), few_labels = slice_rows(d.labels, 0, 5);
   CHECK_THROWS_WITH_AS(pipe->train_step(few_inputs, few_labels, 0),
@@ -91,10 +89,7 @@ TEST_CASE("a layer that throws inside a stage fails the step, naming the stage a
     if (i == 6) with_fault.add(std::make_unique<faulty_layer>(12));  // samples 12.. fail: microbatch 3 of 4
     with_fault.add(model.at(i).clone());
   }
-  pipeline_options o;
-  o.stages = 3;
-  o.microbatches = 4;
-  o.schedule = "1f1b";
+  pipeline_options o = test::pipeline_options_for(3, 4, "1f1b");
   o.layers_per_chunk = {4, 3, 3};  // the faulty layer shares stage 1 with a Linear and a Tanh
   auto pipe = std::make_unique<pipeline>(with_fault, o);
   sequential before = pipe->gather_model();
@@ -111,9 +106,7 @@ TEST_CASE("a layer that throws inside a stage fails the step, naming the stage a
 
 TEST_CASE("inputs of the wrong width or dtype are refused before any stage runs, naming the layer and both") {
   const dataset d = test::small_blobs(8);
-  pipeline_options o;
-  o.stages = 2;
-  o.microbatches = 2;
+  pipeline_options o = test::pipeline_options_for(2, 2);
   pipeline pipe(test::nine_layer_model(), o);
   CHECK_THROWS_WITH_AS(pipe.train_step(zeros({8, 10}), d.labels, 0),
                        "step 0: inputs: layer 0 Linear(12->16) takes 12 features, got input of shape (8, 10)",
@@ -130,9 +123,7 @@ TEST_CASE("inputs of the wrong width or dtype are refused before any stage runs,
 
 TEST_CASE("labels out of range fail the step at the coordinator, naming the microbatch") {
   const dataset d = test::small_blobs(8);
-  pipeline_options o;
-  o.stages = 2;
-  o.microbatches = 2;
+  pipeline_options o = test::pipeline_options_for(2, 2);
   pipeline pipe(test::nine_layer_model(), o);
   tensor labels = d.labels;
   labels(6) = 9.0f;  // 4 classes: 9 is out of range, in microbatch 1
@@ -141,9 +132,7 @@ TEST_CASE("labels out of range fail the step at the coordinator, naming the micr
 
 TEST_CASE("a loss that is not finite fails the step at the coordinator, naming the step and the microbatch") {
   const dataset d = test::small_blobs(8);
-  pipeline_options o;
-  o.stages = 2;
-  o.microbatches = 2;
+  pipeline_options o = test::pipeline_options_for(2, 2);
   sequential model;  // Linear layers only: a NaN input reaches the loss (a ReLU could turn it into 0)
   model.add(make_layer("linear:12:8"));
   model.add(make_layer("linear:8:4"));
@@ -157,9 +146,7 @@ TEST_CASE("a loss that is not finite fails the step at the coordinator, naming t
 
 TEST_CASE("a diverging pipeline run stops naming the step and the microbatch of the largest loss") {
   const dataset d = test::small_blobs(48);
-  pipeline_options o;
-  o.stages = 2;
-  o.microbatches = 2;
+  pipeline_options o = test::pipeline_options_for(2, 2);
   o.optimizer.kind = "adam";
   o.optimizer.lr = 1e9f;
   pipeline pipe(test::nine_layer_model(), o);
@@ -177,9 +164,7 @@ TEST_CASE("a stage that waits on a peer longer than the timeout fails the step w
   model.add(make_layer("sleep:600:0"));  // stage 1 takes 600 ms per forward
   model.add(make_layer("relu"));
   model.initialize(1);
-  pipeline_options o;
-  o.stages = 3;
-  o.microbatches = 2;
+  pipeline_options o = test::pipeline_options_for(3, 2);
   o.timeout = std::chrono::milliseconds(200);
   auto pipe = std::make_unique<pipeline>(model, o);
   const auto [message, took] = test::failed_step(*pipe, d, 0);
@@ -204,9 +189,7 @@ TEST_CASE("many waits each shorter than the timeout pass although together they 
   model.add(make_layer("sleep:20:0"));  // stage 1 takes 20 ms per forward: the longest wait is stage 0's ~80 ms
   model.add(make_layer("relu"));
   model.initialize(1);
-  pipeline_options o;
-  o.stages = 3;
-  o.microbatches = 4;
+  pipeline_options o = test::pipeline_options_for(3, 4);
   o.timeout = test::scaled(std::chrono::milliseconds(150));
   pipeline pipe(model, o);
   // ~100 ms a step: the timer armed in step 0 fires during a later, short wait and must re-arm.
@@ -247,9 +230,7 @@ TEST_CASE("a task of an aborted step that reaches the processor after the abort 
 
 TEST_CASE("the pipeline keeps no idle gradients, and the model it gathers trains as any (Note [one copy of the gradients])") {
   const dataset d = test::small_blobs(8);
-  pipeline_options o;
-  o.stages = 2;
-  o.microbatches = 2;
+  pipeline_options o = test::pipeline_options_for(2, 2);
   pipeline pipe(test::nine_layer_model(), o);
   CHECK(std::isfinite(pipe.train_step(d.inputs, d.labels, 0)));
   sequential gathered = pipe.gather_model();
@@ -282,9 +263,7 @@ TEST_CASE("the pipeline's own model holds no weights while the stages train, and
   const sequential model = sequential::from_spec("784-512-10", sequential_options{"relu", 1});
   const std::uint64_t parameters = 784 * 512 + 512 + 512 * 10 + 10;
   const dataset d = make_blobs(8, 784, 10, 3);
-  pipeline_options o;
-  o.stages = 2;
-  o.microbatches = 2;
+  pipeline_options o = test::pipeline_options_for(2, 2);
   const std::uint64_t before = tensor_bytes_in_use();
   pipeline pipe(model, o);
   const std::uint64_t built = tensor_bytes_in_use() - before;

@@ -28,10 +28,7 @@ std::vector<std::string> lines_of_stage(const std::vector<std::string>& log, int
 // Runs one step of the nine-layer model, or of `sleeps` copies of a sleep layer spec when given.
 std::vector<stage_event> run_recorded(const std::string& schedule_name, int stages, int microbatches,
                                       const std::string& sleep_spec = "") {
-  pipeline_options o;
-  o.stages = stages;
-  o.microbatches = microbatches;
-  o.schedule = schedule_name;
+  pipeline_options o = test::pipeline_options_for(stages, microbatches, schedule_name);
   o.record_events = true;
   const dataset d = test::small_blobs(32);
   sequential model = test::nine_layer_model();
@@ -143,10 +140,7 @@ TEST_CASE("the Chrome trace has a track per stage and a span per task") {
 
 // A long run must not keep an event per task unless asked (Note [bounded event log]).
 TEST_CASE("without record_events the pipeline sums busy time and holds no events") {
-  pipeline_options o;
-  o.stages = 2;
-  o.microbatches = 4;
-  o.schedule = "1f1b";
+  pipeline_options o = test::pipeline_options_for(2, 4, "1f1b");
   std::atomic<int> streamed{0};  // the sink sees every event although none is kept
   o.on_event = [&streamed](const stage_event&) { ++streamed; };
   const dataset d = test::small_blobs(32);
@@ -164,10 +158,7 @@ TEST_CASE("without record_events the pipeline sums busy time and holds no events
 }
 
 TEST_CASE("the busy sums equal the busy time of the kept events") {
-  pipeline_options o;
-  o.stages = 2;
-  o.microbatches = 4;
-  o.schedule = "gpipe";
+  pipeline_options o = test::pipeline_options_for(2, 4, "gpipe");
   o.record_events = true;
   const dataset d = test::small_blobs(32);
   pipeline pipe(test::nine_layer_model(), o);
@@ -235,10 +226,7 @@ TEST_CASE("the stage log streams while a step runs, and sync-backward shows one 
   std::vector<std::string> printed;
   std::atomic<bool> step_returned{false};
   bool printed_before_return = false;
-  pipeline_options o;
-  o.stages = 3;
-  o.microbatches = 4;
-  o.schedule = "sync-backward";
+  pipeline_options o = test::pipeline_options_for(3, 4, "sync-backward");
   auto log = std::make_shared<stage_log_snapshots>(3);
   o.on_event = [&, log](const stage_event& e) {
     const std::string text = log->add(e);

@@ -18,11 +18,7 @@ using namespace ap::test;
 namespace {
 
 pipeline_options one_microbatch(int stages, int T, dtype type, float clip, int threads) {
-  pipeline_options o;
-  o.stages = stages;
-  o.microbatches = 1;
-  o.schedule = "1f1b";
-  o.optimizer = adam_optimizer();
+  pipeline_options o = pipeline_options_for(stages, 1, "1f1b", 1, adam_optimizer());
   o.tensor_parallel = T;
   o.compute_dtype = type;
   o.clip_grad_norm = clip;

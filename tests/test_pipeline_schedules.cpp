@@ -14,11 +14,7 @@ namespace {
 constexpr int steps = 2;
 
 pipeline_options options_for(const std::string& sched, int stages, int microbatches, int chunks = 1) {
-  pipeline_options o;
-  o.stages = stages;
-  o.microbatches = microbatches;
-  o.schedule = sched;
-  o.chunks_per_stage = chunks;
+  pipeline_options o = test::pipeline_options_for(stages, microbatches, sched, chunks);
   o.optimizer.kind = "adam";
   o.optimizer.lr = 0.01f;
   return o;

@@ -77,10 +77,7 @@ TEST_CASE("step_recorder keeps the latest step's events only and averages the ma
 }
 
 TEST_CASE("a real sync-backward step: every action measured, one whole-batch gradient per stage boundary") {
-  pipeline_options o;
-  o.stages = 3;
-  o.microbatches = 4;
-  o.schedule = "sync-backward";
+  pipeline_options o = test::pipeline_options_for(3, 4, "sync-backward");
   o.record_events = true;
   pipeline pipe(test::nine_layer_model(), o);
   const dataset d = test::small_blobs(16);
