@@ -126,10 +126,16 @@ void block::backward_input(const tensor& dy, layer_cache& cache, tensor* dx) con
 }
 
 // The rows' dy from a whole one, and the whole dx from the rows' (Note [sequence parallelism]).
+const tensor& block::rows_of_dy(const tensor& dy, tensor& mine) const {
+  if (!split_.gather) return dy;
+  mine = sequence_shard(dy, *split_.group, describe());
+  return mine;
+}
+
 void block::backward_parts(const tensor& dy, layer_cache& cache, tensor* dx, bool with_weights) const {
   if (!split_.group) return backward_rows(dy, cache, dx, with_weights);
-  tensor mine = split_.gather ? sequence_shard(dy, *split_.group, describe()) : tensor{};
-  const tensor& d = split_.gather ? mine : dy;
+  tensor mine;
+  const tensor& d = rows_of_dy(dy, mine);
   tensor rows_dx;
   tensor* into = split_.scatter && dx ? &rows_dx : dx;
   if (with_weights)
@@ -219,8 +225,8 @@ void block::backward_rows(const tensor& dy, layer_cache& cache, tensor* dx, bool
 
 void block::backward_weight(const tensor& dy, layer_cache& cache) {
   if (split_.group) {  // Note [sequence parallelism]
-    tensor mine = split_.gather ? sequence_shard(dy, *split_.group, describe()) : tensor{};
-    const tensor& d = split_.gather ? mine : dy;
+    tensor mine;
+    const tensor& d = rows_of_dy(dy, mine);
     return summing_partial([&] { weights_of_rows(d, cache); });
   }
   weights_of_rows(dy, cache);

@@ -107,6 +107,9 @@ class block final : public layer {
   tensor forward_rows(const tensor& x, layer_cache& cache, const forward_context& ctx) const;
   void backward_rows(const tensor& dy, layer_cache& cache, tensor* dx, bool with_weights) const;
   void weights_of_rows(const tensor& dy, layer_cache& cache);
+  // With a sequence split, the dy of the rows this block holds: this rank's rows of a whole dy (a run's last
+  // block), copied into `mine`, else dy itself.
+  const tensor& rows_of_dy(const tensor& dy, tensor& mine) const;
   // Runs `work`, which adds to the gradients of the parts' unsplit parameters, and sums what it added over the group.
   void summing_partial(const std::function<void()>& work) const;
 

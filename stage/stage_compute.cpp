@@ -52,7 +52,6 @@ void stage_compute::build_ranks() {
   group_ = std::make_unique<local_group>("tensor-parallel stage " + std::to_string(stage_), T, timeout_);
   layouts_.clear();
   split_layers_.clear();
-  sequence_blocks_ = 0;
   for (int r = 0; r < T; ++r) {
     std::vector<sequential> mine;
     std::shared_ptr<process_group> member(group_->member(r));
@@ -68,10 +67,7 @@ void stage_compute::build_ranks() {
         throw std::invalid_argument("stage " + std::to_string(stage_) + ", tensor-parallel degree " + std::to_string(T) +
                                     ": " + e.what());
       }
-      if (sequence_split_) {
-        const std::size_t divided = enable_sequence_parallel(mine.back(), member);
-        if (r == 0) sequence_blocks_ += divided;
-      }
+      if (sequence_split_) enable_sequence_parallel(mine.back(), member);
       if (r == 0) {
         for (const auto& [name, layout] : sharded_layouts_by_name(mine.back())) layouts_[name] = layout;
         const std::string text = split_layers_text(mine.back());
@@ -124,13 +120,12 @@ tensor stage_compute::rank0_result(const std::function<tensor(stage_rank&)>& wor
   return out;
 }
 
-std::size_t stage_compute::split_sequence() {
-  if (tensor_parallel_ == 1) return 0;
+void stage_compute::split_sequence() {
+  if (tensor_parallel_ == 1) return;
   const stage_state state = export_state();
   sequence_split_ = true;
   build_ranks();
   import_state(state);
-  return sequence_blocks_;
 }
 
 void stage_compute::split_vocabulary(int head_chunk) {

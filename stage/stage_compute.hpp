@@ -73,9 +73,9 @@ class stage_compute {
   void split_vocabulary(int head_chunk);
   bool splits_vocabulary() const { return vocabulary_split_; }
   // Note [sequence parallelism] in model/sequence_parallel.hpp: with T > 1, the ranks divide the rows of the
-  // chunks' runs of split blocks; returns how many blocks (0: none to divide). Keeps the weights; before the
-  // first step. Nothing with T = 1.
-  std::size_t split_sequence();
+  // chunks' runs of split blocks (a stage may hold none). Keeps the weights; before the first step. Nothing with
+  // T = 1.
+  void split_sequence();
 
   // As stage_rank's; the results are rank 0's (every rank's are the same). With the head chunk split, B and I
   // of that chunk take an empty dy: each rank's own from forward_loss.
@@ -161,7 +161,6 @@ class stage_compute {
   std::vector<weight_tie> ties_;                   // of the chunks' tied layers (Note [tied weights])
   bool vocabulary_split_ = false;                  // Note [vocab-parallel]
   bool sequence_split_ = false;                    // Note [sequence parallelism]
-  std::size_t sequence_blocks_ = 0;                // the blocks it divides
   int head_chunk_ = -1;                            // the chunk ending the model, when its head is split
   std::size_t vocabulary_ = 0;                     // the head's outputs
   std::vector<std::map<int, tensor>> loss_gradients_;  // per rank: microbatch -> its columns of d loss / d logits

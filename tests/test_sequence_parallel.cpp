@@ -9,6 +9,7 @@
 #include "equivalence.hpp"
 #include "model/sequence_parallel.hpp"
 #include "model/tensor_parallel.hpp"
+#include "pipeline_test_models.hpp"
 #include "test_support.hpp"
 #include "training/data_tensor_runner.hpp"
 
@@ -22,12 +23,8 @@ const char* const tiny_llama = "llama-tiny:layers=2,dim=16,heads=4,context=8,voc
 
 // 4 sequences of 8 byte tokens and their next tokens.
 std::pair<tensor, tensor> token_batch() {
-  tensor tokens = tensor::from_shape({4, 8}), next = tensor::from_shape({4, 8});
-  for (std::size_t i = 0; i < tokens.size(); ++i) {
-    tokens.data()[i] = static_cast<float>((i * 37 + 11) % 256);
-    next.data()[i] = static_cast<float>((i * 53 + 7) % 256);
-  }
-  return {tokens, next};
+  const dataset d = test::token_batch(256, 8, 4, 1);
+  return {d.inputs, d.labels};
 }
 
 // lr 1e-3: a split GPT's rounding moves Adam's first steps by ~1e-7 there (tests/test_training_data_tensor.cpp).
