@@ -142,4 +142,27 @@ node_survey survey_nodes(const std::vector<std::string>& nodes, const transport_
   return out;
 }
 
+std::vector<std::string> nodes_answering(const std::vector<std::string>& nodes, const transport_security& security,
+                                         std::chrono::milliseconds timeout) {
+  std::vector<node_address> addresses;
+  for (const auto& text : nodes) addresses.push_back(parse_node_address(text));  // std::invalid_argument
+  caf::actor_system_config config;
+  enable_network(config);
+  caf::actor_system system(config);
+  std::vector<std::string> answering;
+  guarded_transport transport(system, security, transport_options{});
+  caf::scoped_actor self(system);
+  for (std::size_t i = 0; i < addresses.size(); ++i) {
+    try {
+      const caf::actor node = connect_node(self, addresses[i], timeout);
+      bool answered = false;
+      self->request(node, timeout, machine_atom::value)
+          .receive([&](std::uint32_t, std::int32_t) { answered = true; }, [](caf::error&) {});
+      if (answered) answering.push_back(nodes[i]);
+    } catch (const std::runtime_error&) {  // refused, failed or silent: not answering
+    }
+  }
+  return answering;
+}
+
 }  // namespace ap

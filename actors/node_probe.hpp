@@ -45,4 +45,10 @@ struct node_survey {
 node_survey survey_nodes(const std::vector<std::string>& nodes, const transport_security& security,
                          std::chrono::milliseconds timeout);
 
+// The nodes of `nodes` that answer within `timeout` each (the connection, the handshake and a question about their
+// machine), in the order given; one that refuses, fails or stays silent is left out. What an elastic run continues
+// on (Note [elastic runs] in engine/elastic_run.cpp). A bad address throws std::invalid_argument.
+std::vector<std::string> nodes_answering(const std::vector<std::string>& nodes, const transport_security& security,
+                                         std::chrono::milliseconds timeout);
+
 }  // namespace ap

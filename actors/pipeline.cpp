@@ -63,7 +63,9 @@ struct pipeline::impl {
                        std::int64_t batch_rows = 0);
   void release_setup_weights();
   void make_recovery();
-  std::vector<stage_state> gather_states();
+  // Every stage's state, in stage order; a failure throws pipeline_error starting with `what` (lost_node when a
+  // stage's node went).
+  std::vector<stage_state> gather_states(const std::string& what);
   void restart_stages(const std::string& why, std::chrono::milliseconds wait);
   void load_states(const std::vector<stage_state>& states, const std::string& why);
   void log_line(const std::string& line) const {
@@ -475,27 +477,11 @@ std::string describe_layers(const std::vector<std::string>& specs) {
   return "[" + text + "] (" + std::to_string(specs.size()) + " layers)";
 }
 
-// Every stage's stage_state, in stage order.
-std::vector<stage_state> request_stage_states(caf::actor_system& system, const std::vector<processor_actor>& processors,
-                                              std::chrono::milliseconds timeout, const std::string& path) {
-  std::vector<stage_state> states;
-  caf::scoped_actor self{system};
-  for (std::size_t s = 0; s < processors.size(); ++s) {
-    std::string failure;
-    self->request(processors[s], timeout, state_atom::value)
-        .receive([&](stage_state& st) { states.push_back(std::move(st)); },
-                 [&](caf::error& e) { failure = caf::to_string(e); });
-    if (!failure.empty())
-      throw pipeline_error("checkpoint " + path + ": stage " + std::to_string(s) + " did not send its state: " + failure);
-  }
-  return states;
-}
-
 }  // namespace
 
 void pipeline::save_checkpoint(const std::string& path, const training_state& state) {
   auto& d = *impl_;
-  const std::vector<stage_state> states = request_stage_states(*d.system, d.processors, d.options.timeout, path);
+  const std::vector<stage_state> states = d.gather_states("checkpoint " + path);
   const auto refuse = [&](const std::string& what) { throw pipeline_error("checkpoint " + path + ": " + what); };
   std::unique_ptr<optimizer> opt = make_optimizer(d.options.optimizer);
   d.model.with_weights();  // Note [weights on demand]
@@ -569,7 +555,9 @@ void pipeline::impl::make_recovery() {
   settings.snapshot_every = options.snapshot_every;
   settings.log = options.log;
   recovery_actions actions;
-  actions.take_snapshot = [this] { snapshot = gather_states(); };
+  actions.take_snapshot = [this] {
+    snapshot = gather_states("snapshot after step " + (next_id > 0 ? std::to_string(next_id - 1) : std::string("none")));
+  };
   actions.release_setup_weights = [this] { release_setup_weights(); };
   actions.restart = [this](const std::string& why, std::chrono::milliseconds wait) { restart_stages(why, wait); };
   actions.restore = [this](std::uint64_t, const std::string& why) { load_states(snapshot, why); };
@@ -582,7 +570,7 @@ void pipeline::impl::make_recovery() {
   recovery_policy = std::make_unique<ap::recovery>(std::move(settings), std::move(actions));
 }
 
-std::vector<stage_state> pipeline::impl::gather_states() {
+std::vector<stage_state> pipeline::impl::gather_states(const std::string& what) {
   // Not request_stage_states: a request to a stage whose node dies waits for its whole timeout (toolchain
   // notes), so each stage is monitored and its loss ends the wait at once, in the words of a lost step.
   std::vector<stage_state> states(processors.size());
@@ -591,12 +579,12 @@ std::vector<stage_state> pipeline::impl::gather_states() {
     self->monitor(processors[s]);
     self->send(processors[s], state_atom::value);  // the answer comes back as a message
     std::string failure;
-    bool answered = false;
+    bool answered = false, gone = false;
     while (!answered && failure.empty())
       self->receive([&](stage_state& st) { states[s] = std::move(st), answered = true; },
                     [&](const caf::down_msg& m) {
                       if (m.source == processors[s].address())
-                        failure = "stage " + std::to_string(s) + " on " + (places.empty() ? "" : places[s]) +
+                        gone = true, failure = "stage " + std::to_string(s) + " on " + (places.empty() ? "" : places[s]) +
                                   " is gone (lost the connection: " + caf::to_string(m.reason) + ")";
                     },
                     [&](caf::error& e) { failure = "stage " + std::to_string(s) + ": " + caf::to_string(e); },
@@ -606,8 +594,7 @@ std::vector<stage_state> pipeline::impl::gather_states() {
                     });
     self->demonitor(processors[s].address());  // CAF 0.17 has demonitor(actor) but not for a typed handle
     if (!failure.empty())
-      throw pipeline_error("snapshot after step " + (next_id > 0 ? std::to_string(next_id - 1) : std::string("none")) +
-                           ": " + failure);
+      throw pipeline_error(what + ": " + failure, gone ? error_code::lost_node : error_code::internal);
   }
   return states;
 }
@@ -645,7 +632,7 @@ void pipeline::impl::load_states(const std::vector<stage_state>& states, const s
 }
 
 std::vector<stage_state> pipeline::stage_states() {
-  return impl_->gather_states();
+  return impl_->gather_states("the stages' states");
 }
 
 void pipeline::restart_stages(const std::string& why, std::chrono::milliseconds wait) { impl_->restart_stages(why, wait); }

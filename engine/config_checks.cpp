@@ -200,12 +200,25 @@ std::optional<schedule> check_run_config(const run_config& o, const std::functio
   if (o.pipe.nodes.empty() && o.rendezvous.empty()) {
     refuse_changed(changed_keys(o, named({"tls-ca", "tls-cert", "tls-key", "insecure"})),
                    "requires --nodes or --rendezvous env: it secures the connections to nodes");
-    refuse_changed(changed_keys(o, named({"restart-on-failure", "restart-wait-ms", "snapshot-every"})),
+    refuse_changed(changed_keys(o, named({"restart-on-failure", "restart-wait-ms", "snapshot-every", "elastic"})),
                    "requires --nodes or --rendezvous env: it recovers from a lost node");
   }
   if (o.rendezvous.empty())
     refuse_changed(changed_keys(o, named({"rendezvous-timeout"})),
                    "requires --rendezvous env: it is the wait of the job's ranks for each other");
+  if (o.elastic > 0) {  // Note [elastic runs]
+    if (o.checkpoint_file.empty())
+      throw std::invalid_argument("--elastic continues from the run's last checkpoint: give --checkpoint PATH (and "
+                                  "--checkpoint-every N: how many steps a lost node can cost)");
+    if (!o.schedule_file.empty())
+      throw std::invalid_argument("--elastic changes the stage count, which --schedule-file fixes: give one or the other");
+    if (!o.pipe.layers_per_chunk.empty())
+      throw std::invalid_argument("--elastic changes the stage count, which --layers-per-chunk fixes: let --partition "
+                                  "split the layers");
+    if (!o.pipe.nodes.empty() && o.pipe.nodes.size() < static_cast<std::size_t>(o.elastic))
+      throw std::invalid_argument("--elastic " + std::to_string(o.elastic) + " is more than the " +
+                                  std::to_string(o.pipe.nodes.size()) + " nodes of --nodes");
+  }
   check_output_path("--checkpoint", o.checkpoint_file);
   check_output_path("--trace", o.trace_file);
   check_output_path("--export", o.export_file);

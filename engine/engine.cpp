@@ -103,9 +103,13 @@ run_result engine::run() {
   train_runner& r = impl_->runner;
   if (r.pipe)
     plan.stage_busy = [&r] { return r.replicated ? r.replicated->first().busy_seconds() : r.pipe->busy_seconds(); };
-  const train_outcome outcome = run_training(o, plan, *r.runner, impl_->callbacks);
+  nlohmann::json changes = nlohmann::json::array();
+  run_config last_mesh = o;  // an elastic run's mesh at its end
+  const train_outcome outcome = o.elastic > 0 ? run_elastic(o, last_mesh, plan, r, impl_->callbacks, changes)
+                                              : run_training(o, plan, *r.runner, impl_->callbacks);
   run_result result;
-  report_training(o, plan, r, outcome, result);
+  report_training(last_mesh, plan, r, outcome, result);
+  if (o.elastic > 0) result.details["elastic"] = changes;
   result.config = o;
   result.config.auto_config = false;  // the mesh it chose is in the configuration
   return result;

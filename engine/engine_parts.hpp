@@ -67,6 +67,7 @@ struct train_plan {
   std::optional<auto_candidate> auto_choice;  // --auto's
   std::vector<layer_cost> layer_costs;        // --auto's, for the chosen microbatch (else the pipeline measures)
   std::function<std::vector<double>()> stage_busy;  // a pipeline's busy seconds per stage so far (the metrics log)
+  std::function<void(std::uint64_t step)> after_checkpoint;  // each checkpoint written, with its step (Note [elastic runs])
 };
 inline log_line say(const train_plan& plan) { return log_line(plan.log); }
 
@@ -140,6 +141,12 @@ struct train_outcome {
 // metrics log (Note [metrics log]), the callbacks.
 train_outcome run_training(const run_config& o, const train_plan& plan, step_runner& runner,
                            const engine_callbacks& callbacks);
+
+// run_training on a pipeline on nodes that continues on the nodes left when one is lost for good, and grows back
+// when they answer again (Note [elastic runs] in elastic_run.cpp). `runner` is replaced at each change, which
+// `changes` records (the result line's "elastic"); `segment` is `o` with the last mesh trained on.
+train_outcome run_elastic(const run_config& o, run_config& segment, train_plan& plan, train_runner& runner,
+                          const engine_callbacks& callbacks, nlohmann::json& changes);
 
 // A language model's validation loss in nats per token, logged with bits per token; predicted in batches of
 // the batch size (Note [evaluation in batches] in training/trainer.hpp).

@@ -177,6 +177,11 @@ void for_each_config_key(run_config& c, const std::function<void(const config_ke
       whole_number_check(0, 1000000), cluster);
   key("restart-wait-ms", &c.restart_wait_ms, "how long each recovery waits for the nodes", whole_number_check(1, 1000000000),
       cluster);
+  key("elastic", &c.elastic,
+      "when a lost node does not come back (after --restart-on-failure's waits), go on with the nodes that answer, down "
+      "to this many, from the last --checkpoint; nodes that answer again are taken back at a checkpoint (0: off; Note "
+      "[elastic runs])",
+      whole_number_check(0, 1000000), cluster);
   key("snapshot-every", &c.pipe.snapshot_every, "steps between in-memory snapshots of every stage",
       whole_number_check(1, 1000000), cluster);
 

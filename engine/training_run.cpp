@@ -135,6 +135,7 @@ train_outcome run_training(const run_config& o, const train_plan& plan, step_run
       saved.model_spec = o.model;
       runner.save_checkpoint(o.checkpoint_file, saved);
       say(plan) << "checkpoint of step " << saved.step << " written to " << o.checkpoint_file;
+      if (plan.after_checkpoint) plan.after_checkpoint(saved.step);
     };
   if (plan.language_model && o.eval_every && plan.test_set) {
     config.evaluate_every = o.eval_every;

@@ -1,5 +1,6 @@
 #include "plan/mesh.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace ap {
@@ -30,6 +31,25 @@ std::string describe_mesh(const mesh_shape& m, const std::vector<std::string>& n
     }
   if (shared) text += "; the replicas of a stage on one node reduce through shared memory first";
   return text;
+}
+
+std::optional<mesh_shape> elastic_mesh(const mesh_shape& planned, std::size_t nodes_listed, std::size_t nodes_left,
+                                       const std::function<bool(const mesh_shape&)>& fits) {
+  if (nodes_left == 0 || nodes_listed == 0) return std::nullopt;
+  const std::size_t slots = static_cast<std::size_t>(planned.data_parallel * planned.stages);
+  const std::size_t left = std::min(nodes_left, nodes_listed);
+  const std::size_t kept = std::max(slots * left / nodes_listed, std::min(slots, left));
+  mesh_shape m = planned;
+  if (planned.data_parallel > 1)
+    m.data_parallel = static_cast<int>(std::max<std::size_t>(1, kept / static_cast<std::size_t>(planned.stages)));
+  else
+    m.stages = static_cast<int>(std::max<std::size_t>(1, kept));
+  for (;;) {
+    if (!fits || fits(m)) return m;
+    if (m.data_parallel > 1) --m.data_parallel;
+    else if (m.stages > 1) --m.stages;
+    else return std::nullopt;
+  }
 }
 
 void check_mesh(const mesh_shape& m) {

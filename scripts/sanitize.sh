@@ -58,7 +58,7 @@ tsan_tests=(
   test_collective_local_shared  # chunks of one reduction claimed by several threads (atomics), abort mid-way
   test_training_data_tensor     # data and tensor parallelism: replica threads on local groups (one compute thread each)
   test_stage_compute    # a stage's tensor-parallel ranks in lockstep threads, its data-parallel replicas
-  test_collective_gloo  # gloo groups: the communication thread, abort() from another thread, async handles (no CAF)
+  test_collective_gloo  # gloo groups: the communication thread, abort() from another thread, async handles
   test_collective_hierarchical  # local groups shared by key, the member's communication thread, abort across both levels
   test_network_data_link  # data links: a writer and a reader thread per link, stop checks from other threads (no CAF)
   test_network_sealed_records  # sealed records on TLS links: writer, reader and a relay thread (no CAF)
@@ -74,9 +74,13 @@ run_tsan() {
   # stack walk even when suppressed: one OpenMP thread unless a test asks for more (those run oneDNN's regions).
   export OMP_NUM_THREADS=1
   local t failed=()
+  # The by-size cases of test_collective_gloo put a ring group (CAF actors) beside gloo: CAF's scheduler hands an
+  # actor between threads through atomics inside Debian's uninstrumented libcaf_core, which TSan cannot see, so it
+  # reports the actor's first run as racing with its spawn. Those cases run under ASan with the rest.
+  local -A skip=([test_collective_gloo]="--test-case-exclude=by-size*")
   for t in "${tsan_tests[@]}"; do
     echo "sanitize: TSan $t"
-    build-tsan/tests/"$t" || failed+=("$t")
+    build-tsan/tests/"$t" ${skip[$t]:-} || failed+=("$t")
   done
   echo "sanitize: TSan build and tests took $((SECONDS - t0)) s"
   if [ ${#failed[@]} -gt 0 ]; then

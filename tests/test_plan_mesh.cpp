@@ -38,3 +38,25 @@ TEST_CASE("check_mesh refuses sizes below 1, naming the flag") {
   CHECK(contains(error_of([] { check_mesh(mesh_shape{1, 2, 0}); }), "--tensor-parallel must be at least 1"));
   CHECK(error_of([] { check_mesh(mesh_shape{2, 2, 2}); }) == "no exception");
 }
+
+TEST_CASE("elastic_mesh (Note [elastic mesh]): as many stage slots per node as planned, replicas before stages") {
+  const auto any = [](const mesh_shape&) { return true; };
+  const auto same = [](const std::optional<mesh_shape>& m, mesh_shape want) {
+    REQUIRE(m.has_value());
+    CHECK(m->data_parallel == want.data_parallel);
+    CHECK(m->stages == want.stages);
+    CHECK(m->tensor_parallel == want.tensor_parallel);
+  };
+  same(elastic_mesh({1, 4, 2}, 4, 3, any), {1, 3, 2});  // a stage a node: one stage fewer, T kept
+  same(elastic_mesh({1, 4, 1}, 2, 1, any), {1, 2, 1});  // two stages a node: still two on the one left
+  same(elastic_mesh({1, 2, 1}, 4, 2, any), {1, 2, 1});  // two stages on four nodes: two nodes left hold them
+  same(elastic_mesh({1, 4, 1}, 4, 4, any), {1, 4, 1});  // every node back: the planned mesh
+  same(elastic_mesh({1, 4, 1}, 4, 9, any), {1, 4, 1});  // never larger than planned
+  same(elastic_mesh({2, 2, 1}, 4, 3, any), {1, 2, 1});  // replicas go first, the stages stay
+  same(elastic_mesh({4, 1, 1}, 4, 3, any), {3, 1, 1});
+  // A mesh `fits` refuses gives way to the next smaller one.
+  same(elastic_mesh({1, 4, 1}, 4, 3, [](const mesh_shape& m) { return 4 % m.stages == 0; }), {1, 2, 1});
+  same(elastic_mesh({3, 2, 1}, 6, 6, [](const mesh_shape& m) { return m.data_parallel != 3; }), {2, 2, 1});
+  CHECK_FALSE(elastic_mesh({1, 4, 1}, 4, 0, any).has_value());
+  CHECK_FALSE(elastic_mesh({1, 4, 1}, 4, 3, [](const mesh_shape&) { return false; }).has_value());
+}

@@ -1,0 +1,160 @@
+// Note [elastic runs]: with --elastic MIN, a pipeline on nodes goes on when a node is lost for good. A step that
+// loses a node (error_code::lost_node: after --restart-on-failure's waits, if given) ends the runner; the nodes
+// still answering are asked (nodes_answering), and while MIN or more do, the run continues on them from its last
+// checkpoint (--checkpoint, written every --checkpoint-every steps; before the first, from the run's start) with
+// the mesh elastic_mesh gives (Note [elastic mesh]): a new partition of the layers for the new stage count, the
+// checkpoint resharded onto it (Note [checkpoint layout]), the data order and step numbers of the uninterrupted
+// run (Note [resumed trajectory]), so no sample is skipped or trained twice into the weights. The steps since the
+// checkpoint are trained again on the new mesh; a pipeline whose replicas stay computes each of them as the
+// planned mesh does, so the loss goes on as the uninterrupted run's. At each checkpoint after a shrink, the listed
+// nodes left out are asked again, and when one answers the run continues from that checkpoint on the larger mesh
+// (never larger than planned). Each change is logged and kept for the result line ("elastic": step, meshes,
+// nodes, seconds from the last step before it to the first step after). Fewer than MIN nodes: the run stops,
+// naming the nodes and the checkpoint to resume from.
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+
+#include "actors/node_probe.hpp"
+#include "actors/recovery.hpp"
+#include "engine/engine_parts.hpp"
+#include "plan/mesh.hpp"
+
+namespace ap::engine_parts {
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+// Thrown out of the training loop by a checkpoint at which nodes left out answer again.
+struct nodes_back {
+  std::vector<std::string> nodes;
+};
+
+std::string mesh_text(const mesh_shape& m) {
+  return std::to_string(m.data_parallel) + " x " + std::to_string(m.stages) + " x " + std::to_string(m.tensor_parallel);
+}
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
+  return out.empty() ? "none" : out;
+}
+
+}  // namespace
+
+train_outcome run_elastic(const run_config& o, run_config& segment, train_plan& plan, train_runner& runner,
+                          const engine_callbacks& callbacks, nlohmann::json& changes) {
+  const std::vector<std::string> listed = o.pipe.nodes;
+  const auto minimum = static_cast<std::size_t>(o.elastic);
+  if (listed.size() < minimum)
+    throw std::invalid_argument("--elastic " + std::to_string(o.elastic) + ": only " + std::to_string(listed.size()) +
+                                " nodes to train on");
+  const mesh_shape planned{o.mesh.data_parallel, o.stages, o.mesh.tensor_parallel};
+  const auto probe_wait = std::min(std::chrono::milliseconds(o.timeout_ms), std::chrono::milliseconds(5000));
+  const std::size_t layers = plan.model.size();
+  const auto fits = [&](const mesh_shape& m) {
+    if (static_cast<std::size_t>(m.stages * o.pipe.chunks_per_stage) > layers) return false;
+    try {
+      make_schedule(o.pipe.schedule, m.stages, o.pipe.microbatches, o.pipe.chunks_per_stage);
+      return true;
+    } catch (const std::invalid_argument&) {
+      return false;
+    }
+  };
+
+  segment = o;  // the mesh trained on now, and where it starts
+  std::optional<std::uint64_t> checkpointed;  // this run's last checkpoint: the step it holds
+  std::uint64_t run_start = 0, segment_start = 0;  // the steps the run and the current mesh started from
+  std::size_t kept_steps = 0, kept_samples = 0;  // steps of earlier meshes before the current one's start
+  std::vector<std::size_t> samples_after;     // on the current mesh: samples trained after each of its steps
+  bool at_end = false;
+  clock::time_point last_step_end = clock::now();
+  std::optional<clock::time_point> changed_at;  // a change waiting for its first step
+  std::optional<std::uint64_t> resumed_at;      // the run's own --resume
+  engine_callbacks on_mesh = callbacks;
+  on_mesh.on_step = [&](const step_progress& p, float lr) {
+    last_step_end = clock::now();
+    at_end = p.steps_done == p.steps_total;
+    if (samples_after.empty()) {
+      segment_start = p.step + 1 - p.steps_done;
+      if (changes.empty()) {
+        run_start = segment_start;
+        if (!o.resume_file.empty()) resumed_at = run_start;
+      }
+    }
+    samples_after.push_back(p.samples);
+    if (changed_at) {
+      const double lost = std::chrono::duration<double>(last_step_end - *changed_at).count();
+      changes.back()["seconds_lost"] = lost;
+      say(plan) << "elastic: step " << p.step << " trained on the new mesh, " << lost << " s after the last step before the change";
+      changed_at.reset();
+    }
+    if (callbacks.on_step) callbacks.on_step(p, lr);
+  };
+  plan.after_checkpoint = [&](std::uint64_t step) {
+    checkpointed = step;
+    if (segment.pipe.nodes.size() >= listed.size() || at_end) return;
+    std::vector<std::string> left_out;
+    for (const auto& n : listed)
+      if (std::find(segment.pipe.nodes.begin(), segment.pipe.nodes.end(), n) == segment.pipe.nodes.end())
+        left_out.push_back(n);
+    std::vector<std::string> back = nodes_answering(left_out, o.pipe.security, probe_wait);
+    if (!back.empty()) throw nodes_back{std::move(back)};
+  };
+
+  for (;;) {
+    std::string why;
+    try {
+      train_outcome outcome = run_training(segment, plan, *runner.runner, on_mesh);
+      plan.after_checkpoint = nullptr;
+      if (changes.empty()) return outcome;
+      outcome.resumed_at_step = resumed_at;
+      outcome.report.steps += kept_steps, outcome.report.samples += kept_samples;
+      return outcome;
+    } catch (const pipeline_error& e) {
+      if (!restart_recovers(e)) throw;
+      why = std::string("a node was lost: ") + e.what();
+    } catch (const nodes_back& b) {
+      why = joined(b.nodes) + (b.nodes.size() == 1 ? " answers" : " answer") + " again";
+      last_step_end = clock::now();
+    }
+    const clock::time_point lost_at = last_step_end;
+    // The stages let go of their nodes (and a trace its file) before any new stage is placed.
+    runner.replicated.reset(), runner.single_pipe.reset(), runner.local.reset();
+    runner = train_runner{};
+    const std::vector<std::string> answering = nodes_answering(listed, o.pipe.security, probe_wait);
+    const std::optional<mesh_shape> next = elastic_mesh(planned, listed.size(), answering.size(), fits);
+    const std::string resume_from = checkpointed ? o.checkpoint_file : o.resume_file;
+    if (answering.size() < minimum || !next)
+      throw pipeline_error("elastic: " + std::to_string(answering.size()) + " of the " + std::to_string(listed.size()) +
+                               " nodes answer (" + joined(answering) + "), fewer than --elastic " +
+                               std::to_string(o.elastic) + " (" + why + "); " +
+                               (checkpointed ? "the last checkpoint is " + o.checkpoint_file + " (step " +
+                                                   std::to_string(*checkpointed) + "): resume from it"
+                                             : std::string("no checkpoint was written yet")),
+                           error_code::lost_node);
+    // What the current mesh trained before the step it is left at stays in the run's counts.
+    const std::uint64_t restart_step = checkpointed ? *checkpointed : run_start;
+    if (restart_step > segment_start && !samples_after.empty()) {
+      kept_steps += static_cast<std::size_t>(restart_step - segment_start);
+      kept_samples += samples_after.at(static_cast<std::size_t>(restart_step - segment_start) - 1);
+    }
+    samples_after.clear();
+    const mesh_shape old{segment.mesh.data_parallel, segment.stages, segment.mesh.tensor_parallel};
+    segment.pipe.nodes = answering;
+    segment.stages = next->stages;
+    segment.mesh.data_parallel = next->data_parallel;
+    segment.pipe.layers_per_chunk.clear();  // partitioned again for the new stage count
+    segment.resume_file = resume_from;
+    segment_start = restart_step;
+    say(plan) << "elastic: " << why << "; " << answering.size() << " of " << listed.size() << " nodes answer ("
+              << joined(answering) << "): continuing from " << (checkpointed ? "the checkpoint of step " : "step ")
+              << restart_step << " on " << mesh_text(*next) << " (D x P x T) instead of " << mesh_text(old);
+    changes.push_back({{"step", restart_step}, {"old_mesh", mesh_text(old)}, {"new_mesh", mesh_text(*next)},
+                       {"nodes", answering}, {"why", why}});
+    runner = build_train_runner(segment, plan, nullptr);
+    changed_at = lost_at;
+  }
+}
+
+}  // namespace ap::engine_parts

@@ -1,0 +1,167 @@
+// Elastic runs through the actorpipe program (Note [elastic runs] in engine/elastic_run.cpp): node processes over
+// loopback, one killed for good mid-run; the run goes on with the nodes that answer from its last checkpoint,
+// takes the node back when it answers again, and stops below --elastic MIN naming the checkpoint to resume from.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli_runs.hpp"
+#include "node_process.hpp"
+#include "test_support.hpp"
+
+using namespace ap;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::vector<std::string> joined(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// Waits until the metrics log holds step `step`'s line (a step taken; REQUIRE fails after 60 s, scaled).
+void wait_for_step(const std::string& log, std::uint64_t step, test::child_process& run) {
+  const auto reached = [&] {
+    std::ifstream in(log);
+    std::string line;
+    while (std::getline(in, line)) {
+      const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_object() && j.contains("loss") && j.at("step").get<std::uint64_t>() >= step) return true;
+    }
+    return false;
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!reached() && run.running() && std::chrono::steady_clock::now() - t0 < test::scaled(60s))
+    std::this_thread::sleep_for(10ms);
+  REQUIRE_MESSAGE(reached(), run.stderr_text());
+}
+
+std::string addresses(const std::vector<std::unique_ptr<test::node_process>>& nodes) {
+  std::string out;
+  for (const auto& n : nodes) out += (out.empty() ? "" : ",") + n->address();
+  return out;
+}
+
+const std::vector<std::string> job = {"train", "--microbatches", "4", "--train-limit", "2048", "--epochs", "3",
+                                      "--batch-size", "64", "--insecure", "--checkpoint-every", "5"};
+
+}  // namespace
+
+TEST_CASE("--elastic: a pipeline of 3 stages loses a node for good, goes on with 2 from the last checkpoint, and takes the node back when it answers: the uninterrupted run's losses") {
+  test::scratch_dir dir{"cli_elastic_pipeline"};
+  std::vector<std::unique_ptr<test::node_process>> nodes;
+  for (int n = 0; n < 3; ++n) nodes.push_back(std::make_unique<test::node_process>(test::actorpipe, std::vector<std::string>{"--insecure"}));
+  const std::vector<std::string> args =
+      joined(job, {"--stages", "3", "--nodes", addresses(nodes), "--elastic", "2", "--checkpoint", dir.file("run.safetensors"),
+                   "--log", dir.file("steps.jsonl")});
+  const nlohmann::json expected = test::result_of(test::run_actorpipe(args));
+  CHECK(expected.at("elastic").empty());
+  std::filesystem::remove(dir.file("steps.jsonl"));
+
+  test::child_process run(joined({test::actorpipe}, args));
+  wait_for_step(dir.file("steps.jsonl"), 8, run);
+  const int port = nodes[2]->port();
+  nodes[2]->process().kill9();  // stage 2's node, for good until it is started again below
+  wait_for_step(dir.file("steps.jsonl"), 20, run);  // trained on two nodes meanwhile
+  nodes[2] = std::make_unique<test::node_process>(test::actorpipe, std::vector<std::string>{"--insecure"}, port);
+  const test::program_run finished = test::finish(run);
+  const std::string& log = finished.err;
+  INFO(log);
+  const nlohmann::json got = test::result_of(finished);
+  // The same batches in the same order, each step computed as the 3-stage pipeline computes it: the same bits.
+  test::check_same_fields(got, expected, {"last_step_loss", "test_accuracy", "steps"});
+  const nlohmann::json& changes = got.at("elastic");
+  REQUIRE(changes.size() == 2);
+  CHECK(changes[0].at("old_mesh") == "1 x 3 x 1");
+  CHECK(changes[0].at("new_mesh") == "1 x 2 x 1");
+  CHECK(changes[0].at("nodes") == nlohmann::json({nodes[0]->address(), nodes[1]->address()}));
+  CHECK(changes[0].at("step").get<int>() % 5 == 0);  // a checkpoint's step
+  CHECK(test::contains(changes[0].at("why").get<std::string>(), "stage 2 on node 127.0.0.1:" + std::to_string(port)));
+  CHECK(changes[1].at("old_mesh") == "1 x 2 x 1");
+  CHECK(changes[1].at("new_mesh") == "1 x 3 x 1");
+  CHECK(changes[1].at("why") == "127.0.0.1:" + std::to_string(port) + " answers again");
+  CHECK(changes[1].at("step").get<int>() > changes[0].at("step").get<int>());
+  for (const auto& c : changes) CHECK(c.at("seconds_lost").get<double>() >= 0.0);
+  CHECK(got.at("stages") == 3);  // the mesh it ended on
+  CHECK(test::contains(log, "2 of 3 nodes answer (" + nodes[0]->address() + ", " + nodes[1]->address() +
+                                "): continuing from the checkpoint of step "));
+  CHECK(test::contains(log, "elastic: 127.0.0.1:" + std::to_string(port) + " answers again; 3 of 3 nodes answer"));
+}
+
+TEST_CASE("--elastic: two data-parallel replicas on two nodes, one lost for good: one replica goes on, the loss within a mesh's rounding of the uninterrupted one") {
+  test::scratch_dir dir{"cli_elastic_replicas"};
+  std::vector<std::unique_ptr<test::node_process>> nodes;
+  for (int n = 0; n < 2; ++n) nodes.push_back(std::make_unique<test::node_process>(test::actorpipe, std::vector<std::string>{"--insecure"}));
+  const std::vector<std::string> args =
+      joined(job, {"--stages", "1", "--data-parallel", "2", "--nodes", addresses(nodes), "--elastic", "1", "--checkpoint",
+                   dir.file("run.safetensors"), "--log", dir.file("steps.jsonl")});
+  const nlohmann::json expected = test::result_of(test::run_actorpipe(args));
+  std::filesystem::remove(dir.file("steps.jsonl"));
+  test::child_process run(joined({test::actorpipe}, args));
+  wait_for_step(dir.file("steps.jsonl"), 8, run);
+  nodes[1]->process().kill9();
+  const test::program_run finished = test::finish(run);
+  INFO(finished.err);
+  const nlohmann::json got = test::result_of(finished);
+  REQUIRE(got.at("elastic").size() == 1);
+  CHECK(got.at("elastic")[0].at("new_mesh") == "1 x 1 x 1");
+  CHECK(got.at("steps") == expected.at("steps"));
+  // One replica sums the batch's gradient in another order than two: the same training up to float rounding.
+  CHECK(got.at("last_step_loss").get<double>() == doctest::Approx(expected.at("last_step_loss").get<double>()).epsilon(1e-4));
+  CHECK(got.at("test_accuracy").get<double>() == doctest::Approx(expected.at("test_accuracy").get<double>()).epsilon(1e-3));
+}
+
+TEST_CASE("--elastic: below MIN nodes the run stops, naming the nodes left and the checkpoint, which resumes to the uninterrupted result") {
+  test::scratch_dir dir{"cli_elastic_below"};
+  std::vector<std::unique_ptr<test::node_process>> nodes;
+  for (int n = 0; n < 2; ++n) nodes.push_back(std::make_unique<test::node_process>(test::actorpipe, std::vector<std::string>{"--insecure"}));
+  const std::string checkpoint = dir.file("run.safetensors");
+  const std::vector<std::string> args =
+      joined(job, {"--stages", "2", "--nodes", addresses(nodes), "--elastic", "2", "--checkpoint", checkpoint});
+  const nlohmann::json expected = test::result_of(test::run_actorpipe(args));
+
+  test::child_process run(joined({test::actorpipe}, joined(args, {"--log", dir.file("steps.jsonl")})));
+  wait_for_step(dir.file("steps.jsonl"), 8, run);
+  const int port = nodes[1]->port();
+  nodes[1]->process().kill9();
+  const test::program_run stopped = test::finish(run);
+  INFO(stopped.err);
+  CHECK(stopped.code == 1);
+  CHECK(test::contains(stopped.err, "elastic: 1 of the 2 nodes answer (" + nodes[0]->address() + "), fewer than --elastic 2"));
+  CHECK(test::contains(stopped.err, "the last checkpoint is " + checkpoint + " (step "));
+  // The node back, the run resumed from that checkpoint ends where the uninterrupted one ends.
+  nodes[1] = std::make_unique<test::node_process>(test::actorpipe, std::vector<std::string>{"--insecure"}, port);
+  const nlohmann::json resumed = test::result_of(test::run_actorpipe(joined(args, {"--resume", checkpoint})));
+  CHECK(resumed.at("last_step_loss") == expected.at("last_step_loss"));
+  CHECK(resumed.at("test_accuracy") == expected.at("test_accuracy"));
+}
+
+TEST_CASE("--elastic refusals name what is wrong, before any work") {
+  const auto refused = [](const std::vector<std::string>& args) {
+    const test::program_run r = test::run_actorpipe(args, test::scaled(30s));
+    CHECK(r.code != 0);
+    CHECK(r.lines.empty());
+    return r.err;
+  };
+  const std::vector<std::string> on_nodes = {"train", "--stages", "2", "--nodes", "127.0.0.1:1,127.0.0.1:2", "--insecure",
+                                             "--elastic", "1"};
+  CHECK(test::contains(refused(on_nodes), "--elastic continues from the run's last checkpoint: give --checkpoint PATH"));
+  test::scratch_dir dir{"cli_elastic_refusals"};
+  const std::vector<std::string> with_checkpoint = joined(on_nodes, {"--checkpoint", dir.file("run.safetensors")});
+  CHECK(test::contains(refused(joined(with_checkpoint, {"--layers-per-chunk", "2,3"})),
+                       "--elastic changes the stage count, which --layers-per-chunk fixes"));
+  std::ofstream(dir.file("schedule.txt")) << "F0 F1 B1 B0\n";
+  CHECK(test::contains(refused(joined(with_checkpoint, {"--schedule-file", dir.file("schedule.txt")})),
+                       "--elastic changes the stage count, which --schedule-file fixes"));
+  CHECK(test::contains(refused({"train", "--stages", "2", "--nodes", "127.0.0.1:1,127.0.0.1:2", "--insecure", "--elastic",
+                                "3", "--checkpoint", dir.file("run.safetensors")}),
+                       "--elastic 3 is more than the 2 nodes of --nodes"));
+  CHECK(test::contains(refused({"train", "--stages", "2", "--elastic", "1"}),
+                       "--elastic requires --nodes or --rendezvous env: it recovers from a lost node"));
+}
