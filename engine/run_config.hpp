@@ -48,7 +48,7 @@ struct run_config {
   std::string schedule_file;  // a user's schedule (grid or CSV), instead of pipe.schedule
   long timeout_ms = default_timeout.count();
   long restart_wait_ms = 60000;
-  int elastic = 0;  // Note [elastic runs]: the fewest nodes a run goes on with; 0: a lost node ends the run
+  int elastic = 0;  // the fewest nodes a run goes on with (Note [elastic runs]); 0: a lost node ends the run
   std::string dtype = "fp32";      // Note [compute dtype] in model/layer.hpp
   std::string recompute = "none";  // Note [recomputation] in model/block.hpp
   std::string max_memory;          // per process, e.g. "2G" (Note [memory budget]); empty: no budget
