@@ -236,7 +236,7 @@ int data_parallel_pipeline::restarts() const { return recovery_->restarts_done()
 tensor data_parallel_pipeline::predict(const tensor& inputs) { return replicas_.front()->predict(inputs); }
 
 void data_parallel_pipeline::save_checkpoint(const std::string& path, const training_state& state) {
-  replicas_.front()->save_checkpoint(path, state);
+  recovery_->run_between_steps([&] { replicas_.front()->save_checkpoint(path, state); });
 }
 
 training_state data_parallel_pipeline::load_checkpoint(const std::string& path) {

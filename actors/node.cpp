@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <map>
 #include <set>
 #include <stdexcept>
 
@@ -40,6 +41,7 @@ struct node_state {
   node_options options;
   std::set<caf::node_id> greeted;  // processes whose handshake this node accepted
   std::vector<hosted_stage> stages;
+  std::map<caf::actor_addr, std::string> peers;  // the peer nodes this node connected to, monitored (their address)
   static inline const char* name = "node";
 };
 
@@ -49,8 +51,9 @@ void log(node_actor* self, const std::string& line) {
   if (self->state.options.log) self->state.options.log(line);
 }
 
-// Stops the stages placed by `owner` (every stage when `owner` is null).
-void stop_stages(node_actor* self, const caf::actor_addr& owner, const std::string& why) {
+// Stops the stages placed by `owner` (every stage when `owner` is null), their actors exiting with `reason`.
+void stop_stages(node_actor* self, const caf::actor_addr& owner, const std::string& why,
+                 caf::exit_reason reason = caf::exit_reason::user_shutdown) {
   auto& st = self->state;
   std::vector<hosted_stage> kept;
   std::string stopped;
@@ -59,9 +62,9 @@ void stop_stages(node_actor* self, const caf::actor_addr& owner, const std::stri
       kept.push_back(std::move(h));
       continue;
     }
-    self->send_exit(h.actors.retriever, caf::exit_reason::user_shutdown);
-    self->send_exit(h.actors.processor, caf::exit_reason::user_shutdown);
-    self->send_exit(h.actors.sender, caf::exit_reason::user_shutdown);
+    self->send_exit(h.actors.retriever, reason);
+    self->send_exit(h.actors.processor, reason);
+    self->send_exit(h.actors.sender, reason);
     stopped += (stopped.empty() ? "" : ", ") + std::to_string(h.stage);
   }
   st.stages = std::move(kept);
@@ -83,7 +86,10 @@ void connect_peer(node_actor* self, const caf::io::middleman_actor& mm, const st
                                                                 deadline - std::chrono::steady_clock::now()));
   self->request(mm, left, caf::connect_atom::value, a.host, a.port)
       .then(
-          [=](caf::node_id&, caf::strong_actor_ptr&, std::set<std::string>&) {
+          [=](caf::node_id&, caf::strong_actor_ptr& peer, std::set<std::string>&) {
+            // Note [a lost peer connection]
+            if (const auto p = caf::actor_cast<caf::actor>(peer); p && self->state.peers.emplace(p.address(), text).second)
+              self->monitor(p);
             if (!wait->answered && --wait->left == 0) {
               wait->answered = true;
               wait->promise.deliver(ok_atom::value);
@@ -104,7 +110,20 @@ void connect_peer(node_actor* self, const caf::io::middleman_actor& mm, const st
 
 caf::behavior node(node_actor* self, node_options options) {
   self->state.options = std::move(options);
+  // Note [a lost peer connection]: messages between two nodes' stages go over the connection one made to the
+  // other (Note [direct routes between nodes]). When it breaks (its peer killed, a checked record failing, a cut),
+  // what was on it is lost, and nothing tells the coordinator, whose own connections stand: a stage would wait its
+  // whole timeout for a task that never comes. So the connecting node monitors its peer, and on its loss stops its
+  // stages as lost links stop them (remote_link_unreachable): the coordinator sees a lost node at once, and
+  // recovery (--restart-on-failure) places the stages again and replays.
   self->set_down_handler([=](caf::down_msg& m) {
+    if (const auto peer = self->state.peers.find(m.source); peer != self->state.peers.end()) {
+      const std::string text = peer->second;
+      self->state.peers.erase(peer);
+      stop_stages(self, {}, "the connection to its peer node " + text + " was lost (" + caf::to_string(m.reason) + ")",
+                  caf::exit_reason::remote_link_unreachable);
+      return;
+    }
     stop_stages(self, m.source, m.reason ? "their coordinator is gone (" + caf::to_string(m.reason) + ")"
                                          : "their coordinator finished");
   });

@@ -57,7 +57,8 @@ struct pipeline::impl {
   std::vector<stage_state> snapshot;  // every stage's state, the last the recovery took
   std::unique_ptr<ap::recovery> recovery_policy;
 
-  void start_stages(std::chrono::milliseconds placement_timeout);
+  // Places every stage; connecting to a node waits up to `connect_timeout` (0: placement_timeout).
+  void start_stages(std::chrono::milliseconds placement_timeout, std::chrono::milliseconds connect_timeout = {});
   void stop_actors();
   step_result run_step(const tensor& inputs, const tensor& labels, std::uint64_t id, std::int64_t first_sample = 0,
                        std::int64_t batch_rows = 0);
@@ -159,16 +160,19 @@ void check_layer_kinds(const stage_setup& setup, const std::vector<node_address>
     }
 }
 
-// Stage s goes to node s % nodes.size(); throws pipeline_error naming the node and what failed.
-// `clocks` gets each node's clock offset (Note [events from nodes]).
+// Stage s goes to node s % nodes.size(); throws pipeline_error naming the node and what failed. Connecting to each
+// node (and timing its clock) waits up to `connect_timeout`, the rest up to `timeout`. `clocks` gets each node's
+// clock offset (Note [events from nodes]).
 std::vector<stage_actors> place_on_nodes(caf::scoped_actor& owner, const std::vector<node_address>& nodes,
                                          std::vector<stage_setup>& setups, std::chrono::milliseconds timeout,
-                                         std::vector<clock_offset>& clocks) {
+                                         std::chrono::milliseconds connect_timeout, std::vector<clock_offset>& clocks) {
   try {
     std::vector<caf::actor> handles;
     std::vector<std::vector<std::string>> kinds(nodes.size());  // per node: the layer kinds it can build
-    for (std::size_t i = 0; i < nodes.size(); ++i) handles.push_back(connect_node(owner, nodes[i], timeout, &kinds[i]));
-    for (std::size_t i = 0; i < nodes.size(); ++i) clocks.push_back(estimate_clock_offset(owner, handles[i], nodes[i], timeout));
+    for (std::size_t i = 0; i < nodes.size(); ++i)
+      handles.push_back(connect_node(owner, nodes[i], connect_timeout, &kinds[i]));
+    for (std::size_t i = 0; i < nodes.size(); ++i)
+      clocks.push_back(estimate_clock_offset(owner, handles[i], nodes[i], connect_timeout));
     for (const auto& setup : setups) check_layer_kinds(setup, nodes, kinds);
     // Node i connects to the distinct nodes listed before it (Note [direct routes between nodes]).
     for (std::size_t i = 0; i < nodes.size(); ++i) {
@@ -314,7 +318,7 @@ pipeline::pipeline(const sequential& model, const pipeline_options& options) : i
 
 // Spawns or places every stage, then the coordinator, and tells every sender its endpoints. In one process the
 // setups are used up; with nodes they are kept, to place the stages again (Note [recovery]).
-void pipeline::impl::start_stages(std::chrono::milliseconds placement_timeout) {
+void pipeline::impl::start_stages(std::chrono::milliseconds placement_timeout, std::chrono::milliseconds connect_timeout) {
   auto& sys = *system;
   const int total_chunks = options.stages * options.chunks_per_stage;
   std::vector<std::string> links;  // each stage's, "host:port" or "" for none (Note [activations on data links])
@@ -333,7 +337,8 @@ void pipeline::impl::start_stages(std::chrono::milliseconds placement_timeout) {
   } else {
     owner = std::make_unique<caf::scoped_actor>(sys);
     std::vector<clock_offset> clocks;
-    for (const auto& a : place_on_nodes(*owner, nodes, setups, placement_timeout, clocks)) keep(a);
+    const auto connect = connect_timeout.count() > 0 ? connect_timeout : placement_timeout;
+    for (const auto& a : place_on_nodes(*owner, nodes, setups, placement_timeout, connect, clocks)) keep(a);
     if (options.restart_on_failure == 0 && !options.recovered_by_owner) release_setup_weights();  // never placed again
     for (int s = 0; s < options.stages; ++s) {
       const std::size_t n = static_cast<std::size_t>(s) % nodes.size();
@@ -481,7 +486,8 @@ std::string describe_layers(const std::vector<std::string>& specs) {
 
 void pipeline::save_checkpoint(const std::string& path, const training_state& state) {
   auto& d = *impl_;
-  const std::vector<stage_state> states = d.gather_states("checkpoint " + path);
+  std::vector<stage_state> states;
+  d.recovery_policy->run_between_steps([&] { states = d.gather_states("checkpoint " + path); });
   const auto refuse = [&](const std::string& what) { throw pipeline_error("checkpoint " + path + ": " + what); };
   std::unique_ptr<optimizer> opt = make_optimizer(d.options.optimizer);
   d.model.with_weights();  // Note [weights on demand]
@@ -605,9 +611,12 @@ void pipeline::impl::restart_stages(const std::string& why, std::chrono::millise
   std::string last;
   for (;;) {
     try {
-      // Each attempt within what is left of the wait: a stopped node at the address accepts and stays silent.
+      // Each attempt within what is left of the wait: a stopped node at the address accepts and stays silent. A node
+      // that does not answer its connection within the heartbeats' timeout is tried again (Note [recovery]): one
+      // continued after a stop is placed on within seconds, not after a whole --timeout-ms.
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      start_stages(std::max(std::chrono::milliseconds(100), std::min(options.timeout, left)));
+      const auto attempt = std::max(std::chrono::milliseconds(100), std::min(options.timeout, left));
+      start_stages(attempt, std::min<std::chrono::milliseconds>(attempt, connection_timeout));
       return;
     } catch (const pipeline_error& e) {
       last = e.what();

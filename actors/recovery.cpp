@@ -35,6 +35,18 @@ float recovery::run_step(std::uint64_t step, const tensor& inputs, const tensor&
   }
 }
 
+void recovery::run_between_steps(const std::function<void()>& action) {
+  for (;;) {
+    try {
+      action();
+      return;
+    } catch (const pipeline_error& e) {
+      if (!enabled() || !snapshot_taken_ || !restart_recovers(e)) throw;
+      recover(e.what());
+    }
+  }
+}
+
 void recovery::loaded() {
   snapshot_taken_ = false;
   stages_as_placed_ = false;

@@ -77,6 +77,10 @@ class recovery {
   // first if none is taken, then after the step its record and, every snapshot_every steps, a new snapshot. A lost
   // node is recovered from and the step run again; any other failure, or one past the restarts, is thrown.
   float run_step(std::uint64_t step, const tensor& inputs, const tensor& labels, const std::function<float()>& attempt);
+  // Runs `action` on the stages between steps (a checkpoint's gather of their states) until it succeeds: a node
+  // lost meanwhile is recovered from as in a step (the snapshot restored and the steps since replayed, so the
+  // stages stand where they stood) and the action run again; any other failure, or one past the restarts, is thrown.
+  void run_between_steps(const std::function<void()>& action);
   // A checkpoint was loaded: the next step snapshots the loaded state (a lost node before it cannot be recovered
   // from: the setups do not hold it).
   void loaded();
