@@ -31,6 +31,8 @@ caf::error refusal(std::string text) { return caf::make_error(caf::sec::runtime_
 
 // ---- the node actor ----------------------------------------------------------------------------------
 
+using peer_lost_atom = caf::atom_constant<caf::atom("peerlost")>;  // the node to itself: Note [a lost peer connection]
+
 struct hosted_stage {
   int stage = 0;
   caf::actor_addr owner;  // who placed it
@@ -42,6 +44,9 @@ struct node_state {
   std::set<caf::node_id> greeted;  // processes whose handshake this node accepted
   std::vector<hosted_stage> stages;
   std::map<caf::actor_addr, std::string> peers;  // the peer nodes this node connected to, monitored (their address)
+  // Note [a lost peer connection]: per lost peer, the stages (their processors) hosted when it was lost.
+  std::map<std::uint64_t, std::pair<std::string, std::set<caf::actor_addr>>> peers_lost;
+  std::uint64_t next_loss = 0;
   static inline const char* name = "node";
 };
 
@@ -51,14 +56,16 @@ void log(node_actor* self, const std::string& line) {
   if (self->state.options.log) self->state.options.log(line);
 }
 
-// Stops the stages placed by `owner` (every stage when `owner` is null), their actors exiting with `reason`.
+// Stops the stages placed by `owner` (every stage when `owner` is null; only those whose processor is in `only`
+// when given), their actors exiting with `reason`.
 void stop_stages(node_actor* self, const caf::actor_addr& owner, const std::string& why,
-                 caf::exit_reason reason = caf::exit_reason::user_shutdown) {
+                 caf::exit_reason reason = caf::exit_reason::user_shutdown,
+                 const std::set<caf::actor_addr>* only = nullptr) {
   auto& st = self->state;
   std::vector<hosted_stage> kept;
   std::string stopped;
   for (auto& h : st.stages) {
-    if (owner && h.owner != owner) {
+    if ((owner && h.owner != owner) || (only && only->count(h.actors.processor.address()) == 0)) {
       kept.push_back(std::move(h));
       continue;
     }
@@ -112,16 +119,22 @@ caf::behavior node(node_actor* self, node_options options) {
   self->state.options = std::move(options);
   // Note [a lost peer connection]: messages between two nodes' stages go over the connection one made to the
   // other (Note [direct routes between nodes]). When it breaks (its peer killed, a checked record failing, a cut),
-  // what was on it is lost, and nothing tells the coordinator, whose own connections stand: a stage would wait its
-  // whole timeout for a task that never comes. So the connecting node monitors its peer, and on its loss stops its
-  // stages as lost links stop them (remote_link_unreachable): the coordinator sees a lost node at once, and
-  // recovery (--restart-on-failure) places the stages again and replays.
+  // what was on it is lost, and where the coordinator's own connections stand nothing tells it: a stage would wait
+  // its whole timeout for a task that never comes. So the connecting node monitors its peer, and when it is lost
+  // stops the stages it hosted then, as lost links stop them (remote_link_unreachable), a heartbeat interval later:
+  // a peer that died is seen by the coordinator first and named in the step's error; a broken link alone fails the
+  // step within a second, and recovery (--restart-on-failure) places the stages again and replays.
   self->set_down_handler([=](caf::down_msg& m) {
-    if (const auto peer = self->state.peers.find(m.source); peer != self->state.peers.end()) {
-      const std::string text = peer->second;
-      self->state.peers.erase(peer);
-      stop_stages(self, {}, "the connection to its peer node " + text + " was lost (" + caf::to_string(m.reason) + ")",
-                  caf::exit_reason::remote_link_unreachable);
+    auto& st = self->state;
+    if (const auto peer = st.peers.find(m.source); peer != st.peers.end()) {
+      std::set<caf::actor_addr> hosted;
+      for (const auto& h : st.stages) hosted.insert(h.actors.processor.address());
+      const std::uint64_t loss = st.next_loss++;
+      st.peers_lost[loss] = {"the connection to its peer node " + peer->second + " was lost (" +
+                                 caf::to_string(m.reason) + ")",
+                             std::move(hosted)};
+      st.peers.erase(peer);
+      self->delayed_send(self, heartbeat_interval, peer_lost_atom::value, loss);
       return;
     }
     stop_stages(self, m.source, m.reason ? "their coordinator is gone (" + caf::to_string(m.reason) + ")"
@@ -132,6 +145,14 @@ caf::behavior node(node_actor* self, node_options options) {
     self->quit(m.reason);
   });
   return {
+      [=](peer_lost_atom, std::uint64_t loss) {  // Note [a lost peer connection]
+        auto& st = self->state;
+        const auto it = st.peers_lost.find(loss);
+        if (it == st.peers_lost.end()) return;
+        const auto [why, hosted] = std::move(it->second);
+        st.peers_lost.erase(it);
+        stop_stages(self, {}, why, caf::exit_reason::remote_link_unreachable, &hosted);
+      },
       [=](hello_atom, std::uint32_t version, bool little_endian, std::vector<std::string>& types,
           std::vector<std::string>& kinds)
           -> caf::result<hello_atom, std::uint32_t, bool, std::vector<std::string>, std::vector<std::string>> {

@@ -1,16 +1,11 @@
 // Note [elastic runs]: with --elastic MIN, a pipeline on nodes goes on when a node is lost for good. A step that
-// loses a node (error_code::lost_node: after --restart-on-failure's waits, if given) ends the runner; the nodes
-// still answering are asked (nodes_answering), and while MIN or more do, the run continues on them from its last
-// checkpoint (--checkpoint, written every --checkpoint-every steps; before the first, from the run's start) with
-// the mesh elastic_mesh gives (Note [elastic mesh]): a new partition of the layers for the new stage count, the
-// checkpoint resharded onto it (Note [checkpoint layout]), the data order and step numbers of the uninterrupted
-// run (Note [resumed trajectory]), so no sample is skipped or trained twice into the weights. The steps since the
-// checkpoint are trained again on the new mesh; a pipeline whose replicas stay computes each of them as the
-// planned mesh does, so the loss goes on as the uninterrupted run's. At each checkpoint after a shrink, the listed
-// nodes left out are asked again, and when one answers the run continues from that checkpoint on the larger mesh
-// (never larger than planned). Each change is logged and kept for the result line ("elastic": step, meshes,
-// nodes, seconds from the last step before it to the first step after). Fewer than MIN nodes: the run stops,
-// naming the nodes and the checkpoint to resume from.
+// loses a node (error_code::lost_node, after --restart-on-failure's waits if given) ends the runner; while MIN or
+// more listed nodes answer, the run continues on them from its last checkpoint (before the first: from its start),
+// on the mesh elastic_mesh gives (Note [elastic mesh]), the checkpoint resharded onto a new partition and the data
+// order kept (Note [resumed trajectory]): the steps since the checkpoint are trained again, none skipped. The run
+// starts on the nodes that answer; at each checkpoint the others are asked again, and those that answer and make
+// the mesh larger are taken in from that checkpoint. Each change is logged and kept for the result line
+// ("elastic"); below MIN the run stops, naming the checkpoint to resume from.
 #include <algorithm>
 #include <chrono>
 #include <stdexcept>
@@ -99,11 +94,56 @@ train_outcome run_elastic(const run_config& o, run_config& segment, train_plan& 
       if (std::find(segment.pipe.nodes.begin(), segment.pipe.nodes.end(), n) == segment.pipe.nodes.end())
         left_out.push_back(n);
     std::vector<std::string> back = nodes_answering(left_out, o.pipe.security, probe_wait);
-    if (!back.empty()) throw nodes_back{std::move(back)};
+    // Taken in when they make the mesh larger; else they wait as spares for a node lost later.
+    const auto larger = elastic_mesh(planned, listed.size(), segment.pipe.nodes.size() + back.size(), fits);
+    if (larger && larger->data_parallel * larger->stages > segment.mesh.data_parallel * segment.stages)
+      throw nodes_back{std::move(back)};
   };
 
+  // The run starts on the listed nodes that answer (a node that comes up later is taken in at a checkpoint).
+  std::vector<std::string> answering = nodes_answering(listed, o.pipe.security, probe_wait);
+  std::string why;  // what changes the mesh before the next training; empty: nothing
+  if (answering.size() < listed.size()) {
+    std::vector<std::string> silent;
+    for (const auto& n : listed)
+      if (std::find(answering.begin(), answering.end(), n) == answering.end()) silent.push_back(n);
+    why = joined(silent) + (silent.size() == 1 ? " does" : " do") + " not answer at the start";
+  }
+  std::optional<clock::time_point> lost_at;  // the last step before a change (none at the start)
   for (;;) {
-    std::string why;
+    if (!why.empty()) {
+      const std::optional<mesh_shape> next = elastic_mesh(planned, listed.size(), answering.size(), fits);
+      if (answering.size() < minimum || !next)
+        throw pipeline_error("elastic: " + std::to_string(answering.size()) + " of the " + std::to_string(listed.size()) +
+                                 " nodes answer (" + joined(answering) + "), fewer than --elastic " +
+                                 std::to_string(o.elastic) + " (" + why + "); " +
+                                 (checkpointed ? "the last checkpoint is " + o.checkpoint_file + " (step " +
+                                                     std::to_string(*checkpointed) + "): resume from it"
+                                               : std::string("no checkpoint was written yet")),
+                             error_code::lost_node);
+      // What the current mesh trained before the step it is left at stays in the run's counts.
+      const std::uint64_t restart_step = checkpointed ? *checkpointed : run_start;
+      if (restart_step > segment_start && !samples_after.empty()) {
+        kept_steps += static_cast<std::size_t>(restart_step - segment_start);
+        kept_samples += samples_after.at(static_cast<std::size_t>(restart_step - segment_start) - 1);
+      }
+      samples_after.clear();
+      const mesh_shape old{segment.mesh.data_parallel, segment.stages, segment.mesh.tensor_parallel};
+      segment.pipe.nodes = answering;
+      segment.stages = next->stages;
+      segment.mesh.data_parallel = next->data_parallel;
+      segment.pipe.layers_per_chunk.clear();  // partitioned again for the new stage count
+      segment.resume_file = checkpointed ? o.checkpoint_file : o.resume_file;
+      segment_start = restart_step;
+      say(plan) << "elastic: " << why << "; " << answering.size() << " of " << listed.size() << " nodes answer ("
+                << joined(answering) << "): " << (lost_at ? "continuing" : "starting") << " from "
+                << (checkpointed ? "the checkpoint of step " : "step ") << restart_step << " on " << mesh_text(*next)
+                << " (D x P x T) instead of " << mesh_text(old);
+      changes.push_back({{"step", restart_step}, {"old_mesh", mesh_text(old)}, {"new_mesh", mesh_text(*next)},
+                         {"nodes", answering}, {"why", why}});
+      changed_at = lost_at;
+    }
+    runner = build_train_runner(segment, plan, nullptr);
     try {
       train_outcome outcome = run_training(segment, plan, *runner.runner, on_mesh);
       plan.after_checkpoint = nullptr;
@@ -115,45 +155,14 @@ train_outcome run_elastic(const run_config& o, run_config& segment, train_plan& 
       if (!restart_recovers(e)) throw;
       why = std::string("a node was lost: ") + e.what();
     } catch (const nodes_back& b) {
-      why = joined(b.nodes) + (b.nodes.size() == 1 ? " answers" : " answer") + " again";
+      why = joined(b.nodes) + (b.nodes.size() == 1 ? " now answers" : " now answer");
       last_step_end = clock::now();
     }
-    const clock::time_point lost_at = last_step_end;
+    lost_at = last_step_end;
     // The stages let go of their nodes (and a trace its file) before any new stage is placed.
     runner.replicated.reset(), runner.single_pipe.reset(), runner.local.reset();
     runner = train_runner{};
-    const std::vector<std::string> answering = nodes_answering(listed, o.pipe.security, probe_wait);
-    const std::optional<mesh_shape> next = elastic_mesh(planned, listed.size(), answering.size(), fits);
-    const std::string resume_from = checkpointed ? o.checkpoint_file : o.resume_file;
-    if (answering.size() < minimum || !next)
-      throw pipeline_error("elastic: " + std::to_string(answering.size()) + " of the " + std::to_string(listed.size()) +
-                               " nodes answer (" + joined(answering) + "), fewer than --elastic " +
-                               std::to_string(o.elastic) + " (" + why + "); " +
-                               (checkpointed ? "the last checkpoint is " + o.checkpoint_file + " (step " +
-                                                   std::to_string(*checkpointed) + "): resume from it"
-                                             : std::string("no checkpoint was written yet")),
-                           error_code::lost_node);
-    // What the current mesh trained before the step it is left at stays in the run's counts.
-    const std::uint64_t restart_step = checkpointed ? *checkpointed : run_start;
-    if (restart_step > segment_start && !samples_after.empty()) {
-      kept_steps += static_cast<std::size_t>(restart_step - segment_start);
-      kept_samples += samples_after.at(static_cast<std::size_t>(restart_step - segment_start) - 1);
-    }
-    samples_after.clear();
-    const mesh_shape old{segment.mesh.data_parallel, segment.stages, segment.mesh.tensor_parallel};
-    segment.pipe.nodes = answering;
-    segment.stages = next->stages;
-    segment.mesh.data_parallel = next->data_parallel;
-    segment.pipe.layers_per_chunk.clear();  // partitioned again for the new stage count
-    segment.resume_file = resume_from;
-    segment_start = restart_step;
-    say(plan) << "elastic: " << why << "; " << answering.size() << " of " << listed.size() << " nodes answer ("
-              << joined(answering) << "): continuing from " << (checkpointed ? "the checkpoint of step " : "step ")
-              << restart_step << " on " << mesh_text(*next) << " (D x P x T) instead of " << mesh_text(old);
-    changes.push_back({{"step", restart_step}, {"old_mesh", mesh_text(old)}, {"new_mesh", mesh_text(*next)},
-                       {"nodes", answering}, {"why", why}});
-    runner = build_train_runner(segment, plan, nullptr);
-    changed_at = lost_at;
+    answering = nodes_answering(listed, o.pipe.security, probe_wait);
   }
 }
 

@@ -99,9 +99,10 @@ run_result engine::run() {
   resolve();
   run_config& o = impl_->config;
   train_plan& plan = impl_->plan;
-  impl_->runner = build_train_runner(o, plan, std::move(impl_->mesh));
+  // An elastic run builds its runner on the nodes that answer (Note [elastic runs]).
+  if (o.elastic == 0) impl_->runner = build_train_runner(o, plan, std::move(impl_->mesh));
   train_runner& r = impl_->runner;
-  if (r.pipe)
+  if (r.pipe || o.elastic > 0)
     plan.stage_busy = [&r] { return r.replicated ? r.replicated->first().busy_seconds() : r.pipe->busy_seconds(); };
   nlohmann::json changes = nlohmann::json::array();
   run_config last_mesh = o;  // an elastic run's mesh at its end

@@ -85,13 +85,40 @@ TEST_CASE("--elastic: a pipeline of 3 stages loses a node for good, goes on with
   CHECK(test::contains(changes[0].at("why").get<std::string>(), "stage 2 on node 127.0.0.1:" + std::to_string(port)));
   CHECK(changes[1].at("old_mesh") == "1 x 2 x 1");
   CHECK(changes[1].at("new_mesh") == "1 x 3 x 1");
-  CHECK(changes[1].at("why") == "127.0.0.1:" + std::to_string(port) + " answers again");
+  CHECK(changes[1].at("why") == "127.0.0.1:" + std::to_string(port) + " now answers");
   CHECK(changes[1].at("step").get<int>() > changes[0].at("step").get<int>());
   for (const auto& c : changes) CHECK(c.at("seconds_lost").get<double>() >= 0.0);
   CHECK(got.at("stages") == 3);  // the mesh it ended on
   CHECK(test::contains(log, "2 of 3 nodes answer (" + nodes[0]->address() + ", " + nodes[1]->address() +
                                 "): continuing from the checkpoint of step "));
-  CHECK(test::contains(log, "elastic: 127.0.0.1:" + std::to_string(port) + " answers again; 3 of 3 nodes answer"));
+  CHECK(test::contains(log, "elastic: 127.0.0.1:" + std::to_string(port) + " now answers; 3 of 3 nodes answer"));
+}
+
+TEST_CASE("--elastic: a listed node not up at the start: the run starts with the others, and takes it in at a checkpoint once it answers") {
+  test::scratch_dir dir{"cli_elastic_join"};
+  std::vector<std::unique_ptr<test::node_process>> nodes;
+  for (int n = 0; n < 2; ++n) nodes.push_back(std::make_unique<test::node_process>(test::actorpipe, std::vector<std::string>{"--insecure"}));
+  const int late = test::free_port(1);
+  const std::string late_address = "127.0.0.1:" + std::to_string(late);
+  const std::vector<std::string> args =
+      joined(job, {"--stages", "3", "--nodes", addresses(nodes) + "," + late_address, "--elastic", "2", "--checkpoint",
+                   dir.file("run.safetensors"), "--log", dir.file("steps.jsonl")});
+  test::child_process run(joined({test::actorpipe}, args));
+  wait_for_step(dir.file("steps.jsonl"), 12, run);
+  nodes.push_back(std::make_unique<test::node_process>(test::actorpipe, std::vector<std::string>{"--insecure"}, late));
+  const test::program_run finished = test::finish(run);
+  INFO(finished.err);
+  const nlohmann::json got = test::result_of(finished);
+  const nlohmann::json& changes = got.at("elastic");
+  REQUIRE(changes.size() == 2);
+  CHECK(changes[0].at("why") == late_address + " does not answer at the start");
+  CHECK(changes[0].at("new_mesh") == "1 x 2 x 1");
+  CHECK(changes[0].at("step") == 0);
+  CHECK(changes[1].at("why") == late_address + " now answers");
+  CHECK(changes[1].at("new_mesh") == "1 x 3 x 1");
+  CHECK(got.at("stages") == 3);
+  CHECK(got.at("steps") == 96);
+  CHECK(test::contains(finished.err, "starting from step 0 on 1 x 2 x 1 (D x P x T) instead of 1 x 3 x 1"));
 }
 
 TEST_CASE("--elastic: two data-parallel replicas on two nodes, one lost for good: one replica goes on, the loss within a mesh's rounding of the uninterrupted one") {
