@@ -128,7 +128,7 @@ void data_parallel_pipeline::connect_groups() {
     });
   for (auto& t : threads) t.join();
   for (const auto& e : errors)
-    if (!e.empty()) throw pipeline_error("connecting the data-parallel groups: " + e);
+    if (!e.empty()) throw pipeline_error("connecting the data-parallel groups: " + e, error_code::lost_node);
 }
 
 std::vector<compute_cores> data_parallel_pipeline::cores() const {
@@ -220,9 +220,21 @@ void data_parallel_pipeline::make_recovery(const pipeline_options& options, int 
   actions.release_setup_weights = [this] {
     for (auto& r : replicas_) r->release_setup_weights();
   };
-  actions.restart = [this](const std::string& why, std::chrono::milliseconds wait) {
-    for (auto& r : replicas_) r->restart_stages(why, wait);
-    connect_groups();
+  // A node lost again while the groups connect (stopped, cut): every replica is placed again, within the wait.
+  actions.restart = [this](std::string why, std::chrono::milliseconds wait) {
+    const auto deadline = std::chrono::steady_clock::now() + wait;
+    for (;;) {
+      const auto left = std::max(std::chrono::milliseconds(100), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                                     deadline - std::chrono::steady_clock::now()));
+      for (auto& r : replicas_) r->restart_stages(why, left);
+      try {
+        connect_groups();
+        return;
+      } catch (const pipeline_error& e) {
+        if (!restart_recovers(e) || std::chrono::steady_clock::now() >= deadline) throw;
+        why = e.what();
+      }
+    }
   };
   actions.restore = [this](std::uint64_t next_step, const std::string& why) {
     for (std::size_t d = 0; d < replicas_.size(); ++d) replicas_[d]->load_stage_states(snapshot_[d], next_step, why);

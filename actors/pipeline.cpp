@@ -667,7 +667,8 @@ std::vector<std::string> pipeline::data_parallel_endpoints() {
                  [&](caf::error& e) { failure = caf::to_string(e); });
     if (!failure.empty() || endpoints.size() != static_cast<std::size_t>(d.options.tensor_parallel))
       throw pipeline_error("stage " + std::to_string(s) + (d.places.empty() ? "" : " on " + d.places[s]) +
-                           " did not send its data-parallel endpoints" + (failure.empty() ? "" : ": " + failure));
+                           " did not send its data-parallel endpoints" + (failure.empty() ? "" : ": " + failure),
+                           error_code::lost_node);  // gone or silent: recovery (Note [recovery with replicas]) tries again
     out.insert(out.end(), endpoints.begin(), endpoints.end());
   }
   return out;
@@ -694,7 +695,8 @@ void pipeline::connect_data_parallel(const std::vector<std::string>& addresses) 
                                                                          "groups in time");
                     answered = d.processors.size();
                   });
-  if (!errors.empty()) throw pipeline_error("pipeline replica " + std::to_string(d.options.replica) + ": " + errors);
+  if (!errors.empty())
+    throw pipeline_error("pipeline replica " + std::to_string(d.options.replica) + ": " + errors, error_code::lost_node);
 }
 
 }  // namespace ap

@@ -86,6 +86,10 @@ train_outcome run_elastic(const run_config& o, run_config& segment, train_plan& 
     }
     if (callbacks.on_step) callbacks.on_step(p, lr);
   };
+  struct hook_reset {  // the hook below refers to this call's locals
+    train_plan& plan;
+    ~hook_reset() { plan.after_checkpoint = nullptr; }
+  } reset_hook{plan};
   plan.after_checkpoint = [&](std::uint64_t step) {
     checkpointed = step;
     if (segment.pipe.nodes.size() >= listed.size() || at_end) return;
@@ -146,7 +150,6 @@ train_outcome run_elastic(const run_config& o, run_config& segment, train_plan& 
     runner = build_train_runner(segment, plan, nullptr);
     try {
       train_outcome outcome = run_training(segment, plan, *runner.runner, on_mesh);
-      plan.after_checkpoint = nullptr;
       if (changes.empty()) return outcome;
       outcome.resumed_at_step = resumed_at;
       outcome.report.steps += kept_steps, outcome.report.samples += kept_samples;
