@@ -357,17 +357,27 @@ stage_actors place_stage(caf::scoped_actor& self, const caf::actor& node, const 
   const std::string what = "placing stage " + std::to_string(spec.stage) + " on node " + address.text();
   stage_actors a;
   std::string failure;
+  // Not a request: one pending on a node whose connection goes waits its whole timeout (CAF 0.17), so the node is
+  // monitored and its loss ends the wait at once (a recovery then tries again).
   const auto sent = std::chrono::steady_clock::now();
-  self->request(node, timeout, std::move(spec))
-      .receive(
-          [&](caf::actor& retriever, caf::actor& processor, caf::actor& sender, std::uint16_t link_port) {
-            // The node speaks our protocol version with our message types (the
-            // handshake said so), so these are the typed actors of stage_spawner.cpp (Note [typed stage interfaces]).
-            a = stage_actors{caf::actor_cast<retriever_actor>(std::move(retriever)),
-                             caf::actor_cast<processor_actor>(std::move(processor)),
-                             caf::actor_cast<sender_actor>(std::move(sender)), link_port};
-          },
-          [&](caf::error& e) { failure = wait_failure(e, timeout, sent); });
+  self->monitor(node);
+  self->send(node, std::move(spec));  // the answer comes back as a message
+  for (bool answered = false; !answered && failure.empty();)
+    self->receive(
+        [&](caf::actor& retriever, caf::actor& processor, caf::actor& sender, std::uint16_t link_port) {
+          // The node speaks our protocol version with our message types (the
+          // handshake said so), so these are the typed actors of stage_spawner.cpp (Note [typed stage interfaces]).
+          a = stage_actors{caf::actor_cast<retriever_actor>(std::move(retriever)),
+                           caf::actor_cast<processor_actor>(std::move(processor)),
+                           caf::actor_cast<sender_actor>(std::move(sender)), link_port};
+          answered = true;
+        },
+        [&](const caf::down_msg& m) {
+          if (m.source == node.address()) failure = "the connection to the node was lost (" + caf::to_string(m.reason) + ")";
+        },
+        [&](caf::error& e) { failure = wait_failure(e, timeout, sent); },
+        caf::after(timeout) >> [&] { failure = wait_failure(caf::sec::request_timeout, timeout, sent); });
+  self->demonitor(node);
   if (!failure.empty()) throw std::runtime_error(what + ": " + failure);
   if (!a.retriever || !a.processor || !a.sender) throw std::runtime_error(what + ": the node sent invalid handles");
   return a;
