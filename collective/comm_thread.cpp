@@ -2,10 +2,11 @@
 
 namespace ap {
 
-bool group_failure::fail(const std::string& why) {
+bool group_failure::fail(const std::string& why, error_code code) {
   std::lock_guard lock(mutex_);
   if (!failure_.empty()) return false;
   failure_ = why;
+  code_ = code;
   changed_.notify_all();
   return true;
 }
@@ -13,6 +14,11 @@ bool group_failure::fail(const std::string& why) {
 std::string group_failure::text() const {
   std::lock_guard lock(mutex_);
   return failure_;
+}
+
+error_code group_failure::code() const {
+  std::lock_guard lock(mutex_);
+  return code_;
 }
 
 std::string group_failure::wait(std::chrono::milliseconds timeout) const {
@@ -58,7 +64,7 @@ collective_handle comm_thread::submit(std::shared_ptr<comm_op> op) {
   std::lock_guard lock(mutex_);
   op->index = next_index_++;
   if (const std::string why = failure_->text(); !why.empty()) {
-    op->finish(op->describe() + ": " + why);
+    op->finish(op->describe() + ": " + why, failure_->code());
   } else {
     queue_.push_back(op);
     work_.notify_one();
@@ -88,7 +94,7 @@ void comm_thread::stop(const std::string& why) {
     std::lock_guard lock(mutex_);
     left.swap(queue_);
   }
-  for (auto& op : left) op->finish(op->describe() + ": " + failure_->text());
+  for (auto& op : left) op->finish(op->describe() + ": " + failure_->text(), failure_->code());
 }
 
 void comm_thread::serve() {
@@ -106,6 +112,7 @@ void comm_thread::serve() {
     error_code code = error_code::collective;
     if (const std::string why = failure_->text(); !why.empty()) {
       error = op->describe() + ": " + why;
+      code = failure_->code();
     } else {
       std::string thrown;
       error_code thrown_code = error_code::collective;
@@ -119,7 +126,8 @@ void comm_thread::serve() {
       if (!thrown.empty()) {
         // A failed collective leaves its peers at an unknown place: the group cannot go on.
         // Damaged bytes seen by this collective itself keep their code (Note [communication thread]).
-        if (failure_->fail(thrown) && thrown_code == error_code::lost_node) code = error_code::lost_node;
+        failure_->fail(thrown, thrown_code == error_code::lost_node ? error_code::lost_node : error_code::collective);
+        code = failure_->code();
         const std::string why = failure_->text();  // an earlier failure's reason rather than what it caused
         if (interrupt_) interrupt_(why);            // a peer waiting on this rank fails now, not after its timeout
         error = op->describe() + ": " + why;

@@ -21,10 +21,13 @@ namespace ap {
 // Shared with whatever else waits on the group's peers (the ring's data links and endpoint actor).
 class group_failure {
  public:
-  // Keeps `why` unless the group failed already; true when it was the first.
-  bool fail(const std::string& why);
+  // Keeps `why` and `code` unless the group failed already; true when it was the first. `code` is what its
+  // collectives fail with from then on: lost_node when a peer's connection was lost (recovery replays), else
+  // collective (the cause is elsewhere: Note [the cause, not a peer's view]).
+  bool fail(const std::string& why, error_code code = error_code::collective);
   // The reason, empty while the group is healthy.
   std::string text() const;
+  error_code code() const;
   // The reason, waiting up to `timeout` for one (a link that saw its peer hang up gives the message that names
   // why the peer went a moment to come first: Note [the cause, not a peer's view]).
   std::string wait(std::chrono::milliseconds timeout) const;
@@ -33,6 +36,7 @@ class group_failure {
   mutable std::mutex mutex_;
   mutable std::condition_variable changed_;
   std::string failure_;
+  error_code code_ = error_code::collective;
 };
 
 // A collective's handle state: the caller's wait() blocks until finish(), then throws collective_error with the
