@@ -631,12 +631,15 @@ void pipeline::impl::restart_stages(const std::string& why, std::chrono::millise
 
 void pipeline::impl::load_states(const std::vector<stage_state>& states, const std::string& why) {
   std::string failure;
+  bool silent = false;  // a stage that did not answer: its node lost again (a recovery tries again)
   caf::scoped_actor self{*system};
   for (std::size_t s = 0; s < processors.size() && failure.empty(); ++s)
     self->request(processors[s], options.timeout, load_atom::value, states.at(s))
         .receive([&](stage_state_loaded& answer) { failure = answer.error; },
-                 [&](caf::error& e) { failure = "stage " + std::to_string(s) + ": " + caf::to_string(e); });
-  if (!failure.empty()) throw pipeline_error(why + "; restoring the snapshot failed: " + failure);
+                 [&](caf::error& e) { failure = "stage " + std::to_string(s) + ": " + caf::to_string(e), silent = true; });
+  if (!failure.empty())
+    throw pipeline_error(why + "; restoring the snapshot failed: " + failure,
+                         silent ? error_code::lost_node : error_code::internal);
   gathered_at.reset();
 }
 
