@@ -113,13 +113,14 @@ void fail(coordinator_self self, error_code code, const std::string& what) {
 
 // Other stages may have applied this step already: no later step may run on mixed weights.
 // Its code is `collective` when the stage's optimizer step failed in a collective (a data-parallel peer
-// abandoned the step: the cause is elsewhere), `lost_node` when a peer's node was lost in it (recovery restores
-// every stage from its snapshot, so mixed weights do not survive it), else `broken`.
+// abandoned the step: the cause is elsewhere), `lost_node` or `lost_peer` when a node was lost in it (recovery
+// restores every stage from its snapshot, so mixed weights do not survive it), else `broken`.
 void apply_failed(coordinator_self self, std::size_t stage, std::uint64_t step, const std::string& why, error_code cause) {
   auto& s = self->state;
   if (!s.broken) {
     s.broken = true;
-    s.broken_code = cause == error_code::collective || cause == error_code::lost_node ? cause : error_code::broken;
+    const bool lost = cause == error_code::lost_node || cause == error_code::lost_peer;
+    s.broken_code = cause == error_code::collective || lost ? cause : error_code::broken;
     s.broken_reason = "stage " + std::to_string(stage) + " did not confirm the optimizer step of step " +
                       std::to_string(step) + " (" + why + "); the stages may disagree, rebuild the pipeline from a checkpoint";
   }

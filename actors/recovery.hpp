@@ -17,10 +17,10 @@ namespace ap {
 
 // A step that lost a node (killed, or silent past the heartbeat timeout): the pipeline waits for the node or a
 // replacement, restores the last snapshot and replays. Any other failure is the caller's to see.
-inline bool restart_recovers(const step_result& result) {
-  return !result.ok && result.code == error_code::lost_node;
-}
-inline bool restart_recovers(const pipeline_error& e) { return e.code() == error_code::lost_node; }
+// A lost peer seen through a data-parallel group (lost_peer) is recovered from too: every stage is placed again.
+inline bool restart_recovers(error_code code) { return code == error_code::lost_node || code == error_code::lost_peer; }
+inline bool restart_recovers(const step_result& result) { return !result.ok && restart_recovers(result.code); }
+inline bool restart_recovers(const pipeline_error& e) { return restart_recovers(e.code()); }
 
 // Note [recovery]: what "the last checkpoint" is, and why a recovered run ends bit for bit where an
 // uninterrupted one ends. With restart_on_failure, the owner keeps in memory a snapshot of every stage's state

@@ -31,13 +31,15 @@ failure failure_of(const std::exception_ptr& error) {
 }
 
 int first_cause(const std::vector<std::exception_ptr>& errors) {
-  int first = -1;
+  int first = -1, lost_peer = -1;
   for (std::size_t i = 0; i < errors.size(); ++i) {
     if (!errors[i]) continue;
-    if (failure_of(errors[i]).code != error_code::collective) return static_cast<int>(i);
+    const error_code code = failure_of(errors[i]).code;
+    if (code != error_code::collective && code != error_code::lost_peer) return static_cast<int>(i);
     if (first < 0) first = static_cast<int>(i);
+    if (code == error_code::lost_peer && lost_peer < 0) lost_peer = static_cast<int>(i);
   }
-  return first;
+  return lost_peer >= 0 ? lost_peer : first;
 }
 
 }  // namespace ap

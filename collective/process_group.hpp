@@ -38,9 +38,10 @@ class collective_error : public runtime_failure {
 };
 
 // Note [the cause, not a peer's view]: when one rank of a group fails, it aborts the group and the others
-// fail too, with an error of code `collective` that only says they saw it. Of the errors of ranks that ran
-// together (null where a rank succeeded), the index of the first whose code is not `collective` (the cause),
-// else of the first error; -1 when none failed.
+// fail too, with an error of code `collective` that only says they saw it (`lost_peer` when what they saw was a
+// peer's lost connection). Of the errors of ranks that ran together (null where a rank succeeded), the index of the
+// first whose code is neither (the cause), else of the first `lost_peer` (recoverable), else of the first error;
+// -1 when none failed.
 int first_cause(const std::vector<std::exception_ptr>& errors);
 
 // An exception's code (code_of) and text, for throwing it on with more text and the same code.

@@ -86,9 +86,9 @@ caf::behavior ring_endpoint(caf::stateful_actor<endpoint_state>* self, std::shar
                             std::shared_ptr<peer_table> lower, std::string name, std::int32_t rank, std::int32_t link_port) {
   self->set_down_handler([self, failure](caf::down_msg& m) {
     auto it = self->state.peers.find(m.source);
-    if (it != self->state.peers.end())  // a lost connection: a lost node to the step (Note [errors as codes])
+    if (it != self->state.peers.end())  // a lost connection: recovery replays (Note [errors as codes])
       failure->fail(it->second + " is gone (" + caf::to_string(m.reason) + ")",
-                    m.reason == caf::exit_reason::remote_link_unreachable ? error_code::lost_node : error_code::collective);
+                    m.reason == caf::exit_reason::remote_link_unreachable ? error_code::lost_peer : error_code::collective);
   });
   return {
       [failure](ring_abort& a) { failure->fail("rank " + std::to_string(a.from) + " aborted the group: " + a.reason); },

@@ -21,13 +21,14 @@ enum class error_code : std::uint8_t {
   bad_input,   // the caller's inputs, labels or options are wrong (std::invalid_argument)
   diverged,    // a loss is not finite (std::domain_error)
   collective,  // a peer's failure seen through a collective group: the cause is elsewhere
+  lost_peer,   // a peer's connection lost, seen through a collective group: recovery replays; the cause is elsewhere
   broken,      // stages may disagree (an optimizer step applied on some only): rebuild from a checkpoint
   internal,    // anything else: an actor that stopped, an exception without a code
   count
 };
 
 inline constexpr const char* error_code_names[] = {
-    "none", "lost_node", "timeout", "bad_input", "diverged", "collective", "broken", "internal",
+    "none", "lost_node", "timeout", "bad_input", "diverged", "collective", "lost_peer", "broken", "internal",
 };
 static_assert(std::size(error_code_names) == static_cast<std::size_t>(error_code::count),
               "error_code_names needs one name per error_code");

@@ -107,7 +107,8 @@ void stage_compute::on_ranks(const std::function<void(int, stage_rank&)>& work) 
   if (cause < 0) return;
   broken_ = true;
   const failure f = failure_of(errors[static_cast<std::size_t>(cause)]);
-  if (f.code == error_code::collective) std::rethrow_exception(errors[static_cast<std::size_t>(cause)]);
+  if (f.code == error_code::collective || f.code == error_code::lost_peer)
+    std::rethrow_exception(errors[static_cast<std::size_t>(cause)]);
   throw_error(f.code, f.what + " (tensor-parallel rank " + std::to_string(cause) + ")");  // the same code and std type
 }
 

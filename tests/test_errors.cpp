@@ -29,6 +29,7 @@ TEST_CASE("restart recovers a step that lost a node, whatever its text says") {
   // Reworded: no phrase of the old text is left, the code still says a node was lost.
   CHECK(restart_recovers(failed_step(error_code::lost_node, "step 3: Knoten 127.0.0.1:4242 ist weg")));
   CHECK(restart_recovers(failed_step(error_code::lost_node, "")));
+  CHECK(restart_recovers(failed_step(error_code::lost_peer, "group 'dp' all_reduce #0: rank 1 is gone")));
   // The old words with another code: not a lost node.
   for (error_code c : {error_code::timeout, error_code::bad_input, error_code::diverged, error_code::collective,
                        error_code::broken, error_code::internal})
