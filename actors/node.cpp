@@ -44,7 +44,7 @@ struct node_state {
   std::set<caf::node_id> greeted;  // processes whose handshake this node accepted
   std::vector<hosted_stage> stages;
   std::map<caf::actor_addr, std::string> peers;  // the peer nodes this node connected to, monitored (their address)
-  // Note [a lost peer connection]: per lost peer, the stages (their processors) hosted when it was lost.
+  // Per lost peer, the stages (their processors) hosted when it was lost (Note [a lost peer connection]).
   std::map<std::uint64_t, std::pair<std::string, std::set<caf::actor_addr>>> peers_lost;
   std::uint64_t next_loss = 0;
   static inline const char* name = "node";
