@@ -28,7 +28,6 @@ import argparse
 import json
 import os
 import random
-import select
 import shutil
 import signal
 import socket
@@ -182,7 +181,7 @@ def draw_faults(seed, count, kinds, nodes):
 
 
 def steps_in(log_path):
-    """(arrival time, step) of each step line already in the metrics log: read by the watcher."""
+    """The step of each step line in the metrics log so far."""
     out = []
     try:
         with open(log_path) as f:
