@@ -8,6 +8,7 @@
 #include "actors/actor_communicator.hpp"
 #include "actors/node.hpp"
 #include "actors/pipeline_actors.hpp"
+#include "actors/recovery.hpp"
 #include "actors/send_beside.hpp"
 #include "network/guarded_transport.hpp"
 #include "network/port_probe.hpp"
@@ -119,8 +120,7 @@ void apply_failed(coordinator_self self, std::size_t stage, std::uint64_t step, 
   auto& s = self->state;
   if (!s.broken) {
     s.broken = true;
-    const bool lost = cause == error_code::lost_node || cause == error_code::lost_peer;
-    s.broken_code = cause == error_code::collective || lost ? cause : error_code::broken;
+    s.broken_code = cause == error_code::collective || restart_recovers(cause) ? cause : error_code::broken;
     s.broken_reason = "stage " + std::to_string(stage) + " did not confirm the optimizer step of step " +
                       std::to_string(step) + " (" + why + "); the stages may disagree, rebuild the pipeline from a checkpoint";
   }

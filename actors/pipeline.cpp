@@ -577,8 +577,8 @@ void pipeline::impl::make_recovery() {
 }
 
 std::vector<stage_state> pipeline::impl::gather_states(const std::string& what) {
-  // Not request_stage_states: a request to a stage whose node dies waits for its whole timeout (toolchain
-  // notes), so each stage is monitored and its loss ends the wait at once, in the words of a lost step.
+  // Not a request: one to a stage whose node dies waits for its whole timeout (toolchain notes), so each stage
+  // is monitored and its loss ends the wait at once, in the words of a lost step.
   std::vector<stage_state> states(processors.size());
   caf::scoped_actor self{*system};
   for (std::size_t s = 0; s < processors.size(); ++s) {

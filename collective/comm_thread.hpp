@@ -22,8 +22,9 @@ namespace ap {
 class group_failure {
  public:
   // Keeps `why` and `code` unless the group failed already; true when it was the first. `code` is what its
-  // collectives fail with from then on: lost_node when a peer's connection was lost (recovery replays), else
-  // collective (the cause is elsewhere: Note [the cause, not a peer's view]).
+  // collectives fail with from then on: lost_peer when a peer's connection was lost, lost_node when this rank
+  // received damaged bytes (recovery replays both), else collective (the cause is elsewhere: Note [the cause, not a
+  // peer's view]).
   bool fail(const std::string& why, error_code code = error_code::collective);
   // The reason, empty while the group is healthy.
   std::string text() const;
