@@ -5,14 +5,10 @@
 // corrupted mid-run recovers (--restart-on-failure) to exactly the uninterrupted run's parameters.
 #include <doctest/doctest.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -31,6 +27,7 @@
 #include "network/data_link.hpp"
 #include "node_process.hpp"
 #include "pipeline_test_models.hpp"
+#include "tamper_relay.hpp"
 #include "test_support.hpp"
 
 using namespace ap;
@@ -46,104 +43,6 @@ bytes pattern(std::size_t n, unsigned salt = 0) {
   for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<unsigned char>((i * 131 + salt) % 251);
   return v;
 }
-
-// A TCP relay listening on `listen_host` and forwarding every connection to 127.0.0.1:`target_port`, both ways.
-// Flips one bit of the first connection's client-to-server byte number `flip_at` (none when npos), or, once
-// flip_next() was called, of the next client-to-server byte of the first connection that passes.
-class relay {
- public:
-  relay(const std::string& listen_host, std::uint16_t target_port, std::size_t flip_at = std::string::npos)
-      : target_port_(target_port), flip_at_(flip_at) {
-    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    REQUIRE(::inet_pton(AF_INET, listen_host.c_str(), &a.sin_addr) == 1);
-    socklen_t len = sizeof a;
-    REQUIRE(::bind(listener_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    REQUIRE(::listen(listener_, 16) == 0);
-    REQUIRE(::getsockname(listener_, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-    port_ = ntohs(a.sin_port);
-    acceptor_ = std::thread([this] { accept_loop(); });
-  }
-  ~relay() {
-    stop_ = true;
-    acceptor_.join();
-    for (auto& t : pipes_) t.join();
-    ::close(listener_);
-  }
-  std::uint16_t port() const { return port_; }
-  void flip_next() { flip_now_ = true; }
-  bool flipped() const { return flipped_; }
-
- private:
-  void accept_loop() {
-    int connection = 0;
-    while (!stop_) {
-      pollfd p{listener_, POLLIN, 0};
-      if (::poll(&p, 1, 20) <= 0) continue;
-      const int client = ::accept(listener_, nullptr, nullptr);
-      if (client < 0) continue;
-      const int server = ::socket(AF_INET, SOCK_STREAM, 0);
-      sockaddr_in a{};
-      a.sin_family = AF_INET;
-      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      a.sin_port = htons(target_port_);
-      if (::connect(server, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-        ::close(client);
-        ::close(server);
-        continue;
-      }
-      const bool first = connection++ == 0;
-      pipes_.emplace_back([this, client, server, first] { forward(client, server, first); });
-    }
-  }
-  void forward(int client, int server, bool first) {
-    bytes buf(64 << 10);
-    std::size_t from_client = 0;
-    pollfd fds[2] = {{client, POLLIN, 0}, {server, POLLIN, 0}};
-    bool ended = false;
-    while (!stop_ && !ended) {
-      if (::poll(fds, 2, 20) <= 0) continue;
-      for (int i = 0; i < 2 && !ended; ++i) {
-        if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-        const ssize_t n = ::recv(fds[i].fd, buf.data(), buf.size(), 0);
-        if (n <= 0) {
-          ended = true;
-          break;
-        }
-        if (i == 0 && first && !flipped_) {
-          if (flip_now_) {
-            buf[0] ^= 0x10;
-            flipped_ = true;
-          } else if (flip_at_ >= from_client && flip_at_ < from_client + static_cast<std::size_t>(n)) {
-            buf[flip_at_ - from_client] ^= 0x10;
-            flipped_ = true;
-          }
-          from_client += static_cast<std::size_t>(n);
-        }
-        const int to = i == 0 ? server : client;
-        for (ssize_t sent = 0; sent < n;) {
-          const ssize_t w = ::send(to, buf.data() + sent, static_cast<std::size_t>(n - sent), MSG_NOSIGNAL);
-          if (w <= 0) {
-            ended = true;
-            break;
-          }
-          sent += w;
-        }
-      }
-    }
-    ::close(client);
-    ::close(server);
-  }
-
-  std::uint16_t target_port_;
-  std::size_t flip_at_;
-  int listener_ = -1;
-  std::uint16_t port_ = 0;
-  std::atomic<bool> stop_{false}, flip_now_{false}, flipped_{false};
-  std::thread acceptor_;
-  std::vector<std::thread> pipes_;  // joined at the end: only the acceptor adds to it
-};
 
 // A connected socket pair for checked_stream, both ends non-blocking.
 struct socket_pair {
@@ -231,7 +130,7 @@ TEST_CASE("a plain data link: a bit flipped on the way (a record's length, its C
                                hello + 2 * checked_header_bytes + checked_record_bytes + 3}) {
     CAPTURE(at);
     link_listener listener("127.0.0.1", nullptr);
-    relay tamper("127.0.0.1", listener.port(), at);
+    test::tamper_relay tamper("127.0.0.1", listener.port(), at);
     std::vector<std::string> dropped;
     std::unique_ptr<data_link> accepted;
     std::thread acceptor([&] { accepted = listener.accept("hello", clock_type::now() + 10s, dropped); });
@@ -268,7 +167,7 @@ TEST_CASE("an activation whose bytes are corrupted on a plain link never reaches
   // The inbox on 127.0.0.1 and the relay on 127.0.0.2: the sender's link has two addresses, so the bytes cross
   // the socket (no copy out of the sender's memory: Note [one copy on one machine]).
   activation_inbox inbox(1, "127.0.0.1", nullptr, test::scaled(60s));  // far past the bound checked below
-  relay tamper("127.0.0.2", inbox.port(), 300000);  // inside the tensor's bytes
+  test::tamper_relay tamper("127.0.0.2", inbox.port(), 300000);  // inside the tensor's bytes
   activation_outbox outbox(0, nullptr, 20s);
   tensor t = test::random_tensor({256, 1024}, 5);  // 1 MB
   const std::uint64_t ticket = outbox.next_ticket();
@@ -306,7 +205,7 @@ TEST_CASE("a pipeline over plain TCP whose connection to a node is corrupted mid
   };
   test::node_process first(actorpipe, {"--insecure"});
   test::node_process second(actorpipe, {"--insecure"});
-  relay tamper("127.0.0.1", static_cast<std::uint16_t>(second.port()));
+  test::tamper_relay tamper("127.0.0.1", static_cast<std::uint16_t>(second.port()));
   const std::string through = "127.0.0.1:" + std::to_string(tamper.port());
   std::mutex log_mutex;
   std::string log;

@@ -5,14 +5,8 @@
 // reads of any size get the bytes whole and in order.
 #include <doctest/doctest.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -23,6 +17,7 @@
 #include "network/sealed_records.hpp"
 #include "network/tls_session.hpp"
 #include "node_process.hpp"  // test certificates
+#include "tamper_relay.hpp"
 
 using namespace ap;
 using namespace std::chrono_literals;
@@ -61,89 +56,6 @@ bool opens(record_opener& opener, const bytes& record, bytes* plain = nullptr) {
 }
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-// A TCP relay on loopback between one client and `target_port`: copies both ways, keeps what the client sent,
-// and flips one bit of the client's byte number `flip_at` (none when it is npos).
-class relay {
- public:
-  relay(std::uint16_t target_port, std::size_t flip_at) : flip_at_(flip_at) {
-    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    REQUIRE(::bind(listener_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    REQUIRE(::listen(listener_, 1) == 0);
-    REQUIRE(::getsockname(listener_, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-    port_ = ntohs(a.sin_port);
-    thread_ = std::thread([this, target_port] { run(target_port); });
-  }
-  ~relay() {
-    stop_ = true;
-    if (thread_.joinable()) thread_.join();
-    ::close(listener_);
-  }
-  std::uint16_t port() const { return port_; }
-  // What the client sent, once the relay ended (call after the link is gone).
-  const bytes& from_client() {
-    stop_ = true;
-    if (thread_.joinable()) thread_.join();
-    return from_client_;
-  }
-
- private:
-  void run(std::uint16_t target_port) {
-    pollfd wait_for_client{listener_, POLLIN, 0};
-    while (!stop_ && ::poll(&wait_for_client, 1, 20) == 0) {
-    }
-    if (stop_) return;
-    const int client = ::accept(listener_, nullptr, nullptr);
-    const int server = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(target_port);
-    if (client < 0 || ::connect(server, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return;
-    std::vector<unsigned char> buf(64 << 10);
-    pollfd fds[2] = {{client, POLLIN, 0}, {server, POLLIN, 0}};
-    while (!stop_) {
-      if (::poll(fds, 2, 20) <= 0) continue;
-      bool ended = false;
-      for (int i = 0; i < 2; ++i) {
-        if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-        const ssize_t n = ::recv(fds[i].fd, buf.data(), buf.size(), 0);
-        if (n <= 0) {
-          ended = true;
-          break;
-        }
-        if (i == 0) {
-          const std::size_t before = from_client_.size();
-          from_client_.insert(from_client_.end(), buf.begin(), buf.begin() + n);
-          if (flip_at_ >= before && flip_at_ < before + static_cast<std::size_t>(n)) buf[flip_at_ - before] ^= 0x10;
-        }
-        const int to = i == 0 ? server : client;
-        for (ssize_t sent = 0; sent < n;) {
-          const ssize_t w = ::send(to, buf.data() + sent, static_cast<std::size_t>(n - sent), MSG_NOSIGNAL);
-          if (w <= 0) {
-            ended = true;
-            break;
-          }
-          sent += w;
-        }
-      }
-      if (ended) break;
-    }
-    ::close(client);
-    ::close(server);
-  }
-
-  std::size_t flip_at_;
-  int listener_ = -1;
-  std::uint16_t port_ = 0;
-  std::atomic<bool> stop_{false};
-  bytes from_client_;
-  std::thread thread_;
-};
 
 std::shared_ptr<tls_context> tls_of(const std::string& name) {
   return std::make_shared<tls_context>(test::tls_security(name), "test");
@@ -241,7 +153,7 @@ TEST_CASE("on a TLS link the bytes on the wire are sealed, a flipped bit ends th
     for (bool tls : {false, true}) {
       CAPTURE(tls);
       link_listener listener("127.0.0.1", tls ? server_tls : nullptr);
-      relay watch(listener.port(), std::string::npos);
+      test::tamper_relay watch("127.0.0.1", listener.port(), std::string::npos);
       std::vector<std::string> dropped;
       std::unique_ptr<data_link> accepted;
       std::thread acceptor([&] { accepted = listener.accept("hello", clock_type::now() + test::scaled(10s), dropped); });
@@ -274,7 +186,7 @@ TEST_CASE("on a TLS link the bytes on the wire are sealed, a flipped bit ends th
   }
   SUBCASE("a bit flipped on the way ends the read with the record's failed authentication") {
     link_listener listener("127.0.0.1", server_tls);
-    relay tamper(listener.port(), 200000);  // well past the handshake and the hello
+    test::tamper_relay tamper("127.0.0.1", listener.port(), 200000);  // well past the handshake and the hello
     std::vector<std::string> dropped;
     std::unique_ptr<data_link> accepted;
     std::thread acceptor([&] { accepted = listener.accept("hello", clock_type::now() + test::scaled(10s), dropped); });
