@@ -56,7 +56,8 @@ inline optimizer_config adam_optimizer(float lr = 1e-2f) {
 
 // The pipeline_options the tests build: `stages` stages of `chunks` chunks each, `microbatches` microbatches, on
 // `schedule`, with `optimizer`; the rest as pipeline_options has them, for the caller to set.
-inline pipeline_options pipeline_options_for(int stages, int microbatches, const std::string& schedule = pipeline_options{}.schedule,
+inline pipeline_options pipeline_options_for(int stages, int microbatches = pipeline_options{}.microbatches,
+                                             const std::string& schedule = pipeline_options{}.schedule,
                                              int chunks = 1, const optimizer_config& optimizer = optimizer_config{}) {
   pipeline_options o;
   o.stages = stages;

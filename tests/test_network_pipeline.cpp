@@ -104,13 +104,8 @@ TEST_CASE("2 and 4 nodes train to the same parameters as one process, for GPipe 
   std::vector<std::unique_ptr<test::node_process>> nodes;
   for (int i = 0; i < 4; ++i) nodes.push_back(std::make_unique<test::node_process>(actorpipe));
   for (const std::string sched : {"gpipe", "1f1b"}) {
-    pipeline_options o;
-  o.security = test::tls_security();
-    o.stages = 4;
-    o.microbatches = 4;
-    o.schedule = sched;
-    o.optimizer.kind = "adam";
-    o.optimizer.lr = 0.01f;
+    pipeline_options o = test::pipeline_options_for(4, 4, sched, 1, test::adam_optimizer(0.01f));
+    o.security = test::tls_security();
     run_result local = train_steps(test::nine_layer_model(), d, o, 3);
     for (std::size_t n : {2u, 4u}) {
       o.nodes.clear();
@@ -309,10 +304,7 @@ TEST_CASE("a coordinator killed mid-training leaves its nodes clean and ready fo
   CHECK(stopped());
   CHECK(node.process().running());
   const dataset d = test::small_blobs(16);
-  pipeline_options o;
-  o.security = test::tls_security();
-  o.stages = 2;
-  o.nodes = {node.address()};
+  const pipeline_options o = test::on_nodes(test::pipeline_options_for(2), {node.address()}, test::tls_security());
   pipeline next(test::nine_layer_model(), o);
   CHECK(std::isfinite(next.train_step(d.inputs, d.labels, 0)));
 }
@@ -347,11 +339,8 @@ TEST_CASE("`actorpipe train --nodes --insecure` exits with an error naming the s
 
 TEST_CASE("a stage a node cannot build is refused with the node's reason, the node serves the next pipeline") {
   test::node_process node(actorpipe);
-  pipeline_options o;
-  o.security = test::tls_security();
-  o.stages = 2;
+  pipeline_options o = test::on_nodes(test::pipeline_options_for(2), {node.address()}, test::tls_security());
   o.optimizer.kind = "nope";
-  o.nodes = {node.address()};
   std::string message;
   CHECK(seconds_of([&] { message = construction_error(test::nine_layer_model(), o); }) < test::scaled(5.0));
   CHECK_MESSAGE(contains(message, "placing stage 0 on node " + node.address() + ": unknown optimizer 'nope'"), message);
@@ -363,10 +352,7 @@ TEST_CASE("a stage a node cannot build is refused with the node's reason, the no
 
 TEST_CASE("bad node addresses are clear errors and never hang") {
   const sequential model = test::nine_layer_model();
-  pipeline_options o;
-  o.security = test::tls_security();
-  o.stages = 2;
-  o.nodes = {"127.0.0.1:1"};  // nobody listens on port 1
+  pipeline_options o = test::on_nodes(test::pipeline_options_for(2), {"127.0.0.1:1"}, test::tls_security());  // nobody listens on port 1
   std::string message;
   CHECK(seconds_of([&] { message = construction_error(model, o); }) < test::scaled(5.0));
   CHECK_MESSAGE(contains(message, "cannot connect to node 127.0.0.1:1"), message);
@@ -380,9 +366,7 @@ TEST_CASE("bad node addresses are clear errors and never hang") {
 
 TEST_CASE("a peer that stays silent or hangs up during set-up is a clear error within the timeout") {
   const sequential model = test::nine_layer_model();
-  pipeline_options o;
-  o.security = test::tls_security();
-  o.stages = 2;
+  pipeline_options o = test::on_nodes(test::pipeline_options_for(2), {}, test::tls_security());
   o.timeout = 1s;
   {
     raw_listener silent;  // the kernel accepts the connection; nobody ever answers
@@ -409,10 +393,7 @@ TEST_CASE("a peer that stays silent or hangs up during set-up is a clear error w
 
 TEST_CASE("a node of another protocol version is refused on both sides") {
   test::node_process node(actorpipe, {"--protocol-version", "999", "--insecure"});
-  pipeline_options o;
-  o.security = test::insecure_transport();
-  o.stages = 2;
-  o.nodes = {node.address()};
+  const pipeline_options o = test::on_nodes(test::pipeline_options_for(2), {node.address()}, test::insecure_transport());
   const std::string message = construction_error(test::nine_layer_model(), o);
   INFO(message);
   CHECK(contains(message, "node " + node.address() + " refused the handshake: protocol version mismatch"));
@@ -463,11 +444,8 @@ const layer_kind_registration doubling_kind{"net_doubling", [](const layer_spec&
 TEST_CASE("a model using a layer kind the node lacks is refused at set-up, naming the kind and the node") {
   test::node_process node(actorpipe);
   const dataset d = test::small_blobs(8);
-  pipeline_options o;
-  o.security = test::tls_security();
-  o.stages = 2;
+  pipeline_options o = test::on_nodes(test::pipeline_options_for(2), {node.address()}, test::tls_security());
   o.layers_per_chunk = {2, 2};  // the user kind starts stage 1 (the block partition would keep it on stage 0)
-  o.nodes = {node.address()};
   for (const char* spec : {"net_doubling", "residual[layernorm:16,net_doubling]"}) {
     CAPTURE(spec);
     sequential model = sequential::from_layer_specs({"linear:12:16", "relu", spec, "linear:16:4"});

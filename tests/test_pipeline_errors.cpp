@@ -52,8 +52,7 @@ bool shuts_down_within(std::unique_ptr<pipeline> pipe, std::chrono::milliseconds
 
 TEST_CASE("impossible configurations are refused when the pipeline is built") {
   const sequential model = test::nine_layer_model();
-  pipeline_options o;
-  o.stages = 10;  // more stages than the 9 layers
+  pipeline_options o = test::pipeline_options_for(10);  // more stages than the 9 layers
   CHECK_THROWS_WITH_AS(pipeline(model, o), doctest::Contains("10 stages x 1 chunks need at least as many layers, the model has 9"),
                        std::invalid_argument);
   o.stages = 0;

@@ -15,12 +15,8 @@ using namespace ap::test;
 namespace {
 
 pipeline_options tp_options(int stages, int T, const std::string& schedule, int microbatches = 4) {
-  pipeline_options o;
-  o.stages = stages;
-  o.microbatches = microbatches;
-  o.schedule = schedule;
-  o.chunks_per_stage = schedule == "interleaved" ? 2 : 1;
-  o.optimizer = adam_optimizer();
+  pipeline_options o =
+      pipeline_options_for(stages, microbatches, schedule, schedule == "interleaved" ? 2 : 1, adam_optimizer());
   o.tensor_parallel = T;
   return o;
 }

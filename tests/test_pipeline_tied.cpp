@@ -69,13 +69,7 @@ test::run_result train_single(const dataset& d, float clip = 0.0f, const char* s
 }
 
 pipeline_options options(const std::string& schedule, int stages, int microbatches, int chunks = 1) {
-  pipeline_options o;
-  o.schedule = schedule;
-  o.stages = stages;
-  o.microbatches = microbatches;
-  o.chunks_per_stage = chunks;
-  o.optimizer = adamw();
-  return o;
+  return test::pipeline_options_for(stages, microbatches, schedule, chunks, adamw());
 }
 
 test::run_result train_mesh(const dataset& d, const pipeline_options& o, int replicas = 1, const char* spec = tied_gpt) {

@@ -60,12 +60,7 @@ void check_mesh_equals_local(const std::string& spec, int D, int T, float clip =
 }
 
 pipeline_options sp_options(int stages, int T, const std::string& schedule, bool sequence_parallel = true) {
-  pipeline_options o;
-  o.stages = stages;
-  o.microbatches = 2;
-  o.schedule = schedule;
-  o.chunks_per_stage = schedule == "interleaved" ? 2 : 1;
-  o.optimizer = adam();
+  pipeline_options o = test::pipeline_options_for(stages, 2, schedule, schedule == "interleaved" ? 2 : 1, adam());
   o.tensor_parallel = T;
   o.sequence_parallel = sequence_parallel;
   o.threads = 1;
