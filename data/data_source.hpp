@@ -11,8 +11,8 @@
 
 namespace ap {
 
-// A data set the trainer reads batch by batch. Implement it for data of your own (docs/data.md shows one);
-// gather() may be called from one thread at a time and must return the same samples for the same indices.
+// A data set the trainer reads batch by batch (docs/data.md shows an implementation). gather() is called from
+// one thread at a time and must return the same samples for the same indices.
 class data_source {
  public:
   virtual ~data_source() = default;
@@ -35,8 +35,8 @@ std::unique_ptr<const data_source> dataset_view(const dataset& d);
 // The first `n` samples of `source` (all of them when n is 0 or not below its size).
 std::shared_ptr<const data_source> first_samples(std::shared_ptr<const data_source> source, std::size_t n);
 
-// Batch `index` of an epoch: the samples at positions [index*batch_size, ...) of `order` (the last batch may
-// be smaller). Throws std::out_of_range for a batch index beyond the order's batches.
+// Batch `index` of an epoch: the samples at positions [index*batch_size, ...) of `order` (the last may be
+// smaller). Throws std::out_of_range past the last batch.
 batch gather_batch(const data_source& source, const sample_order& order, std::size_t index, std::size_t batch_size);
 // The same with the samples in stored order (evaluation).
 batch gather_in_order(const data_source& source, std::size_t index, std::size_t batch_size);

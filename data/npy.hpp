@@ -23,15 +23,13 @@ struct npy_array {
   double at(std::size_t i) const;   // element i as a double (exact for every supported dtype below 2^53)
 };
 
-// Reads and checks `path`: magic, version, the header's dict literal {'descr': ..., 'fortran_order': ...,
-// 'shape': (...)}, a supported little-endian dtype, C order, and the payload's length against the shape.
-// Throws std::runtime_error naming the file and what is wrong (with the byte offset for header errors).
+// Reads and checks `path` (magic, version, header dict, a supported little-endian dtype, C order, payload
+// length). Throws std::runtime_error naming the file and what is wrong (with the byte offset for header errors).
 npy_array read_npy(const std::string& path);
 
-// A classification source from a features file (n, d...) and a labels file (n) of integer class ids:
-// features become float32 (n, d...) and must be finite (a NaN or Inf is refused naming its row and column);
-// labels must be non-negative integers, below `classes` when it is not 0 (else num_classes is the largest
-// label + 1). Throws std::runtime_error naming the file for any mismatch.
+// A classification source from a features file (n, d...) and a labels file (n) of integer class ids. Features
+// become float32 and must be finite; labels must be non-negative, below `classes` when it is not 0 (else
+// num_classes is the largest + 1). Throws std::runtime_error naming the file and the row.
 std::shared_ptr<const data_source> npy_source(const std::string& features_path, const std::string& labels_path,
                                               std::size_t classes = 0);
 

@@ -25,19 +25,16 @@ struct data_config {
 
 struct data_sets { std::shared_ptr<const data_source> train, validation; };
 
-// Note [data format choice]: an explicit `format` wins. Otherwise a folder holding
-// train-images-idx3-ubyte.gz is IDX (Fashion-MNIST's layout), any other folder text; a file starting with
-// \x93NUMPY is npy, one starting with llm.c's magic 20240520 llmc; then by extension: .npy npy, .csv csv,
-// .bin .u16 .u32 .tok .tokens raw tokens (.u16: 2 bytes, .u32: 4, else token_bytes), .txt .text .md or none
-// text. Anything else is refused naming the file and listing the formats.
+// Note [data format choice]: an explicit `format` wins. Otherwise a folder holding train-images-idx3-ubyte.gz
+// is IDX, any other folder text; then by magic (\x93NUMPY: npy, 20240520: llmc); then by extension (.npy, .csv,
+// .bin .u16 .u32 .tok .tokens: raw tokens, .txt .text .md or none: text). Anything else is refused naming the
+// file and listing the formats.
 std::string data_format_of(const data_config& c);
 
 // `context` > 0: a language model's windows (token files, text); 0: classification (IDX, npy, CSV).
-// `classes`: the model's output width, checked against labels (0: not checked). `seed`: window starts.
-// `validation_windows`: at most this many in-order windows for a language model's validation.
-// Throws std::runtime_error naming the file and the place for bad data, std::invalid_argument for settings
-// that do not fit (a classification file for a language model, a fraction outside [0, 1), ...). The
-// validation source is null when there is none (no validation file, fraction 0, no IDX test files).
+// `classes`: the model's output width, checked against labels (0: not checked). Throws std::runtime_error
+// naming the file and place for bad data, std::invalid_argument for settings that do not fit. The validation
+// source is null when there is none.
 data_sets open_data(const data_config& c, std::size_t context, std::size_t classes, std::uint64_t seed,
                     std::size_t validation_windows);
 
