@@ -90,12 +90,10 @@ std::string at_key(const std::string& path, const std::string& text, const std::
 // Ids at or above this are refused: the tokenizer keeps a table indexed by id.
 constexpr std::uint64_t id_limit = std::uint64_t{1} << 24;
 
-// Note [invalid UTF-8]: GPT-2's pattern needs PCRE2's UTF mode (\p{L}, \p{N}, Unicode \s), but the text to
-// encode may be any bytes. The pattern is compiled with PCRE2_MATCH_INVALID_UTF: an invalid UTF-8 sequence
-// then matches nothing (no error, no check of the whole subject up front), so it lies between two matches;
-// every byte between matches becomes a piece of its own. The pieces always concatenate to the text, each
-// piece's bytes map to GPT-2's alphabet whatever they are, and so decode(encode(text)) == text for any bytes.
-// Valid text is cut exactly as GPT-2's pattern cuts it.
+// Note [invalid UTF-8]: GPT-2's pattern needs PCRE2's UTF mode, but the text may be any bytes. Compiled with
+// PCRE2_MATCH_INVALID_UTF, an invalid sequence matches nothing and its bytes become pieces of their own, so
+// the pieces always concatenate to the text and decode(encode(text)) == text for any bytes; valid text is cut
+// exactly as GPT-2 cuts it.
 struct compiled_pattern {
   pcre2_code* code = nullptr;
   compiled_pattern() {

@@ -1,7 +1,5 @@
-// GPT-2's byte-level BPE, read from the files a GPT-2 tokenizer comes as: vocab.json (token -> id, the token
-// written in GPT-2's byte-to-unicode alphabet) and merges.txt (`#version: ...`, then one merge "a b" per line,
-// its rank the order). Text is pre-tokenised with GPT-2's pattern, each piece's bytes are merged by rank, and
-// the merged tokens are looked up; decode gives the bytes back.
+// GPT-2's byte-level BPE from vocab.json (token -> id, in GPT-2's byte-to-unicode alphabet) and merges.txt
+// (one merge "a b" per line, ranked by order). Text is cut by GPT-2's pattern and each piece's bytes merged by rank.
 #pragma once
 
 #include <cstddef>
@@ -18,24 +16,20 @@ namespace ap {
 inline constexpr const char* gpt2_pattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
-// The character GPT-2's alphabet writes for `byte`, as UTF-8 (printable bytes stand for themselves, the
-// others for U+0100 onwards: 0x20 is "Ġ").
+// The character GPT-2's alphabet writes for `byte`, as UTF-8 (0x20 is "Ġ").
 std::string gpt2_byte_char(unsigned char byte);
 
 // The bytes a token written in GPT-2's alphabet stands for; std::nullopt if it holds a character outside it.
 std::optional<std::string> gpt2_token_bytes(std::string_view token);
 
-// `text` cut by GPT-2's pattern; the pieces concatenate to `text`, any bytes included (Note [invalid UTF-8] in
-// bpe.cpp).
+// `text` cut by GPT-2's pattern; the pieces concatenate to `text`, any bytes included (Note [invalid UTF-8]).
 std::vector<std::string_view> gpt2_pretokenize(std::string_view text);
 
 class bpe_tokenizer {
  public:
-  // Reads both files and checks them before anything is encoded. Throws std::runtime_error naming the file and
-  // the line (or byte offset) for: a file that cannot be read; a vocab.json that is not JSON, not an object of
-  // token -> non-negative integer, holds two tokens of one id, a token outside GPT-2's alphabet, or lacks one of
-  // the 256 byte tokens; a merges.txt line that is not "a b", a merge of a token the vocabulary lacks, or one
-  // whose result it lacks.
+  // Reads and checks both files before anything is encoded. Throws std::runtime_error naming the file and the
+  // line (or byte offset) for unreadable or malformed JSON, a bad id, a token outside GPT-2's alphabet, a missing
+  // byte token, or a merge line that is not "a b" or names a token the vocabulary lacks.
   static bpe_tokenizer from_files(const std::string& vocab_path, const std::string& merges_path);
 
   // The ids of `text`, any bytes (invalid UTF-8 included).
