@@ -171,8 +171,8 @@ training_state load(const std::string& path, sequential& model, optimizer* opt, 
   if (whole && model.first_index() != 0)
     throw std::invalid_argument("load_checkpoint " + path + ": the model is a slice starting at layer " +
                                 std::to_string(model.first_index()) + ": use load_checkpoint_slice");
-  // One read, so everything below sees one version of the file even if a saver renames a new one over it.
-  // Only the tensors of our layers are read: the others belong to other stages.
+  // One read, so everything below sees one version of the file even if a saver renames a new one over it; only
+  // our layers' tensors are read.
   const std::size_t first = model.first_index(), last = first + model.size();
   const std::vector<weight_tie> ties = weight_ties(model);  // the copies in this model, rebuilt from their owners
   const auto owner_of_copy_here = [&](const std::string& name) {  // "0.weight", "optimizer/0.weight.m"
@@ -256,12 +256,11 @@ training_state load(const std::string& path, sequential& model, optimizer* opt, 
                          " (this optimizer has that state: was the checkpoint saved with another optimizer?)");
   }
 
-  // Every parameter and state tensor present with its shape, checked before the model and the optimizer change
-  // (Note [binding named tensors]). (The tensors read are exactly those of our layers, checked above.)
+  // Every parameter and state tensor present with its shape, checked before anything changes (Note [binding
+  // named tensors]).
   std::vector<tensor_target> targets = parameter_targets(model.parameters(), "the model's parameter");
   for (auto& t : optimizer_state_targets(state, optimizer_prefix, "the optimizer's state")) targets.push_back(std::move(t));
-  // Every tensor read, before any is copied; one of another dtype or shape than its
-  // target is left to the binding, whose refusal names both (Note [checkpoint checksums]).
+  // Every tensor's checksum is checked before any is copied (Note [checkpoint checksums]).
   std::map<std::string, const tensor*> target_of;
   for (const tensor_target& t : targets) target_of.emplace(t.name, t.value);
   for (const auto& [name, value] : file.tensors) {
@@ -314,8 +313,7 @@ void save_checkpoint(const std::string& path, sequential& model, optimizer* opt,
       {"data_seed", std::to_string(state.data_seed)},
       {"model_spec", state.model_spec},
   };
-  // Each tensor's bytes as written (float32 and bfloat16 are written as they lie
-  // in memory, little-endian), then the metadata, those included (Note [checkpoint checksums]).
+  // Each tensor's bytes as they lie in memory (little-endian), then the metadata (Note [checkpoint checksums]).
   for (const auto& [name, t] : tensors) metadata[tensor_checksum_key(name)] = hex8(crc32c(t->bytes(), t->byte_size()));
   metadata[checkpoint_metadata_checksum_key] = hex8(metadata_checksum(metadata));
   write_safetensors(path, tensors, metadata);

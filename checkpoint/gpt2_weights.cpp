@@ -106,8 +106,8 @@ gpt_config gpt2_config(std::size_t layers, std::size_t dim, std::size_t heads, s
 
 // ---- our model's LM head ------------------------------------------------------------------------------
 
-// How the model's last layer, a Linear (C, V), holds the LM head: with a bias or not, tied to the embedding
-// (":tie=0", Note [tied weights] in model/weight_tie.hpp) or not.
+// How the last layer, a Linear (C, V), holds the LM head: with or without bias, tied (Note [tied weights]) or
+// not.
 struct head_layout {
   bool bias = false;
   bool tied = false;
@@ -238,8 +238,8 @@ tensor layer_of(const tensor& all, std::size_t i, const shape_t& shape) {
   return t;
 }
 
-// llm.c's tensor kinds after wte and wpe, in file order, each (L, ...): GPT-2's leaf, and whether it is a Linear
-// weight (stored (out, in), GPT-2's (in, out) transposed).
+// llm.c's tensor kinds after wte and wpe, in file order, each (L, ...): GPT-2's leaf, and whether it is a
+// Linear weight stored (out, in).
 struct llmc_kind_entry {
   const char* leaf;
   bool weight;
@@ -372,8 +372,7 @@ std::size_t hf_heads(const std::string& path, const std::map<std::string, std::s
   return 1;
 }
 
-// A Hugging Face file's header checked against GPT-2: every tensor named, by GPT-2's name without the prefix, to
-// the name the file gives it.
+// A Hugging Face header checked against GPT-2: each of GPT-2's names (without prefix) mapped to the file's.
 struct hf_layout {
   gpt2_file_info info;
   std::map<std::string, std::string> file_name;  // GPT-2's name -> the file's
