@@ -1,7 +1,5 @@
-// bench_memory: does a run's memory stay where it should? A long pipeline run's resident memory over many steps
-// (soak), and training on a memory-mapped token file whose size must not show in the resident memory (tokens). Each
-// mode prints a table, then one JSON line. The memory model's prediction against a run's growth is printed by
-// `actorpipe train` itself (docs/models.md, "The memory model").
+// bench_memory: does a run's memory stay where it should? A long pipeline run's resident memory (soak), and
+// training on a memory-mapped token file whose size must not show in resident memory (tokens).
 //
 // Usage: bench_memory [soak|tokens] [OPTIONS]   (--help lists each mode's options)
 #include <malloc.h>
@@ -30,12 +28,9 @@ namespace fs = std::filesystem;
 namespace {
 
 // ---- soak: does a long pipeline run stay flat in memory? ---------------------------------------------------------
-// Trains a 4-stage 1F1B pipeline (8 microbatches) on synthetic blobs for --steps steps (default 100,000) and prints
-// this process's resident memory (VmRSS), malloc's bytes in use and taken, and the events the pipeline holds at
-// intervals (--every, default steps/20), then the slope in bytes per step after warm-up (least squares over the
-// samples after it). It should be well under 1 KB per step (Note [bounded event log] in stage/event_log.hpp).
-// --record-events keeps every event, as `train` did before the bound: it shows the growth the bound removed;
-// --no-keep-memory lets glibc return freed memory (the allocator's own default, not `actorpipe`'s).
+// Trains a 4-stage 1F1B pipeline for --steps steps, printing VmRSS, malloc's bytes and the events held every
+// --every steps, then the slope in bytes per step after warm-up (Note [bounded event log]). --record-events keeps
+// every event; --no-keep-memory lets glibc return freed memory.
 namespace soak {
 
 // Least-squares slope of y over x.
@@ -99,10 +94,8 @@ int run(bench::arguments& args) {
 }  // namespace soak
 
 // ---- tokens: the resident memory of training on a memory-mapped token file does not grow with the file ------------
-// Writes a raw uint16 token file of --small-mb and one of --big-mb MiB in --dir (or reads the --small / --big files
-// given), opens each through open_data (the token id check reads with pread), trains a tiny GPT (--model) for
-// --steps steps with local_runner, and prints VmRSS and VmHWM before and after each. Files it writes are removed at
-// the end.
+// Trains a tiny GPT on a --small-mb and a --big-mb uint16 token file (written in --dir and removed, or --small /
+// --big), printing VmRSS and VmHWM before and after each.
 namespace tokens {
 
 double status_mib(const char* field) { return static_cast<double>(bench::status_kib(field)) / 1024.0; }

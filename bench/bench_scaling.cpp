@@ -1,7 +1,6 @@
-// bench_scaling: how each way of running uses the cores of the machine it runs on (Note [cores per rank]), beside
-// PyTorch where python3 has it: one process, data, tensor and pipeline parallelism and their meshes (sweep); what overlapping
-// tensor-parallel all-reduces with the weight gradients saves (tp-overlap); and whether `train --auto` picks as well
-// as a grid of hand-picked configurations (auto). Each mode prints a table, then one JSON line.
+// bench_scaling: how each way of running uses the cores (Note [cores per rank]), beside PyTorch where python3 has
+// it: one process, data, tensor and pipeline parallelism and their meshes (sweep); what overlapping tensor-parallel
+// all-reduces saves (tp-overlap); whether `train --auto` picks as well as a grid of configurations (auto).
 //
 // Usage: bench_scaling [sweep|tp-overlap|auto] [OPTIONS]   (--help lists each mode's options)
 #include <algorithm>
@@ -41,20 +40,12 @@ using bench::clock_type;
 using bench::seconds_since;
 
 // ---- sweep: every way of using the cores this process may use (n), in one run -----------------------------------
-// One process at 1, 2, 4, ... n intra-op threads; data parallelism (D replicas), tensor parallelism (T ranks) and
-// the pipeline (P stages) alone; P x threads, P x D, P x T filling the cores, and P stages sharing every core by
-// stage cost (Note [cores by stage cost]); one stage on every core, and a one-stage pipeline of D = 2 replicas or of
-// T = 2 ranks (what the actors cost over the same parallelism on plain threads). Models: the heavy MLP
-// 784-2048-2048-2048-10 (batch 1024), the 4-layer GPT gpt:layers=4,dim=256,heads=8,context=128 and a 16-layer one
-// (batch 64 sequences); Adam. Each configuration is built anew every round (Note [idle teams] in tensor/compute.hpp)
-// and runs --steps timed steps after 2 warm-up steps (1 after the first round), --rounds times (configurations
-// alternate within a round); the median is printed in samples (or tokens) per second with its efficiency: rate /
-// (one thread's rate x the cores it uses). Pipelines run 8 microbatches on --schedule (default zb-h1; PyTorch's
-// pipelines run 1F1B), split in whole blocks balanced by parameters (Note [default partition] in
-// plan/partition.hpp). Where `python3 -c "import torch"` works, the same models and splits of the cores run on
-// PyTorch (bench/torch_cpu_bench.py: one process, torch.distributed.pipelining over gloo, DDP) and the ratio is
-// printed. --only keeps the configurations whose name contains one of the texts, separated by ';' since the names
-// hold commas (e.g. "P=4, 4 threads;D=16"), beside the one-thread process every efficiency is measured against.
+// One process at 1, 2, 4, ... n threads; D, T and P alone; P x threads, P x D, P x T filling the cores; P stages
+// sharing the cores by stage cost (Note [cores by stage cost]); one-stage pipelines (the actors' cost). Models: a
+// heavy MLP and 4- and 16-layer GPTs. Each configuration is built anew every round (Note [idle teams]) and runs
+// --rounds times, alternating; printed: the median rate and its efficiency, rate / (one thread's rate x cores).
+// Where `import torch` works, bench/torch_cpu_bench.py runs the same models and splits and the ratio is printed.
+// --only keeps the configurations whose name contains one of its ';'-separated texts.
 namespace sweep {
 
 struct workload {
@@ -231,9 +222,7 @@ int run(bench::arguments& args) {
     for (int round = 0; round < rounds; ++round)
       for (run& r : runs) {
         if (!r.refused.empty()) continue;
-        // One configuration's threads at a time (Note [idle teams]). Each is built for its block and gone after it
-        // (the single process's team too), so no idle team of another configuration makes libgomp's threads
-        // sleep at every region's end; its oneDNN primitives are made again, in a warm-up step, every round.
+        // One configuration's threads at a time, built for its block and gone after it (Note [idle teams]).
         try {
           r.runner = make_runner(r.c, *r.model, opt, schedule, cores, w.inputs);
         } catch (const std::invalid_argument& e) {
@@ -283,15 +272,10 @@ int run(bench::arguments& args) {
 }  // namespace sweep
 
 // ---- tp-overlap: what overlapping tensor-parallel all-reduces with the weight gradients saves ---------------------
-// Note [overlapped backward] in model/parallel_linear.hpp. T ranks (threads of one process, a local_group) run the
-// Megatron MLP (column_linear -> gelu -> row_linear) and a GPT block, forward then backward, two ways in the same
-// run, alternating twice: "overlapped" is the fused backward (the column layers start their partial dx's
-// all-reduce, compute their weight gradients, then wait); "in turn" is backward_input then backward_weight per
-// layer (the all-reduce waited on before any weight gradient). Both give the same bits
-// (test_model_tensor_parallel). Printed per model and way: the backward's median time per step (the slowest
-// rank's) and how long the ranks spent blocked in the backward's all-reduce waits. The overlap can only pay where
-// the group's communication thread has a core of its own: with T ranks x threads filling every core it takes its
-// cycles from the GEMMs.
+// T ranks of a local_group run the Megatron MLP and a GPT block, the backward fused (Note [overlapped backward])
+// and in turn (backward_input, then backward_weight), alternating; both give the same bits. Printed: the
+// backward's median time and the ranks' time blocked in all-reduce waits. The overlap pays only where the
+// group's communication thread has a core of its own.
 namespace tp_overlap {
 
 // A real group member that adds the time its caller spends in wait() to `waited` (seconds, this rank's).
@@ -442,14 +426,10 @@ int run(bench::arguments& args) {
 }  // namespace tp_overlap
 
 // ---- auto: does `actorpipe train --auto` choose well? --------------------------------------------------------------
-// For each model it runs `train --auto` and a grid of hand-picked configurations of the same run (one process at 1
-// thread and at every core, data and tensor parallelism on every core, 2-stage pipelines with each schedule and 4 or
-// 8 microbatches), each as its own `actorpipe` process, alternating in rounds, and prints each one's median samples
-// per second at the steady pace (the median step), the best of the grid, and --auto's ratio to it. --auto's planning
-// (its measurements and trials) is timed apart. With `--nodes N` every run trains on N `actorpipe node` processes of
-// the same machine (plain TCP, started once), `train --auto --nodes ...` against a grid of pipelines on them (Note [auto
-// on nodes]): one stage on one node with every core, with T = 2, two replicas on two nodes, and 2-stage pipelines
-// over two nodes. It finds ../cli/actorpipe next to itself, or the actorpipe packed beside it.
+// Runs `train --auto` and a grid of hand-picked configurations of the same run, each its own `actorpipe`
+// process, alternating in rounds, and prints each one's median rate, the grid's best and --auto's ratio to it;
+// planning is timed apart. With `--nodes N` the runs use N `actorpipe node` processes of this machine (Note [auto
+// on nodes]).
 namespace auto_choice {
 
 struct run_figures {

@@ -1,9 +1,6 @@
-// What every benchmark program shares: its modes and their options, medians of repeats, the machine's load, the
-// clocks and memory figures it reads, and how a benchmark that runs several processes starts them.
-//
-// Each program answers one question; its modes are the ways of measuring it (`bench_network allreduce ...`). The
-// first word picks the mode (the program's first mode where it is an option or nothing); each mode prints a table,
-// then one JSON line.
+// What every benchmark program shares: modes and their options, medians, the machine's load, clocks and memory
+// figures, and starting child processes. Each program answers one question; the first word picks the mode,
+// and each mode prints a table, then one JSON line.
 #pragma once
 
 #include <sys/resource.h>
@@ -59,8 +56,7 @@ inline double median_seconds(int repeats, const std::function<void()>& f) {
   return median(t);
 }
 
-// CPU seconds of the calling thread: on one thread, a figure a loaded machine disturbs less than wall time (no time
-// spent preempted; shared caches still slow it).
+// CPU seconds of the calling thread: less disturbed by a loaded machine than wall time.
 inline double thread_cpu_seconds() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
@@ -83,8 +79,7 @@ inline long status_kib(const std::string& field) {
   return -1;
 }
 
-// "1.40 1.45 2.16": the 1, 5 and 15 minute load averages ("unknown" where /proc/loadavg is not readable). Above
-// the core count means another process competed for the cores.
+// "1.40 1.45 2.16": the 1, 5 and 15 minute load averages ("unknown" if unreadable).
 inline std::string load_average() {
   std::ifstream f("/proc/loadavg");
   std::string a, b, c;
@@ -92,8 +87,7 @@ inline std::string load_average() {
   return f ? a + " " + b + " " + c : "unknown";
 }
 
-// Whether `name` contains one of the texts in `list`, separated by ';' (a benchmark's --only filter; its
-// configuration names hold commas: "P=4, 4 threads each;D=16").
+// Whether `name` contains one of the ';'-separated texts in `list` (--only; names hold commas).
 inline bool matches_any(const std::string& name, const std::string& list) {
   const std::vector<std::string> texts = split_fields(list, ';');
   return std::any_of(texts.begin(), texts.end(),
@@ -181,15 +175,13 @@ class arguments {
   std::vector<std::string> words_;
 };
 
-// One way of measuring a program's question: its name (the first word of the command), its options for the usage
-// text, and what runs it (its exit status).
+// A mode: its name (the command's first word), its options for the usage text, and what runs it.
 struct mode {
   std::string name, options, what;
   std::function<int(arguments&)> run;
 };
 
-// Runs the mode the first word names (the first mode where that word is an option or missing), catching what it
-// throws: a usage error exits with 2 and the usage, any other error with 1, each named after the program and mode.
+// Runs the mode the first word names; a usage error exits with 2 and the usage, any other error with 1.
 inline int run_mode(int argc, char** argv, const std::string& program, const std::vector<mode>& modes) {
   std::vector<std::string> words(argv + 1, argv + argc);
   const mode* chosen = &modes.front();
@@ -225,10 +217,8 @@ inline int run_mode(int argc, char** argv, const std::string& program, const std
   }
 }
 
-// The command that starts this program again: its path, or, where it runs through the dynamic loader (as the
-// programs that scripts/device_bundle.sh packs for a machine without our libraries do:
-// `ld-linux-x86-64.so.2 --library-path DIR PROGRAM ARGS`), the loader, its options and the program, so that a
-// benchmark's child processes run the same way.
+// The command that starts this program again: its path, or, when run through the dynamic loader (as
+// scripts/device_bundle.sh packs it), the loader, its options and the program, so children run the same way.
 inline std::vector<std::string> self_command() {
   const std::string exe = std::filesystem::read_symlink("/proc/self/exe").string();
   if (std::filesystem::path(exe).filename().string().rfind("ld-", 0) != 0) return {exe};
@@ -255,8 +245,7 @@ inline std::vector<std::string> self_command() {
   return command;
 }
 
-// The command that starts this build's actorpipe the way this program was started: build/cli/actorpipe beside
-// build/bench/, or the actorpipe packed beside this program.
+// This build's actorpipe, started the way this program was: build/cli/actorpipe or the one packed beside it.
 inline std::vector<std::string> actorpipe_command() {
   std::vector<std::string> command = self_command();
   const std::string dir = command.back().substr(0, command.back().rfind('/') + 1);

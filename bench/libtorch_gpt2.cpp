@@ -1,24 +1,18 @@
 // GPT-2 in libtorch: the reference `actorpipe train --model gpt2...` is measured against (throughput and loss
 // curve). Built only where CMake finds Torch (Debian's libtorch-dev); scripts/compare_libtorch.sh runs both.
 
-// The model is written here with libtorch's modules, as nanoGPT writes it: token and learned position
-// embeddings, pre-LN blocks (LayerNorm eps 1e-5, fused QKV Linear, causal softmax attention in fp32, output
-// projection; LayerNorm, Linear D -> 4D, tanh GELU, Linear 4D -> D), a final LayerNorm, the LM head tied to the
-// token embedding (no bias). GPT-2's initialisation: every Linear weight and both embeddings normal(0, 0.02),
-// biases 0, the two projections into the residual stream normal(0, 0.02 / sqrt(2 layers)). The spec text is
-// read by the project's parser (model/gpt_spec.hpp), so `--model gpt2:context=128` means the same shape on both
-// sides; choices this program does not write (RMSNorm, rotary positions, SwiGLU, grouped-query attention,
-// init=kaiming) are refused.
+// nanoGPT's model in libtorch modules: learned position embeddings, pre-LN blocks (fused QKV, causal softmax in
+// fp32, tanh GELU MLP of 4D), a final LayerNorm and an LM head tied to the embedding; GPT-2's initialisation.
+// The spec is parsed by model/gpt_spec.hpp so `--model` means the same shape on both sides; choices not written
+// here (RMSNorm, rotary, SwiGLU, GQA, init=kaiming) are refused.
 
-// The data is read by the project's data library: the same token file formats, and the same windows in the same
-// order as `train` (open_data with --seed, sample_order per epoch, gather_batch), so both sides see the same
-// batches. The optimizer is libtorch's AdamW with the learning rate set before each update from train's schedule
-// (linear warmup lr (s + 1) / warmup, then constant or cosine/linear decay to --min-lr at --decay-steps), the
-// global gradient norm clipped with clip_grad_norm_. Weight decay applies to every parameter, as train's does,
-// or with --decay-matrices-only to the weights of two or more dimensions alone (nanoGPT's groups).
+// The data comes from the project's data library in train's order (open_data, sample_order, gather_batch), so
+// both sides see the same batches. AdamW with train's learning-rate schedule set before each update and global
+// gradient-norm clipping; weight decay on every parameter, or with --decay-matrices-only on weights of two or
+// more dimensions (nanoGPT's groups).
 
-// --save-init FILE writes the initial weights as llm.c's checkpoint, from which `train --init-from FILE` starts: the
-// two sides then run the same computation from the same weights, and their losses differ by rounding alone.
+// --save-init FILE writes the initial weights as llm.c's checkpoint for `train --init-from FILE`: both sides then
+// start from the same weights and their losses differ by rounding alone.
 
 // Prints a line per step (loss, lr, seconds, tokens/s), the validation loss at the end, and one JSON line; with
 // --log FILE one JSON object per step with train's keys (step, loss, lr, step_s, tokens_per_s).
@@ -168,8 +162,7 @@ ap::gpt_config model_config(const std::string& spec) {
   return c;
 }
 
-// Writes the model's weights as llm.c's checkpoint, version 3 (float32; Note [GPT-2 weight files] in
-// checkpoint/gpt2_weights.hpp), which `train --init-from` reads: both sides then start from the same weights.
+// Writes the weights as llm.c's checkpoint, version 3 (Note [GPT-2 weight files]), for `train --init-from`.
 void write_llmc(const std::string& path, gpt_impl& m, const ap::gpt_config& c) {
   if (!c.tied || !c.bias || c.gelu != "tanh" || c.mlp_width() != 4 * c.dim)
     throw std::invalid_argument("libtorch_gpt2: --save-init: llm.c's checkpoint holds GPT-2's choices only (tied, "
