@@ -1,14 +1,10 @@
-// bench_network: what crossing a process boundary costs, on loopback: activations between two processes and
-// training on node processes against one process (nodes); the all-reduce among processes with either backend,
-// which scripts/bench_allreduce.sh runs beside Open MPI's (allreduce); the all-reduce between threads of one process
-// (local-allreduce); and what loopback TCP itself allows with nothing of ours in the way (tcp). Each mode prints a
-// table, then one JSON line. MB = 2^20 bytes throughout, but for tcp's GB/s (1e9 bytes a second).
+// bench_network: what crossing a process boundary costs on loopback: activations between processes and training
+// on node processes against one process (nodes); the all-reduce among processes with either backend (allreduce,
+// which scripts/bench_allreduce.sh runs beside Open MPI's); the all-reduce between threads (local-allreduce); and
+// plain loopback TCP (tcp). MB = 2^20 bytes, but tcp's GB/s is 1e9 bytes a second.
 //
-// Transport (Note [mutual TLS]): nodes and the ring use mutual TLS by default (test certificates made at start by
-// scripts/make_test_certs.sh, which needs the `openssl` command), --insecure for plain TCP (the transport of MPI's
-// btl tcp); gloo is plain TCP only. The programs that start processes start them as they were started themselves
-// (bench_support.hpp, self_command), so they run through the dynamic loader where scripts/device_bundle.sh packs
-// them so.
+// Nodes and the ring use mutual TLS by default (Note [mutual TLS]; test certificates from
+// scripts/make_test_certs.sh, which needs `openssl`), --insecure for plain TCP; gloo is plain TCP only.
 //
 // Usage: bench_network [nodes|allreduce|local-allreduce|tcp] [OPTIONS]   (--help lists each mode's options)
 #include <arpa/inet.h>
@@ -61,29 +57,21 @@ ap::transport_security transport_for(bool tls, const std::string& name) {
 }
 
 // ---- nodes: activations between two processes, and training on node processes against one process --------------
-// (1) Activation transfer: forward_tasks of 1, 4, 16 and 64 MB go from this process to a sink actor in a child
-//     process (this program run again with --sink), streamed in batches of ~64 MB (at least 2 tensors), each batch
-//     timed until the sink confirms it received it. MB/s = payload bytes / time. The tensor travels as one raw
-//     block (wire_format.hpp); the figure includes serialising, the kernel's copies and deserialising into a fresh
-//     tensor on the other side. Then the same tensors on an activation link beside a CAF message carrying their
-//     ticket (Note [activations on data links]), as stages on two nodes send them: written from the tensor's
-//     memory, read into a fresh tensor, taken by the sink's actor. Each batch's tensors are made before its clock
-//     starts, as a stage's outputs are.
+// (1) Activation transfer: forward_tasks of 1-64 MB to a sink actor in a child process (this program with --sink),
+// in batches each timed until the sink confirms; MB/s includes serialising, the kernel's copies and
+// deserialising. Then the same tensors on an activation link beside a message carrying their ticket (Note
+// [activations on data links]), as stages on two nodes send them.
 
-// (2) Training: samples/s of 784-2048-2048-2048-10 (batch 256, 8 microbatches, 1F1B, Adam) on 2 stages placed on
-//     2 `actorpipe node` processes, against the same 2-stage pipeline in one process. Blocks of steps alternate
-//     between the two (Note [timing under load] in bench_ops.cpp). With --stages P --threads T, P stages of T
-//     threads each: on 16 cores --stages 4 --threads 4 (4 nodes of 4 threads against 4 stages of 4 threads in one
-//     process; the nodes share the machine's cores as Note [cores on nodes] says).
+// (2) Training: samples/s of a 2-stage pipeline on 2 `actorpipe node` processes against the same pipeline in one
+// process, in alternating blocks (Note [timing under load]). --stages P --threads T: P stages of T threads
+// (the nodes share the cores, Note [cores on nodes]).
 
 // Options:
-//   --actorpipe  the actorpipe program that runs the nodes (default: ../cli/actorpipe next to this program, or the
-//                actorpipe packed beside it)
-//   --steps      timed training steps per block (default 30; --quick: 10, and 3 batches a transfer size)
-//   --training-only  part (2) alone
-//   --link-host  where the sink's activation links listen (default 127.0.0.1: one address at both ends, so tensors
-//                are copied out of the sender's memory, Note [one copy on one machine]); 127.0.0.2 makes them cross
-//                the socket, as between machines
+// --actorpipe  the actorpipe that runs the nodes (default: ../cli/actorpipe next to this program, or beside it)
+// --steps      timed training steps per block (default 30; --quick: 10, and 3 batches a transfer size)
+// --training-only  part (2) alone
+// --link-host  where the sink's activation links listen (default 127.0.0.1: tensors are copied out of the
+// sender's memory, Note [one copy on one machine]; 127.0.0.2 makes them cross the socket)
 namespace nodes {
 
 struct sink_state {
@@ -307,16 +295,11 @@ int run(ap::bench::arguments& args) {
 }  // namespace nodes
 
 // ---- allreduce: all-reduce bus bandwidth among 2 or more processes on loopback -----------------------------------
-// 1-64 MB of float32 (--max-mb), with either backend of the groups across processes (Note [collective backends]):
-// our ring on its data links (collective/ring_group.hpp) or gloo (collective/gloo_group.hpp). This process is rank
-// 0; it starts itself again as ranks 1..N-1 (--rank r). The ranks hand each other their endpoints through files in
-// a fresh folder (--exchange), as a coordinator would over its connections. Each size runs 2 warm-up all-reduces
-// (the first checked: small whole numbers, exact in any order), then --repeats timed ones on rank 0 (each waits for
-// its result, so the times are back to back). Bus bandwidth = 2 (n-1)/n * bytes / time (NCCL's definition); the
-// median of the repeats is printed. scripts/bench_allreduce.sh runs this next to Open MPI's MPI_Allreduce on the
-// same sizes and process counts (bench/mpi_allreduce.c). Where: the ranks listen on 127.0.0.1 (--host), so a ring's
-// chunks are copied out of the left neighbour's memory (Note [one copy in the ring]); with --host 127.0.0.2 each
-// link's connecting end is 127.0.0.1, another address, and the chunks cross the sockets as between machines.
+// 1-64 MB of float32 with the ring or gloo (Note [collective backends]). This process is rank 0 and starts itself
+// again as ranks 1..N-1 (--rank r); ranks exchange endpoints through files in --exchange. Each size runs 2 warm-ups
+// (the first checked) then --repeats timed all-reduces; printed: the median bus bandwidth, 2 (n-1)/n * bytes /
+// time (NCCL's definition). On 127.0.0.1 a ring's chunks are copied out of the neighbour's memory (Note [one copy
+// in the ring]); --host 127.0.0.2 makes them cross the sockets.
 namespace allreduce {
 
 struct options {
@@ -332,8 +315,8 @@ struct options {
   std::string host = "127.0.0.1";  // where the ranks listen: 127.0.0.2 makes the links cross the sockets
 };
 
-// Leaves this rank's endpoint in the folder (written whole, then renamed) and reads every rank's, waiting up to
-// `timeout` for the others.
+// Leaves this rank's endpoint in the folder (written, then renamed) and reads every rank's, waiting up to
+// `timeout`.
 std::vector<std::string> exchange_endpoints(const options& o, const std::string& mine, std::chrono::seconds timeout) {
   namespace fs = std::filesystem;
   const fs::path dir = o.exchange;
@@ -446,8 +429,7 @@ int run(ap::bench::arguments& args) {
       sizes.push_back({{"mb", mb}, {"median_ms", median * 1e3}, {"bus_gb_s", bus}});
     }
   }
-  // Every rank stays until rank 0 has its last result: a rank that ended early would be a peer gone to a
-  // collective still finishing elsewhere.
+  // Every rank stays until rank 0 has its last result: a rank that ended early would be a peer lost mid-collective.
   const std::filesystem::path done = std::filesystem::path(mine.exchange) / "done";
   if (o.rank != 0) {
     const auto deadline = clock_type::now() + std::chrono::seconds(60);
@@ -468,13 +450,9 @@ int run(ap::bench::arguments& args) {
 }  // namespace allreduce
 
 // ---- local-allreduce: all-reduce between D threads of one process (local_group) ----------------------------------
-// Bus bandwidth of large (data-parallel gradient) reductions and the latency of small (tensor-parallel activation)
-// ones, D = 2, 4, ... --max-d. Every rank's thread starts the all-reduce and waits for it, as a replica does at the
-// end of its backward; a round is timed from a barrier before the start to a barrier after every wait, the median of
-// --repeats rounds after one warm-up. Bus bandwidth as NCCL's tests count it: bytes x 2 (D - 1) / D / time. Small
-// all-reduces run 200 back to back per round (a tensor-parallel layer's forward and backward), reported as
-// microseconds per all-reduce. "cpu" is the CPU time of the whole process per all-reduce (every thread): what the
-// work costs whatever else runs on the machine.
+// Bus bandwidth of large (data-parallel) all-reduces and latency of small (tensor-parallel) ones, D = 2, 4, ...
+// --max-d; each round is timed barrier to barrier, the median of --repeats rounds. Small all-reduces run 200 per
+// round, reported per all-reduce. "cpu": the whole process's CPU time per all-reduce.
 namespace local_allreduce {
 
 struct timing {
@@ -570,13 +548,10 @@ int run(ap::bench::arguments& args) {
 }  // namespace local_allreduce
 
 // ---- tcp: the ceiling of loopback TCP between two processes, with nothing of ours in the way ----------------------
-// A forked child receives N MB messages into one buffer while the parent sends them from another, plain
-// send()/recv() on one connection; each size sends --total-mb MB in all (at least 4 messages). What the nodes'
-// activations and the all-reduce can at best approach through the sockets. GB/s = 1e9 bytes a second.
+// A forked child receives N MB messages with plain send()/recv() on one connection, --total-mb MB per size.
 namespace tcp {
 
-// Sends `count` messages of `bytes` to a child that receives them all; seconds from the first send to the
-// child's one-byte answer after the last.
+// Seconds from the first send of `count` messages to the child's answer after the last.
 double transfer(std::size_t bytes, int count) {
   const int listener = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in address{};
