@@ -1,14 +1,11 @@
-// bench_ops: what each piece of a training step costs on the cores of the machine it runs on: every op outside the
-// big GEMMs at 1, 2, 4 ... threads (ops); the GEMMs on oneDNN fp32 and bf16 beside the xtensor-blas reference
-// (gemm) and on a rank of N threads as one call or N bands of rows (gemm-threads); float32 <-> bfloat16
-// conversions beside oneDNN's reorder (convert); a whole step against the bare GEMMs of its shapes, the MLPs on
-// Fashion-MNIST (step) and a GPT on text (gpt); and fp32 against bf16 training (bf16). Each mode prints a table,
-// then one JSON line.
+// bench_ops: what each piece of a training step costs on this machine's cores: every op outside the big GEMMs at
+// 1, 2, 4 ... threads (ops); the GEMMs on oneDNN fp32 and bf16 beside the xtensor-blas reference (gemm) and on a
+// rank of N threads as one call or N bands (gemm-threads); float32 <-> bfloat16 conversions beside oneDNN's reorder
+// (convert); a whole step against the bare GEMMs of its shapes (step, gpt); fp32 against bf16 training (bf16).
 //
-// Note [timing under load]: the machine may be shared. Each figure is a median of repeats; the load average is
-// printed beside the table; where two things are compared they run in alternating blocks, so both see the same
-// load. Under load trust the thread-CPU and fastest-repeat figures over the wall-clock medians, and compare
-// figures of one run only.
+// Note [timing under load]: the machine may be shared. Each figure is a median of repeats, the load average is
+// printed beside it, and compared things run in alternating blocks so both see the same load. Under load trust
+// the thread-CPU and fastest-repeat figures, and compare figures of one run only.
 //
 // Usage: bench_ops [ops|gemm|gemm-threads|convert|step|gpt|bf16] [OPTIONS]   (--help lists each mode's options)
 #include <sys/resource.h>
@@ -76,11 +73,9 @@ tensor random_tensor(const shape_t& shape, std::uint64_t seed, float scale = 1.0
 }
 
 // ---- ops: every op outside the big GEMMs at 1, 2, 4 ... threads ------------------------------------------------
-// Timed alone on the calling thread's intra-op threads (set_compute_threads), with the parallel efficiency
-// t1 / (n * tn). Shapes: the 4-layer GPT (gpt:layers=4,dim=256,heads=8,context=128, batch 64: 8192 rows x 256) and
-// the heavy MLP (784-2048-2048-2048-10, batch 1024). Forward and backward are timed apart where an op has both
-// (backward = backward_input + backward_weight). Last, the memory system's own scaling (Note [bandwidth ceiling])
-// and a team's start and end (Note [a team's start and end]).
+// Each op timed alone on the intra-op threads, with the parallel efficiency t1 / (n * tn), at the 4-layer GPT's
+// and the heavy MLP's shapes; forward and backward apart. Last, the memory's own scaling (Note [bandwidth
+// ceiling]) and a team's start and end (Note [a team's start and end]).
 namespace ops_alone {
 
 tensor labels(std::size_t n, std::size_t classes, std::uint64_t seed) {
@@ -106,9 +101,8 @@ timing time_ms(const op_case& c, int repeats) {
   std::vector<double> ms;
   for (int r = 0; r <= repeats; ++r) {  // run 0 warms up (oneDNN primitives, caches, first touch)
     if (c.setup) c.setup();
-    // The team is woken before the clock starts: in training an op follows another on a team that is awake,
-    // while an untimed set-up on one thread lets it fall asleep (a wake-up costs ~0.1-0.4 ms on a 2-vCPU VM,
-    // more than the small ops themselves).
+    // The team is woken before the clock starts, as in training where ops follow each other on an awake team; a
+    // wake-up would cost more than the small ops themselves.
 #pragma omp parallel
     { }
     const auto start = clock_type::now();
@@ -132,7 +126,7 @@ int run(bench::arguments& args) {
   const std::string only = args.text("--only", "");
   const std::vector<int> threads = args.integers("--threads", default_threads());
   args.done();
-  keep_tensor_memory();  // as `actorpipe` does: buffers come back from the heap, not faulted in afresh each op
+  keep_tensor_memory();  // as `actorpipe` does
 
   // The GPT's shapes: B 64, T 128, D 256, H 8, vocabulary 256; the MLP's hidden width 4 D.
   const std::size_t B = 64, T = 128, D = 256, H = 8, V = 256, rows = B * T;
@@ -301,12 +295,10 @@ int run(bench::arguments& args) {
                      }});
   }
 
-  // Note [bandwidth ceiling]: an op that reads and writes its tensors once (the optimizers, conversions,
-  // slicing, ReLU) cannot scale past the memory system. STREAM's triad a = b + s c over three arrays of the
-  // heavy MLP's parameter count (3 x 40 MB, far past the caches), on the same threads, measures that ceiling:
-  // on a 2-vCPU AMD EPYC VM (AVX2) it took 5.7-5.9 ms on one thread and 4.2-5.1 on two (two runs), an
-  // efficiency of 0.56-0.70, and AdamW and SGD over the same 10M parameters measured 0.56-0.66 beside it: at the
-  // ceiling. It is printed as a row and kept out of the worst figures.
+  // Note [bandwidth ceiling]: an op that reads and writes its tensors once (optimizers, conversions, slicing, ReLU)
+  // cannot scale past the memory system. STREAM's triad over three arrays of the heavy MLP's parameter count, on the
+  // same threads, measures that ceiling (figures: docs/performance.md). Printed as a row, kept out of the worst
+  // figures.
   std::vector<float> triad_a(mlp_count), triad_b(mlp_count, 1.0f), triad_c(mlp_count, 2.0f);
   cases.push_back({"memory.triad (ceiling)", "3 x " + std::to_string(mlp_count) + " floats", nullptr,
                    [&] {
@@ -317,11 +309,9 @@ int run(bench::arguments& args) {
                    },
                    true});
 
-  // Note [a team's start and end]: what an op's parallel region costs before any work, a team of the rank's threads
-  // started and joined (awake, as between two ops of a step). Its ms are the microseconds of one region; times the
-  // regions a step opens (223 teams a step were counted for the 4-layer GPT at batch 64 in one process, about
-  // 82 more a microbatch in a pipeline: docs/performance.md) they say what share of a step the teams take. Printed
-  // as a row and kept out of the worst figures.
+  // Note [a team's start and end]: the cost of a parallel region before any work, an awake team of the rank's
+  // threads started and joined: its ms are the microseconds of one region. Times the regions a step opens
+  // (docs/performance.md) it gives the teams' share of a step. Printed as a row, kept out of the worst figures.
   cases.push_back({"team.start_and_end (ceiling)", "1,000 empty regions", nullptr,
                    [] {
                      for (int i = 0; i < 1000; ++i) {
@@ -395,16 +385,13 @@ int run(bench::arguments& args) {
 }  // namespace ops_alone
 
 // ---- gemm: the GEMMs of training on oneDNN (fp32 and bf16) next to the xtensor-blas reference (OpenBLAS) ---------
-// Shapes are the three products each Linear layer (in -> out) of the two MLPs computes per step, with the rows M a
-// batch (256) or a pipeline microbatch (32):
-//   fwd  y (M, out)   = x (M, in) W (in, out)
-//   dx   dx (M, in)   = dy (M, out) W^T            (W stored (in, out))
-//   dW   dW (in, out) += x^T dy                    (x stored (M, in): A transposed; accumulate, beta = 1)
-// for 784-512-256-10 ("small") and 784-2048-2048-2048-10 ("heavy"), every backend on one thread. Each repeat times
-// oneDNN fp32, oneDNN bf16 (bf16 inputs, fp32 accumulation and output) and the reference back to back, so all
-// three see the same load; figures are GFLOPS of the median repeat by wall clock, and per model and M the total (all
-// products' flops / all products' median times). The weights are warm (in cache after the first call), as they are
-// for a stage that runs microbatch after microbatch.
+// The three products of each Linear (in -> out) of the small and heavy MLPs, M rows a batch (256) or a
+// microbatch (32), one thread:
+// fwd  y (M, out)   = x (M, in) W (in, out)
+// dx   dx (M, in)   = dy (M, out) W^T            (W stored (in, out))
+// dW   dW (in, out) += x^T dy                    (x stored (M, in): A transposed; accumulate, beta = 1)
+// Each repeat runs oneDNN fp32, oneDNN bf16 and the reference back to back on warm weights; GFLOPS of the median
+// repeat, and per model and M the total.
 namespace gemm_backends {
 
 void fill(std::vector<float>& v, unsigned seed) {
@@ -425,8 +412,8 @@ int run(bench::arguments& args) {
   std::printf("bench_ops gemm: oneDNN fp32 / bf16 vs the xtensor-blas reference (OpenBLAS), 1 thread, median of %d "
               "repeats\nload average before: %s\n\n",
               repeats, load_before.c_str());
-  // Without AVX-512, gemm_onednn's fp32 products are OpenBLAS's in bands of rows (Note [fp32 products on
-  // OpenBLAS without AVX-512] in tensor/matmul_onednn.cpp): its column then measures those.
+  // Without AVX-512 oneDNN's fp32 products are OpenBLAS's in bands of rows (Note [fp32 products on OpenBLAS
+  // without AVX-512]): its column measures those.
   const char* fp32_path = onednn_avx512() ? "onednn" : "openblas";
   if (!onednn_avx512())
     std::printf("no AVX-512 here: the 'dnnl f32' column is the fast path's fp32 product, OpenBLAS in bands of "
@@ -505,12 +492,8 @@ int run(bench::arguments& args) {
 }  // namespace gemm_backends
 
 // ---- gemm-threads: the training products on a rank of N threads, one N-thread call against N bands of rows -------
-// Each band a 1-thread call (what Note [rows split among the team] in tensor/matmul_onednn.cpp chooses between),
-// beside the same product on one thread. Shapes: the GPT's Linear products (dim 256, its 768 / 256 / 1024 / 256
-// wide layers and the 256-class head) at a whole batch of 8,192 rows and a microbatch of 1,024; the heavy MLP's
-// (784 -> 2048 -> 2048 -> 10) at 1,024 and 128 rows. Products: fwd y = x W, dx = dy W^T, dW += x^T dy. GFLOPS of the
-// median of --repeats calls after one warm-up (each call on warm operands, as in training). Thread counts above
-// the machine's cores are run all the same: on fewer cores they measure time-slicing, not the split.
+// Each band a 1-thread call (the choice of Note [rows split among the team]), beside one thread, on the GPT's and
+// heavy MLP's Linear products at a batch and a microbatch. Thread counts above the cores measure time-slicing.
 namespace gemm_bands {
 
 struct product {
@@ -529,9 +512,8 @@ void call(const product& p, std::size_t first, std::size_t last, const float* x,
   if (p.kind == 1) gemm(false, true, r, p.in, p.out, 1.0f, dy + first * p.out, w, 0.0f, dx + first * p.in);
 }
 
-// dW's rows are W's in-features: a band is a block of them, i.e. a block of x's columns. gemm takes no leading
-// dimension, so the bands read rows of xt = x^T (in, rows), a transposed copy made once and not timed: each band
-// is then a product with A not transposed and the whole sum (k = rows) in one call.
+// dW's rows are W's in-features, so a band is a block of x's columns. gemm takes no leading dimension, so bands
+// read rows of xt = x^T, a transposed copy made once and not timed.
 void call_dw(const product& p, std::size_t first, std::size_t last, const float* xt, const float* dy, float* dw) {
   gemm(false, false, last - first, p.out, p.rows, 1.0f, xt + first * p.rows, dy, 1.0f, dw + first * p.out);
 }
@@ -599,12 +581,9 @@ int run(bench::arguments& args) {
 }  // namespace gemm_bands
 
 // ---- convert: float32 <-> bfloat16 buffer conversion, the project's loops next to oneDNN's reorder ---------------
-// The loops of tensor/bfloat16.cpp (which GCC vectorises at -O3 -march=native) on --elements elements (16M:
-// buffers far past the caches; 131072 stays in L2), one thread (as a stage runs) and, for the reorder, also two
-// OpenMP threads. GB/s counts the bytes read plus the bytes written (16M elements: 64 MB + 32 MB each way) over the
-// median of the repeats. Before timing, each result is compared bit for bit with the scalar to_bfloat16 / to_float
-// on random data with NaN (with payloads), infinities, exact ties, subnormals and overflow (Note [conversions] in
-// bfloat16.hpp says why the loops are kept).
+// The loops of tensor/bfloat16.cpp on --elements elements, one thread (the reorder also on two); GB/s counts
+// bytes read plus written. Each result is first compared bit for bit with the scalar conversions on data with
+// NaNs, infinities, ties, subnormals and overflow (Note [conversions] says why the loops are kept).
 namespace conversions {
 
 float bits_to_float(std::uint32_t u) {
@@ -703,18 +682,14 @@ int run(bench::arguments& args) {
 }  // namespace conversions
 
 // ---- step: a training step of the two MLPs against the bare GEMMs of its shapes ---------------------------------
-// For each model, on --threads compute threads (default 1), (1) training steps over Fashion-MNIST (a step =
-// make_batch + local_runner::train_step: zero_grad, forward, loss, backward, Adam) and (2) "bare" gemm calls on
-// exactly the GEMM shapes one step performs (per Linear: forward y = x W, backward dW += x^T dy, dx = dy W^T except
-// for the first layer, with the betas the layer uses). Training GFLOPS = GEMM flops per step / median step time, so
-// ratio = training GFLOPS / bare GFLOPS is the share of a step's time spent inside GEMM. Bare repeats and training
-// steps run in alternating blocks (Note [timing under load]); the ratio is also given from thread CPU time (no time
-// spent preempted; the cpu columns count only the calling thread) and from the fastest repeat of each; minor page
-// faults per step show how much fresh memory a step touches. scripts/bench_old_vs_new.sh reads its JSON line.
-//   --quick        40 steps of the small model instead of a full epoch, 8 of the heavy one instead of 40
-//   --heavy-steps  timed steps of the heavy model; --model small|heavy: that model only
-//   --breakdown    also time each phase of a step (zero_grad, each layer's forward, backward_input and
-//                  backward_weight next to the same GEMM alone, loss, Adam)
+// On --threads compute threads, (1) training steps over Fashion-MNIST and (2) bare gemm calls on exactly the
+// GEMM shapes and betas of one step. ratio = training GFLOPS / bare GFLOPS is the share of a step spent inside
+// GEMM; the two alternate in blocks (Note [timing under load]), and the ratio is also given from thread CPU time
+// and fastest repeats; minor page faults show the fresh memory a step touches. scripts/bench_old_vs_new.sh reads
+// its JSON line.
+// --quick        40 steps of the small model instead of a full epoch, 8 of the heavy one instead of 40
+// --heavy-steps  timed steps of the heavy model; --model small|heavy: that model only
+// --breakdown    also time each phase of a step beside the same GEMM alone
 namespace mlp_step {
 
 // Wall and thread-CPU seconds of one timed call, and the minor page faults it took (fresh memory).
@@ -769,8 +744,7 @@ double gemm_flops_per_step(const std::vector<linear_shape>& shapes, std::size_t 
   return flops;
 }
 
-// Operands shaped like the layer's own: x (n, in), W (in, out), y (n, out), dy (n, out), dW (in, out),
-// dx (n, in). Values in [-0.5, 0.5) so nothing drifts into denormals.
+// Operands shaped like the layer's own, values in [-0.5, 0.5) so nothing drifts into denormals.
 struct bare_layer {
   linear_shape s;
   std::vector<float> x, w, y, dy, dw, dx;
@@ -1048,14 +1022,9 @@ int run(bench::arguments& args) {
 }  // namespace mlp_step
 
 // ---- gpt: a GPT's training step against the bare GEMMs of its Linear layers --------------------------------------
-// gpt:layers=4,dim=256,heads=8,context=128 by default, on the fortunes, batch 16 sequences, AdamW, fp32: one process
-// on 1 thread and on every core, and 2 pipeline stages (1F1B and ZB-H1); beside it the bare GEMM speed on the shapes
-// of the model's Linear layers, so the share of a step spent at GEMM speed is visible.
-// FLOPs: a token's forward is L (24 D^2 + 4 T D) + 2 D V (QKV 6 D^2, output projection 2 D^2, MLP 16 D^2; scores
-// and weighted values 2 T D each, over the full T x T since the mask is applied after the product; LM head),
-// training three times that (forward, dx, dW): 20.9 MFLOP per token for the default model. Training GFLOPS = that *
-// tokens/s. The bare GEMM figure runs, for one batch of B*T rows, the forward, dx and dW products of every Linear
-// (gemm, as the layers call it), on the same thread count. Medians over steps (Note [timing under load]).
+// The 4-layer GPT on the fortunes, fp32: one process on 1 thread and on every core, and 2 pipeline stages (1F1B,
+// ZB-H1), beside the bare GEMM speed of its Linear layers' shapes. A token's forward is L (24 D^2 + 4 T D) + 2 D V
+// FLOPs (scores over the full T x T: the mask applies after the product), training three times that.
 namespace gpt_step {
 
 struct step_time {
@@ -1081,8 +1050,8 @@ step_time median_step_s(step_runner& runner, const dataset& d, std::size_t batch
   return {median(times), median(cpu)};
 }
 
-// GFLOPS of the Linear layers' products for one batch of `rows` rows: forward, dx, dW of each; and, where
-// `by_product` is given, each kind's GFLOPS apart (y = x W, dx = dy W^T, dW += x^T dy; medians by wall clock).
+// GFLOPS of the Linear layers' products (forward, dx, dW) for one batch of `rows` rows; with `by_product`, each
+// kind's apart.
 step_time bare_gemm_gflops(const gpt_config& c, std::size_t rows, int repeats, double* by_product = nullptr) {
   struct shape { std::size_t in, out; };
   std::vector<shape> shapes;
@@ -1206,20 +1175,13 @@ int run(bench::arguments& args) {
 
 }  // namespace gpt_step
 
-// ---- bf16: fp32 against bf16 training (Note [compute dtype] in model/layer.hpp) in one run -----------------------
-// On the heavy MLP 784-2048-2048-2048-10 (--model), batch 256, Adam:
-//   - samples/s of a single process (its compute threads: --threads, default every core) and of a 2-stage 1F1B
-//     pipeline (m=8, one thread per stage), each dtype timed in alternating rounds (Note [timing under load]);
-//   - peak activation bytes: the single process's cache after a forward of the whole batch, and each stage's peak
-//     stash over a step;
-//   - bytes on the wire per step between two nodes (two actor systems in this process, each publishing an
-//     `actorpipe node` actor on loopback; stage s on node s; --no-nodes leaves them out): every tensor byte this
-//     process serialised (network/wire_format.hpp counts them by dtype). Between the stages flow the activations
-//     and their gradients (bfloat16 in bf16); the coordinator's inputs, outputs and loss gradients are float32 in
-//     both;
-//   - a GPT (--gpt SPEC, default gpt:layers=4,dim=256,heads=8,context=128; batch 16 sequences of random bytes,
-//     AdamW; --no-gpt leaves it out): tokens/s of the single process and of 2 stages (ZB-H1, m=4), and the stages'
-//     peak stash.
+// ---- bf16: fp32 against bf16 training (Note [compute dtype]) in one run -------------------------------------------
+// On the heavy MLP (--model), each dtype in alternating rounds (Note [timing under load]):
+// - samples/s of a single process and of a 2-stage 1F1B pipeline;
+// - peak activation bytes: the single process's cache and each stage's peak stash;
+// - bytes on the wire per step between two in-process nodes by dtype (--no-nodes leaves them out);
+// coordinator traffic stays float32 in both;
+// - a GPT (--gpt SPEC; --no-gpt leaves it out): tokens/s of one process and 2 stages, and peak stash.
 namespace bf16_training {
 
 struct settings {
@@ -1326,9 +1288,8 @@ int run(bench::arguments& args) {
     }
   }
 
-  // A 2-stage pipeline in this process, then on two nodes. Note [idle teams] (tensor/compute.hpp): this thread's
-  // single-process team goes, and each dtype's pipeline lives for its own block only (its warm-up step included),
-  // so no idle team of the other makes libgomp's threads sleep at every region's end.
+  // A 2-stage pipeline in this process, then on two nodes; each dtype's pipeline lives for its own block only
+  // (Note [idle teams]).
   set_compute_threads(1);
   const auto run_pipeline = [&](const std::vector<std::string>& nodes, pipeline_figures (&out)[2]) {
     const auto make_pipe = [&](dtype t) {
@@ -1339,7 +1300,7 @@ int run(bench::arguments& args) {
       o.optimizer = adam();
       o.compute_dtype = t;
       o.nodes = nodes;
-      o.security.insecure = true;  // in-process nodes published on plain TCP: the payload bytes are what is counted
+      o.security.insecure = true;  // the payload bytes are what is counted
       return std::make_unique<pipeline>(make_model(s.model, dtype::float32), o);
     };
     std::uint64_t step[2] = {0, 0};
@@ -1430,8 +1391,7 @@ int run(bench::arguments& args) {
                        {"speedup", per_s(staged[1].step_s) / per_s(staged[0].step_s)},
                        {"peak_stash_bytes", {staged[0].peak_bytes, staged[1].peak_bytes}}};
   if (s.nodes) {
-    // Coordinator traffic (inputs, outputs, loss gradients) is float32 in both runs: the bf16 run's float32
-    // bytes. The rest is between the stages.
+    // Coordinator traffic is float32 in both runs; the rest is between the stages.
     const double coordinator = noded[1].wire_bytes_per_step[0];
     const double between[2] = {noded[0].wire_bytes_per_step[0] - coordinator, noded[1].wire_bytes_per_step[1]};
     row("2 nodes (loopback), samples/s", per_s(noded[0].step_s), per_s(noded[1].step_s));
