@@ -27,7 +27,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// ---- soak: does a long pipeline run stay flat in memory? ---------------------------------------------------------
+// ---- soak: does a long pipeline run stay flat in memory?
 // Trains a 4-stage 1F1B pipeline for --steps steps, printing VmRSS, malloc's bytes and the events held every
 // --every steps, then the slope in bytes per step after warm-up (Note [bounded event log]). --record-events keeps
 // every event; --no-keep-memory lets glibc return freed memory.
@@ -93,7 +93,7 @@ int run(bench::arguments& args) {
 
 }  // namespace soak
 
-// ---- tokens: the resident memory of training on a memory-mapped token file does not grow with the file ------------
+// ---- tokens: the resident memory of training on a memory-mapped token file does not grow with the file
 // Trains a tiny GPT on a --small-mb and a --big-mb uint16 token file (written in --dir and removed, or --small /
 // --big), printing VmRSS and VmHWM before and after each.
 namespace tokens {

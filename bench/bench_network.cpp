@@ -56,7 +56,7 @@ ap::transport_security transport_for(bool tls, const std::string& name) {
   return tls ? ap::test::tls_security(name) : ap::test::insecure_transport();
 }
 
-// ---- nodes: activations between two processes, and training on node processes against one process --------------
+// ---- nodes: activations between two processes, and training on node processes against one process
 // (1) Activation transfer: forward_tasks of 1-64 MB to a sink actor in a child process (this program with --sink),
 // in batches each timed until the sink confirms; MB/s includes serialising, the kernel's copies and
 // deserialising. Then the same tensors on an activation link beside a message carrying their ticket (Note
@@ -294,7 +294,7 @@ int run(ap::bench::arguments& args) {
 
 }  // namespace nodes
 
-// ---- allreduce: all-reduce bus bandwidth among 2 or more processes on loopback -----------------------------------
+// ---- allreduce: all-reduce bus bandwidth among 2 or more processes on loopback
 // 1-64 MB of float32 with the ring or gloo (Note [collective backends]). This process is rank 0 and starts itself
 // again as ranks 1..N-1 (--rank r); ranks exchange endpoints through files in --exchange. Each size runs 2 warm-ups
 // (the first checked) then --repeats timed all-reduces; printed: the median bus bandwidth, 2 (n-1)/n * bytes /
@@ -449,7 +449,7 @@ int run(ap::bench::arguments& args) {
 
 }  // namespace allreduce
 
-// ---- local-allreduce: all-reduce between D threads of one process (local_group) ----------------------------------
+// ---- local-allreduce: all-reduce between D threads of one process (local_group)
 // Bus bandwidth of large (data-parallel) all-reduces and latency of small (tensor-parallel) ones, D = 2, 4, ...
 // --max-d; each round is timed barrier to barrier, the median of --repeats rounds. Small all-reduces run 200 per
 // round, reported per all-reduce. "cpu": the whole process's CPU time per all-reduce.
@@ -547,7 +547,7 @@ int run(ap::bench::arguments& args) {
 
 }  // namespace local_allreduce
 
-// ---- tcp: the ceiling of loopback TCP between two processes, with nothing of ours in the way ----------------------
+// ---- tcp: the ceiling of loopback TCP between two processes, with nothing of ours in the way
 // A forked child receives N MB messages with plain send()/recv() on one connection, --total-mb MB per size.
 namespace tcp {
 

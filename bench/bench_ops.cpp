@@ -72,7 +72,7 @@ tensor random_tensor(const shape_t& shape, std::uint64_t seed, float scale = 1.0
   return t;
 }
 
-// ---- ops: every op outside the big GEMMs at 1, 2, 4 ... threads ------------------------------------------------
+// ---- ops: every op outside the big GEMMs at 1, 2, 4 ... threads
 // Each op timed alone on the intra-op threads, with the parallel efficiency t1 / (n * tn), at the 4-layer GPT's
 // and the heavy MLP's shapes; forward and backward apart. Last, the memory's own scaling (Note [bandwidth
 // ceiling]) and a team's start and end (Note [a team's start and end]).
@@ -384,7 +384,7 @@ int run(bench::arguments& args) {
 
 }  // namespace ops_alone
 
-// ---- gemm: the GEMMs of training on oneDNN (fp32 and bf16) next to the xtensor-blas reference (OpenBLAS) ---------
+// ---- gemm: the GEMMs of training on oneDNN (fp32 and bf16) next to the xtensor-blas reference (OpenBLAS)
 // The three products of each Linear (in -> out) of the small and heavy MLPs, M rows a batch (256) or a
 // microbatch (32), one thread:
 // fwd  y (M, out)   = x (M, in) W (in, out)
@@ -491,7 +491,7 @@ int run(bench::arguments& args) {
 
 }  // namespace gemm_backends
 
-// ---- gemm-threads: the training products on a rank of N threads, one N-thread call against N bands of rows -------
+// ---- gemm-threads: the training products on a rank of N threads, one N-thread call against N bands of rows
 // Each band a 1-thread call (the choice of Note [rows split among the team]), beside one thread, on the GPT's and
 // heavy MLP's Linear products at a batch and a microbatch. Thread counts above the cores measure time-slicing.
 namespace gemm_bands {
@@ -580,7 +580,7 @@ int run(bench::arguments& args) {
 
 }  // namespace gemm_bands
 
-// ---- convert: float32 <-> bfloat16 buffer conversion, the project's loops next to oneDNN's reorder ---------------
+// ---- convert: float32 <-> bfloat16 buffer conversion, the project's loops next to oneDNN's reorder
 // The loops of tensor/bfloat16.cpp on --elements elements, one thread (the reorder also on two); GB/s counts
 // bytes read plus written. Each result is first compared bit for bit with the scalar conversions on data with
 // NaNs, infinities, ties, subnormals and overflow (Note [conversions] says why the loops are kept).
@@ -681,7 +681,7 @@ int run(bench::arguments& args) {
 
 }  // namespace conversions
 
-// ---- step: a training step of the two MLPs against the bare GEMMs of its shapes ---------------------------------
+// ---- step: a training step of the two MLPs against the bare GEMMs of its shapes
 // On --threads compute threads, (1) training steps over Fashion-MNIST and (2) bare gemm calls on exactly the
 // GEMM shapes and betas of one step. ratio = training GFLOPS / bare GFLOPS is the share of a step spent inside
 // GEMM; the two alternate in blocks (Note [timing under load]), and the ratio is also given from thread CPU time
@@ -1021,7 +1021,7 @@ int run(bench::arguments& args) {
 
 }  // namespace mlp_step
 
-// ---- gpt: a GPT's training step against the bare GEMMs of its Linear layers --------------------------------------
+// ---- gpt: a GPT's training step against the bare GEMMs of its Linear layers
 // The 4-layer GPT on the fortunes, fp32: one process on 1 thread and on every core, and 2 pipeline stages (1F1B,
 // ZB-H1), beside the bare GEMM speed of its Linear layers' shapes. A token's forward is L (24 D^2 + 4 T D) + 2 D V
 // FLOPs (scores over the full T x T: the mask applies after the product), training three times that.
@@ -1175,7 +1175,7 @@ int run(bench::arguments& args) {
 
 }  // namespace gpt_step
 
-// ---- bf16: fp32 against bf16 training (Note [compute dtype]) in one run -------------------------------------------
+// ---- bf16: fp32 against bf16 training (Note [compute dtype]) in one run
 // On the heavy MLP (--model), each dtype in alternating rounds (Note [timing under load]):
 // - samples/s of a single process and of a 2-stage 1F1B pipeline;
 // - peak activation bytes: the single process's cache and each stage's peak stash;

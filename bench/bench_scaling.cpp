@@ -39,7 +39,7 @@ using namespace ap;
 using bench::clock_type;
 using bench::seconds_since;
 
-// ---- sweep: every way of using the cores this process may use (n), in one run -----------------------------------
+// ---- sweep: every way of using the cores this process may use (n), in one run
 // One process at 1, 2, 4, ... n threads; D, T and P alone; P x threads, P x D, P x T filling the cores; P stages
 // sharing the cores by stage cost (Note [cores by stage cost]); one-stage pipelines (the actors' cost). Models: a
 // heavy MLP and 4- and 16-layer GPTs. Each configuration is built anew every round (Note [idle teams]) and runs
@@ -271,7 +271,7 @@ int run(bench::arguments& args) {
 
 }  // namespace sweep
 
-// ---- tp-overlap: what overlapping tensor-parallel all-reduces with the weight gradients saves ---------------------
+// ---- tp-overlap: what overlapping tensor-parallel all-reduces with the weight gradients saves
 // T ranks of a local_group run the Megatron MLP and a GPT block, the backward fused (Note [overlapped backward])
 // and in turn (backward_input, then backward_weight), alternating; both give the same bits. Printed: the
 // backward's median time and the ranks' time blocked in all-reduce waits. The overlap pays only where the
@@ -425,7 +425,7 @@ int run(bench::arguments& args) {
 
 }  // namespace tp_overlap
 
-// ---- auto: does `actorpipe train --auto` choose well? --------------------------------------------------------------
+// ---- auto: does `actorpipe train --auto` choose well?
 // Runs `train --auto` and a grid of hand-picked configurations of the same run, each its own `actorpipe`
 // process, alternating in rounds, and prints each one's median rate, the grid's best and --auto's ratio to it;
 // planning is timed apart. With `--nodes N` the runs use N `actorpipe node` processes of this machine (Note [auto

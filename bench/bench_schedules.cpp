@@ -41,7 +41,7 @@ using ap::bench::load_average;
 using ap::bench::median;
 using ap::bench::percentile;
 
-// ---- train: real training on a 2-stage pipeline, every schedule: throughput and stashed activations -------------
+// ---- train: real training on a 2-stage pipeline, every schedule: throughput and stashed activations
 // A Fashion-MNIST MLP, one compute thread per stage, 8 microbatches, with every schedule; after warm-up, the same
 // timed batches give samples/s (and batch / median step), the peak stashed activations per stage (= simulator),
 // and each stage's busy time beside the simulated step time. The single-process step is the reference
@@ -249,7 +249,7 @@ int run(ap::bench::arguments& args) {
 
 }  // namespace training
 
-// ---- overhead: the actor runtime's own overhead, measured makespan / simulated makespan, on sleeping stages -------
+// ---- overhead: the actor runtime's own overhead, measured makespan / simulated makespan, on sleeping stages
 // Every stage is sleep layers (model/sleep_layer.hpp) of F ms forward and B ms backward, taking wall time without
 // CPU. For p = 4, m = 8 and 16 and every schedule, printed: step (median train_step wall time), span (first task
 // start to last finish), sim (ap::simulate with nominal costs), ratio step / sim, and the bubble against the
@@ -579,7 +579,7 @@ int run(ap::bench::arguments& args) {
 
 }  // namespace overhead
 
-// ---- mailbox: per-task cost of holding scrambled tasks in a retriever's task_queue or its mailbox (caf::skip) -----
+// ---- mailbox: per-task cost of holding scrambled tasks in a retriever's task_queue or its mailbox (caf::skip)
 // Note [mailbox as the queue] holds the decision. A source sends N small tasks to a retriever in some arrival
 // order, then begin_atom; the retriever hands them to a processor stand-in in schedule order (F0 B0 F1 B1 ...),
 // at most two in flight. Two retrievers: "queue" keeps every arrival in stage/task_queue (the current design);
@@ -604,7 +604,7 @@ std::vector<action> schedule_of(int n) {
   return actions;
 }
 
-// ---- the processor stand-in: checks the order, answers task_done, stamps the last task --------------------
+// ---- the processor stand-in: checks the order, answers task_done, stamps the last task
 
 struct finish_line {
   std::promise<steady::time_point> done;  // when the last task arrived
@@ -638,7 +638,7 @@ caf::behavior consumer(caf::stateful_actor<consumer_state>* self, std::vector<ac
   };
 }
 
-// ---- (a) the current design: every arrival into a task_queue ------------------------------------------
+// ---- (a) the current design: every arrival into a task_queue
 
 struct queue_state {
   std::vector<action> actions;
@@ -687,7 +687,7 @@ caf::behavior queue_retriever(queue_actor* self, std::vector<action> actions, ca
   };
 }
 
-// ---- (b) the mailbox as the queue: caf::skip ------------------------------------------------------------
+// ---- (b) the mailbox as the queue: caf::skip
 
 struct skip_state {
   std::vector<action> actions;
@@ -743,7 +743,7 @@ caf::behavior skip_retriever(skip_actor* self, std::vector<action> actions, caf:
   };
 }
 
-// ---- one round ----------------------------------------------------------------------------------------
+// ---- one round
 
 enum class design { queue, skip };
 enum class arrival { scrambled, reverse, in_order };

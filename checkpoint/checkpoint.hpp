@@ -1,4 +1,4 @@
-// Checkpoints: a model's parameters, its optimizer's state and where training stood, in one safetensors file.
+// Checkpoints: parameters, optimizer state and training position in one safetensors file.
 #pragma once
 
 #include <cstdint>
@@ -26,13 +26,13 @@ constexpr const char* checkpoint_optimizer_prefix = "optimizer/";  // "optimizer
 constexpr const char* checkpoint_tensor_checksum_prefix = "crc32c:";
 constexpr const char* checkpoint_metadata_checksum_key = "metadata_crc32c";
 
-// Where training stood: the step and the position in the data order, so a resumed run sees the same batches.
+// Where training stood, so a resumed run sees the same batches.
 struct training_state {
-  std::uint64_t step = 0;            // optimizer steps taken
-  std::uint64_t epoch = 0;           // the epoch in progress ...
-  std::uint64_t batch_in_epoch = 0;  // ... and the index in it of the next batch to train
-  std::uint64_t data_seed = 0;       // the seed of the data order
-  std::string model_spec;            // what the user wrote ("784-512-10"); the layer specs are what is checked
+  std::uint64_t step = 0;
+  std::uint64_t epoch = 0;  // the epoch in progress and
+  std::uint64_t batch_in_epoch = 0;  // the next batch's index in it
+  std::uint64_t data_seed = 0;
+  std::string model_spec;  // as the user wrote it; the layer specs are what is checked
 };
 
 // Saves the whole model (first_index() 0), the state of `opt` (if not null) and `state`, atomically
@@ -49,14 +49,14 @@ training_state load_checkpoint(const std::string& path, sequential& model, optim
 // the checkpoint's at the same global indices; only its own tensors are read.
 training_state load_checkpoint_slice(const std::string& path, sequential& slice, optimizer* opt);
 
-// What a checkpoint holds besides tensors: enough to rebuild its model (sequential::from_layer_specs) before
+// Enough to rebuild the model (sequential::from_layer_specs) before loading; reads the header only.
 // loading it. Reads the header only.
 struct checkpoint_info {
   std::vector<std::string> layer_specs;
   training_state state;
   long optimizer_steps = 0;
   bool has_optimizer_state = false;
-  bool checksums = false;  // false for a file written before them (Note [checkpoint checksums])
+  bool checksums = false;  // false for an older file (Note [checkpoint checksums])
 };
 // Throws std::runtime_error naming the file for a header that fails its checksum.
 checkpoint_info read_checkpoint_info(const std::string& path);

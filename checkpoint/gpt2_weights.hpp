@@ -40,18 +40,17 @@ gpt2_format gpt2_format_for_path(const std::string& path);
 // file and what it starts with (another llm.c file by its magic).
 gpt2_format detect_gpt2_format(const std::string& path);
 
-// What a file holds, from its header alone.
 struct gpt2_file_info {
   gpt2_format format = gpt2_format::llmc;
-  // layers, dim, heads, context, vocabulary and mlp from the file; the rest GPT-2's (the gpt2 preset's).
+  // Shapes from the file; the rest GPT-2's (the gpt2 preset's).
   gpt_config config;
   std::string heads_from;  // "the header", "the metadata", "config.json", "GPT-2's head width of 64"; "" unknown
-  // The file says its heads (not GPT-2's head width standing in, nor unknown): a model's must be the same.
+  // The file states its heads: a model's must be the same.
   bool heads_stated() const {
     return heads_from == "the header" || heads_from == "the metadata" || heads_from == "config.json";
   }
   bool tied = true;        // no LM head of its own (llm.c's files always)
-  int llmc_version = 0;    // llm.c's: 3 or 5
+  int llmc_version = 0;
 };
 // Reads and checks the header (llm.c's fields and the file's size; a safetensors file's tensors, every one of
 // GPT-2's present with its shape, none other). Throws std::runtime_error naming the file and what is wrong.
@@ -60,15 +59,14 @@ gpt2_file_info read_gpt2_info(const std::string& path);
 // Refuses (std::invalid_argument, naming the spec keys) a model GPT-2's files cannot describe: norm=rms,
 // gelu=exact, bias=0, another architecture's keys; for llm.c also mlp != 4 x dim. `what` starts the text.
 void check_gpt2_architecture(const gpt_config& config, gpt2_format format, const std::string& what);
-// Whether the LM head of the model `config` builds is tied to its embedding (tied=1), as llm.c's format needs.
+// Whether `config`'s LM head is tied to its embedding (tied=1), as llm.c's format needs.
 bool has_tied_head(const gpt_config& config);
 
 // The fields in which `file` and `model` differ, "layers 12 vs 2, dim 768 vs 64"; empty when `model` can take
 // the weights (same shapes, or a shorter context). Heads are compared only where `heads_known`.
 std::string gpt2_shape_mismatch(const gpt_config& file, const gpt_config& model, bool heads_known);
 
-// The whole file read: its info, and its tensors in our names (float32) for the model gpt_layer_specs(info.config)
-// builds (its LM head as that model has it).
+// The whole file: its info, and its tensors in our names (float32) for gpt_layer_specs(info.config).
 struct gpt2_weights {
   gpt2_file_info info;
   named_tensors tensors;

@@ -1,5 +1,5 @@
-// Tensors under their global names (Note [checkpoint layout]): how parameters and optimizer state travel
-// between stages and into checkpoints, and the function that binds them to a model's or optimizer's tensors.
+// Tensors under their global names (Note [checkpoint layout]), as parameters and optimizer state travel
+// between stages and into checkpoints, and their binding to a model's or optimizer's tensors.
 #pragma once
 
 #include <map>
@@ -11,18 +11,17 @@
 
 namespace ap {
 
-// names[i] names values[i] (two vectors: the wire form, actors/messages.hpp).
+// names[i] names values[i] (the wire form, actors/messages.hpp).
 struct named_tensors {
   std::vector<std::string> names;
   std::vector<tensor> values;
 };
 
-// Appends copies of the parameters under their names.
 void add_parameters(named_tensors& out, const std::vector<parameter>& params);
-// Appends copies of an optimizer's state (optimizer::state()) under prefix + key ("optimizer/3.weight.m").
+// Appends copies of an optimizer's state under prefix + key ("optimizer/3.weight.m").
 void add_optimizer_state(named_tensors& out, const std::map<std::string, tensor*>& state, const std::string& prefix);
 
-// A tensor to fill, under its name, and what it is for error texts ("the model's parameter").
+// A tensor to fill, under its name, and what it is for errors ("the model's parameter").
 struct tensor_target {
   std::string name;
   tensor* value = nullptr;
@@ -32,7 +31,7 @@ std::vector<tensor_target> parameter_targets(const std::vector<parameter>& param
 std::vector<tensor_target> optimizer_state_targets(const std::map<std::string, tensor*>& state,
                                                    const std::string& prefix, const std::string& what);
 
-// A tensor offered under a name, and where it came from for error texts ("stage 2"; may be empty).
+// A tensor offered under a name, and its origin for errors ("stage 2"; may be empty).
 struct tensor_source {
   const tensor* value = nullptr;
   std::string from;

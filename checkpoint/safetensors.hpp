@@ -1,4 +1,4 @@
-// The safetensors file format (Hugging Face), F32 and BF16 tensors: read and written so that common tools read ours.
+// The safetensors format (Hugging Face), F32 and BF16 tensors.
 #pragma once
 
 #include <functional>
@@ -17,11 +17,11 @@ namespace ap {
 // then the raw little-endian data. Offsets are relative to the data start; the tensors tile the data exactly.
 
 struct safetensors_file {
-  std::map<std::string, tensor> tensors;        // by name
+  std::map<std::string, tensor> tensors;
   std::map<std::string, std::string> metadata;  // the header's "__metadata__" (string to string)
 };
 
-// Tensors to write, in file order. The pointers are only read during the call.
+// Tensors to write, in file order; the pointers are read only during the call.
 using tensor_refs = std::vector<std::pair<std::string, const tensor*>>;
 
 // Note [atomic write]: the file is written to `path` + ".tmp-<pid>", fsync'ed and renamed over `path`, so
@@ -48,7 +48,7 @@ void write_safetensors(const std::string& path, const std::map<std::string, tens
 safetensors_file read_safetensors(const std::string& path,
                                   const std::function<bool(const std::string&)>& wanted = {});
 
-// The header alone, validated as read_safetensors validates it: each tensor's dtype and shape, and the metadata.
+// The header alone, validated as read_safetensors does.
 struct safetensors_entry {
   dtype type = dtype::float32;
   shape_t shape;
