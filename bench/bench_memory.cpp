@@ -1,5 +1,5 @@
-// bench_memory: does a run's memory stay where it should? A long pipeline run's resident memory (soak), and
-// training on a memory-mapped token file whose size must not show in resident memory (tokens).
+// bench_memory: a long pipeline run's resident memory (soak), and training on a memory-mapped token file whose
+// size must not show in resident memory (tokens).
 //
 // Usage: bench_memory [soak|tokens] [OPTIONS]   (--help lists each mode's options)
 #include <malloc.h>
@@ -28,12 +28,10 @@ namespace fs = std::filesystem;
 namespace {
 
 // ---- soak: does a long pipeline run stay flat in memory?
-// Trains a 4-stage 1F1B pipeline for --steps steps, printing VmRSS, malloc's bytes and the events held every
-// --every steps, then the slope in bytes per step after warm-up (Note [bounded event log]). --record-events keeps
-// every event; --no-keep-memory lets glibc return freed memory.
+// Trains a 4-stage 1F1B pipeline, printing VmRSS, malloc's bytes and the events held every --every steps, then
+// the slope in bytes per step after warm-up (Note [bounded event log]).
 namespace soak {
 
-// Least-squares slope of y over x.
 double slope(const std::vector<double>& x, const std::vector<double>& y) {
   const double n = static_cast<double>(x.size());
   double sx = 0, sy = 0, sxx = 0, sxy = 0;
@@ -68,7 +66,7 @@ int run(bench::arguments& args) {
               model_spec.c_str(), batch_size, steps, record ? ", events kept (--record-events)" : "",
               bench::load_average().c_str());
   std::printf("%10s %12s %12s %12s %12s\n", "step", "VmRSS kB", "heap used kB", "heap kB", "held events");
-  const long warmup = std::max(every, steps / 10);  // allocator pools, CAF mailboxes and caches settle first
+  const long warmup = std::max(every, steps / 10);  // allocator pools, mailboxes and caches settle first
   std::vector<double> xs, ys;
   float loss = 0.0f;
   for (long s = 1; s <= steps; ++s) {
@@ -76,7 +74,7 @@ int run(bench::arguments& args) {
     loss = pipe.train_step(b.inputs, b.labels, static_cast<std::uint64_t>(s));
     if (s % every == 0 || s == steps) {
       const long kb = bench::status_kib("VmRSS");
-      const struct mallinfo2 mi = mallinfo2();  // main arena and the others: in use, and taken from the system
+      const struct mallinfo2 mi = mallinfo2();  // in use, and taken from the system
       std::printf("%10ld %12ld %12zu %12zu %12zu\n", s, kb, mi.uordblks / 1024, (mi.arena + mi.hblkhd) / 1024,
                   pipe.held_events());
       std::fflush(stdout);
@@ -94,8 +92,7 @@ int run(bench::arguments& args) {
 }  // namespace soak
 
 // ---- tokens: the resident memory of training on a memory-mapped token file does not grow with the file
-// Trains a tiny GPT on a --small-mb and a --big-mb uint16 token file (written in --dir and removed, or --small /
-// --big), printing VmRSS and VmHWM before and after each.
+// Trains a tiny GPT on a small and a big uint16 token file, printing VmRSS and VmHWM before and after each.
 namespace tokens {
 
 double status_mib(const char* field) { return static_cast<double>(bench::status_kib(field)) / 1024.0; }

@@ -57,16 +57,13 @@ ap::transport_security transport_for(bool tls, const std::string& name) {
 }
 
 // ---- nodes: activations between two processes, and training on node processes against one process
-// (1) Activation transfer: forward_tasks of 1-64 MB to a sink actor in a child process (this program with --sink),
-// in batches each timed until the sink confirms; MB/s includes serialising, the kernel's copies and
-// deserialising. Then the same tensors on an activation link beside a message carrying their ticket (Note
-// [activations on data links]), as stages on two nodes send them.
+// (1) Activation transfer: forward_tasks of 1-64 MB to a sink actor in a child process, each batch timed until
+// the sink confirms; then the same tensors on an activation link (Note [activations on data links]).
 
-// (2) Training: samples/s of a 2-stage pipeline on 2 `actorpipe node` processes against the same pipeline in one
-// process, in alternating blocks (Note [timing under load]). --stages P --threads T: P stages of T threads
-// (the nodes share the cores, Note [cores on nodes]).
+// (2) Training: a 2-stage pipeline on 2 `actorpipe node` processes against one process, in alternating
+// blocks (Note [timing under load]); the nodes share the cores (Note [cores on nodes]).
 
-// Options:
+// Options (also in --help):
 // --actorpipe  the actorpipe that runs the nodes (default: ../cli/actorpipe next to this program, or beside it)
 // --steps      timed training steps per block (default 30; --quick: 10, and 3 batches a transfer size)
 // --training-only  part (2) alone
@@ -92,7 +89,7 @@ caf::behavior sink(caf::stateful_actor<sink_state>* self, std::shared_ptr<ap::ac
   };
 }
 
-// The child process: a sink actor and its activation inbox (listening on `link_host`), until it is told to exit.
+// The child process: a sink actor and its activation inbox, until told to exit.
 int run_sink(bool tls, const std::string& cert_dir, const std::string& link_host) {
   caf::actor_system_config config;
   ap::enable_network(config);
@@ -115,7 +112,7 @@ int run_sink(bool tls, const std::string& cert_dir, const std::string& link_host
   return 0;
 }
 
-// Median MB/s per size. `beside`: each tensor on an activation link, its message carrying the ticket.
+// Median MB/s per size; `beside`: tensors on an activation link.
 std::vector<std::pair<double, double>> transfer(bool quick, bool tls, bool beside, const std::string& link_host) {
   std::vector<std::string> command = ap::bench::self_command();
   command.insert(command.end(), {"nodes", "--sink", "--link-host", link_host});
@@ -156,7 +153,7 @@ std::vector<std::pair<double, double>> transfer(bool quick, bool tls, bool besid
     const caf::message msg = caf::make_message(std::move(t));  // sent again and again: no copy here
     const int per_batch = std::max(2, static_cast<int>(64.0 / mb));  // at least 2: the 2nd overlaps the 1st
     const int batches = quick ? 3 : std::max(5, static_cast<int>(8 * 16.0 / (mb * per_batch)));
-    std::vector<ap::tensor> outputs;  // a batch's tensors, made before its clock starts, as a stage's outputs are
+    std::vector<ap::tensor> outputs;  // made before the clock starts, as a stage's outputs are
     auto make_outputs = [&] {
       if (beside) outputs.assign(static_cast<std::size_t>(per_batch), payload);  // a link may keep what it sends
     };
@@ -174,7 +171,7 @@ std::vector<std::pair<double, double>> transfer(bool quick, bool tls, bool besid
       sync();
     };
     make_outputs();
-    send_batch();  // warm-up: connection buffers, page faults of the receiver
+    send_batch();  // warm-up
     std::vector<double> rates;
     for (int b = 0; b < batches; ++b) {
       make_outputs();
@@ -191,7 +188,7 @@ std::vector<std::pair<double, double>> transfer(bool quick, bool tls, bool besid
   return results;
 }
 
-// The training's pipeline: `stages` stages of `threads` intra-op threads each, batches of `batch` samples.
+// The training's pipeline: `stages` stages of `threads` threads, batches of `batch` samples.
 struct training_shape {
   int stages = 2, threads = 1, batch = 256;
 };
@@ -205,7 +202,6 @@ double train_block(ap::pipeline& pipe, const std::vector<ap::dataset>& batches, 
   return steps * static_cast<double>(batches[0].inputs.shape()[0]) / seconds_since(t0);
 }
 
-// Median samples/s over blocks: in one process, and on node processes.
 std::pair<double, double> training(const std::vector<std::string>& actorpipe, int steps, bool tls, const training_shape& shape) {
   const ap::sequential model = ap::sequential::from_spec("784-2048-2048-2048-10", {"relu", 1});
   std::vector<ap::dataset> batches;
@@ -227,7 +223,7 @@ std::pair<double, double> training(const std::vector<std::string>& actorpipe, in
     on_nodes.nodes.push_back(nodes.back()->address());
   }
   on_nodes.security = transport_for(tls, "coordinator");
-  // Both pipelines live side by side (each idles while the other trains) so blocks can alternate.
+  // Both pipelines live side by side so blocks can alternate.
   ap::pipeline local(model, o);
   ap::pipeline remote(model, on_nodes);
   std::uint64_t local_step = 0, remote_step = 0;
@@ -295,18 +291,16 @@ int run(ap::bench::arguments& args) {
 }  // namespace nodes
 
 // ---- allreduce: all-reduce bus bandwidth among 2 or more processes on loopback
-// 1-64 MB of float32 with the ring or gloo (Note [collective backends]). This process is rank 0 and starts itself
-// again as ranks 1..N-1 (--rank r); ranks exchange endpoints through files in --exchange. Each size runs 2 warm-ups
-// (the first checked) then --repeats timed all-reduces; printed: the median bus bandwidth, 2 (n-1)/n * bytes /
-// time (NCCL's definition). On 127.0.0.1 a ring's chunks are copied out of the neighbour's memory (Note [one copy
-// in the ring]); --host 127.0.0.2 makes them cross the sockets.
+// 1-64 MB of float32 with the ring or gloo (Note [collective backends]); this process is rank 0 and starts
+// ranks 1..N-1, which exchange endpoints through files. Printed: the median bus bandwidth, 2 (n-1)/n * bytes /
+// time (NCCL's definition). --host 127.0.0.2 makes the chunks cross the sockets (Note [one copy in the ring]).
 namespace allreduce {
 
 struct options {
   int rank = 0;
   int processes = 2;
   std::string backend = "ring";
-  std::string exchange;  // the folder where ranks leave their endpoints
+  std::string exchange;
   int repeats = 10;
   std::size_t chunk_kb = ap::ring_group::default_chunk_bytes / 1024;
   std::size_t max_mb = 64;
@@ -315,8 +309,7 @@ struct options {
   std::string host = "127.0.0.1";  // where the ranks listen: 127.0.0.2 makes the links cross the sockets
 };
 
-// Leaves this rank's endpoint in the folder (written, then renamed) and reads every rank's, waiting up to
-// `timeout`.
+// Leaves this rank's endpoint in the folder and reads every rank's, waiting up to `timeout`.
 std::vector<std::string> exchange_endpoints(const options& o, const std::string& mine, std::chrono::seconds timeout) {
   namespace fs = std::filesystem;
   const fs::path dir = o.exchange;
@@ -352,15 +345,15 @@ int run(ap::bench::arguments& args) {
   o.cert_dir = args.text("--cert-dir", "");
   o.host = args.text("--host", o.host);
   args.done();
-  if (o.backend != "ring" && o.backend != "gloo")  // by-size is the two, each on its sizes: measure each
+  if (o.backend != "ring" && o.backend != "gloo")
     throw ap::bench::usage_error("--backend is ring or gloo, not " + o.backend);
   if (o.backend == "gloo") o.insecure = true;
 
-  ap::keep_tensor_memory();  // as `actorpipe node` does: a chunk's buffers are reused, not faulted in again
+  ap::keep_tensor_memory();  // as `actorpipe node` does
   caf::actor_system_config config;
   config.load<caf::io::middleman>();
   ap::add_message_types(config);
-  ap::configure_scheduler(config);  // as a node's (Note [quiet scheduler]): CAF's default workers sleep-poll every 50 us
+  ap::configure_scheduler(config);  // as a node's (Note [quiet scheduler])
   caf::actor_system system{config};
   const auto timeout = std::chrono::milliseconds(60000);
   ap::transport_security security = ap::test::insecure_transport();
@@ -396,7 +389,7 @@ int run(ap::bench::arguments& args) {
   group->connect(exchange_endpoints(mine, group->endpoint(), std::chrono::seconds(30)));
 
   nlohmann::json sizes = nlohmann::json::array();
-  // Between processes of one machine the chunks are copied out of the sender's memory (Note [one copy in the ring]).
+  // Note [one copy in the ring].
   const auto* ring = dynamic_cast<const ap::ring_group*>(group.get());
   const std::string chunks = ring && ring->copies_from_left() ? "copied in place" : "on the links";
   if (o.rank == 0)
@@ -409,7 +402,7 @@ int run(ap::bench::arguments& args) {
   for (std::size_t mb = 1; mb <= o.max_mb; mb *= 2) {
     ap::tensor t = ap::tensor::from_shape({mb * (1u << 20) / 4});
     for (std::size_t i = 0; i < t.size(); ++i) t.data()[i] = static_cast<float>(i % 7) + static_cast<float>(o.rank);
-    group->all_reduce(t).wait();  // a warm-up, and the sum checked: small whole numbers, exact in any order
+    group->all_reduce(t).wait();  // warm-up, the sum checked (small whole numbers are exact in any order)
     const double n = o.processes;
     for (std::size_t i = 0; i < t.size(); ++i)
       if (t.data()[i] != static_cast<float>(n * static_cast<double>(i % 7) + n * (n - 1) / 2))
@@ -450,9 +443,8 @@ int run(ap::bench::arguments& args) {
 }  // namespace allreduce
 
 // ---- local-allreduce: all-reduce between D threads of one process (local_group)
-// Bus bandwidth of large (data-parallel) all-reduces and latency of small (tensor-parallel) ones, D = 2, 4, ...
-// --max-d; each round is timed barrier to barrier, the median of --repeats rounds. Small all-reduces run 200 per
-// round, reported per all-reduce. "cpu": the whole process's CPU time per all-reduce.
+// Bus bandwidth of large all-reduces and latency of small ones (200 a round), D = 2, 4, ... --max-d, timed
+// barrier to barrier. "cpu": the whole process's CPU time per all-reduce.
 namespace local_allreduce {
 
 struct timing {
@@ -483,7 +475,7 @@ class barrier {
   long generation_ = 0;
 };
 
-// Seconds per round of `per_round` all-reduces of `floats` floats on each of `d` ranks.
+// Seconds per round of `per_round` all-reduces of `floats` floats on `d` ranks.
 timing time_all_reduce(int d, std::size_t floats, int repeats, int per_round) {
   ap::local_group group("bench", d);
   barrier sync(d);
@@ -551,7 +543,7 @@ int run(ap::bench::arguments& args) {
 // A forked child receives N MB messages with plain send()/recv() on one connection, --total-mb MB per size.
 namespace tcp {
 
-// Seconds from the first send of `count` messages to the child's answer after the last.
+// Seconds from the first send to the child's answer after the last.
 double transfer(std::size_t bytes, int count) {
   const int listener = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in address{};

@@ -88,18 +88,18 @@ tensor labels(std::size_t n, std::size_t classes, std::uint64_t seed) {
 struct op_case {
   std::string name;   // "layer_norm.forward"
   std::string shape;  // "8192x256"
-  std::function<void()> setup;  // untimed, before each repeat (may be empty); a backward's runs its forward
-  std::function<void()> run;    // timed
-  bool ceiling = false;         // the memory's own scaling, not an op (Note [bandwidth ceiling])
+  std::function<void()> setup;  // untimed set-up before each repeat (may be empty)
+  std::function<void()> run;
+  bool ceiling = false;  // Note [bandwidth ceiling]
 };
 
 struct timing {
-  double median, best;  // ms
+  double median, best;
 };
 
 timing time_ms(const op_case& c, int repeats) {
   std::vector<double> ms;
-  for (int r = 0; r <= repeats; ++r) {  // run 0 warms up (oneDNN primitives, caches, first touch)
+  for (int r = 0; r <= repeats; ++r) {  // run 0 warms up
     if (c.setup) c.setup();
     // The team is woken before the clock starts, as in training where ops follow each other on an awake team; a
     // wake-up would cost more than the small ops themselves.
@@ -126,7 +126,7 @@ int run(bench::arguments& args) {
   const std::string only = args.text("--only", "");
   const std::vector<int> threads = args.integers("--threads", default_threads());
   args.done();
-  keep_tensor_memory();  // as `actorpipe` does
+  keep_tensor_memory();
 
   // The GPT's shapes: B 64, T 128, D 256, H 8, vocabulary 256; the MLP's hidden width 4 D.
   const std::size_t B = 64, T = 128, D = 256, H = 8, V = 256, rows = B * T;
@@ -135,7 +135,7 @@ int run(bench::arguments& args) {
   const forward_context ctx;
   std::vector<op_case> cases;
 
-  // Attention (the whole layer: QKV and output projections, heads, softmax) and its heads alone.
+  // Attention (the whole layer) and its heads alone.
   causal_self_attention attention(D, H);
   attention.initialize(1);
   const tensor att_x = random_tensor({B, T, D}, 2);
@@ -232,12 +232,12 @@ int run(bench::arguments& args) {
   cases.push_back({"cross_entropy.gradient", "1024x10", nullptr,
                    [&] { xent.compute_gradient(mlp_logits, mlp_labels, mb); }});
 
-  // Residual add (forward h += x, backward dx += dy: the same loop, model/block.cpp's) over (8192, 256).
+  // Residual add over (8192, 256) (model/block.cpp's loop).
   tensor res_h = random_tensor({rows, D}, 22);
   const tensor res_x = random_tensor({rows, D}, 23);
   cases.push_back({"residual_add", "8192x256", nullptr, [&] { add_into(res_h.data(), res_x.data(), res_h.size()); }});
 
-  // Optimizers, gradient clipping over every parameter of the two models.
+  // Optimizers and gradient clipping over every parameter of the two models.
   sequential gpt = sequential::from_spec("gpt:layers=4,dim=256,heads=8,context=128");
   sequential mlp = sequential::from_spec("784-2048-2048-2048-10");
   std::size_t gpt_count = 0, mlp_count = 0;
@@ -316,13 +316,12 @@ int run(bench::arguments& args) {
                    [] {
                      for (int i = 0; i < 1000; ++i) {
 #pragma omp parallel
-                       { asm volatile("" ::: "memory"); }  // a region the compiler keeps
+                       { asm volatile("" ::: "memory"); }
                      }
                    },
                    true});
 
-  // Time every case at every thread count.
-  std::vector<std::vector<timing>> ms;  // [case][thread count]
+  std::vector<std::vector<timing>> ms;
   std::vector<const op_case*> chosen;
   for (const op_case& c : cases)
     if (only.empty() || (c.name + " " + c.shape).find(only) != std::string::npos) chosen.push_back(&c);
@@ -444,10 +443,10 @@ int run(bench::arguments& args) {
           auto run_f32 = [&] { gemm_onednn(p.ta, p.tb, p.m, p.n, p.k, 1.0f, a.data(), b.data(), p.beta, c.data()); };
           auto run_bf16 = [&] { gemm_onednn(p.ta, p.tb, p.m, p.n, p.k, 1.0f, a16.data(), b16.data(), p.beta, c.data()); };
           auto run_ref = [&] { gemm_reference(p.ta, p.tb, p.m, p.n, p.k, 1.0f, a.data(), b.data(), p.beta, c.data()); };
-          run_f32();  // creates and caches the primitives
+          run_f32();
           run_bf16();
           run_ref();
-          // Enough calls per repeat for ~10 ms, so short calls are not just timer noise.
+          // Enough calls per repeat for ~10 ms, above timer noise.
           const auto t0 = clock_type::now();
           run_f32();
           const int calls = std::max(1, static_cast<int>(0.01 / std::max(seconds_since(t0), 1e-6)));
@@ -499,12 +498,12 @@ namespace gemm_bands {
 struct product {
   const char* model;
   std::size_t rows, in, out;
-  int kind;  // 0 fwd, 1 dx, 2 dW
+  int kind;
 };
 
 const char* kind_name(int kind) { return kind == 0 ? "fwd" : kind == 1 ? "dx" : "dW"; }
 
-// The gemm call of one product on rows [first, last) of its batch (all of it for the whole product).
+// One product on rows [first, last) of its batch.
 void call(const product& p, std::size_t first, std::size_t last, const float* x, const float* w, const float* dy,
           float* y, float* dx) {
   const std::size_t r = last - first;
@@ -592,20 +591,20 @@ float bits_to_float(std::uint32_t u) {
   return f;
 }
 
-// Random floats over many magnitudes, with every special case sprinkled in.
+// Random floats over many magnitudes, every special case included.
 std::vector<float> test_data(std::size_t n) {
   std::vector<float> x(n);
   splitmix64 random(42);
   for (std::size_t i = 0; i < n; ++i) {
     const std::uint64_t r = random.next();
     switch (r % 16) {
-      case 0: x[i] = bits_to_float(0x7f800000u | std::uint32_t(r >> 40) | 1u); break;  // NaN, random payload
-      case 1: x[i] = bits_to_float(0xff800001u); break;                                 // -NaN, low payload
+      case 0: x[i] = bits_to_float(0x7f800000u | std::uint32_t(r >> 40) | 1u); break;
+      case 1: x[i] = bits_to_float(0xff800001u); break;
       case 2: x[i] = (r >> 8) & 1 ? INFINITY : -INFINITY; break;
-      case 3: x[i] = bits_to_float((std::uint32_t(r >> 16) & 0xffff0000u) | 0x8000u); break;  // exact tie
-      case 4: x[i] = bits_to_float(std::uint32_t(r >> 32) & 0x807fffffu); break;      // subnormal (or zero)
-      case 5: x[i] = bits_to_float(0x7f7fffffu); break;                                 // rounds to infinity
-      default: x[i] = bits_to_float(std::uint32_t(r >> 32)); break;                     // any bit pattern
+      case 3: x[i] = bits_to_float((std::uint32_t(r >> 16) & 0xffff0000u) | 0x8000u); break;
+      case 4: x[i] = bits_to_float(std::uint32_t(r >> 32) & 0x807fffffu); break;
+      case 5: x[i] = bits_to_float(0x7f7fffffu); break;
+      default: x[i] = bits_to_float(std::uint32_t(r >> 32)); break;
     }
   }
   return x;
@@ -692,7 +691,7 @@ int run(bench::arguments& args) {
 // --breakdown    also time each phase of a step beside the same GEMM alone
 namespace mlp_step {
 
-// Wall and thread-CPU seconds of one timed call, and the minor page faults it took (fresh memory).
+// Wall and thread-CPU seconds of one timed call, and its minor page faults.
 struct sample {
   double wall = 0.0, cpu = 0.0;
   long faults = 0;
@@ -713,7 +712,7 @@ sample time_call(const std::function<void()>& f) {
   return {wall, bench::thread_cpu_seconds() - c0, minor_faults() - f0};
 }
 
-// Medians over repeats; min_wall too, which only preemption-free repeats reach (Note [timing under load]).
+// Medians over repeats; min_wall too (Note [timing under load]).
 struct medians {
   double wall = 0.0, cpu = 0.0, min_wall = 0.0, faults = 0.0;
 };
@@ -736,7 +735,7 @@ std::vector<linear_shape> linear_shapes(const sequential& model) {
   return shapes;
 }
 
-// forward 2 n in out, dW 2 n in out, dx 2 n in out for every layer but the first (need_input_grad false).
+// Flops: forward, dW and dx 2 n in out each; no dx for the first layer.
 double gemm_flops_per_step(const std::vector<linear_shape>& shapes, std::size_t n) {
   double flops = 0.0;
   for (std::size_t l = 0; l < shapes.size(); ++l)
@@ -775,7 +774,7 @@ void dw_gemm(bare_layer& l, std::size_t n) {
   gemm(true, false, l.s.in, l.s.out, n, 1.0f, l.x.data(), l.dy.data(), 1.0f, l.dw.data());
 }
 
-// The same calls, in the same order, with the same betas as linear::forward / backward_* in train_step.
+// The same calls, order and betas as linear::forward / backward_* in train_step.
 void bare_step(std::vector<bare_layer>& layers, std::size_t n) {
   for (bare_layer& l : layers) forward_gemm(l, n);
   for (std::size_t i = layers.size(); i-- > 0;) {
@@ -787,21 +786,21 @@ void bare_step(std::vector<bare_layer>& layers, std::size_t n) {
 struct model_case {
   std::string label, spec;
   std::size_t batch_size;
-  std::size_t steps;       // 0: one full epoch
-  std::size_t block;       // steps (and bare repeats) per alternating block, Note [timing under load]
-  std::size_t warmup;      // untimed training steps and bare repeats first
+  std::size_t steps;
+  std::size_t block;  // Note [timing under load]
+  std::size_t warmup;
 };
 
 struct model_result {
   std::string label, spec;
   std::size_t batch_size = 0, steps = 0, samples = 0, parameters = 0;
   bool full_epoch = false;
-  double run_wall_s = 0.0;            // sum of timed (make_batch + train_step) calls
-  double samples_per_s = 0.0;         // samples / run_wall_s
-  double samples_per_s_median = 0.0;  // batch_size / median full-batch step time
+  double run_wall_s = 0.0;
+  double samples_per_s = 0.0;
+  double samples_per_s_median = 0.0;
   double gemm_gflop_per_step = 0.0;
-  medians step, bare;                 // seconds per full-batch step / per bare GEMM set
-  double mean_loss = 0.0;             // mean batch loss over the timed steps
+  medians step, bare;
+  double mean_loss = 0.0;
   std::size_t bare_repeats = 0;
 };
 
@@ -809,7 +808,7 @@ double gflops(double flop, double seconds) { return seconds > 0 ? flop / seconds
 
 model_result run_case(const model_case& mc, const dataset& data) {
   sequential model = sequential::from_spec(mc.spec);
-  optimizer_config adam;  // kind "adam", lr 1e-3
+  optimizer_config adam;
   local_runner runner(model, adam);
   const auto shapes = linear_shapes(model);
   std::vector<bare_layer> bare;
@@ -825,7 +824,7 @@ model_result run_case(const model_case& mc, const dataset& data) {
   r.full_epoch = mc.steps == 0 || mc.steps >= batches;
   const std::size_t steps = r.full_epoch ? batches : mc.steps;
 
-  // Warm-up on batches of another epoch order: page in the weights, the optimizer state and BLAS buffers.
+  // Warm-up on another epoch's batches: pages in weights, optimizer state and buffers.
   const auto warm_order = epoch_order(data.size(), 1, 999);
   for (std::size_t s = 0; s < mc.warmup; ++s) {
     const batch b = make_batch(data, warm_order, s % batches, mc.batch_size);
@@ -848,7 +847,7 @@ model_result run_case(const model_case& mc, const dataset& data) {
       r.run_wall_s += t.wall;
       r.samples += rows(b.inputs);
       loss_sum += loss;
-      if (rows(b.inputs) == mc.batch_size) step_times.push_back(t);  // the last one may be partial
+      if (rows(b.inputs) == mc.batch_size) step_times.push_back(t);
     }
   }
   r.steps = steps;
@@ -861,20 +860,20 @@ model_result run_case(const model_case& mc, const dataset& data) {
   return r;
 }
 
-// --breakdown: one train_step taken apart (the same calls local_runner makes), each phase timed.
+// --breakdown: one train_step taken apart, each phase timed.
 void print_breakdown(const std::string& spec, std::size_t batch_size, std::size_t repeats, const dataset& data) {
   sequential model = sequential::from_spec(spec);
   auto opt = make_optimizer(optimizer_config{});
   auto loss = make_loss("cross_entropy");
   const auto order = epoch_order(data.size(), 1, 0);
-  std::map<std::string, std::vector<double>> phases, bare_phases;  // wall seconds per phase
+  std::map<std::string, std::vector<double>> phases, bare_phases;
   std::vector<std::string> names;
   auto timed = [&](const std::string& name, const std::function<void()>& f) {
     if (!phases.count(name)) names.push_back(name);
     phases[name].push_back(time_call(f).wall);
   };
-  // The bare GEMM of each Linear phase, on operands of its shapes, run right after the step.
-  std::map<std::size_t, bare_layer> bare;  // by layer index
+  // Each Linear phase's bare GEMM, run right after the step.
+  std::map<std::size_t, bare_layer> bare;
   std::uint64_t seed = 1;
   for (std::size_t i = 0; i < model.size(); ++i) {
     const auto in = model.at(i).in_features(), out = model.at(i).out_features();
@@ -912,7 +911,7 @@ void print_breakdown(const std::string& spec, std::size_t batch_size, std::size_
   }
   double total = 0.0, total_bare = 0.0;
   for (auto* m : {&phases, &bare_phases})
-    for (auto& [name, v] : *m) v.erase(v.begin());  // the first repeat warms up
+    for (auto& [name, v] : *m) v.erase(v.begin());
   for (const auto& n : names) total += median(phases[n]);
   std::printf("\nbreakdown of one %s step (batch %zu), median of %zu, wall ms; bare = the same GEMM alone:\n",
               spec.c_str(), batch_size, repeats);
@@ -1028,7 +1027,7 @@ int run(bench::arguments& args) {
 namespace gpt_step {
 
 struct step_time {
-  double wall = 0.0, cpu = 0.0;  // medians
+  double wall = 0.0, cpu = 0.0;
 };
 
 double forward_flops_per_token(const gpt_config& c) {
@@ -1036,7 +1035,7 @@ double forward_flops_per_token(const gpt_config& c) {
   return double(c.layers) * (24.0 * d * d + 4.0 * t * d) + 2.0 * d * double(c.vocabulary);
 }
 
-// Median seconds per step over `steps` steps after `warmup`, on consecutive batches of one epoch order.
+// Median seconds per step after `warmup`, on consecutive batches.
 step_time median_step_s(step_runner& runner, const dataset& d, std::size_t batch_size, int warmup, int steps) {
   const auto order = epoch_order(d.size(), 1, 0);
   std::vector<double> times, cpu;
@@ -1071,14 +1070,14 @@ step_time bare_gemm_gflops(const gpt_config& c, std::size_t rows, int repeats, d
     double kind_s[3] = {0, 0, 0};
     for (const shape& s : shapes) {
       auto t = clock_type::now();
-      gemm(false, false, rows, s.out, s.in, 1.0f, x.data(), w.data(), 0.0f, y.data());   // y = x W
+      gemm(false, false, rows, s.out, s.in, 1.0f, x.data(), w.data(), 0.0f, y.data());
       kind_s[0] += seconds_since(t), t = clock_type::now();
-      gemm(false, true, rows, s.in, s.out, 1.0f, y.data(), w.data(), 0.0f, x.data());    // dx = dy W^T
+      gemm(false, true, rows, s.in, s.out, 1.0f, y.data(), w.data(), 0.0f, x.data());
       kind_s[1] += seconds_since(t), t = clock_type::now();
-      gemm(true, false, s.in, s.out, rows, 1.0f, x.data(), y.data(), 1.0f, dw.data());   // dW += x^T dy
+      gemm(true, false, s.in, s.out, rows, 1.0f, x.data(), y.data(), 1.0f, dw.data());
       kind_s[2] += seconds_since(t);
     }
-    if (r > 0) {  // the first creates the primitives
+    if (r > 0) {
       times.push_back(seconds_since(t0)), cpu.push_back(bench::thread_cpu_seconds() - c0);
       for (int k = 0; k < 3; ++k) kinds[k].push_back(kind_s[k]);
     }
@@ -1090,7 +1089,7 @@ step_time bare_gemm_gflops(const gpt_config& c, std::size_t rows, int repeats, d
 struct row {
   std::string name;
   double tokens_per_s = 0.0, gflops = 0.0, bare_gflops = 0.0;
-  double cpu_tokens_per_s = 0.0, cpu_gflops = 0.0, cpu_bare_gflops = 0.0;  // one thread only: by thread CPU time
+  double cpu_tokens_per_s = 0.0, cpu_gflops = 0.0, cpu_bare_gflops = 0.0;  // one thread: by thread CPU time
 };
 
 int run(bench::arguments& args) {
@@ -1146,8 +1145,8 @@ int run(bench::arguments& args) {
     }
   if (only.empty() || only == "pipeline") {
     set_compute_threads(1);
-    step_time bare = bare_gemm_gflops(config, rows / std::size_t(microbatches), 3);  // one microbatch, one thread
-    bare.wall *= 2;  // two stages, two cores
+    step_time bare = bare_gemm_gflops(config, rows / std::size_t(microbatches), 3);
+    bare.wall *= 2;
     for (const std::string sched : {"1f1b", "zb-h1"}) {
       pipeline_options o;
       o.stages = 2;
@@ -1188,7 +1187,7 @@ struct settings {
   int steps = 8, rounds = 3, threads = 0;
   bool nodes = true;
   std::string model = "784-2048-2048-2048-10";
-  std::string gpt = "gpt:layers=4,dim=256,heads=8,context=128";  // empty: no GPT runs
+  std::string gpt = "gpt:layers=4,dim=256,heads=8,context=128";
   std::size_t gpt_batch = 16;
   std::size_t batch = 256;
   int microbatches = 8;
@@ -1209,7 +1208,7 @@ optimizer_config adam() {
   return o;
 }
 
-// Seconds per step of `steps` steps of `runner` on batches cycled from `d`.
+// Seconds per step of `runner` on batches cycled from `d`.
 double time_steps(step_runner& runner, const dataset& d, std::size_t batch, int steps, std::uint64_t& step) {
   const std::size_t batches = rows(d.inputs) / batch;
   const auto t0 = clock_type::now();
@@ -1221,7 +1220,7 @@ double time_steps(step_runner& runner, const dataset& d, std::size_t batch, int 
   return seconds_since(t0) / steps;
 }
 
-// Two in-process nodes (actor systems with a published node actor), stopped and destroyed on this thread.
+// Two in-process nodes, stopped and destroyed on this thread.
 struct local_nodes {
   std::vector<std::unique_ptr<caf::actor_system_config>> configs;
   std::vector<std::unique_ptr<caf::actor_system>> systems;
@@ -1247,8 +1246,8 @@ struct local_nodes {
 };
 
 struct pipeline_figures {
-  std::vector<double> step_s;               // per round
-  std::vector<std::uint64_t> peak_bytes;    // per stage
+  std::vector<double> step_s;
+  std::vector<std::uint64_t> peak_bytes;
   double wire_bytes_per_step[dtype_count] = {0, 0};
 };
 
@@ -1268,7 +1267,6 @@ int run(bench::arguments& args) {
   std::printf("bench_ops bf16: model %s, batch %zu, Adam; load average before: %s\n", s.model.c_str(), s.batch,
               load_average().c_str());
 
-  // Single process.
   std::vector<double> single_s[2];
   std::uint64_t single_bytes[2] = {0, 0};
   {
@@ -1278,7 +1276,7 @@ int run(bench::arguments& args) {
     for (dtype t : both) models.push_back(make_model(s.model, t));
     for (auto& m : models) runners.push_back(std::make_unique<local_runner>(m, adam()));
     std::uint64_t step[2] = {0, 0};
-    for (int k = 0; k < 2; ++k) time_steps(*runners[k], d, s.batch, 2, step[k]);  // warm-up: primitives, memory
+    for (int k = 0; k < 2; ++k) time_steps(*runners[k], d, s.batch, 2, step[k]);
     for (int r = 0; r < s.rounds; ++r)
       for (int k = 0; k < 2; ++k) single_s[k].push_back(time_steps(*runners[k], d, s.batch, s.steps, step[k]));
     for (int k = 0; k < 2; ++k) {
@@ -1300,14 +1298,14 @@ int run(bench::arguments& args) {
       o.optimizer = adam();
       o.compute_dtype = t;
       o.nodes = nodes;
-      o.security.insecure = true;  // the payload bytes are what is counted
+      o.security.insecure = true;
       return std::make_unique<pipeline>(make_model(s.model, dtype::float32), o);
     };
     std::uint64_t step[2] = {0, 0};
     for (int r = 0; r < s.rounds; ++r)
       for (int k = 0; k < 2; ++k) {
         const std::unique_ptr<pipeline> pipe = make_pipe(both[k]);
-        time_steps(*pipe, d, s.batch, r == 0 ? 2 : 1, step[k]);  // warm-up: primitives, memory
+        time_steps(*pipe, d, s.batch, r == 0 ? 2 : 1, step[k]);
         std::uint64_t before[dtype_count];
         for (dtype t : both) before[static_cast<int>(t)] = wire_tensor_bytes_sent(t);
         out[k].step_s.push_back(time_steps(*pipe, d, s.batch, s.steps, step[k]));
@@ -1324,7 +1322,7 @@ int run(bench::arguments& args) {
     run_pipeline(n.addresses, noded);
   }
 
-  // The GPT: single process, then 2 stages (ZB-H1, m=4), each dtype in alternating rounds.
+  // The GPT: one process, then 2 stages (ZB-H1, m=4), dtypes alternating.
   std::vector<double> gpt_single[2], gpt_staged[2];
   std::vector<std::uint64_t> gpt_peak[2];
   std::size_t gpt_tokens = 0;
@@ -1349,7 +1347,7 @@ int run(bench::arguments& args) {
       for (int r = 0; r < s.rounds; ++r)
         for (int k = 0; k < 2; ++k) gpt_single[k].push_back(time_steps(*runners[k], text, s.gpt_batch, s.steps, step[k]));
     }
-    set_compute_threads(1);  // as for the MLP's pipelines above (Note [idle teams])
+    set_compute_threads(1);  // Note [idle teams]
     std::uint64_t step[2] = {0, 0};
     for (int r = 0; r < s.rounds; ++r)
       for (int k = 0; k < 2; ++k) {

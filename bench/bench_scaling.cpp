@@ -41,10 +41,9 @@ using bench::seconds_since;
 
 // ---- sweep: every way of using the cores this process may use (n), in one run
 // One process at 1, 2, 4, ... n threads; D, T and P alone; P x threads, P x D, P x T filling the cores; P stages
-// sharing the cores by stage cost (Note [cores by stage cost]); one-stage pipelines (the actors' cost). Models: a
-// heavy MLP and 4- and 16-layer GPTs. Each configuration is built anew every round (Note [idle teams]) and runs
-// --rounds times, alternating; printed: the median rate and its efficiency, rate / (one thread's rate x cores).
-// Where `import torch` works, bench/torch_cpu_bench.py runs the same models and splits and the ratio is printed.
+// sharing the cores by stage cost (Note [cores by stage cost]); one-stage pipelines. Each configuration is built
+// anew every round (Note [idle teams]) and runs --rounds times, alternating; printed: the median rate and its
+// efficiency, rate / (one thread's rate x cores), and PyTorch's ratio where `import torch` works.
 // --only keeps the configurations whose name contains one of its ';'-separated texts.
 namespace sweep {
 
@@ -52,7 +51,7 @@ struct workload {
   std::string key, spec, torch_spec;
   tensor inputs, labels;
   std::size_t tokens_per_sample = 1;
-  std::size_t heads = 0;  // T must divide them (0: an MLP, T divides 2048)
+  std::size_t heads = 0;  // T must divide them (0: an MLP)
 };
 
 workload mlp() {
@@ -75,7 +74,7 @@ workload gpt(int layers) {
 }
 
 // One way of running: D replicas x P stages (0: no pipeline) x T ranks, each rank on `threads` intra-op threads;
-// or, with `by_cost` cores, P stages sharing them by stage cost (Note [cores by stage cost] in plan/cores.hpp).
+// or, with `by_cost` cores, P stages sharing them by stage cost.
 struct configuration {
   int D = 1, P = 0, T = 1, threads = 1, by_cost = 0;
   std::string name() const {
@@ -108,7 +107,7 @@ std::unique_ptr<step_runner> make_runner(const configuration& c, sequential& m, 
   o.microbatches = 8;
   o.schedule = schedule;
   o.layers_per_chunk = partition_counts(partition_method::parameters, m, {}, c.P);
-  if (c.by_cost > 0) {  // one thread's layer costs on one microbatch, as train measures them
+  if (c.by_cost > 0) {  // one thread's layer costs on one microbatch
     const auto costs = measure_layer_costs(m, slice_rows(inputs, 0, inputs.shape()[0] / 8), 2, 1);
     const auto busy = predicted_busy_s(costs, chunk_ranges_from_counts(o.layers_per_chunk, m.size()), c.P, 8);
     o.cores = assign_cores(std::vector<int>(cores.begin(), cores.begin() + c.by_cost),
@@ -121,7 +120,7 @@ std::unique_ptr<step_runner> make_runner(const configuration& c, sequential& m, 
   return std::make_unique<data_parallel_pipeline>(m, o, c.D);
 }
 
-// PyTorch on the same model and split of the cores: its per-second rate, or 0 when it cannot run.
+// PyTorch's rate on the same model and split of the cores, or 0 when it cannot run.
 double torch_rate(const std::string& script, const workload& w, const configuration& c, const std::string& dtype,
                   int steps) {
   std::ostringstream cmd;
@@ -132,7 +131,7 @@ double torch_rate(const std::string& script, const workload& w, const configurat
     cmd << "python3 " << script << " single" << common << " --threads " << c.threads;
   else if (c.P == 0 && c.T == 1)
     cmd << "python3 " << script << " ddp" << common << " --stages " << c.D << " --threads " << c.threads;
-  else  // a pipeline (its T or D folded into the threads of each of P stages: the same cores)
+  else  // a pipeline: its T or D folded into each stage's threads
     cmd << "python3 " << script << " pipe" << common << " --stages " << std::max(c.P, 1)
         << " --threads " << c.cores() / std::max(c.P, 1) << " --microbatches 8";
   cmd << " 2>/dev/null";
@@ -167,15 +166,15 @@ std::vector<configuration> configurations(int n, const workload& w) {
     if (n / p > 1 && splits(n / p)) cs.push_back({1, p, n / p, 1});        // P x T
   }
   if (n >= 2) {
-    cs.push_back({1, 1, 1, n});                          // one stage on every core: the pipeline's overhead alone
-    cs.push_back({2, 1, 1, n / 2});                      // D = 2 through the actors: replicas of a one-stage pipeline
-    if (splits(2)) cs.push_back({1, 1, 2, n / 2});       // T = 2 through the actors: a stage of lockstep ranks
+    cs.push_back({1, 1, 1, n});  // one stage on every core: the pipeline's overhead alone
+    cs.push_back({2, 1, 1, n / 2});
+    if (splits(2)) cs.push_back({1, 1, 2, n / 2});
   }
   return cs;
 }
 
 int run(bench::arguments& args) {
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // line by line: a run cut short by a time limit keeps what it measured
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // line by line: a run cut short keeps what it measured
   const int steps = static_cast<int>(args.integer("--steps", 3, 1)), rounds = static_cast<int>(args.integer("--rounds", 3, 1));
   const int max_cores = static_cast<int>(args.integer("--max-cores", 0));
   const std::string models = args.text("--models", "mlp,gpt4,gpt16"), dtype_text = args.text("--dtype", "float32");
@@ -209,7 +208,7 @@ int run(bench::arguments& args) {
       std::vector<double> rates;
       std::uint64_t step = 0;
       double torch = 0.0;
-      std::string refused;  // why the model cannot run this way (e.g. no Linear pair per stage to split over T)
+      std::string refused;  // why the model cannot run this way
     };
     std::vector<run> runs;
     for (const configuration& c : configurations(n, w)) {
@@ -222,7 +221,7 @@ int run(bench::arguments& args) {
     for (int round = 0; round < rounds; ++round)
       for (run& r : runs) {
         if (!r.refused.empty()) continue;
-        // One configuration's threads at a time, built for its block and gone after it (Note [idle teams]).
+        // One configuration's threads at a time (Note [idle teams]).
         try {
           r.runner = make_runner(r.c, *r.model, opt, schedule, cores, w.inputs);
         } catch (const std::invalid_argument& e) {
@@ -274,11 +273,10 @@ int run(bench::arguments& args) {
 // ---- tp-overlap: what overlapping tensor-parallel all-reduces with the weight gradients saves
 // T ranks of a local_group run the Megatron MLP and a GPT block, the backward fused (Note [overlapped backward])
 // and in turn (backward_input, then backward_weight), alternating; both give the same bits. Printed: the
-// backward's median time and the ranks' time blocked in all-reduce waits. The overlap pays only where the
-// group's communication thread has a core of its own.
+// backward's median time and the ranks' time blocked in all-reduce waits.
 namespace tp_overlap {
 
-// A real group member that adds the time its caller spends in wait() to `waited` (seconds, this rank's).
+// A group member that adds the time its caller spends in wait() to `waited` (seconds).
 class timed_group final : public process_group {
  public:
   timed_group(std::unique_ptr<process_group> inner, double* waited) : inner_(std::move(inner)), waited_(waited) {}
@@ -325,7 +323,7 @@ struct way_result {
   std::vector<double> waited_s;    // per repeat: the slowest rank's time blocked in backward all-reduces
 };
 
-// `repeats` steps of forward and backward of `specs` on T ranks, the backward fused (overlapped) or in turn.
+// `repeats` forward and backward steps of `specs` on T ranks, the backward overlapped or in turn.
 way_result run_way(const std::vector<std::string>& specs, const std::vector<std::size_t>& x_shape, int ranks,
                    int threads, int repeats, bool overlapped) {
   local_group group("tp", ranks);
@@ -426,10 +424,9 @@ int run(bench::arguments& args) {
 }  // namespace tp_overlap
 
 // ---- auto: does `actorpipe train --auto` choose well?
-// Runs `train --auto` and a grid of hand-picked configurations of the same run, each its own `actorpipe`
-// process, alternating in rounds, and prints each one's median rate, the grid's best and --auto's ratio to it;
-// planning is timed apart. With `--nodes N` the runs use N `actorpipe node` processes of this machine (Note [auto
-// on nodes]).
+// Runs `train --auto` and a grid of hand-picked configurations, each its own `actorpipe` process, in rounds;
+// prints each one's median rate and --auto's ratio to the grid's best. With `--nodes N` the runs use N
+// `actorpipe node` processes of this machine (Note [auto on nodes]).
 namespace auto_choice {
 
 struct run_figures {
@@ -438,7 +435,7 @@ struct run_figures {
   std::string choice;    // --auto's
 };
 
-// Runs `command`, returns the JSON line it printed on stdout (its stderr goes to /dev/null).
+// Runs `command`, returns the JSON line it printed on stdout.
 run_figures run_train(const std::string& command) {
   const auto t0 = clock_type::now();
   std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen((command + " 2>/dev/null").c_str(), "r"), pclose);
@@ -452,7 +449,7 @@ run_figures run_train(const std::string& command) {
   const std::string line = out.substr(start == std::string::npos ? 0 : start + 1);
   if (line.empty() || line.front() != '{') throw std::runtime_error("no JSON line from: " + command);
   const auto j = nlohmann::json::parse(line);
-  // The steady pace: the samples of a step over the median step (the first step's set-up left out).
+  // The steady pace: a step's samples over the median step.
   f.samples_per_s = j.at("samples_per_s").get<double>() * j.at("wall_s").get<double>() /
                     (j.at("steps").get<double>() * j.at("median_step_s").get<double>());
   if (j.contains("auto")) f.choice = j.at("auto").at("choice").get<std::string>();
@@ -478,7 +475,7 @@ grid in_process(int cores) {
   return g;
 }
 
-// The grid on nodes of one machine, which share its cores (Note [cores on nodes]): pipelines only.
+// The grid on nodes of one machine, sharing its cores (Note [cores on nodes]): pipelines only.
 grid on_nodes(int cores) {
   const std::string n = std::to_string(cores), half = std::to_string(std::max(1, cores / 2));
   const std::string halves = half + (half == "1" ? " thread" : " threads");

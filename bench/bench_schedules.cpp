@@ -42,10 +42,9 @@ using ap::bench::median;
 using ap::bench::percentile;
 
 // ---- train: real training on a 2-stage pipeline, every schedule: throughput and stashed activations
-// A Fashion-MNIST MLP, one compute thread per stage, 8 microbatches, with every schedule; after warm-up, the same
-// timed batches give samples/s (and batch / median step), the peak stashed activations per stage (= simulator),
-// and each stage's busy time beside the simulated step time. The single-process step is the reference
-// (--no-single leaves it out). Runners alternate in blocks (Note [alternating blocks]).
+// A Fashion-MNIST MLP, one thread per stage, 8 microbatches, with every schedule: samples/s, the peak stashed
+// activations per stage (= simulator), and each stage's busy time beside the simulated step time, against the
+// single-process step. Runners alternate in blocks (Note [alternating blocks]).
 namespace training {
 
 const char* model_spec = "784-2048-2048-2048-10";
@@ -64,11 +63,11 @@ struct run_result {
   double samples_per_s_median() const { return step_ms > 0 ? double(batch_size) / (step_ms / 1e3) : 0.0; }
 };
 
-// One way to train a step (single process, or a pipeline with one schedule) and what its steps measured.
+// One way to train a step and what its steps measured.
 struct runner {
   run_result result;
   std::function<float(const ap::batch&, int)> step;  // one train step on a batch, step number
-  std::function<void(run_result&)> finish;           // fills the rest of the result after the last step
+  std::function<void(run_result&)> finish;
   std::vector<double> times_ms;
   double loss_sum = 0.0;
   int steps_taken = 0;
@@ -104,7 +103,7 @@ void run_alternating(std::vector<runner>& runners, const ap::dataset& data, int 
   }
 }
 
-// A pipeline runner; the pipeline lives as long as the runner's functions (shared).
+// A pipeline runner; the pipeline lives as long as the runner's functions.
 runner pipeline_runner(const std::string& schedule, int microbatches, ap::partition_method method,
                        const ap::sequential& model, const std::vector<ap::layer_cost>& costs) {
   runner r;
@@ -250,10 +249,9 @@ int run(ap::bench::arguments& args) {
 }  // namespace training
 
 // ---- overhead: the actor runtime's own overhead, measured makespan / simulated makespan, on sleeping stages
-// Every stage is sleep layers (model/sleep_layer.hpp) of F ms forward and B ms backward, taking wall time without
-// CPU. For p = 4, m = 8 and 16 and every schedule, printed: step (median train_step wall time), span (first task
-// start to last finish), sim (ap::simulate with nominal costs), ratio step / sim, and the bubble against the
-// schedule's formula; Note [where the time goes] splits the difference.
+// Every stage is sleep layers of F ms forward and B ms backward (wall time without CPU). For p = 4, m = 8 and 16
+// and every schedule: step (train_step wall time), span, sim (ap::simulate), ratio step / sim and the bubble;
+// Note [where the time goes] splits the difference.
 //
 // Note [the first layer's input gradient]: chunk 0's first layer skips backward_input (the model input needs no
 // gradient), so a sleep layer there would make stage 0's backward short; a zero-time sleep:0:0 layer goes first.
@@ -296,10 +294,10 @@ struct ran_task {
   ap::op kind = ap::op::forward;
   int microbatch = 0, chunk = 0;
   double start = 0, finish = 0;
-  double arrival = -1;    // its message's arrival (F, B, I); -1 for W, which needs none
+  double arrival = -1;  // its message's arrival; -1 for W
   int previous = -1;      // the stage's previous task
-  int producer = -1;      // the task whose result it consumes; -1: the coordinator's input
-  bool via_loss = false;  // the producer is the last chunk's forward, through the coordinator's loss
+  int producer = -1;  // the task whose result it consumes; -1: the coordinator's input
+  bool via_loss = false;  // the producer is the last forward, through the loss
 };
 
 std::vector<ran_task> tasks_of(const std::vector<ap::stage_event>& events, int total_chunks) {
@@ -307,7 +305,7 @@ std::vector<ran_task> tasks_of(const std::vector<ap::stage_event>& events, int t
   std::vector<ran_task> tasks;
   std::map<int, int> open, last_on_stage;
   std::map<key, double> arrived;
-  std::map<key, int> produced;  // F -> (0, mb, chunk); B or I -> (1, mb, chunk)
+  std::map<key, int> produced;
   for (const auto& e : events) {
     const key k{e.task == ap::op::forward ? 0 : 1, e.microbatch, e.chunk};
     if (e.kind == ap::event_kind::arrive) arrived[k] = e.time_us;
@@ -335,7 +333,7 @@ std::vector<ran_task> tasks_of(const std::vector<ap::stage_event>& events, int t
 }
 
 struct latencies {
-  std::vector<double> hop, loss, dispatch;  // every task's, microseconds
+  std::vector<double> hop, loss, dispatch;
 };
 
 // The critical path of one step, split as in Note [where the time goes]; microseconds.
@@ -356,12 +354,12 @@ critical_path walk_back(const std::vector<ran_task>& tasks, const std::function<
     path.nominal += nominal_us(t);
     path.excess += t.finish - t.start - nominal_us(t);
     const double stage_free = t.previous >= 0 ? tasks[static_cast<std::size_t>(t.previous)].finish : -1e300;
-    if (t.producer >= 0 && t.arrival > stage_free) {  // waited for its message
+    if (t.producer >= 0 && t.arrival > stage_free) {
       const double hop = t.arrival - tasks[static_cast<std::size_t>(t.producer)].finish;
       (t.via_loss ? path.loss : path.hop) += hop;
       path.dispatch += t.start - t.arrival;
       at = t.producer;
-    } else if (t.previous >= 0) {  // waited for its stage
+    } else if (t.previous >= 0) {
       path.dispatch += t.start - stage_free;
       at = t.previous;
     } else {
@@ -387,9 +385,9 @@ struct case_result {
   double step_ms = 0, step_min_ms = 0, span_ms = 0, sim_ms = 0, calibrated_ms = 0, ideal_ms = 0;
   double bubble_formula = 0, bubble_sim = 0;
   double hop_us = 0, hop_p90_us = 0, loss_us = 0, dispatch_us = 0, dispatch_p90_us = 0;
-  double edges_us = 0;         // median over steps of wall - span
-  double sleep_excess_us = 0;  // median measured task duration - nominal, over all tasks
-  critical_path path;          // medians over steps, each field on its own
+  double edges_us = 0;
+  double sleep_excess_us = 0;  // median measured task duration - nominal
+  critical_path path;  // medians over steps
   std::vector<int> peak_stash, sim_peak_stash;
   double ratio() const { return step_ms / sim_ms; }
   double bubble() const { return step_ms / ideal_ms - 1.0; }
@@ -409,7 +407,7 @@ case_result run_case(const std::string& schedule, int p, int m, double forward_m
   o.optimizer.kind = "sgd";
   o.record_events = true;
   ap::pipeline pipe(model, o);
-  const ap::dataset d = ap::make_blobs(static_cast<std::size_t>(2 * m), 4, 4, 1);  // 2 rows per microbatch
+  const ap::dataset d = ap::make_blobs(static_cast<std::size_t>(2 * m), 4, 4, 1);
 
   case_result r;
   r.schedule = schedule, r.stages = p, r.microbatches = m, r.chunks = v;
@@ -421,13 +419,13 @@ case_result run_case(const std::string& schedule, int p, int m, double forward_m
   r.sim_ms = sim.makespan, r.ideal_ms = sim.ideal, r.bubble_sim = sim.bubble, r.sim_peak_stash = sim.peak_stash;
   r.bubble_formula = formula_bubble(schedule, p, m, v);
 
-  // A task's nominal duration: a chunk is 1/v of its stage.
+  // A chunk's task takes 1/v of its stage's.
   auto nominal_us = [&](const ran_task& t) {
     const double stage_ms = t.kind == ap::op::forward ? forward_ms : t.kind == ap::op::backward ? backward_ms : backward_ms / 2;
     return stage_ms / v * 1e3;
   };
   std::vector<double> walls, spans, edges, excess;
-  std::map<std::pair<int, ap::op>, std::vector<double>> durations;  // (stage, op) -> ms
+  std::map<std::pair<int, ap::op>, std::vector<double>> durations;
   std::vector<critical_path> paths;
   latencies lat;
   for (int s = 0; s < warmup + steps; ++s) {
@@ -474,7 +472,7 @@ case_result run_case(const std::string& schedule, int p, int m, double forward_m
   // share alone.
   ap::op_costs measured = nominal;
   for (int stage = 0; stage < p; ++stage) {
-    auto med = [&](ap::op k) { return median(durations[{stage, k}]); };  // ms of one chunk's task
+    auto med = [&](ap::op k) { return median(durations[{stage, k}]); };
     measured.forward[stage] = med(ap::op::forward) * v;
     if (schedule == "zb-h1") {
       measured.backward_input[stage] = med(ap::op::backward_input) * v;
@@ -580,21 +578,20 @@ int run(ap::bench::arguments& args) {
 }  // namespace overhead
 
 // ---- mailbox: per-task cost of holding scrambled tasks in a retriever's task_queue or its mailbox (caf::skip)
-// Note [mailbox as the queue] holds the decision. A source sends N small tasks to a retriever in some arrival
-// order, then begin_atom; the retriever hands them to a processor stand-in in schedule order (F0 B0 F1 B1 ...),
-// at most two in flight. Two retrievers: "queue" keeps every arrival in stage/task_queue (the current design);
-// "skip" returns caf::skip for a task that is not next, leaving it in the mailbox's cache, which CAF re-offers
-// after every consumed message. Arrival orders: scrambled, reverse (skip's worst) and in order (its best).
-// Printed: the median time per task, skip's handler runs per task, and whether the skipped tasks can be listed.
+// Note [mailbox as the queue] holds the decision. N small tasks arrive at a retriever in some order, then
+// begin_atom; it hands them to a processor stand-in in schedule order, at most two in flight. "queue" keeps
+// arrivals in stage/task_queue (the current design); "skip" leaves them in the mailbox with caf::skip, which CAF
+// re-offers after every consumed message. Arrival orders: scrambled, reverse (skip's worst) and in order.
+// Printed: the median time per task and skip's handler runs per task.
 namespace mailbox {
 
 using namespace ap;
 using steady = std::chrono::steady_clock;
 
 constexpr std::uint64_t bench_step = 1;
-constexpr int max_in_flight = 2;  // as actors/retriever.cpp
+constexpr int max_in_flight = 2;
 
-// The schedule: F0 B0 F1 B1 ... (chunk 0), N actions that each consume one task.
+// The schedule: F0 B0 F1 B1 ... (chunk 0).
 std::vector<action> schedule_of(int n) {
   std::vector<action> actions;
   for (int mb = 0; mb < n / 2; ++mb) {
@@ -607,10 +604,10 @@ std::vector<action> schedule_of(int n) {
 // ---- the processor stand-in: checks the order, answers task_done, stamps the last task
 
 struct finish_line {
-  std::promise<steady::time_point> done;  // when the last task arrived
+  std::promise<steady::time_point> done;
   bool in_order = true;
-  std::size_t waiting_seen = 0;  // skip: tasks listed in the mailbox cache at begin
-  std::size_t offers = 0;        // skip: how often a task handler ran (once per task is the least)
+  std::size_t waiting_seen = 0;
+  std::size_t offers = 0;  // skip: task handler runs (one per task at least)
 };
 
 struct consumer_state {
@@ -772,7 +769,7 @@ round_result run_round(caf::actor_system& sys, design d, const std::vector<actio
   auto processor = sys.spawn(consumer, actions, finish);
   caf::actor retriever = d == design::queue ? sys.spawn(queue_retriever, actions, processor)
                                             : sys.spawn(skip_retriever, actions, processor, finish);
-  // The tasks are built here, outside the timed part; the source only moves them into messages.
+  // The tasks are built outside the timed part.
   auto tasks = std::make_shared<std::vector<pending_task>>();
   for (std::size_t i : order) {
     const action& a = actions[i];

@@ -1,6 +1,5 @@
-// What every benchmark program shares: modes and their options, medians, the machine's load, clocks and memory
-// figures, and starting child processes. Each program answers one question; the first word picks the mode,
-// and each mode prints a table, then one JSON line.
+// What every benchmark program shares: modes and options, medians, load, clocks, memory figures and child
+// processes. The first word picks the mode; each mode prints a table, then one JSON line.
 #pragma once
 
 #include <sys/resource.h>
@@ -25,7 +24,7 @@ namespace ap::bench {
 
 using clock_type = std::chrono::steady_clock;
 
-// The middle value (the mean of the two middle ones for an even count); 0 for none.
+// The median (mean of the two middle values for an even count); 0 for none.
 inline double median(std::vector<double> v) {
   if (v.empty()) return 0.0;
   std::sort(v.begin(), v.end());
@@ -33,7 +32,7 @@ inline double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// The value below which a share q of `v` lies (q in [0, 1]); 0 for none.
+// The q-quantile of `v` (q in [0, 1]); 0 for none.
 inline double percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0.0;
   std::sort(v.begin(), v.end());
@@ -44,7 +43,7 @@ inline double seconds_since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
 
-// The median seconds of `repeats` calls of f after one warm-up call (pages touched, primitives created).
+// The median seconds of `repeats` calls of f after one warm-up call.
 inline double median_seconds(int repeats, const std::function<void()>& f) {
   f();
   std::vector<double> t;
@@ -63,7 +62,7 @@ inline double thread_cpu_seconds() {
   return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
 
-// CPU seconds (user + system) of every thread of this process so far.
+// CPU seconds (user + system) of every thread of this process.
 inline double process_cpu_seconds() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
@@ -71,7 +70,7 @@ inline double process_cpu_seconds() {
   return s(u.ru_utime) + s(u.ru_stime);
 }
 
-// A field of /proc/self/status in KiB ("VmRSS", "VmHWM"); -1 where it cannot be read.
+// A /proc/self/status field in KiB ("VmRSS"); -1 where it cannot be read.
 inline long status_kib(const std::string& field) {
   std::ifstream in("/proc/self/status");
   for (std::string line; std::getline(in, line);)
@@ -94,25 +93,22 @@ inline bool matches_any(const std::string& name, const std::string& list) {
                      [&](const std::string& t) { return !t.empty() && name.find(t) != std::string::npos; });
 }
 
-// A mode's bad option: the program prints it with the mode's usage and exits with 2.
+// A mode's bad option: printed with the mode's usage; the program exits with 2.
 struct usage_error : std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
-// The options of one mode. Each read takes its option out; done() refuses what is left, so a misspelt option
-// never passes silently.
+// The options of one mode. Each read takes its option out; done() refuses what is left.
 class arguments {
  public:
   explicit arguments(std::vector<std::string> words) : words_(std::move(words)) {}
 
-  // Whether `name` was given (taken out).
   bool flag(const std::string& name) {
     const auto it = std::find(words_.begin(), words_.end(), name);
     if (it == words_.end()) return false;
     words_.erase(it);
     return true;
   }
-  // The value after `name`, or `fallback` where it was not given.
   std::string text(const std::string& name, const std::string& fallback) {
     const auto it = std::find(words_.begin(), words_.end(), name);
     if (it == words_.end()) return fallback;
@@ -148,7 +144,7 @@ class arguments {
     if (used != t.size() || !(v > 0)) throw usage_error(name + " takes a positive number, not '" + t + "'");
     return v;
   }
-  // "1,2,4" after `name` as numbers of at least 1.
+  // "1,2,4" after `name`, each at least 1.
   std::vector<int> integers(const std::string& name, std::vector<int> fallback) {
     const std::string t = text(name, "");
     if (t.empty()) return fallback;
@@ -175,7 +171,7 @@ class arguments {
   std::vector<std::string> words_;
 };
 
-// A mode: its name (the command's first word), its options for the usage text, and what runs it.
+// A mode: its name, its options for the usage text, and what runs it.
 struct mode {
   std::string name, options, what;
   std::function<int(arguments&)> run;
@@ -217,8 +213,8 @@ inline int run_mode(int argc, char** argv, const std::string& program, const std
   }
 }
 
-// The command that starts this program again: its path, or, when run through the dynamic loader (as
-// scripts/device_bundle.sh packs it), the loader, its options and the program, so children run the same way.
+// The command that starts this program again, through the dynamic loader where it was started so
+// (scripts/device_bundle.sh), so children run the same way.
 inline std::vector<std::string> self_command() {
   const std::string exe = std::filesystem::read_symlink("/proc/self/exe").string();
   if (std::filesystem::path(exe).filename().string().rfind("ld-", 0) != 0) return {exe};
@@ -245,7 +241,7 @@ inline std::vector<std::string> self_command() {
   return command;
 }
 
-// This build's actorpipe, started the way this program was: build/cli/actorpipe or the one packed beside it.
+// This build's actorpipe: build/cli/actorpipe or the one packed beside this program.
 inline std::vector<std::string> actorpipe_command() {
   std::vector<std::string> command = self_command();
   const std::string dir = command.back().substr(0, command.back().rfind('/') + 1);
@@ -253,7 +249,7 @@ inline std::vector<std::string> actorpipe_command() {
   return command;
 }
 
-// `command` as one line for the shell, each word in single quotes.
+// `command` as one shell line, each word single-quoted.
 inline std::string shell_line(const std::vector<std::string>& command) {
   std::string line;
   for (const std::string& word : command) {
