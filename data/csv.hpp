@@ -9,10 +9,9 @@
 
 namespace ap {
 
-// Reads `path`: the first line names the columns; every other non-empty line is a sample. `label_column`
-// holds class ids (below `classes` when it is not 0, else num_classes is the largest + 1); the other columns,
-// in file order, are the features (n, columns - 1) as float32. Throws std::runtime_error naming the file, and
-// for a bad row its line and column.
+// Reads `path`: a header line naming the columns, then one sample a line. `label_column` holds class ids
+// (below `classes` when not 0, else num_classes is the largest + 1); the other columns are the features
+// (n, columns - 1), float32. Throws std::runtime_error naming the file, line and column.
 dataset csv_dataset(const std::string& path, const std::string& label_column = "label", std::size_t classes = 0);
 std::shared_ptr<const data_source> csv_source(const std::string& path, const std::string& label_column = "label",
                                               std::size_t classes = 0);

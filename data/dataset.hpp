@@ -11,8 +11,8 @@ namespace ap {
 
 struct dataset {
   std::string name;
-  tensor inputs;  // (samples, features), e.g. (60000, 784) with pixels scaled to [0, 1]
-  tensor labels;  // (samples) or (samples, sequence): class indices stored as floats (exact below 2^24)
+  tensor inputs;  // (samples, features), e.g. (60000, 784) in [0, 1]
+  tensor labels;  // (samples) or (samples, sequence): class indices as floats (exact below 2^24)
   std::size_t num_classes = 0;
   std::size_t size() const { return inputs.dimension() == 0 ? 0 : inputs.shape()[0]; }
 };
@@ -30,7 +30,6 @@ class sample_order {
  public:
   sample_order(std::size_t n, std::uint64_t seed, std::uint64_t epoch);
   std::size_t size() const { return n_; }
-  // The sample at position i of the epoch (i < size()).
   std::size_t operator[](std::size_t i) const;
 
  private:
@@ -44,7 +43,7 @@ class sample_order {
 // The sample order of one epoch as a vector (Note [lazy epoch order]).
 std::vector<std::size_t> epoch_order(std::size_t n, std::uint64_t seed, std::uint64_t epoch);
 
-// Batch number `index` of an epoch order: samples order[index*batch_size, ...), the last one may be smaller.
+// Batch `index` of an epoch order: order[index*batch_size, ...); the last may be smaller.
 batch make_batch(const dataset& d, const std::vector<std::size_t>& order, std::size_t index,
                  std::size_t batch_size);
 std::size_t batch_count(std::size_t samples, std::size_t batch_size);

@@ -36,7 +36,7 @@ void check_gz(gzFile f, const std::string& path) {
   fail(path, std::string("corrupt gzip stream: ") + message);
 }
 
-// Reads up to n bytes (fewer only at the end of the data); throws on a zlib error.
+// Reads up to n bytes (fewer only at the end); throws on a zlib error.
 std::size_t read_up_to(gzFile f, const std::string& path, unsigned char* dst, std::size_t n) {
   std::size_t got = 0;
   while (got < n) {
@@ -74,7 +74,7 @@ idx_file read_idx(const std::string& path) {
   gz_handle file(gzopen(path.c_str(), "rb"));
   if (!file) fail(path, std::string("cannot open: ") + (errno ? std::strerror(errno) : "out of memory"));
   gzFile f = file.get();
-  gzbuffer(f, 1u << 20);  // fewer, larger reads of the compressed file
+  gzbuffer(f, 1u << 20);
 
   unsigned char magic[4];
   const std::size_t got_magic = read_up_to(f, path, magic, 4);
@@ -158,8 +158,8 @@ dataset load_fashion_mnist(const std::string& split, const std::string& dir) {
   d.name = "fashion-mnist/" + split;
   d.num_classes = num_classes;
   const std::size_t features = 28 * 28;
-  d.inputs = tensor::from_shape({n, features});  // (n, 784) in [0, 1]
-  d.labels = tensor::from_shape({n});            // (n) class indices 0..9
+  d.inputs = tensor::from_shape({n, features});
+  d.labels = tensor::from_shape({n});
   const unsigned char* px = images.bytes.data();
   float* out = d.inputs.data();
   const std::size_t total = n * features;

@@ -13,10 +13,10 @@ inline const char* default_fashion_mnist_dir = "/usr/share/datasets/fashion-mnis
 // std::runtime_error naming the file for a missing, truncated or corrupt file.
 dataset load_fashion_mnist(const std::string& split, const std::string& dir = default_fashion_mnist_dir);
 
-// One IDX file (gzip or raw), for tests and other IDX data sets: returns the dimensions and the bytes.
+// One IDX file (gzip or raw): its dimensions and bytes.
 struct idx_file {
   std::vector<std::size_t> dims;
-  std::vector<unsigned char> bytes;  // product(dims) unsigned bytes (type 0x08)
+  std::vector<unsigned char> bytes;  // product(dims) bytes (type 0x08)
 };
 idx_file read_idx(const std::string& path);
 

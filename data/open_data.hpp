@@ -1,4 +1,4 @@
-// A user's data by path: the reader chosen by format, magic or extension, as training and validation sources.
+// A user's data by path, the reader chosen by format, magic or extension (Note [data format choice]).
 #pragma once
 
 #include <cstddef>
@@ -11,16 +11,16 @@
 namespace ap {
 
 struct data_config {
-  std::string path;              // file or folder: IDX folder, .npy, .csv, llm.c .bin (by magic), raw token file (.bin/.u16/.u32/.tok...), text file/folder
-  std::string labels;            // .npy labels for .npy features
-  std::string validation;        // the validation file/folder of the same kind (npy: features)
-  std::string validation_labels; // npy
-  std::string label_column = "label";  // CSV
-  std::string format;            // "" = by magic/extension; else idx, npy, csv, tokens, llmc, text
-  int token_bytes = 2;           // raw token files
+  std::string path;  // file or folder, of any format of Note [data format choice]
+  std::string labels;
+  std::string validation;  // the validation file/folder of the same kind
+  std::string validation_labels;
+  std::string label_column = "label";
+  std::string format;  // "": by magic/extension; else idx, npy, csv, tokens, llmc, text
+  int token_bytes = 2;
   std::size_t vocab_size = 0;    // token files: ids must be below it (0: the model's)
-  double validation_fraction = 0.1; // token files without a validation file: the held-out last fraction
-  std::size_t limit = 0;         // use only the first N training samples (0: all)
+  double validation_fraction = 0.1;  // token files without a validation file: the held-out fraction
+  std::size_t limit = 0;  // the first N training samples only (0: all)
 };
 
 struct data_sets { std::shared_ptr<const data_source> train, validation; };

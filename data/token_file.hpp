@@ -23,7 +23,7 @@ enum class token_file_kind { raw, llmc };
 token_span open_token_file(const std::string& path, token_file_kind kind, int token_bytes = 2,
                            std::size_t vocab_size = 0);
 
-// Whether `path` starts with llm.c's magic (false for a missing or shorter file).
+// Whether `path` starts with llm.c's magic.
 bool has_llmc_magic(const std::string& path);
 
 }  // namespace ap

@@ -16,8 +16,8 @@ struct token_span {
   const void* data = nullptr;
   std::size_t count = 0;
   int bytes = 1;
-  std::shared_ptr<const void> owner;  // keeps the memory alive; may be null when the caller does
-  bool mapped = false;  // a file's read-only mapping: a gather releases what it read (See Note [released windows])
+  std::shared_ptr<const void> owner;  // may be null when the caller keeps the memory alive
+  bool mapped = false;  // a file's read-only mapping (Note [released windows])
   std::size_t at(std::size_t i) const {
     switch (bytes) {
       case 1: return static_cast<const std::uint8_t*>(data)[i];
@@ -25,7 +25,6 @@ struct token_span {
       default: return static_cast<const std::uint32_t*>(data)[i];
     }
   }
-  // Tokens [begin, end) of this span, sharing its owner.
   token_span part(std::size_t begin, std::size_t end) const;
 };
 
@@ -46,7 +45,7 @@ inline constexpr std::size_t released_block_bytes = std::size_t{2} << 20;
 std::shared_ptr<const data_source> token_windows(token_span tokens, std::size_t context, std::size_t count,
                                                  std::uint64_t seed, std::size_t vocab, std::string name);
 
-// Up to `max_count` windows at starts 0, context, 2*context, ...: a validation set, with no seed.
+// Up to `max_count` windows at starts 0, context, 2*context, ...: unseeded validation.
 std::shared_ptr<const data_source> token_windows_in_order(token_span tokens, std::size_t context,
                                                           std::size_t max_count, std::size_t vocab, std::string name);
 

@@ -12,7 +12,6 @@
 
 namespace ap {
 
-// GPT-2's pre-tokenisation pattern (PCRE syntax).
 inline constexpr const char* gpt2_pattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
@@ -32,17 +31,16 @@ class bpe_tokenizer {
   // byte token, or a merge line that is not "a b" or names a token the vocabulary lacks.
   static bpe_tokenizer from_files(const std::string& vocab_path, const std::string& merges_path);
 
-  // The ids of `text`, any bytes (invalid UTF-8 included).
+  // The ids of `text`, any bytes.
   std::vector<std::uint32_t> encode(std::string_view text) const;
 
   // The bytes of `ids`: decode(encode(text)) == text. Throws std::out_of_range for an id not in the vocabulary.
   std::string decode(const std::vector<std::uint32_t>& ids) const;
 
-  // The largest id + 1.
   std::size_t vocab_size() const { return tokens_.size(); }
-  // Whether `id` is in the vocabulary (ids may leave gaps).
+  // Ids may leave gaps.
   bool has_id(std::uint32_t id) const { return id < tokens_.size() && present_[id]; }
-  // The bytes of `id` (empty for a gap).
+  // Empty for a gap.
   const std::string& token_bytes(std::uint32_t id) const { return tokens_.at(id); }
   // The id of a token given in GPT-2's alphabet ("<|endoftext|>", "Ġthe"), if the vocabulary has it.
   std::optional<std::uint32_t> find_token(const std::string& token) const;
@@ -55,10 +53,10 @@ class bpe_tokenizer {
   };
   void encode_piece(std::string_view piece, std::vector<std::uint32_t>& out) const;
 
-  std::vector<std::string> tokens_;         // id -> bytes
-  std::vector<bool> present_;               // id -> in the vocabulary
-  std::unordered_map<std::string, std::uint32_t> ids_;  // token in GPT-2's alphabet -> id
-  std::uint32_t byte_ids_[256] = {};        // byte -> id of its one-byte token
+  std::vector<std::string> tokens_;
+  std::vector<bool> present_;
+  std::unordered_map<std::string, std::uint32_t> ids_;
+  std::uint32_t byte_ids_[256] = {};
   std::unordered_map<std::uint64_t, merge> merges_;  // (left id << 32 | right id) -> rank, result
 };
 

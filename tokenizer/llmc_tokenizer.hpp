@@ -13,15 +13,15 @@ namespace ap {
 inline constexpr std::int32_t llmc_tokenizer_magic = 20240328;
 
 struct llmc_tokenizer {
-  std::vector<std::string> tokens;         // id -> bytes
-  std::optional<std::uint32_t> end_of_text;  // version 2's header[3]; none in version 1
+  std::vector<std::string> tokens;
+  std::optional<std::uint32_t> end_of_text;  // version 2's header[3]
 
   // Reads and checks `path`. Throws std::runtime_error naming the file and the byte offset for an unreadable or
   // short file, a bad magic, version, vocabulary size or end-of-text id, an empty token, or a truncated or
   // overlong file.
   static llmc_tokenizer read(const std::string& path);
 
-  // The bytes of `ids`. Throws std::out_of_range naming an id at or above the vocabulary size.
+  // Throws std::out_of_range naming an id at or above the vocabulary size.
   std::string decode(const std::vector<std::uint32_t>& ids) const;
   std::size_t vocab_size() const { return tokens.size(); }
 };
