@@ -1,5 +1,4 @@
-// bench_memory: a long pipeline run's resident memory (soak), and training on a memory-mapped token file whose
-// size must not show in resident memory (tokens).
+// bench_memory: resident memory of a long pipeline run (soak) and of training on a mapped token file (tokens).
 //
 // Usage: bench_memory [soak|tokens] [OPTIONS]   (--help lists each mode's options)
 #include <malloc.h>

@@ -58,17 +58,17 @@ ap::transport_security transport_for(bool tls, const std::string& name) {
 
 // ---- nodes: activations between two processes, and training on node processes against one process
 // (1) Activation transfer: forward_tasks of 1-64 MB to a sink actor in a child process, each batch timed until
-// the sink confirms; then the same tensors on an activation link (Note [activations on data links]).
+//     the sink confirms; then the same tensors on an activation link (Note [activations on data links]).
 
 // (2) Training: a 2-stage pipeline on 2 `actorpipe node` processes against one process, in alternating
-// blocks (Note [timing under load]); the nodes share the cores (Note [cores on nodes]).
+//     blocks (Note [timing under load]); the nodes share the cores (Note [cores on nodes]).
 
-// Options (also in --help):
-// --actorpipe  the actorpipe that runs the nodes (default: ../cli/actorpipe next to this program, or beside it)
-// --steps      timed training steps per block (default 30; --quick: 10, and 3 batches a transfer size)
-// --training-only  part (2) alone
-// --link-host  where the sink's activation links listen (default 127.0.0.1: tensors are copied out of the
-// sender's memory, Note [one copy on one machine]; 127.0.0.2 makes them cross the socket)
+// Options:
+//   --actorpipe  the actorpipe that runs the nodes
+//   --steps      timed training steps per block (default 30; --quick: 10, and 3 batches a transfer size)
+//   --training-only  part (2) alone
+//   --link-host  where the sink's activation links listen (default 127.0.0.1: tensors are copied out of the
+//                sender's memory, Note [one copy on one machine]; 127.0.0.2 makes them cross the socket)
 namespace nodes {
 
 struct sink_state {
@@ -89,7 +89,7 @@ caf::behavior sink(caf::stateful_actor<sink_state>* self, std::shared_ptr<ap::ac
   };
 }
 
-// The child process: a sink actor and its activation inbox, until told to exit.
+// The child: a sink actor and its activation inbox.
 int run_sink(bool tls, const std::string& cert_dir, const std::string& link_host) {
   caf::actor_system_config config;
   ap::enable_network(config);

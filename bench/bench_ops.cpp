@@ -128,7 +128,7 @@ int run(bench::arguments& args) {
   args.done();
   keep_tensor_memory();
 
-  // The GPT's shapes: B 64, T 128, D 256, H 8, vocabulary 256; the MLP's hidden width 4 D.
+  // The GPT's shapes: B 64, T 128, D 256, H 8, vocabulary 256, MLP 4 D.
   const std::size_t B = 64, T = 128, D = 256, H = 8, V = 256, rows = B * T;
   // The heavy MLP's: batch 1024, widths 784-2048-2048-2048-10.
   const std::size_t mb = 1024, hidden = 2048, classes = 10;
@@ -386,11 +386,10 @@ int run(bench::arguments& args) {
 // ---- gemm: the GEMMs of training on oneDNN (fp32 and bf16) next to the xtensor-blas reference (OpenBLAS)
 // The three products of each Linear (in -> out) of the small and heavy MLPs, M rows a batch (256) or a
 // microbatch (32), one thread:
-// fwd  y (M, out)   = x (M, in) W (in, out)
-// dx   dx (M, in)   = dy (M, out) W^T            (W stored (in, out))
-// dW   dW (in, out) += x^T dy                    (x stored (M, in): A transposed; accumulate, beta = 1)
-// Each repeat runs oneDNN fp32, oneDNN bf16 and the reference back to back on warm weights; GFLOPS of the median
-// repeat, and per model and M the total.
+//   fwd  y (M, out)   = x (M, in) W (in, out)
+//   dx   dx (M, in)   = dy (M, out) W^T            (W stored (in, out))
+//   dW   dW (in, out) += x^T dy                    (x stored (M, in): A transposed; accumulate, beta = 1)
+// Each repeat runs oneDNN fp32, oneDNN bf16 and the reference back to back; GFLOPS of the median repeat.
 namespace gemm_backends {
 
 void fill(std::vector<float>& v, unsigned seed) {
@@ -446,7 +445,7 @@ int run(bench::arguments& args) {
           run_f32();
           run_bf16();
           run_ref();
-          // Enough calls per repeat for ~10 ms, above timer noise.
+          // ~10 ms of calls per repeat, above timer noise.
           const auto t0 = clock_type::now();
           run_f32();
           const int calls = std::max(1, static_cast<int>(0.01 / std::max(seconds_since(t0), 1e-6)));
@@ -686,12 +685,12 @@ int run(bench::arguments& args) {
 // GEMM; the two alternate in blocks (Note [timing under load]), and the ratio is also given from thread CPU time
 // and fastest repeats; minor page faults show the fresh memory a step touches. scripts/bench_old_vs_new.sh reads
 // its JSON line.
-// --quick        40 steps of the small model instead of a full epoch, 8 of the heavy one instead of 40
-// --heavy-steps  timed steps of the heavy model; --model small|heavy: that model only
-// --breakdown    also time each phase of a step beside the same GEMM alone
+//   --quick        40 steps of the small model instead of a full epoch, 8 of the heavy one instead of 40
+//   --heavy-steps  timed steps of the heavy model; --model small|heavy: that model only
+//   --breakdown    also time each phase of a step beside the same GEMM alone
 namespace mlp_step {
 
-// Wall and thread-CPU seconds of one timed call, and its minor page faults.
+// One timed call's wall and thread-CPU seconds and minor page faults.
 struct sample {
   double wall = 0.0, cpu = 0.0;
   long faults = 0;
@@ -712,7 +711,7 @@ sample time_call(const std::function<void()>& f) {
   return {wall, bench::thread_cpu_seconds() - c0, minor_faults() - f0};
 }
 
-// Medians over repeats; min_wall too (Note [timing under load]).
+// Medians over repeats, and min_wall.
 struct medians {
   double wall = 0.0, cpu = 0.0, min_wall = 0.0, faults = 0.0;
 };
@@ -824,7 +823,7 @@ model_result run_case(const model_case& mc, const dataset& data) {
   r.full_epoch = mc.steps == 0 || mc.steps >= batches;
   const std::size_t steps = r.full_epoch ? batches : mc.steps;
 
-  // Warm-up on another epoch's batches: pages in weights, optimizer state and buffers.
+  // Warm-up on another epoch's batches.
   const auto warm_order = epoch_order(data.size(), 1, 999);
   for (std::size_t s = 0; s < mc.warmup; ++s) {
     const batch b = make_batch(data, warm_order, s % batches, mc.batch_size);
@@ -1176,11 +1175,11 @@ int run(bench::arguments& args) {
 
 // ---- bf16: fp32 against bf16 training (Note [compute dtype]) in one run
 // On the heavy MLP (--model), each dtype in alternating rounds (Note [timing under load]):
-// - samples/s of a single process and of a 2-stage 1F1B pipeline;
-// - peak activation bytes: the single process's cache and each stage's peak stash;
-// - bytes on the wire per step between two in-process nodes by dtype (--no-nodes leaves them out);
-// coordinator traffic stays float32 in both;
-// - a GPT (--gpt SPEC; --no-gpt leaves it out): tokens/s of one process and 2 stages, and peak stash.
+//   - samples/s of a single process and of a 2-stage 1F1B pipeline;
+//   - peak activation bytes: the single process's cache and each stage's peak stash;
+//   - bytes on the wire per step between two in-process nodes by dtype (--no-nodes leaves them out);
+//     coordinator traffic stays float32 in both;
+//   - a GPT (--gpt SPEC; --no-gpt leaves it out): tokens/s of one process and 2 stages, and peak stash.
 namespace bf16_training {
 
 struct settings {

@@ -276,7 +276,7 @@ int run(bench::arguments& args) {
 // backward's median time and the ranks' time blocked in all-reduce waits.
 namespace tp_overlap {
 
-// A group member that adds the time its caller spends in wait() to `waited` (seconds).
+// A group member adding its caller's wait() time to `waited` (seconds).
 class timed_group final : public process_group {
  public:
   timed_group(std::unique_ptr<process_group> inner, double* waited) : inner_(std::move(inner)), waited_(waited) {}

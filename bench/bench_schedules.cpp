@@ -582,7 +582,6 @@ int run(ap::bench::arguments& args) {
 // begin_atom; it hands them to a processor stand-in in schedule order, at most two in flight. "queue" keeps
 // arrivals in stage/task_queue (the current design); "skip" leaves them in the mailbox with caf::skip, which CAF
 // re-offers after every consumed message. Arrival orders: scrambled, reverse (skip's worst) and in order.
-// Printed: the median time per task and skip's handler runs per task.
 namespace mailbox {
 
 using namespace ap;

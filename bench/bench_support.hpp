@@ -1,5 +1,4 @@
-// What every benchmark program shares: modes and options, medians, load, clocks, memory figures and child
-// processes. The first word picks the mode; each mode prints a table, then one JSON line.
+// What every benchmark shares. The first word picks the mode; each mode prints a table, then one JSON line.
 #pragma once
 
 #include <sys/resource.h>
@@ -55,7 +54,7 @@ inline double median_seconds(int repeats, const std::function<void()>& f) {
   return median(t);
 }
 
-// CPU seconds of the calling thread: less disturbed by a loaded machine than wall time.
+// CPU seconds of the calling thread.
 inline double thread_cpu_seconds() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);

@@ -12,8 +12,7 @@
 // --save-init FILE writes the initial weights as llm.c's checkpoint for `train --init-from FILE`: both sides then
 // start from the same weights and their losses differ by rounding alone.
 
-// Prints a line per step, the validation loss and one JSON line; --log FILE writes one JSON object per step
-// with train's keys.
+// --log FILE writes one JSON object per step with train's keys.
 
 //   build/bench/libtorch_gpt2 --model gpt2:context=128 --data tokens.bin --batch-size 4 --max-steps 200
 //       --lr 6e-4 --warmup-steps 20 --lr-schedule cosine --min-lr 6e-5 --beta2 0.95 --weight-decay 0.1

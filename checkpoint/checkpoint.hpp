@@ -35,8 +35,8 @@ struct training_state {
   std::string model_spec;  // as the user wrote it; the layer specs are what is checked
 };
 
-// Saves the whole model (first_index() 0), the state of `opt` (if not null) and `state`, atomically
-// (Note [atomic write]). Throws std::invalid_argument for a slice, std::runtime_error on I/O errors.
+// Saves the whole model, `opt`'s state (if not null) and `state`, atomically (Note [atomic write]).
+// Throws std::invalid_argument for a slice, std::runtime_error on I/O errors.
 void save_checkpoint(const std::string& path, sequential& model, optimizer* opt, const training_state& state);
 
 // Loads into the whole model and, if not null, its optimizer (steps() included); returns the training state.

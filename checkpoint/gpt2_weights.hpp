@@ -27,9 +27,8 @@ namespace ap {
 // Ours (gpt_layer_specs): layer 0 "0.weight" = wte, layer 1 "1.weight" = wpe; block i is layer 2 + i with
 // "0.0.*" ln_1, "0.1.qkv.*" c_attn (GPT-2's q, k, v split), "0.1.proj.*" attn.c_proj, "1.0.*" ln_2, "1.1.*" c_fc,
 // "1.3.*" mlp.c_proj; layer L + 2 ln_f; layer L + 3 the LM head, a Linear (C, V) holding the head transposed:
-// tied, a copy of wte^T (Note [tied weights]); untied, lm_head.weight^T with a bias (0 on import). An untied
-// head that is not wte is written as lm_head.weight (and a non-zero bias); llm.c's format cannot hold it and
-// refuses.
+// tied, a copy of wte^T (Note [tied weights]); untied, lm_head.weight^T with a bias (0 on import), which
+// llm.c's format cannot hold.
 
 enum class gpt2_format { llmc, huggingface };
 const char* gpt2_format_name(gpt2_format format);  // "llm.c", "Hugging Face safetensors"

@@ -13,7 +13,7 @@ namespace ap {
 
 // Note [safetensors layout]: an 8-byte little-endian u64 N, N bytes of JSON header padded with spaces to a
 // multiple of 8:
-// {"__metadata__": {"k": "v"}, "NAME": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]}, ...}
+//   {"__metadata__": {"k": "v"}, "NAME": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]}, ...}
 // then the raw little-endian data. Offsets are relative to the data start; the tensors tile the data exactly.
 
 struct safetensors_file {

@@ -11,8 +11,8 @@
 
 namespace ap {
 
-// A data set the trainer reads batch by batch (docs/data.md shows an implementation). gather() is called from
-// one thread at a time and must return the same samples for the same indices.
+// What the trainer reads batches from (docs/data.md shows one). gather() is called from one thread at a time
+// and returns the same samples for the same indices.
 class data_source {
  public:
   virtual ~data_source() = default;

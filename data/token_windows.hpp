@@ -29,7 +29,7 @@ struct token_span {
 };
 
 // Note [window starts]: sample i of a seeded window source starts at
-// (hash_counters(mix_seed(seed, 0x7e47), i) * (n - context)) >> 64   (128-bit product)
+//   (hash_counters(mix_seed(seed, 0x7e47), i) * (n - context)) >> 64   (128-bit product)
 // for a span of n tokens: a function of (seed, i, n) alone, so no vector of starts is held and any span of the
 // same tokens (text bytes, uint16 or uint32 file) gives the same windows.
 std::size_t window_start(std::uint64_t seed, std::size_t i, std::size_t tokens, std::size_t context);

@@ -14,14 +14,14 @@
 
 namespace ap {
 
-class stage_compute;     // stage/stage_compute.hpp: the stage code, kept out of the installed headers
+class stage_compute;  // the stage code, kept out of the installed headers
 class lockstep_threads;  // stage/lockstep_threads.hpp
 
 struct data_tensor_options {
-  int data_parallel = 1;    // D: replicas, each on its share of every batch
-  int tensor_parallel = 1;  // T: ranks each replica is split over (Note [tensor-parallel specs])
+  int data_parallel = 1;  // D: replicas
+  int tensor_parallel = 1;  // T: ranks per replica (Note [tensor-parallel specs])
   float clip_grad_norm = 0.0f;  // Note [global gradient clipping]; 0: no clipping
-  bool sequence_parallel = false;  // Note [sequence parallelism] in model/sequence_parallel.hpp
+  bool sequence_parallel = false;  // Note [sequence parallelism]
   int threads = 0;  // per rank (Note [cores per rank]); 0: the cores divided evenly
   std::chrono::milliseconds timeout = default_timeout;  // every collective's wait
 };
@@ -48,24 +48,24 @@ class data_tensor_runner final : public step_runner {
 
   // "2 data-parallel replicas x 2 tensor-parallel ranks = 4 threads; split: 0 column_linear:784:512, ...".
   std::string describe() const;
-  // Where the ranks compute: "replica 0: cores 0-7, replica 1: cores 8-15" (plan/cores.hpp).
+  // Where the ranks compute: "replica 0: cores 0-7, replica 1: cores 8-15".
   std::string cores_layout() const;
 
  private:
-  // The replicas' weights (all alike) into model_; returns the optimizer holding their optimizer state.
+  // The replicas' weights into model_; returns the optimizer holding their state.
   std::unique_ptr<optimizer> gather_into_whole();
-  // Every replica takes the parts the others updated (and their state) (Note [shared optimizer step]).
+  // Every replica takes the parts the others updated (Note [shared optimizer step]).
   void take_parts(bool state);
 
   sequential& model_;
   optimizer_config optimizer_config_;
   std::unique_ptr<loss> loss_;
   data_tensor_options options_;
-  std::vector<std::unique_ptr<local_group>> dp_groups_;  // one per tensor-parallel rank, D members
+  std::vector<std::unique_ptr<local_group>> dp_groups_;
   std::vector<std::unique_ptr<stage_compute>> replicas_;  // replica d: the whole model as one stage
-  std::unique_ptr<lockstep_threads> threads_;             // runs the replicas at once, each on a thread of its own
+  std::unique_ptr<lockstep_threads> threads_;
   std::string spent_;                                     // why, after a failed step
-  std::vector<compute_cores> cores_;                      // replica d, rank t at d * T + t
+  std::vector<compute_cores> cores_;  // replica d, rank t at d * T + t
   std::size_t process_cores_ = 0;
 };
 

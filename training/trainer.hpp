@@ -1,4 +1,4 @@
-// The training loop, shared by single-process and pipeline training: epochs of seeded batches, then a test.
+// The training loop of single-process and pipeline training: epochs of seeded batches, then a test.
 #pragma once
 
 #include <cstdint>
@@ -17,11 +17,11 @@
 
 namespace ap {
 
-// What trains one batch. The single-process runner below is the reference; the pipeline is another.
+// What trains one batch; the single-process runner below is the reference.
 class step_runner {
  public:
   virtual ~step_runner() = default;
-  // One optimizer step on one batch; returns the batch's mean loss. `step` numbers steps from 0.
+  // One optimizer step on one batch; returns the batch's mean loss. `step` counts from 0.
   virtual float train_step(const tensor& inputs, const tensor& labels, std::uint64_t step) = 0;
   // Inference outputs (rows, classes).
   virtual tensor predict(const tensor& inputs) = 0;
@@ -30,15 +30,14 @@ class step_runner {
   // nothing. The default throws std::logic_error.
   virtual void save_checkpoint(const std::string& path, const training_state& state);
   virtual training_state load_checkpoint(const std::string& path);
-  // The last step's loss per microbatch (mean over its rows), for a runner that splits batches; else empty.
-  // Note [divergence] names the microbatch of the largest.
+  // The last step's loss per microbatch, for a runner that splits batches; else empty (Note [divergence]).
   virtual std::vector<float> last_microbatch_losses() const { return {}; }
 };
 
-// Plain training of a whole Sequential in this thread: forward, loss, backward, optimizer step.
+// A whole Sequential trained in this thread.
 class local_runner final : public step_runner {
  public:
-  // clip_grad_norm > 0 clips by the global gradient norm before each step (Note [global gradient clipping]).
+  // Note [global gradient clipping] when clip_grad_norm > 0.
   local_runner(sequential& model, const optimizer_config& optimizer, const std::string& loss = "cross_entropy",
                float clip_grad_norm = 0.0f);
   float train_step(const tensor& inputs, const tensor& labels, std::uint64_t step) override;
@@ -54,16 +53,16 @@ class local_runner final : public step_runner {
   std::vector<weight_tie> ties_;  // Note [tied weights]
 };
 
-// Where a run stands after a step: for progress lines and loss curves (train_config::on_step).
+// A run's position after a step.
 struct step_progress {
-  std::uint64_t step = 0;        // the step just taken, numbered from 0 over the whole run (a resumed one included)
-  std::uint64_t epoch = 0;       // its epoch, from 0
+  std::uint64_t step = 0;  // the step just taken, from 0 over the whole run
+  std::uint64_t epoch = 0;
   std::size_t batch = 0, batches = 0;  // its batch in the epoch (from 0) and the epoch's batches
   double loss = 0.0;             // its batch's mean loss
-  std::size_t steps_done = 0;    // steps taken by this call, this one included
-  std::size_t steps_total = 0;   // steps this call will take if nothing stops it
-  std::size_t samples = 0;       // samples trained by this call
-  double elapsed_s = 0.0;        // since this call began
+  std::size_t steps_done = 0;  // steps taken by this call, this one included
+  std::size_t steps_total = 0;  // steps this call will take if nothing stops it
+  std::size_t samples = 0;
+  double elapsed_s = 0.0;
 };
 
 struct train_config {
@@ -71,10 +70,9 @@ struct train_config {
   std::size_t batch_size = 128;
   std::uint64_t seed = 1;       // data order
   std::size_t max_steps = 0;    // total steps, start_step included (0: whole epochs)
-  std::function<void(const std::string&)> log;  // progress lines, if set
-  std::function<void(const step_progress&)> on_step;  // after every step, if set
-  // Where to start: steps already taken, and the epoch and index in it of the next batch (a resumed run sets
-  // them, and `seed`, from the loaded training_state: Note [resumed trajectory]).
+  std::function<void(const std::string&)> log;
+  std::function<void(const step_progress&)> on_step;
+  // Where to start (a resumed run sets these and `seed` from its training_state: Note [resumed trajectory]).
   std::uint64_t start_step = 0, start_epoch = 0, start_batch = 0;
   // If set, called with the position every `checkpoint_every` steps (0: never) and at the end if steps were
   // taken since. Its model_spec is left empty.
@@ -83,7 +81,7 @@ struct train_config {
   // Stop with an error once a loss exceeds this factor times max(first loss, 1) (0: never); a non-finite loss
   // always stops (Note [divergence]).
   double divergence_factor = 1000.0;
-  // If set, called with the step count after every `evaluate_every` steps (a language model's validation loss).
+  // If set, called with the step count every `evaluate_every` steps.
   std::function<void(std::uint64_t step)> evaluate;
   std::size_t evaluate_every = 0;
   // Empty: batches as the data has them. Else each (rows, context) batch is cut to its first L positions, L
@@ -109,16 +107,16 @@ std::string loss_problem(double loss, double first_loss, double divergence_facto
                          const std::vector<float>& microbatch_losses = {});
 
 struct train_report {
-  std::size_t steps = 0, samples = 0;  // taken by this call
-  std::size_t positions = 0;           // labels trained on: samples x sequence length for a language model
-  double wall_s = 0.0;           // training time, without the final test
+  std::size_t steps = 0, samples = 0;
+  std::size_t positions = 0;  // samples x sequence length for a language model
+  double wall_s = 0.0;  // without the final test
   double samples_per_s = 0.0;
-  double positions_per_s = 0.0;  // a language model's tokens per second
+  double positions_per_s = 0.0;
   double median_step_s = 0.0;    // the median of the steps' wall times
   // Mean batch loss over the steps this call took in its last epoch (after a mid-epoch resume, only those).
   double final_loss = 0.0;
   std::size_t final_loss_steps = 0;
-  double last_loss = 0.0;        // the last step's batch loss
+  double last_loss = 0.0;
   double test_accuracy = 0.0;
   std::vector<double> epoch_losses;
 };
