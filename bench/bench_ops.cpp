@@ -1,4 +1,4 @@
-// bench_ops: what each piece of a training step costs on this machine's cores: every op outside the big GEMMs at
+// bench_ops: what each piece of a training step costs on the cores it runs on: every op outside the big GEMMs at
 // 1, 2, 4 ... threads (ops); the GEMMs on oneDNN fp32 and bf16 beside the xtensor-blas reference (gemm) and on a
 // rank of N threads as one call or N bands (gemm-threads); float32 <-> bfloat16 conversions beside oneDNN's reorder
 // (convert); a whole step against the bare GEMMs of its shapes (step, gpt); fp32 against bf16 training (bf16).

@@ -426,7 +426,7 @@ int run(bench::arguments& args) {
 // ---- auto: does `actorpipe train --auto` choose well?
 // Runs `train --auto` and a grid of hand-picked configurations, each its own `actorpipe` process, in rounds;
 // prints each one's median rate and --auto's ratio to the grid's best. With `--nodes N` the runs use N
-// `actorpipe node` processes of this machine (Note [auto on nodes]).
+// `actorpipe node` processes on one machine (Note [auto on nodes]).
 namespace auto_choice {
 
 struct run_figures {
