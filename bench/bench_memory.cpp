@@ -1,7 +1,4 @@
-// bench_memory: does a run's memory stay where it should? A long pipeline run's resident memory over many steps
-// (soak), and training on a memory-mapped token file whose size must not show in the resident memory (tokens). Each
-// mode prints a table, then one JSON line. The memory model's prediction against a run's growth is printed by
-// `actorpipe train` itself (docs/models.md, "The memory model").
+// bench_memory: resident memory of a long pipeline run (soak) and of training on a mapped token file (tokens).
 //
 // Usage: bench_memory [soak|tokens] [OPTIONS]   (--help lists each mode's options)
 #include <malloc.h>
@@ -29,16 +26,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// ---- soak: does a long pipeline run stay flat in memory? ---------------------------------------------------------
-// Trains a 4-stage 1F1B pipeline (8 microbatches) on synthetic blobs for --steps steps (default 100,000) and prints
-// this process's resident memory (VmRSS), malloc's bytes in use and taken, and the events the pipeline holds at
-// intervals (--every, default steps/20), then the slope in bytes per step after warm-up (least squares over the
-// samples after it). It should be well under 1 KB per step (Note [bounded event log] in stage/event_log.hpp).
-// --record-events keeps every event, as `train` did before the bound: it shows the growth the bound removed;
-// --no-keep-memory lets glibc return freed memory (the allocator's own default, not `actorpipe`'s).
+// ---- soak: does a long pipeline run stay flat in memory?
+// Trains a 4-stage 1F1B pipeline, printing VmRSS, malloc's bytes and the events held every --every steps, then
+// the slope in bytes per step after warm-up (Note [bounded event log]).
 namespace soak {
 
-// Least-squares slope of y over x.
 double slope(const std::vector<double>& x, const std::vector<double>& y) {
   const double n = static_cast<double>(x.size());
   double sx = 0, sy = 0, sxx = 0, sxy = 0;
@@ -73,7 +65,7 @@ int run(bench::arguments& args) {
               model_spec.c_str(), batch_size, steps, record ? ", events kept (--record-events)" : "",
               bench::load_average().c_str());
   std::printf("%10s %12s %12s %12s %12s\n", "step", "VmRSS kB", "heap used kB", "heap kB", "held events");
-  const long warmup = std::max(every, steps / 10);  // allocator pools, CAF mailboxes and caches settle first
+  const long warmup = std::max(every, steps / 10);  // allocator pools, mailboxes and caches settle first
   std::vector<double> xs, ys;
   float loss = 0.0f;
   for (long s = 1; s <= steps; ++s) {
@@ -81,7 +73,7 @@ int run(bench::arguments& args) {
     loss = pipe.train_step(b.inputs, b.labels, static_cast<std::uint64_t>(s));
     if (s % every == 0 || s == steps) {
       const long kb = bench::status_kib("VmRSS");
-      const struct mallinfo2 mi = mallinfo2();  // main arena and the others: in use, and taken from the system
+      const struct mallinfo2 mi = mallinfo2();  // in use, and taken from the system
       std::printf("%10ld %12ld %12zu %12zu %12zu\n", s, kb, mi.uordblks / 1024, (mi.arena + mi.hblkhd) / 1024,
                   pipe.held_events());
       std::fflush(stdout);
@@ -98,11 +90,8 @@ int run(bench::arguments& args) {
 
 }  // namespace soak
 
-// ---- tokens: the resident memory of training on a memory-mapped token file does not grow with the file ------------
-// Writes a raw uint16 token file of --small-mb and one of --big-mb MiB in --dir (or reads the --small / --big files
-// given), opens each through open_data (the token id check reads with pread), trains a tiny GPT (--model) for
-// --steps steps with local_runner, and prints VmRSS and VmHWM before and after each. Files it writes are removed at
-// the end.
+// ---- tokens: the resident memory of training on a memory-mapped token file does not grow with the file
+// Trains a tiny GPT on a small and a big uint16 token file, printing VmRSS and VmHWM before and after each.
 namespace tokens {
 
 double status_mib(const char* field) { return static_cast<double>(bench::status_kib(field)) / 1024.0; }

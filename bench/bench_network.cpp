@@ -1,14 +1,10 @@
-// bench_network: what crossing a process boundary costs, on loopback: activations between two processes and
-// training on node processes against one process (nodes); the all-reduce among processes with either backend,
-// which scripts/bench_allreduce.sh runs beside Open MPI's (allreduce); the all-reduce between threads of one process
-// (local-allreduce); and what loopback TCP itself allows with nothing of ours in the way (tcp). Each mode prints a
-// table, then one JSON line. MB = 2^20 bytes throughout, but for tcp's GB/s (1e9 bytes a second).
+// bench_network: what crossing a process boundary costs on loopback: activations between processes and training
+// on node processes against one process (nodes); the all-reduce among processes with either backend (allreduce,
+// which scripts/bench_allreduce.sh runs beside Open MPI's); the all-reduce between threads (local-allreduce); and
+// plain loopback TCP (tcp). MB = 2^20 bytes, but tcp's GB/s is 1e9 bytes a second.
 //
-// Transport (Note [mutual TLS]): nodes and the ring use mutual TLS by default (test certificates made at start by
-// scripts/make_test_certs.sh, which needs the `openssl` command), --insecure for plain TCP (the transport of MPI's
-// btl tcp); gloo is plain TCP only. The programs that start processes start them as they were started themselves
-// (bench_support.hpp, self_command), so they run through the dynamic loader where scripts/device_bundle.sh packs
-// them so.
+// Nodes and the ring use mutual TLS by default (Note [mutual TLS]; test certificates from
+// scripts/make_test_certs.sh, which needs `openssl`), --insecure for plain TCP; gloo is plain TCP only.
 //
 // Usage: bench_network [nodes|allreduce|local-allreduce|tcp] [OPTIONS]   (--help lists each mode's options)
 #include <arpa/inet.h>
@@ -60,30 +56,19 @@ ap::transport_security transport_for(bool tls, const std::string& name) {
   return tls ? ap::test::tls_security(name) : ap::test::insecure_transport();
 }
 
-// ---- nodes: activations between two processes, and training on node processes against one process --------------
-// (1) Activation transfer: forward_tasks of 1, 4, 16 and 64 MB go from this process to a sink actor in a child
-//     process (this program run again with --sink), streamed in batches of ~64 MB (at least 2 tensors), each batch
-//     timed until the sink confirms it received it. MB/s = payload bytes / time. The tensor travels as one raw
-//     block (wire_format.hpp); the figure includes serialising, the kernel's copies and deserialising into a fresh
-//     tensor on the other side. Then the same tensors on an activation link beside a CAF message carrying their
-//     ticket (Note [activations on data links]), as stages on two nodes send them: written from the tensor's
-//     memory, read into a fresh tensor, taken by the sink's actor. Each batch's tensors are made before its clock
-//     starts, as a stage's outputs are.
+// ---- nodes: activations between two processes, and training on node processes against one process
+// (1) Activation transfer: forward_tasks of 1-64 MB to a sink actor in a child process, each batch timed until
+//     the sink confirms; then the same tensors on an activation link (Note [activations on data links]).
 
-// (2) Training: samples/s of 784-2048-2048-2048-10 (batch 256, 8 microbatches, 1F1B, Adam) on 2 stages placed on
-//     2 `actorpipe node` processes, against the same 2-stage pipeline in one process. Blocks of steps alternate
-//     between the two (Note [timing under load] in bench_ops.cpp). With --stages P --threads T, P stages of T
-//     threads each: on 16 cores --stages 4 --threads 4 (4 nodes of 4 threads against 4 stages of 4 threads in one
-//     process; the nodes share the machine's cores as Note [cores on nodes] says).
+// (2) Training: a 2-stage pipeline on 2 `actorpipe node` processes against one process, in alternating
+//     blocks (Note [timing under load]); the nodes share the cores (Note [cores on nodes]).
 
 // Options:
-//   --actorpipe  the actorpipe program that runs the nodes (default: ../cli/actorpipe next to this program, or the
-//                actorpipe packed beside it)
+//   --actorpipe  the actorpipe that runs the nodes
 //   --steps      timed training steps per block (default 30; --quick: 10, and 3 batches a transfer size)
 //   --training-only  part (2) alone
-//   --link-host  where the sink's activation links listen (default 127.0.0.1: one address at both ends, so tensors
-//                are copied out of the sender's memory, Note [one copy on one machine]); 127.0.0.2 makes them cross
-//                the socket, as between machines
+//   --link-host  where the sink's activation links listen (default 127.0.0.1: tensors are copied out of the
+//                sender's memory, Note [one copy on one machine]; 127.0.0.2 makes them cross the socket)
 namespace nodes {
 
 struct sink_state {
@@ -104,7 +89,7 @@ caf::behavior sink(caf::stateful_actor<sink_state>* self, std::shared_ptr<ap::ac
   };
 }
 
-// The child process: a sink actor and its activation inbox (listening on `link_host`), until it is told to exit.
+// The child: a sink actor and its activation inbox.
 int run_sink(bool tls, const std::string& cert_dir, const std::string& link_host) {
   caf::actor_system_config config;
   ap::enable_network(config);
@@ -127,7 +112,7 @@ int run_sink(bool tls, const std::string& cert_dir, const std::string& link_host
   return 0;
 }
 
-// Median MB/s per size. `beside`: each tensor on an activation link, its message carrying the ticket.
+// Median MB/s per size; `beside`: tensors on an activation link.
 std::vector<std::pair<double, double>> transfer(bool quick, bool tls, bool beside, const std::string& link_host) {
   std::vector<std::string> command = ap::bench::self_command();
   command.insert(command.end(), {"nodes", "--sink", "--link-host", link_host});
@@ -168,7 +153,7 @@ std::vector<std::pair<double, double>> transfer(bool quick, bool tls, bool besid
     const caf::message msg = caf::make_message(std::move(t));  // sent again and again: no copy here
     const int per_batch = std::max(2, static_cast<int>(64.0 / mb));  // at least 2: the 2nd overlaps the 1st
     const int batches = quick ? 3 : std::max(5, static_cast<int>(8 * 16.0 / (mb * per_batch)));
-    std::vector<ap::tensor> outputs;  // a batch's tensors, made before its clock starts, as a stage's outputs are
+    std::vector<ap::tensor> outputs;  // made before the clock starts, as a stage's outputs are
     auto make_outputs = [&] {
       if (beside) outputs.assign(static_cast<std::size_t>(per_batch), payload);  // a link may keep what it sends
     };
@@ -186,7 +171,7 @@ std::vector<std::pair<double, double>> transfer(bool quick, bool tls, bool besid
       sync();
     };
     make_outputs();
-    send_batch();  // warm-up: connection buffers, page faults of the receiver
+    send_batch();  // warm-up
     std::vector<double> rates;
     for (int b = 0; b < batches; ++b) {
       make_outputs();
@@ -203,7 +188,7 @@ std::vector<std::pair<double, double>> transfer(bool quick, bool tls, bool besid
   return results;
 }
 
-// The training's pipeline: `stages` stages of `threads` intra-op threads each, batches of `batch` samples.
+// The training's pipeline: `stages` stages of `threads` threads, batches of `batch` samples.
 struct training_shape {
   int stages = 2, threads = 1, batch = 256;
 };
@@ -217,7 +202,6 @@ double train_block(ap::pipeline& pipe, const std::vector<ap::dataset>& batches, 
   return steps * static_cast<double>(batches[0].inputs.shape()[0]) / seconds_since(t0);
 }
 
-// Median samples/s over blocks: in one process, and on node processes.
 std::pair<double, double> training(const std::vector<std::string>& actorpipe, int steps, bool tls, const training_shape& shape) {
   const ap::sequential model = ap::sequential::from_spec("784-2048-2048-2048-10", {"relu", 1});
   std::vector<ap::dataset> batches;
@@ -239,7 +223,7 @@ std::pair<double, double> training(const std::vector<std::string>& actorpipe, in
     on_nodes.nodes.push_back(nodes.back()->address());
   }
   on_nodes.security = transport_for(tls, "coordinator");
-  // Both pipelines live side by side (each idles while the other trains) so blocks can alternate.
+  // Both pipelines live side by side so blocks can alternate.
   ap::pipeline local(model, o);
   ap::pipeline remote(model, on_nodes);
   std::uint64_t local_step = 0, remote_step = 0;
@@ -306,24 +290,17 @@ int run(ap::bench::arguments& args) {
 
 }  // namespace nodes
 
-// ---- allreduce: all-reduce bus bandwidth among 2 or more processes on loopback -----------------------------------
-// 1-64 MB of float32 (--max-mb), with either backend of the groups across processes (Note [collective backends]):
-// our ring on its data links (collective/ring_group.hpp) or gloo (collective/gloo_group.hpp). This process is rank
-// 0; it starts itself again as ranks 1..N-1 (--rank r). The ranks hand each other their endpoints through files in
-// a fresh folder (--exchange), as a coordinator would over its connections. Each size runs 2 warm-up all-reduces
-// (the first checked: small whole numbers, exact in any order), then --repeats timed ones on rank 0 (each waits for
-// its result, so the times are back to back). Bus bandwidth = 2 (n-1)/n * bytes / time (NCCL's definition); the
-// median of the repeats is printed. scripts/bench_allreduce.sh runs this next to Open MPI's MPI_Allreduce on the
-// same sizes and process counts (bench/mpi_allreduce.c). Where: the ranks listen on 127.0.0.1 (--host), so a ring's
-// chunks are copied out of the left neighbour's memory (Note [one copy in the ring]); with --host 127.0.0.2 each
-// link's connecting end is 127.0.0.1, another address, and the chunks cross the sockets as between machines.
+// ---- allreduce: all-reduce bus bandwidth among 2 or more processes on loopback
+// 1-64 MB of float32 with the ring or gloo (Note [collective backends]); this process is rank 0 and starts
+// ranks 1..N-1, which exchange endpoints through files. Printed: the median bus bandwidth, 2 (n-1)/n * bytes /
+// time (NCCL's definition). --host 127.0.0.2 makes the chunks cross the sockets (Note [one copy in the ring]).
 namespace allreduce {
 
 struct options {
   int rank = 0;
   int processes = 2;
   std::string backend = "ring";
-  std::string exchange;  // the folder where ranks leave their endpoints
+  std::string exchange;
   int repeats = 10;
   std::size_t chunk_kb = ap::ring_group::default_chunk_bytes / 1024;
   std::size_t max_mb = 64;
@@ -332,8 +309,7 @@ struct options {
   std::string host = "127.0.0.1";  // where the ranks listen: 127.0.0.2 makes the links cross the sockets
 };
 
-// Leaves this rank's endpoint in the folder (written whole, then renamed) and reads every rank's, waiting up to
-// `timeout` for the others.
+// Leaves this rank's endpoint in the folder and reads every rank's, waiting up to `timeout`.
 std::vector<std::string> exchange_endpoints(const options& o, const std::string& mine, std::chrono::seconds timeout) {
   namespace fs = std::filesystem;
   const fs::path dir = o.exchange;
@@ -369,15 +345,15 @@ int run(ap::bench::arguments& args) {
   o.cert_dir = args.text("--cert-dir", "");
   o.host = args.text("--host", o.host);
   args.done();
-  if (o.backend != "ring" && o.backend != "gloo")  // by-size is the two, each on its sizes: measure each
+  if (o.backend != "ring" && o.backend != "gloo")
     throw ap::bench::usage_error("--backend is ring or gloo, not " + o.backend);
   if (o.backend == "gloo") o.insecure = true;
 
-  ap::keep_tensor_memory();  // as `actorpipe node` does: a chunk's buffers are reused, not faulted in again
+  ap::keep_tensor_memory();  // as `actorpipe node` does
   caf::actor_system_config config;
   config.load<caf::io::middleman>();
   ap::add_message_types(config);
-  ap::configure_scheduler(config);  // as a node's (Note [quiet scheduler]): CAF's default workers sleep-poll every 50 us
+  ap::configure_scheduler(config);  // as a node's (Note [quiet scheduler])
   caf::actor_system system{config};
   const auto timeout = std::chrono::milliseconds(60000);
   ap::transport_security security = ap::test::insecure_transport();
@@ -413,7 +389,7 @@ int run(ap::bench::arguments& args) {
   group->connect(exchange_endpoints(mine, group->endpoint(), std::chrono::seconds(30)));
 
   nlohmann::json sizes = nlohmann::json::array();
-  // Between processes of one machine the chunks are copied out of the sender's memory (Note [one copy in the ring]).
+  // Note [one copy in the ring].
   const auto* ring = dynamic_cast<const ap::ring_group*>(group.get());
   const std::string chunks = ring && ring->copies_from_left() ? "copied in place" : "on the links";
   if (o.rank == 0)
@@ -426,7 +402,7 @@ int run(ap::bench::arguments& args) {
   for (std::size_t mb = 1; mb <= o.max_mb; mb *= 2) {
     ap::tensor t = ap::tensor::from_shape({mb * (1u << 20) / 4});
     for (std::size_t i = 0; i < t.size(); ++i) t.data()[i] = static_cast<float>(i % 7) + static_cast<float>(o.rank);
-    group->all_reduce(t).wait();  // a warm-up, and the sum checked: small whole numbers, exact in any order
+    group->all_reduce(t).wait();  // warm-up, the sum checked (small whole numbers are exact in any order)
     const double n = o.processes;
     for (std::size_t i = 0; i < t.size(); ++i)
       if (t.data()[i] != static_cast<float>(n * static_cast<double>(i % 7) + n * (n - 1) / 2))
@@ -446,8 +422,7 @@ int run(ap::bench::arguments& args) {
       sizes.push_back({{"mb", mb}, {"median_ms", median * 1e3}, {"bus_gb_s", bus}});
     }
   }
-  // Every rank stays until rank 0 has its last result: a rank that ended early would be a peer gone to a
-  // collective still finishing elsewhere.
+  // Every rank stays until rank 0 has its last result: a rank that ended early would be a peer lost mid-collective.
   const std::filesystem::path done = std::filesystem::path(mine.exchange) / "done";
   if (o.rank != 0) {
     const auto deadline = clock_type::now() + std::chrono::seconds(60);
@@ -467,14 +442,9 @@ int run(ap::bench::arguments& args) {
 
 }  // namespace allreduce
 
-// ---- local-allreduce: all-reduce between D threads of one process (local_group) ----------------------------------
-// Bus bandwidth of large (data-parallel gradient) reductions and the latency of small (tensor-parallel activation)
-// ones, D = 2, 4, ... --max-d. Every rank's thread starts the all-reduce and waits for it, as a replica does at the
-// end of its backward; a round is timed from a barrier before the start to a barrier after every wait, the median of
-// --repeats rounds after one warm-up. Bus bandwidth as NCCL's tests count it: bytes x 2 (D - 1) / D / time. Small
-// all-reduces run 200 back to back per round (a tensor-parallel layer's forward and backward), reported as
-// microseconds per all-reduce. "cpu" is the CPU time of the whole process per all-reduce (every thread): what the
-// work costs whatever else runs on the machine.
+// ---- local-allreduce: all-reduce between D threads of one process (local_group)
+// Bus bandwidth of large all-reduces and latency of small ones (200 a round), D = 2, 4, ... --max-d, timed
+// barrier to barrier. "cpu": the whole process's CPU time per all-reduce.
 namespace local_allreduce {
 
 struct timing {
@@ -505,7 +475,7 @@ class barrier {
   long generation_ = 0;
 };
 
-// Seconds per round of `per_round` all-reduces of `floats` floats on each of `d` ranks.
+// Seconds per round of `per_round` all-reduces of `floats` floats on `d` ranks.
 timing time_all_reduce(int d, std::size_t floats, int repeats, int per_round) {
   ap::local_group group("bench", d);
   barrier sync(d);
@@ -569,14 +539,11 @@ int run(ap::bench::arguments& args) {
 
 }  // namespace local_allreduce
 
-// ---- tcp: the ceiling of loopback TCP between two processes, with nothing of ours in the way ----------------------
-// A forked child receives N MB messages into one buffer while the parent sends them from another, plain
-// send()/recv() on one connection; each size sends --total-mb MB in all (at least 4 messages). What the nodes'
-// activations and the all-reduce can at best approach through the sockets. GB/s = 1e9 bytes a second.
+// ---- tcp: the ceiling of loopback TCP between two processes, with nothing of ours in the way
+// A forked child receives N MB messages with plain send()/recv() on one connection, --total-mb MB per size.
 namespace tcp {
 
-// Sends `count` messages of `bytes` to a child that receives them all; seconds from the first send to the
-// child's one-byte answer after the last.
+// Seconds from the first send to the child's answer after the last.
 double transfer(std::size_t bytes, int count) {
   const int listener = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in address{};

@@ -1,14 +1,11 @@
-// bench_ops: what each piece of a training step costs on the cores of the machine it runs on: every op outside the
-// big GEMMs at 1, 2, 4 ... threads (ops); the GEMMs on oneDNN fp32 and bf16 beside the xtensor-blas reference
-// (gemm) and on a rank of N threads as one call or N bands of rows (gemm-threads); float32 <-> bfloat16
-// conversions beside oneDNN's reorder (convert); a whole step against the bare GEMMs of its shapes, the MLPs on
-// Fashion-MNIST (step) and a GPT on text (gpt); and fp32 against bf16 training (bf16). Each mode prints a table,
-// then one JSON line.
+// bench_ops: what each piece of a training step costs on the cores it runs on: every op outside the big GEMMs at
+// 1, 2, 4 ... threads (ops); the GEMMs on oneDNN fp32 and bf16 beside the xtensor-blas reference (gemm) and on a
+// rank of N threads as one call or N bands (gemm-threads); float32 <-> bfloat16 conversions beside oneDNN's reorder
+// (convert); a whole step against the bare GEMMs of its shapes (step, gpt); fp32 against bf16 training (bf16).
 //
-// Note [timing under load]: the machine may be shared. Each figure is a median of repeats; the load average is
-// printed beside the table; where two things are compared they run in alternating blocks, so both see the same
-// load. Under load trust the thread-CPU and fastest-repeat figures over the wall-clock medians, and compare
-// figures of one run only.
+// Note [timing under load]: the machine may be shared. Each figure is a median of repeats, the load average is
+// printed beside it, and compared things run in alternating blocks so both see the same load. Under load trust
+// the thread-CPU and fastest-repeat figures, and compare figures of one run only.
 //
 // Usage: bench_ops [ops|gemm|gemm-threads|convert|step|gpt|bf16] [OPTIONS]   (--help lists each mode's options)
 #include <sys/resource.h>
@@ -75,12 +72,10 @@ tensor random_tensor(const shape_t& shape, std::uint64_t seed, float scale = 1.0
   return t;
 }
 
-// ---- ops: every op outside the big GEMMs at 1, 2, 4 ... threads ------------------------------------------------
-// Timed alone on the calling thread's intra-op threads (set_compute_threads), with the parallel efficiency
-// t1 / (n * tn). Shapes: the 4-layer GPT (gpt:layers=4,dim=256,heads=8,context=128, batch 64: 8192 rows x 256) and
-// the heavy MLP (784-2048-2048-2048-10, batch 1024). Forward and backward are timed apart where an op has both
-// (backward = backward_input + backward_weight). Last, the memory system's own scaling (Note [bandwidth ceiling])
-// and a team's start and end (Note [a team's start and end]).
+// ---- ops: every op outside the big GEMMs at 1, 2, 4 ... threads
+// Each op timed alone on the intra-op threads, with the parallel efficiency t1 / (n * tn), at the 4-layer GPT's
+// and the heavy MLP's shapes; forward and backward apart. Last, the memory's own scaling (Note [bandwidth
+// ceiling]) and a team's start and end (Note [a team's start and end]).
 namespace ops_alone {
 
 tensor labels(std::size_t n, std::size_t classes, std::uint64_t seed) {
@@ -93,22 +88,21 @@ tensor labels(std::size_t n, std::size_t classes, std::uint64_t seed) {
 struct op_case {
   std::string name;   // "layer_norm.forward"
   std::string shape;  // "8192x256"
-  std::function<void()> setup;  // untimed, before each repeat (may be empty); a backward's runs its forward
-  std::function<void()> run;    // timed
-  bool ceiling = false;         // the memory's own scaling, not an op (Note [bandwidth ceiling])
+  std::function<void()> setup;  // untimed set-up before each repeat (may be empty)
+  std::function<void()> run;
+  bool ceiling = false;  // Note [bandwidth ceiling]
 };
 
 struct timing {
-  double median, best;  // ms
+  double median, best;
 };
 
 timing time_ms(const op_case& c, int repeats) {
   std::vector<double> ms;
-  for (int r = 0; r <= repeats; ++r) {  // run 0 warms up (oneDNN primitives, caches, first touch)
+  for (int r = 0; r <= repeats; ++r) {  // run 0 warms up
     if (c.setup) c.setup();
-    // The team is woken before the clock starts: in training an op follows another on a team that is awake,
-    // while an untimed set-up on one thread lets it fall asleep (a wake-up costs ~0.1-0.4 ms on a 2-vCPU VM,
-    // more than the small ops themselves).
+    // The team is woken before the clock starts, as in training where ops follow each other on an awake team; a
+    // wake-up would cost more than the small ops themselves.
 #pragma omp parallel
     { }
     const auto start = clock_type::now();
@@ -132,16 +126,16 @@ int run(bench::arguments& args) {
   const std::string only = args.text("--only", "");
   const std::vector<int> threads = args.integers("--threads", default_threads());
   args.done();
-  keep_tensor_memory();  // as `actorpipe` does: buffers come back from the heap, not faulted in afresh each op
+  keep_tensor_memory();
 
-  // The GPT's shapes: B 64, T 128, D 256, H 8, vocabulary 256; the MLP's hidden width 4 D.
+  // The GPT's shapes: B 64, T 128, D 256, H 8, vocabulary 256, MLP 4 D.
   const std::size_t B = 64, T = 128, D = 256, H = 8, V = 256, rows = B * T;
   // The heavy MLP's: batch 1024, widths 784-2048-2048-2048-10.
   const std::size_t mb = 1024, hidden = 2048, classes = 10;
   const forward_context ctx;
   std::vector<op_case> cases;
 
-  // Attention (the whole layer: QKV and output projections, heads, softmax) and its heads alone.
+  // Attention (the whole layer) and its heads alone.
   causal_self_attention attention(D, H);
   attention.initialize(1);
   const tensor att_x = random_tensor({B, T, D}, 2);
@@ -238,12 +232,12 @@ int run(bench::arguments& args) {
   cases.push_back({"cross_entropy.gradient", "1024x10", nullptr,
                    [&] { xent.compute_gradient(mlp_logits, mlp_labels, mb); }});
 
-  // Residual add (forward h += x, backward dx += dy: the same loop, model/block.cpp's) over (8192, 256).
+  // Residual add over (8192, 256) (model/block.cpp's loop).
   tensor res_h = random_tensor({rows, D}, 22);
   const tensor res_x = random_tensor({rows, D}, 23);
   cases.push_back({"residual_add", "8192x256", nullptr, [&] { add_into(res_h.data(), res_x.data(), res_h.size()); }});
 
-  // Optimizers, gradient clipping over every parameter of the two models.
+  // Optimizers and gradient clipping over every parameter of the two models.
   sequential gpt = sequential::from_spec("gpt:layers=4,dim=256,heads=8,context=128");
   sequential mlp = sequential::from_spec("784-2048-2048-2048-10");
   std::size_t gpt_count = 0, mlp_count = 0;
@@ -301,12 +295,10 @@ int run(bench::arguments& args) {
                      }});
   }
 
-  // Note [bandwidth ceiling]: an op that reads and writes its tensors once (the optimizers, conversions,
-  // slicing, ReLU) cannot scale past the memory system. STREAM's triad a = b + s c over three arrays of the
-  // heavy MLP's parameter count (3 x 40 MB, far past the caches), on the same threads, measures that ceiling:
-  // on a 2-vCPU AMD EPYC VM (AVX2) it took 5.7-5.9 ms on one thread and 4.2-5.1 on two (two runs), an
-  // efficiency of 0.56-0.70, and AdamW and SGD over the same 10M parameters measured 0.56-0.66 beside it: at the
-  // ceiling. It is printed as a row and kept out of the worst figures.
+  // Note [bandwidth ceiling]: an op that reads and writes its tensors once (optimizers, conversions, slicing, ReLU)
+  // cannot scale past the memory system. STREAM's triad over three arrays of the heavy MLP's parameter count, on the
+  // same threads, measures that ceiling (figures: docs/performance.md). Printed as a row, kept out of the worst
+  // figures.
   std::vector<float> triad_a(mlp_count), triad_b(mlp_count, 1.0f), triad_c(mlp_count, 2.0f);
   cases.push_back({"memory.triad (ceiling)", "3 x " + std::to_string(mlp_count) + " floats", nullptr,
                    [&] {
@@ -317,22 +309,19 @@ int run(bench::arguments& args) {
                    },
                    true});
 
-  // Note [a team's start and end]: what an op's parallel region costs before any work, a team of the rank's threads
-  // started and joined (awake, as between two ops of a step). Its ms are the microseconds of one region; times the
-  // regions a step opens (223 teams a step were counted for the 4-layer GPT at batch 64 in one process, about
-  // 82 more a microbatch in a pipeline: docs/performance.md) they say what share of a step the teams take. Printed
-  // as a row and kept out of the worst figures.
+  // Note [a team's start and end]: the cost of a parallel region before any work, an awake team of the rank's
+  // threads started and joined: its ms are the microseconds of one region. Times the regions a step opens
+  // (docs/performance.md) it gives the teams' share of a step. Printed as a row, kept out of the worst figures.
   cases.push_back({"team.start_and_end (ceiling)", "1,000 empty regions", nullptr,
                    [] {
                      for (int i = 0; i < 1000; ++i) {
 #pragma omp parallel
-                       { asm volatile("" ::: "memory"); }  // a region the compiler keeps
+                       { asm volatile("" ::: "memory"); }
                      }
                    },
                    true});
 
-  // Time every case at every thread count.
-  std::vector<std::vector<timing>> ms;  // [case][thread count]
+  std::vector<std::vector<timing>> ms;
   std::vector<const op_case*> chosen;
   for (const op_case& c : cases)
     if (only.empty() || (c.name + " " + c.shape).find(only) != std::string::npos) chosen.push_back(&c);
@@ -394,17 +383,13 @@ int run(bench::arguments& args) {
 
 }  // namespace ops_alone
 
-// ---- gemm: the GEMMs of training on oneDNN (fp32 and bf16) next to the xtensor-blas reference (OpenBLAS) ---------
-// Shapes are the three products each Linear layer (in -> out) of the two MLPs computes per step, with the rows M a
-// batch (256) or a pipeline microbatch (32):
+// ---- gemm: the GEMMs of training on oneDNN (fp32 and bf16) next to the xtensor-blas reference (OpenBLAS)
+// The three products of each Linear (in -> out) of the small and heavy MLPs, M rows a batch (256) or a
+// microbatch (32), one thread:
 //   fwd  y (M, out)   = x (M, in) W (in, out)
 //   dx   dx (M, in)   = dy (M, out) W^T            (W stored (in, out))
 //   dW   dW (in, out) += x^T dy                    (x stored (M, in): A transposed; accumulate, beta = 1)
-// for 784-512-256-10 ("small") and 784-2048-2048-2048-10 ("heavy"), every backend on one thread. Each repeat times
-// oneDNN fp32, oneDNN bf16 (bf16 inputs, fp32 accumulation and output) and the reference back to back, so all
-// three see the same load; figures are GFLOPS of the median repeat by wall clock, and per model and M the total (all
-// products' flops / all products' median times). The weights are warm (in cache after the first call), as they are
-// for a stage that runs microbatch after microbatch.
+// Each repeat runs oneDNN fp32, oneDNN bf16 and the reference back to back; GFLOPS of the median repeat.
 namespace gemm_backends {
 
 void fill(std::vector<float>& v, unsigned seed) {
@@ -425,8 +410,8 @@ int run(bench::arguments& args) {
   std::printf("bench_ops gemm: oneDNN fp32 / bf16 vs the xtensor-blas reference (OpenBLAS), 1 thread, median of %d "
               "repeats\nload average before: %s\n\n",
               repeats, load_before.c_str());
-  // Without AVX-512, gemm_onednn's fp32 products are OpenBLAS's in bands of rows (Note [fp32 products on
-  // OpenBLAS without AVX-512] in tensor/matmul_onednn.cpp): its column then measures those.
+  // Without AVX-512 oneDNN's fp32 products are OpenBLAS's in bands of rows (Note [fp32 products on OpenBLAS
+  // without AVX-512]): its column measures those.
   const char* fp32_path = onednn_avx512() ? "onednn" : "openblas";
   if (!onednn_avx512())
     std::printf("no AVX-512 here: the 'dnnl f32' column is the fast path's fp32 product, OpenBLAS in bands of "
@@ -457,10 +442,10 @@ int run(bench::arguments& args) {
           auto run_f32 = [&] { gemm_onednn(p.ta, p.tb, p.m, p.n, p.k, 1.0f, a.data(), b.data(), p.beta, c.data()); };
           auto run_bf16 = [&] { gemm_onednn(p.ta, p.tb, p.m, p.n, p.k, 1.0f, a16.data(), b16.data(), p.beta, c.data()); };
           auto run_ref = [&] { gemm_reference(p.ta, p.tb, p.m, p.n, p.k, 1.0f, a.data(), b.data(), p.beta, c.data()); };
-          run_f32();  // creates and caches the primitives
+          run_f32();
           run_bf16();
           run_ref();
-          // Enough calls per repeat for ~10 ms, so short calls are not just timer noise.
+          // ~10 ms of calls per repeat, above timer noise.
           const auto t0 = clock_type::now();
           run_f32();
           const int calls = std::max(1, static_cast<int>(0.01 / std::max(seconds_since(t0), 1e-6)));
@@ -504,24 +489,20 @@ int run(bench::arguments& args) {
 
 }  // namespace gemm_backends
 
-// ---- gemm-threads: the training products on a rank of N threads, one N-thread call against N bands of rows -------
-// Each band a 1-thread call (what Note [rows split among the team] in tensor/matmul_onednn.cpp chooses between),
-// beside the same product on one thread. Shapes: the GPT's Linear products (dim 256, its 768 / 256 / 1024 / 256
-// wide layers and the 256-class head) at a whole batch of 8,192 rows and a microbatch of 1,024; the heavy MLP's
-// (784 -> 2048 -> 2048 -> 10) at 1,024 and 128 rows. Products: fwd y = x W, dx = dy W^T, dW += x^T dy. GFLOPS of the
-// median of --repeats calls after one warm-up (each call on warm operands, as in training). Thread counts above
-// the machine's cores are run all the same: on fewer cores they measure time-slicing, not the split.
+// ---- gemm-threads: the training products on a rank of N threads, one N-thread call against N bands of rows
+// Each band a 1-thread call (the choice of Note [rows split among the team]), beside one thread, on the GPT's and
+// heavy MLP's Linear products at a batch and a microbatch. Thread counts above the cores measure time-slicing.
 namespace gemm_bands {
 
 struct product {
   const char* model;
   std::size_t rows, in, out;
-  int kind;  // 0 fwd, 1 dx, 2 dW
+  int kind;
 };
 
 const char* kind_name(int kind) { return kind == 0 ? "fwd" : kind == 1 ? "dx" : "dW"; }
 
-// The gemm call of one product on rows [first, last) of its batch (all of it for the whole product).
+// One product on rows [first, last) of its batch.
 void call(const product& p, std::size_t first, std::size_t last, const float* x, const float* w, const float* dy,
           float* y, float* dx) {
   const std::size_t r = last - first;
@@ -529,9 +510,8 @@ void call(const product& p, std::size_t first, std::size_t last, const float* x,
   if (p.kind == 1) gemm(false, true, r, p.in, p.out, 1.0f, dy + first * p.out, w, 0.0f, dx + first * p.in);
 }
 
-// dW's rows are W's in-features: a band is a block of them, i.e. a block of x's columns. gemm takes no leading
-// dimension, so the bands read rows of xt = x^T (in, rows), a transposed copy made once and not timed: each band
-// is then a product with A not transposed and the whole sum (k = rows) in one call.
+// dW's rows are W's in-features, so a band is a block of x's columns. gemm takes no leading dimension, so bands
+// read rows of xt = x^T, a transposed copy made once and not timed.
 void call_dw(const product& p, std::size_t first, std::size_t last, const float* xt, const float* dy, float* dw) {
   gemm(false, false, last - first, p.out, p.rows, 1.0f, xt + first * p.rows, dy, 1.0f, dw + first * p.out);
 }
@@ -598,13 +578,10 @@ int run(bench::arguments& args) {
 
 }  // namespace gemm_bands
 
-// ---- convert: float32 <-> bfloat16 buffer conversion, the project's loops next to oneDNN's reorder ---------------
-// The loops of tensor/bfloat16.cpp (which GCC vectorises at -O3 -march=native) on --elements elements (16M:
-// buffers far past the caches; 131072 stays in L2), one thread (as a stage runs) and, for the reorder, also two
-// OpenMP threads. GB/s counts the bytes read plus the bytes written (16M elements: 64 MB + 32 MB each way) over the
-// median of the repeats. Before timing, each result is compared bit for bit with the scalar to_bfloat16 / to_float
-// on random data with NaN (with payloads), infinities, exact ties, subnormals and overflow (Note [conversions] in
-// bfloat16.hpp says why the loops are kept).
+// ---- convert: float32 <-> bfloat16 buffer conversion, the project's loops next to oneDNN's reorder
+// The loops of tensor/bfloat16.cpp on --elements elements, one thread (the reorder also on two); GB/s counts
+// bytes read plus written. Each result is first compared bit for bit with the scalar conversions on data with
+// NaNs, infinities, ties, subnormals and overflow (Note [conversions] says why the loops are kept).
 namespace conversions {
 
 float bits_to_float(std::uint32_t u) {
@@ -613,20 +590,20 @@ float bits_to_float(std::uint32_t u) {
   return f;
 }
 
-// Random floats over many magnitudes, with every special case sprinkled in.
+// Random floats over many magnitudes, every special case included.
 std::vector<float> test_data(std::size_t n) {
   std::vector<float> x(n);
   splitmix64 random(42);
   for (std::size_t i = 0; i < n; ++i) {
     const std::uint64_t r = random.next();
     switch (r % 16) {
-      case 0: x[i] = bits_to_float(0x7f800000u | std::uint32_t(r >> 40) | 1u); break;  // NaN, random payload
-      case 1: x[i] = bits_to_float(0xff800001u); break;                                 // -NaN, low payload
+      case 0: x[i] = bits_to_float(0x7f800000u | std::uint32_t(r >> 40) | 1u); break;
+      case 1: x[i] = bits_to_float(0xff800001u); break;
       case 2: x[i] = (r >> 8) & 1 ? INFINITY : -INFINITY; break;
-      case 3: x[i] = bits_to_float((std::uint32_t(r >> 16) & 0xffff0000u) | 0x8000u); break;  // exact tie
-      case 4: x[i] = bits_to_float(std::uint32_t(r >> 32) & 0x807fffffu); break;      // subnormal (or zero)
-      case 5: x[i] = bits_to_float(0x7f7fffffu); break;                                 // rounds to infinity
-      default: x[i] = bits_to_float(std::uint32_t(r >> 32)); break;                     // any bit pattern
+      case 3: x[i] = bits_to_float((std::uint32_t(r >> 16) & 0xffff0000u) | 0x8000u); break;
+      case 4: x[i] = bits_to_float(std::uint32_t(r >> 32) & 0x807fffffu); break;
+      case 5: x[i] = bits_to_float(0x7f7fffffu); break;
+      default: x[i] = bits_to_float(std::uint32_t(r >> 32)); break;
     }
   }
   return x;
@@ -702,22 +679,18 @@ int run(bench::arguments& args) {
 
 }  // namespace conversions
 
-// ---- step: a training step of the two MLPs against the bare GEMMs of its shapes ---------------------------------
-// For each model, on --threads compute threads (default 1), (1) training steps over Fashion-MNIST (a step =
-// make_batch + local_runner::train_step: zero_grad, forward, loss, backward, Adam) and (2) "bare" gemm calls on
-// exactly the GEMM shapes one step performs (per Linear: forward y = x W, backward dW += x^T dy, dx = dy W^T except
-// for the first layer, with the betas the layer uses). Training GFLOPS = GEMM flops per step / median step time, so
-// ratio = training GFLOPS / bare GFLOPS is the share of a step's time spent inside GEMM. Bare repeats and training
-// steps run in alternating blocks (Note [timing under load]); the ratio is also given from thread CPU time (no time
-// spent preempted; the cpu columns count only the calling thread) and from the fastest repeat of each; minor page
-// faults per step show how much fresh memory a step touches. scripts/bench_old_vs_new.sh reads its JSON line.
+// ---- step: a training step of the two MLPs against the bare GEMMs of its shapes
+// On --threads compute threads, (1) training steps over Fashion-MNIST and (2) bare gemm calls on exactly the
+// GEMM shapes and betas of one step. ratio = training GFLOPS / bare GFLOPS is the share of a step spent inside
+// GEMM; the two alternate in blocks (Note [timing under load]), and the ratio is also given from thread CPU time
+// and fastest repeats; minor page faults show the fresh memory a step touches. scripts/bench_old_vs_new.sh reads
+// its JSON line.
 //   --quick        40 steps of the small model instead of a full epoch, 8 of the heavy one instead of 40
 //   --heavy-steps  timed steps of the heavy model; --model small|heavy: that model only
-//   --breakdown    also time each phase of a step (zero_grad, each layer's forward, backward_input and
-//                  backward_weight next to the same GEMM alone, loss, Adam)
+//   --breakdown    also time each phase of a step beside the same GEMM alone
 namespace mlp_step {
 
-// Wall and thread-CPU seconds of one timed call, and the minor page faults it took (fresh memory).
+// One timed call's wall and thread-CPU seconds and minor page faults.
 struct sample {
   double wall = 0.0, cpu = 0.0;
   long faults = 0;
@@ -738,7 +711,7 @@ sample time_call(const std::function<void()>& f) {
   return {wall, bench::thread_cpu_seconds() - c0, minor_faults() - f0};
 }
 
-// Medians over repeats; min_wall too, which only preemption-free repeats reach (Note [timing under load]).
+// Medians over repeats, and min_wall.
 struct medians {
   double wall = 0.0, cpu = 0.0, min_wall = 0.0, faults = 0.0;
 };
@@ -761,7 +734,7 @@ std::vector<linear_shape> linear_shapes(const sequential& model) {
   return shapes;
 }
 
-// forward 2 n in out, dW 2 n in out, dx 2 n in out for every layer but the first (need_input_grad false).
+// Flops: forward, dW and dx 2 n in out each; no dx for the first layer.
 double gemm_flops_per_step(const std::vector<linear_shape>& shapes, std::size_t n) {
   double flops = 0.0;
   for (std::size_t l = 0; l < shapes.size(); ++l)
@@ -769,8 +742,7 @@ double gemm_flops_per_step(const std::vector<linear_shape>& shapes, std::size_t 
   return flops;
 }
 
-// Operands shaped like the layer's own: x (n, in), W (in, out), y (n, out), dy (n, out), dW (in, out),
-// dx (n, in). Values in [-0.5, 0.5) so nothing drifts into denormals.
+// Operands shaped like the layer's own, values in [-0.5, 0.5) so nothing drifts into denormals.
 struct bare_layer {
   linear_shape s;
   std::vector<float> x, w, y, dy, dw, dx;
@@ -801,7 +773,7 @@ void dw_gemm(bare_layer& l, std::size_t n) {
   gemm(true, false, l.s.in, l.s.out, n, 1.0f, l.x.data(), l.dy.data(), 1.0f, l.dw.data());
 }
 
-// The same calls, in the same order, with the same betas as linear::forward / backward_* in train_step.
+// The same calls, order and betas as linear::forward / backward_* in train_step.
 void bare_step(std::vector<bare_layer>& layers, std::size_t n) {
   for (bare_layer& l : layers) forward_gemm(l, n);
   for (std::size_t i = layers.size(); i-- > 0;) {
@@ -813,21 +785,21 @@ void bare_step(std::vector<bare_layer>& layers, std::size_t n) {
 struct model_case {
   std::string label, spec;
   std::size_t batch_size;
-  std::size_t steps;       // 0: one full epoch
-  std::size_t block;       // steps (and bare repeats) per alternating block, Note [timing under load]
-  std::size_t warmup;      // untimed training steps and bare repeats first
+  std::size_t steps;
+  std::size_t block;  // Note [timing under load]
+  std::size_t warmup;
 };
 
 struct model_result {
   std::string label, spec;
   std::size_t batch_size = 0, steps = 0, samples = 0, parameters = 0;
   bool full_epoch = false;
-  double run_wall_s = 0.0;            // sum of timed (make_batch + train_step) calls
-  double samples_per_s = 0.0;         // samples / run_wall_s
-  double samples_per_s_median = 0.0;  // batch_size / median full-batch step time
+  double run_wall_s = 0.0;
+  double samples_per_s = 0.0;
+  double samples_per_s_median = 0.0;
   double gemm_gflop_per_step = 0.0;
-  medians step, bare;                 // seconds per full-batch step / per bare GEMM set
-  double mean_loss = 0.0;             // mean batch loss over the timed steps
+  medians step, bare;
+  double mean_loss = 0.0;
   std::size_t bare_repeats = 0;
 };
 
@@ -835,7 +807,7 @@ double gflops(double flop, double seconds) { return seconds > 0 ? flop / seconds
 
 model_result run_case(const model_case& mc, const dataset& data) {
   sequential model = sequential::from_spec(mc.spec);
-  optimizer_config adam;  // kind "adam", lr 1e-3
+  optimizer_config adam;
   local_runner runner(model, adam);
   const auto shapes = linear_shapes(model);
   std::vector<bare_layer> bare;
@@ -851,7 +823,7 @@ model_result run_case(const model_case& mc, const dataset& data) {
   r.full_epoch = mc.steps == 0 || mc.steps >= batches;
   const std::size_t steps = r.full_epoch ? batches : mc.steps;
 
-  // Warm-up on batches of another epoch order: page in the weights, the optimizer state and BLAS buffers.
+  // Warm-up on another epoch's batches.
   const auto warm_order = epoch_order(data.size(), 1, 999);
   for (std::size_t s = 0; s < mc.warmup; ++s) {
     const batch b = make_batch(data, warm_order, s % batches, mc.batch_size);
@@ -874,7 +846,7 @@ model_result run_case(const model_case& mc, const dataset& data) {
       r.run_wall_s += t.wall;
       r.samples += rows(b.inputs);
       loss_sum += loss;
-      if (rows(b.inputs) == mc.batch_size) step_times.push_back(t);  // the last one may be partial
+      if (rows(b.inputs) == mc.batch_size) step_times.push_back(t);
     }
   }
   r.steps = steps;
@@ -887,20 +859,20 @@ model_result run_case(const model_case& mc, const dataset& data) {
   return r;
 }
 
-// --breakdown: one train_step taken apart (the same calls local_runner makes), each phase timed.
+// --breakdown: one train_step taken apart, each phase timed.
 void print_breakdown(const std::string& spec, std::size_t batch_size, std::size_t repeats, const dataset& data) {
   sequential model = sequential::from_spec(spec);
   auto opt = make_optimizer(optimizer_config{});
   auto loss = make_loss("cross_entropy");
   const auto order = epoch_order(data.size(), 1, 0);
-  std::map<std::string, std::vector<double>> phases, bare_phases;  // wall seconds per phase
+  std::map<std::string, std::vector<double>> phases, bare_phases;
   std::vector<std::string> names;
   auto timed = [&](const std::string& name, const std::function<void()>& f) {
     if (!phases.count(name)) names.push_back(name);
     phases[name].push_back(time_call(f).wall);
   };
-  // The bare GEMM of each Linear phase, on operands of its shapes, run right after the step.
-  std::map<std::size_t, bare_layer> bare;  // by layer index
+  // Each Linear phase's bare GEMM, run right after the step.
+  std::map<std::size_t, bare_layer> bare;
   std::uint64_t seed = 1;
   for (std::size_t i = 0; i < model.size(); ++i) {
     const auto in = model.at(i).in_features(), out = model.at(i).out_features();
@@ -938,7 +910,7 @@ void print_breakdown(const std::string& spec, std::size_t batch_size, std::size_
   }
   double total = 0.0, total_bare = 0.0;
   for (auto* m : {&phases, &bare_phases})
-    for (auto& [name, v] : *m) v.erase(v.begin());  // the first repeat warms up
+    for (auto& [name, v] : *m) v.erase(v.begin());
   for (const auto& n : names) total += median(phases[n]);
   std::printf("\nbreakdown of one %s step (batch %zu), median of %zu, wall ms; bare = the same GEMM alone:\n",
               spec.c_str(), batch_size, repeats);
@@ -1047,19 +1019,14 @@ int run(bench::arguments& args) {
 
 }  // namespace mlp_step
 
-// ---- gpt: a GPT's training step against the bare GEMMs of its Linear layers --------------------------------------
-// gpt:layers=4,dim=256,heads=8,context=128 by default, on the fortunes, batch 16 sequences, AdamW, fp32: one process
-// on 1 thread and on every core, and 2 pipeline stages (1F1B and ZB-H1); beside it the bare GEMM speed on the shapes
-// of the model's Linear layers, so the share of a step spent at GEMM speed is visible.
-// FLOPs: a token's forward is L (24 D^2 + 4 T D) + 2 D V (QKV 6 D^2, output projection 2 D^2, MLP 16 D^2; scores
-// and weighted values 2 T D each, over the full T x T since the mask is applied after the product; LM head),
-// training three times that (forward, dx, dW): 20.9 MFLOP per token for the default model. Training GFLOPS = that *
-// tokens/s. The bare GEMM figure runs, for one batch of B*T rows, the forward, dx and dW products of every Linear
-// (gemm, as the layers call it), on the same thread count. Medians over steps (Note [timing under load]).
+// ---- gpt: a GPT's training step against the bare GEMMs of its Linear layers
+// The 4-layer GPT on the fortunes, fp32: one process on 1 thread and on every core, and 2 pipeline stages (1F1B,
+// ZB-H1), beside the bare GEMM speed of its Linear layers' shapes. A token's forward is L (24 D^2 + 4 T D) + 2 D V
+// FLOPs (scores over the full T x T: the mask applies after the product), training three times that.
 namespace gpt_step {
 
 struct step_time {
-  double wall = 0.0, cpu = 0.0;  // medians
+  double wall = 0.0, cpu = 0.0;
 };
 
 double forward_flops_per_token(const gpt_config& c) {
@@ -1067,7 +1034,7 @@ double forward_flops_per_token(const gpt_config& c) {
   return double(c.layers) * (24.0 * d * d + 4.0 * t * d) + 2.0 * d * double(c.vocabulary);
 }
 
-// Median seconds per step over `steps` steps after `warmup`, on consecutive batches of one epoch order.
+// Median seconds per step after `warmup`, on consecutive batches.
 step_time median_step_s(step_runner& runner, const dataset& d, std::size_t batch_size, int warmup, int steps) {
   const auto order = epoch_order(d.size(), 1, 0);
   std::vector<double> times, cpu;
@@ -1081,8 +1048,8 @@ step_time median_step_s(step_runner& runner, const dataset& d, std::size_t batch
   return {median(times), median(cpu)};
 }
 
-// GFLOPS of the Linear layers' products for one batch of `rows` rows: forward, dx, dW of each; and, where
-// `by_product` is given, each kind's GFLOPS apart (y = x W, dx = dy W^T, dW += x^T dy; medians by wall clock).
+// GFLOPS of the Linear layers' products (forward, dx, dW) for one batch of `rows` rows; with `by_product`, each
+// kind's apart.
 step_time bare_gemm_gflops(const gpt_config& c, std::size_t rows, int repeats, double* by_product = nullptr) {
   struct shape { std::size_t in, out; };
   std::vector<shape> shapes;
@@ -1102,14 +1069,14 @@ step_time bare_gemm_gflops(const gpt_config& c, std::size_t rows, int repeats, d
     double kind_s[3] = {0, 0, 0};
     for (const shape& s : shapes) {
       auto t = clock_type::now();
-      gemm(false, false, rows, s.out, s.in, 1.0f, x.data(), w.data(), 0.0f, y.data());   // y = x W
+      gemm(false, false, rows, s.out, s.in, 1.0f, x.data(), w.data(), 0.0f, y.data());
       kind_s[0] += seconds_since(t), t = clock_type::now();
-      gemm(false, true, rows, s.in, s.out, 1.0f, y.data(), w.data(), 0.0f, x.data());    // dx = dy W^T
+      gemm(false, true, rows, s.in, s.out, 1.0f, y.data(), w.data(), 0.0f, x.data());
       kind_s[1] += seconds_since(t), t = clock_type::now();
-      gemm(true, false, s.in, s.out, rows, 1.0f, x.data(), y.data(), 1.0f, dw.data());   // dW += x^T dy
+      gemm(true, false, s.in, s.out, rows, 1.0f, x.data(), y.data(), 1.0f, dw.data());
       kind_s[2] += seconds_since(t);
     }
-    if (r > 0) {  // the first creates the primitives
+    if (r > 0) {
       times.push_back(seconds_since(t0)), cpu.push_back(bench::thread_cpu_seconds() - c0);
       for (int k = 0; k < 3; ++k) kinds[k].push_back(kind_s[k]);
     }
@@ -1121,7 +1088,7 @@ step_time bare_gemm_gflops(const gpt_config& c, std::size_t rows, int repeats, d
 struct row {
   std::string name;
   double tokens_per_s = 0.0, gflops = 0.0, bare_gflops = 0.0;
-  double cpu_tokens_per_s = 0.0, cpu_gflops = 0.0, cpu_bare_gflops = 0.0;  // one thread only: by thread CPU time
+  double cpu_tokens_per_s = 0.0, cpu_gflops = 0.0, cpu_bare_gflops = 0.0;  // one thread: by thread CPU time
 };
 
 int run(bench::arguments& args) {
@@ -1177,8 +1144,8 @@ int run(bench::arguments& args) {
     }
   if (only.empty() || only == "pipeline") {
     set_compute_threads(1);
-    step_time bare = bare_gemm_gflops(config, rows / std::size_t(microbatches), 3);  // one microbatch, one thread
-    bare.wall *= 2;  // two stages, two cores
+    step_time bare = bare_gemm_gflops(config, rows / std::size_t(microbatches), 3);
+    bare.wall *= 2;
     for (const std::string sched : {"1f1b", "zb-h1"}) {
       pipeline_options o;
       o.stages = 2;
@@ -1206,27 +1173,20 @@ int run(bench::arguments& args) {
 
 }  // namespace gpt_step
 
-// ---- bf16: fp32 against bf16 training (Note [compute dtype] in model/layer.hpp) in one run -----------------------
-// On the heavy MLP 784-2048-2048-2048-10 (--model), batch 256, Adam:
-//   - samples/s of a single process (its compute threads: --threads, default every core) and of a 2-stage 1F1B
-//     pipeline (m=8, one thread per stage), each dtype timed in alternating rounds (Note [timing under load]);
-//   - peak activation bytes: the single process's cache after a forward of the whole batch, and each stage's peak
-//     stash over a step;
-//   - bytes on the wire per step between two nodes (two actor systems in this process, each publishing an
-//     `actorpipe node` actor on loopback; stage s on node s; --no-nodes leaves them out): every tensor byte this
-//     process serialised (network/wire_format.hpp counts them by dtype). Between the stages flow the activations
-//     and their gradients (bfloat16 in bf16); the coordinator's inputs, outputs and loss gradients are float32 in
-//     both;
-//   - a GPT (--gpt SPEC, default gpt:layers=4,dim=256,heads=8,context=128; batch 16 sequences of random bytes,
-//     AdamW; --no-gpt leaves it out): tokens/s of the single process and of 2 stages (ZB-H1, m=4), and the stages'
-//     peak stash.
+// ---- bf16: fp32 against bf16 training (Note [compute dtype]) in one run
+// On the heavy MLP (--model), each dtype in alternating rounds (Note [timing under load]):
+//   - samples/s of a single process and of a 2-stage 1F1B pipeline;
+//   - peak activation bytes: the single process's cache and each stage's peak stash;
+//   - bytes on the wire per step between two in-process nodes by dtype (--no-nodes leaves them out);
+//     coordinator traffic stays float32 in both;
+//   - a GPT (--gpt SPEC; --no-gpt leaves it out): tokens/s of one process and 2 stages, and peak stash.
 namespace bf16_training {
 
 struct settings {
   int steps = 8, rounds = 3, threads = 0;
   bool nodes = true;
   std::string model = "784-2048-2048-2048-10";
-  std::string gpt = "gpt:layers=4,dim=256,heads=8,context=128";  // empty: no GPT runs
+  std::string gpt = "gpt:layers=4,dim=256,heads=8,context=128";
   std::size_t gpt_batch = 16;
   std::size_t batch = 256;
   int microbatches = 8;
@@ -1247,7 +1207,7 @@ optimizer_config adam() {
   return o;
 }
 
-// Seconds per step of `steps` steps of `runner` on batches cycled from `d`.
+// Seconds per step of `runner` on batches cycled from `d`.
 double time_steps(step_runner& runner, const dataset& d, std::size_t batch, int steps, std::uint64_t& step) {
   const std::size_t batches = rows(d.inputs) / batch;
   const auto t0 = clock_type::now();
@@ -1259,7 +1219,7 @@ double time_steps(step_runner& runner, const dataset& d, std::size_t batch, int 
   return seconds_since(t0) / steps;
 }
 
-// Two in-process nodes (actor systems with a published node actor), stopped and destroyed on this thread.
+// Two in-process nodes, stopped and destroyed on this thread.
 struct local_nodes {
   std::vector<std::unique_ptr<caf::actor_system_config>> configs;
   std::vector<std::unique_ptr<caf::actor_system>> systems;
@@ -1285,8 +1245,8 @@ struct local_nodes {
 };
 
 struct pipeline_figures {
-  std::vector<double> step_s;               // per round
-  std::vector<std::uint64_t> peak_bytes;    // per stage
+  std::vector<double> step_s;
+  std::vector<std::uint64_t> peak_bytes;
   double wire_bytes_per_step[dtype_count] = {0, 0};
 };
 
@@ -1306,7 +1266,6 @@ int run(bench::arguments& args) {
   std::printf("bench_ops bf16: model %s, batch %zu, Adam; load average before: %s\n", s.model.c_str(), s.batch,
               load_average().c_str());
 
-  // Single process.
   std::vector<double> single_s[2];
   std::uint64_t single_bytes[2] = {0, 0};
   {
@@ -1316,7 +1275,7 @@ int run(bench::arguments& args) {
     for (dtype t : both) models.push_back(make_model(s.model, t));
     for (auto& m : models) runners.push_back(std::make_unique<local_runner>(m, adam()));
     std::uint64_t step[2] = {0, 0};
-    for (int k = 0; k < 2; ++k) time_steps(*runners[k], d, s.batch, 2, step[k]);  // warm-up: primitives, memory
+    for (int k = 0; k < 2; ++k) time_steps(*runners[k], d, s.batch, 2, step[k]);
     for (int r = 0; r < s.rounds; ++r)
       for (int k = 0; k < 2; ++k) single_s[k].push_back(time_steps(*runners[k], d, s.batch, s.steps, step[k]));
     for (int k = 0; k < 2; ++k) {
@@ -1326,9 +1285,8 @@ int run(bench::arguments& args) {
     }
   }
 
-  // A 2-stage pipeline in this process, then on two nodes. Note [idle teams] (tensor/compute.hpp): this thread's
-  // single-process team goes, and each dtype's pipeline lives for its own block only (its warm-up step included),
-  // so no idle team of the other makes libgomp's threads sleep at every region's end.
+  // A 2-stage pipeline in this process, then on two nodes; each dtype's pipeline lives for its own block only
+  // (Note [idle teams]).
   set_compute_threads(1);
   const auto run_pipeline = [&](const std::vector<std::string>& nodes, pipeline_figures (&out)[2]) {
     const auto make_pipe = [&](dtype t) {
@@ -1339,14 +1297,14 @@ int run(bench::arguments& args) {
       o.optimizer = adam();
       o.compute_dtype = t;
       o.nodes = nodes;
-      o.security.insecure = true;  // in-process nodes published on plain TCP: the payload bytes are what is counted
+      o.security.insecure = true;
       return std::make_unique<pipeline>(make_model(s.model, dtype::float32), o);
     };
     std::uint64_t step[2] = {0, 0};
     for (int r = 0; r < s.rounds; ++r)
       for (int k = 0; k < 2; ++k) {
         const std::unique_ptr<pipeline> pipe = make_pipe(both[k]);
-        time_steps(*pipe, d, s.batch, r == 0 ? 2 : 1, step[k]);  // warm-up: primitives, memory
+        time_steps(*pipe, d, s.batch, r == 0 ? 2 : 1, step[k]);
         std::uint64_t before[dtype_count];
         for (dtype t : both) before[static_cast<int>(t)] = wire_tensor_bytes_sent(t);
         out[k].step_s.push_back(time_steps(*pipe, d, s.batch, s.steps, step[k]));
@@ -1363,7 +1321,7 @@ int run(bench::arguments& args) {
     run_pipeline(n.addresses, noded);
   }
 
-  // The GPT: single process, then 2 stages (ZB-H1, m=4), each dtype in alternating rounds.
+  // The GPT: one process, then 2 stages (ZB-H1, m=4), dtypes alternating.
   std::vector<double> gpt_single[2], gpt_staged[2];
   std::vector<std::uint64_t> gpt_peak[2];
   std::size_t gpt_tokens = 0;
@@ -1388,7 +1346,7 @@ int run(bench::arguments& args) {
       for (int r = 0; r < s.rounds; ++r)
         for (int k = 0; k < 2; ++k) gpt_single[k].push_back(time_steps(*runners[k], text, s.gpt_batch, s.steps, step[k]));
     }
-    set_compute_threads(1);  // as for the MLP's pipelines above (Note [idle teams])
+    set_compute_threads(1);  // Note [idle teams]
     std::uint64_t step[2] = {0, 0};
     for (int r = 0; r < s.rounds; ++r)
       for (int k = 0; k < 2; ++k) {
@@ -1430,8 +1388,7 @@ int run(bench::arguments& args) {
                        {"speedup", per_s(staged[1].step_s) / per_s(staged[0].step_s)},
                        {"peak_stash_bytes", {staged[0].peak_bytes, staged[1].peak_bytes}}};
   if (s.nodes) {
-    // Coordinator traffic (inputs, outputs, loss gradients) is float32 in both runs: the bf16 run's float32
-    // bytes. The rest is between the stages.
+    // Coordinator traffic is float32 in both runs; the rest is between the stages.
     const double coordinator = noded[1].wire_bytes_per_step[0];
     const double between[2] = {noded[0].wire_bytes_per_step[0] - coordinator, noded[1].wire_bytes_per_step[1]};
     row("2 nodes (loopback), samples/s", per_s(noded[0].step_s), per_s(noded[1].step_s));

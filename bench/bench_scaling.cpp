@@ -1,7 +1,6 @@
-// bench_scaling: how each way of running uses the cores of the machine it runs on (Note [cores per rank]), beside
-// PyTorch where python3 has it: one process, data, tensor and pipeline parallelism and their meshes (sweep); what overlapping
-// tensor-parallel all-reduces with the weight gradients saves (tp-overlap); and whether `train --auto` picks as well
-// as a grid of hand-picked configurations (auto). Each mode prints a table, then one JSON line.
+// bench_scaling: how each way of running uses the cores (Note [cores per rank]), beside PyTorch where python3 has
+// it: one process, data, tensor and pipeline parallelism and their meshes (sweep); what overlapping tensor-parallel
+// all-reduces saves (tp-overlap); whether `train --auto` picks as well as a grid of configurations (auto).
 //
 // Usage: bench_scaling [sweep|tp-overlap|auto] [OPTIONS]   (--help lists each mode's options)
 #include <algorithm>
@@ -40,28 +39,19 @@ using namespace ap;
 using bench::clock_type;
 using bench::seconds_since;
 
-// ---- sweep: every way of using the cores this process may use (n), in one run -----------------------------------
-// One process at 1, 2, 4, ... n intra-op threads; data parallelism (D replicas), tensor parallelism (T ranks) and
-// the pipeline (P stages) alone; P x threads, P x D, P x T filling the cores, and P stages sharing every core by
-// stage cost (Note [cores by stage cost]); one stage on every core, and a one-stage pipeline of D = 2 replicas or of
-// T = 2 ranks (what the actors cost over the same parallelism on plain threads). Models: the heavy MLP
-// 784-2048-2048-2048-10 (batch 1024), the 4-layer GPT gpt:layers=4,dim=256,heads=8,context=128 and a 16-layer one
-// (batch 64 sequences); Adam. Each configuration is built anew every round (Note [idle teams] in tensor/compute.hpp)
-// and runs --steps timed steps after 2 warm-up steps (1 after the first round), --rounds times (configurations
-// alternate within a round); the median is printed in samples (or tokens) per second with its efficiency: rate /
-// (one thread's rate x the cores it uses). Pipelines run 8 microbatches on --schedule (default zb-h1; PyTorch's
-// pipelines run 1F1B), split in whole blocks balanced by parameters (Note [default partition] in
-// plan/partition.hpp). Where `python3 -c "import torch"` works, the same models and splits of the cores run on
-// PyTorch (bench/torch_cpu_bench.py: one process, torch.distributed.pipelining over gloo, DDP) and the ratio is
-// printed. --only keeps the configurations whose name contains one of the texts, separated by ';' since the names
-// hold commas (e.g. "P=4, 4 threads;D=16"), beside the one-thread process every efficiency is measured against.
+// ---- sweep: every way of using the cores this process may use (n), in one run
+// One process at 1, 2, 4, ... n threads; D, T and P alone; P x threads, P x D, P x T filling the cores; P stages
+// sharing the cores by stage cost (Note [cores by stage cost]); one-stage pipelines. Each configuration is built
+// anew every round (Note [idle teams]) and runs --rounds times, alternating; printed: the median rate and its
+// efficiency, rate / (one thread's rate x cores), and PyTorch's ratio where `import torch` works.
+// --only keeps the configurations whose name contains one of its ';'-separated texts.
 namespace sweep {
 
 struct workload {
   std::string key, spec, torch_spec;
   tensor inputs, labels;
   std::size_t tokens_per_sample = 1;
-  std::size_t heads = 0;  // T must divide them (0: an MLP, T divides 2048)
+  std::size_t heads = 0;  // T must divide them (0: an MLP)
 };
 
 workload mlp() {
@@ -84,7 +74,7 @@ workload gpt(int layers) {
 }
 
 // One way of running: D replicas x P stages (0: no pipeline) x T ranks, each rank on `threads` intra-op threads;
-// or, with `by_cost` cores, P stages sharing them by stage cost (Note [cores by stage cost] in plan/cores.hpp).
+// or, with `by_cost` cores, P stages sharing them by stage cost.
 struct configuration {
   int D = 1, P = 0, T = 1, threads = 1, by_cost = 0;
   std::string name() const {
@@ -117,7 +107,7 @@ std::unique_ptr<step_runner> make_runner(const configuration& c, sequential& m, 
   o.microbatches = 8;
   o.schedule = schedule;
   o.layers_per_chunk = partition_counts(partition_method::parameters, m, {}, c.P);
-  if (c.by_cost > 0) {  // one thread's layer costs on one microbatch, as train measures them
+  if (c.by_cost > 0) {  // one thread's layer costs on one microbatch
     const auto costs = measure_layer_costs(m, slice_rows(inputs, 0, inputs.shape()[0] / 8), 2, 1);
     const auto busy = predicted_busy_s(costs, chunk_ranges_from_counts(o.layers_per_chunk, m.size()), c.P, 8);
     o.cores = assign_cores(std::vector<int>(cores.begin(), cores.begin() + c.by_cost),
@@ -130,7 +120,7 @@ std::unique_ptr<step_runner> make_runner(const configuration& c, sequential& m, 
   return std::make_unique<data_parallel_pipeline>(m, o, c.D);
 }
 
-// PyTorch on the same model and split of the cores: its per-second rate, or 0 when it cannot run.
+// PyTorch's rate on the same model and split of the cores, or 0 when it cannot run.
 double torch_rate(const std::string& script, const workload& w, const configuration& c, const std::string& dtype,
                   int steps) {
   std::ostringstream cmd;
@@ -141,7 +131,7 @@ double torch_rate(const std::string& script, const workload& w, const configurat
     cmd << "python3 " << script << " single" << common << " --threads " << c.threads;
   else if (c.P == 0 && c.T == 1)
     cmd << "python3 " << script << " ddp" << common << " --stages " << c.D << " --threads " << c.threads;
-  else  // a pipeline (its T or D folded into the threads of each of P stages: the same cores)
+  else  // a pipeline: its T or D folded into each stage's threads
     cmd << "python3 " << script << " pipe" << common << " --stages " << std::max(c.P, 1)
         << " --threads " << c.cores() / std::max(c.P, 1) << " --microbatches 8";
   cmd << " 2>/dev/null";
@@ -176,15 +166,15 @@ std::vector<configuration> configurations(int n, const workload& w) {
     if (n / p > 1 && splits(n / p)) cs.push_back({1, p, n / p, 1});        // P x T
   }
   if (n >= 2) {
-    cs.push_back({1, 1, 1, n});                          // one stage on every core: the pipeline's overhead alone
-    cs.push_back({2, 1, 1, n / 2});                      // D = 2 through the actors: replicas of a one-stage pipeline
-    if (splits(2)) cs.push_back({1, 1, 2, n / 2});       // T = 2 through the actors: a stage of lockstep ranks
+    cs.push_back({1, 1, 1, n});  // one stage on every core: the pipeline's overhead alone
+    cs.push_back({2, 1, 1, n / 2});
+    if (splits(2)) cs.push_back({1, 1, 2, n / 2});
   }
   return cs;
 }
 
 int run(bench::arguments& args) {
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // line by line: a run cut short by a time limit keeps what it measured
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // line by line: a run cut short keeps what it measured
   const int steps = static_cast<int>(args.integer("--steps", 3, 1)), rounds = static_cast<int>(args.integer("--rounds", 3, 1));
   const int max_cores = static_cast<int>(args.integer("--max-cores", 0));
   const std::string models = args.text("--models", "mlp,gpt4,gpt16"), dtype_text = args.text("--dtype", "float32");
@@ -218,7 +208,7 @@ int run(bench::arguments& args) {
       std::vector<double> rates;
       std::uint64_t step = 0;
       double torch = 0.0;
-      std::string refused;  // why the model cannot run this way (e.g. no Linear pair per stage to split over T)
+      std::string refused;  // why the model cannot run this way
     };
     std::vector<run> runs;
     for (const configuration& c : configurations(n, w)) {
@@ -231,9 +221,7 @@ int run(bench::arguments& args) {
     for (int round = 0; round < rounds; ++round)
       for (run& r : runs) {
         if (!r.refused.empty()) continue;
-        // One configuration's threads at a time (Note [idle teams]). Each is built for its block and gone after it
-        // (the single process's team too), so no idle team of another configuration makes libgomp's threads
-        // sleep at every region's end; its oneDNN primitives are made again, in a warm-up step, every round.
+        // One configuration's threads at a time (Note [idle teams]).
         try {
           r.runner = make_runner(r.c, *r.model, opt, schedule, cores, w.inputs);
         } catch (const std::invalid_argument& e) {
@@ -282,19 +270,13 @@ int run(bench::arguments& args) {
 
 }  // namespace sweep
 
-// ---- tp-overlap: what overlapping tensor-parallel all-reduces with the weight gradients saves ---------------------
-// Note [overlapped backward] in model/parallel_linear.hpp. T ranks (threads of one process, a local_group) run the
-// Megatron MLP (column_linear -> gelu -> row_linear) and a GPT block, forward then backward, two ways in the same
-// run, alternating twice: "overlapped" is the fused backward (the column layers start their partial dx's
-// all-reduce, compute their weight gradients, then wait); "in turn" is backward_input then backward_weight per
-// layer (the all-reduce waited on before any weight gradient). Both give the same bits
-// (test_model_tensor_parallel). Printed per model and way: the backward's median time per step (the slowest
-// rank's) and how long the ranks spent blocked in the backward's all-reduce waits. The overlap can only pay where
-// the group's communication thread has a core of its own: with T ranks x threads filling every core it takes its
-// cycles from the GEMMs.
+// ---- tp-overlap: what overlapping tensor-parallel all-reduces with the weight gradients saves
+// T ranks of a local_group run the Megatron MLP and a GPT block, the backward fused (Note [overlapped backward])
+// and in turn (backward_input, then backward_weight), alternating; both give the same bits. Printed: the
+// backward's median time and the ranks' time blocked in all-reduce waits.
 namespace tp_overlap {
 
-// A real group member that adds the time its caller spends in wait() to `waited` (seconds, this rank's).
+// A group member adding its caller's wait() time to `waited` (seconds).
 class timed_group final : public process_group {
  public:
   timed_group(std::unique_ptr<process_group> inner, double* waited) : inner_(std::move(inner)), waited_(waited) {}
@@ -341,7 +323,7 @@ struct way_result {
   std::vector<double> waited_s;    // per repeat: the slowest rank's time blocked in backward all-reduces
 };
 
-// `repeats` steps of forward and backward of `specs` on T ranks, the backward fused (overlapped) or in turn.
+// `repeats` forward and backward steps of `specs` on T ranks, the backward overlapped or in turn.
 way_result run_way(const std::vector<std::string>& specs, const std::vector<std::size_t>& x_shape, int ranks,
                    int threads, int repeats, bool overlapped) {
   local_group group("tp", ranks);
@@ -441,15 +423,10 @@ int run(bench::arguments& args) {
 
 }  // namespace tp_overlap
 
-// ---- auto: does `actorpipe train --auto` choose well? --------------------------------------------------------------
-// For each model it runs `train --auto` and a grid of hand-picked configurations of the same run (one process at 1
-// thread and at every core, data and tensor parallelism on every core, 2-stage pipelines with each schedule and 4 or
-// 8 microbatches), each as its own `actorpipe` process, alternating in rounds, and prints each one's median samples
-// per second at the steady pace (the median step), the best of the grid, and --auto's ratio to it. --auto's planning
-// (its measurements and trials) is timed apart. With `--nodes N` every run trains on N `actorpipe node` processes of
-// the same machine (plain TCP, started once), `train --auto --nodes ...` against a grid of pipelines on them (Note [auto
-// on nodes]): one stage on one node with every core, with T = 2, two replicas on two nodes, and 2-stage pipelines
-// over two nodes. It finds ../cli/actorpipe next to itself, or the actorpipe packed beside it.
+// ---- auto: does `actorpipe train --auto` choose well?
+// Runs `train --auto` and a grid of hand-picked configurations, each its own `actorpipe` process, in rounds;
+// prints each one's median rate and --auto's ratio to the grid's best. With `--nodes N` the runs use N
+// `actorpipe node` processes on one machine (Note [auto on nodes]).
 namespace auto_choice {
 
 struct run_figures {
@@ -458,7 +435,7 @@ struct run_figures {
   std::string choice;    // --auto's
 };
 
-// Runs `command`, returns the JSON line it printed on stdout (its stderr goes to /dev/null).
+// Runs `command`, returns the JSON line it printed on stdout.
 run_figures run_train(const std::string& command) {
   const auto t0 = clock_type::now();
   std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen((command + " 2>/dev/null").c_str(), "r"), pclose);
@@ -472,7 +449,7 @@ run_figures run_train(const std::string& command) {
   const std::string line = out.substr(start == std::string::npos ? 0 : start + 1);
   if (line.empty() || line.front() != '{') throw std::runtime_error("no JSON line from: " + command);
   const auto j = nlohmann::json::parse(line);
-  // The steady pace: the samples of a step over the median step (the first step's set-up left out).
+  // The steady pace: a step's samples over the median step.
   f.samples_per_s = j.at("samples_per_s").get<double>() * j.at("wall_s").get<double>() /
                     (j.at("steps").get<double>() * j.at("median_step_s").get<double>());
   if (j.contains("auto")) f.choice = j.at("auto").at("choice").get<std::string>();
@@ -498,7 +475,7 @@ grid in_process(int cores) {
   return g;
 }
 
-// The grid on nodes of one machine, which share its cores (Note [cores on nodes]): pipelines only.
+// The grid on nodes of one machine, sharing its cores (Note [cores on nodes]): pipelines only.
 grid on_nodes(int cores) {
   const std::string n = std::to_string(cores), half = std::to_string(std::max(1, cores / 2));
   const std::string halves = half + (half == "1" ? " thread" : " threads");

@@ -1,8 +1,6 @@
 // bench_schedules: what each pipeline schedule gives and what the actor runtime costs: real training on 2 stages
-// with every schedule, throughput and stashed activations against the simulator (train); the runtime's own overhead
-// on stages that sleep instead of computing, measured against simulated makespans (overhead); and the cost of
-// holding early tasks in a stage's task queue against CAF's mailbox with `skip` (mailbox). Each mode prints a table,
-// then one JSON line.
+// with every schedule against the simulator (train); the runtime's overhead on sleeping stages against simulated
+// makespans (overhead); a stage's task queue against CAF's mailbox with `skip` (mailbox).
 //
 // Usage: bench_schedules [train|overhead|mailbox] [OPTIONS]   (--help lists each mode's options)
 #include <sys/prctl.h>
@@ -43,18 +41,10 @@ using ap::bench::load_average;
 using ap::bench::median;
 using ap::bench::percentile;
 
-// ---- train: real training on a 2-stage pipeline, every schedule: throughput and stashed activations -------------
-// Fashion-MNIST, model 784-2048-2048-2048-10 (7 layers, 10M parameters), batch 256, Adam, one compute thread per
-// stage, m = 8 microbatches of 32 rows; gpipe, 1f1b, interleaved (v = 2: 4 chunks, stage 0 holding chunks 0 and 2),
-// zb-h1 and sync-backward. After a few warm-up steps, a fixed number of timed steps (the same batches for every
-// schedule) give:
-//   samples/s      timed samples / timed wall time, and batch / median step time (resists a loaded machine)
-//   peak stash     the most microbatch activations each stage held at once (runtime count; = simulator)
-//   busy           each stage's median compute time per step (event log), and the simulated step time from
-//                  layer costs measured alone on one microbatch (partition.hpp): sim ms
-// The single-process step (one thread, no actors) on the same batches is the reference (--no-single leaves it out).
-// Every runner is built first and the timed steps alternate between them in blocks (Note [alternating blocks]), so
-// foreign load on the shared machine spreads over all schedules.
+// ---- train: real training on a 2-stage pipeline, every schedule: throughput and stashed activations
+// A Fashion-MNIST MLP, one thread per stage, 8 microbatches, with every schedule: samples/s, the peak stashed
+// activations per stage (= simulator), and each stage's busy time beside the simulated step time, against the
+// single-process step. Runners alternate in blocks (Note [alternating blocks]).
 namespace training {
 
 const char* model_spec = "784-2048-2048-2048-10";
@@ -73,19 +63,19 @@ struct run_result {
   double samples_per_s_median() const { return step_ms > 0 ? double(batch_size) / (step_ms / 1e3) : 0.0; }
 };
 
-// One way to train a step (single process, or a pipeline with one schedule) and what its steps measured.
+// One way to train a step and what its steps measured.
 struct runner {
   run_result result;
   std::function<float(const ap::batch&, int)> step;  // one train step on a batch, step number
-  std::function<void(run_result&)> finish;           // fills the rest of the result after the last step
+  std::function<void(run_result&)> finish;
   std::vector<double> times_ms;
   double loss_sum = 0.0;
   int steps_taken = 0;
 };
 
-// Note [alternating blocks]: the machine may be shared. Every runner takes its warm-up steps, then the
-// timed steps run in blocks of `block` steps per runner in turn, so a burst of foreign load hits all
-// schedules alike instead of one; every runner sees the same batches in the same order.
+// Note [alternating blocks]: the machine may be shared, so after every runner's warm-up the timed steps run in
+// blocks of `block` steps per runner in turn: a burst of foreign load hits all schedules alike. Every runner sees
+// the same batches in the same order.
 void run_alternating(std::vector<runner>& runners, const ap::dataset& data, int warmup, int steps, int block) {
   const auto order = ap::epoch_order(data.size(), 1, 0);
   auto take_step = [&](runner& r, bool timed) {
@@ -113,7 +103,7 @@ void run_alternating(std::vector<runner>& runners, const ap::dataset& data, int 
   }
 }
 
-// A pipeline runner; the pipeline lives as long as the runner's functions (shared).
+// A pipeline runner; the pipeline lives as long as the runner's functions.
 runner pipeline_runner(const std::string& schedule, int microbatches, ap::partition_method method,
                        const ap::sequential& model, const std::vector<ap::layer_cost>& costs) {
   runner r;
@@ -258,26 +248,17 @@ int run(ap::bench::arguments& args) {
 
 }  // namespace training
 
-// ---- overhead: the actor runtime's own overhead, measured makespan / simulated makespan, on sleeping stages -------
-// Every stage is sleep layers (model/sleep_layer.hpp): F ms forward and B ms backward per stage (I = W = B/2 for zero
-// bubble), taking wall time without CPU, so 2 cores do not limit 4 stages. For p = 4, m = 8 and 16 and every
-// schedule (interleaved with v = 2: 8 chunks of F/2, B/2), a few train steps after a warm-up:
-//   step      median wall time of pipeline::train_step (what a user waits for)
-//   span      median time from the step's first task start to its last task finish (event log)
-//   sim       ap::simulate with the nominal costs (F, I = W = B/2): the schedule's own makespan
-//   ratio     step / sim, the runtime overhead
-//   bubble    step / ideal - 1 next to the schedule's bubble formula (F = I = W here, as the formula assumes)
-// and where the difference goes (Note [where the time goes]).
+// ---- overhead: the actor runtime's own overhead, measured makespan / simulated makespan, on sleeping stages
+// Every stage is sleep layers of F ms forward and B ms backward (wall time without CPU). For p = 4, m = 8 and 16
+// and every schedule: step (train_step wall time), span, sim (ap::simulate), ratio step / sim and the bubble;
+// Note [where the time goes] splits the difference.
 //
-// Note [the first layer's input gradient]: the pipeline never computes the gradient of the model input, so chunk 0's
-// first layer skips backward_input (sequential::backward with need_input_grad false). A sleep layer first would then
-// make stage 0's backward B/2 short. A zero-time sleep:0:0 layer goes first in chunk 0, so every stage sleeps exactly
-// F and B.
+// Note [the first layer's input gradient]: chunk 0's first layer skips backward_input (the model input needs no
+// gradient), so a sleep layer there would make stage 0's backward short; a zero-time sleep:0:0 layer goes first.
 //
-// Note [timer slack]: Linux lengthens every sleep by the thread's timer slack (50 us by default) so wake-ups can be
-// batched. On 1 ms sleeps that is 5% of each task, which would be charged to the runtime. The benchmark sets the
-// slack to 1 ns before the pipeline starts its threads (they inherit it), unless --default-slack; the calibrated
-// column (sim with the measured task durations) removes the rest of the sleeps' inaccuracy either way.
+// Note [timer slack]: Linux lengthens every sleep by the thread's timer slack (50 us) to batch wake-ups, which
+// would be charged to the runtime. The slack is set to 1 ns before the pipeline's threads start (they inherit
+// it), unless --default-slack; the calibrated column removes the sleeps' remaining inaccuracy.
 namespace overhead {
 
 std::string ms_text(double ms) {
@@ -302,29 +283,21 @@ double formula_bubble(const std::string& schedule, int p, int m, int v) {
   return double(p - 1) / double(m);  // gpipe, 1f1b
 }
 
-// Note [where the time goes]:
-// From the event log of each timed step, every task as it ran (start, finish, its message's arrival at the
-// retriever), and these latencies (microseconds):
-//   hop       the producing task's finish -> the result's arrival at the next stage's retriever
-//             (processor -> sender -> retriever: two mailboxes served by CAF's scheduler threads)
-//   loss      the last chunk's forward finish -> its gradient's arrival back, through the coordinator
-//   dispatch  a task's start - max(its message's arrival, the stage's previous finish): the retriever
-//             handing the processor its next action (task_done -> retriever -> processor thread wake-up)
-//   edges     step wall time - span: the coordinator's split and begin before the first task, and after the
-//             last one stage_done, every stage's optimizer apply and the reply
-// The critical path is walked back from the last task to finish: at each task, whichever of its message's
-// arrival and its stage's previous finish came last is what it waited for. Along that path the span splits
-// exactly into nominal compute (the sleeps as asked) + sleep excess (the sleeps' overshoot) + hops + loss
-// hops + dispatches.
+// Note [where the time goes]: each timed step's event log gives every task's start, finish and message arrival,
+// and these latencies (us): hop (a task's finish to its result's arrival at the next stage), loss (the last
+// forward's finish to its gradient's return through the coordinator), dispatch (a task's start after the later
+// of its arrival and the stage's previous finish), edges (step - span). Walking the critical path back from the
+// last task (each task waited for the later of its arrival and its stage's previous finish), the span splits
+// exactly into nominal compute + sleep excess + hops + loss hops + dispatches.
 struct ran_task {
   int stage = 0;
   ap::op kind = ap::op::forward;
   int microbatch = 0, chunk = 0;
   double start = 0, finish = 0;
-  double arrival = -1;    // its message's arrival (F, B, I); -1 for W, which needs none
+  double arrival = -1;  // its message's arrival; -1 for W
   int previous = -1;      // the stage's previous task
-  int producer = -1;      // the task whose result it consumes; -1: the coordinator's input
-  bool via_loss = false;  // the producer is the last chunk's forward, through the coordinator's loss
+  int producer = -1;  // the task whose result it consumes; -1: the coordinator's input
+  bool via_loss = false;  // the producer is the last forward, through the loss
 };
 
 std::vector<ran_task> tasks_of(const std::vector<ap::stage_event>& events, int total_chunks) {
@@ -332,7 +305,7 @@ std::vector<ran_task> tasks_of(const std::vector<ap::stage_event>& events, int t
   std::vector<ran_task> tasks;
   std::map<int, int> open, last_on_stage;
   std::map<key, double> arrived;
-  std::map<key, int> produced;  // F -> (0, mb, chunk); B or I -> (1, mb, chunk)
+  std::map<key, int> produced;
   for (const auto& e : events) {
     const key k{e.task == ap::op::forward ? 0 : 1, e.microbatch, e.chunk};
     if (e.kind == ap::event_kind::arrive) arrived[k] = e.time_us;
@@ -360,7 +333,7 @@ std::vector<ran_task> tasks_of(const std::vector<ap::stage_event>& events, int t
 }
 
 struct latencies {
-  std::vector<double> hop, loss, dispatch;  // every task's, microseconds
+  std::vector<double> hop, loss, dispatch;
 };
 
 // The critical path of one step, split as in Note [where the time goes]; microseconds.
@@ -381,12 +354,12 @@ critical_path walk_back(const std::vector<ran_task>& tasks, const std::function<
     path.nominal += nominal_us(t);
     path.excess += t.finish - t.start - nominal_us(t);
     const double stage_free = t.previous >= 0 ? tasks[static_cast<std::size_t>(t.previous)].finish : -1e300;
-    if (t.producer >= 0 && t.arrival > stage_free) {  // waited for its message
+    if (t.producer >= 0 && t.arrival > stage_free) {
       const double hop = t.arrival - tasks[static_cast<std::size_t>(t.producer)].finish;
       (t.via_loss ? path.loss : path.hop) += hop;
       path.dispatch += t.start - t.arrival;
       at = t.producer;
-    } else if (t.previous >= 0) {  // waited for its stage
+    } else if (t.previous >= 0) {
       path.dispatch += t.start - stage_free;
       at = t.previous;
     } else {
@@ -412,9 +385,9 @@ struct case_result {
   double step_ms = 0, step_min_ms = 0, span_ms = 0, sim_ms = 0, calibrated_ms = 0, ideal_ms = 0;
   double bubble_formula = 0, bubble_sim = 0;
   double hop_us = 0, hop_p90_us = 0, loss_us = 0, dispatch_us = 0, dispatch_p90_us = 0;
-  double edges_us = 0;         // median over steps of wall - span
-  double sleep_excess_us = 0;  // median measured task duration - nominal, over all tasks
-  critical_path path;          // medians over steps, each field on its own
+  double edges_us = 0;
+  double sleep_excess_us = 0;  // median measured task duration - nominal
+  critical_path path;  // medians over steps
   std::vector<int> peak_stash, sim_peak_stash;
   double ratio() const { return step_ms / sim_ms; }
   double bubble() const { return step_ms / ideal_ms - 1.0; }
@@ -434,7 +407,7 @@ case_result run_case(const std::string& schedule, int p, int m, double forward_m
   o.optimizer.kind = "sgd";
   o.record_events = true;
   ap::pipeline pipe(model, o);
-  const ap::dataset d = ap::make_blobs(static_cast<std::size_t>(2 * m), 4, 4, 1);  // 2 rows per microbatch
+  const ap::dataset d = ap::make_blobs(static_cast<std::size_t>(2 * m), 4, 4, 1);
 
   case_result r;
   r.schedule = schedule, r.stages = p, r.microbatches = m, r.chunks = v;
@@ -446,13 +419,13 @@ case_result run_case(const std::string& schedule, int p, int m, double forward_m
   r.sim_ms = sim.makespan, r.ideal_ms = sim.ideal, r.bubble_sim = sim.bubble, r.sim_peak_stash = sim.peak_stash;
   r.bubble_formula = formula_bubble(schedule, p, m, v);
 
-  // A task's nominal duration: a chunk is 1/v of its stage.
+  // A chunk's task takes 1/v of its stage's.
   auto nominal_us = [&](const ran_task& t) {
     const double stage_ms = t.kind == ap::op::forward ? forward_ms : t.kind == ap::op::backward ? backward_ms : backward_ms / 2;
     return stage_ms / v * 1e3;
   };
   std::vector<double> walls, spans, edges, excess;
-  std::map<std::pair<int, ap::op>, std::vector<double>> durations;  // (stage, op) -> ms
+  std::map<std::pair<int, ap::op>, std::vector<double>> durations;
   std::vector<critical_path> paths;
   latencies lat;
   for (int s = 0; s < warmup + steps; ++s) {
@@ -495,11 +468,11 @@ case_result run_case(const std::string& schedule, int p, int m, double forward_m
   r.path.loss = path_median(&critical_path::loss);
   r.path.dispatch = path_median(&critical_path::dispatch);
 
-  // Calibrated: the same schedule simulated with each stage's median measured duration per op (the sleeps'
-  // overshoot included), so step / calibrated is the runtime's share alone.
+  // Calibrated: simulated with each stage's median measured duration per op, so step / calibrated is the runtime's
+  // share alone.
   ap::op_costs measured = nominal;
   for (int stage = 0; stage < p; ++stage) {
-    auto med = [&](ap::op k) { return median(durations[{stage, k}]); };  // ms of one chunk's task
+    auto med = [&](ap::op k) { return median(durations[{stage, k}]); };
     measured.forward[stage] = med(ap::op::forward) * v;
     if (schedule == "zb-h1") {
       measured.backward_input[stage] = med(ap::op::backward_input) * v;
@@ -528,8 +501,7 @@ int run(ap::bench::arguments& args) {
   std::vector<case_result> results;
   for (int m : {8, 16})
     for (const std::string& schedule : ap::schedule_names()) {
-      // A sleeping layer sleeps once per call whatever its rows, so sync-backward's one whole-batch backward
-      // would sleep B instead of m*B: nothing here to compare with the simulator (it runs in bench_schedules).
+      // A sleep layer sleeps once per call whatever its rows, so sync-backward has nothing to compare here.
       if (schedule == "sync-backward") continue;
       results.push_back(run_case(schedule, p, m, forward_ms, backward_ms, warmup, steps));
       std::fflush(stdout);
@@ -605,33 +577,20 @@ int run(ap::bench::arguments& args) {
 
 }  // namespace overhead
 
-// ---- mailbox: per-task cost of holding scrambled tasks in a retriever's task_queue or its mailbox (caf::skip) -----
-// Note [mailbox as the queue] in actors/retriever.cpp holds the figures and the decision. Three real CAF actors in
-// one actor system (the project's scheduler settings): a source sends N small forward_task / backward_task messages
-// (a 1x1 tensor each) to a retriever in some arrival order, then begin_atom (as the coordinator does, Note [enqueue
-// before begin]); the retriever hands them to a processor stand-in in a fixed schedule order (F0 B0 F1 B1 ... over
-// N/2 microbatches), at most two in flight (the real retriever's max_in_flight), and the stand-in answers each with
-// task_done. Two retrievers:
-//   queue   every arrival is handled at once and kept in stage/task_queue (a std::map keyed by step, kind,
-//           microbatch, chunk); begin and every task_done dispatch from it: the current design.
-//   skip    a task that is not the schedule's next one (or arrives with two in flight) returns caf::skip and stays
-//           in the mailbox; CAF 0.17.6 moves it to the mailbox's cache and re-offers every cached message after
-//           each message the actor consumes (intrusive/drr_cached_queue.hpp, new_round).
-// Arrival orders: scrambled (a random permutation, seeded per round, the same for both designs), reverse (the worst
-// case for skip: the wanted task is always the last one cached) and in order (its best case). Timed: from the
-// source's first send to the stand-in receiving the last task, per task; the median over the rounds, the two
-// designs alternating within each round. It also counts how often skip's task handlers ran per task (offers/task: 1
-// is the least), and checks what the stage log would need from skip: whether the actor can list the tasks it skipped
-// (skip listed: the forward/backward tasks it finds in get_normal_queue().cache() when begin arrives).
+// ---- mailbox: per-task cost of holding scrambled tasks in a retriever's task_queue or its mailbox (caf::skip)
+// Note [mailbox as the queue] holds the decision. N small tasks arrive at a retriever in some order, then
+// begin_atom; it hands them to a processor stand-in in schedule order, at most two in flight. "queue" keeps
+// arrivals in stage/task_queue (the current design); "skip" leaves them in the mailbox with caf::skip, which CAF
+// re-offers after every consumed message. Arrival orders: scrambled, reverse (skip's worst) and in order.
 namespace mailbox {
 
 using namespace ap;
 using steady = std::chrono::steady_clock;
 
 constexpr std::uint64_t bench_step = 1;
-constexpr int max_in_flight = 2;  // as actors/retriever.cpp
+constexpr int max_in_flight = 2;
 
-// The schedule: F0 B0 F1 B1 ... (chunk 0), N actions that each consume one task.
+// The schedule: F0 B0 F1 B1 ... (chunk 0).
 std::vector<action> schedule_of(int n) {
   std::vector<action> actions;
   for (int mb = 0; mb < n / 2; ++mb) {
@@ -641,13 +600,13 @@ std::vector<action> schedule_of(int n) {
   return actions;
 }
 
-// ---- the processor stand-in: checks the order, answers task_done, stamps the last task --------------------
+// ---- the processor stand-in: checks the order, answers task_done, stamps the last task
 
 struct finish_line {
-  std::promise<steady::time_point> done;  // when the last task arrived
+  std::promise<steady::time_point> done;
   bool in_order = true;
-  std::size_t waiting_seen = 0;  // skip: tasks listed in the mailbox cache at begin
-  std::size_t offers = 0;        // skip: how often a task handler ran (once per task is the least)
+  std::size_t waiting_seen = 0;
+  std::size_t offers = 0;  // skip: task handler runs (one per task at least)
 };
 
 struct consumer_state {
@@ -675,7 +634,7 @@ caf::behavior consumer(caf::stateful_actor<consumer_state>* self, std::vector<ac
   };
 }
 
-// ---- (a) the current design: every arrival into a task_queue ------------------------------------------
+// ---- (a) the current design: every arrival into a task_queue
 
 struct queue_state {
   std::vector<action> actions;
@@ -724,7 +683,7 @@ caf::behavior queue_retriever(queue_actor* self, std::vector<action> actions, ca
   };
 }
 
-// ---- (b) the mailbox as the queue: caf::skip ------------------------------------------------------------
+// ---- (b) the mailbox as the queue: caf::skip
 
 struct skip_state {
   std::vector<action> actions;
@@ -768,8 +727,8 @@ caf::behavior skip_retriever(skip_actor* self, std::vector<action> actions, caf:
         return caf::unit;
       },
       [=](begin_atom, std::uint64_t) {
-        // What a stage log would list as waiting: the skipped tasks sit in the normal queue's cache
-        // (scheduled_actor::get_normal_queue(), public but undocumented; tasks not yet offered are not there).
+        // The skipped tasks sit in the normal queue's cache (scheduled_actor::get_normal_queue(), public but
+        // undocumented).
         std::size_t waiting = 0;
         for (auto& x : self->get_normal_queue().cache())
           if (x.content().match_elements<forward_task>() || x.content().match_elements<backward_task>()) ++waiting;
@@ -780,7 +739,7 @@ caf::behavior skip_retriever(skip_actor* self, std::vector<action> actions, caf:
   };
 }
 
-// ---- one round ----------------------------------------------------------------------------------------
+// ---- one round
 
 enum class design { queue, skip };
 enum class arrival { scrambled, reverse, in_order };
@@ -809,7 +768,7 @@ round_result run_round(caf::actor_system& sys, design d, const std::vector<actio
   auto processor = sys.spawn(consumer, actions, finish);
   caf::actor retriever = d == design::queue ? sys.spawn(queue_retriever, actions, processor)
                                             : sys.spawn(skip_retriever, actions, processor, finish);
-  // The tasks are built here, outside the timed part; the source only moves them into messages.
+  // The tasks are built outside the timed part.
   auto tasks = std::make_shared<std::vector<pending_task>>();
   for (std::size_t i : order) {
     const action& a = actions[i];

@@ -1,9 +1,4 @@
-// What every benchmark program shares: its modes and their options, medians of repeats, the machine's load, the
-// clocks and memory figures it reads, and how a benchmark that runs several processes starts them.
-//
-// Each program answers one question; its modes are the ways of measuring it (`bench_network allreduce ...`). The
-// first word picks the mode (the program's first mode where it is an option or nothing); each mode prints a table,
-// then one JSON line.
+// What every benchmark shares. The first word picks the mode; each mode prints a table, then one JSON line.
 #pragma once
 
 #include <sys/resource.h>
@@ -28,7 +23,7 @@ namespace ap::bench {
 
 using clock_type = std::chrono::steady_clock;
 
-// The middle value (the mean of the two middle ones for an even count); 0 for none.
+// The median (mean of the two middle values for an even count); 0 for none.
 inline double median(std::vector<double> v) {
   if (v.empty()) return 0.0;
   std::sort(v.begin(), v.end());
@@ -36,7 +31,7 @@ inline double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// The value below which a share q of `v` lies (q in [0, 1]); 0 for none.
+// The q-quantile of `v` (q in [0, 1]); 0 for none.
 inline double percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0.0;
   std::sort(v.begin(), v.end());
@@ -47,7 +42,7 @@ inline double seconds_since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
 
-// The median seconds of `repeats` calls of f after one warm-up call (pages touched, primitives created).
+// The median seconds of `repeats` calls of f after one warm-up call.
 inline double median_seconds(int repeats, const std::function<void()>& f) {
   f();
   std::vector<double> t;
@@ -59,15 +54,14 @@ inline double median_seconds(int repeats, const std::function<void()>& f) {
   return median(t);
 }
 
-// CPU seconds of the calling thread: on one thread, a figure a loaded machine disturbs less than wall time (no time
-// spent preempted; shared caches still slow it).
+// CPU seconds of the calling thread.
 inline double thread_cpu_seconds() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
 
-// CPU seconds (user + system) of every thread of this process so far.
+// CPU seconds (user + system) of every thread of this process.
 inline double process_cpu_seconds() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
@@ -75,7 +69,7 @@ inline double process_cpu_seconds() {
   return s(u.ru_utime) + s(u.ru_stime);
 }
 
-// A field of /proc/self/status in KiB ("VmRSS", "VmHWM"); -1 where it cannot be read.
+// A /proc/self/status field in KiB ("VmRSS"); -1 where it cannot be read.
 inline long status_kib(const std::string& field) {
   std::ifstream in("/proc/self/status");
   for (std::string line; std::getline(in, line);)
@@ -83,8 +77,7 @@ inline long status_kib(const std::string& field) {
   return -1;
 }
 
-// "1.40 1.45 2.16": the 1, 5 and 15 minute load averages ("unknown" where /proc/loadavg is not readable). Above
-// the core count means another process competed for the cores.
+// "1.40 1.45 2.16": the 1, 5 and 15 minute load averages ("unknown" if unreadable).
 inline std::string load_average() {
   std::ifstream f("/proc/loadavg");
   std::string a, b, c;
@@ -92,33 +85,29 @@ inline std::string load_average() {
   return f ? a + " " + b + " " + c : "unknown";
 }
 
-// Whether `name` contains one of the texts in `list`, separated by ';' (a benchmark's --only filter; its
-// configuration names hold commas: "P=4, 4 threads each;D=16").
+// Whether `name` contains one of the ';'-separated texts in `list` (--only; names hold commas).
 inline bool matches_any(const std::string& name, const std::string& list) {
   const std::vector<std::string> texts = split_fields(list, ';');
   return std::any_of(texts.begin(), texts.end(),
                      [&](const std::string& t) { return !t.empty() && name.find(t) != std::string::npos; });
 }
 
-// A mode's bad option: the program prints it with the mode's usage and exits with 2.
+// A mode's bad option: printed with the mode's usage; the program exits with 2.
 struct usage_error : std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
-// The options of one mode. Each read takes its option out; done() refuses what is left, so a misspelt option
-// never passes silently.
+// The options of one mode. Each read takes its option out; done() refuses what is left.
 class arguments {
  public:
   explicit arguments(std::vector<std::string> words) : words_(std::move(words)) {}
 
-  // Whether `name` was given (taken out).
   bool flag(const std::string& name) {
     const auto it = std::find(words_.begin(), words_.end(), name);
     if (it == words_.end()) return false;
     words_.erase(it);
     return true;
   }
-  // The value after `name`, or `fallback` where it was not given.
   std::string text(const std::string& name, const std::string& fallback) {
     const auto it = std::find(words_.begin(), words_.end(), name);
     if (it == words_.end()) return fallback;
@@ -154,7 +143,7 @@ class arguments {
     if (used != t.size() || !(v > 0)) throw usage_error(name + " takes a positive number, not '" + t + "'");
     return v;
   }
-  // "1,2,4" after `name` as numbers of at least 1.
+  // "1,2,4" after `name`, each at least 1.
   std::vector<int> integers(const std::string& name, std::vector<int> fallback) {
     const std::string t = text(name, "");
     if (t.empty()) return fallback;
@@ -181,15 +170,13 @@ class arguments {
   std::vector<std::string> words_;
 };
 
-// One way of measuring a program's question: its name (the first word of the command), its options for the usage
-// text, and what runs it (its exit status).
+// A mode: its name, its options for the usage text, and what runs it.
 struct mode {
   std::string name, options, what;
   std::function<int(arguments&)> run;
 };
 
-// Runs the mode the first word names (the first mode where that word is an option or missing), catching what it
-// throws: a usage error exits with 2 and the usage, any other error with 1, each named after the program and mode.
+// Runs the mode the first word names; a usage error exits with 2 and the usage, any other error with 1.
 inline int run_mode(int argc, char** argv, const std::string& program, const std::vector<mode>& modes) {
   std::vector<std::string> words(argv + 1, argv + argc);
   const mode* chosen = &modes.front();
@@ -225,10 +212,8 @@ inline int run_mode(int argc, char** argv, const std::string& program, const std
   }
 }
 
-// The command that starts this program again: its path, or, where it runs through the dynamic loader (as the
-// programs that scripts/device_bundle.sh packs for a machine without our libraries do:
-// `ld-linux-x86-64.so.2 --library-path DIR PROGRAM ARGS`), the loader, its options and the program, so that a
-// benchmark's child processes run the same way.
+// The command that starts this program again, through the dynamic loader where it was started so
+// (scripts/device_bundle.sh), so children run the same way.
 inline std::vector<std::string> self_command() {
   const std::string exe = std::filesystem::read_symlink("/proc/self/exe").string();
   if (std::filesystem::path(exe).filename().string().rfind("ld-", 0) != 0) return {exe};
@@ -255,8 +240,7 @@ inline std::vector<std::string> self_command() {
   return command;
 }
 
-// The command that starts this build's actorpipe the way this program was started: build/cli/actorpipe beside
-// build/bench/, or the actorpipe packed beside this program.
+// This build's actorpipe: build/cli/actorpipe or the one packed beside this program.
 inline std::vector<std::string> actorpipe_command() {
   std::vector<std::string> command = self_command();
   const std::string dir = command.back().substr(0, command.back().rfind('/') + 1);
@@ -264,7 +248,7 @@ inline std::vector<std::string> actorpipe_command() {
   return command;
 }
 
-// `command` as one line for the shell, each word in single quotes.
+// `command` as one shell line, each word single-quoted.
 inline std::string shell_line(const std::vector<std::string>& command) {
   std::string line;
   for (const std::string& word : command) {

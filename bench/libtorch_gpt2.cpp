@@ -1,27 +1,18 @@
-// GPT-2 in libtorch: the reference `actorpipe train --model gpt2...` is measured against (throughput and loss
-// curve). Built only where CMake finds Torch (Debian's libtorch-dev); scripts/compare_libtorch.sh runs both.
+// GPT-2 in libtorch: the reference for `actorpipe train --model gpt2...` (throughput and loss curve). Built only
+// where CMake finds Torch; scripts/compare_libtorch.sh runs both.
 
-// The model is written here with libtorch's modules, as nanoGPT writes it: token and learned position
-// embeddings, pre-LN blocks (LayerNorm eps 1e-5, fused QKV Linear, causal softmax attention in fp32, output
-// projection; LayerNorm, Linear D -> 4D, tanh GELU, Linear 4D -> D), a final LayerNorm, the LM head tied to the
-// token embedding (no bias). GPT-2's initialisation: every Linear weight and both embeddings normal(0, 0.02),
-// biases 0, the two projections into the residual stream normal(0, 0.02 / sqrt(2 layers)). The spec text is
-// read by the project's parser (model/gpt_spec.hpp), so `--model gpt2:context=128` means the same shape on both
-// sides; choices this program does not write (RMSNorm, rotary positions, SwiGLU, grouped-query attention,
+// nanoGPT's model in libtorch modules with GPT-2's initialisation. The spec is parsed by model/gpt_spec.hpp so
+// `--model` means the same shape on both sides; choices not written here (RMSNorm, rotary, SwiGLU, GQA,
 // init=kaiming) are refused.
 
-// The data is read by the project's data library: the same token file formats, and the same windows in the same
-// order as `train` (open_data with --seed, sample_order per epoch, gather_batch), so both sides see the same
-// batches. The optimizer is libtorch's AdamW with the learning rate set before each update from train's schedule
-// (linear warmup lr (s + 1) / warmup, then constant or cosine/linear decay to --min-lr at --decay-steps), the
-// global gradient norm clipped with clip_grad_norm_. Weight decay applies to every parameter, as train's does,
-// or with --decay-matrices-only to the weights of two or more dimensions alone (nanoGPT's groups).
+// The data comes from the project's data library in train's order, so both sides see the same batches. AdamW
+// with train's learning-rate schedule and gradient-norm clipping; weight decay on every parameter, or with
+// --decay-matrices-only on weights of two or more dimensions (nanoGPT's groups).
 
-// --save-init FILE writes the initial weights as llm.c's checkpoint, from which `train --init-from FILE` starts: the
-// two sides then run the same computation from the same weights, and their losses differ by rounding alone.
+// --save-init FILE writes the initial weights as llm.c's checkpoint for `train --init-from FILE`: both sides then
+// start from the same weights and their losses differ by rounding alone.
 
-// Prints a line per step (loss, lr, seconds, tokens/s), the validation loss at the end, and one JSON line; with
-// --log FILE one JSON object per step with train's keys (step, loss, lr, step_s, tokens_per_s).
+// --log FILE writes one JSON object per step with train's keys.
 
 //   build/bench/libtorch_gpt2 --model gpt2:context=128 --data tokens.bin --batch-size 4 --max-steps 200
 //       --lr 6e-4 --warmup-steps 20 --lr-schedule cosine --min-lr 6e-5 --beta2 0.95 --weight-decay 0.1
@@ -68,7 +59,7 @@ struct options {
   std::string save_init;
 };
 
-// train's schedule (model/lr_schedule.cpp lr_at): warmup, then constant or a cosine/linear decay.
+// train's schedule (model/lr_schedule.cpp lr_at).
 double lr_at(const options& o, std::size_t step) {
   if (step < o.warmup) return o.lr * double(step + 1) / double(o.warmup);
   if (o.schedule == "cosine" || o.schedule == "linear") {
@@ -97,7 +88,7 @@ struct block_impl : torch::nn::Module {
     const auto split = [&](const torch::Tensor& t) { return t.view({B, T, heads, d}).transpose(1, 2); };
     const torch::Tensor q = split(parts[0]), k = split(parts[1]), v = split(parts[2]);
     torch::Tensor att = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(d)));
-    // The causal softmax in fp32, as train's (and as PyTorch's autocast does for softmax).
+    // The causal softmax in fp32, as train's.
     att = torch::softmax(att.to(torch::kFloat).masked_fill(future.slice(0, 0, T).slice(1, 0, T), -INFINITY), -1);
     torch::Tensor y = torch::matmul(att.to(v.scalar_type()), v).transpose(1, 2).contiguous().view({B, T, C});
     x = x + proj(y);
@@ -120,7 +111,7 @@ struct gpt_impl : torch::nn::Module {
     for (std::size_t i = 0; i < c.layers; ++i) blocks.push_back(register_module("h" + std::to_string(i), block(c)));
     if (!c.tied)
       head = register_module("lm_head", torch::nn::Linear(torch::nn::LinearOptions(c.dim, c.vocabulary).bias(c.bias)));
-    // GPT-2's initialisation (Note [GPT-2 initialisation] in model/gpt_spec.hpp).
+    // Note [GPT-2 initialisation].
     torch::NoGradGuard no_grad;
     const double residual = 0.02 / std::sqrt(2.0 * double(c.layers));
     for (auto& m : modules(/*include_self=*/false)) {
@@ -168,8 +159,7 @@ ap::gpt_config model_config(const std::string& spec) {
   return c;
 }
 
-// Writes the model's weights as llm.c's checkpoint, version 3 (float32; Note [GPT-2 weight files] in
-// checkpoint/gpt2_weights.hpp), which `train --init-from` reads: both sides then start from the same weights.
+// Writes the weights as llm.c's checkpoint, version 3 (Note [GPT-2 weight files]), for `train --init-from`.
 void write_llmc(const std::string& path, gpt_impl& m, const ap::gpt_config& c) {
   if (!c.tied || !c.bias || c.gelu != "tanh" || c.mlp_width() != 4 * c.dim)
     throw std::invalid_argument("libtorch_gpt2: --save-init: llm.c's checkpoint holds GPT-2's choices only (tied, "
@@ -203,7 +193,7 @@ void write_llmc(const std::string& path, gpt_impl& m, const ap::gpt_config& c) {
   if (!f) throw std::runtime_error("libtorch_gpt2: writing --save-init " + path + " failed");
 }
 
-// A batch of the project's data (token ids as floats) as int64 tensors.
+// A batch of the project's data as int64 tensors.
 std::pair<torch::Tensor, torch::Tensor> to_torch(const ap::batch& b) {
   const auto convert = [](const ap::tensor& t) {
     std::vector<std::int64_t> shape(t.shape().begin(), t.shape().end());

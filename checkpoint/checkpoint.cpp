@@ -30,7 +30,7 @@ std::string join(const std::vector<std::string>& parts, const std::string& separ
   return text;
 }
 
-// "linear:4:8;relu;linear:8:3" (Note [checkpoint layout]); an empty model is the empty text.
+// "linear:4:8;relu;linear:8:3"; an empty model is the empty text.
 std::vector<std::string> split_specs(const std::string& text) {
   return text.empty() ? std::vector<std::string>{} : split_fields(text, ';');
 }
@@ -48,7 +48,7 @@ bool tied_copy_key(const std::string& key, const std::vector<weight_tie>& ties) 
   return false;
 }
 
-// The global layer index a tensor belongs to: "3.weight" and "optimizer/3.weight.m" -> 3.
+// The global layer index of a tensor: "3.weight" and "optimizer/3.weight.m" -> 3.
 std::optional<std::size_t> layer_index(const std::string& name) {
   const std::size_t start = is_optimizer_tensor(name) ? optimizer_prefix.size() : 0;
   const std::size_t dot = name.find('.', start);
@@ -76,7 +76,6 @@ std::uint64_t metadata_number(const std::string& path, const std::map<std::strin
   return value;
 }
 
-// Note [checkpoint checksums].
 std::string hex8(std::uint32_t value) {
   char text[9];
   std::snprintf(text, sizeof text, "%08x", value);
@@ -85,7 +84,7 @@ std::string hex8(std::uint32_t value) {
 
 std::string tensor_checksum_key(const std::string& name) { return checkpoint_tensor_checksum_prefix + name; }
 
-// The CRC32C of every metadata entry but checkpoint_metadata_checksum_key's, in key order: "key=value\n" each.
+// The CRC32C of every other metadata entry, in key order: "key=value\n" each.
 std::uint32_t metadata_checksum(const std::map<std::string, std::string>& metadata) {
   std::uint32_t crc = 0;
   for (const auto& [key, value] : metadata) {
@@ -141,7 +140,7 @@ checkpoint_info parse_info(const std::string& path, const std::map<std::string, 
   if (optimizer_state != "included" && optimizer_state != "none")
     refuse(path, "metadata \"optimizer_state\" is '" + optimizer_state + "', not 'included' or 'none'");
   info.has_optimizer_state = optimizer_state == "included";
-  check_metadata_checksum(path, metadata);  // after the format: another file is named as such first
+  check_metadata_checksum(path, metadata);  // after the format check, so another kind of file is named as such
   info.checksums = has_checksums(metadata);
   return info;
 }
@@ -171,17 +170,17 @@ training_state load(const std::string& path, sequential& model, optimizer* opt, 
   if (whole && model.first_index() != 0)
     throw std::invalid_argument("load_checkpoint " + path + ": the model is a slice starting at layer " +
                                 std::to_string(model.first_index()) + ": use load_checkpoint_slice");
-  // One read, so everything below sees one version of the file even if a saver renames a new one over it.
-  // Only the tensors of our layers are read: the others belong to other stages.
+  // One read, so everything below sees one version of the file even if a saver renames a new one over it; only
+  // our layers' tensors are read.
   const std::size_t first = model.first_index(), last = first + model.size();
-  const std::vector<weight_tie> ties = weight_ties(model);  // the copies in this model, rebuilt from their owners
-  const auto owner_of_copy_here = [&](const std::string& name) {  // "0.weight", "optimizer/0.weight.m"
+  const std::vector<weight_tie> ties = weight_ties(model);
+  const auto owner_of_copy_here = [&](const std::string& name) {
     const std::string key = is_optimizer_tensor(name) ? name.substr(optimizer_prefix.size()) : name;
     for (const weight_tie& t : ties)
       if (key == t.owner || key.rfind(t.owner + ".", 0) == 0) return true;
     return false;
   };
-  std::set<std::string> names;  // every tensor in the file
+  std::set<std::string> names;
   const safetensors_file file = read_safetensors(path, [&](const std::string& name) {
     names.insert(name);
     const auto index = layer_index(name);
@@ -196,7 +195,7 @@ training_state load(const std::string& path, sequential& model, optimizer* opt, 
   // optimizer state).
   std::map<std::string, parameter> params;
   for (const parameter& p : model.parameters()) params.emplace(p.name, p);
-  const auto owner = [&](const std::string& key) -> const parameter* {  // "3.weight.m" -> parameter 3.weight
+  const auto owner = [&](const std::string& key) -> const parameter* {
     for (const auto& [name, p] : params)
       if (key.rfind(name + ".", 0) == 0) return &p;
     return nullptr;
@@ -216,7 +215,7 @@ training_state load(const std::string& path, sequential& model, optimizer* opt, 
       rebuilt.emplace(copy, std::move(transposed));
     }
   for (const auto& [name, value] : rebuilt) names.insert(name);
-  std::set<std::string> optimizer_keys;  // the state keys of our parameters in the file ("3.weight.m")
+  std::set<std::string> optimizer_keys;
   for (const std::string& name : names) {
     const auto index = layer_index(name);
     if (!index || *index >= info.layer_specs.size())
@@ -235,7 +234,7 @@ training_state load(const std::string& path, sequential& model, optimizer* opt, 
 
   std::map<std::string, tensor*> state;
   if (opt) {
-    // A fresh optimizer has no state to load into yet (Note [fresh optimizer state]).
+    // Note [fresh optimizer state].
     if (info.optimizer_steps > 0) {
       std::vector<parameter> list;
       for (const auto& [name, p] : params) list.push_back(p);
@@ -256,12 +255,11 @@ training_state load(const std::string& path, sequential& model, optimizer* opt, 
                          " (this optimizer has that state: was the checkpoint saved with another optimizer?)");
   }
 
-  // Every parameter and state tensor present with its shape, checked before the model and the optimizer change
-  // (Note [binding named tensors]). (The tensors read are exactly those of our layers, checked above.)
+  // Every parameter and state tensor present with its shape, checked before anything changes (Note [binding
+  // named tensors]).
   std::vector<tensor_target> targets = parameter_targets(model.parameters(), "the model's parameter");
   for (auto& t : optimizer_state_targets(state, optimizer_prefix, "the optimizer's state")) targets.push_back(std::move(t));
-  // Every tensor read, before any is copied; one of another dtype or shape than its
-  // target is left to the binding, whose refusal names both (Note [checkpoint checksums]).
+  // Every tensor's checksum is checked before any is copied (Note [checkpoint checksums]).
   std::map<std::string, const tensor*> target_of;
   for (const tensor_target& t : targets) target_of.emplace(t.name, t.value);
   for (const auto& [name, value] : file.tensors) {
@@ -274,7 +272,7 @@ training_state load(const std::string& path, sequential& model, optimizer* opt, 
   tensor_sources sources;
   for (const auto& [name, t] : file.tensors) {
     const auto index = layer_index(name);
-    if (*index >= first && *index < last) sources.emplace(name, tensor_source{&t, {}});  // not a tie's owner elsewhere
+    if (*index >= first && *index < last) sources.emplace(name, tensor_source{&t, {}});
   }
   for (const auto& [name, t] : rebuilt) sources.emplace(name, tensor_source{&t, {}});
   if (const std::string why = bind_named_tensors(targets, sources, "no parameter or optimizer state here"); !why.empty())
@@ -314,8 +312,7 @@ void save_checkpoint(const std::string& path, sequential& model, optimizer* opt,
       {"data_seed", std::to_string(state.data_seed)},
       {"model_spec", state.model_spec},
   };
-  // Each tensor's bytes as written (float32 and bfloat16 are written as they lie
-  // in memory, little-endian), then the metadata, those included (Note [checkpoint checksums]).
+  // Each tensor's bytes as they lie in memory (little-endian), then the metadata (Note [checkpoint checksums]).
   for (const auto& [name, t] : tensors) metadata[tensor_checksum_key(name)] = hex8(crc32c(t->bytes(), t->byte_size()));
   metadata[checkpoint_metadata_checksum_key] = hex8(metadata_checksum(metadata));
   write_safetensors(path, tensors, metadata);

@@ -43,13 +43,12 @@ const std::string& kind_of(gpt2_format f) { return f == gpt2_format::llmc ? llmc
   throw std::runtime_error(kind + " " + path + ": " + what);
 }
 
-// GPT-2's tensors in Hugging Face's names without the prefix ("h.0.attn.c_attn.weight") and layouts (Conv1D
-// weights (in, out), our Linear's), float32.
+// GPT-2's tensors in Hugging Face's names without the prefix and layouts, float32.
 using gpt2_tensors = std::map<std::string, tensor>;
 
 std::string block_name(std::size_t i, const std::string& leaf) { return "h." + std::to_string(i) + "." + leaf; }
 
-// A block's tensors: GPT-2's name after "h.{i}." and ours after the block's layer index (Note [GPT-2 weight files]).
+// A block's tensors: GPT-2's name after "h.{i}." and ours after the block's index.
 struct leaf_pair {
   const char* gpt2;
   const char* ours;
@@ -63,7 +62,7 @@ constexpr leaf_pair block_leaves[] = {
     {"mlp.c_proj.weight", "1.3.weight"},  {"mlp.c_proj.bias", "1.3.bias"},
 };
 
-// Every tensor GPT-2 of `c` has (its head aside), with its shape, in Hugging Face's file order.
+// Every tensor of GPT-2 `c` but the head, with its shape, in Hugging Face's file order.
 std::vector<std::pair<std::string, shape_t>> gpt2_shapes(const gpt_config& c) {
   const std::size_t C = c.dim, M = c.mlp_width();
   std::vector<std::pair<std::string, shape_t>> shapes{{"wte.weight", {c.vocabulary, C}}, {"wpe.weight", {c.context, C}}};
@@ -94,7 +93,7 @@ bool all_zero(const tensor& t) {
   return std::all_of(t.begin(), t.end(), [](float v) { return v == 0.0f; });
 }
 
-// The config a file describes: GPT-2's choices (the gpt2 preset's) with the file's shapes and head.
+// The config a file describes: GPT-2's choices with the file's shapes and heads.
 gpt_config gpt2_config(std::size_t layers, std::size_t dim, std::size_t heads, std::size_t context,
                        std::size_t vocabulary, std::size_t mlp, bool tied) {
   gpt_config c = parse_gpt_spec("gpt2");
@@ -104,10 +103,10 @@ gpt_config gpt2_config(std::size_t layers, std::size_t dim, std::size_t heads, s
   return c;
 }
 
-// ---- our model's LM head ------------------------------------------------------------------------------
+// ---- our model's LM head
 
-// How the model's last layer, a Linear (C, V), holds the LM head: with a bias or not, tied to the embedding
-// (":tie=0", Note [tied weights] in model/weight_tie.hpp) or not.
+// How the last layer, a Linear (C, V), holds the LM head: with or without bias, tied (Note [tied weights]) or
+// not.
 struct head_layout {
   bool bias = false;
   bool tied = false;
@@ -124,9 +123,9 @@ void check_model(const sequential& model, const gpt_config& config, const std::s
     throw std::invalid_argument(what + ": the model is not the whole model " + gpt_spec_text(config) + " builds");
 }
 
-// ---- llm.c ---------------------------------------------------------------------------------------------
+// ---- llm.c
 
-// What other llm.c files start with, to name a file given in place of a model.
+// Other llm.c files' magics, to name a file given in place of a model.
 std::string llmc_magic_name(std::int32_t magic) {
   switch (magic) {
     case 20240327: return "llm.c's debug state file (train_gpt2.py's write_state)";
@@ -144,11 +143,10 @@ struct llmc_header {
   std::int32_t field[llmc_header_ints] = {};
 };
 
-// The header's counts, each a positive number.
 struct llmc_shape {
   std::uint64_t context = 0, vocabulary = 0, layers = 0, heads = 0, channels = 0, padded = 0;
   int version = 0;
-  std::uint64_t parameters() const {  // train_gpt2.c's fill_in_parameter_sizes, summed
+  std::uint64_t parameters() const {  // train_gpt2.c's fill_in_parameter_sizes
     const std::uint64_t C = channels, L = layers;
     return padded * C + context * C + L * (C + C + 3 * C * C + 3 * C + C * C + C + C + C + 4 * C * C + 4 * C + 4 * C * C + C) +
            2 * C;
@@ -180,7 +178,7 @@ llmc_shape parse_llmc_header(const std::string& path, const llmc_header& h, std:
     refuse(llmc_kind, path, "padded vocab " + std::to_string(s.padded) + " is below vocab " + std::to_string(s.vocabulary));
   if (s.channels % s.heads != 0)
     refuse(llmc_kind, path, "heads " + std::to_string(s.heads) + " do not divide channels " + std::to_string(s.channels));
-  // Counts below 2^31 each: the products stay below 2^64 except 4 C^2 L, bounded here first.
+  // Counts below 2^31 each: the products stay below 2^64 except 4 C^2 L, bounded first.
   if (s.channels > (std::uint64_t(1) << 24) || s.layers > (std::uint64_t(1) << 12))
     refuse(llmc_kind, path, "channels " + std::to_string(s.channels) + " and layers " + std::to_string(s.layers) +
                                 " describe a model too large to read");
@@ -223,7 +221,7 @@ gpt2_file_info llmc_info(const llmc_shape& s) {
   return info;
 }
 
-// The next `shape` of the file, float32 (a version 5 file's bfloat16 widened).
+// The next `shape` of the file as float32 (version 5's bfloat16 widened).
 tensor read_llmc_tensor(const std::string& path, std::ifstream& in, const shape_t& shape, int version) {
   tensor t = tensor::from_shape(shape, version == 5 ? dtype::bfloat16 : dtype::float32);
   if (!in.read(reinterpret_cast<char*>(t.bytes()), std::streamsize(t.byte_size())))
@@ -231,15 +229,14 @@ tensor read_llmc_tensor(const std::string& path, std::ifstream& in, const shape_
   return version == 5 ? t.astype(dtype::float32) : t;
 }
 
-// Rows [i * per, (i + 1) * per) of `all` as a tensor of `shape`.
 tensor layer_of(const tensor& all, std::size_t i, const shape_t& shape) {
   tensor t = tensor::from_shape(shape);
   std::copy_n(all.data() + i * t.size(), t.size(), t.data());
   return t;
 }
 
-// llm.c's tensor kinds after wte and wpe, in file order, each (L, ...): GPT-2's leaf, and whether it is a Linear
-// weight (stored (out, in), GPT-2's (in, out) transposed).
+// llm.c's tensor kinds after wte and wpe, in file order, each (L, ...): GPT-2's leaf, and whether it is a
+// Linear weight stored (out, in).
 struct llmc_kind_entry {
   const char* leaf;
   bool weight;
@@ -262,10 +259,10 @@ gpt2_tensors read_llmc_tensors(const std::string& path, gpt2_file_info& info) {
   gpt2_tensors g;
   const std::size_t C = s.channels, V = s.vocabulary;
   const tensor wte = read_llmc_tensor(path, in, {s.padded, C}, s.version);
-  g["wte.weight"] = layer_of(wte, 0, {V, C});  // the padding rows dropped
+  g["wte.weight"] = layer_of(wte, 0, {V, C});
   g["wpe.weight"] = read_llmc_tensor(path, in, {s.context, C}, s.version);
   for (const llmc_kind_entry& k : llmc_kinds) {
-    const shape_t ours = shapes.at(block_name(0, k.leaf));  // (in, out) for a weight
+    const shape_t ours = shapes.at(block_name(0, k.leaf));
     const shape_t stored = k.weight ? shape_t{ours[1], ours[0]} : ours;
     shape_t all{s.layers};
     all.insert(all.end(), stored.begin(), stored.end());
@@ -312,7 +309,7 @@ void write_llmc(const std::string& path, const gpt_config& c, const gpt2_tensors
   });
 }
 
-// ---- Hugging Face --------------------------------------------------------------------------------------
+// ---- Hugging Face
 
 bool is_mask_buffer(const std::string& name) {  // h.{i}.attn.bias, h.{i}.attn.masked_bias
   const auto ends = [&](const std::string& tail) {
@@ -372,11 +369,10 @@ std::size_t hf_heads(const std::string& path, const std::map<std::string, std::s
   return 1;
 }
 
-// A Hugging Face file's header checked against GPT-2: every tensor named, by GPT-2's name without the prefix, to
-// the name the file gives it.
+// A Hugging Face header checked against GPT-2: each of GPT-2's names (without prefix) mapped to the file's.
 struct hf_layout {
   gpt2_file_info info;
-  std::map<std::string, std::string> file_name;  // GPT-2's name -> the file's
+  std::map<std::string, std::string> file_name;
 };
 
 hf_layout hf_layout_of(const std::string& path, const std::map<std::string, shape_t>& shapes,
@@ -470,7 +466,7 @@ hf_layout read_hf_layout(const std::string& path) {
 gpt2_tensors read_hf_tensors(const std::string& path, gpt2_file_info& info) {
   const hf_layout layout = read_hf_layout(path);
   info = layout.info;
-  std::map<std::string, std::string> gpt2_name;  // the file's name -> GPT-2's
+  std::map<std::string, std::string> gpt2_name;
   for (const auto& [gpt2, name] : layout.file_name) gpt2_name.emplace(name, gpt2);
   safetensors_file file = read_safetensors(path, [&](const std::string& name) { return gpt2_name.count(name) > 0; });
   gpt2_tensors g;
@@ -493,9 +489,9 @@ void write_hf(const std::string& path, const gpt_config& c, const gpt2_tensors& 
                      {"vocab_size", std::to_string(c.vocabulary)}});
 }
 
-// ---- GPT-2's tensors and our parameters ----------------------------------------------------------------
+// ---- GPT-2's tensors and our parameters
 
-// Our names and tensors for the model of `model_config` (its context at most the file's: wpe's first rows).
+// Our names and tensors for `model_config` (its context at most the file's: wpe's first rows).
 named_tensors to_ours(gpt2_tensors g, const gpt_config& model_config, const head_layout& head, const std::string& where) {
   named_tensors out;
   const auto add = [&](const std::string& name, tensor t) {
@@ -520,12 +516,12 @@ named_tensors to_ours(gpt2_tensors g, const gpt_config& model_config, const head
                                         "to the embedding: give a model with an untied head (tied=0)");
   if (has_bias && !head.bias)
     throw std::invalid_argument(where + ": its lm_head.bias is not zero, and the model's LM head has no bias");
-  add(h + "weight", transposed(lm_head != g.end() ? lm_head->second : wte));  // a tied head's: the copy of wte
+  add(h + "weight", transposed(lm_head != g.end() ? lm_head->second : wte));
   if (head.bias) add(h + "bias", has_bias ? lm_bias->second : zeros({model_config.vocabulary}));
   return out;
 }
 
-// GPT-2's tensors of our model; `tied` says whether its head is wte (no lm_head written).
+// GPT-2's tensors of our model; `tied`: the head is wte (no lm_head written).
 gpt2_tensors from_ours(sequential& model, const gpt_config& c, bool& tied) {
   std::map<std::string, const tensor*> p;
   for (const parameter& q : model.parameters()) p.emplace(q.name, q.value);
@@ -539,7 +535,7 @@ gpt2_tensors from_ours(sequential& model, const gpt_config& c, bool& tied) {
   g["ln_f.bias"] = *p.at(std::to_string(L + 2) + ".beta");
   const std::string h = std::to_string(L + 3) + ".";
   const head_layout head = head_of(model.layer_specs().back());
-  if (head.tied) {  // the copy is the embedding's, kept equal: wte is written
+  if (head.tied) {  // the copy equals the embedding: wte is written
     tied = true;
     return g;
   }
@@ -555,7 +551,7 @@ gpt2_tensors from_ours(sequential& model, const gpt_config& c, bool& tied) {
 
 }  // namespace
 
-// ---- public ------------------------------------------------------------------------------------------------
+// ---- public
 
 const char* gpt2_format_name(gpt2_format format) {
   return format == gpt2_format::llmc ? "llm.c" : "Hugging Face safetensors";
@@ -599,10 +595,10 @@ gpt2_file_info read_gpt2_info(const std::string& path) {
 }
 
 void check_gpt2_architecture(const gpt_config& config, gpt2_format format, const std::string& what) {
-  gpt_config g;  // a plain gpt spec's choices are GPT-2's: LayerNorm, tanh GELU, biases, an MLP of 4 x dim
+  gpt_config g;  // a plain gpt spec's choices are GPT-2's
   g.layers = config.layers, g.dim = config.dim, g.heads = config.heads, g.context = config.context;
   g.vocabulary = config.vocabulary, g.init = config.init;
-  if (format == gpt2_format::huggingface) g.mlp = config.mlp;  // its n_inner
+  if (format == gpt2_format::huggingface) g.mlp = config.mlp;
   const auto items = [](const std::string& text) {
     const std::vector<std::string> all = split_fields(text.substr(text.find(':') + 1), ',');
     return std::set<std::string>(all.begin(), all.end());
@@ -656,7 +652,7 @@ void load_gpt2_weights(const std::string& path, sequential& model, const gpt_con
   check_model(model, config, "GPT-2 weights " + path);
   const gpt2_format format = detect_gpt2_format(path);
   const std::string where = kind_of(format) + " " + path;
-  check_gpt2_architecture(config, gpt2_format::huggingface, "cannot load " + where);  // mlp: the shapes say
+  check_gpt2_architecture(config, gpt2_format::huggingface, "cannot load " + where);
   const gpt2_file_info info = read_gpt2_info(path);
   if (const std::string differs = gpt2_shape_mismatch(info.config, config, info.heads_stated()); !differs.empty())
     throw std::invalid_argument(where + " holds a model of another shape than " + gpt_spec_text(config) + ": " + differs +

@@ -57,7 +57,7 @@ std::string bind_named_tensors(const std::vector<tensor_target>& targets, const 
     const auto it = sources.find(t.name);
     if (it == sources.end()) return "missing tensor " + t.name + " (" + t.what + ")";
     const tensor& given = *it->second.value;
-    if (given.type() != t.value->type())  // no silent conversion: a bfloat16 file loaded into float32 weights
+    if (given.type() != t.value->type())  // no silent conversion between dtypes
       return "tensor " + t.name + origin(it->second) + " is " + describe(given) + ", " + t.what + " is " +
              describe(*t.value);
     if (given.shape() != t.value->shape())

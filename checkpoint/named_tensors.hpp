@@ -1,6 +1,5 @@
-// Tensors under their global names ("3.weight", "optimizer/3.weight.m", Note [checkpoint layout]): how a
-// model's parameters and optimizer state travel between stages and into checkpoints, and the one function
-// that binds such tensors to the tensors of a model or an optimizer.
+// Tensors under their global names (Note [checkpoint layout]), as parameters and optimizer state travel
+// between stages and into checkpoints, and their binding to a model's or optimizer's tensors.
 #pragma once
 
 #include <map>
@@ -12,18 +11,17 @@
 
 namespace ap {
 
-// names[i] names values[i] (two vectors: the wire form, actors/messages.hpp).
+// names[i] names values[i] (the wire form, actors/messages.hpp).
 struct named_tensors {
   std::vector<std::string> names;
   std::vector<tensor> values;
 };
 
-// Appends copies of the parameters under their names.
 void add_parameters(named_tensors& out, const std::vector<parameter>& params);
-// Appends copies of an optimizer's state (optimizer::state()) under prefix + key ("optimizer/3.weight.m").
+// Appends copies of an optimizer's state under prefix + key ("optimizer/3.weight.m").
 void add_optimizer_state(named_tensors& out, const std::map<std::string, tensor*>& state, const std::string& prefix);
 
-// A tensor to fill, under its name, and what it is for error texts ("the model's parameter").
+// A tensor to fill, under its name, and what it is for errors ("the model's parameter").
 struct tensor_target {
   std::string name;
   tensor* value = nullptr;
@@ -33,26 +31,21 @@ std::vector<tensor_target> parameter_targets(const std::vector<parameter>& param
 std::vector<tensor_target> optimizer_state_targets(const std::map<std::string, tensor*>& state,
                                                    const std::string& prefix, const std::string& what);
 
-// A tensor offered under a name, and where it came from for error texts ("stage 2"; may be empty).
+// A tensor offered under a name, and its origin for errors ("stage 2"; may be empty).
 struct tensor_source {
   const tensor* value = nullptr;
   std::string from;
 };
 using tensor_sources = std::map<std::string, tensor_source>;
 
-// Offers every tensor of `given` (from `from`). Returns a refusal text ("tensor 3.weight given twice (by
-// stage 0 and stage 1)", or names and tensors that do not pair up), or empty. The sources point into `given`.
+// Offers every tensor of `given`. Returns a refusal text (a name given twice, names and tensors that do not
+// pair up) or empty. The sources point into `given`.
 std::string add_sources(tensor_sources& sources, const named_tensors& given, const std::string& from = "");
 
-// Note [binding named tensors]:
-// Fills every target with the source of its name. Every target must be offered, with the target's dtype
-// and shape ("tensor 0.weight is bfloat16 (12, 16), the model's parameter is float32 (12, 16)");
-// every source must be some target's, or it is refused as "unexpected tensor NAME: " + `unexpected` (which
-// says what the tensor is not, e.g. "neither a parameter of this stage nor its optimizer state").
-// Everything is checked before anything is copied, so a refusal changes nothing. Returns the refusal's text
-// ("missing tensor 3.weight (its parameter)", "tensor 3.bias from stage 1 has shape (3) but the model's
-// parameter has shape (16)"), or empty once every target holds its source's values. Checkpoints, stage
-// states, stage specs and gathered pipelines all bind through here.
+// Note [binding named tensors]: fills every target with the source of its name. Every target must be offered
+// with its dtype and shape, and every source must be some target's (else "unexpected tensor NAME: " +
+// `unexpected`). Everything is checked before anything is copied, so a refusal changes nothing. Returns the
+// refusal's text, or empty. Checkpoints, stage states, stage specs and gathered pipelines all bind here.
 [[nodiscard]] std::string bind_named_tensors(const std::vector<tensor_target>& targets, const tensor_sources& sources,
                                              const std::string& unexpected);
 

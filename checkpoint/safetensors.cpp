@@ -36,13 +36,11 @@ constexpr const char* metadata_key = "__metadata__";
 
 std::string errno_text() { return std::strerror(errno); }
 
-// ---- writing -------------------------------------------------------------------------------------------
+// ---- writing
 
-// The temporary file, closed and (unless committed) removed whatever happens; the
-// stale ones of killed writers are removed first (Note [atomic write]).
+// The temporary file, removed unless committed; stale ones of killed writers go first (Note [atomic write]).
 class temporary_file {
  public:
-  // `kind` names the file in errors ("safetensors file").
   explicit temporary_file(const std::string& final_path, std::string kind = "safetensors file")
       : final_(final_path), path_(final_path + ".tmp-" + std::to_string(::getpid())), kind_(std::move(kind)) {
     remove_stale_temporaries(final_);
@@ -154,13 +152,13 @@ std::string header_text(const std::string& path, const tensor_refs& tensors,
   return text;
 }
 
-// ---- reading -------------------------------------------------------------------------------------------
+// ---- reading
 
 struct entry {
   std::string name;
   dtype type = dtype::float32;
   shape_t shape;
-  std::uint64_t begin = 0, end = 0;  // byte range in the data section
+  std::uint64_t begin = 0, end = 0;
 };
 
 std::uint64_t read_u64_little_endian(const unsigned char* bytes) {
@@ -248,7 +246,7 @@ std::map<std::string, std::string> parse_metadata(const std::string& path, const
   return metadata;
 }
 
-// The ranges must tile [0, data_size): sorted by begin, each one starts where the previous one ended.
+// The ranges must tile [0, data_size): sorted by begin, each starting where the previous ended.
 void check_ranges(const std::string& path, std::vector<entry>& entries, std::uint64_t data_size) {
   for (const entry& e : entries)
     if (e.end > data_size)
@@ -282,7 +280,7 @@ void write_safetensors(const std::string& path, const tensor_refs& tensors,
   file.write(u64_little_endian(header.size()).data(), 8);
   file.write(header.data(), header.size());
   for (const auto& [name, t] : tensors) {
-    // One contiguous row-major block, safetensors' (C) order (Note [tensor]).
+    // Row-major, safetensors' (C) order (Note [tensor]).
     file.write(t->bytes(), t->byte_size());
   }
   file.commit();
@@ -302,7 +300,7 @@ void write_safetensors(const std::string& path, const std::map<std::string, tens
 
 namespace {
 
-// The file opened and its header read and validated whole (Note [safetensors layout]).
+// The file opened and its header validated whole.
 struct opened_file {
   std::ifstream in;
   std::uint64_t data_start = 0;

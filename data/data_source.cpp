@@ -9,7 +9,6 @@ namespace ap {
 
 namespace {
 
-// The rows of a dataset held (memory_source) or referenced (dataset_view).
 class dataset_rows : public data_source {
  public:
   explicit dataset_rows(const dataset* d) : d_(d) {

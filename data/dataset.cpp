@@ -58,7 +58,7 @@ batch make_batch(const dataset& d, const std::vector<std::size_t>& order, std::s
     throw std::invalid_argument("make_batch: data set '" + d.name + "' has inputs " + shape_string(d.inputs) +
                                 " but labels " + shape_string(d.labels));
   const std::size_t begin = index * batch_size;
-  return dataset_view(d)->gather(order.data() + begin, std::min(batch_size, order.size() - begin));  // the rows copied
+  return dataset_view(d)->gather(order.data() + begin, std::min(batch_size, order.size() - begin));
 }
 
 }  // namespace ap

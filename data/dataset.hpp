@@ -11,8 +11,8 @@ namespace ap {
 
 struct dataset {
   std::string name;
-  tensor inputs;  // (samples, features), e.g. (60000, 784) with pixels scaled to [0, 1]
-  tensor labels;  // (samples) or (samples, sequence): class indices stored as floats (exact below 2^24)
+  tensor inputs;  // (samples, features), e.g. (60000, 784) in [0, 1]
+  tensor labels;  // (samples) or (samples, sequence): class indices as floats (exact below 2^24)
   std::size_t num_classes = 0;
   std::size_t size() const { return inputs.dimension() == 0 ? 0 : inputs.shape()[0]; }
 };
@@ -22,17 +22,14 @@ struct batch {
   tensor labels;  // (batch) or (batch, sequence)
 };
 
-// Note [lazy epoch order]: the sample order of one epoch is a seeded bijection of [0, n) computed per
-// position, so a source of 10^9 windows needs no vector of 10^9 indices. A balanced Feistel network of 4
-// rounds (round function: hash_counters of the key, the round and the right half) permutes [0, 4^h), the
-// smallest such range holding n; cycle walking (apply it again while the value is >= n) restricts it to
-// [0, n), at most 4n values, so about 4 applications at worst. Plain 64-bit integer arithmetic: the same
-// order on every platform for the same (n, seed, epoch).
+// Note [lazy epoch order]: an epoch's sample order is a seeded bijection of [0, n) computed per position, so
+// 10^9 windows need no vector of indices: a 4-round Feistel network on [0, 4^h) (the smallest such range
+// holding n), restricted to [0, n) by cycle walking. Plain 64-bit integer arithmetic, so the order is the same
+// on every platform for the same (n, seed, epoch).
 class sample_order {
  public:
   sample_order(std::size_t n, std::uint64_t seed, std::uint64_t epoch);
   std::size_t size() const { return n_; }
-  // The sample at position i of the epoch (i < size()).
   std::size_t operator[](std::size_t i) const;
 
  private:
@@ -43,11 +40,10 @@ class sample_order {
   std::uint64_t half_mask_;
 };
 
-// The sample order of one epoch as a vector: element i is sample_order(n, seed, epoch)[i]
-// (See Note [lazy epoch order]).
+// The sample order of one epoch as a vector (Note [lazy epoch order]).
 std::vector<std::size_t> epoch_order(std::size_t n, std::uint64_t seed, std::uint64_t epoch);
 
-// Batch number `index` of an epoch order: samples order[index*batch_size, ...), the last one may be smaller.
+// Batch `index` of an epoch order: order[index*batch_size, ...); the last may be smaller.
 batch make_batch(const dataset& d, const std::vector<std::size_t>& order, std::size_t index,
                  std::size_t batch_size);
 std::size_t batch_count(std::size_t samples, std::size_t batch_size);

@@ -25,8 +25,8 @@ struct gz_closer {
 };
 using gz_handle = std::unique_ptr<std::remove_pointer_t<gzFile>, gz_closer>;
 
-// Throws if zlib has recorded an error on `f`. A gzip stream cut short is Z_BUF_ERROR, which gzread
-// reports only here (it returns the bytes it got), so this runs after every read.
+// Throws if zlib recorded an error on `f`: a truncated gzip stream (Z_BUF_ERROR) shows only here, so this runs
+// after every read.
 void check_gz(gzFile f, const std::string& path) {
   int errnum = Z_OK;
   const char* message = gzerror(f, &errnum);
@@ -36,7 +36,7 @@ void check_gz(gzFile f, const std::string& path) {
   fail(path, std::string("corrupt gzip stream: ") + message);
 }
 
-// Reads up to n bytes (fewer only at the end of the data); throws on a zlib error.
+// Reads up to n bytes (fewer only at the end); throws on a zlib error.
 std::size_t read_up_to(gzFile f, const std::string& path, unsigned char* dst, std::size_t n) {
   std::size_t got = 0;
   while (got < n) {
@@ -67,14 +67,14 @@ std::string dims_string(const std::vector<std::size_t>& dims) {
 
 }  // namespace
 
-// IDX: magic 00 00 <type> <ndims>, then ndims big-endian uint32 sizes, then product(sizes) elements.
-// gzread passes a file that is not gzip through unchanged, so raw and .gz files take the same path.
+// IDX: magic 00 00 <type> <ndims>, ndims big-endian uint32 sizes, then the elements. gzread passes non-gzip
+// files through, so raw and .gz files take the same path.
 idx_file read_idx(const std::string& path) {
   errno = 0;
   gz_handle file(gzopen(path.c_str(), "rb"));
   if (!file) fail(path, std::string("cannot open: ") + (errno ? std::strerror(errno) : "out of memory"));
   gzFile f = file.get();
-  gzbuffer(f, 1u << 20);  // fewer, larger reads of the compressed file
+  gzbuffer(f, 1u << 20);
 
   unsigned char magic[4];
   const std::size_t got_magic = read_up_to(f, path, magic, 4);
@@ -106,8 +106,8 @@ idx_file read_idx(const std::string& path) {
     expected *= dim;
   }
 
-  // Read the payload in large chunks, growing the buffer only as bytes arrive, so a header that
-  // promises more than the file holds costs no huge allocation. Fashion-MNIST fits in one chunk.
+  // Chunked reads grow the buffer only as bytes arrive, so a header promising more than the file holds costs no
+  // huge allocation.
   constexpr std::size_t chunk = std::size_t{64} << 20;
   std::size_t got = 0;
   while (got < expected) {
@@ -121,7 +121,7 @@ idx_file read_idx(const std::string& path) {
     fail(path, "truncated: expected " + std::to_string(expected) + " bytes of data for dims " +
                    dims_string(idx.dims) + ", got " + std::to_string(got));
 
-  // One more byte must not exist. This read also makes zlib check the gzip trailer (CRC and length).
+  // One more byte must not exist; this read also makes zlib check the gzip trailer.
   unsigned char extra[1];
   if (read_up_to(f, path, extra, 1) != 0)
     fail(path, "trailing garbage: more than the " + std::to_string(expected) + " bytes of data that dims " +
@@ -158,8 +158,8 @@ dataset load_fashion_mnist(const std::string& split, const std::string& dir) {
   d.name = "fashion-mnist/" + split;
   d.num_classes = num_classes;
   const std::size_t features = 28 * 28;
-  d.inputs = tensor::from_shape({n, features});  // (n, 784) in [0, 1]
-  d.labels = tensor::from_shape({n});            // (n) class indices 0..9
+  d.inputs = tensor::from_shape({n, features});
+  d.labels = tensor::from_shape({n});
   const unsigned char* px = images.bytes.data();
   float* out = d.inputs.data();
   const std::size_t total = n * features;

@@ -15,7 +15,7 @@ namespace {
   throw std::runtime_error("npy file " + path + ": " + what);
 }
 
-// The header's dict literal: string keys, values a string, True/False, or a tuple of integers.
+// The header's dict literal: string keys; values a string, True/False or a tuple of integers.
 class header_parser {
  public:
   header_parser(const std::string& text, std::size_t offset, const std::string& path)
@@ -209,7 +209,7 @@ dataset npy_dataset(const std::string& features_path, const std::string& labels_
   dataset d;
   d.name = features_path;
   shape_t shape(x.shape.begin(), x.shape.end());
-  if (shape.size() == 1) shape.push_back(1);  // (n): one feature per sample
+  if (shape.size() == 1) shape.push_back(1);
   d.inputs = tensor::from_shape(shape);
   d.labels = tensor::from_shape({n});
   const std::size_t row = n == 0 ? 0 : x.elements() / n;

@@ -13,14 +13,14 @@ dataset make_blobs(std::size_t samples, std::size_t features, std::size_t classe
                                 " features");
   splitmix64 gen(mix_seed(seed, 0x626c6f6273ULL));  // "blobs": a different stream from epoch_order's
 
-  std::vector<double> centres(classes * features);  // (classes, features), uniform in [-2, 2)
+  std::vector<double> centres(classes * features);  // (classes, features) in [-2, 2)
   for (double& c : centres) c = -2.0 + 4.0 * gen.uniform();
 
   dataset d;
   d.name = "blobs";
   d.num_classes = classes;
-  d.inputs = tensor::from_shape({samples, features});  // (samples, features)
-  d.labels = tensor::from_shape({samples});            // (samples)
+  d.inputs = tensor::from_shape({samples, features});
+  d.labels = tensor::from_shape({samples});
   float* x = d.inputs.data();
   for (std::size_t i = 0; i < samples; ++i) {
     const std::size_t label = i % classes;  // round-robin: counts differ by at most one

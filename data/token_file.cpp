@@ -27,7 +27,6 @@ struct fd_closer {
   }
 };
 
-// A read-only mapping, unmapped with its last owner.
 struct mapping {
   void* base = nullptr;
   std::size_t length = 0;
@@ -54,7 +53,7 @@ bool pread_all(int fd, void* dst, std::size_t n, std::size_t offset, const std::
 // Every id below vocab_size, read through pread in chunks: the mapping's pages are never touched here.
 template <typename T>
 void check_ids(int fd, std::size_t offset, std::size_t count, std::size_t vocab_size, const std::string& path) {
-  constexpr std::size_t chunk = std::size_t{1} << 18;  // tokens per read
+  constexpr std::size_t chunk = std::size_t{1} << 18;
   std::vector<T> buffer(std::min(chunk, count));
   for (std::size_t first = 0; first < count; first += chunk) {
     const std::size_t n = std::min(chunk, count - first);
@@ -133,7 +132,7 @@ token_span open_token_file(const std::string& path, token_file_kind kind, int to
   if (base == MAP_FAILED) fail(path, std::string("cannot map: ") + std::strerror(errno));
   map->base = base;
   map->length = length;
-  ::madvise(base, length, MADV_RANDOM);  // windows are read at random starts: no read-ahead of whole extents
+  ::madvise(base, length, MADV_RANDOM);  // random starts: no read-ahead
   token_span span;
   span.data = static_cast<const std::uint8_t*>(base) + offset;
   span.count = count;

@@ -16,16 +16,14 @@ inline constexpr std::size_t llmc_header_bytes = 256 * 4;
 
 enum class token_file_kind { raw, llmc };
 
-// Maps `path` and checks it: a raw file's length must be a multiple of `token_bytes` (2 or 4), an llm.c
-// file's header (magic, version) and its token count against the length; with `vocab_size` > 0 every id
-// must be below it (checked with pread in chunks, so the check leaves no pages of the file resident).
-// Throws std::runtime_error naming the file and the place (byte offset, token index and value) for a missing,
-// empty, truncated or malformed file or an id too large; std::invalid_argument for a token_bytes other than
-// 2 or 4. The span's owner holds the mapping.
+// Maps `path` and checks it: a raw file's length is a multiple of `token_bytes` (2 or 4), an llm.c header
+// and token count match the length; with `vocab_size` > 0 every id is below it (read with pread, so no page
+// stays resident). Throws std::runtime_error naming the file and the offset or token; std::invalid_argument
+// for a bad token_bytes. The span's owner holds the mapping.
 token_span open_token_file(const std::string& path, token_file_kind kind, int token_bytes = 2,
                            std::size_t vocab_size = 0);
 
-// Whether `path` starts with llm.c's magic (false for a missing or shorter file).
+// Whether `path` starts with llm.c's magic.
 bool has_llmc_magic(const std::string& path);
 
 }  // namespace ap

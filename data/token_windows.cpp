@@ -50,7 +50,7 @@ class windows_source final : public data_source {
   shape_t sample_shape() const override { return {context_}; }
   bool is_sequence() const override { return true; }
   batch gather(const std::size_t* indices, std::size_t count) const override {
-    batch b{tensor::from_shape({count, context_}), tensor::from_shape({count, context_})};  // (count, context) each
+    batch b{tensor::from_shape({count, context_}), tensor::from_shape({count, context_})};
     float* in = b.inputs.data();
     float* out = b.labels.data();
     for (std::size_t w = 0; w < count; ++w) {
@@ -79,7 +79,7 @@ class windows_source final : public data_source {
     };
     const auto round_down = [](std::uintptr_t a, std::uintptr_t to) { return a & ~(to - 1); };
     const std::uintptr_t page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE)), block = released_block_bytes;
-    // Clamped to the span's pages, which are the mapping's: a block may reach into a neighbouring mapping.
+    // Clamped to the span's pages: a block may reach into a neighbouring mapping.
     const std::uintptr_t lowest = round_down(at(0), page), highest = round_down(at(tokens_.count) + page - 1, page);
     const std::uintptr_t begin = std::max(lowest, round_down(at(first), block));
     const std::uintptr_t stop = std::min(highest, round_down(at(end) + block - 1, block));

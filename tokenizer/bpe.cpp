@@ -41,8 +41,8 @@ std::string utf8(std::uint32_t cp) {
 }
 
 struct alphabet {
-  std::string chars[256];                         // byte -> its character, UTF-8
-  std::unordered_map<std::uint32_t, unsigned char> bytes;  // code point -> byte
+  std::string chars[256];
+  std::unordered_map<std::uint32_t, unsigned char> bytes;
   alphabet() {
     for (unsigned b = 0; b < 256; ++b) {
       const std::uint32_t cp = byte_code_point(static_cast<unsigned char>(b));
@@ -67,7 +67,7 @@ std::string read_file(const std::string& path, const char* what) {
   return s.str();
 }
 
-// The line (from 1) of the key `token` in the JSON text, or 0 if it is not found as written.
+// The line (from 1) of the key `token` in the JSON text, 0 if not found.
 std::size_t line_of_key(const std::string& text, const std::string& token) {
   for (bool ascii : {false, true}) {
     const std::string quoted = nlohmann::json(token).dump(-1, ' ', ascii);
@@ -90,12 +90,10 @@ std::string at_key(const std::string& path, const std::string& text, const std::
 // Ids at or above this are refused: the tokenizer keeps a table indexed by id.
 constexpr std::uint64_t id_limit = std::uint64_t{1} << 24;
 
-// Note [invalid UTF-8]: GPT-2's pattern needs PCRE2's UTF mode (\p{L}, \p{N}, Unicode \s), but the text to
-// encode may be any bytes. The pattern is compiled with PCRE2_MATCH_INVALID_UTF: an invalid UTF-8 sequence
-// then matches nothing (no error, no check of the whole subject up front), so it lies between two matches;
-// every byte between matches becomes a piece of its own. The pieces always concatenate to the text, each
-// piece's bytes map to GPT-2's alphabet whatever they are, and so decode(encode(text)) == text for any bytes.
-// Valid text is cut exactly as GPT-2's pattern cuts it.
+// Note [invalid UTF-8]: GPT-2's pattern needs PCRE2's UTF mode, but the text may be any bytes. Compiled with
+// PCRE2_MATCH_INVALID_UTF, an invalid sequence matches nothing and its bytes become pieces of their own, so
+// the pieces always concatenate to the text and decode(encode(text)) == text for any bytes; valid text is cut
+// exactly as GPT-2 cuts it.
 struct compiled_pattern {
   pcre2_code* code = nullptr;
   compiled_pattern() {
@@ -109,7 +107,7 @@ struct compiled_pattern {
       throw std::logic_error("GPT-2's pattern does not compile at " + std::to_string(offset) + ": " +
                              reinterpret_cast<const char*>(message));
     }
-    pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);  // where PCRE2 has no JIT, the interpreter matches
+    pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);
   }
   ~compiled_pattern() { pcre2_code_free(code); }
 };
@@ -133,7 +131,7 @@ std::optional<std::string> gpt2_token_bytes(std::string_view token) {
     if (c < 0x80) cp = c, n = 1;
     else if ((c & 0xE0) == 0xC0) cp = c & 0x1F, n = 2;
     else if ((c & 0xF0) == 0xE0) cp = c & 0x0F, n = 3;
-    else return std::nullopt;  // the alphabet ends at U+0143: nothing longer than 2 bytes, but be exact
+    else return std::nullopt;  // the alphabet ends at U+0143
     if (i + n > token.size()) return std::nullopt;
     for (std::size_t k = 1; k < n; ++k) {
       const auto d = static_cast<unsigned char>(token[i + k]);
@@ -141,7 +139,7 @@ std::optional<std::string> gpt2_token_bytes(std::string_view token) {
       cp = (cp << 6) | (d & 0x3F);
     }
     const auto it = a.bytes.find(cp);
-    if (it == a.bytes.end() || utf8(cp) != token.substr(i, n)) return std::nullopt;  // overlong forms too
+    if (it == a.bytes.end() || utf8(cp) != token.substr(i, n)) return std::nullopt;
     out += static_cast<char>(it->second);
     i += n;
   }
@@ -168,7 +166,7 @@ std::vector<std::string_view> gpt2_pretokenize(std::string_view text) {
       throw std::runtime_error("pre-tokenising at byte " + std::to_string(pos) + ": " +
                                reinterpret_cast<const char*>(message));
     }
-    for (; pos < start; ++pos) pieces.push_back(text.substr(pos, 1));  // bytes no match covers
+    for (; pos < start; ++pos) pieces.push_back(text.substr(pos, 1));
     if (end > start) pieces.push_back(text.substr(start, end - start));
     pos = std::max(pos, end);
   }
@@ -253,7 +251,7 @@ bpe_tokenizer bpe_tokenizer::from_files(const std::string& vocab_path, const std
       fail(where + "the merge " + nlohmann::json(line).dump() + " makes " + nlohmann::json(a + b).dump() +
            ", which the vocabulary " + vocab_path + " lacks");
     const std::uint64_t key = (std::uint64_t{ia->second} << 32) | ib->second;
-    t.merges_.emplace(key, merge{rank++, ir->second});  // a repeated merge keeps its first rank
+    t.merges_.emplace(key, merge{rank++, ir->second});
   }
   return t;
 }
@@ -264,7 +262,7 @@ void bpe_tokenizer::encode_piece(std::string_view piece, std::vector<std::uint32
   for (const char c : piece) word.push_back(byte_ids_[static_cast<unsigned char>(c)]);
   std::vector<std::uint32_t> next;
   while (word.size() > 1) {
-    // The adjacent pair of the lowest rank, then every occurrence of it merged, left to right (as GPT-2 does).
+    // The adjacent pair of the lowest rank, every occurrence merged left to right (as GPT-2 does).
     std::uint32_t best_rank = std::numeric_limits<std::uint32_t>::max();
     std::uint64_t best_key = 0;
     std::uint32_t best_result = 0;
@@ -292,8 +290,8 @@ void bpe_tokenizer::encode_piece(std::string_view piece, std::vector<std::uint32
 std::vector<std::uint32_t> bpe_tokenizer::encode(std::string_view text) const {
   std::vector<std::uint32_t> ids;
   ids.reserve(text.size() / 3);
-  // Words repeat: a piece's ids are remembered for the rest of this call.
-  std::unordered_map<std::string_view, std::pair<std::size_t, std::size_t>> seen;  // piece -> ids' place
+  // A piece's ids are remembered for the rest of this call: words repeat.
+  std::unordered_map<std::string_view, std::pair<std::size_t, std::size_t>> seen;
   std::vector<std::uint32_t> known;
   for (const std::string_view piece : gpt2_pretokenize(text)) {
     const auto it = seen.find(piece);

@@ -22,7 +22,7 @@ data_tensor_runner::data_tensor_runner(sequential& model, const optimizer_config
   const int D = options.data_parallel, T = options.tensor_parallel;
   if (D < 1) throw std::invalid_argument("--data-parallel must be at least 1, got " + std::to_string(D));
   if (T < 1) throw std::invalid_argument("--tensor-parallel must be at least 1, got " + std::to_string(T));
-  make_optimizer(optimizer);  // refuses a bad kind or learning rate before anything is built
+  make_optimizer(optimizer);  // refuses a bad optimizer before anything is built
   keep_tensor_memory();       // before the ranks' threads start: Note [one malloc arena]
   const std::vector<int> cores = process_cores();
   process_cores_ = cores.size();
@@ -52,7 +52,7 @@ data_tensor_runner::data_tensor_runner(sequential& model, const optimizer_config
       replicas_[static_cast<std::size_t>(d)]->join_data_parallel(std::move(members), d);
     }
   }
-  // A thread of its own per replica (the caller's is never pinned); each is rank 0 of its stage (Note [cores per rank]).
+  // A thread per replica (the caller's is never pinned), each rank 0 of its stage (Note [cores per rank]).
   threads_ = std::make_unique<lockstep_threads>(D, std::vector<compute_cores>{}, /*caller_runs_rank0=*/false);
 }
 
@@ -81,12 +81,12 @@ float data_tensor_runner::train_step(const tensor& inputs, const tensor& labels,
     throw std::invalid_argument("step " + std::to_string(step) + ": a batch of " + std::to_string(samples) +
                                 " samples cannot feed " + std::to_string(D) + " data-parallel replicas");
   const std::size_t batch_rows = loss_->batch_rows(labels);
-  model_.check_input(inputs);  // the whole model names a bad width or dtype before any thread starts
+  model_.check_input(inputs);  // names a bad width or dtype before any thread starts
   std::vector<float> loss_shares(D, 0.0f);
   const std::vector<std::exception_ptr> errors = threads_->run([&](int d) {
     stage_compute& replica = *replicas_[static_cast<std::size_t>(d)];
     try {
-      // One microbatch through the one stage: the pipeline's F, the coordinator's loss, B with the reductions.
+      // One microbatch through the one stage: F, the loss, B with the reductions.
       const auto [first, last] = shard_rows(samples, D, static_cast<std::size_t>(d));
       const tensor x = slice_rows(inputs, first, last), y = slice_rows(labels, first, last);
       loss::loss_and_gradient result;  // a split vocabulary keeps its gradient (Note [loss in the last stage])
@@ -98,7 +98,7 @@ float data_tensor_runner::train_step(const tensor& inputs, const tensor& labels,
       }
       loss_shares[static_cast<std::size_t>(d)] = result.loss;
       replica.backward_and_reduce(0, 0, result.gradient);
-      float factor = 1.0f;  // the sum is over the reduced gradients, alike everywhere (Note [global gradient clipping])
+      float factor = 1.0f;  // Note [global gradient clipping]
       if (options_.clip_grad_norm > 0.0f) factor = clip_factor(replica.gradient_square_sum(), options_.clip_grad_norm);
       replica.apply_optimizer(factor, d, static_cast<int>(D));  // part d only (Note [shared optimizer step])
     } catch (...) {
@@ -148,7 +148,7 @@ void data_tensor_runner::save_checkpoint(const std::string& path, const training
 }
 
 training_state data_tensor_runner::load_checkpoint(const std::string& path) {
-  // The checkpoint library checks everything while loading into the whole model, before any replica changes.
+  // Everything is checked while loading into the whole model, before any replica changes.
   std::unique_ptr<optimizer> opt = make_optimizer(optimizer_config_);
   opt->init_state(model_.parameters());
   training_state loaded = ap::load_checkpoint(path, model_, opt.get());

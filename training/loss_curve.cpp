@@ -10,7 +10,7 @@ namespace ap {
 namespace {
 
 constexpr double width = 800.0, height = 400.0;
-constexpr double left = 60.0, right = 20.0, top = 40.0, bottom = 40.0;  // margins around the plot area
+constexpr double left = 60.0, right = 20.0, top = 40.0, bottom = 40.0;
 
 std::string number(double x) {
   char buf[32];
@@ -52,7 +52,6 @@ std::string to_svg(const loss_curve& curve, const std::string& title) {
                     number(height) + "\" font-family=\"monospace\" font-size=\"11\">\n";
   out += "<title>" + escape(title) + "</title>\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   out += "<text x=\"" + number(left) + "\" y=\"20\" font-size=\"13\">" + escape(title) + "</text>\n";
-  // Axes and ticks: five on each.
   out += "<path d=\"M" + number(left) + "," + number(top) + " V" + number(top + plot_h) + " H" + number(left + plot_w) +
          "\" fill=\"none\" stroke=\"black\"/>\n";
   for (int k = 0; k <= 5; ++k) {
@@ -70,7 +69,6 @@ std::string to_svg(const loss_curve& curve, const std::string& title) {
       out += "<circle cx=\"" + number(x_of(p.step)) + "\" cy=\"" + number(y_of(p.loss)) + "\" r=\"3\" fill=\"#cc4125\"><title>epoch mean " +
              number(p.loss) + " at step " + number(p.step) + "</title></circle>\n";
   }
-  // Legend.
   out += "<text x=\"" + number(left + plot_w - 250) + "\" y=\"20\" fill=\"#6fa8dc\">step loss</text><text x=\"" +
          number(left + plot_w - 150) + "\" y=\"20\" fill=\"#cc4125\">epoch mean</text>\n";
   out += "</svg>\n";

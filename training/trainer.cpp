@@ -21,14 +21,14 @@ local_runner::local_runner(sequential& model, const optimizer_config& optimizer,
 }
 
 float local_runner::train_step(const tensor& inputs, const tensor& labels, std::uint64_t step) {
-  // forward refuses inputs of the wrong dtype or width (sequential::check_input) before any layer runs.
+  // forward refuses a wrong dtype or width before any layer runs.
   model_.zero_grad();
   sequential_cache cache;
   tensor output = model_.forward(inputs, cache, forward_context{true, step, 0});
   loss::loss_and_gradient result;
   try {
     result = loss_->take_loss_and_gradient(std::move(output), labels);
-  } catch (const std::domain_error& e) {  // a loss that is not finite: say at which step
+  } catch (const std::domain_error& e) {  // a non-finite loss: say at which step
     throw diverged_error("step " + std::to_string(step) + ": " + e.what());
   }
   const float batch_loss = result.loss;
@@ -148,8 +148,7 @@ train_report train(step_runner& runner, const data_source& train_set, const data
     throw std::invalid_argument("train: start batch " + std::to_string(config.start_batch) + " of epoch " +
                                 std::to_string(config.start_epoch) + " is beyond the epoch's " +
                                 std::to_string(batches) + " batches of " + std::to_string(config.batch_size));
-  // Where training stands after `steps` steps with batch `next` of `epoch` to train next; the end of an
-  // epoch is the start of the next one (Note [resumed trajectory]).
+  // Where training stands after `steps` steps, batch `next` of `epoch` next (Note [resumed trajectory]).
   const auto position = [&](std::uint64_t steps, std::uint64_t epoch, std::uint64_t next) {
     training_state at;
     at.step = steps;
@@ -160,11 +159,11 @@ train_report train(step_runner& runner, const data_source& train_set, const data
     return at;
   };
   training_state at = position(config.start_step, config.start_epoch, config.start_batch);
-  // Steps this call takes if nothing stops it: to the end of the last epoch, or to max_steps.
+  // Steps this call takes if nothing stops it.
   const std::uint64_t all_steps = static_cast<std::uint64_t>(config.epochs) * batches;
   const std::uint64_t end_step = config.max_steps ? std::min<std::uint64_t>(config.max_steps, all_steps) : all_steps;
   const std::size_t steps_total = end_step > at.step ? static_cast<std::size_t>(end_step - at.step) : 0;
-  std::uint64_t checkpointed = at.step;  // steps at the last checkpoint call (or the start)
+  std::uint64_t checkpointed = at.step;  // steps at the last checkpoint (or the start)
   bool done = false;
   double first_loss = 0.0;  // of this call's first step: Note [divergence]
   std::vector<double> step_seconds;
@@ -181,7 +180,7 @@ train_report train(step_runner& runner, const data_source& train_set, const data
       const double loss = runner.train_step(bt.inputs, bt.labels, at.step);
       step_seconds.push_back(std::chrono::duration<double>(clock::now() - step_start).count());
       if (report.steps == 0) first_loss = loss;
-      if (!loss_problem(loss, first_loss, config.divergence_factor).empty())  // again, naming the microbatch
+      if (!loss_problem(loss, first_loss, config.divergence_factor).empty())
         throw std::runtime_error("step " + std::to_string(at.step) + ": " +
                                  loss_problem(loss, first_loss, config.divergence_factor, runner.last_microbatch_losses()));
       loss_sum += loss;

@@ -1,4 +1,4 @@
-// The training loop, shared by single-process and pipeline training: epochs of seeded batches, then a test.
+// The training loop of single-process and pipeline training: epochs of seeded batches, then a test.
 #pragma once
 
 #include <cstdint>
@@ -17,29 +17,27 @@
 
 namespace ap {
 
-// What trains one batch. The single-process runner below is the reference; the pipeline is another.
+// What trains one batch; the single-process runner below is the reference.
 class step_runner {
  public:
   virtual ~step_runner() = default;
-  // One optimizer step on one batch; returns the batch's mean loss. `step` numbers steps from 0.
+  // One optimizer step on one batch; returns the batch's mean loss. `step` counts from 0.
   virtual float train_step(const tensor& inputs, const tensor& labels, std::uint64_t step) = 0;
   // Inference outputs (rows, classes).
   virtual tensor predict(const tensor& inputs) = 0;
-  // Checkpoints (Note [checkpoint layout]): the whole model, its optimizer state and `state` in one file,
-  // written atomically; load restores them and returns the saved training_state, or throws
-  // std::runtime_error naming the file and the tensor and changes nothing. A runner without checkpoints
-  // throws std::logic_error (the default).
+  // Checkpoints (Note [checkpoint layout]): model, optimizer state and `state` in one file, written atomically;
+  // load returns the saved training_state or throws std::runtime_error naming the file and tensor, changing
+  // nothing. The default throws std::logic_error.
   virtual void save_checkpoint(const std::string& path, const training_state& state);
   virtual training_state load_checkpoint(const std::string& path);
-  // The last step's loss per microbatch (mean over its rows), for a runner that splits batches; else empty.
-  // Note [divergence] names the microbatch of the largest.
+  // The last step's loss per microbatch, for a runner that splits batches; else empty (Note [divergence]).
   virtual std::vector<float> last_microbatch_losses() const { return {}; }
 };
 
-// Plain training of a whole Sequential in this thread: forward, loss, backward, optimizer step.
+// A whole Sequential trained in this thread.
 class local_runner final : public step_runner {
  public:
-  // clip_grad_norm > 0 clips by the global gradient norm before each step (Note [global gradient clipping]).
+  // Note [global gradient clipping] when clip_grad_norm > 0.
   local_runner(sequential& model, const optimizer_config& optimizer, const std::string& loss = "cross_entropy",
                float clip_grad_norm = 0.0f);
   float train_step(const tensor& inputs, const tensor& labels, std::uint64_t step) override;
@@ -55,109 +53,95 @@ class local_runner final : public step_runner {
   std::vector<weight_tie> ties_;  // Note [tied weights]
 };
 
-// Where a run stands after a step: for progress lines and loss curves (train_config::on_step).
+// A run's position after a step.
 struct step_progress {
-  std::uint64_t step = 0;        // the step just taken, numbered from 0 over the whole run (a resumed one included)
-  std::uint64_t epoch = 0;       // its epoch, from 0
+  std::uint64_t step = 0;  // the step just taken, from 0 over the whole run
+  std::uint64_t epoch = 0;
   std::size_t batch = 0, batches = 0;  // its batch in the epoch (from 0) and the epoch's batches
   double loss = 0.0;             // its batch's mean loss
-  std::size_t steps_done = 0;    // steps taken by this call, this one included
-  std::size_t steps_total = 0;   // steps this call will take if nothing stops it
-  std::size_t samples = 0;       // samples trained by this call
-  double elapsed_s = 0.0;        // since this call began
+  std::size_t steps_done = 0;  // steps taken by this call, this one included
+  std::size_t steps_total = 0;  // steps this call will take if nothing stops it
+  std::size_t samples = 0;
+  double elapsed_s = 0.0;
 };
 
 struct train_config {
   std::size_t epochs = 1;
   std::size_t batch_size = 128;
   std::uint64_t seed = 1;       // data order
-  std::size_t max_steps = 0;    // stop once this many steps are taken in all, start_step included (0: whole epochs)
-  std::function<void(const std::string&)> log;  // progress lines, if set
-  std::function<void(const step_progress&)> on_step;  // after every step, if set
-  // Where to start: steps already taken, and the epoch and index in it of the next batch (a resumed run sets
-  // them, and `seed`, from the loaded training_state: Note [resumed trajectory]).
+  std::size_t max_steps = 0;    // total steps, start_step included (0: whole epochs)
+  std::function<void(const std::string&)> log;
+  std::function<void(const step_progress&)> on_step;
+  // Where to start (a resumed run sets these and `seed` from its training_state: Note [resumed trajectory]).
   std::uint64_t start_step = 0, start_epoch = 0, start_batch = 0;
-  // If set, called with the position after every `checkpoint_every` steps (when the step count is a
-  // multiple of it; 0: never) and at the end if steps were taken since. Its model_spec is left empty.
+  // If set, called with the position every `checkpoint_every` steps (0: never) and at the end if steps were
+  // taken since. Its model_spec is left empty.
   std::function<void(const training_state&)> checkpoint;
   std::size_t checkpoint_every = 0;
-  // Stop with an error once a step's loss exceeds this factor times max(first loss, 1)
-  // (0: never); a loss that is not finite always stops training (Note [divergence]).
+  // Stop with an error once a loss exceeds this factor times max(first loss, 1) (0: never); a non-finite loss
+  // always stops (Note [divergence]).
   double divergence_factor = 1000.0;
-  // If set, called with the step count after every `evaluate_every` steps (a language model's validation loss).
+  // If set, called with the step count every `evaluate_every` steps.
   std::function<void(std::uint64_t step)> evaluate;
   std::size_t evaluate_every = 0;
-  // Empty: every batch as the data has it (Note [sequence lengths]). Else each batch of (rows, context) windows
-  // is cut to its first L positions, L one of these chosen per step from (seed, step).
+  // Empty: batches as the data has them. Else each (rows, context) batch is cut to its first L positions, L
+  // chosen per step from (seed, step) (Note [sequence lengths]).
   std::vector<std::size_t> sequence_lengths;
 };
 
-// Note [sequence lengths]: seed 003's stages take a batch's shape from the message (recv_shape's role), so a
-// language model may train on a different sequence length at every step: every layer reads T from its input,
-// attention's causal mask and the position embedding use the first T positions, and a pipeline's tensors carry
-// their shapes. The length of step `step` is lengths[hash(seed, step) % n]: the same for a resumed run.
+// Note [sequence lengths]: stages take a batch's shape from the message and every layer reads T from its
+// input, so a language model may train on a different sequence length at every step. Step `step` uses
+// lengths[hash(seed, step) % n]: the same for a resumed run.
 std::size_t sequence_length_of(const std::vector<std::size_t>& lengths, std::uint64_t seed, std::uint64_t step);
-// The first `length` positions of every window: inputs (rows, context) and labels (rows, context) cut to
-// (rows, length). Throws std::invalid_argument when length is 0 or more than the windows hold, naming both.
+// The first `length` positions of every window: (rows, context) inputs and labels cut to (rows, length).
+// Throws std::invalid_argument naming both when length is 0 or too large.
 batch first_positions(const batch& b, std::size_t length);
 
-// Note [divergence]: training that diverges (a learning rate far too high) would otherwise run to its end and
-// report a final loss like 4.9e20. train() stops at the first step whose loss is not finite, or exceeds
-// divergence_factor * max(L0, 1), where L0 is the loss of the first step of this call (before any update it
-// made: a resumed run takes its own first loss). The floor of 1 keeps a run that starts from a well-trained
-// checkpoint (L0 = 0.05) from stopping on one noisy batch. With the default factor 1000, cross-entropy over
-// 10 classes (L0 ~ 2.3) stops above ~2300: a loss no learning run reaches (a model that puts e^-2300 on the
-// right class), while a diverging one passes it within a few steps (Adam at lr 1e9: ~1e9 at step 1).
-// Returns "" when `loss` is fine, else why not (without the step); `microbatch_losses` (may be empty) adds
-// the microbatch of the largest loss: a pipeline's loss is the sum of its microbatches' shares.
+// Note [divergence]: train() stops at the first step whose loss is not finite or exceeds
+// divergence_factor * max(L0, 1), L0 being this call's first loss, so a diverging run stops within a few
+// steps instead of running to its end. The floor of 1 keeps a run resumed from a well-trained checkpoint from
+// stopping on one noisy batch; the default factor 1000 is far above any loss a learning run reaches.
+// Returns "" when `loss` is fine, else why not; `microbatch_losses` (may be empty) adds the microbatch of the
+// largest loss.
 std::string loss_problem(double loss, double first_loss, double divergence_factor,
                          const std::vector<float>& microbatch_losses = {});
 
 struct train_report {
-  std::size_t steps = 0, samples = 0;  // taken by this call
-  std::size_t positions = 0;           // labels trained on: samples x sequence length for a language model
-  double wall_s = 0.0;           // training time, without the final test
+  std::size_t steps = 0, samples = 0;
+  std::size_t positions = 0;  // samples x sequence length for a language model
+  double wall_s = 0.0;  // without the final test
   double samples_per_s = 0.0;
-  double positions_per_s = 0.0;  // a language model's tokens per second
-  double median_step_s = 0.0;    // a step's pace: the median of the steps' wall times (set-up in the first moves it not)
-  // Mean batch loss over the steps this call took in its last epoch: after a resume mid-epoch, only those
-  // (final_loss_steps of them), so it differs from an uninterrupted run's mean over the whole epoch.
+  double positions_per_s = 0.0;
+  double median_step_s = 0.0;    // the median of the steps' wall times
+  // Mean batch loss over the steps this call took in its last epoch (after a mid-epoch resume, only those).
   double final_loss = 0.0;
   std::size_t final_loss_steps = 0;
-  double last_loss = 0.0;        // the last step's batch loss
+  double last_loss = 0.0;
   double test_accuracy = 0.0;
   std::vector<double> epoch_losses;
 };
 
-// Note [resumed trajectory]: step s trains batch b of epoch e with batches from epoch_order(seed, e) and step
-// number s (dropout masks depend on it). A run started at (start_step, start_epoch, start_batch), on a runner
-// holding the weights and optimizer state saved at that position, takes exactly the steps the uninterrupted
-// run takes from there: same batches, same step numbers, same updates.
-// The epoch order is sample_order(size, seed, epoch) for every source: See Note [lazy epoch order].
-// The final test accuracy is predicted in batches of config.batch_size (Note [evaluation in batches]); with no
-// test set (null) test_accuracy stays 0.
+// Note [resumed trajectory]: step s trains batch b of epoch e, ordered by sample_order (Note [lazy epoch
+// order]), with step number s (dropout masks depend on it). A run started at (start_step, start_epoch,
+// start_batch) with the weights and optimizer state saved there takes exactly the steps the uninterrupted run
+// takes. The test accuracy is predicted in batches (Note [evaluation in batches]); with no test set it stays 0.
 train_report train(step_runner& runner, const data_source& train_set, const data_source* test_set,
                    const train_config& config);
 // The same on in-memory data sets (no copy).
 train_report train(step_runner& runner, const dataset& train_set, const dataset& test_set, const train_config& config);
 
-// Note [evaluation in batches]: evaluate_loss and evaluate_accuracy predict the data set `batch_size` rows at
-// a time (the last batch takes what is left), so their memory is one batch's whatever the data set's size;
-// train() and `actorpipe train` pass the training batch size. No layer mixes the samples of a batch, so a
-// sample's outputs do not depend on the batch it is predicted in (up to the GEMM kernel chosen for a batch's
-// row count) and the accuracy, a count, equals the one-batch accuracy; the loss sums each batch's mean
-// (rounded to float once) weighted by its label count, in double: within about 1e-7 (relative) of the
-// one-batch loss whatever the batch size (tests/test_training_evaluate.cpp checks 1e-6).
+// Note [evaluation in batches]: evaluate_loss and evaluate_accuracy predict `batch_size` rows at a time, so
+// memory is one batch's whatever the data set's size. No layer mixes samples, so the accuracy equals the
+// one-batch accuracy; the loss sums each batch's mean weighted by its label count, in double, within about
+// 1e-7 relative of the one-batch loss.
 
-// Mean cross-entropy per label (nats; per byte for a byte-level language model, whose labels are
-// (samples, sequence)) over the whole data set, predicted in batches of `batch_size`.
+// Mean cross-entropy per label (nats) over the whole data set, predicted in batches of `batch_size`.
 double evaluate_loss(step_runner& runner, const data_source& d, std::size_t batch_size = 64);
 double evaluate_loss(step_runner& runner, const dataset& d, std::size_t batch_size = 64);
 // "epoch 2/10  step 57/234  loss 0.5432  12,345 samples/s  ETA 0:12": one progress line (no newline).
 std::string progress_line(const step_progress& p, std::size_t epochs);
 
-// Share of rows whose arg-max output matches the label, predicted in batches of `batch_size`
-// (Note [evaluation in batches]).
+// Share of rows whose arg-max matches the label, predicted in batches (Note [evaluation in batches]).
 double evaluate_accuracy(step_runner& runner, const data_source& d, std::size_t batch_size = 1000);
 double evaluate_accuracy(step_runner& runner, const dataset& d, std::size_t batch_size = 1000);
 
