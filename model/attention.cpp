@@ -114,9 +114,7 @@ namespace {
 constexpr std::ptrdiff_t parallel_rows = 64;
 
 // Head h of part `which` (0 q, 1 k, 2 v) of a (B, T, width) tensor is its columns which*D + h*d ... + d - 1.
-// Why the heads are copied out rather than read in place by a strided 4-D matmul: oneDNN 2.6 runs the strided
-// form on gemm:jit, 8.5-10 ms for the scores of B=16, H=8, T=128, d=32 on one thread, against 6.9 ms for
-// brg:avx512_core on dense copies; the copies cost about 0.35 ms each (1.7% of a training step in all).
+// The heads are copied out because oneDNN runs a strided 4-D matmul on a slower kernel than dense copies.
 // split_heads copies part `which` of qkv (B, T, width) out into (B*H, T, d) ...
 void split_heads(const float* qkv, std::size_t width, std::size_t which, std::size_t batch, std::size_t t,
                  std::size_t heads, std::size_t d, float* out) {
@@ -149,8 +147,7 @@ void merge_heads(const float* heads_data, std::size_t batch, std::size_t t, std:
   }
 }
 
-// The three parts of qkv (B, T, (H + 2K) d) split out at once, q (B*H, T, d), k and v (B*K, T, d): one team, not
-// three.
+// The three parts of qkv split out at once, q (B*H, T, d), k and v (B*K, T, d): one team, not three.
 void split_qkv_heads(const float* qkv, std::size_t batch, std::size_t t, std::size_t heads, std::size_t kv,
                      std::size_t d, float* q, float* k, float* v) {
   const std::size_t width = (heads + 2 * kv) * d;
@@ -172,8 +169,7 @@ void split_qkv_heads(const float* qkv, std::size_t batch, std::size_t t, std::si
   }
 }
 
-// dq (B*H, T, d), dk and dv (B*K, T, d) merged into dqkv (B, T, (H + 2K) d) at once: one team, and each row of
-// dqkv written whole.
+// dq (B*H, T, d), dk and dv (B*K, T, d) merged into dqkv (B, T, (H + 2K) d) at once, each row written whole.
 void merge_qkv_heads(const float* dq, const float* dk, const float* dv, std::size_t batch, std::size_t t,
                      std::size_t heads, std::size_t kv, std::size_t d, float* dqkv) {
   const std::size_t width = (heads + 2 * kv) * d;
@@ -212,8 +208,8 @@ rotary_angles rotary_angles_of(std::size_t t, std::size_t d, float base) {
   return a;
 }
 
-// Rotates the pairs (i, i + d/2) of every row of x (rows, d), row r at position r % t, by its angles, or back
-// (inverse: the backward's transpose), in place.
+// Rotates the pairs (i, i + d/2) of every row of x (rows, d), row r at position r % t, in place; `inverse`
+// for the backward.
 void rotate_pairs(float* x, std::size_t rows, std::size_t t, std::size_t d, const rotary_angles& a, bool inverse) {
   const std::size_t half = d / 2;
   const float sign = inverse ? -1.0f : 1.0f;
@@ -309,10 +305,8 @@ void causal_softmax_backward_rows(const float* p, float* g, std::size_t rows, st
 
 namespace {
 
-// Groups of heads on the rank's threads, one group a thread at a time; a lone group on the calling thread, outside
-// any parallel region, so the products inside it use the rank's team (Note [one level of teams] in
-// tensor/compute.cpp: inside a region, even one that is not active, oneDNN's own region started a new thread at
-// every call).
+// Groups of heads on the rank's threads; a lone group on the calling thread, outside any parallel region, so
+// its products use the rank's team (Note [one level of teams] in tensor/compute.cpp).
 template <class F>
 void in_groups(std::ptrdiff_t groups, const F& run_group) {
   if (groups == 1) return run_group(0);
@@ -338,16 +332,11 @@ tensor attention_heads_forward(const tensor& qkv, const head_layout& layout, dty
   const float scale = 1.0f / std::sqrt(float(d));
   tensor heads_out = tensor::from_shape({bh, t, d});  // (B*H, T, d)
   if (type == dtype::float32) {
-    // Note [attention in groups]: the scores of all B x H heads (33.5 MB for the GPT's 64 x 8 heads of 128 x
-    // 128) were written by one batched product, read and written again by the softmax and read by the second
-    // product: three passes through memory; the backward's dP and dS five more. Now each thread takes groups of
-    // heads whose scores fit in 256 KB of its cache (4 such heads) and runs the products (batched_gemm on one
-    // thread, inside the team) and the softmax on a group while its scores are still there: the probabilities
-    // go to memory once, as the stash, and dP / dS never. The groups are fixed by the shape alone, so any thread
-    // count gives the same bits. bench_ops, 2-core machine, the binaries alternating twice (ms, 1 / 2 threads):
-    // attention_heads.forward 30.2 / 14.7 and 30.6 / 15.1 -> 27.7 / 13.5 and 27.5 / 13.6; backward 37.8 / 17.9
-    // and 39.2 / 19.1 -> 30.1 / 14.9 and 30.8 / 15.1. A bfloat16 layer keeps the whole-batch passes (its stash
-    // is the rounded probabilities, which the second product reads).
+    // Note [attention in groups]: rather than writing all heads' scores to memory and passing over them
+    // three times (five more in the backward), each thread takes groups of heads whose scores fit in 256 KB
+    // of cache and runs both products and the softmax while they are there: the probabilities reach memory
+    // once, as the stash, dP / dS never. Groups depend on the shape only, so any thread count gives the same
+    // bits. A bfloat16 layer keeps whole-batch passes (its stash is the rounded probabilities).
     // Groups of whole units (a k/v head and its g query heads).
     const std::size_t group = std::max<std::size_t>(1, heads_per_group(t) / g);
     const auto groups = static_cast<std::ptrdiff_t>((units + group - 1) / group);
@@ -479,11 +468,9 @@ void causal_self_attention::backward_weight(const tensor& dy, layer_cache& cache
     throw std::invalid_argument(describe() + " backward_weight: run backward_input first (it computes the QKV dy)");
   proj_.backward_weight(dy, s.proj);
   qkv_.backward_weight(s.dqkv, s.qkv);
-  // Note [key bias]: adding b_k to every key adds q . b_k to every score of a row, which the softmax ignores:
-  // the key bias's gradient is exactly 0, and what the sum over positions leaves is rounding noise (1e-9) that
-  // Adam would scale into lr-sized steps in a random direction, different for every microbatch split. So
-  // it is set to the exact 0 it is (each backward_weight adds 0, so the accumulated value is 0 too). Not with
-  // rotary positions: the bias is rotated by each key's position, and q . R_t b_k varies along the row.
+  // Note [key bias]: b_k adds q . b_k to every score of a row, which the softmax ignores: its gradient is
+  // exactly 0, but the summed one is rounding noise that Adam would blow up into lr-sized steps. So it is set
+  // to 0. Not with rotary positions: the bias is then rotated by each key's position.
   if (!init_.qkv.bias || init_.rope > 0.0f) return;
   float* dbias = qkv_.parameters("").at(1).grad->data();
   const std::size_t kv_width = layout().kv_heads * (dim_ / heads_);
