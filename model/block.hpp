@@ -1,21 +1,13 @@
-// Blocks: layers made of sub-layers run in order, y = f(x) with f = parts[n-1] o ... o parts[0]; a residual
-// block adds its input, y = x + f(x) (llm.c's residual_forward). A block is one layer to everything above
-// it: one element of a Sequential, so the unit of partitioning (a stage holds whole blocks), one spec text
-// ("residual[layernorm:64,linear:64:256,gelu,linear:256:64]", layer_spec.hpp), parameters named by
-// position ("3.1.weight": block 3, its sub-layer 1), each sub-layer initialised from its own seed.
+// Blocks: layers made of parts run in order, y = f(x); a residual block adds its input, y = x + f(x). A block
+// is one layer to everything above it: one unit of partitioning, one spec text
+// ("residual[layernorm:64,linear:64:256,gelu,linear:256:64]"), parameters named by position ("3.1.weight").
+// The residual needs no special backward: parts[0] adds f's dx into dx and the block adds dy into the same dx
+// (Note [dx accumulates]). For Note [backward split], backward_input stashes the dy at each inner boundary in
+// the block's cache for backward_weight.
 //
-// Backward needs no special case for the residual: by Note [dx accumulates] in layer.hpp, parts[0] adds
-// f's input gradient into dx and the block adds dy into the same dx (the skip path). For Note [backward
-// split], backward_input stashes the dy at each inner boundary in the block's own cache, and
-// backward_weight hands each part its dy from there.
-//
-// Note [recomputation] (activation checkpointing): a block set to recompute keeps only its input x and the
-// forward's context when its forward runs (its parts' caches are dropped at once), and its backward first runs
-// the parts' forward again from x into fresh caches. Every op is deterministic and a dropout mask is a hash
-// of (seed, step, sample, unit), so the second forward saves the very bits of the first and the gradients are
-// those without recomputation, bit for bit. It trades one more forward of the block for its stash: what a
-// stage holds between a microbatch's forward and its backward shrinks to the blocks' inputs. The sync
-// backward cannot join recomputing blocks (nothing to join); the stage refuses it naming the layer.
+// A recomputing block (activation checkpointing, Note [recomputation]) trades one more forward for its stash.
+// Every op is deterministic and dropout masks are hashes, so the gradients equal those without it, bit for
+// bit. The sync backward cannot join recomputing blocks; the stage refuses naming the layer.
 #pragma once
 
 #include <functional>
@@ -30,8 +22,8 @@ namespace ap {
 
 class block final : public layer {
  public:
-  // Throws std::invalid_argument when there are no parts, when the parts' widths do not chain, or, for a
-  // residual, when f does not keep the width; the text names the parts and widths.
+  // Throws std::invalid_argument, naming parts and widths, for no parts, widths that do not chain, or a
+  // residual whose f changes the width.
   block(std::vector<std::unique_ptr<layer>> parts, bool residual);
   block(const block& other);  // deep copy of the parts
 
@@ -42,8 +34,7 @@ class block final : public layer {
     forward_context ctx;             // the forward's context, for the same dropout masks
     bool recompute = false;          // parts must be refilled before the backward
     std::vector<layer_cache> parts;  // one per part, in order
-    std::vector<tensor> dys;         // dys[i] (rows, part i's output width): dy at part i's output, for
-                                     // i < n - 1 (the last part's dy is the block's own); from backward_input
+    std::vector<tensor> dys;         // dys[i]: dy at part i's output for i < n - 1, from backward_input
     bool input_done = false;         // backward_input ran since the forward: dys are valid
     std::size_t bytes() const override {
       std::size_t n = x.byte_size();
@@ -84,8 +75,8 @@ class block final : public layer {
   void set_recompute(bool on) override { recompute_ = on; }  // Note [recomputation]
   bool recomputes() const override { return recompute_; }
 
-  // Note [sequence parallelism] in model/sequence_parallel.hpp, set by enable_sequence_parallel: the block runs
-  // on `group`'s rows, and sums its norms' gradients (the parameters of its parts that are not split) over it.
+  // Note [sequence parallelism] in model/sequence_parallel.hpp: the block runs on `group`'s rows and sums its
+  // unsplit parameters' gradients (the norms') over it.
   struct sequence_split {
     std::shared_ptr<process_group> group;  // null: whole rows
     bool scatter = false;                  // the input is whole: take this rank's rows (a run's first block)
@@ -107,8 +98,7 @@ class block final : public layer {
   tensor forward_rows(const tensor& x, layer_cache& cache, const forward_context& ctx) const;
   void backward_rows(const tensor& dy, layer_cache& cache, tensor* dx, bool with_weights) const;
   void weights_of_rows(const tensor& dy, layer_cache& cache);
-  // With a sequence split, the dy of the rows this block holds: this rank's rows of a whole dy (a run's last
-  // block), copied into `mine`, else dy itself.
+  // With a sequence split, this rank's rows of a whole dy (a run's last block) copied into `mine`; else dy.
   const tensor& rows_of_dy(const tensor& dy, tensor& mine) const;
   // Runs `work`, which adds to the gradients of the parts' unsplit parameters, and sums what it added over the group.
   void summing_partial(const std::function<void()>& work) const;

@@ -1,5 +1,4 @@
-// Causal self-attention with its heads split over tensor-parallel ranks (Megatron's parallel attention, seed
-// 004): the attention half of "2 all-reduces per transformer block".
+// Causal self-attention with its heads split over tensor-parallel ranks (Megatron's parallel attention).
 #pragma once
 
 #include <memory>
@@ -10,19 +9,11 @@
 namespace ap {
 
 // Note [head-parallel attention]: heads are independent between the two projections, so rank r of T takes
-// heads shard r (H / T heads; T must divide H, and with grouped-query attention the K kv heads, so that a rank
-// holds whole groups: Note [grouped-query attention] in model/attention.hpp): its q, k and v columns of the fused
-// QKV projection (a column_parallel_linear of 3 blocks, Note [shard blocks]; q, k and v each sliced to its
-// heads; rotary positions, which depend on the position alone, are applied by each rank to its heads), the
-// attention core on those heads alone (attention_heads_*), and its rows of the output projection (a
-// row_parallel_linear: the heads' outputs concatenated are the columns h * d of the merged heads, so its
-// heads are one contiguous shard of the projection's input rows). The input is whole on every rank; the
-// forward's only collective is the output projection's all-reduce of partial products (then its whole
-// bias is added), the backward's only one is the QKV projection's all-reduce of the partial dx. Spec
-// "head_parallel_attention:DIM:HEADS" names the global layer: unsplit (before join_group) it computes
-// exactly what "attention:DIM:HEADS" computes, with the same initialisation, parameter names ("qkv.weight",
-// "qkv.bias", "proj.weight", "proj.bias") and bits; joined, its shards are slices of those, so a checkpoint
-// holds the unsplit layer's tensors whatever T was.
+// heads shard r (T must divide H and K, so a rank holds whole groups): its q, k and v columns of the QKV
+// projection (a column_parallel_linear of 3 blocks, Note [shard blocks]), the attention core on those heads,
+// and its rows of the output projection (a row_parallel_linear). Forward's only collective is the output
+// projection's all-reduce, backward's the QKV projection's. Unsplit it computes exactly what
+// "attention:DIM:HEADS" computes, with the same parameter names, so checkpoints are independent of T.
 class head_parallel_attention final : public layer, public tensor_parallel_layer {
  public:
   // Throws std::invalid_argument when heads does not divide dim, naming both, or for attention's other refusals.
@@ -32,8 +23,7 @@ class head_parallel_attention final : public layer, public tensor_parallel_layer
   std::optional<std::size_t> in_features() const override { return dim_; }
   std::optional<std::size_t> out_features() const override { return dim_; }
 
-  // Shapes with B = batch, T = sequence, D = dim, h = the heads this rank holds, w = h * D / heads, k = the kv
-  // heads it holds, u = k * D / heads.
+  // Shapes: B batch, T sequence, D dim, h heads held, w = h * D / heads, k kv heads held, u = k * D / heads.
   struct saved : saved_state {
     layer_cache qkv;        // the QKV projection's (its input x (B, T, D), whole)
     layer_cache proj;       // the output projection's (its input, this rank's heads' outputs (B, T, w))
@@ -60,8 +50,7 @@ class head_parallel_attention final : public layer, public tensor_parallel_layer
   // Refuses a T that does not divide the heads or kv heads, naming the layer, the heads, T and the group.
   void join_group(std::shared_ptr<process_group> group) override;
   std::vector<sharded_value> sharded_values() const override;
-  // Note [sequence parallelism] in model/sequence_parallel.hpp: takes and gives this rank's rows (its two
-  // projections gather and scatter them). After join_group.
+  // Note [sequence parallelism] in model/sequence_parallel.hpp: takes and gives this rank's rows. After join_group.
   void set_sequence_parallel(bool on) {
     qkv_.set_sequence_parallel(on);
     proj_.set_sequence_parallel(on);

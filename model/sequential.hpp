@@ -15,12 +15,11 @@ namespace ap {
 // Everything one forward of a Sequential saved, for one microbatch. Owned by the caller.
 struct sequential_cache {
   std::vector<layer_cache> layers;  // one per layer
-  std::vector<tensor> dys;          // dys[i] (rows, layer i's output width): dy at layer i's output, kept by
+  std::vector<tensor> dys;          // dys[i] (rows, layer i's output width): dy at layer i's output, from
                                     // backward_input for backward_weight
 };
 
-// Note [recomputation] in block.hpp: which layers run their forward again in the backward instead of keeping
-// what it saved. `blocks`: every block (a GPT's decoder blocks).
+// Which layers recompute their forward in the backward (Note [recomputation] in block.hpp); `blocks`: every block.
 enum class recompute_mode : std::uint8_t { none = 0, blocks = 1 };
 const char* recompute_mode_name(recompute_mode mode);  // "none", "blocks"
 // "none" or "blocks"; throws std::invalid_argument naming the text and the choices otherwise.
@@ -45,16 +44,13 @@ class sequential {
   // Rebuilds a model from layer spec() texts; `first_index` is the global index of the first layer.
   static sequential from_layer_specs(const std::vector<std::string>& specs, std::size_t first_index = 0);
 
-  // Appends a layer; refuses one whose input width does not match the widths so far, naming both layers
-  // and their shapes ("layer 1 Linear(256->10) takes 256 features, layer 0 Linear(784->128) gives 128").
+// Appends a layer; refuses one whose input width does not match the widths so far, naming both layers.
   sequential& add(std::unique_ptr<layer> l);
 
-  // Note [compute dtype] in layer.hpp: sets every layer's compute dtype (and that of layers added later);
-  // slices and clones keep it.
+  // Sets every layer's compute dtype, also of layers added later (Note [compute dtype] in layer.hpp).
   void set_compute_dtype(dtype type);
   dtype compute_dtype() const { return dtype_; }
-  // Note [recomputation] in block.hpp: with recompute_mode::blocks every block of this model (a layer of it
-  // that is a block, and those added later) recomputes its forward in its backward; slices and clones keep it.
+  // Note [recomputation] in block.hpp: with recompute_mode::blocks every block, also those added later, recomputes.
   void set_recompute(recompute_mode mode);
   recompute_mode recompute() const { return recompute_; }
 
@@ -70,10 +66,8 @@ class sequential {
   std::optional<std::size_t> in_features() const;
   std::optional<std::size_t> out_features() const;
 
-  // Throws a layer_error (std::invalid_argument) when x cannot enter this model, naming the layer by its
-  // global index and x's dtype or shape (a bfloat16 x enters a model computing in bfloat16): "layer 0 Linear(12->16) takes float32 input, got bfloat16 (8, 12)",
-  // "layer 1 Linear(784->128) takes 784 features, got input of shape (3, 100)". A cheap check: callers run
-  // it before any work starts (the pipeline, on the caller's thread).
+  // Throws a layer_error (std::invalid_argument) when x cannot enter this model, naming the layer and x's
+  // dtype or shape. Cheap: callers run it before any work starts.
   void check_input(const tensor& x) const;
 
   // Throws a layer_error naming the layer when x does not fit or a layer fails (Note [errors name the
@@ -81,12 +75,10 @@ class sequential {
   tensor forward(const tensor& x, sequential_cache& cache, const forward_context& ctx) const;
   tensor forward(const tensor& x, const forward_context& ctx = {false, 0, 0}) const;  // inference, no cache
 
-  // dx; accumulates every parameter gradient. dy must be float32 (or bfloat16 in a bfloat16 model); errors name
-  // the layer as forward's do. With need_input_grad false the first layer's dx is not computed (the first
-  // stage has nobody to send it to) and an empty tensor (shape (0)) is returned.
-  // Like backward_weight, it frees the cache: one forward, one backward. `layer_done`, if set, is called with
-  // each layer as soon as its backward has accumulated its parameter gradients (last layer first): a
-  // data-parallel reduction of those gradients can start while the layers below run theirs.
+  // dx; accumulates every parameter gradient, then frees the cache; errors name the layer. With
+  // need_input_grad false the first layer's dx is skipped and an empty tensor returned. `layer_done` is called
+  // with each layer as soon as its parameter gradients are done (last first), so a data-parallel reduction can
+  // start while the layers below run.
   tensor backward(const tensor& dy, sequential_cache& cache, bool need_input_grad = true,
                   const std::function<void(layer&)>& layer_done = {});
   // Note [backward split] in layer.hpp: dx only, keeping each layer's dy in the cache ...
@@ -103,16 +95,13 @@ class sequential {
   // Layers [begin, end) as an independent deep copy (same weights), keeping global parameter names.
   sequential slice(std::size_t begin, std::size_t end) const;
   sequential clone() const { return slice(0, size()); }
-  // Lets every parameter's gradient tensor go (each becomes a 0-d tensor), for a model kept for its weights and
-  // architecture only while others (a pipeline's stages) train copies of it (Note [one copy of the gradients] in
-  // actors/pipeline.cpp); with_gradients() gives such a model zeroed gradients of its parameters' shapes again,
-  // and every slice and clone has them.
+  // Lets every gradient tensor go (each becomes 0-d), for a model kept for its weights while stages train copies
+  // (Note [one copy of the gradients] in actors/pipeline.cpp); with_gradients() gives zeroed ones back.
   void release_gradients();
   void with_gradients();
-  // Note [weights on demand] (actors/pipeline.cpp): lets every parameter go, values and gradients, keeping
-  // their shapes and the architecture (the layers, their widths); with_weights() gives the model zeroed values
-  // and gradients of those shapes again, for weights bound or loaded into it. A released model refuses to slice,
-  // clone or run (std::logic_error naming it), rather than compute with empty weights.
+  // Note [weights on demand] (actors/pipeline.cpp): lets every parameter go, keeping shapes and architecture;
+  // with_weights() gives zeroed values and gradients back. A released model refuses to slice, clone or run
+  // (std::logic_error).
   void release_weights();
   void with_weights();
   bool weights_released() const { return weights_released_; }
