@@ -1,5 +1,4 @@
-// The SwiGLU MLP with its hidden units split over tensor-parallel ranks: the MLP half of "2 all-reduces per
-// transformer block" for a LLaMA-style block.
+// The SwiGLU MLP with its hidden units split over tensor-parallel ranks (LLaMA-style blocks).
 #pragma once
 
 #include <memory>
@@ -9,15 +8,11 @@
 
 namespace ap {
 
-// Note [tensor-parallel SwiGLU]: silu(gate) * up is element-wise in the hidden units, so rank r of T takes hidden
-// shard r (H / T units; T must divide H): its gate and up columns of the fused projection (a column_parallel_linear
-// of 2 blocks, Note [shard blocks]; gate and up each sliced to its units, side by side, so the rank's gate column i
-// meets its up column i), the gated product on those units alone, and its rows of the down projection (a
-// row_parallel_linear). As the Megatron MLP (Note [tensor-parallel layers]): the input is whole on every rank, the
-// forward's one all-reduce is the down projection's partial products (then its whole bias), the backward's one is
-// the fused projection's partial dx, left summing while the weight gradients are computed (Note [overlapped
-// backward]). Spec "parallel_swiglu_mlp:D:H" names the global layer: unsplit it computes what "swiglu_mlp:D:H"
-// computes, with the same initialisation, parameter names and bits; joined, its shards are slices of those.
+// Note [tensor-parallel SwiGLU]: silu(gate) * up is element-wise in the hidden units, so rank r of T takes
+// hidden shard r (T divides H): its gate and up columns of the fused projection (a column_parallel_linear of 2
+// blocks, Note [shard blocks], so its gate column i meets its up column i), the gated product on those units,
+// and its rows of the down projection (a row_parallel_linear). Collectives as the Megatron MLP's (Note
+// [tensor-parallel layers]). Unsplit it computes what "swiglu_mlp:D:H" computes, same parameter names and bits.
 class parallel_swiglu_mlp final : public layer, public tensor_parallel_layer {
  public:
   parallel_swiglu_mlp(std::size_t dim, std::size_t hidden, swiglu_init init = {});
@@ -26,7 +21,7 @@ class parallel_swiglu_mlp final : public layer, public tensor_parallel_layer {
   std::optional<std::size_t> in_features() const override { return dim_; }
   std::optional<std::size_t> out_features() const override { return dim_; }
 
-  // Shapes with rows = the input's rows, D = dim, h = the hidden units this rank holds.
+  // Shapes: D = dim, h = the hidden units this rank holds.
   struct saved : saved_state {
     layer_cache gate_up;  // the fused projection's (its input x (rows, D), whole)
     tensor a;             // (rows, 2h): this rank's gate and up columns; bfloat16 in a bfloat16 layer
@@ -53,8 +48,7 @@ class parallel_swiglu_mlp final : public layer, public tensor_parallel_layer {
   // Refuses a T that does not divide the hidden width, naming the layer, the width, T and the group.
   void join_group(std::shared_ptr<process_group> group) override;
   std::vector<sharded_value> sharded_values() const override;
-  // Note [sequence parallelism] in model/sequence_parallel.hpp: takes and gives this rank's rows (its two
-  // projections gather and scatter them). After join_group.
+  // Note [sequence parallelism] in model/sequence_parallel.hpp: takes and gives this rank's rows. After join_group.
   void set_sequence_parallel(bool on) {
     gate_up_.set_sequence_parallel(on);
     down_.set_sequence_parallel(on);

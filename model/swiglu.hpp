@@ -1,8 +1,6 @@
-// The SwiGLU MLP (LLaMA's feed-forward): y = W_down (silu(x W_gate) * (x W_up)), silu(a) = a sigmoid(a), from
-// dim D through a hidden width H and back. Spec "swiglu_mlp:D:H". The gate and up projections are one fused Linear
-// D -> 2H (the gate's H columns, then the up's H), so x is stashed once; the down projection is a Linear H -> D.
-// Parameters "gate_up.weight", "gate_up.bias", "down.weight", "down.bias" after the layer's prefix. Under tensor
-// parallelism it becomes parallel_swiglu_mlp (model/parallel_swiglu.hpp).
+// The SwiGLU MLP (LLaMA's feed-forward): y = W_down (silu(x W_gate) * (x W_up)), D -> H -> D, spec
+// "swiglu_mlp:D:H". Gate and up are one fused Linear D -> 2H (gate's columns, then up's), so x is stashed
+// once. Parameters "gate_up.weight", "gate_up.bias", "down.weight", "down.bias".
 #pragma once
 
 #include <string>
@@ -13,14 +11,11 @@
 
 namespace ap {
 
-// The element-wise core on `rows` rows: from a (rows, 2w), the gate's w columns and then the up's, to
-// h = silu(gate) * up (rows, w); and from a and dh (rows, w) to da (rows, 2w), written whole.
+// The element-wise core: a (rows, 2w), gate then up, to h = silu(gate) * up (rows, w); and a, dh to da (rows, 2w).
 void swiglu_forward(const float* a, std::size_t rows, std::size_t w, float* h);
 void swiglu_backward(const float* a, const float* dh, std::size_t rows, std::size_t w, float* da);
 
-// Its options (Note [layer options] in model/layer_spec.hpp): "swiglu_mlp:D:H:std=S:down_std=P:bias=0" draws the
-// gate and up weights normal(0, S) and the down projection's normal(0, P), each a Linear's default when not given,
-// and gives no projection a bias.
+// Its options (Note [layer options]): "swiglu_mlp:D:H:std=S:down_std=P:bias=0", as attention's.
 struct swiglu_init {
   init_options gate_up;  // std, bias
   init_options down;     // std; bias as gate_up's
@@ -36,7 +31,7 @@ class swiglu_mlp final : public layer {
   std::optional<std::size_t> in_features() const override { return dim_; }
   std::optional<std::size_t> out_features() const override { return dim_; }
 
-  // Shapes with rows = the input's rows (batch x sequence), D = dim, H = hidden.
+  // Shapes: rows = batch x sequence, D = dim, H = hidden.
   struct saved : saved_state {
     layer_cache gate_up;  // the fused projection's (its input x (rows, D))
     tensor a;             // (rows, 2H): its output, gate then up; bfloat16 in a bfloat16 layer
@@ -67,8 +62,8 @@ class swiglu_mlp final : public layer {
   linear down_;     // H -> D
 };
 
-// The fused projection's output rounded to `type` (its values as a layer boundary would give them), stashed in `s` so,
-// and the gated product of it returned (rows, w) (Note [compute dtype]). For both SwiGLU layers.
+// The fused projection's output rounded to `type` and stashed, and its gated product returned (rows, w)
+// (Note [compute dtype]).
 tensor swiglu_gate(tensor a, dtype type, tensor& stash);
 // The gradient of the fused projection's output (rows, 2w) from the stash and dh (rows, w).
 tensor swiglu_gate_backward(const tensor& stash, const tensor& dh);
