@@ -178,8 +178,7 @@ void block::summing_partial(const std::function<void()>& work) const {
   }
 }
 
-// Each part's fused backward, so a part that overlaps its collective with its weight gradients does so
-// (Note [overlapped backward]); the inner dy's are kept as backward_input keeps them.
+// Each part's fused backward (Note [overlapped backward]); inner dy's kept as backward_input keeps them.
 void block::backward(const tensor& dy, layer_cache& cache, tensor* dx) {
   backward_parts(dy, cache, dx, /*with_weights=*/true);
 }

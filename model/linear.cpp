@@ -83,14 +83,11 @@ tensor linear::forward_keeping(const tensor& x, tensor* owned, layer_cache& cach
   return y;
 }
 
-// Note [bf16 weights kept widened]: where bf16 products widen both operands to fp32 (bf16_products_widen(): no
-// AVX-512, or the reference backend), a bfloat16 copy of the weights was widened again at every product: twice
-// a microbatch (forward and dx) for each layer. On the AVX2 machine the heavy MLP's 1-stage pipeline (m = 8, 2
-// threads) trained in bf16 at 0.61x its fp32 rate, 11% of the step in to_float and 7% zeroing the widening's
-// buffers (Note [scratch buffers] in tensor/scratch.hpp). There the copy is kept widened instead, float32
-// holding the bfloat16 values, made once per weight update, and the products take it through gemm_widened_b
-// (Note [widened bf16 operands] in tensor/matmul.hpp): the same bits, twice the copy's memory (4 bytes a
-// weight, as the weights themselves). With AVX-512's bf16 kernels the copy stays bfloat16.
+// Note [bf16 weights kept widened]: where bf16 products widen both operands to fp32 (bf16_products_widen():
+// no AVX-512, or the reference backend), a bfloat16 weight copy would be widened again at every product.
+// There the copy is kept widened instead (float32 holding bfloat16 values, made once per weight update) and
+// taken through gemm_widened_b (Note [widened bf16 operands] in tensor/matmul.hpp): same bits, twice the
+// copy's memory. With AVX-512's bf16 kernels the copy stays bfloat16.
 const tensor& linear::weight_bf16() const {
   const dtype held = bf16_products_widen() ? dtype::float32 : dtype::bfloat16;
   tensor& copy = weight_bf16_.value;

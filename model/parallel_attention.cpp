@@ -53,9 +53,8 @@ void head_parallel_attention::join_group(std::shared_ptr<process_group> group) {
                                 std::to_string(size) + " tensor-parallel ranks of group '" + group->name() + "': " +
                                 std::to_string(size) + " does not divide " + std::to_string(kv_heads_) +
                                 " (each rank takes whole groups of heads sharing a kv head)");
-  // T divides the kv heads and so the heads, so it divides each of q, k, v (H d and K d columns) and the
-  // projection's D rows, and shard_rows gives rank r the columns and rows of heads [r H / T, (r + 1) H / T) and
-  // of kv heads [r K / T, (r + 1) K / T): the kv heads of its query heads.
+  // T divides K and so H, so shard_rows gives rank r the q columns of heads [r H / T, (r + 1) H / T) and the k, v
+  // columns of their kv heads, and the matching projection rows.
   qkv_.join_group(group);
   proj_.join_group(group);
   local_heads_ = heads_ / size;
@@ -135,8 +134,7 @@ void head_parallel_attention::backward_weight(const tensor& dy, layer_cache& cac
     throw std::invalid_argument(describe() + " backward_weight: run backward_input first (it computes the QKV dy)");
   proj_.backward_weight(dy, s.proj);
   qkv_.backward_weight(s.dqkv, s.qkv);
-  // Note [key bias] in attention.cpp: the key bias's gradient is exactly 0 (without rotary positions); this rank's
-  // key columns are the middle of its three blocks.
+  // Note [key bias] in attention.cpp; this rank's key columns are the middle of its three blocks.
   if (!init_.qkv.bias || init_.rope > 0.0f) return;
   float* dbias = qkv_.parameters("").at(1).grad->data();
   const std::size_t d = dim_ / heads_, w = d * local_heads_;
