@@ -15,33 +15,31 @@ struct layer_spec {
   std::string text;                 // as written, for error messages: "linear:784:512"
   std::string kind;                 // "linear"
   std::vector<std::string> fields;  // after the kind: {"784", "512"}
-  std::vector<std::string> parts;   // the sub-layer specs inside [...], in order; empty for a plain layer
+  std::vector<std::string> parts;   // the specs inside [...]; empty for a plain layer
 
-  // Throws std::invalid_argument "bad layer spec 'TEXT': expected FORM" unless there are exactly `fields`
-  // fields and no parts ...
+  // Throws std::invalid_argument "bad layer spec 'TEXT': expected FORM" unless exactly `fields` fields, no parts ...
   void expect_fields(std::size_t fields, const std::string& form) const;
   // ... or no fields and at least one part (a block).
   void expect_parts(const std::string& form) const;
-  // `fields` positional fields (up to `most` if greater), then KEY=VALUE fields of `known` keys, each at
-  // most once; no parts (Note [layer options]). Throws naming the text and the key.
+  // `fields` positional fields (up to `most` if greater), then `known` KEY=VALUE options, each at most once
+  // (Note [layer options]). Throws naming the text and the key.
   void expect_fields_and_options(std::size_t fields, const std::string& form, const std::vector<std::string>& known,
                                  std::size_t most = 0) const;
   // The fields before the first KEY=VALUE one.
   std::size_t positional_fields() const;
-  // The value of option `key` ("std=0.02" -> "0.02"); nullopt when not given.
+  // The value of option `key`; nullopt when absent.
   std::optional<std::string> option(const std::string& key) const;
 
-  // Field i read as a positive integer, a finite number, a non-negative integer; errors name the text.
+  // Field i as a positive integer, a finite number, a non-negative integer; errors name the text.
   std::size_t width(std::size_t i) const;
   float number(std::size_t i) const;
   std::uint64_t seed(std::size_t i) const;
 };
 
-// Note [layer options]: a spec may end in KEY=VALUE fields after its positional ones, for choices beside the
-// widths: "linear:768:3072:std=0.02:bias=0". The options travel in the text, so every copy rebuilt from it (a
-// stage, a tensor-parallel rank, a checkpoint) initialises and computes as the original.
+// Note [layer options]: a spec may end in KEY=VALUE options after its positional fields
+// ("linear:768:3072:std=0.02:bias=0"), so every copy rebuilt from the text initialises as the original.
 struct init_options {
-  float std = 0.0f;  // > 0: weights drawn normal(0, std); 0: the layer's own default
+  float std = 0.0f;  // > 0: weights normal(0, std); 0: the layer's default
   bool bias = true;  // false: no bias parameter
 };
 // "std" (a positive number) and "bias" (0 or 1) of `s`; errors name the text and key.
@@ -56,7 +54,7 @@ layer_spec parse_layer_spec(const std::string& text);
 // Whether `name` is a KIND: lower-case letters, digits and '_', starting with a letter (also loss names).
 bool is_kind_name(const std::string& name);
 
-// Every kind `text` uses, its parts' kinds included, each once, in order of appearance.
+// Every kind `text` uses, each once, in order of appearance.
 std::vector<std::string> layer_kinds_in(const std::string& text);
 
 }  // namespace ap

@@ -10,10 +10,9 @@
 
 namespace ap {
 
-// Note [loss scaling]: a microbatch's loss and gradient are divided by the size of the *whole batch*
-// (batch_size), so the microbatches' sums are exactly the batch's, even for unequal microbatches. batch_size
-// 0: this output is the whole batch. Sizes count rows (every leading axis): a language model's (B, T) labels
-// count every token.
+// Note [loss scaling]: a microbatch's loss and gradient are divided by the *whole batch's* size (batch_size,
+// in rows: a language model's (B, T) labels count every token), so the microbatches' sums are the batch's.
+// batch_size 0: this output is the whole batch.
 class loss {
  public:
   virtual ~loss() = default;
@@ -22,7 +21,7 @@ class loss {
   virtual float compute_loss(const tensor& output, const tensor& target, std::size_t batch_size = 0) const = 0;
   virtual tensor compute_gradient(const tensor& output, const tensor& target,
                                   std::size_t batch_size = 0) const = 0;
-  // Both at once; a loss may share their work (cross-entropy's softmax), with the same bits as the two calls.
+  // Both at once; a loss may share their work, with the same bits.
   struct loss_and_gradient {
     float loss;
     tensor gradient;
@@ -31,16 +30,15 @@ class loss {
                                                       std::size_t batch_size = 0) const {
     return {compute_loss(output, target, batch_size), compute_gradient(output, target, batch_size)};
   }
-  // The same from an output the caller gives up: a loss may write the gradient over it, so a language
-  // model's logits are held once. The default copies.
+  // The same from an output the caller gives up, which the gradient may overwrite. The default copies.
   virtual loss_and_gradient take_loss_and_gradient(tensor&& output, const tensor& target, std::size_t batch_size = 0) const {
     return compute_loss_and_gradient(output, target, batch_size);
   }
-  // The rows of output a whole batch's `target` covers: the batch_size a pipeline passes (Note [loss scaling]).
+  // The rows a whole batch's `target` covers: the batch_size to pass (Note [loss scaling]).
   virtual std::size_t batch_rows(const tensor& target) const = 0;
 };
 
-// Softmax over the last axis, then cross-entropy against class labels: target (rows) holds class indices.
+// Softmax over the last axis, then cross-entropy against class indices, target (rows).
 class softmax_cross_entropy final : public loss {
  public:
   std::string name() const override { return "cross_entropy"; }
@@ -61,21 +59,16 @@ class mean_squared_error final : public loss {
   std::size_t batch_rows(const tensor& target) const override { return rows(target); }
 };
 
-// Note [the user's loss]: the coordinator computes the loss with the user's compute_loss and
-// compute_gradient. A user's loss derives from `loss` and registers a name, as a layer kind does; runners
-// take a loss by name, and only the coordinator's process computes it, so nodes need not know it:
-//
-//   static const ap::loss_registration smoothed{"smoothed_cross_entropy",
-//                                                [] { return std::make_unique<smoothed_cross_entropy>(); }};
-//
-// It must follow Note [loss scaling] for a pipeline to train as one process does.
+// Note [the user's loss]: only the coordinator's process computes the loss, so a user's loss need only be
+// linked there: it derives from `loss`, registers a name (loss_registration) as a layer kind does, and
+// follows Note [loss scaling] so a pipeline trains as one process does.
 using loss_factory = std::function<std::unique_ptr<loss>()>;
 
 // Registers `name` (lower-case letters, digits, '_', starting with a letter). Throws std::logic_error naming
 // it when taken or invalid. Thread-safe.
 void register_loss(const std::string& name, loss_factory factory);
 
-// Every registered loss name, sorted ("cross_entropy", "mse" and the user's).
+// Every registered loss name, sorted.
 std::vector<std::string> registered_losses();
 
 // Registers a loss during static initialisation, in the user's own source file (not a static library's).
@@ -83,10 +76,10 @@ struct loss_registration {
   loss_registration(const std::string& name, loss_factory factory) { register_loss(name, std::move(factory)); }
 };
 
-// The registered loss `name`; throws std::invalid_argument naming the unknown loss and the known ones.
+// The registered loss `name`; throws std::invalid_argument naming it and the known ones.
 std::unique_ptr<loss> make_loss(const std::string& name);
 
-// Number of rows of `output` whose arg-max equals the label in `target` (rows).
+// Rows of `output` whose arg-max equals the label in `target` (rows).
 std::size_t count_correct(const tensor& output, const tensor& target);
 
 }  // namespace ap
