@@ -1,5 +1,4 @@
-// The vocabulary split over tensor-parallel ranks (Megatron's VocabParallelEmbedding and vocab-parallel
-// cross-entropy): a language model's embedding table, LM head and loss, each rank holding a share of the tokens.
+// The vocabulary split over tensor-parallel ranks (Megatron's VocabParallelEmbedding and cross-entropy).
 #pragma once
 
 #include <cstddef>
@@ -14,14 +13,10 @@
 namespace ap {
 
 // Note [vocab-parallel]: at a large vocabulary the embedding, LM head and logits outweigh a small model's
-// blocks. With tensor-parallel degree T, rank r holds the tokens shard_rows(V, T, r) (T need not divide V) of:
-// - the embedding ("vocab_embedding:V:D"): rows of tokens held elsewhere are zeros; one all-reduce of the
-//   (rows, D) output makes it whole;
-// - the LM head ("column_linear:D:V:vocab=1"): its output is the rank's logits (rows, V_r), never gathered;
-// - the loss (vocab_parallel_cross_entropy): max, sum and the target's logit from one all-reduce of 2T + 1
-//   numbers a row; each rank's gradient is its columns of softmax - onehot.
-// A tied head and embedding hold the same tokens. The loss moves into the last stage (Note [loss in the last
-// stage] in stage/stage_compute.hpp), so this applies to cross-entropy only.
+// blocks. Rank r of T holds the tokens shard_rows(V, T, r) of the embedding (other tokens' rows are zeros,
+// one all-reduce makes the output whole), the LM head ("column_linear:D:V:vocab=1": the rank's logits, never
+// gathered) and the loss (vocab_parallel_cross_entropy). The loss runs in the last stage (Note [loss in the
+// last stage] in stage/stage_compute.hpp), so this applies to cross-entropy only.
 class vocab_parallel_embedding final : public layer, public tensor_parallel_layer {
  public:
   vocab_parallel_embedding(std::size_t vocabulary, std::size_t dim, float std = 0.0f);
@@ -40,7 +35,7 @@ class vocab_parallel_embedding final : public layer, public tensor_parallel_laye
   std::vector<parameter> parameters(const std::string& prefix) override;
   std::unique_ptr<layer> clone() const override { return std::make_unique<vocab_parallel_embedding>(*this); }
   std::string spec() const override;  // "vocab_embedding:50257:768"
-  void initialize(std::uint64_t seed) override;  // the embedding's table of this seed, this rank's rows
+  void initialize(std::uint64_t seed) override;  // the whole table of this seed, this rank's rows
   void join_group(std::shared_ptr<process_group> group) override;
   std::vector<sharded_value> sharded_values() const override {
     return group_ ? std::vector<sharded_value>{{&weight_, {0}}} : std::vector<sharded_value>{};
@@ -55,14 +50,14 @@ class vocab_parallel_embedding final : public layer, public tensor_parallel_laye
   tensor dweight_;
 };
 
-// Cross-entropy from this rank's logit columns [first_class, first_class + V_r) (the group holds the rest):
-// returns the loss (equal on every rank) and this rank's gradient columns, written over `logits`, scaled per
-// Note [loss scaling]. Throws std::invalid_argument for a label out of range, std::domain_error for a NaN.
+// Cross-entropy from this rank's logit columns [first_class, first_class + V_r): max, sum and the target's
+// logit from one all-reduce of 2T + 1 numbers a row. Returns the loss (equal on every rank) and this rank's
+// gradient columns, written over `logits` (Note [loss scaling]). Throws std::invalid_argument for a bad
+// label, std::domain_error for a NaN.
 loss::loss_and_gradient vocab_parallel_cross_entropy(tensor&& logits, std::size_t first_class, std::size_t classes,
                                                      const tensor& labels, std::size_t batch_size, process_group& group);
 
-// Whether these specs, loss and T split the vocabulary: T > 1, cross-entropy, first layer an embedding of V
-// tokens and last a Linear to V outputs, V >= T.
+// Whether the vocabulary splits: T > 1, cross-entropy, an embedding first and a Linear to V outputs last, V >= T.
 bool splits_vocabulary(const std::vector<std::string>& specs, const std::string& loss, int tensor_parallel);
 
 }  // namespace ap
