@@ -63,7 +63,6 @@ tensor linear::forward_keeping(const tensor& x, tensor* owned, layer_cache& cach
   tensor y = tensor::from_shape(with_last_axis(x, out_));  // (rows, out)
   float* py = y.data();
   const float* pb = bias_.data();
-  // A reused cache whose x has the same shape keeps its buffer.
   saved& s = cache.emplace<saved>();
   if (s.dy_bf16.type() == dtype::bfloat16) s.dy_bf16 = tensor();  // one a backward_weight never took
   if (compute_dtype() == dtype::bfloat16) {  // bf16 x and W, fp32 accumulation and y (Note [compute dtype])
@@ -156,7 +155,7 @@ std::vector<parameter> linear::parameters(const std::string& prefix) {
 
 void linear::initialize(std::uint64_t seed) {
   std::fill(bias_.begin(), bias_.end(), 0.0f);
-  if (tie_) {  // the owner's table, drawn as the embedding draws it, transposed (Note [tied weights])
+  if (tie_) {  // the owner's table, transposed (Note [tied weights])
     token_embedding table(out_, in_, init_.std);
     table.initialize(seed);
     weight_.fill(0.0f);
@@ -164,7 +163,7 @@ void linear::initialize(std::uint64_t seed) {
     return;
   }
   if (init_.std > 0.0f) return fill_normal(weight_, init_.std, seed);  // Note [GPT-2 initialisation] in gpt_spec.hpp
-  // Kaiming (He) uniform for ReLU nets: U(-sqrt(6 / in), sqrt(6 / in)); biases start at zero.
+  // Kaiming (He) uniform, U(-sqrt(6 / in), sqrt(6 / in)); biases zero.
   const float bound = std::sqrt(6.0f / static_cast<float>(in_));
   splitmix64 random(seed);
   float* w = weight_.data();

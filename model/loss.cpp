@@ -28,7 +28,7 @@ void check_float32(const char* who, const tensor& output, const tensor& target) 
     throw std::invalid_argument(std::string(who) + " takes a float32 target, got " + describe(target));
 }
 
-// Class labels: one per row of output, so target's shape is output's without the last axis.
+// Class labels: target's shape is output's without the last axis.
 void check_labels_shape(const char* who, const tensor& output, const tensor& target) {
   check_float32(who, output, target);
   shape_t want = shape_of(output);

@@ -16,14 +16,14 @@ struct optimizer_config;  // model/optimizer.hpp, which holds an lr_schedule
 //   step:   lr * gamma^floor((s - W) / step_size);  constant: lr.
 struct lr_schedule {
   std::string kind = "constant";   // constant, cosine, linear, step
-  std::uint64_t warmup_steps = 0;  // linear warmup from 0 before any kind
-  std::uint64_t decay_steps = 0;   // cosine, linear: updates from the start (warmup included) to reach min_lr
+  std::uint64_t warmup_steps = 0;  // linear warmup before any kind
+  std::uint64_t decay_steps = 0;   // cosine, linear: updates (warmup included) to reach min_lr
   float min_lr = 0.0f;             // cosine, linear
-  std::uint64_t step_size = 0;     // step: updates between two multiplications by gamma
+  std::uint64_t step_size = 0;     // step: updates between multiplications by gamma
   float gamma = 0.1f;              // step
 };
 
-// The lr of update number `step` (from 0) under c.lr and c.schedule. Assumes check_lr_schedule passed.
+// The lr of update `step` (from 0). Assumes check_lr_schedule passed.
 float lr_at(const optimizer_config& c, std::uint64_t step);
 
 // Throws std::invalid_argument naming the setting and value: unknown kind, min_lr outside [0, lr], decay_steps

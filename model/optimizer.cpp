@@ -21,7 +21,7 @@ void check_parameter(const parameter& p) {
                                 " but its gradient " + shape_string(*p.grad));
 }
 
-// The value of a parameter whose state init_state creates (it needs no gradient).
+// The value of a parameter whose state init_state creates.
 const tensor& checked_value(const parameter& p) {
   if (!p.value) throw std::invalid_argument("optimizer: parameter " + p.name + " has no value");
   return *p.value;
@@ -118,7 +118,7 @@ class sgd final : public optimizer {
   std::map<std::string, tensor> states_;
 };
 
-// Adam, and AdamW when `decoupled`: the decay shrinks the weights directly instead of joining the gradient.
+// Adam, and AdamW when `decoupled` (the decay shrinks the weights directly).
 class adam final : public optimizer {
  public:
   adam(const optimizer_config& c, bool decoupled) : c_(c), decoupled_(decoupled) {}

@@ -158,7 +158,7 @@ void column_parallel_linear::set_sequence_parallel(bool on) {
 }
 
 void column_parallel_linear::initialize(std::uint64_t seed) {
-  linear whole(in_, out_, init_, head_.tie);  // the same weights as Linear with this seed, then this rank's slice
+  linear whole(in_, out_, init_, head_.tie);  // Linear's weights of this seed, this rank's slice
   whole.initialize(seed);
   const auto p = whole.parameters("");
   weight_ = columns(*p[0].value, widths_, held_);
@@ -204,7 +204,7 @@ column_parallel_linear::pending_dx column_parallel_linear::start_backward_input(
     gemm(false, true, rows(dy), in_, w, 1.0f, dy.data(), weight_.data(), fresh ? 0.0f : 1.0f, pdx);
     return pending;
   }
-  // Only the partial dx is summed over the ranks: what dx already holds is whole on every rank.
+  // Only the partial dx is summed: what dx holds already is whole on every rank.
   pending.partial = tensor::from_shape(x_shape);  // (rows, in)
   gemm(false, true, rows(dy), in_, w, 1.0f, dy.data(), weight_.data(), 0.0f, pending.partial.data());
   if (sequence_) {  // this rank's rows of the sum (Note [sequence parallelism])
@@ -322,7 +322,7 @@ tensor row_parallel_linear::forward_keeping(const tensor& x, tensor* owned, laye
     sum.reshape(mine);
     y = std::move(sum);
   } else if (group_) {
-    group_->all_reduce(y).wait();  // the ranks' partial products, summed in rank order
+    group_->all_reduce(y).wait();  // partial products, summed in rank order
   }
   add_to_rows(y.data(), rows(y), bias_.data(), out_);
   saved& s = cache.emplace<saved>();

@@ -20,7 +20,7 @@ std::string layer_name(std::size_t global_index, const layer& l) {
 }  // namespace
 
 sequential sequential::from_spec(const std::string& spec, const sequential_options& options) {
-  if (is_gpt_spec(spec)) {  // "gpt:layers=...": its own layers, no activation option (model/gpt_spec.hpp)
+  if (is_gpt_spec(spec)) {
     sequential model = from_layer_specs(gpt_layer_specs(parse_gpt_spec(spec)));
     model.initialize(options.seed);
     return model;
@@ -46,7 +46,7 @@ sequential sequential::from_layer_specs(const std::vector<std::string>& specs, s
   sequential model;
   model.first_index_ = first_index;
   for (const std::string& s : specs) model.add(make_layer(s));
-  if (first_index == 0) weight_ties(model, /*whole=*/true);  // refuses a tie to a layer it cannot be tied to
+  if (first_index == 0) weight_ties(model, /*whole=*/true);
   return model;
 }
 
@@ -86,7 +86,7 @@ sequential& sequential::add(std::unique_ptr<layer> l) {
   l->set_recompute(recompute_ == recompute_mode::blocks);
   const auto in = l->in_features();
   if (in) {
-    // The width so far is set by the last layer that fixes one; element-wise layers pass it through.
+    // The last layer that fixes a width sets it; element-wise layers pass it through.
     for (std::size_t j = layers_.size(); j-- > 0;) {
       const auto out = layers_[j]->out_features();
       if (!out) continue;
@@ -131,7 +131,7 @@ void sequential::check_input(const tensor& x) const {
     with_layer_named(first_index_, *layers_[0], true, [&] { check_float32(x, *layers_[0], "input"); });
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     const auto in = layers_[i]->in_features();
-    if (!in && layers_[i]->out_features()) break;  // fixes its output width from no input width (an embedding)
+    if (!in && layers_[i]->out_features()) break;  // an embedding
     if (!in) continue;
     if (*in != cols(x))
       throw layer_error(std::to_string(first_index_ + i),
@@ -212,7 +212,7 @@ tensor sequential::backward(const tensor& dy, sequential_cache& cache, bool need
     d = std::move(below);
     current = &d;
   }
-  // Taken before the cache is freed, in case dy lives in it. With no layers, dx is dy.
+  // Taken before the cache is freed (dy may live in it). With no layers, dx is dy.
   tensor dx = !need_input_grad ? tensor::from_shape({0}) : current == &dy ? tensor(dy) : std::move(d);
   cache.layers.clear();
   cache.dys.clear();
@@ -320,7 +320,7 @@ sequential sequential::slice(std::size_t begin, std::size_t end) const {
                             std::to_string(layers_.size()) + " layers");
   sequential part;
   part.first_index_ = first_index_ + begin;
-  part.dtype_ = dtype_;  // each cloned layer keeps its own, and its recompute setting
+  part.dtype_ = dtype_;  // each cloned layer keeps its own
   part.recompute_ = recompute_;
   for (std::size_t i = begin; i < end; ++i) part.layers_.push_back(layers_[i]->clone());
   part.with_gradients();  // a slice trains, even of a model that let its gradients go

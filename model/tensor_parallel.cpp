@@ -39,7 +39,7 @@ std::vector<std::string> megatron_mlp_specs(const std::vector<std::string>& spec
         open_column = static_cast<long>(i);
       }
     } else if (!traits.elementwise) {
-      open_column = -1;  // not a pure element-wise map (dropout's mask counts whole units): no pair spans it
+      open_column = -1;  // no pair spans a non-element-wise layer
     }
   }
   return out;
@@ -58,7 +58,7 @@ std::vector<std::string> tensor_parallel_specs(const std::vector<std::string>& s
     const tensor_parallel_traits traits = tensor_parallel_traits_of(s.kind);
     if (!traits.split_kind.empty()) {
       text = as_kind(text, s, traits.split_kind);
-    } else if (traits.split_parts) {  // a composite: its parts split on their own (tensor_parallel_layers walks in)
+    } else if (traits.split_parts) {  // a composite: its parts split on their own
       std::string parts;
       for (const std::string& part : tensor_parallel_specs(s.parts)) parts += (parts.empty() ? "" : ",") + part;
       text = s.kind + "[" + parts + "]";
@@ -271,7 +271,7 @@ void gather_along(const std::vector<const tensor*>& pieces, shard_layout layout,
   const std::vector<std::size_t> lengths = block_lengths(w.length, layout);
   if (lengths.empty()) throw bad("the blocks do not divide the axis");
   const std::size_t blocks = lengths.size();
-  std::size_t offset = 0;  // equal blocks: each piece's share of every block, after the pieces before it
+  std::size_t offset = 0;  // equal blocks: each piece's share of every block
   for (std::size_t r = 0; r < pieces.size(); ++r) {
     const tensor* p = pieces[r];
     const cut_view v = view_of(*p, layout.axis);
@@ -293,7 +293,7 @@ void gather_along(const std::vector<const tensor*>& pieces, shard_layout layout,
       std::memcpy(whole.data() + at, p->data() + from, n * sizeof(float));
     });
   }
-  // Unequal blocks: the pieces' sizes were checked against their shares of every block, which cover the whole.
+  // Unequal blocks: sizes were checked against the shares, which cover the whole.
   if (pieces.empty() || (layout.lengths.empty() && offset != w.length / blocks)) throw bad("pieces smaller than the whole");
 }
 
