@@ -102,7 +102,7 @@ tensor block::forward_rows(const tensor& x, layer_cache& cache, const forward_co
   s.input_done = false;
   check_float32(x, *this, "input");  // a block can be called on its own: Note [errors name the layer]
   tensor h = forward_parts(x, s, ctx);
-  if (recompute_ && ctx.training) {  // keep x, drop what the parts saved (Note [recomputation])
+  if (recompute_ && ctx.training) {  // Note [recomputation]
     s.parts.clear();
     s.x = x;
     s.ctx = ctx;
@@ -149,7 +149,7 @@ void block::backward_parts(const tensor& dy, layer_cache& cache, tensor* dx, boo
 }
 
 void block::summing_partial(const std::function<void()>& work) const {
-  std::vector<tensor*> grads;  // of the parts' parameters that every rank holds whole (the norms')
+  std::vector<tensor*> grads;  // of the parts' unsplit parameters (the norms')
   std::function<void(layer&)> collect = [&](layer& l) {
     if (auto* b = dynamic_cast<block*>(&l)) {
       for (std::size_t i = 0; i < b->size(); ++i) collect(b->part(i));

@@ -12,14 +12,14 @@
 namespace ap {
 
 struct layer_spec {
-  std::string text;                 // as written, for error messages: "linear:784:512"
+  std::string text;                 // as written, for error messages
   std::string kind;                 // "linear"
   std::vector<std::string> fields;  // after the kind: {"784", "512"}
   std::vector<std::string> parts;   // the specs inside [...]; empty for a plain layer
 
   // Throws std::invalid_argument "bad layer spec 'TEXT': expected FORM" unless exactly `fields` fields, no parts ...
   void expect_fields(std::size_t fields, const std::string& form) const;
-  // ... or no fields and at least one part (a block).
+  // ... or no fields and some parts (a block).
   void expect_parts(const std::string& form) const;
   // `fields` positional fields (up to `most` if greater), then `known` KEY=VALUE options, each at most once
   // (Note [layer options]). Throws naming the text and the key.

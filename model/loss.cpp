@@ -107,7 +107,7 @@ double cross_entropy_row(const float* x, std::size_t c, std::size_t label, float
   return double(max) + std::log(sum) - double(at_label);
 }
 
-// Rows [0, n) of cross-entropy: each row's loss into row_losses where given, its gradient into grad where given.
+// Rows [0, n) of cross-entropy: losses into row_losses, gradients into grad, each where given.
 void cross_entropy_rows(const tensor& output, const tensor& target, double scale, std::vector<double>* row_losses,
                         tensor* grad) {
   const std::size_t n = rows(output), c = cols(output);
@@ -187,7 +187,7 @@ void check_same_shape(const tensor& output, const tensor& target) {
 float mean_squared_error::compute_loss(const tensor& output, const tensor& target, std::size_t batch_size) const {
   check_same_shape(output, target);
   const std::size_t n = rows(output), c = cols(output);
-  std::vector<double> row_sums(n);  // summed in row order below, as the serial loop did
+  std::vector<double> row_sums(n);  // summed in row order below
   for_each_row(n, c, 1, [&](std::size_t r) {
     const float* o = output.data() + r * c;
     const float* t = target.data() + r * c;

@@ -6,7 +6,7 @@
 
 namespace ap {
 
-struct optimizer_config;  // model/optimizer.hpp, which holds an lr_schedule
+struct optimizer_config;  // model/optimizer.hpp
 
 // Note [lr from the optimizer's steps]: the lr is a pure function of the optimizer's own update count, which
 // checkpoints and recovery restore, so a resumed run continues the schedule and every stage, replica and rank

@@ -26,12 +26,12 @@ struct optimizer_config {
 class optimizer {
  public:
   virtual ~optimizer() = default;
-  // One update of every parameter from its accumulated gradient. State is keyed by parameter name.
+  // One update of every parameter from its gradient; state is keyed by parameter name.
   void step(const std::vector<parameter>& params) { step_part(params, 0, 1); }
   // The same update of elements shard_rows(size, parts, part) of every parameter (flat) and its state; `parts`
   // optimizers each running one part give step()'s bits (Note [shared optimizer step]).
   virtual void step_part(const std::vector<parameter>& params, std::size_t part, std::size_t parts) = 0;
-  // Named state tensors ("3.weight.m") for checkpoints, plus the number of steps taken.
+  // Named state tensors ("3.weight.m") for checkpoints, and the step count.
   virtual std::map<std::string, tensor*> state() = 0;
   // Creates as zeros the state step() would create lazily, so a checkpoint can be loaded into it. Throws
   // std::invalid_argument for a parameter without a value.

@@ -70,7 +70,7 @@ class column_parallel_linear final : public layer, public tensor_parallel_layer 
     tensor x;  // (rows, in): whole, for dweight = x^T dy
     std::size_t bytes() const override { return x.byte_size(); }
     std::unique_ptr<saved_state> join_rows(const std::vector<const saved_state*>& parts) const override {
-      return join_row_fields<saved>(parts, {&saved::x});  // Note [joined caches]
+      return join_row_fields<saved>(parts, {&saved::x});
     }
   };
   tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
@@ -147,7 +147,7 @@ class row_parallel_linear final : public layer, public tensor_parallel_layer {
     std::optional<tensor> dy;  // on sequence shards: every row's dy, gathered by backward_input for backward_weight
     std::size_t bytes() const override { return x.byte_size() + (dy ? dy->byte_size() : 0); }
     std::unique_ptr<saved_state> join_rows(const std::vector<const saved_state*>& parts) const override {
-      return join_row_fields<saved>(parts, {&saved::x});  // Note [joined caches]
+      return join_row_fields<saved>(parts, {&saved::x});
     }
   };
   tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;

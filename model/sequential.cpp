@@ -86,7 +86,7 @@ sequential& sequential::add(std::unique_ptr<layer> l) {
   l->set_recompute(recompute_ == recompute_mode::blocks);
   const auto in = l->in_features();
   if (in) {
-    // The last layer that fixes a width sets it; element-wise layers pass it through.
+    // The last layer that fixes a width sets it.
     for (std::size_t j = layers_.size(); j-- > 0;) {
       const auto out = layers_[j]->out_features();
       if (!out) continue;
@@ -202,7 +202,7 @@ tensor sequential::backward(const tensor& dy, sequential_cache& cache, bool need
     current = &d;
   }
   for (std::size_t i = layers_.size(); i-- > 0;) {
-    tensor below;  // unset: the layer accumulates into fresh zeros (Note [dx accumulates] in layer.hpp)
+    tensor below;  // unset: Note [dx accumulates]
     with_layer_named(first_index_ + i, *layers_[i], true, [&] {
       layers_[i]->backward(*current, cache.layers[i], i == 0 && !need_input_grad ? nullptr : &below);
     });
