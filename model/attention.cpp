@@ -110,14 +110,12 @@ double causal_self_attention::flops_per_row() const {
 
 namespace {
 
-// Note [parallel element loops] in compute.hpp: rows are independent, so any thread count gives the same bits.
+// Note [parallel element loops] in compute.hpp.
 constexpr std::ptrdiff_t parallel_rows = 64;
 
 // Head h of part `which` (0 q, 1 k, 2 v) of a (B, T, width) tensor is its columns which*D + h*d ... + d - 1.
-// Why the heads are copied out rather than read in place by a strided 4-D matmul: oneDNN 2.6 runs the strided
-// form on gemm:jit, 8.5-10 ms for the scores of B=16, H=8, T=128, d=32 on one thread, against 6.9 ms for
-// brg:avx512_core on dense copies; the copies cost about 0.35 ms each (1.7% of a training step in all).
-// split_heads copies part `which` of qkv (B, T, width) out into (B*H, T, d) ...
+// Copied out because oneDNN's strided 4-D matmul is slower than dense copies. split_heads: (B, T, width)
+// into (B*H, T, d) ...
 void split_heads(const float* qkv, std::size_t width, std::size_t which, std::size_t batch, std::size_t t,
                  std::size_t heads, std::size_t d, float* out) {
   const std::size_t dim = heads * d;
@@ -149,8 +147,7 @@ void merge_heads(const float* heads_data, std::size_t batch, std::size_t t, std:
   }
 }
 
-// The three parts of qkv (B, T, (H + 2K) d) split out at once, q (B*H, T, d), k and v (B*K, T, d): one team, not
-// three.
+// The three parts of qkv split out at once, q (B*H, T, d), k and v (B*K, T, d): one team, not three.
 void split_qkv_heads(const float* qkv, std::size_t batch, std::size_t t, std::size_t heads, std::size_t kv,
                      std::size_t d, float* q, float* k, float* v) {
   const std::size_t width = (heads + 2 * kv) * d;
@@ -172,8 +169,7 @@ void split_qkv_heads(const float* qkv, std::size_t batch, std::size_t t, std::si
   }
 }
 
-// dq (B*H, T, d), dk and dv (B*K, T, d) merged into dqkv (B, T, (H + 2K) d) at once: one team, and each row of
-// dqkv written whole.
+// dq (B*H, T, d), dk and dv (B*K, T, d) merged into dqkv (B, T, (H + 2K) d) at once, each row written whole.
 void merge_qkv_heads(const float* dq, const float* dk, const float* dv, std::size_t batch, std::size_t t,
                      std::size_t heads, std::size_t kv, std::size_t d, float* dqkv) {
   const std::size_t width = (heads + 2 * kv) * d;
@@ -191,8 +187,7 @@ void merge_qkv_heads(const float* dq, const float* dk, const float* dv, std::siz
   }
 }
 
-// Cos and sin of the angle p base^(-2i/d) for positions p < t and pairs i < d/2, (t, d/2)
-// each (Note [rotary positions]).
+// Cos and sin of p base^(-2i/d) for positions p < t and pairs i < d/2, (t, d/2) each.
 struct rotary_angles {
   std::vector<float> cos, sin;
 };
@@ -212,8 +207,8 @@ rotary_angles rotary_angles_of(std::size_t t, std::size_t d, float base) {
   return a;
 }
 
-// Rotates the pairs (i, i + d/2) of every row of x (rows, d), row r at position r % t, by its angles, or back
-// (inverse: the backward's transpose), in place.
+// Rotates the pairs (i, i + d/2) of every row of x (rows, d), row r at position r % t, in place; `inverse`
+// for the backward.
 void rotate_pairs(float* x, std::size_t rows, std::size_t t, std::size_t d, const rotary_angles& a, bool inverse) {
   const std::size_t half = d / 2;
   const float sign = inverse ? -1.0f : 1.0f;
@@ -236,7 +231,7 @@ void rotate_pairs(float* x, std::size_t rows, std::size_t t, std::size_t d, cons
 
 namespace {
 
-// `value` held in `type`: moved when it is float32 already, else converted (rounded) (Note [compute dtype]).
+// `value` held in `type`: moved when float32, else rounded.
 void keep_as(tensor& held, tensor& value, dtype type) {
   if (type == value.type())
     held = std::move(value);
@@ -251,7 +246,7 @@ const tensor& in_type(const tensor& x, dtype type, tensor& scratch) {
   return scratch;
 }
 
-// How many heads of t x t float32 scores fit in 256 KB of a core's cache (at least 1) (Note [attention in groups]).
+// How many heads of t x t float32 scores fit in 256 KB of cache, at least 1 (Note [attention in groups]).
 std::size_t heads_per_group(std::size_t t) {
   return std::max<std::size_t>(1, (std::size_t(256) << 10) / (t * t * sizeof(float)));
 }
@@ -309,10 +304,8 @@ void causal_softmax_backward_rows(const float* p, float* g, std::size_t rows, st
 
 namespace {
 
-// Groups of heads on the rank's threads, one group a thread at a time; a lone group on the calling thread, outside
-// any parallel region, so the products inside it use the rank's team (Note [one level of teams] in
-// tensor/compute.cpp: inside a region, even one that is not active, oneDNN's own region started a new thread at
-// every call).
+// Groups of heads on the rank's threads; a lone group on the calling thread, outside any parallel region, so
+// its products use the rank's team (Note [one level of teams] in tensor/compute.cpp).
 template <class F>
 void in_groups(std::ptrdiff_t groups, const F& run_group) {
   if (groups == 1) return run_group(0);
@@ -338,16 +331,10 @@ tensor attention_heads_forward(const tensor& qkv, const head_layout& layout, dty
   const float scale = 1.0f / std::sqrt(float(d));
   tensor heads_out = tensor::from_shape({bh, t, d});  // (B*H, T, d)
   if (type == dtype::float32) {
-    // Note [attention in groups]: the scores of all B x H heads (33.5 MB for the GPT's 64 x 8 heads of 128 x
-    // 128) were written by one batched product, read and written again by the softmax and read by the second
-    // product: three passes through memory; the backward's dP and dS five more. Now each thread takes groups of
-    // heads whose scores fit in 256 KB of its cache (4 such heads) and runs the products (batched_gemm on one
-    // thread, inside the team) and the softmax on a group while its scores are still there: the probabilities
-    // go to memory once, as the stash, and dP / dS never. The groups are fixed by the shape alone, so any thread
-    // count gives the same bits. bench_ops, 2-core machine, the binaries alternating twice (ms, 1 / 2 threads):
-    // attention_heads.forward 30.2 / 14.7 and 30.6 / 15.1 -> 27.7 / 13.5 and 27.5 / 13.6; backward 37.8 / 17.9
-    // and 39.2 / 19.1 -> 30.1 / 14.9 and 30.8 / 15.1. A bfloat16 layer keeps the whole-batch passes (its stash
-    // is the rounded probabilities, which the second product reads).
+    // Note [attention in groups]: each thread takes groups of heads whose scores fit in 256 KB of cache and
+    // runs both products and the softmax while they are there: the probabilities reach memory once, as the
+    // stash, and dP / dS never, instead of several passes over all heads' scores. Groups depend on the shape
+    // only, so any thread count gives the same bits. A bfloat16 layer keeps whole-batch passes.
     // Groups of whole units (a k/v head and its g query heads).
     const std::size_t group = std::max<std::size_t>(1, heads_per_group(t) / g);
     const auto groups = static_cast<std::ptrdiff_t>((units + group - 1) / group);
@@ -378,19 +365,17 @@ void attention_heads_backward(const tensor& dmerged, const head_layout& layout, 
   const std::size_t heads = layout.heads, kv = layout.kv_heads, g = heads / kv;  // Note [grouped-query attention]
   const std::size_t bh = s.q.shape()[0], t = s.q.shape()[1], d = s.q.shape()[2], batch = bh / heads;
   const std::size_t width = heads * d, units = batch * kv;
-  // The products take q, k, v, probs as held (bfloat16 in a bfloat16 layer) and dO, dS
-  // in the same dtype; the softmax backward runs in float32 (Note [compute dtype]).
+  // The products take q, k, v, probs, dO and dS in the held dtype; the softmax backward runs in float32.
   const dtype type = s.q.type();
   tensor dheads = tensor::from_shape({bh, t, d});  // (B*H, T, d)
   split_heads(dmerged.data(), width, 0, batch, t, heads, d, dheads.data());
   tensor scratch;
   const tensor& dheads_typed = in_type(dheads, type, scratch);
-  // dP = dO v^T; dv = P^T dO; dS = P * (dP - rowsum(dP * P)) / sqrt(d); dq = dS k; dk = dS^T q (dv and dk summed
-  // over a group's heads by the products' inner dimension, g T).
+  // dP = dO v^T; dv = P^T dO; dS = P * (dP - rowsum(dP * P)) / sqrt(d); dq = dS k; dk = dS^T q.
   tensor dq = tensor::from_shape({bh, t, d}), dk = tensor::from_shape({units, t, d}), dv = tensor::from_shape({units, t, d});
   const float scale = 1.0f / std::sqrt(float(d));
   if (type == dtype::float32) {
-    // dP and dS of a group stay in the thread's cache and never reach memory (Note [attention in groups]).
+    // dP and dS of a group stay in cache (Note [attention in groups]).
     const std::size_t group = std::max<std::size_t>(1, heads_per_group(t) / g);
     const auto groups = static_cast<std::ptrdiff_t>((units + group - 1) / group);
     const float *q = s.q.data(), *k = s.k.data(), *v = s.v.data(), *all_p = s.probs.data(), *dout = dheads.data();
@@ -479,11 +464,9 @@ void causal_self_attention::backward_weight(const tensor& dy, layer_cache& cache
     throw std::invalid_argument(describe() + " backward_weight: run backward_input first (it computes the QKV dy)");
   proj_.backward_weight(dy, s.proj);
   qkv_.backward_weight(s.dqkv, s.qkv);
-  // Note [key bias]: adding b_k to every key adds q . b_k to every score of a row, which the softmax ignores:
-  // the key bias's gradient is exactly 0, and what the sum over positions leaves is rounding noise (1e-9) that
-  // Adam would scale into lr-sized steps in a random direction, different for every microbatch split. So
-  // it is set to the exact 0 it is (each backward_weight adds 0, so the accumulated value is 0 too). Not with
-  // rotary positions: the bias is rotated by each key's position, and q . R_t b_k varies along the row.
+  // Note [key bias]: b_k adds q . b_k to a whole row of scores, which the softmax ignores, so its gradient is
+  // exactly 0; the summed value is rounding noise Adam would blow up, so it is set to 0. Not with rotary
+  // positions, which rotate the bias by each key's position.
   if (!init_.qkv.bias || init_.rope > 0.0f) return;
   float* dbias = qkv_.parameters("").at(1).grad->data();
   const std::size_t kv_width = layout().kv_heads * (dim_ / heads_);

@@ -1,11 +1,6 @@
-// Causal multi-head self-attention (GPT-2's): a fused QKV projection, per head softmax(q k^T / sqrt(head_dim))
-// with a causal mask (position t sees positions <= t) in fp32, the heads' weighted values concatenated, and an
-// output projection. Input and output (batch, sequence, dim).
-//
-// The two projections are Linear layers held inside (their forward, backward, I/W split and initialisation
-// are Linear's), so a compute dtype given to Linear reaches them; the scores and weighted values go through
-// batched_gemm only (Note [one place for attention's products] in tensor/batched_matmul.hpp). Parameters are
-// named "qkv.weight", "qkv.bias", "proj.weight", "proj.bias" after the layer's prefix.
+// Causal multi-head self-attention (GPT-2's): fused QKV projection, per head causal softmax(q k^T / sqrt(d))
+// in fp32, heads concatenated, output projection; (B, T, D) in and out. The projections are Linear layers;
+// the products go through batched_gemm (Note [one place for attention's products] in tensor/batched_matmul.hpp).
 #pragma once
 
 #include <string>
@@ -16,44 +11,33 @@
 
 namespace ap {
 
-// Note [grouped-query attention]: H query heads share K key/value heads (K divides H; K = H is multi-head
-// attention): query heads [j H/K, (j + 1) H/K) take k/v head j, as LLaMA 2's grouped-query attention groups
-// them. The QKV projection gives (H + 2K) d columns: q (H d), then k (K d), then v (K d), head h at columns h d of
-// its part. The heads of a group sit side by side in q (B*H, T, d), so one product takes a group's
-// g = H/K query heads against its one k: (g T, d) x (d, T), batched over the B K groups; P^T dO and dS^T q sum
-// dv and dk over the group's heads in the same products. K = H takes the very products of multi-head attention.
+// Note [grouped-query attention]: H query heads share K key/value heads (K divides H; K = H is multi-head):
+// query heads [j H/K, (j + 1) H/K) take kv head j (LLaMA 2). A group's g = H/K query heads sit side by side in
+// q, so one product takes them against their k, (g T, d) x (d, T), batched over the B K groups.
 
-// Note [rotary positions]: rotary position embedding (RoPE) in the GPT-NeoX / LLaMA (Hugging Face) convention:
-// each head's q and k, after the QKV projection and before the scores, have their pairs (i, i + d/2), i < d/2,
-// rotated by the angle t base^(-2i/d) at position t (the position in the sequence, from 0), base 10000 by
-// default. q.k then depends on the positions only through their difference, and the model needs no positional
-// embedding. The angles are computed in double and rounded; the backward rotates dq and dk back by the same
-// angles (the inverse rotation, the transpose). With it the key bias's gradient is no longer 0 (Note [key bias] in
-// attention.cpp).
+// Note [rotary positions]: RoPE in the GPT-NeoX / LLaMA (Hugging Face) convention: q's and k's pairs
+// (i, i + d/2) are rotated by t base^(-2i/d) at position t, so q.k depends only on the positions' difference.
+// The backward rotates dq and dk back.
 struct head_layout {
   std::size_t heads = 1;     // query heads H
   std::size_t kv_heads = 1;  // key/value heads K, dividing H (Note [grouped-query attention])
   float rope_base = 0.0f;    // > 0: rotary positions of this base (Note [rotary positions]); 0: none
 };
 
-// The attention core between the two projections, for H query and K key/value heads of width d: from the QKV
-// projection's output (B, T, (H + 2K) d), q, k and v side by side with head h at columns h * d of each, to the
-// heads' outputs concatenated (B, T, H d), and back. causal_self_attention runs it on all heads;
-// head_parallel_attention (model/parallel_attention.hpp) on its rank's heads only.
+// The attention core between the projections: QKV output (B, T, (H + 2K) d) to heads' outputs (B, T, H d),
+// and back; head_parallel_attention runs it on its rank's heads.
 struct attention_heads {
-  tensor q;        // (B*H, T, d): the query heads split out of the QKV projection (rotated with rope)
-  tensor k, v;     // (B*K, T, d) each: the key/value heads (k rotated with rope)
+  tensor q;        // (B*H, T, d), rotated with rope
+  tensor k, v;     // (B*K, T, d) each (k rotated with rope)
   tensor probs;    // (B*H, T, T): softmax of the masked, scaled scores; exactly 0 above the diagonal
-  // In bfloat16, q, k, v and probs are held in bfloat16 and multiplied so (bf16
-  // batched_gemm, fp32 sums); the scores, the softmax and its backward are float32 (Note [compute dtype]).
+  // In bfloat16, q, k, v and probs are bfloat16; scores and softmax stay float32.
   std::size_t bytes() const { return q.byte_size() + k.byte_size() + v.byte_size() + probs.byte_size(); }
 };
-// Returns the heads' outputs (B, T, H d) of `qkv` (B, T, (H + 2K) d), keeping in `s` what the backward needs.
+// The heads' outputs (B, T, H d) of `qkv` (B, T, (H + 2K) d), keeping in `s` what the backward needs.
 tensor attention_heads_forward(const tensor& qkv, const head_layout& layout, dtype type, attention_heads& s);
-// Writes into `dqkv` (reshaped to (B, T, (H + 2K) d) if needed) the gradient of the QKV output from `dmerged`
-// (B, T, H d), the gradient of the heads' outputs.
+// Writes into `dqkv` (B, T, (H + 2K) d) the gradient from `dmerged` (B, T, H d).
 void attention_heads_backward(const tensor& dmerged, const head_layout& layout, const attention_heads& s, tensor& dqkv);
-// Multi-head attention without rotary positions (K = H): qkv (B, T, 3 W).
+// Multi-head attention without rotary positions (K = H).
 inline tensor attention_heads_forward(const tensor& qkv, std::size_t heads, dtype type, attention_heads& s) {
   return attention_heads_forward(qkv, head_layout{heads, heads, 0.0f}, type, s);
 }
@@ -61,33 +45,29 @@ inline void attention_heads_backward(const tensor& dmerged, std::size_t heads, c
   attention_heads_backward(dmerged, head_layout{heads, heads, 0.0f}, s, dqkv);
 }
 
-// Attention's options (Note [layer options] in model/layer_spec.hpp): "attention:D:H:std=S:proj_std=P:bias=0" draws
-// the QKV projection's weights normal(0, S) and the output projection's normal(0, P), each a Linear's default
-// when not given, and gives neither projection a bias; ":kv_heads=K" shares K key/value heads among the H heads
-// (Note [grouped-query attention]) and ":rope=BASE" rotates q and k by their positions (Note [rotary positions]).
+// Options (Note [layer options]): "attention:D:H:std=S:proj_std=P:bias=0:kv_heads=K:rope=BASE".
 struct attention_init {
   init_options qkv;   // std, bias
   init_options proj;  // std; bias as qkv's
   std::size_t kv_heads = 0;  // 0: as many as the heads
   float rope = 0.0f;         // the rotary base; 0: no rotary positions
 };
-// Refuses unknown options, a kv_heads not dividing the heads and rope on an odd head width, naming the text and key.
+// Refuses unknown options and bad values, naming text and key.
 attention_init parse_attention_init(const layer_spec& s);
-// ":std=S:proj_std=P:bias=0:kv_heads=K:rope=BASE", each when not default.
+// The options' text, each when not default.
 std::string attention_init_text(const attention_init& init);
-// Refuses, naming `who` ("Attention"), heads not dividing dim, kv heads not dividing the heads, a rotary base
-// that is not a positive number, or one on an odd head width.
+// Refuses, naming `who`, heads not dividing dim, kv heads not dividing heads, a non-positive rotary base,
+// or rope on an odd head width.
 void check_attention_shape(const std::string& who, std::size_t dim, std::size_t heads, const attention_init& init);
 // The rotary base as its option writes it: "10000", "500.5".
 std::string rope_base_text(float base);
-// The default rotary base, and the option keys attention's spec takes.
+// The default rotary base; the option keys.
 inline constexpr float default_rope_base = 10000.0f;
 const std::vector<std::string>& attention_option_keys();
 
 class causal_self_attention final : public layer {
  public:
-  // Throws std::invalid_argument when heads does not divide dim, naming both, when init.kv_heads does not divide
-  // the heads, or with init.rope on an odd head width.
+  // Throws std::invalid_argument on the shapes check_attention_shape refuses.
   causal_self_attention(std::size_t dim, std::size_t heads, attention_init init = {});
 
   // "Attention(64, 4 heads)", "Attention(64, 4 heads, 2 kv heads, rope)"
@@ -95,12 +75,12 @@ class causal_self_attention final : public layer {
   std::optional<std::size_t> in_features() const override { return dim_; }
   std::optional<std::size_t> out_features() const override { return dim_; }
 
-  // Shapes with B = batch, T = sequence, H = heads, K = kv heads, D = dim, d = D / H (head_dim).
+  // Shapes: B batch, T sequence, H heads, K kv heads, D dim, d = D / H.
   struct saved : saved_state {
-    layer_cache qkv;    // the QKV projection's (its input x (B, T, D))
-    layer_cache proj;   // the output projection's (its input, the heads' outputs concatenated (B, T, D))
-    attention_heads heads;  // q, k, v, probs of the H heads (k, v of the K kv heads)
-    tensor dqkv;        // (B, T, D + 2Kd): the QKV projection's dy, from backward_input, for backward_weight
+    layer_cache qkv;    // input x (B, T, D)
+    layer_cache proj;   // input: the heads' outputs (B, T, D)
+    attention_heads heads;
+    tensor dqkv;        // (B, T, D + 2Kd): from backward_input, for backward_weight
     bool input_done = false;
     std::size_t bytes() const override { return qkv.bytes() + proj.bytes() + heads.bytes() + dqkv.byte_size(); }
   };
@@ -112,25 +92,23 @@ class causal_self_attention final : public layer {
   std::vector<parameter> parameters(const std::string& prefix) override;
   std::unique_ptr<layer> clone() const override { return std::make_unique<causal_self_attention>(*this); }
   std::string spec() const override;  // "attention:64:4", "attention:64:4:kv_heads=2:rope=10000"
-  void initialize(std::uint64_t seed) override;  // each projection as a Linear, from its own seed
-  void set_compute_dtype(dtype type) override;   // its own and its projections' (Note [compute dtype])
-  // Per row (token): the projections' 2 (D (D + 2Kd) + D^2), 8 D^2 for K = H. The scores and weighted values add
-  // 4 T D, a ratio of T / (2 D) to the projections, with T the sequence length, unknown here.
+  void initialize(std::uint64_t seed) override;  // each projection from its own seed
+  void set_compute_dtype(dtype type) override;   // its own and its projections'
+  // Per row: the projections' 2 (D (D + 2Kd) + D^2). The scores add 4 T D, with T unknown here.
   double flops_per_row() const override;
   std::uint64_t derived_bytes() const override { return qkv_.derived_bytes() + proj_.derived_bytes(); }
 
  private:
   std::size_t dim_, heads_;
   attention_init init_;  // kv_heads 0 when it equals the heads
-  linear qkv_;   // D -> D + 2Kd: q, k, v side by side (head h at columns h*d of each)
+  linear qkv_;   // D -> D + 2Kd: q, k, v side by side
   linear proj_;  // D -> D
   saved& start_forward(const tensor& x, layer_cache& cache) const;  // x checked, the cache made ready
   tensor heads_and_projection(const tensor& qkv, saved& s, const forward_context& ctx) const;
   head_layout layout() const;
 };
 
-// The attention core on its own (tests, benchmarks): softmax over each row of scores (rows, T) masked to
-// columns <= row % T, in place; masked entries become exactly 0.
+// Softmax over each row of scores (rows, T) masked to columns <= row % T, in place; masked entries become 0.
 void causal_softmax_rows(float* scores, std::size_t rows, std::size_t t);
 
 }  // namespace ap

@@ -32,7 +32,7 @@ block::block(std::vector<std::unique_ptr<layer>> parts, bool residual) : parts_(
   if (parts_.empty()) throw std::invalid_argument(kind + " needs at least one part");
   for (const auto& p : parts_)
     if (!p) throw std::invalid_argument(kind + ": null part");
-  // The width so far is set by the last part that fixes one; element-wise parts pass it through.
+  // The last part that fixes a width sets it.
   std::optional<std::size_t> width;
   std::size_t set_by = 0;
   for (std::size_t i = 0; i < parts_.size(); ++i) {
@@ -65,7 +65,7 @@ std::string block::spec() const {
   return text + "]";
 }
 
-// x + f(x): a residual's input and output have the same width, whichever of its parts fixes it.
+// x + f(x): a residual's input and output widths are equal.
 std::optional<std::size_t> block::in_features() const {
   if (auto in = first_in(parts_)) return in;
   return residual_ ? last_out(parts_) : std::nullopt;
@@ -102,7 +102,7 @@ tensor block::forward_rows(const tensor& x, layer_cache& cache, const forward_co
   s.input_done = false;
   check_float32(x, *this, "input");  // a block can be called on its own: Note [errors name the layer]
   tensor h = forward_parts(x, s, ctx);
-  if (recompute_ && ctx.training) {  // keep x, drop what the parts saved (Note [recomputation])
+  if (recompute_ && ctx.training) {  // Note [recomputation]
     s.parts.clear();
     s.x = x;
     s.ctx = ctx;
@@ -117,7 +117,7 @@ tensor block::forward_rows(const tensor& x, layer_cache& cache, const forward_co
                                 shape_string(h) + ", but x + f(x) needs the same shape");
   float* ph = h.data();
   const float* px = x.data();
-  add_into(ph, px, h.size());  // tensor/elementwise.hpp: on the compute threads
+  add_into(ph, px, h.size());
   return h;
 }
 
@@ -149,7 +149,7 @@ void block::backward_parts(const tensor& dy, layer_cache& cache, tensor* dx, boo
 }
 
 void block::summing_partial(const std::function<void()>& work) const {
-  std::vector<tensor*> grads;  // of the parts' parameters that every rank holds whole (the norms')
+  std::vector<tensor*> grads;  // of the parts' unsplit parameters (the norms')
   std::function<void(layer&)> collect = [&](layer& l) {
     if (auto* b = dynamic_cast<block*>(&l)) {
       for (std::size_t i = 0; i < b->size(); ++i) collect(b->part(i));
@@ -178,8 +178,7 @@ void block::summing_partial(const std::function<void()>& work) const {
   }
 }
 
-// Each part's fused backward, so a part that overlaps its collective with its weight gradients does so
-// (Note [overlapped backward]); the inner dy's are kept as backward_input keeps them.
+// Each part's fused backward (Note [overlapped backward]); inner dy's kept as backward_input keeps them.
 void block::backward(const tensor& dy, layer_cache& cache, tensor* dx) {
   backward_parts(dy, cache, dx, /*with_weights=*/true);
 }

@@ -1,21 +1,9 @@
-// Blocks: layers made of sub-layers run in order, y = f(x) with f = parts[n-1] o ... o parts[0]; a residual
-// block adds its input, y = x + f(x) (llm.c's residual_forward). A block is one layer to everything above
-// it: one element of a Sequential, so the unit of partitioning (a stage holds whole blocks), one spec text
-// ("residual[layernorm:64,linear:64:256,gelu,linear:256:64]", layer_spec.hpp), parameters named by
-// position ("3.1.weight": block 3, its sub-layer 1), each sub-layer initialised from its own seed.
-//
-// Backward needs no special case for the residual: by Note [dx accumulates] in layer.hpp, parts[0] adds
-// f's input gradient into dx and the block adds dy into the same dx (the skip path). For Note [backward
-// split], backward_input stashes the dy at each inner boundary in the block's own cache, and
-// backward_weight hands each part its dy from there.
-//
-// Note [recomputation] (activation checkpointing): a block set to recompute keeps only its input x and the
-// forward's context when its forward runs (its parts' caches are dropped at once), and its backward first runs
-// the parts' forward again from x into fresh caches. Every op is deterministic and a dropout mask is a hash
-// of (seed, step, sample, unit), so the second forward saves the very bits of the first and the gradients are
-// those without recomputation, bit for bit. It trades one more forward of the block for its stash: what a
-// stage holds between a microbatch's forward and its backward shrinks to the blocks' inputs. The sync
-// backward cannot join recomputing blocks (nothing to join); the stage refuses it naming the layer.
+// Blocks: parts run in order, y = f(x); a residual block adds its input, y = x + f(x). A block is one layer
+// to everything above it (one unit of partitioning, one spec text, parameters "3.1.weight"). The residual's
+// backward: parts[0] adds f's dx and the block adds dy into the same dx (Note [dx accumulates]).
+// Recomputation (activation checkpointing, Note [recomputation]) trades one more forward for the stash, with
+// bit-identical gradients (ops are deterministic, dropout masks hashes). The sync backward cannot join
+// recomputing blocks.
 #pragma once
 
 #include <functional>
@@ -30,30 +18,29 @@ namespace ap {
 
 class block final : public layer {
  public:
-  // Throws std::invalid_argument when there are no parts, when the parts' widths do not chain, or, for a
-  // residual, when f does not keep the width; the text names the parts and widths.
+  // Throws std::invalid_argument, naming parts and widths, for no parts, unchained widths, or a residual
+  // whose f changes the width.
   block(std::vector<std::unique_ptr<layer>> parts, bool residual);
   block(const block& other);  // deep copy of the parts
 
   struct saved : saved_state {
-    // Note [recomputation]: while a recomputing block waits for its backward, only x and ctx are kept and
-    // parts is empty; the backward refills parts by running the forward again.
-    tensor x;                        // the block's input, kept only when it recomputes
-    forward_context ctx;             // the forward's context, for the same dropout masks
-    bool recompute = false;          // parts must be refilled before the backward
+    // Note [recomputation]: while a recomputing block waits for its backward, only x and ctx are kept; the
+    // backward refills parts by running the forward again.
+    tensor x;                        // kept only when recomputing
+    forward_context ctx;             // for the same dropout masks
+    bool recompute = false;          // parts must be refilled first
     std::vector<layer_cache> parts;  // one per part, in order
-    std::vector<tensor> dys;         // dys[i] (rows, part i's output width): dy at part i's output, for
-                                     // i < n - 1 (the last part's dy is the block's own); from backward_input
-    bool input_done = false;         // backward_input ran since the forward: dys are valid
+    std::vector<tensor> dys;         // dys[i]: dy at part i's output for i < n - 1, from backward_input
+    bool input_done = false;         // dys are valid
     std::size_t bytes() const override {
       std::size_t n = x.byte_size();
       for (const layer_cache& p : parts) n += p.bytes();
       for (const tensor& d : dys) n += d.byte_size();
       return n;
     }
-    // Each part's caches joined; before any backward_input (no dys yet) (Note [joined caches]).
+    // Before any backward_input (Note [joined caches]).
     std::unique_ptr<saved_state> join_rows(const std::vector<const saved_state*>& parts_saved) const override {
-      if (recompute) return nullptr;  // a recomputing block keeps no part caches to join
+      if (recompute) return nullptr;
       auto out = std::make_unique<saved>();
       for (std::size_t i = 0; i < parts.size(); ++i) {
         std::vector<const layer_cache*> column;
@@ -79,16 +66,15 @@ class block final : public layer {
   std::string spec() const override;
   void initialize(std::uint64_t seed) override;
   double flops_per_row() const override;
-  void set_compute_dtype(dtype type) override;  // its own and every part's (Note [compute dtype])
+  void set_compute_dtype(dtype type) override;  // its own and every part's
   std::uint64_t derived_bytes() const override;  // its parts'
   void set_recompute(bool on) override { recompute_ = on; }  // Note [recomputation]
   bool recomputes() const override { return recompute_; }
 
-  // Note [sequence parallelism] in model/sequence_parallel.hpp, set by enable_sequence_parallel: the block runs
-  // on `group`'s rows, and sums its norms' gradients (the parameters of its parts that are not split) over it.
+  // The block runs on `group`'s rows and sums its norms' gradients over it (Note [sequence parallelism]).
   struct sequence_split {
     std::shared_ptr<process_group> group;  // null: whole rows
-    bool scatter = false;                  // the input is whole: take this rank's rows (a run's first block)
+    bool scatter = false;                  // take this rank's rows of a whole input (a run's first block)
     bool gather = false;                   // all-gather the output (a run's last block)
   };
   void set_sequence_split(sequence_split split) { split_ = std::move(split); }
@@ -103,14 +89,13 @@ class block final : public layer {
   void backward_parts(const tensor& dy, layer_cache& cache, tensor* dx, bool with_weights) const;
   // The parts' forward from x into s.parts: f(x), before the residual.
   tensor forward_parts(const tensor& x, saved& s, const forward_context& ctx) const;
-  // forward and backward_parts on the rows the block holds (this rank's, with a sequence split).
+  // forward and backward_parts on the rows the block holds.
   tensor forward_rows(const tensor& x, layer_cache& cache, const forward_context& ctx) const;
   void backward_rows(const tensor& dy, layer_cache& cache, tensor* dx, bool with_weights) const;
   void weights_of_rows(const tensor& dy, layer_cache& cache);
-  // With a sequence split, the dy of the rows this block holds: this rank's rows of a whole dy (a run's last
-  // block), copied into `mine`, else dy itself.
+  // With a sequence split, this rank's rows of a whole dy, copied into `mine`; else dy.
   const tensor& rows_of_dy(const tensor& dy, tensor& mine) const;
-  // Runs `work`, which adds to the gradients of the parts' unsplit parameters, and sums what it added over the group.
+  // Runs `work`, then sums over the group what it added to the unsplit parameters' gradients.
   void summing_partial(const std::function<void()>& work) const;
 
   std::vector<std::unique_ptr<layer>> parts_;
@@ -119,8 +104,7 @@ class block final : public layer {
   sequence_split split_;
 };
 
-// The factory of the kinds "block" and "residual": builds each part with make_layer; errors name the
-// block's text and the part's.
+// The factory of "block" and "residual"; errors name the block's text and the part's.
 std::unique_ptr<layer> make_block(const layer_spec& spec, bool residual);
 
 }  // namespace ap

@@ -5,11 +5,9 @@
 
 namespace ap {
 
-// Note [dropout mask]: the mask is a hash of (seed, ctx.step, sample, unit), where sample is
-// ctx.first_sample + the row's index along the first axis, and unit the element's index within its sample.
-// No generator state is carried from call to call, so a microbatch drops exactly the units the same rows
-// drop in a full-batch forward, whatever the split and on whichever stage it runs. Give different dropout
-// layers different seeds, or same-shaped layers drop the same units.
+// Note [dropout mask]: the mask is a hash of (seed, ctx.step, sample, unit), sample = ctx.first_sample + row,
+// so a microbatch drops exactly the units a full-batch forward drops, on any stage. Different dropout layers
+// need different seeds.
 class dropout final : public layer {
  public:
   dropout(float p, std::uint64_t seed);
@@ -17,10 +15,9 @@ class dropout final : public layer {
   std::string describe() const override;
   struct saved : saved_state {
     bool identity = false;  // eval mode or p == 0: forward passed x through, and backward passes dy
-    tensor mask;            // (x's shape): 0 or 1 / (1 - p); unused when identity. In a bfloat16 layer
-                            // 0 or 1 (exact in bfloat16), times 1 / (1 - p) in float32 where used
+    tensor mask;            // (x's shape): 0 or 1 / (1 - p); in a bfloat16 layer 0 or 1, scaled in float32
     std::size_t bytes() const override { return mask.byte_size(); }
-    // The masks were drawn per sample, so the stacked masks are the whole batch's (Note [joined caches]).
+    // Masks are per sample, so the stacked masks are the whole batch's (Note [joined caches]).
     std::unique_ptr<saved_state> join_rows(const std::vector<const saved_state*>& parts) const override {
       if (!identity) return join_row_fields<saved>(parts, {&saved::mask});
       auto out = std::make_unique<saved>();

@@ -15,7 +15,7 @@ class gelu final : public layer {
     tensor x;  // (rows, features); bfloat16 in a bfloat16 layer
     std::size_t bytes() const override { return x.byte_size(); }
     std::unique_ptr<saved_state> join_rows(const std::vector<const saved_state*>& parts) const override {
-      return join_row_fields<saved>(parts, {&saved::x});  // Note [joined caches]
+      return join_row_fields<saved>(parts, {&saved::x});
     }
   };
   tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;

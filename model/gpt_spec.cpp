@@ -187,7 +187,7 @@ std::string gpt_block_spec(const gpt_config& c) {
                                 (o.residual.empty() ? "" : ":proj_std=" + o.residual) + o.bias +
                                 (c.kv_width() != c.heads ? ":kv_heads=" + std::to_string(c.kv_width()) : "") +
                                 (c.pos == "rope" ? ":rope=" + rope_base_text(default_rope_base) : "");
-  if (c.act == "swiglu")  // the down projection adds into the residual stream: the residual std, as GELU's second Linear
+  if (c.act == "swiglu")  // adds into the residual stream
     return "block[residual[" + norm_spec(c, o) + "," + attention + "],residual[" + norm_spec(c, o) + ",swiglu_mlp:" +
            d + ":" + h + o.weights + (o.residual.empty() ? "" : ":down_std=" + o.residual) + o.bias + "]]";
   const std::string gelu = c.gelu == "exact" ? "gelu:exact" : "gelu";

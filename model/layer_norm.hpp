@@ -1,5 +1,5 @@
-// LayerNorm over the last axis: y = (x - mean) / sqrt(var + 1e-5) * gamma + beta, per row. Spec "layernorm:W";
-// ":bias=0" (Note [layer options] in model/layer_spec.hpp): no beta, y = (x - mean) / sqrt(var + 1e-5) * gamma.
+// LayerNorm over the last axis: y = (x - mean) / sqrt(var + 1e-5) * gamma + beta. Spec "layernorm:W";
+// ":bias=0": no beta.
 #pragma once
 
 #include "model/layer.hpp"
@@ -21,7 +21,7 @@ class layer_norm final : public layer {
     // x is bfloat16 in a bfloat16 layer; mean and rstd stay float32 (Note [compute dtype]).
     std::size_t bytes() const override { return x.byte_size() + mean.byte_size() + rstd.byte_size(); }
     std::unique_ptr<saved_state> join_rows(const std::vector<const saved_state*>& parts) const override {
-      return join_row_fields<saved>(parts, {&saved::x, &saved::mean, &saved::rstd});  // Note [joined caches]
+      return join_row_fields<saved>(parts, {&saved::x, &saved::mean, &saved::rstd});
     }
   };
   tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;

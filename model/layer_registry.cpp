@@ -49,8 +49,8 @@ void add_kind(registry& r, const std::string& kind, layer_factory factory, tenso
 
 void register_builtin_kinds(registry& r);
 
-// Built on first use, with the built-in kinds, so user registrations during static initialisation
-// (in whatever order) find it ready. Never destroyed: static destructors elsewhere may still build layers.
+// Built on first use with the built-in kinds, so static-initialisation registrations find it. Never destroyed:
+// static destructors elsewhere may still build layers.
 registry& the_registry() {
   static registry* r = [] {
     auto* made = new registry;

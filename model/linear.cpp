@@ -63,7 +63,6 @@ tensor linear::forward_keeping(const tensor& x, tensor* owned, layer_cache& cach
   tensor y = tensor::from_shape(with_last_axis(x, out_));  // (rows, out)
   float* py = y.data();
   const float* pb = bias_.data();
-  // A reused cache whose x has the same shape keeps its buffer.
   saved& s = cache.emplace<saved>();
   if (s.dy_bf16.type() == dtype::bfloat16) s.dy_bf16 = tensor();  // one a backward_weight never took
   if (compute_dtype() == dtype::bfloat16) {  // bf16 x and W, fp32 accumulation and y (Note [compute dtype])
@@ -83,14 +82,11 @@ tensor linear::forward_keeping(const tensor& x, tensor* owned, layer_cache& cach
   return y;
 }
 
-// Note [bf16 weights kept widened]: where bf16 products widen both operands to fp32 (bf16_products_widen(): no
-// AVX-512, or the reference backend), a bfloat16 copy of the weights was widened again at every product: twice
-// a microbatch (forward and dx) for each layer. On the AVX2 machine the heavy MLP's 1-stage pipeline (m = 8, 2
-// threads) trained in bf16 at 0.61x its fp32 rate, 11% of the step in to_float and 7% zeroing the widening's
-// buffers (Note [scratch buffers] in tensor/scratch.hpp). There the copy is kept widened instead, float32
-// holding the bfloat16 values, made once per weight update, and the products take it through gemm_widened_b
-// (Note [widened bf16 operands] in tensor/matmul.hpp): the same bits, twice the copy's memory (4 bytes a
-// weight, as the weights themselves). With AVX-512's bf16 kernels the copy stays bfloat16.
+// Note [bf16 weights kept widened]: where bf16 products widen both operands to fp32 (bf16_products_widen():
+// no AVX-512, or the reference backend), a bfloat16 weight copy would be widened again at every product.
+// There the copy is kept widened instead (float32 holding bfloat16 values, made once per weight update) and
+// taken through gemm_widened_b (Note [widened bf16 operands] in tensor/matmul.hpp): same bits, twice the
+// copy's memory. With AVX-512's bf16 kernels the copy stays bfloat16.
 const tensor& linear::weight_bf16() const {
   const dtype held = bf16_products_widen() ? dtype::float32 : dtype::bfloat16;
   tensor& copy = weight_bf16_.value;
@@ -159,7 +155,7 @@ std::vector<parameter> linear::parameters(const std::string& prefix) {
 
 void linear::initialize(std::uint64_t seed) {
   std::fill(bias_.begin(), bias_.end(), 0.0f);
-  if (tie_) {  // the owner's table, drawn as the embedding draws it, transposed (Note [tied weights])
+  if (tie_) {  // the owner's table, transposed (Note [tied weights])
     token_embedding table(out_, in_, init_.std);
     table.initialize(seed);
     weight_.fill(0.0f);
@@ -167,7 +163,7 @@ void linear::initialize(std::uint64_t seed) {
     return;
   }
   if (init_.std > 0.0f) return fill_normal(weight_, init_.std, seed);  // Note [GPT-2 initialisation] in gpt_spec.hpp
-  // Kaiming (He) uniform for ReLU nets: U(-sqrt(6 / in), sqrt(6 / in)); biases start at zero.
+  // Kaiming (He) uniform, U(-sqrt(6 / in), sqrt(6 / in)); biases zero.
   const float bound = std::sqrt(6.0f / static_cast<float>(in_));
   splitmix64 random(seed);
   float* w = weight_.data();

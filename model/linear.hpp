@@ -1,6 +1,5 @@
-// Linear: y = x W + b over the last axis. Spec "linear:IN:OUT", with options (Note [layer options] in
-// model/layer_spec.hpp) ":std=S" (weights normal(0, S) instead of Kaiming uniform), ":bias=0" (y = x W) and
-// ":tie=I" (the weight is layer I's embedding table transposed: Note [tied weights] in model/weight_tie.hpp).
+// Linear: y = x W + b over the last axis. Spec "linear:IN:OUT", options ":std=S" (normal instead of Kaiming
+// uniform), ":bias=0", ":tie=I" (Note [tied weights]).
 #pragma once
 
 #include "model/layer.hpp"
@@ -10,7 +9,7 @@ namespace ap {
 
 class linear final : public layer {
  public:
-  // Weights are zero until initialize(seed) (or a checkpoint) sets them.
+  // Weights are zero until initialize or a checkpoint sets them.
   linear(std::size_t in, std::size_t out, init_options init = {}, std::optional<std::size_t> tie = std::nullopt);
 
   std::string describe() const override;
@@ -18,13 +17,12 @@ class linear final : public layer {
   std::optional<std::size_t> out_features() const override { return out_; }
 
   struct saved : saved_state {
-    tensor x;  // (rows, in): the input, for dweight = x^T dy; bfloat16 in a bfloat16 layer
-    // A bfloat16 layer's dy as backward_input rounded it, for backward_weight's product (Note [backward split],
-    // the same dy): one conversion instead of two. Held from the one to the other only, so not stash.
+    tensor x;  // (rows, in); bfloat16 in a bfloat16 layer
+    // A bfloat16 layer's rounded dy, from backward_input for backward_weight; not stash.
     tensor dy_bf16;
     std::size_t bytes() const override { return x.byte_size(); }
     std::unique_ptr<saved_state> join_rows(const std::vector<const saved_state*>& parts) const override {
-      return join_row_fields<saved>(parts, {&saved::x});  // Note [joined caches]
+      return join_row_fields<saved>(parts, {&saved::x});
     }
   };
   tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
@@ -46,15 +44,12 @@ class linear final : public layer {
   std::size_t in_, out_;
   init_options init_;
   std::optional<std::size_t> tie_;
-  tensor weight_;   // (in, out): stored transposed from PyTorch so forward is one plain x @ W
+  tensor weight_;   // (in, out): PyTorch's transposed, so forward is x @ W
   tensor bias_;     // (out): zeros, and no parameter, without a bias
   tensor dweight_;  // (in, out)
   tensor dbias_;    // (out)
-  // weight_ rounded to bfloat16 for the bfloat16 GEMMs, made from weight_'s version and remade when the weights change
-  // (an optimizer step, a checkpoint): a bfloat16 tensor, or where bf16 products widen their operands a float32 one
-  // holding the bfloat16 values (Note [bf16 weights kept widened] in linear.cpp), remade too when the backend's kind of
-  // product changes (Note [compute dtype]). A copy of the layer starts without it
-  // (derived_bytes: the layer costs see every layer make its own, Note [memory model]).
+  // weight_ rounded to bfloat16 (Note [bf16 weights kept widened] in linear.cpp), remade when weight_'s
+  // version or the kind of product changes. A copy starts without it.
   struct rounded_weights {
     tensor value;  // (in, out)
     std::uint64_t version = ~std::uint64_t{0};
@@ -69,7 +64,7 @@ class linear final : public layer {
   };
   mutable rounded_weights weight_bf16_;
   const tensor& weight_bf16() const;
-  // forward, keeping x as the stash: moved from *owned (x itself) where the caller gave it up, else copied.
+  // forward, keeping x as the stash.
   tensor forward_keeping(const tensor& x, tensor* owned, layer_cache& cache) const;
 };
 

@@ -20,7 +20,7 @@ double divisor(const tensor& output, std::size_t batch_size) {
   return double(batch_size == 0 ? rows(output) : batch_size);
 }
 
-// Losses compute in float32, as layers do (a model's output is float32; a bfloat16 one came from elsewhere).
+// Losses compute in float32, as layers do.
 void check_float32(const char* who, const tensor& output, const tensor& target) {
   if (output.type() != dtype::float32)
     throw std::invalid_argument(std::string(who) + " takes a float32 output, got " + describe(output));
@@ -28,7 +28,7 @@ void check_float32(const char* who, const tensor& output, const tensor& target) 
     throw std::invalid_argument(std::string(who) + " takes a float32 target, got " + describe(target));
 }
 
-// Class labels: one per row of output, so target's shape is output's without the last axis.
+// Class labels: target's shape is output's without the last axis.
 void check_labels_shape(const char* who, const tensor& output, const tensor& target) {
   check_float32(who, output, target);
   shape_t want = shape_of(output);
@@ -60,11 +60,9 @@ constexpr std::size_t exp_cost = 8;  // for_each_row: an exp against an add
 
 namespace {
 
-// Rows of cross-entropy on the compute threads (Note [op threads] in tensor/elementwise.hpp): `row(r)` for
-// every r < n, in parallel where the work is large enough: n x cols elements costing `element_cost` simple
-// operations each (an exp counts 8: the MLP's 1024 x 10 logits are worth a team, 0.12 ms serial). A row that throws is not rethrown from inside
-// the team: it is marked, and after the loop the first marked row runs again serially and throws as it would
-// have alone, so the errors are those of the serial loop.
+// `row(r)` for every r < n on the compute threads where the work (n x cols x `element_cost`) is large enough
+// (Note [op threads] in tensor/elementwise.hpp). A throwing row is marked and rerun serially after the loop, so
+// errors are those of the serial loop.
 template <class Row>
 void for_each_row(std::size_t n, std::size_t cols, std::size_t element_cost, Row row) {
   const auto count = static_cast<std::ptrdiff_t>(n);
@@ -89,11 +87,9 @@ void for_each_row(std::size_t n, std::size_t cols, std::size_t element_cost, Row
 
 namespace {
 
-// One row of softmax cross-entropy: its loss, log(sum(exp(x - max))) + max - x[label], and where `g` is given,
-// its gradient (softmax - one-hot) * scale into g. The exps are float32 (Note [fast exp]), written into `e`
-// (g itself where given) and summed in double by 8 running sums added in a fixed order, so the loss alone, the
-// gradient alone and both at once give the same bits.
-// e and g may be x itself (take_loss_and_gradient): x is read whole before either is written.
+// One row of softmax cross-entropy: its loss, log(sum(exp(x - max))) + max - x[label], and where `g` is given
+// its gradient (softmax - one-hot) * scale. The exps go into `e` (Note [fast exp]) and are summed in double in
+// a fixed order, so loss alone, gradient alone and both give the same bits. e and g may be x itself.
 double cross_entropy_row(const float* x, std::size_t c, std::size_t label, float* e, float* g, double scale) {
   const float at_label = x[label];
   const float max = row_max(x, c);
@@ -111,12 +107,11 @@ double cross_entropy_row(const float* x, std::size_t c, std::size_t label, float
   return double(max) + std::log(sum) - double(at_label);
 }
 
-// Rows [0, n) of cross-entropy: each row's loss into row_losses where given, its gradient into grad where given.
+// Rows [0, n) of cross-entropy: losses into row_losses, gradients into grad, each where given.
 void cross_entropy_rows(const tensor& output, const tensor& target, double scale, std::vector<double>* row_losses,
                         tensor* grad) {
   const std::size_t n = rows(output), c = cols(output);
-  // Taken once, outside the team: a mutable data() counts the tensor's version up, and each row doing so bounced
-  // that counter between the cores (2 threads took 1.7x one thread's time on the heavy MLP's 1024 x 10 logits).
+  // Taken once, outside the team: a mutable data() bumps the tensor's version, a counter shared between cores.
   float* const grad_data = grad ? grad->data() : nullptr;
   for_each_row(n, c, exp_cost, [&](std::size_t r) {
     const float* x = output.data() + r * c;
@@ -134,7 +129,7 @@ void cross_entropy_rows(const tensor& output, const tensor& target, double scale
   });
 }
 
-// The rows' losses summed in row order (the serial loop's sum, whatever the threads), over the batch.
+// The rows' losses summed in row order, whatever the threads.
 float mean_of_rows(const std::vector<double>& row_losses, const tensor& output, std::size_t batch_size) {
   double total = 0.0;
   for (double l : row_losses) total += l;
@@ -192,7 +187,7 @@ void check_same_shape(const tensor& output, const tensor& target) {
 float mean_squared_error::compute_loss(const tensor& output, const tensor& target, std::size_t batch_size) const {
   check_same_shape(output, target);
   const std::size_t n = rows(output), c = cols(output);
-  std::vector<double> row_sums(n);  // summed in row order below, as the serial loop did
+  std::vector<double> row_sums(n);  // summed in row order below
   for_each_row(n, c, 1, [&](std::size_t r) {
     const float* o = output.data() + r * c;
     const float* t = target.data() + r * c;
@@ -233,8 +228,7 @@ struct loss_registry {
   std::map<std::string, loss_factory> factories;
 };
 
-// Built on first use with the built-in losses, so user registrations during static initialisation find it
-// ready; never destroyed (as the layer registry).
+// Built on first use, so static-initialisation registrations find it; never destroyed.
 loss_registry& the_losses() {
   static loss_registry* r = [] {
     auto* made = new loss_registry;

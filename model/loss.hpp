@@ -1,5 +1,4 @@
-// The Loss class: compute_loss and compute_gradient, mean over the samples of the whole batch; and the open
-// registry of losses, through which the built-in ones are made like a user's.
+// The loss interface (mean over the samples of the whole batch) and the open registry of losses.
 #pragma once
 
 #include <functional>
@@ -11,13 +10,9 @@
 
 namespace ap {
 
-// Note [loss scaling]: the loss of a batch is the mean over its samples. A microbatch's loss and gradient
-// are divided by the size of the *whole batch* (batch_size), not the microbatch, so summing the
-// microbatches' losses and gradients gives exactly the full-batch ones, even for unequal microbatches.
-// batch_size 0 means "this output is the whole batch" (rows(output)). Sizes count rows (every leading axis,
-// as layers do): for a (batch, sequence, features) output every (sample, position) is a row, and the
-// pipeline passes batch_rows(labels) of the whole batch (a language model's (batch, sequence) labels: every
-// token); a microbatch of whole samples holds whole rows either way.
+// Note [loss scaling]: a microbatch's loss and gradient are divided by the *whole batch's* size (batch_size,
+// in rows: a language model's (B, T) labels count every token), so the microbatches' sums are the batch's.
+// batch_size 0: this output is the whole batch.
 class loss {
  public:
   virtual ~loss() = default;
@@ -26,8 +21,7 @@ class loss {
   virtual float compute_loss(const tensor& output, const tensor& target, std::size_t batch_size = 0) const = 0;
   virtual tensor compute_gradient(const tensor& output, const tensor& target,
                                   std::size_t batch_size = 0) const = 0;
-  // Both at once, as every runner and the coordinator need them per microbatch: by default the two calls above;
-  // a loss may share their work (cross-entropy computes its softmax once), giving the same bits as the two.
+  // Both at once; a loss may share their work, with the same bits.
   struct loss_and_gradient {
     float loss;
     tensor gradient;
@@ -36,18 +30,15 @@ class loss {
                                                       std::size_t batch_size = 0) const {
     return {compute_loss(output, target, batch_size), compute_gradient(output, target, batch_size)};
   }
-  // The same from an output the caller gives up: a loss may write the gradient over it (cross-entropy does, row by
-  // row), so a language model's logits, V floats a token, are held once instead of twice. The default copies.
+  // The same from an output the caller gives up, which the gradient may overwrite. The default copies.
   virtual loss_and_gradient take_loss_and_gradient(tensor&& output, const tensor& target, std::size_t batch_size = 0) const {
     return compute_loss_and_gradient(output, target, batch_size);
   }
-  // The rows of output that a whole batch's `target` covers, the batch_size a pipeline passes for it
-  // (Note [loss scaling]). Class labels hold one per row: (batch, sequence) labels of a language model count every
-  // token, so the mean is over all tokens of the batch.
+  // The rows a whole batch's `target` covers: the batch_size to pass (Note [loss scaling]).
   virtual std::size_t batch_rows(const tensor& target) const = 0;
 };
 
-// Softmax over the last axis, then cross-entropy against class labels: target (rows) holds class indices.
+// Softmax over the last axis, then cross-entropy against class indices, target (rows).
 class softmax_cross_entropy final : public loss {
  public:
   std::string name() const override { return "cross_entropy"; }
@@ -59,8 +50,7 @@ class softmax_cross_entropy final : public loss {
   std::size_t batch_rows(const tensor& target) const override { return target.size(); }
 };
 
-// Mean squared error, target of the output's shape; per row the mean over features (so, with the mean over
-// rows, the mean over all elements for any rank).
+// Mean squared error, target of the output's shape: the mean over all elements.
 class mean_squared_error final : public loss {
  public:
   std::string name() const override { return "mse"; }
@@ -69,24 +59,16 @@ class mean_squared_error final : public loss {
   std::size_t batch_rows(const tensor& target) const override { return rows(target); }
 };
 
-// Note [the user's loss]: seed 000's coordinator computes the loss with the user's compute_loss and
-// compute_gradient. A user's loss derives from `loss` and registers a name, as a layer kind does
-// (layer_registry.hpp); every runner takes a loss by name (pipeline_options::loss, data_tensor_runner,
-// trainer), and only the coordinator's process computes it, so nodes need not know it:
-//
-//   class smoothed_cross_entropy final : public ap::loss { ... };
-//   static const ap::loss_registration smoothed{"smoothed_cross_entropy",
-//                                                [] { return std::make_unique<smoothed_cross_entropy>(); }};
-//
-// Its compute_loss and compute_gradient follow Note [loss scaling] (divide by batch_size when it is not 0),
-// so that the microbatches' sums are the batch's: then a pipeline trains with it exactly as one process does.
+// Note [the user's loss]: only the coordinator's process computes the loss, so a user's loss need only be
+// linked there: it derives from `loss`, registers a name (loss_registration) as a layer kind does, and
+// follows Note [loss scaling] so a pipeline trains as one process does.
 using loss_factory = std::function<std::unique_ptr<loss>()>;
 
-// Registers `name` (lower-case letters, digits and '_', starting with a letter). Throws std::logic_error
-// naming it when it is already registered or not a valid name. Safe from any thread.
+// Registers `name` (lower-case letters, digits, '_', starting with a letter). Throws std::logic_error naming
+// it when taken or invalid. Thread-safe.
 void register_loss(const std::string& name, loss_factory factory);
 
-// Every registered loss name, sorted ("cross_entropy", "mse" and the user's).
+// Every registered loss name, sorted.
 std::vector<std::string> registered_losses();
 
 // Registers a loss during static initialisation, in the user's own source file (not a static library's).
@@ -94,10 +76,10 @@ struct loss_registration {
   loss_registration(const std::string& name, loss_factory factory) { register_loss(name, std::move(factory)); }
 };
 
-// The registered loss `name`; throws std::invalid_argument naming the unknown loss and the known ones.
+// The registered loss `name`; throws std::invalid_argument naming it and the known ones.
 std::unique_ptr<loss> make_loss(const std::string& name);
 
-// Number of rows of `output` whose arg-max equals the label in `target` (rows).
+// Rows of `output` whose arg-max equals the label in `target` (rows).
 std::size_t count_correct(const tensor& output, const tensor& target);
 
 }  // namespace ap

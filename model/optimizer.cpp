@@ -21,7 +21,7 @@ void check_parameter(const parameter& p) {
                                 " but its gradient " + shape_string(*p.grad));
 }
 
-// The value of a parameter whose state init_state creates (it needs no gradient).
+// The value of a parameter whose state init_state creates.
 const tensor& checked_value(const parameter& p) {
   if (!p.value) throw std::invalid_argument("optimizer: parameter " + p.name + " has no value");
   return *p.value;
@@ -43,11 +43,9 @@ std::map<std::string, tensor*> pointers(std::map<std::string, tensor>& states) {
   return out;
 }
 
-// Note [one team per optimizer step]: every parameter's elements are cut into pieces of at most
-// optimizer_piece elements, and one `omp parallel for` over all the pieces of all parameters runs the update
-// (rather than one team per parameter, which pays a team start-up and a barrier per tensor and leaves the
-// small ones serial). Each element is updated alone by the same instructions (Note [op threads] in
-// tensor/elementwise.hpp), so any thread count gives the same bits.
+// Note [one team per optimizer step]: all parameters' elements are cut into pieces of at most optimizer_piece
+// elements, and one `omp parallel for` over all pieces runs the update, instead of a team (start-up, barrier)
+// per tensor. Each element is updated alone by the same instructions, so any thread count gives the same bits.
 constexpr std::size_t optimizer_piece = std::size_t(1) << 14;
 
 struct piece {
@@ -73,8 +71,7 @@ class sgd final : public optimizer {
   explicit sgd(const optimizer_config& c) : c_(c) {}
 
   void step_part(const std::vector<parameter>& params, std::size_t part, std::size_t parts) override {
-    // The state is found (or made) serially, then one team updates every parameter (Note [one team per
-    // optimizer step]).
+    // The state is found (or made) serially, then one team updates every parameter.
     std::vector<float*> w(params.size()), v(params.size());
     std::vector<const float*> g(params.size());
     for (std::size_t p = 0; p < params.size(); ++p) {
@@ -86,7 +83,7 @@ class sgd final : public optimizer {
     std::size_t total = 0;
     const std::vector<piece> pieces = pieces_of(params, part, parts, &total);
     const auto count = static_cast<std::ptrdiff_t>(pieces.size());
-    // See Note [lr from the optimizer's steps].
+    // Note [lr from the optimizer's steps].
     const float lr = lr_at(c_, static_cast<std::uint64_t>(steps_)), decay = c_.weight_decay, momentum = c_.momentum;
     const bool nesterov = c_.nesterov;
 #pragma omp parallel for schedule(static) if (std::ptrdiff_t(total) >= parallel_elements)
@@ -121,7 +118,7 @@ class sgd final : public optimizer {
   std::map<std::string, tensor> states_;
 };
 
-// Adam, and AdamW when `decoupled`: the decay shrinks the weights directly instead of joining the gradient.
+// Adam, and AdamW when `decoupled` (the decay shrinks the weights directly).
 class adam final : public optimizer {
  public:
   adam(const optimizer_config& c, bool decoupled) : c_(c), decoupled_(decoupled) {}
@@ -130,10 +127,10 @@ class adam final : public optimizer {
     const double t = double(steps_ + 1);
     const float correction1 = static_cast<float>(1.0 - std::pow(double(c_.beta1), t));
     const float correction2 = static_cast<float>(1.0 - std::pow(double(c_.beta2), t));
-    const float lr = lr_at(c_, static_cast<std::uint64_t>(steps_));  // See Note [lr from the optimizer's steps].
+    const float lr = lr_at(c_, static_cast<std::uint64_t>(steps_));  // Note [lr from the optimizer's steps]
     const float l2 = decoupled_ ? 0.0f : c_.weight_decay;
     const float shrink = decoupled_ ? 1.0f - lr * c_.weight_decay : 1.0f;
-    // The state serially, then one team over every parameter's pieces (Note [one team per optimizer step]).
+    // The state serially, then one team over every parameter's pieces.
     std::vector<float*> w(params.size()), m(params.size()), v(params.size());
     std::vector<const float*> g(params.size());
     for (std::size_t p = 0; p < params.size(); ++p) {

@@ -11,7 +11,7 @@
 
 namespace ap {
 
-// Plain settings: copied to every stage (sent to a node with its stage) to build its own optimizer.
+// Plain settings, copied to every stage to build its own optimizer.
 struct optimizer_config {
   std::string kind = "adam";  // sgd, adam, adamw
   float lr = 1e-3f;
@@ -19,24 +19,22 @@ struct optimizer_config {
   bool nesterov = false;      // sgd
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // adam, adamw
   float weight_decay = 0.0f;  // sgd and adam: added to the gradient (L2); adamw: decoupled
-  // The lr of each update (lr_at, model/lr_schedule.hpp): Note [lr from the optimizer's steps].
+  // Note [lr from the optimizer's steps].
   lr_schedule schedule;
 };
 
 class optimizer {
  public:
   virtual ~optimizer() = default;
-  // One update of every parameter from its accumulated gradient. State is keyed by parameter name.
+  // One update of every parameter from its gradient; state is keyed by parameter name.
   void step(const std::vector<parameter>& params) { step_part(params, 0, 1); }
-  // The same update of elements shard_rows(size, parts, part) of every parameter (each counted flat) and of their
-  // state, the rest untouched; every part counts one step, so `parts` optimizers each running one part give together,
-  // bit for bit, what step() gives (Note [shared optimizer step]).
+  // The same update of elements shard_rows(size, parts, part) of every parameter (flat) and its state; `parts`
+  // optimizers each running one part give step()'s bits (Note [shared optimizer step]).
   virtual void step_part(const std::vector<parameter>& params, std::size_t part, std::size_t parts) = 0;
-  // Named state tensors ("3.weight.m") for checkpoints, plus the number of steps taken.
+  // Named state tensors ("3.weight.m") for checkpoints, and the step count.
   virtual std::map<std::string, tensor*> state() = 0;
-  // Creates, as zeros, the state step() would create for `params` and does not have yet (the state is
-  // otherwise made lazily at the first step), so a checkpoint can be loaded into it. Existing state, the
-  // parameters and steps() are untouched. Throws std::invalid_argument for a parameter without a value.
+  // Creates as zeros the state step() would create lazily, so a checkpoint can be loaded into it. Throws
+  // std::invalid_argument for a parameter without a value.
   virtual void init_state(const std::vector<parameter>& params) = 0;
   long steps() const { return steps_; }
   void set_steps(long steps) { steps_ = steps; }

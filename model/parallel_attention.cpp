@@ -9,7 +9,7 @@ namespace ap {
 
 namespace {
 
-// dim, once checked: before the projections are built, so the error names the heads.
+// dim, checked before the projections are built, so the error names the heads.
 std::size_t checked_dim(std::size_t dim, std::size_t heads, const attention_init& init) {
   check_attention_shape("HeadParallelAttention", dim, heads, init);
   return dim;
@@ -19,7 +19,7 @@ std::size_t kv_of(std::size_t heads, const attention_init& init) { return init.k
 
 }  // namespace
 
-// q, k and v are blocks of D, K d and K d columns, each cut per head over the ranks (Note [grouped-query attention]).
+// q, k and v: blocks of D, K d and K d columns, each cut per head over the ranks.
 head_parallel_attention::head_parallel_attention(std::size_t dim, std::size_t heads, attention_init init)
     : dim_(checked_dim(dim, heads, init)), heads_(heads), kv_heads_(kv_of(heads, init)), local_heads_(heads),
       local_kv_heads_(kv_heads_), init_(init.kv_heads == heads ? attention_init{init.qkv, init.proj, 0, init.rope} : init),
@@ -53,9 +53,8 @@ void head_parallel_attention::join_group(std::shared_ptr<process_group> group) {
                                 std::to_string(size) + " tensor-parallel ranks of group '" + group->name() + "': " +
                                 std::to_string(size) + " does not divide " + std::to_string(kv_heads_) +
                                 " (each rank takes whole groups of heads sharing a kv head)");
-  // T divides the kv heads and so the heads, so it divides each of q, k, v (H d and K d columns) and the
-  // projection's D rows, and shard_rows gives rank r the columns and rows of heads [r H / T, (r + 1) H / T) and
-  // of kv heads [r K / T, (r + 1) K / T): the kv heads of its query heads.
+  // T divides K and so H, so shard_rows gives rank r the q columns of heads [r H / T, (r + 1) H / T) and the k, v
+  // columns of their kv heads, and the matching projection rows.
   qkv_.join_group(group);
   proj_.join_group(group);
   local_heads_ = heads_ / size;
@@ -70,7 +69,7 @@ std::vector<tensor_parallel_layer::sharded_value> head_parallel_attention::shard
 }
 
 void head_parallel_attention::initialize(std::uint64_t seed) {
-  qkv_.initialize(hash_counters(seed, 0));  // causal_self_attention::initialize's seeds: the same weights
+  qkv_.initialize(hash_counters(seed, 0));  // causal_self_attention's seeds
   proj_.initialize(hash_counters(seed, 1));
 }
 
@@ -91,7 +90,7 @@ head_parallel_attention::saved& head_parallel_attention::start_forward(const ten
 
 tensor head_parallel_attention::heads_and_projection(const tensor& qkv, saved& s, const forward_context& ctx) const {
   tensor merged = attention_heads_forward(qkv, {local_heads_, local_kv_heads_, init_.rope}, compute_dtype(), s.heads);
-  return proj_.forward_owned(std::move(merged), s.proj, ctx);  // the forward's one all-reduce, then the whole bias
+  return proj_.forward_owned(std::move(merged), s.proj, ctx);  // the one all-reduce, then the bias
 }
 
 tensor head_parallel_attention::forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const {
@@ -135,8 +134,7 @@ void head_parallel_attention::backward_weight(const tensor& dy, layer_cache& cac
     throw std::invalid_argument(describe() + " backward_weight: run backward_input first (it computes the QKV dy)");
   proj_.backward_weight(dy, s.proj);
   qkv_.backward_weight(s.dqkv, s.qkv);
-  // Note [key bias] in attention.cpp: the key bias's gradient is exactly 0 (without rotary positions); this rank's
-  // key columns are the middle of its three blocks.
+  // Note [key bias] in attention.cpp; this rank's key columns are the middle of its three blocks.
   if (!init_.qkv.bias || init_.rope > 0.0f) return;
   float* dbias = qkv_.parameters("").at(1).grad->data();
   const std::size_t d = dim_ / heads_, w = d * local_heads_;

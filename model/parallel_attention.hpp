@@ -1,5 +1,4 @@
-// Causal self-attention with its heads split over tensor-parallel ranks (Megatron's parallel attention, seed
-// 004): the attention half of "2 all-reduces per transformer block".
+// Causal self-attention with its heads split over tensor-parallel ranks (Megatron's parallel attention).
 #pragma once
 
 #include <memory>
@@ -9,45 +8,34 @@
 
 namespace ap {
 
-// Note [head-parallel attention]: heads are independent between the two projections, so rank r of T takes
-// heads shard r (H / T heads; T must divide H, and with grouped-query attention the K kv heads, so that a rank
-// holds whole groups: Note [grouped-query attention] in model/attention.hpp): its q, k and v columns of the fused
-// QKV projection (a column_parallel_linear of 3 blocks, Note [shard blocks]; q, k and v each sliced to its
-// heads; rotary positions, which depend on the position alone, are applied by each rank to its heads), the
-// attention core on those heads alone (attention_heads_*), and its rows of the output projection (a
-// row_parallel_linear: the heads' outputs concatenated are the columns h * d of the merged heads, so its
-// heads are one contiguous shard of the projection's input rows). The input is whole on every rank; the
-// forward's only collective is the output projection's all-reduce of partial products (then its whole
-// bias is added), the backward's only one is the QKV projection's all-reduce of the partial dx. Spec
-// "head_parallel_attention:DIM:HEADS" names the global layer: unsplit (before join_group) it computes
-// exactly what "attention:DIM:HEADS" computes, with the same initialisation, parameter names ("qkv.weight",
-// "qkv.bias", "proj.weight", "proj.bias") and bits; joined, its shards are slices of those, so a checkpoint
-// holds the unsplit layer's tensors whatever T was.
+// Note [head-parallel attention]: heads are independent between the projections, so rank r of T takes heads
+// shard r (T divides H and K): its q, k, v columns of the QKV projection (a column_parallel_linear of 3 blocks),
+// the attention core on those heads, and its rows of the output projection (a row_parallel_linear). One
+// all-reduce forward, one backward. Unsplit it equals "attention:DIM:HEADS", parameter names included.
 class head_parallel_attention final : public layer, public tensor_parallel_layer {
  public:
-  // Throws std::invalid_argument when heads does not divide dim, naming both, or for attention's other refusals.
-  head_parallel_attention(std::size_t dim, std::size_t heads, attention_init init = {});  // Attention's options
+  // Throws std::invalid_argument for the shapes attention refuses.
+  head_parallel_attention(std::size_t dim, std::size_t heads, attention_init init = {});
 
   std::string describe() const override;  // "HeadParallelAttention(64, 8 heads) rank 1 of 2"
   std::optional<std::size_t> in_features() const override { return dim_; }
   std::optional<std::size_t> out_features() const override { return dim_; }
 
-  // Shapes with B = batch, T = sequence, D = dim, h = the heads this rank holds, w = h * D / heads, k = the kv
-  // heads it holds, u = k * D / heads.
+  // Shapes: h heads held, w = h * D / heads, k kv heads held, u = k * D / heads.
   struct saved : saved_state {
-    layer_cache qkv;        // the QKV projection's (its input x (B, T, D), whole)
-    layer_cache proj;       // the output projection's (its input, this rank's heads' outputs (B, T, w))
-    attention_heads heads;  // q, k, v, probs of this rank's h heads
-    tensor dqkv;            // (B, T, w + 2u): the QKV projection's dy, from backward_input, for backward_weight
+    layer_cache qkv;        // input x (B, T, D), whole
+    layer_cache proj;       // input: this rank's heads' outputs (B, T, w)
+    attention_heads heads;  // this rank's h heads
+    tensor dqkv;            // (B, T, w + 2u): from backward_input, for backward_weight
     bool input_done = false;
     std::size_t bytes() const override { return qkv.bytes() + proj.bytes() + heads.bytes() + dqkv.byte_size(); }
   };
   tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
-  tensor forward_owned(tensor&& x, layer_cache& cache, const forward_context& ctx) const override;  // Note [owned input]
+  tensor forward_owned(tensor&& x, layer_cache& cache, const forward_context& ctx) const override;
   void backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const override;
   void backward_weight(const tensor& dy, layer_cache& cache) override;
   using layer::backward;
-  // The QKV projection's all-reduce runs beside both projections' weight gradients (Note [overlapped backward]).
+  // Note [overlapped backward], over both projections' weight gradients.
   void backward(const tensor& dy, layer_cache& cache, tensor* dx) override;
 
   std::vector<parameter> parameters(const std::string& prefix) override;
@@ -57,11 +45,10 @@ class head_parallel_attention final : public layer, public tensor_parallel_layer
   void set_compute_dtype(dtype type) override;
   double flops_per_row() const override;  // global, as attention's
 
-  // Refuses a T that does not divide the heads or kv heads, naming the layer, the heads, T and the group.
+  // Refuses a T not dividing the heads or kv heads, naming the layer, heads, T and group.
   void join_group(std::shared_ptr<process_group> group) override;
   std::vector<sharded_value> sharded_values() const override;
-  // Note [sequence parallelism] in model/sequence_parallel.hpp: takes and gives this rank's rows (its two
-  // projections gather and scatter them). After join_group.
+  // Takes and gives this rank's rows (Note [sequence parallelism]). After join_group.
   void set_sequence_parallel(bool on) {
     qkv_.set_sequence_parallel(on);
     proj_.set_sequence_parallel(on);
@@ -73,11 +60,11 @@ class head_parallel_attention final : public layer, public tensor_parallel_layer
   column_parallel_linear::pending_dx start_backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const;
 
   std::size_t dim_, heads_, kv_heads_;
-  std::size_t local_heads_, local_kv_heads_;  // the heads and kv heads this rank holds: heads_ / T, kv_heads_ / T
+  std::size_t local_heads_, local_kv_heads_;  // heads_ / T, kv_heads_ / T
   attention_init init_;                       // kv_heads 0 when it equals the heads
   std::shared_ptr<process_group> group_;  // null: not split
-  column_parallel_linear qkv_;  // D -> D + 2Kd in 3 blocks (q, k, v): this rank's heads' columns of each
-  row_parallel_linear proj_;    // D -> D: this rank's heads' rows; bias whole
+  column_parallel_linear qkv_;  // D -> D + 2Kd in 3 blocks (q, k, v)
+  row_parallel_linear proj_;    // D -> D; bias whole
 };
 
 }  // namespace ap

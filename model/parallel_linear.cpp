@@ -45,7 +45,7 @@ tensor columns(const tensor& m, const std::vector<std::size_t>& widths,
   return out;
 }
 
-// `blocks` equal widths of `out` columns (none when blocks is 0 or does not divide out: the constructor refuses).
+// `blocks` equal widths of `out` columns; none when blocks does not divide out.
 std::vector<std::size_t> equal_widths(std::size_t out, std::size_t blocks) {
   if (blocks == 0 || out % blocks != 0) return {};
   return std::vector<std::size_t>(blocks, out / blocks);
@@ -64,7 +64,7 @@ std::vector<std::pair<std::size_t, std::size_t>> whole_blocks(const std::vector<
   return held;
 }
 
-// The shard of `width` that rank `group` holds; refuses a width the group's size does not divide, unless `uneven`.
+// Rank `group`'s shard of `width`; refuses a width the group does not divide, unless `uneven`.
 std::pair<std::size_t, std::size_t> split(const layer& who, std::size_t width, const char* what,
                                           const process_group& group, bool uneven = false) {
   const auto size = static_cast<std::size_t>(group.size());
@@ -158,7 +158,7 @@ void column_parallel_linear::set_sequence_parallel(bool on) {
 }
 
 void column_parallel_linear::initialize(std::uint64_t seed) {
-  linear whole(in_, out_, init_, head_.tie);  // the same weights as Linear with this seed, then this rank's slice
+  linear whole(in_, out_, init_, head_.tie);  // Linear's weights of this seed, this rank's slice
   whole.initialize(seed);
   const auto p = whole.parameters("");
   weight_ = columns(*p[0].value, widths_, held_);
@@ -170,7 +170,7 @@ tensor column_parallel_linear::forward(const tensor& x, layer_cache& cache, cons
 }
 
 tensor column_parallel_linear::forward_owned(tensor&& x, layer_cache& cache, const forward_context&) const {
-  return forward_keeping(x, &x, cache);  // x becomes the stash, uncopied (Note [owned input])
+  return forward_keeping(x, &x, cache);  // Note [owned input]
 }
 
 tensor column_parallel_linear::forward_keeping(const tensor& x, tensor* owned, layer_cache& cache) const {
@@ -204,7 +204,7 @@ column_parallel_linear::pending_dx column_parallel_linear::start_backward_input(
     gemm(false, true, rows(dy), in_, w, 1.0f, dy.data(), weight_.data(), fresh ? 0.0f : 1.0f, pdx);
     return pending;
   }
-  // Only the partial dx is summed over the ranks: what dx already holds is whole on every rank.
+  // Only the partial dx is summed: dx's earlier contents are whole on every rank.
   pending.partial = tensor::from_shape(x_shape);  // (rows, in)
   gemm(false, true, rows(dy), in_, w, 1.0f, dy.data(), weight_.data(), 0.0f, pending.partial.data());
   if (sequence_) {  // this rank's rows of the sum (Note [sequence parallelism])
@@ -304,7 +304,7 @@ tensor row_parallel_linear::forward(const tensor& x, layer_cache& cache, const f
 }
 
 tensor row_parallel_linear::forward_owned(tensor&& x, layer_cache& cache, const forward_context&) const {
-  return forward_keeping(x, &x, cache);  // x becomes the stash, uncopied (Note [owned input])
+  return forward_keeping(x, &x, cache);  // Note [owned input]
 }
 
 tensor row_parallel_linear::forward_keeping(const tensor& x, tensor* owned, layer_cache& cache) const {
@@ -322,7 +322,7 @@ tensor row_parallel_linear::forward_keeping(const tensor& x, tensor* owned, laye
     sum.reshape(mine);
     y = std::move(sum);
   } else if (group_) {
-    group_->all_reduce(y).wait();  // the ranks' partial products, summed in rank order
+    group_->all_reduce(y).wait();  // partial products, summed in rank order
   }
   add_to_rows(y.data(), rows(y), bias_.data(), out_);
   saved& s = cache.emplace<saved>();

@@ -1,6 +1,4 @@
-// Tensor-parallel Linear layers (Megatron's ColumnParallelLinear and RowParallelLinear): each
-// of T ranks holds a slice of the weights, and the layer's forward or backward all-reduces where the
-// split needs it.
+// Tensor-parallel Linear layers (Megatron's ColumnParallelLinear and RowParallelLinear).
 #pragma once
 
 #include <memory>
@@ -14,43 +12,26 @@
 
 namespace ap {
 
-// Note [tensor-parallel layers]: a parallel layer's spec names the global layer ("column_linear:256:1024"),
-// and until it joins a group it computes exactly what Linear of that spec computes (same initialisation,
-// same bits). join_group makes it rank r of T: it keeps only its shard of the weights it holds (so the
-// shards of an initialised layer are slices of the unsharded one, and initialize() after joining gives the
-// same slices). Paired as column -> element-wise -> row (an MLP), the column layer's output and the row
-// layer's input are sharded by the same rule (shard_rows over the width), and the pair needs exactly one
-// all-reduce forward (the row layer's partial outputs) and one backward (the column layer's partial dx):
-// the pair's input and output, and dx of its input, are whole and the same on every rank. Widths split
-// evenly: T must divide the width it splits (Megatron's rule), else join_group refuses naming both.
-// backward_input must return its dx (Note [backward split]), so it waits for its all-reduce at once.
+// Note [tensor-parallel layers]: a parallel layer's spec names the global layer ("column_linear:256:1024");
+// unsplit it computes exactly what that Linear computes, and join_group (rank r of T) keeps only its shard.
+// A column -> element-wise -> row pair needs one all-reduce forward and one backward, and its input, output
+// and dx are whole on every rank. join_group refuses a T not dividing the width, naming both.
 
-// Note [overlapped backward]: seed 004's "compute never waits on communication" for tensor parallelism. The
-// forward's all-reduce (the row layer's partial outputs) feeds the very next operation, the bias and then the
-// residual or layer norm, so the forward waits for it at once. In the backward the
-// column layer's partial dx is all-reduced while nothing needs it yet but the layers below, and its weight
-// gradient (dW = x^T dy, db) needs only what it has: the fused backward (layer::backward, which every
-// schedule without a split backward runs) starts the all-reduce, computes the weight gradients while the
-// group's communication thread sums, then waits and adds the sum into dx. head_parallel_attention does the
-// same around its QKV projection, with its output projection's weight gradients too, and a block passes the
-// fused backward to its parts. The bits are those of backward_input then backward_weight: the same
-// operations on the same values, in another order in time only.
+// Note [overlapped backward]: the column layer's partial dx is not needed at once and its weight gradient
+// needs only local values, so the fused backward (layer::backward) starts the all-reduce, computes the weight
+// gradients while the group sums, then waits and adds the sum into dx. Same bits as the two halves in turn.
 
-// Note [shard blocks]: a fused weight is made of equal blocks side by side (attention's QKV weight: the q, k
-// and v columns, each D wide), and a rank needs its shard of every block (its heads' q, k and v columns), not
-// one contiguous slice of the whole. A shard_layout says so: the axis is cut into `blocks` equal blocks, each
-// block split over the ranks as shard_rows does, and rank r holds its part of every block, in block order.
-// One block is the plain split. Blocks may differ in length (grouped-query attention's q, k and v: H d, K d and
-// K d columns, Note [grouped-query attention] in model/attention.hpp); each is still split over the ranks as
-// shard_rows does. Checkpoints hold the whole tensor in the unsplit layer's layout, so a run saved at any T loads
-// at any other (gather_along / piece_along in model/tensor_parallel.hpp).
+// Note [shard blocks]: a fused weight is blocks side by side (attention's q, k, v columns), and a rank needs
+// its shard of every block. A shard_layout cuts the axis into `blocks` blocks (equal, or of `lengths`), each
+// split over the ranks as shard_rows does; rank r holds its part of each, in block order. Checkpoints hold
+// the unsplit layout, so a run saved at any T loads at any other.
 struct shard_layout {
   int axis = 0;            // 0: rows (or a vector's elements), 1: columns; -1: whole (not sharded)
   std::size_t blocks = 1;  // blocks the axis is made of, each split over the ranks
   std::vector<std::size_t> lengths;  // each block's length along the axis when they differ; empty: equal blocks
-  // Implicit from an axis alone (one block): gather_along(pieces, 1, whole) reads as before.
+  // Implicit from an axis alone (one block).
   shard_layout(int along = 0, std::size_t block_count = 1) : axis(along), blocks(block_count) {}
-  // Blocks of these lengths, in order (equal lengths are kept as a count, so both spellings compare equal).
+  // Blocks of these lengths (equal ones kept as a count, so both spellings compare equal).
   shard_layout(int along, const std::vector<std::size_t>& block_lengths);
   bool operator==(const shard_layout& o) const { return axis == o.axis && blocks == o.blocks && lengths == o.lengths; }
 };
@@ -59,8 +40,7 @@ class tensor_parallel_layer {
  public:
   virtual ~tensor_parallel_layer() = default;
   virtual void join_group(std::shared_ptr<process_group> group) = 0;
-  // The parameter values this rank holds a slice of, and how the whole tensor is cut (Note [shard blocks]);
-  // the others are whole and equal on every rank.
+  // The parameter values this rank holds a slice of, with their cut; the others are whole on every rank.
   struct sharded_value {
     const tensor* value;
     shard_layout layout;
@@ -68,23 +48,16 @@ class tensor_parallel_layer {
   virtual std::vector<sharded_value> sharded_values() const = 0;
 };
 
-// y = x W + b with W's output columns split: rank r holds columns shard r of W and b; its output is that
-// shard of y's columns. Forward needs no collective; backward_input all-reduces the partial dx.
-// With `blocks` > 1 (Note [shard blocks]) the output columns are that many equal blocks, and rank r holds
-// shard r of each block, side by side (the fused QKV projection of head_parallel_attention: 3 blocks).
-// Blocks of unequal widths are given by their widths (Note [shard blocks]); its spec then writes them as its
-// BLOCKS field joined by '+' ("column_linear:16:32:16+8+8").
-//
-// As a language model's head (`vocabulary`, spec option ":vocab=1", Note [vocab-parallel] in
-// model/vocab_parallel.hpp) its outputs are the vocabulary, split by shard_rows however T divides it, and its
-// output shard is the loss's input; ":tie=I" ties its weight to layer I's embedding as Linear's does.
+// y = x W + b with W's output columns split: rank r holds shard r of the columns (of each block, Note [shard
+// blocks]; unequal widths spelled "column_linear:16:32:16+8+8"). backward_input all-reduces the partial dx.
+// As an LM head (":vocab=1", Note [vocab-parallel]) its outputs are the rank's vocabulary shard.
 struct head_options {
   bool vocabulary = false;           // ":vocab=1"
   std::optional<std::size_t> tie;    // ":tie=I"
 };
 class column_parallel_linear final : public layer, public tensor_parallel_layer {
  public:
-  // `init`: Linear's options (Note [layer options] in model/layer_spec.hpp), spelled as Linear spells them.
+  // `init`: Linear's options (Note [layer options] in model/layer_spec.hpp).
   column_parallel_linear(std::size_t in, std::size_t out, std::size_t blocks = 1, init_options init = {},
                          head_options head = {});
   column_parallel_linear(std::size_t in, const std::vector<std::size_t>& block_widths, init_options init = {});
@@ -97,32 +70,30 @@ class column_parallel_linear final : public layer, public tensor_parallel_layer 
     tensor x;  // (rows, in): whole, for dweight = x^T dy
     std::size_t bytes() const override { return x.byte_size(); }
     std::unique_ptr<saved_state> join_rows(const std::vector<const saved_state*>& parts) const override {
-      return join_row_fields<saved>(parts, {&saved::x});  // Note [joined caches]
+      return join_row_fields<saved>(parts, {&saved::x});
     }
   };
   tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
-  tensor forward_owned(tensor&& x, layer_cache& cache, const forward_context& ctx) const override;  // Note [owned input]
+  tensor forward_owned(tensor&& x, layer_cache& cache, const forward_context& ctx) const override;
   void backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const override;
   void backward_weight(const tensor& dy, layer_cache& cache) override;
   using layer::backward;
   void backward(const tensor& dy, layer_cache& cache, tensor* dx) override;  // Note [overlapped backward]
 
-  // backward_input in two halves, so the caller can compute between them (Note [overlapped backward]):
-  // start() leaves the ranks' partial dx summing in the group; finish() waits and adds the sum into dx.
-  // Unsplit, or without a dx, start() does all the work and finish() nothing.
+  // backward_input in two halves (Note [overlapped backward]): start() leaves the partial dx summing;
+  // finish() waits and adds the sum into dx.
   struct pending_dx {
     tensor partial;  // (rows, in): this rank's partial dx, summed in place by the group
     collective_handle sum;
     tensor* dx = nullptr;
-    tensor rows;           // on sequence shards: this rank's rows of the sum (reduce-scattered), of shape `shape`
+    tensor rows;           // on sequence shards: this rank's rows of the sum, of shape `shape`
     shape_t shape;
     pending_dx() = default;
     pending_dx(pending_dx&& other) noexcept
         : partial(std::move(other.partial)), sum(std::move(other.sum)), dx(std::exchange(other.dx, nullptr)),
           rows(std::move(other.rows)), shape(std::move(other.shape)) {}
     pending_dx& operator=(pending_dx&&) = delete;
-    // A sum still in flight (an exception between start and finish) is waited for: the group writes into
-    // `partial` until then (Note [async collectives]).
+    // Waits for a sum still in flight, which writes into `partial` (Note [async collectives]).
     ~pending_dx();
   };
   pending_dx start_backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const;
@@ -137,8 +108,7 @@ class column_parallel_linear final : public layer, public tensor_parallel_layer 
   // The first output column this rank holds (0 until it joins a group).
   std::size_t first_column() const { return held_.front().first; }
   void join_group(std::shared_ptr<process_group> group) override;
-  // Note [sequence parallelism] in model/sequence_parallel.hpp: the input is this rank's rows, all-gathered before
-  // the product (and again for the weight gradient); dx is reduce-scattered. After join_group; not for a head.
+  // Input all-gathered, dx reduce-scattered (Note [sequence parallelism]). After join_group; not for a head.
   void set_sequence_parallel(bool on);
   std::vector<sharded_value> sharded_values() const override {
     if (!group_) return {};
@@ -147,7 +117,7 @@ class column_parallel_linear final : public layer, public tensor_parallel_layer 
   }
 
  private:
-  tensor forward_keeping(const tensor& x, tensor* owned, layer_cache& cache) const;  // keeps *owned, else copies x
+  tensor forward_keeping(const tensor& x, tensor* owned, layer_cache& cache) const;
   std::size_t width() const;  // the output columns this rank holds
   std::size_t in_, out_;
   std::vector<std::size_t> widths_;  // the blocks' widths, summing to out_
@@ -162,9 +132,8 @@ class column_parallel_linear final : public layer, public tensor_parallel_layer 
   tensor dbias_;    // (width)
 };
 
-// y = x W + b with W's input rows split: rank r holds rows shard r of W, takes that shard of x's columns
-// (a column layer's output), and all-reduces its partial x W before adding the whole bias b, which every
-// rank holds (and whose gradient every rank computes whole, so the copies stay equal).
+// y = x W + b with W's input rows split: rank r takes shard r of x's columns and all-reduces its partial x W
+// before adding the bias, which every rank holds whole.
 class row_parallel_linear final : public layer, public tensor_parallel_layer {
  public:
   row_parallel_linear(std::size_t in, std::size_t out, init_options init = {});
@@ -178,11 +147,11 @@ class row_parallel_linear final : public layer, public tensor_parallel_layer {
     std::optional<tensor> dy;  // on sequence shards: every row's dy, gathered by backward_input for backward_weight
     std::size_t bytes() const override { return x.byte_size() + (dy ? dy->byte_size() : 0); }
     std::unique_ptr<saved_state> join_rows(const std::vector<const saved_state*>& parts) const override {
-      return join_row_fields<saved>(parts, {&saved::x});  // Note [joined caches]
+      return join_row_fields<saved>(parts, {&saved::x});
     }
   };
   tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
-  tensor forward_owned(tensor&& x, layer_cache& cache, const forward_context& ctx) const override;  // Note [owned input]
+  tensor forward_owned(tensor&& x, layer_cache& cache, const forward_context& ctx) const override;
   void backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const override;
   void backward_weight(const tensor& dy, layer_cache& cache) override;
 
@@ -195,14 +164,13 @@ class row_parallel_linear final : public layer, public tensor_parallel_layer {
   std::vector<sharded_value> sharded_values() const override {
     return group_ ? std::vector<sharded_value>{{&weight_, {0}}} : std::vector<sharded_value>{};
   }
-  // Note [sequence parallelism] in model/sequence_parallel.hpp: the output is reduce-scattered to this rank's rows
-  // (before the bias), and dy, this rank's rows, all-gathered. After join_group.
+  // Output reduce-scattered (before the bias), dy all-gathered (Note [sequence parallelism]). After join_group.
   void set_sequence_parallel(bool on);
-  // The shape of this rank's output where the whole output has shape `whole`: its rows on sequence shards.
+  // This rank's output shape for a whole output `whole`: its rows on sequence shards.
   shape_t output_shape(const shape_t& whole) const;
 
  private:
-  tensor forward_keeping(const tensor& x, tensor* owned, layer_cache& cache) const;  // keeps *owned, else copies x
+  tensor forward_keeping(const tensor& x, tensor* owned, layer_cache& cache) const;
   std::size_t in_, out_;
   init_options init_;
   std::size_t first_ = 0, last_;  // the input rows of W (columns of x) this rank holds: [first_, last_)

@@ -1,5 +1,4 @@
-// The SwiGLU MLP with its hidden units split over tensor-parallel ranks: the MLP half of "2 all-reduces per
-// transformer block" for a LLaMA-style block.
+// The SwiGLU MLP with its hidden units split over tensor-parallel ranks.
 #pragma once
 
 #include <memory>
@@ -9,15 +8,9 @@
 
 namespace ap {
 
-// Note [tensor-parallel SwiGLU]: silu(gate) * up is element-wise in the hidden units, so rank r of T takes hidden
-// shard r (H / T units; T must divide H): its gate and up columns of the fused projection (a column_parallel_linear
-// of 2 blocks, Note [shard blocks]; gate and up each sliced to its units, side by side, so the rank's gate column i
-// meets its up column i), the gated product on those units alone, and its rows of the down projection (a
-// row_parallel_linear). As the Megatron MLP (Note [tensor-parallel layers]): the input is whole on every rank, the
-// forward's one all-reduce is the down projection's partial products (then its whole bias), the backward's one is
-// the fused projection's partial dx, left summing while the weight gradients are computed (Note [overlapped
-// backward]). Spec "parallel_swiglu_mlp:D:H" names the global layer: unsplit it computes what "swiglu_mlp:D:H"
-// computes, with the same initialisation, parameter names and bits; joined, its shards are slices of those.
+// Note [tensor-parallel SwiGLU]: silu(gate) * up is element-wise in the hidden units, so rank r of T takes
+// hidden shard r (T divides H): its gate and up columns (a column_parallel_linear of 2 blocks), the gated
+// product, and its rows of the down projection (a row_parallel_linear). Unsplit it equals "swiglu_mlp:D:H".
 class parallel_swiglu_mlp final : public layer, public tensor_parallel_layer {
  public:
   parallel_swiglu_mlp(std::size_t dim, std::size_t hidden, swiglu_init init = {});
@@ -26,21 +19,21 @@ class parallel_swiglu_mlp final : public layer, public tensor_parallel_layer {
   std::optional<std::size_t> in_features() const override { return dim_; }
   std::optional<std::size_t> out_features() const override { return dim_; }
 
-  // Shapes with rows = the input's rows, D = dim, h = the hidden units this rank holds.
+  // Shapes: h = the hidden units this rank holds.
   struct saved : saved_state {
-    layer_cache gate_up;  // the fused projection's (its input x (rows, D), whole)
-    tensor a;             // (rows, 2h): this rank's gate and up columns; bfloat16 in a bfloat16 layer
-    layer_cache down;     // the down projection's (its input, this rank's units (rows, h))
-    tensor da;            // (rows, 2h): the fused projection's dy, from backward_input, for backward_weight
+    layer_cache gate_up;  // input x (rows, D), whole
+    tensor a;             // (rows, 2h): gate and up columns; bfloat16 in a bfloat16 layer
+    layer_cache down;     // input: (rows, h)
+    tensor da;            // (rows, 2h): from backward_input, for backward_weight
     bool input_done = false;
     std::size_t bytes() const override { return gate_up.bytes() + a.byte_size() + down.bytes() + da.byte_size(); }
   };
   tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;
-  tensor forward_owned(tensor&& x, layer_cache& cache, const forward_context& ctx) const override;  // Note [owned input]
+  tensor forward_owned(tensor&& x, layer_cache& cache, const forward_context& ctx) const override;
   void backward_input(const tensor& dy, layer_cache& cache, tensor* dx) const override;
   void backward_weight(const tensor& dy, layer_cache& cache) override;
   using layer::backward;
-  // The fused projection's all-reduce runs beside both projections' weight gradients (Note [overlapped backward]).
+  // Note [overlapped backward], over both projections' weight gradients.
   void backward(const tensor& dy, layer_cache& cache, tensor* dx) override;
 
   std::vector<parameter> parameters(const std::string& prefix) override;
@@ -48,13 +41,12 @@ class parallel_swiglu_mlp final : public layer, public tensor_parallel_layer {
   std::string spec() const override;  // "parallel_swiglu_mlp:64:176"
   void initialize(std::uint64_t seed) override;  // as swiglu_mlp, then this rank's slices
   void set_compute_dtype(dtype type) override;
-  double flops_per_row() const override { return 6.0 * double(dim_) * double(hidden_); }  // global, as swiglu_mlp's
+  double flops_per_row() const override { return 6.0 * double(dim_) * double(hidden_); }  // global
 
-  // Refuses a T that does not divide the hidden width, naming the layer, the width, T and the group.
+  // Refuses a T not dividing the hidden width, naming the layer, width, T and group.
   void join_group(std::shared_ptr<process_group> group) override;
   std::vector<sharded_value> sharded_values() const override;
-  // Note [sequence parallelism] in model/sequence_parallel.hpp: takes and gives this rank's rows (its two
-  // projections gather and scatter them). After join_group.
+  // Takes and gives this rank's rows (Note [sequence parallelism]). After join_group.
   void set_sequence_parallel(bool on) {
     gate_up_.set_sequence_parallel(on);
     down_.set_sequence_parallel(on);
@@ -68,8 +60,8 @@ class parallel_swiglu_mlp final : public layer, public tensor_parallel_layer {
   std::size_t dim_, hidden_;
   swiglu_init init_;
   std::shared_ptr<process_group> group_;  // null: not split
-  column_parallel_linear gate_up_;  // D -> 2H in 2 blocks (gate, up): this rank's units' columns of each
-  row_parallel_linear down_;        // H -> D: this rank's units' rows; bias whole
+  column_parallel_linear gate_up_;  // D -> 2H in 2 blocks (gate, up)
+  row_parallel_linear down_;        // H -> D; bias whole
 };
 
 }  // namespace ap

@@ -7,7 +7,7 @@ namespace ap {
 
 class position_embedding final : public layer {
  public:
-  // std > 0 (spec option ":std=S", Note [layer options] in model/layer_spec.hpp): initialised normal(0, std).
+  // std > 0 (":std=S"): initialised normal(0, std).
   position_embedding(std::size_t context, std::size_t dim, float std = 0.0f);
 
   std::string describe() const override;  // "Position(8x64)"
@@ -15,7 +15,7 @@ class position_embedding final : public layer {
   std::optional<std::size_t> out_features() const override { return dim_; }
 
   struct saved : saved_state {
-    shape_t shape;  // (batch, sequence, dim) of the input: the backward needs no values
+    shape_t shape;  // (batch, sequence, dim) of the input; no values needed
     std::size_t bytes() const override { return 0; }  // no tensor
   };
   // x (batch, sequence, dim) with sequence <= context; throws naming the shape otherwise.
@@ -26,7 +26,7 @@ class position_embedding final : public layer {
   std::vector<parameter> parameters(const std::string& prefix) override;
   std::unique_ptr<layer> clone() const override { return std::make_unique<position_embedding>(*this); }
   std::string spec() const override;  // "position:8:64"
-  void initialize(std::uint64_t seed) override;  // uniform with standard deviation 0.02; normal(0, std) if std given
+  void initialize(std::uint64_t seed) override;  // uniform, std 0.02; normal(0, std) if std given
 
  private:
   std::size_t context_, dim_;

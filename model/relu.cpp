@@ -15,8 +15,7 @@ tensor relu::forward(const tensor& x, layer_cache& cache, const forward_context&
     stash_as(cache.emplace<saved>().y, y, dtype::bfloat16);
     return y;
   }
-  // y is written twice in one parallel pass: into the cache (reusing its buffer) and for the caller (a copy
-  // of the cached y was one serial memcpy, which left the op slower on 2 threads than on 1).
+  // y is written twice in one parallel pass, into the cache and for the caller, rather than copied serially.
   tensor& y = cache.emplace<saved>().y;
   if (y.shape() != x.shape()) y = tensor::from_shape(x.shape());
   tensor out = tensor::from_shape(x.shape());

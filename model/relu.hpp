@@ -12,7 +12,7 @@ class relu final : public layer {
     tensor y;  // (rows, features): y > 0 marks where the gradient passes; bfloat16 in a bfloat16 layer
     std::size_t bytes() const override { return y.byte_size(); }
     std::unique_ptr<saved_state> join_rows(const std::vector<const saved_state*>& parts) const override {
-      return join_row_fields<saved>(parts, {&saved::y});  // Note [joined caches]
+      return join_row_fields<saved>(parts, {&saved::y});
     }
   };
   tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;

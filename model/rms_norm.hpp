@@ -20,7 +20,7 @@ class rms_norm final : public layer {
     // x is bfloat16 in a bfloat16 layer; rstd stays float32 (Note [compute dtype]).
     std::size_t bytes() const override { return x.byte_size() + rstd.byte_size(); }
     std::unique_ptr<saved_state> join_rows(const std::vector<const saved_state*>& parts) const override {
-      return join_row_fields<saved>(parts, {&saved::x, &saved::rstd});  // Note [joined caches]
+      return join_row_fields<saved>(parts, {&saved::x, &saved::rstd});
     }
   };
   tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;

@@ -20,7 +20,7 @@ std::string layer_name(std::size_t global_index, const layer& l) {
 }  // namespace
 
 sequential sequential::from_spec(const std::string& spec, const sequential_options& options) {
-  if (is_gpt_spec(spec)) {  // "gpt:layers=...": its own layers, no activation option (model/gpt_spec.hpp)
+  if (is_gpt_spec(spec)) {
     sequential model = from_layer_specs(gpt_layer_specs(parse_gpt_spec(spec)));
     model.initialize(options.seed);
     return model;
@@ -46,7 +46,7 @@ sequential sequential::from_layer_specs(const std::vector<std::string>& specs, s
   sequential model;
   model.first_index_ = first_index;
   for (const std::string& s : specs) model.add(make_layer(s));
-  if (first_index == 0) weight_ties(model, /*whole=*/true);  // refuses a tie to a layer it cannot be tied to
+  if (first_index == 0) weight_ties(model, /*whole=*/true);
   return model;
 }
 
@@ -86,7 +86,7 @@ sequential& sequential::add(std::unique_ptr<layer> l) {
   l->set_recompute(recompute_ == recompute_mode::blocks);
   const auto in = l->in_features();
   if (in) {
-    // The width so far is set by the last layer that fixes one; element-wise layers pass it through.
+    // The last layer that fixes a width sets it.
     for (std::size_t j = layers_.size(); j-- > 0;) {
       const auto out = layers_[j]->out_features();
       if (!out) continue;
@@ -131,7 +131,7 @@ void sequential::check_input(const tensor& x) const {
     with_layer_named(first_index_, *layers_[0], true, [&] { check_float32(x, *layers_[0], "input"); });
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     const auto in = layers_[i]->in_features();
-    if (!in && layers_[i]->out_features()) break;  // fixes its output width from no input width (an embedding)
+    if (!in && layers_[i]->out_features()) break;  // an embedding
     if (!in) continue;
     if (*in != cols(x))
       throw layer_error(std::to_string(first_index_ + i),
@@ -148,8 +148,7 @@ tensor sequential::forward(const tensor& x, sequential_cache& cache, const forwa
   cache.layers.resize(layers_.size());  // a reused cache keeps each layer's buffers
   cache.dys.clear();
   if (layers_.empty()) return x;
-  // In bfloat16, every activation between layers is rounded to bfloat16 values; a
-  // bfloat16 x (from the stage before) is widened (Note [compute dtype]).
+  // Activations between layers are rounded to the compute dtype (Note [compute dtype]).
   const bool widen = x.type() != dtype::float32;
   tensor entry;
   if (widen) entry = entering_values(x, dtype_);
@@ -171,8 +170,7 @@ tensor sequential::forward(const tensor& x, const forward_context& ctx) const {
 
 namespace {
 
-// dy enters the model's last layer from outside (the loss, the next stage): layers compute in float32 (a
-// bfloat16 model also takes bfloat16 dy: Note [compute dtype]).
+// dy enters from outside (the loss, the next stage): float32, or bfloat16 in a bfloat16 model.
 void check_dy(const tensor& dy, const std::vector<std::unique_ptr<layer>>& layers, std::size_t first_index,
               dtype type) {
   if (layers.empty() || (type == dtype::bfloat16 && dy.type() == dtype::bfloat16)) return;
@@ -189,17 +187,14 @@ void check_cache(const sequential_cache& cache, std::size_t layers, const char* 
 
 }  // namespace
 
-// Note [caches go with their backward]: a layer's cache is freed as soon as its backward (or its W) is done, not
-// with the whole cache at the end. A block's cache grows in its backward (its parts' dy's: Note [memory model]'s
-// input_held_bytes), and all of them were held until the last layer's backward: the 4-layer GPT in one process,
-// batch 64, peaked 488 MB above its stash in the backward (1,204 MB of tensors), 144 MB with each freed (860 MB;
-// the memory model's largest layer's workspace is 152 MB).
+// Note [caches go with their backward]: a layer's cache is freed as soon as its backward (or its W) is done,
+// not with the whole cache at the end: a block's cache grows in its backward (its parts' dy's), so holding
+// them all until the last layer raised the backward's peak well above the stash.
 tensor sequential::backward(const tensor& dy, sequential_cache& cache, bool need_input_grad,
                             const std::function<void(layer&)>& layer_done) {
   check_cache(cache, layers_.size(), "backward");
   check_dy(dy, layers_, first_index_, dtype_);
-  // The last layer reads dy in place (a stage's dy can be megabytes: no copy; a bfloat16 dy is widened,
-  // Note [compute dtype]); later ones read d.
+  // The last layer reads dy in place (no copy of a large dy); later ones read d.
   tensor d;
   const tensor* current = &dy;
   if (dy.type() != dtype::float32 && !layers_.empty()) {
@@ -207,7 +202,7 @@ tensor sequential::backward(const tensor& dy, sequential_cache& cache, bool need
     current = &d;
   }
   for (std::size_t i = layers_.size(); i-- > 0;) {
-    tensor below;  // unset: the layer accumulates into fresh zeros (Note [dx accumulates] in layer.hpp)
+    tensor below;  // unset: Note [dx accumulates]
     with_layer_named(first_index_ + i, *layers_[i], true, [&] {
       layers_[i]->backward(*current, cache.layers[i], i == 0 && !need_input_grad ? nullptr : &below);
     });
@@ -217,7 +212,7 @@ tensor sequential::backward(const tensor& dy, sequential_cache& cache, bool need
     d = std::move(below);
     current = &d;
   }
-  // Taken before the cache is freed, in case dy lives in it. With no layers, dx is dy.
+  // Taken before the cache is freed (dy may live in it). With no layers, dx is dy.
   tensor dx = !need_input_grad ? tensor::from_shape({0}) : current == &dy ? tensor(dy) : std::move(d);
   cache.layers.clear();
   cache.dys.clear();
@@ -312,8 +307,8 @@ void sequential::zero_grad() {
 }
 
 void sequential::initialize(std::uint64_t seed) {
-  // Hashing the seed first: with plain seed + index, seed 2's layer 0 would equal seed 1's layer 1.
-  // A tied layer draws its owner's weights from its owner's seed (Note [tied weights] in model/weight_tie.hpp).
+  // The seed is hashed first, so seed 2's layer 0 differs from seed 1's layer 1. A tied layer draws its
+  // owner's weights from its owner's seed (Note [tied weights]).
   for (std::size_t i = 0; i < layers_.size(); ++i)
     layers_[i]->initialize(mix64(mix64(seed) + layers_[i]->tied_to().value_or(first_index_ + i)));
 }
@@ -325,7 +320,7 @@ sequential sequential::slice(std::size_t begin, std::size_t end) const {
                             std::to_string(layers_.size()) + " layers");
   sequential part;
   part.first_index_ = first_index_ + begin;
-  part.dtype_ = dtype_;  // each cloned layer keeps its own, and its recompute setting
+  part.dtype_ = dtype_;  // each cloned layer keeps its own
   part.recompute_ = recompute_;
   for (std::size_t i = begin; i < end; ++i) part.layers_.push_back(layers_[i]->clone());
   part.with_gradients();  // a slice trains, even of a model that let its gradients go

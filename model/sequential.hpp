@@ -1,4 +1,4 @@
-// Sequential: an ordered list of layers, sliceable into contiguous ranges (the pipeline's stages and chunks).
+// Sequential: an ordered list of layers, sliceable into contiguous ranges (stages and chunks).
 #pragma once
 
 #include <cstdint>
@@ -12,25 +12,23 @@
 
 namespace ap {
 
-// Everything one forward of a Sequential saved, for one microbatch. Owned by the caller.
+// Everything one forward of a Sequential saved for one microbatch; owned by the caller.
 struct sequential_cache {
   std::vector<layer_cache> layers;  // one per layer
-  std::vector<tensor> dys;          // dys[i] (rows, layer i's output width): dy at layer i's output, kept by
-                                    // backward_input for backward_weight
+  std::vector<tensor> dys;          // dys[i]: dy at layer i's output, from backward_input for backward_weight
 };
 
-// Note [recomputation] in block.hpp: which layers run their forward again in the backward instead of keeping
-// what it saved. `blocks`: every block (a GPT's decoder blocks).
+// Which layers recompute their forward in the backward (Note [recomputation] in block.hpp); `blocks`: every block.
 enum class recompute_mode : std::uint8_t { none = 0, blocks = 1 };
 const char* recompute_mode_name(recompute_mode mode);  // "none", "blocks"
-// "none" or "blocks"; throws std::invalid_argument naming the text and the choices otherwise.
+// Throws std::invalid_argument naming the text and the choices for anything else.
 recompute_mode parse_recompute_mode(const std::string& text);
-// The mode of a code that travelled (stage_spec); nullopt for an unknown one.
+// The mode of a transmitted code; nullopt for an unknown one.
 std::optional<recompute_mode> recompute_mode_from_code(std::uint8_t code);
 
 struct sequential_options {
-  std::string activation = "relu";  // put between Linear layers by from_spec: relu, gelu, tanh, sigmoid
-  std::uint64_t seed = 1;           // initialisation seed
+  std::string activation = "relu";  // between from_spec's Linear layers
+  std::uint64_t seed = 1;
 };
 
 class sequential {
@@ -39,22 +37,18 @@ class sequential {
   sequential(sequential&&) = default;
   sequential& operator=(sequential&&) = default;
 
-  // "784-512-256-10": Linear layers of those widths with the activation between them (not after the last);
-  // "gpt:layers=8,dim=256,heads=8,context=128": a GPT (model/gpt_spec.hpp; the activation is not used).
+  // "784-512-256-10": Linear layers with the activation between them; "gpt:...": a GPT (model/gpt_spec.hpp).
   static sequential from_spec(const std::string& spec, const sequential_options& options = {});
-  // Rebuilds a model from layer spec() texts; `first_index` is the global index of the first layer.
+  // From layer spec() texts; `first_index`: the global index of the first layer.
   static sequential from_layer_specs(const std::vector<std::string>& specs, std::size_t first_index = 0);
 
-  // Appends a layer; refuses one whose input width does not match the widths so far, naming both layers
-  // and their shapes ("layer 1 Linear(256->10) takes 256 features, layer 0 Linear(784->128) gives 128").
+// Appends a layer; refuses one whose input width does not chain, naming both layers.
   sequential& add(std::unique_ptr<layer> l);
 
-  // Note [compute dtype] in layer.hpp: sets every layer's compute dtype (and that of layers added later);
-  // slices and clones keep it.
+  // Also for layers added later (Note [compute dtype]).
   void set_compute_dtype(dtype type);
   dtype compute_dtype() const { return dtype_; }
-  // Note [recomputation] in block.hpp: with recompute_mode::blocks every block of this model (a layer of it
-  // that is a block, and those added later) recomputes its forward in its backward; slices and clones keep it.
+  // Note [recomputation]; also for blocks added later.
   void set_recompute(recompute_mode mode);
   recompute_mode recompute() const { return recompute_; }
 
@@ -62,57 +56,46 @@ class sequential {
   bool empty() const { return layers_.empty(); }
   layer& at(std::size_t i) { return *layers_.at(i); }
   const layer& at(std::size_t i) const { return *layers_.at(i); }
-  // Global index of this model's first layer in the whole model (non-zero for a slice).
+  // Global index of the first layer (non-zero for a slice).
   std::size_t first_index() const { return first_index_; }
   std::vector<std::string> layer_specs() const;
   std::string describe() const;  // "Linear(784->512) ReLU Linear(512->10)"
-  // Input / output widths of the whole chain where fixed by some layer.
+  // Widths of the chain where some layer fixes them.
   std::optional<std::size_t> in_features() const;
   std::optional<std::size_t> out_features() const;
 
-  // Throws a layer_error (std::invalid_argument) when x cannot enter this model, naming the layer by its
-  // global index and x's dtype or shape (a bfloat16 x enters a model computing in bfloat16): "layer 0 Linear(12->16) takes float32 input, got bfloat16 (8, 12)",
-  // "layer 1 Linear(784->128) takes 784 features, got input of shape (3, 100)". A cheap check: callers run
-  // it before any work starts (the pipeline, on the caller's thread).
+  // Throws a layer_error naming the layer and x's dtype or shape when x cannot enter. Cheap, run up front.
   void check_input(const tensor& x) const;
 
-  // Throws a layer_error naming the layer when x does not fit or a layer fails (Note [errors name the
-  // layer] in layer.hpp).
+  // Errors name the layer (Note [errors name the layer]).
   tensor forward(const tensor& x, sequential_cache& cache, const forward_context& ctx) const;
   tensor forward(const tensor& x, const forward_context& ctx = {false, 0, 0}) const;  // inference, no cache
 
-  // dx; accumulates every parameter gradient. dy must be float32 (or bfloat16 in a bfloat16 model); errors name
-  // the layer as forward's do. With need_input_grad false the first layer's dx is not computed (the first
-  // stage has nobody to send it to) and an empty tensor (shape (0)) is returned.
-  // Like backward_weight, it frees the cache: one forward, one backward. `layer_done`, if set, is called with
-  // each layer as soon as its backward has accumulated its parameter gradients (last layer first): a
-  // data-parallel reduction of those gradients can start while the layers below run theirs.
+  // dx; accumulates the parameter gradients, then frees the cache. need_input_grad false: returns an empty
+  // tensor. `layer_done` is called per layer as soon as its gradients are done (last first), so a
+  // data-parallel reduction can start early.
   tensor backward(const tensor& dy, sequential_cache& cache, bool need_input_grad = true,
                   const std::function<void(layer&)>& layer_done = {});
-  // Note [backward split] in layer.hpp: dx only, keeping each layer's dy in the cache ...
+  // dx only (Note [backward split]), keeping each layer's dy in the cache ...
   tensor backward_input(const tensor& dy, sequential_cache& cache, bool need_input_grad = true) const;
-  // ... for backward_weight, which accumulates the parameter gradients and then frees the cache.
+  // ... for backward_weight, which then frees the cache.
   void backward_weight(sequential_cache& cache);
 
   std::vector<parameter> parameters();
   std::size_t parameter_count() const;
   void zero_grad();
-  // Every layer seeded with seed + its global index: a slice initialises like the same layers of the whole.
+  // Layer i seeded from seed and its global index: a slice initialises like the whole.
   void initialize(std::uint64_t seed);
 
-  // Layers [begin, end) as an independent deep copy (same weights), keeping global parameter names.
+  // Layers [begin, end) as a deep copy, keeping global parameter names.
   sequential slice(std::size_t begin, std::size_t end) const;
   sequential clone() const { return slice(0, size()); }
-  // Lets every parameter's gradient tensor go (each becomes a 0-d tensor), for a model kept for its weights and
-  // architecture only while others (a pipeline's stages) train copies of it (Note [one copy of the gradients] in
-  // actors/pipeline.cpp); with_gradients() gives such a model zeroed gradients of its parameters' shapes again,
-  // and every slice and clone has them.
+  // Lets every gradient go (each 0-d), for a model kept for its weights (Note [one copy of the gradients] in
+  // actors/pipeline.cpp); with_gradients() gives zeroed ones back.
   void release_gradients();
   void with_gradients();
-  // Note [weights on demand] (actors/pipeline.cpp): lets every parameter go, values and gradients, keeping
-  // their shapes and the architecture (the layers, their widths); with_weights() gives the model zeroed values
-  // and gradients of those shapes again, for weights bound or loaded into it. A released model refuses to slice,
-  // clone or run (std::logic_error naming it), rather than compute with empty weights.
+  // Lets every parameter go, keeping shapes (Note [weights on demand] in actors/pipeline.cpp); with_weights()
+  // gives zeroed ones back. A released model refuses to slice, clone or run (std::logic_error).
   void release_weights();
   void with_weights();
   bool weights_released() const { return weights_released_; }
@@ -127,7 +110,7 @@ class sequential {
   std::vector<shape_t> released_shapes_;  // every parameter's, in parameters() order, while released
 };
 
-// Bytes held by one microbatch's cache: every layer's stash and the dy's kept for backward_weight.
+// Bytes held by one microbatch's cache.
 std::size_t stashed_bytes(const sequential_cache& cache);
 
 }  // namespace ap

@@ -1,6 +1,6 @@
 // Sleep: the identity that takes a fixed wall time without using the CPU (forward_ms, and backward_ms
-// split evenly between backward_input and backward_weight). For measuring the runtime's own overhead
-// against the schedule simulator, and for tests that need a task to be slow.
+// split evenly between backward_input and backward_weight), for measuring the runtime's overhead
+// and for tests that need a slow task.
 #pragma once
 
 #include "model/layer.hpp"

@@ -10,7 +10,7 @@ namespace ap {
 // "a:b:c" -> {"a", "b", "c"}; empty fields are kept, so "a::b" is caught by the field parsers.
 std::vector<std::string> split_fields(const std::string& text, char separator);
 
-// Each parser takes the whole spec text too, so the error names what the user wrote, not just the field.
+// Each parser takes the whole spec text too, for the error to name it.
 std::size_t parse_width(const std::string& field, const std::string& spec);     // a positive integer
 float parse_float(const std::string& field, const std::string& spec);           // a finite number
 std::uint64_t parse_seed(const std::string& field, const std::string& spec);    // a non-negative integer

@@ -12,7 +12,7 @@ class tanh_layer final : public layer {
     tensor y;  // (rows, features): dtanh = 1 - y^2; bfloat16 in a bfloat16 layer
     std::size_t bytes() const override { return y.byte_size(); }
     std::unique_ptr<saved_state> join_rows(const std::vector<const saved_state*>& parts) const override {
-      return join_row_fields<saved>(parts, {&saved::y});  // Note [joined caches]
+      return join_row_fields<saved>(parts, {&saved::y});
     }
   };
   tensor forward(const tensor& x, layer_cache& cache, const forward_context& ctx) const override;

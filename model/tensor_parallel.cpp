@@ -39,7 +39,7 @@ std::vector<std::string> megatron_mlp_specs(const std::vector<std::string>& spec
         open_column = static_cast<long>(i);
       }
     } else if (!traits.elementwise) {
-      open_column = -1;  // not a pure element-wise map (dropout's mask counts whole units): no pair spans it
+      open_column = -1;  // no pair spans a non-element-wise layer
     }
   }
   return out;
@@ -58,7 +58,7 @@ std::vector<std::string> tensor_parallel_specs(const std::vector<std::string>& s
     const tensor_parallel_traits traits = tensor_parallel_traits_of(s.kind);
     if (!traits.split_kind.empty()) {
       text = as_kind(text, s, traits.split_kind);
-    } else if (traits.split_parts) {  // a composite: its parts split on their own (tensor_parallel_layers walks in)
+    } else if (traits.split_parts) {  // a composite: its parts split on their own
       std::string parts;
       for (const std::string& part : tensor_parallel_specs(s.parts)) parts += (parts.empty() ? "" : ",") + part;
       text = s.kind + "[" + parts + "]";
@@ -94,8 +94,7 @@ std::size_t tensor_parallel_parts(layer& l) {
 
 namespace {
 
-// A split layer's spec, or a composite's kind with its split parts (nested composites flattened); "" when
-// `l` holds no tensor-parallel layer.
+// A split layer's spec, or a composite's kind with its split parts; "" when `l` holds none.
 std::string split_text(layer& l) {
   if (dynamic_cast<tensor_parallel_layer*>(&l)) return l.spec();
   auto* b = dynamic_cast<block*>(&l);
@@ -175,8 +174,8 @@ std::map<std::string, shard_layout> sharded_layouts_by_name(sequential& model) {
 
 namespace {
 
-// The value of `name`'s entry in `by_name`, or of the longest parameter name that `name` extends with "."
-// (an optimizer state: "3.weight.m"); `whole` when there is none.
+// `by_name`'s entry for `name`, or for the longest parameter name it extends with "." (optimizer state
+// "3.weight.m"); `whole` when none.
 template <class Value>
 Value named_or_parent(const std::string& name, const std::map<std::string, Value>& by_name, Value whole) {
   if (auto it = by_name.find(name); it != by_name.end()) return it->second;
@@ -197,8 +196,7 @@ shard_layout sharded_layout_of(const std::string& name, const std::map<std::stri
 
 namespace {
 
-// A tensor seen as (outer, length, inner) around the cut axis (rows: outer 1, inner the elements of a row; columns of a
-// matrix: outer its rows, inner 1), the axis made of the layout's blocks (Note [shard blocks]).
+// A tensor seen as (outer, length, inner) around the cut axis, the axis made of the layout's blocks.
 struct cut_view {
   std::size_t outer, length, inner;
 };
@@ -217,8 +215,7 @@ struct chunk {
   std::size_t start, offset, count;
 };
 
-// Calls copy(whole element, piece element, elements) for each run of `chunks`: where it sits in the whole and in
-// the piece (the blocks' chunks back to back).
+// Calls copy(whole element, piece element, elements) for each run of `chunks`.
 template <class Copy>
 void for_each_chunk(const cut_view& w, const std::vector<chunk>& chunks, Copy copy) {
   std::size_t length = 0;  // the piece's along the axis
@@ -274,7 +271,7 @@ void gather_along(const std::vector<const tensor*>& pieces, shard_layout layout,
   const std::vector<std::size_t> lengths = block_lengths(w.length, layout);
   if (lengths.empty()) throw bad("the blocks do not divide the axis");
   const std::size_t blocks = lengths.size();
-  std::size_t offset = 0;  // equal blocks: each piece's share of every block, after the pieces before it
+  std::size_t offset = 0;  // equal blocks: each piece's share of every block
   for (std::size_t r = 0; r < pieces.size(); ++r) {
     const tensor* p = pieces[r];
     const cut_view v = view_of(*p, layout.axis);
@@ -296,7 +293,7 @@ void gather_along(const std::vector<const tensor*>& pieces, shard_layout layout,
       std::memcpy(whole.data() + at, p->data() + from, n * sizeof(float));
     });
   }
-  // Unequal blocks: the pieces' sizes were checked against their shares of every block, which cover the whole.
+  // Unequal blocks: sizes were checked against the shares, which cover the whole.
   if (pieces.empty() || (layout.lengths.empty() && offset != w.length / blocks)) throw bad("pieces smaller than the whole");
 }
 

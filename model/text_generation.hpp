@@ -13,9 +13,8 @@ namespace ap {
 // takes the arg-max (the first on ties). Throws std::invalid_argument for a negative temperature.
 std::size_t sample_token(const float* logits, std::size_t n, float temperature, splitmix64& random);
 
-// `prompt` followed by `tokens` sampled bytes: each from the model's logits at the last position of the last
-// `context` bytes (an empty prompt starts from a newline, the fortunes' separator). Seeded: the same seed
-// gives the same text.
+// `prompt` followed by `tokens` bytes, each sampled from the logits at the last position of the last
+// `context` bytes (an empty prompt starts from a newline). The same seed gives the same text.
 std::string generate_text(const sequential& model, std::size_t context, const std::string& prompt, std::size_t tokens,
                           float temperature, std::uint64_t seed);
 

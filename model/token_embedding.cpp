@@ -86,12 +86,9 @@ void add_embedding_gradient(const tensor& id_tensor, const tensor& dy, tensor& d
   float* dw = dtable.data();
   const std::size_t n = id_tensor.size(), held = dtable.shape()[0], dim = dtable.shape()[1];
   // Note [embedding gradient by token]: each thread owns a range of token ids and adds, in row order, every dy
-  // row of its tokens: whole contiguous rows, each dweight row written by one thread, and one token's rows in
-  // the serial loop's order, so any thread count gives the same bits. The ranges hold about equal numbers of
-  // rows (text is far from uniform over bytes), cut from a count per id. Column blocks, software prefetch and a
-  // shared counting sort were each slower on a 2-vCPU AMD EPYC (the op streams dy once, on every thread, as the
-  // hardware prefetches the rows between a thread's own); fixed blocks summed apart would change the bits.
-  // Ids are held as local rows (id - first); an id outside [first, first + held) is another rank's.
+  // row of its tokens, so each dweight row is written by one thread in the serial loop's order and any thread
+  // count gives the same bits. Ranges hold about equal numbers of rows (text is far from uniform), cut from a
+  // count per id. Ids are held as local rows (id - first); one outside [first, first + held) is another rank's.
   const auto add_rows_of = [&](std::size_t lo, std::size_t hi) {
     for (std::size_t i = 0; i < n; ++i) {
       const auto id = static_cast<std::size_t>(ids[i]);

@@ -42,7 +42,7 @@ void vocab_parallel_embedding::join_group(std::shared_ptr<process_group> group) 
 }
 
 void vocab_parallel_embedding::initialize(std::uint64_t seed) {
-  token_embedding whole(vocabulary_, dim_, std_);  // the same table as Embedding with this seed, then this rank's rows
+  token_embedding whole(vocabulary_, dim_, std_);  // Embedding's table of this seed, this rank's rows
   whole.initialize(seed);
   const tensor& table = *whole.parameters("").front().value;
   weight_ = slice_rows(table, first_, first_ + weight_.shape()[0]);

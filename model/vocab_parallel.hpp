@@ -1,5 +1,4 @@
-// The vocabulary split over tensor-parallel ranks (Megatron's VocabParallelEmbedding and vocab-parallel
-// cross-entropy): a language model's embedding table, LM head and loss, each rank holding a share of the tokens.
+// The vocabulary split over tensor-parallel ranks (Megatron's VocabParallelEmbedding and cross-entropy).
 #pragma once
 
 #include <cstddef>
@@ -13,19 +12,11 @@
 
 namespace ap {
 
-// Note [vocab-parallel]: at a vocabulary of 50,257 the embedding table, the LM head and the logits outweigh a
-// small model's blocks. With tensor-parallel degree T, rank r holds the tokens shard_rows(V, T, r) (any T up to
-// V: the vocabulary need not divide) of:
-// - the embedding table ("vocab_embedding:V:D"): a token's row comes from the rank holding it, zeros elsewhere,
-//   and one all-reduce of the (rows, D) output makes it whole on every rank;
-// - the LM head ("column_linear:D:V:vocab=1", tied or not): its output is the rank's logits (rows, V_r), never
-//   gathered;
-// - the loss (vocab_parallel_cross_entropy): the softmax's maximum and sum, and the target's logit, come from
-//   one all-reduce of (2T + 1) numbers a row, and each rank's gradient is its own columns of softmax - onehot.
-// So no rank holds more than V_r logits a row, and the head's GEMMs are split T ways. A tied head and embedding
-// hold the same tokens, so their shards are each other's transposes and sum rank by rank. The loss moves into
-// the last stage (the coordinator sends each microbatch's labels with its input, and takes back the loss; Note
-// [loss in the last stage] in stage/stage_compute.hpp), so it applies to cross-entropy only.
+// Note [vocab-parallel]: at a large vocabulary the embedding, LM head and logits outweigh a small model's
+// blocks. Rank r of T holds the tokens shard_rows(V, T, r) of the embedding (other tokens' rows are zeros,
+// one all-reduce makes the output whole), the LM head ("column_linear:D:V:vocab=1": the rank's logits, never
+// gathered) and the loss (vocab_parallel_cross_entropy). The loss runs in the last stage (Note [loss in the
+// last stage] in stage/stage_compute.hpp), so this applies to cross-entropy only.
 class vocab_parallel_embedding final : public layer, public tensor_parallel_layer {
  public:
   vocab_parallel_embedding(std::size_t vocabulary, std::size_t dim, float std = 0.0f);
@@ -44,7 +35,7 @@ class vocab_parallel_embedding final : public layer, public tensor_parallel_laye
   std::vector<parameter> parameters(const std::string& prefix) override;
   std::unique_ptr<layer> clone() const override { return std::make_unique<vocab_parallel_embedding>(*this); }
   std::string spec() const override;  // "vocab_embedding:50257:768"
-  void initialize(std::uint64_t seed) override;  // the embedding's table of this seed, this rank's rows
+  void initialize(std::uint64_t seed) override;  // the whole table of this seed, this rank's rows
   void join_group(std::shared_ptr<process_group> group) override;
   std::vector<sharded_value> sharded_values() const override {
     return group_ ? std::vector<sharded_value>{{&weight_, {0}}} : std::vector<sharded_value>{};
@@ -59,17 +50,14 @@ class vocab_parallel_embedding final : public layer, public tensor_parallel_laye
   tensor dweight_;
 };
 
-// Cross-entropy (softmax_cross_entropy's loss and gradient) from this rank's columns of the logits: `logits`
-// (rows, V_r) holds classes [first_class, first_class + V_r) of every row, `labels` every row's class, and the
-// ranks of `group` hold the other columns. Returns the loss (the same on every rank) and this rank's columns of
-// the gradient, written over `logits`; divided by batch_size as Note [loss scaling] says (0: the rows here).
-// Throws std::invalid_argument for a label out of [0, classes), std::domain_error for a NaN loss.
+// Cross-entropy from this rank's logit columns [first_class, first_class + V_r): max, sum and the target's
+// logit from one all-reduce of 2T + 1 numbers a row. Returns the loss (equal on every rank) and this rank's
+// gradient columns, written over `logits` (Note [loss scaling]). Throws std::invalid_argument for a bad
+// label, std::domain_error for a NaN.
 loss::loss_and_gradient vocab_parallel_cross_entropy(tensor&& logits, std::size_t first_class, std::size_t classes,
                                                      const tensor& labels, std::size_t batch_size, process_group& group);
 
-// Whether a model of these layer specs, trained with loss `loss` over T tensor-parallel ranks, splits its
-// vocabulary: T > 1, cross-entropy, and a language model's shape (its first layer an embedding of V tokens,
-// its last a Linear to V outputs, V >= T).
+// Whether the vocabulary splits: T > 1, cross-entropy, an embedding first and a Linear to V outputs last, V >= T.
 bool splits_vocabulary(const std::vector<std::string>& specs, const std::string& loss, int tensor_parallel);
 
 }  // namespace ap

@@ -42,8 +42,7 @@ std::vector<weight_tie> weight_ties(sequential& model, bool whole) {
 
 namespace {
 
-// Whether `b` is `a` transposed: true for matrices, which must have transposed shapes (a square one too: a tied
-// shard of a split vocabulary may be square, Note [vocab-parallel]); false for tensors of one shape and another rank
+// Whether `b` is `a` transposed: true for matrices (square ones too), false for other tensors of one shape
 // (a step count); throws for any other.
 bool transposed_shapes(const tensor& a, const tensor& b) {
   if (a.dimension() != 2 && shape_of(a) == shape_of(b)) return false;
