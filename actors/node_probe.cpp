@@ -106,12 +106,33 @@ std::pair<network_line, std::optional<network_line>> link_lines(caf::scoped_acto
   }
 }
 
+// Connects to the node at `a` and asks for its machine; throws std::runtime_error naming the node.
+node_machine ask_machine(caf::scoped_actor& self, const node_address& a, std::chrono::milliseconds timeout,
+                         caf::actor* node_out = nullptr) {
+  const caf::actor node = connect_node(self, a, timeout);
+  if (node_out) *node_out = node;
+  node_machine m{a.text(), a.host, 1, 0};
+  std::string failure;
+  const auto sent = std::chrono::steady_clock::now();
+  self->request(node, timeout, machine_atom::value)
+      .receive([&](std::uint32_t cores, std::int32_t threads) { m.cores = static_cast<int>(cores), m.threads = threads; },
+               [&](caf::error& e) { failure = wait_failure(e, timeout, sent); });
+  if (!failure.empty()) throw std::runtime_error("node " + a.text() + ": asking for its machine: " + failure);
+  if (m.cores < 1) throw std::runtime_error("node " + a.text() + " reports no core");
+  return m;
+}
+
+std::vector<node_address> parse_addresses(const std::vector<std::string>& nodes) {
+  std::vector<node_address> addresses;
+  for (const auto& text : nodes) addresses.push_back(parse_node_address(text));  // std::invalid_argument
+  return addresses;
+}
+
 }  // namespace
 
 node_survey survey_nodes(const std::vector<std::string>& nodes, const transport_security& security,
                          std::chrono::milliseconds timeout) {
-  std::vector<node_address> addresses;
-  for (const auto& text : nodes) addresses.push_back(parse_node_address(text));  // std::invalid_argument
+  const std::vector<node_address> addresses = parse_addresses(nodes);
   if (addresses.empty()) throw std::invalid_argument("survey_nodes: no node given");
   check_transport_security(security, "train --auto");
   caf::actor_system_config config;
@@ -122,19 +143,7 @@ node_survey survey_nodes(const std::vector<std::string>& nodes, const transport_
     guarded_transport transport(system, security, transport_options{});
     caf::scoped_actor self(system);
     caf::actor first;
-    for (const node_address& a : addresses) {
-      const caf::actor node = connect_node(self, a, timeout);
-      if (!first) first = node;
-      node_machine m{a.text(), a.host, 1, 0};
-      std::string failure;
-      const auto sent = std::chrono::steady_clock::now();
-      self->request(node, timeout, machine_atom::value)
-          .receive([&](std::uint32_t cores, std::int32_t threads) { m.cores = static_cast<int>(cores), m.threads = threads; },
-                   [&](caf::error& e) { failure = wait_failure(e, timeout, sent); });
-      if (!failure.empty()) throw std::runtime_error("node " + a.text() + ": asking for its machine: " + failure);
-      if (m.cores < 1) throw std::runtime_error("node " + a.text() + " reports no core");
-      out.nodes.push_back(std::move(m));
-    }
+    for (const node_address& a : addresses) out.nodes.push_back(ask_machine(self, a, timeout, first ? nullptr : &first));
     out.network = line_through(message_one_way_s(self, first, addresses[0], small, timeout),
                                message_one_way_s(self, first, addresses[0], large, timeout));
     std::tie(out.links, out.copies) = link_lines(self, first, addresses[0], transport.tls(), timeout);
@@ -144,8 +153,7 @@ node_survey survey_nodes(const std::vector<std::string>& nodes, const transport_
 
 std::vector<std::string> nodes_answering(const std::vector<std::string>& nodes, const transport_security& security,
                                          std::chrono::milliseconds timeout) {
-  std::vector<node_address> addresses;
-  for (const auto& text : nodes) addresses.push_back(parse_node_address(text));  // std::invalid_argument
+  const std::vector<node_address> addresses = parse_addresses(nodes);
   caf::actor_system_config config;
   enable_network(config);
   caf::actor_system system(config);
@@ -154,12 +162,9 @@ std::vector<std::string> nodes_answering(const std::vector<std::string>& nodes, 
   caf::scoped_actor self(system);
   for (std::size_t i = 0; i < addresses.size(); ++i) {
     try {
-      const caf::actor node = connect_node(self, addresses[i], timeout);
-      bool answered = false;
-      self->request(node, timeout, machine_atom::value)
-          .receive([&](std::uint32_t, std::int32_t) { answered = true; }, [](caf::error&) {});
-      if (answered) answering.push_back(nodes[i]);
-    } catch (const std::runtime_error&) {  // refused, failed or silent: not answering
+      ask_machine(self, addresses[i], timeout);
+      answering.push_back(nodes[i]);
+    } catch (const std::runtime_error&) {  // refused, failed, silent or without a core: not answering
     }
   }
   return answering;
