@@ -60,14 +60,10 @@ double steady_now_us() {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Note [events from nodes]: a stage on a node records into its own event log and sends the step's events with
-// stage_done (batched once a step, off the compute path: the retriever drains them when its last action is
-// done), stamped with the node's steady clock. Here they become our clock: minus the node's offset, estimated
-// at set-up from the best of 5 round trips (node.hpp, estimate_clock_offset). Each step checks the estimate
-// against its own round trip: the node's events must lie between the step's begin and this stage_done's
-// arrival. An event outside moves the offset by the excess (a clock that drifted, or a set-up round trip that
-// was unlucky), so the events stay in causal order. They then enter the pipeline's log as if recorded here:
-// busy time, the stage log, the trace and the timeline cover every stage on every node.
+// Note [events from nodes]: a stage on a node records its own events and sends the step's with stage_done,
+// stamped with the node's steady clock. Here they move to our clock by the node's offset (estimated at set-up,
+// estimate_clock_offset); an event outside the step's begin and stage_done's arrival corrects the offset by the
+// excess, so events stay in causal order. They then enter the pipeline's log as if recorded here.
 void take_node_events(coordinator_state& st, stage_done& d) {
   const auto s = static_cast<std::size_t>(d.stage);
   if (!st.config.log || d.events.empty() || s >= st.config.clock_offset_us.size()) return;
@@ -102,8 +98,7 @@ void finish(coordinator_self self, step_result r) {
   st.promise.deliver(std::move(r));
 }
 
-// The step fails: every stage drops it (caches, gradients, queued tasks), nothing is applied. `code` is what
-// decides (Note [errors as codes]), `what` is for people.
+// The step fails: every stage drops it, nothing is applied. `code` decides (Note [errors as codes]).
 void fail(coordinator_self self, error_code code, const std::string& what) {
   auto& st = self->state;
   if (!st.active) return;
@@ -112,10 +107,9 @@ void fail(coordinator_self self, error_code code, const std::string& what) {
   finish(self, failed_step(code, "step " + std::to_string(st.step) + ": " + what));
 }
 
-// Other stages may have applied this step already: no later step may run on mixed weights.
-// Its code is `collective` when the stage's optimizer step failed in a collective (a data-parallel peer
-// abandoned the step: the cause is elsewhere), `lost_node` or `lost_peer` when a node was lost in it (recovery
-// restores every stage from its snapshot, so mixed weights do not survive it), else `broken`.
+// Other stages may have applied this step already: no later step may run on mixed weights. The code is
+// `collective` when a data-parallel peer abandoned the step, `lost_node`/`lost_peer` when a node was lost
+// (recovery restores every stage), else `broken`.
 void apply_failed(coordinator_self self, std::size_t stage, std::uint64_t step, const std::string& why, error_code cause) {
   auto& s = self->state;
   if (!s.broken) {
@@ -134,9 +128,8 @@ void arm_timer(coordinator_self self, std::chrono::steady_clock::duration after)
                      timeout_atom::value, std::uint64_t{0}, self->state.step);
 }
 
-// The requests carry no timeout of their own: a CAF 0.17 request timeout stays in the actor clock for the
-// whole timeout even when answered (four a step piled up, see Note [one timer per retriever]); one timer
-// checks them all.
+// One timer checks all requests: a CAF 0.17 request timeout stays in the actor clock even when answered
+// (Note [one timer per retriever]).
 void apply(coordinator_self self, float clip_factor) {
   auto& st = self->state;
   const std::uint64_t step = st.step;
@@ -160,9 +153,8 @@ void apply(coordinator_self self, float clip_factor) {
             [=](caf::error& e) { apply_failed(self, i, step, coded_error_string(e), code_in(e)); });
 }
 
-// With clip_grad_norm, every stage first sends its sum of squares (after its data-parallel reductions); the coordinator
-// adds them in stage order and every stage applies with the same factor (Note [global gradient clipping]). Nothing is
-// applied before every norm is in, so a failure here fails the step cleanly.
+// With clip_grad_norm every stage sends its sum of squares; all apply with the same factor
+// (Note [global gradient clipping]). Nothing is applied before every norm is in.
 void commit(coordinator_self self) {
   auto& st = self->state;
   if (st.config.clip_grad_norm <= 0.0f) return apply(self, 1.0f);
@@ -196,11 +188,9 @@ void commit(coordinator_self self) {
             });
 }
 
-// Note [tied gradients across stages]: when a tie's two copies are on different stages (a GPT's embedding on the
-// first, its tied LM head on the last), the coordinator asks both for their gradient once every stage has
-// finished its actions (after the replicas' reductions), then sends each the other's to add (transposed) before
-// the norm and the optimizer step. A stage refusing or not answering within the timeout fails the step with
-// nothing applied. The step's cost is the two gradients' round trips through this actor, V x D floats each.
+// Note [tied gradients across stages]: when a tie's two copies are on different stages (GPT embedding and LM
+// head), once every stage has finished its actions the coordinator asks both for their gradient and sends each
+// the other's to add before the norm and optimizer step. A refusal or timeout fails the step, nothing applied.
 void swap_tied(coordinator_self self) {
   auto& st = self->state;
   if (st.config.ties.empty()) return commit(self);
@@ -248,9 +238,8 @@ void swap_tied(coordinator_self self) {
   }
 }
 
-// "stage 1 on node 127.0.0.1:4242 is gone (...)": which stage a stopped actor belonged to, where it ran, and
-// why it stopped. A lost connection looks the same to CAF for a killed node and a stopped (SIGSTOP) or frozen
-// one, whose heartbeats stopped: a probe of the node's port tells them apart (network/port_probe.hpp).
+// "stage 1 on node 127.0.0.1:4242 is gone (...)". CAF sees a killed node and a stopped or frozen one alike; a
+// probe of the node's port tells them apart (network/port_probe.hpp).
 std::string describe_stopped(const coordinator_config& c, const caf::down_msg& m) {
   std::string who = "a stage actor", place;
   for (std::size_t s = 0; s < c.retrievers.size(); ++s)
@@ -264,9 +253,8 @@ std::string describe_stopped(const coordinator_config& c, const caf::down_msg& m
   port_state port = port_state::unknown;
   if (place.rfind("node ", 0) == 0) try {
       const node_address a = parse_node_address(place.substr(5));
-      // A killed process's sockets close one by one as it exits, and the lost connection can be seen before
-      // its listening socket is gone (a probe then connects, or hangs): a refusal settles it at once, anything
-      // else is asked again, up to three times 250 ms apart, and the last answer counts.
+      // A dying process's listening socket may outlive the lost connection: a refusal settles it, anything else is
+      // asked again, up to three times 250 ms apart.
       for (int attempt = 0; attempt < 3; ++attempt) {
         if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(250));
         port = probe_port(a.host, a.port, std::chrono::milliseconds(300));
@@ -277,8 +265,8 @@ std::string describe_stopped(const coordinator_config& c, const caf::down_msg& m
   return who + lost_connection_text(port, reason);
 }
 
-// A stage actor that stopped because its node's connection was lost (killed, or silent past the heartbeat
-// timeout) is a lost node, the one failure --restart-on-failure waits out (Note [recovery]); any other stop is not.
+// A stage actor stopped by a lost node connection is a lost node, the failure recovery waits out
+// (Note [recovery]); any other stop is not.
 error_code stopped_code(const caf::down_msg& m) {
   return m.reason == caf::exit_reason::remote_link_unreachable ? error_code::lost_node : error_code::internal;
 }
@@ -339,8 +327,8 @@ coordinator_actor::behavior_type coordinator(coordinator_self self, coordinator_
         st.peak_stash_bytes.assign(static_cast<std::size_t>(st.config.stages), 0);
         st.labels.clear();
         st.first_sample.clear();
-        // Note [enqueue before begin]: the first stage receives all its microbatches before the step
-        // begins, so its queue holds them all when it starts (--stage-log: "Current Queue: Forward microbatch 1,2,3,4").
+        // Note [enqueue before begin]: the first stage receives all its microbatches before the step begins, so its
+        // queue holds them all when it starts.
         const int first_stage = stage_of_chunk(0, st.config.stages);
         for (std::size_t i = 0; i < split.size(); ++i) {
           const auto& r = split[i];
@@ -380,8 +368,7 @@ coordinator_actor::behavior_type coordinator(coordinator_self self, coordinator_
           st.microbatch_losses.at(mb) = share * static_cast<float>(st.batch_size) / output_rows;
           ++st.outputs;
           if (st.config.whole_batch_backward) {
-            // "when the coordinator has computed the Loss for every microbatch", one gradient of the whole batch (the
-            // microbatches' rows in batch order) starts the backward (Note [sync-backward]).
+            // One gradient of the whole batch starts the backward (Note [sync-backward]).
             st.gradients.at(mb) = std::move(grad);
             if (st.outputs < static_cast<int>(st.gradients.size())) return;
             std::vector<const tensor*> parts;

@@ -1,7 +1,5 @@
-// Every message between the actors, and how each crosses a process boundary (all are registered for the
-// network, actors/message_types.cpp). Tensors are serialised as one raw block, so they cross a network
-// quickly (network/wire_format.hpp, toolchain notes). Each message is a struct whose fields say what they
-// are; a bare int never means different things to different actors.
+// Every message between the actors, each registered for the network (actors/message_types.cpp). Tensors
+// travel as one raw block (network/wire_format.hpp).
 #pragma once
 
 #include <cstdint>
@@ -30,15 +28,13 @@ struct run_forward {
   forward_task task;
 };
 
-// retriever -> processor: run the backward that consumes `task`, as `kind`: a full backward (B) or an
-// input-gradient backward (I, which leaves the cache for its W).
+// retriever -> processor: run the backward of `task` as `kind`: full (B) or input-gradient (I, keeps the cache for W).
 struct run_backward {
   op kind = op::backward;
   backward_task task;
 };
 
-// retriever -> processor: run the weight-gradient backward (W) of (microbatch, chunk); it needs no tensor,
-// its I left the cache.
+// retriever -> processor: run the weight-gradient backward (W) of (microbatch, chunk).
 struct run_weight {
   std::uint64_t step = 0;
   int microbatch = 0;
@@ -61,13 +57,12 @@ struct deliver_backward {
   backward_task task;
 };
 
-// processor -> retriever: it finished a task, with the stage's peak stash so far and, if the task failed, why
-// (code_of the exception the task threw, Note [errors as codes]).
+// processor -> retriever: a task finished, with the stage's peak stash and, on failure, its code (Note [errors as codes]).
 struct task_done {
   std::uint64_t step = 0;
   int peak_stash = 0;
   std::string error;
-  std::uint64_t peak_stash_bytes = 0;  // the activation bytes behind peak_stash (stage_rank::peak_stashed_bytes)
+  std::uint64_t peak_stash_bytes = 0;  // the activation bytes behind peak_stash
   error_code code = error_code::none;
 };
 
@@ -76,9 +71,8 @@ struct train_batch {
   std::uint64_t step = 0;
   tensor inputs;  // (samples, features)
   tensor labels;  // (samples) class indices, or (samples, outputs) regression targets
-  // A replica's share of a larger batch: the index of its first sample in the
-  // whole batch (dropout masks follow global sample indices) and the loss rows of the whole batch (Note
-  // [loss scaling]); batch_rows 0: these labels' own (Note [data-parallel stage]).
+  // A replica's share of a larger batch: its first sample's global index (dropout masks follow it) and the whole
+  // batch's rows (Note [loss scaling]); batch_rows 0: these labels' own.
   std::int64_t first_sample = 0;
   std::int64_t batch_rows = 0;
 };
@@ -96,19 +90,18 @@ struct tensor_message {
   tensor data;
 };
 
-// Every stage reports the end of its action list for a step: it has run all its actions.
+// A stage finished its action list for the step.
 struct stage_done {
   int stage = 0;
   std::uint64_t step = 0;
   int peak_stash = 0;  // the most activations this stage held at once during the step
   std::uint64_t peak_stash_bytes = 0;  // the most bytes of them at once
-  // A stage on a node sends its step's events here, times on the node's steady clock (microseconds since its epoch);
-  // empty for a stage in the coordinator's process (it records directly) (Note [events from nodes]).
+  // A node's stage sends its step's events, in microseconds on the node's steady clock; empty in-process
+  // (Note [events from nodes]).
   std::vector<stage_event> events{};
 };
 
-// A stage could not run an action: which stage, which action, and why (the text names shapes and layers; the
-// code is what decides, Note [errors as codes]).
+// A stage could not run an action: which stage, which action, and why (Note [errors as codes]).
 struct stage_failed {
   int stage = 0;
   std::uint64_t step = 0;
@@ -135,8 +128,7 @@ inline step_result failed_step(error_code code, std::string what) {
   return r;
 }
 
-// A refusal between actors as a caf::error that keeps its code: the text is the context's first element (what
-// error_text reads), the code its second.
+// A caf::error that keeps its code: context element 0 is the text (read by error_text), element 1 the code.
 inline caf::error coded_error(error_code code, const std::string& text) {
   return caf::make_error(caf::sec::runtime_error, text, static_cast<std::uint8_t>(code));
 }
@@ -150,7 +142,7 @@ inline error_code code_in(const caf::error& e) {
   }
   return error_code::internal;
 }
-// How CAF prints a coded_error without its code (as the plain runtime_error it carries); any other as CAF does.
+// Prints a coded_error as its text; any other as CAF does.
 inline std::string coded_error_string(const caf::error& e) {
   if (!e) return caf::to_string(e);
   const caf::message& context = e.context();
@@ -163,7 +155,7 @@ using clock_atom = caf::atom_constant<caf::atom("clock")>;      // coordinator -
 using machine_atom = caf::atom_constant<caf::atom("machine")>;  // coordinator -> node: its cores, its fixed threads
 using echo_atom = caf::atom_constant<caf::atom("echo")>;        // coordinator -> node: the tensor_message back
 using link_echo_atom = caf::atom_constant<caf::atom("linkecho")>;  // coordinator -> node: a data link's port that echoes
-// Every step number is a std::uint64_t, from train_step through every message to the layers' forward_context.
+// Step numbers are std::uint64_t everywhere.
 using begin_atom = caf::atom_constant<caf::atom("begin")>;      // coordinator -> retriever: step starts
 using abort_atom = caf::atom_constant<caf::atom("abort")>;      // coordinator -> stage: drop the step
 using apply_atom = caf::atom_constant<caf::atom("apply")>;      // coordinator -> processor: optimizer step
@@ -178,7 +170,7 @@ using barrier_atom = caf::atom_constant<caf::atom("barrier")>;  // rank -> barri
 using timeout_atom = caf::atom_constant<caf::atom("timeout")>;  // retriever, coordinator -> itself: check a wait
 using ok_atom = caf::atom_constant<caf::atom("ok")>;            // an acknowledgement
 
-// Serialisation: see network/wire_format.hpp. Other inspectors (to_string) print the shape, not the payload.
+// Serialisation: network/wire_format.hpp. Other inspectors (to_string) print the shape, not the payload.
 template <class Inspector, class Task>
 typename Inspector::result_type inspect_task(Inspector& f, Task& x, const char* name) {
   if constexpr (is_wire_inspector<Inspector>::value) {
@@ -194,7 +186,7 @@ typename Inspector::result_type inspect_task(Inspector& f, Task& x, const char* 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, forward_task& x) {
   if constexpr (is_wire_inspector<Inspector>::value) {
-    // The labels first, so the activation's bytes stay the message's last block (one raw block, read in place).
+    // Labels first, so the activation stays the last raw block (read in place).
     return caf::error::eval([&] { return f(x.batch_rows); }, [&] { return wire_tensor(f, x.labels); },
                             [&] { return inspect_task(f, x, "forward_task"); });
   } else {
@@ -284,8 +276,8 @@ typename Inspector::result_type inspect(Inspector& f, step_result& x) {
   }
 }
 
-// The answer to (load_atom, stage_state): an empty `error` when the stage loaded it; otherwise the stage
-// changed nothing and the text names the stage and the tensor (missing, unexpected or mis-shaped).
+// Answer to (load_atom, stage_state): empty `error` when loaded; otherwise nothing changed and the text names
+// the stage and tensor.
 struct stage_state_loaded {
   int stage = 0;
   std::string error;
@@ -343,9 +335,8 @@ typename Inspector::result_type inspect(Inspector& f, task_done& x) {
   }
 }
 
-// The wire form of a stage_setup (actors/stage_spawner.hpp), coordinator -> node: layers as spec texts plus
-// their weights, so a node needs no training config, and the stage's options and place as they are (Note [stage
-// options]). The node answers with the stage's retriever, processor and sender.
+// The wire form of a stage_setup, coordinator -> node: layers as spec texts plus weights, and the stage's options
+// (Note [stage options]). The node answers with the stage's retriever, processor and sender.
 struct stage_spec {
   int stage = 0;
   int stages = 1;
@@ -371,8 +362,8 @@ typename Inspector::result_type inspect(Inspector& f, action& x) {
   }
 }
 
-// The one inspect of each part of a stage's settings (Note [stage options]). Enums travel as their codes, which
-// stage_setup_from_spec checks; printed, by name (these to_string).
+// The one inspect of each part of a stage's settings (Note [stage options]). Enums travel as their codes,
+// checked by stage_setup_from_spec.
 inline std::string to_string(dtype x) { return dtype_name(x); }
 inline std::string to_string(collective_backend x) { return collective_backend_name(x); }
 template <class Inspector>

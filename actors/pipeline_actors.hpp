@@ -3,26 +3,17 @@
 //   coordinator --forward_task--> stage 0 retriever -> processor -> sender --forward_task--> stage 1 ...
 //   last stage sender --forward_task (output)--> coordinator: loss, gradient --backward_task--> last stage
 //
-// A stage is three actors: the retriever (tasks arrive in its mailbox; it holds them in the stage's task_queue
-// until they are the stage's next scheduled action, Note [mailbox as the queue] in retriever.cpp), the
-// processor (detached: computes exactly one task at a time) and the sender (hands results to the
-// communicator, so compute never waits on delivery).
-//
-// With pipeline_options::nodes a stage's three actors run in an `actorpipe node` process (node.hpp); the
-// coordinator and the other stages hold remote handles and use them exactly like local ones.
+// A stage is three actors: the retriever (holds arriving tasks until they are the stage's next scheduled action,
+// Note [mailbox as the queue]), the processor (detached: one task at a time) and the sender (delivers results, so
+// compute never waits on delivery). With pipeline_options::nodes they run in an `actorpipe node` process, used
+// through remote handles exactly like local ones.
 
-// Note [typed stage interfaces]: the retriever, processor, sender and coordinator are caf::typed_actor, each
-// accepting exactly the messages listed in actors/stage_interfaces.hpp; a message a role does not accept, or a
-// request answer of the wrong type, is a compile error. Where handles stay untyped, and why:
-//  - the communicator's endpoints are one std::vector<caf::actor> holding several interfaces;
-//  - CAF 0.17 lets a typed actor send() only to typed handles (static_assert in caf/mixin/sender.hpp), so the
-//    processor answers caf::actor_cast<retriever_actor>(current_sender()), and the retriever the coordinator
-//    likewise: such a cast checks nothing at run time (an unexpected message is dropped, as untyped);
-//  - a node answers a stage_spec with three caf::actor, cast by place_stage: the handshake has already checked
-//    the protocol version and message types (actors/handshake.hpp), and a typed handle would not be checked
-//    either (only remote_actor<T> and remote_spawn<T> compare interfaces, at connect);
-//  - the node itself stays caf::actor: published typed, an untyped remote_actor to it is refused;
-//  - the pipeline's blocking scoped_actor is untyped (demonitor has no typed overload in CAF 0.17).
+// Note [typed stage interfaces]: the retriever, processor, sender and coordinator are caf::typed_actor
+// (actors/stage_interfaces.hpp), so a message a role does not accept is a compile error. Handles stay untyped
+// where CAF 0.17 forces it: the communicator's mixed endpoint vector; answers to current_sender() (typed actors
+// send() only to typed handles, so they actor_cast, unchecked at run time); a node's three caf::actor for a
+// stage_spec (the handshake already checked the protocol, actors/handshake.hpp); the node itself (an untyped
+// remote_actor to a typed publish is refused); the blocking scoped_actor (no typed demonitor).
 #pragma once
 
 #include <chrono>
@@ -48,9 +39,8 @@ class network_group;
 // Rank numbering in a pipeline's communicator: stage s is rank s, the coordinator is rank `stages`.
 inline int coordinator_rank(int stages) { return stages; }
 
-// The sender of stage `stage`: builds its communicator from the endpoints it is sent (setup_atom), then
-// delivers deliver_forward and deliver_backward messages.
-// `log` (may be empty) hears when an activation link fails and its tensor goes inside the message instead.
+// The sender of stage `stage`: builds its communicator from the endpoints in setup_atom, then delivers.
+// `log` (may be empty) hears when an activation link fails and the tensor goes inside the message instead.
 sender_actor spawn_sender(caf::actor_system& system, int stage, std::chrono::milliseconds timeout,
                           std::function<void(const std::string&)> log = {});
 
@@ -95,13 +85,13 @@ struct coordinator_config {
   std::chrono::milliseconds timeout = default_timeout;
   std::vector<std::string> stage_places;  // per stage: "node host:port", or empty in this process (for errors)
   bool whole_batch_backward = false;  // one gradient for the batch once every loss is in (Note [sync-backward])
-  // Where the events a node's stage sends go, and per stage the node's steady clock minus ours (us; 0 for a stage in
-  // this process) and the bound on that estimate (half the best round trip) (Note [events from nodes]).
+  // Where a node's stage events go, and per stage the node's clock offset (us; 0 in-process) and its bound
+  // (Note [events from nodes]).
   std::shared_ptr<event_log> log;
   std::vector<double> clock_offset_us, clock_bound_us;
   float clip_grad_norm = 0.0f;  // > 0 asks every stage its norm before applying (Note [global gradient clipping])
-  // Per stage, its activation link ("host:port"; "" for none, as in one process) (Note [activations on data links]).
-  // The inputs for the first stage and the gradients for the last go on theirs where large enough.
+  // Per stage, its activation link ("host:port"; "" for none); large enough inputs and gradients go on them
+  // (Note [activations on data links]).
   std::vector<std::string> links;
   std::vector<stage_tie> ties;  // Note [tied gradients across stages] in coordinator.cpp
   bool stage_loss = false;      // the last stage sends losses, not outputs (Note [loss in the last stage])

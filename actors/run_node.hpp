@@ -1,6 +1,5 @@
-// The node process's main loop, callable from any program: `actorpipe node` is one caller, and a user's
-// own binary that registers extra layer kinds is another (a node builds layers by name, so it can only host
-// the kinds linked into it; the handshake refuses a model using a kind the node lacks):
+// The node process's main loop, callable from any program: a user's binary that registers extra layer kinds can
+// host them (a node builds layers by name; the handshake refuses a model using a kind it lacks):
 //
 //   #include "actors/run_node.hpp"
 //   // ... the user's layer and its ap::layer_kind_registration ...
@@ -32,18 +31,17 @@ struct node_run_options {
   transport_security security;  // mutual TLS files, or insecure (Note [mutual TLS]); checked before listening
   int threads = 0;  // intra-op threads of every rank it hosts (Note [cores on nodes]); 0: as the coordinator asks,
                     // else this machine's cores divided among them
-  // Note [environment rendezvous] (network/rendezvous.hpp): when set, the node says where it listens once it
-  // does, then runs until `until_released` returns (the job is over) or it is told to quit, after which
-  // `cancel_release` is called so that `until_released` returns.
+  // When set (Note [environment rendezvous]), the node says where it listens, then runs until `until_released`
+  // returns or it is told to quit, after which `cancel_release` makes `until_released` return.
   std::function<void(const std::string& host, std::uint16_t port)> on_listening;
   std::function<void()> until_released, cancel_release;
-  // Called once the node has stopped, before its actor system shuts down; returns the exit status, and the line to
-  // print, should that shutdown not finish and the process end there (absent: 0, none) (Note [a node's shutdown]).
+  // Called once the node has stopped, before its actor system shuts down; returns the exit status and line to print
+  // should that shutdown hang (absent: 0, none) (Note [a node's shutdown]).
   std::function<node_exit()> on_stopped;
 };
 
-// Runs a node until it is told to quit; throws std::runtime_error / std::invalid_argument with a text a
-// user can act on (a port in use, an unknown host, a missing or unreadable TLS file, neither TLS nor --insecure).
+// Runs a node until it is told to quit; throws std::runtime_error / std::invalid_argument with a text a user can
+// act on.
 void run_node(const node_run_options& options);
 
 // The same from command-line arguments: [node] [--host HOST] [--port PORT] [--threads N] [--protocol-version V]

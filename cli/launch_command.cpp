@@ -1,37 +1,22 @@
 // `actorpipe launch --hostfile FILE [--ssh CMD] -- train ...`: a whole job from one command on one machine.
 //
-// Note [launch over ssh]: how one command starts a whole job.
-// The hostfile (mpirun's and DeepSpeed's format: "host slots=N") gives the job's ranks in order, rank 0 the
-// first host's first slot. For each rank the launcher runs `CMD HOST 'env RANK=r WORLD_SIZE=W MASTER_ADDR=<rank
-// 0's host> MASTER_PORT=P PROGRAM train ... --rendezvous env'` (CMD: `ssh -o BatchMode=yes` by default; the
-// remote command is one shell string, every word quoted, as ssh passes it), so the rendezvous of Note
-// [environment rendezvous] joins them: rank 0 trains, the others are its nodes. Every line a rank prints comes
-// back prefixed with its host and rank on stderr, except rank 0's stdout (the run's JSON line), which stays
-// the launcher's stdout unchanged. The launcher waits for rank 0, then for the nodes, which stop by
-// themselves when rank 0 ends the job or dies: up to 30 s after a rank 0 that succeeded, 2 s after one that
-// failed (a node that never reached it would retry for minutes); any still running then is killed. A node that
-// fails before rank 0 has ended the job ends it at once (the job cannot finish without it: rank 0 would wait out
-// its rendezvous or its timeout): the launcher says which rank failed and why (the last line it wrote on stderr,
-// its "error: ..." line when it wrote one), stops every other rank (their standard input ended, below; their
-// process groups killed 2 s later if they still run) and exits with that rank's status. Otherwise it exits with rank 0's status, or the first failed node's; its ranks die with it
-// (they are started with a parent-death signal: the local ssh clients, whose ends close the connections).
-// PROGRAM is this binary's path (--program for another one on the hosts).
-
-// Each rank's standard input is a pipe from the launcher, and its command sets ACTORPIPE_LAUNCH_STDIN=1: such a
-// rank stops (exit 1, saying so) when its standard input ends. ssh carries that end to the host, so closing the
-// pipes stops the ranks wherever they run, even where killing the local ssh client would leave the remote
-// process running (no terminal: no hang-up signal); so does the launcher's own death. Each local client runs in a
-// process group of its own, killed whole 2 s later if it still runs.
-
-// What the launcher can check itself it checks before starting any rank (Note [rendezvous fails fast] in
-// network/rendezvous.hpp): the hostfile's host names (RFC 1123 names or IP addresses, by file and line), that
-// the --ssh program exists (on PATH, as execvp finds it), and, where the --certs folder is readable here, that
-// it holds every file the ranks will be given.
-
-// With --certs DIR (`actorpipe certs --out DIR HOST...`, Note [cluster certificates]) rank 0 presents
-// DIR/coordinator.pem and a node DIR/HOST.pem, each with its key, all trusting DIR/ca.pem.
-// Tests pass `--ssh scripts/local_ssh.sh`, a stand-in that runs the command here, so the whole path runs on
-// loopback.
+// Note [launch over ssh]: the hostfile ("host slots=N", as mpirun and DeepSpeed) gives the ranks in order, rank 0
+// the first host's first slot. Each rank runs as `CMD HOST 'env RANK=r WORLD_SIZE=W MASTER_ADDR=<rank 0's host>
+// MASTER_PORT=P PROGRAM train ... --rendezvous env'` (CMD: `ssh -o BatchMode=yes`; every word quoted), joined by
+// Note [environment rendezvous] (rank 0 trains, the others are its nodes). Rank lines come back on stderr prefixed
+// with host and rank; rank 0's stdout (the JSON line) stays the launcher's stdout. The launcher waits for rank 0,
+// then the nodes (30 s after a success, 2 s after a failure), then kills the rest. A node failing first ends the
+// job at once, naming the rank and its error line, and the launcher exits with that rank's status; otherwise
+// with rank 0's. Ranks die with the launcher (parent-death signal on the local ssh clients).
+//
+// Each rank's stdin is a pipe, and ACTORPIPE_LAUNCH_STDIN=1 makes a rank stop when it ends: ssh carries that end
+// to the host, where killing the local client would leave the remote process running (no terminal, no hang-up).
+// Each local client has its own process group, killed 2 s later if it still runs.
+//
+// Checked before any rank starts (Note [rendezvous fails fast]): host names (by file and line), the --ssh
+// program, and the --certs files where readable. With --certs DIR (Note [cluster certificates]) rank 0 presents
+// DIR/coordinator.pem, a node DIR/HOST.pem, all trusting DIR/ca.pem. Tests use `--ssh scripts/local_ssh.sh`,
+// which runs the command locally.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -89,8 +74,8 @@ std::vector<std::string> words_of(const std::string& text) {
   return words;
 }
 
-// The path execvp would run for `name`: itself when it holds a '/', else the first executable file of that name
-// in a folder of PATH. Throws std::invalid_argument naming `flag` and the program when there is none.
+// The path execvp would run for `name`. Throws std::invalid_argument naming `flag` and the program when there is
+// none.
 std::string find_program(const std::string& name, const std::string& flag) {
   const auto runnable = [](const std::string& path) {
     struct stat st {};
@@ -288,7 +273,7 @@ int launch(const launch_options& o) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   if (first_failed) {
-    // Its last lines may still be in the pipe: its readers end with it (a moment at most).
+    // Its last lines may still be in the pipe: its readers end with it.
     const auto said_by = std::chrono::steady_clock::now() + std::chrono::seconds(1);
     while (first_failed->readers_done < 2 && std::chrono::steady_clock::now() < said_by)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));

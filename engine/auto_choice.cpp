@@ -1,5 +1,5 @@
-// --auto (run_config::auto_config): the mesh chosen for the model, the batch, this machine's cores and --max-memory
-// (Note [automatic configuration] in plan/auto_config.hpp), and afterwards its prediction against the run.
+// --auto: the mesh chosen for the model, batch, cores and --max-memory (Note [automatic configuration]), and
+// afterwards its prediction against the run.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -15,11 +15,9 @@
 namespace ap::engine_parts {
 namespace {
 
-// The measurements the planner asks for, each taken once: layer costs per (microbatch rows, threads,
-// recompute) on the first rows of the training data, and a line a + b x bytes per all-reduce group size
-// through two sizes. As Note [auto on nodes] says, at more threads than this machine has cores (a node's machine may
-// have more), a layer's costs are those on all of this machine's cores, scaled down by the ratio, and so is the
-// optimizer step: an estimate the trials on the nodes check.
+// The measurements the planner asks for, each taken once: layer costs per (microbatch rows, threads, recompute)
+// on the first training rows, and a line a + b x bytes per all-reduce group size. At more threads than this
+// machine has cores, costs are scaled down from all cores (Note [auto on nodes]); the trials check the estimate.
 class machine_measurements {
  public:
   machine_measurements(const train_plan& plan, const optimizer_config& optimizer)
@@ -123,16 +121,11 @@ class quiet_log {
   log_sink saved_;
 };
 
-// Note [auto trials]:
-// The prediction misses what no layer measured alone shows, and misses it differently per mesh: threads
-// handing work over at each step, ranks that share a physical core's caches (two vCPUs of one core), the
-// pipeline's messages on a busy core. On this 2-vCPU machine the default MLP's predictions were 0.6-0.8x of
-// the measured steps, and the best predicted (2 replicas) ran 1.3x slower than the best measured. So --auto
-// runs the best --auto-trials (3) predicted configurations for a few steps and trains with the fastest as
-// measured: the prediction prunes hundreds of configurations to a few, the trial picks among those. A trial is
-// the median of `steps` training steps (after one untimed step that sets up its oneDNN primitives and threads)
-// on the first batch of the training data, on the plan's model, which is put back as it was afterwards: the
-// run starts from the same weights whatever was tried.
+// Note [auto trials]: the prediction misses what no layer measured alone shows (thread hand-overs, ranks sharing
+// a core's caches, messages on a busy core), differently per mesh. So --auto runs the best --auto-trials
+// predicted configurations for a few steps and trains with the fastest as measured: the prediction prunes, the
+// trial picks. A trial is the median of `steps` steps (after one untimed warm-up) on the first batch; the model
+// is put back afterwards, so the run starts from the same weights whatever was tried.
 double trial_step_s(const run_config& o, train_plan& plan, machine_measurements& measure, const auto_candidate& c,
                     int steps) {
   run_config t = o;
