@@ -22,9 +22,9 @@ retriever_actor retriever_of(processor_self self) { return caf::actor_cast<retri
 tensor to_transfer_dtype(tensor t, dtype type) { return t.type() == type ? t : t.astype(type); }
 
 // Runs one task: records start and finish, turns an exception into an error text and code for the retriever.
-// Note [tasks after an abort]: the retriever hands over a task and the coordinator sends the abort; the two
-// can reach this mailbox in either order. A task of an aborted step that runs after the abort would leave a
-// stashed activation behind, so it is dropped (the retriever is still told the processor is free).
+// Note [tasks after an abort]: a handed-over task and the coordinator's abort can arrive in either order; a task
+// of an aborted step is dropped (it would leave a stashed activation behind), and the retriever still told the
+// processor is free.
 template <class Work>
 void run_task(processor_self self, op kind, std::uint64_t step, int microbatch, int chunk, Work work) {
   auto& st = self->state;
@@ -46,10 +46,9 @@ void run_task(processor_self self, op kind, std::uint64_t step, int microbatch, 
   self->send(retriever_of(self), std::move(done));
 }
 
-// A task whose tensor came beside its message takes it from the stage's inbox before it starts (waiting, at most the
-// stage's timeout, for bytes still on their way), so the wait is not counted as compute; what goes wrong is thrown
-// again inside the task, which fails with it (Note [activations on data links]). A task of an aborted
-// step is not waited for: it is dropped.
+// A task whose tensor came beside its message takes it from the stage's inbox first (waiting up to the stage's
+// timeout), so the wait is not counted as compute; a failure there fails the task
+// (Note [activations on data links]). A task of an aborted step is dropped without waiting.
 template <class Task>
 std::exception_ptr take_beside(processor_self self, Task& t) {
   auto& st = self->state;
@@ -93,8 +92,8 @@ processor_actor::behavior_type processor(processor_self self, processor_config c
           out.data = st.compute->forward(t.step, t.microbatch, t.chunk, t.first_sample, t.data);
           out.labels = t.labels;
           out.batch_rows = t.batch_rows;
-          // Between stages an activation travels in the compute dtype (bfloat16: half the bytes, and exact, as the next
-          // stage rounds it so); the model's output goes to the loss in float32 (Note [compute dtype]).
+          // Between stages an activation travels in the compute dtype (exact: the next stage rounds it so); the model's
+          // output goes to the loss in float32 (Note [compute dtype]).
           if (next < st.config.total_chunks) out.data = to_transfer_dtype(std::move(out.data), st.config.transfer_dtype);
           self->send(st.config.sender, deliver_forward{destination, std::move(out)});
         });
@@ -167,15 +166,14 @@ processor_actor::behavior_type processor(processor_self self, processor_config c
         return self->state.compute->whole_parameters();
       },
       [=](state_atom) -> stage_state { return self->state.compute->export_state(); },
-      // The endpoints of this stage's data-parallel groups, one per tensor-parallel
-      // rank (network_group::endpoint), as text (Note [data-parallel nodes]).
+      // The endpoints of this stage's data-parallel groups, one per tensor-parallel rank (Note [data-parallel nodes]).
       [=](ring_atom) -> std::vector<std::string> {  // as text: a vector of strings is a CAF built-in type
         std::vector<std::string> endpoints;
         for (const auto& r : self->state.config.rings) endpoints.push_back(r->endpoint());
         return endpoints;
       },
-      // ... and their connection: rank r's group gets addresses[r * replicas + d] for replica d. Blocks until
-      // every replica's endpoint answered or the group's timeout passed. Answers "" or why not.
+      // ... and their connection: rank r's group gets addresses[r * replicas + d]. Blocks until every replica answered
+      // or the group's timeout passed. Answers "" or why not.
       [=](ring_atom, const std::vector<std::string>& addresses) -> std::string {
         auto& rings = self->state.config.rings;
         try {

@@ -25,8 +25,7 @@
 namespace ap {
 namespace {
 
-// Refuses a --resume checkpoint of another model than --model and --activation build, and
-// --checkpoint-every without --checkpoint.
+// Refuses a --resume checkpoint of another model, and --checkpoint-every without --checkpoint.
 void check_checkpoint_options(const run_config& o, const sequential* model) {
   if (o.train.checkpoint_every && o.checkpoint_file.empty())
     throw std::invalid_argument("--checkpoint-every needs --checkpoint PATH");
@@ -46,8 +45,8 @@ void check_checkpoint_options(const run_config& o, const sequential* model) {
                               ": pass the --model and --activation it was trained with");
 }
 
-// Note [GPT-2 weight files] in checkpoint/gpt2_weights.hpp: --init-from and --export-as need a gpt model of
-// GPT-2's architecture, the file's shape for --init-from (read from its header) and a tied head for llm.c's format.
+// --init-from and --export-as need a gpt of GPT-2's architecture, the file's shape for --init-from and a tied head
+// for llm.c's format (Note [GPT-2 weight files]).
 void check_gpt2_weights_options(const run_config& o, const sequential* model) {
   const auto config_of = [&](const std::string& flag) {
     if (!o.language_model())
@@ -107,8 +106,8 @@ void check_threads(const run_config& o) {
   if (o.threads < 0) throw std::invalid_argument("--threads must be 0 (automatic) or more, got " + std::to_string(o.threads));
 }
 
-// --collectives gloo and by-size run gloo, over plain TCP: refused beside mutual TLS (the default), named here
-// before any node is reached; they are only used by data-parallel replicas on nodes, and said to be unused elsewhere.
+// --collectives gloo and by-size run gloo over plain TCP: refused beside mutual TLS, before any node is reached;
+// unused (and said so) outside data-parallel replicas on nodes.
 void check_collectives(const run_config& o, const std::function<void(const std::string&)>& warn) {
   const std::optional<collective_backend> backend = parse_collective_backend(o.collectives);  // "auto": nothing
   if (!backend || !needs_plain_tcp(*backend)) return;
@@ -123,15 +122,13 @@ void check_collectives(const run_config& o, const std::function<void(const std::
                                 "keep --collectives ring");
 }
 
-// Every key's value against its check: the configuration read back as a file would be, so a value set in C++ is
-// refused by the same checks, in the same words, as the flag or the key.
+// Every key's value against its check, so a value set in C++ is refused in the same words as the flag or key.
 void check_values(const run_config& o) {
   run_config scratch;
   apply_config_json(scratch, config_json(o));
 }
 
-// The keys of a group (pipeline-only, text-only, chosen by --auto, ...) given by a file or flags, or set away from
-// their defaults.
+// The keys of a group given by a file or flags, or set away from their defaults.
 std::vector<std::string> changed_keys(const run_config& o, const std::function<bool(const config_key&)>& in_group) {
   const config_document mine = config_json(o), defaults = config_json(run_config{});
   std::vector<std::string> changed;
@@ -239,8 +236,8 @@ std::optional<schedule> check_run_config(const run_config& o, const std::functio
     check_sequence_parallel({}, o.mesh.tensor_parallel);
   check_threads(o);
   if (!o.max_memory.empty()) parse_memory_size(o.max_memory);  // Note [memory budget]; names the text
-  // The lr schedule against the run's steps where they are known now (else once the data is read: Note [lr
-  // schedule's length] in engine.cpp, which also ends an unset decay at the run's last step).
+  // The lr schedule against the run's steps where known now, else once the data is read
+  // (Note [lr schedule's length]).
   optimizer_config lr = o.optimizer;
   const bool decays = lr.schedule.kind == "cosine" || lr.schedule.kind == "linear";
   if (decays && lr.schedule.decay_steps == 0) lr.schedule.decay_steps = o.train.max_steps;

@@ -1,7 +1,6 @@
-// The engine: a model, a run configuration and data sets in; a trained model, progress and a result out. It does
-// what `actorpipe train` does (the program is its flags, this and a print): chooses and builds the runner (one
-// process, the D x T runner, a pipeline, its replicas, stages on nodes), --auto's trials, cores by stage cost,
-// the memory prediction and its budget, resume, checkpoints, validation, recovery, the metrics log and the report.
+// The engine: a model, a run configuration and data sets in; a trained model, progress and a result out. It is
+// what `actorpipe train` does: runner choice and build, --auto, memory prediction and budget, resume,
+// checkpoints, validation, recovery, the metrics log and the report.
 #pragma once
 
 #include <functional>
@@ -16,8 +15,7 @@
 
 namespace ap {
 
-// What a run reports: the figures of the JSON line `actorpipe train` prints (to_json), and the configuration
-// it ran with (--auto's choice included), from which it can be repeated.
+// What a run reports: the figures of `actorpipe train`'s JSON line, and the configuration it ran with.
 struct run_result {
   train_report training;                   // steps, samples, losses, speeds, test accuracy
   std::optional<std::uint64_t> resumed_at_step;
@@ -45,8 +43,8 @@ class engine {
   engine(const engine&) = delete;
   engine& operator=(const engine&) = delete;
 
-  // Checks everything (std::invalid_argument naming the key, or the file and place), reads the data and chooses the
-  // mesh (--auto's measurements and trials): the configuration a run would train with, without training.
+  // Checks everything (std::invalid_argument naming the key, or file and place), reads the data and chooses the
+  // mesh: the configuration a run would train with, without training.
   const run_config& resolve();
   // resolve(), then builds the runner, trains, validates and reports. Once.
   run_result run();

@@ -1,5 +1,5 @@
-// The engine's report: the loss curve, a language model's validation, the stages' busy times, the timeline, the
-// trace, the exported weights, and the result (the JSON line `actorpipe train` prints).
+// The engine's report: loss curve, validation, busy times, timeline, trace, exported weights, and the result
+// (`actorpipe train`'s JSON line).
 #include <cmath>
 #include <fstream>
 #include <stdexcept>
@@ -33,7 +33,7 @@ void report_run(const run_config& o, const train_plan& plan, const train_outcome
   out["recompute"] = recompute_mode_name(plan.model.recompute());
   out["steps"] = r.steps;
   out["samples_per_s"] = r.samples_per_s;
-  // Over this invocation's steps of its last epoch only (after --resume, not the whole epoch's): named so.
+  // Over this invocation's steps of its last epoch only: named so.
   out["last_epoch_mean_loss"] = r.final_loss;
   out["last_epoch_steps"] = r.final_loss_steps;
   out["last_step_loss"] = r.last_loss;
@@ -60,8 +60,7 @@ void write_timeline(const run_config& o, const train_plan& plan, const pipeline&
             << m.makespan * 1e3 << " ms, simulated with its costs " << sim.makespan * 1e3 << " ms\n";
 }
 
-// A pipeline's report: schedule, partition, stash, each stage's busy time measured and predicted, the step
-// makespan; the timeline and the trace.
+// A pipeline's report: schedule, partition, stash, busy times measured and predicted, makespan, timeline, trace.
 void report_pipeline(const run_config& o, const train_plan& plan, train_runner& r, const train_outcome& run,
                      nlohmann::json& out) {
   const pipeline& pipe = *r.pipe;
@@ -99,8 +98,7 @@ void report_pipeline(const run_config& o, const train_plan& plan, train_runner& 
   }
 }
 
-// What the run was predicted to add to the process against what it added to the tensors' peak
-// and the resident peak, where both were measured (Note [memory model]).
+// Predicted growth against the measured tensor and resident peaks, where both were measured (Note [memory model]).
 void report_memory(const train_plan& plan, const train_runner& r, const train_outcome& run, nlohmann::json& out) {
   if (!r.peak_reset || run.training_peak <= r.before.now) return;
   const bool on_nodes = r.stages_on_nodes;
@@ -122,8 +120,7 @@ void report_memory(const train_plan& plan, const train_runner& r, const train_ou
             << "% of the prediction)\n";
 }
 
-// --export: the trained weights in the compute dtype (Note [exported weights]); --export-as: as GPT-2's (Note
-// [GPT-2 weight files] in checkpoint/gpt2_weights.hpp). One gather for both.
+// --export (Note [exported weights]) and --export-as (Note [GPT-2 weight files]) from one gather.
 void export_trained_weights(const run_config& o, const train_plan& plan, train_runner& r) {
   if (o.export_file.empty() && o.export_as_file.empty()) return;
   sequential trained = r.pipe ? r.pipe->gather_model() : plan.model.clone();

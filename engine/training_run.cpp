@@ -35,8 +35,8 @@ class epoch_mean_points {
   std::vector<loss_curve::point> points_;
 };
 
-// Note [resumed trajectory] in trainer.hpp: the runner takes the checkpoint's weights and optimizer state,
-// `config` its position and data order seed. Returns the checkpoint's step.
+// The runner takes the checkpoint's weights and optimizer state, `config` its position and data order seed
+// (Note [resumed trajectory]). Returns the checkpoint's step.
 std::uint64_t resume(const run_config& o, const train_plan& plan, step_runner& runner, train_config& config) {
   const training_state at = runner.load_checkpoint(o.resume_file);
   config.start_step = at.step, config.start_epoch = at.epoch, config.start_batch = at.batch_in_epoch;
@@ -48,11 +48,9 @@ std::uint64_t resume(const run_config& o, const train_plan& plan, step_runner& r
   return at.step;
 }
 
-// Note [metrics log]: `--log FILE` gets one JSON object per line: per step {"step", "epoch", "batch", "loss", "lr",
-// "step_s", "samples_per_s", a language model's "tokens_per_s", a pipeline's "busy_s" (each stage's busy seconds
-// in the step)}, and per validation {"step", "validation_loss"}. A fresh run starts the file; a resumed one appends
-// to it, so the file holds the whole trajectory. Each line is flushed as written: a run killed mid-way leaves whole
-// lines. Documented in docs/usage.md.
+// Note [metrics log]: `--log FILE` gets one JSON object per line, per step and per validation (fields in
+// docs/usage.md). A fresh run starts the file, a resumed one appends, so it holds the whole trajectory. Each line
+// is flushed as written: a killed run leaves whole lines.
 class metrics_log {
  public:
   metrics_log(const std::string& path, bool append) {

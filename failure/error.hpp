@@ -1,6 +1,5 @@
-// What went wrong, as a value: one error_code per kind of failure, set where the failure is first seen (a lost
-// node's down message, a timeout, a collective's abort, a bad label) and carried with its text through
-// task_done, stage_failed and step_result to the exception the API throws. Note [errors as codes].
+// What went wrong, as a value: one error_code per kind of failure, set where it is first seen and carried with
+// its text to the exception the API throws (Note [errors as codes]).
 #pragma once
 
 #include <cstddef>
@@ -11,9 +10,8 @@
 
 namespace ap {
 
-// Note [errors as codes]: decisions read the code, never the text. Whether --restart-on-failure waits for a
-// node (actors/recovery.hpp) and which std exception a runner throws (throw_error, throw_step_error) depend on
-// the code only, so a message can be reworded freely: the text is for people.
+// Note [errors as codes]: decisions (recovery, which std exception a runner throws) read the code, never the
+// text, so a message can be reworded freely.
 enum class error_code : std::uint8_t {
   none,        // no failure
   lost_node,   // a node's process died, was killed, or stopped answering heartbeats
@@ -78,9 +76,8 @@ inline error_code code_of(const std::exception& e) {
   throw runtime_failure(code, what);
 }
 
-// A training step that failed while it ran: std::domain_error when it diverged (the trainer reports divergence
-// from that type), std::runtime_error otherwise, bad input found inside the running step included (as a
-// pipeline_error is); each carries its code.
+// A step that failed while it ran: std::domain_error when it diverged, else std::runtime_error (bad input found
+// inside the step included); each carries its code.
 [[noreturn]] inline void throw_step_error(error_code code, const std::string& what) {
   if (code == error_code::diverged) throw diverged_error(what);
   throw runtime_failure(code, what);
