@@ -1,6 +1,5 @@
-// The coordinator: splits a batch into microbatches, feeds the first stage, computes each microbatch's
-// loss and gradient as soon as the last stage returns its output, and commits the step only when every
-// stage has finished its actions (then every stage applies its optimizer; otherwise none does).
+// The coordinator: splits a batch into microbatches, feeds the first stage, computes each loss and gradient as
+// the last stage's outputs return, and commits the step only when every stage finished (all apply, or none).
 #include <algorithm>
 #include <memory>
 #include <thread>
@@ -23,8 +22,7 @@ struct coordinator_state {
   coordinator_config config;
   std::unique_ptr<actor_communicator> comm;
   std::unique_ptr<loss> loss_fn;
-  std::unique_ptr<activation_outbox> outbox;  // on config.links, where the stages run on nodes
-  // The step in flight.
+  std::unique_ptr<activation_outbox> outbox;  // where the stages run on nodes
   std::uint64_t step = 0;  // meaningful while active
   bool active = false;
   caf::typed_response_promise<step_result> promise;
@@ -32,25 +30,25 @@ struct coordinator_state {
   std::vector<int> first_sample;
   std::size_t batch_size = 0;
   double loss_sum = 0.0;
-  std::vector<float> microbatch_losses;  // each microbatch's mean loss, for the trainer's divergence check
-  std::vector<tensor> gradients;  // per microbatch, held until all are in when config.whole_batch_backward
-  double step_begin_us = 0.0;     // steady clock when the step began (Note [events from nodes])
-  std::vector<stage_event> node_events;  // this step's, on our clock, until every stage is done
+  std::vector<float> microbatch_losses;  // for the divergence check
+  std::vector<tensor> gradients;  // held for config.whole_batch_backward
+  double step_begin_us = 0.0;  // Note [events from nodes]
+  std::vector<stage_event> node_events;  // this step's, on our clock
   int outputs = 0, stages_done = 0, stages_applied = 0;
   std::vector<int> peak_stash;
   std::vector<std::uint64_t> peak_stash_bytes;
-  std::vector<bool> applied;  // per stage: confirmed the optimizer step
+  std::vector<bool> applied;  // per stage: applied
   bool applying = false;      // apply requests are out
   bool norming = false;       // gradient norm requests are out (Note [global gradient clipping])
   bool tying = false;         // tied gradients are being swapped (Note [tied gradients across stages])
-  std::vector<named_tensors> tied;  // per tie: the owner's and the copy's gradient, as they come in
-  std::size_t tied_pending = 0;     // answers still out
-  std::vector<double> norms;  // per stage; -1 until it answers
+  std::vector<named_tensors> tied;  // per tie: both gradients
+  std::size_t tied_pending = 0;
+  std::vector<double> norms;  // per stage; -1 until answered
   std::chrono::steady_clock::time_point apply_since;
-  bool timer_armed = false;   // Note [one timer per retriever], for the apply confirmations
+  bool timer_armed = false;  // Note [one timer per retriever]
   bool broken = false;  // a stage actor died: no further step can run
   std::string broken_reason;
-  error_code broken_code = error_code::none;  // why (lost_node: a node's connection was lost)
+  error_code broken_code = error_code::none;  // lost_node: a node's connection was lost
   static inline const char* name = "coordinator";
 };
 
@@ -60,10 +58,9 @@ double steady_now_us() {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Note [events from nodes]: a stage on a node records its own events and sends the step's with stage_done,
-// stamped with the node's steady clock. Here they move to our clock by the node's offset (estimated at set-up,
-// estimate_clock_offset); an event outside the step's begin and stage_done's arrival corrects the offset by the
-// excess, so events stay in causal order. They then enter the pipeline's log as if recorded here.
+// Note [events from nodes]: a node's stage sends its step's events with stage_done on the node's steady clock.
+// They move to our clock by the node's offset (estimate_clock_offset), corrected by any excess outside the step's
+// begin and stage_done's arrival, and then enter the pipeline's log as if recorded here.
 void take_node_events(coordinator_state& st, stage_done& d) {
   const auto s = static_cast<std::size_t>(d.stage);
   if (!st.config.log || d.events.empty() || s >= st.config.clock_offset_us.size()) return;
@@ -71,17 +68,17 @@ void take_node_events(coordinator_state& st, stage_done& d) {
   const double arrived = steady_now_us();
   double earliest = d.events.front().time_us, latest = earliest;
   for (const auto& e : d.events) earliest = std::min(earliest, e.time_us), latest = std::max(latest, e.time_us);
-  if (latest - offset > arrived) offset += latest - offset - arrived;               // after its own report: too early a clock
-  else if (earliest - offset < st.step_begin_us) offset -= st.step_begin_us - (earliest - offset);  // before the step
+  if (latest - offset > arrived) offset += latest - offset - arrived;  // too early a clock
+  else if (earliest - offset < st.step_begin_us) offset -= st.step_begin_us - (earliest - offset);  // too late a clock
   const double to_log = st.config.log->epoch_us();
   for (auto& e : d.events) {
-    if (e.step != st.step) continue;  // left over from an aborted step
+    if (e.step != st.step) continue;  // an aborted step's
     e.time_us = e.time_us - offset - to_log;
     st.node_events.push_back(e);
   }
 }
 
-// Once every stage is done: the nodes' events in time order, so the stage log reads as one walkthrough.
+// Once every stage is done: the nodes' events in time order.
 void log_node_events(coordinator_state& st) {
   std::stable_sort(st.node_events.begin(), st.node_events.end(),
                    [](const stage_event& a, const stage_event& b) { return a.time_us < b.time_us; });
@@ -107,9 +104,8 @@ void fail(coordinator_self self, error_code code, const std::string& what) {
   finish(self, failed_step(code, "step " + std::to_string(st.step) + ": " + what));
 }
 
-// Other stages may have applied this step already: no later step may run on mixed weights. The code is
-// `collective` when a data-parallel peer abandoned the step, `lost_node`/`lost_peer` when a node was lost
-// (recovery restores every stage), else `broken`.
+// Other stages may have applied this step: no later step may run on mixed weights. The code is `collective` for
+// a peer's abandoned step, `lost_node`/`lost_peer` for a lost node (recovery restores all), else `broken`.
 void apply_failed(coordinator_self self, std::size_t stage, std::uint64_t step, const std::string& why, error_code cause) {
   auto& s = self->state;
   if (!s.broken) {
@@ -189,8 +185,8 @@ void commit(coordinator_self self) {
 }
 
 // Note [tied gradients across stages]: when a tie's two copies are on different stages (GPT embedding and LM
-// head), once every stage has finished its actions the coordinator asks both for their gradient and sends each
-// the other's to add before the norm and optimizer step. A refusal or timeout fails the step, nothing applied.
+// head), the coordinator gathers both gradients after every stage's actions and sends each the other's to add
+// before the norm and optimizer step. A refusal or timeout fails the step.
 void swap_tied(coordinator_self self) {
   auto& st = self->state;
   if (st.config.ties.empty()) return commit(self);
@@ -238,8 +234,8 @@ void swap_tied(coordinator_self self) {
   }
 }
 
-// "stage 1 on node 127.0.0.1:4242 is gone (...)". CAF sees a killed node and a stopped or frozen one alike; a
-// probe of the node's port tells them apart (network/port_probe.hpp).
+// "stage 1 on node 127.0.0.1:4242 is gone (...)". A port probe tells a killed node from a frozen one
+// (network/port_probe.hpp).
 std::string describe_stopped(const coordinator_config& c, const caf::down_msg& m) {
   std::string who = "a stage actor", place;
   for (std::size_t s = 0; s < c.retrievers.size(); ++s)
@@ -253,8 +249,7 @@ std::string describe_stopped(const coordinator_config& c, const caf::down_msg& m
   port_state port = port_state::unknown;
   if (place.rfind("node ", 0) == 0) try {
       const node_address a = parse_node_address(place.substr(5));
-      // A dying process's listening socket may outlive the lost connection: a refusal settles it, anything else is
-      // asked again, up to three times 250 ms apart.
+      // The listening socket may outlive the lost connection: a refusal settles it, else ask up to three times.
       for (int attempt = 0; attempt < 3; ++attempt) {
         if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(250));
         port = probe_port(a.host, a.port, std::chrono::milliseconds(300));
@@ -265,8 +260,7 @@ std::string describe_stopped(const coordinator_config& c, const caf::down_msg& m
   return who + lost_connection_text(port, reason);
 }
 
-// A stage actor stopped by a lost node connection is a lost node, the failure recovery waits out
-// (Note [recovery]); any other stop is not.
+// A stage stopped by a lost node connection is a lost node (Note [recovery]); any other stop is not.
 error_code stopped_code(const caf::down_msg& m) {
   return m.reason == caf::exit_reason::remote_link_unreachable ? error_code::lost_node : error_code::internal;
 }
@@ -316,7 +310,7 @@ coordinator_actor::behavior_type coordinator(coordinator_self self, coordinator_
         st.step = step;
         st.step_begin_us = steady_now_us();
         st.active = true;
-        // Every token of a sequence; a data-parallel replica's share counts the whole batch (Note [loss scaling]).
+        // A replica's share counts the whole batch (Note [loss scaling]).
         st.batch_size = batch.batch_rows > 0 ? static_cast<std::size_t>(batch.batch_rows) : st.loss_fn->batch_rows(labels);
         st.norming = st.tying = false;
         st.loss_sum = 0.0;
@@ -327,8 +321,8 @@ coordinator_actor::behavior_type coordinator(coordinator_self self, coordinator_
         st.peak_stash_bytes.assign(static_cast<std::size_t>(st.config.stages), 0);
         st.labels.clear();
         st.first_sample.clear();
-        // Note [enqueue before begin]: the first stage receives all its microbatches before the step begins, so its
-        // queue holds them all when it starts.
+        // Note [enqueue before begin]: the first stage gets all its microbatches before the step begins, so its queue
+        // holds them all from the start.
         const int first_stage = stage_of_chunk(0, st.config.stages);
         for (std::size_t i = 0; i < split.size(); ++i) {
           const auto& r = split[i];
@@ -346,14 +340,14 @@ coordinator_actor::behavior_type coordinator(coordinator_self self, coordinator_
         for (auto& r : st.config.retrievers) self->send(r, begin_atom::value, step);
         return st.promise;
       },
-      [=](forward_task& out) {  // a microbatch's output: its loss and gradient, at once
+      [=](forward_task& out) {  // a microbatch's output
         auto& st = self->state;
         if (!st.active || out.step != st.step) return;
         const auto mb = static_cast<std::size_t>(out.microbatch);
-        // On CAF's scheduler thread, so on one intra-op thread (Note [serial actor threads]).
+        // On CAF's scheduler thread: one intra-op thread (Note [serial actor threads]).
         try {
           const int last = st.config.total_chunks - 1;
-          if (st.config.stage_loss) {  // the stage sent the loss and kept the gradient (Note [loss in the last stage])
+          if (st.config.stage_loss) {  // Note [loss in the last stage]
             if (out.data.size() != 1) throw std::logic_error("the last stage sent " + shape_string(out.data) + ", not a loss");
             const float share = out.data.data()[0];
             st.loss_sum += share;

@@ -57,12 +57,12 @@ struct deliver_backward {
   backward_task task;
 };
 
-// processor -> retriever: a task finished, with the stage's peak stash and, on failure, its code (Note [errors as codes]).
+// processor -> retriever: a task finished, with the stage's peak stash, and on failure its code.
 struct task_done {
   std::uint64_t step = 0;
   int peak_stash = 0;
   std::string error;
-  std::uint64_t peak_stash_bytes = 0;  // the activation bytes behind peak_stash
+  std::uint64_t peak_stash_bytes = 0;
   error_code code = error_code::none;
 };
 
@@ -84,7 +84,7 @@ struct gradient_norm {
   error_code code = error_code::none;
 };
 
-// A tensor sent with communicator::send (no pipeline meaning): who sent it, and the tensor.
+// A tensor sent with communicator::send (no pipeline meaning).
 struct tensor_message {
   int source = 0;
   tensor data;
@@ -94,8 +94,8 @@ struct tensor_message {
 struct stage_done {
   int stage = 0;
   std::uint64_t step = 0;
-  int peak_stash = 0;  // the most activations this stage held at once during the step
-  std::uint64_t peak_stash_bytes = 0;  // the most bytes of them at once
+  int peak_stash = 0;  // the most activations held at once in the step
+  std::uint64_t peak_stash_bytes = 0;  // their bytes
   // A node's stage sends its step's events, in microseconds on the node's steady clock; empty in-process
   // (Note [events from nodes]).
   std::vector<stage_event> events{};
@@ -115,9 +115,9 @@ struct step_result {
   float loss = 0.0f;
   std::string error;
   std::vector<int> peak_stash;  // per stage
-  std::vector<float> microbatch_losses{};  // each microbatch's mean loss (Note [divergence] names the largest)
+  std::vector<float> microbatch_losses{};  // each microbatch's mean loss (Note [divergence])
   std::vector<std::uint64_t> peak_stash_bytes{};  // per stage
-  error_code code = error_code::none;  // why it failed (Note [errors as codes]); none when ok
+  error_code code = error_code::none;  // Note [errors as codes]; none when ok
 };
 
 // A failed step: its code and its text.
@@ -128,13 +128,13 @@ inline step_result failed_step(error_code code, std::string what) {
   return r;
 }
 
-// A caf::error that keeps its code: context element 0 is the text (read by error_text), element 1 the code.
+// A caf::error keeping its code: context element 0 is the text, element 1 the code.
 inline caf::error coded_error(error_code code, const std::string& text) {
   return caf::make_error(caf::sec::runtime_error, text, static_cast<std::uint8_t>(code));
 }
 // The code of a coded_error; internal for any other caf::error.
 inline error_code code_in(const caf::error& e) {
-  if (!e) return error_code::internal;  // no error: CAF 0.17 gives it no context to read
+  if (!e) return error_code::internal;  // CAF 0.17 gives no error a context
   const caf::message& context = e.context();
   if (context.size() == 2 && context.match_element<std::string>(0) && context.match_element<std::uint8_t>(1)) {
     const auto number = context.get_as<std::uint8_t>(1);
@@ -151,24 +151,24 @@ inline std::string coded_error_string(const caf::error& e) {
   return caf::to_string(e);
 }
 
-using clock_atom = caf::atom_constant<caf::atom("clock")>;      // coordinator -> node: its steady clock, in us
-using machine_atom = caf::atom_constant<caf::atom("machine")>;  // coordinator -> node: its cores, its fixed threads
-using echo_atom = caf::atom_constant<caf::atom("echo")>;        // coordinator -> node: the tensor_message back
-using link_echo_atom = caf::atom_constant<caf::atom("linkecho")>;  // coordinator -> node: a data link's port that echoes
+using clock_atom = caf::atom_constant<caf::atom("clock")>;  // coordinator -> node: its steady clock (us)
+using machine_atom = caf::atom_constant<caf::atom("machine")>;  // coordinator -> node: its cores and fixed threads
+using echo_atom = caf::atom_constant<caf::atom("echo")>;  // coordinator -> node: echo a tensor_message
+using link_echo_atom = caf::atom_constant<caf::atom("linkecho")>;  // coordinator -> node: an echoing link's port
 // Step numbers are std::uint64_t everywhere.
 using begin_atom = caf::atom_constant<caf::atom("begin")>;      // coordinator -> retriever: step starts
 using abort_atom = caf::atom_constant<caf::atom("abort")>;      // coordinator -> stage: drop the step
 using apply_atom = caf::atom_constant<caf::atom("apply")>;      // coordinator -> processor: optimizer step
 using norm_atom = caf::atom_constant<caf::atom("norm")>;        // coordinator -> processor: its gradient_norm
 using tied_atom = caf::atom_constant<caf::atom("tied")>;        // coordinator -> processor: a tied weight's gradient
-using ring_atom = caf::atom_constant<caf::atom("ring")>;        // -> processor: its data-parallel endpoints / connect them
+using ring_atom = caf::atom_constant<caf::atom("ring")>;  // -> processor: its group endpoints / connect them
 using params_atom = caf::atom_constant<caf::atom("params")>;    // -> processor: its parameters
 using take_atom = caf::atom_constant<caf::atom("take")>;        // receiver -> inbox: next tensor
-using expire_atom = caf::atom_constant<caf::atom("expire")>;    // inbox -> itself, -> a receive: it timed out
+using expire_atom = caf::atom_constant<caf::atom("expire")>;  // inbox -> itself, a receive: timed out
 using withdraw_atom = caf::atom_constant<caf::atom("withdraw")>;  // receiver -> inbox, barrier: cancel a receive
 using barrier_atom = caf::atom_constant<caf::atom("barrier")>;  // rank -> barrier actor
 using timeout_atom = caf::atom_constant<caf::atom("timeout")>;  // retriever, coordinator -> itself: check a wait
-using ok_atom = caf::atom_constant<caf::atom("ok")>;            // an acknowledgement
+using ok_atom = caf::atom_constant<caf::atom("ok")>;
 
 // Serialisation: network/wire_format.hpp. Other inspectors (to_string) print the shape, not the payload.
 template <class Inspector, class Task>
@@ -222,7 +222,7 @@ typename Inspector::result_type inspect(Inspector& f, train_batch& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, gradient_norm& x) {
-  if constexpr (is_wire_inspector<Inspector>::value) {  // the code as its number; printed, its name
+  if constexpr (is_wire_inspector<Inspector>::value) {  // wire: the code's number; printed: its name
     return f(caf::meta::type_name("gradient_norm"), x.square_sum, x.error, x.code);
   } else {
     std::string code = error_code_name(x.code);
@@ -244,7 +244,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, stage_event& x) {
   if constexpr (is_wire_inspector<Inspector>::value) {
     return f(caf::meta::type_name("stage_event"), x.time_us, x.stage, x.kind, x.task, x.step, x.microbatch, x.chunk);
-  } else {  // printed: the op as its letter, as actions print
+  } else {  // printed: the op's letter
     std::string what = std::string(1, op_letter(x.task)) + (x.kind == event_kind::arrive  ? " arrive"
                                                             : x.kind == event_kind::start ? " start"
                                                                                           : " finish");
@@ -257,7 +257,7 @@ typename Inspector::result_type inspect(Inspector& f, stage_done& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, stage_failed& x) {
-  if constexpr (is_wire_inspector<Inspector>::value) {  // the code as its number; printed, its name
+  if constexpr (is_wire_inspector<Inspector>::value) {
     return f(caf::meta::type_name("stage_failed"), x.stage, x.step, x.what, x.code);
   } else {
     std::string code = error_code_name(x.code);
@@ -266,7 +266,7 @@ typename Inspector::result_type inspect(Inspector& f, stage_failed& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_result& x) {
-  if constexpr (is_wire_inspector<Inspector>::value) {  // the code as its number; printed, its name
+  if constexpr (is_wire_inspector<Inspector>::value) {
     return f(caf::meta::type_name("step_result"), x.ok, x.loss, x.error, x.peak_stash, x.microbatch_losses,
              x.peak_stash_bytes, x.code);
   } else {
@@ -327,7 +327,7 @@ typename Inspector::result_type inspect(Inspector& f, deliver_backward& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, task_done& x) {
-  if constexpr (is_wire_inspector<Inspector>::value) {  // the code as its number; printed, its name
+  if constexpr (is_wire_inspector<Inspector>::value) {
     return f(caf::meta::type_name("task_done"), x.step, x.peak_stash, x.error, x.peak_stash_bytes, x.code);
   } else {
     std::string code = error_code_name(x.code);
@@ -342,10 +342,10 @@ struct stage_spec {
   int stages = 1;
   int total_chunks = 1;
   std::vector<int> chunk_ids;
-  std::vector<std::vector<std::string>> layer_specs;  // per chunk: every layer's spec() text
-  std::vector<std::uint64_t> first_layer;              // per chunk: global index of its first layer
-  named_tensors weights;                               // every parameter of every chunk, by global name
-  std::uint8_t recompute = 0;   // recompute_mode code of the layers: Note [recomputation] in model/block.hpp
+  std::vector<std::vector<std::string>> layer_specs;  // per chunk: each layer's spec() text
+  std::vector<std::uint64_t> first_layer;  // per chunk: its first layer's global index
+  named_tensors weights;  // by global name
+  std::uint8_t recompute = 0;  // Note [recomputation]
   std::vector<action> actions;  // this stage's row of the schedule
   stage_options options;
   stage_place place;
@@ -362,8 +362,7 @@ typename Inspector::result_type inspect(Inspector& f, action& x) {
   }
 }
 
-// The one inspect of each part of a stage's settings (Note [stage options]). Enums travel as their codes,
-// checked by stage_setup_from_spec.
+// The one inspect of each part of a stage's settings (Note [stage options]); enums travel as codes.
 inline std::string to_string(dtype x) { return dtype_name(x); }
 inline std::string to_string(collective_backend x) { return collective_backend_name(x); }
 template <class Inspector>
