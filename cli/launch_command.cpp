@@ -49,8 +49,8 @@ struct launch_options {
   std::string ssh = "ssh -o BatchMode=yes";
   int master_port = 29500;
   std::string program;  // empty: this binary
-  std::string certs;    // a folder of `actorpipe certs`: each rank's --tls-* flags
-  std::vector<std::string> command;  // train ...
+  std::string certs;  // `actorpipe certs` folder
+  std::vector<std::string> command;
 };
 
 // `word` quoted for a POSIX shell: 'it'"'"'s'.
@@ -74,8 +74,7 @@ std::vector<std::string> words_of(const std::string& text) {
   return words;
 }
 
-// The path execvp would run for `name`. Throws std::invalid_argument naming `flag` and the program when there is
-// none.
+// The path execvp would run for `name`; std::invalid_argument naming `flag` and the program when none.
 std::string find_program(const std::string& name, const std::string& flag) {
   const auto runnable = [](const std::string& path) {
     struct stat st {};
@@ -99,20 +98,20 @@ std::string find_program(const std::string& name, const std::string& flag) {
   throw std::invalid_argument(flag + ": the program '" + name + "' is not on PATH (" + path + ")");
 }
 
-// One rank's process: its stdout and stderr read line by line on threads of their own.
+// One rank's process, its output read line by line on threads of its own.
 struct rank_process {
   int rank = 0;
   std::string host;
   pid_t pid = -1;        // also its process group's id
-  int stdin_fd = -1;     // the write end of its standard input: closed, the rank stops
+  int stdin_fd = -1;  // closed, the rank stops
   int status = -1;
   bool exited = false;
-  bool stopped = false;  // ended by the launcher after another rank failed
+  bool stopped = false;  // after another rank failed
   std::vector<std::thread> readers;
   std::atomic<int> readers_done{0};
   std::mutex said_mutex;
-  std::string last_line, error_line;  // its stderr's last line, and its last "error: ..." line
-  // Why it failed, in its own words: its error line, else its last line on stderr.
+  std::string last_line, error_line;
+  // Why it failed: its error line, else its last line on stderr.
   std::string reason() {
     std::lock_guard<std::mutex> lock(said_mutex);
     return !error_line.empty() ? error_line : last_line;
@@ -165,7 +164,7 @@ void start(rank_process& p, const std::vector<std::string>& argv) {
   p.pid = fork();
   if (p.pid < 0) throw std::runtime_error("launch: fork failed");
   if (p.pid == 0) {  // only async-signal-safe calls until exec
-    prctl(PR_SET_PDEATHSIG, SIGTERM);  // the launcher gone: so is every rank it started
+    prctl(PR_SET_PDEATHSIG, SIGTERM);  // the launcher gone, so is every rank
     if (getppid() != parent) _exit(111);
     setpgid(0, 0);
     dup2(in[0], STDIN_FILENO);
@@ -174,7 +173,7 @@ void start(rank_process& p, const std::vector<std::string>& argv) {
     execvp(args[0], args.data());
     _exit(127);
   }
-  setpgid(p.pid, p.pid);  // also here: a kill of its group may come before the child's own call
+  setpgid(p.pid, p.pid);  // a kill of its group may precede the child's call
   close(in[0]);
   close(out[1]);
   close(err[1]);
@@ -225,11 +224,11 @@ int launch(const launch_options& o) {
   const std::string program = o.program.empty() ? this_program() : o.program;
   const std::vector<std::string> ssh = words_of(o.ssh);
   if (ssh.empty()) throw std::invalid_argument("--ssh: empty command");
-  find_program(ssh.front(), "launch --ssh");  // before any rank starts: "exited 127" names nothing
-  const auto certificate = [&](int r) {  // rank 0 is the coordinator; a node presents its host's certificate
+  find_program(ssh.front(), "launch --ssh");  // else "exited 127" names nothing
+  const auto certificate = [&](int r) {  // rank 0 is the coordinator
     return o.certs + "/" + (r == 0 ? std::string("coordinator") : hosts[static_cast<std::size_t>(r)]);
   };
-  if (!o.certs.empty() && access(o.certs.c_str(), R_OK | X_OK) == 0)  // readable here: every file the ranks need
+  if (!o.certs.empty() && access(o.certs.c_str(), R_OK | X_OK) == 0)  // readable here
     for (int r = 0; r < static_cast<int>(hosts.size()); ++r)
       for (const std::string& file : {o.certs + "/ca.pem", certificate(r) + ".pem", certificate(r) + ".key"})
         if (access(file.c_str(), R_OK) != 0)
@@ -265,7 +264,7 @@ int launch(const launch_options& o) {
   while (!reap(*ranks[0], false)) {
     for (std::size_t r = 1; r < ranks.size() && !first_failed; ++r)
       if (reap(*ranks[r], false) && ranks[r]->status != 0) first_failed = ranks[r].get();
-    if (first_failed) {  // a node that stopped because rank 0 went: rank 0's end is the news
+    if (first_failed) {  // rank 0's end is the news
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       if (reap(*ranks[0], false)) first_failed = nullptr;
       break;
@@ -287,7 +286,7 @@ int launch(const launch_options& o) {
         close_stdin(*p);
       }
   }
-  // After a failed rank the others are stopped at once (a node that never reached rank 0 would retry for minutes).
+  // After a failed rank the others are stopped at once.
   const bool failed_early = first_failed != nullptr || ranks[0]->status != 0;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(failed_early ? 2 : 30);
   for (auto& p : ranks)
@@ -296,7 +295,7 @@ int launch(const launch_options& o) {
         if (!p->stopped)
           std::cerr << "launch: rank " << p->rank << " on " << p->host << " still ran after rank 0 ended: killed\n";
         close_stdin(*p);
-        kill(-p->pid, SIGKILL);  // its process group: the ssh client, or whatever --ssh started
+        kill(-p->pid, SIGKILL);  // the ssh client, or whatever --ssh started
         reap(*p, true);
         break;
       }
