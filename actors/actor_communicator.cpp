@@ -17,11 +17,11 @@ namespace ap {
 // the handle's state itself, so a receive is answered once and a withdrawn one never. Inboxes and barriers are
 // local to their rank's process, so a slot travels as a pointer.
 struct receive_slot {
-  std::string where;  // "communicator of rank 1: no forward tensor from rank 0", for its failures
+  std::string where;  // names it in failures
   std::chrono::milliseconds timeout;
   receive_slot(std::string w, std::chrono::milliseconds t) : where(std::move(w)), timeout(t) {}
   virtual ~receive_slot() = default;
-  virtual void deliver(caf::message& m) = 0;  // the arrival (or the barrier's round) that answers it
+  virtual void deliver(caf::message& m) = 0;
   virtual void fail(std::exception_ptr e) = 0;
   void expire(const std::string& detail) {
     fail(std::make_exception_ptr(timeout_error(where + " within " + std::to_string(timeout.count()) + " ms" +
@@ -40,8 +40,8 @@ namespace ap {
 // them all when it exits; a receive asked afterwards fails at once.
 struct pending_receives {
   std::mutex mutex;
-  std::vector<std::weak_ptr<receive_slot>> slots;  // owned by their handles (and the actor while it waits)
-  std::string gone;                                // why the actor is gone; empty while it lives
+  std::vector<std::weak_ptr<receive_slot>> slots;  // owned by their handles
+  std::string gone;                                // empty while the actor lives
 
   void add(const slot_ptr& s) {
     std::string why;
@@ -99,7 +99,7 @@ std::pair<slot_ptr, std::shared_ptr<typename receive_handle<T>::state>> make_slo
   return {std::move(slot), std::move(state)};
 }
 
-// ---- inbox -------------------------------------------------------------------------------------------
+// ---- inbox
 
 struct waiter {
   std::uint64_t id;
@@ -162,7 +162,7 @@ caf::behavior inbox(caf::stateful_actor<inbox_state>* self) {
   };
 }
 
-// ---- barrier -----------------------------------------------------------------------------------------
+// ---- barrier
 
 struct barrier_state {
   std::vector<waiter> arrived;  // this round's ranks, each with its receive
@@ -233,7 +233,7 @@ caf::actor spawn_barrier(caf::actor_system& system, int world_size, std::chrono:
   return system.spawn(barrier, world_size, timeout);
 }
 
-// ---- actor_communicator ------------------------------------------------------------------------------
+// ---- actor_communicator
 
 actor_communicator::actor_communicator(caf::actor_system& system, int rank, std::vector<caf::actor> endpoints,
                                        caf::actor barrier, std::chrono::milliseconds timeout)
@@ -314,7 +314,7 @@ T actor_communicator::answer(receive_handle<T>& handle, const std::string& what)
   if (handle.cancel())
     throw timeout_error("communicator of rank " + std::to_string(rank_) + ": " + what + " within " +
                         std::to_string(timeout_.count()) + " ms (its inbox did not answer)");
-  return handle.wait();  // answered after all: the tensor, or its failure
+  return handle.wait();
 }
 
 receive_handle<forward_task> actor_communicator::receive_forward_async(int source) {
@@ -371,7 +371,7 @@ void actor_communicator::barrier() {
   answer(handle, "barrier not reached");
 }
 
-// ---- local_world -------------------------------------------------------------------------------------
+// ---- local_world
 
 local_world::local_world(caf::actor_system& system, int world_size, std::chrono::milliseconds timeout) {
   if (world_size <= 0) throw std::invalid_argument("local_world: world size must be positive, got " +
