@@ -68,17 +68,17 @@ data_parallel_pipeline::data_parallel_pipeline(const sequential& model, const pi
   }
 }
 
-// Note [data-parallel nodes]: replica d's stage s runs on node (d * stages + s) % nodes, so replicas spread over
-// the nodes before sharing one. Every stage opens one network_group endpoint per tensor-parallel rank
-// (Note [collective backends]); once all replicas are placed, they connect their groups at once (a connect waits
-// for its peers). Replicas sharing a node reduce through shared memory first (Note [hierarchical collectives]).
+// Note [data-parallel nodes]: replica d's stage s runs on node (d * stages + s) % nodes, spreading replicas over
+// the nodes. Each stage opens a group endpoint per tensor-parallel rank (Note [collective backends]); once all
+// replicas are placed they connect together (a connect waits for its peers). Replicas sharing a node reduce
+// through shared memory first (Note [hierarchical collectives]).
 void data_parallel_pipeline::place_on_nodes(const sequential& model, const pipeline_options& options, int D) {
   const std::size_t N = options.nodes.size();
   const int T = std::max(1, options.tensor_parallel);
   std::vector<std::string> hosts;
   for (const std::string& n : options.nodes) hosts.push_back(parse_node_address(n).host);
   const std::vector<node_slot> slots = node_slots(D, options.stages, T, hosts);  // Note [cores on nodes]
-  // Per stage, each replica's place among those whose stage runs on the same node (the same address).
+  // Per stage, each replica's place among those on the same node.
   std::vector<std::vector<colocated_rank>> places;
   for (int s = 0; s < options.stages; ++s) {
     std::vector<std::string> nodes;
@@ -135,7 +135,7 @@ std::vector<compute_cores> data_parallel_pipeline::cores() const {
 }
 
 data_parallel_pipeline::~data_parallel_pipeline() {
-  replicas_.clear();  // the stages first: they hold members of the groups
+  replicas_.clear();  // the stages hold group members
 }
 
 float data_parallel_pipeline::train_step(const tensor& inputs, const tensor& labels, std::uint64_t step) {
@@ -147,7 +147,7 @@ float data_parallel_pipeline::train_step(const tensor& inputs, const tensor& lab
   if (samples < D)
     throw pipeline_error("step " + std::to_string(step) + ": a batch of " + std::to_string(samples) +
                          " samples cannot feed " + std::to_string(D) + " data-parallel replicas", error_code::bad_input);
-  try {  // checked here, before any replica starts: one refusing alone would leave the others waiting
+  try {  // before any replica starts: one refusing would leave the others waiting
     model_.check_input(inputs);
   } catch (const std::invalid_argument& e) {
     throw pipeline_error("step " + std::to_string(step) + ": inputs: " + e.what(), error_code::bad_input);
@@ -189,10 +189,8 @@ float data_parallel_pipeline::run_replicas(const tensor& inputs, const tensor& l
 }
 
 // Note [recovery with replicas]: Note [recovery] for D replicas on nodes. A lost node fails the step in every
-// replica (their stages meet in rings), so recovery runs here for all replicas at once (their own
-// restart_on_failure is 0): snapshots of every replica's stages, every stage placed again, the rings connected
-// anew, snapshots loaded and the recorded steps replayed through all replicas. The rings sum in a fixed order,
-// so the run ends with an uninterrupted one's parameters.
+// replica (their stages meet in rings), so recovery runs here for all at once: every stage placed again, rings
+// reconnected, snapshots loaded, recorded steps replayed. Rings sum in a fixed order, so results stay exact.
 void data_parallel_pipeline::make_recovery(const pipeline_options& options, int data_parallel) {
   recovery_settings settings;
   settings.restarts = options.nodes.empty() ? 0 : options.restart_on_failure;
@@ -211,7 +209,7 @@ void data_parallel_pipeline::make_recovery(const pipeline_options& options, int 
   actions.release_setup_weights = [this] {
     for (auto& r : replicas_) r->release_setup_weights();
   };
-  // A node lost again while the groups connect (stopped, cut): every replica is placed again, within the wait.
+  // A node lost while the groups connect: every replica is placed again, within the wait.
   actions.restart = [this](std::string why, std::chrono::milliseconds wait) {
     const auto deadline = std::chrono::steady_clock::now() + wait;
     for (;;) {
@@ -244,8 +242,8 @@ void data_parallel_pipeline::save_checkpoint(const std::string& path, const trai
 
 training_state data_parallel_pipeline::load_checkpoint(const std::string& path) {
   training_state state;
-  for (auto& r : replicas_) state = r->load_checkpoint(path);  // the file is checked before the first changes
-  recovery_->loaded();  // the next step snapshots the loaded state (Note [recovery with replicas])
+  for (auto& r : replicas_) state = r->load_checkpoint(path);
+  recovery_->loaded();  // Note [recovery with replicas]
   return state;
 }
 

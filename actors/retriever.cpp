@@ -1,10 +1,8 @@
-// The retriever of a stage: takes each arriving task into the stage's task_queue and hands the processor exactly
-// the schedule's next actions, in order (Note [mailbox as the queue]).
+// The retriever of a stage: queues arriving tasks and hands the processor the schedule's next actions in order.
 
-// Note [mailbox as the queue]: the mailbox is not the pending-task queue (with caf::skip for tasks not yet due):
-// CAF 0.17's mailbox re-offers every skipped message after each consumed one, O(N^2) a step (`bench_schedules
-// mailbox`, docs/performance.md), and it cannot list skipped messages, which the timeout's text and an abort's
-// drop_before read from task_queue.
+// Note [mailbox as the queue]: tasks wait in task_queue, not in the mailbox via caf::skip: CAF 0.17 re-offers
+// every skipped message after each consumed one, O(N^2) a step (docs/performance.md), and cannot list them for
+// the timeout's text and an abort's drop_before.
 #include "actors/pipeline_actors.hpp"
 #include "stage/task_queue.hpp"
 
@@ -14,15 +12,15 @@ namespace {
 struct retriever_state {
   retriever_config config;
   task_queue queue;
-  coordinator_actor coordinator;  // whoever began the step
+  coordinator_actor coordinator;
   std::uint64_t step = 0;
-  bool running = false;        // a step has begun and not finished or failed
-  int in_flight = 0;           // tasks handed to the processor and not done yet (at most max_in_flight)
-  std::size_t cursor = 0;      // index of the next action to dispatch
-  std::uint64_t wait_id = 0;   // identifies the current wait
-  bool waiting = false;        // a timed wait for actions[cursor] is running
-  std::chrono::steady_clock::time_point wait_since;  // when it began
-  bool timer_armed = false;    // a timeout_atom is on its way (Note [one timer per retriever])
+  bool running = false;      
+  int in_flight = 0;           // at most max_in_flight
+  std::size_t cursor = 0;      // next action to dispatch
+  std::uint64_t wait_id = 0; 
+  bool waiting = false;        // for actions[cursor]
+  std::chrono::steady_clock::time_point wait_since;
+  bool timer_armed = false;    // Note [one timer per retriever]
   static inline const char* name = "retriever";
 };
 
@@ -58,14 +56,13 @@ void arm_timer(retriever_self self, std::chrono::steady_clock::duration after) {
                      timeout_atom::value, st.wait_id, st.step);
 }
 
-// Sends the processor the next actions whose tasks are here; when it is idle and the next task is missing,
-// starts a timed wait.
+// Sends the next actions whose tasks are here; an idle processor missing its next task starts a timed wait.
 void dispatch(retriever_self self) {
   auto& st = self->state;
   while (st.running && st.in_flight < max_in_flight && st.cursor < st.config.actions.size()) {
     const action& a = st.config.actions[st.cursor];
     if (!st.queue.ready(a, st.step)) {
-      if (st.in_flight == 0 && !st.waiting) {  // the wait starts once, when the processor is idle
+      if (st.in_flight == 0 && !st.waiting) {
         st.waiting = true;
         ++st.wait_id;
         st.wait_since = std::chrono::steady_clock::now();
@@ -94,7 +91,7 @@ void dispatch(retriever_self self) {
 template <class Task>
 void arrive(retriever_self self, Task& t, op kind) {
   auto& st = self->state;
-  if (t.step < st.step || (t.step == st.step && !st.running && st.cursor > 0)) return;  // of a finished or aborted step
+  if (t.step < st.step || (t.step == st.step && !st.running && st.cursor > 0)) return;
   if (st.config.log) st.config.log->record(st.config.stage, event_kind::arrive, kind, t.step, t.microbatch, t.chunk);
   st.queue.put(std::move(t));
   dispatch(self);
@@ -107,7 +104,7 @@ retriever_actor::behavior_type retriever(retriever_self self, retriever_config c
       [=](backward_task& t) { arrive(self, t, op::backward); },
       [=](begin_atom, std::uint64_t step) {
         auto& st = self->state;
-        // The coordinator sends begin; a typed actor sends only to typed handles (Note [typed stage interfaces]).
+        // Note [typed stage interfaces]
         st.coordinator = caf::actor_cast<coordinator_actor>(self->current_sender());
         st.step = step;
         st.running = true;

@@ -12,7 +12,7 @@
 
 namespace ap {
 
-using setup_atom = caf::atom_constant<caf::atom("setup")>;  // endpoints of every rank, sent once at start
+using setup_atom = caf::atom_constant<caf::atom("setup")>;  // every rank's endpoint, once
 
 // A stage's retriever: holds its peers' tasks until they are the next scheduled action
 // (Note [mailbox as the queue]), and the step's control.
@@ -25,8 +25,7 @@ using retriever_actor = caf::typed_actor<
     caf::reacts_to<timeout_atom, std::uint64_t, std::uint64_t>  // itself: check a wait (wait id, step)
     >;
 
-// A stage's processor: runs what the retriever hands it, one task at a time, and answers the coordinator and
-// the facade.
+// A stage's processor: runs what the retriever hands it, one task at a time.
 using processor_actor = caf::typed_actor<
     caf::reacts_to<begin_atom, std::uint64_t>,  // retriever: the step starts (resets the peak stash)
     caf::reacts_to<run_forward>,                // retriever: the schedule's next actions
@@ -68,8 +67,7 @@ template <class Handle, class... Ts>
 inline constexpr bool accepts =
     caf::response_type_unbox<caf::signatures_of_t<Handle>, caf::detail::type_list<Ts...>>::valid;
 
-// Tasks travel as forward_task and backward_task to a retriever (or the coordinator): the communicator's
-// endpoints are exactly these.
+// Tasks travel to a retriever (or the coordinator): the communicator's endpoints are exactly these.
 static_assert(accepts<retriever_actor, forward_task> && accepts<retriever_actor, backward_task>);
 static_assert(accepts<coordinator_actor, forward_task> && !accepts<coordinator_actor, backward_task>);
 // Only the retriever decides the order: sending a task to a processor or sender directly does not compile.

@@ -17,27 +17,25 @@
 namespace ap {
 
 struct stage_options {
-  optimizer_config optimizer;       // every stage builds its own optimizer from it
-  std::chrono::milliseconds timeout = default_timeout;  // longest wait on a peer before the step fails
+  optimizer_config optimizer;     
+  std::chrono::milliseconds timeout = default_timeout;  // longest wait on a peer
   // bfloat16 computes, stashes and sends in bfloat16; master weights and optimizer stay float32
   // (Note [compute dtype]). Overrides the model's dtype.
   dtype compute_dtype = dtype::float32;
   // Each stage's chunks split over this many ranks (Note [tensor-parallel stage]).
   int tensor_parallel = 1;
-  // Intra-op threads per rank (Note [cores per rank]); 0: the cores divided among the P x T ranks. On nodes, each
-  // node assigns its own cores, with its own --threads if given (Note [cores on nodes]).
+  // Intra-op threads per rank (Note [cores per rank]); 0: the cores divided among the ranks.
   int threads = 0;
-  // This pipeline's replica among `replicas`; set by data_parallel_pipeline (Note [data-parallel stage]).
+  // Set by data_parallel_pipeline (Note [data-parallel stage]).
   int replica = 0;
-  int replicas = 1;  // with nodes: Note [data-parallel nodes] (each stage opens its own group endpoints)
+  int replicas = 1;  // Note [data-parallel nodes]
   // Backend of those groups' collectives; gloo only without TLS (Note [collective backends]).
   collective_backend collectives = collective_backend::ring;
   // The key of a placement of replicas on nodes, same for every replica (Note [hierarchical collectives]).
   std::string data_parallel_key;
-  // Vocabulary split over the tensor-parallel ranks, loss in the last stage (Note [vocab-parallel]); set by the
-  // pipeline.
+  // Set by the pipeline (Note [vocab-parallel]).
   bool split_vocabulary = false;
-  // The tensor-parallel ranks divide the blocks' rows between split Linears (Note [sequence parallelism]).
+  // Note [sequence parallelism]
   bool sequence_parallel = false;
 };
 
@@ -45,15 +43,13 @@ struct stage_options {
 struct stage_place {
   // On a node, the stage's first rank among all ranks its machine hosts (Note [cores on nodes]).
   node_slot slot;
-  // With replicas > 1, one network_group endpoint per tensor-parallel rank on this host; empty: none
-  // (Note [data-parallel nodes]).
+  // With replicas > 1, the group endpoints' host; empty: none (Note [data-parallel nodes]).
   std::string data_parallel_host;
   // This replica's place among the replicas whose stage shares its node (Note [hierarchical collectives]).
   colocated_rank data_parallel_place;
-  // The host its activation inbox listens on; empty: tensors travel inside messages
-  // (Note [activations on data links]).
+  // Its activation inbox's host; empty: tensors travel in messages (Note [activations on data links]).
   std::string link_host;
-  bool report_events = false;  // send the step's events with stage_done (Note [events from nodes])
+  bool report_events = false;  // Note [events from nodes]
 };
 
 }  // namespace ap
