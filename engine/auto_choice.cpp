@@ -15,9 +15,8 @@
 namespace ap::engine_parts {
 namespace {
 
-// The measurements the planner asks for, each taken once: layer costs per (microbatch rows, threads, recompute)
-// on the first training rows, and a line a + b x bytes per all-reduce group size. At more threads than this
-// machine has cores, costs are scaled down from all cores (Note [auto on nodes]); the trials check the estimate.
+// The planner's measurements, each taken once: layer costs per (rows, threads, recompute) and a line a + b x bytes
+// per all-reduce group size. Beyond this machine's cores, costs are scaled (Note [auto on nodes]).
 class machine_measurements {
  public:
   machine_measurements(const train_plan& plan, const optimizer_config& optimizer)
@@ -53,7 +52,7 @@ class machine_measurements {
     return it->second.first + it->second.second * static_cast<double>(bytes);
   }
 
-  // One optimizer step over every parameter of the model (gradients of zero), the median of 3 after one.
+  // One optimizer step over every parameter, median of 3 after a warm-up.
   double optimizer_s(int threads) {
     auto it = updates_.find(threads);
     if (it != updates_.end()) return it->second;
@@ -77,7 +76,7 @@ class machine_measurements {
  private:
   const train_plan& plan_;
   optimizer_config optimizer_;
-  int cores_;  // this machine's
+  int cores_;
   std::map<int, double> updates_;  // threads -> seconds
   std::map<std::tuple<std::size_t, int, recompute_mode>, std::vector<layer_cost>> costs_;
   std::map<int, std::pair<double, double>> lines_;  // ranks -> (seconds, seconds per byte)
@@ -108,7 +107,7 @@ void apply(const auto_candidate& c, machine_measurements& measure, run_config& o
   plan.layer_costs = measure.layer_costs(o.train.batch_size / per, c.config.threads, c.config.recompute);
 }
 
-// Quiets the plan's log while it lives (a trial's runner describes itself as a run's does).
+// Quiets the plan's log while it lives.
 class quiet_log {
  public:
   explicit quiet_log(train_plan& plan) : plan_(plan), saved_(std::move(plan.log)) { plan.log = nullptr; }
@@ -121,11 +120,10 @@ class quiet_log {
   log_sink saved_;
 };
 
-// Note [auto trials]: the prediction misses what no layer measured alone shows (thread hand-overs, ranks sharing
-// a core's caches, messages on a busy core), differently per mesh. So --auto runs the best --auto-trials
-// predicted configurations for a few steps and trains with the fastest as measured: the prediction prunes, the
-// trial picks. A trial is the median of `steps` steps (after one untimed warm-up) on the first batch; the model
-// is put back afterwards, so the run starts from the same weights whatever was tried.
+// Note [auto trials]: the prediction misses what no layer alone shows (thread hand-overs, shared caches, busy
+// cores), differently per mesh. So --auto runs the best --auto-trials predictions for a few steps and trains
+// with the fastest measured. A trial is the median of `steps` steps after a warm-up; the model is put back, so
+// the run starts from the same weights.
 double trial_step_s(const run_config& o, train_plan& plan, machine_measurements& measure, const auto_candidate& c,
                     int steps) {
   run_config t = o;
@@ -207,7 +205,7 @@ void choose_configuration(run_config& o, train_plan& plan) {
     say(plan) << "  " << i + 1 << ". " << describe(c.config) << ": " << ms_text(c.step_s) << " per step ("
               << static_cast<long>(samples / c.step_s) << " samples/s), peak " << memory_text(c.peak_bytes) << "\n";
   }
-  std::size_t best = 0;  // the fastest of the first few, as they run (Note [auto trials])
+  std::size_t best = 0;  // Note [auto trials]
   const std::size_t trials = std::min<std::size_t>(static_cast<std::size_t>(o.auto_trials), ranked.size());
   double fastest = 0.0;
   for (std::size_t i = 0; i < trials; ++i) {
