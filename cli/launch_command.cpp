@@ -4,19 +4,16 @@
 // the first host's first slot. Each rank runs as `CMD HOST 'env RANK=r WORLD_SIZE=W MASTER_ADDR=<rank 0's host>
 // MASTER_PORT=P PROGRAM train ... --rendezvous env'` (CMD: `ssh -o BatchMode=yes`; every word quoted), joined by
 // Note [environment rendezvous] (rank 0 trains, the others are its nodes). Rank lines come back on stderr prefixed
-// with host and rank; rank 0's stdout (the JSON line) stays the launcher's stdout. The launcher waits for rank 0,
-// then the nodes (30 s after a success, 2 s after a failure), then kills the rest. A node failing first ends the
-// job at once, naming the rank and its error line, and the launcher exits with that rank's status; otherwise
-// with rank 0's. Ranks die with the launcher (parent-death signal on the local ssh clients).
+// with host and rank; rank 0's stdout stays the launcher's. A node failing first ends the job at once, and the
+// launcher exits with its status; otherwise with rank 0's. Ranks die with the launcher.
 //
 // Each rank's stdin is a pipe, and ACTORPIPE_LAUNCH_STDIN=1 makes a rank stop when it ends: ssh carries that end
 // to the host, where killing the local client would leave the remote process running (no terminal, no hang-up).
 // Each local client has its own process group, killed 2 s later if it still runs.
 //
-// Checked before any rank starts (Note [rendezvous fails fast]): host names (by file and line), the --ssh
-// program, and the --certs files where readable. With --certs DIR (Note [cluster certificates]) rank 0 presents
-// DIR/coordinator.pem, a node DIR/HOST.pem, all trusting DIR/ca.pem. Tests use `--ssh scripts/local_ssh.sh`,
-// which runs the command locally.
+// Host names, the --ssh program and the --certs files are checked before any rank starts
+// (Note [rendezvous fails fast]); with --certs DIR (Note [cluster certificates]) rank 0 presents
+// DIR/coordinator.pem, a node DIR/HOST.pem. Tests use `--ssh scripts/local_ssh.sh`.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
