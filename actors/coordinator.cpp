@@ -22,7 +22,7 @@ struct coordinator_state {
   coordinator_config config;
   std::unique_ptr<actor_communicator> comm;
   std::unique_ptr<loss> loss_fn;
-  std::unique_ptr<activation_outbox> outbox;  // where the stages run on nodes
+  std::unique_ptr<activation_outbox> outbox;
   std::uint64_t step = 0;  // meaningful while active
   bool active = false;
   caf::typed_response_promise<step_result> promise;
@@ -30,25 +30,25 @@ struct coordinator_state {
   std::vector<int> first_sample;
   std::size_t batch_size = 0;
   double loss_sum = 0.0;
-  std::vector<float> microbatch_losses;  // for the divergence check
+  std::vector<float> microbatch_losses;
   std::vector<tensor> gradients;  // held for config.whole_batch_backward
   double step_begin_us = 0.0;  // Note [events from nodes]
   std::vector<stage_event> node_events;  // this step's, on our clock
   int outputs = 0, stages_done = 0, stages_applied = 0;
   std::vector<int> peak_stash;
   std::vector<std::uint64_t> peak_stash_bytes;
-  std::vector<bool> applied;  // per stage: applied
+  std::vector<bool> applied;
   bool applying = false;      // apply requests are out
   bool norming = false;       // gradient norm requests are out (Note [global gradient clipping])
   bool tying = false;         // tied gradients are being swapped (Note [tied gradients across stages])
-  std::vector<named_tensors> tied;  // per tie: both gradients
+  std::vector<named_tensors> tied;
   std::size_t tied_pending = 0;
   std::vector<double> norms;  // per stage; -1 until answered
   std::chrono::steady_clock::time_point apply_since;
   bool timer_armed = false;  // Note [one timer per retriever]
   bool broken = false;  // a stage actor died: no further step can run
   std::string broken_reason;
-  error_code broken_code = error_code::none;  // lost_node: a node's connection was lost
+  error_code broken_code = error_code::none;
   static inline const char* name = "coordinator";
 };
 

@@ -1,8 +1,6 @@
-// The handshake between a coordinator and a node, before any stage is placed: both must speak the same protocol
-// version, store floats little-endian (tensors travel as raw bytes) and register the same message types; a
-// mismatch is refused on both sides saying what differs. Layer kinds may differ, but a model using a kind a node
-// lacks is refused (layer_kinds_lacking). On the wire: (hello_atom, version, little_endian, type names, layer
-// kinds) both ways, in CAF built-in types only, so a peer with other registered types still understands it.
+// The handshake between a coordinator and a node: both must speak the same protocol version, be little-endian
+// and register the same message types, else both refuse saying what differs. A model using a layer kind a node
+// lacks is refused (layer_kinds_lacking). Uses CAF built-in types only, so any peer understands it.
 #pragma once
 
 #include <cstdint>

@@ -66,7 +66,7 @@ struct task_done {
   error_code code = error_code::none;
 };
 
-// The facade asks the coordinator to train one batch.
+// The facade: train one batch.
 struct train_batch {
   std::uint64_t step = 0;
   tensor inputs;  // (samples, features)
@@ -151,22 +151,22 @@ inline std::string coded_error_string(const caf::error& e) {
   return caf::to_string(e);
 }
 
-using clock_atom = caf::atom_constant<caf::atom("clock")>;  // coordinator -> node: its steady clock (us)
-using machine_atom = caf::atom_constant<caf::atom("machine")>;  // coordinator -> node: its cores and fixed threads
-using echo_atom = caf::atom_constant<caf::atom("echo")>;  // coordinator -> node: echo a tensor_message
-using link_echo_atom = caf::atom_constant<caf::atom("linkecho")>;  // coordinator -> node: an echoing link's port
+using clock_atom = caf::atom_constant<caf::atom("clock")>;  // -> node
+using machine_atom = caf::atom_constant<caf::atom("machine")>;  // -> node
+using echo_atom = caf::atom_constant<caf::atom("echo")>;  // -> node
+using link_echo_atom = caf::atom_constant<caf::atom("linkecho")>;  // -> node
 // Step numbers are std::uint64_t everywhere.
-using begin_atom = caf::atom_constant<caf::atom("begin")>;      // coordinator -> retriever: step starts
-using abort_atom = caf::atom_constant<caf::atom("abort")>;      // coordinator -> stage: drop the step
-using apply_atom = caf::atom_constant<caf::atom("apply")>;      // coordinator -> processor: optimizer step
-using norm_atom = caf::atom_constant<caf::atom("norm")>;        // coordinator -> processor: its gradient_norm
-using tied_atom = caf::atom_constant<caf::atom("tied")>;        // coordinator -> processor: a tied weight's gradient
+using begin_atom = caf::atom_constant<caf::atom("begin")>;    
+using abort_atom = caf::atom_constant<caf::atom("abort")>;    
+using apply_atom = caf::atom_constant<caf::atom("apply")>;    
+using norm_atom = caf::atom_constant<caf::atom("norm")>;      
+using tied_atom = caf::atom_constant<caf::atom("tied")>;      
 using ring_atom = caf::atom_constant<caf::atom("ring")>;  // -> processor: its group endpoints / connect them
-using params_atom = caf::atom_constant<caf::atom("params")>;    // -> processor: its parameters
-using take_atom = caf::atom_constant<caf::atom("take")>;        // receiver -> inbox: next tensor
+using params_atom = caf::atom_constant<caf::atom("params")>;  
+using take_atom = caf::atom_constant<caf::atom("take")>;      
 using expire_atom = caf::atom_constant<caf::atom("expire")>;  // inbox -> itself, a receive: timed out
 using withdraw_atom = caf::atom_constant<caf::atom("withdraw")>;  // receiver -> inbox, barrier: cancel a receive
-using barrier_atom = caf::atom_constant<caf::atom("barrier")>;  // rank -> barrier actor
+using barrier_atom = caf::atom_constant<caf::atom("barrier")>;
 using timeout_atom = caf::atom_constant<caf::atom("timeout")>;  // retriever, coordinator -> itself: check a wait
 using ok_atom = caf::atom_constant<caf::atom("ok")>;
 
@@ -283,8 +283,8 @@ struct stage_state_loaded {
   std::string error;
 };
 
-using state_atom = caf::atom_constant<caf::atom("state")>;  // -> processor: its stage_state
-using load_atom = caf::atom_constant<caf::atom("load")>;    // -> processor: replace its state
+using state_atom = caf::atom_constant<caf::atom("state")>;
+using load_atom = caf::atom_constant<caf::atom("load")>;  
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, stage_state& x) {

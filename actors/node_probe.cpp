@@ -87,7 +87,7 @@ std::pair<network_line, std::optional<network_line>> link_lines(caf::scoped_acto
   try {
     const auto link = connect_link(address.host, port, tls, link_echo_hello, std::chrono::steady_clock::now() + timeout);
     memory_token token{};
-    link->read(token.data(), token.size(), timeout, nullptr);  // the echo's, as an inbox gives one
+    link->read(token.data(), token.size(), timeout, nullptr);
     const network_line line = line_through(link_one_way_s(*link, small, timeout), link_one_way_s(*link, large, timeout));
     std::optional<network_line> copies;
     if (link->same_host()) {
@@ -96,7 +96,7 @@ std::pair<network_line, std::optional<network_line>> link_lines(caf::scoped_acto
       const std::optional<double> at_large = at_small ? copy_one_way_s(*link, token, large, tiny, timeout) : std::nullopt;
       if (at_large) copies = line_through(*at_small, *at_large);
     }
-    const std::uint64_t done = 0;  // the echo's end
+    const std::uint64_t done = 0;
     link->write(&done, sizeof done, timeout, nullptr);
     return {line, copies};
   } catch (const link_error& e) {
@@ -157,7 +157,7 @@ std::vector<std::string> nodes_answering(const std::vector<std::string>& nodes, 
       self->request(node, timeout, machine_atom::value)
           .receive([&](std::uint32_t, std::int32_t) { answered = true; }, [](caf::error&) {});
       if (answered) answering.push_back(nodes[i]);
-    } catch (const std::runtime_error&) {  // refused, failed or silent: not answering
+    } catch (const std::runtime_error&) {
     }
   }
   return answering;

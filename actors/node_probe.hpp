@@ -14,9 +14,9 @@ namespace ap {
 
 struct node_machine {
   std::string address;  // as given: "host:port"
-  std::string host;     // nodes with the same host share a machine (Note [cores on nodes])
-  int cores = 1;        // its machine's, as the node's process sees them
-  int threads = 0;      // fixed by `actorpipe node --threads` (0: as the coordinator asks)
+  std::string host;     // Note [cores on nodes]
+  int cores = 1;      
+  int threads = 0;      // 0: as asked
 };
 
 // One message of `bytes` from one process to another: latency + bytes x per_byte.
@@ -28,22 +28,20 @@ struct network_line {
 struct node_survey {
   std::vector<node_machine> nodes;  // in the order given
   network_line network;             // a CAF message
-  network_line links;               // a tensor on a data link (Note [data links]), through its socket
+  network_line links;               // Note [data links]
   // A tensor copied out of the sender's memory on one machine (Note [one copy on one machine]); timed only where
   // the first node shares this process's address.
   std::optional<network_line> copies;
 };
 
-// Connects to every node over `security`, asks each for its machine, and times tensor round trips to the first,
-// in a CAF message and on a data link: each line from half the fastest of 5 round trips at 64 KiB and 4 MiB.
-// Where the link's ends share an address, also times a copy out of this process's memory (`copies`). Every wait
-// is bounded by `timeout`; failure throws std::runtime_error naming the node, a bad address
-// std::invalid_argument.
+// Asks every node for its machine and times tensor round trips to the first (CAF message, data link, and a
+// same-machine copy where possible). Waits are bounded by `timeout`; failure throws std::runtime_error naming
+// the node, a bad address std::invalid_argument.
 node_survey survey_nodes(const std::vector<std::string>& nodes, const transport_security& security,
                          std::chrono::milliseconds timeout);
 
-// The nodes that answer within `timeout` each (connection, handshake, machine question), in order; others are
-// left out. What an elastic run continues on (Note [elastic runs]). A bad address throws std::invalid_argument.
+// The nodes that answer within `timeout` each, in order (Note [elastic runs]); a bad address throws
+// std::invalid_argument.
 std::vector<std::string> nodes_answering(const std::vector<std::string>& nodes, const transport_security& security,
                                          std::chrono::milliseconds timeout);
 

@@ -30,12 +30,12 @@ struct stage_state;  // stage/stage_state.hpp
 struct pipeline_options : stage_options {
   int stages = 2;
   int microbatches = 4;
-  int chunks_per_stage = 1;         // v > 1 for interleaved schedules
-  std::string schedule = "gpipe";   // gpipe, 1f1b, interleaved, zb-h1, sync-backward
+  int chunks_per_stage = 1;       
+  std::string schedule = "gpipe"; 
   std::optional<ap::schedule> custom_schedule;  // train --schedule-file; replaces `schedule`
   std::string loss = "cross_entropy";
   std::vector<std::size_t> layers_per_chunk;  // one count per chunk; empty: uniform (plan/partition.hpp)
-  std::chrono::milliseconds step_timeout{600000};    // last resort for a whole step
+  std::chrono::milliseconds step_timeout{600000};  
   // Busy time is always summed; events are kept only with record_events (Note [bounded event log]).
   bool record_events = false;
   event_log::sink on_event;  // may be empty; called from the stages' threads
@@ -91,12 +91,12 @@ class pipeline final : public step_runner {
   // Stage s rank r at s * T + r (Note [cores per rank]); empty with nodes.
   const std::vector<compute_cores>& cores() const;
   const std::vector<layer_range>& chunk_ranges() const;
-  std::vector<int> last_peak_stash() const;  // per stage, of the last successful step
+  std::vector<int> last_peak_stash() const;  // per stage, last step
   std::vector<std::uint64_t> last_peak_stash_bytes() const;  // per stage
   std::vector<float> last_microbatch_losses() const override;  // last step
   std::vector<stage_event> events() const;   // empty unless options.record_events
   std::size_t held_events() const;  // 0 unless options.record_events
-  // Busy seconds per stage since construction or clear_events; kept without events.
+  // Busy seconds per stage since construction or clear_events.
   std::vector<double> busy_seconds() const;
   void clear_events();  // also the busy sums
   int restarts() const;  // Note [recovery]
@@ -114,8 +114,7 @@ class pipeline final : public step_runner {
   // connected or the timeout; throws pipeline_error naming stage and peer.
   void connect_data_parallel(const std::vector<std::string>& addresses);
 
-  // Writes one checkpoint of the whole model atomically (Note [checkpoint layout]); between steps only. Throws
-  // pipeline_error if a stage does not answer, std::runtime_error if the file cannot be written.
+  // Writes one checkpoint of the whole model atomically, between steps (Note [checkpoint layout]).
   void save_checkpoint(const std::string& path, const training_state& state) override;
   // Loads a checkpoint of any layout, checked whole first; a mismatch throws std::runtime_error naming file and
   // tensor, and no stage changes. Returns the saved position.

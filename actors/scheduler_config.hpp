@@ -1,11 +1,8 @@
 // The scheduler of the actor system a pipeline or a node runs its actors in.
 
-// Note [quiet scheduler]: CAF 0.17's idle workers poll their queues for ~25 ms (a wake-up every 50 us) before
-// waiting, restarted by every message, which preempts compute threads when every core computes. Our actors do
-// little work each (compute runs on the processor's own thread), so the workers poll briefly and then wait: a job
-// sent from outside the scheduler wakes a worker at once; one queued behind a busy worker is stolen within
-// relaxed-sleep-duration (50 ms, so idle workers rarely wake; only a sender writing a large tensor between
-// machines keeps a worker busy that long).
+// Note [quiet scheduler]: CAF 0.17's idle workers poll for ~25 ms before waiting, preempting compute threads
+// when every core computes. Our actors do little work (compute runs on the processors' threads), so workers
+// poll briefly, then wait; a job queued behind a busy worker is stolen within relaxed-sleep-duration (50 ms).
 #pragma once
 
 #include <chrono>

@@ -74,10 +74,10 @@ static_assert(accepts<coordinator_actor, forward_task> && !accepts<coordinator_a
 static_assert(!accepts<processor_actor, forward_task> && !accepts<processor_actor, backward_task>);
 static_assert(!accepts<sender_actor, forward_task> && !accepts<sender_actor, backward_task>);
 static_assert(accepts<processor_actor, run_forward> && !accepts<retriever_actor, run_forward>);
-// The processor tells the retriever (not the coordinator) that it is free; stages report to the coordinator.
+// The processor reports to the retriever; stages to the coordinator.
 static_assert(accepts<retriever_actor, task_done> && !accepts<coordinator_actor, task_done>);
 static_assert(accepts<coordinator_actor, stage_done> && accepts<coordinator_actor, stage_failed>);
-// Every role's list, counted: a change to a behaviour changes it here, above, and in the README's message table.
+// Every role's list, counted: a change here also changes the README's message table.
 static_assert(caf::detail::tl_size<retriever_actor::signatures>::value == 6);
 static_assert(caf::detail::tl_size<processor_actor::signatures>::value == 15);
 static_assert(caf::detail::tl_size<sender_actor::signatures>::value == 3);

@@ -23,12 +23,12 @@ namespace {
 
 struct generate_options {
   std::string checkpoint;
-  std::string init_from;  // GPT-2's weights instead of a checkpoint
+  std::string init_from;
   std::string prompt;
   std::size_t tokens = 200;
   float temperature = 0.8f;
   std::uint64_t seed = 1;
-  std::string tokenizer;  // llm.c's tokenizer file
+  std::string tokenizer;
   std::string vocab, merges;
 };
 
@@ -93,7 +93,7 @@ std::string generate_token_text(const generate_options& o, const sequential& mod
   return decode(ids);
 }
 
-// The model of a checkpoint of `train --model gpt:...`.
+// A gpt checkpoint's model.
 sequential checkpoint_model(const std::string& path, gpt_config& gpt) {
   const checkpoint_info info = read_checkpoint_info(path);
   if (!is_gpt_spec(info.state.model_spec))

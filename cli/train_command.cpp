@@ -1,5 +1,4 @@
-// `actorpipe train`: the run configuration from flags (and --config FILE), the engine, and its result as one JSON
-// line on stdout. Every decision is the engine's (engine/engine.hpp).
+// `actorpipe train`: flags (and --config FILE) to the engine; its result as one JSON line. The engine decides.
 #include <unistd.h>
 
 #include <chrono>
@@ -30,7 +29,7 @@ class progress_printer {
     finish();
     std::cerr << text << "\n";
   }
-  void finish() {  // clears the progress line
+  void finish() {
     if (shown_) std::cerr << "\r\033[K";
     shown_ = false;
   }
@@ -48,7 +47,7 @@ void run_train(const run_config& config, bool print_config) {
   callbacks.log = [progress](const std::string& line) { progress->line(line); };
   callbacks.on_step = [progress](const step_progress& p, float lr) { progress->step(p, lr); };
   engine e(config, callbacks);
-  if (print_config) {  // the configuration a run would train with (--auto's choice in it), without training
+  if (print_config) {  // without training
     run_config resolved = e.resolve();
     resolved.auto_config = false;
     std::cout << config_json(resolved).dump(2) << std::endl;

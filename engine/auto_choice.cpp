@@ -77,9 +77,9 @@ class machine_measurements {
   const train_plan& plan_;
   optimizer_config optimizer_;
   int cores_;
-  std::map<int, double> updates_;  // threads -> seconds
+  std::map<int, double> updates_;
   std::map<std::tuple<std::size_t, int, recompute_mode>, std::vector<layer_cost>> costs_;
-  std::map<int, std::pair<double, double>> lines_;  // ranks -> (seconds, seconds per byte)
+  std::map<int, std::pair<double, double>> lines_;  // ranks -> (a, b)
 };
 
 std::string ms_text(double seconds) {

@@ -41,9 +41,8 @@ const run_config& engine::config() const { return impl_->config; }
 
 namespace {
 
-// Note [lr schedule's length]: a cosine or linear decay without decay-steps ends at the run's last step. Set here,
-// before any runner copies the optimizer settings, so every stage, replica and rank decays alike and print-config
-// shows the steps a repeat needs.
+// Note [lr schedule's length]: a decay without decay-steps ends at the run's last step; set before any runner
+// copies the optimizer settings, so all ranks decay alike and print-config shows it.
 bool needs_run_length(const run_config& o) {
   const std::string& kind = o.optimizer.schedule.kind;
   return (kind == "cosine" || kind == "linear") && o.optimizer.schedule.decay_steps == 0 && o.train.max_steps == 0;
@@ -77,8 +76,8 @@ const run_config& engine::resolve() {
   // cannot make fails before the data is read.
   const bool data_first = o.auto_config || needs_run_length(o);
   if (data_first) plan_data(o, plan);
-  resolve_lr_schedule(o, plan);  // before any runner copies the optimizer settings
-  if (o.auto_config) {  // --auto only picks a split that works
+  resolve_lr_schedule(o, plan);
+  if (o.auto_config) {
     choose_configuration(o, plan);
     if (o.stages == 0)
       for (const auto& [key, set] : {std::pair{"trace", !o.trace_file.empty()}, {"timeline", !o.timeline_file.empty()},
@@ -88,7 +87,7 @@ const run_config& engine::resolve() {
   impl_->mesh = make_mesh_runner(o, plan, plan.model);
   if (!data_first) {
     plan_data(o, plan);
-    resolve_lr_schedule(o, plan);  // the warmup against the epochs' steps, now known (the decay is set: see above)
+    resolve_lr_schedule(o, plan);  // the warmup, now that the steps are known
   }
   return o;
 }
@@ -112,7 +111,7 @@ run_result engine::run() {
   report_training(last_mesh, plan, r, outcome, result);
   if (o.elastic > 0) result.details["elastic"] = changes;
   result.config = o;
-  result.config.auto_config = false;  // the mesh it chose is in the configuration
+  result.config.auto_config = false;
   return result;
 }
 

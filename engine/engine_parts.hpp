@@ -31,7 +31,7 @@
 
 namespace ap::engine_parts {
 
-// Where the engine's lines go (engine_callbacks::log); `say(sink) << ... << "\n";` writes one or more lines.
+// `say(sink) << ... << "\n";` writes lines to engine_callbacks::log.
 using log_sink = std::function<void(const std::string&)>;
 class log_line {
  public:
@@ -56,7 +56,7 @@ class log_line {
 // validation part's first windows are its test set.
 struct train_plan {
   log_sink log;
-  std::optional<schedule> user_schedule;  // --schedule-file, checked
+  std::optional<schedule> user_schedule;
   bool language_model = false;
   std::size_t context = 0;  // tokens per window
   dtype compute_dtype = dtype::float32;
@@ -64,7 +64,7 @@ struct train_plan {
   std::shared_ptr<const data_source> train_set, test_set;  // test_set may be null
   std::optional<auto_candidate> auto_choice;  // --auto's
   std::vector<layer_cost> layer_costs;  // --auto's, for the chosen microbatch
-  std::function<std::vector<double>()> stage_busy;  // busy seconds per stage so far (metrics log)
+  std::function<std::vector<double>()> stage_busy;  // for the metrics log
   std::function<void(std::uint64_t step)> after_checkpoint;  // Note [elastic runs]
 };
 inline log_line say(const train_plan& plan) { return log_line(plan.log); }
@@ -89,25 +89,25 @@ void choose_configuration(run_config& o, train_plan& plan);
 
 // What trains the plan, and what the report needs besides.
 struct train_runner {
-  std::unique_ptr<std::ofstream> trace_file;  // outlives the pipeline, whose stages write the trace
+  std::unique_ptr<std::ofstream> trace_file;  // outlives the pipeline
   std::shared_ptr<chrome_trace_writer> trace;
-  std::unique_ptr<step_runner> local;                  // single process
-  std::unique_ptr<data_parallel_pipeline> replicated;  // --data-parallel with --stages
+  std::unique_ptr<step_runner> local;                
+  std::unique_ptr<data_parallel_pipeline> replicated;
   std::unique_ptr<pipeline> single_pipe;
   pipeline* pipe = nullptr;  // replica 0's; null without stages
   step_runner* runner = nullptr;
-  std::string partition;  // uniform, params, time or explicit
+  std::string partition;
   std::vector<double> predicted_busy;  // seconds per step and stage
   std::vector<stage_memory> predicted_memory;  // Note [memory model]
-  resident_memory before;  // growth measured from here
+  resident_memory before;
   std::uint64_t tensors_before = 0;  // Note [tensor bytes]
   // Predicted growth (0: not predicted, or on nodes) and its parts in words (Note [memory model]).
   std::uint64_t predicted_growth_bytes = 0;
   std::string predicted_growth_parts;
-  bool stages_on_nodes = false;  // then growth is the coordinator's own
+  bool stages_on_nodes = false;
   bool peak_reset = false;
   double predicted_makespan = 0.0;  // seconds per step, simulated
-  std::shared_ptr<step_recorder> steps = std::make_shared<step_recorder>();  // fed by the stages
+  std::shared_ptr<step_recorder> steps = std::make_shared<step_recorder>();
 };
 
 // The data- or tensor-parallel runner of a single process, else null; made before the data is read.
@@ -119,8 +119,8 @@ train_runner build_train_runner(const run_config& o, train_plan& plan, std::uniq
 
 struct train_outcome {
   train_report report;
-  std::optional<std::uint64_t> resumed_at_step;  // --resume: the checkpoint's step
-  loss_curve curve;  // with --plot
+  std::optional<std::uint64_t> resumed_at_step;
+  loss_curve curve;
   std::uint64_t training_peak = 0;  // resident peak after the last step; 0: not read
   std::uint64_t tensor_peak = 0;  // Note [tensor bytes]
   float last_lr = 0.0f;

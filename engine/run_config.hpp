@@ -31,10 +31,10 @@ struct run_config {
   std::string loss = "cross_entropy";  // model/loss.hpp
   // Empty data.path: Fashion-MNIST for a classifier, `text_path` for a gpt (data/open_data.hpp).
   data_config data;
-  std::string text_path;  // a file or folder; empty: the fortunes
+  std::string text_path;  // empty: the fortunes
   std::size_t eval_every = 0;  // 0: at the end only
   std::size_t validation_windows = 256;  // at most
-  train_config train;  // epochs, batch size, seeds, steps, checkpoints
+  train_config train;
   optimizer_config optimizer;
   // The mesh: stages 0 trains in one process (D x T runner).
   int stages = 0;
@@ -42,13 +42,13 @@ struct run_config {
   data_tensor_options mesh;
   pipeline_options pipe;
   std::string partition = "params";  // Note [default partition]; layers_per_chunk overrides
-  std::string schedule_file;  // grid or CSV; replaces pipe.schedule
+  std::string schedule_file;  // replaces pipe.schedule
   long timeout_ms = default_timeout.count();
   long restart_wait_ms = 60000;
-  int elastic = 0;  // fewest nodes to go on with (Note [elastic runs]); 0: off
+  int elastic = 0;  // Note [elastic runs]
   std::string dtype = "fp32";  // Note [compute dtype]
   std::string recompute = "none";  // Note [recomputation]
-  std::string max_memory;  // per process, e.g. "2G" (Note [memory budget])
+  std::string max_memory;  // e.g. "2G" (Note [memory budget])
   bool auto_config = false;  // Note [automatic configuration]
   int auto_trials = 3;             // Note [auto trials]
   std::string collectives = "auto";  // auto, ring, gloo or by-size (Note [collective backends])
@@ -68,12 +68,12 @@ struct run_config {
 
 // One key of the run configuration, as the flag and the JSON key of the same name.
 struct config_key {
-  std::string name;  // the flag --batch-size and the JSON key
+  std::string name;
   std::string help;
   // Checks a value given as text; returns "" or why not, without the key's name.
   std::function<std::string(const std::string&)> check;
   std::string group;  // for --help
-  bool pipeline_only = false;  // refused without stages
+  bool pipeline_only = false;
 };
 
 // The field a key sets, by type.

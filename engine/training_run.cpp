@@ -1,5 +1,4 @@
-// The engine's run: the training loop with its loss curve, resume, checkpoints, the metrics log and a language
-// model's periodic validation.
+// The engine's training loop.
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -12,7 +11,7 @@
 namespace ap::engine_parts {
 namespace {
 
-// Each epoch's mean loss at its last step, from the steps as they come (the plot's epoch line).
+// Each epoch's mean loss, for the plot.
 class epoch_mean_points {
  public:
   void add(const step_progress& p) {
@@ -85,13 +84,13 @@ train_outcome run_training(const run_config& o, const train_plan& plan, step_run
   train_config config = o.train;
   config.log = plan.log;
   epoch_mean_points epoch_points;
-  std::vector<double> step_ends;  // --auto's early check: the first steps' end times
+  std::vector<double> step_ends;  // --auto's early check
   metrics_log metrics(o.log_file, !o.resume_file.empty());
   double last_elapsed = 0.0;
   std::size_t last_samples = 0;
   std::vector<double> last_busy;
   config.on_step = [&](const step_progress& p) {
-    if (p.steps_done == p.steps_total)  // the last step, before any evaluation: Note [memory model]
+    if (p.steps_done == p.steps_total)  // Note [memory model]
       outcome.training_peak = measure_resident_memory().peak, outcome.tensor_peak = tensor_bytes_peak();
     if (plan.auto_choice && step_ends.size() <= auto_early_steps) {
       step_ends.push_back(p.elapsed_s);

@@ -1,13 +1,10 @@
 // CRC32C (Castagnoli), the checksum that catches silent corruption of checkpoints and of bytes on plain TCP.
 //
-// Note [checksums]: every checkpoint tensor (Note [checkpoint checksums]), every record on a plain TCP data link
-// (Note [checked records]) and every tensor in a message over plain TCP (network/wire_format.hpp) carries a
-// CRC32C of its bytes; TLS records carry a MAC instead (Note [sealed records]). TCP's 16-bit checksum lets
-// through about one bad segment in 65,536; a CRC32C catches every burst up to 32 bits and all but 2^-32 of the
-// rest. CRC32C rather than zlib's crc32 because SSE4.2 computes it in hardware (elsewhere a table, bytewise).
-// Hand-written since zlib has no CRC32C. The instruction has a three-cycle latency, so the input is cut into
-// three blocks computed side by side and joined by linearity: crc(A B) = shift(crc(A), |B|) ^ crc0(B), shift
-// tabled once per block length.
+// Note [checksums]: checkpoint tensors (Note [checkpoint checksums]), plain-TCP link records (Note [checked
+// records]) and tensors in plain-TCP messages carry a CRC32C; TLS records carry a MAC (Note [sealed records]).
+// TCP's 16-bit checksum misses about one bad segment in 65,536. Hand-written (zlib has only crc32) to use
+// SSE4.2's instruction, in three interleaved streams joined by linearity: crc(A B) = shift(crc(A), |B|) ^
+// crc0(B); elsewhere a table.
 #pragma once
 
 #include <cstddef>

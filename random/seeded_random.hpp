@@ -62,7 +62,7 @@ class splitmix64 {
       has_spare_ = false;
       return spare_;
     }
-    const double u1 = static_cast<double>((next() >> 11) + 1) * 0x1.0p-53;  // (0, 1]: log is finite
+    const double u1 = static_cast<double>((next() >> 11) + 1) * 0x1.0p-53;  // (0, 1]
     const double u2 = uniform();
     const double radius = std::sqrt(-2.0 * std::log(u1));
     const double angle = 6.283185307179586476925 * u2;
