@@ -14,15 +14,14 @@
 namespace ap {
 
 // A receive in flight as its inbox or barrier keeps it (Note [receive handles]). The inbox (or barrier) fills
-// the handle's state itself, in the order it handles arrivals, expiries and withdrawals, so a receive is
-// answered once and a withdrawn one never. Inboxes and barriers are local to their rank's process (only the
-// endpoints of other ranks may be remote), so a slot travels as a pointer.
+// the handle's state itself, so a receive is answered once and a withdrawn one never. Inboxes and barriers are
+// local to their rank's process, so a slot travels as a pointer.
 struct receive_slot {
-  std::string where;  // "communicator of rank 1: no forward tensor from rank 0", for its failures
+  std::string where;  // names it in failures
   std::chrono::milliseconds timeout;
   receive_slot(std::string w, std::chrono::milliseconds t) : where(std::move(w)), timeout(t) {}
   virtual ~receive_slot() = default;
-  virtual void deliver(caf::message& m) = 0;  // the arrival (or the barrier's round) that answers it
+  virtual void deliver(caf::message& m) = 0;
   virtual void fail(std::exception_ptr e) = 0;
   void expire(const std::string& detail) {
     fail(std::make_exception_ptr(timeout_error(where + " within " + std::to_string(timeout.count()) + " ms" +
@@ -37,13 +36,12 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ap::slot_ptr)
 
 namespace ap {
 
-// The receives of one communicator at one inbox or barrier that are not answered yet. One functor, attached
-// to that actor when the communicator is made (while it lives, so its exit is never missed), fails them all
-// when it goes; a receive asked of it afterwards fails at once.
+// The unanswered receives of one communicator at one inbox or barrier. A functor attached to that actor fails
+// them all when it exits; a receive asked afterwards fails at once.
 struct pending_receives {
   std::mutex mutex;
-  std::vector<std::weak_ptr<receive_slot>> slots;  // owned by their handles (and the actor while it waits)
-  std::string gone;                                // why the actor is gone; empty while it lives
+  std::vector<std::weak_ptr<receive_slot>> slots;  // owned by their handles
+  std::string gone;                                // empty while the actor lives
 
   void add(const slot_ptr& s) {
     std::string why;
@@ -76,10 +74,8 @@ const char* kind_name(int k) {
   return k == forward_kind ? "forward tensor" : k == backward_kind ? "backward tensor" : "tensor";
 }
 
-// A receive answered as a T from the inbox's stored Reply (forward_task, backward_task or tensor_message),
-// moved out of it without a copy, or from the barrier's round. Its handle's state lives inside it, and the
-// handle owns it through that state: a slot whose take was never handled (its inbox gone) stays alive for
-// the functor that fails it.
+// A receive answered as a T moved out of the inbox's stored Reply, or from the barrier's round. The handle owns
+// the slot through its state, so a slot whose take was never handled stays alive for the functor that fails it.
 template <class T, class Reply>
 struct slot_for final : receive_slot {
   typename receive_handle<T>::state state;
@@ -103,7 +99,7 @@ std::pair<slot_ptr, std::shared_ptr<typename receive_handle<T>::state>> make_slo
   return {std::move(slot), std::move(state)};
 }
 
-// ---- inbox -------------------------------------------------------------------------------------------
+// ---- inbox
 
 struct waiter {
   std::uint64_t id;
@@ -166,7 +162,7 @@ caf::behavior inbox(caf::stateful_actor<inbox_state>* self) {
   };
 }
 
-// ---- barrier -----------------------------------------------------------------------------------------
+// ---- barrier
 
 struct barrier_state {
   std::vector<waiter> arrived;  // this round's ranks, each with its receive
@@ -208,8 +204,7 @@ caf::behavior barrier(caf::stateful_actor<barrier_state>* self, int world_size, 
   };
 }
 
-// Asks `target` to withdraw a receive; true when it acknowledged doing so. A target that does not answer in
-// `limit` (or is gone) withdrew nothing: the handle then gets its answer from the target (or its exit).
+// Asks `target` to withdraw a receive; true when acknowledged. A target silent past `limit` withdrew nothing.
 template <class... Ts>
 bool withdraw(caf::actor_system& system, const caf::actor& target, std::chrono::milliseconds limit, Ts... xs) {
   caf::scoped_actor self{system};
@@ -222,14 +217,13 @@ bool withdraw(caf::actor_system& system, const caf::actor& target, std::chrono::
 // Fails the receives of `pending` when `target` exits (Note [receive handles]).
 void watch(const caf::actor& target, const std::shared_ptr<pending_receives>& pending, const char* what) {
   if (!target) return;
-  // No reason in the text: an exiting actor's reason is not safe to render from here (a scoped_actor's was
-  // already gone when its attachables ran).
+  // No reason in the text: an exiting actor's reason is not safe to render from here.
   const std::string why = std::string("its ") + what + " is gone";
   target->attach_functor([pending, why] { pending->fail_all(why); });
 }
 
-// How long past its timeout a blocking receive waits for its inbox or barrier to answer before withdrawing
-// itself: they answer by themselves at the timeout, so only an actor starved of CPU this long is given up on.
+// How long past its timeout a blocking receive waits before withdrawing itself; inboxes and barriers answer at
+// the timeout, so only an actor starved of CPU this long is given up on.
 constexpr std::chrono::seconds answer_grace{30};
 
 }  // namespace
@@ -239,7 +233,7 @@ caf::actor spawn_barrier(caf::actor_system& system, int world_size, std::chrono:
   return system.spawn(barrier, world_size, timeout);
 }
 
-// ---- actor_communicator ------------------------------------------------------------------------------
+// ---- actor_communicator
 
 actor_communicator::actor_communicator(caf::actor_system& system, int rank, std::vector<caf::actor> endpoints,
                                        caf::actor barrier, std::chrono::milliseconds timeout)
@@ -293,10 +287,9 @@ void actor_communicator::send(tensor&& t, int destination) {
   caf::anon_send(endpoints_[static_cast<std::size_t>(destination)], tensor_message{rank_, std::move(t)});
 }
 
-// Note [typed replies]: the inbox keeps each arrival as the message it came in (a forward_task, backward_task
-// or tensor_message); the receive's slot takes it as that concrete type by mutable reference, so the tensor is
-// moved out without a copy. The take is sent from the calling thread, so the inbox sees it before any cancel()
-// of the same handle.
+// Note [typed replies]: the inbox keeps each arrival as the message it came in; the receive's slot takes it as
+// that concrete type by mutable reference, so the tensor is moved out without a copy. The take is sent from the
+// calling thread, so the inbox sees it before any cancel() of the same handle.
 template <class T, class Reply>
 receive_handle<T> actor_communicator::take_async(int k, int source) {
   const caf::actor& inbox = endpoints_[static_cast<std::size_t>(rank_)];
@@ -316,12 +309,12 @@ receive_handle<T> actor_communicator::take_async(int k, int source) {
 template <class T>
 T actor_communicator::answer(receive_handle<T>& handle, const std::string& what) {
   if (auto value = handle.wait_for(timeout_ + answer_grace)) return std::move(*value);
-  // The inbox (or barrier) answered neither the tensor nor its own expiry: starved of CPU. Withdraw the
-  // receive, acknowledged, so the tensor cannot be handed to it once this call has given up.
+  // Neither the tensor nor the expiry came: starved of CPU. Withdraw, acknowledged, so the tensor cannot be handed
+  // to this receive once the call has given up.
   if (handle.cancel())
     throw timeout_error("communicator of rank " + std::to_string(rank_) + ": " + what + " within " +
                         std::to_string(timeout_.count()) + " ms (its inbox did not answer)");
-  return handle.wait();  // answered after all: the tensor, or its failure
+  return handle.wait();
 }
 
 receive_handle<forward_task> actor_communicator::receive_forward_async(int source) {
@@ -378,7 +371,7 @@ void actor_communicator::barrier() {
   answer(handle, "barrier not reached");
 }
 
-// ---- local_world -------------------------------------------------------------------------------------
+// ---- local_world
 
 local_world::local_world(caf::actor_system& system, int world_size, std::chrono::milliseconds timeout) {
   if (world_size <= 0) throw std::invalid_argument("local_world: world size must be positive, got " +

@@ -1,6 +1,5 @@
-// The communicator over CAF actors: each rank has an endpoint actor that receives its tensors. In one
-// process endpoints are local actors; across processes they are remote actor handles (CAF's network
-// transparency), and this same class serves both.
+// The communicator over CAF actors: each rank has an endpoint actor that receives its tensors, local or remote
+// alike.
 #pragma once
 
 #include <atomic>
@@ -19,8 +18,8 @@ struct pending_receives;  // a communicator's unanswered receives at one actor (
 
 class actor_communicator final : public communicator {
  public:
-  // endpoints[r] receives everything sent to rank r. A rank whose endpoint is an inbox (below) can also
-  // receive(); a stage's endpoint is its retriever, which takes tasks in schedule order instead.
+  // endpoints[r] receives everything sent to rank r. A rank whose endpoint is an inbox can also receive(); a
+  // stage's endpoint is its retriever.
   actor_communicator(caf::actor_system& system, int rank, std::vector<caf::actor> endpoints, caf::actor barrier,
                      std::chrono::milliseconds timeout = default_timeout);
   ~actor_communicator() override;
@@ -46,7 +45,7 @@ class actor_communicator final : public communicator {
  private:
   void check_open(const char* operation) const;
   void check_rank(int r, const char* operation) const;
-  // Asks this rank's inbox for the next Reply from `source`, answered as a T; defined (and only used) in the .cpp.
+  // Asks this rank's inbox for the next Reply from `source`, answered as a T; defined in the .cpp.
   template <class T, class Reply>
   receive_handle<T> take_async(int kind, int source);
   // A handle's answer, waiting no longer than the timeout and a grace (Note [receive handles]).

@@ -1,6 +1,5 @@
-// The coordinator: splits a batch into microbatches, feeds the first stage, computes each microbatch's
-// loss and gradient as soon as the last stage returns its output, and commits the step only when every
-// stage has finished its actions (then every stage applies its optimizer; otherwise none does).
+// The coordinator: splits a batch into microbatches, feeds the first stage, computes each loss and gradient as
+// the last stage's outputs return, and commits the step only when every stage finished (all apply, or none).
 #include <algorithm>
 #include <memory>
 #include <thread>
@@ -23,8 +22,7 @@ struct coordinator_state {
   coordinator_config config;
   std::unique_ptr<actor_communicator> comm;
   std::unique_ptr<loss> loss_fn;
-  std::unique_ptr<activation_outbox> outbox;  // on config.links, where the stages run on nodes
-  // The step in flight.
+  std::unique_ptr<activation_outbox> outbox;
   std::uint64_t step = 0;  // meaningful while active
   bool active = false;
   caf::typed_response_promise<step_result> promise;
@@ -32,25 +30,25 @@ struct coordinator_state {
   std::vector<int> first_sample;
   std::size_t batch_size = 0;
   double loss_sum = 0.0;
-  std::vector<float> microbatch_losses;  // each microbatch's mean loss, for the trainer's divergence check
-  std::vector<tensor> gradients;  // per microbatch, held until all are in when config.whole_batch_backward
-  double step_begin_us = 0.0;     // steady clock when the step began (Note [events from nodes])
-  std::vector<stage_event> node_events;  // this step's, on our clock, until every stage is done
+  std::vector<float> microbatch_losses;
+  std::vector<tensor> gradients;  // held for config.whole_batch_backward
+  double step_begin_us = 0.0;  // Note [events from nodes]
+  std::vector<stage_event> node_events;  // this step's, on our clock
   int outputs = 0, stages_done = 0, stages_applied = 0;
   std::vector<int> peak_stash;
   std::vector<std::uint64_t> peak_stash_bytes;
-  std::vector<bool> applied;  // per stage: confirmed the optimizer step
+  std::vector<bool> applied;
   bool applying = false;      // apply requests are out
   bool norming = false;       // gradient norm requests are out (Note [global gradient clipping])
   bool tying = false;         // tied gradients are being swapped (Note [tied gradients across stages])
-  std::vector<named_tensors> tied;  // per tie: the owner's and the copy's gradient, as they come in
-  std::size_t tied_pending = 0;     // answers still out
-  std::vector<double> norms;  // per stage; -1 until it answers
+  std::vector<named_tensors> tied;
+  std::size_t tied_pending = 0;
+  std::vector<double> norms;  // per stage; -1 until answered
   std::chrono::steady_clock::time_point apply_since;
-  bool timer_armed = false;   // Note [one timer per retriever], for the apply confirmations
+  bool timer_armed = false;  // Note [one timer per retriever]
   bool broken = false;  // a stage actor died: no further step can run
   std::string broken_reason;
-  error_code broken_code = error_code::none;  // why (lost_node: a node's connection was lost)
+  error_code broken_code = error_code::none;
   static inline const char* name = "coordinator";
 };
 
@@ -60,14 +58,9 @@ double steady_now_us() {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Note [events from nodes]: a stage on a node records into its own event log and sends the step's events with
-// stage_done (batched once a step, off the compute path: the retriever drains them when its last action is
-// done), stamped with the node's steady clock. Here they become our clock: minus the node's offset, estimated
-// at set-up from the best of 5 round trips (node.hpp, estimate_clock_offset). Each step checks the estimate
-// against its own round trip: the node's events must lie between the step's begin and this stage_done's
-// arrival. An event outside moves the offset by the excess (a clock that drifted, or a set-up round trip that
-// was unlucky), so the events stay in causal order. They then enter the pipeline's log as if recorded here:
-// busy time, the stage log, the trace and the timeline cover every stage on every node.
+// Note [events from nodes]: a node's stage sends its step's events with stage_done on the node's steady clock.
+// They move to our clock by the node's offset (estimate_clock_offset), corrected by any excess outside the step's
+// begin and stage_done's arrival, and then enter the pipeline's log as if recorded here.
 void take_node_events(coordinator_state& st, stage_done& d) {
   const auto s = static_cast<std::size_t>(d.stage);
   if (!st.config.log || d.events.empty() || s >= st.config.clock_offset_us.size()) return;
@@ -75,17 +68,17 @@ void take_node_events(coordinator_state& st, stage_done& d) {
   const double arrived = steady_now_us();
   double earliest = d.events.front().time_us, latest = earliest;
   for (const auto& e : d.events) earliest = std::min(earliest, e.time_us), latest = std::max(latest, e.time_us);
-  if (latest - offset > arrived) offset += latest - offset - arrived;               // after its own report: too early a clock
-  else if (earliest - offset < st.step_begin_us) offset -= st.step_begin_us - (earliest - offset);  // before the step
+  if (latest - offset > arrived) offset += latest - offset - arrived;  // too early a clock
+  else if (earliest - offset < st.step_begin_us) offset -= st.step_begin_us - (earliest - offset);  // too late a clock
   const double to_log = st.config.log->epoch_us();
   for (auto& e : d.events) {
-    if (e.step != st.step) continue;  // left over from an aborted step
+    if (e.step != st.step) continue;  // an aborted step's
     e.time_us = e.time_us - offset - to_log;
     st.node_events.push_back(e);
   }
 }
 
-// Once every stage is done: the nodes' events in time order, so the stage log reads as one walkthrough.
+// Once every stage is done: the nodes' events in time order.
 void log_node_events(coordinator_state& st) {
   std::stable_sort(st.node_events.begin(), st.node_events.end(),
                    [](const stage_event& a, const stage_event& b) { return a.time_us < b.time_us; });
@@ -102,8 +95,7 @@ void finish(coordinator_self self, step_result r) {
   st.promise.deliver(std::move(r));
 }
 
-// The step fails: every stage drops it (caches, gradients, queued tasks), nothing is applied. `code` is what
-// decides (Note [errors as codes]), `what` is for people.
+// The step fails: every stage drops it, nothing is applied. `code` decides (Note [errors as codes]).
 void fail(coordinator_self self, error_code code, const std::string& what) {
   auto& st = self->state;
   if (!st.active) return;
@@ -112,10 +104,8 @@ void fail(coordinator_self self, error_code code, const std::string& what) {
   finish(self, failed_step(code, "step " + std::to_string(st.step) + ": " + what));
 }
 
-// Other stages may have applied this step already: no later step may run on mixed weights.
-// Its code is `collective` when the stage's optimizer step failed in a collective (a data-parallel peer
-// abandoned the step: the cause is elsewhere), `lost_node` or `lost_peer` when a node was lost in it (recovery
-// restores every stage from its snapshot, so mixed weights do not survive it), else `broken`.
+// Other stages may have applied this step: no later step may run on mixed weights. The code is `collective` for
+// a peer's abandoned step, `lost_node`/`lost_peer` for a lost node (recovery restores all), else `broken`.
 void apply_failed(coordinator_self self, std::size_t stage, std::uint64_t step, const std::string& why, error_code cause) {
   auto& s = self->state;
   if (!s.broken) {
@@ -134,9 +124,8 @@ void arm_timer(coordinator_self self, std::chrono::steady_clock::duration after)
                      timeout_atom::value, std::uint64_t{0}, self->state.step);
 }
 
-// The requests carry no timeout of their own: a CAF 0.17 request timeout stays in the actor clock for the
-// whole timeout even when answered (four a step piled up, see Note [one timer per retriever]); one timer
-// checks them all.
+// One timer checks all requests: a CAF 0.17 request timeout stays in the actor clock even when answered
+// (Note [one timer per retriever]).
 void apply(coordinator_self self, float clip_factor) {
   auto& st = self->state;
   const std::uint64_t step = st.step;
@@ -160,9 +149,8 @@ void apply(coordinator_self self, float clip_factor) {
             [=](caf::error& e) { apply_failed(self, i, step, coded_error_string(e), code_in(e)); });
 }
 
-// With clip_grad_norm, every stage first sends its sum of squares (after its data-parallel reductions); the coordinator
-// adds them in stage order and every stage applies with the same factor (Note [global gradient clipping]). Nothing is
-// applied before every norm is in, so a failure here fails the step cleanly.
+// With clip_grad_norm every stage sends its sum of squares; all apply with the same factor
+// (Note [global gradient clipping]). Nothing is applied before every norm is in.
 void commit(coordinator_self self) {
   auto& st = self->state;
   if (st.config.clip_grad_norm <= 0.0f) return apply(self, 1.0f);
@@ -196,11 +184,9 @@ void commit(coordinator_self self) {
             });
 }
 
-// Note [tied gradients across stages]: when a tie's two copies are on different stages (a GPT's embedding on the
-// first, its tied LM head on the last), the coordinator asks both for their gradient once every stage has
-// finished its actions (after the replicas' reductions), then sends each the other's to add (transposed) before
-// the norm and the optimizer step. A stage refusing or not answering within the timeout fails the step with
-// nothing applied. The step's cost is the two gradients' round trips through this actor, V x D floats each.
+// Note [tied gradients across stages]: when a tie's two copies are on different stages (GPT embedding and LM
+// head), the coordinator gathers both gradients after every stage's actions and sends each the other's to add
+// before the norm and optimizer step. A refusal or timeout fails the step.
 void swap_tied(coordinator_self self) {
   auto& st = self->state;
   if (st.config.ties.empty()) return commit(self);
@@ -248,9 +234,8 @@ void swap_tied(coordinator_self self) {
   }
 }
 
-// "stage 1 on node 127.0.0.1:4242 is gone (...)": which stage a stopped actor belonged to, where it ran, and
-// why it stopped. A lost connection looks the same to CAF for a killed node and a stopped (SIGSTOP) or frozen
-// one, whose heartbeats stopped: a probe of the node's port tells them apart (network/port_probe.hpp).
+// "stage 1 on node 127.0.0.1:4242 is gone (...)". A port probe tells a killed node from a frozen one
+// (network/port_probe.hpp).
 std::string describe_stopped(const coordinator_config& c, const caf::down_msg& m) {
   std::string who = "a stage actor", place;
   for (std::size_t s = 0; s < c.retrievers.size(); ++s)
@@ -264,9 +249,7 @@ std::string describe_stopped(const coordinator_config& c, const caf::down_msg& m
   port_state port = port_state::unknown;
   if (place.rfind("node ", 0) == 0) try {
       const node_address a = parse_node_address(place.substr(5));
-      // A killed process's sockets close one by one as it exits, and the lost connection can be seen before
-      // its listening socket is gone (a probe then connects, or hangs): a refusal settles it at once, anything
-      // else is asked again, up to three times 250 ms apart, and the last answer counts.
+      // The listening socket may outlive the lost connection: a refusal settles it, else ask up to three times.
       for (int attempt = 0; attempt < 3; ++attempt) {
         if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(250));
         port = probe_port(a.host, a.port, std::chrono::milliseconds(300));
@@ -277,8 +260,7 @@ std::string describe_stopped(const coordinator_config& c, const caf::down_msg& m
   return who + lost_connection_text(port, reason);
 }
 
-// A stage actor that stopped because its node's connection was lost (killed, or silent past the heartbeat
-// timeout) is a lost node, the one failure --restart-on-failure waits out (Note [recovery]); any other stop is not.
+// A stage stopped by a lost node connection is a lost node (Note [recovery]); any other stop is not.
 error_code stopped_code(const caf::down_msg& m) {
   return m.reason == caf::exit_reason::remote_link_unreachable ? error_code::lost_node : error_code::internal;
 }
@@ -328,7 +310,7 @@ coordinator_actor::behavior_type coordinator(coordinator_self self, coordinator_
         st.step = step;
         st.step_begin_us = steady_now_us();
         st.active = true;
-        // Every token of a sequence; a data-parallel replica's share counts the whole batch (Note [loss scaling]).
+        // A replica's share counts the whole batch (Note [loss scaling]).
         st.batch_size = batch.batch_rows > 0 ? static_cast<std::size_t>(batch.batch_rows) : st.loss_fn->batch_rows(labels);
         st.norming = st.tying = false;
         st.loss_sum = 0.0;
@@ -339,8 +321,8 @@ coordinator_actor::behavior_type coordinator(coordinator_self self, coordinator_
         st.peak_stash_bytes.assign(static_cast<std::size_t>(st.config.stages), 0);
         st.labels.clear();
         st.first_sample.clear();
-        // Note [enqueue before begin]: the first stage receives all its microbatches before the step
-        // begins, so its queue holds them all when it starts (--stage-log: "Current Queue: Forward microbatch 1,2,3,4").
+        // Note [enqueue before begin]: the first stage gets all its microbatches before the step begins, so its queue
+        // holds them all from the start.
         const int first_stage = stage_of_chunk(0, st.config.stages);
         for (std::size_t i = 0; i < split.size(); ++i) {
           const auto& r = split[i];
@@ -358,14 +340,14 @@ coordinator_actor::behavior_type coordinator(coordinator_self self, coordinator_
         for (auto& r : st.config.retrievers) self->send(r, begin_atom::value, step);
         return st.promise;
       },
-      [=](forward_task& out) {  // a microbatch's output: its loss and gradient, at once
+      [=](forward_task& out) {  // a microbatch's output
         auto& st = self->state;
         if (!st.active || out.step != st.step) return;
         const auto mb = static_cast<std::size_t>(out.microbatch);
-        // On CAF's scheduler thread, so on one intra-op thread (Note [serial actor threads]).
+        // On CAF's scheduler thread: one intra-op thread (Note [serial actor threads]).
         try {
           const int last = st.config.total_chunks - 1;
-          if (st.config.stage_loss) {  // the stage sent the loss and kept the gradient (Note [loss in the last stage])
+          if (st.config.stage_loss) {  // Note [loss in the last stage]
             if (out.data.size() != 1) throw std::logic_error("the last stage sent " + shape_string(out.data) + ", not a loss");
             const float share = out.data.data()[0];
             st.loss_sum += share;
@@ -380,8 +362,7 @@ coordinator_actor::behavior_type coordinator(coordinator_self self, coordinator_
           st.microbatch_losses.at(mb) = share * static_cast<float>(st.batch_size) / output_rows;
           ++st.outputs;
           if (st.config.whole_batch_backward) {
-            // "when the coordinator has computed the Loss for every microbatch", one gradient of the whole batch (the
-            // microbatches' rows in batch order) starts the backward (Note [sync-backward]).
+            // One gradient of the whole batch starts the backward (Note [sync-backward]).
             st.gradients.at(mb) = std::move(grad);
             if (st.outputs < static_cast<int>(st.gradients.size())) return;
             std::vector<const tensor*> parts;

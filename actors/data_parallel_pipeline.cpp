@@ -19,9 +19,8 @@ namespace ap {
 
 namespace {
 
-// The first layers of `model`, up to the first that fixes a width: all that check_input reads. A whole copy, only
-// to check inputs, held a second copy of every weight and gradient (Note [one copy of the gradients] in
-// pipeline.cpp).
+// The first layers of `model`, up to the first that fixes a width: all check_input reads, without a second copy
+// of every weight (Note [one copy of the gradients]).
 sequential input_layers(const sequential& model) {
   for (std::size_t i = 0; i < model.size(); ++i)
     if (model.at(i).in_features() || model.at(i).out_features()) return model.slice(0, i + 1);
@@ -69,19 +68,17 @@ data_parallel_pipeline::data_parallel_pipeline(const sequential& model, const pi
   }
 }
 
-// Note [data-parallel nodes]: replica d's stage s runs on node (d * stages + s) % nodes (its own list rotated),
-// so replicas spread over the nodes before sharing one. Every stage of every replica opens one network_group
-// endpoint (our ring or gloo: Note [collective backends]) per tensor-parallel rank on its node; once every replica
-// is placed, each replica connects its stages' groups, all replicas at once (a group's connect waits for its
-// peers). With more replicas than nodes, a stage's replicas share nodes: theirs reduce through shared memory
-// first (Note [hierarchical collectives] in collective/hierarchical_group.hpp).
+// Note [data-parallel nodes]: replica d's stage s runs on node (d * stages + s) % nodes, spreading replicas over
+// the nodes. Each stage opens a group endpoint per tensor-parallel rank (Note [collective backends]); once all
+// replicas are placed they connect together (a connect waits for its peers). Replicas sharing a node reduce
+// through shared memory first (Note [hierarchical collectives]).
 void data_parallel_pipeline::place_on_nodes(const sequential& model, const pipeline_options& options, int D) {
   const std::size_t N = options.nodes.size();
   const int T = std::max(1, options.tensor_parallel);
   std::vector<std::string> hosts;
   for (const std::string& n : options.nodes) hosts.push_back(parse_node_address(n).host);
   const std::vector<node_slot> slots = node_slots(D, options.stages, T, hosts);  // Note [cores on nodes]
-  // Per stage, each replica's place among those whose stage runs on the same node (the same address).
+  // Per stage, each replica's place among those on the same node.
   std::vector<std::vector<colocated_rank>> places;
   for (int s = 0; s < options.stages; ++s) {
     std::vector<std::string> nodes;
@@ -138,7 +135,7 @@ std::vector<compute_cores> data_parallel_pipeline::cores() const {
 }
 
 data_parallel_pipeline::~data_parallel_pipeline() {
-  replicas_.clear();  // the stages first: they hold members of the groups
+  replicas_.clear();  // the stages hold group members
 }
 
 float data_parallel_pipeline::train_step(const tensor& inputs, const tensor& labels, std::uint64_t step) {
@@ -150,7 +147,7 @@ float data_parallel_pipeline::train_step(const tensor& inputs, const tensor& lab
   if (samples < D)
     throw pipeline_error("step " + std::to_string(step) + ": a batch of " + std::to_string(samples) +
                          " samples cannot feed " + std::to_string(D) + " data-parallel replicas", error_code::bad_input);
-  try {  // checked here, before any replica starts: one refusing alone would leave the others waiting
+  try {  // before any replica starts: one refusing would leave the others waiting
     model_.check_input(inputs);
   } catch (const std::invalid_argument& e) {
     throw pipeline_error("step " + std::to_string(step) + ": inputs: " + e.what(), error_code::bad_input);
@@ -181,8 +178,7 @@ float data_parallel_pipeline::run_replicas(const tensor& inputs, const tensor& l
       }
     });
   for (auto& t : threads) t.join();
-  // The cause, not a replica that saw it through a data-parallel group (a peer that abandoned the step or
-  // whose process is gone: Note [data-parallel stage], Note [the cause, not a peer's view]).
+  // The cause, not a replica that saw it through a group (Note [the cause, not a peer's view]).
   if (const int cause = first_cause(errors); cause >= 0) {
     const failure f = failure_of(errors[static_cast<std::size_t>(cause)]);
     throw pipeline_error(f.what + (D > 1 ? " (data-parallel replica " + std::to_string(cause) + ")" : ""), f.code);
@@ -192,16 +188,9 @@ float data_parallel_pipeline::run_replicas(const tensor& inputs, const tensor& l
   return total;
 }
 
-// Note [recovery with replicas]: Note [recovery] (actors/recovery.hpp) for D replicas on nodes. The replicas
-// cannot recover one by one: their stages meet in data-parallel rings, so a node lost by one replica fails the
-// step in all of them (the cause named, Note [the cause, not a peer's view]). Here, then, not in each replica
-// (their own restart_on_failure is 0), the same recovery with every replica at once: a snapshot of every
-// replica's stages before the first step and after every snapshot_every-th, and the batches since; on a lost node
-// every replica's stages are stopped and placed again on the same addresses (retried until restart_wait), the
-// rings connected anew, every replica loads its snapshot and the recorded steps are replayed through all replicas
-// with their step numbers, then the failed step runs again. The replicas' steps are deterministic as a
-// pipeline's are (and the rings sum in a fixed order), so the run ends with the parameters of an uninterrupted
-// one (tested with D = 2 and a node killed mid-run).
+// Note [recovery with replicas]: Note [recovery] for D replicas on nodes. A lost node fails the step in every
+// replica (their stages meet in rings), so recovery runs here for all at once: every stage placed again, rings
+// reconnected, snapshots loaded, recorded steps replayed. Rings sum in a fixed order, so results stay exact.
 void data_parallel_pipeline::make_recovery(const pipeline_options& options, int data_parallel) {
   recovery_settings settings;
   settings.restarts = options.nodes.empty() ? 0 : options.restart_on_failure;
@@ -220,7 +209,7 @@ void data_parallel_pipeline::make_recovery(const pipeline_options& options, int 
   actions.release_setup_weights = [this] {
     for (auto& r : replicas_) r->release_setup_weights();
   };
-  // A node lost again while the groups connect (stopped, cut): every replica is placed again, within the wait.
+  // A node lost while the groups connect: every replica is placed again, within the wait.
   actions.restart = [this](std::string why, std::chrono::milliseconds wait) {
     const auto deadline = std::chrono::steady_clock::now() + wait;
     for (;;) {
@@ -253,8 +242,8 @@ void data_parallel_pipeline::save_checkpoint(const std::string& path, const trai
 
 training_state data_parallel_pipeline::load_checkpoint(const std::string& path) {
   training_state state;
-  for (auto& r : replicas_) state = r->load_checkpoint(path);  // the file is checked before the first changes
-  recovery_->loaded();  // the next step snapshots the loaded state (Note [recovery with replicas])
+  for (auto& r : replicas_) state = r->load_checkpoint(path);
+  recovery_->loaded();  // Note [recovery with replicas]
   return state;
 }
 

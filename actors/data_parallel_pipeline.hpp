@@ -1,5 +1,5 @@
-// Data parallelism composed with the pipeline (the data x pipeline mesh in one process): D replicas of the whole
-// pipeline, each on its share of every batch, whose stages all-reduce their gradients across the replicas.
+// Data parallelism composed with the pipeline: D replicas of the whole pipeline, each on its share of every
+// batch, whose stages all-reduce their gradients across the replicas.
 #pragma once
 
 #include <memory>
@@ -14,21 +14,14 @@ namespace ap {
 
 class recovery;  // actors/recovery.hpp
 
-// Note [data-parallel pipeline]: replica d trains on the rows shard_rows(batch, D, d) of every batch, split
-// into its own microbatches, with the whole batch's loss rows and global sample indices (Note [data-parallel
-// stage] in stage/stage_compute.hpp), so the replicas' gradient sums are the whole batch's: the result
-// equals one process training on the whole batch (tested within 1e-5 for every schedule and with tensor-
-// parallel stages). Stage s's rank r of every replica forms one data-parallel group (local_group). Clipping
-// uses every stage's norm after the reductions, so every replica finds the same factor. A failed step fails
-// in every replica with nothing applied, and leaves this pipeline spent (its groups aborted): later steps
-// are refused; resume from a checkpoint (on nodes with restart_on_failure, a lost node is recovered from
-// instead: Note [recovery with replicas] in data_parallel_pipeline.cpp). Checkpoints, gathered weights and
-// predictions come from replica 0 (every replica holds the same weights); a loaded checkpoint goes to every
-// replica.
+// Note [data-parallel pipeline]: replica d trains on rows shard_rows(batch, D, d) scaled as the whole batch
+// (Note [data-parallel stage]), so the result equals one process on the whole batch. Stage s's rank r of every
+// replica forms one group; clipping uses post-reduction norms. A failed step fails everywhere with nothing
+// applied and leaves this pipeline spent (Note [recovery with replicas] on nodes). Replica 0 answers queries.
 class data_parallel_pipeline final : public step_runner {
  public:
-  // `options` describes one replica (stages, T, schedule, nodes...); throws std::invalid_argument for D < 1
-  // or whatever one replica refuses, pipeline_error when the nodes' groups cannot connect.
+  // `options` describes one replica; throws std::invalid_argument for D < 1 or what one replica refuses,
+  // pipeline_error when the nodes' groups cannot connect.
   data_parallel_pipeline(const sequential& model, const pipeline_options& options, int data_parallel);
   ~data_parallel_pipeline() override;
 
@@ -39,26 +32,25 @@ class data_parallel_pipeline final : public step_runner {
   std::vector<float> last_microbatch_losses() const override;
 
   int replicas() const { return static_cast<int>(replicas_.size()); }
-  // Replica 0, for what describes the run: its plan, chunk ranges, events and busy times (which only replica
-  // 0 reports), gathered model.
+  // Replica 0, which describes the run (plan, chunk ranges, events, busy times, gathered model).
   pipeline& first() { return *replicas_.front(); }
-  // Every replica's stages' ranks' threads and cores, replica after replica (Note [cores per rank]).
+  // Every replica's ranks' cores, replica after replica (Note [cores per rank]).
   std::vector<compute_cores> cores() const;
-  int restarts() const;  // lost nodes recovered from (Note [recovery with replicas])
+  int restarts() const;
 
  private:
   void place_on_nodes(const sequential& model, const pipeline_options& options, int data_parallel);
-  void connect_groups();  // every replica's stages' data-parallel rings, on nodes
+  void connect_groups();  // on nodes
   float run_replicas(const tensor& inputs, const tensor& labels, std::uint64_t step);  // throws pipeline_error
   void make_recovery(const pipeline_options& options, int data_parallel);
 
   std::vector<std::unique_ptr<local_group>> groups_;  // stage s, rank r at s * T + r
   std::vector<std::unique_ptr<pipeline>> replicas_;
   std::unique_ptr<loss> loss_;
-  sequential model_;           // checks inputs before any replica starts: the model's first layers only
-  std::string spent_;          // why no further step can run; empty while it can
+  sequential model_;           // first layers only, to check inputs
+  std::string spent_;          // empty while usable
   // Note [recovery with replicas]
-  std::vector<std::vector<stage_state>> snapshot_;  // per replica, the last the recovery took
+  std::vector<std::vector<stage_state>> snapshot_;  // per replica
   std::unique_ptr<recovery> recovery_;
 };
 

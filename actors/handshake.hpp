@@ -1,12 +1,6 @@
-// The handshake between a coordinator and a node, before any stage is placed. Both sides must speak the
-// same wire protocol version, store floats little-endian (tensors travel as raw bytes, network/wire_format.hpp)
-// and register the same message types under the same names. A mismatch is refused on both sides with a
-// text saying what differs. Each side also names the layer kinds it can build (layer_registry.hpp): they
-// may differ, but a model using a kind a node lacks is refused before any stage is placed
-// (layer_kinds_lacking), naming the kind and the node.
-//
-// On the wire: (hello_atom, version, little_endian, message type names, layer kinds) and the same back. It
-// uses only CAF built-in types, so it is understood even by a peer whose registered types differ.
+// The handshake between a coordinator and a node: both must speak the same protocol version, be little-endian
+// and register the same message types, else both refuse saying what differs. A model using a layer kind a node
+// lacks is refused (layer_kinds_lacking). Uses CAF built-in types only, so any peer understands it.
 #pragma once
 
 #include <cstdint>
@@ -17,10 +11,8 @@
 
 namespace ap {
 
-// Bump whenever a message type, its fields or the protocol between coordinator and node changes (what each
-// version changed is in git's history of this line). 18: a stage's options say whether it divides rows (Note
-// [sequence parallelism]). 19: plain TCP (--insecure) carries every byte, on data links and under CAF's messages,
-// in checked records with a CRC32C (Note [checked records]).
+// Bump whenever a message type, its fields or the protocol between coordinator and node changes (git's history
+// of this line says what each version changed).
 inline constexpr std::uint32_t wire_protocol_version = 19;
 
 using hello_atom = caf::atom_constant<caf::atom("hello")>;
@@ -37,8 +29,8 @@ bool host_is_little_endian();
 // This process's side, with `version` (the node command can claim another one, for tests).
 handshake local_handshake(std::uint32_t version = wire_protocol_version);
 
-// Empty when `mine` and `theirs` can talk; otherwise what differs, with `me` and `them` naming the sides:
-// "protocol version mismatch: the coordinator speaks version 1, node 127.0.0.1:4242 version 2".
+// Empty when `mine` and `theirs` can talk; otherwise what differs, e.g. "protocol version mismatch: the
+// coordinator speaks version 1, node 127.0.0.1:4242 version 2".
 std::string handshake_mismatch(const handshake& mine, const handshake& theirs, const std::string& me,
                                const std::string& them);
 

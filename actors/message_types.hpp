@@ -1,5 +1,5 @@
-// Every message type that may cross a process boundary, registered under the same name on every side
-// (CAF 0.17: a type the receiver has not registered arrives as an empty message, toolchain notes).
+// Every message type that may cross a process boundary, registered under the same name on every side (CAF 0.17
+// delivers an unregistered type as an empty message).
 #pragma once
 
 #include <string>

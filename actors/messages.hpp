@@ -1,7 +1,5 @@
-// Every message between the actors, and how each crosses a process boundary (all are registered for the
-// network, actors/message_types.cpp). Tensors are serialised as one raw block, so they cross a network
-// quickly (network/wire_format.hpp, toolchain notes). Each message is a struct whose fields say what they
-// are; a bare int never means different things to different actors.
+// Every message between the actors, each registered for the network (actors/message_types.cpp). Tensors
+// travel as one raw block (network/wire_format.hpp).
 #pragma once
 
 #include <cstdint>
@@ -30,15 +28,13 @@ struct run_forward {
   forward_task task;
 };
 
-// retriever -> processor: run the backward that consumes `task`, as `kind`: a full backward (B) or an
-// input-gradient backward (I, which leaves the cache for its W).
+// retriever -> processor: run the backward of `task` as `kind`: full (B) or input-gradient (I, keeps the cache for W).
 struct run_backward {
   op kind = op::backward;
   backward_task task;
 };
 
-// retriever -> processor: run the weight-gradient backward (W) of (microbatch, chunk); it needs no tensor,
-// its I left the cache.
+// retriever -> processor: run the weight-gradient backward (W) of (microbatch, chunk).
 struct run_weight {
   std::uint64_t step = 0;
   int microbatch = 0;
@@ -61,24 +57,22 @@ struct deliver_backward {
   backward_task task;
 };
 
-// processor -> retriever: it finished a task, with the stage's peak stash so far and, if the task failed, why
-// (code_of the exception the task threw, Note [errors as codes]).
+// processor -> retriever: a task finished, with the stage's peak stash, and on failure its code.
 struct task_done {
   std::uint64_t step = 0;
   int peak_stash = 0;
   std::string error;
-  std::uint64_t peak_stash_bytes = 0;  // the activation bytes behind peak_stash (stage_rank::peak_stashed_bytes)
+  std::uint64_t peak_stash_bytes = 0;
   error_code code = error_code::none;
 };
 
-// The facade asks the coordinator to train one batch.
+// The facade: train one batch.
 struct train_batch {
   std::uint64_t step = 0;
   tensor inputs;  // (samples, features)
   tensor labels;  // (samples) class indices, or (samples, outputs) regression targets
-  // A replica's share of a larger batch: the index of its first sample in the
-  // whole batch (dropout masks follow global sample indices) and the loss rows of the whole batch (Note
-  // [loss scaling]); batch_rows 0: these labels' own (Note [data-parallel stage]).
+  // A replica's share of a larger batch: its first sample's global index (dropout masks follow it) and the whole
+  // batch's rows (Note [loss scaling]); batch_rows 0: these labels' own.
   std::int64_t first_sample = 0;
   std::int64_t batch_rows = 0;
 };
@@ -90,25 +84,24 @@ struct gradient_norm {
   error_code code = error_code::none;
 };
 
-// A tensor sent with communicator::send (no pipeline meaning): who sent it, and the tensor.
+// A tensor sent with communicator::send (no pipeline meaning).
 struct tensor_message {
   int source = 0;
   tensor data;
 };
 
-// Every stage reports the end of its action list for a step: it has run all its actions.
+// A stage finished its action list for the step.
 struct stage_done {
   int stage = 0;
   std::uint64_t step = 0;
-  int peak_stash = 0;  // the most activations this stage held at once during the step
-  std::uint64_t peak_stash_bytes = 0;  // the most bytes of them at once
-  // A stage on a node sends its step's events here, times on the node's steady clock (microseconds since its epoch);
-  // empty for a stage in the coordinator's process (it records directly) (Note [events from nodes]).
+  int peak_stash = 0;  // the most activations held at once in the step
+  std::uint64_t peak_stash_bytes = 0;  // their bytes
+  // A node's stage sends its step's events, in microseconds on the node's steady clock; empty in-process
+  // (Note [events from nodes]).
   std::vector<stage_event> events{};
 };
 
-// A stage could not run an action: which stage, which action, and why (the text names shapes and layers; the
-// code is what decides, Note [errors as codes]).
+// A stage could not run an action: which stage, which action, and why (Note [errors as codes]).
 struct stage_failed {
   int stage = 0;
   std::uint64_t step = 0;
@@ -122,9 +115,9 @@ struct step_result {
   float loss = 0.0f;
   std::string error;
   std::vector<int> peak_stash;  // per stage
-  std::vector<float> microbatch_losses{};  // each microbatch's mean loss (Note [divergence] names the largest)
+  std::vector<float> microbatch_losses{};  // each microbatch's mean loss (Note [divergence])
   std::vector<std::uint64_t> peak_stash_bytes{};  // per stage
-  error_code code = error_code::none;  // why it failed (Note [errors as codes]); none when ok
+  error_code code = error_code::none;  // Note [errors as codes]; none when ok
 };
 
 // A failed step: its code and its text.
@@ -135,14 +128,13 @@ inline step_result failed_step(error_code code, std::string what) {
   return r;
 }
 
-// A refusal between actors as a caf::error that keeps its code: the text is the context's first element (what
-// error_text reads), the code its second.
+// A caf::error keeping its code: context element 0 is the text, element 1 the code.
 inline caf::error coded_error(error_code code, const std::string& text) {
   return caf::make_error(caf::sec::runtime_error, text, static_cast<std::uint8_t>(code));
 }
 // The code of a coded_error; internal for any other caf::error.
 inline error_code code_in(const caf::error& e) {
-  if (!e) return error_code::internal;  // no error: CAF 0.17 gives it no context to read
+  if (!e) return error_code::internal;  // CAF 0.17 gives no error a context
   const caf::message& context = e.context();
   if (context.size() == 2 && context.match_element<std::string>(0) && context.match_element<std::uint8_t>(1)) {
     const auto number = context.get_as<std::uint8_t>(1);
@@ -150,7 +142,7 @@ inline error_code code_in(const caf::error& e) {
   }
   return error_code::internal;
 }
-// How CAF prints a coded_error without its code (as the plain runtime_error it carries); any other as CAF does.
+// Prints a coded_error as its text; any other as CAF does.
 inline std::string coded_error_string(const caf::error& e) {
   if (!e) return caf::to_string(e);
   const caf::message& context = e.context();
@@ -159,26 +151,26 @@ inline std::string coded_error_string(const caf::error& e) {
   return caf::to_string(e);
 }
 
-using clock_atom = caf::atom_constant<caf::atom("clock")>;      // coordinator -> node: its steady clock, in us
-using machine_atom = caf::atom_constant<caf::atom("machine")>;  // coordinator -> node: its cores, its fixed threads
-using echo_atom = caf::atom_constant<caf::atom("echo")>;        // coordinator -> node: the tensor_message back
-using link_echo_atom = caf::atom_constant<caf::atom("linkecho")>;  // coordinator -> node: a data link's port that echoes
-// Every step number is a std::uint64_t, from train_step through every message to the layers' forward_context.
-using begin_atom = caf::atom_constant<caf::atom("begin")>;      // coordinator -> retriever: step starts
-using abort_atom = caf::atom_constant<caf::atom("abort")>;      // coordinator -> stage: drop the step
-using apply_atom = caf::atom_constant<caf::atom("apply")>;      // coordinator -> processor: optimizer step
-using norm_atom = caf::atom_constant<caf::atom("norm")>;        // coordinator -> processor: its gradient_norm
-using tied_atom = caf::atom_constant<caf::atom("tied")>;        // coordinator -> processor: a tied weight's gradient
-using ring_atom = caf::atom_constant<caf::atom("ring")>;        // -> processor: its data-parallel endpoints / connect them
-using params_atom = caf::atom_constant<caf::atom("params")>;    // -> processor: its parameters
-using take_atom = caf::atom_constant<caf::atom("take")>;        // receiver -> inbox: next tensor
-using expire_atom = caf::atom_constant<caf::atom("expire")>;    // inbox -> itself, -> a receive: it timed out
+using clock_atom = caf::atom_constant<caf::atom("clock")>;  // -> node
+using machine_atom = caf::atom_constant<caf::atom("machine")>;  // -> node
+using echo_atom = caf::atom_constant<caf::atom("echo")>;  // -> node
+using link_echo_atom = caf::atom_constant<caf::atom("linkecho")>;  // -> node
+// Step numbers are std::uint64_t everywhere.
+using begin_atom = caf::atom_constant<caf::atom("begin")>;    
+using abort_atom = caf::atom_constant<caf::atom("abort")>;    
+using apply_atom = caf::atom_constant<caf::atom("apply")>;    
+using norm_atom = caf::atom_constant<caf::atom("norm")>;      
+using tied_atom = caf::atom_constant<caf::atom("tied")>;      
+using ring_atom = caf::atom_constant<caf::atom("ring")>;  // -> processor: its group endpoints / connect them
+using params_atom = caf::atom_constant<caf::atom("params")>;  
+using take_atom = caf::atom_constant<caf::atom("take")>;      
+using expire_atom = caf::atom_constant<caf::atom("expire")>;  // inbox -> itself, a receive: timed out
 using withdraw_atom = caf::atom_constant<caf::atom("withdraw")>;  // receiver -> inbox, barrier: cancel a receive
-using barrier_atom = caf::atom_constant<caf::atom("barrier")>;  // rank -> barrier actor
+using barrier_atom = caf::atom_constant<caf::atom("barrier")>;
 using timeout_atom = caf::atom_constant<caf::atom("timeout")>;  // retriever, coordinator -> itself: check a wait
-using ok_atom = caf::atom_constant<caf::atom("ok")>;            // an acknowledgement
+using ok_atom = caf::atom_constant<caf::atom("ok")>;
 
-// Serialisation: see network/wire_format.hpp. Other inspectors (to_string) print the shape, not the payload.
+// Serialisation: network/wire_format.hpp. Other inspectors (to_string) print the shape, not the payload.
 template <class Inspector, class Task>
 typename Inspector::result_type inspect_task(Inspector& f, Task& x, const char* name) {
   if constexpr (is_wire_inspector<Inspector>::value) {
@@ -194,7 +186,7 @@ typename Inspector::result_type inspect_task(Inspector& f, Task& x, const char* 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, forward_task& x) {
   if constexpr (is_wire_inspector<Inspector>::value) {
-    // The labels first, so the activation's bytes stay the message's last block (one raw block, read in place).
+    // Labels first, so the activation stays the last raw block (read in place).
     return caf::error::eval([&] { return f(x.batch_rows); }, [&] { return wire_tensor(f, x.labels); },
                             [&] { return inspect_task(f, x, "forward_task"); });
   } else {
@@ -230,7 +222,7 @@ typename Inspector::result_type inspect(Inspector& f, train_batch& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, gradient_norm& x) {
-  if constexpr (is_wire_inspector<Inspector>::value) {  // the code as its number; printed, its name
+  if constexpr (is_wire_inspector<Inspector>::value) {  // wire: the code's number; printed: its name
     return f(caf::meta::type_name("gradient_norm"), x.square_sum, x.error, x.code);
   } else {
     std::string code = error_code_name(x.code);
@@ -252,7 +244,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, stage_event& x) {
   if constexpr (is_wire_inspector<Inspector>::value) {
     return f(caf::meta::type_name("stage_event"), x.time_us, x.stage, x.kind, x.task, x.step, x.microbatch, x.chunk);
-  } else {  // printed: the op as its letter, as actions print
+  } else {  // printed: the op's letter
     std::string what = std::string(1, op_letter(x.task)) + (x.kind == event_kind::arrive  ? " arrive"
                                                             : x.kind == event_kind::start ? " start"
                                                                                           : " finish");
@@ -265,7 +257,7 @@ typename Inspector::result_type inspect(Inspector& f, stage_done& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, stage_failed& x) {
-  if constexpr (is_wire_inspector<Inspector>::value) {  // the code as its number; printed, its name
+  if constexpr (is_wire_inspector<Inspector>::value) {
     return f(caf::meta::type_name("stage_failed"), x.stage, x.step, x.what, x.code);
   } else {
     std::string code = error_code_name(x.code);
@@ -274,7 +266,7 @@ typename Inspector::result_type inspect(Inspector& f, stage_failed& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_result& x) {
-  if constexpr (is_wire_inspector<Inspector>::value) {  // the code as its number; printed, its name
+  if constexpr (is_wire_inspector<Inspector>::value) {
     return f(caf::meta::type_name("step_result"), x.ok, x.loss, x.error, x.peak_stash, x.microbatch_losses,
              x.peak_stash_bytes, x.code);
   } else {
@@ -284,15 +276,15 @@ typename Inspector::result_type inspect(Inspector& f, step_result& x) {
   }
 }
 
-// The answer to (load_atom, stage_state): an empty `error` when the stage loaded it; otherwise the stage
-// changed nothing and the text names the stage and the tensor (missing, unexpected or mis-shaped).
+// Answer to (load_atom, stage_state): empty `error` when loaded; otherwise nothing changed and the text names
+// the stage and tensor.
 struct stage_state_loaded {
   int stage = 0;
   std::string error;
 };
 
-using state_atom = caf::atom_constant<caf::atom("state")>;  // -> processor: its stage_state
-using load_atom = caf::atom_constant<caf::atom("load")>;    // -> processor: replace its state
+using state_atom = caf::atom_constant<caf::atom("state")>;
+using load_atom = caf::atom_constant<caf::atom("load")>;  
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, stage_state& x) {
@@ -335,7 +327,7 @@ typename Inspector::result_type inspect(Inspector& f, deliver_backward& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, task_done& x) {
-  if constexpr (is_wire_inspector<Inspector>::value) {  // the code as its number; printed, its name
+  if constexpr (is_wire_inspector<Inspector>::value) {
     return f(caf::meta::type_name("task_done"), x.step, x.peak_stash, x.error, x.peak_stash_bytes, x.code);
   } else {
     std::string code = error_code_name(x.code);
@@ -343,18 +335,17 @@ typename Inspector::result_type inspect(Inspector& f, task_done& x) {
   }
 }
 
-// The wire form of a stage_setup (actors/stage_spawner.hpp), coordinator -> node: layers as spec texts plus
-// their weights, so a node needs no training config, and the stage's options and place as they are (Note [stage
-// options]). The node answers with the stage's retriever, processor and sender.
+// The wire form of a stage_setup, coordinator -> node: layers as spec texts plus weights, and the stage's options
+// (Note [stage options]). The node answers with the stage's retriever, processor and sender.
 struct stage_spec {
   int stage = 0;
   int stages = 1;
   int total_chunks = 1;
   std::vector<int> chunk_ids;
-  std::vector<std::vector<std::string>> layer_specs;  // per chunk: every layer's spec() text
-  std::vector<std::uint64_t> first_layer;              // per chunk: global index of its first layer
-  named_tensors weights;                               // every parameter of every chunk, by global name
-  std::uint8_t recompute = 0;   // recompute_mode code of the layers: Note [recomputation] in model/block.hpp
+  std::vector<std::vector<std::string>> layer_specs;  // per chunk: each layer's spec() text
+  std::vector<std::uint64_t> first_layer;  // per chunk: its first layer's global index
+  named_tensors weights;  // by global name
+  std::uint8_t recompute = 0;  // Note [recomputation]
   std::vector<action> actions;  // this stage's row of the schedule
   stage_options options;
   stage_place place;
@@ -371,8 +362,7 @@ typename Inspector::result_type inspect(Inspector& f, action& x) {
   }
 }
 
-// The one inspect of each part of a stage's settings (Note [stage options]). Enums travel as their codes, which
-// stage_setup_from_spec checks; printed, by name (these to_string).
+// The one inspect of each part of a stage's settings (Note [stage options]); enums travel as codes.
 inline std::string to_string(dtype x) { return dtype_name(x); }
 inline std::string to_string(collective_backend x) { return collective_backend_name(x); }
 template <class Inspector>

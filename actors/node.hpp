@@ -1,23 +1,12 @@
-// A node: the actor a worker process (`actorpipe node`) publishes. It hosts pipeline stages for a
-// coordinator: the same retriever, processor and sender as in one process (stage_spawner.hpp), spawned
-// here from a stage_spec, and used by the coordinator and the other nodes through remote handles exactly
-// like local ones (CAF's network transparency). The protocol, in this order:
-//
-//   (hello_atom, version, little_endian, type names, layer kinds) -> the node's own, or an error saying what differs
-//   (peers_atom, ["host:port", ...], timeout_ms)      -> ok_atom once connected to each of them
-//   stage_spec                                        -> (retriever, processor, sender, link port) of the stage
-//   machine_atom                                      -> (its machine's cores, its --threads or 0)
-//   (echo_atom, tensor_message)                       -> the same tensor_message (Note [auto on nodes])
-//   (link_echo_atom, host, timeout_ms)                -> the port of a data link on host that echoes frames (the same)
-//   quit_atom                                         -> stops every stage, then the node
-//
-// The node monitors whoever placed a stage (the pipeline's owner actor) and stops that owner's stages when
-// it goes, so a coordinator that exits or dies leaves nothing running; the node itself lives on.
+// A node: the actor a worker process (`actorpipe node`) publishes. It hosts pipeline stages spawned from a
+// stage_spec, used through remote handles like local ones. The protocol, in order: hello_atom (handshake),
+// peers_atom (connect to peers), stage_spec (-> the stage's actors and link port), machine_atom (-> cores,
+// --threads), echo_atom and link_echo_atom (Note [auto on nodes]), quit_atom. It stops a placer's stages when the
+// placer goes, so a dead coordinator leaves nothing running; the node lives on.
 
-// Note [direct routes between nodes]: stage s on node A sends to stage s+1 on node B through a handle A
-// learns from the coordinator. Unless A and B are connected, CAF 0.17 routes those messages through the
-// coordinator's process (an indirect route): twice the traffic, and the coordinator's death would cut
-// nodes apart. So before placing stages the coordinator tells node i to connect to the nodes before it.
+// Note [direct routes between nodes]: unconnected nodes' messages would route through the coordinator's process
+// (CAF 0.17): twice the traffic, and its death would cut them apart. So node i first connects to the nodes
+// before it.
 #pragma once
 
 #include <chrono>
@@ -40,39 +29,33 @@ using quit_atom = caf::atom_constant<caf::atom("quit")>;
 
 
 // Note [heartbeats]: CAF 0.17 sends none by default, so a peer that stops answering without closing its
-// connection (a frozen process, a pulled cable) would go unnoticed. A process that dies closes its
-// sockets and is noticed at once (down_msg within ~1 ms); heartbeats cover the rest: one per second, and
-// a connection silent for 5 s is closed, which is a down_msg for every actor behind it.
+// connection would go unnoticed. One heartbeat a second; a connection silent for 5 s is closed.
 inline constexpr std::chrono::seconds heartbeat_interval{1};
 inline constexpr std::chrono::seconds connection_timeout{5};
 
-// Loads the middleman, registers every message type (message_types.hpp) and turns heartbeats on. Call before
-// the actor_system is built, in coordinators and nodes alike; then start a guarded_transport
-// (network/guarded_transport.hpp: mutual TLS or plain TCP) in the system, through which connect_node and the
-// node connect and listen.
+// Loads the middleman, registers every message type and turns heartbeats on; call before the actor_system is
+// built, then start a guarded_transport.
 void enable_network(caf::actor_system_config& config);
 
 struct node_options {
-  std::uint32_t protocol_version = wire_protocol_version;  // another one only to test the refusal
-  std::function<void(const std::string&)> log;             // one line per event; may be empty
-  int threads = 0;  // intra-op threads of every rank it hosts (Note [cores on nodes]); 0: as the coordinator asks
+  std::uint32_t protocol_version = wire_protocol_version;  // tests only
+  std::function<void(const std::string&)> log;  // may be empty
+  int threads = 0;  // Note [cores on nodes]; 0: as asked
 };
 caf::actor spawn_node(caf::actor_system& system, node_options options);
 
 // ---- the coordinator's side --------------------------------------------------------------------------
-// Blocking calls on `self` (the pipeline's owner actor, which nodes monitor). Every wait is bounded by
-// `timeout`; a failure throws std::runtime_error naming the node's address and what went wrong.
+// Blocking calls on `self` (the pipeline's owner actor), each bounded by `timeout`; a failure throws
+// std::runtime_error naming the node.
 
-// Connects and runs the handshake; returns the node actor, and the layer kinds the node can build in
-// `node_layer_kinds` when given.
+// Connects and runs the handshake; returns the node actor and, when given, its buildable layer kinds.
 caf::actor connect_node(caf::scoped_actor& self, const node_address& address, std::chrono::milliseconds timeout,
                         std::vector<std::string>* node_layer_kinds = nullptr);
 // Has `node` connect to `peers` (Note [direct routes between nodes]).
 void connect_peers(caf::scoped_actor& self, const caf::actor& node, const node_address& address,
                    const std::vector<node_address>& peers, std::chrono::milliseconds timeout);
-// The node's steady clock minus ours, estimated from `rounds` round trips
-// (clock_atom): offset = node's reading - the midpoint of our send and receive, from the round trip that took
-// least; the true offset lies within +-bound_us of it (half that round trip) (Note [events from nodes]).
+// The node's steady clock minus ours from the fastest of `rounds` round trips, true within +-bound_us
+// (Note [events from nodes]).
 struct clock_offset {
   double offset_us = 0.0, bound_us = 0.0;
 };
@@ -82,10 +65,7 @@ clock_offset estimate_clock_offset(caf::scoped_actor& self, const caf::actor& no
 stage_actors place_stage(caf::scoped_actor& self, const caf::actor& node, const node_address& address, stage_spec spec,
                          std::chrono::milliseconds timeout);
 
-// What a failed wait on a node means, and how long it really waited: "no answer within 30000 ms (waited 30.0 s)"
-// when our limit passed; "no answer: the connection timed out after 1.4 s, before the limit of 30000 ms" when
-// CAF's middleman gave up first on a silent peer (its own connection timeout, shorter than ours); else the
-// error in words. `waited_s`: seconds since the request was sent.
+// A failed wait on a node in words, telling our limit from CAF's shorter connection timeout.
 std::string wait_failure_text(const caf::error& e, std::chrono::milliseconds timeout, double waited_s);
 // The same for a request sent at `sent`.
 std::string wait_failure(const caf::error& e, std::chrono::milliseconds timeout,

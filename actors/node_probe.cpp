@@ -61,9 +61,8 @@ network_line line_through(double at_small, double at_large) {
   return line;
 }
 
-// The fastest time from offering `bytes` where they lie to the echo's answer, less `tiny` (half a round trip of
-// one byte: the offer's way there): when the echo copied them, the seconds until a tensor offered between two
-// processes of one machine is in its receiver's memory; nothing when it did not.
+// The fastest time from offering `bytes` in place to the echo's answer, less `tiny` (the offer's one-way time):
+// the time until a tensor offered on one machine is in its receiver's memory; nothing when the echo did not copy.
 std::optional<double> copy_one_way_s(data_link& link, const memory_token& token, std::uint64_t bytes, double tiny,
                                      std::chrono::milliseconds timeout) {
   const std::vector<char> frame(static_cast<std::size_t>(std::clamp<std::uint64_t>(bytes, 1, link_echo_max_bytes)), 0);
@@ -73,9 +72,8 @@ std::optional<double> copy_one_way_s(data_link& link, const memory_token& token,
   return std::max(0.0, 2.0 * half - tiny);
 }
 
-// The lines of a data link to `node`, which opens one that echoes (link_echo_atom): through its socket, and (where
-// the link's ends have one address and the node may read this process's memory) by one copy out of the sender's
-// memory (Note [one copy on one machine]).
+// The lines of an echoing data link to `node`: through its socket, and where possible by one copy out of the
+// sender's memory (Note [one copy on one machine]).
 std::pair<network_line, std::optional<network_line>> link_lines(caf::scoped_actor& self, const caf::actor& node,
                                                                 const node_address& address,
                                                                 const std::shared_ptr<tls_context>& tls,
@@ -89,7 +87,7 @@ std::pair<network_line, std::optional<network_line>> link_lines(caf::scoped_acto
   try {
     const auto link = connect_link(address.host, port, tls, link_echo_hello, std::chrono::steady_clock::now() + timeout);
     memory_token token{};
-    link->read(token.data(), token.size(), timeout, nullptr);  // the echo's, as an inbox gives one
+    link->read(token.data(), token.size(), timeout, nullptr);
     const network_line line = line_through(link_one_way_s(*link, small, timeout), link_one_way_s(*link, large, timeout));
     std::optional<network_line> copies;
     if (link->same_host()) {
@@ -98,7 +96,7 @@ std::pair<network_line, std::optional<network_line>> link_lines(caf::scoped_acto
       const std::optional<double> at_large = at_small ? copy_one_way_s(*link, token, large, tiny, timeout) : std::nullopt;
       if (at_large) copies = line_through(*at_small, *at_large);
     }
-    const std::uint64_t done = 0;  // the echo's end
+    const std::uint64_t done = 0;
     link->write(&done, sizeof done, timeout, nullptr);
     return {line, copies};
   } catch (const link_error& e) {

@@ -1,5 +1,5 @@
-// The pipeline facade: a Sequential split into stages of CAF actors,
-// trained one batch at a time by train_step, with exactly the gradients of single-process training.
+// The pipeline facade: a Sequential split into stages of CAF actors, trained one batch at a time by train_step
+// with exactly the gradients of single-process training.
 #pragma once
 
 #include <chrono>
@@ -26,54 +26,43 @@ namespace ap {
 
 struct stage_state;  // stage/stage_state.hpp
 
-// The stages' part (optimizer, timeout, compute dtype, tensor-parallel degree, threads, data-parallel replica)
-// is stage_options, each stage's as it is (Note [stage options] in actors/stage_options.hpp); the rest is the
-// pipeline's own.
+// The stages' part is stage_options (Note [stage options]); the rest is the pipeline's own.
 struct pipeline_options : stage_options {
   int stages = 2;
   int microbatches = 4;
-  int chunks_per_stage = 1;         // v > 1 for interleaved schedules
-  std::string schedule = "gpipe";   // gpipe, 1f1b, interleaved, zb-h1, sync-backward
-  std::optional<ap::schedule> custom_schedule;  // a given schedule (train --schedule-file), instead of generating `schedule`
+  int chunks_per_stage = 1;       
+  std::string schedule = "gpipe"; 
+  std::optional<ap::schedule> custom_schedule;  // train --schedule-file; replaces `schedule`
   std::string loss = "cross_entropy";
-  std::vector<std::size_t> layers_per_chunk;  // explicit partition, one count per chunk; empty: uniform in whole blocks (plan/partition.hpp)
-  std::chrono::milliseconds step_timeout{600000};    // last resort for a whole step
-  // Busy time is always summed; the events themselves are kept only with record_events (tests, benchmarks that read
-  // them) and handed to on_event as they come (stage log, trace) (Note [bounded event log]).
+  std::vector<std::size_t> layers_per_chunk;  // one count per chunk; empty: uniform (plan/partition.hpp)
+  std::chrono::milliseconds step_timeout{600000};  
+  // Busy time is always summed; events are kept only with record_events (Note [bounded event log]).
   bool record_events = false;
-  event_log::sink on_event;         // may be empty; called from the stages' threads, one event at a time
-  // "host:port" of `actorpipe node` processes: stage s runs on node s % size (actors/node.hpp). Empty: every
-  // stage in this process. Stages on nodes send their events with each step's end (Note [events from nodes]).
+  event_log::sink on_event;  // may be empty; called from the stages' threads
+  // "host:port" of `actorpipe node` processes: stage s runs on node s % size. Empty: all stages in this process
+  // (Note [events from nodes]).
   std::vector<std::string> nodes;
-  // `cores`, if given, is the assignment of this process's cores itself (stage s, rank r
-  // at s * T + r), as data_parallel_pipeline hands each replica its share of the cores (Note [cores per rank]).
+  // If given, this process's cores per stage s, rank r at s * T + r (Note [cores per rank]).
   std::vector<compute_cores> cores;
-  // Each stage's slot among its machine's ranks (set by data_parallel_pipeline for its
-  // replicas); empty: this pipeline's stages alone (Note [cores on nodes]).
+  // Each stage's slot among its machine's ranks; empty: this pipeline's stages alone (Note [cores on nodes]).
   std::vector<node_slot> node_slots;
   float clip_grad_norm = 0.0f;  // over every stage; 0: no clipping (Note [global gradient clipping])
-  // Set by data_parallel_pipeline for each of its replicas: per stage, per tensor-parallel rank, this replica's member
-  // of the stage's data-parallel group (Note [data-parallel stage]). Empty: one replica.
+  // Per stage and tensor-parallel rank, this replica's data-parallel group member (Note [data-parallel stage]).
   std::vector<std::vector<std::shared_ptr<process_group>>> data_parallel_members;
-  // With nodes, per stage, this replica's place among the replicas whose stage shares its node (the placement's key:
-  // data_parallel_key); empty: every replica's stage on a node of its own (Note [hierarchical collectives]).
+  // With nodes, per stage, this replica's place among those sharing its node (Note [hierarchical collectives]).
   std::vector<colocated_rank> data_parallel_places;
-  transport_security security;  // how to reach the nodes: mutual TLS files, or insecure (Note [mutual TLS])
-  // Note [recovery] (actors/recovery.hpp): with nodes, how many times a step that lost a node waits (up to
-  // restart_wait) for it or a replacement at the same address, restores every stage from the last snapshot and
-  // goes on. 0: fail at once.
+  transport_security security;  // Note [mutual TLS]
+  // With nodes, how many times a step that lost a node waits for it and replays from the last snapshot
+  // (Note [recovery]). 0: fail at once.
   int restart_on_failure = 0;
-  // Set by data_parallel_pipeline when it recovers its replicas (restart_on_failure
-  // 0 here): their setups keep their weights, to place the stages again before the first snapshot, until it
-  // calls release_setup_weights (Note [recovery with replicas]).
+  // Set for data_parallel_pipeline's replicas (Note [recovery with replicas]).
   bool recovered_by_owner = false;
   std::chrono::milliseconds restart_wait{60000};
-  int snapshot_every = 10;  // steps between in-memory snapshots of every stage's state (Note [recovery])
-  std::function<void(const std::string&)> log;  // one line per recovery event; may be empty
+  int snapshot_every = 10;  // Note [recovery]
+  std::function<void(const std::string&)> log;  // may be empty
 };
 
-// A failed train step: the text names the stage, the action and microbatch, and the shapes or layer; code()
-// says what kind of failure it is (Note [errors as codes] in failure/error.hpp).
+// A failed train step: the text names stage, action and microbatch; code() the kind (Note [errors as codes]).
 class pipeline_error : public std::runtime_error, public error {
  public:
   explicit pipeline_error(const std::string& what, error_code code = error_code::internal)
@@ -82,72 +71,53 @@ class pipeline_error : public std::runtime_error, public error {
 
 class pipeline final : public step_runner {
  public:
-  // Throws std::invalid_argument for an impossible configuration (more chunks than layers, zero stages or
-  // microbatches, an invalid schedule), naming what is wrong.
+  // Throws std::invalid_argument for an impossible configuration, naming what is wrong.
   pipeline(const sequential& model, const pipeline_options& options);
   ~pipeline() override;
   pipeline(const pipeline&) = delete;
   pipeline& operator=(const pipeline&) = delete;
 
-  // One optimizer step over the batch; returns the batch's mean loss. On failure throws pipeline_error and
-  // no stage has changed its parameters. Step numbers must increase (dropout masks depend on them). With
-  // restart_on_failure, a lost node is waited for and the step retried (Note [recovery]).
+  // One optimizer step; returns the batch's mean loss. On failure throws pipeline_error and no stage has changed
+  // its parameters. Step numbers must increase (dropout masks depend on them).
   float train_step(const tensor& inputs, const tensor& labels, std::uint64_t step) override;
-  // A data-parallel replica's share of a batch (Note [data-parallel stage]): its first sample's index in the
-  // whole batch and the whole batch's loss rows; returns its share of the whole batch's mean loss.
+  // A data-parallel replica's share of a batch: its first sample's index and the whole batch's rows.
   float train_shard(const tensor& inputs, const tensor& labels, std::uint64_t step, std::int64_t first_sample,
                     std::int64_t batch_rows);
   tensor predict(const tensor& inputs) override;
 
-  // The whole model with every stage's current weights.
   sequential gather_model();
 
-  const ap::schedule& schedule() const;  // what every stage runs, the gradient reductions included
-  // Each stage's ranks' threads and cores, stage s rank r at s * T + r (Note [cores per rank]); empty with nodes.
+  const ap::schedule& schedule() const;  // the gradient reductions included
+  // Stage s rank r at s * T + r (Note [cores per rank]); empty with nodes.
   const std::vector<compute_cores>& cores() const;
   const std::vector<layer_range>& chunk_ranges() const;
-  std::vector<int> last_peak_stash() const;  // per stage, of the last successful step
-  std::vector<std::uint64_t> last_peak_stash_bytes() const;  // the bytes of those activations, per stage
-  std::vector<float> last_microbatch_losses() const override;  // each microbatch's mean loss, last step
+  std::vector<int> last_peak_stash() const;  // per stage, last step
+  std::vector<std::uint64_t> last_peak_stash_bytes() const;  // per stage
+  std::vector<float> last_microbatch_losses() const override;  // last step
   std::vector<stage_event> events() const;   // empty unless options.record_events
-  std::size_t held_events() const;           // events kept in memory now (0 unless options.record_events)
-  // Busy seconds per stage (sum of its tasks' spans) since construction or clear_events; kept without
-  // events, for every stage (a node's stages count from their events sent at each step's end).
+  std::size_t held_events() const;  // 0 unless options.record_events
+  // Busy seconds per stage since construction or clear_events.
   std::vector<double> busy_seconds() const;
-  void clear_events();                       // drops kept events and the busy sums
-  int restarts() const;                      // how many times a lost node was recovered from (Note [recovery])
+  void clear_events();  // also the busy sums
+  int restarts() const;  // Note [recovery]
 
-  // Note [recovery with replicas] (data_parallel_pipeline.cpp): the three parts of a recovery, for a caller that
-  // recovers several pipelines together. Every stage's state (parameters, optimizer state; throws
-  // pipeline_error when a stage is lost or silent); every stage stopped and placed again on the same nodes,
-  // retried until `wait` passes (throws pipeline_error with error_code::lost_node, naming `why` and the wait);
-  // every stage loading `states`, the next step numbered `next_step` (steps from it are replayed).
+  // The three parts of a recovery (Note [recovery with replicas]); each throws pipeline_error for a lost stage.
   std::vector<stage_state> stage_states();
   void restart_stages(const std::string& why, std::chrono::milliseconds wait);
   void load_stage_states(const std::vector<stage_state>& states, std::uint64_t next_step, const std::string& why);
-  // The kept setups let their weights go (Note [weights on demand]); placed again, the stages get zeros, which
-  // load_stage_states then overwrites. For a caller that recovers (options.recovered_by_owner), once it holds a
-  // snapshot.
+  // Frees the kept setups' weights (Note [weights on demand]), once the owner holds a snapshot.
   void release_setup_weights();
 
-  // Every stage's group endpoints (network_group::endpoint: "host:port" for the ring,
-  // gloo's addresses in hex), stage s rank r at s * T + r (Note [data-parallel nodes]).
+  // Every stage's group endpoints, stage s rank r at s * T + r (Note [data-parallel nodes]).
   std::vector<std::string> data_parallel_endpoints();
-  // Connects every stage's endpoints: `addresses[(s * T + r) * replicas + d]` is replica d's endpoint of
-  // stage s rank r. Blocks until every replica has connected (each replica's call runs at once, on its own
-  // thread) or the timeout; throws pipeline_error naming the stage and the peer.
+  // `addresses[(s * T + r) * replicas + d]`: replica d's endpoint of stage s rank r. Blocks until every replica has
+  // connected or the timeout; throws pipeline_error naming stage and peer.
   void connect_data_parallel(const std::vector<std::string>& addresses);
 
-  // Gathers every stage's parameters and optimizer state (Note [stage state] in stage/stage_rank.hpp) into one
-  // checkpoint of the whole model (Note [checkpoint layout]), written atomically. Between steps only.
-  // Throws pipeline_error if a stage does not answer, std::runtime_error if the file cannot be written.
+  // Writes one checkpoint of the whole model atomically, between steps (Note [checkpoint layout]).
   void save_checkpoint(const std::string& path, const training_state& state) override;
-  // Loads a checkpoint of the same model, saved by any number of stages, any schedule or one process: every
-  // stage gets its layers' parameters and optimizer state. The whole file is checked first: a truncated
-  // file, another model, a missing, unexpected or mis-shaped tensor, another optimizer kind are refused with
-  // std::runtime_error naming the file and the tensor, and no stage changes. Returns the saved position;
-  // continue with train_step(state.step, ...) on a pipeline that has not yet passed that step (step numbers
-  // only increase: see train_step).
+  // Loads a checkpoint of any layout, checked whole first; a mismatch throws std::runtime_error naming file and
+  // tensor, and no stage changes. Returns the saved position.
   training_state load_checkpoint(const std::string& path) override;
 
  private:

@@ -1,28 +1,14 @@
-// The actors of a pipeline and what each needs to start. Each actor lives in its own file.
-//
+// The actors of a pipeline and what each needs to start; each actor lives in its own file.
 //   coordinator --forward_task--> stage 0 retriever -> processor -> sender --forward_task--> stage 1 ...
-//   last stage sender --forward_task (output)--> coordinator: loss, gradient --backward_task--> last stage
-//
-// A stage is three actors: the retriever (tasks arrive in its mailbox; it holds them in the stage's task_queue
-// until they are the stage's next scheduled action, Note [mailbox as the queue] in retriever.cpp), the
-// processor (detached: computes exactly one task at a time) and the sender (hands results to the
-// communicator, so compute never waits on delivery).
-//
-// With pipeline_options::nodes a stage's three actors run in an `actorpipe node` process (node.hpp); the
-// coordinator and the other stages hold remote handles and use them exactly like local ones.
+//   last stage sender --output--> coordinator: loss, gradient --backward_task--> last stage
+// A stage is three actors: the retriever (orders tasks, Note [mailbox as the queue]), the processor (detached,
+// one task at a time) and the sender (delivers, so compute never waits on delivery).
 
-// Note [typed stage interfaces]: the retriever, processor, sender and coordinator are caf::typed_actor, each
-// accepting exactly the messages listed in actors/stage_interfaces.hpp; a message a role does not accept, or a
-// request answer of the wrong type, is a compile error. Where handles stay untyped, and why:
-//  - the communicator's endpoints are one std::vector<caf::actor> holding several interfaces;
-//  - CAF 0.17 lets a typed actor send() only to typed handles (static_assert in caf/mixin/sender.hpp), so the
-//    processor answers caf::actor_cast<retriever_actor>(current_sender()), and the retriever the coordinator
-//    likewise: such a cast checks nothing at run time (an unexpected message is dropped, as untyped);
-//  - a node answers a stage_spec with three caf::actor, cast by place_stage: the handshake has already checked
-//    the protocol version and message types (actors/handshake.hpp), and a typed handle would not be checked
-//    either (only remote_actor<T> and remote_spawn<T> compare interfaces, at connect);
-//  - the node itself stays caf::actor: published typed, an untyped remote_actor to it is refused;
-//  - the pipeline's blocking scoped_actor is untyped (demonitor has no typed overload in CAF 0.17).
+// Note [typed stage interfaces]: the retriever, processor, sender and coordinator are caf::typed_actor
+// (actors/stage_interfaces.hpp), so a message a role does not accept is a compile error. Handles stay untyped
+// only where CAF 0.17 forces it: the communicator's mixed endpoints, answers to current_sender() (actor_cast,
+// unchecked), a node and its stage_spec answer (the handshake checked the protocol), and the blocking
+// scoped_actor.
 #pragma once
 
 #include <chrono>
@@ -48,9 +34,8 @@ class network_group;
 // Rank numbering in a pipeline's communicator: stage s is rank s, the coordinator is rank `stages`.
 inline int coordinator_rank(int stages) { return stages; }
 
-// The sender of stage `stage`: builds its communicator from the endpoints it is sent (setup_atom), then
-// delivers deliver_forward and deliver_backward messages.
-// `log` (may be empty) hears when an activation link fails and its tensor goes inside the message instead.
+// The sender of stage `stage`: builds its communicator from setup_atom's endpoints, then delivers. `log` (may be
+// empty) hears when an activation link fails.
 sender_actor spawn_sender(caf::actor_system& system, int stage, std::chrono::milliseconds timeout,
                           std::function<void(const std::string&)> log = {});
 
@@ -60,20 +45,20 @@ struct processor_config {
   int total_chunks = 1;
   sender_actor sender;
   std::shared_ptr<event_log> log;  // may be null
-  dtype transfer_dtype = dtype::float32;  // of activations and gradients sent to other stages (Note [compute dtype])
-  std::vector<std::shared_ptr<network_group>> rings;  // per rank; empty in one process (Note [data-parallel nodes])
-  std::shared_ptr<activation_inbox> inbox;  // on a node; null in one process (Note [activations on data links])
+  dtype transfer_dtype = dtype::float32;  // Note [compute dtype]
+  std::vector<std::shared_ptr<network_group>> rings;  // Note [data-parallel nodes]
+  std::shared_ptr<activation_inbox> inbox;  // null in one process
 };
 processor_actor spawn_processor(caf::actor_system& system, processor_config config,
                                 std::unique_ptr<stage_compute> compute);
 
 struct retriever_config {
   int stage = 0;
-  std::vector<action> actions;  // this stage's row of the schedule
+  std::vector<action> actions;
   processor_actor processor;
-  std::chrono::milliseconds timeout = default_timeout;  // longest wait for a peer's task while the processor is idle
+  std::chrono::milliseconds timeout = default_timeout;  // longest wait for a peer's task while idle
   std::shared_ptr<event_log> log;
-  bool report_events = false;  // send the log's events with stage_done (on a node) (Note [events from nodes])
+  bool report_events = false;  // Note [events from nodes]
 };
 retriever_actor spawn_retriever(caf::actor_system& system, retriever_config config);
 
@@ -93,21 +78,19 @@ struct coordinator_config {
   std::vector<retriever_actor> retrievers;
   std::vector<processor_actor> processors;
   std::chrono::milliseconds timeout = default_timeout;
-  std::vector<std::string> stage_places;  // per stage: "node host:port", or empty in this process (for errors)
-  bool whole_batch_backward = false;  // one gradient for the batch once every loss is in (Note [sync-backward])
-  // Where the events a node's stage sends go, and per stage the node's steady clock minus ours (us; 0 for a stage in
-  // this process) and the bound on that estimate (half the best round trip) (Note [events from nodes]).
+  std::vector<std::string> stage_places;  // per stage, for errors
+  bool whole_batch_backward = false;  // Note [sync-backward]
+  // A node's stage events go here; per stage the node's clock offset (us) and its bound (Note [events from nodes]).
   std::shared_ptr<event_log> log;
   std::vector<double> clock_offset_us, clock_bound_us;
-  float clip_grad_norm = 0.0f;  // > 0 asks every stage its norm before applying (Note [global gradient clipping])
-  // Per stage, its activation link ("host:port"; "" for none, as in one process) (Note [activations on data links]).
-  // The inputs for the first stage and the gradients for the last go on theirs where large enough.
+  float clip_grad_norm = 0.0f;  // Note [global gradient clipping]
+  // Per stage, its activation link ("" for none) (Note [activations on data links]).
   std::vector<std::string> links;
-  std::vector<stage_tie> ties;  // Note [tied gradients across stages] in coordinator.cpp
-  bool stage_loss = false;      // the last stage sends losses, not outputs (Note [loss in the last stage])
+  std::vector<stage_tie> ties;  // Note [tied gradients across stages]
+  bool stage_loss = false;      // Note [loss in the last stage]
 };
-// Answers (train_atom, step, inputs, labels) with a step_result once every stage has applied its
-// optimizer, or with the first failure after every stage has dropped the step.
+// Answers (train_atom, step, inputs, labels) with a step_result once every stage applied, or with the first
+// failure after every stage dropped the step.
 coordinator_actor spawn_coordinator(caf::actor_system& system, coordinator_config config);
 
 }  // namespace ap

@@ -1,5 +1,5 @@
-// The processor of a stage: runs exactly one task at a time (its mailbox holds at most the one the retriever
-// handed over), hands the result to the sender and tells the retriever it is free. Detached: it computes.
+// The processor of a stage: runs one task at a time, hands the result to the sender and tells the retriever it
+// is free. Detached: it computes.
 #include "actors/pipeline_actors.hpp"
 #include "collective/ring_group.hpp"
 #include "tensor/compute.hpp"
@@ -10,21 +10,20 @@ namespace {
 struct processor_state {
   processor_config config;
   std::unique_ptr<stage_compute> compute;
-  std::uint64_t first_live_step = 0;  // tasks of earlier steps are dropped (Note [tasks after an abort])
+  std::uint64_t first_live_step = 0;  // Note [tasks after an abort]
   static inline const char* name = "processor";
 };
 
 using processor_self = processor_actor::stateful_pointer<processor_state>;
 
-// The retriever that handed over the task; a typed actor sends only to typed handles (Note [typed stage interfaces]).
+// The retriever that handed over the task (Note [typed stage interfaces]).
 retriever_actor retriever_of(processor_self self) { return caf::actor_cast<retriever_actor>(self->current_sender()); }
 
 tensor to_transfer_dtype(tensor t, dtype type) { return t.type() == type ? t : t.astype(type); }
 
 // Runs one task: records start and finish, turns an exception into an error text and code for the retriever.
-// Note [tasks after an abort]: the retriever hands over a task and the coordinator sends the abort; the two
-// can reach this mailbox in either order. A task of an aborted step that runs after the abort would leave a
-// stashed activation behind, so it is dropped (the retriever is still told the processor is free).
+// Note [tasks after an abort]: a task and the coordinator's abort can arrive in either order; a task of an
+// aborted step is dropped (it would leave a stashed activation behind), and the retriever still told.
 template <class Work>
 void run_task(processor_self self, op kind, std::uint64_t step, int microbatch, int chunk, Work work) {
   auto& st = self->state;
@@ -46,10 +45,8 @@ void run_task(processor_self self, op kind, std::uint64_t step, int microbatch, 
   self->send(retriever_of(self), std::move(done));
 }
 
-// A task whose tensor came beside its message takes it from the stage's inbox before it starts (waiting, at most the
-// stage's timeout, for bytes still on their way), so the wait is not counted as compute; what goes wrong is thrown
-// again inside the task, which fails with it (Note [activations on data links]). A task of an aborted
-// step is not waited for: it is dropped.
+// A task whose tensor came beside its message takes it from the inbox first, so the wait is not counted as
+// compute (Note [activations on data links]).
 template <class Task>
 std::exception_ptr take_beside(processor_self self, Task& t) {
   auto& st = self->state;
@@ -71,7 +68,7 @@ processor_actor::behavior_type processor(processor_self self, processor_config c
   return {
       [=](begin_atom, std::uint64_t step) {
         self->state.compute->reset_peak();
-        if (self->state.config.inbox) self->state.config.inbox->forget_before(step);  // an aborted step's tensors
+        if (self->state.config.inbox) self->state.config.inbox->forget_before(step);
       },
       [=](run_forward& r) {
         const std::exception_ptr missing = take_beside(self, r.task);
@@ -93,8 +90,7 @@ processor_actor::behavior_type processor(processor_self self, processor_config c
           out.data = st.compute->forward(t.step, t.microbatch, t.chunk, t.first_sample, t.data);
           out.labels = t.labels;
           out.batch_rows = t.batch_rows;
-          // Between stages an activation travels in the compute dtype (bfloat16: half the bytes, and exact, as the next
-          // stage rounds it so); the model's output goes to the loss in float32 (Note [compute dtype]).
+          // Activations travel in the compute dtype, the model's output in float32 (Note [compute dtype]).
           if (next < st.config.total_chunks) out.data = to_transfer_dtype(std::move(out.data), st.config.transfer_dtype);
           self->send(st.config.sender, deliver_forward{destination, std::move(out)});
         });
@@ -107,8 +103,8 @@ processor_actor::behavior_type processor(processor_self self, processor_config c
           auto& st = self->state;
           tensor dx = r.kind == op::backward_input ? st.compute->backward_input(t.microbatch, t.chunk, t.data)
                                                    : st.compute->backward(t.microbatch, t.chunk, t.data);
-          if (t.chunk == 0) return;  // the first chunk's input gradient is not needed by anyone
-          dx = to_transfer_dtype(std::move(dx), st.config.transfer_dtype);  // Note [compute dtype], as activations
+          if (t.chunk == 0) return;  // nobody needs it
+          dx = to_transfer_dtype(std::move(dx), st.config.transfer_dtype);
           const int previous = t.chunk - 1;
           self->send(st.config.sender,
                      deliver_backward{stage_of_chunk(previous, st.config.stages),
@@ -146,7 +142,7 @@ processor_actor::behavior_type processor(processor_self self, processor_config c
         }
         return ok_atom::value;
       },
-      [=](const run_reduce& r) {  // starts the collective and returns (Note [gradient reduction])
+      [=](const run_reduce& r) {  // Note [gradient reduction]
         run_task(self, op::reduce_grad, r.step, all_microbatches, r.chunk,
                  [&] { self->state.compute->reduce_gradients(r.chunk); });
       },
@@ -167,15 +163,14 @@ processor_actor::behavior_type processor(processor_self self, processor_config c
         return self->state.compute->whole_parameters();
       },
       [=](state_atom) -> stage_state { return self->state.compute->export_state(); },
-      // The endpoints of this stage's data-parallel groups, one per tensor-parallel
-      // rank (network_group::endpoint), as text (Note [data-parallel nodes]).
-      [=](ring_atom) -> std::vector<std::string> {  // as text: a vector of strings is a CAF built-in type
+      // This stage's group endpoints, one per tensor-parallel rank (Note [data-parallel nodes]).
+      [=](ring_atom) -> std::vector<std::string> {  // strings: a CAF built-in type
         std::vector<std::string> endpoints;
         for (const auto& r : self->state.config.rings) endpoints.push_back(r->endpoint());
         return endpoints;
       },
-      // ... and their connection: rank r's group gets addresses[r * replicas + d] for replica d. Blocks until
-      // every replica's endpoint answered or the group's timeout passed. Answers "" or why not.
+      // ... and their connection (addresses[r * replicas + d]); blocks until all answered or the timeout. Answers
+      // "" or why not.
       [=](ring_atom, const std::vector<std::string>& addresses) -> std::string {
         auto& rings = self->state.config.rings;
         try {

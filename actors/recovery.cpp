@@ -18,7 +18,7 @@ float recovery::run_step(std::uint64_t step, const tensor& inputs, const tensor&
       loss = attempt();
     } catch (const pipeline_error& e) {
       if (!restart_recovers(e)) throw;
-      recover(e.what());  // throws pipeline_error when no restart is left or the nodes do not come back
+      recover(e.what());  // throws when no restart is left
       continue;
     }
     recorded_.push_back(recovered_step{step, inputs, labels});
@@ -26,7 +26,7 @@ float recovery::run_step(std::uint64_t step, const tensor& inputs, const tensor&
       try {
         take_snapshot();
       } catch (const pipeline_error& e) {  // a node lost between the step and the snapshot
-        recover(e.what());                 // restores the previous snapshot and replays up to this step
+        recover(e.what());               
         take_snapshot();
       }
       snapshot_next_step_ = step + 1;
@@ -59,15 +59,14 @@ void recovery::take_snapshot() {
   recorded_.clear();
 }
 
-// The snapshot before the first step (or after a load). A node lost before it: with no step taken and nothing
-// loaded, placing the stages again from their setups (which keep their weights until now) restores them (a
-// restart like any other); after a load there is nothing to restore from, and the error goes on.
+// The snapshot before the first step (or after a load). A node lost before it is recovered by placing the stages
+// again from their setups, unless a load happened: then the error goes on.
 void recovery::first_snapshot() {
   for (;;) {
     try {
       take_snapshot();
       stages_as_placed_ = false;
-      actions_.release_setup_weights();  // from now on a restart restores the snapshot
+      actions_.release_setup_weights();
       return;
     } catch (const pipeline_error& e) {
       if (!stages_as_placed_ || restarts_done_ >= settings_.restarts) throw;
@@ -88,7 +87,7 @@ void recovery::recover(std::string why) {
     log("recovery " + std::to_string(restarts_done_) + " of " + std::to_string(settings_.restarts) + ": " + why +
         "; waiting up to " + std::to_string(settings_.wait.count()) + " ms for " + settings_.waited);
     const auto t0 = std::chrono::steady_clock::now();
-    actions_.restart(why, settings_.wait);  // the nodes not back in time: the step fails
+    actions_.restart(why, settings_.wait);
     try {
       actions_.restore(recorded_.empty() ? snapshot_next_step_ : recorded_.front().step, why);
       for (const recovered_step& r : recorded_) actions_.replay(r);

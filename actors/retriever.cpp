@@ -1,15 +1,8 @@
-// The retriever of a stage: tasks arrive in its mailbox as typed forward_task and backward_task messages; it
-// takes each at once into the stage's task_queue and hands the processor exactly the schedule's next actions,
-// in order (Note [mailbox as the queue]).
+// The retriever of a stage: queues arriving tasks and hands the processor the schedule's next actions in order.
 
-// Note [mailbox as the queue]: could the mailbox itself be the pending-task queue, a task that is not the
-// schedule's next one answered with caf::skip so that it waits there? No. skip costs O(N) a task, so O(N^2) a step
-// (CAF 0.17.6's mailbox re-offers every skipped message after each message the actor consumes,
-// caf/intrusive/drr_cached_queue.hpp): 2-25x the queue's cost a task from N = 32 tasks on, and the first stage
-// holds all m microbatches at once (Note [enqueue before begin]); `bench_schedules mailbox` measures it
-// (docs/performance.md). It is also less clear (each handler would repeat the "is it next" test and run its
-// arrival code once per offer), and CAF 0.17 offers no documented way to list the skipped messages, which the
-// timeout's text ("N other tasks are queued") and an abort's drop_before read from task_queue.
+// Note [mailbox as the queue]: tasks wait in task_queue, not in the mailbox via caf::skip: CAF 0.17 re-offers
+// every skipped message after each consumed one, O(N^2) a step (docs/performance.md), and cannot list them for
+// the timeout's text and an abort's drop_before.
 #include "actors/pipeline_actors.hpp"
 #include "stage/task_queue.hpp"
 
@@ -19,24 +12,23 @@ namespace {
 struct retriever_state {
   retriever_config config;
   task_queue queue;
-  coordinator_actor coordinator;  // whoever began the step
+  coordinator_actor coordinator;
   std::uint64_t step = 0;
-  bool running = false;        // a step has begun and not finished or failed
-  int in_flight = 0;           // tasks handed to the processor and not done yet (at most max_in_flight)
-  std::size_t cursor = 0;      // index of the next action to dispatch
-  std::uint64_t wait_id = 0;   // identifies the current wait
-  bool waiting = false;        // a timed wait for actions[cursor] is running
-  std::chrono::steady_clock::time_point wait_since;  // when it began
-  bool timer_armed = false;    // a timeout_atom is on its way (Note [one timer per retriever])
+  bool running = false;      
+  int in_flight = 0;           // at most max_in_flight
+  std::size_t cursor = 0;      // next action to dispatch
+  std::uint64_t wait_id = 0; 
+  bool waiting = false;        // for actions[cursor]
+  std::chrono::steady_clock::time_point wait_since;
+  bool timer_armed = false;    // Note [one timer per retriever]
   static inline const char* name = "retriever";
 };
 
 using retriever_self = retriever_actor::stateful_pointer<retriever_state>;
 
-// Note [one action ahead]: the processor still runs one task at a time, but the retriever hands it the next
-// action while the current one runs, so the processor finds it in its mailbox instead of waiting for a
-// wake-up and a round trip through the retriever (~20-40 us a task, measured by `bench_schedules overhead`).
-// A task handed over before an abort is dropped by the processor (Note [tasks after an abort]).
+// Note [one action ahead]: the processor runs one task at a time, but the retriever hands it the next action
+// while the current one runs, saving a wake-up and a round trip per task. A task handed over before an abort is
+// dropped by the processor (Note [tasks after an abort]).
 constexpr int max_in_flight = 2;
 
 // The step's events, on the steady clock, for the coordinator; empty in one process (Note [events from nodes]).
@@ -54,12 +46,9 @@ void fail(retriever_self self, error_code code, std::string what) {
   self->send(st.coordinator, stage_failed{st.config.stage, st.step, std::move(what), code});
 }
 
-// Note [one timer per retriever]: a CAF 0.17 delayed message cannot be cancelled; it stays in the actor
-// clock until it fires, a whole timeout later (30 s by default). One per wait (several a step) piled up tens
-// of thousands of them in a long run, and the clock's small blocks kept the heap from reusing freed
-// activations (~300 KB a step of RSS, `bench_memory soak`). So at most one timer is on its way: a wait that begins
-// while it is out only records its start, and the timer, when it fires early for the current wait, re-arms
-// for the time left.
+// Note [one timer per retriever]: a CAF 0.17 delayed message cannot be cancelled and stays in the actor clock
+// until it fires; one per wait piled up and fragmented the heap in long runs. So at most one timer is out: a wait
+// that begins meanwhile records its start, and a timer firing early for the current wait re-arms for the rest.
 void arm_timer(retriever_self self, std::chrono::steady_clock::duration after) {
   auto& st = self->state;
   st.timer_armed = true;
@@ -67,14 +56,13 @@ void arm_timer(retriever_self self, std::chrono::steady_clock::duration after) {
                      timeout_atom::value, st.wait_id, st.step);
 }
 
-// Sends the processor the next actions whose tasks are here; when it is idle and the next task is missing,
-// starts a timed wait for it.
+// Sends the next actions whose tasks are here; an idle processor missing its next task starts a timed wait.
 void dispatch(retriever_self self) {
   auto& st = self->state;
   while (st.running && st.in_flight < max_in_flight && st.cursor < st.config.actions.size()) {
     const action& a = st.config.actions[st.cursor];
     if (!st.queue.ready(a, st.step)) {
-      if (st.in_flight == 0 && !st.waiting) {  // the wait starts once, when the processor is idle
+      if (st.in_flight == 0 && !st.waiting) {
         st.waiting = true;
         ++st.wait_id;
         st.wait_since = std::chrono::steady_clock::now();
@@ -103,7 +91,7 @@ void dispatch(retriever_self self) {
 template <class Task>
 void arrive(retriever_self self, Task& t, op kind) {
   auto& st = self->state;
-  if (t.step < st.step || (t.step == st.step && !st.running && st.cursor > 0)) return;  // of a finished or aborted step
+  if (t.step < st.step || (t.step == st.step && !st.running && st.cursor > 0)) return;
   if (st.config.log) st.config.log->record(st.config.stage, event_kind::arrive, kind, t.step, t.microbatch, t.chunk);
   st.queue.put(std::move(t));
   dispatch(self);
@@ -116,7 +104,7 @@ retriever_actor::behavior_type retriever(retriever_self self, retriever_config c
       [=](backward_task& t) { arrive(self, t, op::backward); },
       [=](begin_atom, std::uint64_t step) {
         auto& st = self->state;
-        // The coordinator sends begin; a typed actor sends only to typed handles (Note [typed stage interfaces]).
+        // Note [typed stage interfaces]
         st.coordinator = caf::actor_cast<coordinator_actor>(self->current_sender());
         st.step = step;
         st.running = true;

@@ -59,17 +59,10 @@ std::string listen_failure(const std::string& host, int port, const caf::error& 
 
 namespace {
 
-// Note [a node's shutdown]:
-// Once a node has stopped (told to quit, or its rendezvous job is over), its actor system shuts down, and CAF
-// 0.17's shutdown waits for every detached actor's thread, which ends only when nothing holds its actor. A
-// stage's processor (detached: it computes) that is still ending when the system shuts down can be held by
-// then for good (a message of its in a queue that the stopped middleman no longer drains, as far as we could
-// tell), and the wait never ends. It showed when the processor's end took up to 100 ms (its activation inbox
-// joined threads that polled: Note [activations on data links]): a rendezvous node whose job was over hung in 2
-// of 8 and 2 of 10 runs of `--auto` under a rendezvous here (its trials place 4 pipelines on each node; gdb: the
-// main thread in actor_system::await_detached_threads, a processor's in await_self_destroyed), and in none of
-// 10 before the inbox or 22 since it stops at once. A job must end whatever CAF does, so a node whose shutdown
-// takes longer than 10 s says so and exits with the status its caller gave.
+// Note [a node's shutdown]: CAF 0.17's shutdown waits for every detached actor's thread, and a processor still
+// ending when the system shuts down can be held for good (seen as rare hangs of rendezvous nodes after their
+// job). A job must end whatever CAF does, so a node whose shutdown takes longer than 10 s says so and exits with
+// the status its caller gave.
 class shutdown_watchdog {
  public:
   // From now on, at most `limit` until the destructor runs; else the process ends as `exit` says.
@@ -118,8 +111,7 @@ void run_node(const node_run_options& o) {
   guarded_transport transport{system, o.security, transport_options{frame_limits{}, log, nullptr}};  // Note [bounded frames]
   if (o.threads < 0) throw std::invalid_argument("--threads must be 0 (automatic) or more, got " + std::to_string(o.threads));
   auto node = spawn_node(system, node_options{o.protocol_version, log, o.threads});
-  // reuse_addr: a restarted node can take its old port while the old connections linger in TIME_WAIT;
-  // a port another process listens on is still refused.
+  // reuse_addr: a restarted node can take its old port despite TIME_WAIT; a port in use is still refused.
   auto port = transport.publish(node, static_cast<std::uint16_t>(o.port), o.host, true);
   if (!port && o.any_port_if_taken && o.port != 0) {
     log("port " + std::to_string(o.port) + " is taken: " + listen_failure(o.host, o.port, port.error()) +

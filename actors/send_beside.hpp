@@ -1,6 +1,5 @@
-// A task's large tensor written on its destination stage's activation link, the task carrying its ticket (Note
-// [activations on data links] in network/activation_links.hpp): a stage's sender's tasks to stages of other
-// processes, and the coordinator's inputs to the first stage and gradients to the last when they run on nodes.
+// A task's large tensor written on its destination's activation link, the task carrying its ticket
+// (Note [activations on data links]).
 #pragma once
 
 #include <algorithm>
@@ -15,10 +14,8 @@
 
 namespace ap {
 
-// Writes `t.data` on the link to stage `destination` (links[destination], "host:port"; "" or none: no link) and
-// leaves its ticket in the task and an empty tensor. Where there is no outbox or link, the tensor is below
-// inline_bytes, or the link fails (then the tensor goes inside its message: a dead stage is CAF's to name, and
-// `log`, when given, hears why), leaves the task as it was.
+// Writes `t.data` on links[destination] and leaves its ticket in the task. Without a link, below inline_bytes, or
+// when the link fails (`log` hears why), the task stays as it was and the tensor goes in the message.
 template <class Task>
 void send_beside(activation_outbox* outbox, const std::vector<std::string>& links, Task& t, int destination,
                  const std::function<void(const std::string&)>& log) {

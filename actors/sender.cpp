@@ -1,6 +1,5 @@
-// The sender of a stage: delivers finished tasks through the communicator, off the processor's thread; on a
-// node, a large tensor for a stage of another process goes on its activation link first (Note [activations on
-// data links] in network/activation_links.hpp).
+// The sender of a stage: delivers finished tasks off the processor's thread; large tensors to other processes go
+// on activation links (Note [activations on data links]).
 #include <memory>
 
 #include "actors/actor_communicator.hpp"

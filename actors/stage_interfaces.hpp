@@ -1,6 +1,5 @@
 // The typed interfaces of the pipeline's actors: exactly the messages each role accepts, checked by the compiler
-// when a behaviour is written, when a message is sent to a handle, and when a request's answer is handled
-// (Note [typed stage interfaces] in actors/pipeline_actors.hpp says where handles are cast and why).
+// (Note [typed stage interfaces]).
 #pragma once
 
 #include <cstdint>
@@ -13,10 +12,10 @@
 
 namespace ap {
 
-using setup_atom = caf::atom_constant<caf::atom("setup")>;  // endpoints of every rank, sent once at start
+using setup_atom = caf::atom_constant<caf::atom("setup")>;  // every rank's endpoint, once
 
-// A stage's retriever: its peers' tasks, and the step's control. Its mailbox is where tasks arrive; it holds
-// them until they are the stage's next scheduled action (Note [mailbox as the queue], actors/retriever.cpp).
+// A stage's retriever: holds its peers' tasks until they are the next scheduled action
+// (Note [mailbox as the queue]), and the step's control.
 using retriever_actor = caf::typed_actor<
     caf::reacts_to<forward_task>,                               // from the previous stage or the coordinator
     caf::reacts_to<backward_task>,                              // from the next stage or the coordinator
@@ -26,8 +25,7 @@ using retriever_actor = caf::typed_actor<
     caf::reacts_to<timeout_atom, std::uint64_t, std::uint64_t>  // itself: check a wait (wait id, step)
     >;
 
-// A stage's processor: runs what the retriever hands it, one task at a time, and answers the coordinator and
-// the pipeline facade (optimizer step, norms, parameters, checkpoint state, data-parallel rings).
+// A stage's processor: runs what the retriever hands it, one task at a time.
 using processor_actor = caf::typed_actor<
     caf::reacts_to<begin_atom, std::uint64_t>,  // retriever: the step starts (resets the peak stash)
     caf::reacts_to<run_forward>,                // retriever: the schedule's next actions
@@ -49,8 +47,7 @@ using processor_actor = caf::typed_actor<
 
 // A stage's sender: hands finished tasks to the communicator, off the processor's thread.
 using sender_actor = caf::typed_actor<
-    // facade: every rank's endpoint and activation link ("host:port"; "" or none at all in one process: Note
-    // [activations on data links])
+    // facade: every rank's endpoint and activation link (Note [activations on data links])
     caf::replies_to<setup_atom, std::vector<caf::actor>, std::vector<std::string>>::with<ok_atom>,
     caf::reacts_to<deliver_forward>,                                      // processor
     caf::reacts_to<deliver_backward>>;
@@ -70,20 +67,17 @@ template <class Handle, class... Ts>
 inline constexpr bool accepts =
     caf::response_type_unbox<caf::signatures_of_t<Handle>, caf::detail::type_list<Ts...>>::valid;
 
-// The design in types. Tasks travel between stages as forward_task and backward_task, to a retriever (or, the
-// model's output, to the coordinator): the communicator's endpoints are exactly these.
+// Tasks travel to a retriever (or the coordinator): the communicator's endpoints are exactly these.
 static_assert(accepts<retriever_actor, forward_task> && accepts<retriever_actor, backward_task>);
 static_assert(accepts<coordinator_actor, forward_task> && !accepts<coordinator_actor, backward_task>);
-// Only the retriever decides the order: a task sent to a processor or a sender directly does not compile; the
-// processor runs what it is handed (run_*), the sender delivers what it is given (deliver_*).
+// Only the retriever decides the order: sending a task to a processor or sender directly does not compile.
 static_assert(!accepts<processor_actor, forward_task> && !accepts<processor_actor, backward_task>);
 static_assert(!accepts<sender_actor, forward_task> && !accepts<sender_actor, backward_task>);
 static_assert(accepts<processor_actor, run_forward> && !accepts<retriever_actor, run_forward>);
-// The processor tells the retriever (not the coordinator) that it is free; stages report to the coordinator.
+// The processor reports to the retriever; stages to the coordinator.
 static_assert(accepts<retriever_actor, task_done> && !accepts<coordinator_actor, task_done>);
 static_assert(accepts<coordinator_actor, stage_done> && accepts<coordinator_actor, stage_failed>);
-// Every role's list, counted: a message added to or removed from a behaviour changes it here, in the comments
-// above, and in the README's table of messages.
+// Every role's list, counted: a change here also changes the README's message table.
 static_assert(caf::detail::tl_size<retriever_actor::signatures>::value == 6);
 static_assert(caf::detail::tl_size<processor_actor::signatures>::value == 15);
 static_assert(caf::detail::tl_size<sender_actor::signatures>::value == 3);

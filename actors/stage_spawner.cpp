@@ -28,7 +28,7 @@ stage_actors spawn_stage(caf::actor_system& system, stage_setup setup) {
   if (o.sequence_parallel) compute->split_sequence();  // a stage may hold no block to divide
   std::vector<std::shared_ptr<network_group>> rings;
   if (setup.data_parallel_members.empty() && o.replicas > 1 && !place.data_parallel_host.empty()) {
-    // One endpoint per tensor-parallel rank; connected once every replica is placed (Note [data-parallel nodes]).
+    // Note [data-parallel nodes]
     for (int r = 0; r < o.tensor_parallel; ++r) {
       rings.push_back(make_network_group(o.collectives, system, data_parallel_group_name(setup.stage, r, o.tensor_parallel),
                                          o.replica, o.replicas, place.data_parallel_place, o.data_parallel_key,
@@ -127,7 +127,7 @@ stage_setup stage_setup_from_spec(stage_spec spec, int node_threads) {
   if (backend != collective_backend::ring && backend != collective_backend::gloo && backend != collective_backend::by_size)
     throw std::invalid_argument(where + ": collective backend code " + std::to_string(static_cast<int>(backend)) +
                                 " is none of ring (0), gloo (1), by-size (2)");
-  // This machine's cores divided among every rank its nodes host; this stage's share (Note [cores on nodes]).
+  // This stage's share of the machine's cores (Note [cores on nodes]).
   const int T = std::max(1, o.tensor_parallel);
   const node_slot& slot = spec.place.slot;
   if (o.threads < 0 || slot.first_rank < 0 || slot.node_ranks < slot.first_rank + T)
@@ -137,8 +137,7 @@ stage_setup stage_setup_from_spec(stage_spec spec, int node_threads) {
   const std::vector<compute_cores> all =
       assign_cores(process_cores(), slot.node_ranks, node_threads > 0 ? node_threads : o.threads);
   setup.cores.assign(all.begin() + slot.first_rank, all.begin() + slot.first_rank + T);
-  // The stage keeps its step's events (one step's worth: the retriever drains them into stage_done) and its busy sums,
-  // and the coordinator's process records them for every output (Note [events from nodes]).
+  // One step's events, drained into stage_done (Note [events from nodes]).
   if (spec.place.report_events) setup.log = std::make_shared<event_log>(/*keep_events=*/true);
   setup.options = std::move(spec.options);
   setup.place = std::move(spec.place);

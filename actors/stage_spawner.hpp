@@ -1,7 +1,5 @@
-// How a stage comes to life: its three actors (retriever, processor, sender, pipeline_actors.hpp) spawned
-// from the same pieces whether the stage runs in the coordinator's process or on a node. A node receives
-// the pieces as a stage_spec (actors/messages.hpp): layers as spec texts plus their weights, so it needs no
-// training config.
+// How a stage comes to life: its three actors spawned from the same pieces in the coordinator's process or on a
+// node, which receives them as a stage_spec (layers as spec texts plus weights, no training config).
 #pragma once
 
 #include <chrono>
@@ -26,32 +24,30 @@
 
 namespace ap {
 
-// A stage's three actors, by their typed interfaces (Note [typed stage interfaces] in pipeline_actors.hpp).
+// A stage's three actors, by their typed interfaces (Note [typed stage interfaces]).
 struct stage_actors {
   retriever_actor retriever;
   processor_actor processor;
   sender_actor sender;
-  std::uint16_t link_port = 0;  // where its inbox listens (0: none) (Note [activations on data links])
+  std::uint16_t link_port = 0;  // 0: none
 };
 
-// Everything one stage needs to run: its part of the schedule and the model, the pipeline's stage_options as
-// they are and its place (Note [stage options]); the rest lives in this process only.
+// Everything one stage needs to run (Note [stage options]); the rest lives in this process only.
 struct stage_setup {
   int stage = 0;
   int stages = 1;
   int total_chunks = 1;
-  std::vector<int> chunk_ids;        // global chunk ids held, in local order
-  std::vector<sequential> slices;    // one per chunk, with its weights; set to options.compute_dtype
-  std::vector<action> actions;       // this stage's row of the schedule
+  std::vector<int> chunk_ids;        // in local order
+  std::vector<sequential> slices;    // one per chunk
+  std::vector<action> actions;     
   stage_options options;
   stage_place place;
-  std::shared_ptr<event_log> log;    // may be null; on a node, the stage's own (Note [events from nodes])
+  std::shared_ptr<event_log> log;    // may be null
   // Per tensor-parallel rank, its intra-op threads and cores; empty: one thread each (Note [cores per rank]).
   std::vector<compute_cores> cores;
-  // Per tensor-parallel rank, its member of the stage's data-parallel group (Note [data-parallel stage]), in this
-  // process only; empty: one replica, or a stage on a node, which opens its own (Note [data-parallel nodes]).
+  // Per tensor-parallel rank, its data-parallel group member in this process (Note [data-parallel stage]).
   std::vector<std::shared_ptr<process_group>> data_parallel_members;
-  // Where its inbox and sender say what their links do (may be empty) (Note [activations on data links]).
+  // May be empty (Note [activations on data links]).
   std::function<void(const std::string&)> link_log;
 };
 
@@ -63,9 +59,8 @@ std::string data_parallel_group_name(int stage, int rank, int tensor_parallel);
 
 // Layer spec texts, a copy of the weights, the options and place as they are; no actor, no log.
 stage_spec make_stage_spec(stage_setup& setup);
-// Rebuilds the layers and sets every weight, and places the stage's ranks on this machine's cores (Note [cores
-// on nodes]; `node_threads` > 0: the node's own --threads, which wins); throws std::invalid_argument naming a
-// bad layer text, a missing, extra or misshapen tensor, or an action of no known op or of another stage.
+// Rebuilds the layers and weights and places the ranks (Note [cores on nodes]); throws std::invalid_argument
+// naming a bad layer text, tensor or action.
 stage_setup stage_setup_from_spec(stage_spec spec, int node_threads = 0);
 
 }  // namespace ap

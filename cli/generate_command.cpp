@@ -1,7 +1,5 @@
-// `actorpipe generate`: samples text from a GPT checkpoint (written by any stage count: its parameters carry
-// global names), or from GPT-2's weights (--init-from: llm.c's .bin or Hugging Face's .safetensors), and prints
-// the prompt and the sampled bytes; with a tokenizer (llm.c's tokenizer file, or GPT-2's vocab.json and
-// merges.txt) it samples token ids and prints their bytes.
+// `actorpipe generate`: samples text from a GPT checkpoint (of any stage count) or GPT-2's weights (--init-from),
+// printing the prompt and the sampled bytes; with a tokenizer it samples token ids and prints their bytes.
 #include <algorithm>
 #include <functional>
 #include <iostream>
@@ -25,17 +23,17 @@ namespace {
 
 struct generate_options {
   std::string checkpoint;
-  std::string init_from;  // GPT-2's weights instead of a checkpoint
+  std::string init_from;
   std::string prompt;
   std::size_t tokens = 200;
   float temperature = 0.8f;
   std::uint64_t seed = 1;
-  std::string tokenizer;  // llm.c's tokenizer file
+  std::string tokenizer;
   std::string vocab, merges;
 };
 
-// `ids` followed by `tokens` sampled ids, each drawn from the first `limit` logits at the last position of the
-// last `context` ids (a model padded beyond its tokenizer's vocabulary never yields the padding).
+// `ids` followed by `tokens` sampled ids, each from the first `limit` logits at the last position of the last
+// `context` ids (so a padded vocabulary never yields the padding).
 std::vector<std::uint32_t> generate_ids(const sequential& model, std::size_t context, std::vector<std::uint32_t> ids,
                                         std::size_t tokens, std::size_t limit, float temperature, std::uint64_t seed) {
   splitmix64 random(seed);
@@ -51,9 +49,8 @@ std::vector<std::uint32_t> generate_ids(const sequential& model, std::size_t con
   return ids;
 }
 
-// A token model's text: the prompt encoded (GPT-2's BPE; llm.c's tokenizer file only decodes, so it takes no
-// prompt), or without one a start token: <|endoftext|> if the model has its id, else the token "\n" (as the
-// byte model starts). The start token is not printed.
+// A token model's text: the encoded prompt (GPT-2's BPE; llm.c's tokenizer file only decodes), or else a start
+// token, not printed: <|endoftext|> if the model has it, else "\n".
 std::string generate_token_text(const generate_options& o, const sequential& model, const gpt_config& gpt) {
   std::optional<bpe_tokenizer> bpe;
   std::optional<llmc_tokenizer> llmc;
@@ -96,7 +93,7 @@ std::string generate_token_text(const generate_options& o, const sequential& mod
   return decode(ids);
 }
 
-// The model of a checkpoint of `train --model gpt:...`.
+// A gpt checkpoint's model.
 sequential checkpoint_model(const std::string& path, gpt_config& gpt) {
   const checkpoint_info info = read_checkpoint_info(path);
   if (!is_gpt_spec(info.state.model_spec))
@@ -108,7 +105,7 @@ sequential checkpoint_model(const std::string& path, gpt_config& gpt) {
   return model;
 }
 
-// The model of GPT-2's weights, of the file's shape (Note [GPT-2 weight files] in checkpoint/gpt2_weights.hpp).
+// The model of GPT-2's weights, of the file's shape (Note [GPT-2 weight files]).
 sequential gpt2_model(const std::string& path, gpt_config& gpt) {
   const gpt2_file_info info = read_gpt2_info(path);
   if (info.heads_from.empty())

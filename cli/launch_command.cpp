@@ -1,37 +1,19 @@
 // `actorpipe launch --hostfile FILE [--ssh CMD] -- train ...`: a whole job from one command on one machine.
 //
-// Note [launch over ssh]: how one command starts a whole job.
-// The hostfile (mpirun's and DeepSpeed's format: "host slots=N") gives the job's ranks in order, rank 0 the
-// first host's first slot. For each rank the launcher runs `CMD HOST 'env RANK=r WORLD_SIZE=W MASTER_ADDR=<rank
-// 0's host> MASTER_PORT=P PROGRAM train ... --rendezvous env'` (CMD: `ssh -o BatchMode=yes` by default; the
-// remote command is one shell string, every word quoted, as ssh passes it), so the rendezvous of Note
-// [environment rendezvous] joins them: rank 0 trains, the others are its nodes. Every line a rank prints comes
-// back prefixed with its host and rank on stderr, except rank 0's stdout (the run's JSON line), which stays
-// the launcher's stdout unchanged. The launcher waits for rank 0, then for the nodes, which stop by
-// themselves when rank 0 ends the job or dies: up to 30 s after a rank 0 that succeeded, 2 s after one that
-// failed (a node that never reached it would retry for minutes); any still running then is killed. A node that
-// fails before rank 0 has ended the job ends it at once (the job cannot finish without it: rank 0 would wait out
-// its rendezvous or its timeout): the launcher says which rank failed and why (the last line it wrote on stderr,
-// its "error: ..." line when it wrote one), stops every other rank (their standard input ended, below; their
-// process groups killed 2 s later if they still run) and exits with that rank's status. Otherwise it exits with rank 0's status, or the first failed node's; its ranks die with it
-// (they are started with a parent-death signal: the local ssh clients, whose ends close the connections).
-// PROGRAM is this binary's path (--program for another one on the hosts).
-
-// Each rank's standard input is a pipe from the launcher, and its command sets ACTORPIPE_LAUNCH_STDIN=1: such a
-// rank stops (exit 1, saying so) when its standard input ends. ssh carries that end to the host, so closing the
-// pipes stops the ranks wherever they run, even where killing the local ssh client would leave the remote
-// process running (no terminal: no hang-up signal); so does the launcher's own death. Each local client runs in a
-// process group of its own, killed whole 2 s later if it still runs.
-
-// What the launcher can check itself it checks before starting any rank (Note [rendezvous fails fast] in
-// network/rendezvous.hpp): the hostfile's host names (RFC 1123 names or IP addresses, by file and line), that
-// the --ssh program exists (on PATH, as execvp finds it), and, where the --certs folder is readable here, that
-// it holds every file the ranks will be given.
-
-// With --certs DIR (`actorpipe certs --out DIR HOST...`, Note [cluster certificates]) rank 0 presents
-// DIR/coordinator.pem and a node DIR/HOST.pem, each with its key, all trusting DIR/ca.pem.
-// Tests pass `--ssh scripts/local_ssh.sh`, a stand-in that runs the command here, so the whole path runs on
-// loopback.
+// Note [launch over ssh]: the hostfile ("host slots=N", as mpirun and DeepSpeed) gives the ranks in order, rank 0
+// the first host's first slot. Each rank runs as `CMD HOST 'env RANK=r WORLD_SIZE=W MASTER_ADDR=<rank 0's host>
+// MASTER_PORT=P PROGRAM train ... --rendezvous env'` (CMD: `ssh -o BatchMode=yes`; every word quoted), joined by
+// Note [environment rendezvous] (rank 0 trains, the others are its nodes). Rank lines come back on stderr prefixed
+// with host and rank; rank 0's stdout stays the launcher's. A node failing first ends the job at once, and the
+// launcher exits with its status; otherwise with rank 0's. Ranks die with the launcher.
+//
+// Each rank's stdin is a pipe, and ACTORPIPE_LAUNCH_STDIN=1 makes a rank stop when it ends: ssh carries that end
+// to the host, where killing the local client would leave the remote process running (no terminal, no hang-up).
+// Each local client has its own process group, killed 2 s later if it still runs.
+//
+// Host names, the --ssh program and the --certs files are checked before any rank starts
+// (Note [rendezvous fails fast]); with --certs DIR (Note [cluster certificates]) rank 0 presents
+// DIR/coordinator.pem, a node DIR/HOST.pem. Tests use `--ssh scripts/local_ssh.sh`.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -64,8 +46,8 @@ struct launch_options {
   std::string ssh = "ssh -o BatchMode=yes";
   int master_port = 29500;
   std::string program;  // empty: this binary
-  std::string certs;    // a folder of `actorpipe certs`: each rank's --tls-* flags
-  std::vector<std::string> command;  // train ...
+  std::string certs;  // `actorpipe certs` folder
+  std::vector<std::string> command;
 };
 
 // `word` quoted for a POSIX shell: 'it'"'"'s'.
@@ -89,8 +71,7 @@ std::vector<std::string> words_of(const std::string& text) {
   return words;
 }
 
-// The path execvp would run for `name`: itself when it holds a '/', else the first executable file of that name
-// in a folder of PATH. Throws std::invalid_argument naming `flag` and the program when there is none.
+// The path execvp would run for `name`; std::invalid_argument naming `flag` and the program when none.
 std::string find_program(const std::string& name, const std::string& flag) {
   const auto runnable = [](const std::string& path) {
     struct stat st {};
@@ -114,20 +95,20 @@ std::string find_program(const std::string& name, const std::string& flag) {
   throw std::invalid_argument(flag + ": the program '" + name + "' is not on PATH (" + path + ")");
 }
 
-// One rank's process: its stdout and stderr read line by line on threads of their own.
+// One rank's process, its output read line by line on threads of its own.
 struct rank_process {
   int rank = 0;
   std::string host;
   pid_t pid = -1;        // also its process group's id
-  int stdin_fd = -1;     // the write end of its standard input: closed, the rank stops
+  int stdin_fd = -1;  // closed, the rank stops
   int status = -1;
   bool exited = false;
-  bool stopped = false;  // ended by the launcher after another rank failed
+  bool stopped = false;  // after another rank failed
   std::vector<std::thread> readers;
   std::atomic<int> readers_done{0};
   std::mutex said_mutex;
-  std::string last_line, error_line;  // its stderr's last line, and its last "error: ..." line
-  // Why it failed, in its own words: its error line, else its last line on stderr.
+  std::string last_line, error_line;
+  // Why it failed: its error line, else its last line on stderr.
   std::string reason() {
     std::lock_guard<std::mutex> lock(said_mutex);
     return !error_line.empty() ? error_line : last_line;
@@ -180,7 +161,7 @@ void start(rank_process& p, const std::vector<std::string>& argv) {
   p.pid = fork();
   if (p.pid < 0) throw std::runtime_error("launch: fork failed");
   if (p.pid == 0) {  // only async-signal-safe calls until exec
-    prctl(PR_SET_PDEATHSIG, SIGTERM);  // the launcher gone: so is every rank it started
+    prctl(PR_SET_PDEATHSIG, SIGTERM);  // the launcher gone, so is every rank
     if (getppid() != parent) _exit(111);
     setpgid(0, 0);
     dup2(in[0], STDIN_FILENO);
@@ -189,7 +170,7 @@ void start(rank_process& p, const std::vector<std::string>& argv) {
     execvp(args[0], args.data());
     _exit(127);
   }
-  setpgid(p.pid, p.pid);  // also here: a kill of its group may come before the child's own call
+  setpgid(p.pid, p.pid);  // a kill of its group may precede the child's call
   close(in[0]);
   close(out[1]);
   close(err[1]);
@@ -240,11 +221,11 @@ int launch(const launch_options& o) {
   const std::string program = o.program.empty() ? this_program() : o.program;
   const std::vector<std::string> ssh = words_of(o.ssh);
   if (ssh.empty()) throw std::invalid_argument("--ssh: empty command");
-  find_program(ssh.front(), "launch --ssh");  // before any rank starts: "exited 127" names nothing
-  const auto certificate = [&](int r) {  // rank 0 is the coordinator; a node presents its host's certificate
+  find_program(ssh.front(), "launch --ssh");  // else "exited 127" names nothing
+  const auto certificate = [&](int r) {  // rank 0 is the coordinator
     return o.certs + "/" + (r == 0 ? std::string("coordinator") : hosts[static_cast<std::size_t>(r)]);
   };
-  if (!o.certs.empty() && access(o.certs.c_str(), R_OK | X_OK) == 0)  // readable here: every file the ranks need
+  if (!o.certs.empty() && access(o.certs.c_str(), R_OK | X_OK) == 0)  // readable here
     for (int r = 0; r < static_cast<int>(hosts.size()); ++r)
       for (const std::string& file : {o.certs + "/ca.pem", certificate(r) + ".pem", certificate(r) + ".key"})
         if (access(file.c_str(), R_OK) != 0)
@@ -280,7 +261,7 @@ int launch(const launch_options& o) {
   while (!reap(*ranks[0], false)) {
     for (std::size_t r = 1; r < ranks.size() && !first_failed; ++r)
       if (reap(*ranks[r], false) && ranks[r]->status != 0) first_failed = ranks[r].get();
-    if (first_failed) {  // a node that stopped because rank 0 went: rank 0's end is the news
+    if (first_failed) {  // rank 0's end is the news
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       if (reap(*ranks[0], false)) first_failed = nullptr;
       break;
@@ -288,7 +269,7 @@ int launch(const launch_options& o) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   if (first_failed) {
-    // Its last lines may still be in the pipe: its readers end with it (a moment at most).
+    // Its last lines may still be in the pipe: its readers end with it.
     const auto said_by = std::chrono::steady_clock::now() + std::chrono::seconds(1);
     while (first_failed->readers_done < 2 && std::chrono::steady_clock::now() < said_by)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -302,7 +283,7 @@ int launch(const launch_options& o) {
         close_stdin(*p);
       }
   }
-  // After a failed rank the others are stopped at once (a node that never reached rank 0 would retry for minutes).
+  // After a failed rank the others are stopped at once.
   const bool failed_early = first_failed != nullptr || ranks[0]->status != 0;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(failed_early ? 2 : 30);
   for (auto& p : ranks)
@@ -311,7 +292,7 @@ int launch(const launch_options& o) {
         if (!p->stopped)
           std::cerr << "launch: rank " << p->rank << " on " << p->host << " still ran after rank 0 ended: killed\n";
         close_stdin(*p);
-        kill(-p->pid, SIGKILL);  // its process group: the ssh client, or whatever --ssh started
+        kill(-p->pid, SIGKILL);  // the ssh client, or whatever --ssh started
         reap(*p, true);
         break;
       }

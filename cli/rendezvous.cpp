@@ -14,8 +14,7 @@ namespace ap::cli {
 
 namespace {
 
-// Note [launch over ssh] (cli/launch_command.cpp): under `launch`, the end of standard input is the launcher
-// stopping the job (or gone): the rank stops at once, wherever it is.
+// Under `launch`, the end of standard input stops the rank at once (Note [launch over ssh]).
 void stop_when_stdin_ends(int rank) {
   std::thread([rank] {
     char buffer[256];
@@ -43,7 +42,7 @@ rendezvous_env rendezvous_place() {
 
 void run_rendezvous_node(const rendezvous_env& env, node_run_options options, std::chrono::milliseconds timeout,
                          const std::string& who) {
-  check_transport_security(options.security, who);  // before waiting for rank 0 (Note [rendezvous fails fast])
+  check_transport_security(options.security, who);  // Note [rendezvous fails fast]
   rendezvous_client client(env, timeout);
   options.host = client.local_address();
   options.port = rendezvous_node_port(env);  // Note [restart under a rendezvous]
@@ -58,7 +57,7 @@ void run_rendezvous_node(const rendezvous_env& env, node_run_options options, st
   const std::string went_away = "rendezvous: rank " + std::to_string(env.rank) + ": rank 0 (" + env.master_host + ":" +
                                 std::to_string(env.master_port) +
                                 ") went away without ending the job (it failed or was killed)";
-  options.on_stopped = [&] {  // before the node's actor system shuts down: Note [a node's shutdown]
+  options.on_stopped = [&] {  // Note [a node's shutdown]
     if (done) std::cerr << "rendezvous: rank " << env.rank << ": the job is over" << std::endl;
     return done ? node_exit{0, ""} : node_exit{1, "error: " + went_away};
   };
@@ -74,7 +73,7 @@ void run_rendezvous_coordinator(const rendezvous_env& env, std::chrono::millisec
   std::string list;
   for (const auto& n : nodes) list += (list.empty() ? "" : ",") + n;
   std::cerr << "rendezvous: " << nodes.size() << " nodes registered: " << list << "\n";
-  train(std::move(nodes));  // throwing: the server's destructor closes the connections without "done"
+  train(std::move(nodes));  // on a throw, nodes see no "done"
   server.release();
 }
 

@@ -1,6 +1,5 @@
-// `actorpipe tokenize`: text (a file, or a folder's files) through GPT-2's BPE into the token file the engine
-// trains on: llm.c's .bin (uint16) or a raw little-endian uint16/uint32 array; optionally a validation file of
-// the last tokens and llm.c's tokenizer file of the vocabulary. Prints one JSON line.
+// `actorpipe tokenize`: text through GPT-2's BPE into a token file (llm.c's .bin or a raw uint16/uint32 array),
+// optionally a validation file and llm.c's tokenizer file. Prints one JSON line.
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,7 +19,7 @@
 
 #include "cli/checks.hpp"
 #include "cli/commands.hpp"
-#include "data/token_file.hpp"  // llmc_magic, llmc_header_bytes
+#include "data/token_file.hpp"
 #include "tokenizer/bpe.hpp"
 #include "tokenizer/llmc_tokenizer.hpp"
 
@@ -38,8 +37,7 @@ struct tokenize_options {
   std::string tokenizer_output;
 };
 
-// The files of `input`: itself, or a folder's regular files (recursively, names starting with '.' skipped)
-// in path order.
+// `input`, or a folder's regular files recursively (dot-files skipped), in path order.
 std::vector<fs::path> input_files(const std::string& input) {
   std::error_code ec;
   if (fs::is_regular_file(input, ec)) return {fs::path(input)};
@@ -129,8 +127,7 @@ void run_tokenize(const tokenize_options& o) {
   const std::optional<std::uint32_t> end_of_text = bpe.find_token("<|endoftext|>");
   const std::uint64_t largest = o.token_bytes == 2 ? 0xFFFF : 0xFFFFFFFF;
 
-  // Each file is a document; where the vocabulary has <|endoftext|>, it goes before every
-  // document (as llm.c's data scripts do), so the model sees where one text ends and the next begins.
+  // <|endoftext|>, where the vocabulary has it, precedes every file (as llm.c does), marking document bounds.
   std::vector<std::uint32_t> tokens;
   std::uint64_t bytes = 0;
   for (const fs::path& file : files) {

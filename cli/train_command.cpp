@@ -1,6 +1,4 @@
-// `actorpipe train`: the run configuration from flags (and --config FILE), the engine, and its result as one JSON
-// line on stdout (samples_per_s, last_epoch_mean_loss, last_step_loss, test_accuracy, wall_s, ...; a language
-// model adds validation_loss, bits_per_token, tokens_per_s). Every decision is the engine's (engine/engine.hpp).
+// `actorpipe train`: flags (and --config FILE) to the engine; its result as one JSON line. The engine decides.
 #include <unistd.h>
 
 #include <chrono>
@@ -31,7 +29,7 @@ class progress_printer {
     finish();
     std::cerr << text << "\n";
   }
-  void finish() {  // clears the progress line
+  void finish() {
     if (shown_) std::cerr << "\r\033[K";
     shown_ = false;
   }
@@ -49,7 +47,7 @@ void run_train(const run_config& config, bool print_config) {
   callbacks.log = [progress](const std::string& line) { progress->line(line); };
   callbacks.on_step = [progress](const step_progress& p, float lr) { progress->step(p, lr); };
   engine e(config, callbacks);
-  if (print_config) {  // the configuration a run would train with (--auto's choice in it), without training
+  if (print_config) {  // without training
     run_config resolved = e.resolve();
     resolved.auto_config = false;
     std::cout << config_json(resolved).dump(2) << std::endl;
@@ -66,8 +64,8 @@ void add_train_command(CLI::App& app) {
   auto o = std::make_shared<run_config>();
   auto* cmd = app.add_subcommand("train", "train a model: Fashion-MNIST, your .npy, CSV or token files, in one process "
                                           "or on a pipeline with --stages");
-  // Every key of the run configuration is a flag of the same name (engine/run_config.cpp), checked on its text by
-  // the key's own check, so a negative count is refused, naming the flag, instead of wrapping.
+  // Every key of the run configuration is a flag of the same name, checked on its text by the key's own check (a
+  // negative count is refused, naming the flag, instead of wrapping).
   auto flags = std::make_shared<std::vector<std::pair<std::string, CLI::Option*>>>();
   for_each_config_key(*o, [&](const config_key& k, config_field field) {
     const std::string flag = "--" + k.name;
@@ -99,8 +97,7 @@ void add_train_command(CLI::App& app) {
   cmd->get_option("--schedule-file")->excludes(cmd->get_option("--schedule"));
   cmd->get_option("--rendezvous")->excludes(cmd->get_option("--nodes"));
   cmd->callback([o, flags, config_file, print_config] {
-    // The file's keys over the defaults, then the flags given on the command line over them (each recorded as
-    // given: run_config::given_keys).
+    // The file's keys over the defaults, then the given flags over them (run_config::given_keys).
     run_config c = config_file->empty() ? run_config{} : read_run_config(*config_file);
     config_document given = config_document::object();
     const config_document from_flags = config_json(*o);
@@ -118,8 +115,7 @@ void add_train_command(CLI::App& app) {
     if (c.stages == 0 && !c.auto_config)
       throw std::invalid_argument("--rendezvous env: rank 0 trains a pipeline on the other ranks: it needs --stages N "
                                   "or --auto");
-    // The configuration and the transport before waiting for anyone (the engine checks
-    // the configuration again with the nodes; its warnings are said then) (Note [rendezvous fails fast]).
+    // The configuration and transport are checked before waiting for anyone (Note [rendezvous fails fast]).
     check_run_config(c);
     check_transport_security(c.pipe.security, "train --rendezvous");
     run_rendezvous_coordinator(env, wait, [&](std::vector<std::string> nodes) {

@@ -1,5 +1,5 @@
-// --auto (run_config::auto_config): the mesh chosen for the model, the batch, this machine's cores and --max-memory
-// (Note [automatic configuration] in plan/auto_config.hpp), and afterwards its prediction against the run.
+// --auto: the mesh chosen for the model, batch, cores and --max-memory (Note [automatic configuration]), and
+// afterwards its prediction against the run.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -15,11 +15,8 @@
 namespace ap::engine_parts {
 namespace {
 
-// The measurements the planner asks for, each taken once: layer costs per (microbatch rows, threads,
-// recompute) on the first rows of the training data, and a line a + b x bytes per all-reduce group size
-// through two sizes. As Note [auto on nodes] says, at more threads than this machine has cores (a node's machine may
-// have more), a layer's costs are those on all of this machine's cores, scaled down by the ratio, and so is the
-// optimizer step: an estimate the trials on the nodes check.
+// The planner's measurements, each taken once: layer costs per (rows, threads, recompute) and a line a + b x bytes
+// per all-reduce group size. Beyond this machine's cores, costs are scaled (Note [auto on nodes]).
 class machine_measurements {
  public:
   machine_measurements(const train_plan& plan, const optimizer_config& optimizer)
@@ -55,7 +52,7 @@ class machine_measurements {
     return it->second.first + it->second.second * static_cast<double>(bytes);
   }
 
-  // One optimizer step over every parameter of the model (gradients of zero), the median of 3 after one.
+  // One optimizer step over every parameter, median of 3 after a warm-up.
   double optimizer_s(int threads) {
     auto it = updates_.find(threads);
     if (it != updates_.end()) return it->second;
@@ -79,10 +76,10 @@ class machine_measurements {
  private:
   const train_plan& plan_;
   optimizer_config optimizer_;
-  int cores_;  // this machine's
-  std::map<int, double> updates_;  // threads -> seconds
+  int cores_;
+  std::map<int, double> updates_;
   std::map<std::tuple<std::size_t, int, recompute_mode>, std::vector<layer_cost>> costs_;
-  std::map<int, std::pair<double, double>> lines_;  // ranks -> (seconds, seconds per byte)
+  std::map<int, std::pair<double, double>> lines_;  // ranks -> (a, b)
 };
 
 std::string ms_text(double seconds) {
@@ -110,7 +107,7 @@ void apply(const auto_candidate& c, machine_measurements& measure, run_config& o
   plan.layer_costs = measure.layer_costs(o.train.batch_size / per, c.config.threads, c.config.recompute);
 }
 
-// Quiets the plan's log while it lives (a trial's runner describes itself as a run's does).
+// Quiets the plan's log while it lives.
 class quiet_log {
  public:
   explicit quiet_log(train_plan& plan) : plan_(plan), saved_(std::move(plan.log)) { plan.log = nullptr; }
@@ -123,16 +120,10 @@ class quiet_log {
   log_sink saved_;
 };
 
-// Note [auto trials]:
-// The prediction misses what no layer measured alone shows, and misses it differently per mesh: threads
-// handing work over at each step, ranks that share a physical core's caches (two vCPUs of one core), the
-// pipeline's messages on a busy core. On this 2-vCPU machine the default MLP's predictions were 0.6-0.8x of
-// the measured steps, and the best predicted (2 replicas) ran 1.3x slower than the best measured. So --auto
-// runs the best --auto-trials (3) predicted configurations for a few steps and trains with the fastest as
-// measured: the prediction prunes hundreds of configurations to a few, the trial picks among those. A trial is
-// the median of `steps` training steps (after one untimed step that sets up its oneDNN primitives and threads)
-// on the first batch of the training data, on the plan's model, which is put back as it was afterwards: the
-// run starts from the same weights whatever was tried.
+// Note [auto trials]: the prediction misses what no layer alone shows (thread hand-overs, shared caches, busy
+// cores), differently per mesh. So --auto runs the best --auto-trials predictions for a few steps and trains
+// with the fastest measured. A trial is the median of `steps` steps after a warm-up; the model is put back, so
+// the run starts from the same weights.
 double trial_step_s(const run_config& o, train_plan& plan, machine_measurements& measure, const auto_candidate& c,
                     int steps) {
   run_config t = o;
@@ -214,7 +205,7 @@ void choose_configuration(run_config& o, train_plan& plan) {
     say(plan) << "  " << i + 1 << ". " << describe(c.config) << ": " << ms_text(c.step_s) << " per step ("
               << static_cast<long>(samples / c.step_s) << " samples/s), peak " << memory_text(c.peak_bytes) << "\n";
   }
-  std::size_t best = 0;  // the fastest of the first few, as they run (Note [auto trials])
+  std::size_t best = 0;  // Note [auto trials]
   const std::size_t trials = std::min<std::size_t>(static_cast<std::size_t>(o.auto_trials), ranked.size());
   double fastest = 0.0;
   for (std::size_t i = 0; i < trials; ++i) {

@@ -1,5 +1,4 @@
-// The run configuration's checks, before any data is loaded or any work starts: every key's value, the keys
-// that need each other, the files a run reads and writes.
+// The run configuration's checks, before any work: values, keys that need each other, files.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -25,8 +24,7 @@
 namespace ap {
 namespace {
 
-// Refuses a --resume checkpoint of another model than --model and --activation build, and
-// --checkpoint-every without --checkpoint.
+// Refuses a --resume checkpoint of another model, and --checkpoint-every without --checkpoint.
 void check_checkpoint_options(const run_config& o, const sequential* model) {
   if (o.train.checkpoint_every && o.checkpoint_file.empty())
     throw std::invalid_argument("--checkpoint-every needs --checkpoint PATH");
@@ -46,8 +44,7 @@ void check_checkpoint_options(const run_config& o, const sequential* model) {
                               ": pass the --model and --activation it was trained with");
 }
 
-// Note [GPT-2 weight files] in checkpoint/gpt2_weights.hpp: --init-from and --export-as need a gpt model of
-// GPT-2's architecture, the file's shape for --init-from (read from its header) and a tied head for llm.c's format.
+// --init-from and --export-as need a GPT-2-shaped gpt (Note [GPT-2 weight files]).
 void check_gpt2_weights_options(const run_config& o, const sequential* model) {
   const auto config_of = [&](const std::string& flag) {
     if (!o.language_model())
@@ -107,10 +104,9 @@ void check_threads(const run_config& o) {
   if (o.threads < 0) throw std::invalid_argument("--threads must be 0 (automatic) or more, got " + std::to_string(o.threads));
 }
 
-// --collectives gloo and by-size run gloo, over plain TCP: refused beside mutual TLS (the default), named here
-// before any node is reached; they are only used by data-parallel replicas on nodes, and said to be unused elsewhere.
+// gloo runs over plain TCP: refused beside mutual TLS, before any node is reached.
 void check_collectives(const run_config& o, const std::function<void(const std::string&)>& warn) {
-  const std::optional<collective_backend> backend = parse_collective_backend(o.collectives);  // "auto": nothing
+  const std::optional<collective_backend> backend = parse_collective_backend(o.collectives);
   if (!backend || !needs_plain_tcp(*backend)) return;
   const std::string flag = "--collectives " + o.collectives;
   if (o.pipe.nodes.empty() && o.rendezvous.empty()) {
@@ -123,15 +119,13 @@ void check_collectives(const run_config& o, const std::function<void(const std::
                                 "keep --collectives ring");
 }
 
-// Every key's value against its check: the configuration read back as a file would be, so a value set in C++ is
-// refused by the same checks, in the same words, as the flag or the key.
+// Every key's value against its check, so a value set in C++ is refused in the same words as the flag or key.
 void check_values(const run_config& o) {
   run_config scratch;
   apply_config_json(scratch, config_json(o));
 }
 
-// The keys of a group (pipeline-only, text-only, chosen by --auto, ...) given by a file or flags, or set away from
-// their defaults.
+// The keys of a group given by a file or flags, or set away from their defaults.
 std::vector<std::string> changed_keys(const run_config& o, const std::function<bool(const config_key&)>& in_group) {
   const config_document mine = config_json(o), defaults = config_json(run_config{});
   std::vector<std::string> changed;
@@ -187,7 +181,7 @@ std::optional<schedule> check_run_config(const run_config& o, const std::functio
   else if (o.stages == 0)
     refuse_changed(changed_keys(o, [](const config_key& k) { return k.pipeline_only; }),
                    "needs --stages N (N >= 1): it only applies to a pipeline");
-  // Given as a flag only: a resolved configuration keeps the trials its --auto ran with, beside auto false.
+  // A resolved configuration keeps its trials beside auto false: only a flag counts.
   if (!o.auto_config &&
       std::find(o.given_keys.begin(), o.given_keys.end(), "auto-trials") != o.given_keys.end())
     throw std::invalid_argument("--auto-trials requires --auto");
@@ -195,7 +189,7 @@ std::optional<schedule> check_run_config(const run_config& o, const std::functio
     refuse_changed(changed_keys(o, named({"text", "eval-every", "validation-windows"})),
                    "needs a gpt model (--model gpt:...): it only applies to a language model");
   } else if (!model) {
-    parse_gpt_spec(o.model);  // a bad spec is refused before any data is read
+    parse_gpt_spec(o.model);
   }
   if (o.pipe.nodes.empty() && o.rendezvous.empty()) {
     refuse_changed(changed_keys(o, named({"tls-ca", "tls-cert", "tls-key", "insecure"})),
@@ -226,7 +220,7 @@ std::optional<schedule> check_run_config(const run_config& o, const std::functio
   check_output_path("--timeline", o.timeline_file);
   check_output_path("--log", o.log_file);
   check_output_path("--export-as", o.export_as_file);
-  check_gpt2_weights_options(o, model);  // before --resume's file is read: the two are refused together
+  check_gpt2_weights_options(o, model);  // before --resume's file is read
   check_checkpoint_options(o, model);
   std::optional<schedule> user_schedule = checked_schedule_file(o);
   if (!o.pipe.nodes.empty()) {
@@ -235,12 +229,11 @@ std::optional<schedule> check_run_config(const run_config& o, const std::functio
   }
   check_collectives(o, warn);
   if (o.stages > 0) check_mesh(mesh_shape{o.mesh.data_parallel, o.stages, o.mesh.tensor_parallel});
-  if (o.mesh.sequence_parallel && o.mesh.tensor_parallel < 2)  // the model's blocks are checked as it is split
+  if (o.mesh.sequence_parallel && o.mesh.tensor_parallel < 2)
     check_sequence_parallel({}, o.mesh.tensor_parallel);
   check_threads(o);
-  if (!o.max_memory.empty()) parse_memory_size(o.max_memory);  // Note [memory budget]; names the text
-  // The lr schedule against the run's steps where they are known now (else once the data is read: Note [lr
-  // schedule's length] in engine.cpp, which also ends an unset decay at the run's last step).
+  if (!o.max_memory.empty()) parse_memory_size(o.max_memory);  // Note [memory budget]
+  // Note [lr schedule's length]
   optimizer_config lr = o.optimizer;
   const bool decays = lr.schedule.kind == "cosine" || lr.schedule.kind == "linear";
   if (decays && lr.schedule.decay_steps == 0) lr.schedule.decay_steps = o.train.max_steps;

@@ -41,9 +41,8 @@ const run_config& engine::config() const { return impl_->config; }
 
 namespace {
 
-// Note [lr schedule's length]: a cosine or linear decay without decay-steps ends at the run's last step: max-steps,
-// or the epochs' batches of the training data. Set here, before any runner copies the optimizer settings, so every
-// stage, replica and rank decays over the same steps, and print-config shows the steps a repeat needs.
+// Note [lr schedule's length]: a decay without decay-steps ends at the run's last step; set before any runner
+// copies the optimizer settings, so all ranks decay alike and print-config shows it.
 bool needs_run_length(const run_config& o) {
   const std::string& kind = o.optimizer.schedule.kind;
   return (kind == "cosine" || kind == "linear") && o.optimizer.schedule.decay_steps == 0 && o.train.max_steps == 0;
@@ -73,12 +72,12 @@ const run_config& engine::resolve() {
   if (plan.compute_dtype == dtype::bfloat16 && current_compute_backend() == compute_backend::onednn && !onednn_avx512())
     say(plan) << "bf16: this machine's processor has no AVX-512, so oneDNN makes no bf16 products here: they run in "
                  "fp32 on the bf16 values (the same results up to the order of sums; the memory saved, not the time)";
-  // --auto measures on the data, and a decay to the run's end needs its length, so both read the data first;
-  // otherwise the mesh runner comes first, so that a split the mesh cannot make fails before the data is read.
+  // --auto and a decay to the run's end need the data first; otherwise the mesh runner comes first, so a split it
+  // cannot make fails before the data is read.
   const bool data_first = o.auto_config || needs_run_length(o);
   if (data_first) plan_data(o, plan);
-  resolve_lr_schedule(o, plan);  // before any runner copies the optimizer settings
-  if (o.auto_config) {  // --auto only picks a split that works
+  resolve_lr_schedule(o, plan);
+  if (o.auto_config) {
     choose_configuration(o, plan);
     if (o.stages == 0)
       for (const auto& [key, set] : {std::pair{"trace", !o.trace_file.empty()}, {"timeline", !o.timeline_file.empty()},
@@ -88,7 +87,7 @@ const run_config& engine::resolve() {
   impl_->mesh = make_mesh_runner(o, plan, plan.model);
   if (!data_first) {
     plan_data(o, plan);
-    resolve_lr_schedule(o, plan);  // the warmup against the epochs' steps, now known (the decay is set: see above)
+    resolve_lr_schedule(o, plan);  // the warmup, now that the steps are known
   }
   return o;
 }
@@ -112,7 +111,7 @@ run_result engine::run() {
   report_training(last_mesh, plan, r, outcome, result);
   if (o.elastic > 0) result.details["elastic"] = changes;
   result.config = o;
-  result.config.auto_config = false;  // the mesh it chose is in the configuration
+  result.config.auto_config = false;
   return result;
 }
 

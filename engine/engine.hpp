@@ -1,7 +1,5 @@
-// The engine: a model, a run configuration and data sets in; a trained model, progress and a result out. It does
-// what `actorpipe train` does (the program is its flags, this and a print): chooses and builds the runner (one
-// process, the D x T runner, a pipeline, its replicas, stages on nodes), --auto's trials, cores by stage cost,
-// the memory prediction and its budget, resume, checkpoints, validation, recovery, the metrics log and the report.
+// The engine: a model, a run configuration and data in; a trained model, progress and a result out. It is all
+// that `actorpipe train` does.
 #pragma once
 
 #include <functional>
@@ -16,16 +14,15 @@
 
 namespace ap {
 
-// What a run reports: the figures of the JSON line `actorpipe train` prints (to_json), and the configuration
-// it ran with (--auto's choice included), from which it can be repeated.
+// What a run reports: the figures of `actorpipe train`'s JSON line, and the configuration it ran with.
 struct run_result {
-  train_report training;                   // steps, samples, losses, speeds, test accuracy
+  train_report training;                 
   std::optional<std::uint64_t> resumed_at_step;
-  std::optional<double> validation_loss;   // a language model's, at the end (nats per token)
-  float last_lr = 0.0f;                    // the lr of the last step taken
-  run_config config;                       // as it ran
-  nlohmann::json details;                  // the mesh's figures: busy times, stash, memory, --auto's check, ...
-  nlohmann::json to_json() const;          // the JSON line
+  std::optional<double> validation_loss;   // nats per token, at the end
+  float last_lr = 0.0f;                  
+  run_config config;                     
+  nlohmann::json details;                  // the mesh's figures
+  nlohmann::json to_json() const;        
 };
 
 // Called as the run goes; each may be empty. `log` gets the lines `train` prints on stderr.
@@ -37,7 +34,7 @@ struct engine_callbacks {
 
 class engine {
  public:
-  // The model from config.model (a spec), the data from config.data (or the text, for a gpt).
+  // The model and data from the configuration.
   explicit engine(run_config config, engine_callbacks callbacks = {});
   // A user's own model and data (data.validation may be null: no validation). config.model names it in reports.
   engine(sequential model, run_config config, data_sets data, engine_callbacks callbacks = {});
@@ -45,13 +42,13 @@ class engine {
   engine(const engine&) = delete;
   engine& operator=(const engine&) = delete;
 
-  // Checks everything (std::invalid_argument naming the key, or the file and place), reads the data and chooses the
-  // mesh (--auto's measurements and trials): the configuration a run would train with, without training.
+  // Checks everything (std::invalid_argument naming the key), reads the data and chooses the mesh, without
+  // training.
   const run_config& resolve();
   // resolve(), then builds the runner, trains, validates and reports. Once.
   run_result run();
 
-  // The configuration resolved so far: after resolve(), with --auto's choice and the lr schedule's decay steps.
+  // After resolve(): with --auto's choice and the decay steps.
   const run_config& config() const;
   // The trained model, its weights gathered from every stage (after run()).
   sequential trained_model();

@@ -1,6 +1,5 @@
-// The engine's parts, in the order engine::run (engine.cpp) calls them: check the configuration, build the plan
-// (the model and its data), choose the mesh (--auto), build the runner (single process, mesh or pipeline), run
-// the training, report (log lines, files, the result). Internal to the engine.
+// The engine's parts, in the order engine::run calls them: check the configuration, build the plan, choose the
+// mesh (--auto), build the runner, train, report. Internal to the engine.
 #pragma once
 
 #include <cstdint>
@@ -32,7 +31,7 @@
 
 namespace ap::engine_parts {
 
-// Where the engine's lines go (engine_callbacks::log); `say(sink) << ... << "\n";` writes one or more lines.
+// `say(sink) << ... << "\n";` writes lines to engine_callbacks::log.
 using log_sink = std::function<void(const std::string&)>;
 class log_line {
  public:
@@ -53,115 +52,102 @@ class log_line {
 
 // --- build the plan (plan.cpp) ---
 
-// What a run trains: the model and its data. A language model (a gpt spec) trains on windows of tokens (a token
-// file or text): the training part's windows at offsets drawn from the data seed, the validation part's first
-// windows in order as its test set.
+// What a run trains. A language model trains on token windows at offsets drawn from the data seed; the
+// validation part's first windows are its test set.
 struct train_plan {
   log_sink log;
-  std::optional<schedule> user_schedule;  // --schedule-file, checked
+  std::optional<schedule> user_schedule;
   bool language_model = false;
-  std::size_t context = 0;  // tokens per window of a language model
+  std::size_t context = 0;  // tokens per window
   dtype compute_dtype = dtype::float32;
   sequential model;
   std::shared_ptr<const data_source> train_set, test_set;  // test_set may be null
   std::optional<auto_candidate> auto_choice;  // --auto's
-  std::vector<layer_cost> layer_costs;        // --auto's, for the chosen microbatch (else the pipeline measures)
-  std::function<std::vector<double>()> stage_busy;  // a pipeline's busy seconds per stage so far (the metrics log)
-  std::function<void(std::uint64_t step)> after_checkpoint;  // each checkpoint written, with its step (Note [elastic runs])
+  std::vector<layer_cost> layer_costs;  // --auto's, for the chosen microbatch
+  std::function<std::vector<double>()> stage_busy;  // for the metrics log
+  std::function<void(std::uint64_t step)> after_checkpoint;  // Note [elastic runs]
 };
 inline log_line say(const train_plan& plan) { return log_line(plan.log); }
 
-// The first `rows` samples of `d` as one batch (at least one row, at most its size): what layer costs, the memory
-// model and --auto's trials measure on.
+// The first `rows` samples of `d` as one batch (clamped to 1 .. size), for cost measurements.
 batch first_rows(const data_source& d, std::size_t rows);
 
-// --init-from without a gpt --model (the default one, not given): the file's shape as --model (Note [GPT-2 weight
-// files] in checkpoint/gpt2_weights.hpp). Before the checks, which then see the model the run trains.
+// --init-from without a gpt --model: the file's shape becomes --model (Note [GPT-2 weight files]).
 void model_from_init_file(run_config& o, train_plan& plan);
-// The model from the spec, unless given, with the dtype and recomputation set, and --init-from's weights.
+// The model from the spec unless given, with dtype, recomputation and --init-from's weights.
 void plan_model(const run_config& o, train_plan& plan);
-// The data, unless given: config.data (a token file for a gpt, else IDX, npy or CSV), a gpt's text without it.
-// A language model's context is checked against the data (a context the data cannot fill is refused).
+// The data unless given; a context the data cannot fill is refused.
 void plan_data(const run_config& o, train_plan& plan);
 
 // --- --auto (auto_choice.cpp) ---
 
-// Measures the model's layer costs on this process's cores (one microbatch of the training data per size), predicts
-// every configuration that fits them and --max-memory, prints the best few and sets `o` and the plan to the
+// Predicts every configuration that fits --max-memory from measured layer costs and sets `o` and the plan to the
 // best (Note [automatic configuration]).
 void choose_configuration(run_config& o, train_plan& plan);
 
 // --- build the runner (runner_choice.cpp) ---
 
-// What trains the plan: one of a local_runner, a data_tensor_runner (data or tensor parallelism without stages), a
-// pipeline or D replicas of one; and, for a pipeline, what the report needs besides the training.
+// What trains the plan, and what the report needs besides.
 struct train_runner {
-  std::unique_ptr<std::ofstream> trace_file;  // before the pipeline, so it outlives it: its stages write the trace
+  std::unique_ptr<std::ofstream> trace_file;  // outlives the pipeline
   std::shared_ptr<chrome_trace_writer> trace;
-  std::unique_ptr<step_runner> local;                  // single process
-  std::unique_ptr<data_parallel_pipeline> replicated;  // the pipeline's D replicas (--data-parallel with --stages)
+  std::unique_ptr<step_runner> local;                
+  std::unique_ptr<data_parallel_pipeline> replicated;
   std::unique_ptr<pipeline> single_pipe;
-  pipeline* pipe = nullptr;  // the pipeline (replica 0 of several) that describes the run; null without stages
+  pipeline* pipe = nullptr;  // replica 0's; null without stages
   step_runner* runner = nullptr;
-  std::string partition;               // uniform, params, time or explicit (--layers-per-chunk)
-  std::vector<double> predicted_busy;  // seconds per step and stage, from the measured layer costs
-  std::vector<stage_memory> predicted_memory;  // per stage, its tensor-parallel ranks together (Note [memory model])
-  resident_memory before;  // this process's where its growth is measured from (its peak reset then, where allowed)
-  std::uint64_t tensors_before = 0;  // its tensor bytes then (Note [tensor bytes]), their peak reset then
-  // What building and training are predicted to add to this process (0: not predicted, or
-  // the stages are on nodes), and its parts in words (Note [memory model]).
+  std::string partition;
+  std::vector<double> predicted_busy;  // seconds per step and stage
+  std::vector<stage_memory> predicted_memory;  // Note [memory model]
+  resident_memory before;
+  std::uint64_t tensors_before = 0;  // Note [tensor bytes]
+  // Predicted growth (0: not predicted, or on nodes) and its parts in words (Note [memory model]).
   std::uint64_t predicted_growth_bytes = 0;
   std::string predicted_growth_parts;
-  bool stages_on_nodes = false;  // then the process's growth is the coordinator's own
+  bool stages_on_nodes = false;
   bool peak_reset = false;
-  double predicted_makespan = 0.0;     // seconds per step: the schedule simulated with the layer costs
-  std::shared_ptr<step_recorder> steps = std::make_shared<step_recorder>();  // fed by the stages (latest step)
+  double predicted_makespan = 0.0;  // seconds per step, simulated
+  std::shared_ptr<step_recorder> steps = std::make_shared<step_recorder>();
 };
 
-// The data- or tensor-parallel runner of a single process (--data-parallel or --tensor-parallel without
-// --stages), else null. Made before the Fashion-MNIST data is read: a width the mesh cannot split is refused
-// at once, naming the layer.
+// The data- or tensor-parallel runner of a single process, else null; made before the data is read.
 std::unique_ptr<step_runner> make_mesh_runner(const run_config& o, const train_plan& plan, sequential& model);
-// The runner: `mesh` if given, a pipeline with --stages (its partition from layer costs measured on one
-// microbatch of training data, described in the log), else a local_runner on every core (or --threads).
+// The runner: `mesh` if given, a pipeline with --stages, else a local_runner.
 train_runner build_train_runner(const run_config& o, train_plan& plan, std::unique_ptr<step_runner> mesh);
 
 // --- run (training_run.cpp) ---
 
 struct train_outcome {
   train_report report;
-  std::optional<std::uint64_t> resumed_at_step;  // --resume: the checkpoint's step
-  loss_curve curve;                              // every step's loss and each epoch's mean, with --plot
-  std::uint64_t training_peak = 0;  // the process's resident peak after the last step (before the final test); 0: not read
-  std::uint64_t tensor_peak = 0;    // its tensor bytes' peak then (Note [tensor bytes])
-  float last_lr = 0.0f;             // the lr of the last step taken
+  std::optional<std::uint64_t> resumed_at_step;
+  loss_curve curve;
+  std::uint64_t training_peak = 0;  // resident peak after the last step; 0: not read
+  std::uint64_t tensor_peak = 0;  // Note [tensor bytes]
+  float last_lr = 0.0f;
 };
 
-// Trains: progress on a terminal, --resume, --checkpoint, a language model's validation every --eval-every, the
-// metrics log (Note [metrics log]), the callbacks.
+// Trains with progress, --resume, --checkpoint, validation and the metrics log (Note [metrics log]).
 train_outcome run_training(const run_config& o, const train_plan& plan, step_runner& runner,
                            const engine_callbacks& callbacks);
 
-// run_training on a pipeline on nodes that continues on the nodes left when one is lost for good, and grows back
-// when they answer again (Note [elastic runs] in elastic_run.cpp). `runner` is replaced at each change, which
-// `changes` records (the result line's "elastic"); `segment` is `o` with the last mesh trained on.
+// run_training on nodes that shrinks when a node is lost for good and grows back (Note [elastic runs]).
+// `runner` is replaced at each change, recorded in `changes`; `segment` is `o` with the last mesh.
 train_outcome run_elastic(const run_config& o, run_config& segment, train_plan& plan, train_runner& runner,
                           const engine_callbacks& callbacks, nlohmann::json& changes);
 
-// A language model's validation loss in nats per token, logged with bits per token; predicted in batches of
-// the batch size (Note [evaluation in batches] in training/trainer.hpp).
+// A language model's validation loss in nats per token (Note [evaluation in batches]).
 double validation_loss(const run_config& o, const train_plan& plan, step_runner& runner, const std::string& when);
 
 // --- report (report.cpp) ---
 
-// --auto's check after its first steps (auto_choice.cpp): the median of the steps after the first against the
-// prediction, in the log; `step_ends` holds the elapsed seconds at the end of steps 1 .. auto_early_steps + 1.
+// --auto's check of the median early step against the prediction; `step_ends`: elapsed seconds at the end of
+// steps 1 .. auto_early_steps + 1.
 inline constexpr std::size_t auto_early_steps = 5;
 void report_auto_early(const train_plan& plan, const auto_candidate& chosen, std::vector<double> step_ends);
-// --auto's prediction against the measured step, and what was off by more than 15% (auto_choice.cpp).
+// --auto's prediction against the measured step.
 void report_auto(const train_plan& plan, const train_runner& runner, const train_report& report, nlohmann::json& out);
 
-// Writes --plot, --timeline, --trace and --export, logs the stages' busy times, and fills the result.
+// Writes --plot, --timeline, --trace and --export, and fills the result.
 void report_training(const run_config& o, const train_plan& plan, train_runner& runner, const train_outcome& run,
                      run_result& result);
 

@@ -48,25 +48,25 @@ void plan_model(const run_config& o, train_plan& plan) {
     if (plan.context > 0 && length > plan.context)
       throw std::invalid_argument("--sequence-lengths " + std::to_string(length) + " is longer than the model's " +
                                   std::to_string(plan.context) + " positions (the spec's key 'context')");
-  if (!o.init_from_file.empty()) {  // checked against the model by check_run_config
+  if (!o.init_from_file.empty()) {
     load_gpt2_weights(o.init_from_file, plan.model, parse_gpt_spec(o.model));
     say(plan) << "init-from: the weights of " << o.init_from_file << " ("
               << gpt2_format_name(detect_gpt2_format(o.init_from_file)) << ")";
   }
-  plan.compute_dtype = *parse_dtype(o.dtype);  // checked by the key's check
+  plan.compute_dtype = *parse_dtype(o.dtype);
   plan.model.set_compute_dtype(plan.compute_dtype);
   plan.model.set_recompute(parse_recompute_mode(o.recompute));
 }
 
 void plan_data(const run_config& o, train_plan& plan) {
-  if (plan.train_set) return;  // a user's own
+  if (plan.train_set) return;
   data_config data = o.data;
-  if (data.path.empty() && plan.language_model) {  // a gpt without --data: its byte text
+  if (data.path.empty() && plan.language_model) {
     data.path = o.text_path.empty() ? default_text_path : o.text_path;
     data.format = "text";
   }
   if (data.path.empty()) data.path = default_fashion_mnist_dir;
-  // The windows a resumed run trains on are the checkpointed run's: Note [resumed trajectory].
+  // Note [resumed trajectory]
   const std::uint64_t seed = o.resume_file.empty() ? o.train.seed : read_checkpoint_info(o.resume_file).state.data_seed;
   const std::size_t classes = plan.model.out_features().value_or(0);
   data_sets sets = open_data(data, plan.context, classes, seed, o.validation_windows);

@@ -1,5 +1,5 @@
-// The engine's report: the loss curve, a language model's validation, the stages' busy times, the timeline, the
-// trace, the exported weights, and the result (the JSON line `actorpipe train` prints).
+// The engine's report: loss curve, validation, busy times, timeline, trace, exported weights, and the result
+// (`actorpipe train`'s JSON line).
 #include <cmath>
 #include <fstream>
 #include <stdexcept>
@@ -19,7 +19,7 @@ void write_loss_plot(const run_config& o, const train_plan& plan, const loss_cur
   say(plan) << "loss curve written to " << o.plot_file << "\n";
 }
 
-// What every run reports: the model, the mesh, the training figures.
+// What every run reports.
 void report_run(const run_config& o, const train_plan& plan, const train_outcome& run, nlohmann::json& out) {
   const train_report& r = run.report;
   if (run.resumed_at_step) out["resumed_at_step"] = *run.resumed_at_step;
@@ -33,7 +33,7 @@ void report_run(const run_config& o, const train_plan& plan, const train_outcome
   out["recompute"] = recompute_mode_name(plan.model.recompute());
   out["steps"] = r.steps;
   out["samples_per_s"] = r.samples_per_s;
-  // Over this invocation's steps of its last epoch only (after --resume, not the whole epoch's): named so.
+  // Over this invocation's steps of its last epoch only: named so.
   out["last_epoch_mean_loss"] = r.final_loss;
   out["last_epoch_steps"] = r.final_loss_steps;
   out["last_step_loss"] = r.last_loss;
@@ -42,7 +42,7 @@ void report_run(const run_config& o, const train_plan& plan, const train_outcome
   out["median_step_s"] = r.median_step_s;
 }
 
-// --timeline: the last step as it ran, above the same schedule simulated with that step's measured per-action costs.
+// --timeline: the last step as it ran, above its simulation from the measured costs.
 void write_timeline(const run_config& o, const train_plan& plan, const pipeline& pipe, const step_recorder& steps, nlohmann::json& out) {
   if (o.timeline_file.empty() || steps.last().empty()) return;
   const measured_step m = measure_step(steps.last(), pipe.schedule());
@@ -60,8 +60,7 @@ void write_timeline(const run_config& o, const train_plan& plan, const pipeline&
             << m.makespan * 1e3 << " ms, simulated with its costs " << sim.makespan * 1e3 << " ms\n";
 }
 
-// A pipeline's report: schedule, partition, stash, each stage's busy time measured and predicted, the step
-// makespan; the timeline and the trace.
+// A pipeline's report: schedule, partition, stash, busy times measured and predicted, makespan, timeline, trace.
 void report_pipeline(const run_config& o, const train_plan& plan, train_runner& r, const train_outcome& run,
                      nlohmann::json& out) {
   const pipeline& pipe = *r.pipe;
@@ -87,7 +86,7 @@ void report_pipeline(const run_config& o, const train_plan& plan, train_runner& 
   }
   out["busy_s"] = busy;
   out["predicted_makespan_s"] = r.predicted_makespan;  // per step
-  out["makespan_s"] = r.steps->mean_makespan_s();       // per step, measured: first event to last action's end
+  out["makespan_s"] = r.steps->mean_makespan_s();       // per step, measured
   say(plan) << "step makespan " << r.steps->mean_makespan_s() * 1e3 << " ms, predicted "
             << r.predicted_makespan * 1e3 << " ms\n";
   write_timeline(o, plan, pipe, *r.steps, out);
@@ -99,18 +98,17 @@ void report_pipeline(const run_config& o, const train_plan& plan, train_runner& 
   }
 }
 
-// What the run was predicted to add to the process against what it added to the tensors' peak
-// and the resident peak, where both were measured (Note [memory model]).
+// Predicted growth against the measured tensor and resident peaks, where both were measured (Note [memory model]).
 void report_memory(const train_plan& plan, const train_runner& r, const train_outcome& run, nlohmann::json& out) {
   if (!r.peak_reset || run.training_peak <= r.before.now) return;
   const bool on_nodes = r.stages_on_nodes;
-  if (r.predicted_growth_bytes == 0 && !on_nodes) return;  // nothing predicted to compare with
+  if (r.predicted_growth_bytes == 0 && !on_nodes) return;
   const std::uint64_t predicted = r.predicted_growth_bytes;
   const std::uint64_t grown = run.training_peak - r.before.now;
   const std::uint64_t tensors = run.tensor_peak - std::min(run.tensor_peak, r.tensors_before);
   out["resident_peak_growth_bytes"] = grown;
   out["tensor_peak_growth_bytes"] = tensors;
-  if (on_nodes) {  // the coordinator's own: the stages' memory is the nodes'
+  if (on_nodes) {  // the coordinator's own
     say(plan) << "memory: the stages run on nodes; building and training grew this process's tensors' peak "
               << memory_text(tensors) << " and its resident peak " << memory_text(grown) << "\n";
     return;
@@ -122,8 +120,7 @@ void report_memory(const train_plan& plan, const train_runner& r, const train_ou
             << "% of the prediction)\n";
 }
 
-// --export: the trained weights in the compute dtype (Note [exported weights]); --export-as: as GPT-2's (Note
-// [GPT-2 weight files] in checkpoint/gpt2_weights.hpp). One gather for both.
+// --export (Note [exported weights]) and --export-as (Note [GPT-2 weight files]) from one gather.
 void export_trained_weights(const run_config& o, const train_plan& plan, train_runner& r) {
   if (o.export_file.empty() && o.export_as_file.empty()) return;
   sequential trained = r.pipe ? r.pipe->gather_model() : plan.model.clone();
@@ -150,7 +147,7 @@ void report_training(const run_config& o, const train_plan& plan, train_runner& 
     out["validation_loss"] = nats;
     out["bits_per_token"] = nats / std::log(2.0);
     if (plan.train_set->num_classes() == 256) out["bits_per_byte"] = nats / std::log(2.0);  // a byte-level model
-    out["tokens_per_s"] = run.report.positions_per_s;  // positions, not windows x context (Note [sequence lengths])
+    out["tokens_per_s"] = run.report.positions_per_s;  // Note [sequence lengths]
   }
   report_run(o, plan, run, out);
   out["lr"] = run.last_lr;

@@ -1,7 +1,5 @@
-// One run's whole configuration: the model, its data, the optimizer and its lr schedule, the mesh, the
-// pipeline, the transport, recovery, checkpoints and the outputs. Read from JSON (`train --config run.json`) or
-// from flags alike: every key is a flag of the same name (`batch-size` is `--batch-size`), listed once in
-// run_config.cpp, and validated in one place (check_run_config).
+// One run's whole configuration, read from JSON (`train --config run.json`) or flags alike: every key is a flag of
+// the same name, listed once in run_config.cpp and validated in one place (check_run_config).
 #pragma once
 
 #include <cstdint>
@@ -22,52 +20,47 @@
 
 namespace ap {
 
-// A configuration as JSON, its keys in the order they are listed (print_config writes them so).
+// A configuration as JSON, its keys in list order.
 using config_document = nlohmann::ordered_json;
 
 struct run_config {
-  // The model: layer widths ("784-512-10", Linear layers with `activation` between) or a spec
-  // ("gpt:layers=4,dim=256,heads=8,context=128"); a model given to the engine in C++ replaces it.
+  // Layer widths ("784-512-10") or a spec ("gpt:layers=4,dim=256,heads=8,context=128").
   std::string model = "784-512-256-10";
   std::string activation = "relu";
   std::uint64_t init_seed = 1;
-  std::string loss = "cross_entropy";  // a registered loss (model/loss.hpp)
-  // The data (data/open_data.hpp). An empty data.path: Fashion-MNIST for a classifier, `text_path` for a gpt.
+  std::string loss = "cross_entropy";  // model/loss.hpp
+  // Empty data.path: Fashion-MNIST for a classifier, `text_path` for a gpt (data/open_data.hpp).
   data_config data;
-  std::string text_path;  // a gpt's byte text (a file or a folder); empty: the fortunes
-  std::size_t eval_every = 0;           // a language model's validation every N steps (0: at the end only)
-  std::size_t validation_windows = 256; // at most this many validation windows of a language model
-  train_config train;         // epochs, batch size, seeds, max steps, checkpoint interval, divergence, lengths
-  optimizer_config optimizer;  // adam, lr 1e-3
-  // The mesh: stages 0 trains in one process (the D x T runner with data or tensor parallelism).
+  std::string text_path;  // empty: the fortunes
+  std::size_t eval_every = 0;  // 0: at the end only
+  std::size_t validation_windows = 256;  // at most
+  train_config train;
+  optimizer_config optimizer;
+  // The mesh: stages 0 trains in one process (D x T runner).
   int stages = 0;
-  int threads = 0;            // intra-op threads of every compute rank (Note [cores per rank]); 0: the cores divided
-  data_tensor_options mesh;   // data_parallel, tensor_parallel, clip_grad_norm
-  pipeline_options pipe;      // microbatches, schedule, chunks, layers per chunk, nodes, transport, recovery
-  std::string partition = "params";  // uniform, params or time (Note [default partition]); layers_per_chunk overrides
-  std::string schedule_file;  // a user's schedule (grid or CSV), instead of pipe.schedule
+  int threads = 0;  // Note [cores per rank]; 0: the cores divided
+  data_tensor_options mesh;
+  pipeline_options pipe;
+  std::string partition = "params";  // Note [default partition]; layers_per_chunk overrides
+  std::string schedule_file;  // replaces pipe.schedule
   long timeout_ms = default_timeout.count();
   long restart_wait_ms = 60000;
-  int elastic = 0;  // the fewest nodes a run goes on with (Note [elastic runs]); 0: a lost node ends the run
-  std::string dtype = "fp32";      // Note [compute dtype] in model/layer.hpp
-  std::string recompute = "none";  // Note [recomputation] in model/block.hpp
-  std::string max_memory;          // per process, e.g. "2G" (Note [memory budget]); empty: no budget
-  bool auto_config = false;        // Note [automatic configuration] in plan/auto_config.hpp
+  int elastic = 0;  // Note [elastic runs]
+  std::string dtype = "fp32";  // Note [compute dtype]
+  std::string recompute = "none";  // Note [recomputation]
+  std::string max_memory;  // e.g. "2G" (Note [memory budget])
+  bool auto_config = false;  // Note [automatic configuration]
   int auto_trials = 3;             // Note [auto trials]
   std::string collectives = "auto";  // auto, ring, gloo or by-size (Note [collective backends])
-  std::string rendezvous;            // "env": Note [environment rendezvous] in network/rendezvous.hpp
-  long rendezvous_timeout_s = 120;  // default_rendezvous_timeout (Note [rendezvous fails fast])
+  std::string rendezvous;  // "env": Note [environment rendezvous]
+  long rendezvous_timeout_s = 120;  // Note [rendezvous fails fast]
   // Outputs; empty: none.
   std::string checkpoint_file, resume_file, export_file, trace_file, plot_file, timeline_file;
-  std::string log_file;  // the metrics log: JSON lines per step and per validation (Note [metrics log])
-  // GPT-2's weights (Note [GPT-2 weight files] in checkpoint/gpt2_weights.hpp): the weights a gpt model starts
-  // from (llm.c's .bin or Hugging Face's .safetensors, told apart by content), and the file the trained weights
-  // are written to at the end (the format by extension); empty: none.
+  std::string log_file;  // Note [metrics log]
+  // GPT-2 weights to start from and to write at the end (Note [GPT-2 weight files]); empty: none.
   std::string init_from_file, export_as_file;
   bool stage_log = false;
-  // The flags given on a command line (apply_config_json records them when told to), at their defaults or not: a
-  // flag given where it means nothing is refused (check_run_config) even at its default value. A file's keys are
-  // not recorded: a printed configuration holds every key. Not itself a key.
+  // The flags given on a command line: one that means nothing here is refused even at its default. Not a key.
   std::vector<std::string> given_keys;
 
   bool language_model() const;
@@ -75,45 +68,38 @@ struct run_config {
 
 // One key of the run configuration, as the flag and the JSON key of the same name.
 struct config_key {
-  std::string name;   // "batch-size": the flag --batch-size and the JSON key "batch-size"
+  std::string name;
   std::string help;
-  // What a value must be, as text (a number as it is written); returns "" or why not, without the key's name.
+  // Checks a value given as text; returns "" or why not, without the key's name.
   std::function<std::string(const std::string&)> check;
   std::string group;  // for --help
-  bool pipeline_only = false;  // means something only with stages (refused without)
+  bool pipeline_only = false;
 };
 
-// The field a key sets, by type (std::uint64_t is std::size_t on the 64-bit platforms the runtime builds on).
+// The field a key sets, by type.
 static_assert(std::is_same_v<std::size_t, std::uint64_t>, "a config field's uint64_t is its size_t");
 using config_field = std::variant<std::string*, bool*, int*, long*, std::size_t*, float*, double*,
                                   std::vector<std::size_t>*, std::vector<std::string>*>;
 
-// Every key of `c`, each with the field it sets, in the order --help and print_config list them: the one list.
+// Every key of `c` with its field, in --help and print_config order: the one list.
 void for_each_config_key(run_config& c, const std::function<void(const config_key&, config_field)>& visit);
 
-// Sets the keys of `json` (an object) on `c`. `source` names where it came from ("run.json"); `text`, the file's
-// text, gives a key's line in errors ("run.json:7: key 'batch-size': -1 is not a whole number >= 1"); without a
-// source a bad value is named as its flag ("--batch-size: 0 is not a whole number >= 1"). Throws
-// std::invalid_argument naming the key for an unknown key, a value of the wrong type or out of range; `c` is
-// then unchanged.
+// Sets the keys of `json` on `c`; `source` and `text` locate a bad key ("run.json:7: key 'batch-size': ...").
+// Throws std::invalid_argument naming the key; `c` is then unchanged.
 void apply_config_json(run_config& c, const config_document& json, const std::string& source = "",
                        const std::string& text = "", bool record_given = false);
-// Reads a JSON file of keys over the defaults (std::invalid_argument naming the file and line for a parse error
-// or a bad key).
+// Reads a JSON file of keys over the defaults; std::invalid_argument names file and line.
 run_config read_run_config(const std::string& path);
-// Every key with its value: what a run can be repeated from (apply_config_json reads it back to the same config).
+// Every key with its value; apply_config_json reads it back to the same config.
 config_document config_json(const run_config& c);
 
-// The checks between keys and of the files a run needs, before any work (output paths writable, the resume
-// checkpoint's model, the schedule file, the transport, the mesh, the lr schedule against the run's steps when
-// known). Throws std::invalid_argument naming the key; `warn` gets what is given but unused. Returns the user's schedule file, parsed, if any.
-// `model`: a model given in C++, which a resumed checkpoint must match (else the one `model` builds).
+// The checks between keys and of the files a run needs, before any work; std::invalid_argument names the key,
+// `warn` gets what is unused. Returns the parsed schedule file, if any; a resumed checkpoint must match `model`.
 std::optional<schedule> check_run_config(const run_config& c,
                                          const std::function<void(const std::string&)>& warn = {},
                                          const sequential* model = nullptr);
 
-// Throws std::invalid_argument unless the folder of `path` exists and this process may create a file in it
-// (probed by creating and removing one); names `key` and the path. An empty path: nothing to check.
+// Throws std::invalid_argument naming `key` and path unless a file can be created in `path`'s folder; "" passes.
 void check_output_path(const std::string& key, const std::string& path);
 
 }  // namespace ap

@@ -1,5 +1,4 @@
-// The engine's runner: a local_runner, a data_tensor_runner (--data-parallel or --tensor-parallel without
-// --stages), or a pipeline of stage actors (D replicas of it with --data-parallel).
+// The engine's runner: a local_runner, a data_tensor_runner, or a pipeline (D replicas with --data-parallel).
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -18,8 +17,7 @@
 namespace ap::engine_parts {
 namespace {
 
-// The pipeline's options from the flags, with the user's schedule and the stage events streamed to the
-// stage log, the trace and the step recorder.
+// The pipeline's options from the flags.
 pipeline_options pipeline_options_of(const run_config& o, const train_plan& plan, train_runner& r) {
   pipeline_options p = o.pipe;
   p.stages = o.stages;
@@ -35,15 +33,13 @@ pipeline_options pipeline_options_of(const run_config& o, const train_plan& plan
   p.clip_grad_norm = o.mesh.clip_grad_norm;
   p.threads = o.threads;  // Note [cores per rank]
   p.collectives = o.collectives == "auto" ? default_collective_backend()
-                                          : *parse_collective_backend(o.collectives);  // the CLI checked the text
-  // busy_s comes from the pipeline's busy sums; events are only streamed, to the
-  // stage log and the trace as they come, never kept, so a long run stays flat (Note [bounded event log]).
+                                          : *parse_collective_backend(o.collectives);  // checked by the CLI
+  // Events are streamed, never kept, so a long run stays flat (Note [bounded event log]).
   if (!o.trace_file.empty()) {
     r.trace_file = std::make_unique<std::ofstream>(o.trace_file);
     if (!*r.trace_file) throw std::runtime_error("cannot write the trace to " + o.trace_file);
     r.trace = std::make_shared<chrome_trace_writer>(*r.trace_file, p.stages);
   }
-  // The step recorder keeps one step's events: the measured makespan per step, and --timeline's last step.
   p.on_event = [trace = r.trace, steps = r.steps, sink = plan.log,
                 log = o.stage_log ? std::make_shared<stage_log_snapshots>(p.stages, p.chunks_per_stage) : nullptr](
                    const stage_event& e) {
@@ -54,17 +50,14 @@ pipeline_options pipeline_options_of(const run_config& o, const train_plan& plan
   return p;
 }
 
-// One microbatch of the training data, which the layer costs and the memory model are measured on.
+// One microbatch of the training data, for layer costs and the memory model.
 tensor microbatch_sample(const run_config& o, const train_plan& plan, int microbatches) {
   const std::size_t per = static_cast<std::size_t>(std::max(1, microbatches) * std::max(1, o.mesh.data_parallel));
   return first_rows(*plan.train_set, (o.train.batch_size + per - 1) / per).inputs;
 }
 
-// Each stage's predicted peak, its T tensor-parallel ranks together, measured on `sample`, one microbatch
-// (Note [memory model]). With T > 1 one rank's figures are measured on its own layers (Note [tensor-parallel memory] in
-// model/tensor_parallel.hpp: exact); otherwise, and where T does not split the model, from the whole model's
-// `costs` (measured here when null), bounded across the ranks (across_tensor_parallel): the stages then refuse T,
-// naming the layer, when they are built.
+// Each stage's predicted peak, its T ranks together (Note [memory model], Note [tensor-parallel memory]);
+// `costs` measured here when null.
 std::vector<stage_memory> predicted_stage_memory(const run_config& o, train_plan& plan,
                                                  const std::vector<layer_range>& ranges, const schedule& planned,
                                                  const tensor& sample, const std::vector<layer_cost>* costs) {
@@ -74,7 +67,6 @@ std::vector<stage_memory> predicted_stage_memory(const run_config& o, train_plan
     try {
       std::vector<std::size_t> chunk_layers;
       for (const layer_range& r : ranges) chunk_layers.push_back(r.end - r.begin);
-      // As the pipeline decides it (Note [vocab-parallel]).
       const bool vocab = splits_vocabulary(plan.model.layer_specs(), o.loss, T) && !whole_batch_backward(planned);
       rank = tensor_parallel_rank(plan.model, chunk_layers, 0, T, vocab, o.mesh.sequence_parallel);
     } catch (const std::invalid_argument&) {
@@ -88,8 +80,7 @@ std::vector<stage_memory> predicted_stage_memory(const run_config& o, train_plan
   return across_tensor_parallel(predict_stage_memory(plan.model, ranges, planned, whole, o.optimizer), T);
 }
 
-// The pipeline's layout in the log: stages, schedule, partition, mesh, each chunk's layers, each stage's
-// predicted busy time.
+// The pipeline's layout in the log.
 void describe_pipeline(const run_config& o, const train_plan& plan, const train_runner& r,
                        const pipeline_options& p) {
   say(plan) << "pipeline: " << p.stages << (p.stages == 1 ? " stage, " : " stages, ") << p.microbatches
@@ -100,7 +91,7 @@ void describe_pipeline(const run_config& o, const train_plan& plan, const train_
   if (!p.nodes.empty() && o.mesh.data_parallel > 1)  // Note [collective backends]
     say(plan) << "collectives: " << describe_collective_backend(p.collectives) << " (the replicas' all-reduces between nodes, "
               << (p.security.insecure ? "plain TCP" : "mutual TLS") << ")\n";
-  if (p.nodes.empty())  // Note [cores per rank]; on nodes, each node's log says
+  if (p.nodes.empty())  // Note [cores per rank]
     say(plan) << "cores: "
               << cores_layout_text(rank_names(o.mesh.data_parallel, p.stages, o.mesh.tensor_parallel),
                                    r.replicated ? r.replicated->cores() : r.pipe->cores(), process_cores().size())
@@ -127,9 +118,7 @@ void describe_pipeline(const run_config& o, const train_plan& plan, const train_
   }
 }
 
-// The process's growth is measured from here, after the layer costs were measured (their pass
-// is not training's) and the heap's free pages went back (a block freed before, reused at no resident cost, would
-// hide what comes next) (Note [memory model]).
+// Growth is measured from here, after the layer-cost pass and heap trimming (Note [memory model]).
 void start_memory_measurement(train_runner& r) {
   return_free_memory();
   r.peak_reset = reset_peak_resident_memory();
@@ -138,8 +127,7 @@ void start_memory_measurement(train_runner& r) {
   reset_tensor_bytes_peak();
 }
 
-// Each stage's intra-op threads in `p.cores` (rank 0 of replica 0: Note [cores per rank]); empty when no cores are
-// given (nodes decide them).
+// Each stage's intra-op threads (Note [cores per rank]); empty when nodes decide them.
 std::vector<int> stage_threads(const pipeline_options& p) {
   if (p.cores.empty()) return {};
   const auto T = static_cast<std::size_t>(std::max(1, p.tensor_parallel));
@@ -148,8 +136,7 @@ std::vector<int> stage_threads(const pipeline_options& p) {
   return threads;
 }
 
-// `costs` were measured on `measured_on` threads; the other thread counts of the stages are measured too, and each
-// layer takes the costs of its stage's threads (Note [costs at the stages' threads]). With nodes, as measured.
+// Measures the costs at every stage's thread count too (Note [costs at the stages' threads]).
 std::vector<layer_cost> costs_for_stages(const sequential& model, const tensor& sample, std::vector<layer_cost> costs,
                                          int measured_on, const std::vector<int>& threads,
                                          const std::vector<layer_range>& ranges) {
@@ -163,16 +150,14 @@ std::vector<layer_cost> costs_for_stages(const sequential& model, const tensor& 
 void build_pipeline(const run_config& o, train_plan& plan, train_runner& r) {
   pipeline_options p = pipeline_options_of(o, plan, r);
   const tensor sample = microbatch_sample(o, plan, p.microbatches);
-  // --threads 0 on a pipeline alone in this process shares the cores by stage cost, from one thread's costs; otherwise
-  // every stage's threads are known now, and the costs are measured on them (Note [cores by stage cost]).
+  // --threads 0 on a lone pipeline shares cores by stage cost (Note [cores by stage cost]).
   const bool cores_by_cost = o.threads == 0 && p.nodes.empty() && p.cores.empty() && o.mesh.data_parallel == 1 &&
                              o.mesh.tensor_parallel == 1 && !plan.auto_choice;
-  // The process's cores divided as the pipelines divide them when given none (Note [cores per rank]), here, so that the
-  // costs are measured on the threads the stages get (Note [costs at the stages' threads]).
+  // The cores divided as the pipelines would (Note [cores per rank]).
   if (!cores_by_cost && p.nodes.empty() && p.cores.empty())
     p.cores = assign_cores(process_cores(), o.mesh.data_parallel * p.stages * std::max(1, p.tensor_parallel), p.threads);
   const std::vector<int> known_threads = stage_threads(p);
-  const int measured_on = known_threads.empty() ? 1 : known_threads[0];  // assign_cores gives every stage as many
+  const int measured_on = known_threads.empty() ? 1 : known_threads[0];
   auto costs = plan.layer_costs.empty() ? measure_layer_costs(plan.model, sample, 5, measured_on) : plan.layer_costs;
   if (p.layers_per_chunk.empty())
     p.layers_per_chunk = partition_counts(parse_partition_method(o.partition), plan.model, costs,
@@ -183,11 +168,10 @@ void build_pipeline(const run_config& o, train_plan& plan, train_runner& r) {
     p.cores = assign_cores(cores, threads_by_cost(predicted_busy_s(costs, ranges, p.stages, p.microbatches),
                                                   static_cast<int>(cores.size())));
   }
-  if (plan.layer_costs.empty())  // --auto measured its costs on its own threads
+  if (plan.layer_costs.empty())  // --auto measured its own
     costs = costs_for_stages(plan.model, sample, std::move(costs), measured_on, stage_threads(p), ranges);
   r.predicted_busy = predicted_busy_s(costs, ranges, p.stages, p.microbatches);
-  // Each stage's peak (its tensor-parallel ranks together), before any stage is placed (Note [memory model]);
-  // refused over --max-memory (per process, or per node: Note [memory budget]).
+  // Each stage's peak, refused over --max-memory before any stage is placed (Note [memory budget]).
   const schedule planned = plan.user_schedule ? *plan.user_schedule
                                               : make_schedule(p.schedule, p.stages, p.microbatches, p.chunks_per_stage);
   r.predicted_memory = predicted_stage_memory(o, plan, ranges, planned, sample, &costs);
@@ -197,12 +181,12 @@ void build_pipeline(const run_config& o, train_plan& plan, train_runner& r) {
     if (!over.empty()) throw std::invalid_argument(over);
   }
   r.stages_on_nodes = !p.nodes.empty();
-  if (p.nodes.empty()) {  // the stages here, D replicas of each (Note [memory model])
+  if (p.nodes.empty()) {  // Note [memory model]
     const auto D = static_cast<std::uint64_t>(o.mesh.data_parallel);
     for (const stage_memory& m : r.predicted_memory) r.predicted_growth_bytes += D * m.total();
     r.predicted_growth_parts = std::to_string(p.stages) + " stages" + (D > 1 ? " x " + std::to_string(D) + " replicas" : "");
   }
-  start_memory_measurement(r);  // what building and training the pipeline add: report_memory
+  start_memory_measurement(r);
   if (o.mesh.data_parallel > 1) {
     r.replicated = std::make_unique<data_parallel_pipeline>(plan.model, p, o.mesh.data_parallel);
     r.pipe = &r.replicated->first();
@@ -224,19 +208,15 @@ std::unique_ptr<step_runner> make_mesh_runner(const run_config& o, const train_p
   m.threads = o.threads;  // Note [cores per rank]
   m.timeout = std::chrono::milliseconds(o.timeout_ms);
   auto mesh = std::make_unique<data_tensor_runner>(model, o.optimizer, o.loss, m);
-  // Note [one copy of the gradients] (actors/pipeline.cpp): the replicas train copies; `model` receives their
-  // weights when they are gathered and never needs its own gradients.
+  // `model` receives the replicas' weights when gathered and needs no gradients (Note [one copy of the gradients]).
   model.release_gradients();
   say(plan) << "mesh: " << mesh->describe() << "\n";
   say(plan) << "cores: " << mesh->cores_layout() << "\n";
   return mesh;
 }
 
-// Note [memory budget] for a run without stages: the process holds the model D times, each replica with its share
-// of the batch in flight (one stage of every layer, one microbatch); refused over --max-memory before any step.
-// The weights and gradients are there before (train's model, or the replicas made with the
-// mesh), so training adds each replica's optimizer state, stash, workspace and weight copies: r's prediction for
-// the report (Note [memory model]).
+// Note [memory budget] for a run without stages: the model D times, each with its share of the batch; refused
+// over --max-memory before any step.
 void check_single_process_budget(const run_config& o, train_plan& plan, train_runner& r) {
   if (o.max_memory.empty() || plan.auto_choice) return;  // --auto chose within it
   const auto D = static_cast<std::size_t>(o.mesh.data_parallel);
@@ -263,17 +243,15 @@ train_runner build_train_runner(const run_config& o, train_plan& plan, std::uniq
   train_runner r;
   r.partition = o.pipe.layers_per_chunk.empty() ? o.partition : "explicit";
   if (o.stages > 0) {
-    // The stages train; the result is gathered (Note [one copy of the gradients]). Let go before the build, so
-    // that their memory is back before the growth is measured (Note [memory model]).
+    // The stages train; the result is gathered (Note [one copy of the gradients]), freed before the build.
     plan.model.release_gradients();
     build_pipeline(o, plan, r);
     return r;
   }
-  // Every core by default, as PyTorch does. On a machine shared with other work, --threads 1 is steadier:
-  // two OpenMP threads lost 4x (small MLP) when the other core was busy, since a preempted thread stalls
-  // its partner at every barrier.
+  // Every core by default; on a shared machine --threads 1 is steadier (a preempted OpenMP thread stalls the
+  // others at every barrier).
   check_single_process_budget(o, plan, r);
-  start_memory_measurement(r);  // what training adds: report_memory
+  start_memory_measurement(r);
   set_compute_threads(o.threads > 0 ? o.threads : single_process_threads());
   r.local = mesh ? std::move(mesh)
                  : std::make_unique<local_runner>(plan.model, o.optimizer, o.loss, o.mesh.clip_grad_norm);

@@ -1,5 +1,4 @@
-// The engine's run: the training loop with its loss curve, resume, checkpoints, the metrics log and a language
-// model's periodic validation.
+// The engine's training loop.
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -12,7 +11,7 @@
 namespace ap::engine_parts {
 namespace {
 
-// Each epoch's mean loss at its last step, from the steps as they come (the plot's epoch line).
+// Each epoch's mean loss, for the plot.
 class epoch_mean_points {
  public:
   void add(const step_progress& p) {
@@ -35,8 +34,8 @@ class epoch_mean_points {
   std::vector<loss_curve::point> points_;
 };
 
-// Note [resumed trajectory] in trainer.hpp: the runner takes the checkpoint's weights and optimizer state,
-// `config` its position and data order seed. Returns the checkpoint's step.
+// The runner takes the checkpoint's weights and optimizer state, `config` its position and data order seed
+// (Note [resumed trajectory]). Returns the checkpoint's step.
 std::uint64_t resume(const run_config& o, const train_plan& plan, step_runner& runner, train_config& config) {
   const training_state at = runner.load_checkpoint(o.resume_file);
   config.start_step = at.step, config.start_epoch = at.epoch, config.start_batch = at.batch_in_epoch;
@@ -48,11 +47,9 @@ std::uint64_t resume(const run_config& o, const train_plan& plan, step_runner& r
   return at.step;
 }
 
-// Note [metrics log]: `--log FILE` gets one JSON object per line: per step {"step", "epoch", "batch", "loss", "lr",
-// "step_s", "samples_per_s", a language model's "tokens_per_s", a pipeline's "busy_s" (each stage's busy seconds
-// in the step)}, and per validation {"step", "validation_loss"}. A fresh run starts the file; a resumed one appends
-// to it, so the file holds the whole trajectory. Each line is flushed as written: a run killed mid-way leaves whole
-// lines. Documented in docs/usage.md.
+// Note [metrics log]: `--log FILE` gets one JSON object per line, per step and per validation (fields in
+// docs/usage.md). A fresh run starts the file, a resumed one appends, so it holds the whole trajectory. Each line
+// is flushed as written: a killed run leaves whole lines.
 class metrics_log {
  public:
   metrics_log(const std::string& path, bool append) {
@@ -87,13 +84,13 @@ train_outcome run_training(const run_config& o, const train_plan& plan, step_run
   train_config config = o.train;
   config.log = plan.log;
   epoch_mean_points epoch_points;
-  std::vector<double> step_ends;  // --auto's early check: the first steps' end times
+  std::vector<double> step_ends;  // --auto's early check
   metrics_log metrics(o.log_file, !o.resume_file.empty());
   double last_elapsed = 0.0;
   std::size_t last_samples = 0;
   std::vector<double> last_busy;
   config.on_step = [&](const step_progress& p) {
-    if (p.steps_done == p.steps_total)  // the last step, before any evaluation: Note [memory model]
+    if (p.steps_done == p.steps_total)  // Note [memory model]
       outcome.training_peak = measure_resident_memory().peak, outcome.tensor_peak = tensor_bytes_peak();
     if (plan.auto_choice && step_ends.size() <= auto_early_steps) {
       step_ends.push_back(p.elapsed_s);

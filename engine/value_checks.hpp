@@ -1,6 +1,5 @@
-// Checks of a setting's value as written (a flag's text, or a JSON number printed): each returns "" or why the
-// text is not what the setting needs ("-1 is not a whole number >= 1"). The CLI's validators and the JSON
-// reader use the same ones, so a flag and its key refuse the same values in the same words.
+// Checks of a setting's value as written: each returns "" or why not. The CLI and the JSON reader share them, so
+// a flag and its key refuse the same values in the same words.
 #pragma once
 
 #include <cstdint>

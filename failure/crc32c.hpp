@@ -1,20 +1,10 @@
-// CRC32C (Castagnoli), the checksum that catches silent corruption of checkpoints and of bytes on plain TCP
-// (Note [checksums]).
+// CRC32C (Castagnoli), the checksum that catches silent corruption of checkpoints and of bytes on plain TCP.
 //
-// Note [checksums]:
-// A checkpoint's every tensor (Note [checkpoint checksums] in checkpoint/checkpoint.hpp), every record on a plain
-// TCP data link (Note [checked records] in network/checked_records.hpp) and every tensor inside a message over
-// plain TCP (network/wire_format.hpp) carries a CRC32C of its bytes; TLS's records carry a MAC instead (Note
-// [sealed records]). TCP's own 16-bit checksum lets through about one corrupted segment in 65,536 that a faulty
-// NIC, switch or memory hands it; a CRC32C catches every error burst up to 32 bits and all but 2^-32 of the rest.
-// CRC32C rather than zlib's crc32 (another polynomial, the same strength) because x86's SSE4.2 computes it in
-// hardware: on an AMD EPYC (2 vCPUs, shared), 16 MB in memory, best of 30 runs, zlib 1.2.13's crc32_z ran at
-// 3.1-3.2 GB/s, one stream of SSE4.2's crc32 instruction at 5.8-7.3 GB/s, and three interleaved streams (below)
-// at 12.7-13.4 GB/s. Elsewhere a table computes it, byte by byte.
-// Three streams: the instruction's latency is three cycles and it issues every cycle, so one stream waits on
-// itself; the input is cut in three blocks computed side by side and joined by the CRC's linearity,
-// crc(A B) = shift(crc(A), |B|) ^ crc0(B), where shift (appending |B| zero bytes) is linear in the CRC and
-// tabled once per block length.
+// Note [checksums]: checkpoint tensors (Note [checkpoint checksums]), plain-TCP link records (Note [checked
+// records]) and tensors in plain-TCP messages carry a CRC32C; TLS records carry a MAC (Note [sealed records]).
+// TCP's 16-bit checksum misses about one bad segment in 65,536. Hand-written (zlib has only crc32) to use
+// SSE4.2's instruction, in three interleaved streams joined by linearity: crc(A B) = shift(crc(A), |B|) ^
+// crc0(B); elsewhere a table.
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,5 @@
-// What went wrong, as a value: one error_code per kind of failure, set where the failure is first seen (a lost
-// node's down message, a timeout, a collective's abort, a bad label) and carried with its text through
-// task_done, stage_failed and step_result to the exception the API throws. Note [errors as codes].
+// What went wrong, as a value: an error_code set where a failure is first seen and carried with its text to the
+// exception the API throws.
 #pragma once
 
 #include <cstddef>
@@ -11,18 +10,17 @@
 
 namespace ap {
 
-// Note [errors as codes]: decisions read the code, never the text. Whether --restart-on-failure waits for a
-// node (actors/recovery.hpp) and which std exception a runner throws (throw_error, throw_step_error) depend on
-// the code only, so a message can be reworded freely: the text is for people.
+// Note [errors as codes]: decisions (recovery, which std exception a runner throws) read the code, never the
+// text, so a message can be reworded freely.
 enum class error_code : std::uint8_t {
-  none,        // no failure
+  none,      
   lost_node,   // a node's process died, was killed, or stopped answering heartbeats
   timeout,     // a peer sent nothing within the timeout
-  bad_input,   // the caller's inputs, labels or options are wrong (std::invalid_argument)
-  diverged,    // a loss is not finite (std::domain_error)
-  collective,  // a peer's failure seen through a collective group: the cause is elsewhere
-  lost_peer,   // a peer's connection lost, seen through a collective group: recovery replays; the cause is elsewhere
-  broken,      // stages may disagree (an optimizer step applied on some only): rebuild from a checkpoint
+  bad_input,   // std::invalid_argument
+  diverged,    // a loss is not finite
+  collective,  // a peer's failure seen through a group
+  lost_peer,   // a peer's connection lost, seen through a group: recovery replays
+  broken,      // stages may disagree: rebuild from a checkpoint
   internal,    // anything else: an actor that stopped, an exception without a code
   count
 };
@@ -70,17 +68,14 @@ inline error_code code_of(const std::exception& e) {
   return error_code::internal;
 }
 
-// The exception type for a code: bad_input as std::invalid_argument, diverged as std::domain_error, anything
-// else as std::runtime_error; each carries the code.
+// bad_input as std::invalid_argument, diverged as std::domain_error, else std::runtime_error; with the code.
 [[noreturn]] inline void throw_error(error_code code, const std::string& what) {
   if (code == error_code::bad_input) throw input_error(what);
   if (code == error_code::diverged) throw diverged_error(what);
   throw runtime_failure(code, what);
 }
 
-// A training step that failed while it ran: std::domain_error when it diverged (the trainer reports divergence
-// from that type), std::runtime_error otherwise, bad input found inside the running step included (as a
-// pipeline_error is); each carries its code.
+// A failed step: std::domain_error when diverged, else std::runtime_error (even for bad input), with its code.
 [[noreturn]] inline void throw_step_error(error_code code, const std::string& what) {
   if (code == error_code::diverged) throw diverged_error(what);
   throw runtime_failure(code, what);

@@ -1,6 +1,5 @@
-// Seeded random numbers from plain 64-bit integer arithmetic: a seed gives the same numbers with every
-// compiler and standard library (unlike std::shuffle or std::*_distribution). The one generator of the
-// project: weight initialisation, dropout masks, data orders and synthetic data all draw from here.
+// Seeded random numbers from plain 64-bit integer arithmetic: a seed gives the same numbers with every compiler
+// and standard library (unlike std::*_distribution). The project's one generator.
 #pragma once
 
 #include <cmath>
@@ -8,8 +7,7 @@
 
 namespace ap {
 
-// splitmix64's finaliser: a bijective 64-bit mix, good enough to turn counters into independent bits.
-// mix64(x) is the first number of splitmix64(x).
+// splitmix64's finaliser: a bijective 64-bit mix; mix64(x) is the first number of splitmix64(x).
 inline std::uint64_t mix64(std::uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -39,7 +37,7 @@ class splitmix64 {
  public:
   explicit splitmix64(std::uint64_t seed) : state_(seed) {}
 
-  // Advances the state by the golden gamma and returns its mix: mix64 adds the gamma itself.
+  // Advances the state by the golden gamma and returns its mix.
   std::uint64_t next() {
     const std::uint64_t before = state_;
     state_ += 0x9e3779b97f4a7c15ull;
@@ -58,14 +56,13 @@ class splitmix64 {
   // Uniform in [0, 1) with 53 random bits.
   double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
 
-  // Standard normal by Box-Muller (both outputs used). Exact across platforms only as far as the
-  // platform's std::log/std::sqrt/std::cos agree, which is enough for synthetic data.
+  // Standard normal by Box-Muller; exact across platforms only as far as std::log/sqrt/cos agree.
   double normal() {
     if (has_spare_) {
       has_spare_ = false;
       return spare_;
     }
-    const double u1 = static_cast<double>((next() >> 11) + 1) * 0x1.0p-53;  // (0, 1]: log is finite
+    const double u1 = static_cast<double>((next() >> 11) + 1) * 0x1.0p-53;  // (0, 1]
     const double u2 = uniform();
     const double radius = std::sqrt(-2.0 * std::log(u1));
     const double angle = 6.283185307179586476925 * u2;
