@@ -19,8 +19,8 @@ namespace {
 struct contribution {
   const tensor* in = nullptr;
   tensor* out = nullptr;
-  // Taken once when the collective is handed (tensor::data() counts writes: chunks on several threads
-  // must not call it on one tensor): all_reduce, reduce_scatter, and broadcast's receivers.
+  // Taken once when the collective is handed: tensor::data() counts writes, so chunks on several threads must
+  // not call it on one tensor.
   const float* in_data = nullptr;
   float* out_data = nullptr;
 };
@@ -104,9 +104,9 @@ void add_three(float* __restrict into, const float* __restrict a, const float* _
   for (std::size_t i = 0; i < n; ++i) into[i] = ((into[i] + a[i]) + b[i]) + c[i];
 }
 
-// Elements [begin, begin + n) of the reduction over every rank's input into `into` (n floats): in rank
-// order, ((in_0 + in_1) + in_2) + ..., then divided by the ranks for a mean. The one place the order of the
-// sum is decided (Note [local collectives]): whoever runs a chunk gets the same bits.
+// Elements [begin, begin + n) of the reduction over every rank's input into `into`, in rank order
+// ((in_0 + in_1) + in_2) + ..., divided by the ranks for a mean. The one place the order of the sum is decided
+// (Note [local collectives]).
 void reduce_range(const collective& c, std::size_t begin, std::size_t n, float* into) {
   const std::size_t ranks = c.parts.size();
   const auto in = [&](std::size_t r) { return c.parts[r].in_data + begin; };
@@ -157,8 +157,8 @@ void run_chunk(collective& c, std::size_t k) {
   const std::size_t ranks = c.parts.size();
   switch (c.kind) {
     case collective_kind::all_reduce: {
-      // One pass: each block is summed into an L1 accumulator, reading every rank's block before any
-      // rank's block (the same memory: all_reduce is in place) is overwritten, then written to every rank.
+      // One pass per block: sum into an L1 accumulator reading every rank's block before any is overwritten
+      // (all_reduce is in place), then write it to every rank.
       alignas(64) float accumulator[block_elements];
       const std::size_t n = c.parts[0].in->size(), end = std::min(n, (k + 1) * chunk_elements);
       for (std::size_t b = k * chunk_elements; b < end; b += block_elements) {
@@ -207,20 +207,13 @@ void run_chunk(collective& c, std::size_t k) {
 }  // namespace
 
 // Note [shared reduction]: every thread that would otherwise wait computes. Once every rank has joined a
-// collective it is "handed": split into chunks (64 KB of the result; all_gather: one per receiving rank)
-// and put on the `ready` queue. Workers claim chunks from the collective's atomic counter, without the
-// lock, and run them: the communication thread (the oldest collective first, so a collective started
-// while the ranks compute still progresses), and every rank blocked in wait() (its own collective first,
-// then the oldest ready one, one chunk at a time, so it returns as soon as its own is done). An
-// all-reduce chunk is reduced in rank order, block by block through an L1 accumulator, and written to
-// every rank's tensor in the same pass (reduce-scatter and all-gather in one pass per chunk); the order of
-// the sum is fixed per element, so the bits do not depend on who runs a chunk. The worker that completes
-// the last chunk marks the collective finished under the lock and wakes the waiters. With D ranks waiting
-// on a large all-reduce, D + 1 threads sum instead of one; a small (tensor-parallel) all-reduce is usually
-// run by the last rank to wait, with no hand-off to another thread. Abort marks running collectives
-// cancelled: their chunks not yet started are skipped (counted done at once), and their waiters still wait
-// for the chunks in progress, so no rank gets its tensors back while another thread writes them (Note
-// [async collectives]). The timeout applies until a collective is handed: from then on it waits on no one.
+// collective it is "handed": split into chunks (64 KB of the result; all_gather: one per receiving rank) and
+// queued on `ready`. Workers claim chunks from its atomic counter without the lock: the communication thread
+// (oldest collective first, so one started while the ranks compute progresses) and every rank blocked in wait()
+// (its own first, one chunk at a time). The order of the sum is fixed per element, so the bits do not depend on
+// who runs a chunk. Whoever completes the last chunk marks it finished under the lock. Abort cancels running
+// collectives: unstarted chunks are skipped, and waiters still wait for chunks in progress, so no rank gets its
+// tensors back while another thread writes them. The timeout applies until a collective is handed.
 struct local_group_state {
   std::string name;
   int size = 0;

@@ -1,7 +1,5 @@
-// One rank's view of a group of ranks and the collectives it can start: all-reduce, reduce-scatter,
-// all-gather, broadcast. The same interface between the threads of one process (local_group) and across
-// processes (ring_group, collective/ring_group.hpp), so a tensor- or data-parallel worker never knows where
-// its peers run.
+// One rank's view of a group of ranks and the collectives it can start. The same interface within one process
+// (local_group) and across processes (ring_group), so a worker never knows where its peers run.
 #pragma once
 
 #include <cstdint>
@@ -26,22 +24,19 @@ constexpr std::size_t collective_kinds = 4;
 // "all_reduce", "reduce_scatter", ...; "an unknown collective" for a value off the list (from a peer).
 const char* collective_kind_name(collective_kind kind);
 
-// A collective that cannot complete: a peer did not join within the timeout, ranks called different
-// collectives at the same position, a rank aborted the group, or the group is gone. The text names the
-// group, the collective, the rank that waited and the rank(s) at fault.
-// Its code is error_code::collective: a peer's failure seen through the group (failure/error.hpp), or, where this
-// rank saw the cause itself, that cause's code (lost_node: a peer's bytes came damaged, Note [checked records]).
+// A collective that cannot complete (a peer late, mismatched calls, an abort, the group gone). The text names the
+// group, the collective, the waiting rank and the rank(s) at fault. Code `collective` (a peer's failure seen through
+// the group), or the cause's own code where this rank saw it (lost_node: damaged bytes).
 class collective_error : public runtime_failure {
  public:
   explicit collective_error(const std::string& what) : runtime_failure(error_code::collective, what) {}
   collective_error(error_code code, const std::string& what) : runtime_failure(code, what) {}
 };
 
-// Note [the cause, not a peer's view]: when one rank of a group fails, it aborts the group and the others
-// fail too, with an error of code `collective` that only says they saw it (`lost_peer` when what they saw was a
-// peer's lost connection). Of the errors of ranks that ran together (null where a rank succeeded), the index of the
-// first whose code is neither (the cause), else of the first `lost_peer` (recoverable), else of the first error;
-// -1 when none failed.
+// Note [the cause, not a peer's view]: when one rank fails it aborts the group, and the others fail with code
+// `collective` (or `lost_peer` for a lost connection) that only says they saw it. Of the errors of ranks that ran
+// together (null: succeeded), the index of the first with neither code (the cause), else the first `lost_peer`,
+// else the first error; -1 when none failed.
 int first_cause(const std::vector<std::exception_ptr>& errors);
 
 // An exception's code (code_of) and text, for throwing it on with more text and the same code.
@@ -51,10 +46,9 @@ struct failure {
 };
 failure failure_of(const std::exception_ptr& error);
 
-// Note [async collectives]: starting a collective returns at once with a handle; the caller computes on
-// and calls wait() only when it needs the result (compute never blocks on communication). Until
-// wait() returns, the tensors given to the collective belong to it: the caller must neither read nor
-// write them (as MPI's non-blocking calls and NCCL). Every wait has a timeout.
+// Note [async collectives]: starting a collective returns at once with a handle; the caller computes on and calls
+// wait() when it needs the result. Until wait() returns, the collective owns its tensors: the caller must neither
+// read nor write them (as with MPI's non-blocking calls). Every wait has a timeout.
 class collective_handle {
  public:
   class state {

@@ -120,8 +120,7 @@ class borrow_count {
       if (--count_ == 0) idle_.notify_all();
     });
   }
-  // Bounded by the writer: each write gives up when no byte moves for the group's timeout, and once the
-  // group failed the rest are dropped.
+  // Bounded: a write gives up after the group's timeout without progress; after a failure the rest are dropped.
   void wait_idle() {
     std::unique_lock lock(mutex_);
     idle_.wait(lock, [&] { return count_ == 0; });
@@ -237,11 +236,9 @@ struct ring_state {
   }
 
   // Sends n floats at `data` to the right neighbour: what the link takes at once here, the rest queued for the
-  // writer, borrowed: held by `hold`, or by a token of the op.
-  // Borrowing is safe while the collective runs: in ring_reduce a region is sent once per phase, after its
-  // last change of that phase, and written again only by the all-gather, with the finished segment that
-  // came round the ring, built by the right neighbour from this very chunk (so already written out); the
-  // op's end waits for the last tokens (serve).
+  // writer, which borrows them (held by `hold`, or by a token of the op). Safe: a region is sent once per phase
+  // after its last change, and rewritten only by the all-gather with a segment built from this very chunk, so
+  // already written out; the op's end waits for the last tokens.
   void send(ring_op& op, std::uint32_t step, std::uint32_t chunk, const float* data, std::size_t n,
             std::shared_ptr<const void> hold = nullptr) {
     if (in_place_right && hold) op.kept.push_back(hold);  // read by the right neighbour until its answer
@@ -312,9 +309,8 @@ struct ring_state {
     }
   }
 
-  // Reads n bytes of the left neighbour's chunk `chunk` of `step` (its header when `header`); throws
-  // collective_error naming the peer on a timeout, a failure or its hanging up.
-  // A chunk's floats come out of the left neighbour's memory where the links agreed (Note [one copy in the ring]).
+  // Reads n bytes of the left neighbour's chunk `chunk` of `step` (its header when `header`), in place where the
+  // links agreed (Note [one copy in the ring]); throws collective_error naming the peer.
   void read_left(void* data, std::size_t n, std::uint32_t step, std::uint32_t chunk, bool header) {
     try {
       if (header || !in_place_left) return from_left->read(data, n, timeout, [this] { return stop_reason(); });
@@ -454,9 +450,7 @@ struct ring_state {
     }
   }
 
-  // Where a link's two ends have one address, its sender offers to let its receiver copy chunks out of its memory: it
-  // gives its process id and where it keeps the token the receiver gave it, and the receiver tries a copy of that token
-  // (network/process_memory.hpp) and answers (Note [one copy in the ring]). Both then know.
+  // Per link with one address at both ends: offer, try and answer in-place copies (Note [one copy in the ring]).
   void agree_on_copies(clock_type::time_point deadline) {
     const auto left_ms = [&] {
       return std::max(std::chrono::milliseconds(1),
@@ -499,8 +493,7 @@ struct ring_state {
     }
   }
 
-  // Once this rank took every chunk of `op` from its left neighbour's memory it says
-  // so; its own buffers are the caller's again once its right neighbour said the same (Note [one copy in the ring]).
+  // Tells the left neighbour this rank took every chunk of `op` (Note [one copy in the ring]).
   void answer_in_place(const ring_op& op) {
     const auto stop = [this] { return stop_reason(); };
     if (in_place_left) {
@@ -597,8 +590,8 @@ void ring_group::open(caf::actor_system& system, std::string name, int rank, int
                              listen.host + ": " + e.what());
     }
   }
-  // Not detached: CAF's registry keeps an actor sent to another node alive until the system stops, after
-  // it waits for detached actors' threads: a detached endpoint hung the actor_system's destructor.
+  // Not detached: CAF keeps an actor sent to another node alive until the system stops, and the system's
+  // destructor waits for detached actors' threads, so a detached endpoint would hang it.
   state_->endpoint = system.spawn(ring_endpoint, state_->failure, state_->lower, name, static_cast<std::int32_t>(rank),
                                   static_cast<std::int32_t>(state_->listener ? state_->listener->port() : 0));
   auto publish = caf::make_function_view(state_->middleman);
@@ -653,10 +646,9 @@ void ring_group::connect(const std::vector<node_address>& ranks) {
     return std::max(std::chrono::milliseconds(1),
                     std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now()));
   };
-  // Note [one connection per pair]: each rank connects only to the higher ranks and introduces itself with
-  // its endpoint; the higher rank keeps that handle instead of connecting back. Two processes connecting to
-  // each other at the same moment make CAF 0.17 open two connections and drop one, killing the proxies
-  // made through it (a hello then fails with request_receiver_down, seen on a loaded machine).
+  // Note [one connection per pair]: each rank connects only to the higher ranks and introduces itself with its
+  // endpoint; the higher rank keeps that handle instead of connecting back. Two processes connecting to each other
+  // at once make CAF 0.17 open two connections and drop one, killing the proxies made through it.
   for (int q = s.rank + 1; q < s.size; ++q) {
     const node_address& a = ranks[static_cast<std::size_t>(q)];
     const std::string them = "rank " + std::to_string(q) + " at " + a.text();
@@ -666,8 +658,7 @@ void ring_group::connect(const std::vector<node_address>& ranks) {
     std::int32_t their_rank = -1, their_link_port = 0;
     while (their_rank < 0) {
       // Peers start in any order: a refused connection (or CAF's spurious timeout, Note [a fresh connection's
-      // first heartbeat]) is tried again until the deadline; a peer that hangs up during the handshake is up but
-      // speaks another transport (Note [ring security]): refused at once.
+      // first heartbeat]) is retried until the deadline; a hang-up during the handshake means another transport.
       while (!peer) {
         failure.clear();
         bool disagree = false;
@@ -691,10 +682,8 @@ void ring_group::connect(const std::vector<node_address>& ranks) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
       // Note [a hello sent again]: a hello can be lost without an error when CAF 0.17 drops one of two connections
-      // opened between the same two processes at once (other groups of theirs connect at the same moment); the
-      // 30 s wait then ran out (seen on a loaded 2-core machine: "did not answer as a group rank: request_timeout").
-      // A hello is answered the same however often it comes, so it is sent again every few seconds while the
-      // deadline lasts, over a new connection if its receiver went down.
+      // opened between the same two processes at once (other groups of theirs connecting). A hello is idempotent,
+      // so it is sent again every few seconds until the deadline, over a new connection if its receiver went down.
       bool again = false, reconnect = false;
       self->request(peer, std::min(remaining(), hello_attempt), ring_hello_atom::value, s.name,
                     static_cast<std::int32_t>(q), static_cast<std::int32_t>(s.rank), s.endpoint,
@@ -742,8 +731,8 @@ void ring_group::connect(const std::vector<node_address>& ranks) {
 }
 
 void ring_group::open_links(std::chrono::steady_clock::time_point deadline) {
-  // This rank connects to its right neighbour while it accepts its left one's (on another thread: with TLS both
-  // handshakes must run at once, or a ring of ranks each waiting in its own would hang) (Note [data links]).
+  // Connects to the right neighbour while accepting the left one on another thread: with TLS, a ring of ranks
+  // each waiting in one handshake would hang (Note [data links]).
   auto& s = *state_;
   std::string accept_error, connect_error;
   std::vector<std::string> dropped;

@@ -1,23 +1,14 @@
 // The records plain-TCP bytes travel in, each with a CRC32C (Note [checked records]): on data links
 // (network/data_link.hpp) and under CAF's messages between coordinators and nodes (network/guarded_transport.hpp).
 //
-// Note [checked records]:
-// TCP's 16-bit checksum lets through a corrupted segment now and then (Note [checksums] in failure/crc32c.hpp);
-// TLS's records carry a MAC, so only plain TCP (--insecure) needs more. Every byte a plain data link or a plain
-// CAF connection carries travels in a record: an 8-byte header, the payload's length (4 bytes, little-endian, 1 to
-// `checked_record_bytes`) and the CRC32C of those 4 bytes and the payload, then the payload. A record whose CRC
-// does not match, or whose header claims 0 or more than `checked_record_bytes`, ends the connection:
-// - on a data link, link_error failed naming the record (and the link's owner names the link): an activation
-//   link's tensor then never reaches its stage, whose wait fails at once as for a link that ended, and a ring's
-//   collective fails naming its neighbour: the step fails as for a lost link, so recovery replays it;
-// - on a CAF connection, the connection is shut down and logged with its peer, which CAF reports as a lost
-//   connection: the node is lost to the coordinator, and recovery (--restart-on-failure) reconnects and replays.
-// The receiver reads a record whose payload the caller's read will hold whole straight into the caller's memory
-// and checks it there, before the read returns; a larger one goes to a buffer of its own first (as sealed
-// records do: Note [sealed records]), so no byte reaches its reader unchecked. The sender computes the CRC from
-// the caller's memory and writes header and payload in one call (a data link computes the next record's CRC
-// while the socket is full). The cost where bytes move at memory speed (loopback on 2 busy vCPUs: activations
-// 40% slower at 16 MB, CAF's messages 19%) is in docs/robustness.md.
+// Note [checked records]: TCP's 16-bit checksum lets a corrupted segment through now and then (Note [checksums]);
+// TLS records carry a MAC, so only plain TCP (--insecure) needs more. Every byte a plain data link or plain CAF
+// connection carries travels in a record: an 8-byte header (payload length, 4 bytes little-endian, 1 to
+// `checked_record_bytes`; the CRC32C of those 4 bytes and the payload), then the payload. A bad CRC or length ends
+// the connection: on a data link with link_error failed (the step fails as for a lost link, so recovery replays
+// it); on a CAF connection by shutting it down, logged with its peer (the node is lost; recovery reconnects). A
+// payload that fits the caller's read is checked in the caller's memory before the read returns, a larger one in a
+// buffer first, so no byte reaches its reader unchecked. The cost is in docs/robustness.md.
 #pragma once
 
 #include <cstddef>
@@ -41,8 +32,8 @@ std::size_t checked_record_length(const unsigned char header[checked_header_byte
 std::uint32_t checked_record_crc(const unsigned char header[checked_header_bytes]);
 std::uint32_t checked_record_start(const unsigned char header[checked_header_bytes]);
 
-// Note [checked records] for CAF's multiplexer: read_some and write_some as caf::policy::tcp's, over one
-// non-blocking socket, in checked records. `peer` names the connection in failure().
+// For CAF's multiplexer: read_some and write_some as caf::policy::tcp's, over one non-blocking socket, in checked
+// records (Note [checked records]). `peer` names the connection in failure().
 class checked_stream {
  public:
   using rw_state = caf::io::network::rw_state;

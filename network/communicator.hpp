@@ -26,18 +26,14 @@ class timeout_error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Note [receive handles]: seed 002's ReceiveForwardAsync, ReceiveBackwardAsync and BarrierAsync in C++ terms.
-// An *_async call returns at once with a handle to the receive in flight; every tensor goes to exactly one
-// receive. cancel() withdraws the receive and is acknowledged by the receiving side (the rank's inbox, one
-// actor that orders arrivals, expiries and withdrawals): true means nothing was or ever will be handed to this
-// receive, and a tensor arriving later waits for the next receive; false means the receive had already been
-// answered, and wait() returns the tensor (or throws the timeout). The blocking calls are the handles'
-// wait(), with a cancel() when the inbox has not answered long after the timeout: a tensor is never handed
-// to a receive its caller gave up on (the race the blocking receive used to have). The inbox fills the handle
-// itself; a receive waiting at an inbox or barrier that exits fails at once ("its inbox is gone"), through
-// one functor the communicator attaches when it is made (not a monitor per receive: CAF 0.17.6 dropped about
-// one in four down messages of a monitor set up while its target was exiting, and the receive then hung). A
-// handle must not outlive its communicator's actor system.
+// Note [receive handles]: an *_async call returns at once with a handle to the receive in flight; every tensor
+// goes to exactly one receive. cancel() withdraws the receive, acknowledged by the rank's inbox (one actor that
+// orders arrivals, expiries and withdrawals): true means nothing was or will be handed to it, and a later tensor
+// waits for the next receive; false means it was answered already and wait() gives the answer. The blocking calls
+// are wait() plus a cancel() when the inbox stays silent long after the timeout, so a tensor never goes to a
+// receive its caller gave up on. A receive at an inbox or barrier that exits fails at once ("its inbox is gone")
+// through one functor per communicator, not a monitor per receive (CAF 0.17.6 drops some down messages of a
+// monitor set up while its target exits). A handle must not outlive its communicator's actor system.
 template <class T>
 class receive_handle {
  public:
@@ -89,8 +85,8 @@ class receive_handle {
     if (!state_->changed.wait_for(lock, limit, [&] { return state_->finished; })) return std::nullopt;
     return take(lock);
   }
-  // Withdraws the receive (Note [receive handles]): true, acknowledged, when nothing was handed to it; false
-  // when it had been answered. After true the handle is spent; after false, wait() gives the answer.
+  // Withdraws the receive (Note [receive handles]). After true the handle is spent; after false, wait() gives
+  // the answer.
   bool cancel() {
     check("cancel");
     if (withdraw_()) {
@@ -118,12 +114,10 @@ class receive_handle {
   bool taken_ = false;
 };
 
-// Ranks are 0 .. world_size-1. Sends never block and move the tensor (no copy in one process); a send
-// returns once the message is queued at the destination. Receives block until a tensor from `source`
-// arrives, in the order that source sent them, or throw timeout_error after timeout().
-// Misuse throws: an invalid rank std::out_of_range, any use after shutdown() std::logic_error.
-// Sending to oneself is allowed: the tensor waits in one's own inbox like any other (decided for tests
-// and for a stage holding two consecutive chunks).
+// Ranks are 0 .. world_size-1. Sends never block and move the tensor; they return once the message is queued.
+// Receives block until a tensor from `source` arrives, in send order, or throw timeout_error after timeout().
+// An invalid rank throws std::out_of_range, any use after shutdown() std::logic_error. Sending to oneself is allowed
+// (a stage holding two consecutive chunks).
 class communicator {
  public:
   virtual ~communicator() = default;

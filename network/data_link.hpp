@@ -1,19 +1,14 @@
 // A one-way byte stream between two processes beside CAF's connections, for a collective's bulk bytes
 // (Note [data links]): plain TCP, or mutual TLS with the transport's own context.
 //
-// Note [data links]: a ring's chunks travel on TCP connections of their own, one per neighbour and direction
-// (rank r writes to rank r+1 and reads from rank r-1), written straight from the collective's buffers and read
-// straight into them (a chunk to add: into one scratch buffer) by the group's own threads. Over CAF each chunk
-// was serialised into BASP's buffer and deserialised out of its zero-filled read buffer, and encrypted, framed
-// and decrypted, all on the process's one I/O thread (docs/performance.md: our ring was 0.55-0.93x Open MPI
-// over TCP at 1-16 MB, and 0.14-0.29x with TLS). Control stays on CAF: the ranks' hellos (which also hand over
-// each rank's link port), aborts, and a peer's death, named by CAF's down message. A link is TLS when the group's
-// transport is (the same CA, both sides' certificates verified: Note [mutual TLS]; its bytes then in records of
-// the link's own, sealed with keys the handshake agreed on: Note [sealed records]), plain TCP when it is (its bytes
-// then in records with a CRC32C: Note [checked records]); the connecting side names the group, itself and the
-// rank it wants in a hello the listener checks, so a
-// stray connection (another group's rank, a port scanner) is dropped and named. Every wait is bounded: a link
-// gives up when no byte moves for its timeout, and polls every 50 ms for a reason to stop (the group failed).
+// Note [data links]: a ring's chunks travel on TCP connections of their own, one per neighbour and direction,
+// written from and read into the collective's buffers by the group's own threads. Through CAF each chunk would be
+// serialised, framed and encrypted on the process's one I/O thread (docs/performance.md). Control stays on CAF:
+// hellos (which hand over each rank's link port), aborts, and a peer's death. A link is TLS when the group's
+// transport is (Note [mutual TLS]; records sealed with keys from the handshake: Note [sealed records]), else plain
+// TCP with CRC32C records (Note [checked records]). The connecting side sends a hello naming the group, itself and
+// the rank it wants, so the listener drops and names a stray connection. Every wait is bounded: a link gives up when
+// no byte moves for its timeout and polls every 50 ms for a reason to stop.
 #pragma once
 
 #include <chrono>
@@ -37,9 +32,8 @@ class link_error : public std::runtime_error {
   link_error(kind k, const std::string& what, bool corrupted_bytes = false)
       : std::runtime_error(what), reason(k), corrupted(corrupted_bytes) {}
   kind reason;
-  // A record that failed its checksum or its MAC (Note [checked records], Note [sealed records]): the bytes were
-  // damaged on the way, the link's peer may be well. Its reader fails the step as for a lost link, so that
-  // recovery replays it.
+  // A record failed its checksum or MAC: bytes damaged on the way, the peer may be well. The reader fails the step
+  // as for a lost link, so recovery replays it.
   bool corrupted = false;
 };
 
@@ -51,18 +45,16 @@ class record_opener;
 
 class data_link {
  public:
-  // Over fd (connected, non-blocking), which the link then closes. With `ssl` (a session on fd whose handshake is
-  // done, the server's when `accepted`; the caller's still), the bytes travel in records sealed with keys
-  // exported from it (Note [sealed records]); null: plain TCP. Throws link_error when the keys cannot be had (fd is
-  // then the caller's to close).
+  // Over fd (connected, non-blocking), which the link then owns. With `ssl` (handshake done, the server's side when
+  // `accepted`; still the caller's), records are sealed with keys exported from it (Note [sealed records]); null:
+  // plain TCP. Throws link_error when the keys cannot be had (fd stays the caller's).
   data_link(int fd, SSL* ssl, bool accepted);
   ~data_link();
   data_link(const data_link&) = delete;
   data_link& operator=(const data_link&) = delete;
 
-  // Moves all n bytes, or throws link_error: timed_out when no byte moved for `idle`, closed when the peer hung
-  // up, stopped when `stop` gave a reason (its text), failed otherwise (the system's or OpenSSL's reason, or a
-  // record that failed its MAC or its checksum: Note [sealed records], Note [checked records]).
+  // Moves all n bytes, or throws link_error: timed_out when no byte moved for `idle`, closed when the peer hung up,
+  // stopped when `stop` gave a reason, failed otherwise (system or OpenSSL reason, or a damaged record).
   void write(const void* data, std::size_t n, std::chrono::milliseconds idle, const stop_check& stop);
   void read(void* data, std::size_t n, std::chrono::milliseconds idle, const stop_check& stop);
   // From another thread: ends a read or write waiting on this link at once (it throws link_error closed). The link
@@ -73,16 +65,11 @@ class data_link {
   // Whether a read would find bytes now (or the peer's hang-up, which it then reports), without waiting.
   bool readable() const;
   // Note [writes without waiting]: on a plain link, writes what the socket takes now of the `count` pieces, in
-  // order, in one call, and returns how many bytes that was, never waiting; a TLS link takes nothing here (0).
-  // Errors are left to the next write(), which goes on from there. Each piece is a checked record of its own (or
-  // several, Note [checked records]); one the socket took in part stays open, and the next write() continues it
-  // (the caller passes it the rest of the same pieces, unchanged). A ring's communication thread sends its
-  // chunks so, and hands only what the socket did not take to its writer thread: 2 processes on loopback,
-  // plain TCP, 30 repeats, three runs alternating, 1 / 2 / 4 MB all-reduces at 2.79-4.08 / 1.53-3.27 /
-  // 2.58-3.32 GB/s against 1.44-2.31 / 2.04-2.30 / 2.34-2.50 with every chunk handed over and its writer woken
-  // (18.5 context switches a 1 MB all-reduce, Open MPI's one thread 1), 8-64 MB and 4 processes alike.
-  // With TLS the same gave 15-20% at 1-2 MB and lost 10-20% at 16-32 MB, where the communication thread then
-  // encrypts each chunk before it can decrypt the next: the writer thread keeps those beside each other.
+  // order, never waiting, and returns how many bytes that was; a TLS link takes nothing here (0), so its encryption
+  // stays on the writer thread beside the reader's decryption. Errors are left to the next write(). Each piece is
+  // a checked record of its own (or several); one taken in part stays open and the next write() continues it (the
+  // caller passes the rest of the same pieces, unchanged). A ring's communication thread sends so and hands only
+  // the rest to its writer thread, saving a wake-up per chunk.
   struct piece {
     const void* data;
     std::size_t size;

@@ -1,16 +1,12 @@
 // The transport coordinators and nodes connect and listen through: CAF 0.17's middleman actor with our own
-// connections (mutual TLS through network/tls_session.hpp, or plain TCP in records with a CRC32C: Note [checked
-// records] in network/checked_records.hpp) that bound what a peer can make us allocate, and log the connections
-// they drop.
+// connections (mutual TLS through network/tls_session.hpp, or plain TCP in checked records: Note [checked
+// records]) that bound what a peer can make us allocate, and log the connections they drop.
 //
-// Note [bounded frames]: CAF's BASP layer trusts a frame's 32-bit length field: it sizes its read buffer to
-// whatever a header claims, so one crafted 32-byte header claiming 4 GB made a node allocate (and zero) 4 GB,
-// and eight such connections held open locked it. CAF 0.17 has no setting for this (libcaf_io's basp_broker
-// calls configure_read(exactly(hdr.payload_len)) unchecked). Our connection refuses a read larger than its
-// limit before any buffer grows: the first frame of a connection (the peer's handshake, a few hundred bytes)
-// may claim at most first_frame_bytes, any later one frame_bytes; a refused connection is logged and shut
-// down, which CAF sees as a closed connection. With TLS, a peer without a certificate signed by our CA never
-// gets that far (Note [mutual TLS]); the limits also hold on --insecure plain TCP, where anyone may connect.
+// Note [bounded frames]: CAF's BASP layer sizes its read buffer to whatever a frame header claims, so one crafted
+// header claiming 4 GB makes a node allocate 4 GB; CAF 0.17 has no setting for this (basp_broker calls
+// configure_read(exactly(hdr.payload_len)) unchecked). Our connection refuses a read above its limit before any
+// buffer grows: first_frame_bytes for the first frame (the peer's handshake), frame_bytes after; a refused
+// connection is logged and shut down, which CAF sees as closed. The limits hold on --insecure plain TCP too.
 #pragma once
 
 #include <cstddef>
@@ -38,8 +34,8 @@ struct transport_options {
   frame_limits limits;
   std::function<void(const std::string&)> log;  // one line per dropped connection; may be empty; any thread
   std::shared_ptr<tls_context> tls;             // set by guarded_transport from its transport_security
-  // Registered for transport_of (the process's one transport: a node's, a coordinator's). A transport of
-  // its own (a ring_group's) is not, so it neither replaces nor unregisters the process's.
+  // Registered for transport_of (the process's one transport). A ring_group's own is not, so it neither replaces
+  // nor unregisters the process's.
   bool registered = true;
 };
 
@@ -57,8 +53,7 @@ class guarded_transport {
   caf::expected<std::uint16_t> publish(const caf::actor& whom, std::uint16_t port, const std::string& host, bool reuse);
   // The middleman actor to connect through (connect_atom), as transport_of gives for a registered one.
   const caf::io::middleman_actor& actor() const { return actor_; }
-  // Its TLS context (its connections' and the data links' of groups using it: Note [data links]); null for
-  // plain TCP.
+  // Its TLS context, also the data links' (Note [data links]); null for plain TCP.
   const std::shared_ptr<tls_context>& tls() const { return tls_; }
 
  private:

@@ -12,36 +12,26 @@
 
 namespace ap {
 
-// Note [environment rendezvous]:
-// `actorpipe train --rendezvous env` runs in every process of a job: the process of rank 0 is the coordinator
-// and every other rank is a node (`node --rendezvous env` starts a node alone the same way). The ranks come
-// from torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) or, without them, Slurm's
-// (SLURM_PROCID, SLURM_NTASKS, SLURM_STEP_NODELIST or SLURM_JOB_NODELIST, whose first host is the coordinator's,
-// and MASTER_PORT or 29500), so `srun -n 5 actorpipe train --rendezvous env --stages 4 ...` or any launcher that
-// sets them runs a whole job.
-// Rank 0 listens on MASTER_PORT for a plain TCP line from each node, "actorpipe-rendezvous 1 rank R at
-// HOST:PORT": a node first connects (retrying until the timeout: rank 0 may start later), listens for the
-// coordinator on the local address of that connection (the address that reaches the coordinator) at a free
-// port, then registers it. Once every rank has, rank 0 trains with the nodes in rank order (`--nodes`: stage
-// s on rank s % (world - 1) + 1). The connections stay open for the job: rank 0 writes "done" at its end and
-// closes them; a node reads that and stops (exit 0), or reads the end of the stream without it (the
-// coordinator failed or was killed: the system closes its sockets) and stops too (exit 1), so no node is
-// left running. The line carries no secret: with TLS, the coordinator's connection to each node is mutual
-// TLS as with --nodes, so a wrong registration fails there, naming the node.
+// Note [environment rendezvous]: `actorpipe train --rendezvous env` runs in every process of a job: rank 0 is the
+// coordinator, every other rank a node (`node --rendezvous env` starts a node alone). The ranks come from torchrun's
+// variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) or else Slurm's (SLURM_PROCID, SLURM_NTASKS, the first host
+// of SLURM_STEP_NODELIST or SLURM_JOB_NODELIST, MASTER_PORT or 29500), so `srun` or any launcher setting them works.
+// Rank 0 listens on MASTER_PORT for one plain TCP line per node, "actorpipe-rendezvous 1 rank R at HOST:PORT"; a
+// node connects (retrying until the timeout), listens on that connection's local address, then registers. Once all
+// have, rank 0 trains with the nodes in rank order (stage s on rank s % (world - 1) + 1). The connections stay open:
+// rank 0 writes "done" at the end and a node stops with exit 0, or with exit 1 when the stream ends without it (the
+// coordinator died), so no node is left running. The line carries no secret: with TLS, the coordinator's
+// connection to each node is mutual TLS, so a wrong registration fails there, naming the node.
 
-// Note [restart under a rendezvous]: a node of rank R listens on MASTER_PORT + R (a free port, said in its
-// log, only when that one is taken), so a node started again with the same variables (by a supervisor, a
-// script, or a launcher that restarts one rank) listens where it did. With `--restart-on-failure`, the
-// coordinator's recovery waits for the lost node at that address (Note [recovery]) and finds the new process
-// there. Rank 0 keeps accepting registrations for the whole job: a restarted rank's replaces its old connection,
-// so the job's end reaches the new process too; a rank registering at another address is logged (the
-// recovery cannot find it there).
+// Note [restart under a rendezvous]: a node of rank R listens on MASTER_PORT + R (a free port, logged, only when that
+// one is taken), so a node restarted with the same variables listens where it did, and the coordinator's recovery
+// (`--restart-on-failure`, Note [recovery]) finds it there. Rank 0 accepts registrations for the whole job: a
+// restarted rank's replaces its old connection; one at another address is logged (recovery cannot find it).
 
-// Note [rendezvous fails fast]: what a rank can check alone is checked before it waits for anyone: its transport
-// (the TLS files, or --insecure), and on a node that MASTER_ADDR resolves (a name the resolver does not know fails
-// at once, naming it; only a resolver that did not answer is asked again). The wait itself (rank 0 for every
-// node, a node for rank 0) lasts `--rendezvous-timeout` seconds (default 120, as torchrun's rendezvous timeout),
-// and its expiry names the address waited at.
+// Note [rendezvous fails fast]: what a rank can check alone is checked before it waits: its transport (TLS files or
+// --insecure) and, on a node, that MASTER_ADDR resolves (an unknown name fails at once; only a resolver that did not
+// answer is asked again). The wait lasts `--rendezvous-timeout` seconds (default 120, as torchrun's) and its expiry
+// names the address waited at.
 inline constexpr std::chrono::seconds default_rendezvous_timeout{120};
 
 struct rendezvous_env {
@@ -75,15 +65,13 @@ class rendezvous_server {
   rendezvous_server(const rendezvous_server&) = delete;
   rendezvous_server& operator=(const rendezvous_server&) = delete;
 
-  // The nodes' "host:port" in rank order (ranks 1..world_size-1). Throws std::runtime_error naming the ranks
-  // that did not register within the timeout (with the address waited at), and any registration it cannot accept
-  // (a rank out of range or given twice, a bad line).
+  // The nodes' "host:port" in rank order (ranks 1..world_size-1). Throws std::runtime_error naming the ranks that
+  // did not register in time (and the address waited at), or a registration it cannot accept.
   std::vector<std::string> wait_for_nodes();
   // Tells every node the job is over ("done") and closes the connections.
   void release();
   int port() const { return port_; }  // the one listened on (the system's pick for 0)
-  // Where the registrations after wait_for_nodes go (Note [restart under a rendezvous]): one line each. Set
-  // before wait_for_nodes.
+  // Hears of each registration after wait_for_nodes (Note [restart under a rendezvous]). Set before it.
   std::function<void(const std::string&)> log;
 
  private:

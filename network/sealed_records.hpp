@@ -1,16 +1,13 @@
 // The records a TLS data link's bytes travel in after its handshake: AES-128-GCM under keys exported from the
 // link's TLS session (Note [sealed records]).
 
-// Note [sealed records]: OpenSSL's records cost each end 0.6 s of CPU a GB (a copy into its buffer, encryption
-// there, a copy out), twice plain TCP, and this kernel offers no kernel TLS (figures: docs/performance.md). So a
-// TLS data link does what kernel TLS does: the mutual TLS handshake authenticates both ends, and the bytes then
-// travel in records of the link's own with TLS 1.3's AEAD. Each direction's secret is exported from the session
-// (RFC 5705/8446, `record_exporter_label`, context the writing side), and each epoch of 65,536 records derives its
-// key and nonce base from it by HMAC-SHA256, below TLS 1.3's limit for one AES-GCM key. A record is its length (4
-// bytes, little-endian; the additional data), the ciphertext and a 16-byte tag; the nonce is the nonce base XOR the
-// sequence number both ends count, so a record replayed, dropped, reordered or reflected fails its tag, which ends
-// the link (the tensor is dropped, never used). The receiver decrypts in place in the caller's memory where the
-// record fits it; the sender writes header, ciphertext and tag in one call.
+// Note [sealed records]: OpenSSL's records copy in and out of its buffers, and kernel TLS is not always available
+// (docs/performance.md). So a TLS data link does what kernel TLS does: the mutual TLS handshake authenticates both
+// ends, then the bytes travel in the link's own AES-128-GCM records. Each direction's secret is exported from the
+// session (RFC 5705/8446, `record_exporter_label`), and each epoch of 65,536 records derives its key and nonce base
+// by HMAC-SHA256, below TLS 1.3's limit for one key. A record is its length (4 bytes LE, the additional data), the
+// ciphertext and a 16-byte tag; the nonce is the base XOR the sequence both ends count, so a replayed, dropped,
+// reordered or reflected record fails its tag, which ends the link. Decryption is in place in the caller's memory.
 #pragma once
 
 #include <array>
