@@ -20,10 +20,8 @@ constexpr std::uint32_t max_dimensions = 8;
 constexpr std::size_t problems_kept = 4;
 constexpr std::chrono::milliseconds lent_wait{2000};  // an outbox's longest wait, as it ends, for lent tensors' answers
 
-// On the wire, before the tensor's bytes: its ticket and step, its dtype's code and dimension count, where its
-// bytes are, then one 64-bit extent per dimension (little-endian, as the handshake ensures: Note [activations on
-// data links]). Where the bytes stay in the sender's memory, a process_region follows the extents and the bytes
-// follow only when the inbox answers 0 (Note [one copy on one machine]).
+// On the wire before the tensor's bytes, then one 64-bit extent per dimension (little-endian). An offer's
+// process_region follows the extents; its bytes follow only when the inbox answers 0 (Note [one copy on one machine]).
 enum class bytes_at : std::uint32_t { on_link = 0, in_sender = 1 };
 struct frame_head {
   std::uint64_t ticket = 0, step = 0;
@@ -158,8 +156,7 @@ void activation_inbox::read_loop(std::unique_ptr<data_link> link) {
     }
   } catch (const link_error& e) {
     if (e.reason == link_error::kind::stopped) return;
-    // The sender's end closed (its stage stopped or its process went, or it dropped the link after a failed
-    // write), or the link failed: a tensor of that sender still awaited will not come on it.
+    // The link ended: a tensor of that sender still awaited will not come on it.
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (e.reason != link_error::kind::closed) note_problem(e.what());
@@ -208,8 +205,7 @@ activation_outbox::activation_outbox(int stage, std::shared_ptr<tls_context> tls
     : stage_(stage), tls_(std::move(tls)), timeout_(timeout) {}
 
 activation_outbox::~activation_outbox() {
-  // A lent tensor is freed only once its inbox has answered (its copy is done) or its link has ended: an answer
-  // not yet read is on its way, so the wait is short unless the receiving process hangs (then at most lent_wait).
+  // A lent tensor is freed once its inbox answered or its link ended; at most lent_wait if the receiver hangs.
   const auto until = clock_type::now() + std::min(timeout_, lent_wait);
   for (auto& [address, out] : links_) {
     try {

@@ -7,16 +7,12 @@
 
 namespace ap {
 
-// Note [cluster certificates]:
-// make_certificates writes into `dir` (made if missing) ca.pem and ca.key (the authority: ca.pem goes to every
-// machine as --tls-ca, ca.key stays with whoever adds machines) and, for each name, NAME.pem and NAME.key
-// (--tls-cert, --tls-key). An existing ca.pem with its ca.key is reused, so certificates made later for new
-// machines join the same cluster. Keys are EC P-256, unencrypted, readable by their owner only (0600);
-// certificates are X.509 v3 signed with SHA-256, valid from now for `days`: the CA's with CA:TRUE and
-// keyCertSign, each name's with CA:FALSE, serverAuth and clientAuth (a process is both: a coordinator dials
-// nodes, a node answers) and the name as subjectAltName (IP: for an address, DNS: otherwise), though mutual TLS
-// here checks the CA's signature, not names. Throws std::runtime_error naming the file and OpenSSL's reason;
-// std::invalid_argument for a name that cannot be a file name or days outside 1..36500.
+// Note [cluster certificates]: make_certificates writes into `dir` ca.pem and ca.key (ca.pem goes to every machine
+// as --tls-ca; ca.key stays with whoever adds machines) and NAME.pem, NAME.key per name. An existing CA is reused,
+// so later certificates join the same cluster. Keys are EC P-256, unencrypted, mode 0600; certificates X.509 v3,
+// SHA-256, valid `days`; each name's has serverAuth and clientAuth (a process is both) and the name as
+// subjectAltName. Throws std::runtime_error naming the file and OpenSSL's reason; std::invalid_argument for a bad
+// name or days outside 1..36500.
 struct made_certificates {
   std::string ca_file;                 // dir/ca.pem
   bool reused_ca = false;              // the CA was there already

@@ -12,12 +12,9 @@ struct host_slots {
   int slots = 1;
 };
 
-// One host per line: "host", "host slots=N" (mpirun, DeepSpeed) or "host:N"; '#' starts a comment, blank lines
-// are skipped. A host is a host name (RFC 1123: dot-separated labels of letters, digits and '-', each 1 to 63
-// characters, not starting or ending with '-', 253 characters in all), an IPv4 address, or an IPv6 address
-// (bare, or in brackets: "[fe80::1]:2"). Throws std::invalid_argument naming `name`, the line number and what is
-// wrong (a host that is none of these, its odd bytes written as \xNN; a bad or zero slot count, an unknown word,
-// the same host twice, no host at all).
+// One host per line: "host", "host slots=N" (mpirun, DeepSpeed) or "host:N"; '#' starts a comment. A host is an
+// RFC 1123 host name, an IPv4 or an IPv6 address (bare, or "[fe80::1]:2"). Throws std::invalid_argument naming
+// `name`, the line number and what is wrong.
 std::vector<host_slots> parse_hostfile(const std::string& text, const std::string& name);
 
 // Why `host` is not a host name, an IPv4 or an IPv6 address (as parse_hostfile reads them), or "" when it is one.

@@ -18,13 +18,11 @@ inline const std::string link_echo_hello = "actorpipe link echo";
 // The largest frame an echo takes (a frame's 8-byte size beyond it ends the echo).
 inline constexpr std::uint64_t link_echo_max_bytes = std::uint64_t{64} << 20;
 
-// Listens on `host` (TLS with `tls`, plain TCP without) and returns the port; a thread of its own then takes
-// one connection saying link_echo_hello within `timeout`, writes it a memory token (as an activation inbox does:
-// Note [one copy on one machine]), and serves each frame until the peer hangs up, a frame is empty or too large,
-// or no byte comes for `timeout`: a frame is an 8-byte size, then the bytes, which it sends back; or, with the
-// size's top bit set, a process_region where the bytes lie in the peer's memory, which it copies from there and
-// answers with one byte, 1 when every byte came (only where both ends have one address). Throws link_error when
-// it cannot listen.
+// Listens on `host` and returns the port; a thread then takes one connection saying link_echo_hello within
+// `timeout`, writes it a memory token (Note [one copy on one machine]), and serves frames until the peer hangs up,
+// a frame is empty or too large, or `timeout` passes idle. A frame is an 8-byte size and the bytes, sent back; with
+// the size's top bit set, a process_region to copy from the peer, answered with 1 when every byte came. Throws
+// link_error when it cannot listen.
 std::uint16_t start_link_echo(const std::string& host, std::shared_ptr<tls_context> tls, std::chrono::milliseconds timeout);
 
 // One round trip of `frame` (at most link_echo_max_bytes) on `link`, which an echo serves; what comes back is

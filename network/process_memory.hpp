@@ -23,10 +23,8 @@ struct process_region {
   std::uint64_t at = 0;  // the address of the bytes
 };
 
-// Copies `bytes` of `from` into `to`, checking in the same call that the process holds `token` where it said:
-// a pid of another process (another PID namespace, or one the offer only names) cannot pass for the sender, as
-// only the sender was given the token. Empty when done; otherwise why not (the system's reason, as where ptrace
-// is restricted, or the token). 16 MB or more: in two halves on two threads.
+// Copies `bytes` of `from` into `to`, checking in the same call that the process holds `token` where it said, so
+// no other process can pass for the sender. Empty when done, else why not. 16 MB or more: two halves, two threads.
 std::string copy_from_process(const process_region& from, const memory_token& token, void* to, std::size_t bytes);
 
 }  // namespace ap

@@ -1,8 +1,6 @@
-// TLS over one non-blocking socket for CAF's multiplexer (guarded_transport.cpp): OpenSSL directly, with one
-// context per process. Replaces CAF 0.17's OpenSSL session, which (a) builds a new context, re-reading the
-// certificate files, for every connection, (b) hides whether its handshake is done, so a connection whose
-// peer stays silent during the handshake spins the I/O thread on write events and never drains (a silent
-// listener made a coordinator use a core and hang at exit), and (c) drops OpenSSL's reason for a failure.
+// TLS over one non-blocking socket for CAF's multiplexer: OpenSSL directly, one context per process. CAF 0.17's
+// OpenSSL session cannot serve: it re-reads the certificate files per connection, hides whether its handshake is
+// done (a silent peer spins the I/O thread), and drops OpenSSL's reason for a failure.
 #pragma once
 
 #include <cstddef>
@@ -19,8 +17,7 @@ typedef struct ssl_st SSL;
 
 namespace ap {
 
-// This side's certificate and key, the CA, and peer verification (a peer must present a
-// certificate signed by the CA, both ways) (Note [mutual TLS]). TLS 1.2 or newer.
+// This side's certificate and key, the CA, and peer verification both ways (Note [mutual TLS]). TLS 1.2 or newer.
 class tls_context {
  public:
   // Throws std::invalid_argument naming the flag and file (check_transport_security's texts).
