@@ -1,6 +1,5 @@
-// Collectives among ranks in different processes or machines: ring algorithms, chunked so a large tensor
-// streams through the ring. The ranks find and watch each other over CAF's network layer (libcaf_io); the
-// chunks travel on data links of their own (network/data_link.hpp, Note [data links]).
+// Ring collectives among ranks in different processes or machines: the ranks meet over CAF, the chunks travel on
+// data links of their own (Note [data links]).
 #pragma once
 
 #include <chrono>
@@ -22,39 +21,29 @@ namespace ap {
 
 struct ring_state;
 
-// Note [ring collectives]: rank r sends only to rank r+1 and receives only from rank r-1 (mod size), so every
-// link carries the same bytes. All-reduce is a reduce-scatter then an all-gather, size-1 steps each: 2 (size-1)/size
-// of the tensor leaves each rank, the bandwidth optimum. Segments travel in chunks of chunk_bytes, forwarded as soon
-// as this rank's share is added, so a large tensor streams. A segment is reduced once and then copied, so every rank
-// gets the same bits in a fixed order of summation. The communication thread (Note [communication thread]) runs the
-// collective; a writer thread sends what a link does not take at once (Note [writes without waiting]). Each wait is
-// bounded by the timeout and names the peer; a peer whose process ends fails the group at once. A failed collective
-// fails the group: the links' streams are then at no known place. What moves at each step is the schedule's
-// (collective/ring_schedule.hpp); this group moves the bytes.
+// Note [ring collectives]: rank r sends only to r+1 and receives only from r-1 (mod size), so every link carries
+// the same bytes. All-reduce is a reduce-scatter then an all-gather (2 (size-1)/size of the tensor leaves each rank,
+// the bandwidth optimum), in chunks forwarded as soon as this rank's share is added, so a large tensor streams.
+// A segment is reduced once and then copied: every rank gets the same bits. Each wait is bounded and names the peer;
+// a failed collective fails the group (the links' streams are at no known place). The steps are the schedule's
+// (collective/ring_schedule.hpp).
 
-// Note [one copy in the ring]: between two ranks of one machine, a chunk can skip loopback TCP (two copies). When
-// the links open, each sender offers its right neighbour to copy chunks straight out of its memory (cross-memory
-// attach, network/process_memory.hpp) with a token; the neighbour tries a copy of the token and answers, so both
-// know, link by link, whether chunks travel in place. In place, a chunk's header carries the address of its floats,
-// which the receiver copies with the token (so no other process can pass for the sender). The sender keeps that
-// memory unchanged until the receiver has copied it: at the end of a collective each rank tells its left neighbour
-// it took every chunk, and a rank returns its tensors only after its right neighbour said so. Where the kernel
-// refuses (another user, Yama ptrace_scope >= 1) or the ranks are on two machines, chunks travel on the links.
+// Note [one copy in the ring]: between two ranks of one machine, each sender offers its right neighbour to copy
+// chunks straight out of its memory (network/process_memory.hpp) with a token; the answer says, per link, whether
+// chunks travel in place. An in-place chunk's header carries the address of its floats. The sender keeps that
+// memory unchanged until the receiver says, at the collective's end, that it took every chunk. Where the kernel
+// refuses or the ranks are on two machines, chunks travel on the links.
 //
-// Every rank makes a ring_group with its own address (port 0: a free one, see port()), then calls connect() with
-// every rank's address; peers may start in any order within the timeout. The actor_system must have the middleman
-// loaded and the runtime's message types added (enable_network).
+// Every rank makes a ring_group with its own address (port 0: a free one), then calls connect() with every rank's
+// address; peers may start in any order within the timeout. The actor_system needs the middleman and the runtime's
+// message types (enable_network).
 
-// Note [ring security]: a group listens and connects through a guarded transport (network/guarded_transport.hpp),
-// so a process without a certificate signed by the cluster's CA fails in the TLS handshake (Note [mutual TLS]);
-// frames are bounded either way (Note [bounded frames]). Given a transport_security, the group runs a transport of
-// its own with it (plain TCP only when `security.insecure` says so); without one, it uses the process's guarded
-// transport, else CAF's plain middleman. The data links use the same TLS context or plain TCP (Note [data links]).
-// A refused peer is named: at once on the connecting side, after the timeout on the accepting side.
+// Note [ring security]: a group listens and connects through a guarded transport (Note [mutual TLS], Note [bounded
+// frames]): its own when given a transport_security, else the process's, else CAF's plain middleman. The data links
+// use the same TLS context or plain TCP (Note [data links]). A refused peer is named.
 class ring_group final : public network_group {
  public:
-  // 512 KB: a 2 MB all-reduce of 2 ranks streams its 1 MB segments in two chunks; smaller chunks pay more per
-  // chunk (header, wake-ups, checks), larger ones stream less.
+  // Small enough that a 2 MB all-reduce of 2 ranks streams; smaller chunks pay more per-chunk overhead.
   static constexpr std::size_t default_chunk_bytes = std::size_t{512} << 10;
 
   // Through the process's guarded transport, or CAF's middleman without one (Note [ring security]).

@@ -1,19 +1,16 @@
-// Activations and their gradients between stages of two processes on data links of their own, beside CAF
-// (Note [activations on data links]).
+// Activations and their gradients between stages of two processes on data links of their own, beside CAF.
 
-// Note [activations on data links]: a tensor inside CAF's message is serialised and framed on each process's one I/O
-// thread (docs/performance.md, "Across processes"). So a sender whose destination stage runs in another process
-// writes the tensor on its own link to that stage (`activation_outbox`, one link per destination, TLS when the node's
-// transport has it) and sends the task through CAF with an empty tensor and a ticket (sender's rank in the high 16
-// bits, a count below). The stage's `activation_inbox` keeps the tensor until the processor takes it, waiting at most
-// the stage's timeout, less when the sender's link ends without it. The coordinator sends this way but listens for no
-// link; small tensors, tasks within a process and tensors after a link failed travel inside the message.
+// Note [activations on data links]: a tensor inside a CAF message is serialised on the process's one I/O thread
+// (docs/performance.md, "Across processes"). So a sender whose destination stage is in another process writes the
+// tensor on its own link to that stage (`activation_outbox`, TLS when the node's transport is) and sends the task
+// through CAF with an empty tensor and a ticket (sender's rank in the high 16 bits, a count below). The stage's
+// `activation_inbox` keeps the tensor until the processor takes it. Small tensors, tasks within a process and
+// tensors after a link failed travel inside the message.
 
-// Note [one copy on one machine]: between two processes of one host (data_link::same_host) the sender offers the
-// tensor where it lies (process id and address); the inbox copies it with one `process_vm_readv`
-// (network/process_memory.hpp), also reading a 16-byte token it gave that link, and answers 1; or answers 0, and
-// the bytes come on the link, which stops offering. The token keeps another process from passing for the sender.
-// Where the kernel refuses (another user, Yama ptrace_scope >= 1) the link copies as before.
+// Note [one copy on one machine]: between two processes of one host the sender offers the tensor where it lies;
+// the inbox copies it with one `process_vm_readv`, also reading a 16-byte token it gave that link (so no other
+// process can pass for the sender), and answers 1; or answers 0, and the bytes follow on the link, which stops
+// offering. Where the kernel refuses, the link copies as before.
 #pragma once
 
 #include <chrono>
@@ -90,12 +87,10 @@ class activation_inbox {
   std::thread acceptor_;
 };
 
-// Note [offers without waiting]: waiting for each offer's answer costs a round trip per hop and a sleep and wake-up
-// of the CAF worker, which takes a core from a stage when all cores compute. So once a link's inbox has copied one
-// offer, the outbox no longer waits: it keeps each offered tensor unchanged until its answer comes, reads the
-// answers that have come on every link before each later tensor (dropping a link whose stage went), and waits for
-// the rest, at most 2 s, as it ends. Only a link's first offers may be answered 0 with the bytes following; a copy
-// that fails after one succeeded ends the link, and the wait for that tensor fails at once, naming it.
+// Note [offers without waiting]: waiting for each offer's answer costs a round trip per hop and a wake-up of the CAF
+// worker. So once a link's inbox has copied one offer, the outbox keeps each offered tensor unchanged until its
+// answer comes, reads the answers that came before each later tensor, and waits for the rest (at most 2 s) as it
+// ends. A copy failing after one succeeded ends the link, and the wait for that tensor fails at once.
 class activation_outbox {
  public:
   activation_outbox(int stage, std::shared_ptr<tls_context> tls, std::chrono::milliseconds timeout);

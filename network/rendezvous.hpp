@@ -1,6 +1,5 @@
-// One command per process starts a whole job: each process learns its rank and the coordinator's address from
-// the environment (torchrun's variables or Slurm's), the nodes tell the coordinator where they listen, and the
-// job's end (or the coordinator's death) ends every node (Note [environment rendezvous]).
+// One command per process starts a whole job from torchrun's or Slurm's environment (Note [environment
+// rendezvous]).
 #pragma once
 
 #include <chrono>
@@ -12,26 +11,21 @@
 
 namespace ap {
 
-// Note [environment rendezvous]: `actorpipe train --rendezvous env` runs in every process of a job: rank 0 is the
-// coordinator, every other rank a node (`node --rendezvous env` starts a node alone). The ranks come from torchrun's
-// variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) or else Slurm's (SLURM_PROCID, SLURM_NTASKS, the first host
-// of SLURM_STEP_NODELIST or SLURM_JOB_NODELIST, MASTER_PORT or 29500), so `srun` or any launcher setting them works.
-// Rank 0 listens on MASTER_PORT for one plain TCP line per node, "actorpipe-rendezvous 1 rank R at HOST:PORT"; a
-// node connects (retrying until the timeout), listens on that connection's local address, then registers. Once all
-// have, rank 0 trains with the nodes in rank order (stage s on rank s % (world - 1) + 1). The connections stay open:
-// rank 0 writes "done" at the end and a node stops with exit 0, or with exit 1 when the stream ends without it (the
-// coordinator died), so no node is left running. The line carries no secret: with TLS, the coordinator's
-// connection to each node is mutual TLS, so a wrong registration fails there, naming the node.
+// Note [environment rendezvous]: `train --rendezvous env` runs in every process of a job: rank 0 is the coordinator,
+// every other rank a node. Ranks come from torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) or else
+// Slurm's. Each node connects to rank 0 on MASTER_PORT, listens on that connection's local address and registers
+// with one plain line, "actorpipe-rendezvous 1 rank R at HOST:PORT"; then rank 0 trains with the nodes in rank
+// order. The connections stay open: rank 0 writes "done" at the end (nodes exit 0); a stream ending without it means
+// the coordinator died (nodes exit 1), so no node is left running. The line carries no secret: with TLS, a wrong
+// registration fails in the coordinator's mutual TLS connection to the node.
 
-// Note [restart under a rendezvous]: a node of rank R listens on MASTER_PORT + R (a free port, logged, only when that
-// one is taken), so a node restarted with the same variables listens where it did, and the coordinator's recovery
-// (`--restart-on-failure`, Note [recovery]) finds it there. Rank 0 accepts registrations for the whole job: a
-// restarted rank's replaces its old connection; one at another address is logged (recovery cannot find it).
+// Note [restart under a rendezvous]: a node of rank R listens on MASTER_PORT + R (a free port, logged, if taken), so
+// a node restarted with the same variables listens where it did and recovery (Note [recovery]) finds it. Rank 0
+// accepts registrations for the whole job: a restarted rank's replaces its old connection.
 
-// Note [rendezvous fails fast]: what a rank can check alone is checked before it waits: its transport (TLS files or
-// --insecure) and, on a node, that MASTER_ADDR resolves (an unknown name fails at once; only a resolver that did not
-// answer is asked again). The wait lasts `--rendezvous-timeout` seconds (default 120, as torchrun's) and its expiry
-// names the address waited at.
+// Note [rendezvous fails fast]: what a rank can check alone (its transport; on a node, that MASTER_ADDR resolves) is
+// checked before it waits. The wait lasts `--rendezvous-timeout` seconds (default 120, as torchrun's) and its
+// expiry names the address waited at.
 inline constexpr std::chrono::seconds default_rendezvous_timeout{120};
 
 struct rendezvous_env {
