@@ -18,14 +18,12 @@ namespace ap {
 // Why a group failed, once known; the first reason stays. Shared with whatever else waits on the group's peers.
 class group_failure {
  public:
-  // Keeps `why` and `code` unless the group failed already; true when it was the first. `code` is what its
-  // collectives fail with: lost_peer (a lost connection) or lost_node (damaged bytes), which recovery replays, else
-  // collective (Note [the cause, not a peer's view]).
+  // Keeps `why` and `code` (what its collectives fail with) unless the group failed already; true when first.
   bool fail(const std::string& why, error_code code = error_code::collective);
   // The reason, empty while the group is healthy.
   std::string text() const;
   error_code code() const;
-  // The reason, waiting up to `timeout` for one (so a hang-up waits for the message naming why the peer went).
+  // The reason, waiting up to `timeout` for one.
   std::string wait(std::chrono::milliseconds timeout) const;
 
  private:
@@ -52,10 +50,10 @@ class finishing_op : public collective_handle::state {
   error_code code_ = error_code::collective;
 };
 
-// One collective for the communication thread: what it does and how its errors name it.
+// One collective for the communication thread.
 class comm_op : public finishing_op {
  public:
-  std::uint64_t index = 0;  // its number among the group's collectives (0, 1, ...), given when it is queued
+  std::uint64_t index = 0;  // given when queued
   // "group 'dp' all_reduce #3 on rank 0": what a failure's text starts with.
   virtual std::string describe() const = 0;
   // The collective itself, on the communication thread; throws what makes it fail.
@@ -64,13 +62,11 @@ class comm_op : public finishing_op {
   virtual void settle() {}
 };
 
-// Note [communication thread]: ring_group, gloo_group and hierarchical_group start a collective by queueing it here
-// and return its handle (Note [async collectives]); one thread runs the queue in order, so every rank's k-th
-// collective meets its peers' k-th. A collective that throws fails the group: its handle fails with
-// "<describe()>: <reason>", the reason being the group's earlier failure if any (an abort's reason, not the socket it
-// closed), else the collective's own error. Code `collective`, or lost_node for a link's damaged bytes so recovery
-// replays the step. A failed group fails every pending and later collective at once with the same text. `interrupt`
-// ends a running collective's waits now (gloo closes its sockets, hierarchical_group aborts its parts).
+// Note [communication thread]: a network group queues each collective here and returns its handle (Note [async
+// collectives]); one thread runs the queue in order, so every rank's k-th collective meets its peers' k-th. A
+// collective that throws fails the group; its handle fails with "<describe()>: <reason>", the reason being the
+// group's earlier failure if any (an abort's reason, not the socket it closed). A failed group fails every pending
+// and later collective at once. `interrupt` ends a running collective's waits now.
 class comm_thread {
  public:
   explicit comm_thread(std::function<void(const std::string& why)> interrupt = {});
@@ -84,12 +80,10 @@ class comm_thread {
   bool started() const;
   // Queues `op` (its index given here); fails it at once if the group has failed.
   collective_handle submit(std::shared_ptr<comm_op> op);
-  // The group fails with `why` (the first reason stays): every pending and later collective fails, and the
-  // running one is interrupted (a group's abort()).
+  // Fails the group with `why`: every pending and later collective fails, the running one is interrupted.
   void abort(const std::string& why);
   const std::shared_ptr<group_failure>& failure() const { return failure_; }
-  // Fails the group with `why`, interrupts the collectives, and ends the thread once the queue is empty. The
-  // group's destructor calls it before its transport goes.
+  // abort(why), then ends the thread once the queue is empty; called before the group's transport goes.
   void stop(const std::string& why);
 
  private:

@@ -25,9 +25,8 @@ struct contribution {
   float* out_data = nullptr;
 };
 
-// Collective number `index` of the group, as the first rank to join described it. The fields above the
-// chunk counters are guarded by the group's mutex; the counters are claimed without it (Note [shared
-// reduction]).
+// Collective number `index`, as the first rank to join described it. The fields above the counters are guarded
+// by the group's mutex; the counters are atomic (Note [shared reduction]).
 struct collective {
   std::size_t index = 0;
   collective_kind kind{};
@@ -38,15 +37,15 @@ struct collective {
   std::vector<contribution> parts;  // by rank
   std::vector<bool> joined;         // by rank
   int joined_count = 0;
-  bool handed = false;    // every rank joined and the calls match: it runs to its last chunk
-  bool finished = false;  // every chunk done or skipped: nobody touches the ranks' tensors any more
+  bool handed = false;    // every rank joined and the calls match
+  bool finished = false;  // every chunk done or skipped: nobody touches the ranks' tensors
   bool done = false;      // finished without an error
   std::string error;      // why it failed; empty while it may still succeed
 
-  // Set when it is handed, read-only after: its chunks and, for reduce_scatter, each rank's first chunk.
+  // Set when handed, read-only after.
   std::size_t chunks = 0;
   std::vector<std::size_t> first_chunk;  // reduce_scatter: by rank, and the total at the end
-  std::atomic<std::size_t> next_chunk{0};   // the next chunk to claim (may run past `chunks`)
+  std::atomic<std::size_t> next_chunk{0};   // may run past `chunks`
   std::atomic<std::size_t> chunks_done{0};  // chunks run or skipped; `chunks` means finished
   std::atomic<bool> cancelled{false};       // failed while running: skip the chunks not yet started
 };
@@ -92,7 +91,7 @@ std::string mismatch(const collective& c, collective_kind kind, reduce_op op, in
 constexpr std::size_t chunk_elements = 1 << 14;  // 64 KB: the unit of work sharing (Note [shared reduction])
 constexpr std::size_t block_elements = 1 << 11;  // 8 KB: an all-reduce's accumulator stays in L1
 
-// The sum loops, one pass over `into` per one or three ranks; each element is still summed in rank order.
+// The sum loops: one pass over `into` per one or three ranks, still in rank order.
 void add_two(float* __restrict into, const float* __restrict a, const float* __restrict b, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) into[i] = a[i] + b[i];
 }
@@ -219,13 +218,13 @@ struct local_group_state {
   int size = 0;
   std::chrono::milliseconds timeout{};
   std::mutex mutex;
-  std::condition_variable changed;  // a collective finished, failed or is ready to share, or an abort
-  std::condition_variable work;     // a collective is ready for the communication thread, or stop
+  std::condition_variable changed;  // finished, failed, ready to share, or aborted
+  std::condition_variable work;     // ready for the communication thread, or stop
   std::vector<std::size_t> calls_made;                       // by rank: collectives started so far
   std::map<std::size_t, std::shared_ptr<collective>> open;   // joined by some ranks, not yet all
   std::deque<std::shared_ptr<collective>> ready;             // handed, maybe with chunks to claim
   std::vector<std::shared_ptr<collective>> running;          // handed, not finished
-  std::string aborted;  // why every unfinished collective fails; empty while the group is healthy
+  std::string aborted;  // empty while the group is healthy
   bool stopping = false;
 
   // Every rank has joined `c` and the calls match (with the lock held).
@@ -293,8 +292,7 @@ struct local_group_state {
     if (stopping) work.notify_all();
   }
 
-  // The communication thread: runs chunks of ready collectives, oldest first, until stopped and every
-  // handed collective has finished.
+  // The communication thread: runs ready chunks, oldest first, until stopped and every handed one finished.
   void serve() {
     std::unique_lock lock(mutex);
     for (;;) {
@@ -309,8 +307,7 @@ struct local_group_state {
     }
   }
 
-  // Fails every collective that has not been handed (with the lock held); `running_too`: and cancels the
-  // handed ones that have not finished (an abort).
+  // Fails every collective not yet handed (lock held); `running_too` (an abort): cancels the running ones too.
   void fail_open(const std::string& why, bool running_too) {
     if (aborted.empty()) aborted = why;
     for (auto& [index, c] : open)
@@ -398,7 +395,7 @@ class local_member final : public process_group {
                                             static_cast<std::size_t>(rank_));
       shard[0] = last - first;
     }
-    out = tensor::from_shape(shard);  // allocated here, by the caller's thread; filled by the collective
+    out = tensor::from_shape(shard);  // allocated by the caller's thread, filled by the collective
     return join(collective_kind::reduce_scatter, op, 0, in, out);
   }
   collective_handle all_gather(const tensor& in, tensor& out) override {

@@ -17,16 +17,14 @@ namespace ap {
 enum class reduce_op { sum, mean };
 const char* reduce_op_name(reduce_op op);
 
-// The collectives a group runs, one list for every kind of group; the values cross the network in the ring's
-// messages (0 is never sent).
+// The values cross the network in the ring's messages (0 is never sent).
 enum class collective_kind : std::uint8_t { all_reduce = 1, reduce_scatter, all_gather, broadcast };
 constexpr std::size_t collective_kinds = 4;
 // "all_reduce", "reduce_scatter", ...; "an unknown collective" for a value off the list (from a peer).
 const char* collective_kind_name(collective_kind kind);
 
-// A collective that cannot complete (a peer late, mismatched calls, an abort, the group gone). The text names the
-// group, the collective, the waiting rank and the rank(s) at fault. Code `collective` (a peer's failure seen through
-// the group), or the cause's own code where this rank saw it (lost_node: damaged bytes).
+// A collective that cannot complete. The text names the group, the collective, the waiting rank and the rank(s) at
+// fault. Code `collective`, or the cause's own where this rank saw it (Note [the cause, not a peer's view]).
 class collective_error : public runtime_failure {
  public:
   explicit collective_error(const std::string& what) : runtime_failure(error_code::collective, what) {}
@@ -70,9 +68,8 @@ class collective_handle {
   std::shared_ptr<state> state_;
 };
 
-// Every rank of a group calls the same collectives in the same order (as in MPI): the k-th call of each
-// rank makes up collective number k. Tensors are float32. Shards are along axis 0 (rows): rank r holds rows
-// shard_rows(rows, size, r) (collective/shard.hpp).
+// Every rank calls the same collectives in the same order (as in MPI). Tensors are float32. Shards are along axis 0:
+// rank r holds rows shard_rows(rows, size, r).
 class process_group {
  public:
   virtual ~process_group() = default;
@@ -88,8 +85,7 @@ class process_group {
   virtual collective_handle all_gather(const tensor& in, tensor& out) = 0;
   // Every rank's `t` becomes root's `t` (same shape on every rank).
   virtual collective_handle broadcast(tensor& t, int root) = 0;
-  // This rank gives up (its work failed): every unfinished and later collective of the group fails at
-  // once on every rank, naming this rank and `reason`, instead of waiting for the timeout.
+  // This rank gives up: every unfinished and later collective fails at once on every rank, naming it and `reason`.
   virtual void abort(const std::string& reason) = 0;
 };
 

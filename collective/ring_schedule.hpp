@@ -16,13 +16,10 @@ struct ring_chunk {
   std::size_t size() const { return end - begin; }
 };
 
-// A reduce-scatter over a buffer of `units` rows of `unit` floats, split into `size` segments by shard_rows
-// (collective/shard.hpp), then, for an all-reduce, an all-gather of the finished segments. At step s rank r
-// receives segment (r - s - 1 + offset) mod size from its left neighbour; in the reduce-scatter's size-1 steps it
-// adds it to its own, and from then on it copies it; whatever it received at a step but the last it sends on
-// right as the next step's, chunk by chunk as each arrives. Its first sends (step 0) are segment (r + offset).
-// After the reduce-scatter rank r holds segment (r + 1 + offset) complete: offset -1 makes that its own shard
-// (reduce_scatter), offset 0 the all-reduce's choice. Each segment travels in chunks of up to chunk_elements.
+// A reduce-scatter over `units` rows of `unit` floats in `size` segments (shard_rows), then, for an all-reduce, an
+// all-gather. At step s rank r receives segment (r - s - 1 + offset) mod size, adds it (reduce-scatter) or copies it
+// (all-gather), and forwards it chunk by chunk; step 0 sends segment (r + offset). Afterwards rank r holds segment
+// (r + 1 + offset) complete: offset -1 makes that its own shard (reduce_scatter).
 class ring_reduce_schedule {
  public:
   // Throws std::invalid_argument for a rank outside [0, size) or a chunk of no element.
@@ -34,7 +31,7 @@ class ring_reduce_schedule {
   std::vector<ring_chunk> first_sends() const;
   // The chunks received at `step`, in the order they arrive.
   std::vector<ring_chunk> receives(std::uint32_t step) const;
-  // Whether a chunk received at `step` is added to this rank's (the reduce-scatter) or replaces it (the all-gather).
+  // Whether a chunk received at `step` is added (reduce-scatter) or replaces (all-gather).
   bool adds(std::uint32_t step) const { return step + 1 < static_cast<std::uint32_t>(size_); }
   // Whether `step` completes its segment's sum (its last add), where a mean divides by the ranks.
   bool completes(std::uint32_t step) const { return step + 2 == static_cast<std::uint32_t>(size_); }

@@ -26,14 +26,11 @@ class timeout_error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Note [receive handles]: an *_async call returns at once with a handle to the receive in flight; every tensor
-// goes to exactly one receive. cancel() withdraws the receive, acknowledged by the rank's inbox (one actor that
-// orders arrivals, expiries and withdrawals): true means nothing was or will be handed to it, and a later tensor
-// waits for the next receive; false means it was answered already and wait() gives the answer. The blocking calls
-// are wait() plus a cancel() when the inbox stays silent long after the timeout, so a tensor never goes to a
-// receive its caller gave up on. A receive at an inbox or barrier that exits fails at once ("its inbox is gone")
-// through one functor per communicator, not a monitor per receive (CAF 0.17.6 drops some down messages of a
-// monitor set up while its target exits). A handle must not outlive its communicator's actor system.
+// Note [receive handles]: an *_async call returns at once with a handle; every tensor goes to exactly one receive.
+// cancel() withdraws the receive, acknowledged by the rank's inbox actor: true means nothing was or will be handed
+// to it; false means it was answered and wait() gives the answer. So a tensor never goes to a receive its caller
+// gave up on. A receive at an inbox that exits fails at once through one functor per communicator (CAF 0.17.6 drops
+// some down messages of a monitor set up while its target exits). A handle must not outlive its actor system.
 template <class T>
 class receive_handle {
  public:
@@ -55,8 +52,7 @@ class receive_handle {
       changed.notify_all();
     }
   };
-  // Asks the receiving side to withdraw the receive; true when it did (acknowledged), false when the receive
-  // had been answered already.
+  // True when the receiving side withdrew the receive, false when it was answered already.
   using withdraw_function = std::function<bool()>;
 
   receive_handle() = default;
@@ -70,8 +66,8 @@ class receive_handle {
     std::lock_guard<std::mutex> lock(state_->mutex);
     return state_->finished;
   }
-  // The value, once it came; throws what the receive failed with (timeout_error after the communicator's
-  // timeout). One wait per handle: a second throws std::logic_error, as any call after cancel() withdrew it.
+  // The value, or throws what the receive failed with (timeout_error). One wait per handle; a second, or any call
+  // after a withdrawing cancel(), throws std::logic_error.
   T wait() {
     check("wait");
     std::unique_lock<std::mutex> lock(state_->mutex);

@@ -1,14 +1,11 @@
-// A one-way byte stream between two processes beside CAF's connections, for a collective's bulk bytes
-// (Note [data links]): plain TCP, or mutual TLS with the transport's own context.
+// A one-way byte stream between two processes beside CAF's connections, for bulk bytes (Note [data links]).
 //
 // Note [data links]: a ring's chunks travel on TCP connections of their own, one per neighbour and direction,
-// written from and read into the collective's buffers by the group's own threads. Through CAF each chunk would be
-// serialised, framed and encrypted on the process's one I/O thread (docs/performance.md). Control stays on CAF:
-// hellos (which hand over each rank's link port), aborts, and a peer's death. A link is TLS when the group's
-// transport is (Note [mutual TLS]; records sealed with keys from the handshake: Note [sealed records]), else plain
-// TCP with CRC32C records (Note [checked records]). The connecting side sends a hello naming the group, itself and
-// the rank it wants, so the listener drops and names a stray connection. Every wait is bounded: a link gives up when
-// no byte moves for its timeout and polls every 50 ms for a reason to stop.
+// written from and read into the collective's buffers by the group's threads, not serialised on CAF's one I/O
+// thread. Control (hellos with each rank's link port, aborts, a peer's death) stays on CAF. A link is TLS when the
+// group's transport is (Note [sealed records]), else plain TCP (Note [checked records]). The connecting side's hello
+// names the group, itself and the rank it wants, so the listener drops and names a stray connection. A link gives up
+// when no byte moves for its timeout and polls every 50 ms for a reason to stop.
 #pragma once
 
 #include <chrono>
@@ -45,9 +42,8 @@ class record_opener;
 
 class data_link {
  public:
-  // Over fd (connected, non-blocking), which the link then owns. With `ssl` (handshake done, the server's side when
-  // `accepted`; still the caller's), records are sealed with keys exported from it (Note [sealed records]); null:
-  // plain TCP. Throws link_error when the keys cannot be had (fd stays the caller's).
+  // Over fd (connected, non-blocking), which the link then owns. With `ssl` (handshake done; still the caller's),
+  // records are sealed with keys exported from it; null: plain TCP. Throws link_error (fd stays the caller's).
   data_link(int fd, SSL* ssl, bool accepted);
   ~data_link();
   data_link(const data_link&) = delete;
@@ -57,19 +53,16 @@ class data_link {
   // stopped when `stop` gave a reason, failed otherwise (system or OpenSSL reason, or a damaged record).
   void write(const void* data, std::size_t n, std::chrono::milliseconds idle, const stop_check& stop);
   void read(void* data, std::size_t n, std::chrono::milliseconds idle, const stop_check& stop);
-  // From another thread: ends a read or write waiting on this link at once (it throws link_error closed). The link
-  // stays valid until destroyed.
+  // From another thread: ends a waiting read or write at once (link_error closed).
   void interrupt();
   // Whether both ends have the same address (one machine: loopback, or a host's own address).
   bool same_host() const;
-  // Whether a read would find bytes now (or the peer's hang-up, which it then reports), without waiting.
+  // Whether a read would find bytes (or a hang-up) now.
   bool readable() const;
-  // Note [writes without waiting]: on a plain link, writes what the socket takes now of the `count` pieces, in
-  // order, never waiting, and returns how many bytes that was; a TLS link takes nothing here (0), so its encryption
-  // stays on the writer thread beside the reader's decryption. Errors are left to the next write(). Each piece is
-  // a checked record of its own (or several); one taken in part stays open and the next write() continues it (the
-  // caller passes the rest of the same pieces, unchanged). A ring's communication thread sends so and hands only
-  // the rest to its writer thread, saving a wake-up per chunk.
+  // Note [writes without waiting]: on a plain link, writes what the socket takes now of the pieces, in order, and
+  // returns how many bytes; a TLS link takes nothing (0), keeping encryption on the writer thread. Errors are left
+  // to the next write(), which continues a record taken in part (the caller passes the rest of the same pieces).
+  // A ring's communication thread sends so and hands only the rest to its writer thread, saving a wake-up a chunk.
   struct piece {
     const void* data;
     std::size_t size;
@@ -84,8 +77,7 @@ class data_link {
   // A plain link's write and read (Note [checked records]).
   void write_checked(const unsigned char* p, std::size_t n, std::chrono::milliseconds idle, const stop_check& stop);
   void read_checked(unsigned char* p, std::size_t n, std::chrono::milliseconds idle, const stop_check& stop);
-  // Sends the open record's header rest and `payload` of its payload at p; computes `next` (the header of the
-  // `next_n` bytes at next_p) while the socket is full, when next_n > 0 and *next_ready is false.
+  // Sends the open record's rest; computes the next record's header while the socket is full.
   void send_open_record(const unsigned char* p, std::size_t payload, std::chrono::milliseconds idle, const stop_check& stop,
                         const unsigned char* next_p, std::size_t next_n, unsigned char* next, bool* next_ready);
 
@@ -95,7 +87,7 @@ class data_link {
   std::vector<unsigned char> sealed_;      // a record being written
   std::vector<unsigned char> opened_;      // a record read whole whose plaintext the reader has not all taken
   std::size_t opened_taken_ = 0;
-  // Note [checked records], plain links: the record being written (its header and what is still to go of it).
+  // Plain links: the record being written (Note [checked records]).
   unsigned char out_head_[8] = {};
   std::size_t out_head_sent_ = 8, out_left_ = 0;
 };
@@ -114,8 +106,8 @@ class link_listener {
   link_listener& operator=(const link_listener&) = delete;
   std::uint16_t port() const { return port_; }
 
-  // The first connection that completes its handshake and sends exactly `hello` before `deadline`. Others are
-  // closed, each adding a line to `dropped` (from where, why). Throws link_error timed_out at the deadline.
+  // The first connection that completes its handshake and sends exactly `hello` before `deadline`; others are
+  // closed, each adding a line to `dropped`. Throws link_error timed_out at the deadline.
   std::unique_ptr<data_link> accept(const std::string& hello, std::chrono::steady_clock::time_point deadline,
                                     std::vector<std::string>& dropped);
   // From another thread: ends an accept waiting now or later at once (it throws link_error stopped).

@@ -1,5 +1,4 @@
-// The records a TLS data link's bytes travel in after its handshake: AES-128-GCM under keys exported from the
-// link's TLS session (Note [sealed records]).
+// The records of a TLS data link after its handshake.
 
 // Note [sealed records]: OpenSSL's records copy in and out of its buffers, and kernel TLS is not always available
 // (docs/performance.md). So a TLS data link does what kernel TLS does: the mutual TLS handshake authenticates both
@@ -62,11 +61,10 @@ class record_sealer : public record_cipher {
 class record_opener : public record_cipher {
  public:
   explicit record_opener(const record_secret& secret) : record_cipher(secret, false) {}
-  // The plaintext length a record's header announces. Throws link_error failed when it is 0 or above
-  // max_record_bytes.
+  // The plaintext length a header announces. Throws link_error failed for 0 or above max_record_bytes.
   static std::size_t announced(const unsigned char* header);
-  // Opens the record in place: `data` holds its n bytes of ciphertext and becomes its plaintext. False when the
-  // tag does not match (the record is forged, altered, replayed or out of order); `data` is then garbage.
+  // Opens the record in place: `data`'s n bytes of ciphertext become its plaintext. False when the tag does not
+  // match (forged, altered, replayed or out of order); `data` is then garbage.
   bool open(const unsigned char* header, unsigned char* data, std::size_t n, const unsigned char* tag);
 };
 
