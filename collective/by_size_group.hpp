@@ -1,5 +1,4 @@
-// A network_group of two backends, each collective on the one that moves its size faster (Note [collective
-// backends]): our ring below a size, gloo from it.
+// A network_group of two backends, chosen per collective by size (Note [collectives by size]).
 #pragma once
 
 #include <cstddef>

@@ -14,21 +14,15 @@ namespace ap {
 
 struct gloo_state;
 
-// Note [gloo backend]: each rank makes a gloo TCP device on `host` and one pair per other rank, each listening from
-// the start, so endpoint() (every pair's address, in hex) can be handed out before any peer exists; connect() joins
-// each pair with the address the peer made for this rank, with the coordinator's CAF connection as the store. The
-// collectives run on the communication thread (Note [communication thread]), each bounded by the timeout:
-// all_reduce is gloo's ring all-reduce with our own vectorised sum (same bits on every rank); all_gather is
-// allgatherv; broadcast is gloo's; reduce_scatter is an all-reduce of a copy, then this rank's rows. abort() fails
-// this rank's collectives and closes its sockets, so the peers' waits fail at once too.
+// Note [gloo backend]: each rank makes a gloo TCP device and one listening pair per other rank, so endpoint() (the
+// pairs' addresses, in hex) exists before any peer does; connect() joins each pair with the peer's address for this
+// rank, the coordinator acting as store. all_reduce is gloo's ring with our vectorised sum; reduce_scatter is an
+// all-reduce of a copy. abort() closes the sockets, so the peers' waits fail at once too.
 
-// Two places reach past gloo's public API, where it offers no equivalent (Debian's 0.0~git20220518):
-// - a gloo::Context subclass takes the device and pairs made here: rendezvous::Context::connectFullMesh makes the
-//   pairs only when it runs, so endpoint() could not be handed out before connect();
-// - abort() calls the TCP pair's protected signalExceptionExternal, which fails the buffers waiting on the pair;
-//   its public close() only closes the socket, leaving this rank's own waiting collective to the full timeout.
-// TSan reports a race between gloo's own threads on failure paths (scripts/tsan.supp). Debian's gloo has no TLS:
-// the group is for trusted networks only (the CLI asks for `--insecure`).
+// Two places reach past gloo's public API, which has no equivalent: a gloo::Context subclass takes pairs made before
+// connect() (connectFullMesh makes them only when it runs), and abort() calls the pair's protected
+// signalExceptionExternal (public close() leaves this rank's own waiting collective to the full timeout).
+// TSan reports a race inside gloo on failure paths (scripts/tsan.supp).
 class gloo_group final : public network_group {
  public:
   // Throws collective_error when gloo cannot make its device or pairs on `host`.

@@ -15,19 +15,14 @@ namespace ap {
 class local_group;
 struct hierarchical_state;
 
-// Note [hierarchical collectives]: D data-parallel replicas on N < D nodes put several ranks of one group in one
-// process (Note [data-parallel nodes]); a flat network group would send each over loopback sockets. Here an
-// all-reduce runs on the member's communication thread in three steps: the process's ranks sum through a
-// local_group (Note [local collectives]); each process's leader (lowest rank) all-reduces that sum with the other
-// leaders over `inner`, one rank per process; each leader broadcasts the result to its ranks. Every rank gets the
-// same bits (within rounding of a flat ring's). The other collectives are built on the all-reduce exactly: a
-// broadcast where non-roots give zeros, an all-gather of rows placed in zeros, a reduce-scatter keeping this rank's
-// rows (a -0.0 arrives as +0.0). Ranks find their local_group by `process_key`. Any failure aborts the local group
-// and `inner`, so every rank fails at once.
+// Note [hierarchical collectives]: several ranks of one group may share a process (Note [data-parallel nodes]); a
+// flat group would send each over loopback. Here an all-reduce sums within the process through a local_group, the
+// process leaders (lowest ranks) all-reduce over `inner`, and each leader broadcasts back. Every rank gets the same
+// bits. The other collectives are built on the all-reduce exactly, with zeros from the other ranks (a -0.0 arrives
+// as +0.0). Any failure aborts both parts, so every rank fails at once.
 class hierarchical_group final : public network_group {
  public:
-  // `inner`: the network_group of the group's processes, given to the process's leader (local_rank 0) when
-  // the group spans more than one process; null otherwise.
+  // `inner`: one rank per process, for the leader (local_rank 0) when the group spans processes; else null.
   hierarchical_group(std::string name, int rank, int size, colocated_rank place, const std::string& process_key,
                      std::unique_ptr<network_group> inner, std::chrono::milliseconds timeout);
   ~hierarchical_group() override;

@@ -39,24 +39,20 @@ std::string activation_hello(int stage);
 
 class activation_inbox {
  public:
-  // Listens on `host` (a free port) for links to stage `stage`; `log` (may be empty) hears of each link opened or
-  // connection dropped. Throws link_error.
+  // Listens on `host` (a free port); `log` (may be empty) hears of links opened and dropped. Throws link_error.
   activation_inbox(int stage, const std::string& host, std::shared_ptr<tls_context> tls, std::chrono::milliseconds timeout,
                    std::function<void(const std::string&)> log = {});
-  // Interrupts the listener and every link and joins its threads, so the owning processor ends without delay
-  // (Note [a node's shutdown]).
+  // Interrupts every link and joins its threads, so the owning processor ends without delay.
   ~activation_inbox();
   activation_inbox(const activation_inbox&) = delete;
   activation_inbox& operator=(const activation_inbox&) = delete;
 
   std::uint16_t port() const { return port_; }
-  // The tensor sent under `ticket`, waiting up to the timeout or until its sender's link closed without it. Throws
-  // std::runtime_error naming the stage, ticket and what the links said; runtime_failure(lost_node) when the link's
-  // bytes came damaged, so recovery replays the step (Note [checked records]).
+  // The tensor sent under `ticket`, waiting up to the timeout or until its sender's link closed. Throws
+  // std::runtime_error naming the stage and ticket; runtime_failure(lost_node) for damaged bytes.
   tensor take(std::uint64_t ticket);
   // Drops the tensors of steps before `step` (an aborted step's, never taken).
   void forget_before(std::uint64_t step);
-  // How many tensors came straight from their sender's memory (Note [one copy on one machine]).
   std::size_t copied_from_senders() const;
 
  private:
@@ -67,7 +63,7 @@ class activation_inbox {
   void accept_loop();
   void read_loop(std::unique_ptr<data_link> link);
   std::string stopped() const;
-  void note_problem(std::string what);  // one of the last few; the caller holds mutex_
+  void note_problem(std::string what);  // the caller holds mutex_
 
   int stage_;
   std::chrono::milliseconds timeout_;
@@ -77,11 +73,11 @@ class activation_inbox {
   mutable std::mutex mutex_;
   std::condition_variable arrived_;
   std::map<std::uint64_t, arrival> tensors_;
-  std::vector<std::string> problems_;  // what the links said when they ended badly (the last few)
-  std::size_t copied_ = 0;             // tensors copied from their senders' memory (Note [one copy on one machine])
-  std::vector<data_link*> open_;       // the links being read, interrupted when the inbox stops
-  std::map<int, std::string> closed_;  // by sending stage: how its last link ended, until it opens another
-  std::map<int, bool> corrupted_;      // ... and whether its bytes came damaged (Note [checked records])
+  std::vector<std::string> problems_;  // the last few bad link endings
+  std::size_t copied_ = 0;
+  std::vector<data_link*> open_;       // interrupted when the inbox stops
+  std::map<int, std::string> closed_;  // by sending stage: how its last link ended
+  std::map<int, bool> corrupted_;      // ... and whether its bytes came damaged
   bool stopping_ = false;
   std::vector<std::thread> readers_;
   std::thread acceptor_;
@@ -100,20 +96,18 @@ class activation_outbox {
   activation_outbox& operator=(const activation_outbox&) = delete;
   // A ticket for the next tensor.
   std::uint64_t next_ticket() { return (static_cast<std::uint64_t>(stage_ + 1) << 48) | ++count_; }
-  // Writes `t` of `step` under `ticket` on the link to stage `to` at `address` ("host:port"), connecting at first
-  // use. `t` may be moved from when offered in place; otherwise, and when it throws, it is left as it was. Throws
-  // link_error (the link is dropped; the next tensor connects again).
+  // Writes `t` on the link to stage `to` at `address` ("host:port"), connecting at first use. `t` may be moved from
+  // when offered in place, else is left as it was. Throws link_error (the next tensor connects again).
   void send(int to, const std::string& address, std::uint64_t ticket, std::uint64_t step, tensor&& t);
-  // Tensors kept for their answers, on every link (Note [offers without waiting]).
   std::size_t lent() const;
 
  private:
   struct link_to {
     std::unique_ptr<data_link> link;
-    bool offer = false;  // offers tensors where they lie (Note [one copy on one machine])
-    bool copied_one = false;  // the inbox copied an offer: later ones are lent, not waited for
-    memory_token token{};  // the inbox's, read beside each tensor it copies from this process
-    std::deque<tensor> lent;  // offered and not yet answered, in order
+    bool offer = false;  // Note [one copy on one machine]
+    bool copied_one = false;  // later offers are lent, not waited for
+    memory_token token{};  // the inbox's
+    std::deque<tensor> lent;  // offered, not yet answered, in order
   };
   // Reads the answer to the oldest lent tensor, waiting at most `wait`, and frees it. Throws link_error.
   void take_answer(link_to& out, std::chrono::milliseconds wait);
@@ -124,7 +118,7 @@ class activation_outbox {
   std::shared_ptr<tls_context> tls_;
   std::chrono::milliseconds timeout_;
   std::uint64_t count_ = 0;
-  std::map<std::string, link_to> links_;  // by address (a map's entries stay where they are: `token`'s address)
+  std::map<std::string, link_to> links_;  // by address; a map keeps `token`'s address stable
 };
 
 }  // namespace ap

@@ -35,23 +35,21 @@ struct rendezvous_env {
   std::string source;  // "RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT" or "SLURM_PROCID, ..."
 };
 
-// From the environment (`get` is getenv, or a stand-in in tests). Throws std::invalid_argument naming the missing
-// or bad variable: neither set, a rank outside 0..WORLD_SIZE-1, a port outside 1..65535, an unreadable host list.
+// From the environment (`get`: getenv, or a stand-in). Throws std::invalid_argument naming the missing or bad
+// variable.
 rendezvous_env rendezvous_from_env(const std::function<const char*(const char*)>& get);
 
-// The port each rank's node listens on (Note [restart under a rendezvous]): MASTER_PORT + rank, or 0 (a free
-// one) past 65535.
+// MASTER_PORT + rank, or 0 (a free one) past 65535 (Note [restart under a rendezvous]).
 int rendezvous_node_port(const rendezvous_env& env);
 
-// Slurm's host-list syntax expanded: "node[01-03,7],gpu5" -> node01 node02 node03 node7 gpu5 (zero padding
-// kept). Throws std::invalid_argument naming the list for an unclosed bracket or a bad range.
+// "node[01-03,7],gpu5" -> node01 node02 node03 node7 gpu5. Throws std::invalid_argument naming the list.
 std::vector<std::string> expand_slurm_hostlist(const std::string& list);
 
 // "120 s", "1.5 s", "250 ms": a wait as the rendezvous's texts say it.
 std::string wait_text(std::chrono::milliseconds wait);
 
-// Rank 0's side: listens on `port` at once (a port in use is refused, naming it) for `world_size - 1`
-// registrations. `master_host` (MASTER_ADDR, may be empty) only names the address in the timeout's text.
+// Rank 0's side: listens on `port` at once for `world_size - 1` registrations. `master_host` only names the
+// address in the timeout's text.
 class rendezvous_server {
  public:
   rendezvous_server(int port, int world_size, std::chrono::milliseconds timeout, const std::string& master_host = "");
@@ -59,8 +57,8 @@ class rendezvous_server {
   rendezvous_server(const rendezvous_server&) = delete;
   rendezvous_server& operator=(const rendezvous_server&) = delete;
 
-  // The nodes' "host:port" in rank order (ranks 1..world_size-1). Throws std::runtime_error naming the ranks that
-  // did not register in time (and the address waited at), or a registration it cannot accept.
+  // The nodes' "host:port" in rank order. Throws std::runtime_error naming the ranks missing at the timeout, or a
+  // bad registration.
   std::vector<std::string> wait_for_nodes();
   // Tells every node the job is over ("done") and closes the connections.
   void release();
@@ -69,21 +67,20 @@ class rendezvous_server {
   std::function<void(const std::string&)> log;
 
  private:
-  // After wait_for_nodes until release or the end: a restarted rank's registration replaces its connection.
   void accept_late_registrations();
 
   int listen_fd_ = -1, port_ = 0, world_size_ = 1;
   std::chrono::milliseconds timeout_;
   std::string master_host_;
-  std::mutex mutex_;                   // node_fds_, stopping_ (the late registrations' thread and the caller)
+  std::mutex mutex_;                   // node_fds_, stopping_
   std::vector<int> node_fds_;          // by rank (index 0 unused)
   std::vector<std::string> addresses_; // by rank, as first registered
   bool stopping_ = false;
   std::thread late_;
 };
 
-// A node's side: connects to rank 0, retrying a refused connection until `timeout`. Throws std::runtime_error at
-// once when MASTER_ADDR does not resolve (Note [rendezvous fails fast]), and at the timeout naming rank 0's address.
+// A node's side: connects to rank 0, retrying until `timeout`. Throws std::runtime_error naming rank 0's address
+// (Note [rendezvous fails fast]).
 class rendezvous_client {
  public:
   rendezvous_client(const rendezvous_env& env, std::chrono::milliseconds timeout);
@@ -95,8 +92,7 @@ class rendezvous_client {
   const std::string& local_address() const { return local_; }
   // Registers the node: rank `env.rank` listens at local_address():port.
   void register_node(int port);
-  // Blocks until rank 0 ends the job: true when it said "done", false when its connection ended without it
-  // (or cancel() was called from another thread).
+  // Blocks until rank 0 ends the job: true when it said "done", false otherwise (or after cancel()).
   bool wait_for_release();
   void cancel();
 

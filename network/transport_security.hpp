@@ -1,5 +1,4 @@
-// How coordinators and nodes talk: mutual TLS (a CA, this side's certificate and key) or, only when asked
-// for with --insecure, plain TCP. The files are checked before anything starts, naming the flag and the file.
+// How coordinators and nodes talk: mutual TLS, or plain TCP only with --insecure.
 //
 // Note [mutual TLS]: each side presents its certificate and requires one signed by the shared CA from its peer
 // (SSL_VERIFY_PEER | FAIL_IF_NO_PEER_CERT), so a peer without one fails in the TLS handshake, before CAF's BASP
