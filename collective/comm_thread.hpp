@@ -15,7 +15,7 @@
 
 namespace ap {
 
-// Why a group failed, once known; the first reason stays. Shared with whatever else waits on the group's peers.
+// Why a group failed; the first reason stays. Shared with whatever else waits on the group's peers.
 class group_failure {
  public:
   // Keeps `why` and `code` (what its collectives fail with) unless the group failed already; true when first.
@@ -75,7 +75,7 @@ class comm_thread {
   comm_thread(const comm_thread&) = delete;
   comm_thread& operator=(const comm_thread&) = delete;
 
-  // Starts the thread (a network group once connected); collectives queued before wait for it.
+  // Collectives queued before start() wait for it.
   void start();
   bool started() const;
   // Queues `op` (its index given here); fails it at once if the group has failed.

@@ -207,7 +207,7 @@ struct gloo_state {
     *op.out = std::move(out);
   }
 
-  // Fails whatever waits in gloo on any pair and closes the sockets, so every peer's wait on this rank ends too.
+  // Fails whatever waits in gloo and closes the sockets, so every peer's wait on this rank ends too.
   void close_pairs(const std::string& why) {
     for (int r = 0; r < size; ++r)
       if (r != rank) fail_pair(*pairs->getPair(r), why);
@@ -266,7 +266,7 @@ void gloo_group::connect(const std::vector<std::string>& endpoints) {
   if (endpoints.size() != static_cast<std::size_t>(s.size))
     throw std::invalid_argument(me + ": " + std::to_string(endpoints.size()) + " endpoints for " + std::to_string(s.size) +
                                 " ranks");
-  // Rank r's endpoint holds one address per other rank, in rank order without r itself (endpoint()).
+  // Rank r's endpoint: one address per other rank, in rank order.
   for (int r = 0; r < s.size; ++r) {
     if (r == s.rank) continue;
     const std::string peer = "rank " + std::to_string(r) + "'s endpoint";

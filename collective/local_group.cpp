@@ -156,8 +156,7 @@ void run_chunk(collective& c, std::size_t k) {
   const std::size_t ranks = c.parts.size();
   switch (c.kind) {
     case collective_kind::all_reduce: {
-      // One pass per block: sum into an L1 accumulator reading every rank's block before any is overwritten
-      // (all_reduce is in place), then write it to every rank.
+      // Per block: sum every rank's block into an L1 accumulator before any is overwritten (in place), then copy.
       alignas(64) float accumulator[block_elements];
       const std::size_t n = c.parts[0].in->size(), end = std::min(n, (k + 1) * chunk_elements);
       for (std::size_t b = k * chunk_elements; b < end; b += block_elements) {
@@ -205,14 +204,12 @@ void run_chunk(collective& c, std::size_t k) {
 
 }  // namespace
 
-// Note [shared reduction]: every thread that would otherwise wait computes. Once every rank has joined a
-// collective it is "handed": split into chunks (64 KB of the result; all_gather: one per receiving rank) and
-// queued on `ready`. Workers claim chunks from its atomic counter without the lock: the communication thread
-// (oldest collective first, so one started while the ranks compute progresses) and every rank blocked in wait()
-// (its own first, one chunk at a time). The order of the sum is fixed per element, so the bits do not depend on
-// who runs a chunk. Whoever completes the last chunk marks it finished under the lock. Abort cancels running
-// collectives: unstarted chunks are skipped, and waiters still wait for chunks in progress, so no rank gets its
-// tensors back while another thread writes them. The timeout applies until a collective is handed.
+// Note [shared reduction]: every thread that would otherwise wait computes. A collective all ranks joined is
+// "handed": split into chunks and queued on `ready`. The communication thread (oldest first) and every rank blocked
+// in wait() (its own first) claim chunks from an atomic counter without the lock; the sum's order is fixed per
+// element, so the bits do not depend on who runs a chunk. Abort skips unstarted chunks, and waiters still wait for
+// chunks in progress, so no rank gets its tensors back while another thread writes them. The timeout applies until
+// a collective is handed.
 struct local_group_state {
   std::string name;
   int size = 0;

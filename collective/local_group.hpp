@@ -21,8 +21,7 @@ struct local_group_state;
 class local_group {
  public:
   local_group(std::string name, int size, std::chrono::milliseconds timeout = default_timeout);
-  // Stops the communication thread after the collectives every rank has joined; the others fail with an
-  // error saying the group is gone. Members and handles may outlive the group: their calls then fail.
+  // Finishes the joined collectives, fails the others. Members and handles may outlive the group; their calls fail.
   ~local_group();
   local_group(const local_group&) = delete;
   local_group& operator=(const local_group&) = delete;

@@ -37,7 +37,7 @@ class collective_error : public runtime_failure {
 // else the first error; -1 when none failed.
 int first_cause(const std::vector<std::exception_ptr>& errors);
 
-// An exception's code (code_of) and text, for throwing it on with more text and the same code.
+// An exception's code and text, for rethrowing with more text and the same code.
 struct failure {
   error_code code = error_code::none;
   std::string what;
@@ -81,7 +81,7 @@ class process_group {
   virtual collective_handle all_reduce(tensor& t, reduce_op op = reduce_op::sum) = 0;
   // `in` has the same shape on every rank; `out` becomes this rank's shard of the rows of the reduction.
   virtual collective_handle reduce_scatter(const tensor& in, tensor& out, reduce_op op = reduce_op::sum) = 0;
-  // `out` becomes every rank's `in` stacked along axis 0 in rank order (row counts may differ by rank).
+  // `out` becomes every rank's `in` stacked along axis 0 (row counts may differ).
   virtual collective_handle all_gather(const tensor& in, tensor& out) = 0;
   // Every rank's `t` becomes root's `t` (same shape on every rank).
   virtual collective_handle broadcast(tensor& t, int root) = 0;

@@ -56,7 +56,7 @@ class peer_table {
   std::vector<std::uint16_t> link_ports_;
 };
 
-// What this rank's transport refused (Note [ring security]), for the error of a rank that never came.
+// What this rank's transport refused, for the error of a rank that never came.
 class drop_log {
  public:
   void add(const std::string& line) {
@@ -158,7 +158,7 @@ struct chunk_header {
 };
 static_assert(sizeof(chunk_header) == 32, "a chunk's header is 32 bytes on the wire");
 
-// A chunk for the writer thread: its header, then n floats at `data`, kept unchanged while `hold` lives.
+// A chunk for the writer thread; `data` stays unchanged while `hold` lives.
 struct outgoing_chunk {
   chunk_header header;
   const float* data = nullptr;
@@ -230,10 +230,9 @@ struct ring_state {
     return cause.empty() ? fallback : cause;
   }
 
-  // Sends n floats at `data` to the right neighbour: what the link takes at once here, the rest queued for the
-  // writer, which borrows them (held by `hold`, or by a token of the op). Safe: a region is sent once per phase
-  // after its last change, and rewritten only by the all-gather with a segment built from this very chunk, so
-  // already written out; the op's end waits for the last tokens.
+  // Sends n floats to the right neighbour: what the link takes now, the rest queued for the writer, which borrows
+  // them (held by `hold` or an op token). Safe: a region is rewritten only by the all-gather, with a segment built
+  // from this very chunk, so already written out; the op's end waits for the last tokens.
   void send(ring_op& op, std::uint32_t step, std::uint32_t chunk, const float* data, std::size_t n,
             std::shared_ptr<const void> hold = nullptr) {
     if (in_place_right && hold) op.kept.push_back(hold);  // read by the right neighbour until its answer

@@ -46,12 +46,10 @@ class ring_group final : public network_group {
   // Small enough that a 2 MB all-reduce of 2 ranks streams; smaller chunks pay more per-chunk overhead.
   static constexpr std::size_t default_chunk_bytes = std::size_t{512} << 10;
 
-  // Through the process's guarded transport, or CAF's middleman without one (Note [ring security]).
-  // Throws collective_error when it cannot listen.
+  // Throws collective_error when it cannot listen (Note [ring security]).
   ring_group(caf::actor_system& system, std::string name, int rank, int size, node_address listen,
              std::chrono::milliseconds timeout = default_timeout, std::size_t chunk_bytes = default_chunk_bytes);
-  // Through a transport of its own with `security`. Also throws std::invalid_argument for bad TLS files
-  // (check_transport_security's texts).
+  // Through a transport of its own; also throws std::invalid_argument for bad TLS files.
   ring_group(caf::actor_system& system, std::string name, int rank, int size, node_address listen,
              const transport_security& security, std::chrono::milliseconds timeout = default_timeout,
              std::size_t chunk_bytes = default_chunk_bytes);
@@ -64,15 +62,14 @@ class ring_group final : public network_group {
   // Connects to every other rank (`ranks` by rank; its own entry unused), checks each is the rank it should be,
   // and starts the communication thread. Throws collective_error naming the rank and address that failed.
   void connect(const std::vector<node_address>& ranks);
-  // network_group: "host:port" of this rank's endpoint; connect() with every rank's, parsed as addresses.
+  // network_group: "host:port"; connect() parses every rank's.
   std::string endpoint() const override;
   void connect(const std::vector<std::string>& endpoints) override;
 
   const std::string& name() const override;
   int rank() const override;
   int size() const override;
-  // Whether this rank copies its left neighbour's chunks in place (Note [one copy in the ring]); known once
-  // connected.
+  // Whether chunks from the left come in place (Note [one copy in the ring]); known once connected.
   bool copies_from_left() const;
   collective_handle all_reduce(tensor& t, reduce_op op = reduce_op::sum) override;
   collective_handle reduce_scatter(const tensor& in, tensor& out, reduce_op op = reduce_op::sum) override;

@@ -110,10 +110,9 @@ class receive_handle {
   bool taken_ = false;
 };
 
-// Ranks are 0 .. world_size-1. Sends never block and move the tensor; they return once the message is queued.
-// Receives block until a tensor from `source` arrives, in send order, or throw timeout_error after timeout().
-// An invalid rank throws std::out_of_range, any use after shutdown() std::logic_error. Sending to oneself is allowed
-// (a stage holding two consecutive chunks).
+// Sends never block and move the tensor. Receives block until a tensor from `source` arrives, in send order, or
+// throw timeout_error. A bad rank throws std::out_of_range, use after shutdown() std::logic_error. Sending to
+// oneself is allowed.
 class communicator {
  public:
   virtual ~communicator() = default;
@@ -136,7 +135,7 @@ class communicator {
 
   // Returns when every rank has called barrier(), or throws timeout_error.
   virtual void barrier() = 0;
-  // The same, returning at once: wait() gives the number of the barrier round this rank passed.
+  // wait() gives the number of the barrier round passed.
   virtual receive_handle<std::uint64_t> barrier_async() = 0;
   // After shutdown every call throws std::logic_error. Idempotent.
   virtual void shutdown() = 0;

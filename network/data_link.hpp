@@ -1,11 +1,9 @@
 // A one-way byte stream between two processes beside CAF's connections, for bulk bytes (Note [data links]).
 //
-// Note [data links]: a ring's chunks travel on TCP connections of their own, one per neighbour and direction,
-// written from and read into the collective's buffers by the group's threads, not serialised on CAF's one I/O
-// thread. Control (hellos with each rank's link port, aborts, a peer's death) stays on CAF. A link is TLS when the
-// group's transport is (Note [sealed records]), else plain TCP (Note [checked records]). The connecting side's hello
-// names the group, itself and the rank it wants, so the listener drops and names a stray connection. A link gives up
-// when no byte moves for its timeout and polls every 50 ms for a reason to stop.
+// Note [data links]: a ring's chunks travel on TCP connections of their own, one per neighbour and direction, read
+// and written by the group's threads in the collective's buffers instead of CAF's one I/O thread; control stays on
+// CAF. TLS when the group's transport is (Note [sealed records]), else plain TCP (Note [checked records]). The
+// connecting side's hello names group and rank, so a stray connection is dropped and named. Every wait is bounded.
 #pragma once
 
 #include <chrono>
@@ -29,8 +27,7 @@ class link_error : public std::runtime_error {
   link_error(kind k, const std::string& what, bool corrupted_bytes = false)
       : std::runtime_error(what), reason(k), corrupted(corrupted_bytes) {}
   kind reason;
-  // A record failed its checksum or MAC: bytes damaged on the way, the peer may be well. The reader fails the step
-  // as for a lost link, so recovery replays it.
+  // A record failed its checksum or MAC; the step fails as for a lost link, so recovery replays it.
   bool corrupted = false;
 };
 
@@ -55,14 +52,13 @@ class data_link {
   void read(void* data, std::size_t n, std::chrono::milliseconds idle, const stop_check& stop);
   // From another thread: ends a waiting read or write at once (link_error closed).
   void interrupt();
-  // Whether both ends have the same address (one machine: loopback, or a host's own address).
+  // Whether both ends have the same address (one machine).
   bool same_host() const;
   // Whether a read would find bytes (or a hang-up) now.
   bool readable() const;
-  // Note [writes without waiting]: on a plain link, writes what the socket takes now of the pieces, in order, and
-  // returns how many bytes; a TLS link takes nothing (0), keeping encryption on the writer thread. Errors are left
-  // to the next write(), which continues a record taken in part (the caller passes the rest of the same pieces).
-  // A ring's communication thread sends so and hands only the rest to its writer thread, saving a wake-up a chunk.
+  // Note [writes without waiting]: on a plain link, writes what the socket takes now of the pieces and returns the
+  // bytes; a TLS link takes 0, keeping encryption on the writer thread. The next write() reports errors and
+  // continues a record taken in part. A ring sends so and hands only the rest to its writer, saving a wake-up.
   struct piece {
     const void* data;
     std::size_t size;
@@ -70,7 +66,7 @@ class data_link {
   std::size_t write_now(const piece* pieces, std::size_t count);
 
  private:
-  // The socket's own bytes, as write() and read() above; read_bytes continues `crc` (when not null) over them.
+  // The socket's own bytes; read_bytes continues `crc` (when not null) over them.
   void write_bytes(const void* data, std::size_t n, std::chrono::milliseconds idle, const stop_check& stop);
   void read_bytes(void* data, std::size_t n, std::chrono::milliseconds idle, const stop_check& stop,
                   std::uint32_t* crc = nullptr);
@@ -85,15 +81,15 @@ class data_link {
   std::unique_ptr<record_sealer> sealer_;  // both null: plain TCP
   std::unique_ptr<record_opener> opener_;
   std::vector<unsigned char> sealed_;      // a record being written
-  std::vector<unsigned char> opened_;      // a record read whole whose plaintext the reader has not all taken
+  std::vector<unsigned char> opened_;      // plaintext not yet all taken
   std::size_t opened_taken_ = 0;
   // Plain links: the record being written (Note [checked records]).
   unsigned char out_head_[8] = {};
   std::size_t out_head_sent_ = 8, out_left_ = 0;
 };
 
-// Connects to host:port, runs the TLS handshake when `tls` is set, and sends `hello`; retries a refused
-// connection until `deadline`. Throws link_error naming host:port.
+// Connects (retrying until `deadline`), handshakes when `tls` is set, sends `hello`. Throws link_error naming
+// host:port.
 std::unique_ptr<data_link> connect_link(const std::string& host, std::uint16_t port, const std::shared_ptr<tls_context>& tls,
                                         const std::string& hello, std::chrono::steady_clock::time_point deadline);
 
@@ -110,7 +106,7 @@ class link_listener {
   // closed, each adding a line to `dropped`. Throws link_error timed_out at the deadline.
   std::unique_ptr<data_link> accept(const std::string& hello, std::chrono::steady_clock::time_point deadline,
                                     std::vector<std::string>& dropped);
-  // From another thread: ends an accept waiting now or later at once (it throws link_error stopped).
+  // From another thread: ends an accept now or later (link_error stopped).
   void interrupt();
 
  private:

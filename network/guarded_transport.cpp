@@ -40,12 +40,11 @@ std::string size_text(std::size_t bytes) {
   return std::to_string(bytes) + " bytes";
 }
 
-// What one connection has seen, shared by its scribe and its policy. Only accepted connections are logged; one we
-// opened reports its failure to whoever asked for it.
+// What one connection has seen, shared by its scribe and policy. Only accepted connections are logged.
 struct connection_watch {
   std::string peer;  // host:port of the other side
   bool accepted = false;
-  int reads_configured = 0;  // BASP asks for: header, handshake payload, header (then its handshake is done)
+  int reads_configured = 0;  // header, handshake payload, header: then the handshake is done
   bool logged = false;
   std::function<void(const std::string&)> log;
   std::function<void()> on_tls_ready;  // the scribe's held flush
@@ -56,7 +55,7 @@ struct connection_watch {
     logged = true;
     log("dropped a connection from " + peer + ": " + why);
   }
-  // A record that failed its checksum ends the connection, whichever side opened it (Note [checked records]).
+  // A failed checksum ends the connection, whichever side opened it.
   void corrupted(const std::string& why) {
     if (logged || !log) return;
     logged = true;

@@ -1,5 +1,4 @@
-// The hosts of a job and how many processes each runs, as mpirun and DeepSpeed read a hostfile (`actorpipe
-// launch --hostfile`, Note [launch over ssh] in cli/launch_command.cpp).
+// A job's hosts and slots, read as mpirun and DeepSpeed read a hostfile (Note [launch over ssh]).
 #pragma once
 
 #include <string>
@@ -17,13 +16,13 @@ struct host_slots {
 // `name`, the line number and what is wrong.
 std::vector<host_slots> parse_hostfile(const std::string& text, const std::string& name);
 
-// Why `host` is not a host name, an IPv4 or an IPv6 address (as parse_hostfile reads them), or "" when it is one.
+// Why `host` is not a host name or address, or "" when it is one.
 std::string host_name_problem(const std::string& host);
 
 // Whether `host` is an IPv6 address (without brackets).
 bool is_ipv6_literal(const std::string& host);
 
-// The job's ranks over the hosts in order: rank 0 is the first host's first slot. Element r is rank r's host.
+// Element r is rank r's host, filling each host's slots in order.
 std::vector<std::string> rank_hosts(const std::vector<host_slots>& hosts);
 
 }  // namespace ap

@@ -9,7 +9,7 @@ namespace ap {
 
 enum class port_state { listening, refused, unknown };  // unknown: no answer within the limit, or no address
 
-// Opens and closes one TCP connection (numeric or resolvable host), waiting at most `limit`.
+// Opens and closes one TCP connection, waiting at most `limit`.
 port_state probe_port(const std::string& host, int port, std::chrono::milliseconds limit);
 
 // The end of "stage 1 on node H:P ...": what a lost connection to a node means, given its port's state.

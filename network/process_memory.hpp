@@ -1,6 +1,4 @@
-// Reading another process's memory on this machine (cross-memory attach, process_vm_readv): the one copy an
-// activation between two processes of one machine takes (Note [one copy on one machine] in
-// network/activation_links.hpp).
+// Reading another process's memory on this machine with process_vm_readv (Note [one copy on one machine]).
 #pragma once
 
 #include <array>
@@ -12,8 +10,7 @@ namespace ap {
 
 using memory_token = std::array<unsigned char, 16>;
 
-// A random token (std::random_device): a reader gives one to the process it will read, which keeps it where the
-// reader can check it.
+// A random token a reader gives the process it will read, to check beside each copy.
 memory_token fresh_memory_token();
 
 // Where the bytes are in the process that offers them, and where that process keeps the reader's token.

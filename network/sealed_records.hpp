@@ -1,12 +1,10 @@
 // The records of a TLS data link after its handshake.
 
-// Note [sealed records]: OpenSSL's records copy in and out of its buffers, and kernel TLS is not always available
-// (docs/performance.md). So a TLS data link does what kernel TLS does: the mutual TLS handshake authenticates both
-// ends, then the bytes travel in the link's own AES-128-GCM records. Each direction's secret is exported from the
-// session (RFC 5705/8446, `record_exporter_label`), and each epoch of 65,536 records derives its key and nonce base
-// by HMAC-SHA256, below TLS 1.3's limit for one key. A record is its length (4 bytes LE, the additional data), the
-// ciphertext and a 16-byte tag; the nonce is the base XOR the sequence both ends count, so a replayed, dropped,
-// reordered or reflected record fails its tag, which ends the link. Decryption is in place in the caller's memory.
+// Note [sealed records]: OpenSSL's records copy through its buffers, and kernel TLS is not always available. So a
+// TLS data link does what kernel TLS does: after the mutual TLS handshake the bytes travel in the link's own
+// AES-128-GCM records, under a secret exported per direction (RFC 5705, `record_exporter_label`), with a key per
+// epoch of 65,536 records (HMAC-SHA256). A record is its length (4 bytes LE, the additional data), ciphertext and
+// tag; the nonce counts records, so a replayed, dropped or reordered record fails its tag and ends the link.
 #pragma once
 
 #include <array>
@@ -26,8 +24,7 @@ inline constexpr const char* record_exporter_label = "EXPORTER-actorpipe-data-li
 
 using record_secret = std::array<unsigned char, 32>;
 
-// The secrets of the two directions of a TLS session whose handshake is done: what the client writes, what the
-// server writes. Throws link_error failed with OpenSSL's reason.
+// Client's and server's write secrets of a finished handshake. Throws link_error failed with OpenSSL's reason.
 std::pair<record_secret, record_secret> export_record_secrets(SSL* ssl);
 
 // One direction's keys and sequence (shared by the sealer and the opener of that direction).
@@ -53,8 +50,7 @@ class record_cipher {
 class record_sealer : public record_cipher {
  public:
   explicit record_sealer(const record_secret& secret) : record_cipher(secret, true) {}
-  // Seals n bytes (1 to max_record_bytes) of `plain` into `out`, which holds n + record_overhead bytes: header,
-  // ciphertext, tag.
+  // Seals n bytes (1 to max_record_bytes) into `out` (n + record_overhead bytes).
   void seal(const void* plain, std::size_t n, unsigned char* out);
 };
 

@@ -89,7 +89,7 @@ tls_context::tls_context(const transport_security& s, const std::string& who) {
            in_parens(openssl_errors()));
   if (SSL_CTX_load_verify_locations(ctx_, s.ca_file.c_str(), nullptr) != 1)
     refuse("--tls-ca " + s.ca_file + ": cannot load the CA certificate" + in_parens(openssl_errors()));
-  // Our own certificate must be signed by the CA, or every peer would refuse us: say so now, not per connection.
+  // Our own certificate must be signed by the CA, or every peer would refuse us: fail now, not per connection.
   std::unique_ptr<X509_STORE_CTX, decltype(&X509_STORE_CTX_free)> verify(X509_STORE_CTX_new(), X509_STORE_CTX_free);
   if (!verify || X509_STORE_CTX_init(verify.get(), SSL_CTX_get_cert_store(ctx_), SSL_CTX_get0_certificate(ctx_), nullptr) != 1)
     refuse("cannot verify --tls-cert" + in_parens(openssl_errors()));
@@ -120,8 +120,8 @@ tls_session::tls_session(std::shared_ptr<tls_context> context, caf::io::network:
     SSL_set_accept_state(ssl_);
   } else {
     SSL_set_connect_state(ssl_);
-    block_sigpipe_on_this_thread();  // the middleman actor's thread: the peer may have hung up already
-    handshake();  // the client hello: every later step is a reaction to the peer's bytes (read events)
+    block_sigpipe_on_this_thread();
+    handshake();  // the client hello; later steps run on read events
   }
 }
 
@@ -185,7 +185,7 @@ tls_session::rw_state tls_session::write_some(std::size_t& result, const void* b
   // the I/O thread.
   if (!done_) return rw_state::success;
   if (len == 0) return rw_state::indeterminate;
-  // Partial writes return after each record: loop until `len` or the socket is full (as for reads).
+  // Loop until `len` or the socket is full (as for reads).
   const auto* in = static_cast<const char*>(buf);
   while (result < len) {
     ERR_clear_error();

@@ -20,7 +20,7 @@ namespace ap {
 // This side's certificate and key, the CA, and peer verification both ways (Note [mutual TLS]). TLS 1.2 or newer.
 class tls_context {
  public:
-  // Throws std::invalid_argument naming the flag and file (check_transport_security's texts).
+  // Throws std::invalid_argument naming the flag and file.
   tls_context(const transport_security& s, const std::string& who);
   ~tls_context();
   tls_context(const tls_context&) = delete;
@@ -31,9 +31,9 @@ class tls_context {
   SSL_CTX* ctx_ = nullptr;
 };
 
-// OpenSSL's queued errors of this thread, joined by "; " (and taken off the queue).
+// This thread's queued OpenSSL errors, joined by "; " and cleared.
 std::string openssl_errors();
-// Blocks SIGPIPE on the calling thread, once: OpenSSL's writes to a socket the peer closed would raise it.
+// Blocks SIGPIPE on the calling thread, once.
 void block_sigpipe_on_this_thread();
 
 class tls_session {
@@ -51,7 +51,7 @@ class tls_session {
   bool must_read_more(std::size_t threshold) const;
 
   bool handshake_done() const { return done_; }
-  const std::string& failure() const { return failure_; }  // why the last failure happened, in words
+  const std::string& failure() const { return failure_; }  // why the last failure happened
 
  private:
   rw_state handshake();
