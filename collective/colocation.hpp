@@ -1,5 +1,4 @@
-// Which ranks of a group share a process (Note [hierarchical collectives] in collective/hierarchical_group.hpp):
-// a pure function of where each rank runs.
+// Which ranks of a group share a process (Note [hierarchical collectives]).
 #pragma once
 
 #include <string>
@@ -7,12 +6,11 @@
 
 namespace ap {
 
-// A rank's place in a two-level group: among the ranks of its own process (local), and its process among the
-// group's processes (each process's lowest rank is its leader; the leaders form the group across processes).
+// A rank's place in a two-level group; each process's lowest rank is its leader.
 struct colocated_rank {
   int local_rank = 0;   // among its process's ranks, in rank order
   int local_size = 1;   // ranks in its process
-  int process = 0;      // its process among the group's, ordered by their lowest rank
+  int process = 0;      // ordered by their lowest rank
   int processes = 1;    // processes the group spans
 };
 

@@ -1,6 +1,4 @@
-// The communication thread of a group whose collectives run one at a time in the order they were started
-// (ring_group, gloo_group, hierarchical_group): its queue, its thread, the handles that wait, and the group's
-// failure, which fails every pending and later collective at once (Note [communication thread]).
+// The communication thread that runs a group's collectives in order (Note [communication thread]).
 #pragma once
 
 #include <chrono>
@@ -17,20 +15,15 @@
 
 namespace ap {
 
-// Why a group failed (an abort, a peer gone, a collective that failed), once known; the first reason stays.
-// Shared with whatever else waits on the group's peers (the ring's data links and endpoint actor).
+// Why a group failed; the first reason stays. Shared with whatever else waits on the group's peers.
 class group_failure {
  public:
-  // Keeps `why` and `code` unless the group failed already; true when it was the first. `code` is what its
-  // collectives fail with from then on: lost_peer when a peer's connection was lost, lost_node when this rank
-  // received damaged bytes (recovery replays both), else collective (the cause is elsewhere: Note [the cause, not a
-  // peer's view]).
+  // Keeps `why` and `code` (what its collectives fail with) unless the group failed already; true when first.
   bool fail(const std::string& why, error_code code = error_code::collective);
   // The reason, empty while the group is healthy.
   std::string text() const;
   error_code code() const;
-  // The reason, waiting up to `timeout` for one (a link that saw its peer hang up gives the message that names
-  // why the peer went a moment to come first: Note [the cause, not a peer's view]).
+  // The reason, waiting up to `timeout` for one.
   std::string wait(std::chrono::milliseconds timeout) const;
 
  private:
@@ -40,9 +33,8 @@ class group_failure {
   error_code code_ = error_code::collective;
 };
 
-// A collective's handle state: the caller's wait() blocks until finish(), then throws collective_error with the
-// text and code finish() gave, if any. No timeout here: the communication thread bounds each of its waits on a peer and
-// then finishes the op.
+// A collective's handle state: wait() blocks until finish(), then throws collective_error with its text and code,
+// if any. No timeout here: the communication thread bounds its waits and then finishes the op.
 class finishing_op : public collective_handle::state {
  public:
   // Done, well (empty `why`) or badly; wakes every wait().
@@ -58,28 +50,23 @@ class finishing_op : public collective_handle::state {
   error_code code_ = error_code::collective;
 };
 
-// One collective for the communication thread: what it does and how its errors name it.
+// One collective for the communication thread.
 class comm_op : public finishing_op {
  public:
-  std::uint64_t index = 0;  // its number among the group's collectives (0, 1, ...), given when it is queued
+  std::uint64_t index = 0;  // given when queued
   // "group 'dp' all_reduce #3 on rank 0": what a failure's text starts with.
   virtual std::string describe() const = 0;
   // The collective itself, on the communication thread; throws what makes it fail.
   virtual void run() = 0;
-  // After run(), well or badly (on a failure, once the group's failure is set): gives back what the collective
-  // borrowed, before its handle finishes.
+  // After run(), well or badly: gives back what the collective borrowed, before its handle finishes.
   virtual void settle() {}
 };
 
-// Note [communication thread]: each group of ring_group, gloo_group and hierarchical_group starts a collective by
-// queueing it here and returns its handle (Note [async collectives]); one thread runs the queue in order, so every
-// rank's k-th collective meets its peers' k-th. A collective that throws fails the group: its handle fails with
-// "<describe()>: <reason>", the reason being the group's failure when the group had failed already (an abort's
-// reason, not the closed socket it caused) and the collective's own error otherwise, which becomes the group's
-// failure. Its code is `collective`, except where the collective's own error was a link's damaged bytes (code
-// lost_node, Note [checked records]), which fails its handle as a lost link, so recovery replays the step. A failed group (that, or abort: fail()) fails every pending and later collective at once with the same
-// text, without running it. `interrupt`, given by the group, makes a running collective's waits end now (gloo closes
-// its sockets, hierarchical_group aborts its parts); the ring's data links watch the group's failure themselves.
+// Note [communication thread]: a network group queues each collective here and returns its handle (Note [async
+// collectives]); one thread runs the queue in order, so every rank's k-th collective meets its peers' k-th. A
+// collective that throws fails the group; its handle fails with "<describe()>: <reason>", the reason being the
+// group's earlier failure if any (an abort's reason, not the socket it closed). A failed group fails every pending
+// and later collective at once. `interrupt` ends a running collective's waits now.
 class comm_thread {
  public:
   explicit comm_thread(std::function<void(const std::string& why)> interrupt = {});
@@ -88,17 +75,15 @@ class comm_thread {
   comm_thread(const comm_thread&) = delete;
   comm_thread& operator=(const comm_thread&) = delete;
 
-  // Starts the thread (a network group once connected); collectives queued before wait for it.
+  // Collectives queued before start() wait for it.
   void start();
   bool started() const;
   // Queues `op` (its index given here); fails it at once if the group has failed.
   collective_handle submit(std::shared_ptr<comm_op> op);
-  // The group fails with `why` (the first reason stays): every pending and later collective fails, and the
-  // running one is interrupted (a group's abort()).
+  // Fails the group with `why`: every pending and later collective fails, the running one is interrupted.
   void abort(const std::string& why);
   const std::shared_ptr<group_failure>& failure() const { return failure_; }
-  // Fails the group with `why` (unless it failed already), interrupts a running or pending collective, and ends the
-  // thread once the queue is empty. The group's destructor calls it before its transport goes.
+  // abort(why), then ends the thread once the queue is empty; called before the group's transport goes.
   void stop(const std::string& why);
 
  private:

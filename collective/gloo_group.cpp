@@ -19,8 +19,7 @@ namespace ap {
 
 namespace {
 
-// A gloo context over pairs this group connected itself (Note [gloo backend]): gloo::Context keeps its device
-// and transport context protected, for its rendezvous subclass; this one takes them from the group.
+// A gloo context over pairs this group connected itself (Note [gloo backend]).
 class connected_context final : public gloo::Context {
  public:
   connected_context(int rank, int size, std::shared_ptr<gloo::transport::Device> device,
@@ -32,10 +31,8 @@ class connected_context final : public gloo::Context {
   }
 };
 
-// gloo's TCP pair fails its waiting buffers and closes its socket in signalExceptionExternal, which it keeps
-// protected (its buffers call it on a timeout); abort() needs exactly that from another thread (the public
-// close() leaves this rank's waiting buffers to their timeout: Note [gloo backend]), and the function takes the
-// pair's lock for it. This names the member through a derived class.
+// Reaches the TCP pair's protected signalExceptionExternal through a derived class (Note [gloo backend]); it takes
+// the pair's lock itself.
 struct pair_access : gloo::transport::tcp::Pair {
   using gloo::transport::tcp::Pair::signalExceptionExternal;
 };
@@ -44,8 +41,7 @@ void fail_pair(gloo::transport::Pair& pair, const std::string& why) {
   if (auto* tcp = dynamic_cast<gloo::transport::tcp::Pair*>(&pair)) (tcp->*(&pair_access::signalExceptionExternal))(why);
 }
 
-// c = a + b, written so the compiler vectorises it (gloo's sum<float> is built without AVX in Debian's
-// package).
+// c = a + b, vectorised by the compiler (Debian's gloo builds sum<float> without AVX).
 void add_floats(void* c, const void* a, const void* b, std::size_t n) {
   float* __restrict out = static_cast<float*>(c);
   const float* __restrict x = static_cast<const float*>(a);
@@ -57,9 +53,8 @@ void add_floats(void* c, const void* a, const void* b, std::size_t n) {
   }
 }
 
-// gloo's ring all-reduce moves a tensor in segments of at most this many bytes (and at least 2 per rank), two
-// in flight, received into a scratch of two segments. Its default, 1 MB, gave 0.66-0.89 GB/s bus bandwidth at
-// 4-64 MB between 2 processes here; 16 MB gave 1.15-1.44 (`bench_network allreduce`, Note [gloo backend]).
+// The largest segment of gloo's ring all-reduce (two in flight); larger than gloo's 1 MB default, which streams
+// large tensors more slowly.
 constexpr std::size_t max_segment_bytes = std::size_t{16} << 20;
 
 std::string to_hex(const std::vector<char>& bytes) {
@@ -169,8 +164,7 @@ struct gloo_state {
     }
   }
 
-  // Every rank's floats stacked in rank order: first every rank's count (gloo's allgather), then the rows
-  // (allgatherv), checked to be whole rows of this rank's shape after the first axis.
+  // Every rank's counts (allgather), then the rows (allgatherv), checked to be whole rows of this rank's shape.
   void gather(gloo_op& op, std::uint32_t tag) {
     const tensor& in = *op.in;
     std::vector<std::size_t> counts(static_cast<std::size_t>(size), 0);
@@ -213,7 +207,7 @@ struct gloo_state {
     *op.out = std::move(out);
   }
 
-  // Fails whatever waits in gloo on any pair and closes the sockets, so every peer's wait on this rank ends too.
+  // Fails whatever waits in gloo and closes the sockets, so every peer's wait on this rank ends too.
   void close_pairs(const std::string& why) {
     for (int r = 0; r < size; ++r)
       if (r != rank) fail_pair(*pairs->getPair(r), why);
@@ -272,7 +266,7 @@ void gloo_group::connect(const std::vector<std::string>& endpoints) {
   if (endpoints.size() != static_cast<std::size_t>(s.size))
     throw std::invalid_argument(me + ": " + std::to_string(endpoints.size()) + " endpoints for " + std::to_string(s.size) +
                                 " ranks");
-  // Rank r's endpoint holds one address per other rank, in rank order without r itself (endpoint()).
+  // Rank r's endpoint: one address per other rank, in rank order.
   for (int r = 0; r < s.size; ++r) {
     if (r == s.rank) continue;
     const std::string peer = "rank " + std::to_string(r) + "'s endpoint";

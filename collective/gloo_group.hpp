@@ -14,31 +14,15 @@ namespace ap {
 
 struct gloo_state;
 
-// Note [gloo backend]: each rank makes a gloo TCP device on `host` and one pair per other rank; a pair listens
-// on a port of its own from the start, so endpoint() (every pair's address, in hex) can be handed out before
-// any peer exists, and connect() joins each pair with the address the peer made for this rank: gloo's own
-// full-mesh rendezvous, with the coordinator's CAF connection as its store. The collectives run one at a time
-// on the group's communication thread (Note [communication thread]), each bounded by the timeout:
-// - all_reduce: gloo's ring all-reduce (a reduce-scatter then an all-gather, in segments of up to 16 MB, two in
-//   flight), with our own vectorised sum; a mean divides the sum by the ranks. Every rank gets the same bits.
-// - all_gather: gloo's allgatherv (row counts may differ by rank); broadcast: gloo's broadcast.
-// - reduce_scatter: an all-reduce of a copy, then this rank's rows (twice a ring reduce-scatter's bytes; no
-//   runtime path uses it across processes).
-// abort() fails this rank's waiting and later collectives at once and closes its sockets, so the peers' waits
-// fail at once too ("connection closed by peer"); a peer process that ends closes its sockets the same way.
+// Note [gloo backend]: each rank makes a gloo TCP device and one listening pair per other rank, so endpoint() (the
+// pairs' addresses, in hex) exists before any peer does; connect() joins each pair with the peer's address for this
+// rank, the coordinator acting as store. all_reduce is gloo's ring with our vectorised sum; reduce_scatter is an
+// all-reduce of a copy. abort() closes the sockets, so the peers' waits fail at once too.
 
-// Two places reach past gloo's public API, each where it offers no equivalent (Debian's 0.0~git20220518):
-// - The context: a gloo::Context subclass hands it the device and pairs made here (protected members, set as
-//   gloo's own rendezvous::Context sets them). rendezvous::Context::connectFullMesh makes the pairs only when it
-//   runs and reads the peers' addresses from a Store at once, so endpoint() could be handed out before connect()
-//   only with a thread parked inside connectFullMesh from the constructor on.
-// - abort(): the TCP pair's signalExceptionExternal, protected (its buffers call it on a timeout), fails the
-//   buffers waiting on the pair and closes its socket, under the pair's lock. Its public close() only closes the
-//   socket: the peers fail at once, but this rank's own collective waiting inside gloo then waits out the whole
-//   timeout (tested: "gloo abort while this rank's own collective waits inside gloo"), and gloo's public
-//   UnboundBuffer::abortWaitRecv needs buffers that gloo's collectives keep to themselves.
-// On failure paths TSan reports a race between gloo's own threads inside gloo (scripts/tsan.supp says which).
-// Debian's gloo has no TLS: the group is for trusted networks only (the CLI asks for `--insecure`).
+// Two places reach past gloo's public API, which has no equivalent: a gloo::Context subclass takes pairs made before
+// connect() (connectFullMesh makes them only when it runs), and abort() calls the pair's protected
+// signalExceptionExternal (public close() leaves this rank's own waiting collective to the full timeout).
+// TSan reports a race inside gloo on failure paths (scripts/tsan.supp).
 class gloo_group final : public network_group {
  public:
   // Throws collective_error when gloo cannot make its device or pairs on `host`.

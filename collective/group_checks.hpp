@@ -1,5 +1,4 @@
-// What every group across processes (ring_group, gloo_group) checks before it starts a collective, with one
-// text each, the group's name first; and the shard a reduce-scatter leaves a rank.
+// The checks every group across processes runs before a collective, one text each, the group's name first.
 #pragma once
 
 #include <string>

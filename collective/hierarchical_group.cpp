@@ -14,9 +14,8 @@
 namespace ap {
 namespace {
 
-// This process's local groups by key (Note [hierarchical collectives]): the first rank of a key makes the
-// group, the others of the same placement join it; a key whose group is gone or has handed this local rank
-// already (the stages placed again) starts a new one.
+// This process's local groups by key: the first rank of a key makes the group, the others join; a key whose group
+// is gone or has handed this local rank already starts a new one.
 struct shared_local {
   std::weak_ptr<local_group> group;
   std::vector<bool> taken;
@@ -61,8 +60,7 @@ struct hierarchical_state {
   std::shared_ptr<local_group> local_owner;  // null when this process holds one rank of the group
   std::unique_ptr<process_group> local;
   std::unique_ptr<network_group> inner;  // the leader's, when the group spans processes
-  // A failure aborts both parts, so the group's other ranks fail now, not after their
-  // timeout (Note [communication thread]).
+  // A failure aborts both parts, so the other ranks fail now, not after their timeout.
   comm_thread engine{[this](const std::string& why) { abort_parts(why); }};
 
   // The three steps of Note [hierarchical collectives]; `t` becomes the sum over every rank of the group.
@@ -81,8 +79,7 @@ struct hierarchical_state {
     }
   }
 
-  // Every rank's rows stacked in rank order: first each rank's row count and row width, then the rows, each
-  // rank's at its offset in zeros.
+  // Row counts and widths first, then each rank's rows at its offset in zeros.
   void gather(const tensor& in, tensor& out) {
     const shape_t& shape = in.shape();
     const std::size_t rows = shape[0], width = rows == 0 ? 0 : in.size() / rows;

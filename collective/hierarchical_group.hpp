@@ -15,26 +15,14 @@ namespace ap {
 class local_group;
 struct hierarchical_state;
 
-// Note [hierarchical collectives]: D data-parallel replicas on N < D nodes put several ranks of one group in
-// one node process (Note [data-parallel nodes] in actors/data_parallel_pipeline.cpp). A flat network group
-// would send every one of them over loopback sockets. Here an all-reduce runs in three steps, in order, on
-// the member's own communication thread (Note [communication thread]):
-//   1. the ranks of each process sum through a local_group (shared memory, Note [local collectives]);
-//   2. each process's leader (its lowest rank) all-reduces that sum with the other leaders over `inner`, a
-//      network_group of one rank per process (ring or gloo: Note [collective backends]);
-//   3. each leader broadcasts the result to its process's ranks through the local_group.
-// Every rank ends with the leaders' bits (the same on every rank); the sum's order differs from a flat
-// ring's, within rounding. Only the all-reduce crosses machines natively; the other collectives are built
-// on it exactly: a broadcast is an all-reduce in which every rank but the root gives zeros; an all-gather
-// places each rank's rows at its offset in zeros (row counts and widths all-reduced first); a reduce-scatter
-// keeps this rank's rows of an all-reduce. (Adding zeros is exact, but a -0.0 arrives as +0.0.)
-// The process's ranks find their local_group by `process_key` (the same text for the ranks of one process
-// and one placement: Note [data-parallel nodes]); a key whose group has handed every rank starts a new one.
-// Any failure aborts the local group and `inner`, so every rank of the group fails at once.
+// Note [hierarchical collectives]: several ranks of one group may share a process (Note [data-parallel nodes]); a
+// flat group would send each over loopback. Here an all-reduce sums within the process through a local_group, the
+// process leaders (lowest ranks) all-reduce over `inner`, and each leader broadcasts back. Every rank gets the same
+// bits. The other collectives are built on the all-reduce exactly, with zeros from the other ranks (a -0.0 arrives
+// as +0.0). Any failure aborts both parts, so every rank fails at once.
 class hierarchical_group final : public network_group {
  public:
-  // `inner`: the network_group of the group's processes, given to the process's leader (local_rank 0) when
-  // the group spans more than one process; null otherwise.
+  // `inner`: one rank per process, for the leader (local_rank 0) when the group spans processes; else null.
   hierarchical_group(std::string name, int rank, int size, colocated_rank place, const std::string& process_key,
                      std::unique_ptr<network_group> inner, std::chrono::milliseconds timeout);
   ~hierarchical_group() override;

@@ -19,15 +19,14 @@ namespace {
 struct contribution {
   const tensor* in = nullptr;
   tensor* out = nullptr;
-  // Taken once when the collective is handed (tensor::data() counts writes: chunks on several threads
-  // must not call it on one tensor): all_reduce, reduce_scatter, and broadcast's receivers.
+  // Taken once when the collective is handed: tensor::data() counts writes, so chunks on several threads must
+  // not call it on one tensor.
   const float* in_data = nullptr;
   float* out_data = nullptr;
 };
 
-// Collective number `index` of the group, as the first rank to join described it. The fields above the
-// chunk counters are guarded by the group's mutex; the counters are claimed without it (Note [shared
-// reduction]).
+// Collective number `index`, as the first rank to join described it. The fields above the counters are guarded
+// by the group's mutex; the counters are atomic (Note [shared reduction]).
 struct collective {
   std::size_t index = 0;
   collective_kind kind{};
@@ -38,15 +37,15 @@ struct collective {
   std::vector<contribution> parts;  // by rank
   std::vector<bool> joined;         // by rank
   int joined_count = 0;
-  bool handed = false;    // every rank joined and the calls match: it runs to its last chunk
-  bool finished = false;  // every chunk done or skipped: nobody touches the ranks' tensors any more
+  bool handed = false;    // every rank joined and the calls match
+  bool finished = false;  // every chunk done or skipped: nobody touches the ranks' tensors
   bool done = false;      // finished without an error
   std::string error;      // why it failed; empty while it may still succeed
 
-  // Set when it is handed, read-only after: its chunks and, for reduce_scatter, each rank's first chunk.
+  // Set when handed, read-only after.
   std::size_t chunks = 0;
   std::vector<std::size_t> first_chunk;  // reduce_scatter: by rank, and the total at the end
-  std::atomic<std::size_t> next_chunk{0};   // the next chunk to claim (may run past `chunks`)
+  std::atomic<std::size_t> next_chunk{0};   // may run past `chunks`
   std::atomic<std::size_t> chunks_done{0};  // chunks run or skipped; `chunks` means finished
   std::atomic<bool> cancelled{false};       // failed while running: skip the chunks not yet started
 };
@@ -92,7 +91,7 @@ std::string mismatch(const collective& c, collective_kind kind, reduce_op op, in
 constexpr std::size_t chunk_elements = 1 << 14;  // 64 KB: the unit of work sharing (Note [shared reduction])
 constexpr std::size_t block_elements = 1 << 11;  // 8 KB: an all-reduce's accumulator stays in L1
 
-// The sum loops, one pass over `into` per one or three ranks; each element is still summed in rank order.
+// The sum loops: one pass over `into` per one or three ranks, still in rank order.
 void add_two(float* __restrict into, const float* __restrict a, const float* __restrict b, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) into[i] = a[i] + b[i];
 }
@@ -104,9 +103,9 @@ void add_three(float* __restrict into, const float* __restrict a, const float* _
   for (std::size_t i = 0; i < n; ++i) into[i] = ((into[i] + a[i]) + b[i]) + c[i];
 }
 
-// Elements [begin, begin + n) of the reduction over every rank's input into `into` (n floats): in rank
-// order, ((in_0 + in_1) + in_2) + ..., then divided by the ranks for a mean. The one place the order of the
-// sum is decided (Note [local collectives]): whoever runs a chunk gets the same bits.
+// Elements [begin, begin + n) of the reduction over every rank's input into `into`, in rank order
+// ((in_0 + in_1) + in_2) + ..., divided by the ranks for a mean. The one place the order of the sum is decided
+// (Note [local collectives]).
 void reduce_range(const collective& c, std::size_t begin, std::size_t n, float* into) {
   const std::size_t ranks = c.parts.size();
   const auto in = [&](std::size_t r) { return c.parts[r].in_data + begin; };
@@ -157,8 +156,7 @@ void run_chunk(collective& c, std::size_t k) {
   const std::size_t ranks = c.parts.size();
   switch (c.kind) {
     case collective_kind::all_reduce: {
-      // One pass: each block is summed into an L1 accumulator, reading every rank's block before any
-      // rank's block (the same memory: all_reduce is in place) is overwritten, then written to every rank.
+      // Per block: sum every rank's block into an L1 accumulator before any is overwritten (in place), then copy.
       alignas(64) float accumulator[block_elements];
       const std::size_t n = c.parts[0].in->size(), end = std::min(n, (k + 1) * chunk_elements);
       for (std::size_t b = k * chunk_elements; b < end; b += block_elements) {
@@ -206,33 +204,24 @@ void run_chunk(collective& c, std::size_t k) {
 
 }  // namespace
 
-// Note [shared reduction]: every thread that would otherwise wait computes. Once every rank has joined a
-// collective it is "handed": split into chunks (64 KB of the result; all_gather: one per receiving rank)
-// and put on the `ready` queue. Workers claim chunks from the collective's atomic counter, without the
-// lock, and run them: the communication thread (the oldest collective first, so a collective started
-// while the ranks compute still progresses), and every rank blocked in wait() (its own collective first,
-// then the oldest ready one, one chunk at a time, so it returns as soon as its own is done). An
-// all-reduce chunk is reduced in rank order, block by block through an L1 accumulator, and written to
-// every rank's tensor in the same pass (reduce-scatter and all-gather in one pass per chunk); the order of
-// the sum is fixed per element, so the bits do not depend on who runs a chunk. The worker that completes
-// the last chunk marks the collective finished under the lock and wakes the waiters. With D ranks waiting
-// on a large all-reduce, D + 1 threads sum instead of one; a small (tensor-parallel) all-reduce is usually
-// run by the last rank to wait, with no hand-off to another thread. Abort marks running collectives
-// cancelled: their chunks not yet started are skipped (counted done at once), and their waiters still wait
-// for the chunks in progress, so no rank gets its tensors back while another thread writes them (Note
-// [async collectives]). The timeout applies until a collective is handed: from then on it waits on no one.
+// Note [shared reduction]: every thread that would otherwise wait computes. A collective all ranks joined is
+// "handed": split into chunks and queued on `ready`. The communication thread (oldest first) and every rank blocked
+// in wait() (its own first) claim chunks from an atomic counter without the lock; the sum's order is fixed per
+// element, so the bits do not depend on who runs a chunk. Abort skips unstarted chunks, and waiters still wait for
+// chunks in progress, so no rank gets its tensors back while another thread writes them. The timeout applies until
+// a collective is handed.
 struct local_group_state {
   std::string name;
   int size = 0;
   std::chrono::milliseconds timeout{};
   std::mutex mutex;
-  std::condition_variable changed;  // a collective finished, failed or is ready to share, or an abort
-  std::condition_variable work;     // a collective is ready for the communication thread, or stop
+  std::condition_variable changed;  // finished, failed, ready to share, or aborted
+  std::condition_variable work;     // ready for the communication thread, or stop
   std::vector<std::size_t> calls_made;                       // by rank: collectives started so far
   std::map<std::size_t, std::shared_ptr<collective>> open;   // joined by some ranks, not yet all
   std::deque<std::shared_ptr<collective>> ready;             // handed, maybe with chunks to claim
   std::vector<std::shared_ptr<collective>> running;          // handed, not finished
-  std::string aborted;  // why every unfinished collective fails; empty while the group is healthy
+  std::string aborted;  // empty while the group is healthy
   bool stopping = false;
 
   // Every rank has joined `c` and the calls match (with the lock held).
@@ -300,8 +289,7 @@ struct local_group_state {
     if (stopping) work.notify_all();
   }
 
-  // The communication thread: runs chunks of ready collectives, oldest first, until stopped and every
-  // handed collective has finished.
+  // The communication thread: runs ready chunks, oldest first, until stopped and every handed one finished.
   void serve() {
     std::unique_lock lock(mutex);
     for (;;) {
@@ -316,8 +304,7 @@ struct local_group_state {
     }
   }
 
-  // Fails every collective that has not been handed (with the lock held); `running_too`: and cancels the
-  // handed ones that have not finished (an abort).
+  // Fails every collective not yet handed (lock held); `running_too` (an abort): cancels the running ones too.
   void fail_open(const std::string& why, bool running_too) {
     if (aborted.empty()) aborted = why;
     for (auto& [index, c] : open)
@@ -405,7 +392,7 @@ class local_member final : public process_group {
                                             static_cast<std::size_t>(rank_));
       shard[0] = last - first;
     }
-    out = tensor::from_shape(shard);  // allocated here, by the caller's thread; filled by the collective
+    out = tensor::from_shape(shard);  // allocated by the caller's thread, filled by the collective
     return join(collective_kind::reduce_scatter, op, 0, in, out);
   }
   collective_handle all_gather(const tensor& in, tensor& out) override {

@@ -1,7 +1,5 @@
-// One rank of a group of several, computing alone: every collective returns at once, with the shapes a real
-// group would give and none of the values. For what a rank holds, not what it computes: the memory model
-// measures a tensor-parallel rank's stash on a model joined to one (Note [tensor-parallel memory] in
-// model/tensor_parallel.hpp).
+// One rank of a group of several, computing alone: every collective returns at once with the shapes a real group
+// would give and none of the values. For measuring what a rank holds (Note [tensor-parallel memory]).
 #pragma once
 
 #include <string>

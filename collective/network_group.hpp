@@ -1,8 +1,5 @@
-// A process_group whose ranks live in different processes or machines: each rank makes its member, hands
-// its endpoint() (a text) to whoever gathers them (the coordinator, over its CAF connection to the node), and
-// connects with every rank's endpoint. Two backends (Note [collective backends]): our ring
-// (collective/ring_group.hpp; plain TCP or mutual TLS) and gloo over its own TCP sockets
-// (collective/gloo_group.hpp; plain TCP only).
+// A process_group whose ranks live in different processes or machines: each rank hands its endpoint() (a text)
+// to whoever gathers them (the coordinator) and connects with every rank's (Note [collective backends]).
 #pragma once
 
 #include <chrono>
@@ -24,43 +21,32 @@ class network_group : public process_group {
  public:
   // What the other ranks need to reach this one (ring: "host:port"; gloo: its sockets' addresses in hex).
   virtual std::string endpoint() const = 0;
-  // Connects to every other rank (`endpoints` by rank, this rank's own included) within the group's timeout.
-  // Throws collective_error naming the rank that could not be reached.
+  // Connects to every other rank (`endpoints` by rank) within the timeout. Throws collective_error naming the rank.
   virtual void connect(const std::vector<std::string>& endpoints) = 0;
 };
 
-// Note [collective backends]: which engine runs the collectives between processes.
-// - ring: ours (Note [ring collectives]): its ranks meet over CAF, its chunks travel on data links of their own
-//   (Note [data links]) with the nodes' security, plain TCP or mutual TLS; every wait names the peer. The
-//   default: since its data links it moved 1 to 64 MB faster than gloo at every size but one (`bench_network
-//   allreduce`, 2 and 4 processes, three runs; gloo led at 2 MB with 4 processes once: docs/performance.md).
-// - gloo: PyTorch's CPU collective library (Note [gloo backend]) over its own TCP sockets, without TLS in
-//   Debian's build: only for trusted networks (`--insecure`).
-// - by_size: both, each collective on the one that was faster for its size before the ring's data links: the
-//   ring below 4 MB, gloo from 4 MB (Note [collectives by size] in collective/by_size_group.hpp); plain TCP only,
-//   as gloo.
+// Note [collective backends]: ring (ours, Note [ring collectives]; plain TCP or mutual TLS; the default, faster than
+// gloo at almost every size: docs/performance.md); gloo (Note [gloo backend]; no TLS in Debian's build, so
+// `--insecure` only); by_size (the ring below 4 MB, gloo from 4 MB, Note [collectives by size]; plain TCP only).
 enum class collective_backend : std::uint8_t { ring = 0, gloo = 1, by_size = 2 };
 const char* collective_backend_name(collective_backend backend);
-// The name, and for by-size where it splits: "by-size: the ring below 4 MB, gloo from 4 MB" (what `train` prints).
+// The name, and for by-size where it splits (what `train` prints).
 std::string describe_collective_backend(collective_backend backend);
 // "ring", "gloo" or "by-size"; nothing for any other text.
 std::optional<collective_backend> parse_collective_backend(const std::string& text);
-// Whether the backend runs gloo, which has no TLS in Debian's build (refused beside mutual TLS).
+// Whether the backend runs gloo, which has no TLS.
 bool needs_plain_tcp(collective_backend backend);
-// The backend a job gets unless it names one: the ring, over plain TCP as over mutual TLS (Note [collective
-// backends]).
+// The backend a job gets unless it names one: the ring.
 collective_backend default_collective_backend();
 
-// A member of a group across processes with the given backend, listening on `host`. The ring uses the
-// process's guarded transport (Note [ring security]). Throws collective_error when it cannot listen.
+// A member of a group across processes, listening on `host`. Throws collective_error when it cannot listen.
 std::unique_ptr<network_group> make_network_group(collective_backend backend, caf::actor_system& system,
                                                   std::string name, int rank, int size, const std::string& host,
                                                   std::chrono::milliseconds timeout);
 
-// A member of a group whose ranks may share processes, `place` from colocate() over every rank's process:
-// where some process holds several ranks, a hierarchical_group (Note [hierarchical collectives]; its process's
-// leader holds the backend's group across the processes, and `process_key` names this placement in this
-// process); where every rank has a process of its own, the backend's group itself.
+// A member of a group whose ranks may share processes (`place` from colocate()): a hierarchical_group where some
+// process holds several ranks (Note [hierarchical collectives]; `process_key` names this placement in this
+// process), else the backend's group itself.
 std::unique_ptr<network_group> make_network_group(collective_backend backend, caf::actor_system& system,
                                                   std::string name, int rank, int size, const colocated_rank& place,
                                                   const std::string& process_key, const std::string& host,

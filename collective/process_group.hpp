@@ -1,7 +1,5 @@
-// One rank's view of a group of ranks and the collectives it can start: all-reduce, reduce-scatter,
-// all-gather, broadcast. The same interface between the threads of one process (local_group) and across
-// processes (ring_group, collective/ring_group.hpp), so a tensor- or data-parallel worker never knows where
-// its peers run.
+// One rank's view of a group of ranks and the collectives it can start. The same interface within one process
+// (local_group) and across processes (ring_group), so a worker never knows where its peers run.
 #pragma once
 
 #include <cstdint>
@@ -19,42 +17,36 @@ namespace ap {
 enum class reduce_op { sum, mean };
 const char* reduce_op_name(reduce_op op);
 
-// The collectives a group runs, one list for every kind of group; the values cross the network in the ring's
-// messages (0 is never sent).
+// The values cross the network in the ring's messages (0 is never sent).
 enum class collective_kind : std::uint8_t { all_reduce = 1, reduce_scatter, all_gather, broadcast };
 constexpr std::size_t collective_kinds = 4;
 // "all_reduce", "reduce_scatter", ...; "an unknown collective" for a value off the list (from a peer).
 const char* collective_kind_name(collective_kind kind);
 
-// A collective that cannot complete: a peer did not join within the timeout, ranks called different
-// collectives at the same position, a rank aborted the group, or the group is gone. The text names the
-// group, the collective, the rank that waited and the rank(s) at fault.
-// Its code is error_code::collective: a peer's failure seen through the group (failure/error.hpp), or, where this
-// rank saw the cause itself, that cause's code (lost_node: a peer's bytes came damaged, Note [checked records]).
+// A collective that cannot complete. The text names the group, the collective, the waiting rank and the rank(s) at
+// fault. Code `collective`, or the cause's own where this rank saw it (Note [the cause, not a peer's view]).
 class collective_error : public runtime_failure {
  public:
   explicit collective_error(const std::string& what) : runtime_failure(error_code::collective, what) {}
   collective_error(error_code code, const std::string& what) : runtime_failure(code, what) {}
 };
 
-// Note [the cause, not a peer's view]: when one rank of a group fails, it aborts the group and the others
-// fail too, with an error of code `collective` that only says they saw it (`lost_peer` when what they saw was a
-// peer's lost connection). Of the errors of ranks that ran together (null where a rank succeeded), the index of the
-// first whose code is neither (the cause), else of the first `lost_peer` (recoverable), else of the first error;
-// -1 when none failed.
+// Note [the cause, not a peer's view]: when one rank fails it aborts the group, and the others fail with code
+// `collective` (or `lost_peer` for a lost connection) that only says they saw it. Of the errors of ranks that ran
+// together (null: succeeded), the index of the first with neither code (the cause), else the first `lost_peer`,
+// else the first error; -1 when none failed.
 int first_cause(const std::vector<std::exception_ptr>& errors);
 
-// An exception's code (code_of) and text, for throwing it on with more text and the same code.
+// An exception's code and text, for rethrowing with more text and the same code.
 struct failure {
   error_code code = error_code::none;
   std::string what;
 };
 failure failure_of(const std::exception_ptr& error);
 
-// Note [async collectives]: starting a collective returns at once with a handle; the caller computes on
-// and calls wait() only when it needs the result (compute never blocks on communication). Until
-// wait() returns, the tensors given to the collective belong to it: the caller must neither read nor
-// write them (as MPI's non-blocking calls and NCCL). Every wait has a timeout.
+// Note [async collectives]: starting a collective returns at once with a handle; the caller computes on and calls
+// wait() when it needs the result. Until wait() returns, the collective owns its tensors: the caller must neither
+// read nor write them (as with MPI's non-blocking calls). Every wait has a timeout.
 class collective_handle {
  public:
   class state {
@@ -76,9 +68,8 @@ class collective_handle {
   std::shared_ptr<state> state_;
 };
 
-// Every rank of a group calls the same collectives in the same order (as in MPI): the k-th call of each
-// rank makes up collective number k. Tensors are float32. Shards are along axis 0 (rows): rank r holds rows
-// shard_rows(rows, size, r) (collective/shard.hpp).
+// Every rank calls the same collectives in the same order (as in MPI). Tensors are float32. Shards are along axis 0:
+// rank r holds rows shard_rows(rows, size, r).
 class process_group {
  public:
   virtual ~process_group() = default;
@@ -90,12 +81,11 @@ class process_group {
   virtual collective_handle all_reduce(tensor& t, reduce_op op = reduce_op::sum) = 0;
   // `in` has the same shape on every rank; `out` becomes this rank's shard of the rows of the reduction.
   virtual collective_handle reduce_scatter(const tensor& in, tensor& out, reduce_op op = reduce_op::sum) = 0;
-  // `out` becomes every rank's `in` stacked along axis 0 in rank order (row counts may differ by rank).
+  // `out` becomes every rank's `in` stacked along axis 0 (row counts may differ).
   virtual collective_handle all_gather(const tensor& in, tensor& out) = 0;
   // Every rank's `t` becomes root's `t` (same shape on every rank).
   virtual collective_handle broadcast(tensor& t, int root) = 0;
-  // This rank gives up (its work failed): every unfinished and later collective of the group fails at
-  // once on every rank, naming this rank and `reason`, instead of waiting for the timeout.
+  // This rank gives up: every unfinished and later collective fails at once on every rank, naming it and `reason`.
   virtual void abort(const std::string& reason) = 0;
 };
 

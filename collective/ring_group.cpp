@@ -31,8 +31,7 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-// The endpoints of the lower ranks and their data links' ports, as their hellos bring them (Note [one
-// connection per pair]).
+// The lower ranks' endpoints and link ports, from their hellos (Note [one connection per pair]).
 class peer_table {
  public:
   explicit peer_table(int size) : peers_(static_cast<std::size_t>(size)), link_ports_(static_cast<std::size_t>(size), 0) {}
@@ -42,7 +41,7 @@ class peer_table {
     link_ports_[static_cast<std::size_t>(rank)] = link_port;
     changed_.notify_all();
   }
-  // Rank `rank`'s endpoint and link port, or a null handle if its hello does not come before `deadline`.
+  // Null handle if the hello does not come before `deadline`.
   std::pair<caf::actor, std::uint16_t> wait(int rank, std::chrono::steady_clock::time_point deadline) {
     std::unique_lock lock(mutex_);
     const auto r = static_cast<std::size_t>(rank);
@@ -57,7 +56,7 @@ class peer_table {
   std::vector<std::uint16_t> link_ports_;
 };
 
-// What this rank's transport refused (Note [ring security]), for the error of a rank that never came.
+// What this rank's transport refused, for the error of a rank that never came.
 class drop_log {
  public:
   void add(const std::string& line) {
@@ -80,8 +79,7 @@ struct endpoint_state {
   std::map<caf::actor_addr, std::string> peers;  // whom it monitors, named for errors
 };
 
-// This rank's endpoint: takes aborts and peers' deaths into the group's failure, answers the lower ranks'
-// hellos (keeping their endpoints and link ports), and watches its peers.
+// This rank's endpoint: turns aborts and peers' deaths into the group's failure, answers hellos, watches peers.
 caf::behavior ring_endpoint(caf::stateful_actor<endpoint_state>* self, std::shared_ptr<group_failure> failure,
                             std::shared_ptr<peer_table> lower, std::string name, std::int32_t rank, std::int32_t link_port) {
   self->set_down_handler([self, failure](caf::down_msg& m) {
@@ -108,8 +106,7 @@ caf::behavior ring_endpoint(caf::stateful_actor<endpoint_state>* self, std::shar
   };
 }
 
-// The writes still borrowing a collective's buffers: each holds a token; the collective finishes only once
-// every token is gone (its chunks written, or dropped after a failure).
+// The writes still borrowing a collective's buffers: the collective finishes only once every token is gone.
 class borrow_count {
  public:
   std::shared_ptr<const void> token() {
@@ -120,8 +117,6 @@ class borrow_count {
       if (--count_ == 0) idle_.notify_all();
     });
   }
-  // Bounded by the writer: each write gives up when no byte moves for the group's timeout, and once the
-  // group failed the rest are dropped.
   void wait_idle() {
     std::unique_lock lock(mutex_);
     idle_.wait(lock, [&] { return count_ == 0; });
@@ -151,7 +146,7 @@ struct ring_op final : comm_op {
   std::vector<std::shared_ptr<const void>> kept;  // pieces the right neighbour copies in place, until its answer
 };
 
-// What precedes a chunk's floats on a data link: which collective, step and chunk, and how many floats.
+// What precedes a chunk's floats on a data link.
 struct chunk_header {
   std::uint64_t collective = 0;
   std::uint64_t floats = 0;
@@ -163,14 +158,14 @@ struct chunk_header {
 };
 static_assert(sizeof(chunk_header) == 32, "a chunk's header is 32 bytes on the wire");
 
-// A chunk for the writer thread: its header, then n floats at `data`, kept unchanged while `hold` lives.
+// A chunk for the writer thread; `data` stays unchanged while `hold` lives.
 struct outgoing_chunk {
   chunk_header header;
   const float* data = nullptr;
-  std::uint64_t address = 0;  // in place of the floats, where the right neighbour copies them (Note [one copy in the ring])
+  std::uint64_t address = 0;  // in place of the floats (Note [one copy in the ring])
   bool in_place = false;
   std::shared_ptr<const void> hold;
-  std::size_t written = 0;  // bytes of the header and then the floats (or the address) already on the link
+  std::size_t written = 0;  // bytes already on the link
   const char* payload() const { return in_place ? reinterpret_cast<const char*>(&address) : reinterpret_cast<const char*>(data); }
   std::size_t payload_bytes() const { return in_place ? sizeof address : header.floats * sizeof(float); }
 };
@@ -187,34 +182,34 @@ struct ring_state {
   int rank, size;
   std::chrono::milliseconds timeout;
   std::size_t chunk_elements;
-  comm_thread engine;  // Note [communication thread]; the ring's links watch its failure
+  comm_thread engine;
   std::shared_ptr<group_failure> failure = engine.failure();
-  std::shared_ptr<peer_table> lower;  // the lower ranks' endpoints, from their hellos
+  std::shared_ptr<peer_table> lower;
   std::shared_ptr<drop_log> dropped = std::make_shared<drop_log>();
   std::unique_ptr<guarded_transport> transport;  // of its own (Note [ring security]), or null
-  caf::io::middleman_actor middleman;             // what it listens and connects through
+  caf::io::middleman_actor middleman;
   caf::actor endpoint;
   std::uint16_t port = 0;
   std::vector<caf::actor> peers;           // by rank; empty for this rank
   std::vector<node_address> addresses;     // by rank
-  std::string listen_host;                 // where this rank's endpoint listens (endpoint())
+  std::string listen_host;
 
-  // The chunks' own connections, TLS when the transport is (Note [data links]).
+  // Note [data links].
   std::shared_ptr<tls_context> tls;
   std::unique_ptr<link_listener> listener;
   std::vector<std::uint16_t> link_ports;  // by rank
   std::unique_ptr<data_link> to_right, from_left;
-  std::vector<float> addend;  // a received chunk before the communication thread adds it
-  // Chunks copied out of the sender's memory where both links' ends agreed (Note [one copy in the ring]).
+  std::vector<float> addend;  // a received chunk before it is added
+  // Note [one copy in the ring].
   bool in_place_right = false, in_place_left = false;
-  memory_token right_token{};  // the right neighbour's, kept where it reads it beside each chunk
+  memory_token right_token{};  // the right neighbour's
   memory_token left_token{};   // this rank's, given to the left neighbour
-  process_region left_region;  // the left neighbour's pid and where it keeps left_token (`at` per chunk)
+  process_region left_region;  // `at` set per chunk
 
   std::mutex outbox_mutex;  // guards the outbox
   std::condition_variable outbox_work;
   std::deque<outgoing_chunk> outbox;
-  bool writer_busy = false;    // the writer holds a chunk it took from the outbox
+  bool writer_busy = false;    // the writer holds a chunk
   bool writer_failed = false;  // a write failed: the rest are dropped
   std::atomic<bool> closing{false};
   std::thread writer;
@@ -228,20 +223,16 @@ struct ring_state {
   std::string link_hello(int from, int to) const {
     return "actorpipe ring '" + name + "' rank " + std::to_string(from) + " to rank " + std::to_string(to);
   }
-  // What a link's wait stops for: the group failed, or is being closed (comm_thread::stop).
   std::string stop_reason() const { return failure->text(); }
-  // The cause once a link saw its peer hang up: CAF's word on the peer if it comes within 2 s, else `fallback`.
+  // After a hang-up: CAF's word on the peer if it comes within 2 s, else `fallback`.
   std::string cause_of_hang_up(const std::string& fallback) const {
     std::string cause = failure->wait(std::min(timeout, std::chrono::milliseconds(2000)));
     return cause.empty() ? fallback : cause;
   }
 
-  // Sends n floats at `data` to the right neighbour: what the link takes at once here, the rest queued for the
-  // writer, borrowed: held by `hold`, or by a token of the op.
-  // Borrowing is safe while the collective runs: in ring_reduce a region is sent once per phase, after its
-  // last change of that phase, and written again only by the all-gather, with the finished segment that
-  // came round the ring, built by the right neighbour from this very chunk (so already written out); the
-  // op's end waits for the last tokens (serve).
+  // Sends n floats to the right neighbour: what the link takes now, the rest queued for the writer, which borrows
+  // them (held by `hold` or an op token). Safe: a region is rewritten only by the all-gather, with a segment built
+  // from this very chunk, so already written out; the op's end waits for the last tokens.
   void send(ring_op& op, std::uint32_t step, std::uint32_t chunk, const float* data, std::size_t n,
             std::shared_ptr<const void> hold = nullptr) {
     if (in_place_right && hold) op.kept.push_back(hold);  // read by the right neighbour until its answer
@@ -263,8 +254,7 @@ struct ring_state {
     outbox_work.notify_one();
   }
 
-  // The writer thread: the outbox's chunks in order onto the link to the right neighbour. After a failure the
-  // rest are dropped (their tokens let go), so no collective waits on a write that cannot happen.
+  // The writer thread. After a failure the rest are dropped, so no collective waits on a write that cannot happen.
   void write_chunks() {
     for (;;) {
       outgoing_chunk c;
@@ -312,9 +302,8 @@ struct ring_state {
     }
   }
 
-  // Reads n bytes of the left neighbour's chunk `chunk` of `step` (its header when `header`); throws
-  // collective_error naming the peer on a timeout, a failure or its hanging up.
-  // A chunk's floats come out of the left neighbour's memory where the links agreed (Note [one copy in the ring]).
+  // Reads n bytes of the left neighbour's chunk `chunk` of `step` (its header when `header`), in place where the
+  // links agreed (Note [one copy in the ring]); throws collective_error naming the peer.
   void read_left(void* data, std::size_t n, std::uint32_t step, std::uint32_t chunk, bool header) {
     try {
       if (header || !in_place_left) return from_left->read(data, n, timeout, [this] { return stop_reason(); });
@@ -341,8 +330,8 @@ struct ring_state {
     }
   }
 
-  // The header of the left neighbour's chunk `chunk` of `step`, checked against this rank's collective:
-  // its float count, which is `expected` unless that is npos.
+  // The header of the left neighbour's chunk, checked against this rank's collective; its float count, which
+  // must be `expected` unless that is npos.
   std::size_t receive_header(const ring_op& op, std::uint32_t step, std::uint32_t chunk, std::size_t expected) {
     chunk_header h;
     read_left(&h, sizeof h, step, chunk, true);
@@ -361,8 +350,7 @@ struct ring_state {
     return static_cast<std::size_t>(h.floats);
   }
 
-  // reduce-scatter (and then all-gather) of buf over segments of `unit`-float rows, as
-  // ring_reduce_schedule says; this moves the chunks and adds them (Note [ring collectives]).
+  // Reduce-scatter (then all-gather) of buf over segments of `unit`-float rows (Note [ring collectives]).
   void ring_reduce(ring_op& op, float* buf, std::size_t units, std::size_t unit, int offset, bool then_gather) {
     const ring_reduce_schedule plan(rank, size, units, unit, chunk_elements, offset, then_gather);
     for (const ring_chunk& c : plan.first_sends()) send(op, c.step, c.chunk, buf + c.begin, c.size());
@@ -404,13 +392,11 @@ struct ring_state {
         return;
       }
       case collective_kind::all_gather: {
-        // Each piece: its floats, and what keeps them (a received piece's buffer; this rank's is the caller's).
         std::vector<std::pair<const float*, std::size_t>> pieces(static_cast<std::size_t>(size));
         std::vector<std::shared_ptr<std::vector<float>>> received;
         pieces[static_cast<std::size_t>(rank)] = {op.in->data(), op.in->size()};
         if (size > 1) send(op, 0, 0, op.in->data(), op.in->size());
-        // Step s brings rank ring_gather_owner's piece, whole (one chunk), with its shape after the first axis
-        // known to match this rank's (checked below).
+        // Step s brings rank ring_gather_owner's piece whole, in one chunk.
         for (std::uint32_t s = 0; s + 1 < static_cast<std::uint32_t>(size); ++s) {
           const std::size_t n = receive_header(op, s, 0, std::string::npos);
           auto piece = std::make_shared<std::vector<float>>(n);
@@ -454,9 +440,7 @@ struct ring_state {
     }
   }
 
-  // Where a link's two ends have one address, its sender offers to let its receiver copy chunks out of its memory: it
-  // gives its process id and where it keeps the token the receiver gave it, and the receiver tries a copy of that token
-  // (network/process_memory.hpp) and answers (Note [one copy in the ring]). Both then know.
+  // Per link with one address at both ends: offer, try and answer in-place copies (Note [one copy in the ring]).
   void agree_on_copies(clock_type::time_point deadline) {
     const auto left_ms = [&] {
       return std::max(std::chrono::milliseconds(1),
@@ -499,8 +483,7 @@ struct ring_state {
     }
   }
 
-  // Once this rank took every chunk of `op` from its left neighbour's memory it says
-  // so; its own buffers are the caller's again once its right neighbour said the same (Note [one copy in the ring]).
+  // Tells the left neighbour this rank took every chunk of `op` (Note [one copy in the ring]).
   void answer_in_place(const ring_op& op) {
     const auto stop = [this] { return stop_reason(); };
     if (in_place_left) {
@@ -559,7 +542,6 @@ void ring_op::settle() {
 
 ring_group::ring_group(caf::actor_system& system, std::string name, int rank, int size, node_address listen,
                        std::chrono::milliseconds timeout, std::size_t chunk_bytes) {
-  // The process's guarded transport when it runs one (a node's), else CAF's middleman (Note [ring security]).
   open(system, std::move(name), rank, size, listen, nullptr, timeout, chunk_bytes);
 }
 
@@ -579,7 +561,7 @@ void ring_group::open(caf::actor_system& system, std::string name, int rank, int
   if (security) {
     check_transport_security(*security, "group '" + name + "' rank " + std::to_string(rank));
     transport_options options;
-    options.registered = false;  // the process's own transport (a node's), if any, stays what transport_of gives
+    options.registered = false;  // the process's own transport stays registered
     options.log = [dropped = state_->dropped](const std::string& line) { dropped->add(line); };
     state_->transport = std::make_unique<guarded_transport>(system, *security, std::move(options));
     state_->middleman = state_->transport->actor();
@@ -589,7 +571,7 @@ void ring_group::open(caf::actor_system& system, std::string name, int rank, int
     state_->tls = transport_tls_of(system);
   }
   if (size > 1) {
-    try {  // where the left neighbour's link connects (Note [data links])
+    try {
       state_->listener = std::make_unique<link_listener>(listen.host, state_->tls);
     } catch (const link_error& e) {
       state_->transport.reset();
@@ -597,8 +579,8 @@ void ring_group::open(caf::actor_system& system, std::string name, int rank, int
                              listen.host + ": " + e.what());
     }
   }
-  // Not detached: CAF's registry keeps an actor sent to another node alive until the system stops, after
-  // it waits for detached actors' threads: a detached endpoint hung the actor_system's destructor.
+  // Not detached: CAF keeps an actor sent to another node alive until the system stops, whose destructor would
+  // then wait for a detached actor's thread forever.
   state_->endpoint = system.spawn(ring_endpoint, state_->failure, state_->lower, name, static_cast<std::int32_t>(rank),
                                   static_cast<std::int32_t>(state_->listener ? state_->listener->port() : 0));
   auto publish = caf::make_function_view(state_->middleman);
@@ -653,10 +635,9 @@ void ring_group::connect(const std::vector<node_address>& ranks) {
     return std::max(std::chrono::milliseconds(1),
                     std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now()));
   };
-  // Note [one connection per pair]: each rank connects only to the higher ranks and introduces itself with
-  // its endpoint; the higher rank keeps that handle instead of connecting back. Two processes connecting to
-  // each other at the same moment make CAF 0.17 open two connections and drop one, killing the proxies
-  // made through it (a hello then fails with request_receiver_down, seen on a loaded machine).
+  // Note [one connection per pair]: each rank connects only to the higher ranks and introduces itself with its
+  // endpoint; the higher rank keeps that handle instead of connecting back. Two processes connecting to each other
+  // at once make CAF 0.17 open two connections and drop one, killing the proxies made through it.
   for (int q = s.rank + 1; q < s.size; ++q) {
     const node_address& a = ranks[static_cast<std::size_t>(q)];
     const std::string them = "rank " + std::to_string(q) + " at " + a.text();
@@ -665,9 +646,8 @@ void ring_group::connect(const std::vector<node_address>& ranks) {
     std::string their_name;
     std::int32_t their_rank = -1, their_link_port = 0;
     while (their_rank < 0) {
-      // Peers start in any order: a refused connection (or CAF's spurious timeout, Note [a fresh connection's
-      // first heartbeat]) is tried again until the deadline; a peer that hangs up during the handshake is up but
-      // speaks another transport (Note [ring security]): refused at once.
+      // A refused connection (or Note [a fresh connection's first heartbeat]) is retried until the deadline; a
+      // hang-up during the handshake means another transport.
       while (!peer) {
         failure.clear();
         bool disagree = false;
@@ -690,11 +670,8 @@ void ring_group::connect(const std::vector<node_address>& ranks) {
                                  (failure.empty() ? std::string(": it publishes no actor") : ": " + failure));
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
-      // Note [a hello sent again]: a hello can be lost without an error when CAF 0.17 drops one of two connections
-      // opened between the same two processes at once (other groups of theirs connect at the same moment); the
-      // 30 s wait then ran out (seen on a loaded 2-core machine: "did not answer as a group rank: request_timeout").
-      // A hello is answered the same however often it comes, so it is sent again every few seconds while the
-      // deadline lasts, over a new connection if its receiver went down.
+      // Note [a hello sent again]: CAF 0.17 may drop a hello without an error when two connections between the same
+      // processes open at once. A hello is idempotent: it is resent every few seconds until the deadline.
       bool again = false, reconnect = false;
       self->request(peer, std::min(remaining(), hello_attempt), ring_hello_atom::value, s.name,
                     static_cast<std::int32_t>(q), static_cast<std::int32_t>(s.rank), s.endpoint,
@@ -742,8 +719,8 @@ void ring_group::connect(const std::vector<node_address>& ranks) {
 }
 
 void ring_group::open_links(std::chrono::steady_clock::time_point deadline) {
-  // This rank connects to its right neighbour while it accepts its left one's (on another thread: with TLS both
-  // handshakes must run at once, or a ring of ranks each waiting in its own would hang) (Note [data links]).
+  // Connects to the right neighbour while accepting the left one on another thread: with TLS, a ring of ranks
+  // each waiting in one handshake would hang (Note [data links]).
   auto& s = *state_;
   std::string accept_error, connect_error;
   std::vector<std::string> dropped;

@@ -1,5 +1,5 @@
-// The ring's schedule (Note [ring collectives]): which chunk each rank sends and receives at each step and what it
-// does with it, given only its rank, the ring's size and the sizes; no sockets. ring_group moves the bytes.
+// The ring's schedule (Note [ring collectives]): which chunk each rank sends, receives and does with it at each
+// step; no sockets.
 #pragma once
 
 #include <cstddef>
@@ -9,20 +9,17 @@
 
 namespace ap {
 
-// Elements [begin, end) of a rank's buffer, chunk `chunk` of ring step `step`: what a chunk's header names.
+// Elements [begin, end) of a rank's buffer, chunk `chunk` of ring step `step`.
 struct ring_chunk {
   std::uint32_t step = 0, chunk = 0;
   std::size_t begin = 0, end = 0;
   std::size_t size() const { return end - begin; }
 };
 
-// A reduce-scatter over a buffer of `units` rows of `unit` floats, split into `size` segments by shard_rows
-// (collective/shard.hpp), then, for an all-reduce, an all-gather of the finished segments. At step s rank r
-// receives segment (r - s - 1 + offset) mod size from its left neighbour; in the reduce-scatter's size-1 steps it
-// adds it to its own, and from then on it copies it; whatever it received at a step but the last it sends on
-// right as the next step's, chunk by chunk as each arrives. Its first sends (step 0) are segment (r + offset).
-// After the reduce-scatter rank r holds segment (r + 1 + offset) complete: offset -1 makes that its own shard
-// (reduce_scatter), offset 0 the all-reduce's choice. Each segment travels in chunks of up to chunk_elements.
+// A reduce-scatter over `units` rows of `unit` floats in `size` segments (shard_rows), then, for an all-reduce, an
+// all-gather. At step s rank r receives segment (r - s - 1 + offset) mod size, adds it (reduce-scatter) or copies it
+// (all-gather), and forwards it chunk by chunk; step 0 sends segment (r + offset). Afterwards rank r holds segment
+// (r + 1 + offset) complete: offset -1 makes that its own shard (reduce_scatter).
 class ring_reduce_schedule {
  public:
   // Throws std::invalid_argument for a rank outside [0, size) or a chunk of no element.
@@ -34,11 +31,11 @@ class ring_reduce_schedule {
   std::vector<ring_chunk> first_sends() const;
   // The chunks received at `step`, in the order they arrive.
   std::vector<ring_chunk> receives(std::uint32_t step) const;
-  // Whether a chunk received at `step` is added to this rank's (the reduce-scatter) or replaces it (the all-gather).
+  // Whether a chunk received at `step` is added (reduce-scatter) or replaces (all-gather).
   bool adds(std::uint32_t step) const { return step + 1 < static_cast<std::uint32_t>(size_); }
-  // Whether `step` completes its segment's sum (its last add), where a mean divides by the ranks.
+  // Whether `step` is its segment's last add (where a mean divides).
   bool completes(std::uint32_t step) const { return step + 2 == static_cast<std::uint32_t>(size_); }
-  // Whether a chunk received at `step` goes on to the right neighbour as step + 1's.
+  // Whether a chunk received at `step` is forwarded as step + 1's.
   bool forwards(std::uint32_t step) const { return step + 1 < steps_; }
   // Elements [begin, end) of segment s (mod size).
   std::pair<std::size_t, std::size_t> segment(long s) const;
@@ -52,19 +49,17 @@ class ring_reduce_schedule {
   std::uint32_t steps_;
 };
 
-// An all-gather around the ring: at step s (of size - 1) rank r receives rank (r - s - 1) mod size's piece, whole,
-// and sends it on at step s + 1 unless it is the last step; it sends its own at step 0.
+// An all-gather: at step s rank r receives rank (r - s - 1) mod size's piece, whole, and forwards it unless last.
 int ring_gather_owner(int rank, int size, std::uint32_t step);
 bool ring_gather_forwards(int size, std::uint32_t step);
 
-// A broadcast down the chain root, root + 1, ... (mod size): every rank but the root receives each chunk (all at
-// step 0) and every rank but the chain's last sends it on. The chunks of n floats in order.
+// A broadcast down the chain root, root + 1, ... (mod size), in chunks of n floats.
 struct ring_broadcast_schedule {
   ring_broadcast_schedule(int rank, int size, int root, std::size_t n, std::size_t chunk_elements);
   bool receives() const { return position > 0; }
   bool sends() const { return position + 1 < ranks; }
   std::vector<ring_chunk> chunks;
-  int position = 0, ranks = 1;  // this rank's place along the chain (the root's is 0), and the chain's length
+  int position = 0, ranks = 1;  // place along the chain (root: 0), chain length
 };
 
 }  // namespace ap

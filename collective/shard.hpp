@@ -1,5 +1,4 @@
-// Which rows of a tensor are a rank's shard: the one rule reduce-scatter, all-gather and tensor-parallel
-// layers share.
+// Which rows of a tensor are a rank's shard: one rule for the collectives and tensor-parallel layers.
 #pragma once
 
 #include <cstddef>

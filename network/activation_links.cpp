@@ -14,16 +14,14 @@ namespace ap {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
-constexpr std::chrono::hours between_tensors{24 * 365};  // a link may stay quiet between steps for any time
+constexpr std::chrono::hours between_tensors{24 * 365};  // a link may stay quiet between steps
 constexpr std::chrono::milliseconds accept_poll{100};     // how often the acceptor asks whether to stop
 constexpr std::uint32_t max_dimensions = 8;
 constexpr std::size_t problems_kept = 4;
 constexpr std::chrono::milliseconds lent_wait{2000};  // an outbox's longest wait, as it ends, for lent tensors' answers
 
-// On the wire, before the tensor's bytes: its ticket and step, its dtype's code and dimension count, where its
-// bytes are, then one 64-bit extent per dimension (little-endian, as the handshake ensures: Note [activations on
-// data links]). Where the bytes stay in the sender's memory, a process_region follows the extents and the bytes
-// follow only when the inbox answers 0 (Note [one copy on one machine]).
+// On the wire before the tensor's bytes, then one 64-bit extent per dimension (little-endian). An offer's
+// process_region follows the extents; its bytes follow only when the inbox answers 0 (Note [one copy on one machine]).
 enum class bytes_at : std::uint32_t { on_link = 0, in_sender = 1 };
 struct frame_head {
   std::uint64_t ticket = 0, step = 0;
@@ -55,7 +53,7 @@ activation_inbox::~activation_inbox() {
     for (data_link* l : open_) l->interrupt();
   }
   arrived_.notify_all();
-  acceptor_.join();  // no reader is added after this
+  acceptor_.join();
   for (std::thread& r : readers_) r.join();
 }
 
@@ -86,7 +84,7 @@ void activation_inbox::accept_loop() {
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto& d : dropped) note_problem("dropped " + d);
     if (link && !stopping_) {
-      // A sender that lost its link opens another before its next tensor: whoever it is, nothing is known closed.
+      // A sender that lost its link opens another before its next tensor.
       closed_.clear();
       corrupted_.clear();
       open_.push_back(link.get());
@@ -97,7 +95,7 @@ void activation_inbox::accept_loop() {
 
 void activation_inbox::read_loop(std::unique_ptr<data_link> link) {
   const stop_check stop = [this] { return stopped(); };
-  struct closing {  // no longer interrupted once it ends
+  struct closing {
     activation_inbox& inbox;
     data_link* link;
     ~closing() {
@@ -105,11 +103,11 @@ void activation_inbox::read_loop(std::unique_ptr<data_link> link) {
       inbox.open_.erase(std::remove(inbox.open_.begin(), inbox.open_.end(), link), inbox.open_.end());
     }
   } unregister{*this, link.get()};
-  int source = -1;  // the sending stage, from its first tensor's ticket
+  int source = -1;
   const memory_token token = fresh_memory_token();  // Note [one copy on one machine]
   const bool one_machine = link->same_host();
   bool refused = false;  // an offer was refused: none may follow
-  bool copied_one = false;  // an offer was copied: its sender no longer waits for answers (Note [offers without waiting])
+  bool copied_one = false;  // Note [offers without waiting]
   try {
     link->write(token.data(), token.size(), timeout_, stop);
     for (;;) {
@@ -158,8 +156,7 @@ void activation_inbox::read_loop(std::unique_ptr<data_link> link) {
     }
   } catch (const link_error& e) {
     if (e.reason == link_error::kind::stopped) return;
-    // The sender's end closed (its stage stopped or its process went, or it dropped the link after a failed
-    // write), or the link failed: a tensor of that sender still awaited will not come on it.
+    // The link ended: a tensor of that sender still awaited will not come on it.
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (e.reason != link_error::kind::closed) note_problem(e.what());
@@ -208,8 +205,7 @@ activation_outbox::activation_outbox(int stage, std::shared_ptr<tls_context> tls
     : stage_(stage), tls_(std::move(tls)), timeout_(timeout) {}
 
 activation_outbox::~activation_outbox() {
-  // A lent tensor is freed only once its inbox has answered (its copy is done) or its link has ended: an answer
-  // not yet read is on its way, so the wait is short unless the receiving process hangs (then at most lent_wait).
+  // A lent tensor is freed once answered or its link ended (at most lent_wait).
   const auto until = clock_type::now() + std::min(timeout_, lent_wait);
   for (auto& [address, out] : links_) {
     try {
@@ -265,7 +261,7 @@ void activation_outbox::send(int to, const std::string& address, std::uint64_t t
     const bool offer = out.offer && t.byte_size() > 0;
     const frame_head head{ticket, step, static_cast<std::uint32_t>(t.type()), static_cast<std::uint32_t>(t.dimension()),
                           offer ? bytes_at::in_sender : bytes_at::on_link};
-    // The head, the extents and an offer's region in one write: one segment, one wake-up of the inbox's reader.
+    // The head, extents and offer's region in one write: one wake-up of the inbox's reader.
     unsigned char frame[sizeof head + sizeof(std::uint64_t) * max_dimensions + sizeof(process_region)];
     std::size_t length = 0;
     const auto put = [&](const void* p, std::size_t n) { std::memcpy(frame + length, p, n), length += n; };
@@ -287,7 +283,7 @@ void activation_outbox::send(int to, const std::string& address, std::uint64_t t
     }
     if (offer) {
       std::uint8_t answer = 0;
-      link.read(&answer, sizeof answer, timeout_, nullptr);  // the inbox reads this process's memory meanwhile
+      link.read(&answer, sizeof answer, timeout_, nullptr);
       if (answer > 1) throw link_error(link_error::kind::failed, "an answer " + std::to_string(answer) + " to a tensor offered");
       if (answer == 1) {
         out.copied_one = true;

@@ -1,5 +1,4 @@
-// A cluster's certificates, made with OpenSSL's library (`actorpipe certs`): a certificate authority and a
-// CA-signed certificate per name, the files mutual TLS reads (Note [mutual TLS] in transport_security.hpp).
+// A cluster's CA and certificates for mutual TLS (`actorpipe certs`), made with OpenSSL's library.
 #pragma once
 
 #include <string>
@@ -7,16 +6,10 @@
 
 namespace ap {
 
-// Note [cluster certificates]:
-// make_certificates writes into `dir` (made if missing) ca.pem and ca.key (the authority: ca.pem goes to every
-// machine as --tls-ca, ca.key stays with whoever adds machines) and, for each name, NAME.pem and NAME.key
-// (--tls-cert, --tls-key). An existing ca.pem with its ca.key is reused, so certificates made later for new
-// machines join the same cluster. Keys are EC P-256, unencrypted, readable by their owner only (0600);
-// certificates are X.509 v3 signed with SHA-256, valid from now for `days`: the CA's with CA:TRUE and
-// keyCertSign, each name's with CA:FALSE, serverAuth and clientAuth (a process is both: a coordinator dials
-// nodes, a node answers) and the name as subjectAltName (IP: for an address, DNS: otherwise), though mutual TLS
-// here checks the CA's signature, not names. Throws std::runtime_error naming the file and OpenSSL's reason;
-// std::invalid_argument for a name that cannot be a file name or days outside 1..36500.
+// Note [cluster certificates]: make_certificates writes ca.pem, ca.key (kept by whoever adds machines) and NAME.pem,
+// NAME.key per name into `dir`; an existing CA is reused, so later certificates join the same cluster. Keys are EC
+// P-256, mode 0600; each certificate has serverAuth and clientAuth (a process is both). Throws std::runtime_error
+// naming the file and OpenSSL's reason; std::invalid_argument for a bad name or days outside 1..36500.
 struct made_certificates {
   std::string ca_file;                 // dir/ca.pem
   bool reused_ca = false;              // the CA was there already

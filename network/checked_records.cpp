@@ -73,8 +73,8 @@ checked_stream::rw_state checked_stream::read_some(std::size_t& result, caf::io:
                     " bytes (1 to " + std::to_string(checked_record_bytes) + "): corrupted on the way (Note [checked records])");
       in_got_ = 0;
       in_crc_ = checked_record_start(in_head_);
-      in_place_ = in_length_ <= len - result;  // the caller's memory holds it whole: read and checked there
-      if (!in_place_) held_.resize(in_length_), held_taken_ = in_length_;  // held_, not served until checked
+      in_place_ = in_length_ <= len - result;  // read and checked in the caller's memory
+      if (!in_place_) held_.resize(in_length_), held_taken_ = in_length_;  // not served until checked
     }
     unsigned char* into = in_place_ ? out + result : held_.data();
     const ssize_t r = ::recv(fd, into + in_got_, in_length_ - in_got_, 0);
@@ -113,7 +113,7 @@ checked_stream::rw_state checked_stream::write_some(std::size_t& result, caf::io
     int count = 0;
     if (out_head_sent_ < checked_header_bytes)
       parts[count++] = {out_head_ + out_head_sent_, checked_header_bytes - out_head_sent_};
-    const std::size_t payload = std::min(out_left_, len - result);  // the caller gives the open record's rest
+    const std::size_t payload = std::min(out_left_, len - result);
     if (payload > 0) parts[count++] = {const_cast<unsigned char*>(in + result), payload};
     msghdr m{};
     m.msg_iov = parts;

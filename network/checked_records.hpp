@@ -1,23 +1,8 @@
-// The records plain-TCP bytes travel in, each with a CRC32C (Note [checked records]): on data links
-// (network/data_link.hpp) and under CAF's messages between coordinators and nodes (network/guarded_transport.hpp).
-//
-// Note [checked records]:
-// TCP's 16-bit checksum lets through a corrupted segment now and then (Note [checksums] in failure/crc32c.hpp);
-// TLS's records carry a MAC, so only plain TCP (--insecure) needs more. Every byte a plain data link or a plain
-// CAF connection carries travels in a record: an 8-byte header, the payload's length (4 bytes, little-endian, 1 to
-// `checked_record_bytes`) and the CRC32C of those 4 bytes and the payload, then the payload. A record whose CRC
-// does not match, or whose header claims 0 or more than `checked_record_bytes`, ends the connection:
-// - on a data link, link_error failed naming the record (and the link's owner names the link): an activation
-//   link's tensor then never reaches its stage, whose wait fails at once as for a link that ended, and a ring's
-//   collective fails naming its neighbour: the step fails as for a lost link, so recovery replays it;
-// - on a CAF connection, the connection is shut down and logged with its peer, which CAF reports as a lost
-//   connection: the node is lost to the coordinator, and recovery (--restart-on-failure) reconnects and replays.
-// The receiver reads a record whose payload the caller's read will hold whole straight into the caller's memory
-// and checks it there, before the read returns; a larger one goes to a buffer of its own first (as sealed
-// records do: Note [sealed records]), so no byte reaches its reader unchecked. The sender computes the CRC from
-// the caller's memory and writes header and payload in one call (a data link computes the next record's CRC
-// while the socket is full). The cost where bytes move at memory speed (loopback on 2 busy vCPUs: activations
-// 40% slower at 16 MB, CAF's messages 19%) is in docs/robustness.md.
+// Note [checked records]: TCP's 16-bit checksum lets a corrupted segment through now and then (Note [checksums]);
+// TLS has a MAC, so only plain TCP (--insecure) needs more. Every byte of a plain data link or CAF connection
+// travels in a record: payload length (4 bytes LE, 1 to checked_record_bytes), CRC32C of length and payload, then
+// the payload. A bad record ends the connection, so the step fails as for a lost link and recovery replays it. No
+// byte reaches its reader unchecked. The cost is in docs/robustness.md.
 #pragma once
 
 #include <cstddef>
@@ -37,12 +22,12 @@ inline constexpr std::size_t checked_header_bytes = 8;
 void checked_record_header(const void* payload, std::size_t n, unsigned char out[checked_header_bytes]);
 // The payload length a header announces; 0 when it is out of range (a corrupted header).
 std::size_t checked_record_length(const unsigned char header[checked_header_bytes]);
-// The CRC a header carries, and the CRC of its length field: where a reader's running CRC over the payload starts.
+// The CRC a header carries, and the CRC of its length field (where the running CRC over the payload starts).
 std::uint32_t checked_record_crc(const unsigned char header[checked_header_bytes]);
 std::uint32_t checked_record_start(const unsigned char header[checked_header_bytes]);
 
-// Note [checked records] for CAF's multiplexer: read_some and write_some as caf::policy::tcp's, over one
-// non-blocking socket, in checked records. `peer` names the connection in failure().
+// For CAF's multiplexer: read_some and write_some as caf::policy::tcp's, over one non-blocking socket, in checked
+// records (Note [checked records]). `peer` names the connection in failure().
 class checked_stream {
  public:
   using rw_state = caf::io::network::rw_state;
@@ -52,7 +37,7 @@ class checked_stream {
   rw_state write_some(std::size_t& result, caf::io::network::native_socket fd, const void* buf, std::size_t len);
   // Checked bytes held for the next read_some, which the socket no longer signals.
   bool must_read_more() const { return held_taken_ < held_.size(); }
-  // Why the last failure happened, when it was a record's: empty for a peer that hung up or a socket error.
+  // Why a record failed; empty for a hang-up or socket error.
   const std::string& failure() const { return failure_; }
 
  private:
@@ -60,15 +45,15 @@ class checked_stream {
 
   std::string peer_;
   std::string failure_;
-  // Reading: the header so far, then the payload so far (in the caller's memory, or in held_).
+  // Reading.
   unsigned char in_head_[checked_header_bytes] = {};
   std::size_t in_head_have_ = 0;
   std::size_t in_length_ = 0, in_got_ = 0;
   std::uint32_t in_crc_ = 0;
   bool in_place_ = false;
-  std::vector<unsigned char> held_;  // a checked record's payload not yet handed over, from held_taken_
+  std::vector<unsigned char> held_;  // checked payload not yet handed over, from held_taken_
   std::size_t held_taken_ = 0;
-  // Writing: the open record's header and how much of it and of its payload is still to go.
+  // Writing: the open record and what is still to go of it.
   unsigned char out_head_[checked_header_bytes] = {};
   std::size_t out_head_sent_ = checked_header_bytes, out_left_ = 0;
 };

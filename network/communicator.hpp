@@ -26,18 +26,11 @@ class timeout_error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Note [receive handles]: seed 002's ReceiveForwardAsync, ReceiveBackwardAsync and BarrierAsync in C++ terms.
-// An *_async call returns at once with a handle to the receive in flight; every tensor goes to exactly one
-// receive. cancel() withdraws the receive and is acknowledged by the receiving side (the rank's inbox, one
-// actor that orders arrivals, expiries and withdrawals): true means nothing was or ever will be handed to this
-// receive, and a tensor arriving later waits for the next receive; false means the receive had already been
-// answered, and wait() returns the tensor (or throws the timeout). The blocking calls are the handles'
-// wait(), with a cancel() when the inbox has not answered long after the timeout: a tensor is never handed
-// to a receive its caller gave up on (the race the blocking receive used to have). The inbox fills the handle
-// itself; a receive waiting at an inbox or barrier that exits fails at once ("its inbox is gone"), through
-// one functor the communicator attaches when it is made (not a monitor per receive: CAF 0.17.6 dropped about
-// one in four down messages of a monitor set up while its target was exiting, and the receive then hung). A
-// handle must not outlive its communicator's actor system.
+// Note [receive handles]: an *_async call returns at once with a handle; every tensor goes to exactly one receive.
+// cancel() withdraws the receive, acknowledged by the rank's inbox actor: true means nothing was or will be handed
+// to it; false means it was answered and wait() gives the answer. So a tensor never goes to a receive its caller
+// gave up on. A receive at an inbox that exits fails at once through one functor per communicator (CAF 0.17.6 drops
+// some down messages of a monitor set up while its target exits). A handle must not outlive its actor system.
 template <class T>
 class receive_handle {
  public:
@@ -59,8 +52,7 @@ class receive_handle {
       changed.notify_all();
     }
   };
-  // Asks the receiving side to withdraw the receive; true when it did (acknowledged), false when the receive
-  // had been answered already.
+  // True when the receiving side withdrew the receive, false when it was answered already.
   using withdraw_function = std::function<bool()>;
 
   receive_handle() = default;
@@ -74,8 +66,8 @@ class receive_handle {
     std::lock_guard<std::mutex> lock(state_->mutex);
     return state_->finished;
   }
-  // The value, once it came; throws what the receive failed with (timeout_error after the communicator's
-  // timeout). One wait per handle: a second throws std::logic_error, as any call after cancel() withdrew it.
+  // The value, or throws what the receive failed with (timeout_error). One wait per handle; a second, or any call
+  // after a withdrawing cancel(), throws std::logic_error.
   T wait() {
     check("wait");
     std::unique_lock<std::mutex> lock(state_->mutex);
@@ -89,8 +81,8 @@ class receive_handle {
     if (!state_->changed.wait_for(lock, limit, [&] { return state_->finished; })) return std::nullopt;
     return take(lock);
   }
-  // Withdraws the receive (Note [receive handles]): true, acknowledged, when nothing was handed to it; false
-  // when it had been answered. After true the handle is spent; after false, wait() gives the answer.
+  // Withdraws the receive (Note [receive handles]). After true the handle is spent; after false, wait() gives
+  // the answer.
   bool cancel() {
     check("cancel");
     if (withdraw_()) {
@@ -118,12 +110,9 @@ class receive_handle {
   bool taken_ = false;
 };
 
-// Ranks are 0 .. world_size-1. Sends never block and move the tensor (no copy in one process); a send
-// returns once the message is queued at the destination. Receives block until a tensor from `source`
-// arrives, in the order that source sent them, or throw timeout_error after timeout().
-// Misuse throws: an invalid rank std::out_of_range, any use after shutdown() std::logic_error.
-// Sending to oneself is allowed: the tensor waits in one's own inbox like any other (decided for tests
-// and for a stage holding two consecutive chunks).
+// Sends never block and move the tensor. Receives block until a tensor from `source` arrives, in send order, or
+// throw timeout_error. A bad rank throws std::out_of_range, use after shutdown() std::logic_error. Sending to
+// oneself is allowed.
 class communicator {
  public:
   virtual ~communicator() = default;
@@ -146,7 +135,7 @@ class communicator {
 
   // Returns when every rank has called barrier(), or throws timeout_error.
   virtual void barrier() = 0;
-  // The same, returning at once: wait() gives the number of the barrier round this rank passed.
+  // wait() gives the number of the barrier round passed.
   virtual receive_handle<std::uint64_t> barrier_async() = 0;
   // After shutdown every call throws std::logic_error. Idempotent.
   virtual void shutdown() = 0;

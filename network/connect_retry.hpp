@@ -1,13 +1,9 @@
 // When a connection attempt that failed is tried again.
 //
-// Note [a fresh connection's first heartbeat]: CAF 0.17.6's BASP broker creates the context of an outgoing
-// connection with `ctx[hdl]` (basp_broker.cpp, connect_atom), leaving its `last_seen` at the clock's epoch;
-// only data read from the peer sets it. With heartbeats on, the broker's next tick (every
-// heartbeat_interval, 1 s here) finds `last_seen + connection-timeout < now` and drops the connection with
-// sec::connection_timeout if the peer's handshake has not arrived yet. On a loaded machine a TLS handshake
-// takes long enough for that to happen (CI saw it: "cannot connect to its peer node ...: connection_timeout"
-// 3 s into a test). The error then says nothing about the peer, so every connect tries again while its own
-// limit lasts; a peer that is truly silent still fails, at that limit.
+// Note [a fresh connection's first heartbeat]: CAF 0.17.6's BASP broker leaves a new outgoing connection's
+// `last_seen` at the clock's epoch until the peer's data arrives, so with heartbeats on its next tick drops the
+// connection with sec::connection_timeout when a slow (loaded, TLS) handshake has not finished. That error says
+// nothing about the peer, so every connect tries again while its own limit lasts.
 #pragma once
 
 #include <chrono>

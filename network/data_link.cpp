@@ -27,7 +27,7 @@ namespace ap {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
-constexpr std::chrono::milliseconds stop_poll{50};  // how often a wait asks its stop_check
+constexpr std::chrono::milliseconds stop_poll{50};
 constexpr std::uint32_t max_hello_bytes = 4096;
 
 std::string system_error(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
@@ -44,7 +44,7 @@ std::string peer_of(int fd) {
   return std::string(host) + ":" + port;
 }
 
-// Waits until fd is ready for `events`, at most until `until`; false when it passed. Asks `stop` every 50 ms.
+// Waits until fd is ready for `events` or `until` passed (false). Asks `stop` every stop_poll.
 bool wait_ready(int fd, short events, clock_type::time_point until, const stop_check& stop) {
   for (;;) {
     if (stop) {
@@ -107,7 +107,7 @@ struct ssl_guard {
   SSL* release() { return std::exchange(ssl, nullptr); }
 };
 
-// A link over fd (connected, non-blocking), TLS when `tls`: handshake as client or server by `accepted`.
+// A link over fd, TLS when `tls` (server side when `accepted`).
 std::unique_ptr<data_link> open_link(int fd, const std::shared_ptr<tls_context>& tls, bool accepted, clock_type::time_point deadline) {
   socket_guard guard{fd};
   const int one = 1;
@@ -128,7 +128,7 @@ std::unique_ptr<data_link> open_link(int fd, const std::shared_ptr<tls_context>&
     block_sigpipe_on_this_thread();
     handshake(ssl.ssl, fd, deadline);
   }
-  auto link = std::make_unique<data_link>(fd, ssl.ssl, accepted);  // the session's work ends here: freed
+  auto link = std::make_unique<data_link>(fd, ssl.ssl, accepted);
   guard.release();
   return link;
 }
@@ -289,9 +289,9 @@ void data_link::write_bytes(const void* data, std::size_t n, std::chrono::millis
 }
 
 std::size_t data_link::write_now(const piece* pieces, std::size_t count) {
-  if (sealer_) return 0;  // a TLS write encrypts; the caller's writer thread does it (Note [writes without waiting])
-  if (out_head_sent_ < checked_header_bytes || out_left_ > 0) return 0;  // a record still open: write() goes on
-  // Each piece in records of its own, as many as a socket may take now (4 MB) (Note [checked records]).
+  if (sealer_) return 0;  // Note [writes without waiting]
+  if (out_head_sent_ < checked_header_bytes || out_left_ > 0) return 0;
+  // Each piece in records of its own, up to what a socket may take now (4 MB).
   struct framed {
     unsigned char head[checked_header_bytes];
     const unsigned char* payload;
@@ -324,7 +324,7 @@ std::size_t data_link::write_now(const piece* pieces, std::size_t count) {
   }
   if (ret <= 0) return 0;
   std::size_t sent = static_cast<std::size_t>(ret), payload = 0;
-  for (framed& r : records) {  // whole records, then the one the socket took in part stays open
+  for (framed& r : records) {
     if (sent >= checked_header_bytes + r.size) {
       sent -= checked_header_bytes + r.size, payload += r.size;
       continue;
@@ -436,7 +436,7 @@ std::unique_ptr<data_link> connect_link(const std::string& host, std::uint16_t p
     }
     if (clock_type::now() + std::chrono::milliseconds(50) >= deadline)
       throw link_error(link_error::kind::timed_out, "cannot reach " + where + ": " + last);
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // not listening yet: try again
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 }
 

@@ -1,19 +1,9 @@
-// A one-way byte stream between two processes beside CAF's connections, for a collective's bulk bytes
-// (Note [data links]): plain TCP, or mutual TLS with the transport's own context.
+// A one-way byte stream between two processes beside CAF's connections, for bulk bytes (Note [data links]).
 //
-// Note [data links]: a ring's chunks travel on TCP connections of their own, one per neighbour and direction
-// (rank r writes to rank r+1 and reads from rank r-1), written straight from the collective's buffers and read
-// straight into them (a chunk to add: into one scratch buffer) by the group's own threads. Over CAF each chunk
-// was serialised into BASP's buffer and deserialised out of its zero-filled read buffer, and encrypted, framed
-// and decrypted, all on the process's one I/O thread (docs/performance.md: our ring was 0.55-0.93x Open MPI
-// over TCP at 1-16 MB, and 0.14-0.29x with TLS). Control stays on CAF: the ranks' hellos (which also hand over
-// each rank's link port), aborts, and a peer's death, named by CAF's down message. A link is TLS when the group's
-// transport is (the same CA, both sides' certificates verified: Note [mutual TLS]; its bytes then in records of
-// the link's own, sealed with keys the handshake agreed on: Note [sealed records]), plain TCP when it is (its bytes
-// then in records with a CRC32C: Note [checked records]); the connecting side names the group, itself and the
-// rank it wants in a hello the listener checks, so a
-// stray connection (another group's rank, a port scanner) is dropped and named. Every wait is bounded: a link
-// gives up when no byte moves for its timeout, and polls every 50 ms for a reason to stop (the group failed).
+// Note [data links]: a ring's chunks travel on TCP connections of their own, one per neighbour and direction, read
+// and written by the group's threads in the collective's buffers instead of CAF's one I/O thread; control stays on
+// CAF. TLS when the group's transport is (Note [sealed records]), else plain TCP (Note [checked records]). The
+// connecting side's hello names group and rank, so a stray connection is dropped and named. Every wait is bounded.
 #pragma once
 
 #include <chrono>
@@ -37,9 +27,7 @@ class link_error : public std::runtime_error {
   link_error(kind k, const std::string& what, bool corrupted_bytes = false)
       : std::runtime_error(what), reason(k), corrupted(corrupted_bytes) {}
   kind reason;
-  // A record that failed its checksum or its MAC (Note [checked records], Note [sealed records]): the bytes were
-  // damaged on the way, the link's peer may be well. Its reader fails the step as for a lost link, so that
-  // recovery replays it.
+  // A record failed its checksum or MAC; the step fails as for a lost link, so recovery replays it.
   bool corrupted = false;
 };
 
@@ -51,38 +39,26 @@ class record_opener;
 
 class data_link {
  public:
-  // Over fd (connected, non-blocking), which the link then closes. With `ssl` (a session on fd whose handshake is
-  // done, the server's when `accepted`; the caller's still), the bytes travel in records sealed with keys
-  // exported from it (Note [sealed records]); null: plain TCP. Throws link_error when the keys cannot be had (fd is
-  // then the caller's to close).
+  // Over fd (connected, non-blocking), which the link then owns. With `ssl` (handshake done; still the caller's),
+  // records are sealed with keys exported from it; null: plain TCP. Throws link_error (fd stays the caller's).
   data_link(int fd, SSL* ssl, bool accepted);
   ~data_link();
   data_link(const data_link&) = delete;
   data_link& operator=(const data_link&) = delete;
 
-  // Moves all n bytes, or throws link_error: timed_out when no byte moved for `idle`, closed when the peer hung
-  // up, stopped when `stop` gave a reason (its text), failed otherwise (the system's or OpenSSL's reason, or a
-  // record that failed its MAC or its checksum: Note [sealed records], Note [checked records]).
+  // Moves all n bytes, or throws link_error: timed_out when no byte moved for `idle`, closed when the peer hung up,
+  // stopped when `stop` gave a reason, failed otherwise (system or OpenSSL reason, or a damaged record).
   void write(const void* data, std::size_t n, std::chrono::milliseconds idle, const stop_check& stop);
   void read(void* data, std::size_t n, std::chrono::milliseconds idle, const stop_check& stop);
-  // From another thread: ends a read or write waiting on this link at once (it throws link_error closed). The link
-  // stays valid until destroyed.
+  // From another thread: ends a waiting read or write at once (link_error closed).
   void interrupt();
-  // Whether both ends have the same address (one machine: loopback, or a host's own address).
+  // Whether both ends have the same address (one machine).
   bool same_host() const;
-  // Whether a read would find bytes now (or the peer's hang-up, which it then reports), without waiting.
+  // Whether a read would find bytes (or a hang-up) now.
   bool readable() const;
-  // Note [writes without waiting]: on a plain link, writes what the socket takes now of the `count` pieces, in
-  // order, in one call, and returns how many bytes that was, never waiting; a TLS link takes nothing here (0).
-  // Errors are left to the next write(), which goes on from there. Each piece is a checked record of its own (or
-  // several, Note [checked records]); one the socket took in part stays open, and the next write() continues it
-  // (the caller passes it the rest of the same pieces, unchanged). A ring's communication thread sends its
-  // chunks so, and hands only what the socket did not take to its writer thread: 2 processes on loopback,
-  // plain TCP, 30 repeats, three runs alternating, 1 / 2 / 4 MB all-reduces at 2.79-4.08 / 1.53-3.27 /
-  // 2.58-3.32 GB/s against 1.44-2.31 / 2.04-2.30 / 2.34-2.50 with every chunk handed over and its writer woken
-  // (18.5 context switches a 1 MB all-reduce, Open MPI's one thread 1), 8-64 MB and 4 processes alike.
-  // With TLS the same gave 15-20% at 1-2 MB and lost 10-20% at 16-32 MB, where the communication thread then
-  // encrypts each chunk before it can decrypt the next: the writer thread keeps those beside each other.
+  // Note [writes without waiting]: on a plain link, writes what the socket takes now of the pieces and returns the
+  // bytes; a TLS link takes 0, keeping encryption on the writer thread. The next write() reports errors and
+  // continues a record taken in part. A ring sends so and hands only the rest to its writer, saving a wake-up.
   struct piece {
     const void* data;
     std::size_t size;
@@ -90,15 +66,14 @@ class data_link {
   std::size_t write_now(const piece* pieces, std::size_t count);
 
  private:
-  // The socket's own bytes, as write() and read() above; read_bytes continues `crc` (when not null) over them.
+  // The socket's own bytes; read_bytes continues `crc` (when not null) over them.
   void write_bytes(const void* data, std::size_t n, std::chrono::milliseconds idle, const stop_check& stop);
   void read_bytes(void* data, std::size_t n, std::chrono::milliseconds idle, const stop_check& stop,
                   std::uint32_t* crc = nullptr);
   // A plain link's write and read (Note [checked records]).
   void write_checked(const unsigned char* p, std::size_t n, std::chrono::milliseconds idle, const stop_check& stop);
   void read_checked(unsigned char* p, std::size_t n, std::chrono::milliseconds idle, const stop_check& stop);
-  // Sends the open record's header rest and `payload` of its payload at p; computes `next` (the header of the
-  // `next_n` bytes at next_p) while the socket is full, when next_n > 0 and *next_ready is false.
+  // Sends the open record's rest; computes the next record's header while the socket is full.
   void send_open_record(const unsigned char* p, std::size_t payload, std::chrono::milliseconds idle, const stop_check& stop,
                         const unsigned char* next_p, std::size_t next_n, unsigned char* next, bool* next_ready);
 
@@ -106,15 +81,15 @@ class data_link {
   std::unique_ptr<record_sealer> sealer_;  // both null: plain TCP
   std::unique_ptr<record_opener> opener_;
   std::vector<unsigned char> sealed_;      // a record being written
-  std::vector<unsigned char> opened_;      // a record read whole whose plaintext the reader has not all taken
+  std::vector<unsigned char> opened_;      // plaintext not yet all taken
   std::size_t opened_taken_ = 0;
-  // Note [checked records], plain links: the record being written (its header and what is still to go of it).
+  // Plain links: the record being written (Note [checked records]).
   unsigned char out_head_[8] = {};
   std::size_t out_head_sent_ = 8, out_left_ = 0;
 };
 
-// Connects to host:port, runs the TLS handshake when `tls` is set, and sends `hello`; retries a refused
-// connection until `deadline`. Throws link_error naming host:port.
+// Connects (retrying until `deadline`), handshakes when `tls` is set, sends `hello`. Throws link_error naming
+// host:port.
 std::unique_ptr<data_link> connect_link(const std::string& host, std::uint16_t port, const std::shared_ptr<tls_context>& tls,
                                         const std::string& hello, std::chrono::steady_clock::time_point deadline);
 
@@ -127,11 +102,11 @@ class link_listener {
   link_listener& operator=(const link_listener&) = delete;
   std::uint16_t port() const { return port_; }
 
-  // The first connection that completes its handshake and sends exactly `hello` before `deadline`. Others are
-  // closed, each adding a line to `dropped` (from where, why). Throws link_error timed_out at the deadline.
+  // The first connection that completes its handshake and sends exactly `hello` before `deadline`; others are
+  // closed, each adding a line to `dropped`. Throws link_error timed_out at the deadline.
   std::unique_ptr<data_link> accept(const std::string& hello, std::chrono::steady_clock::time_point deadline,
                                     std::vector<std::string>& dropped);
-  // From another thread: ends an accept waiting now or later at once (it throws link_error stopped).
+  // From another thread: ends an accept now or later (link_error stopped).
   void interrupt();
 
  private:

@@ -40,12 +40,11 @@ std::string size_text(std::size_t bytes) {
   return std::to_string(bytes) + " bytes";
 }
 
-// What one connection has seen, shared by its scribe and its read/write policy: only accepted connections
-// (peers that came to us) are logged; a connection we opened reports its failure to whoever asked for it.
+// What one connection has seen, shared by its scribe and policy. Only accepted connections are logged.
 struct connection_watch {
   std::string peer;  // host:port of the other side
   bool accepted = false;
-  int reads_configured = 0;  // BASP asks for: header, handshake payload, header (then its handshake is done)
+  int reads_configured = 0;  // header, handshake payload, header: then the handshake is done
   bool logged = false;
   std::function<void(const std::string&)> log;
   std::function<void()> on_tls_ready;  // the scribe's held flush
@@ -56,7 +55,7 @@ struct connection_watch {
     logged = true;
     log("dropped a connection from " + peer + ": " + why);
   }
-  // A record that failed its checksum ends the connection, whichever side opened it (Note [checked records]).
+  // A failed checksum ends the connection, whichever side opened it.
   void corrupted(const std::string& why) {
     if (logged || !log) return;
     logged = true;
@@ -121,8 +120,7 @@ class guarded_scribe : public caf::io::scribe {
         limits_(limits),
         tls_(session != nullptr),
         stream_(mpx, fd, std::move(session), std::move(watch)) {
-    // Held until the TLS handshake is done: CAF writes its own handshake at once, and a write pending during
-    // the TLS handshake would keep the socket on the write list (tls_session.hpp).
+    // Held until the TLS handshake is done: a write pending during it would keep the socket on the write list.
     watch_->on_tls_ready = [this] {
       tls_ready_ = true;
       if (flush_held_) stream_.flush(this);
@@ -137,8 +135,7 @@ class guarded_scribe : public caf::io::scribe {
       watch_->drop("a message header claims " + size_text(config.second) + ", more than the limit of " +
                    size_text(limit) + (watch_->reads_configured <= 2 ? " before a handshake" : "") +
                    " (malformed or hostile)");
-      // Shut the socket down instead of allocating: the next read fails, and CAF cleans up as for any closed
-      // connection (a peer node's proxies and monitors included).
+      // Shut down instead of allocating: CAF cleans up as for any closed connection.
       ::shutdown(stream_.fd(), SHUT_RDWR);
       config.second = 1;
     }

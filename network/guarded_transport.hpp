@@ -1,16 +1,9 @@
-// The transport coordinators and nodes connect and listen through: CAF 0.17's middleman actor with our own
-// connections (mutual TLS through network/tls_session.hpp, or plain TCP in records with a CRC32C: Note [checked
-// records] in network/checked_records.hpp) that bound what a peer can make us allocate, and log the connections
-// they drop.
+// The transport coordinators and nodes connect through: CAF 0.17's middleman actor with our own connections (mutual
+// TLS, or plain TCP in checked records) that bound what a peer can make us allocate and log what they drop.
 //
-// Note [bounded frames]: CAF's BASP layer trusts a frame's 32-bit length field: it sizes its read buffer to
-// whatever a header claims, so one crafted 32-byte header claiming 4 GB made a node allocate (and zero) 4 GB,
-// and eight such connections held open locked it. CAF 0.17 has no setting for this (libcaf_io's basp_broker
-// calls configure_read(exactly(hdr.payload_len)) unchecked). Our connection refuses a read larger than its
-// limit before any buffer grows: the first frame of a connection (the peer's handshake, a few hundred bytes)
-// may claim at most first_frame_bytes, any later one frame_bytes; a refused connection is logged and shut
-// down, which CAF sees as a closed connection. With TLS, a peer without a certificate signed by our CA never
-// gets that far (Note [mutual TLS]); the limits also hold on --insecure plain TCP, where anyone may connect.
+// Note [bounded frames]: CAF 0.17's BASP layer sizes its read buffer to whatever a frame header claims (no setting
+// limits it), so one crafted header could make a node allocate 4 GB. Our connection refuses a read above its limit
+// before any buffer grows (first_frame_bytes for the handshake, frame_bytes after), logs it and shuts down.
 #pragma once
 
 #include <cstddef>
@@ -28,8 +21,8 @@
 namespace ap {
 
 struct frame_limits {
-  std::size_t first_frame_bytes = std::size_t{64} << 10;  // a handshake: node id, app id, interface names
-  std::size_t frame_bytes = std::size_t{1} << 30;         // a stage_spec or a stage's state (weights, Adam moments)
+  std::size_t first_frame_bytes = std::size_t{64} << 10;  // a handshake
+  std::size_t frame_bytes = std::size_t{1} << 30;         // a stage's state (weights, Adam moments)
 };
 
 class tls_context;
@@ -37,15 +30,13 @@ class tls_context;
 struct transport_options {
   frame_limits limits;
   std::function<void(const std::string&)> log;  // one line per dropped connection; may be empty; any thread
-  std::shared_ptr<tls_context> tls;             // set by guarded_transport from its transport_security
-  // Registered for transport_of (the process's one transport: a node's, a coordinator's). A transport of
-  // its own (a ring_group's) is not, so it neither replaces nor unregisters the process's.
+  std::shared_ptr<tls_context> tls;             // set by guarded_transport
+  // Registered for transport_of; a ring_group's own is not, so it leaves the process's alone.
   bool registered = true;
 };
 
-// Spawns the transport in `system` (mutual TLS unless security.insecure: Note [mutual TLS]), registers it for
-// transport_of, and stops it in the destructor: destroy it before the actor_system. Throws
-// std::invalid_argument for bad TLS files (check_transport_security first for the flags' texts).
+// Spawns the transport in `system` (Note [mutual TLS]) and stops it in the destructor: destroy it before the
+// actor_system. Throws std::invalid_argument for bad TLS files.
 class guarded_transport {
  public:
   guarded_transport(caf::actor_system& system, const transport_security& security, transport_options options);
@@ -55,10 +46,8 @@ class guarded_transport {
 
   // Publishes `whom` on host:port (0: a free one); the bound port, or CAF's error.
   caf::expected<std::uint16_t> publish(const caf::actor& whom, std::uint16_t port, const std::string& host, bool reuse);
-  // The middleman actor to connect through (connect_atom), as transport_of gives for a registered one.
   const caf::io::middleman_actor& actor() const { return actor_; }
-  // Its TLS context (its connections' and the data links' of groups using it: Note [data links]); null for
-  // plain TCP.
+  // Its TLS context, also the data links' (Note [data links]); null for plain TCP.
   const std::shared_ptr<tls_context>& tls() const { return tls_; }
 
  private:
@@ -68,10 +57,9 @@ class guarded_transport {
   bool registered_ = true;
 };
 
-// The middleman actor to connect through (connect_atom): the guarded transport when one runs in `system`,
-// else the plain middleman's (in-process tests that never listen).
+// The middleman actor to connect through: the registered guarded transport, else the plain middleman.
 caf::io::middleman_actor transport_of(caf::actor_system& system);
-// The TLS context of the guarded transport registered in `system`; null for plain TCP or none registered.
+// Null for plain TCP or none registered.
 std::shared_ptr<tls_context> transport_tls_of(caf::actor_system& system);
 
 }  // namespace ap

@@ -17,7 +17,7 @@ int slot_count(const std::string& text, const std::string& where) {
   return parse_whole_number(text, 1, 4096, where + ": the slot count");
 }
 
-// `text` with every byte outside printable ASCII written as \xNN, quoted: what a refusal shows of a bad name.
+// `text` quoted, bytes outside printable ASCII as \xNN.
 std::string shown(const std::string& text) {
   std::string out = "'";
   for (const char c : text) {

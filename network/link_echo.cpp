@@ -8,7 +8,7 @@
 namespace ap {
 namespace {
 
-constexpr std::uint64_t offered = std::uint64_t{1} << 63;  // a frame's size with this bit: its bytes in the peer
+constexpr std::uint64_t offered = std::uint64_t{1} << 63;  // in a frame's size: its bytes are in the peer
 
 }  // namespace
 

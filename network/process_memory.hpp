@@ -1,6 +1,4 @@
-// Reading another process's memory on this machine (cross-memory attach, process_vm_readv): the one copy an
-// activation between two processes of one machine takes (Note [one copy on one machine] in
-// network/activation_links.hpp).
+// Reading another process's memory on this machine with process_vm_readv (Note [one copy on one machine]).
 #pragma once
 
 #include <array>
@@ -12,8 +10,7 @@ namespace ap {
 
 using memory_token = std::array<unsigned char, 16>;
 
-// A random token (std::random_device): a reader gives one to the process it will read, which keeps it where the
-// reader can check it.
+// A random token a reader gives the process it will read, to check beside each copy.
 memory_token fresh_memory_token();
 
 // Where the bytes are in the process that offers them, and where that process keeps the reader's token.
@@ -23,10 +20,8 @@ struct process_region {
   std::uint64_t at = 0;  // the address of the bytes
 };
 
-// Copies `bytes` of `from` into `to`, checking in the same call that the process holds `token` where it said:
-// a pid of another process (another PID namespace, or one the offer only names) cannot pass for the sender, as
-// only the sender was given the token. Empty when done; otherwise why not (the system's reason, as where ptrace
-// is restricted, or the token). 16 MB or more: in two halves on two threads.
+// Copies `bytes` of `from` into `to`, checking in the same call that the process holds `token` where it said, so
+// no other process can pass for the sender. Empty when done, else why not. 16 MB or more: two halves, two threads.
 std::string copy_from_process(const process_region& from, const memory_token& token, void* to, std::size_t bytes);
 
 }  // namespace ap

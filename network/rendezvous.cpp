@@ -73,8 +73,7 @@ bool send_all(int fd, const std::string& text) {
   return true;
 }
 
-// A connection that outlives a silent peer: keepalive probes after 10 s idle, every 5 s, 3 unanswered end it
-// (a wait for the job's end is a wait on a peer: Note [environment rendezvous]).
+// Keepalive (10 s idle, every 5 s, 3 unanswered), so a wait for the job's end does not outlive a silent peer.
 void keep_alive(int fd) {
   const int one = 1, idle = 10, interval = 5, count = 3;
   setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
@@ -139,7 +138,7 @@ std::vector<std::string> expand_slurm_hostlist(const std::string& list) {
   std::vector<std::string> hosts;
   std::size_t i = 0;
   while (i < list.size()) {
-    // One item: a prefix, then optionally [ranges], then optionally more text (a suffix), up to a top-level comma.
+    // One item: prefix[ranges]suffix, up to a top-level comma.
     std::string prefix;
     while (i < list.size() && list[i] != ',' && list[i] != '[') prefix += list[i++];
     if (i < list.size() && list[i] == '[') {

@@ -1,6 +1,5 @@
-// One command per process starts a whole job: each process learns its rank and the coordinator's address from
-// the environment (torchrun's variables or Slurm's), the nodes tell the coordinator where they listen, and the
-// job's end (or the coordinator's death) ends every node (Note [environment rendezvous]).
+// One command per process starts a whole job from torchrun's or Slurm's environment (Note [environment
+// rendezvous]).
 #pragma once
 
 #include <chrono>
@@ -12,36 +11,21 @@
 
 namespace ap {
 
-// Note [environment rendezvous]:
-// `actorpipe train --rendezvous env` runs in every process of a job: the process of rank 0 is the coordinator
-// and every other rank is a node (`node --rendezvous env` starts a node alone the same way). The ranks come
-// from torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) or, without them, Slurm's
-// (SLURM_PROCID, SLURM_NTASKS, SLURM_STEP_NODELIST or SLURM_JOB_NODELIST, whose first host is the coordinator's,
-// and MASTER_PORT or 29500), so `srun -n 5 actorpipe train --rendezvous env --stages 4 ...` or any launcher that
-// sets them runs a whole job.
-// Rank 0 listens on MASTER_PORT for a plain TCP line from each node, "actorpipe-rendezvous 1 rank R at
-// HOST:PORT": a node first connects (retrying until the timeout: rank 0 may start later), listens for the
-// coordinator on the local address of that connection (the address that reaches the coordinator) at a free
-// port, then registers it. Once every rank has, rank 0 trains with the nodes in rank order (`--nodes`: stage
-// s on rank s % (world - 1) + 1). The connections stay open for the job: rank 0 writes "done" at its end and
-// closes them; a node reads that and stops (exit 0), or reads the end of the stream without it (the
-// coordinator failed or was killed: the system closes its sockets) and stops too (exit 1), so no node is
-// left running. The line carries no secret: with TLS, the coordinator's connection to each node is mutual
-// TLS as with --nodes, so a wrong registration fails there, naming the node.
+// Note [environment rendezvous]: `train --rendezvous env` runs in every process of a job: rank 0 is the coordinator,
+// every other rank a node. Ranks come from torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) or else
+// Slurm's. Each node connects to rank 0 on MASTER_PORT, listens on that connection's local address and registers
+// with one plain line, "actorpipe-rendezvous 1 rank R at HOST:PORT"; then rank 0 trains with the nodes in rank
+// order. The connections stay open: rank 0 writes "done" at the end (nodes exit 0); a stream ending without it means
+// the coordinator died (nodes exit 1), so no node is left running. The line carries no secret: with TLS, a wrong
+// registration fails in the coordinator's mutual TLS connection to the node.
 
-// Note [restart under a rendezvous]: a node of rank R listens on MASTER_PORT + R (a free port, said in its
-// log, only when that one is taken), so a node started again with the same variables (by a supervisor, a
-// script, or a launcher that restarts one rank) listens where it did. With `--restart-on-failure`, the
-// coordinator's recovery waits for the lost node at that address (Note [recovery]) and finds the new process
-// there. Rank 0 keeps accepting registrations for the whole job: a restarted rank's replaces its old connection,
-// so the job's end reaches the new process too; a rank registering at another address is logged (the
-// recovery cannot find it there).
+// Note [restart under a rendezvous]: a node of rank R listens on MASTER_PORT + R (a free port, logged, if taken), so
+// a node restarted with the same variables listens where it did and recovery (Note [recovery]) finds it. Rank 0
+// accepts registrations for the whole job: a restarted rank's replaces its old connection.
 
-// Note [rendezvous fails fast]: what a rank can check alone is checked before it waits for anyone: its transport
-// (the TLS files, or --insecure), and on a node that MASTER_ADDR resolves (a name the resolver does not know fails
-// at once, naming it; only a resolver that did not answer is asked again). The wait itself (rank 0 for every
-// node, a node for rank 0) lasts `--rendezvous-timeout` seconds (default 120, as torchrun's rendezvous timeout),
-// and its expiry names the address waited at.
+// Note [rendezvous fails fast]: what a rank can check alone (its transport; on a node, that MASTER_ADDR resolves) is
+// checked before it waits. The wait lasts `--rendezvous-timeout` seconds (default 120, as torchrun's) and its
+// expiry names the address waited at.
 inline constexpr std::chrono::seconds default_rendezvous_timeout{120};
 
 struct rendezvous_env {
@@ -51,23 +35,21 @@ struct rendezvous_env {
   std::string source;  // "RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT" or "SLURM_PROCID, ..."
 };
 
-// From the environment (`get` is getenv, or a stand-in in tests). Throws std::invalid_argument naming the missing
-// or bad variable: neither set, a rank outside 0..WORLD_SIZE-1, a port outside 1..65535, an unreadable host list.
+// From the environment (`get`: getenv, or a stand-in). Throws std::invalid_argument naming the missing or bad
+// variable.
 rendezvous_env rendezvous_from_env(const std::function<const char*(const char*)>& get);
 
-// The port each rank's node listens on (Note [restart under a rendezvous]): MASTER_PORT + rank, or 0 (a free
-// one) past 65535.
+// MASTER_PORT + rank, or 0 (a free one) past 65535 (Note [restart under a rendezvous]).
 int rendezvous_node_port(const rendezvous_env& env);
 
-// Slurm's host-list syntax expanded: "node[01-03,7],gpu5" -> node01 node02 node03 node7 gpu5 (zero padding
-// kept). Throws std::invalid_argument naming the list for an unclosed bracket or a bad range.
+// "node[01-03,7],gpu5" -> node01 node02 node03 node7 gpu5. Throws std::invalid_argument naming the list.
 std::vector<std::string> expand_slurm_hostlist(const std::string& list);
 
 // "120 s", "1.5 s", "250 ms": a wait as the rendezvous's texts say it.
 std::string wait_text(std::chrono::milliseconds wait);
 
-// Rank 0's side: listens on `port` at once (a port in use is refused, naming it) for `world_size - 1`
-// registrations. `master_host` (MASTER_ADDR, may be empty) only names the address in the timeout's text.
+// Rank 0's side: listens on `port` at once for `world_size - 1` registrations. `master_host` only names the
+// address in the timeout's text.
 class rendezvous_server {
  public:
   rendezvous_server(int port, int world_size, std::chrono::milliseconds timeout, const std::string& master_host = "");
@@ -75,33 +57,30 @@ class rendezvous_server {
   rendezvous_server(const rendezvous_server&) = delete;
   rendezvous_server& operator=(const rendezvous_server&) = delete;
 
-  // The nodes' "host:port" in rank order (ranks 1..world_size-1). Throws std::runtime_error naming the ranks
-  // that did not register within the timeout (with the address waited at), and any registration it cannot accept
-  // (a rank out of range or given twice, a bad line).
+  // The nodes' "host:port" in rank order. Throws std::runtime_error naming the ranks missing at the timeout, or a
+  // bad registration.
   std::vector<std::string> wait_for_nodes();
   // Tells every node the job is over ("done") and closes the connections.
   void release();
   int port() const { return port_; }  // the one listened on (the system's pick for 0)
-  // Where the registrations after wait_for_nodes go (Note [restart under a rendezvous]): one line each. Set
-  // before wait_for_nodes.
+  // Hears of each registration after wait_for_nodes (Note [restart under a rendezvous]). Set before it.
   std::function<void(const std::string&)> log;
 
  private:
-  // After wait_for_nodes until release or the end: a restarted rank's registration replaces its connection.
   void accept_late_registrations();
 
   int listen_fd_ = -1, port_ = 0, world_size_ = 1;
   std::chrono::milliseconds timeout_;
   std::string master_host_;
-  std::mutex mutex_;                   // node_fds_, stopping_ (the late registrations' thread and the caller)
+  std::mutex mutex_;                   // node_fds_, stopping_
   std::vector<int> node_fds_;          // by rank (index 0 unused)
   std::vector<std::string> addresses_; // by rank, as first registered
   bool stopping_ = false;
   std::thread late_;
 };
 
-// A node's side: connects to rank 0, retrying a refused connection until `timeout`. Throws std::runtime_error at
-// once when MASTER_ADDR does not resolve (Note [rendezvous fails fast]), and at the timeout naming rank 0's address.
+// A node's side: connects to rank 0, retrying until `timeout`. Throws std::runtime_error naming rank 0's address
+// (Note [rendezvous fails fast]).
 class rendezvous_client {
  public:
   rendezvous_client(const rendezvous_env& env, std::chrono::milliseconds timeout);
@@ -113,8 +92,7 @@ class rendezvous_client {
   const std::string& local_address() const { return local_; }
   // Registers the node: rank `env.rank` listens at local_address():port.
   void register_node(int port);
-  // Blocks until rank 0 ends the job: true when it said "done", false when its connection ended without it
-  // (or cancel() was called from another thread).
+  // Blocks until rank 0 ends the job: true when it said "done", false otherwise (or after cancel()).
   bool wait_for_release();
   void cancel();
 

@@ -1,6 +1,4 @@
-// The messages of a collective group across processes (collective/ring_group.hpp): a rank giving up, and the
-// greeting that checks a peer is the rank it should be. The tensors' chunks travel beside them, on the ranks'
-// data links (Note [data links]).
+// The CAF messages of a ring_group: a rank giving up, and the greeting that checks a peer's rank.
 #pragma once
 
 #include <cstdint>
@@ -17,8 +15,8 @@ struct ring_abort {
 };
 
 // (ring_hello_atom, group name, rank expected, sender's rank, sender's endpoint, sender's data link port) ->
-// (group name, rank, data link port): a lower rank introduces itself to a higher one, which answers who it is
-// (Note [one connection per pair]); each learns where the other's data links listen (Note [data links]).
+// (group name, rank, data link port): a lower rank introduces itself to a higher one (Note [one connection per
+// pair]).
 using ring_hello_atom = caf::atom_constant<caf::atom("ringhello")>;
 // (ring_watch_atom, peer, "rank 1 at host:port"): the endpoint monitors a peer and names it when it goes.
 using ring_watch_atom = caf::atom_constant<caf::atom("ringwatch")>;

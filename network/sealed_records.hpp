@@ -1,16 +1,10 @@
-// The records a TLS data link's bytes travel in after its handshake: AES-128-GCM under keys exported from the
-// link's TLS session (Note [sealed records]).
+// The records of a TLS data link after its handshake.
 
-// Note [sealed records]: OpenSSL's records cost each end 0.6 s of CPU a GB (a copy into its buffer, encryption
-// there, a copy out), twice plain TCP, and this kernel offers no kernel TLS (figures: docs/performance.md). So a
-// TLS data link does what kernel TLS does: the mutual TLS handshake authenticates both ends, and the bytes then
-// travel in records of the link's own with TLS 1.3's AEAD. Each direction's secret is exported from the session
-// (RFC 5705/8446, `record_exporter_label`, context the writing side), and each epoch of 65,536 records derives its
-// key and nonce base from it by HMAC-SHA256, below TLS 1.3's limit for one AES-GCM key. A record is its length (4
-// bytes, little-endian; the additional data), the ciphertext and a 16-byte tag; the nonce is the nonce base XOR the
-// sequence number both ends count, so a record replayed, dropped, reordered or reflected fails its tag, which ends
-// the link (the tensor is dropped, never used). The receiver decrypts in place in the caller's memory where the
-// record fits it; the sender writes header, ciphertext and tag in one call.
+// Note [sealed records]: OpenSSL's records copy through its buffers, and kernel TLS is not always available. So a
+// TLS data link does what kernel TLS does: after the mutual TLS handshake the bytes travel in the link's own
+// AES-128-GCM records, under a secret exported per direction (RFC 5705, `record_exporter_label`), with a key per
+// epoch of 65,536 records (HMAC-SHA256). A record is its length (4 bytes LE, the additional data), ciphertext and
+// tag; the nonce counts records, so a replayed, dropped or reordered record fails its tag and ends the link.
 #pragma once
 
 #include <array>
@@ -30,8 +24,7 @@ inline constexpr const char* record_exporter_label = "EXPORTER-actorpipe-data-li
 
 using record_secret = std::array<unsigned char, 32>;
 
-// The secrets of the two directions of a TLS session whose handshake is done: what the client writes, what the
-// server writes. Throws link_error failed with OpenSSL's reason.
+// Client's and server's write secrets of a finished handshake. Throws link_error failed with OpenSSL's reason.
 std::pair<record_secret, record_secret> export_record_secrets(SSL* ssl);
 
 // One direction's keys and sequence (shared by the sealer and the opener of that direction).
@@ -57,19 +50,17 @@ class record_cipher {
 class record_sealer : public record_cipher {
  public:
   explicit record_sealer(const record_secret& secret) : record_cipher(secret, true) {}
-  // Seals n bytes (1 to max_record_bytes) of `plain` into `out`, which holds n + record_overhead bytes: header,
-  // ciphertext, tag.
+  // Seals n bytes (1 to max_record_bytes) into `out` (n + record_overhead bytes).
   void seal(const void* plain, std::size_t n, unsigned char* out);
 };
 
 class record_opener : public record_cipher {
  public:
   explicit record_opener(const record_secret& secret) : record_cipher(secret, false) {}
-  // The plaintext length a record's header announces. Throws link_error failed when it is 0 or above
-  // max_record_bytes.
+  // The plaintext length a header announces. Throws link_error failed for 0 or above max_record_bytes.
   static std::size_t announced(const unsigned char* header);
-  // Opens the record in place: `data` holds its n bytes of ciphertext and becomes its plaintext. False when the
-  // tag does not match (the record is forged, altered, replayed or out of order); `data` is then garbage.
+  // Opens the record in place: `data`'s n bytes of ciphertext become its plaintext. False when the tag does not
+  // match (forged, altered, replayed or out of order); `data` is then garbage.
   bool open(const unsigned char* header, unsigned char* data, std::size_t n, const unsigned char* tag);
 };
 

@@ -24,9 +24,8 @@ std::string openssl_errors() {
   return text;
 }
 
-// A write to a socket the peer closed raises SIGPIPE, which ends the process; CAF's own sends avoid it with
-// MSG_NOSIGNAL, OpenSSL's cannot. Blocked on each thread that writes through OpenSSL (the I/O thread, the
-// thread that sends a client's hello, a data link's writer); a pending SIGPIPE then stays pending, harmlessly.
+// A write to a socket the peer closed raises SIGPIPE, which ends the process; OpenSSL cannot pass MSG_NOSIGNAL,
+// so every thread that writes through OpenSSL blocks it (a pending SIGPIPE stays pending, harmlessly).
 void block_sigpipe_on_this_thread() {
   thread_local bool blocked = false;
   if (blocked) return;
@@ -90,7 +89,7 @@ tls_context::tls_context(const transport_security& s, const std::string& who) {
            in_parens(openssl_errors()));
   if (SSL_CTX_load_verify_locations(ctx_, s.ca_file.c_str(), nullptr) != 1)
     refuse("--tls-ca " + s.ca_file + ": cannot load the CA certificate" + in_parens(openssl_errors()));
-  // Our own certificate must be signed by the CA, or every peer would refuse us: say so now, not per connection.
+  // Our own certificate must be signed by the CA, or every peer would refuse us: fail now, not per connection.
   std::unique_ptr<X509_STORE_CTX, decltype(&X509_STORE_CTX_free)> verify(X509_STORE_CTX_new(), X509_STORE_CTX_free);
   if (!verify || X509_STORE_CTX_init(verify.get(), SSL_CTX_get_cert_store(ctx_), SSL_CTX_get0_certificate(ctx_), nullptr) != 1)
     refuse("cannot verify --tls-cert" + in_parens(openssl_errors()));
@@ -98,19 +97,14 @@ tls_context::tls_context(const transport_security& s, const std::string& who) {
     refuse("--tls-cert " + s.certificate_file + " is not signed by the CA --tls-ca " + s.ca_file + ": " +
            X509_verify_cert_error_string(X509_STORE_CTX_get_error(verify.get())));
   SSL_CTX_set_verify(ctx_, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
-  // Note [bulk cipher]: TLS 1.3's AES-128-GCM first (OpenSSL's default list starts with AES-256-GCM, which
-  // `openssl speed` runs at 5.8 GB/s on one core here against 6.7): every connection and data link carries
-  // tensors, and encryption is most of what TLS costs them. Both are TLS 1.3 suites every peer accepts.
+  // Note [bulk cipher]: TLS 1.3's AES-128-GCM first (OpenSSL's default list starts with the slower AES-256-GCM):
+  // connections carry tensors, and encryption is most of what TLS costs them. Every peer accepts both.
   if (SSL_CTX_set_ciphersuites(ctx_, "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256") != 1)
     refuse("cannot set the TLS 1.3 cipher suites" + in_parens(openssl_errors()));
   SSL_CTX_set_mode(ctx_, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
-  // Note [TLS read-ahead]: without it OpenSSL reads each record with two system calls (its 5-byte header, then its
-  // body, at most 16 KB), and a 1 MB ring chunk took 128 reads. With it, one read fills up to 256 KB of records.
-  // OpenSSL then holds bytes the socket no longer signals, so must_read_more asks for any it holds (SSL_has_pending),
-  // and CAF's read loop goes on until they are used or a record is incomplete (which the socket will complete).
-  // `bench_network allreduce`, our ring over TLS, 2 processes, without / with, alternating twice, bus GB/s at 1-64 MB:
-  // 0.18 / 0.27 / 0.41 / 0.32 / 0.35 / 0.39 / 0.41 and 0.18 / 0.22 / 0.35 / 0.39 / 0.33 / 0.38 / 0.33 against
-  // 0.25 / 0.31 / 0.43 / 0.35 / 0.41 / 0.39 / 0.42 and 0.22 / 0.25 / 0.27 / 0.47 / 0.35 / 0.41 / 0.40.
+  // Note [TLS read-ahead]: without it OpenSSL reads each record with two system calls (header, then body of at
+  // most 16 KB); with it, one read fills up to 256 KB of records. OpenSSL then holds bytes the socket no longer
+  // signals, so must_read_more asks for them (SSL_has_pending) and CAF's read loop goes on until they are used.
   SSL_CTX_set_read_ahead(ctx_, 1);
   SSL_CTX_set_default_read_buffer_len(ctx_, std::size_t{256} << 10);
   ERR_clear_error();
@@ -126,8 +120,8 @@ tls_session::tls_session(std::shared_ptr<tls_context> context, caf::io::network:
     SSL_set_accept_state(ssl_);
   } else {
     SSL_set_connect_state(ssl_);
-    block_sigpipe_on_this_thread();  // the middleman actor's thread: the peer may have hung up already
-    handshake();  // the client hello: every later step is a reaction to the peer's bytes (read events)
+    block_sigpipe_on_this_thread();
+    handshake();  // the client hello; later steps run on read events
   }
 }
 
@@ -166,8 +160,7 @@ tls_session::rw_state tls_session::read_some(std::size_t& result, void* buf, std
     if (h == rw_state::failure) return h;
     if (!done_) return rw_state::success;  // wait for the peer's next bytes
   }
-  // One SSL_read yields at most one record (16 KB): loop until `len` or the socket is drained, so a large
-  // message does not take one trip through the event loop per record.
+  // One SSL_read yields at most one record: loop until `len` or the socket is drained.
   auto* out = static_cast<char*>(buf);
   while (result < len) {
     ERR_clear_error();
@@ -188,11 +181,11 @@ tls_session::rw_state tls_session::write_some(std::size_t& result, const void* b
   result = 0;
   block_sigpipe_on_this_thread();
   if (!failure_.empty()) return rw_state::failure;
-  // guarded_scribe writes nothing before the handshake is done: the handshake runs on read events (each step
-  // answers the peer's bytes), and no write waits on it (a write waiting here would spin the I/O thread).
+  // Nothing is written before the handshake is done: it runs on read events, and a write waiting here would spin
+  // the I/O thread.
   if (!done_) return rw_state::success;
   if (len == 0) return rw_state::indeterminate;
-  // Partial writes return after each record: loop until `len` or the socket is full (as for reads).
+  // Loop until `len` or the socket is full (as for reads).
   const auto* in = static_cast<const char*>(buf);
   while (result < len) {
     ERR_clear_error();

@@ -1,8 +1,6 @@
-// TLS over one non-blocking socket for CAF's multiplexer (guarded_transport.cpp): OpenSSL directly, with one
-// context per process. Replaces CAF 0.17's OpenSSL session, which (a) builds a new context, re-reading the
-// certificate files, for every connection, (b) hides whether its handshake is done, so a connection whose
-// peer stays silent during the handshake spins the I/O thread on write events and never drains (a silent
-// listener made a coordinator use a core and hang at exit), and (c) drops OpenSSL's reason for a failure.
+// TLS over one non-blocking socket for CAF's multiplexer: OpenSSL directly, one context per process. CAF 0.17's
+// OpenSSL session cannot serve: it re-reads the certificate files per connection, hides whether its handshake is
+// done (a silent peer spins the I/O thread), and drops OpenSSL's reason for a failure.
 #pragma once
 
 #include <cstddef>
@@ -19,11 +17,10 @@ typedef struct ssl_st SSL;
 
 namespace ap {
 
-// This side's certificate and key, the CA, and peer verification (a peer must present a
-// certificate signed by the CA, both ways) (Note [mutual TLS]). TLS 1.2 or newer.
+// This side's certificate and key, the CA, and peer verification both ways (Note [mutual TLS]). TLS 1.2 or newer.
 class tls_context {
  public:
-  // Throws std::invalid_argument naming the flag and file (check_transport_security's texts).
+  // Throws std::invalid_argument naming the flag and file.
   tls_context(const transport_security& s, const std::string& who);
   ~tls_context();
   tls_context(const tls_context&) = delete;
@@ -34,9 +31,9 @@ class tls_context {
   SSL_CTX* ctx_ = nullptr;
 };
 
-// OpenSSL's queued errors of this thread, joined by "; " (and taken off the queue).
+// This thread's queued OpenSSL errors, joined by "; " and cleared.
 std::string openssl_errors();
-// Blocks SIGPIPE on the calling thread, once: OpenSSL's writes to a socket the peer closed would raise it.
+// Blocks SIGPIPE on the calling thread, once.
 void block_sigpipe_on_this_thread();
 
 class tls_session {
@@ -54,7 +51,7 @@ class tls_session {
   bool must_read_more(std::size_t threshold) const;
 
   bool handshake_done() const { return done_; }
-  const std::string& failure() const { return failure_; }  // why the last failure happened, in words
+  const std::string& failure() const { return failure_; }  // why the last failure happened
 
  private:
   rw_state handshake();

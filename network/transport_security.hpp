@@ -1,11 +1,9 @@
-// How coordinators and nodes talk: mutual TLS (a CA, this side's certificate and key) or, only when asked
-// for with --insecure, plain TCP. The files are checked before anything starts, naming the flag and the file.
+// How coordinators and nodes talk: mutual TLS, or plain TCP only with --insecure.
 //
-// Note [mutual TLS]: each side presents its certificate and requires one signed by the shared CA from its
-// peer (SSL_VERIFY_PEER | FAIL_IF_NO_PEER_CERT, network/tls_session.hpp), so a peer without such a
-// certificate fails in the TLS handshake, below CAF's protocol: it never reaches the middleman's BASP layer
-// or any actor. No host name is checked: the CA *is* the cluster (one CA per cluster;
-// scripts/make_test_certs.sh makes one). Plain TCP lets anyone who reaches a node's port drive it.
+// Note [mutual TLS]: each side presents its certificate and requires one signed by the shared CA from its peer
+// (SSL_VERIFY_PEER | FAIL_IF_NO_PEER_CERT), so a peer without one fails in the TLS handshake, before CAF's BASP
+// layer or any actor. No host name is checked: the CA is the cluster. Plain TCP lets anyone who reaches a node's
+// port drive it.
 #pragma once
 
 #include <string>
@@ -22,10 +20,9 @@ struct transport_security {
   std::string describe() const;  // "mutual TLS (CA ca.pem)" or "plain TCP (--insecure: ...)"
 };
 
-// Throws std::invalid_argument, before any work, naming the flag and the file: neither TLS files nor
-// --insecure; --insecure together with TLS files; a missing flag of the three; a file that is missing,
-// unreadable or not PEM; a key that does not match its certificate; a certificate the CA did not sign.
-// `who` names the command in the text ("node", "train --nodes").
+// Throws std::invalid_argument, before any work, naming the flag and the file: a missing or contradictory flag, an
+// unreadable or non-PEM file, a key not matching its certificate, a certificate the CA did not sign. `who` names
+// the command ("node", "train --nodes").
 void check_transport_security(const transport_security& s, const std::string& who);
 
 // The warning printed whenever --insecure is used.

@@ -1,5 +1,4 @@
-// A whole number read from the text a user or a launcher gave (an environment variable, a hostfile's slot
-// count): the one parser and the one refusal text for the launch paths.
+// A whole number from a user's or launcher's text: one parser and one refusal text for the launch paths.
 #pragma once
 
 #include <string>

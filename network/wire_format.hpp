@@ -1,6 +1,5 @@
 // How a tensor crosses a process boundary: its shape and dtype, then its elements as one raw block
-// (little-endian).
-// Element-wise serialisation of a vector<float> runs at ~100 MB/s; one raw block at ~430-810 MB/s.
+// (little-endian), several times faster than element-wise serialisation.
 #pragma once
 
 #include <cstdint>
@@ -23,8 +22,7 @@ struct is_wire_inspector
                          std::is_same<Inspector, caf::deserializer>::value> {};
 
 caf::error wire_tensor(caf::serializer& sink, tensor& x);
-// Bytes of tensor elements of `type` this process has serialised for the network so far, on any thread
-// (benchmarks: bfloat16 activations between stages are half the bytes, Note [compute dtype]).
+// Bytes of tensor elements of `type` this process has serialised for the network so far, on any thread.
 std::uint64_t wire_tensor_bytes_sent(dtype type);
 caf::error wire_tensor(caf::deserializer& source, tensor& x);
 caf::error wire_tensors(caf::serializer& sink, std::vector<tensor>& xs);
