@@ -17,12 +17,10 @@ namespace ap {
 
 using shape_t = std::vector<std::size_t>;
 
-// Note [tensor]: a tensor owns its elements (value semantics: a copy is deep, a move is free) in one
-// 64-byte-aligned block, which oneDNN, the safetensors files and the wire format read as raw bytes. Layers
-// treat the last axis as features and every leading axis as rows (rows()/cols()), so a (batch, features)
-// matrix and a (batch, sequence, features) tensor both work; nothing flattens a rank-3 tensor on the way.
-// float32 is what layers compute in; bfloat16 holds GEMM inputs and what travels or is stored at half size.
-// data() is the float32 view and refuses a bfloat16 tensor, naming its dtype and shape.
+// Note [tensor]: a tensor owns its elements (a copy is deep, a move is free) in one 64-byte-aligned block, which
+// oneDNN, safetensors and the wire format read as raw bytes. Layers treat the last axis as features and every
+// leading axis as rows (rows()/cols()), so (batch, features) and (batch, sequence, features) both work. float32
+// is what layers compute in; bfloat16 holds GEMM inputs and what travels or is stored at half size.
 class tensor {
  public:
   using shape_type = shape_t;
@@ -67,14 +65,13 @@ class tensor {
   // The elements as bytes, whatever the dtype (safetensors, the wire).
   std::byte* bytes() { return ++version_, block_.get(); }
   const std::byte* bytes() const { return block_.get(); }
-  // Changes whenever the elements may have changed: every non-const accessor above and every assignment
-  // counts up (a copy starts from its source's count, plus one). A derived copy, such as a Linear layer's
-  // bfloat16 weights (Note [compute dtype] in model/layer.hpp), records the version it was made from and is
-  // remade when it differs. Not atomic: a tensor written by one thread at a time, as every tensor here is.
+  // Changes whenever the elements may have changed (every non-const accessor and assignment counts up). A
+  // derived copy, such as a Linear's bfloat16 weights (Note [compute dtype]), records the version it was made
+  // from and is remade when it differs. Not atomic: one writing thread at a time.
   std::uint64_t version() const { return version_; }
 
-  // A float32 element by its indices (tests and small loops; hot code walks data()). As in xtensor, fewer
-  // indices than axes address the last axes, and surplus leading indices are ignored.
+  // A float32 element by its indices (tests and small loops). As in xtensor, fewer indices than axes address the
+  // last axes; surplus leading indices are ignored.
   template <class... Index>
   float& operator()(Index... index) {
     return data()[offset_of({static_cast<std::size_t>(index)...})];
@@ -88,8 +85,7 @@ class tensor {
   void fill(float value);
   // The same elements under another shape with the same element count; throws naming both shapes.
   void reshape(const shape_t& shape);
-  // Becomes an uninitialised tensor of this shape and dtype, keeping its block when it has room (caches
-  // converting into the same buffer every microbatch).
+  // Becomes an uninitialised tensor of this shape and dtype, keeping its block when it has room.
   void reset(const shape_t& shape, dtype type);
   // A converted copy (float32 <-> bfloat16 round to nearest even); the same dtype gives a plain copy.
   tensor astype(dtype type) const;
@@ -164,30 +160,22 @@ tensor concat_rows(const std::vector<const tensor*>& parts);
 // Largest |a - b| / max(1, |a|, |b|) over all elements; shapes must agree; bfloat16 is compared as float.
 float max_relative_difference(const tensor& a, const tensor& b);
 
-// Keeps freed tensor memory in the process instead of returning it to the OS after every step (which
-// costs thousands of page faults per step on large models). Call once at program start, before any thread
-// that computes is started (the pipeline and the runners call it too).
+// Keeps freed tensor memory in the process instead of returning it to the OS after every step. Call once at
+// program start, before any computing thread starts (the pipeline and the runners call it too).
 
-// Note [one malloc arena]: glibc gives each thread that allocates an arena of its own, made of 64 MB heaps
-// that it unmaps as soon as one is wholly free, whatever M_TRIM_THRESHOLD says. A stage's thread allocates
-// tensors of several MB per microbatch, so its heaps came and went every step: the heavy MLP's one-stage
-// pipeline took 345k page faults in 8 steps against 138k for one process, and its compute ran 1.4x slower.
-// One arena (the process heap, never trimmed: Note [keep the heap]) serves every thread instead; tensors are
-// few and large, so the arena's lock is taken a few hundred times a step and never contended for long.
+// Note [one malloc arena]: glibc gives each allocating thread its own arena of 64 MB heaps, unmapped as soon as
+// one is wholly free, so a stage's thread, allocating MBs per microbatch, faulted its heaps in anew every step.
+// One arena (the process heap, never trimmed: Note [keep the heap]) serves every thread instead; tensors are few
+// and large, so its lock is rarely contended.
 
-// Note [keep the heap]: the heap was once trimmed when 1 GB lay free at its top. A step frees its activations
-// at the end of the backward, and the 16-layer GPT at batch 64 holds 5.5 GB of them: each step handed about
-// 2.8 GB back to the OS and faulted it in again the next (700k page faults a step), and one thread trained at
-// 416-522 tokens/s. Never trimmed (M_TRIM_THRESHOLD -1), the same run takes no page fault after its first step
-// and trains at 1,666-1,713 tokens/s. The process keeps its peak, which it reaches again every step anyway.
-// Blocks of every size come from the heap (M_MMAP_MAX 0): glibc maps a block above its mmap threshold afresh
-// and unmaps it when freed, so a large model's logits or attention probabilities would be faulted in anew
-// every step whatever the trimming.
+// Note [keep the heap]: a step frees its activations at the end of the backward; a trimmed heap hands them back to
+// the OS and faults them in again the next step. Never trimmed (M_TRIM_THRESHOLD -1), the process keeps its peak,
+// which it reaches every step anyway. Blocks of every size come from the heap (M_MMAP_MAX 0), since glibc maps a
+// block above its mmap threshold afresh and unmaps it when freed.
 void keep_tensor_memory();
 
-// Hands the heap's free pages back to the OS now (malloc_trim), once, where a measurement of what comes next
-// needs a resident figure without them: the memory model's comparison (Note [memory model]) starts from here,
-// so that the blocks freed before it, reused at no resident cost, do not hide what the pipeline adds.
+// Hands the heap's free pages back to the OS now (malloc_trim), where a measurement needs a resident figure
+// without them (the memory model's comparison, Note [memory model]).
 void return_free_memory();
 
 }  // namespace ap
