@@ -1,9 +1,8 @@
 // What the stages did, as events: recorded while running, then rendered as the stage log
 // ("Stage 1: Current task: Forward microbatch 2, Current Queue: Forward microbatch 3,4") or a Chrome trace.
-// Note [bounded event log]: a run of many steps must not grow. The log always sums each stage's busy time
-// (start..finish) as events come, in memory of one number per stage; it keeps the events themselves only when
-// asked (tests, benchmarks that inspect them), and hands each event to a sink as it comes, so the stage log
-// and the trace are written while training (stage_log_renderer, chrome_trace_writer) and nothing is kept.
+// Note [bounded event log]: a run of many steps must not grow. The log always sums each stage's busy time as
+// events come (one number per stage); it keeps the events only when asked (tests, benchmarks), and hands each
+// event to a sink as it comes, so the stage log and the trace are written while training.
 #pragma once
 
 #include <chrono>
@@ -41,17 +40,16 @@ class event_log {
   void record(int stage, event_kind kind, op task, std::uint64_t step, int microbatch, int chunk);
   std::vector<stage_event> events() const;  // empty unless keep_events
   std::size_t event_count() const;          // events held now
-  // Busy time per stage (sum of start..finish spans) since creation or the last clear, in microseconds;
-  // always kept, whether events are or not. Stages that recorded nothing read 0.
+  // Busy time per stage (sum of start..finish spans) since creation or the last clear, in microseconds, kept
+  // whether events are or not; 0 for a stage that recorded nothing.
   std::vector<double> busy_us(int stages) const;
   void clear();  // drops the events and the busy sums
-  // A node's stage keeps its step's events and sends them with stage_done; drain() hands them over (and forgets them);
-  // the coordinator's log takes them in with ingest(), times already turned into its own clock (time_us since this
-  // log's creation), as if recorded here (Note [events from nodes]).
+  // A node's stage keeps its step's events and sends them with stage_done; drain() hands them over. The
+  // coordinator's log takes them with ingest(), times already in its own clock (Note [events from nodes]).
   std::vector<stage_event> drain();
   void ingest(const stage_event& e);
-  // This log's creation on the steady clock, in microseconds since the clock's epoch: time_us + epoch_us()
-  // is an event's time on the steady clock, comparable across logs of one process.
+  // This log's creation on the steady clock, in microseconds: time_us + epoch_us() is an event's steady time,
+  // comparable across logs of one process.
   double epoch_us() const;
 
  private:
@@ -83,12 +81,10 @@ class stage_log_renderer {
   std::map<int, std::optional<queued>> current_;
 };
 
-// Note [seed's walkthrough]: --stage-log prints a walkthrough of the run: after each change, the state of
-// every stage ("Stage 1: Current task: Forward microbatch 2, Current Queue: Forward microbatch 3,4", stages
-// and microbatches counted from 1, for people), one block per change, a blank line between blocks, and
-// "=== Step 1 (step 0 in errors and traces) ===" before a step's first block. Arrivals are shown with the next
-// start or finish (the coordinator's m forwards at once are one state: "Forward microbatch 1,2,3,4").
-// Fed one event at a time by the stages' sink, so it streams while training runs.
+// Note [seed's walkthrough]: --stage-log prints, after each change, the state of every stage ("Stage 1: Current
+// task: Forward microbatch 2, Current Queue: Forward microbatch 3,4", counted from 1, for people), one block per
+// change, and "=== Step 1 (step 0 in errors and traces) ===" before a step's first block. Arrivals show with the
+// next start or finish. Fed one event at a time by the stages' sink, so it streams while training runs.
 class stage_log_snapshots {
  public:
   explicit stage_log_snapshots(int stages, int chunks_per_stage = 1) : stages_(stages), renderer_(chunks_per_stage) {}
