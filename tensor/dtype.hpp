@@ -1,5 +1,4 @@
-// The element types a tensor can hold, with their names in one table (as the CLI, safetensors and errors
-// spell them).
+// The element types a tensor can hold, with their names in one table.
 #pragma once
 
 #include <cstddef>
