@@ -159,17 +159,15 @@ std::vector<layer_cost> measure_layer_costs(const sequential& model, const tenso
       const auto forward_i = [&] { outputs[i] = work.at(i).forward(*x, caches[i], ctx); };
       double s = 0.0;
       if (r == 0) {
-        // Its input in flight, its output and temporaries: what it added beyond the stash it keeps and the copies
-        // it made of its weights (derived_bytes: a clone starts without them, so this first forward makes them;
-        // Note [memory model] counts them on their own).
+        // Its input in flight, its output and temporaries, less the stash it keeps and its weight copies
+        // (derived_bytes, made by this first forward of a clone; Note [memory model] counts them on their own).
         const std::uint64_t added = peak_added(forward_i);
         stash[i] = caches[i].bytes(), output[i] = outputs[i].byte_size();
         workspace[i] = x->byte_size() + added - std::min(added, stash[i] + work.at(i).derived_bytes());
       } else {
         s = seconds_of(forward_i);
       }
-      // The input is let go as a stage lets it go (a layer keeps what it needs in its cache), so the pass holds
-      // what training holds (before, it kept every layer's output at once beside the caches).
+      // The input is let go as a stage lets it go, so the pass holds what training holds.
       if (i > 0) outputs[i - 1] = tensor();
       x = &outputs[i];
       if (r > 0) forward[i].push_back(s);

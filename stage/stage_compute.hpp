@@ -1,5 +1,4 @@
-// A stage's tensor-parallel ranks: T stage_workers, each over its shards of the stage's chunks, that run
-// every action of the stage in lockstep on T threads. The processor actor wraps it, T = 1 included.
+// A stage's T tensor-parallel ranks, running every action of the stage in lockstep on T threads (T = 1 included).
 #pragma once
 
 #include <chrono>
@@ -17,34 +16,26 @@
 
 namespace ap {
 
-// Note [tensor-parallel stage]: with tensor-parallel degree T, each chunk's Linear pairs become column/row-parallel
-// (Note [Megatron pairing]) chunk by chunk, so a pair never spans two chunks and every chunk's input and output
-// are whole. Every action (F, B, I, W, the optimizer step) runs on all T ranks at once, one thread each, in
-// lockstep, meeting in the pairs' all-reduces; rank 0's whole output goes on to the next stage, so the schedule
-// and the messages between stages are those of an unsplit stage. A chunk with nothing to split runs whole on
-// every rank.
+// Note [tensor-parallel stage]: each chunk's Linear pairs become column/row-parallel (Note [Megatron pairing]) chunk
+// by chunk, so every chunk's input and output are whole. Every action runs on all T ranks at once, in lockstep,
+// meeting in the pairs' all-reduces; rank 0's output goes on, so the schedule and the messages between stages are
+// those of an unsplit stage.
 
-// Note [data-parallel stage]: with D replicas, rank r of stage s in every replica belongs to one data-parallel
-// group. reduce_gradients(chunk) starts the all-reduce (sum) of the chunk's gradients and returns at once, so it
-// overlaps the remaining backward work (Note [async collectives]); each replica scales its loss by the whole
-// batch's rows, so every replica holds the same bits. The optimizer step waits for the sums, then meets the other
-// replicas in a one-number all-reduce, its commit: a replica whose step failed aborts the group instead, so either
-// every replica steps or none. An aborted group stays aborted. The stage's state is always whole, under global
-// names (Note [stage state]), so it loads into any (stages, T) layout. A rank whose action fails aborts the
-// stage's local group so its peers stop at once; the stage rebuilds its ranks from their weights before the next
-// action.
+// Note [data-parallel stage]: rank r of stage s in every replica belongs to one data-parallel group.
+// reduce_gradients(chunk) starts the all-reduce (sum) of the chunk's gradients and returns, overlapping the
+// remaining backward (Note [async collectives]). The optimizer step waits for the sums, then meets the other
+// replicas in a one-number all-reduce, its commit: a replica whose step failed aborts the group instead, so every
+// replica steps or none. The state is always whole (Note [stage state]). A rank whose action fails aborts the
+// local group so its peers stop at once; the ranks are rebuilt from their weights before the next action.
 
-// Note [shared optimizer step]: replicas in one process (data_tensor_runner) hold the same reduced gradients, so
-// rather than each running the whole optimizer (D times its memory traffic), replica d updates part d of every
-// parameter and its optimizer state, and every replica copies the other parts from their owners (take_parts).
-// Each element gets the same instructions on the same values, so the weights are the bits of a whole step. A
-// replica's optimizer state is current only in its own part until take_parts(..., state = true) gathers it
-// (before a checkpoint).
+// Note [shared optimizer step]: replicas in one process hold the same reduced gradients, so replica d updates
+// only part d of every parameter and its optimizer state, and every replica copies the other parts from their
+// owners (take_parts): the same bits as a whole step, at 1/D of the optimizer's memory traffic. A replica's
+// optimizer state is current only in its own part until take_parts(..., state = true) gathers it.
 class stage_compute {
  public:
-  // `slices` are the stage's chunks whole. Rank r computes on cores[r] (Note [cores per rank]; rank 0 on the
-  // calling thread); empty: unpinned. Throws std::invalid_argument naming the stage and layer when T does not
-  // divide a width it splits.
+  // `slices` are the stage's chunks whole. Rank r computes on cores[r] (Note [cores per rank]); empty: unpinned.
+  // Throws std::invalid_argument naming the stage and layer when T does not divide a width it splits.
   stage_compute(int stage, std::vector<int> chunk_ids, std::vector<sequential> slices, const optimizer_config& optimizer,
                 int tensor_parallel = 1, std::chrono::milliseconds timeout = default_timeout,
                 std::vector<compute_cores> cores = {});
@@ -55,19 +46,17 @@ class stage_compute {
   // Layers split over the ranks, as "2 column_linear:16:32, 4 row_linear:32:16"; empty when none is.
   const std::string& split_layers() const { return split_layers_; }
 
-  // With T > 1 (Note [vocab-parallel]), each rank holds its share of the embeddings' tokens and of the LM head's
-  // outputs in chunk `head_chunk` (-1: none here). Before the first step; nothing with T = 1.
+  // With T > 1 (Note [vocab-parallel]), each rank holds its share of the vocabulary; `head_chunk`: the LM head's
+  // chunk (-1: none here). Before the first step.
   void split_vocabulary(int head_chunk);
   bool splits_vocabulary() const { return vocabulary_split_; }
-  // With T > 1 (Note [sequence parallelism]), the ranks divide the rows of the chunks' runs of split blocks.
-  // Before the first step; nothing with T = 1.
+  // With T > 1 (Note [sequence parallelism]). Before the first step.
   void split_sequence();
 
   // As stage_rank's; results are rank 0's. With the head chunk split, B and I of that chunk take an empty dy.
   tensor forward(std::uint64_t step, int microbatch, int chunk, int first_sample, const tensor& x);
-  // Note [loss in the last stage]: with the vocabulary split, the head chunk's logits never leave their ranks:
-  // F of the head chunk, then the cross-entropy across the ranks (divided by `batch_rows`); each rank keeps its
-  // columns of the gradient for B (or I). Returns the microbatch's loss share.
+  // Note [loss in the last stage]: with the vocabulary split, the head chunk's logits never leave their ranks: F,
+  // then the cross-entropy across the ranks; each rank keeps its columns of the gradient for B (or I).
   float forward_loss(std::uint64_t step, int microbatch, int chunk, int first_sample, const tensor& x,
                      const tensor& labels, std::size_t batch_rows);
   tensor backward(int microbatch, int chunk, const tensor& dy);
@@ -77,21 +66,16 @@ class stage_compute {
   void join_data_parallel(std::vector<std::shared_ptr<process_group>> members, int replica);
   // Starts the all-reduce of `chunk`'s gradients across the replicas (nothing with one replica).
   void reduce_gradients(int chunk);
-  // B of the chunk's last microbatch this step, starting each layer's reduction as soon as its backward is done
-  // (one bucket per layer), while the layers below compute.
+  // B of the chunk's last microbatch, starting each layer's reduction as soon as its backward is done.
   tensor backward_and_reduce(int microbatch, int chunk, const tensor& dy);
-  // A tied weight's gradient (reduced across replicas, Note [tied weights]), and adding the other copy's to it
-  // (transposed where needed), for a tie between two stages.
+  // A tied weight's gradient (Note [tied weights]), and adding the other stage's copy's to it.
   tensor tied_gradient(const std::string& name);
   void add_tied_gradient(const std::string& name, const tensor& other);
-  // Sum of squares of the gradients, each element once, after the data-parallel reductions
-  // (Note [global gradient clipping]).
+  // Sum of squares of the gradients, each element once (Note [global gradient clipping]).
   double gradient_square_sum();
-  // One optimizer step on the gradients times `clip_factor`; with parts > 1, of part `part` only
-  // (Note [shared optimizer step]).
+  // One optimizer step on the gradients times `clip_factor`, on part `part` of `parts`.
   void apply_optimizer(float clip_factor = 1.0f, int part = 0, int parts = 1);
-  // After every replica's apply_optimizer(factor, d, D), copies part d of every parameter (and with `state`, of
-  // the optimizer state) from replicas[d] (Note [shared optimizer step]).
+  // Copies part d of every parameter (with `state`, of the optimizer state too) from replicas[d].
   void take_parts(const std::vector<stage_compute*>& replicas, int replica, bool state);
   void abort();
 
@@ -114,8 +98,7 @@ class stage_compute {
 
   int stage_;
   std::vector<int> chunk_ids_;
-  // A chunk's architecture, not its parameters: the ranks' shards hold the only weights
-  // (Note [tensor-parallel memory]).
+  // A chunk's architecture only: the ranks' shards hold the weights (Note [tensor-parallel memory]).
   struct chunk_architecture {
     std::vector<std::string> specs;
     std::size_t first_index = 0;

@@ -22,10 +22,8 @@ std::optional<double> find(const std::map<std::pair<int, int>, double>& m, int m
   return it->second;
 }
 
-// The end of whatever produced the task an arrival carries (Note [dependencies] in schedule/dependencies.hpp):
-// a forward_task for chunk c comes from F of chunk c-1; a backward_task for chunk c from B/I of chunk c+1, or
-// for the last chunk from its own forward's output, through the coordinator's loss. The first chunk's forward
-// tasks come from the coordinator's batch split: no producer.
+// The end of whatever produced the task an arrival carries (Note [dependencies]); the last chunk's backward task
+// comes through the coordinator's loss, and the first chunk's forward tasks have no producer.
 std::optional<double> producer_end(const milestones& done, bool forward, int microbatch, int chunk, int chunks,
                                    int microbatches) {
   if (forward) return chunk > 0 ? find(done.forward_done, microbatch, chunk - 1) : std::nullopt;

@@ -1,27 +1,22 @@
 // The products on oneDNN's matmul primitive; without AVX-512, fp32 products on OpenBLAS
 // (Note [fp32 products on OpenBLAS without AVX-512]). Figures: docs/performance.md.
 
-// Note [primitive cache per thread]: creating a matmul primitive costs far more than running it, so each is
-// created once per (shape, transposes, dtype, alpha, beta, threads) and kept in a thread_local cache: lookups need
-// no lock, and a primitive plans for its creating thread's OpenMP thread count (hence the count in the key). Its
-// memory objects are re-pointed at the caller's buffers. One engine per process; one stream per calling thread.
+// Note [primitive cache per thread]: creating a matmul primitive costs far more than running it, so each is kept
+// per (shape, transposes, dtype, alpha, beta, threads) in a thread_local cache: no lock, and the thread count is in
+// the key because a primitive plans for its creating thread's. Its memory objects are re-pointed at each call.
 
 // Note [rows split among the team]: on a rank of N threads, a product whose A is not transposed is cut into N
-// bands of rows, each thread running a 1-thread primitive on its band: each row of C is its row of A times B, so
-// the bits are those of one call, and N bands always divide among N threads where oneDNN's own blocks need not.
-// Bands start from 512 rows a thread (band_count). dW = X^T dY is cut the same way only where K is one block
-// (k <= 256). With AMX, oneDNN cuts a long K of a bf16 product among threads too, so a bf16 weight gradient there
-// matches one thread to a relative 1e-5, not bit for bit.
+// bands of rows, each thread running a 1-thread primitive: each row of C is its row of A times B, so the bits are
+// those of one call. dW = X^T dY is cut so only where K is one block (k <= 256). With AMX, oneDNN also cuts a long
+// K of a bf16 product among threads, so a bf16 weight gradient there matches one thread to 1e-5, not bitwise.
 
 // Note [bf16 without AVX-512]: oneDNN 2.6 makes bf16 primitives only with AVX-512. Without it a bf16 product
 // widens A and B to fp32 (exactly) and runs as an fp32 product: bf16 keeps its memory and wire savings, not speed.
 
-// Note [fp32 products on OpenBLAS without AVX-512]: without AVX-512, oneDNN 2.6's fp32 gemm is slower and its speed
-// depends on operand offsets, so fp32 products run on OpenBLAS's sgemm, one single-threaded call per band of rows
-// of C on each thread of the caller's team. Its kernel takes rows in groups of 12, so bands cut at multiples of 24
-// give the bits of one call; a product with fewer than 24 rows a thread is cut into bands of columns (multiples of
-// 16), whose bits depend on the thread count. OpenBLAS's own pool stays stopped (Note [OpenBLAS's idle pool]);
-// attention's batched products stay on oneDNN.
+// Note [fp32 products on OpenBLAS without AVX-512]: without AVX-512, oneDNN 2.6's fp32 gemm is slower, so fp32
+// products run on OpenBLAS's sgemm, one single-threaded call per band of rows of C on each thread. Its kernel takes
+// rows in groups of 12, so bands cut at multiples of 24 give the bits of one call; with fewer rows, bands of
+// columns, whose bits depend on the thread count. Attention's batched products stay on oneDNN.
 #include <algorithm>
 #include <climits>
 #include <exception>
