@@ -1,5 +1,5 @@
-// --auto: the mesh a run trains on, chosen before it starts by predicting every configuration that fits the
-// machine's cores and the memory budget (Note [automatic configuration]).
+// --auto: the mesh a run trains on, chosen by predicting every configuration that fits (Note [automatic
+// configuration]).
 #pragma once
 
 #include <cstddef>
@@ -15,14 +15,12 @@
 
 namespace ap {
 
-// Note [automatic configuration]: a configuration is the run's mesh: one process (stages 0) or a pipeline (P
-// stages, m microbatches, a schedule, chunks, a partition), D replicas, T tensor-parallel ranks and t threads per
-// rank, with P x D x T x t <= cores. Every candidate is predicted from layer costs measured on the machine: a
-// pipeline's step by simulating its schedule (each action paying `hop_s`), plus the largest stage's all-reduce
-// and optimizer step; a split layer costs 1/T of its time plus its all-reduces; all-reduces are charged in full.
-// Memory is the memory model's (Note [memory model]), bounded by --max-memory (Note [memory budget]).
-// `train --auto` runs the best few briefly (Note [auto trials]), trains with the fastest and checks its
-// prediction (predicted_step_check).
+// Note [automatic configuration]: a configuration is the run's mesh: one process or a pipeline (P stages, m
+// microbatches, a schedule, chunks, a partition), D replicas, T tensor-parallel ranks and t threads per rank, with
+// P x D x T x t <= cores. Each is predicted from layer costs measured on the machine: a pipeline's step by
+// simulating its schedule, plus the largest stage's all-reduce and optimizer step; a split layer costs 1/T of its
+// time plus its all-reduces. Memory is the memory model's (Note [memory model], Note [memory budget]).
+// `train --auto` runs the best few briefly (Note [auto trials]) and trains with the fastest.
 struct mesh_config {
   int stages = 0;  // 0: one process computes every layer, no pipeline
   int microbatches = 1;
@@ -39,7 +37,6 @@ struct mesh_config {
 // E.g. "pipeline: 2 stages x 1 thread, 1f1b, 8 microbatches, layers 3,2" or "single process: 2 threads".
 std::string describe(const mesh_config& c);
 
-// A configuration and what it is predicted to cost.
 struct auto_candidate {
   mesh_config config;
   double step_s = 0.0;          // seconds per step
@@ -50,15 +47,13 @@ struct auto_candidate {
   double message_s = 0.0;       // a pipeline's: what a message between two stages was estimated to cost
 };
 
-// The estimated cost of one message between two stages of this process (a mailbox hop and a wake-up).
+// The estimated cost of one message between two stages of this process.
 inline constexpr double default_hop_s = 50e-6;
 
-// Note [auto on nodes]: with `train --auto --nodes A,B,...` the candidates are pipelines only, placed as the
-// pipeline places them (node_of), each host's ranks x t within its cores (Note [cores on nodes]; a node's
-// --threads fixes t). Costs are this machine's, scaled down when a node has more threads; a message between
-// nodes is priced from measured round trips (`link_s`, `network_s`, `copy_s` on one host; Note [activations on
-// data links], Note [one copy on one machine]); replicas on several nodes all-reduce as a ring. Memory is per
-// node (Note [memory budget]). The trials on the nodes measure what this misses.
+// Note [auto on nodes]: with `train --auto --nodes A,B,...` the candidates are pipelines only, placed by node_of,
+// each host's ranks x t within its cores (Note [cores on nodes]). Costs are this machine's, scaled down when a node
+// has more threads; a message between nodes is priced from measured round trips (`link_s`, `network_s`,
+// `copy_s`); replicas on several nodes all-reduce as a ring. Memory is per node (Note [memory budget]).
 struct auto_node {
   std::string host;  // as in --nodes: nodes with the same host share its machine's cores
   int cores = 1;     // its machine's
@@ -78,8 +73,8 @@ struct auto_inputs {
   // Seconds of one optimizer step of the whole model on `threads` threads.
   std::function<double(int threads)> optimizer_s;
   double hop_s = default_hop_s;  // a message between two stages (an estimate)
-  // The nodes, in --nodes order (empty: this process computes), and the seconds of one message of `bytes`
-  // between two processes: over CAF, and on a data link (empty: as network_s) for tensors of `link_bytes` or more.
+  // The nodes, in --nodes order (empty: this process computes); the seconds of one message between two processes
+  // over CAF, and on a data link (empty: as network_s) for tensors of `link_bytes` or more.
   std::vector<auto_node> nodes;
   std::function<double(std::uint64_t bytes)> network_s;
   std::function<double(std::uint64_t bytes)> link_s;

@@ -1,5 +1,4 @@
-// What a pipeline stage holds at its peak, predicted from the plan before any step (Note [memory model]), and
-// the budget a plan must fit (--max-memory).
+// What a pipeline stage holds at its peak, predicted before any step, and the budget it must fit (--max-memory).
 #pragma once
 
 #include <cstdint>
@@ -14,15 +13,13 @@
 
 namespace ap {
 
-// Note [memory model]: a stage holds its parameters' values and gradients (float32: 4 + 4 bytes a parameter), its
-// optimizer's state and its stash. The stash follows the stage's own action order: a forward adds its chunk's
-// stash per microbatch (what each layer keeps for its backward, measured on one microbatch), the action ending the
-// activation (B, or W after an I) takes it away, and between an I and its W a microbatch holds
-// layer_cost::input_held_bytes. The peak of that walk is exact for every schedule, and for tensor-parallel ranks
-// each predicted on its own layers (Note [tensor-parallel memory]). On top: the workspace, the most one action
-// holds besides the stash (its largest layer's, Note [tensor bytes]), and the weight copies a layer keeps between
-// steps (layer::derived_bytes, Note [bf16 weights kept widened]). docs/performance.md compares it with resident
-// memory.
+// Note [memory model]: a stage holds its parameters' values and gradients (float32), its optimizer's state and its
+// stash. The stash follows the stage's own action order: a forward adds its chunk's stash per microbatch (measured
+// on one microbatch), the action ending the activation (B, or W after an I) frees it, and between an I and its W a
+// microbatch holds layer_cost::input_held_bytes. The peak of that walk is exact for every schedule and, per rank,
+// for tensor-parallel ranks (Note [tensor-parallel memory]). On top: the workspace (the largest layer's, Note
+// [tensor bytes]) and the weight copies layers keep between steps (layer::derived_bytes). docs/performance.md
+// compares it with resident memory.
 struct stage_memory {
   std::uint64_t parameters = 0, gradients = 0, optimizer_state = 0;  // bytes
   std::uint64_t stash = 0;      // bytes at the stage's peak
@@ -32,8 +29,8 @@ struct stage_memory {
   std::uint64_t total() const { return parameters + gradients + optimizer_state + stash + workspace + weight_copies; }
 };
 
-// The stash along each stage's action order, given each global chunk's stash per microbatch (and what it holds
-// between an I and its W; empty: the stash): its peak bytes and the activations held then.
+// Each stage's stash peak along its action order, given each chunk's stash per microbatch (and what it holds
+// between I and W; empty: the stash).
 struct stash_peak {
   std::uint64_t bytes = 0;
   int activations = 0;
@@ -44,31 +41,29 @@ std::vector<stash_peak> stash_peaks(const schedule& s, const std::vector<std::ui
 // Bytes of optimizer state per parameter: Adam and AdamW 8 (two moments), SGD with momentum 4, plain SGD 0.
 std::uint64_t optimizer_state_bytes(const optimizer_config& optimizer);
 
-// Per stage of `s` (chunk c's layers ranges[c]): `stash_bytes[i]`, `input_held_bytes[i]` (empty: the stash) and
-// `workspace_bytes[i]` (empty: none) are layer i's layer_cost fields of those names; a stage's workspace is the
-// largest of its layers'.
+// Per stage of `s` (chunk c's layers ranges[c]), from layer i's layer_cost fields of the same names (empty
+// input_held_bytes: the stash; empty workspace_bytes: none). A stage's workspace is its largest layer's.
 std::vector<stage_memory> predict_stage_memory(sequential& model, const std::vector<layer_range>& ranges,
                                                const schedule& s, const std::vector<std::uint64_t>& stash_bytes,
                                                const optimizer_config& optimizer,
                                                const std::vector<std::uint64_t>& input_held_bytes = {},
                                                const std::vector<std::uint64_t>& workspace_bytes = {});
-// The same from measured layer costs: their stash, what they hold between I and W, and their workspace.
+// The same from measured layer costs.
 std::vector<stage_memory> predict_stage_memory(sequential& model, const std::vector<layer_range>& ranges,
                                                const schedule& s, const std::vector<layer_cost>& costs,
                                                const optimizer_config& optimizer);
 std::vector<std::uint64_t> stash_of(const std::vector<layer_cost>& costs);
 std::vector<std::uint64_t> input_held_of(const std::vector<layer_cost>& costs);
 
-// "512M", "2G", "1.5GB", "300MiB", "1048576": bytes (K, M, G, T by powers of 1024, with or without "B"/"iB").
-// Throws std::invalid_argument naming the text.
+// "512M", "2G", "1.5GB", "300MiB", "1048576": bytes (powers of 1024). Throws std::invalid_argument naming the text.
 std::uint64_t parse_memory_size(const std::string& text);
 // "84.0 MB" (powers of 1024, one decimal).
 std::string memory_text(std::uint64_t bytes);
 // ", weight copies 23.0 MB" (Note [memory model]); empty for 0 bytes (a float32 model has none).
 std::string weight_copies_text(std::uint64_t bytes);
 
-// This process's resident memory now and at its peak (VmRSS and VmHWM; zeros where there is none).
-// reset_peak_resident_memory() makes the peak the current figure; false where the kernel does not allow it.
+// This process's resident memory now and at its peak (VmRSS, VmHWM; zeros where unknown).
+// reset_peak_resident_memory() makes the peak the current figure; false where the kernel refuses.
 struct resident_memory {
   std::uint64_t now = 0, peak = 0;  // bytes
 };
@@ -81,18 +76,17 @@ struct memory_holder {
   std::string name;         // "this process", "node 10.0.0.2:4242"
   std::vector<int> stages;  // a stage once per replica that places it here
 };
-// A stage's T tensor-parallel ranks together, bounded from the whole stage's figures (as --auto's planner counts):
-// weights, gradients and optimizer state once, the stash once per rank (an upper bound). Identity for T = 1.
+// A stage's T ranks together, bounded from the whole stage's figures (as --auto counts): weights, gradients and
+// optimizer state once, the stash once per rank (an upper bound). Identity for T = 1.
 std::vector<stage_memory> across_tensor_parallel(std::vector<stage_memory> stages, int tensor_parallel);
-// A stage's T ranks together from one rank's exact figures: T times each part (the
-// ranks hold equal shards; Note [tensor-parallel memory]). Identity for T = 1.
+// A stage's T ranks together from one rank's exact figures (Note [tensor-parallel memory]). Identity for T = 1.
 std::vector<stage_memory> of_all_ranks(std::vector<stage_memory> rank, int tensor_parallel);
 
 // The holders of the stages: this process without nodes; else one per node that holds any.
 std::vector<memory_holder> memory_holders(int stages, int replicas, const std::vector<std::string>& nodes);
 
 // Empty when every holder's stages fit `budget` bytes; else names the first holder over it, its stages' figures,
-// and what would fit: more stages or nodes, another schedule, recomputation, bf16.
+// and what would fit.
 std::string over_budget(const std::vector<stage_memory>& stages, const std::vector<memory_holder>& holders,
                         std::uint64_t budget);
 

@@ -15,10 +15,9 @@
 
 namespace ap {
 
-// Note [default partition]: `train` splits by parameters unless told otherwise (as DeepSpeed). A uniform split
-// counts whole blocks, and a GPT's embeddings and head are blocks, so its stages come out unequal; by parameters
-// each stage holds the same transformer blocks, the embeddings on the first and the head on the last, as
-// Megatron-Core places them. The library's pipeline_options keeps uniform when given no split.
+// Note [default partition]: `train` splits by parameters unless told otherwise (as DeepSpeed): a uniform split
+// counts a GPT's embeddings and head as blocks, so its stages come out unequal. The library's pipeline_options
+// keeps uniform when given no split.
 enum class partition_method { uniform, parameters, time };
 
 // "uniform", "params" or "time"; anything else throws std::invalid_argument listing the three.
@@ -32,34 +31,29 @@ std::string to_string(partition_method m);
 // chunks > costs.size().
 std::vector<std::size_t> balanced_counts(const std::vector<double>& costs, int chunks);
 
-// The layer count of every chunk (the inverse of chunk_ranges_from_counts).
+// The layer count of every chunk.
 std::vector<std::size_t> chunk_layer_counts(const std::vector<layer_range>& chunk_ranges);
 
 // uniform_chunk_ranges as counts: as equal as possible, the first chunks take the remainder.
 std::vector<std::size_t> uniform_counts(std::size_t layers, int chunks);
 
-// Parameters of each layer (weights and biases).
 std::vector<double> parameters_per_layer(const sequential& model);
 
-// Wall seconds of one layer on one microbatch, as the pipeline runs it: forward, backward_input (I) and
-// backward_weight (W); a full backward (B) is I + W.
+// Wall seconds of one layer on one microbatch: forward, backward_input (I), backward_weight (W); B is I + W.
 struct layer_cost {
   double forward_s = 0.0, backward_input_s = 0.0, backward_weight_s = 0.0;
   std::uint64_t stash_bytes = 0;  // what the layer's forward keeps for its backward (Note [memory model])
   std::uint64_t output_bytes = 0; // the layer's output (what a tensor-parallel all-reduce of it moves)
-  // What the layer holds between its I and W: its cache after backward_input and the dy it was given
-  // (Note [memory model]).
+  // What the layer holds between its I and W (Note [memory model]).
   std::uint64_t input_held_bytes = 0;
-  // The most the layer's forward or backward holds at once besides the stash (Note [memory model]'s workspace),
-  // measured as the rise of the process's tensor bytes (Note [tensor bytes]).
+  // The most the layer's forward or backward holds besides the stash (Note [tensor bytes]).
   std::uint64_t workspace_bytes = 0;
   double total_s() const { return forward_s + backward_input_s + backward_weight_s; }
 };
 
-// Times every layer on `sample` (one microbatch) as a chain: the forwards in order, then the backwards in
-// reverse. One warm-up pass, then the median of `repeats` per layer and op, on `threads` intra-op threads
-// (Note [costs at the stages' threads]; the caller's setting is restored). Layer 0's backward_input counts 0:
-// the pipeline never computes the input's gradient. Works on a copy: the model's gradients are untouched.
+// Times every layer on `sample` (one microbatch), forwards then backwards: one warm-up pass, then the median of
+// `repeats`, on `threads` threads (Note [costs at the stages' threads]). Layer 0's backward_input counts 0 (the
+// input's gradient is never computed). Works on a copy of the model.
 std::vector<layer_cost> measure_layer_costs(const sequential& model, const tensor& sample, int repeats = 5,
                                             int threads = 1);
 
@@ -75,23 +69,22 @@ std::vector<std::size_t> block_sizes(const sequential& model);  // layers per bl
 std::vector<std::size_t> partition_counts(partition_method method, const sequential& model,
                                           const std::vector<layer_cost>& costs, int chunks);
 
-// The chunks whose layers hold no parameter at all (e.g. a lone ReLU), in order.
+// The chunks whose layers hold no parameter at all, in order.
 std::vector<std::size_t> chunks_without_parameters(const sequential& model, const std::vector<layer_range>& chunk_ranges);
 
-// Predicted busy seconds per stage for one step: its chunks' layer costs (F + I + W) times the microbatches.
+// Predicted busy seconds per stage for one step.
 std::vector<double> predicted_busy_s(const std::vector<layer_cost>& costs, const std::vector<layer_range>& chunk_ranges,
                                      int stages, int microbatches);
 
-// Note [costs at the stages' threads]: a layer's time depends on its intra-op threads, so predicted busy times
-// and the simulated makespan take each layer's costs as measured at the threads of the stage that holds it:
-// `by_threads[t]` are costs on t threads, `stage_threads[s]` stage s's threads. Throws std::invalid_argument
-// naming a stage whose thread count has no costs, or a chunk beyond the costs.
+// Note [costs at the stages' threads]: a layer's time depends on its intra-op threads, so predictions take each
+// layer's costs as measured at the threads of its stage: `by_threads[t]` are costs on t threads,
+// `stage_threads[s]` stage s's. Throws std::invalid_argument naming a stage whose thread count has no costs.
 std::vector<layer_cost> costs_at_stage_threads(const std::map<int, std::vector<layer_cost>>& by_threads,
                                                const std::vector<int>& stage_threads,
                                                const std::vector<layer_range>& chunk_ranges);
 
-// Per-stage op costs for ap::simulate (each stage: the sum over its chunks). ap::simulate charges each chunk 1/v
-// of its stage's cost, so with unequal chunks (interleaved) the makespan is optimistic.
+// Per-stage op costs for ap::simulate. It charges each chunk 1/v of its stage's cost, so with unequal chunks the
+// makespan is optimistic.
 op_costs simulation_costs(const std::vector<layer_cost>& costs, const std::vector<layer_range>& chunk_ranges, int stages);
 
 }  // namespace ap
