@@ -189,8 +189,8 @@ validation validate(const schedule& s) {
                             std::to_string(stage_of_chunk(chunk, p)) + "): a schedule reduces every chunk or none",
                      {{stage_of_chunk(chunk, p), -1}});
 
-  // 4. Deadlock-freedom by symbolic execution (Note [dependencies]): each stage runs its list in order;
-  // a head runs as soon as everything it needs has run. If no head can run before the end, it's stuck.
+  // 4. Deadlock-freedom by symbolic execution (Note [dependencies]): each stage runs its list in order, a head as
+  // soon as all it needs has run; stuck if no head can run before the end.
   detail::milestone_times done(m, chunks);
   std::vector<std::size_t> next(static_cast<std::size_t>(p), 0);
   std::size_t remaining = 0;

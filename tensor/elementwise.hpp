@@ -1,18 +1,12 @@
 // Element-wise loops and copies on the calling thread's compute threads (Note [op threads]).
 
-// Note [op threads]: every op outside oneDNN runs on the calling thread's OpenMP team (set_compute_threads), and
-// is split so that any thread count gives the same bits:
-//   - element-wise and per-row work is split into contiguous static blocks, each element or row computed alone;
-//   - sums over rows into one vector (a bias gradient, dgamma, dbeta) go by blocks of rows (Note [row-block
-//     sums]); the embedding gradients are split by token;
-//   - sums to one number go per fixed block of sum_block elements, the block sums added in block order;
-//   - the cross-entropy loss keeps one value per row and adds the rows in order after the parallel loop.
-// Small loops run serially (parallel_elements in compute.hpp): a team's start-up would cost more than it saves.
+// Note [op threads]: every op outside oneDNN runs on the calling thread's OpenMP team, split so that any thread
+// count gives the same bits: element-wise and per-row work in contiguous static blocks; sums over rows into one
+// vector by blocks of rows (Note [row-block sums]); sums to one number per fixed block of sum_block elements, added
+// in block order; the cross-entropy loss per row, the rows added in order. Small loops run serially.
 
-// Note [oneDNN primitives against the loops]: layer norm's backward stays in loops: oneDNN's is no clearly faster
-// and its dgamma/dbeta sum per thread, so its bits follow the thread count. The causal softmax stays too: oneDNN's
-// is faster, but its own exp would change every trained bit. GELU is oneDNN's eltwise already; bf16 reorders are
-// not the same conversion (Note [conversions]); the residual add is memory-bound, one pass either way.
+// Note [oneDNN primitives against the loops]: layer norm's backward stays in loops, since oneDNN's dgamma/dbeta
+// bits follow the thread count; the causal softmax too, since oneDNN's own exp would change every trained bit.
 #pragma once
 
 #include <cstddef>
@@ -27,8 +21,7 @@ namespace ap {
 // Elements per block of a blocked sum to one number: Note [op threads].
 inline constexpr std::size_t sum_block = 1 << 13;
 
-// Inside `#pragma omp parallel`: the calling thread's contiguous share [begin, end) of `count` items, in thread
-// order (a static schedule written out, for loops whose parallel axis is inner).
+// Inside `#pragma omp parallel`: the calling thread's contiguous share [begin, end) of `count` items.
 inline std::pair<std::size_t, std::size_t> thread_share(std::size_t count) {
   const auto t = static_cast<std::size_t>(omp_get_thread_num()), n = static_cast<std::size_t>(omp_get_num_threads());
   return {count * t / n, count * (t + 1) / n};
@@ -39,9 +32,8 @@ void add_into(float* y, const float* x, std::size_t n);
 // memcpy on the compute threads (large copies only; a small one is one memcpy).
 void parallel_copy(void* to, const void* from, std::size_t bytes);
 
-// Note [parallel tensor copies]: a tensor copy (a stash, a cached output) runs on the team only on a thread made a
-// compute rank (set_compute_threads, use_compute_cores), since a serial memcpy limits the ops' scaling. Any other
-// thread (CAF's, a test's) has OpenMP's default of every core, so it copies with one memcpy.
+// Note [parallel tensor copies]: a tensor copy runs on the team only on a thread made a compute rank; any other
+// thread (CAF's, a test's) would open a team of every core, so it copies with one memcpy.
 bool is_compute_rank_thread();
 // memcpy, on the calling rank's threads where is_compute_rank_thread().
 void copy_bytes(void* to, const void* from, std::size_t bytes);
@@ -52,30 +44,26 @@ struct copy_piece {
   std::size_t bytes;
 };
 void parallel_copy(const std::vector<copy_piece>& copies);
-// memset(to, 0, bytes), on the compute threads where is_compute_rank_thread() (as copy_bytes).
+// memset(to, 0, bytes), as copy_bytes.
 void parallel_zero(void* to, std::size_t bytes);
-// Sum of x[i]^2 for i < n, in double, per sum_block block, the block sums added in order: same bits for any
-// thread count.
+// Sum of x[i]^2 in double, per sum_block block, added in order: same bits for any thread count.
 double square_sum(const float* x, std::size_t n);
-// Each array's square_sum (the same bits), in one parallel loop over every array's blocks, so many small
-// gradients share one team.
+// Each array's square_sum, in one parallel loop over every array's blocks.
 struct float_span {
   const float* data;
   std::size_t size;
 };
 std::vector<double> square_sums(const std::vector<float_span>& arrays);
 
-// Each of `rows` rows of y (`cols` floats each) set to `row` (a bias broadcast before a product adds into y).
+// Each of `rows` rows of y (`cols` floats each) set to `row`.
 void fill_rows(float* y, std::size_t rows, const float* row, std::size_t cols);
 // `row` added to each of `rows` rows of y.
 void add_to_rows(float* y, std::size_t rows, const float* row, std::size_t cols);
 
-// Note [row-block sums]: a sum over the rows into one vector (a bias gradient, layer norm's dgamma and dbeta) goes
-// in two passes that both read whole rows: each block of row_sum_block rows adds its rows in order into its own
-// partial (blocks spread over the threads), then every column adds the partials in block order. The blocks
-// depend on the row count alone, so the bits do not depend on the threads.
-// `add_row(r, partials)` adds row r's terms into `parts` partial vectors of `cols` floats, one after another;
-// sums[p][i] += the total of part p, column i.
+// Note [row-block sums]: a sum over the rows into one vector goes in two passes: each block of row_sum_block rows
+// adds its rows in order into its own partial (blocks spread over threads), then every column adds the partials
+// in block order. The blocks depend on the row count alone, so the bits do not depend on the threads.
+// `add_row(r, partials)` adds row r's terms into `parts` partials of `cols` floats; sums[p][i] += part p's total.
 inline constexpr std::size_t row_sum_block = 256;
 void add_row_block_sums(std::size_t rows, std::size_t cols, std::size_t parts,
                         const std::function<void(std::size_t, float*)>& add_row, float* const* sums);
