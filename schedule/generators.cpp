@@ -1,4 +1,4 @@
-// The schedule generators. Each builds the per-stage action lists as data; nothing here executes them.
+// The schedule generators: each builds the per-stage action lists as data.
 #include <algorithm>
 #include <stdexcept>
 
@@ -29,9 +29,9 @@ schedule empty_schedule(const std::string& name, int stages, int microbatches, i
 
 action make_action(int stage, op kind, int microbatch, int chunk) { return action{stage, kind, microbatch, chunk}; }
 
-// Note [1F1B skeleton]: every generator here is one shape: `warmup` forwards, then pairs of one forward and one
-// backward (steady state), then the remaining backwards (cooldown). add_forward(k) and add_backward(k) append
-// the stage's k-th forward and backward; the generators differ only in what those are and in the warmup.
+// Note [1F1B skeleton]: every generator is one shape: `warmup` forwards, then pairs of one forward and one
+// backward, then the remaining backwards. The generators differ in what the k-th forward and backward are
+// (add_forward(k), add_backward(k)) and in the warmup.
 template <class Forward, class Backward>
 void one_forward_one_backward(int total, int warmup, Forward add_forward, Backward add_backward) {
   int next_forward = 0, next_backward = 0;
@@ -45,8 +45,7 @@ void one_forward_one_backward(int total, int warmup, Forward add_forward, Backwa
 
 }  // namespace
 
-// GPipe (PyTorch's ScheduleGPipe): all forwards, then all backwards, in microbatch order; all m activations are
-// stashed at once.
+// GPipe (PyTorch's ScheduleGPipe): all forwards, then all backwards, in microbatch order.
 schedule make_gpipe(int stages, int microbatches) {
   schedule s = empty_schedule("gpipe", stages, microbatches, 1);
   for (int stage = 0; stage < stages; ++stage) {
@@ -58,8 +57,7 @@ schedule make_gpipe(int stages, int microbatches) {
   return s;
 }
 
-// 1F1B (PipeDream-Flush): stage s warms up with min(m, p-s-1) forwards (Note [1F1B skeleton]); microbatches in
-// increasing order. Stage s holds at most min(m, p-s) activations.
+// 1F1B (PipeDream-Flush): stage s warms up with min(m, p-s-1) forwards; it holds at most min(m, p-s) activations.
 schedule make_1f1b(int stages, int microbatches) {
   schedule s = empty_schedule("1f1b", stages, microbatches, 1);
   for (int stage = 0; stage < stages; ++stage) {
@@ -72,14 +70,12 @@ schedule make_1f1b(int stages, int microbatches) {
   return s;
 }
 
-// Interleaved 1F1B with v chunks per stage, Megatron-Core's order. Stage s runs m*v virtual microbatches.
+// Interleaved 1F1B with v chunks per stage, Megatron-Core's order: stage s runs m*v virtual microbatches.
 //
-// Note [interleaved order]: virtual microbatches come in groups of p*v: inside a group, p microbatches of local
-// chunk 0, then the same p of local chunk 1, and so on. So the forward of k is microbatch (k / (p*v)) * p + k % p
-// of local chunk (k % (p*v)) / p, and its backward walks the local chunks in reverse; hence m must be a multiple
-// of p. Local chunk j of stage s is global chunk j*p + s (Note [chunk layout]).
-// Warmup is (v-1)*p + (p-s-1), capped at m*v: Megatron-Core's extra p-s-1 serves its blocking send/receive, and
-// without it the makespan is the same with fewer activations stashed. With v = 1 this is exactly 1F1B.
+// Note [interleaved order]: virtual microbatches come in groups of p*v: p microbatches of local chunk 0, then the
+// same p of local chunk 1, and so on; the backward walks the local chunks in reverse. Hence m must be a multiple
+// of p. Warmup is (v-1)*p + (p-s-1), capped at m*v, without Megatron-Core's extra p-s-1 (which serves its
+// blocking sends): the same makespan, fewer activations stashed. With v = 1 this is exactly 1F1B.
 schedule make_interleaved_1f1b(int stages, int microbatches, int chunks_per_stage) {
   schedule s = empty_schedule("interleaved", stages, microbatches, chunks_per_stage);
   const int p = stages, m = microbatches, v = chunks_per_stage;
@@ -105,14 +101,12 @@ schedule make_interleaved_1f1b(int stages, int microbatches, int chunks_per_stag
 }
 
 // ZB-H1 (Qi et al. 2023, "Zero Bubble Pipeline Parallelism"): the backward is split into I (input gradient, on
-// the critical path between stages) and W (weight gradient, needed by nobody downstream).
+// the critical path) and W (weight gradient, needed by nobody downstream).
 //
-// Note [zb-h1 order]: stage s keeps 1F1B's warmup, then steps "F, I" ("I" once the forwards are done). The first
-// s steps leave their W out; every later step ends with the W of the oldest microbatch waiting for one, and the s
-// deferred W's run at the end, where 1F1B's stage s idles (PyTorch's _get_1f1b_rank_ops with enable_zero_bubble).
-// The later stages' I's no longer wait behind W's, so gradients reach stage 0 sooner: with F = I = W and m >= p
-// the bubble is a third of 1F1B's. An activation is held until its W (Note [stash accounting]), so every stage
-// peaks at p activations, 1F1B's worst stage.
+// Note [zb-h1 order]: stage s keeps 1F1B's warmup, then steps "F, I". The first s steps leave their W out; every
+// later step ends with the oldest waiting W, and the s deferred W's run at the end, where 1F1B's stage s idles
+// (PyTorch's _get_1f1b_rank_ops with enable_zero_bubble). Gradients reach stage 0 sooner: with F = I = W and
+// m >= p the bubble is a third of 1F1B's. Every stage peaks at p activations (Note [stash accounting]).
 schedule make_zb_h1(int stages, int microbatches) {
   schedule s = empty_schedule("zb-h1", stages, microbatches, 1);
   for (int stage = 0; stage < stages; ++stage) {

@@ -1,5 +1,4 @@
-// e^x for x <= 0 in float32, as a loop body the compiler vectorises (Note [fast exp]), and a row's maximum, the
-// shift that keeps a softmax's exps there.
+// e^x for x <= 0 in float32 on vector lanes (Note [fast exp]), and a row's maximum, a softmax's shift.
 #pragma once
 
 #include <algorithm>
@@ -9,22 +8,18 @@
 
 namespace ap {
 
-// Note [fast exp]: glibc's expf and exp are scalar calls, too slow for the softmaxes and the cross-entropy.
-// Cephes' expf: e^x = 2^z e^r with z the integer nearest x / ln 2 and e^r by a degree-7 polynomial on
-// |r| <= ln 2 / 2. Relative error below 1e-7 (about 1 ulp); x below -87 is taken as -87 (a probability that is 0
-// in every sum). Softmaxes call it on x - max(x), never positive. The nearest integer is taken by adding and
-// subtracting 1.5 * 2^23, since GCC does not vectorise std::floor without -fno-trapping-math; at an exact tie
-// the two round differently, and both give |r| <= ln 2 / 2.
+// Note [fast exp]: glibc's expf is a scalar call. Cephes' expf: e^x = 2^z e^r with z the integer nearest x / ln 2
+// and e^r by a degree-7 polynomial on |r| <= ln 2 / 2; relative error below 1e-7. x below -87 is taken as -87 (a
+// probability that is 0 in every sum). The nearest integer is taken by adding and subtracting 1.5 * 2^23, since
+// GCC does not vectorise std::floor; at an exact tie both roundings give |r| <= ln 2 / 2.
 
-// Note [trapping math]: the project compiles with -fno-trapping-math (CMakeLists.txt). Without it GCC 12 keeps a
-// float comparison that may trap (the std::max below) as a branch unless AVX-512's masked lanes can hold it, so
-// on AVX2 every loop calling this ran scalar. No floating-point trap is ever enabled, and the flag changes no value
-// (it permits no reassociation).
+// Note [trapping math]: the project compiles with -fno-trapping-math (CMakeLists.txt): without it GCC 12 keeps a
+// float comparison (the std::max below) as a branch on AVX2, so every loop calling this ran scalar. No trap is
+// ever enabled, and the flag changes no value.
 
-// Note [vector width]: GCC 12 tunes for Intel's AVX-512 cores with -mprefer-vector-width=256, vectorising on 8
-// lanes of ymm, not 16 of zmm. The project compiles with -mprefer-vector-width=512 (CMakeLists.txt; nothing
-// changes without AVX-512), which speeds up the compute-bound element loops such as GELU's. Only sums' order
-// within a row changes (Note [vector sums]): the same bits on any thread count.
+// Note [vector width]: GCC 12 prefers 256-bit vectors on AVX-512 cores; the project compiles with
+// -mprefer-vector-width=512 (CMakeLists.txt), which speeds up compute-bound element loops such as GELU's. Only
+// sums' order within a row changes (Note [vector sums]): the same bits on any thread count.
 inline float exp_nonpositive(float x) {
   x = std::max(x, -87.0f);
   const float z = (x * 1.44269504f + 12582912.0f) - 12582912.0f;  // nearest integer to x / ln 2 (1.5 * 2^23)

@@ -17,16 +17,16 @@ namespace ap {
 
 using shape_t = std::vector<std::size_t>;
 
-// Note [tensor]: a tensor owns its elements (a copy is deep, a move is free) in one 64-byte-aligned block, which
-// oneDNN, safetensors and the wire format read as raw bytes. Layers treat the last axis as features and every
-// leading axis as rows (rows()/cols()), so (batch, features) and (batch, sequence, features) both work. float32
-// is what layers compute in; bfloat16 holds GEMM inputs and what travels or is stored at half size.
+// Note [tensor]: a tensor owns its elements (a copy is deep, a move is free) in one 64-byte-aligned block, read
+// as raw bytes by oneDNN, safetensors and the wire. Layers treat the last axis as features and every leading
+// axis as rows (rows()/cols()). float32 is what layers compute in; bfloat16 holds GEMM inputs and what travels
+// or is stored at half size.
 class tensor {
  public:
   using shape_type = shape_t;
   using value_type = float;
 
-  // A 0-d float32 tensor with one element (as xtensor's default), so a default tensor is a valid scalar.
+  // A 0-d float32 tensor with one element (as xtensor's default): a valid scalar.
   tensor();
   // A 0-d float32 tensor holding `value`.
   explicit tensor(float value);
@@ -65,13 +65,11 @@ class tensor {
   // The elements as bytes, whatever the dtype (safetensors, the wire).
   std::byte* bytes() { return ++version_, block_.get(); }
   const std::byte* bytes() const { return block_.get(); }
-  // Changes whenever the elements may have changed (every non-const accessor and assignment counts up). A
-  // derived copy, such as a Linear's bfloat16 weights (Note [compute dtype]), records the version it was made
-  // from and is remade when it differs. Not atomic: one writing thread at a time.
+  // Changes whenever the elements may have changed; a derived copy (a Linear's bf16 weights, Note [compute
+  // dtype]) is remade when the version it was made from differs. Not atomic: one writer at a time.
   std::uint64_t version() const { return version_; }
 
-  // A float32 element by its indices (tests and small loops). As in xtensor, fewer indices than axes address the
-  // last axes; surplus leading indices are ignored.
+  // A float32 element by its indices (tests, small loops); as in xtensor, fewer indices address the last axes.
   template <class... Index>
   float& operator()(Index... index) {
     return data()[offset_of({static_cast<std::size_t>(index)...})];
@@ -161,21 +159,18 @@ tensor concat_rows(const std::vector<const tensor*>& parts);
 float max_relative_difference(const tensor& a, const tensor& b);
 
 // Keeps freed tensor memory in the process instead of returning it to the OS after every step. Call once at
-// program start, before any computing thread starts (the pipeline and the runners call it too).
+// program start, before any computing thread starts.
 
-// Note [one malloc arena]: glibc gives each allocating thread its own arena of 64 MB heaps, unmapped as soon as
-// one is wholly free, so a stage's thread, allocating MBs per microbatch, faulted its heaps in anew every step.
-// One arena (the process heap, never trimmed: Note [keep the heap]) serves every thread instead; tensors are few
-// and large, so its lock is rarely contended.
+// Note [one malloc arena]: glibc gives each allocating thread its own arena of heaps, unmapped as soon as one is
+// free, so a stage's thread faulted its heaps in anew every step. One arena (Note [keep the heap]) serves every
+// thread instead; tensors are few and large, so its lock is rarely contended.
 
-// Note [keep the heap]: a step frees its activations at the end of the backward; a trimmed heap hands them back to
-// the OS and faults them in again the next step. Never trimmed (M_TRIM_THRESHOLD -1), the process keeps its peak,
-// which it reaches every step anyway. Blocks of every size come from the heap (M_MMAP_MAX 0), since glibc maps a
-// block above its mmap threshold afresh and unmaps it when freed.
+// Note [keep the heap]: a step frees its activations at the end of the backward; a trimmed heap would fault them
+// in again the next step. So the heap is never trimmed (M_TRIM_THRESHOLD -1) and every block comes from it
+// (M_MMAP_MAX 0: glibc unmaps mmap'd blocks when freed); the process keeps its peak, reached every step anyway.
 void keep_tensor_memory();
 
-// Hands the heap's free pages back to the OS now (malloc_trim), where a measurement needs a resident figure
-// without them (the memory model's comparison, Note [memory model]).
+// Hands the heap's free pages back to the OS now (malloc_trim), before a resident-memory measurement.
 void return_free_memory();
 
 }  // namespace ap
