@@ -1,5 +1,5 @@
-// A schedule is data: one ordered list of actions per stage. Generators build it, the validator checks it,
-// the simulator times it, and the actor runtime executes exactly it. No schedule is written twice.
+// A schedule is data: one ordered list of actions per stage, which generators build, the validator checks, the
+// simulator times and the actor runtime executes exactly.
 #pragma once
 
 #include <array>
@@ -15,8 +15,8 @@ namespace ap {
 enum class op : std::uint8_t { forward, backward, backward_input, backward_weight, reduce_grad };
 inline constexpr std::size_t op_count = static_cast<std::size_t>(op::reduce_grad) + 1;
 
-// The one table of op names, in enum order: the notation's letter ("1F0"), the word of error messages, the title
-// of the stage log and the colour of its boxes in the SVG pictures.
+// The op names, in enum order: the notation's letter ("1F0"), the word of errors, the stage log's title and the
+// SVG colour.
 struct op_name {
   char letter;
   const char* word;
@@ -69,11 +69,10 @@ struct schedule {
 
 inline int stage_of_chunk(int chunk, int stages) { return chunk % stages; }
 
-// Note [gradient reduction]: with data-parallel replicas, a chunk's gradients are final after its last backward
-// (B or W) on its stage and are then summed across the replicas. That is the action R ("0R", a whole-batch
-// action), placed right after that last backward by with_gradient_reductions so the reduction overlaps the
-// stage's remaining backward work. R is asynchronous: it starts a collective and the stage goes on; the optimizer
-// step waits for it. The simulator runs R on a per-stage communication lane. One replica: R does nothing.
+// Note [gradient reduction]: with data-parallel replicas, a chunk's gradients are final after its last backward on
+// its stage and are then summed across the replicas: the action R ("0R"), placed right after that backward
+// (with_gradient_reductions) so the reduction overlaps the remaining backward work. R is asynchronous: it starts a
+// collective and the stage goes on; the optimizer step waits for it. One replica: R does nothing.
 inline bool is_reduction(const action& a) { return a.kind == op::reduce_grad; }
 
 // F, B and I run on a task that arrives (an activation, a gradient); W and R run on what the stage holds.
@@ -94,11 +93,10 @@ schedule make_sync_backward(int stages, int microbatches);
 schedule make_schedule(const std::string& name, int stages, int microbatches, int chunks_per_stage = 1);
 std::vector<std::string> schedule_names();
 
-// Note [sync-backward]: a backward that is not pipelined. Forwards are pipelined per microbatch; once every loss
-// is computed, each stage, last to first, runs one backward over the whole batch (its microbatch caches joined,
-// Note [joined caches]) and sends one gradient to the stage before. As data it is the action B of
-// all_microbatches ("0B*"). A schedule runs either every backward whole-batch or none. Same gradients as the
-// pipelined backward, but slower: stage s starts only when stage s+1 has finished.
+// Note [sync-backward]: a backward that is not pipelined: once every loss is computed, each stage, last to first,
+// runs one backward over the whole batch (its microbatch caches joined, Note [joined caches]) and sends one
+// gradient back. As data it is B of all_microbatches ("0B*"); a schedule runs every backward whole-batch or none.
+// Same gradients as the pipelined backward, but stage s starts only when stage s+1 has finished.
 // True when the schedule's backwards run on the whole batch: the coordinator then sends one joined gradient.
 bool whole_batch_backward(const schedule& s);
 

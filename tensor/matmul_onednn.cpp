@@ -16,7 +16,8 @@
 // Note [fp32 products on OpenBLAS without AVX-512]: without AVX-512, oneDNN 2.6's fp32 gemm is slower, so fp32
 // products run on OpenBLAS's sgemm, one single-threaded call per band of rows of C on each thread. Its kernel takes
 // rows in groups of 12, so bands cut at multiples of 24 give the bits of one call; with fewer rows, bands of
-// columns, whose bits depend on the thread count. Attention's batched products stay on oneDNN.
+// columns, whose bits depend on the thread count. Attention's batched products stay on oneDNN (AVX2 gemm, whose
+// bits also depend on the thread count).
 #include <algorithm>
 #include <climits>
 #include <exception>
