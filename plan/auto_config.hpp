@@ -16,11 +16,10 @@
 namespace ap {
 
 // Note [automatic configuration]: a configuration is the run's mesh: one process or a pipeline (P stages, m
-// microbatches, a schedule, chunks, a partition), D replicas, T tensor-parallel ranks and t threads per rank, with
-// P x D x T x t <= cores. Each is predicted from layer costs measured on the machine: a pipeline's step by
-// simulating its schedule, plus the largest stage's all-reduce and optimizer step; a split layer costs 1/T of its
-// time plus its all-reduces. Memory is the memory model's (Note [memory model], Note [memory budget]).
-// `train --auto` runs the best few briefly (Note [auto trials]) and trains with the fastest.
+// microbatches, a schedule, chunks, a partition), D replicas, T ranks and t threads per rank, P x D x T x t <= cores.
+// Each is predicted from layer costs measured on the machine (a pipeline by simulating its schedule; a split layer
+// at 1/T plus its all-reduces) and the memory model (Note [memory budget]). `train --auto` runs the best few
+// briefly (Note [auto trials]) and trains with the fastest.
 struct mesh_config {
   int stages = 0;  // 0: one process computes every layer, no pipeline
   int microbatches = 1;
@@ -50,10 +49,9 @@ struct auto_candidate {
 // The estimated cost of one message between two stages of this process.
 inline constexpr double default_hop_s = 50e-6;
 
-// Note [auto on nodes]: with `train --auto --nodes A,B,...` the candidates are pipelines only, placed by node_of,
-// each host's ranks x t within its cores (Note [cores on nodes]). Costs are this machine's, scaled down when a node
-// has more threads; a message between nodes is priced from measured round trips (`link_s`, `network_s`,
-// `copy_s`); replicas on several nodes all-reduce as a ring. Memory is per node (Note [memory budget]).
+// Note [auto on nodes]: with `train --auto --nodes A,B,...` the candidates are pipelines only, placed by node_of
+// within each host's cores (Note [cores on nodes]). Costs are this machine's, scaled to a node's threads; messages
+// between nodes are priced from measured round trips; replicas on several nodes all-reduce as a ring.
 struct auto_node {
   std::string host;  // as in --nodes: nodes with the same host share its machine's cores
   int cores = 1;     // its machine's
@@ -73,8 +71,8 @@ struct auto_inputs {
   // Seconds of one optimizer step of the whole model on `threads` threads.
   std::function<double(int threads)> optimizer_s;
   double hop_s = default_hop_s;  // a message between two stages (an estimate)
-  // The nodes, in --nodes order (empty: this process computes); the seconds of one message between two processes
-  // over CAF, and on a data link (empty: as network_s) for tensors of `link_bytes` or more.
+  // The nodes, in --nodes order (empty: this process computes); one message's seconds between two processes over
+  // CAF, and on a data link (empty: as network_s) from `link_bytes` up.
   std::vector<auto_node> nodes;
   std::function<double(std::uint64_t bytes)> network_s;
   std::function<double(std::uint64_t bytes)> link_s;

@@ -24,10 +24,9 @@ std::size_t node_of(int replica, int stage, int stages, std::size_t nodes);
 // [hierarchical collectives]). Empty nodes: every thread in this process.
 std::string describe_mesh(const mesh_shape& mesh, const std::vector<std::string>& nodes);
 
-// Note [elastic mesh]: the mesh an elastic run continues on when `nodes_left` of the `nodes_listed` nodes answer:
-// as many stage slots per node as planned (D * P * left / listed, rounded down), taken from the replicas when
-// there are several (P kept), else from the stages; T is kept. Where `fits` refuses a mesh the next smaller one
-// is tried; nullopt when nothing fits. Never larger than the planned mesh, so returning nodes grow it back.
+// Note [elastic mesh]: the mesh an elastic run continues on when `nodes_left` of `nodes_listed` nodes answer: as
+// many stage slots per node as planned (rounded down), taken from the replicas when there are several, else from
+// the stages; T is kept. Where `fits` refuses, the next smaller mesh is tried; nullopt when nothing fits.
 std::optional<mesh_shape> elastic_mesh(const mesh_shape& planned, std::size_t nodes_listed, std::size_t nodes_left,
                                        const std::function<bool(const mesh_shape&)>& fits);
 

@@ -1,6 +1,5 @@
-// Which layers each chunk holds: uniform, balanced by parameter count (DeepSpeed's 'parameters'), or by measured
-// time (torchgpipe's balance_by_time). Every split is contiguous, gives every chunk at least one layer, and comes
-// out as layer counts per chunk.
+// Which layers each chunk holds: uniform, balanced by parameters (DeepSpeed's 'parameters') or by measured time
+// (torchgpipe's balance_by_time). Splits are contiguous, non-empty, given as layer counts per chunk.
 #pragma once
 
 #include <cstddef>

@@ -22,15 +22,12 @@ std::vector<double> per_stage_costs(const std::vector<double>& given, int stages
 
 }  // namespace
 
-// Every stage runs its list in order; an action starts when its stage is free and everything it needs
-// (Note [dependencies]) has finished, plus `transfer` for each need on another stage. One action of a chunk costs
-// the stage's cost divided by v. An R costs op_costs::reduce_grad on the stage's communication lane, one at a
-// time; the makespan is the last end on any lane.
+// Every stage runs its list in order; an action starts when its stage is free and all it needs (Note
+// [dependencies]) has finished, plus `transfer` for each need on another stage. A chunk's action costs 1/v of
+// the stage's cost. R runs on the stage's communication lane, one at a time.
 //
-// Note [stash accounting]: peak_stash counts, per stage, the (microbatch, chunk) activations whose F has run and
-// whose backward has not finished with them: a B frees its activation; with the split backward W frees it, not I,
-// since W still needs the stashed input. The peak follows from the stage's own list order alone; for interleaved
-// schedules each entry is a chunk's activation, 1/v of a stage's.
+// Note [stash accounting]: peak_stash counts, per stage, the activations whose F has run and whose backward has
+// not finished with them: B frees one; with the split backward W frees it, not I (W still needs the stashed input).
 simulation simulate(const schedule& s, const op_costs& costs) {
   const validation check = validate(s);
   if (!check.ok) throw std::invalid_argument("cannot simulate an invalid schedule: " + check.message);

@@ -21,22 +21,18 @@ extern "C" int blas_thread_shutdown_(void) __attribute__((weak));  // absent fro
 namespace ap {
 namespace {
 
-// Note [OpenBLAS's idle pool]: Debian's OpenBLAS (pthread build) starts a pool of one thread per core when loaded,
-// each spinning about 0.1 s before it sleeps, in every process. OpenBLAS runs here one thread per call (Note [fp32
-// products on OpenBLAS without AVX-512]), so the pool never has work: it is stopped when this library is loaded.
-// OpenBLAS restarts it for a call on several threads or on any openblas_set_num_threads call, so
-// set_compute_threads calls that only if something changed it from 1.
+// Note [OpenBLAS's idle pool]: Debian's OpenBLAS starts a pool of one spinning thread per core when loaded. It
+// runs here one thread per call, so the pool is stopped when this library is loaded; set_compute_threads calls
+// openblas_set_num_threads (which restarts it) only if something changed it from 1.
 const bool openblas_pool_stopped = [] {
   openblas_set_num_threads(1);
   if (blas_thread_shutdown_) blas_thread_shutdown_();
   return true;
 }();
 
-// Note [one level of teams]: an op's parallel loop may call oneDNN (attention's groups of heads call
-// batched_gemm), which opens a region of its own inside; libgomp runs that on a new team, creating and ending a
-// thread at every call. So only one level of teams is active (the outer loop already has every thread of the
-// rank), and a loop of one iteration runs outside any region (in_groups in model/attention.cpp). A rank's thread
-// is an initial thread: its teams are level one, not nested.
+// Note [one level of teams]: an op's parallel loop may call oneDNN, which opens a region inside; libgomp would run
+// that on a new team, creating and ending a thread every call. So only one level of teams is active (the outer
+// loop already has every thread of the rank), and a loop of one iteration runs outside any region.
 const bool one_level_of_teams = [] {
   omp_set_max_active_levels(1);
   return true;
