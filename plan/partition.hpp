@@ -14,9 +14,8 @@
 
 namespace ap {
 
-// Note [default partition]: `train` splits by parameters unless told otherwise (as DeepSpeed): a uniform split
-// counts a GPT's embeddings and head as blocks, so its stages come out unequal. The library's pipeline_options
-// keeps uniform when given no split.
+// Note [default partition]: `train` splits by parameters unless told otherwise (as DeepSpeed): uniform counts a
+// GPT's embeddings and head as blocks, leaving its stages unequal. pipeline_options keeps uniform by default.
 enum class partition_method { uniform, parameters, time };
 
 // "uniform", "params" or "time"; anything else throws std::invalid_argument listing the three.
@@ -24,10 +23,9 @@ partition_method parse_partition_method(const std::string& name);
 std::string to_string(partition_method m);
 
 // Note [balanced split]: contiguous ranges of per-layer costs into `chunks` non-empty chunks, minimising the
-// largest chunk sum (a pipeline runs at the pace of its slowest stage). Exact dynamic programme, O(chunks n^2):
-// ties go to the smallest sum of squared chunk costs, then to the most even layer counts (so zero-cost layers do
-// not pile up). Costs must be finite and non-negative. Throws std::invalid_argument when chunks < 1 or
-// chunks > costs.size().
+// largest chunk sum; ties go to the smallest sum of squared chunk costs, then the most even layer counts. Exact
+// dynamic programme, O(chunks n^2). Costs must be finite and non-negative; throws std::invalid_argument when
+// chunks < 1 or chunks > costs.size().
 std::vector<std::size_t> balanced_counts(const std::vector<double>& costs, int chunks);
 
 // The layer count of every chunk.

@@ -1,23 +1,20 @@
-// The products on oneDNN's matmul primitive; without AVX-512, fp32 products on OpenBLAS
-// (Note [fp32 products on OpenBLAS without AVX-512]). Figures: docs/performance.md.
+// The products on oneDNN's matmul primitive (figures: docs/performance.md).
 
-// Note [primitive cache per thread]: creating a matmul primitive costs far more than running it, so each is kept
-// per (shape, transposes, dtype, alpha, beta, threads) in a thread_local cache: no lock, and the thread count is in
-// the key because a primitive plans for its creating thread's. Its memory objects are re-pointed at each call.
+// Note [primitive cache per thread]: a matmul primitive costs far more to create than to run, so each is kept per
+// (shape, transposes, dtype, alpha, beta, threads) in a thread_local cache (no lock; a primitive plans for its
+// creating thread's thread count). Its memory objects are re-pointed at each call.
 
-// Note [rows split among the team]: on a rank of N threads, a product whose A is not transposed is cut into N
-// bands of rows, each thread running a 1-thread primitive: each row of C is its row of A times B, so the bits are
-// those of one call. dW = X^T dY is cut so only where K is one block (k <= 256). With AMX, oneDNN also cuts a long
-// K of a bf16 product among threads, so a bf16 weight gradient there matches one thread to 1e-5, not bitwise.
+// Note [rows split among the team]: on a rank of N threads, a product whose A is not transposed is cut into N bands
+// of rows, each run by a 1-thread primitive: the bits of one call. dW = X^T dY is cut so only where k <= 256. With
+// AMX, oneDNN also splits a long K of a bf16 product, so such a weight gradient matches one thread to 1e-5 only.
 
-// Note [bf16 without AVX-512]: oneDNN 2.6 makes bf16 primitives only with AVX-512. Without it a bf16 product
-// widens A and B to fp32 (exactly) and runs as an fp32 product: bf16 keeps its memory and wire savings, not speed.
+// Note [bf16 without AVX-512]: oneDNN 2.6 makes bf16 primitives only with AVX-512; without it a bf16 product
+// widens A and B to fp32 (exactly) and runs in fp32.
 
-// Note [fp32 products on OpenBLAS without AVX-512]: without AVX-512, oneDNN 2.6's fp32 gemm is slower, so fp32
-// products run on OpenBLAS's sgemm, one single-threaded call per band of rows of C on each thread. Its kernel takes
-// rows in groups of 12, so bands cut at multiples of 24 give the bits of one call; with fewer rows, bands of
-// columns, whose bits depend on the thread count. Attention's batched products stay on oneDNN (AVX2 gemm, whose
-// bits also depend on the thread count).
+// Note [fp32 products on OpenBLAS without AVX-512]: there oneDNN 2.6's fp32 gemm is slower, so fp32 products run
+// on OpenBLAS's sgemm, one single-threaded call per band of rows of C. Bands at multiples of 24 rows give the bits
+// of one call (its kernel takes rows by 12); with fewer rows, bands of columns, whose bits depend on the thread
+// count, as do attention's batched products, which stay on oneDNN's AVX2 gemm.
 #include <algorithm>
 #include <climits>
 #include <exception>
