@@ -15,21 +15,21 @@
 #include "stage/stage_rank.hpp"
 
 namespace ap {
+
 // Note [tensor-parallel stage]: each chunk's Linear pairs become column/row-parallel (Note [Megatron pairing]), so
 // every chunk's input and output are whole. Every action runs on all T ranks in lockstep; rank 0's output goes
 // on, so the schedule and messages are those of an unsplit stage. The state is always whole (Note [stage state]),
 // so it loads into any (stages, T) layout.
-// those of an unsplit stage.
+
 // Note [data-parallel stage]: rank r of stage s in every replica belongs to one data-parallel group.
 // reduce_gradients(chunk) starts the chunk's gradient all-reduce and returns (Note [async collectives]). The
 // optimizer step waits for it, then meets the other replicas in a one-number all-reduce, its commit: a replica
 // whose step failed aborts the group instead, so every replica steps or none. A rank whose action fails aborts
 // the local group; the ranks are rebuilt from their weights before the next action.
-// local group so its peers stop at once; the ranks are rebuilt from their weights before the next action.
+
 // Note [shared optimizer step]: replicas in one process hold the same reduced gradients, so replica d updates part
 // d of every parameter and its optimizer state, and the others copy it (take_parts): the bits of a whole step at
 // 1/D of the memory traffic. A replica's optimizer state is current only in its own part until gathered.
-// optimizer state is current only in its own part until take_parts(..., state = true) gathers it.
 class stage_compute {
  public:
   // `slices` are the stage's chunks whole. Rank r computes on cores[r] (Note [cores per rank]); empty: unpinned.
