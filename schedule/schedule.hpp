@@ -34,7 +34,6 @@ static_assert(op_names.size() == op_count, "one name per op");
 
 inline const op_name& name_of(op o) { return op_names[static_cast<std::size_t>(o)]; }
 inline char op_letter(op o) { return name_of(o).letter; }
-// The op printed as `letter`, or nullopt.
 inline std::optional<op> op_of_letter(char letter) {
   for (std::size_t k = 0; k < op_count; ++k)
     if (op_names[k].letter == letter) return static_cast<op>(k);
@@ -44,10 +43,9 @@ inline std::optional<op> op_of_letter(char letter) {
 // The microbatch of a whole-batch backward (printed "0B*"): Note [sync-backward].
 inline constexpr int all_microbatches = -1;
 
-// One step of one stage. `chunk` is the global chunk (virtual stage), 0 .. stages*chunks_per_stage-1;
-// `microbatch` 0 .. m-1, or all_microbatches (Note [sync-backward]).
-// Note [chunk layout]: chunk c lives on stage c % stages (round-robin, as Megatron-Core's interleaved 1F1B), so
-// the forward of chunk c+1 follows chunk c on the next stage, wrapping from the last stage to the first.
+// One step of one stage. `chunk`: the global chunk (virtual stage); `microbatch`: 0 .. m-1 or all_microbatches.
+// Note [chunk layout]: chunk c lives on stage c % stages (round-robin, as Megatron-Core's interleaved 1F1B), so the
+// forward of chunk c+1 follows chunk c on the next stage, wrapping from the last stage to the first.
 struct action {
   int stage = 0;
   op kind = op::forward;
@@ -89,7 +87,7 @@ schedule make_1f1b(int stages, int microbatches);
 schedule make_interleaved_1f1b(int stages, int microbatches, int chunks_per_stage);
 schedule make_zb_h1(int stages, int microbatches);
 schedule make_sync_backward(int stages, int microbatches);
-// By name: gpipe, 1f1b, interleaved (uses chunks_per_stage), zb-h1, sync-backward.
+// By name: gpipe, 1f1b, interleaved, zb-h1, sync-backward.
 schedule make_schedule(const std::string& name, int stages, int microbatches, int chunks_per_stage = 1);
 std::vector<std::string> schedule_names();
 
@@ -97,23 +95,23 @@ std::vector<std::string> schedule_names();
 // runs one backward over the whole batch (its microbatch caches joined, Note [joined caches]) and sends one
 // gradient back. As data it is B of all_microbatches ("0B*"); a schedule runs every backward whole-batch or none.
 // Same gradients as the pipelined backward, but stage s starts only when stage s+1 has finished.
-// True when the schedule's backwards run on the whole batch: the coordinator then sends one joined gradient.
+// True when the schedule's backwards run on the whole batch.
 bool whole_batch_backward(const schedule& s);
 
 // `s` with one R per chunk right after the chunk's last backward (existing R dropped first: idempotent).
 schedule with_gradient_reductions(schedule s);
 bool has_gradient_reductions(const schedule& s);
 
-// One row per stage, actions separated by spaces: "0F0 0F1 0B0 0B1". parse_grid infers m and v from the actions.
+// One row per stage: "0F0 0F1 0B0 0B1"; parse_grid infers m and v from the actions.
 std::string to_grid(const schedule& s);
 schedule parse_grid(const std::string& text, const std::string& name = "custom");
 // CSV with header "stage,step,op,microbatch,chunk".
 std::string to_csv(const schedule& s);
 schedule parse_csv(const std::string& text, const std::string& name = "custom");
 
-// Validation: every microbatch has one F and one B (or one I and one W) per chunk on the chunk's stage; F before
-// B/I; I before W; F of chunk k+1 after F of chunk k; and no deadlock. On failure `message` holds the reason and
-// the grid with the failing action marked "<-- ERROR HERE".
+// Validation: one F and one B (or I and W) per microbatch and chunk on the chunk's stage; F before B/I, I before
+// W, chunk k's F before chunk k+1's; no deadlock. On failure `message` holds the reason and the grid with the
+// failing action marked "<-- ERROR HERE".
 struct validation {
   bool ok = true;
   std::string message;
@@ -122,7 +120,7 @@ validation validate(const schedule& s);
 // validate, and first that the schedule has the run's sizes (for a user's schedule file).
 validation validate_for_run(const schedule& s, int stages, int microbatches, int chunks_per_stage);
 
-// Simulation under per-op costs (time units). Per-stage costs; an empty vector means 1.0 everywhere.
+// Simulation under per-stage op costs (time units); an empty vector means 1.0 everywhere.
 struct op_costs {
   std::vector<double> forward, backward_input, backward_weight;  // backward (B) = I + W
   double transfer = 0.0;  // added to every cross-stage dependency
@@ -139,7 +137,7 @@ struct simulation {
 // Throws std::invalid_argument (with the validator's message) for an invalid schedule.
 simulation simulate(const schedule& s, const op_costs& costs = {});
 
-// The simulated timeline as an SVG picture: one row per stage, a box per action coloured by op.
+// The simulated timeline as an SVG picture.
 std::string to_svg(const schedule& s, const simulation& sim);
 
 }  // namespace ap

@@ -28,7 +28,6 @@ class tensor {
 
   // A 0-d float32 tensor with one element (as xtensor's default): a valid scalar.
   tensor();
-  // A 0-d float32 tensor holding `value`.
   explicit tensor(float value);
   tensor(const tensor& other);
   tensor(tensor&& other) noexcept;
@@ -36,7 +35,6 @@ class tensor {
   tensor& operator=(tensor&& other) noexcept;
   ~tensor() = default;
 
-  // Uninitialised elements of the given shape.
   static tensor from_shape(const shape_t& shape, dtype type = dtype::float32);
   static tensor from_shape(std::initializer_list<std::size_t> shape, dtype type = dtype::float32) {
     return from_shape(shape_t(shape), type);
@@ -62,7 +60,7 @@ class tensor {
   // bfloat16 elements; throws std::logic_error for a float32 tensor.
   bfloat16* bf16_data() { return ++version_, bf16_block(); }
   const bfloat16* bf16_data() const { return bf16_block(); }
-  // The elements as bytes, whatever the dtype (safetensors, the wire).
+  // The elements as bytes, whatever the dtype.
   std::byte* bytes() { return ++version_, block_.get(); }
   const std::byte* bytes() const { return block_.get(); }
   // Changes whenever the elements may have changed; a derived copy (a Linear's bf16 weights, Note [compute
@@ -128,13 +126,12 @@ tensor& operator*=(tensor& a, float s);
 // `in` converted to `type` into `out`, reusing out's block when it has room (out = in.astype(type)).
 void assign_as(tensor& out, const tensor& in, dtype type);
 
-// A zero-filled tensor of the given shape.
 tensor zeros(const shape_t& shape, dtype type = dtype::float32);
 inline tensor zeros(std::initializer_list<std::size_t> shape, dtype type = dtype::float32) {
   return zeros(shape_t(shape), type);
 }
 
-// A float32 tensor with the given shape whose elements are copied from `values` (sizes must agree).
+// A float32 tensor of `shape` holding `values` (sizes must agree).
 tensor from_values(const shape_t& shape, const std::vector<float>& values);
 
 // Leading axes flattened: the number of rows a layer sees. A 0-d tensor has one row.
@@ -143,16 +140,16 @@ std::size_t rows(const tensor& t);
 std::size_t cols(const tensor& t);
 
 shape_t shape_of(const tensor& t);
-// "(32, 784)": used in every error message that names a shape.
+// "(32, 784)", as every error message names a shape.
 std::string shape_string(const tensor& t);
 std::string shape_string(const shape_t& shape);
-// "bfloat16 (32, 784)": shape and dtype, for messages where either can be wrong.
+// "bfloat16 (32, 784)": shape and dtype.
 std::string describe(const tensor& t);
 
-// Rows [begin, end) of a tensor, as a new tensor (leading axis only; any rank, any dtype).
+// Rows [begin, end) of a tensor, as a new tensor (any rank, any dtype).
 tensor slice_rows(const tensor& t, std::size_t begin, std::size_t end);
-// The parts stacked along the leading axis, in order (slice_rows' inverse): same dtype and trailing axes,
-// else std::invalid_argument naming the part and both shapes.
+// The parts stacked along the leading axis (slice_rows' inverse); same dtype and trailing axes, else
+// std::invalid_argument naming the part and both shapes.
 tensor concat_rows(const std::vector<const tensor*>& parts);
 
 // Largest |a - b| / max(1, |a|, |b|) over all elements; shapes must agree; bfloat16 is compared as float.
