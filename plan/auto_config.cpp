@@ -72,7 +72,7 @@ std::vector<layer_cost> tensor_parallel_costs(const std::vector<layer_cost>& who
     layer_cost& c = out[i];
     c.forward_s /= T, c.backward_input_s /= T, c.backward_weight_s /= T;
     const double f = r.forward * in.allreduce_s(T, whole[i].output_bytes);
-    // Layer 0's input gradient is never computed (measure_layer_costs), so it reduces nothing backward.
+    // Layer 0's input gradient is never computed, so it reduces nothing backward.
     const double b = i == 0 ? 0.0 : r.backward * in.allreduce_s(T, whole[i - 1].output_bytes);
     c.forward_s += f, c.backward_input_s += b;
     reduce_s[i] = f + b;
@@ -103,7 +103,7 @@ std::uint64_t gradient_bytes(sequential& model, layer_range range) {
   return bytes;
 }
 
-// The layers, costs and all-reduces every candidate of one (rows, threads, recompute, T) shares.
+// What every candidate of one (rows, threads, recompute, T) shares.
 struct cost_view {
   std::size_t rows = 0;           // a microbatch's
   std::vector<layer_cost> costs;  // a rank's, T applied

@@ -117,10 +117,10 @@ class chrome_trace_writer {
   std::vector<std::optional<stage_event>> open_;
 };
 
-// Chrome trace JSON (chrome://tracing, Perfetto): one track per stage, a span per task, queue lengths.
+// Chrome trace JSON (chrome://tracing, Perfetto): a track per stage, a span per task, queue lengths.
 std::string chrome_trace(const std::vector<stage_event>& events, int stages);
 
-// Busy time per stage (sum of start..finish spans), in microseconds, from kept events.
+// Busy microseconds per stage, from kept events.
 std::vector<double> busy_time_us(const std::vector<stage_event>& events, int stages);
 
 }  // namespace ap

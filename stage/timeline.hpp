@@ -1,5 +1,5 @@
-// The schedule as it ran (train --timeline): one step's measured actions, transfers and idle time, the
-// per-action costs they imply, and the same schedule simulated with those costs, drawn one above the other.
+// The schedule as it ran (train --timeline): one step's measured actions and transfers, the costs they imply,
+// and the schedule simulated with those costs.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +13,7 @@
 
 namespace ap {
 
-// One step as it ran, in seconds since the step's first event (the coordinator's first forward_task arriving).
+// One step as it ran, in seconds since the step's first event.
 struct measured_step {
   std::uint64_t step = 0;
   std::vector<simulation::span> spans;  // every action that ran, start..end

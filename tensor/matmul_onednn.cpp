@@ -45,7 +45,7 @@ struct cached_matmul {
   dnnl::memory a, b, c, bias;  // bias: empty without one
 };
 
-// (m, n, k, A's leading dimension, transpose_a, transpose_b, input dtype, alpha, beta, OpenMP threads, a bias)
+// (m, n, k, lda, transpose_a, transpose_b, input dtype, alpha, beta, OpenMP threads, a bias)
 using matmul_key = std::tuple<std::size_t, std::size_t, std::size_t, std::size_t, bool, bool, int, float, float, int, bool>;
 
 // With `bias`, C = op(A) op(B) + bias on each row (Note [bias in the product]; alpha 1, beta 0 only).
@@ -76,8 +76,8 @@ cached_matmul make_matmul(bool transpose_a, bool transpose_b, std::size_t m, std
           dnnl::memory(c_md, engine(), nullptr), dnnl::memory(bias_md, engine(), nullptr)};
 }
 
-// One primitive call on the calling thread's OpenMP team (Note [primitive cache per thread]).
-// A transposed A is stored (k, a_columns): a band of its columns starts mid-row.
+// One primitive call on the calling thread's OpenMP team. A transposed A is stored (k, a_columns): a band of
+// its columns starts mid-row.
 void run_once(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
               const void* a, const void* b, float beta, float* c, std::size_t a_columns, dt input,
               const float* bias = nullptr) {
@@ -144,8 +144,7 @@ void run_openblas(bool transpose_a, bool transpose_b, std::size_t m, std::size_t
   if (m > std::size_t(INT_MAX) || n > std::size_t(INT_MAX) || k > std::size_t(INT_MAX))
     throw std::length_error("matrix product " + std::to_string(m) + " x " + std::to_string(n) + " over " +
                             std::to_string(k) + ": a dimension exceeds BLAS's int");
-  // Rows [r0, r1) and columns [c0, c1) of C: rows of A (or, stored transposed (k, m), a block of its columns),
-  // columns of B (or, stored transposed (n, k), a block of its rows).
+  // Rows [r0, r1) and columns [c0, c1) of C (of a transposed A, a block of its columns; of B's rows likewise).
   const auto block = [&](std::size_t r0, std::size_t r1, std::size_t c0, std::size_t c1) {
     cblas_sgemm(CblasRowMajor, transpose_a ? CblasTrans : CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans,
                 int(r1 - r0), int(c1 - c0), int(k), alpha, transpose_a ? a + r0 : a + r0 * k, int(transpose_a ? m : k),
@@ -207,8 +206,7 @@ void run(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::
   if (failure) std::rethrow_exception(failure);
 }
 
-// gemm_bias_onednn for either element type (Note [bias in the product]); without AVX-512 kernels, the fill and
-// the product it stands for.
+// gemm_bias_onednn for either element type; without AVX-512 kernels, the fill and product it stands for.
 template <class T>
 void bias_in_product(std::size_t m, std::size_t n, std::size_t k, const T* a, const T* b, const float* bias, float* c,
                      dt input) {
