@@ -16,9 +16,8 @@
 namespace ap {
 
 // Note [automatic configuration]: a configuration is the run's mesh: one process or a pipeline (P stages, m
-// microbatches, a schedule, chunks, a partition), D replicas, T ranks and t threads per rank, P x D x T x t <= cores.
-// Each is predicted from layer costs measured on the machine (a pipeline by simulating its schedule; a split layer
-// at 1/T plus its all-reduces) and the memory model (Note [memory budget]). `train --auto` runs the best few
+// microbatches, a schedule, chunks, a partition), D replicas, T ranks, t threads a rank, P x D x T x t <= cores.
+// Each is predicted from layer costs measured here and the memory model; `train --auto` runs the best few
 // briefly (Note [auto trials]) and trains with the fastest.
 struct mesh_config {
   int stages = 0;  // 0: one process computes every layer, no pipeline

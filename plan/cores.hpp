@@ -16,9 +16,8 @@ std::vector<int> process_cores();
 // std::invalid_argument for ranks < 1 or threads < 0.
 std::vector<compute_cores> assign_cores(const std::vector<int>& cores, int ranks, int threads);
 
-// Note [cores by stage cost]: a pipeline runs at the pace of its slowest stage. With --threads 0 `train` gives each
-// stage of a pipeline in this process a share of the cores in proportion to its predicted busy time, every stage
-// at least one (an estimate: time does not fall in proportion to threads).
+// Note [cores by stage cost]: a pipeline runs at the pace of its slowest stage, so with --threads 0 `train` gives
+// each stage of a pipeline in this process cores in proportion to its predicted busy time (an estimate).
 //
 // Threads per stage: every stage 1, the rest in proportion to `costs` (largest remainder, ties to the earlier
 // stage). Throws std::invalid_argument for no stage or a negative or non-finite cost.

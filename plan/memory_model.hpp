@@ -13,13 +13,11 @@
 
 namespace ap {
 
-// Note [memory model]: a stage holds its parameters' values and gradients (float32), its optimizer's state and its
-// stash. The stash follows the stage's own action order: a forward adds its chunk's stash per microbatch (measured
-// on one microbatch), the action ending the activation (B, or W after an I) frees it, and between an I and its W a
-// microbatch holds layer_cost::input_held_bytes. The peak of that walk is exact for every schedule and, per rank,
-// for tensor-parallel ranks (Note [tensor-parallel memory]). On top: the workspace (the largest layer's, Note
-// [tensor bytes]) and the weight copies layers keep between steps (layer::derived_bytes). docs/performance.md
-// compares it with resident memory.
+// Note [memory model]: a stage holds its parameters' values and gradients, its optimizer's state and its stash.
+// The stash follows the stage's action order: F adds its chunk's measured stash, B (or W after I) frees it, and
+// between I and W a microbatch holds input_held_bytes. The walk's peak is exact for every schedule and, per rank,
+// for tensor-parallel ranks. On top: the workspace (the largest layer's) and the layers' weight copies
+// (derived_bytes). docs/performance.md compares it with resident memory.
 struct stage_memory {
   std::uint64_t parameters = 0, gradients = 0, optimizer_state = 0;  // bytes
   std::uint64_t stash = 0;      // bytes at the stage's peak

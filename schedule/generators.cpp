@@ -73,9 +73,9 @@ schedule make_1f1b(int stages, int microbatches) {
 // Interleaved 1F1B with v chunks per stage, Megatron-Core's order: stage s runs m*v virtual microbatches.
 //
 // Note [interleaved order]: virtual microbatches come in groups of p*v: p microbatches of local chunk 0, then the
-// same p of local chunk 1, and so on; the backward walks the local chunks in reverse. Hence m must be a multiple
-// of p. Warmup is (v-1)*p + (p-s-1), capped at m*v, without Megatron-Core's extra p-s-1 (which serves its
-// blocking sends): the same makespan, fewer activations stashed. With v = 1 this is exactly 1F1B.
+// same p of local chunk 1, and so on (hence m a multiple of p); the backward walks the chunks in reverse. Warmup
+// is (v-1)*p + (p-s-1), capped at m*v, without Megatron-Core's extra p-s-1 (for its blocking sends). With v = 1
+// this is exactly 1F1B.
 schedule make_interleaved_1f1b(int stages, int microbatches, int chunks_per_stage) {
   schedule s = empty_schedule("interleaved", stages, microbatches, chunks_per_stage);
   const int p = stages, m = microbatches, v = chunks_per_stage;
@@ -100,13 +100,13 @@ schedule make_interleaved_1f1b(int stages, int microbatches, int chunks_per_stag
   return s;
 }
 
-// ZB-H1 (Qi et al. 2023, "Zero Bubble Pipeline Parallelism"): the backward is split into I (input gradient, on
-// the critical path) and W (weight gradient, needed by nobody downstream).
+// ZB-H1 (Qi et al. 2023, "Zero Bubble Pipeline Parallelism"): the backward split into I (on the critical path)
+// and W (needed by nobody downstream).
 //
-// Note [zb-h1 order]: stage s keeps 1F1B's warmup, then steps "F, I". The first s steps leave their W out; every
-// later step ends with the oldest waiting W, and the s deferred W's run at the end, where 1F1B's stage s idles
-// (PyTorch's _get_1f1b_rank_ops with enable_zero_bubble). Gradients reach stage 0 sooner: with F = I = W and
-// m >= p the bubble is a third of 1F1B's. Every stage peaks at p activations (Note [stash accounting]).
+// Note [zb-h1 order]: stage s keeps 1F1B's warmup, then steps "F, I"; the first s steps leave their W out, later
+// steps end with the oldest waiting W, and the s deferred W's fill 1F1B's cooldown idle (PyTorch's
+// _get_1f1b_rank_ops with enable_zero_bubble). With F = I = W and m >= p the bubble is a third of 1F1B's; every
+// stage peaks at p activations (Note [stash accounting]).
 schedule make_zb_h1(int stages, int microbatches) {
   schedule s = empty_schedule("zb-h1", stages, microbatches, 1);
   for (int stage = 0; stage < stages; ++stage) {

@@ -67,10 +67,9 @@ struct schedule {
 
 inline int stage_of_chunk(int chunk, int stages) { return chunk % stages; }
 
-// Note [gradient reduction]: with data-parallel replicas, a chunk's gradients are final after its last backward on
-// its stage and are then summed across the replicas: the action R ("0R"), placed right after that backward
-// (with_gradient_reductions) so the reduction overlaps the remaining backward work. R is asynchronous: it starts a
-// collective and the stage goes on; the optimizer step waits for it. One replica: R does nothing.
+// Note [gradient reduction]: with data-parallel replicas, a chunk's gradients are summed across the replicas once
+// final: the action R ("0R"), placed right after the chunk's last backward on its stage so the reduction overlaps
+// the remaining backward. R only starts the collective; the optimizer step waits for it. One replica: no-op.
 inline bool is_reduction(const action& a) { return a.kind == op::reduce_grad; }
 
 // F, B and I run on a task that arrives (an activation, a gradient); W and R run on what the stage holds.
@@ -92,9 +91,8 @@ schedule make_schedule(const std::string& name, int stages, int microbatches, in
 std::vector<std::string> schedule_names();
 
 // Note [sync-backward]: a backward that is not pipelined: once every loss is computed, each stage, last to first,
-// runs one backward over the whole batch (its microbatch caches joined, Note [joined caches]) and sends one
-// gradient back. As data it is B of all_microbatches ("0B*"); a schedule runs every backward whole-batch or none.
-// Same gradients as the pipelined backward, but stage s starts only when stage s+1 has finished.
+// runs one backward over the whole batch (caches joined, Note [joined caches]) and sends one gradient back: B of
+// all_microbatches ("0B*"). A schedule runs every backward whole-batch or none.
 // True when the schedule's backwards run on the whole batch.
 bool whole_batch_backward(const schedule& s);
 

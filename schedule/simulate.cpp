@@ -23,11 +23,11 @@ std::vector<double> per_stage_costs(const std::vector<double>& given, int stages
 }  // namespace
 
 // Every stage runs its list in order; an action starts when its stage is free and all it needs (Note
-// [dependencies]) has finished, plus `transfer` for each need on another stage. A chunk's action costs 1/v of
-// the stage's cost. R runs on the stage's communication lane, one at a time.
+// [dependencies]) has finished, plus `transfer` from another stage. A chunk's action costs 1/v of the stage's
+// cost. R runs on the stage's communication lane.
 //
 // Note [stash accounting]: peak_stash counts, per stage, the activations whose F has run and whose backward has
-// not finished with them: B frees one; with the split backward W frees it, not I (W still needs the stashed input).
+// not finished: B frees one; with the split backward W frees it (it still needs the stashed input), not I.
 simulation simulate(const schedule& s, const op_costs& costs) {
   const validation check = validate(s);
   if (!check.ok) throw std::invalid_argument("cannot simulate an invalid schedule: " + check.message);

@@ -22,10 +22,10 @@ namespace ap {
 // so it loads into any (stages, T) layout.
 
 // Note [data-parallel stage]: rank r of stage s in every replica belongs to one data-parallel group.
-// reduce_gradients(chunk) starts the chunk's gradient all-reduce and returns (Note [async collectives]). The
-// optimizer step waits for it, then meets the other replicas in a one-number all-reduce, its commit: a replica
-// whose step failed aborts the group instead, so every replica steps or none. A rank whose action fails aborts
-// the local group; the ranks are rebuilt from their weights before the next action.
+// reduce_gradients(chunk) starts the chunk's gradient all-reduce and returns (Note [async collectives]); the
+// optimizer step waits for it, then meets the other replicas in a one-number all-reduce, its commit, which a
+// failed replica aborts instead: every replica steps or none. A failing rank aborts the local group; the ranks
+// are rebuilt from their weights before the next action.
 
 // Note [shared optimizer step]: replicas in one process hold the same reduced gradients, so replica d updates part
 // d of every parameter and its optimizer state, and the others copy it (take_parts): the bits of a whole step at

@@ -8,10 +8,9 @@
 
 namespace ap {
 
-// Note [fast exp]: glibc's expf is a scalar call. Cephes' expf: e^x = 2^z e^r with z the integer nearest x / ln 2
-// and e^r by a degree-7 polynomial on |r| <= ln 2 / 2; relative error below 1e-7. x below -87 is taken as -87 (a
-// probability that is 0 in every sum). The nearest integer is taken by adding and subtracting 1.5 * 2^23, since
-// GCC does not vectorise std::floor; at an exact tie both roundings give |r| <= ln 2 / 2.
+// Note [fast exp]: glibc's expf is a scalar call. Cephes' expf: e^x = 2^z e^r, z the integer nearest x / ln 2 (by
+// adding and subtracting 1.5 * 2^23: GCC does not vectorise std::floor), e^r a degree-7 polynomial on
+// |r| <= ln 2 / 2; relative error below 1e-7. x below -87 is taken as -87 (0 in every sum).
 
 // Note [trapping math]: the project compiles with -fno-trapping-math (CMakeLists.txt): without it GCC 12 keeps a
 // float comparison (the std::max below) as a branch on AVX2, so every loop calling this ran scalar. No trap is

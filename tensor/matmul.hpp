@@ -24,10 +24,9 @@ void gemm_bias(std::size_t m, std::size_t n, std::size_t k, const float* a, cons
 void gemm_bias(std::size_t m, std::size_t n, std::size_t k, const bfloat16* a, const bfloat16* b, const float* bias,
                float* c);
 
-// Note [widened bf16 operands]: where bf16 products widen their operands to fp32 (bf16_products_widen(): the
-// reference backend, and oneDNN without AVX-512), an operand used again and again (a Linear's weights) is better
-// widened once. gemm_widened_b takes such a B (float32 elements that are all bf16 values) and gives the bf16
-// product's bits; where products do not widen, B is narrowed (exactly) first.
+// Note [widened bf16 operands]: where bf16 products widen their operands to fp32 (bf16_products_widen()), an
+// operand used again and again (a Linear's weights) is better widened once: gemm_widened_b takes such a B (float32
+// holding bf16 values) and gives the bf16 product's bits.
 bool bf16_products_widen();
 void gemm_widened_b(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
                     const bfloat16* a, const float* b, float beta, float* c);

@@ -26,11 +26,9 @@ inline gelu_sigmoids gelu_sigmoid(float v) {
 
 }  // namespace
 
-// Note [GELU on vector lanes]: 0.5 (1 + tanh(u)) is the logistic sigmoid of 2u, so with e = e^(-2|u|) (in (0, 1],
-// exp_nonpositive) GELU(x) = x s where s = 1 / (1 + e) for u >= 0 and e / (1 + e) below: no 1 - e that cancels
-// near 0, and no tanh call, so the loop runs on vector lanes (Note [trapping math]). The derivative is
-// s + 2 x s (1 - s) u', with 1 - s the other quotient. Faster than oneDNN's eltwise gelu_tanh on AVX2 and AVX-512
-// (Note [vector width]), with the same error against double tanh.
+// Note [GELU on vector lanes]: 0.5 (1 + tanh(u)) is the sigmoid of 2u, so with e = e^(-2|u|) GELU(x) = x s where
+// s = 1 / (1 + e) for u >= 0 and e / (1 + e) below: no cancelling 1 - e and no tanh call, so the loop runs on
+// vector lanes (Note [trapping math]), faster than oneDNN's eltwise. The derivative is s + 2 x s (1 - s) u'.
 void gelu_forward(const float* x, float* y, std::size_t n) {
   const auto count = static_cast<std::ptrdiff_t>(n);
 #pragma omp parallel for simd schedule(static) if (count >= parallel_elements)  // Note [parallel element loops]
