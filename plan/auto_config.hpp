@@ -42,7 +42,7 @@ struct auto_candidate {
   double communication_s = 0.0; // all-reduces charged to the step
   std::uint64_t peak_bytes = 0; // this process's predicted memory: every stage and replica it holds
   std::vector<double> busy_s;   // a pipeline's: each stage's compute per step (tensor-parallel all-reduces in)
-  double message_s = 0.0;       // a pipeline's: what a message between two stages was estimated to cost
+  double message_s = 0.0;       // a pipeline's: a message between two stages, estimated
 };
 
 // The estimated cost of one message between two stages of this process.
@@ -78,7 +78,7 @@ struct auto_inputs {
   // The same between two nodes of one host (Note [one copy on one machine]); empty: as link_s.
   std::function<double(std::uint64_t bytes)> copy_s;
   std::uint64_t link_bytes = 0;
-  std::uint64_t sample_bytes = 0;  // one sample's input: with nodes, what the coordinator sends the first stage
+  std::uint64_t sample_bytes = 0;  // one sample's input (sent to the first stage by the coordinator)
 };
 
 // Every configuration that fits, predicted, fastest first. Throws std::invalid_argument when none fits the

@@ -83,8 +83,7 @@ std::vector<stage_memory> of_all_ranks(std::vector<stage_memory> rank, int tenso
 // The holders of the stages: this process without nodes; else one per node that holds any.
 std::vector<memory_holder> memory_holders(int stages, int replicas, const std::vector<std::string>& nodes);
 
-// Empty when every holder's stages fit `budget` bytes; else names the first holder over it, its stages' figures,
-// and what would fit.
+// Empty when every holder fits `budget` bytes; else names the first over it, its stages' figures and what would fit.
 std::string over_budget(const std::vector<stage_memory>& stages, const std::vector<memory_holder>& holders,
                         std::uint64_t budget);
 

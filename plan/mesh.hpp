@@ -20,8 +20,7 @@ struct mesh_shape {
 std::size_t node_of(int replica, int stage, int stages, std::size_t nodes);
 
 // "2 data-parallel replicas x 2 stages x 2 tensor-parallel ranks = 8 compute ranks; replica 0 stage 0: node
-// 127.0.0.1:4000 (2 ranks), ...", noting where replicas' all-reduces meet in shared memory first (Note
-// [hierarchical collectives]). Empty nodes: every thread in this process.
+// 127.0.0.1:4000 (2 ranks), ..." (Note [hierarchical collectives]). Empty nodes: all in this process.
 std::string describe_mesh(const mesh_shape& mesh, const std::vector<std::string>& nodes);
 
 // Note [elastic mesh]: the mesh an elastic run continues on when `nodes_left` of `nodes_listed` nodes answer: as

@@ -23,9 +23,9 @@ partition_method parse_partition_method(const std::string& name);
 std::string to_string(partition_method m);
 
 // Note [balanced split]: contiguous ranges of per-layer costs into `chunks` non-empty chunks, minimising the
-// largest chunk sum; ties go to the smallest sum of squared chunk costs, then the most even layer counts. Exact
-// dynamic programme, O(chunks n^2). Costs must be finite and non-negative; throws std::invalid_argument when
-// chunks < 1 or chunks > costs.size().
+// largest chunk sum, ties going to the smallest sum of squared chunk costs, then the most even layer counts (an
+// exact dynamic programme; costs finite and non-negative). Throws std::invalid_argument when chunks < 1 or
+// chunks > costs.size().
 std::vector<std::size_t> balanced_counts(const std::vector<double>& costs, int chunks);
 
 // The layer count of every chunk.

@@ -1,4 +1,4 @@
-// A schedule as text: the grid (one row of "1F0"-style actions per stage) and CSV. Both round-trip exactly.
+// A schedule as text: the grid (a row of "1F0"-style actions per stage) and CSV, both round-tripping exactly.
 #include <algorithm>
 #include <map>
 #include <sstream>

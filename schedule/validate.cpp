@@ -17,7 +17,7 @@ struct mark {
   int index;
 };
 
-// The reason, then the grid with the marked actions in [ ] and "<-- ERROR HERE" after each marked row.
+// The reason, then the grid, marked actions in [ ] and "<-- ERROR HERE" after their rows.
 validation failure(const schedule& s, const std::string& reason, const std::vector<mark>& marks) {
   std::string out = reason + "\n";
   for (std::size_t stage = 0; stage < s.per_stage.size(); ++stage) {

@@ -1,7 +1,6 @@
 // What the stages did, as events, rendered as the stage log or a Chrome trace.
-// Note [bounded event log]: a run of many steps must not grow. The log sums each stage's busy time as events come;
-// it keeps the events only when asked (tests, benchmarks) and hands each to a sink, so the stage log and the
-// trace are written while training.
+// Note [bounded event log]: a run of many steps must not grow: the log sums each stage's busy time as events come,
+// keeps the events only when asked, and hands each to a sink, so the stage log and trace stream while training.
 #pragma once
 
 #include <chrono>

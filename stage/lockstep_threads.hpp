@@ -36,7 +36,7 @@ class lockstep_threads {
   std::condition_variable wake_, done_;
   const std::function<void(int)>* work_ = nullptr;
   std::vector<std::exception_ptr> errors_;
-  unsigned long long generation_ = 0;  // counts run() calls: a thread serves each generation once
+  unsigned long long generation_ = 0;  // run() calls: a thread serves each generation once
   int running_ = 0;                    // helper threads still in the current generation
   bool stopping_ = false;
   std::vector<std::thread> threads_;

@@ -53,9 +53,9 @@ class stage_rank {
   // "stage 1 (chunk 1: Linear(512->256) ReLU)": names the place in error messages.
   std::string where(int chunk) const;
 
-  // Note [stage state]: a stage's state is its parameters under their global names ("3.weight"), its optimizer's
-  // state under checkpoint_optimizer_prefix ("optimizer/3.weight.m") and the optimizer's steps: a checkpoint's
-  // names, independent of the split, so all stages' states make one checkpoint that loads into any other split.
+  // Note [stage state]: a stage's state is its parameters under global names ("3.weight"), its optimizer's state
+  // ("optimizer/3.weight.m") and steps: a checkpoint's names, independent of the split, so all stages' states make
+  // one checkpoint that loads into any split.
   stage_state export_state();
   // Replaces parameters and optimizer with `state`, which must hold exactly this stage's tensors and shapes. All
   // is checked first; a refusal throws std::runtime_error naming the stage and tensor, changing nothing. Drops

@@ -11,8 +11,7 @@
 
 namespace ap {
 
-// Parameters, optimizer state and steps under global names. The processor answers state_atom with one and loads
-// one sent with load_atom.
+// Parameters, optimizer state and steps under global names (state_atom answers one, load_atom loads one).
 struct stage_state {
   int stage = 0;
   std::int64_t optimizer_steps = 0;

@@ -39,7 +39,7 @@ class task_queue {
   // Drops every task of a step before `step` (left over from an aborted step).
   void drop_before(std::uint64_t step);
   std::size_t size() const { return tasks_.size(); }
-  // "backward microbatch 3 of chunk 2" (0-based, for error messages).
+  // "backward microbatch 3 of chunk 2" (0-based), for errors.
   static std::string describe(const action& a);
 
  private:

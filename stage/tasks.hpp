@@ -11,7 +11,7 @@ namespace ap {
 // A chunk's input for `microbatch` of optimizer step `step`. `first_sample`: the microbatch's first row in the
 // batch (dropout masks depend on it); `source`: the sender's rank (the coordinator is rank `stages`).
 struct forward_task {
-  std::uint64_t step = 0;  // the optimizer step: one type from train_step to the layers
+  std::uint64_t step = 0;  // the optimizer step
   int microbatch = 0;
   int chunk = 0;
   int source = 0;

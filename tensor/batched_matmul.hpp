@@ -1,6 +1,5 @@
-// Batched matrix products on the compute backend (Note [compute backends]): `batch` independent products of equal
-// shapes stored one after another, as attention's per-head products are. One oneDNN 3-D matmul runs the whole
-// batch, so small per-head products do not each pay a call; the reference path loops gemm_reference.
+// Batched matrix products (Note [compute backends]): `batch` independent products of equal shapes stored one
+// after another, as attention's per-head products; one oneDNN 3-D matmul runs the whole batch.
 
 // Note [one place for attention's products]: the attention layer computes its scores and weighted values only
 // through batched_gemm, so a compute dtype is one overload here, not a change inside the layer.

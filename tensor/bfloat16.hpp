@@ -28,15 +28,14 @@ inline float to_float(bfloat16 x) {
 }
 
 // Whole buffers, bit for bit the scalar functions above.
-// Note [conversions]: plain loops over the scalar functions, which GCC vectorises. They are as fast as oneDNN's
-// reorder, which flushes subnormal inputs to zero and so is not the same conversion: the loops stay, exact and
-// free of oneDNN (the reference build has none).
+// Note [conversions]: plain loops over the scalar functions, which GCC vectorises. oneDNN's reorder, no faster,
+// flushes subnormal inputs to zero, so it is not the same conversion.
 void to_bfloat16(const float* in, bfloat16* out, std::size_t n);
 void to_float(const bfloat16* in, float* out, std::size_t n);
 // Every element replaced by the nearest bfloat16 value, kept in float32, bit for bit: what crosses a layer
 // boundary in bfloat16 training (Note [compute dtype]).
 void round_to_bfloat16(float* x, std::size_t n);
-// The same from `in` into `out` (n elements each), one pass.
+// The same from `in` into `out` (n elements each).
 void round_to_bfloat16(const float* in, float* out, std::size_t n);
 
 }  // namespace ap

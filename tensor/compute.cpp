@@ -13,7 +13,7 @@
 
 #include "tensor/elementwise.hpp"
 
-// From OpenBLAS; declared here rather than by <cblas.h> (which must not meet xtensor-blas, toolchain notes).
+// From OpenBLAS, declared here: <cblas.h> clashes with xtensor-blas.
 extern "C" void openblas_set_num_threads(int);
 extern "C" int openblas_get_num_threads(void);
 extern "C" int blas_thread_shutdown_(void) __attribute__((weak));  // absent from a serial OpenBLAS

@@ -1,7 +1,7 @@
 // Which library computes the tensor ops, and with how many threads.
-// Note [compute backends]: oneDNN (the default) is the fast path: its JIT kernels pick AVX-512 and bf16 at run
-// time. xtensor-blas (on OpenBLAS) is the portable reference path and the tests' oracle. -DAP_COMPUTE=reference
-// leaves oneDNN out; otherwise set_compute_backend() or AP_COMPUTE=reference|onednn (read once) chooses.
+// Note [compute backends]: oneDNN (the default) is the fast path, its JIT kernels picking AVX-512 and bf16 at run
+// time; xtensor-blas (on OpenBLAS) is the portable reference and the tests' oracle. -DAP_COMPUTE=reference leaves
+// oneDNN out; else set_compute_backend() or AP_COMPUTE=reference|onednn (read once) chooses.
 #pragma once
 
 #include <cstddef>
@@ -25,10 +25,9 @@ compute_backend parse_compute_backend(const std::string& text);
 // Threads of the ops the *calling* thread runs (OpenMP's setting is per thread). OpenBLAS stays at one thread
 // (its setting is process-wide). Fewer threads than before release the idle team (Note [idle teams]).
 
-// Note [idle teams]: libgomp lets idle team threads spin only while all the threads it manages (idle teams
-// included) are no more than the cores; beyond that every region's end costs a futex sleep and wake-up. A thread
-// keeps its last team until it ends, so set_compute_threads(n) releases the calling thread's team
-// (omp_pause_resource) whenever n is below its setting: a rank's threads go when it is done.
+// Note [idle teams]: libgomp lets idle team threads spin only while the threads it manages are no more than the
+// cores; beyond that every region's end costs a sleep and wake-up. A thread keeps its last team until it ends, so
+// set_compute_threads(n) releases the calling thread's team (omp_pause_resource) whenever n is below its setting.
 void set_compute_threads(int threads);
 int compute_threads();  // the calling thread's setting
 // Note [serial actor threads]: the calling thread, no compute rank, runs its ops alone. OpenMP's default team of

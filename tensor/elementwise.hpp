@@ -1,9 +1,8 @@
-// Element-wise loops and copies on the calling thread's compute threads (Note [op threads]).
+// Element-wise loops and copies on the calling thread's compute threads.
 
-// Note [op threads]: every op outside oneDNN runs on the calling thread's OpenMP team, split so that any thread
-// count gives the same bits: element-wise and per-row work in contiguous static blocks; sums over rows into one
-// vector by blocks of rows (Note [row-block sums]); sums to one number per fixed block of sum_block elements, added
-// in block order; the cross-entropy loss per row, the rows added in order. Small loops run serially.
+// Note [op threads]: every op outside oneDNN runs on the calling thread's OpenMP team, split so any thread count
+// gives the same bits: element-wise and per-row work in static blocks; sums over rows by blocks of rows (Note
+// [row-block sums]); sums to one number per fixed sum_block block, and the loss per row, added in order.
 
 // Note [oneDNN primitives against the loops]: layer norm's backward stays in loops, since oneDNN's dgamma/dbeta
 // bits follow the thread count; the causal softmax too, since oneDNN's own exp would change every trained bit.

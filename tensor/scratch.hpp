@@ -1,4 +1,4 @@
-// A thread's buffer for temporaries it makes again and again, and the widened bf16 operands kept in them.
+// A thread's buffer for temporaries it makes again and again.
 #pragma once
 
 #include <cstddef>

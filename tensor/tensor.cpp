@@ -27,9 +27,8 @@ std::size_t element_count(const shape_t& shape) {
 
 }  // namespace
 
-// Note [aligned blocks]: a block is malloc'd with room to start on a 64-byte boundary, and the shift (16 to 64
-// bytes) is kept in the byte before it. Not aligned_alloc: glibc splits a larger chunk for it, and the pieces
-// did not fit the next request of the same size, so a tensor made and freed over and over grew the heap.
+// Note [aligned blocks]: a block is malloc'd with room to start on a 64-byte boundary, the shift kept in the byte
+// before it. Not aligned_alloc: glibc's split chunks are not reused for the next request of the same size.
 void tensor::free_block::operator()(std::byte* p) const {
   std::byte* raw = p - static_cast<unsigned char>(p[-1]);
   count_tensor_bytes_freed(malloc_usable_size(raw));

@@ -17,10 +17,9 @@ namespace ap {
 
 using shape_t = std::vector<std::size_t>;
 
-// Note [tensor]: a tensor owns its elements (a copy is deep, a move is free) in one 64-byte-aligned block, read
-// as raw bytes by oneDNN, safetensors and the wire. Layers treat the last axis as features and every leading
-// axis as rows (rows()/cols()). float32 is what layers compute in; bfloat16 holds GEMM inputs and what travels
-// or is stored at half size.
+// Note [tensor]: a tensor owns its elements (a copy is deep, a move is free) in one 64-byte-aligned block, read as
+// raw bytes by oneDNN, safetensors and the wire. Layers treat the last axis as features and the leading axes as
+// rows. float32 is what layers compute in; bfloat16 holds GEMM inputs and what travels or is stored.
 class tensor {
  public:
   using shape_type = shape_t;
