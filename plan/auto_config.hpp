@@ -49,7 +49,7 @@ struct auto_candidate {
 inline constexpr double default_hop_s = 50e-6;
 
 // Note [auto on nodes]: with `train --auto --nodes A,B,...` the candidates are pipelines only, placed by node_of
-// within each host's cores (Note [cores on nodes]). Costs are this machine's, scaled to a node's threads; messages
+// within each host's cores (Note [cores on nodes]). Costs are the coordinator's, scaled to a node's threads; messages
 // between nodes are priced from measured round trips; replicas on several nodes all-reduce as a ring.
 struct auto_node {
   std::string host;  // as in --nodes: nodes with the same host share its machine's cores

@@ -48,7 +48,7 @@ class stage_compute {
   // chunk (-1: none here). Before the first step.
   void split_vocabulary(int head_chunk);
   bool splits_vocabulary() const { return vocabulary_split_; }
-  // With T > 1 (Note [sequence parallelism]). Before the first step.
+  // Splits blocks' rows among the ranks (Note [sequence parallelism]). Before the first step.
   void split_sequence();
 
   // As stage_rank's; results are rank 0's. With the head chunk split, B and I of that chunk take an empty dy.

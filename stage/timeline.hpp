@@ -34,8 +34,8 @@ measured_step measure_step(const std::vector<stage_event>& events, const schedul
 // backwards), scaled by the chunks per stage; transfer is the mean measured transfer.
 op_costs measured_costs(const measured_step& m, const schedule& plan);
 
-// The measured step (boxes at their real times, transfers as lines, idle blank) above the schedule simulated
-// with measured_costs, on one time axis, each with its makespan and bubble.
+// The measured step above the schedule simulated with measured_costs, on one time axis, each with its makespan
+// and bubble.
 std::string timeline_svg(const schedule& plan, const measured_step& measured, const simulation& simulated);
 
 // Keeps the events of the step in progress only; when a new step begins, the last one's makespan is summed and

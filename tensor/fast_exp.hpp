@@ -13,7 +13,7 @@ namespace ap {
 // |r| <= ln 2 / 2; relative error below 1e-7. x below -87 is taken as -87 (0 in every sum).
 
 // Note [trapping math]: the project compiles with -fno-trapping-math (CMakeLists.txt): without it GCC 12 keeps a
-// float comparison (the std::max below) as a branch on AVX2, so every loop calling this ran scalar. No trap is
+// float comparison (the std::max below) as a branch on AVX2, leaving every loop calling this scalar. No trap is
 // ever enabled, and the flag changes no value.
 
 // Note [vector width]: GCC 12 prefers 256-bit vectors on AVX-512 cores; the project compiles with
