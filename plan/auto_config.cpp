@@ -38,9 +38,8 @@ std::vector<int> powers_of_two_and(int cores) {
   return out;
 }
 
-// All-reduces a top-level layer makes per microbatch once split over tensor-parallel ranks: forward (the
-// row-parallel Linear and attention reduce their outputs) and backward (the column-parallel Linear and
-// attention reduce their input gradients); zero for a layer that stays whole.
+// All-reduces a top-level layer makes per microbatch once split: forward (row-parallel outputs) and backward
+// (column-parallel input gradients); zero for a layer that stays whole.
 struct layer_reductions {
   int forward = 0, backward = 0;
 };
@@ -59,8 +58,8 @@ std::vector<layer_reductions> tensor_parallel_reductions(const sequential& model
   return out;
 }
 
-// The costs of a tensor-parallel rank (Note [automatic configuration]): a layer with split parts computes
-// 1/T of its time and waits for its all-reduces; `reduce_s` collects the all-reduce seconds per layer.
+// A tensor-parallel rank's costs: a split layer computes 1/T of its time and waits for its all-reduces;
+// `reduce_s` collects the all-reduce seconds per layer.
 std::vector<layer_cost> tensor_parallel_costs(const std::vector<layer_cost>& whole,
                                               const std::vector<layer_reductions>& reductions, int T,
                                               const auto_inputs& in, std::vector<double>& reduce_s) {
@@ -73,7 +72,7 @@ std::vector<layer_cost> tensor_parallel_costs(const std::vector<layer_cost>& who
     layer_cost& c = out[i];
     c.forward_s /= T, c.backward_input_s /= T, c.backward_weight_s /= T;
     const double f = r.forward * in.allreduce_s(T, whole[i].output_bytes);
-    // Layer 0's input gradient is never computed (measure_layer_costs), so it reduces nothing backward.
+    // Layer 0's input gradient is never computed, so it reduces nothing backward.
     const double b = i == 0 ? 0.0 : r.backward * in.allreduce_s(T, whole[i - 1].output_bytes);
     c.forward_s += f, c.backward_input_s += b;
     reduce_s[i] = f + b;
@@ -90,8 +89,7 @@ bool has_blocks(const sequential& model) {
   return false;
 }
 
-// Everything this process holds: D replicas of every stage, each over its T ranks
-// (across_tensor_parallel) (Note [memory budget]).
+// Everything this process holds: D replicas of every stage over its T ranks (Note [memory budget]).
 std::uint64_t process_memory(const std::vector<stage_memory>& stages, int D, int T) {
   std::uint64_t total = 0;
   for (const stage_memory& m : across_tensor_parallel(stages, T)) total += m.total();
@@ -105,7 +103,7 @@ std::uint64_t gradient_bytes(sequential& model, layer_range range) {
   return bytes;
 }
 
-// The layers, costs and all-reduces every candidate of one (rows, threads, recompute, T) shares.
+// What every candidate of one (rows, threads, recompute, T) shares.
 struct cost_view {
   std::size_t rows = 0;           // a microbatch's
   std::vector<layer_cost> costs;  // a rank's, T applied
@@ -300,8 +298,7 @@ class planner {
     keep(std::move(c));
   }
 
-  // The all-reduce of `bytes` of stage s's gradients among its D replicas: through shared memory when they
-  // share this process or one node, else a ring between nodes (Note [auto on nodes]).
+  // Stage s's gradient all-reduce among its D replicas: shared memory within one process or node, else a ring.
   double data_parallel_reduce_s(const mesh_config& config, int s, std::uint64_t bytes) const {
     const int D = config.data_parallel;
     const std::size_t N = in_.nodes.size();
@@ -311,8 +308,7 @@ class planner {
     return 2.0 * (D - 1) * link_s(bytes / static_cast<std::uint64_t>(D), nodes);
   }
 
-  // A tensor on a data link among `nodes` (Note [auto on nodes]): copied once where they all share a host and
-  // that was timed, else through the link's socket.
+  // A tensor on a data link among `nodes`: copied once where they share a host and that was timed, else sent.
   double link_s(std::uint64_t bytes, const std::set<std::size_t>& nodes) const {
     std::set<std::string> hosts;
     for (std::size_t n : nodes) hosts.insert(in_.nodes.at(n).host);
@@ -320,8 +316,7 @@ class planner {
     return in_.link_s ? in_.link_s(bytes) : in_.network_s(bytes);
   }
 
-  // Note [memory budget] on nodes: the most any node holds, its stages (D replicas placed by node_of) over
-  // their T ranks.
+  // Note [memory budget] on nodes: the most any node holds.
   std::uint64_t node_memory(const std::vector<stage_memory>& stages, int D, int T) const {
     const std::vector<stage_memory> ranks = across_tensor_parallel(stages, T);
     std::vector<std::uint64_t> held(in_.nodes.size(), 0);

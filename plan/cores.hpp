@@ -1,5 +1,4 @@
-// Where the compute ranks of a process run: how many intra-op threads each takes and which cores
-// (Note [cores per rank] in tensor/compute.hpp), decided before anything starts.
+// Where the compute ranks of a process run: intra-op threads and cores per rank (Note [cores per rank]).
 #pragma once
 
 #include <string>
@@ -9,46 +8,32 @@
 
 namespace ap {
 
-// The cores this process may run on (its affinity mask: taskset, a container's cpuset), in order.
+// The cores this process may run on (its affinity mask), in order.
 std::vector<int> process_cores();
 
-// `ranks` compute ranks on `cores`: each takes `threads` intra-op threads (0: the cores divided evenly, at
-// least 1). When they fit (ranks x threads <= cores), rank i is pinned to the i-th run of `threads` cores of
-// the list, so no two ranks share a core; when they do not, none is pinned and the system spreads them.
-// Throws std::invalid_argument for ranks < 1 or threads < 0.
+// `ranks` compute ranks, each with `threads` threads (0: the cores divided evenly, at least 1). When ranks x
+// threads <= cores, rank i is pinned to the i-th run of `threads` cores; otherwise none is pinned. Throws
+// std::invalid_argument for ranks < 1 or threads < 0.
 std::vector<compute_cores> assign_cores(const std::vector<int>& cores, int ranks, int threads);
 
-// Note [cores by stage cost]: a pipeline's stages seldom cost the same (the heavy MLP's four Linear layers on four
-// stages: 1.6 M, 4.2 M, 4.2 M and 20 k weights), and with the cores shared evenly the pipeline runs at the pace
-// of its slowest stage while the light ones idle. With --threads 0 (automatic) `train` gives each stage of a
-// pipeline in this process (no replicas, no tensor-parallel ranks, no nodes) a share of the cores in proportion
-// to its predicted busy time (one thread's layer costs): every stage at least one, the rest by largest remainder
-// (16 cores for that MLP, by weights: 3, 6, 6, 1), so the stages' times come closer to equal. A stage's time does
-// not fall in proportion to its threads, so this is an estimate; `--threads N` still gives every stage N.
+// Note [cores by stage cost]: a pipeline runs at the pace of its slowest stage, so with --threads 0 `train` gives
+// each stage of a pipeline in this process cores in proportion to its predicted busy time (an estimate).
 //
-// Threads per stage for `cores` cores: every stage 1, the rest in proportion to `costs` (largest remainder,
-// ties to the earlier stage); all 1 when the cores do not exceed the stages; even when every cost is 0.
-// Throws std::invalid_argument for no stage or a negative or non-finite cost.
+// Threads per stage: every stage 1, the rest in proportion to `costs` (largest remainder, ties to the earlier
+// stage). Throws std::invalid_argument for no stage or a negative or non-finite cost.
 std::vector<int> threads_by_cost(const std::vector<double>& costs, int cores);
-// Ranks with the given thread counts on `cores`: rank i pinned to the next run of threads[i] cores when they all
-// fit, none pinned when they do not (as assign_cores).
+// Ranks with the given thread counts on `cores`, pinned as assign_cores pins.
 std::vector<compute_cores> assign_cores(const std::vector<int>& cores, const std::vector<int>& threads);
 
 // "cores 0-3", "cores 0,2,5", "core 4"; "1 thread, not pinned" / "2 threads, not pinned".
 std::string cores_text(const compute_cores& c);
 
-// The names of a run's compute ranks in the order of its core assignment (replica, then stage, then rank):
-// "replica 1 stage 0 rank 1", leaving out a dimension of size 1 ("stage 2"), and stages altogether when
-// `stages` is 0 (data and tensor parallelism without a pipeline: "replica 1"); one rank alone: "rank 0".
+// The names of a run's compute ranks in core-assignment order, leaving out dimensions of size 1:
+// "replica 1 stage 0 rank 1", "stage 2", "replica 1"; one rank alone: "rank 0".
 std::vector<std::string> rank_names(int replicas, int stages, int tensor_parallel);
 
-// Note [cores on nodes]: stage s of replica d runs on node (d * stages + s) % nodes (the pipeline's and the
-// data-parallel pipeline's placement). The nodes of one machine (the same host in the node list) divide its
-// cores among every rank they host together: each stage's slot is the index of its first rank among its
-// machine's ranks, in placement order, and how many ranks that machine hosts in all, so each node pins its
-// ranks to its own share. Before, each node divided all of its machine's cores among its own ranks alone, so two
-// nodes on one machine pinned their stages to the same cores: the heavy MLP's 2 stages on 2 nodes of this
-// 2-core machine both ran on core 0, at 0.55x the one-process pipeline (bench_network).
+// Note [cores on nodes]: stage s of replica d runs on node (d * stages + s) % nodes. The nodes of one host divide
+// its cores among all the ranks they host together, so two nodes on one machine never pin to the same cores.
 struct node_slot {
   int first_rank = 0;
   int node_ranks = 1;  // the ranks of the stage's machine, over all its nodes
@@ -56,9 +41,7 @@ struct node_slot {
 // Replica d's stage s at d * stages + s; `node_hosts` by node (its machine).
 std::vector<node_slot> node_slots(int replicas, int stages, int tensor_parallel, const std::vector<std::string>& node_hosts);
 
-// The layout `train` prints: "stage 0: cores 0-3, stage 1: cores 4-7" for names {"stage 0", "stage 1"}; with
-// nothing pinned, one line:
-// "4 compute ranks x 1 thread on 2 cores, not pinned (more ranks x threads than cores)".
+// The layout `train` prints: "stage 0: cores 0-3, stage 1: cores 4-7", or one line when nothing is pinned.
 std::string cores_layout_text(const std::vector<std::string>& names, const std::vector<compute_cores>& placement,
                               std::size_t cores);
 

@@ -15,8 +15,8 @@ struct microbatch_range {
 // n items in `parts` contiguous ranges whose sizes differ by at most one, the first ones larger (no checks).
 std::vector<microbatch_range> even_ranges(std::size_t n, std::size_t parts);
 
-// The first (rows % m) microbatches get one row more. Throws std::invalid_argument naming the counts when
-// m is zero or larger than the number of rows, or when inputs and labels have different row counts.
+// The first (rows % m) microbatches get one row more. Throws std::invalid_argument naming the counts when m is 0
+// or above the rows, or inputs and labels differ in rows.
 std::vector<microbatch_range> split_rows(std::size_t rows, int microbatches);
 std::vector<microbatch_range> split_batch(const tensor& inputs, const tensor& labels, int microbatches);
 

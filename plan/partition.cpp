@@ -55,9 +55,8 @@ std::vector<std::size_t> balanced_counts(const std::vector<double>& costs, int c
   const double best = bottleneck[k][n];
   const double limit = best + 1e-12 * std::max(1.0, std::abs(best));
 
-  // Phase 2: among splits whose every chunk stays within the bottleneck, the smallest (sum of squared
-  // chunk costs, sum of squared layer counts), compared in that order. Both are sums over chunks, so the
-  // order survives adding a chunk and the programme is exact.
+  // Phase 2: among splits within the bottleneck, the smallest (sum of squared chunk costs, sum of squared layer
+  // counts): sums over chunks, so the programme stays exact.
   struct score {
     double squares = std::numeric_limits<double>::infinity();
     double counts = 0.0;
@@ -159,17 +158,15 @@ std::vector<layer_cost> measure_layer_costs(const sequential& model, const tenso
       const auto forward_i = [&] { outputs[i] = work.at(i).forward(*x, caches[i], ctx); };
       double s = 0.0;
       if (r == 0) {
-        // Its input in flight, its output and temporaries: what it added beyond the stash it keeps and the copies
-        // it made of its weights (derived_bytes: a clone starts without them, so this first forward makes them;
-        // Note [memory model] counts them on their own).
+        // Its input, output and temporaries, less its stash and the weight copies this first forward makes
+        // (counted on their own, Note [memory model]).
         const std::uint64_t added = peak_added(forward_i);
         stash[i] = caches[i].bytes(), output[i] = outputs[i].byte_size();
         workspace[i] = x->byte_size() + added - std::min(added, stash[i] + work.at(i).derived_bytes());
       } else {
         s = seconds_of(forward_i);
       }
-      // The input is let go as a stage lets it go (a layer keeps what it needs in its cache), so the pass holds
-      // what training holds (before, it kept every layer's output at once beside the caches).
+      // The input is let go as a stage lets it go, so the pass holds what training holds.
       if (i > 0) outputs[i - 1] = tensor();
       x = &outputs[i];
       if (r > 0) forward[i].push_back(s);

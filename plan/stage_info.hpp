@@ -19,13 +19,13 @@ struct stage_info {
   std::vector<layer_range> layer_ranges_per_chunk;  // one per held chunk
 };
 
-// Contiguous ranges for stages*chunks_per_stage chunks, as equal as possible (the first chunks get the
-// remainder). Throws std::invalid_argument when a chunk would be empty, naming the counts.
+// Contiguous ranges for stages*chunks_per_stage chunks, as equal as possible (the first take the remainder).
+// Throws std::invalid_argument naming the counts when a chunk would be empty.
 std::vector<layer_range> uniform_chunk_ranges(std::size_t total_layers, int total_chunks);
 // Ranges from explicit layer counts per chunk; the counts must be positive and sum to total_layers.
 std::vector<layer_range> chunk_ranges_from_counts(const std::vector<std::size_t>& counts, std::size_t total_layers);
 
-// Stage `rank` of `stages` with Note [chunk layout] (schedule.hpp): chunk c on stage c % stages.
+// Stage `rank` of `stages` (Note [chunk layout]).
 stage_info get_stage_info(std::size_t total_layers, int stages, int rank, int chunks_per_stage = 1);
 stage_info get_stage_info(const std::vector<layer_range>& chunk_ranges, int stages, int rank);
 

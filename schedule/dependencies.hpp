@@ -1,5 +1,5 @@
-// What an action waits for. The validator's symbolic execution and the simulator share these rules, so a
-// schedule that validates is exactly a schedule that the simulator (and the actor runtime) can finish.
+// What an action waits for. The validator and the simulator share these rules, so a schedule that validates is
+// one the simulator (and the actor runtime) can finish.
 #pragma once
 
 #include <array>
@@ -10,7 +10,7 @@
 namespace ap::detail {
 
 // A milestone of one (microbatch, chunk): its forward ran, its input gradient ran (B or I), or its weight
-// gradient ran (B or W). A full backward B reaches both gradient milestones at once.
+// gradient ran (B or W).
 enum class milestone : std::uint8_t { forward, input_grad, weight_grad };
 
 struct requirement {
@@ -19,14 +19,10 @@ struct requirement {
   int chunk;
 };
 
-// Note [dependencies]:
-// F of chunk c needs F of chunk c-1 of the same microbatch (c > 0): the activation flows forward.
-// B or I of chunk c needs its own F (the stashed activation) and B/I of chunk c+1 (the gradient flows
-// back; the last chunk starts the backward from the loss computed by its own forward).
-// W needs its own I (the output gradient it multiplies with the stashed input).
-// R needs the weight gradient of every microbatch of its chunk (Note [gradient reduction]); it reaches no
-// milestone: nothing waits for it within the step.
-// A whole-batch B (Note [sync-backward]) needs all of these for every microbatch.
+// Note [dependencies]: F of chunk c needs F of chunk c-1 of the same microbatch. B or I of chunk c needs its own
+// F (the stash) and B/I of chunk c+1 (the last chunk's backward starts from its own forward's loss). W needs its
+// own I. R needs the weight gradient of every microbatch of its chunk; nothing waits for R within the step. A
+// whole-batch B (Note [sync-backward]) needs all of these for every microbatch.
 inline std::vector<requirement> requirements_of(const action& a, int total_chunks, int microbatches) {
   std::vector<requirement> needs;
   if (a.microbatch == all_microbatches) {

@@ -1,4 +1,4 @@
-// The schedule generators. Each builds the per-stage action lists as data; nothing here executes them.
+// The schedule generators: each builds the per-stage action lists as data.
 #include <algorithm>
 #include <stdexcept>
 
@@ -29,12 +29,9 @@ schedule empty_schedule(const std::string& name, int stages, int microbatches, i
 
 action make_action(int stage, op kind, int microbatch, int chunk) { return action{stage, kind, microbatch, chunk}; }
 
-// Note [1F1B skeleton]:
-// Every generator here is one shape: `warmup` forwards, then pairs of one forward and one backward until the
-// forwards run out (steady state), then the remaining backwards (cooldown). add_forward(k) and add_backward(k)
-// append the stage's k-th forward and k-th backward, k = 0 .. total-1; the generators differ only in what
-// those are (which microbatch and chunk, B or I+W) and in the warmup: GPipe warms up with everything, 1F1B
-// with p-s-1, interleaved with (v-1)p + p-s-1, ZB-H1 as 1F1B.
+// Note [1F1B skeleton]: every generator is one shape: `warmup` forwards, then pairs of one forward and one
+// backward, then the remaining backwards. The generators differ in what the k-th forward and backward are
+// (add_forward(k), add_backward(k)) and in the warmup.
 template <class Forward, class Backward>
 void one_forward_one_backward(int total, int warmup, Forward add_forward, Backward add_backward) {
   int next_forward = 0, next_backward = 0;
@@ -48,8 +45,7 @@ void one_forward_one_backward(int total, int warmup, Forward add_forward, Backwa
 
 }  // namespace
 
-// GPipe, as PyTorch's ScheduleGPipe: every stage runs all forwards in microbatch order, then all backwards
-// in microbatch order (Note [1F1B skeleton] with everything as warmup). All m activations are stashed at once.
+// GPipe (PyTorch's ScheduleGPipe): all forwards, then all backwards, in microbatch order.
 schedule make_gpipe(int stages, int microbatches) {
   schedule s = empty_schedule("gpipe", stages, microbatches, 1);
   for (int stage = 0; stage < stages; ++stage) {
@@ -61,9 +57,7 @@ schedule make_gpipe(int stages, int microbatches) {
   return s;
 }
 
-// 1F1B (PipeDream-Flush). Stage s (0-based) runs warmup = min(m, p-s-1) forwards, then alternates one
-// forward and one backward (steady state), then runs the remaining backwards (cooldown): Note [1F1B skeleton]. Microbatches go in
-// increasing order for both directions. Stage s holds at most min(m, p-s) activations.
+// 1F1B (PipeDream-Flush): stage s warms up with min(m, p-s-1) forwards; it holds at most min(m, p-s) activations.
 schedule make_1f1b(int stages, int microbatches) {
   schedule s = empty_schedule("1f1b", stages, microbatches, 1);
   for (int stage = 0; stage < stages; ++stage) {
@@ -76,22 +70,12 @@ schedule make_1f1b(int stages, int microbatches) {
   return s;
 }
 
-// Interleaved 1F1B with v chunks per stage, Megatron-Core's order (forward_backward_pipelining_with_
-// interleaving). Stage s runs m*v "virtual microbatches" k = 0..m*v-1, first as forwards, then as backwards.
+// Interleaved 1F1B with v chunks per stage, Megatron-Core's order: stage s runs m*v virtual microbatches.
 //
-// Note [interleaved order]:
-// The virtual microbatches come in groups of p*v. Inside a group, k runs over p microbatches of local
-// chunk 0, then the same p microbatches of local chunk 1, and so on; the next group takes the next p
-// microbatches. So the forward of virtual microbatch k is microbatch (k / (p*v)) * p + k % p of local
-// chunk (k % (p*v)) / p, and its backward walks the local chunks in reverse order. This is why m must be
-// a multiple of p. Local chunk j of stage s is the global chunk j*p + s (Note [chunk layout]).
-//
-// Warmup: Megatron-Core runs (v-1)*p + 2*(p-s-1) forwards before the first backward (and everything as
-// warmup when m == p). That extra p-s-1 serves its paired, blocking send/receive calls. Under the pure data
-// dependencies of this library (and of the actor runtime, whose sends do not block) the minimal warmup
-// (v-1)*p + (p-s-1) simulates to the same makespan (p=4, m=8, v=2, F=I=W=1: 28.5 either way) and stashes
-// p-s-1 fewer chunk activations, so we use it; with v = 1 the schedule is then exactly 1F1B (a test checks
-// it), which is also why m need not be a multiple of p when v = 1. Capped at m*v.
+// Note [interleaved order]: virtual microbatches come in groups of p*v: p microbatches of local chunk 0, then the
+// same p of local chunk 1, and so on (hence m a multiple of p); the backward walks the chunks in reverse. Warmup
+// is (v-1)*p + (p-s-1), capped at m*v, without Megatron-Core's extra p-s-1 (for its blocking sends). With v = 1
+// this is exactly 1F1B.
 schedule make_interleaved_1f1b(int stages, int microbatches, int chunks_per_stage) {
   schedule s = empty_schedule("interleaved", stages, microbatches, chunks_per_stage);
   const int p = stages, m = microbatches, v = chunks_per_stage;
@@ -116,22 +100,13 @@ schedule make_interleaved_1f1b(int stages, int microbatches, int chunks_per_stag
   return s;
 }
 
-// ZB-H1 (Qi et al. 2023, "Zero Bubble Pipeline Parallelism"): the backward is split into I (input gradient,
-// on the critical path between stages) and W (weight gradient, needed by nobody downstream).
+// ZB-H1 (Qi et al. 2023, "Zero Bubble Pipeline Parallelism"): the backward split into I (on the critical path)
+// and W (needed by nobody downstream).
 //
-// Note [zb-h1 order]:
-// Stage s keeps 1F1B's shape: warmup = min(m, p-s-1) forwards, then steps "F, I" (only "I" once the
-// forwards are done). The first s steps leave their W out; from then on every step ends with the W of the
-// oldest microbatch still waiting for one, and the s deferred W's run at the very end, in the time where
-// 1F1B's stage s idles during the cooldown. This is the order of PyTorch's _get_1f1b_rank_ops with
-// enable_zero_bubble and one chunk per stage (num_1f1b_microbatches = rank). Deferring on the later
-// stages is what helps: their I's no longer wait behind W's, so gradients climb back to stage 0 sooner.
-// With F = I = W and m >= p the bubble is (p-1)/(3m) of ideal, a third of 1F1B's (the tests check it), e.g. 27 vs 33
-// time units for p=4, m=8. Deferring on the early stages instead (p-s-1 W's) gains nothing.
-// Memory: an activation is held until its W (Note [stash accounting]), so stage s holds up to
-// (p-s) + s = p activations: every stage peaks at p, which is 1F1B's peak on stage 0. The bound that
-// sizes the machine (the worst stage) is 1F1B's, as in the paper; the later stages use more than they
-// would under 1F1B.
+// Note [zb-h1 order]: stage s keeps 1F1B's warmup, then steps "F, I"; the first s steps leave their W out, later
+// steps end with the oldest waiting W, and the s deferred W's fill 1F1B's cooldown idle (PyTorch's
+// _get_1f1b_rank_ops with enable_zero_bubble). With F = I = W and m >= p the bubble is a third of 1F1B's; every
+// stage peaks at p activations (Note [stash accounting]).
 schedule make_zb_h1(int stages, int microbatches) {
   schedule s = empty_schedule("zb-h1", stages, microbatches, 1);
   for (int stage = 0; stage < stages; ++stage) {
@@ -151,8 +126,7 @@ schedule make_zb_h1(int stages, int microbatches) {
   return s;
 }
 
-// The synchronous backward (Note [sync-backward] in schedule.hpp): every stage runs all forwards in microbatch
-// order, then one backward of the whole batch. The backward is not pipelined: stage s waits for stage s+1's.
+// The synchronous backward (Note [sync-backward]): all forwards, then one whole-batch backward per stage.
 schedule make_sync_backward(int stages, int microbatches) {
   schedule s = empty_schedule("sync-backward", stages, microbatches, 1);
   for (int stage = 0; stage < stages; ++stage) {

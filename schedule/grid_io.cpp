@@ -1,4 +1,4 @@
-// A schedule as text: the grid (one row of "1F0"-style actions per stage) and CSV. Both round-trip exactly.
+// A schedule as text: the grid (a row of "1F0"-style actions per stage) and CSV, both round-tripping exactly.
 #include <algorithm>
 #include <map>
 #include <sstream>
@@ -30,8 +30,7 @@ std::string trim(const std::string& s) {
 
 bool is_blank(const std::string& s) { return trim(s).empty(); }
 
-// Fills stages, microbatches and chunks_per_stage from the actions: m = largest microbatch + 1,
-// v = (largest chunk + 1) / p rounded up (a chunk left without actions is the validator's to report).
+// Fills stages, microbatches and chunks_per_stage from the actions (m = largest microbatch + 1, v rounded up).
 void infer_sizes(schedule& s) {
   s.stages = static_cast<int>(s.per_stage.size());
   int max_microbatch = 0, max_chunk = 0;
@@ -55,8 +54,8 @@ std::string to_grid(const schedule& s) {
   return out;
 }
 
-// Rows are stages, in order. Lines starting with '#' are comments; blank lines at the end are ignored
-// (a blank line in the middle is a stage without actions, which the validator will report).
+// Rows are stages, in order. Lines starting with '#' are comments; trailing blank lines are ignored (a blank line
+// in the middle is a stage without actions).
 schedule parse_grid(const std::string& text, const std::string& name) {
   auto lines = split_lines(text);
   while (!lines.empty() && is_blank(lines.back())) lines.pop_back();
@@ -95,8 +94,7 @@ std::string to_csv(const schedule& s) {
   return out;
 }
 
-// Rows may come in any order; within a stage the steps must be exactly 0, 1, 2, ... The number of stages
-// is the largest stage + 1.
+// Rows in any order; within a stage the steps must be exactly 0, 1, 2, ...; stages = the largest stage + 1.
 schedule parse_csv(const std::string& text, const std::string& name) {
   const auto lines = split_lines(text);
   std::size_t n = 0;
@@ -129,8 +127,7 @@ schedule parse_csv(const std::string& text, const std::string& name) {
     const std::string& letter = fields[2];
     const std::optional<op> kind = letter.size() == 1 ? op_of_letter(letter[0]) : std::nullopt;
     if (!kind) throw std::invalid_argument(where + ": op '" + letter + "' is not one of F, B, I, W, R");
-    // "*": the whole batch (Note [sync-backward]), for a full backward B, and always for R (Note [gradient
-    // reduction]).
+    // "*": the whole batch, for a full backward B (Note [sync-backward]) and always for R.
     const bool whole_batch = fields[3] == "*";
     if (whole_batch && *kind != op::backward && *kind != op::reduce_grad)
       throw std::invalid_argument(where + ": microbatch '*' (the whole batch) is for a full backward B or R only");

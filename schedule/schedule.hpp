@@ -1,5 +1,5 @@
-// A schedule is data: one ordered list of actions per stage. Generators build it, the validator checks it,
-// the simulator times it, and the actor runtime executes exactly it. No schedule is written twice.
+// A schedule is data: one ordered list of actions per stage, which generators build, the validator checks, the
+// simulator times and the actor runtime executes exactly.
 #pragma once
 
 #include <array>
@@ -15,9 +15,8 @@ namespace ap {
 enum class op : std::uint8_t { forward, backward, backward_input, backward_weight, reduce_grad };
 inline constexpr std::size_t op_count = static_cast<std::size_t>(op::reduce_grad) + 1;
 
-// The one table of op names, in enum order: the letter of the schedule notation ("1F0"), the word of
-// error messages ("backward_input microbatch 3"), the title of the stage log ("Backward-input", --stage-log) and
-// the colour of its boxes in the SVG pictures (schedule/svg.cpp, stage/timeline.cpp).
+// The op names, in enum order: the notation's letter ("1F0"), the word of errors, the stage log's title and the
+// SVG colour.
 struct op_name {
   char letter;
   const char* word;
@@ -35,7 +34,6 @@ static_assert(op_names.size() == op_count, "one name per op");
 
 inline const op_name& name_of(op o) { return op_names[static_cast<std::size_t>(o)]; }
 inline char op_letter(op o) { return name_of(o).letter; }
-// The op printed as `letter`, or nullopt.
 inline std::optional<op> op_of_letter(char letter) {
   for (std::size_t k = 0; k < op_count; ++k)
     if (op_names[k].letter == letter) return static_cast<op>(k);
@@ -45,11 +43,9 @@ inline std::optional<op> op_of_letter(char letter) {
 // The microbatch of a whole-batch backward (printed "0B*"): Note [sync-backward].
 inline constexpr int all_microbatches = -1;
 
-// One step of one stage. `chunk` is the global chunk (virtual stage) index, 0 .. stages*chunks_per_stage-1.
-// `microbatch` is 0 .. m-1, or all_microbatches for a B that runs the whole batch at once (Note [sync-backward]).
-// Note [chunk layout]: chunk c lives on stage c % stages (round-robin, as Megatron-Core's interleaved
-// 1F1B), so the forward of chunk c+1 follows chunk c on the next stage and wraps from the last stage
-// back to the first. With one chunk per stage, chunk == stage.
+// One step of one stage. `chunk`: the global chunk (virtual stage); `microbatch`: 0 .. m-1 or all_microbatches.
+// Note [chunk layout]: chunk c lives on stage c % stages (round-robin, as Megatron-Core's interleaved 1F1B), so the
+// forward of chunk c+1 follows chunk c on the next stage, wrapping from the last stage to the first.
 struct action {
   int stage = 0;
   op kind = op::forward;
@@ -71,77 +67,58 @@ struct schedule {
 
 inline int stage_of_chunk(int chunk, int stages) { return chunk % stages; }
 
-// Note [gradient reduction]: with data-parallel replicas, a chunk's gradients are final after the last of
-// its microbatches' backwards (B, or W) on its stage, and must then be summed across the replicas (as
-// PyTorch's REDUCE_GRAD). That is the action R of the chunk ("0R", microbatch all_microbatches: it is the
-// whole batch's), placed by with_gradient_reductions right after that last backward, so the reduction
-// starts at once and overlaps the rest of the stage's backward work. R is asynchronous: it starts a
-// collective on the stage's communication thread and the stage goes on with its next action; the
-// optimizer step waits for it. The validator checks that a schedule has no R, or exactly one per chunk
-// after every backward of the chunk; the simulator runs R on a per-stage communication lane with
-// op_costs::reduce_grad and ends the step when the last R has finished. One replica: R does nothing.
+// Note [gradient reduction]: with data-parallel replicas, a chunk's gradients are summed across the replicas once
+// final: the action R ("0R"), placed right after the chunk's last backward on its stage so the reduction overlaps
+// the remaining backward. R only starts the collective; the optimizer step waits for it. One replica: no-op.
 inline bool is_reduction(const action& a) { return a.kind == op::reduce_grad; }
 
 // F, B and I run on a task that arrives (an activation, a gradient); W and R run on what the stage holds.
 inline bool runs_on_arrival(op k) { return k != op::backward_weight && k != op::reduce_grad; }
 
-// "1F0": chunk, op letter, microbatch (PyTorch's notation); "1B*" is chunk 1's whole-batch backward; "1R"
-// chunk 1's gradient reduction.
+// "1F0": chunk, op letter, microbatch (PyTorch's notation); "1B*" a whole-batch backward; "1R" a reduction.
 // parse_action throws std::invalid_argument.
 std::string to_string(const action& a);
 action parse_action(const std::string& text, int stage);
 
-// Generators. Each throws std::invalid_argument naming the parameter when it cannot build a schedule
-// (e.g. zero stages, or interleaved 1F1B with microbatches not a multiple of stages).
+// Generators. Each throws std::invalid_argument naming the parameter when it cannot build a schedule.
 schedule make_gpipe(int stages, int microbatches);
 schedule make_1f1b(int stages, int microbatches);
 schedule make_interleaved_1f1b(int stages, int microbatches, int chunks_per_stage);
 schedule make_zb_h1(int stages, int microbatches);
 schedule make_sync_backward(int stages, int microbatches);
-// By name: gpipe, 1f1b, interleaved (uses chunks_per_stage), zb-h1, sync-backward.
+// By name: gpipe, 1f1b, interleaved, zb-h1, sync-backward.
 schedule make_schedule(const std::string& name, int stages, int microbatches, int chunks_per_stage = 1);
 std::vector<std::string> schedule_names();
 
-// Note [sync-backward]: a backward that is not pipelined. Forwards are pipelined per microbatch; then, once
-// the coordinator has computed the loss of every microbatch, the backward runs as one synchronous pass:
-// each stage, last to first, runs one backward over the whole batch (its microbatch caches joined into one,
-// Note [joined caches] in model/layer.hpp) and sends one gradient for the batch to the stage before it. As
-// data it is the action B of microbatch all_microbatches ("0B*"), which needs the forwards of every
-// microbatch on its chunk and the whole-batch backward of the next chunk. A schedule runs either every
-// backward whole-batch or none (one gradient message per batch, or one per microbatch), which the validator
-// checks. It gives the same gradients as the pipelined backward (tested); it is slower because stage s
-// starts its backward only when stage s+1 has finished all of its (docs/performance.md compares the two).
-// True when the schedule's backwards run on the whole batch: the coordinator then sends one joined gradient.
+// Note [sync-backward]: a backward that is not pipelined: once every loss is computed, each stage, last to first,
+// runs one backward over the whole batch (caches joined, Note [joined caches]) and sends one gradient back: B of
+// all_microbatches ("0B*"). A schedule runs every backward whole-batch or none.
+// True when the schedule's backwards run on the whole batch.
 bool whole_batch_backward(const schedule& s);
 
-// `s` with one R per chunk right after the chunk's last backward on its stage
-// (any R already there are dropped first, so the function is idempotent) (Note [gradient reduction]).
+// `s` with one R per chunk right after the chunk's last backward (existing R dropped first: idempotent).
 schedule with_gradient_reductions(schedule s);
-// True when the schedule holds R actions.
 bool has_gradient_reductions(const schedule& s);
 
-// One row per stage, actions separated by spaces: "0F0 0F1 0B0 0B1". parse_grid reads it back
-// (p = number of rows; m and v inferred from the actions).
+// One row per stage: "0F0 0F1 0B0 0B1"; parse_grid infers m and v from the actions.
 std::string to_grid(const schedule& s);
 schedule parse_grid(const std::string& text, const std::string& name = "custom");
 // CSV with header "stage,step,op,microbatch,chunk".
 std::string to_csv(const schedule& s);
 schedule parse_csv(const std::string& text, const std::string& name = "custom");
 
-// Validation: every microbatch has exactly one F and one B (or one I and one W) per chunk on the chunk's
-// own stage; F before B/I; I before W; F of chunk k+1 after F of chunk k (across stages); and the whole
-// schedule completes under the cross-stage dependencies (no deadlock). On failure `message` holds the
-// reason and the grid with the failing action marked "<-- ERROR HERE".
+// Validation: one F and one B (or I and W) per microbatch and chunk on the chunk's stage; F before B/I, I before
+// W, chunk k's F before chunk k+1's; no deadlock. On failure `message` holds the reason and the grid with the
+// failing action marked "<-- ERROR HERE".
 struct validation {
   bool ok = true;
   std::string message;
 };
 validation validate(const schedule& s);
-// validate, and first that the schedule has the run's sizes (a user's schedule file for `train`): the
-// failure names the file's and the run's stages, microbatches or chunks per stage, with the grid.
+// validate, and first that the schedule has the run's sizes (for a user's schedule file).
 validation validate_for_run(const schedule& s, int stages, int microbatches, int chunks_per_stage);
 
-// Simulation under per-op costs (time units). Per-stage costs; an empty vector means 1.0 everywhere.
+// Simulation under per-stage op costs (time units); an empty vector means 1.0 everywhere.
 struct op_costs {
   std::vector<double> forward, backward_input, backward_weight;  // backward (B) = I + W
   double transfer = 0.0;  // added to every cross-stage dependency
@@ -158,7 +135,7 @@ struct simulation {
 // Throws std::invalid_argument (with the validator's message) for an invalid schedule.
 simulation simulate(const schedule& s, const op_costs& costs = {});
 
-// The simulated timeline as an SVG picture: one row per stage, a box per action coloured by op.
+// The simulated timeline as an SVG picture.
 std::string to_svg(const schedule& s, const simulation& sim);
 
 }  // namespace ap

@@ -22,18 +22,12 @@ std::vector<double> per_stage_costs(const std::vector<double>& given, int stages
 
 }  // namespace
 
-// Every stage runs its list in order; an action starts when its stage is free and everything it needs
-// (Note [dependencies]) has finished, plus `transfer` for each need that ran on another stage.
-// A chunk is 1/v of its stage's layers, so one action of a chunk costs the stage's cost divided by v.
-// An R costs op_costs::reduce_grad on the stage's communication lane, one at a time; the step ends when
-// the last action of any lane has (makespan).
+// Every stage runs its list in order; an action starts when its stage is free and all it needs (Note
+// [dependencies]) has finished, plus `transfer` from another stage. A chunk's action costs 1/v of the stage's
+// cost. R runs on the stage's communication lane.
 //
-// Note [stash accounting]:
-// peak_stash counts, per stage, the (microbatch, chunk) activations whose F has run and whose backward has
-// not finished with them: a full B frees its activation; with the split backward the activation is freed
-// at W, not at I, because W still needs the stashed input to form the weight gradient. A stage's count
-// only changes with its own actions, so the peak follows from its list order alone; for interleaved
-// schedules each entry is a chunk's activation, 1/v of a stage's.
+// Note [stash accounting]: peak_stash counts, per stage, the activations whose F has run and whose backward has
+// not finished: B frees one; with the split backward W frees it (it still needs the stashed input), not I.
 simulation simulate(const schedule& s, const op_costs& costs) {
   const validation check = validate(s);
   if (!check.ok) throw std::invalid_argument("cannot simulate an invalid schedule: " + check.message);
@@ -67,8 +61,7 @@ simulation simulate(const schedule& s, const op_costs& costs) {
       const auto& row = s.per_stage[stage];
       while (next[stage] < row.size()) {
         const action& a = row[next[stage]];
-        // R starts the stage's collective and the stage goes on: it waits for its communication lane, not
-        // for the compute (Note [gradient reduction]).
+        // R waits for the stage's communication lane, not for the compute (Note [gradient reduction]).
         double start = is_reduction(a) ? std::max(free_at[stage], lane_free_at[stage]) : free_at[stage];
         bool ready = true;
         for (const auto& r : detail::requirements_of(a, chunks, m)) {

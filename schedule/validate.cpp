@@ -17,7 +17,7 @@ struct mark {
   int index;
 };
 
-// The reason, then the grid with the marked actions in [ ] and "<-- ERROR HERE" after each marked row.
+// The reason, then the grid, marked actions in [ ] and "<-- ERROR HERE" after their rows.
 validation failure(const schedule& s, const std::string& reason, const std::vector<mark>& marks) {
   std::string out = reason + "\n";
   for (std::size_t stage = 0; stage < s.per_stage.size(); ++stage) {
@@ -189,8 +189,8 @@ validation validate(const schedule& s) {
                             std::to_string(stage_of_chunk(chunk, p)) + "): a schedule reduces every chunk or none",
                      {{stage_of_chunk(chunk, p), -1}});
 
-  // 4. Deadlock-freedom by symbolic execution (Note [dependencies]): each stage runs its list in order;
-  // a head runs as soon as everything it needs has run. If no head can run before the end, it's stuck.
+  // 4. Deadlock-freedom by symbolic execution (Note [dependencies]): each stage runs its list in order, a head as
+  // soon as all it needs has run; stuck if no head can run before the end.
   detail::milestone_times done(m, chunks);
   std::vector<std::size_t> next(static_cast<std::size_t>(p), 0);
   std::size_t remaining = 0;

@@ -1,9 +1,6 @@
-// What the stages did, as events: recorded while running, then rendered as the stage log
-// ("Stage 1: Current task: Forward microbatch 2, Current Queue: Forward microbatch 3,4") or a Chrome trace.
-// Note [bounded event log]: a run of many steps must not grow. The log always sums each stage's busy time
-// (start..finish) as events come, in memory of one number per stage; it keeps the events themselves only when
-// asked (tests, benchmarks that inspect them), and hands each event to a sink as it comes, so the stage log
-// and the trace are written while training (stage_log_renderer, chrome_trace_writer) and nothing is kept.
+// What the stages did, as events, rendered as the stage log or a Chrome trace.
+// Note [bounded event log]: a run of many steps must not grow: the log sums each stage's busy time as events come,
+// keeps the events only when asked, and hands each to a sink, so the stage log and trace stream while training.
 #pragma once
 
 #include <chrono>
@@ -31,7 +28,7 @@ struct stage_event {
   int microbatch = 0, chunk = 0;
 };
 
-// Thread-safe: the retriever and processor of every stage record into one log. Note [bounded event log].
+// Thread-safe: every stage's retriever and processor record into one log.
 class event_log {
  public:
   using sink = std::function<void(const stage_event&)>;  // called under the log's lock, in record order
@@ -41,17 +38,14 @@ class event_log {
   void record(int stage, event_kind kind, op task, std::uint64_t step, int microbatch, int chunk);
   std::vector<stage_event> events() const;  // empty unless keep_events
   std::size_t event_count() const;          // events held now
-  // Busy time per stage (sum of start..finish spans) since creation or the last clear, in microseconds;
-  // always kept, whether events are or not. Stages that recorded nothing read 0.
+  // Busy microseconds per stage since creation or the last clear, kept whether events are or not.
   std::vector<double> busy_us(int stages) const;
   void clear();  // drops the events and the busy sums
-  // A node's stage keeps its step's events and sends them with stage_done; drain() hands them over (and forgets them);
-  // the coordinator's log takes them in with ingest(), times already turned into its own clock (time_us since this
-  // log's creation), as if recorded here (Note [events from nodes]).
+  // A node's stage keeps its step's events and sends them with stage_done; drain() hands them over. The
+  // coordinator's log takes them with ingest(), times already in its own clock (Note [events from nodes]).
   std::vector<stage_event> drain();
   void ingest(const stage_event& e);
-  // This log's creation on the steady clock, in microseconds since the clock's epoch: time_us + epoch_us()
-  // is an event's time on the steady clock, comparable across logs of one process.
+  // This log's creation on the steady clock, in microseconds (time_us + epoch_us() compares across logs).
   double epoch_us() const;
 
  private:
@@ -83,12 +77,9 @@ class stage_log_renderer {
   std::map<int, std::optional<queued>> current_;
 };
 
-// Note [seed's walkthrough]: --stage-log prints a walkthrough of the run: after each change, the state of
-// every stage ("Stage 1: Current task: Forward microbatch 2, Current Queue: Forward microbatch 3,4", stages
-// and microbatches counted from 1, for people), one block per change, a blank line between blocks, and
-// "=== Step 1 (step 0 in errors and traces) ===" before a step's first block. Arrivals are shown with the next
-// start or finish (the coordinator's m forwards at once are one state: "Forward microbatch 1,2,3,4").
-// Fed one event at a time by the stages' sink, so it streams while training runs.
+// Note [seed's walkthrough]: --stage-log prints, after each change, the state of every stage ("Stage 1: Current
+// task: Forward microbatch 2, Current Queue: Forward microbatch 3,4", counted from 1), one block per change, with
+// "=== Step 1 (step 0 in errors and traces) ===" before a step's first block. It streams while training runs.
 class stage_log_snapshots {
  public:
   explicit stage_log_snapshots(int stages, int chunks_per_stage = 1) : stages_(stages), renderer_(chunks_per_stage) {}
@@ -102,12 +93,11 @@ class stage_log_snapshots {
   bool arrivals_unshown_ = false;
 };
 
-// One line per event: the state of the event's stage after it, in words. Stages and microbatches are
-// numbered from 1 (errors and traces count from 0); with several chunks per stage the chunk is named.
+// One line per event: the state of its stage after it, in words (counted from 1; chunks named when several).
 std::vector<std::string> render_stage_log(const std::vector<stage_event>& events, int chunks_per_stage = 1);
 
-// The Chrome trace written as events come: keeps only each stage's queue length and open task. finish()
-// (or the destructor) closes the JSON; the stream must outlive the writer.
+// The Chrome trace written as events come. finish() (or the destructor) closes the JSON; the stream must outlive
+// the writer.
 class chrome_trace_writer {
  public:
   chrome_trace_writer(std::ostream& out, int stages);
@@ -126,10 +116,10 @@ class chrome_trace_writer {
   std::vector<std::optional<stage_event>> open_;
 };
 
-// Chrome trace JSON (chrome://tracing, Perfetto): one track per stage, a span per task, queue lengths.
+// Chrome trace JSON (chrome://tracing, Perfetto): a track per stage, a span per task, queue lengths.
 std::string chrome_trace(const std::vector<stage_event>& events, int stages);
 
-// Busy time per stage (sum of start..finish spans), in microseconds, from kept events.
+// Busy microseconds per stage, from kept events.
 std::vector<double> busy_time_us(const std::vector<stage_event>& events, int stages);
 
 }  // namespace ap

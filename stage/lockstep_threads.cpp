@@ -45,9 +45,8 @@ void lockstep_threads::serve(int rank) {
       error = std::current_exception();
     }
     std::lock_guard<std::mutex> lock(mutex_);
-    // Moved, not copied: this thread keeps no reference, so the exception is destroyed on the caller's thread,
-    // which reads it. A copy released here after the caller's own could run its destructor while the caller's
-    // reads were ordered only by libstdc++'s uninstrumented reference count (TSan reported that race).
+    // Moved, not copied: the exception is destroyed on the caller's thread, which reads it (a copy released here
+    // would race with the caller's reads through the uninstrumented reference count).
     errors_[static_cast<std::size_t>(rank)] = std::move(error);
     if (--running_ == 0) done_.notify_one();
   }

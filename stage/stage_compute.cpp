@@ -419,8 +419,8 @@ stage_state stage_compute::export_state() {
 void stage_compute::import_state(const stage_state& state) {
   if (tensor_parallel_ == 1) return ranks_[0]->import_state(state);
   const std::size_t T = static_cast<std::size_t>(tensor_parallel_);
-  // Rank 0 first: the ranks hold the same names and shapes, so a state rank 0 refuses (changing nothing)
-  // every rank would refuse, and one it takes every rank takes.
+  // Rank 0 first: the ranks hold the same names and shapes, so what rank 0 refuses (changing nothing) or takes,
+  // every rank would.
   for (std::size_t r = 0; r < T; ++r) {
     stage_state piece{state.stage, state.optimizer_steps, {}};
     for (std::size_t i = 0; i < state.tensors.names.size(); ++i) {

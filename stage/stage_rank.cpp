@@ -74,8 +74,8 @@ std::size_t stage_rank::stashed_bytes() const {
   return n;
 }
 
-// Note [joined caches] in model/layer.hpp: the chunk's caches of every microbatch, in microbatch order (the
-// batch's row order), joined layer by layer into the cache of one forward over the whole batch.
+// The chunk's caches of every microbatch, in batch row order, joined into one whole-batch cache
+// (Note [joined caches]).
 sequential_cache stage_rank::take_joined_cache(int chunk) {
   sequential& model = chunk_model(chunk, "backward", all_microbatches);
   std::vector<std::map<std::pair<int, int>, sequential_cache>::iterator> mine;
@@ -123,8 +123,7 @@ tensor stage_rank::backward_input(int microbatch, int chunk, const tensor& dy) {
     throw std::runtime_error(where(chunk) + ", backward_input microbatch " + std::to_string(microbatch) + ": " +
                              e.what());
   }
-  // Until its W the microbatch holds its layers' dy's too (Note [memory model]): a zero-bubble stage's peak may
-  // come here rather than after a forward.
+  // Until its W the microbatch holds its layers' dy's too (Note [memory model]).
   peak_bytes_ = std::max(peak_bytes_, stashed_bytes());
   return dx;
 }
@@ -207,8 +206,7 @@ void stage_rank::import_state(const stage_state& state) {
     return named.first.rfind(checkpoint_optimizer_prefix, 0) == 0;
   });
 
-  // Bind into this stage's parameters and a fresh optimizer holding the state they need (Note [binding named
-  // tensors]: everything is checked before anything changes).
+  // Bind into the parameters and a fresh optimizer (Note [binding named tensors]: all checked first).
   const std::vector<parameter> params = parameters();
   std::unique_ptr<optimizer> fresh = make_optimizer(optimizer_config_);
   if (state.optimizer_steps > 0 || has_optimizer_tensors) fresh->init_state(params);

@@ -1,5 +1,5 @@
-// What a stage computes, without any actor: its chunks (layer slices), the activation caches of the
-// microbatches in flight, its accumulated gradients and its own optimizer. The processor actor wraps it.
+// What a stage computes, without any actor: its chunks, the caches of microbatches in flight, its gradients and
+// its optimizer.
 #pragma once
 
 #include <map>
@@ -24,29 +24,26 @@ class stage_rank {
 
   // F: runs the chunk and stashes its cache under (microbatch, chunk).
   tensor forward(std::uint64_t step, int microbatch, int chunk, int first_sample, const tensor& x);
-  // B: dx (empty for chunk 0: nobody needs it) and parameter gradients; frees the cache. With microbatch
-  // all_microbatches, one backward over the whole batch from every microbatch's cache of the chunk joined
-  // (Note [sync-backward] in schedule.hpp): dy and dx hold the whole batch's rows.
-  // `layer_done` as sequential::backward's.
+  // B: dx (empty for chunk 0) and parameter gradients; frees the cache. With all_microbatches, one backward over
+  // the whole batch from the chunk's microbatch caches joined (Note [sync-backward]). `layer_done` as
+  // sequential::backward's.
   tensor backward(int microbatch, int chunk, const tensor& dy, const std::function<void(layer&)>& layer_done = {});
-  // I: dx only (empty for chunk 0); keeps the cache for W. Note [backward split] in layer.hpp.
+  // I: dx only (empty for chunk 0); keeps the cache for W (Note [backward split]).
   tensor backward_input(int microbatch, int chunk, const tensor& dy);
   // W: parameter gradients from the cache left by I; frees the cache.
   void backward_weight(int microbatch, int chunk);
 
-  // One optimizer step on the accumulated gradients, then zero them. With parts > 1, only part `part` of every
-  // parameter's elements and state is updated (Note [shared optimizer step] in stage_compute.hpp).
+  // One optimizer step on the accumulated gradients, then zero them; only part `part` of `parts` of every
+  // parameter (Note [shared optimizer step]).
   void apply_optimizer(std::size_t part = 0, std::size_t parts = 1);
-  // Copies part `part` of `parts` of every parameter (and, with `state`, of its optimizer state) from `owner`,
-  // a rank of the same layers (another replica's); the rest is untouched.
+  // Copies part `part` of `parts` of every parameter (with `state`, of its optimizer state) from `owner`.
   void take_part(stage_rank& owner, std::size_t part, std::size_t parts, bool state);
   // Drops every cache and every accumulated gradient: the step is abandoned, no parameter changed.
   void abort();
 
   int stashed() const { return static_cast<int>(caches_.size()); }
   int peak_stashed() const { return peak_; }
-  // Bytes of activations stashed now (every layer's saved tensors, Note [compute dtype]), and the most at
-  // once since reset_peak.
+  // Bytes of activations stashed now, and the most at once since reset_peak.
   std::size_t stashed_bytes() const;
   std::size_t peak_stashed_bytes() const { return peak_bytes_; }
   void reset_peak() { peak_ = stashed(), peak_bytes_ = stashed_bytes(); }
@@ -56,15 +53,13 @@ class stage_rank {
   // "stage 1 (chunk 1: Linear(512->256) ReLU)": names the place in error messages.
   std::string where(int chunk) const;
 
-  // Note [stage state]: a stage's state is its parameters under their global names ("3.weight") and its
-  // optimizer's state under checkpoint_optimizer_prefix + key ("optimizer/3.weight.m"), the names of a
-  // checkpoint (checkpoint.hpp), plus the optimizer's steps. The names do not depend on the stage split, so
-  // the states of all stages of one pipeline make one checkpoint that loads into any other split.
+  // Note [stage state]: a stage's state is its parameters under global names ("3.weight"), its optimizer's state
+  // ("optimizer/3.weight.m") and steps: a checkpoint's names, independent of the split, so all stages' states make
+  // one checkpoint that loads into any split.
   stage_state export_state();
-  // Replaces parameters, optimizer (state and steps) with `state`, which must hold exactly this stage's
-  // tensors with their shapes (optimizer state when it has steps > 0 or any optimizer tensor). Everything is
-  // checked before anything changes; a refusal throws std::runtime_error naming the stage and the tensor.
-  // Drops every cache and accumulated gradient, like abort().
+  // Replaces parameters and optimizer with `state`, which must hold exactly this stage's tensors and shapes. All
+  // is checked first; a refusal throws std::runtime_error naming the stage and tensor, changing nothing. Drops
+  // every cache and gradient, like abort().
   void import_state(const stage_state& state);
 
  private:

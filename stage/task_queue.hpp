@@ -1,5 +1,4 @@
-// The stage's pending tasks and the one decision the retriever makes: is the next scheduled action ready?
-// Plain code, no actor: tested directly.
+// The stage's pending tasks and the retriever's one decision: is the next scheduled action ready? No actor.
 #pragma once
 
 #include <map>
@@ -16,9 +15,9 @@ namespace ap {
 // A forward or backward task waiting for its turn.
 using pending_task = std::variant<forward_task, backward_task>;
 
-// Note [why the retriever holds early tasks]: tasks arrive in whatever order peers finish them, but a
-// stage must run exactly its schedule's order (1F1B's memory bound and the simulated makespan depend on
-// it). So arrivals wait here, keyed by what they are, until the action that consumes them is next.
+// Note [why the retriever holds early tasks]: tasks arrive in whatever order peers finish them, but a stage must
+// run exactly its schedule's order (its memory bound depends on it), so arrivals wait here until their action is
+// next.
 class task_queue {
  public:
   struct key {
@@ -40,7 +39,7 @@ class task_queue {
   // Drops every task of a step before `step` (left over from an aborted step).
   void drop_before(std::uint64_t step);
   std::size_t size() const { return tasks_.size(); }
-  // "backward microbatch 3 of chunk 2" (0-based, for error messages).
+  // "backward microbatch 3 of chunk 2" (0-based), for errors.
   static std::string describe(const action& a);
 
  private:

@@ -22,10 +22,8 @@ std::optional<double> find(const std::map<std::pair<int, int>, double>& m, int m
   return it->second;
 }
 
-// The end of whatever produced the task an arrival carries (Note [dependencies] in schedule/dependencies.hpp):
-// a forward_task for chunk c comes from F of chunk c-1; a backward_task for chunk c from B/I of chunk c+1, or
-// for the last chunk from its own forward's output, through the coordinator's loss. The first chunk's forward
-// tasks come from the coordinator's batch split: no producer.
+// The end of whatever produced the task an arrival carries (Note [dependencies]); the last chunk's backward task
+// comes through the coordinator's loss, and the first chunk's forward tasks have no producer.
 std::optional<double> producer_end(const milestones& done, bool forward, int microbatch, int chunk, int chunks,
                                    int microbatches) {
   if (forward) return chunk > 0 ? find(done.forward_done, microbatch, chunk - 1) : std::nullopt;
@@ -81,7 +79,7 @@ measured_step measure_step(const std::vector<stage_event>& events, const schedul
     const bool forward = e.task == op::forward;
     const auto sent = producer_end(done, forward, e.microbatch, e.chunk, plan.total_chunks(), plan.microbatches);
     if (!sent) continue;
-    // The producer hands its result on before its own finish is recorded: an arrival may precede it by a hair.
+    // An arrival may precede its producer's recorded finish by a hair.
     const double arrived = std::max(seconds(e.time_us), *sent);
     m.transfers.push_back({e.stage, action{e.stage, forward ? op::forward : op::backward, e.microbatch, e.chunk}, *sent, arrived});
   }
@@ -112,7 +110,7 @@ op_costs measured_costs(const measured_step& m, const schedule& plan) {
   op_costs c;
   for (std::size_t k = 0; k < p; ++k) {
     c.forward.push_back(v * mean(sum_f[k], n_f[k]));
-    // A schedule runs B, or I and W: a full B's cost is carried as I (simulate charges B = I + W).
+    // A full B's cost is carried as I (simulate charges B = I + W).
     c.backward_input.push_back(v * (n_b[k] > 0 ? mean(sum_b[k], n_b[k]) : mean(sum_i[k], n_i[k])));
     c.backward_weight.push_back(v * (n_b[k] > 0 ? 0.0 : mean(sum_w[k], n_w[k])));
   }

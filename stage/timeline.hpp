@@ -1,5 +1,5 @@
-// The schedule as it ran (train --timeline): one step's measured actions, transfers and idle time, the
-// per-action costs they imply, and the same schedule simulated with those costs, drawn one above the other.
+// The schedule as it ran (train --timeline): one step's measured actions and transfers, the costs they imply,
+// and the schedule simulated with those costs.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +13,7 @@
 
 namespace ap {
 
-// One step as it ran, in seconds since the step's first event (the coordinator's first forward_task arriving).
+// One step as it ran, in seconds since the step's first event.
 struct measured_step {
   std::uint64_t step = 0;
   std::vector<simulation::span> spans;  // every action that ran, start..end
@@ -34,14 +34,12 @@ measured_step measure_step(const std::vector<stage_event>& events, const schedul
 // backwards), scaled by the chunks per stage; transfer is the mean measured transfer.
 op_costs measured_costs(const measured_step& m, const schedule& plan);
 
-// Two timelines on one time axis: the measured step (boxes at their real times, transfers as lines under the
-// receiving stage's row, idle left blank) above the schedule simulated with measured_costs; each with its
-// makespan and bubble (makespan over the ideal, the busy time spread evenly over the stages, minus 1).
+// The measured step above the schedule simulated with measured_costs, on one time axis, each with its makespan
+// and bubble.
 std::string timeline_svg(const schedule& plan, const measured_step& measured, const simulation& simulated);
 
-// Keeps the events of the step in progress only; when a new step begins, the last one's makespan is summed and its
-// events are kept as `last()` until the next (Note [bounded event log]). train --timeline feeds it
-// from the stages' sink.
+// Keeps the events of the step in progress only; when a new step begins, the last one's makespan is summed and
+// its events kept as `last()` (Note [bounded event log]). Fed from the stages' sink.
 class step_recorder {
  public:
   void add(const stage_event& e);

@@ -1,5 +1,5 @@
 // Batched products on one 3-D oneDNN matmul primitive per (batch, shape, transposes, alpha, beta, threads),
-// cached per thread as the 2-D ones are (Note [primitive cache per thread] in matmul_onednn.cpp).
+// cached per thread (Note [primitive cache per thread]).
 #include <map>
 #include <omp.h>
 #include <tuple>
@@ -77,7 +77,7 @@ void batched_gemm_onednn(bool transpose_a, bool transpose_b, std::size_t batch, 
 void batched_gemm_onednn(bool transpose_a, bool transpose_b, std::size_t batch, std::size_t m, std::size_t n,
                          std::size_t k, float alpha, const bfloat16* a, const bfloat16* b, float beta, float* c) {
   if (onednn_avx512()) return run(transpose_a, transpose_b, batch, m, n, k, alpha, a, b, beta, c, dt::bf16);
-  // Note [bf16 without AVX-512] in matmul_onednn.cpp
+  // Note [bf16 without AVX-512]
   const auto wide = widen_operands(a, batch * m * k, b, batch * k * n);
   run(transpose_a, transpose_b, batch, m, n, k, alpha, wide.a, wide.b, beta, c, dt::f32);
 }

@@ -28,20 +28,14 @@ inline float to_float(bfloat16 x) {
 }
 
 // Whole buffers, bit for bit the scalar functions above.
-// Note [conversions]: plain loops over the scalar functions, which GCC 12 vectorises at -O3 -march=native
-// (-fopt-info-vec: "loop vectorized using 64 byte vectors", both directions). `bench_ops convert` measures them
-// against oneDNN's reorder (jit:uni) on one thread (read + written bytes per second, shared machine, three
-// runs): 16M elements, both at memory bandwidth, loops 19-26 GB/s, reorder 18-28 GB/s (within run-to-run
-// noise); 128K elements (in L2), loops 53-63 GB/s to bfloat16 and 78-94 GB/s back, reorder 64-65 and 61-83.
-// Two OpenMP threads made the reorder slower here. The reorder flushes subnormal inputs to zero (1.1M of 16M
-// random bit patterns differ), so it is not the same conversion: the loops stay, exact, as fast, and free of
-// oneDNN (the reference build has none).
+// Note [conversions]: plain loops over the scalar functions, which GCC vectorises. oneDNN's reorder, no faster,
+// flushes subnormal inputs to zero, so it is not the same conversion.
 void to_bfloat16(const float* in, bfloat16* out, std::size_t n);
 void to_float(const bfloat16* in, float* out, std::size_t n);
-// Every element replaced by the nearest bfloat16 value, kept in float32: x[i] = to_float(to_bfloat16(x[i])),
-// bit for bit. Note [compute dtype] in model/layer.hpp: what crosses a layer boundary in bfloat16 training.
+// Every element replaced by the nearest bfloat16 value, kept in float32, bit for bit: what crosses a layer
+// boundary in bfloat16 training (Note [compute dtype]).
 void round_to_bfloat16(float* x, std::size_t n);
-// The same from `in` into `out` (n elements each), one pass.
+// The same from `in` into `out` (n elements each).
 void round_to_bfloat16(const float* in, float* out, std::size_t n);
 
 }  // namespace ap

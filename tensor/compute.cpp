@@ -13,7 +13,7 @@
 
 #include "tensor/elementwise.hpp"
 
-// From OpenBLAS; declared here rather than by <cblas.h> (which must not meet xtensor-blas, toolchain notes).
+// From OpenBLAS, declared here: <cblas.h> clashes with xtensor-blas.
 extern "C" void openblas_set_num_threads(int);
 extern "C" int openblas_get_num_threads(void);
 extern "C" int blas_thread_shutdown_(void) __attribute__((weak));  // absent from a serial OpenBLAS
@@ -21,28 +21,18 @@ extern "C" int blas_thread_shutdown_(void) __attribute__((weak));  // absent fro
 namespace ap {
 namespace {
 
-// Note [OpenBLAS's idle pool]: Debian's OpenBLAS (the pthread build) starts a pool of one thread per core but
-// one when it is loaded, and each of them spins on sched_yield for about 0.1 s before it sleeps: 0.1 s of CPU
-// per core, in every process, just as it starts. We run OpenBLAS (the reference path, and fp32 products without
-// AVX-512: Note [fp32 products on OpenBLAS without AVX-512]) one thread per call, so the pool never has work.
-// perf showed the spin in the ranks of `bench_network allreduce`: an eighth of the processes' samples while the first
-// all-reduces ran. The pool is stopped when this library is loaded (after OpenBLAS's own start-up: it is loaded
-// first), and OpenBLAS starts it again only for a call on several threads, or when openblas_set_num_threads is
-// called (0.3.21 starts the pool before it sets the number, whatever the number): so set_compute_threads sets it
-// only if something changed it from 1.
+// Note [OpenBLAS's idle pool]: Debian's OpenBLAS starts a pool of one spinning thread per core when loaded. It
+// runs here one thread per call, so the pool is stopped when this library is loaded; set_compute_threads calls
+// openblas_set_num_threads (which restarts it) only if something changed it from 1.
 const bool openblas_pool_stopped = [] {
   openblas_set_num_threads(1);
   if (blas_thread_shutdown_) blas_thread_shutdown_();
   return true;
 }();
 
-// Note [one level of teams]: an op's parallel loop may call oneDNN (attention's groups of heads each call
-// batched_gemm), which opens a parallel region of its own inside. libgomp ran that inner region on a new team,
-// creating and ending a thread at every call, also inside a region its `if` clause made inactive: a small
-// attention's finite-difference test spent 95% of its time in libgomp (perf), 14 s on 2 threads against 0.12 s
-// on one. So only one level of teams is active (the outer loop already has every thread of the rank: inner
-// regions run on the thread that opens them), and a loop of one iteration runs outside any region (in_groups in
-// model/attention.cpp). A rank's thread is an initial thread: its teams are level one, not nested.
+// Note [one level of teams]: an op's parallel loop may call oneDNN, which opens a region inside; libgomp would run
+// that on a new team, creating and ending a thread every call. So only one level of teams is active (the outer
+// loop already has every thread of the rank), and a loop of one iteration runs outside any region.
 const bool one_level_of_teams = [] {
   omp_set_max_active_levels(1);
   return true;
@@ -101,8 +91,7 @@ void set_compute_threads(int threads) {
   if (threads < 1) throw std::invalid_argument("set_compute_threads: need at least 1 thread, got " + std::to_string(threads));
   const int before = omp_get_max_threads();
   omp_set_num_threads(threads);
-  // Fewer threads from now on, so the team's other threads go (outside a parallel region:
-  // inside one libgomp refuses, and the team stays) (Note [idle teams]).
+  // Fewer threads: release the team outside a parallel region (inside one libgomp refuses) (Note [idle teams]).
   if (threads < before && !omp_in_parallel()) omp_pause_resource(omp_pause_soft, omp_get_initial_device());
   if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);  // process-wide; Note [OpenBLAS's idle pool]
   compute_rank_thread = true;

@@ -1,5 +1,4 @@
-// The element types a tensor can hold, with their names in one table (as the CLI, safetensors and errors
-// spell them).
+// The element types a tensor can hold, with their names in one table.
 #pragma once
 
 #include <cstddef>
@@ -18,9 +17,9 @@ std::size_t dtype_size(dtype type);
 const char* dtype_name(dtype type);
 // safetensors' names: "F32", "BF16".
 const char* safetensors_dtype_name(dtype type);
-// By either name ("float32"/"fp32"/"f32"/"F32", "bfloat16"/"bf16"/"BF16"); nullopt for anything else.
+// By either name ("float32"/"fp32"/"f32"/"F32", "bfloat16"/"bf16"/"BF16"); else nullopt.
 std::optional<dtype> parse_dtype(const std::string& text);
-// The dtype a byte on the wire stands for; nullopt for an unknown code (a newer or corrupt peer).
+// The dtype a wire byte stands for; nullopt for an unknown code (a newer or corrupt peer).
 std::optional<dtype> dtype_from_code(std::uint8_t code);
 
 }  // namespace ap

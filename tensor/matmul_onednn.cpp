@@ -1,35 +1,20 @@
-// The products on oneDNN's matmul primitive (brgemm kernels: avx512_core for fp32, avx512_core_bf16 for bf16);
-// on a processor without AVX-512, fp32 products on OpenBLAS (Note [fp32 products on OpenBLAS without AVX-512]).
-// The figures behind these choices: docs/performance.md, "Products: bands, AMX and OpenBLAS".
+// The products on oneDNN's matmul primitive (figures: docs/performance.md).
 
-// Note [primitive cache per thread]: creating a matmul primitive costs far more than running it, so each is
-// created once per (shape, transposes, dtype, alpha, beta, threads) and kept, in a thread_local cache: a stage
-// runs its own shapes on its own thread, lookups need no lock, and a primitive plans for the OpenMP thread count
-// of the thread that created it (so the count is in the key). The memory objects are kept beside each primitive
-// and re-pointed at the caller's buffers. One engine per process; one stream per calling thread.
+// Note [primitive cache per thread]: a matmul primitive costs far more to create than to run, so each is kept per
+// (shape, transposes, dtype, alpha, beta, threads) in a thread_local cache (no lock; a primitive plans for its
+// creating thread's thread count). Its memory objects are re-pointed at each call.
 
-// Note [rows split among the team]: on a rank of N intra-op threads, a product whose A is not transposed (a
-// forward, or dX = dY W^T) is cut into N bands of rows, each thread running a 1-thread primitive on its band:
-// each row of C is its row of A times B, so the bits are those of one call (test_model_op_threads, 1 to 3
-// threads, fp32 and bf16), and N bands always divide among N threads where oneDNN's own blocks need not. Bands
-// start from 512 rows a thread (band_count): thinner ones lose to oneDNN's plan. dW = X^T dY is cut the same way
-// only where its sum is one block of K (k <= 256, where a band gives one call's bits; from 512 oneDNN chunks K
-// per band shape). With AMX (onednn_uses_amx()), oneDNN 2.6 cuts a long K of a bf16 product among the threads
-// too, so a bf16 weight gradient there matches one thread to a relative 1e-5, not bit for bit.
+// Note [rows split among the team]: on a rank of N threads, a product whose A is not transposed is cut into N bands
+// of rows, each run by a 1-thread primitive: the bits of one call. dW = X^T dY is cut so only where k <= 256. With
+// AMX, oneDNN also splits a long K of a bf16 product, so such a weight gradient matches one thread to 1e-5 only.
 
-// Note [bf16 without AVX-512]: oneDNN 2.6 makes bf16 primitives only with AVX-512 (avx512_core and up); on an
-// AVX2 processor (AMD Zen 2 and 3, Intel's client cores) it refuses every bf16 matmul. There (onednn_avx512()
-// false) a bf16 product widens A and B to fp32, exactly, and runs as an fp32 product: what the bf16 kernels
-// compute up to the order of the sum. bf16 keeps its savings in memory and on the wire, not native bf16 speed.
+// Note [bf16 without AVX-512]: oneDNN 2.6 makes bf16 primitives only with AVX-512; without it a bf16 product
+// widens A and B to fp32 (exactly) and runs in fp32.
 
-// Note [fp32 products on OpenBLAS without AVX-512]: without AVX-512, oneDNN 2.6's fp32 products run on its AVX2
-// gemm (`gemm:jit`), whose speed swung 2x with the operands' offsets; OpenBLAS's sgemm, which packs both
-// operands, was faster on every product of the models (docs/performance.md). So there fp32 products run on
-// OpenBLAS, one single-threaded call per band of rows of C on each thread of the caller's team. Its kernel for
-// these cores (0.3.21's sgemm_kernel_8x4_haswell_2) takes rows in groups of 12, so bands cut at multiples of 24
-// rows give the bits of one call (test_model_op_threads). A product with fewer than 24 rows a thread is cut into
-// bands of columns (multiples of 16), whose bits depend on the thread count. OpenBLAS's own pool stays stopped
-// (Note [OpenBLAS's idle pool] in compute.cpp); attention's batched products stay on oneDNN, faster there.
+// Note [fp32 products on OpenBLAS without AVX-512]: there oneDNN 2.6's fp32 gemm is slower, so fp32 products run
+// on OpenBLAS's sgemm, one single-threaded call per band of rows of C. Bands at multiples of 24 rows give the bits
+// of one call (its kernel takes rows by 12); with fewer rows, bands of columns, whose bits depend on the thread
+// count, as do attention's batched products, which stay on oneDNN's AVX2 gemm.
 #include <algorithm>
 #include <climits>
 #include <exception>
@@ -60,7 +45,7 @@ struct cached_matmul {
   dnnl::memory a, b, c, bias;  // bias: empty without one
 };
 
-// (m, n, k, A's leading dimension, transpose_a, transpose_b, input dtype, alpha, beta, OpenMP threads, a bias)
+// (m, n, k, lda, transpose_a, transpose_b, input dtype, alpha, beta, OpenMP threads, a bias)
 using matmul_key = std::tuple<std::size_t, std::size_t, std::size_t, std::size_t, bool, bool, int, float, float, int, bool>;
 
 // With `bias`, C = op(A) op(B) + bias on each row (Note [bias in the product]; alpha 1, beta 0 only).
@@ -91,8 +76,8 @@ cached_matmul make_matmul(bool transpose_a, bool transpose_b, std::size_t m, std
           dnnl::memory(c_md, engine(), nullptr), dnnl::memory(bias_md, engine(), nullptr)};
 }
 
-// One primitive call on the calling thread's OpenMP team (Note [primitive cache per thread]).
-// A transposed A is stored (k, a_columns): a band of its columns starts mid-row.
+// One primitive call on the calling thread's OpenMP team. A transposed A is stored (k, a_columns): a band of
+// its columns starts mid-row.
 void run_once(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
               const void* a, const void* b, float beta, float* c, std::size_t a_columns, dt input,
               const float* bias = nullptr) {
@@ -127,26 +112,21 @@ std::size_t band_count(bool transpose_a, std::size_t m, std::size_t k, int team)
   return k <= 256 && m >= 256 * bands ? bands : 1;
 }
 
-// The first row of C in band `band` of `bands`. A transposed A's band is a block of its columns, read in every
-// row of A: cut at multiples of 16 floats (a 64-byte line) so no line is split between two bands. Measured on
-// the 2-core machine, dW 784 x 2048 x 128 (the MLP's 128-row microbatch) in 2 bands of 392 columns ran at 79
-// GFLOPS, slower than one thread's 128; cut at 400 | 384 it runs at 177 (`bench_ops gemm-threads --threads 2`).
+// The first row of C in band `band` of `bands`. A transposed A's band is a block of its columns: cut at multiples
+// of 16 floats (a 64-byte line) so no cache line is split between two bands' threads.
 std::size_t band_start(bool transpose_a, std::size_t m, std::size_t band, std::size_t bands) {
   const std::size_t even = m * band / bands;
   if (!transpose_a || band == bands) return even;
   return std::min(m, (even + 8) / 16 * 16);
 }
 
-// Whether fp32 products run on OpenBLAS here: Note [fp32 products on OpenBLAS without AVX-512].
 bool fp32_on_openblas() { return !onednn_avx512(); }
 
-// Bands of rows of C for OpenBLAS start at multiples of this, bands of columns at multiples of the second (Note
-// [fp32 products on OpenBLAS without AVX-512]).
+// Bands of rows of C for OpenBLAS start at multiples of this, bands of columns at multiples of the second.
 constexpr std::size_t openblas_band_rows = 24, openblas_band_columns = 16;
 
-// How an OpenBLAS product is cut among a team: `count` bands, of rows (whole multiples of openblas_band_rows,
-// one per thread) where there are rows enough, else of columns; one band for a product not worth a fork (about
-// 30 us of work on one thread; a fork costs 3-4 us on the 2-vCPU VM).
+// How an OpenBLAS product is cut among a team: `count` bands of rows (multiples of openblas_band_rows) where
+// there are rows enough, else of columns; one band for a product too small to be worth a fork.
 struct openblas_bands {
   std::size_t count;
   bool of_rows;
@@ -158,14 +138,13 @@ openblas_bands openblas_band_plan(std::size_t m, std::size_t n, std::size_t k, i
   return {std::max<std::size_t>(1, std::min(threads, n / openblas_band_columns)), false};
 }
 
-// C = alpha op(A) op(B) + beta C on OpenBLAS (Note [fp32 products on OpenBLAS without AVX-512]).
+// C = alpha op(A) op(B) + beta C on OpenBLAS.
 void run_openblas(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
                   const float* a, const float* b, float beta, float* c) {
   if (m > std::size_t(INT_MAX) || n > std::size_t(INT_MAX) || k > std::size_t(INT_MAX))
     throw std::length_error("matrix product " + std::to_string(m) + " x " + std::to_string(n) + " over " +
                             std::to_string(k) + ": a dimension exceeds BLAS's int");
-  // Rows [r0, r1) and columns [c0, c1) of C: rows of A (or, stored transposed (k, m), a block of its columns),
-  // columns of B (or, stored transposed (n, k), a block of its rows).
+  // Rows [r0, r1) and columns [c0, c1) of C (of a transposed A, a block of its columns; of B's rows likewise).
   const auto block = [&](std::size_t r0, std::size_t r1, std::size_t c0, std::size_t c1) {
     cblas_sgemm(CblasRowMajor, transpose_a ? CblasTrans : CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans,
                 int(r1 - r0), int(c1 - c0), int(k), alpha, transpose_a ? a + r0 : a + r0 * k, int(transpose_a ? m : k),
@@ -227,8 +206,7 @@ void run(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::
   if (failure) std::rethrow_exception(failure);
 }
 
-// gemm_bias_onednn for either element type (Note [bias in the product]): the bias in the kernels' epilogue, or
-// where oneDNN has no AVX-512 kernels (fp32 on OpenBLAS, bf16 widened) the fill and the product it stands for.
+// gemm_bias_onednn for either element type; without AVX-512 kernels, the fill and product it stands for.
 template <class T>
 void bias_in_product(std::size_t m, std::size_t n, std::size_t k, const T* a, const T* b, const float* bias, float* c,
                      dt input) {

@@ -1,5 +1,5 @@
 // The reference products on xtensor-blas (OpenBLAS sgemm underneath): portable, and the tests' oracle for
-// oneDNN. No <cblas.h> here: it clashes with xtensor-blas (toolchain notes).
+// oneDNN. No <cblas.h> here: it clashes with xtensor-blas.
 #include <array>
 
 #include <xtensor-blas/xblas.hpp>

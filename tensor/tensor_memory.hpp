@@ -5,11 +5,9 @@
 
 namespace ap {
 
-// Note [tensor bytes]: every tensor block is counted as the heap holds it (malloc_usable_size: the block with
-// its alignment margin), added when allocated and taken away when freed, by every thread into one process-wide
-// figure (relaxed atomics: a few hundred blocks a step). The peak is what the memory model's workspace term is
-// measured with (Note [memory model] in plan/memory_model.hpp): the most the tensors held at once since the
-// last reset_tensor_bytes_peak(), whatever else the process allocates.
+// Note [tensor bytes]: every tensor block is counted as the heap holds it (malloc_usable_size), added when
+// allocated and taken away when freed, into one process-wide figure (relaxed atomics). The peak since the last
+// reset_tensor_bytes_peak() measures the memory model's workspace (Note [memory model]).
 std::uint64_t tensor_bytes_in_use();
 std::uint64_t tensor_bytes_peak();
 // Makes the peak the bytes in use now.
