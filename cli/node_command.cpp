@@ -7,6 +7,7 @@
 #include "cli/commands.hpp"
 #include "cli/rendezvous.hpp"
 #include "cli/transport_flags.hpp"
+#include "network/node_address.hpp"
 
 namespace ap::cli {
 
@@ -32,18 +33,34 @@ void add_node_command(CLI::App& app) {
                       "WORLD_SIZE, MASTER_ADDR, MASTER_PORT, or Slurm's); listens where it reaches rank 0, registers "
                       "there, and stops when the job ends (Note [environment rendezvous])")
           ->check(CLI::IsMember({"env"}));
+  auto join = std::make_shared<std::string>();
+  auto* join_flag = cmd->add_option("--join", *join,
+                                    "HOST:PORT: join a running job started with `train --rendezvous env --elastic MIN`, "
+                                    "whose rank 0 is at HOST:PORT (MASTER_ADDR:MASTER_PORT); listens where it reaches "
+                                    "rank 0 (on --port), and the run takes it in at a checkpoint (Note [joining nodes])")
+                        ->excludes(rendezvous_flag);
   auto wait_s = std::make_shared<long>(default_rendezvous_timeout.count());
   auto* wait_flag = cmd->add_option("--rendezvous-timeout", *wait_s,
-                                    "with --rendezvous env: seconds to wait for rank 0 to answer (the ranks of a job "
+                                    "with --rendezvous env or --join: seconds to wait for rank 0 to answer (the ranks of a job "
                                     "start within this of each other)")
                         ->check(whole_number(1, 1000000))
                         ->capture_default_str();
   cmd->get_option("--host")->excludes(rendezvous_flag);
   cmd->get_option("--port")->excludes(rendezvous_flag);
+  cmd->get_option("--host")->excludes(join_flag);
   add_transport_flags(cmd, o->security);  // checked by run_node before it listens
-  cmd->callback([o, rendezvous, wait_s, wait_flag] {
+  cmd->callback([o, rendezvous, join, wait_s, wait_flag] {
+    if (!join->empty()) {
+      const node_address rank0 = parse_node_address(*join);  // std::invalid_argument naming it
+      rendezvous_env env;
+      env.rank = -1;
+      env.master_host = rank0.host;
+      env.master_port = rank0.port;
+      env.source = "--join";
+      return run_rendezvous_node(env, *o, std::chrono::seconds(*wait_s), "node --join");
+    }
     if (rendezvous->empty()) {
-      refuse_given({wait_flag}, "requires --rendezvous env: it is the wait for rank 0");
+      refuse_given({wait_flag}, "requires --rendezvous env or --join: it is the wait for rank 0");
       return run_node(*o);
     }
     const rendezvous_env env = rendezvous_place();

@@ -44,36 +44,40 @@ void run_rendezvous_node(const rendezvous_env& env, node_run_options options, st
                          const std::string& who) {
   check_transport_security(options.security, who);  // Note [rendezvous fails fast]
   rendezvous_client client(env, timeout);
+  const std::string me = env.rank >= 0 ? "rank " + std::to_string(env.rank) : std::string("the joining node");
   options.host = client.local_address();
-  options.port = rendezvous_node_port(env);  // Note [restart under a rendezvous]
+  if (env.rank >= 0) options.port = rendezvous_node_port(env);  // Note [restart under a rendezvous]
   options.any_port_if_taken = true;
   options.on_listening = [&](const std::string& host, std::uint16_t port) {
     client.register_node(port);
-    std::cerr << "rendezvous: rank " << env.rank << " registered as the node at " << host << ":" << port << "\n";
+    std::cerr << "rendezvous: " << me << " registered as the node at " << host << ":" << port << "\n";
   };
   bool done = false;
   options.until_released = [&] { done = client.wait_for_release(); };
   options.cancel_release = [&] { client.cancel(); };
-  const std::string went_away = "rendezvous: rank " + std::to_string(env.rank) + ": rank 0 (" + env.master_host + ":" +
-                                std::to_string(env.master_port) +
-                                ") went away without ending the job (it failed or was killed)";
+  const std::string rank0 = "rank 0 (" + env.master_host + ":" + std::to_string(env.master_port) + ")";
+  const auto failure = [&] {
+    return "rendezvous: " + me + ": " + rank0 +
+           (client.refusal().empty() ? " went away without ending the job (it failed or was killed)"
+                                     : " refused it: " + client.refusal());
+  };
   options.on_stopped = [&] {  // Note [a node's shutdown]
-    if (done) std::cerr << "rendezvous: rank " << env.rank << ": the job is over" << std::endl;
-    return done ? node_exit{0, ""} : node_exit{1, "error: " + went_away};
+    if (done) std::cerr << "rendezvous: " << me << ": the job is over" << std::endl;
+    return done ? node_exit{0, ""} : node_exit{1, "error: " + failure()};
   };
   run_node(options);
-  if (!done) throw std::runtime_error(went_away);
+  if (!done) throw std::runtime_error(failure());
 }
 
-void run_rendezvous_coordinator(const rendezvous_env& env, std::chrono::milliseconds timeout,
-                                const std::function<void(std::vector<std::string>)>& train) {
-  rendezvous_server server(env.master_port, env.world_size, timeout, env.master_host);
+void run_rendezvous_coordinator(const rendezvous_env& env, std::chrono::milliseconds timeout, bool accept_joins,
+                                const std::function<void(std::vector<std::string>, joined_nodes)>& train) {
+  rendezvous_server server(env.master_port, env.world_size, timeout, env.master_host, accept_joins);
   server.log = [](const std::string& line) { std::cerr << line << "\n"; };
   std::vector<std::string> nodes = server.wait_for_nodes();
   std::string list;
   for (const auto& n : nodes) list += (list.empty() ? "" : ",") + n;
   std::cerr << "rendezvous: " << nodes.size() << " nodes registered: " << list << "\n";
-  train(std::move(nodes));  // on a throw, nodes see no "done"
+  train(std::move(nodes), [&server] { return server.joined(); });  // on a throw, nodes see no "done"
   server.release();
 }
 

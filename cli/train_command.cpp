@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <functional>
 #include <iostream>
 #include <memory>
 
@@ -41,9 +42,10 @@ class progress_printer {
   std::chrono::steady_clock::time_point last_{};
 };
 
-void run_train(const run_config& config, bool print_config) {
+void run_train(const run_config& config, bool print_config, std::function<std::vector<std::string>()> joined = {}) {
   auto progress = std::make_shared<progress_printer>(config);
   engine_callbacks callbacks;
+  callbacks.joining_nodes = std::move(joined);
   callbacks.log = [progress](const std::string& line) { progress->line(line); };
   callbacks.on_step = [progress](const step_progress& p, float lr) { progress->step(p, lr); };
   engine e(config, callbacks);
@@ -118,9 +120,9 @@ void add_train_command(CLI::App& app) {
     // The configuration and transport are checked before waiting for anyone (Note [rendezvous fails fast]).
     check_run_config(c);
     check_transport_security(c.pipe.security, "train --rendezvous");
-    run_rendezvous_coordinator(env, wait, [&](std::vector<std::string> nodes) {
+    run_rendezvous_coordinator(env, wait, c.elastic > 0, [&](std::vector<std::string> nodes, joined_nodes joined) {
       c.pipe.nodes = std::move(nodes);
-      run_train(c, *print_config);
+      run_train(c, *print_config, std::move(joined));
     });
   });
 }

@@ -4,8 +4,9 @@
 // on the mesh elastic_mesh gives (Note [elastic mesh]), the checkpoint resharded onto a new partition and the data
 // order kept (Note [resumed trajectory]): the steps since the checkpoint are trained again, none skipped. The run
 // starts on the nodes that answer; at each checkpoint the others are asked again, and those that answer and make
-// the mesh larger are taken in from that checkpoint. Each change is logged and kept for the result line
-// ("elastic"); below MIN the run stops, naming the checkpoint to resume from.
+// the mesh larger are taken in from that checkpoint, as are nodes that joined the run (Note [joining nodes]), which
+// are spares up to the listed count. Each change is logged and kept for the result line ("elastic"); below MIN the
+// run stops, naming the checkpoint to resume from.
 #include <algorithm>
 #include <chrono>
 #include <stdexcept>
@@ -39,7 +40,8 @@ std::string joined(const std::vector<std::string>& items) {
 
 train_outcome run_elastic(const run_config& o, run_config& segment, train_plan& plan, train_runner& runner,
                           const engine_callbacks& callbacks, nlohmann::json& changes) {
-  const std::vector<std::string> listed = o.pipe.nodes;
+  std::vector<std::string> listed = o.pipe.nodes;  // and the nodes that join, after them
+  const std::size_t planned_nodes = listed.size();  // the mesh never grows past the one planned on these
   const auto minimum = static_cast<std::size_t>(o.elastic);
   if (listed.size() < minimum)
     throw std::invalid_argument("--elastic " + std::to_string(o.elastic) + ": only " + std::to_string(listed.size()) +
@@ -55,6 +57,22 @@ train_outcome run_elastic(const run_config& o, run_config& segment, train_plan& 
     } catch (const std::invalid_argument&) {
       return false;
     }
+  };
+
+  const auto take_joined = [&] {
+    if (!callbacks.joining_nodes) return;
+    for (const std::string& n : callbacks.joining_nodes())
+      if (std::find(listed.begin(), listed.end(), n) == listed.end()) {
+        listed.push_back(n);
+        say(plan) << "elastic: node " << n << " joined the run";
+      }
+  };
+  // The nodes to train on: those answering, at most as many as planned, listed ones first.
+  const auto ask_nodes = [&] {
+    take_joined();
+    std::vector<std::string> a = nodes_answering(listed, o.pipe.security, probe_wait);
+    if (a.size() > planned_nodes) a.resize(planned_nodes);
+    return a;
   };
 
   segment = o;  // the mesh trained on now, and where it starts
@@ -92,31 +110,32 @@ train_outcome run_elastic(const run_config& o, run_config& segment, train_plan& 
   } reset_hook{plan};
   plan.after_checkpoint = [&](std::uint64_t step) {
     checkpointed = step;
-    if (segment.pipe.nodes.size() >= listed.size() || at_end) return;
+    take_joined();
+    if (segment.pipe.nodes.size() >= planned_nodes || at_end) return;
     std::vector<std::string> left_out;
     for (const auto& n : listed)
       if (std::find(segment.pipe.nodes.begin(), segment.pipe.nodes.end(), n) == segment.pipe.nodes.end())
         left_out.push_back(n);
     std::vector<std::string> back = nodes_answering(left_out, o.pipe.security, probe_wait);
     // Taken in when they make the mesh larger; else they wait as spares for a node lost later.
-    const auto larger = elastic_mesh(planned, listed.size(), segment.pipe.nodes.size() + back.size(), fits);
+    const auto larger = elastic_mesh(planned, planned_nodes, segment.pipe.nodes.size() + back.size(), fits);
     if (larger && larger->data_parallel * larger->stages > segment.mesh.data_parallel * segment.stages)
       throw nodes_back{std::move(back)};
   };
 
   // The run starts on the listed nodes that answer (a node that comes up later is taken in at a checkpoint).
-  std::vector<std::string> answering = nodes_answering(listed, o.pipe.security, probe_wait);
+  std::vector<std::string> answering = ask_nodes();
   std::string why;  // what changes the mesh before the next training; empty: nothing
-  if (answering.size() < listed.size()) {
+  if (answering.size() < planned_nodes) {
     std::vector<std::string> silent;
-    for (const auto& n : listed)
+    for (const auto& n : o.pipe.nodes)
       if (std::find(answering.begin(), answering.end(), n) == answering.end()) silent.push_back(n);
     why = joined(silent) + (silent.size() == 1 ? " does" : " do") + " not answer at the start";
   }
   std::optional<clock::time_point> lost_at;  // the last step before a change (none at the start)
   for (;;) {
     if (!why.empty()) {
-      const std::optional<mesh_shape> next = elastic_mesh(planned, listed.size(), answering.size(), fits);
+      const std::optional<mesh_shape> next = elastic_mesh(planned, planned_nodes, answering.size(), fits);
       if (answering.size() < minimum || !next)
         throw pipeline_error("elastic: " + std::to_string(answering.size()) + " of the " + std::to_string(listed.size()) +
                                  " nodes answer (" + joined(answering) + "), fewer than --elastic " +
@@ -165,7 +184,7 @@ train_outcome run_elastic(const run_config& o, run_config& segment, train_plan& 
     // The stages let go of their nodes (and a trace its file) before any new stage is placed.
     runner.replicated.reset(), runner.single_pipe.reset(), runner.local.reset();
     runner = train_runner{};
-    answering = nodes_answering(listed, o.pipe.security, probe_wait);
+    answering = ask_nodes();
   }
 }
 

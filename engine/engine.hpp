@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "data/data_source.hpp"
 #include "engine/run_config.hpp"
@@ -30,6 +31,8 @@ struct engine_callbacks {
   std::function<void(const std::string&)> log;
   std::function<void(const step_progress&, float lr)> on_step;
   std::function<void(std::uint64_t step, double loss)> on_validation;
+  // With --elastic: the nodes that joined the run since it started, asked at each checkpoint (Note [joining nodes]).
+  std::function<std::vector<std::string>()> joining_nodes;
 };
 
 class engine {

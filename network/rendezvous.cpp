@@ -28,7 +28,7 @@ constexpr const char* greeting = "actorpipe-rendezvous 1";
 
 // A node's registration line: "actorpipe-rendezvous 1 rank R at HOST:PORT" (rank, host, port captured).
 const std::regex& registration_format() {
-  static const std::regex format(std::string(greeting) + " rank ([0-9]{1,9}) at (\\S+):([0-9]{1,5})");
+  static const std::regex format(std::string(greeting) + " (?:rank ([0-9]{1,9})|join) at (\\S+):([0-9]{1,5})");
   return format;
 }
 
@@ -178,12 +178,13 @@ std::vector<std::string> expand_slurm_hostlist(const std::string& list) {
 }
 
 rendezvous_server::rendezvous_server(int port, int world_size, std::chrono::milliseconds timeout,
-                                     const std::string& master_host)
+                                     const std::string& master_host, bool accept_joins)
     : port_(port),
       world_size_(world_size),
       timeout_(timeout),
       master_host_(master_host),
-      node_fds_(static_cast<std::size_t>(world_size), -1) {
+      node_fds_(static_cast<std::size_t>(world_size), -1),
+      accept_joins_(accept_joins) {
   if (world_size < 2) throw std::invalid_argument("--rendezvous env: WORLD_SIZE " + std::to_string(world_size) +
                                                   " leaves no rank to be a node; run without --rendezvous");
   listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -218,6 +219,7 @@ rendezvous_server::~rendezvous_server() {
   if (late_.joinable()) late_.join();
   for (int fd : node_fds_)
     if (fd >= 0) close(fd);
+  for (int fd : joined_fds_) close(fd);
   if (listen_fd_ >= 0) close(listen_fd_);
 }
 
@@ -250,6 +252,11 @@ std::vector<std::string> rendezvous_server::wait_for_nodes() {
     std::smatch m;
     if (!std::regex_match(line, m, line_format)) {
       close(fd);  // a port scanner, or another program: not a node of this job
+      continue;
+    }
+    if (!m[1].matched) {
+      std::lock_guard lock(mutex_);
+      take_join(fd, m[2].str() + ":" + m[3].str());
       continue;
     }
     const long rank = std::stol(m[1]);
@@ -289,9 +296,13 @@ void rendezvous_server::accept_late_registrations() {
       close(fd);
       continue;
     }
-    const long rank = std::stol(m[1]);
     const std::string address = m[2].str() + ":" + m[3].str();
     std::lock_guard lock(mutex_);
+    if (!m[1].matched && !stopping_) {
+      take_join(fd, address);
+      continue;
+    }
+    const long rank = m[1].matched ? std::stol(m[1]) : -1;
     if (stopping_ || rank < 1 || rank >= world_size_) {
       if (stopping_) send_all(fd, "done\n");
       close(fd);
@@ -309,6 +320,23 @@ void rendezvous_server::accept_late_registrations() {
   }
 }
 
+void rendezvous_server::take_join(int fd, const std::string& address) {
+  if (!accept_joins_) {
+    send_all(fd, "refused: rank 0's run takes no joining node (it needs --elastic MIN)\n");
+    close(fd);
+    if (log) log("rendezvous: refused a node joining at " + address + ": the run is not elastic");
+    return;
+  }
+  joined_fds_.push_back(fd);
+  joined_.push_back(address);
+  if (log) log("rendezvous: a node joined at " + address + ": an elastic run takes it in at a checkpoint");
+}
+
+std::vector<std::string> rendezvous_server::joined() {
+  std::lock_guard lock(mutex_);
+  return joined_;
+}
+
 void rendezvous_server::release() {
   std::lock_guard lock(mutex_);
   stopping_ = true;
@@ -318,6 +346,11 @@ void rendezvous_server::release() {
       close(fd);
       fd = -1;
     }
+  for (int fd : joined_fds_) {
+    send_all(fd, "done\n");
+    close(fd);
+  }
+  joined_fds_.clear();
 }
 
 rendezvous_client::rendezvous_client(const rendezvous_env& env, std::chrono::milliseconds timeout) : env_(env) {
@@ -330,7 +363,7 @@ rendezvous_client::rendezvous_client(const rendezvous_env& env, std::chrono::mil
     addrinfo* found = nullptr;
     const int rc = getaddrinfo(env.master_host.c_str(), std::to_string(env.master_port).c_str(), &hints, &found);
     if (rc != 0 && rc != EAI_AGAIN)  // a name nobody knows is not retried (Note [rendezvous fails fast])
-      throw std::runtime_error("rendezvous: rank " + std::to_string(env.rank) + ": MASTER_ADDR '" + env.master_host +
+      throw std::runtime_error("rendezvous: " + who() + ": MASTER_ADDR '" + env.master_host +
                                "' (from " + env.source + ") does not resolve: " + gai_strerror(rc) +
                                " (rank 0's host name or IPv4 address)");
     if (rc != 0) {
@@ -344,7 +377,7 @@ rendezvous_client::rendezvous_client(const rendezvous_env& env, std::chrono::mil
       fd_ = -1;
     }
     if (clock_type::now() >= deadline)
-      throw std::runtime_error("rendezvous: rank " + std::to_string(env.rank) + " could not reach rank 0 at " +
+      throw std::runtime_error("rendezvous: " + who() + " could not reach rank 0 at " +
                                endpoint_text(env) + " (from " + env.source + ") within " + wait_text(timeout) +
                                " (--rendezvous-timeout): " + last_error);
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -365,16 +398,21 @@ rendezvous_client::~rendezvous_client() {
   if (fd_ >= 0) close(fd_);
 }
 
+std::string rendezvous_client::who() const {
+  return env_.rank >= 0 ? "rank " + std::to_string(env_.rank) : std::string("the joining node");
+}
+
 void rendezvous_client::register_node(int port) {
-  const std::string line = std::string(greeting) + " rank " + std::to_string(env_.rank) + " at " + local_ + ":" +
-                           std::to_string(port) + "\n";
+  const std::string line = std::string(greeting) + (env_.rank >= 0 ? " rank " + std::to_string(env_.rank) : " join") +
+                           " at " + local_ + ":" + std::to_string(port) + "\n";
   if (!send_all(fd_, line))
-    throw std::runtime_error("rendezvous: rank " + std::to_string(env_.rank) + " lost rank 0 at " + endpoint_text(env_) +
-                             " while registering");
+    throw std::runtime_error("rendezvous: " + who() + " lost rank 0 at " + endpoint_text(env_) + " while registering");
 }
 
 bool rendezvous_client::wait_for_release() {
-  return read_line(fd_, clock_type::time_point::max()) == "done";
+  const std::string line = read_line(fd_, clock_type::time_point::max());
+  if (line.rfind("refused: ", 0) == 0) refusal_ = line.substr(9);
+  return line == "done";
 }
 
 void rendezvous_client::cancel() { shutdown(fd_, SHUT_RDWR); }

@@ -23,6 +23,10 @@ namespace ap {
 // a node restarted with the same variables listens where it did and recovery (Note [recovery]) finds it. Rank 0
 // accepts registrations for the whole job: a restarted rank's replaces its old connection.
 
+// Note [joining nodes]: with `accept_joins`, rank 0 also takes registrations of nodes that were not in the job
+// ("actorpipe-rendezvous 1 join at HOST:PORT", from `actorpipe node --join`), at any time; joined() lists them for an
+// elastic run (Note [elastic runs]), and release() ends them with the job. Without it a joining node is refused.
+
 // Note [rendezvous fails fast]: what a rank can check alone (its transport; on a node, that MASTER_ADDR resolves) is
 // checked before it waits. The wait lasts `--rendezvous-timeout` seconds (default 120, as torchrun's) and its
 // expiry names the address waited at.
@@ -52,7 +56,8 @@ std::string wait_text(std::chrono::milliseconds wait);
 // address in the timeout's text.
 class rendezvous_server {
  public:
-  rendezvous_server(int port, int world_size, std::chrono::milliseconds timeout, const std::string& master_host = "");
+  rendezvous_server(int port, int world_size, std::chrono::milliseconds timeout, const std::string& master_host = "",
+                    bool accept_joins = false);
   ~rendezvous_server();  // closes the nodes' connections: without release(true) first, they stop as failed
   rendezvous_server(const rendezvous_server&) = delete;
   rendezvous_server& operator=(const rendezvous_server&) = delete;
@@ -63,11 +68,15 @@ class rendezvous_server {
   // Tells every node the job is over ("done") and closes the connections.
   void release();
   int port() const { return port_; }  // the one listened on (the system's pick for 0)
+  // The joining nodes' "host:port" in the order they registered (Note [joining nodes]); any thread.
+  std::vector<std::string> joined();
   // Hears of each registration after wait_for_nodes (Note [restart under a rendezvous]). Set before it.
   std::function<void(const std::string&)> log;
 
  private:
   void accept_late_registrations();
+  // A joining node's registration on `fd`: kept, or refused (Note [joining nodes]). Holds mutex_.
+  void take_join(int fd, const std::string& address);
 
   int listen_fd_ = -1, port_ = 0, world_size_ = 1;
   std::chrono::milliseconds timeout_;
@@ -76,11 +85,14 @@ class rendezvous_server {
   std::vector<int> node_fds_;          // by rank (index 0 unused)
   std::vector<std::string> addresses_; // by rank, as first registered
   bool stopping_ = false;
+  bool accept_joins_ = false;
+  std::vector<int> joined_fds_;
+  std::vector<std::string> joined_;
   std::thread late_;
 };
 
 // A node's side: connects to rank 0, retrying until `timeout`. Throws std::runtime_error naming rank 0's address
-// (Note [rendezvous fails fast]).
+// (Note [rendezvous fails fast]). A joining node (Note [joining nodes]) has rank -1.
 class rendezvous_client {
  public:
   rendezvous_client(const rendezvous_env& env, std::chrono::milliseconds timeout);
@@ -92,14 +104,17 @@ class rendezvous_client {
   const std::string& local_address() const { return local_; }
   // Registers the node: rank `env.rank` listens at local_address():port.
   void register_node(int port);
-  // Blocks until rank 0 ends the job: true when it said "done", false otherwise (or after cancel()).
+  // Blocks until rank 0 ends the job: true when it said "done", false otherwise (or after cancel()); refusal()
+  // then holds rank 0's reason when it refused the node.
   bool wait_for_release();
+  const std::string& refusal() const { return refusal_; }
   void cancel();
 
  private:
   rendezvous_env env_;
   int fd_ = -1;
-  std::string local_;
+  std::string local_, refusal_;
+  std::string who() const;  // "rank R", or "the joining node"
 };
 
 }  // namespace ap

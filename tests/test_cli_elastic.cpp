@@ -192,3 +192,63 @@ TEST_CASE("--elastic refusals name what is wrong, before any work") {
   CHECK(test::contains(refused({"train", "--stages", "2", "--elastic", "1"}),
                        "--elastic requires --nodes or --rendezvous env: it recovers from a lost node"));
 }
+
+TEST_CASE("--elastic under a rendezvous: a rank lost for good, the run goes on with 2 nodes, and a node that joins (node --join) is taken in at a checkpoint: the uninterrupted run's losses") {
+  test::scratch_dir dir{"cli_elastic_joining"};
+  std::vector<std::unique_ptr<test::node_process>> plain;
+  for (int n = 0; n < 3; ++n) plain.push_back(std::make_unique<test::node_process>(test::actorpipe, std::vector<std::string>{"--insecure"}));
+  const std::vector<std::string> run_args = {"--stages", "3", "--elastic", "2", "--checkpoint", dir.file("run.safetensors"),
+                                            "--log", dir.file("steps.jsonl")};
+  const nlohmann::json expected =
+      test::result_of(test::run_actorpipe(joined(joined(job, run_args), {"--nodes", addresses(plain)})));
+  plain.clear();
+  std::filesystem::remove(dir.file("steps.jsonl"));
+
+  const std::string master_port = std::to_string(test::free_port());
+  const auto start = [&](int rank, const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {"/usr/bin/env", "RANK=" + std::to_string(rank), "WORLD_SIZE=4",
+                                     "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + master_port, test::actorpipe};
+    return std::make_unique<test::child_process>(joined(argv, args));
+  };
+  std::vector<std::unique_ptr<test::child_process>> ranks;
+  for (int rank = 1; rank <= 3; ++rank) ranks.push_back(start(rank, {"train", "--rendezvous", "env", "--insecure"}));
+  auto coordinator = start(0, joined(joined(job, run_args), {"--rendezvous", "env"}));
+  wait_for_step(dir.file("steps.jsonl"), 8, *coordinator);
+  ranks[2]->kill9();  // rank 3, stage 2's node, for good
+  wait_for_step(dir.file("steps.jsonl"), 20, *coordinator);  // trained on two nodes meanwhile
+  test::child_process joining({test::actorpipe, "node", "--join", "127.0.0.1:" + master_port, "--insecure"});
+  const test::program_run finished = test::finish(*coordinator);
+  const std::string& log = finished.err;
+  INFO(log);
+  const nlohmann::json got = test::result_of(finished);
+  test::check_same_fields(got, expected, {"last_step_loss", "test_accuracy", "steps"});
+  const nlohmann::json& changes = got.at("elastic");
+  REQUIRE(changes.size() == 2);
+  CHECK(changes[0].at("new_mesh") == "1 x 2 x 1");
+  CHECK(changes[1].at("new_mesh") == "1 x 3 x 1");
+  REQUIRE(changes[1].at("nodes").size() == 3);
+  const std::string joined_at = changes[1].at("nodes")[2].get<std::string>();
+  CHECK(changes[1].at("why") == joined_at + " now answers");
+  CHECK(test::contains(log, "rendezvous: a node joined at " + joined_at));
+  CHECK(test::contains(log, "elastic: node " + joined_at + " joined the run"));
+  for (int rank : {0, 1}) CHECK(ranks[static_cast<std::size_t>(rank)]->wait_exit(test::scaled(30s)) == 0);
+  CHECK(joining.wait_exit(test::scaled(30s)) == 0);  // released with the job
+  CHECK(test::contains(joining.stderr_text(), "rendezvous: the joining node registered as the node at " + joined_at));
+  CHECK(test::contains(joining.stderr_text(), "rendezvous: the joining node: the job is over"));
+}
+
+TEST_CASE("a node joining a run that is not elastic is refused, naming why; --join's address is checked") {
+  const std::string master_port = std::to_string(test::free_port());
+  test::child_process coordinator({"/usr/bin/env", "RANK=0", "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1",
+                                   "MASTER_PORT=" + master_port, test::actorpipe, "train", "--rendezvous", "env",
+                                   "--stages", "1", "--insecure"});
+  test::child_process joining({test::actorpipe, "node", "--join", "127.0.0.1:" + master_port, "--insecure"});
+  CHECK(joining.wait_exit(test::scaled(30s)) == 1);
+  const std::string err = joining.stderr_text();
+  CHECK_MESSAGE(test::contains(err, "rendezvous: the joining node: rank 0 (127.0.0.1:" + master_port +
+                                        ") refused it: rank 0's run takes no joining node (it needs --elastic MIN)"),
+                err);
+  const test::program_run bad = test::run_actorpipe({"node", "--join", "127.0.0.1", "--insecure"}, test::scaled(30s));
+  CHECK(bad.code != 0);
+  CHECK(test::contains(bad.err, "is not host:port"));
+}
