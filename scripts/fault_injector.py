@@ -19,7 +19,8 @@ The same job runs first without faults. The script checks, and prints as a table
 The faults are drawn from --seed alone: the same seed injects the same faults, each a drawn while after the job
 trains again following the one before (so each fault meets a running job, and its cost is its own); the run's
 own pace moves what they hit. The job is long enough for them (--epochs: 2 per fault, at least 6). Exit status 0
-when every check passes, 1 otherwise.
+when every check passes, 1 otherwise. With --work, each proxy's connections and the faults at it are logged
+with their monotonic times (proxyN.log), beside the nodes' (nodeN.err) and the job's logs.
 
   scripts/fault_injector.py --actorpipe build/cli/actorpipe --seed 7 --faults 8            # the suite's short form
   scripts/fault_injector.py --actorpipe build/cli/actorpipe --seed 1 --faults 100 --epochs 400 --tls  # the long form
@@ -44,8 +45,9 @@ KINDS = ["kill", "stop", "cut", "delay", "flip"]
 class Proxy:
     """Forwards a listening port on 127.0.0.1 to a node's port, with faults: cut, delay, flip."""
 
-    def __init__(self, target_port, rng_seed):
+    def __init__(self, target_port, rng_seed, log_path=None):
         self.target_port = target_port
+        self.log_file = open(log_path, "a", buffering=1) if log_path else None
         self.listener = socket.socket()
         self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.listener.bind(("127.0.0.1", 0))
@@ -60,6 +62,11 @@ class Proxy:
         self.closed = False
         threading.Thread(target=self._accept, daemon=True).start()
 
+    def log(self, text):
+        """One line per connection event, with the monotonic time, when the proxy has a log."""
+        if self.log_file:
+            self.log_file.write("%.3f %s\n" % (time.monotonic(), text))
+
     def _accept(self):
         while not self.closed:
             try:
@@ -69,17 +76,31 @@ class Proxy:
             try:
                 upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=2)
                 upstream.settimeout(None)
-            except OSError:
+            except OSError as e:
+                self.log("from %d: upstream to %d failed: %s" % (client.getpeername()[1], self.target_port, e))
                 client.close()  # the node is down: as a refused connection
                 continue
-            for s in (client, upstream):
-                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            try:
+                for s in (client, upstream):
+                    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                self.log("from %d: upstream %d -> %d" % (client.getpeername()[1], upstream.getsockname()[1],
+                                                         self.target_port))
+            except OSError as e:  # the client hung up already
+                self.log("a connection ended before it was forwarded: %s" % e)
+                client.close()
+                upstream.close()
+                continue
             with self.lock:
                 self.pairs.append((client, upstream))
             threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
             threading.Thread(target=self._pump, args=(upstream, client), daemon=True).start()
 
     def _pump(self, src, dst):
+        why = "end of stream"
+        try:
+            names = "%d -> %d" % (src.getpeername()[1], dst.getpeername()[1])
+        except OSError:
+            names = "?"
         try:
             while True:
                 data = src.recv(1 << 16)
@@ -100,8 +121,9 @@ class Proxy:
                     data[at] ^= 1 << bit
                     data = bytes(data)
                 dst.sendall(data)
-        except OSError:
-            pass
+        except OSError as e:
+            why = str(e)
+        self.log("%s ended: %s" % (names, why))
         for s in (src, dst):
             try:
                 s.shutdown(socket.SHUT_RDWR)
@@ -110,6 +132,7 @@ class Proxy:
             s.close()
 
     def cut(self):
+        self.log("cut")
         with self.lock:
             pairs, self.pairs = self.pairs, []
         for pair in pairs:
@@ -133,7 +156,7 @@ class Node:
         self.port = 0
         self.processes = []  # every process started for this node, to check none is left
         self.start()
-        self.proxy = Proxy(self.port, seed * 1000 + index)
+        self.proxy = Proxy(self.port, seed * 1000 + index, os.path.join(log_dir, "proxy%d.log" % index))
 
     def start(self, attempts=20):
         for _ in range(attempts):
@@ -309,11 +332,13 @@ def main():
             seen = watcher.snapshot()
             f["last_step"] = max(seen) if seen else -1
             f["when"] = time.monotonic()
+            n.proxy.log("fault %s for %.3f s" % (f["kind"], f["duration_s"]))
             if f["kind"] == "kill":
                 n.process.kill()
                 n.process.wait()
                 time.sleep(f["duration_s"])
                 n.start()
+                n.proxy.log("node started again, pid %d" % n.process.pid)
             elif f["kind"] == "stop":
                 n.process.send_signal(signal.SIGSTOP)
                 time.sleep(f["duration_s"])
