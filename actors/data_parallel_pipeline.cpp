@@ -210,7 +210,7 @@ void data_parallel_pipeline::make_recovery(const pipeline_options& options, int 
     for (auto& r : replicas_) r->release_setup_weights();
   };
   // A node lost while the groups connect: every replica is placed again, within the wait.
-  actions.restart = [this](std::string why, std::chrono::milliseconds wait) {
+  actions.restart = [this, log = options.log](std::string why, std::chrono::milliseconds wait) {
     const auto deadline = std::chrono::steady_clock::now() + wait;
     for (;;) {
       const auto left = std::max(std::chrono::milliseconds(100), std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -222,6 +222,7 @@ void data_parallel_pipeline::make_recovery(const pipeline_options& options, int 
       } catch (const pipeline_error& e) {
         if (!restart_recovers(e) || std::chrono::steady_clock::now() >= deadline) throw;
         why = e.what();
+        if (log) log("recovery: " + why + ": every replica placed again");
       }
     }
   };

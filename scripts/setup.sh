@@ -2,7 +2,7 @@
 # Installs every dependency of the project from Debian's registry; skips what is already there (idempotent).
 set -euo pipefail
 packages=(libcaf-dev libxtensor-dev libxtensor-blas-dev doctest-dev libopenblas-dev zlib1g-dev libdnnl-dev
-          libcli11-dev nlohmann-json3-dev libgloo-dev dataset-fashion-mnist fortunes cmake g++ make libssl-dev openssl
+          libcli11-dev nlohmann-json3-dev libgloo-dev libisal-dev dataset-fashion-mnist fortunes cmake g++ make libssl-dev openssl
           python3-numpy libpcre2-dev)
 # --bench adds what only the peer benchmarks use (Open MPI for scripts/bench_allreduce.sh); the runtime never
 # links it.

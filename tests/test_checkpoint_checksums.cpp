@@ -76,7 +76,21 @@ std::string refusal(const std::string& path) {
 
 }  // namespace
 
-TEST_CASE("CRC32C: the standard check values, any split of the input, three streams against the table") {
+namespace {
+
+// CRC32C bit by bit, as RFC 3720 defines it: what ISA-L's is checked against.
+std::uint32_t crc32c_bitwise(const unsigned char* p, std::size_t n) {
+  std::uint32_t c = ~0u;
+  while (n--) {
+    c ^= *p++;
+    for (int bit = 0; bit < 8; ++bit) c = (c >> 1) ^ ((c & 1u) ? 0x82f63b78u : 0u);
+  }
+  return ~c;
+}
+
+}  // namespace
+
+TEST_CASE("CRC32C: the standard check values, any split of the input, the bitwise definition") {
   CHECK(crc32c("123456789", 9) == 0xe3069283u);  // RFC 3720's check value
   CHECK(crc32c("", 0) == 0u);
   const std::vector<unsigned char> zeros(32, 0), ones(32, 0xff);
@@ -88,7 +102,7 @@ TEST_CASE("CRC32C: the standard check values, any split of the input, three stre
                         std::size_t{24577}, std::size_t{100003}, data.size()}) {
     CAPTURE(n);
     const std::uint32_t whole = crc32c(data.data(), n);
-    CHECK(whole == ~crc32c_detail::update_portable(~0u, data.data(), n));
+    CHECK(whole == crc32c_bitwise(data.data(), n));
     for (std::size_t cut : {std::size_t{0}, n / 3, n - 1, n})
       CHECK(crc32c(data.data() + cut, n - cut, crc32c(data.data(), cut)) == whole);
   }

@@ -237,7 +237,7 @@ TEST_CASE("--elastic under a rendezvous: a rank lost for good, the run goes on w
   CHECK(test::contains(joining.stderr_text(), "rendezvous: the joining node: the job is over"));
 }
 
-TEST_CASE("a node joining a run that is not elastic is refused, naming why; --join's address is checked") {
+TEST_CASE("a node joining a run that is not elastic is refused, naming why, and --join's address is checked") {
   const std::string master_port = std::to_string(test::free_port());
   test::child_process coordinator({"/usr/bin/env", "RANK=0", "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1",
                                    "MASTER_PORT=" + master_port, test::actorpipe, "train", "--rendezvous", "env",
