@@ -44,7 +44,7 @@ void run_rendezvous_node(const rendezvous_env& env, node_run_options options, st
                          const std::string& who) {
   check_transport_security(options.security, who);  // Note [rendezvous fails fast]
   rendezvous_client client(env, timeout);
-  const std::string me = env.rank >= 0 ? "rank " + std::to_string(env.rank) : std::string("the joining node");
+  const std::string me = client.who();
   options.host = client.local_address();
   if (env.rank >= 0) options.port = rendezvous_node_port(env);  // Note [restart under a rendezvous]
   options.any_port_if_taken = true;

@@ -4,9 +4,9 @@
 // on the mesh elastic_mesh gives (Note [elastic mesh]), the checkpoint resharded onto a new partition and the data
 // order kept (Note [resumed trajectory]): the steps since the checkpoint are trained again, none skipped. The run
 // starts on the nodes that answer; at each checkpoint the others are asked again, and those that answer and make
-// the mesh larger are taken in from that checkpoint, as are nodes that joined the run (Note [joining nodes]), which
-// are spares up to the listed count. Each change is logged and kept for the result line ("elastic"); below MIN the
-// run stops, naming the checkpoint to resume from.
+// the mesh larger are taken in from that checkpoint, as are nodes that joined the run (Note [joining nodes]); the
+// mesh never grows past the one planned on the listed nodes, and nodes beyond it wait as spares. Each change is
+// logged and kept for the result line ("elastic"); below MIN the run stops, naming the checkpoint to resume from.
 #include <algorithm>
 #include <chrono>
 #include <stdexcept>

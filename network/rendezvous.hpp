@@ -108,13 +108,13 @@ class rendezvous_client {
   // then holds rank 0's reason when it refused the node.
   bool wait_for_release();
   const std::string& refusal() const { return refusal_; }
+  std::string who() const;  // "rank R", or "the joining node"
   void cancel();
 
  private:
   rendezvous_env env_;
   int fd_ = -1;
   std::string local_, refusal_;
-  std::string who() const;  // "rank R", or "the joining node"
 };
 
 }  // namespace ap
