@@ -13,7 +13,7 @@ The same job runs first without faults. The script checks, and prints as a table
   - the run ended, with every fault survived (a lost node recovered from its snapshot, Note [recovery]);
   - its exported weights equal the uninterrupted run's bit for bit, and its losses, accuracy and steps;
   - every checkpoint copied from disk while it ran loads (`train --resume COPY` with as many steps as it holds);
-  - no process it started is left;
+  - no process it started is left, and none ended on its own (a crash);
   - faults injected by kind, and the seconds each cost: the longest wait for a new step between it and the next
     fault (from the fault on), less a step's median time (median and max).
 The faults are drawn from --seed alone: the same seed injects the same faults, each a drawn while after the job
@@ -155,6 +155,7 @@ class Node:
         self.actorpipe, self.transport, self.index, self.log_dir = actorpipe, transport, index, log_dir
         self.port = 0
         self.processes = []  # every process started for this node, to check none is left
+        self.killed = set()  # the pids this script killed
         self.start()
         self.proxy = Proxy(self.port, seed * 1000 + index, os.path.join(log_dir, "proxy%d.log" % index))
 
@@ -175,6 +176,10 @@ class Node:
 
     def address(self):
         return "127.0.0.1:%d" % self.proxy.port
+
+    def crashed(self):
+        """The processes of this node that ended on their own (a crash), as (pid, exit status)."""
+        return [(p.pid, p.returncode) for p in self.processes if p.poll() is not None and p.pid not in self.killed]
 
     def stop(self):
         self.proxy.close()
@@ -334,6 +339,7 @@ def main():
             f["when"] = time.monotonic()
             n.proxy.log("fault %s for %.3f s" % (f["kind"], f["duration_s"]))
             if f["kind"] == "kill":
+                n.killed.add(n.process.pid)
                 n.process.kill()
                 n.process.wait()
                 time.sleep(f["duration_s"])
@@ -414,8 +420,13 @@ def main():
                   "run_s": round(time.monotonic() - start, 1), "uninterrupted_s": round(uninterrupted_s, 1),
                   "mesh": "%d x %d" % (a.data_parallel, a.stages), "nodes": a.nodes, "tls": a.tls}
     finally:
+        crashes = ["node %d: pid %d ended on its own with status %s" % (i, pid, code)
+                   for i, n in enumerate(nodes) for pid, code in n.crashed()]
         for n in nodes:
             n.stop()
+    for c in crashes:  # a signal is a negative status; the node's log (nodeN.err) ends with what it said
+        print("fault_injector: " + c, file=sys.stderr)
+    checks.append(("no node process ended on its own (a crash)", not crashes))
     left = [p.pid for n in nodes for p in n.processes if p.poll() is None]
     checks.append(("no process it started is left", not left))
     report["checks_passed"] = all(ok for _, ok in checks)
