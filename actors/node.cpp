@@ -88,7 +88,8 @@ struct peer_wait {
 // One of peers_atom's connections; tried again on CAF's spurious timeout (Note [a fresh connection's first
 // heartbeat]) until `deadline`.
 void connect_peer(node_actor* self, const caf::io::middleman_actor& mm, const std::shared_ptr<peer_wait>& wait,
-                  const std::string& text, const node_address& a, std::chrono::steady_clock::time_point deadline) {
+                  const std::string& text, const node_address& a, std::chrono::steady_clock::time_point deadline,
+                  int hangups = 0) {
   const auto left = std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(
                                                                 deadline - std::chrono::steady_clock::now()));
   self->request(mm, left, caf::connect_atom::value, a.host, a.port)
@@ -104,8 +105,9 @@ void connect_peer(node_actor* self, const caf::io::middleman_actor& mm, const st
           },
           [=](caf::error& e) {
             if (wait->answered) return;
-            if (retry_connect(e, std::chrono::steady_clock::now(), deadline)) {
-              connect_peer(self, mm, wait, text, a, deadline);
+            int tried = hangups;  // Note [a hang-up during the handshake]
+            if (retry_connect(e, std::chrono::steady_clock::now(), deadline, &tried)) {
+              connect_peer(self, mm, wait, text, a, deadline, tried);
               return;
             }
             wait->answered = true;
@@ -277,6 +279,7 @@ caf::actor connect_node(caf::scoped_actor& self, const node_address& address, st
   // Not middleman().remote_actor(): it waits without a limit, e.g. on a peer that accepts and stays silent.
   auto sent = std::chrono::steady_clock::now();
   const auto deadline = sent + timeout;
+  int hangups = 0;  // Note [a hang-up during the handshake]
   for (bool again = true; again;) {  // Note [a fresh connection's first heartbeat]
     again = false;
     const auto left = std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -285,9 +288,9 @@ caf::actor connect_node(caf::scoped_actor& self, const node_address& address, st
         .receive([&](caf::node_id&, caf::strong_actor_ptr& ptr,
                      std::set<std::string>&) { node = caf::actor_cast<caf::actor>(ptr); },
                  [&](caf::error& e) {
-                   if ((again = retry_connect(e, std::chrono::steady_clock::now(), deadline))) return;
+                   if ((again = retry_connect(e, std::chrono::steady_clock::now(), deadline, &hangups))) return;
                    failure = wait_failure(e, timeout, sent);
-                   // The peer hung up before CAF's handshake: on a node that is up, the transports disagree.
+                   // The peer hung up before CAF's handshake, every time: on a node that is up, the transports disagree.
                    if (e == caf::sec::disconnect_during_handshake)
                      failure += ": the node and this coordinator disagree on TLS (both need certificates signed by "
                                 "the same CA, --tls-ca; or both --insecure); the node's log says which";

@@ -20,6 +20,7 @@
 #include "collective/group_checks.hpp"
 #include "collective/ring_schedule.hpp"
 #include "collective/shard.hpp"
+#include "network/connect_retry.hpp"
 #include "network/data_link.hpp"
 #include "network/guarded_transport.hpp"
 #include "network/process_memory.hpp"
@@ -645,6 +646,7 @@ void ring_group::connect(const std::vector<node_address>& ranks) {
     std::string failure;
     std::string their_name;
     std::int32_t their_rank = -1, their_link_port = 0;
+    int hangups = 0;  // Note [a hang-up during the handshake]
     while (their_rank < 0) {
       // A refused connection (or Note [a fresh connection's first heartbeat]) is retried until the deadline; a
       // hang-up during the handshake means another transport.
@@ -659,6 +661,10 @@ void ring_group::connect(const std::vector<node_address>& ranks) {
                        disagree = e == caf::sec::disconnect_during_handshake;
                      });
         if (peer) break;
+        if (disagree && ++hangups < handshake_hangups_tried && clock_type::now() < deadline) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          continue;
+        }
         if (disagree)
           throw collective_error("group '" + s.name + "' rank " + std::to_string(s.rank) + " cannot join " + them +
                                  ": it hung up during the handshake (" + failure +

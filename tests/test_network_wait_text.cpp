@@ -17,11 +17,18 @@
 using namespace ap;
 using namespace std::chrono_literals;
 
-TEST_CASE("a connect is tried again only on CAF's connection timeout, and only before its deadline") {
+TEST_CASE("a connect is tried again on CAF's connection timeout, and a few times on a hang-up during the handshake, only before its deadline") {
   const auto now = std::chrono::steady_clock::now();
   CHECK(retry_connect(caf::sec::connection_timeout, now, now + 1s));
   CHECK_FALSE(retry_connect(caf::sec::connection_timeout, now + 1s, now + 1s));  // the limit is reached
-  CHECK_FALSE(retry_connect(caf::sec::disconnect_during_handshake, now, now + 1s));  // TLS disagreement: at once
+  CHECK_FALSE(retry_connect(caf::sec::disconnect_during_handshake, now, now + 1s));  // no count kept: at once
+  int hangups = 0;  // Note [a hang-up during the handshake]: a few times, then a disagreement
+  CHECK(retry_connect(caf::sec::disconnect_during_handshake, now, now + 1s, &hangups));
+  CHECK(retry_connect(caf::sec::disconnect_during_handshake, now, now + 1s, &hangups));
+  CHECK_FALSE(retry_connect(caf::sec::disconnect_during_handshake, now, now + 1s, &hangups));
+  CHECK(hangups == handshake_hangups_tried);
+  int late = 0;
+  CHECK_FALSE(retry_connect(caf::sec::disconnect_during_handshake, now + 1s, now + 1s, &late));  // the limit
   CHECK_FALSE(retry_connect(caf::sec::cannot_connect_to_node, now, now + 1s));
   CHECK_FALSE(retry_connect(caf::sec::request_timeout, now, now + 1s));
 }
