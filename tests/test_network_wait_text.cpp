@@ -22,7 +22,7 @@ TEST_CASE("a connect is tried again on CAF's connection timeout, and a few times
   CHECK(retry_connect(caf::sec::connection_timeout, now, now + 1s));
   CHECK_FALSE(retry_connect(caf::sec::connection_timeout, now + 1s, now + 1s));  // the limit is reached
   CHECK_FALSE(retry_connect(caf::sec::disconnect_during_handshake, now, now + 1s));  // no count kept: at once
-  int hangups = 0;  // Note [a hang-up during the handshake]: a few times, then a disagreement
+  int hangups = 0;  // a few times (Note [a hang-up during the handshake]), then a disagreement
   CHECK(retry_connect(caf::sec::disconnect_during_handshake, now, now + 1s, &hangups));
   CHECK(retry_connect(caf::sec::disconnect_during_handshake, now, now + 1s, &hangups));
   CHECK_FALSE(retry_connect(caf::sec::disconnect_during_handshake, now, now + 1s, &hangups));
