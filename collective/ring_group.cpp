@@ -646,7 +646,7 @@ void ring_group::connect(const std::vector<node_address>& ranks) {
     std::string failure;
     std::string their_name;
     std::int32_t their_rank = -1, their_link_port = 0;
-    int hangups = 0;  // Note [a hang-up during the handshake]
+    int hangups = 0;
     while (their_rank < 0) {
       // A refused connection (or Note [a fresh connection's first heartbeat]) is retried until the deadline; a
       // hang-up during the handshake means another transport.
@@ -658,13 +658,11 @@ void ring_group::connect(const std::vector<node_address>& ranks) {
                          std::set<std::string>&) { peer = caf::actor_cast<caf::actor>(ptr); },
                      [&](caf::error& e) {
                        failure = s.system.render(e);
-                       disagree = e == caf::sec::disconnect_during_handshake;
+                       // A disagreement once retry_connect gives up on it (Note [a hang-up during the handshake]).
+                       disagree = e == caf::sec::disconnect_during_handshake &&
+                                  !retry_connect(e, clock_type::now(), deadline, &hangups);
                      });
         if (peer) break;
-        if (disagree && ++hangups < handshake_hangups_tried && clock_type::now() < deadline) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(50));
-          continue;
-        }
         if (disagree)
           throw collective_error("group '" + s.name + "' rank " + std::to_string(s.rank) + " cannot join " + them +
                                  ": it hung up during the handshake (" + failure +
