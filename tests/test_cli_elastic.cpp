@@ -6,6 +6,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -42,6 +43,22 @@ void wait_for_step(const std::string& log, std::uint64_t step, test::child_proce
   REQUIRE_MESSAGE(reached(), run.stderr_text());
 }
 
+// The loss the elastic cases stage: `run` trains to step 8, `lose` takes a node away for good, the run trains to
+// step 20 on the rest, then `add` brings a node; the finished run, its result compared with `expected`'s (the
+// uninterrupted run's last loss, test accuracy and steps, bit for bit: the same batches in the same order, each
+// step computed as the 3-stage pipeline computes it).
+test::program_run lose_then_add(test::child_process& run, const std::string& steps_log, const nlohmann::json& expected,
+                                const std::function<void()>& lose, const std::function<void()>& add) {
+  wait_for_step(steps_log, 8, run);
+  lose();
+  wait_for_step(steps_log, 20, run);  // trained on the nodes left meanwhile
+  add();
+  test::program_run finished = test::finish(run);
+  INFO(finished.err);
+  test::check_same_fields(test::result_of(finished), expected, {"last_step_loss", "test_accuracy", "steps"});
+  return finished;
+}
+
 std::string addresses(const std::vector<std::unique_ptr<test::node_process>>& nodes) {
   std::string out;
   for (const auto& n : nodes) out += (out.empty() ? "" : ",") + n->address();
@@ -65,17 +82,14 @@ TEST_CASE("--elastic: a pipeline of 3 stages loses a node for good, goes on with
   std::filesystem::remove(dir.file("steps.jsonl"));
 
   test::child_process run(joined({test::actorpipe}, args));
-  wait_for_step(dir.file("steps.jsonl"), 8, run);
   const int port = nodes[2]->port();
-  nodes[2]->process().kill9();  // stage 2's node, for good until it is started again below
-  wait_for_step(dir.file("steps.jsonl"), 20, run);  // trained on two nodes meanwhile
-  nodes[2] = std::make_unique<test::node_process>(test::actorpipe, std::vector<std::string>{"--insecure"}, port);
-  const test::program_run finished = test::finish(run);
+  const test::program_run finished = lose_then_add(
+      run, dir.file("steps.jsonl"), expected,
+      [&] { nodes[2]->process().kill9(); },  // stage 2's node, for good until it is started again
+      [&] { nodes[2] = std::make_unique<test::node_process>(test::actorpipe, std::vector<std::string>{"--insecure"}, port); });
   const std::string& log = finished.err;
   INFO(log);
   const nlohmann::json got = test::result_of(finished);
-  // The same batches in the same order, each step computed as the 3-stage pipeline computes it: the same bits.
-  test::check_same_fields(got, expected, {"last_step_loss", "test_accuracy", "steps"});
   const nlohmann::json& changes = got.at("elastic");
   REQUIRE(changes.size() == 2);
   CHECK(changes[0].at("old_mesh") == "1 x 3 x 1");
@@ -213,15 +227,16 @@ TEST_CASE("--elastic under a rendezvous: a rank lost for good, the run goes on w
   std::vector<std::unique_ptr<test::child_process>> ranks;
   for (int rank = 1; rank <= 3; ++rank) ranks.push_back(start(rank, {"train", "--rendezvous", "env", "--insecure"}));
   auto coordinator = start(0, joined(joined(job, run_args), {"--rendezvous", "env"}));
-  wait_for_step(dir.file("steps.jsonl"), 8, *coordinator);
-  ranks[2]->kill9();  // rank 3, stage 2's node, for good
-  wait_for_step(dir.file("steps.jsonl"), 20, *coordinator);  // trained on two nodes meanwhile
-  test::child_process joining({test::actorpipe, "node", "--join", "127.0.0.1:" + master_port, "--insecure"});
-  const test::program_run finished = test::finish(*coordinator);
+  std::unique_ptr<test::child_process> joining;
+  const test::program_run finished = lose_then_add(
+      *coordinator, dir.file("steps.jsonl"), expected, [&] { ranks[2]->kill9(); },  // rank 3, stage 2's node
+      [&] {
+        joining = std::make_unique<test::child_process>(
+            std::vector<std::string>{test::actorpipe, "node", "--join", "127.0.0.1:" + master_port, "--insecure"});
+      });
   const std::string& log = finished.err;
   INFO(log);
   const nlohmann::json got = test::result_of(finished);
-  test::check_same_fields(got, expected, {"last_step_loss", "test_accuracy", "steps"});
   const nlohmann::json& changes = got.at("elastic");
   REQUIRE(changes.size() == 2);
   CHECK(changes[0].at("new_mesh") == "1 x 2 x 1");
@@ -232,9 +247,9 @@ TEST_CASE("--elastic under a rendezvous: a rank lost for good, the run goes on w
   CHECK(test::contains(log, "rendezvous: a node joined at " + joined_at));
   CHECK(test::contains(log, "elastic: node " + joined_at + " joined the run"));
   for (int rank : {0, 1}) CHECK(ranks[static_cast<std::size_t>(rank)]->wait_exit(test::scaled(30s)) == 0);
-  CHECK(joining.wait_exit(test::scaled(30s)) == 0);  // released with the job
-  CHECK(test::contains(joining.stderr_text(), "rendezvous: the joining node registered as the node at " + joined_at));
-  CHECK(test::contains(joining.stderr_text(), "rendezvous: the joining node: the job is over"));
+  CHECK(joining->wait_exit(test::scaled(30s)) == 0);  // released with the job
+  CHECK(test::contains(joining->stderr_text(), "rendezvous: the joining node registered as the node at " + joined_at));
+  CHECK(test::contains(joining->stderr_text(), "rendezvous: the joining node: the job is over"));
 }
 
 TEST_CASE("a node joining a run that is not elastic is refused, naming why, and --join's address is checked") {
