@@ -13,7 +13,6 @@
 #include "tensor/compute.hpp"
 
 namespace ap::engine_parts {
-namespace {
 
 // The planner's measurements, each taken once: layer costs per (rows, threads, recompute) and a line a + b x bytes
 // per all-reduce group size. Beyond this machine's cores, costs are scaled (Note [auto on nodes]).
@@ -82,6 +81,8 @@ class machine_measurements {
   std::map<int, std::pair<double, double>> lines_;  // ranks -> (a, b)
 };
 
+namespace {
+
 std::string ms_text(double seconds) {
   char text[32];
   std::snprintf(text, sizeof text, "%.2f ms", seconds * 1e3);
@@ -149,24 +150,23 @@ double trial_step_s(const run_config& o, train_plan& plan, machine_measurements&
   return seconds[seconds.size() / 2];
 }
 
-}  // namespace
-
-void choose_configuration(run_config& o, train_plan& plan) {
-  const auto started = std::chrono::steady_clock::now();
-  machine_measurements measure(plan, o.optimizer);
+// What the planner knows: the run, the measurements, and on nodes their survey (Note [auto on nodes]); `where`
+// names the cores or nodes planned for.
+auto_inputs planner_inputs(const run_config& o, const train_plan& plan, machine_measurements& measure,
+                           const std::vector<std::string>& nodes, std::string& where) {
   auto_inputs in;
   in.batch = o.train.batch_size;
   in.cores = static_cast<int>(process_cores().size());
   in.budget = o.max_memory.empty() ? 0 : parse_memory_size(o.max_memory);
   in.optimizer = o.optimizer;
-  in.layer_costs = [&](std::size_t rows, int threads, recompute_mode rc) -> const std::vector<layer_cost>& {
+  in.layer_costs = [&measure](std::size_t rows, int threads, recompute_mode rc) -> const std::vector<layer_cost>& {
     return measure.layer_costs(rows, threads, rc);
   };
-  in.allreduce_s = [&](int ranks, std::uint64_t bytes) { return measure.allreduce_s(ranks, bytes); };
-  in.optimizer_s = [&](int threads) { return measure.optimizer_s(threads); };
-  std::string where = std::to_string(in.cores) + " cores";
-  if (!o.pipe.nodes.empty()) {  // Note [auto on nodes]
-    const node_survey survey = survey_nodes(o.pipe.nodes, o.pipe.security, std::chrono::milliseconds(o.timeout_ms));
+  in.allreduce_s = [&measure](int ranks, std::uint64_t bytes) { return measure.allreduce_s(ranks, bytes); };
+  in.optimizer_s = [&measure](int threads) { return measure.optimizer_s(threads); };
+  where = std::to_string(in.cores) + " cores";
+  if (!nodes.empty()) {  // Note [auto on nodes]
+    const node_survey survey = survey_nodes(nodes, o.pipe.security, std::chrono::milliseconds(o.timeout_ms));
     where.clear();
     for (const node_machine& n : survey.nodes) {
       in.nodes.push_back(auto_node{n.host, n.cores, n.threads});
@@ -191,6 +191,22 @@ void choose_configuration(run_config& o, train_plan& plan) {
       say(plan) << network;
     }
   }
+  return in;
+}
+
+}  // namespace
+
+void choose_configuration(run_config& o, train_plan& plan) {
+  const auto started = std::chrono::steady_clock::now();
+  plan.measured = std::make_shared<machine_measurements>(plan, o.optimizer);
+  machine_measurements& measure = *plan.measured;
+  std::vector<std::string> nodes = o.pipe.nodes;
+  if (o.elastic > 0 && !nodes.empty()) {  // an elastic run starts on the nodes that answer (Note [elastic runs])
+    std::vector<std::string> answering = nodes_answering(nodes, o.pipe.security, elastic_probe_wait(o));
+    if (!answering.empty()) nodes = std::move(answering);
+  }
+  std::string where;
+  const auto_inputs in = planner_inputs(o, plan, measure, nodes, where);
   const std::vector<auto_candidate> ranked = rank_configurations(plan.model, in);
   set_compute_threads(1);
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -205,18 +221,41 @@ void choose_configuration(run_config& o, train_plan& plan) {
     say(plan) << "  " << i + 1 << ". " << describe(c.config) << ": " << ms_text(c.step_s) << " per step ("
               << static_cast<long>(samples / c.step_s) << " samples/s), peak " << memory_text(c.peak_bytes) << "\n";
   }
+  run_config on = o;  // trials on the nodes planned for
+  on.pipe.nodes = nodes;
   std::size_t best = 0;  // Note [auto trials]
   const std::size_t trials = std::min<std::size_t>(static_cast<std::size_t>(o.auto_trials), ranked.size());
   double fastest = 0.0;
   for (std::size_t i = 0; i < trials; ++i) {
-    const double s = trial_step_s(o, plan, measure, ranked[i], 3);
+    const double s = trial_step_s(on, plan, measure, ranked[i], 3);
     say(plan) << "auto: tried " << i + 1 << ": " << ms_text(s) << " per step (predicted " << ms_text(ranked[i].step_s)
               << ")\n";
     if (i == 0 || s < fastest) best = i, fastest = s;
   }
   say(plan) << "auto: training with " << best + 1 << ". " << describe(ranked[best].config) << "\n";
-  apply(ranked[best], measure, o, plan);
-  plan.auto_choice = ranked[best];
+  apply_choice(ranked[best], o, plan);
+}
+
+std::optional<auto_candidate> choose_on_nodes(const run_config& o, train_plan& plan,
+                                              const std::vector<std::string>& nodes) {
+  if (!plan.measured) plan.measured = std::make_shared<machine_measurements>(plan, o.optimizer);
+  std::string where = std::to_string(nodes.size()) + " nodes";
+  try {
+    const std::vector<auto_candidate> ranked = rank_configurations(plan.model, planner_inputs(o, plan, *plan.measured, nodes, where));
+    set_compute_threads(1);
+    say(plan) << "auto: on " << where << ": " << describe(ranked.front().config) << ", "
+              << ms_text(ranked.front().step_s) << " per step predicted\n";
+    return ranked.front();
+  } catch (const std::exception& e) {
+    set_compute_threads(1);
+    say(plan) << "auto: nothing fits " << where << ": " << e.what() << "\n";
+    return std::nullopt;
+  }
+}
+
+void apply_choice(const auto_candidate& c, run_config& o, train_plan& plan) {
+  apply(c, *plan.measured, o, plan);
+  plan.auto_choice = c;
 }
 
 void report_auto_early(const train_plan& plan, const auto_candidate& chosen, std::vector<double> step_ends) {

@@ -7,6 +7,9 @@
 // the mesh larger are taken in from that checkpoint, as are nodes that joined the run (Note [joining nodes]); the
 // mesh never grows past the one planned on the listed nodes, and nodes beyond it wait as spares. Each change is
 // logged and kept for the result line ("elastic"); below MIN the run stops, naming the checkpoint to resume from.
+// With --auto the planner chooses each mesh instead (choose_on_nodes: the measurements of the start, the nodes
+// surveyed again, no trials), and nodes that answer again are taken in only when its choice on them uses more
+// nodes than the current one; a set of nodes it declined is not planned for again.
 #include <algorithm>
 #include <chrono>
 #include <stdexcept>
@@ -38,6 +41,10 @@ std::string joined(const std::vector<std::string>& items) {
 
 }  // namespace
 
+std::chrono::milliseconds elastic_probe_wait(const run_config& o) {
+  return std::min(std::chrono::milliseconds(o.timeout_ms), std::chrono::milliseconds(5000));
+}
+
 train_outcome run_elastic(const run_config& o, run_config& segment, train_plan& plan, train_runner& runner,
                           const engine_callbacks& callbacks, nlohmann::json& changes) {
   std::vector<std::string> listed = o.pipe.nodes;  // and the nodes that join, after them
@@ -47,7 +54,7 @@ train_outcome run_elastic(const run_config& o, run_config& segment, train_plan& 
     throw std::invalid_argument("--elastic " + std::to_string(o.elastic) + ": only " + std::to_string(listed.size()) +
                                 " nodes to train on");
   const mesh_shape planned{o.mesh.data_parallel, o.stages, o.mesh.tensor_parallel};
-  const auto probe_wait = std::min(std::chrono::milliseconds(o.timeout_ms), std::chrono::milliseconds(5000));
+  const auto probe_wait = elastic_probe_wait(o);
   const std::size_t layers = plan.model.size();
   const auto fits = [&](const mesh_shape& m) {
     if (static_cast<std::size_t>(m.stages * o.pipe.chunks_per_stage) > layers) return false;
@@ -84,6 +91,7 @@ train_outcome run_elastic(const run_config& o, run_config& segment, train_plan& 
   clock::time_point last_step_end = clock::now();
   std::optional<clock::time_point> changed_at;  // a change waiting for its first step
   std::optional<std::uint64_t> resumed_at;      // the run's own --resume
+  std::vector<std::string> declined;            // answering again, not taken in by --auto's choice
   engine_callbacks on_mesh = callbacks;
   on_mesh.on_step = [&](const step_progress& p, float lr) {
     last_step_end = clock::now();
@@ -117,7 +125,17 @@ train_outcome run_elastic(const run_config& o, run_config& segment, train_plan& 
       if (std::find(segment.pipe.nodes.begin(), segment.pipe.nodes.end(), n) == segment.pipe.nodes.end())
         left_out.push_back(n);
     std::vector<std::string> back = nodes_answering(left_out, o.pipe.security, probe_wait);
+    if (back.empty()) return;
     // Taken in when they make the mesh larger; else they wait as spares for a node lost later.
+    if (o.auto_config) {
+      if (back == declined) return;
+      std::vector<std::string> more = segment.pipe.nodes;
+      more.insert(more.end(), back.begin(), back.end());
+      const std::optional<auto_candidate> c = choose_on_nodes(segment, plan, more);
+      if (c && plan.auto_choice && c->config.nodes > plan.auto_choice->config.nodes) throw nodes_back{std::move(back)};
+      declined = std::move(back);
+      return;
+    }
     const auto larger = elastic_mesh(planned, planned_nodes, segment.pipe.nodes.size() + back.size(), fits);
     if (larger && larger->data_parallel * larger->stages > segment.mesh.data_parallel * segment.stages)
       throw nodes_back{std::move(back)};
@@ -135,11 +153,22 @@ train_outcome run_elastic(const run_config& o, run_config& segment, train_plan& 
   std::optional<clock::time_point> lost_at;  // the last step before a change (none at the start)
   for (;;) {
     if (!why.empty()) {
-      const std::optional<mesh_shape> next = elastic_mesh(planned, planned_nodes, answering.size(), fits);
+      std::optional<auto_candidate> choice;
+      std::optional<mesh_shape> next;
+      if (!o.auto_config) {
+        next = elastic_mesh(planned, planned_nodes, answering.size(), fits);
+      } else if (!lost_at && plan.auto_choice) {
+        choice = plan.auto_choice;  // choose_configuration planned on the nodes answering at the start
+        next = mesh_shape{choice->config.data_parallel, choice->config.stages, choice->config.tensor_parallel};
+      } else if (answering.size() >= minimum && (choice = choose_on_nodes(segment, plan, answering))) {
+        next = mesh_shape{choice->config.data_parallel, choice->config.stages, choice->config.tensor_parallel};
+      }
       if (answering.size() < minimum || !next)
         throw pipeline_error("elastic: " + std::to_string(answering.size()) + " of the " + std::to_string(listed.size()) +
-                                 " nodes answer (" + joined(answering) + "), fewer than --elastic " +
-                                 std::to_string(o.elastic) + " (" + why + "); " +
+                                 " nodes answer (" + joined(answering) + ")" +
+                                 (answering.size() < minimum ? ", fewer than --elastic " + std::to_string(o.elastic)
+                                                             : std::string(", and no mesh fits them")) +
+                                 " (" + why + "); " +
                                  (checkpointed ? "the last checkpoint is " + o.checkpoint_file + " (step " +
                                                      std::to_string(*checkpointed) + "): resume from it"
                                                : std::string("no checkpoint was written yet")),
@@ -153,9 +182,14 @@ train_outcome run_elastic(const run_config& o, run_config& segment, train_plan& 
       samples_after.clear();
       const mesh_shape old{segment.mesh.data_parallel, segment.stages, segment.mesh.tensor_parallel};
       segment.pipe.nodes = answering;
-      segment.stages = next->stages;
-      segment.mesh.data_parallel = next->data_parallel;
-      segment.pipe.layers_per_chunk.clear();  // partitioned again for the new stage count
+      if (choice) {
+        apply_choice(*choice, segment, plan);
+      } else {
+        segment.stages = next->stages;
+        segment.mesh.data_parallel = next->data_parallel;
+        segment.pipe.layers_per_chunk.clear();  // partitioned again for the new stage count
+      }
+      declined.clear();
       segment.resume_file = checkpointed ? o.checkpoint_file : o.resume_file;
       segment_start = restart_step;
       say(plan) << "elastic: " << why << "; " << answering.size() << " of " << listed.size() << " nodes answer ("

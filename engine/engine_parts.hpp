@@ -2,6 +2,7 @@
 // mesh (--auto), build the runner, train, report. Internal to the engine.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <sstream>
@@ -30,6 +31,8 @@
 #include "training/trainer.hpp"
 
 namespace ap::engine_parts {
+
+class machine_measurements;  // --auto's (auto_choice.cpp)
 
 // `say(sink) << ... << "\n";` writes lines to engine_callbacks::log.
 using log_sink = std::function<void(const std::string&)>;
@@ -64,6 +67,7 @@ struct train_plan {
   std::shared_ptr<const data_source> train_set, test_set;  // test_set may be null
   std::optional<auto_candidate> auto_choice;  // --auto's
   std::vector<layer_cost> layer_costs;  // --auto's, for the chosen microbatch
+  std::shared_ptr<machine_measurements> measured;  // --auto's, kept for an elastic run's planning
   std::function<std::vector<double>()> stage_busy;  // for the metrics log
   std::function<void(std::uint64_t step)> after_checkpoint;  // Note [elastic runs]
 };
@@ -84,6 +88,13 @@ void plan_data(const run_config& o, train_plan& plan);
 // Predicts every configuration that fits --max-memory from measured layer costs and sets `o` and the plan to the
 // best (Note [automatic configuration]).
 void choose_configuration(run_config& o, train_plan& plan);
+// An elastic --auto run's planning on the nodes it has (Note [elastic runs]): the best predicted configuration on
+// `nodes`, from the measurements already taken and a survey of the nodes, without trials; nullopt (said in the
+// log) when none fits or a node does not answer the survey.
+std::optional<auto_candidate> choose_on_nodes(const run_config& o, train_plan& plan,
+                                              const std::vector<std::string>& nodes);
+// Sets `o` and the plan to train `c`.
+void apply_choice(const auto_candidate& c, run_config& o, train_plan& plan);
 
 // --- build the runner (runner_choice.cpp) ---
 
@@ -129,6 +140,9 @@ struct train_outcome {
 // Trains with progress, --resume, --checkpoint, validation and the metrics log (Note [metrics log]).
 train_outcome run_training(const run_config& o, const train_plan& plan, step_runner& runner,
                            const engine_callbacks& callbacks);
+
+// How long an elastic run waits for a node's answer when it asks which nodes are up: --timeout-ms, at most 5 s.
+std::chrono::milliseconds elastic_probe_wait(const run_config& o);
 
 // run_training on nodes that shrinks when a node is lost for good and grows back (Note [elastic runs]).
 // `runner` is replaced at each change, recorded in `changes`; `segment` is `o` with the last mesh.

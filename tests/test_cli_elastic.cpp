@@ -158,6 +158,35 @@ TEST_CASE("--elastic: two data-parallel replicas on two nodes, one lost for good
   CHECK(got.at("test_accuracy").get<double>() == doctest::Approx(expected.at("test_accuracy").get<double>()).epsilon(1e-3));
 }
 
+TEST_CASE("--elastic --auto: a node of the chosen mesh lost for good, the planner chooses again on the nodes left: the uninterrupted run's steps, its loss up to rounding") {
+  test::scratch_dir dir{"cli_elastic_auto"};
+  std::vector<std::unique_ptr<test::node_process>> nodes;
+  for (int n = 0; n < 3; ++n) nodes.push_back(std::make_unique<test::node_process>(test::actorpipe, std::vector<std::string>{"--insecure"}));
+  const std::vector<std::string> training = {"train", "--train-limit", "2048", "--epochs", "3", "--batch-size", "64"};
+  const nlohmann::json expected = test::result_of(test::run_actorpipe(training));  // one process
+  const std::vector<std::string> args =
+      joined(training, {"--auto", "--nodes", addresses(nodes), "--insecure", "--elastic", "1", "--checkpoint",
+                        dir.file("run.safetensors"), "--checkpoint-every", "1", "--log", dir.file("steps.jsonl")});
+  test::child_process run(joined({test::actorpipe}, args));
+  wait_for_step(dir.file("steps.jsonl"), 8, run);
+  // Replica 0's first stage: in every mesh the planner can choose. Steps of a few ms, but a checkpoint after each
+  // keeps the run going for a second or more after it.
+  nodes[0]->process().kill9();
+  const test::program_run finished = test::finish(run);
+  INFO(finished.err);
+  const nlohmann::json got = test::result_of(finished);
+  const nlohmann::json& changes = got.at("elastic");
+  REQUIRE(changes.size() == 1);
+  CHECK(changes[0].at("nodes") == nlohmann::json({nodes[1]->address(), nodes[2]->address()}));
+  CHECK(test::contains(finished.err, "auto: on nodes " + nodes[1]->address() + " ("));  // planned again on them
+  CHECK(test::contains(got.at("auto").at("choice").get<std::string>(), ", on "));
+  CHECK(got.at("auto").at("nodes").get<int>() <= 2);
+  CHECK(got.at("steps") == expected.at("steps"));
+  // Another mesh sums in another order: the same training up to float rounding.
+  CHECK(got.at("last_step_loss").get<double>() == doctest::Approx(expected.at("last_step_loss").get<double>()).epsilon(1e-3));
+  CHECK(got.at("test_accuracy").get<double>() == doctest::Approx(expected.at("test_accuracy").get<double>()).epsilon(1e-2));
+}
+
 TEST_CASE("--elastic: below MIN nodes the run stops, naming the nodes left and the checkpoint, which resumes to the uninterrupted result") {
   test::scratch_dir dir{"cli_elastic_below"};
   std::vector<std::unique_ptr<test::node_process>> nodes;
