@@ -14,6 +14,7 @@
 #include "network/guarded_transport.hpp"
 #include "network/link_echo.hpp"
 #include "actors/message_types.hpp"
+#include "actors/watched_ask.hpp"
 #include "plan/cores.hpp"
 
 namespace ap {
@@ -277,7 +278,7 @@ caf::actor connect_node(caf::scoped_actor& self, const node_address& address, st
   caf::actor node;
   std::string failure;
   // Not middleman().remote_actor(): it waits without a limit, e.g. on a peer that accepts and stays silent.
-  auto sent = std::chrono::steady_clock::now();
+  const auto sent = std::chrono::steady_clock::now();
   const auto deadline = sent + timeout;
   int hangups = 0;  // Note [a hang-up during the handshake]
   for (bool again = true; again;) {  // Note [a fresh connection's first heartbeat]
@@ -301,15 +302,17 @@ caf::actor connect_node(caf::scoped_actor& self, const node_address& address, st
   if (!node) throw std::runtime_error(them + " publishes no actor: is it an `actorpipe node`?");
   const handshake mine = local_handshake();
   handshake theirs;
-  sent = std::chrono::steady_clock::now();
-  self->request(node, timeout, hello_atom::value, mine.version, mine.little_endian, mine.message_types,
-                mine.layer_kinds)
-      .receive(
-          [&](hello_atom, std::uint32_t version, bool little_endian, std::vector<std::string>& types,
-              std::vector<std::string>& kinds) {
-            theirs = handshake{version, little_endian, std::move(types), std::move(kinds)};
-          },
-          [&](caf::error& e) { failure = wait_failure(e, timeout, sent); });
+  const watched_wait w = ask_watched(  // Note [answers from other nodes]
+      self, node, timeout,
+      [&](hello_atom, std::uint32_t version, bool little_endian, std::vector<std::string>& types,
+          std::vector<std::string>& kinds) {
+        theirs = handshake{version, little_endian, std::move(types), std::move(kinds)};
+      },
+      hello_atom::value, mine.version, mine.little_endian, mine.message_types, mine.layer_kinds);
+  if (w.result == watched_wait::outcome::gone)
+    failure = "the connection was lost (" + caf::to_string(w.reason) + ")";
+  else if (!w.answered())
+    failure = wait_failure(w.failure(), timeout, w.sent);
   if (!failure.empty()) throw std::runtime_error(them + " refused the handshake: " + failure);
   if (auto why = handshake_mismatch(mine, theirs, "the coordinator", them); !why.empty())
     throw std::runtime_error("refusing " + them + ": " + why);
@@ -325,14 +328,12 @@ clock_offset estimate_clock_offset(caf::scoped_actor& self, const caf::actor& no
   clock_offset best;
   double best_round_trip = -1.0;
   for (int r = 0; r < rounds; ++r) {
-    std::string failure;
-    const auto sent = std::chrono::steady_clock::now();
     const double t0 = now_us();
     double theirs = 0.0;
-    self->request(node, timeout, clock_atom::value)
-        .receive([&](double t) { theirs = t; }, [&](caf::error& e) { failure = wait_failure(e, timeout, sent); });
+    const watched_wait w = ask_watched(self, node, timeout, [&](double t) { theirs = t; }, clock_atom::value);
     const double t1 = now_us();
-    if (!failure.empty()) throw std::runtime_error("node " + address.text() + ": reading its clock: " + failure);
+    if (!w.answered())
+      throw std::runtime_error("node " + address.text() + ": reading its clock: " + wait_failure(w.failure(), timeout, w.sent));
     if (best_round_trip < 0 || t1 - t0 < best_round_trip) {
       best_round_trip = t1 - t0;
       best = clock_offset{theirs - (t0 + t1) / 2, (t1 - t0) / 2};
@@ -346,42 +347,31 @@ void connect_peers(caf::scoped_actor& self, const caf::actor& node, const node_a
   if (peers.empty()) return;
   std::vector<std::string> texts;
   for (const auto& p : peers) texts.push_back(p.text());
-  std::string failure;
   // The node waits `timeout` per connection (in parallel); this waits a second longer for its answer.
   const auto limit = timeout + std::chrono::seconds(1);
-  const auto sent = std::chrono::steady_clock::now();
-  self->request(node, limit, peers_atom::value, texts, static_cast<std::int64_t>(timeout.count()))
-      .receive([](ok_atom) {}, [&](caf::error& e) { failure = wait_failure(e, limit, sent); });
-  if (!failure.empty()) throw std::runtime_error("node " + address.text() + ": " + failure);
+  const watched_wait w = ask_watched(self, node, limit, [](ok_atom) {}, peers_atom::value, texts,
+                                     static_cast<std::int64_t>(timeout.count()));
+  if (!w.answered()) throw std::runtime_error("node " + address.text() + ": " + wait_failure(w.failure(), limit, w.sent));
 }
 
 stage_actors place_stage(caf::scoped_actor& self, const caf::actor& node, const node_address& address, stage_spec spec,
                          std::chrono::milliseconds timeout) {
   const std::string what = "placing stage " + std::to_string(spec.stage) + " on node " + address.text();
   stage_actors a;
-  std::string failure;
-  // Not a request: one pending on a node whose connection goes waits its whole timeout (CAF 0.17), so the node is
-  // monitored and its loss ends the wait at once (a recovery then tries again).
-  const auto sent = std::chrono::steady_clock::now();
-  self->monitor(node);
-  self->send(node, std::move(spec));  // the answer comes back as a message
-  for (bool answered = false; !answered && failure.empty();)
-    self->receive(
-        [&](caf::actor& retriever, caf::actor& processor, caf::actor& sender, std::uint16_t link_port) {
-          // The node speaks our protocol version with our message types (the
-          // handshake said so), so these are the typed actors of stage_spawner.cpp (Note [typed stage interfaces]).
-          a = stage_actors{caf::actor_cast<retriever_actor>(std::move(retriever)),
-                           caf::actor_cast<processor_actor>(std::move(processor)),
-                           caf::actor_cast<sender_actor>(std::move(sender)), link_port};
-          answered = true;
-        },
-        [&](const caf::down_msg& m) {
-          if (m.source == node.address()) failure = "the connection to the node was lost (" + caf::to_string(m.reason) + ")";
-        },
-        [&](caf::error& e) { failure = wait_failure(e, timeout, sent); },
-        caf::after(timeout) >> [&] { failure = wait_failure(caf::sec::request_timeout, timeout, sent); });
-  self->demonitor(node);
-  if (!failure.empty()) throw std::runtime_error(what + ": " + failure);
+  // The node is watched: its loss ends the wait at once, and a recovery tries again (Note [answers from other nodes]).
+  const watched_wait w = ask_watched(
+      self, node, timeout,
+      [&](caf::actor& retriever, caf::actor& processor, caf::actor& sender, std::uint16_t link_port) {
+        // The node speaks our protocol version with our message types (the
+        // handshake said so), so these are the typed actors of stage_spawner.cpp (Note [typed stage interfaces]).
+        a = stage_actors{caf::actor_cast<retriever_actor>(std::move(retriever)),
+                         caf::actor_cast<processor_actor>(std::move(processor)),
+                         caf::actor_cast<sender_actor>(std::move(sender)), link_port};
+      },
+      std::move(spec));
+  if (w.result == watched_wait::outcome::gone)
+    throw std::runtime_error(what + ": the connection to the node was lost (" + caf::to_string(w.reason) + ")");
+  if (!w.answered()) throw std::runtime_error(what + ": " + wait_failure(w.failure(), timeout, w.sent));
   if (!a.retriever || !a.processor || !a.sender) throw std::runtime_error(what + ": the node sent invalid handles");
   return a;
 }

@@ -13,6 +13,7 @@
 #include "network/guarded_transport.hpp"
 #include "actors/recovery.hpp"
 #include "actors/scheduler_config.hpp"
+#include "actors/watched_ask.hpp"
 #include "collective/local_group.hpp"
 #include "model/sequence_parallel.hpp"
 #include "model/tensor_parallel.hpp"
@@ -577,30 +578,23 @@ void pipeline::impl::make_recovery() {
 }
 
 std::vector<stage_state> pipeline::impl::gather_states(const std::string& what) {
-  // Not a request: one to a stage whose node dies waits for its whole timeout (toolchain notes), so each stage
-  // is monitored and its loss ends the wait at once, in the words of a lost step.
+  // Each stage is watched: its loss ends the wait at once, in the words of a lost step (Note [answers from other
+  // nodes]).
   std::vector<stage_state> states(processors.size());
   caf::scoped_actor self{*system};
   for (std::size_t s = 0; s < processors.size(); ++s) {
-    self->monitor(processors[s]);
-    self->send(processors[s], state_atom::value);  // the answer comes back as a message
-    std::string failure;
-    bool answered = false, gone = false;
-    while (!answered && failure.empty())
-      self->receive([&](stage_state& st) { states[s] = std::move(st), answered = true; },
-                    [&](const caf::down_msg& m) {
-                      if (m.source == processors[s].address())
-                        gone = true, failure = "stage " + std::to_string(s) + " on " + (places.empty() ? "" : places[s]) +
-                                  " is gone (lost the connection: " + caf::to_string(m.reason) + ")";
-                    },
-                    [&](caf::error& e) { failure = "stage " + std::to_string(s) + ": " + caf::to_string(e); },
-                    caf::after(options.timeout) >> [&] {
-                      failure = "stage " + std::to_string(s) + " sent no state within " +
-                                std::to_string(options.timeout.count()) + " ms";
-                    });
-    self->demonitor(processors[s].address());  // CAF 0.17 has demonitor(actor) but not for a typed handle
-    if (!failure.empty())
-      throw pipeline_error(what + ": " + failure, gone ? error_code::lost_node : error_code::internal);
+    const watched_wait w =
+        ask_watched(self, processors[s], options.timeout, [&](stage_state& st) { states[s] = std::move(st); }, state_atom::value);
+    const std::string stage = "stage " + std::to_string(s);
+    if (w.result == watched_wait::outcome::gone)
+      throw pipeline_error(what + ": " + stage + " on " + (places.empty() ? "" : places[s]) +
+                               " is gone (lost the connection: " + caf::to_string(w.reason) + ")",
+                           error_code::lost_node);
+    if (w.result == watched_wait::outcome::error)
+      throw pipeline_error(what + ": " + stage + ": " + caf::to_string(w.reason), error_code::internal);
+    if (!w.answered())
+      throw pipeline_error(what + ": " + stage + " sent no state within " + std::to_string(options.timeout.count()) + " ms",
+                           error_code::internal);
   }
   return states;
 }
@@ -663,14 +657,15 @@ std::vector<std::string> pipeline::data_parallel_endpoints() {
   std::vector<std::string> out;
   caf::scoped_actor self{*d.system};
   for (std::size_t s = 0; s < d.processors.size(); ++s) {
-    std::string failure;
     std::vector<std::string> endpoints;
-    self->request(d.processors[s], d.options.timeout, ring_atom::value)
-        .receive([&](std::vector<std::string>& e) { endpoints = std::move(e); },
-                 [&](caf::error& e) { failure = caf::to_string(e); });
-    if (!failure.empty() || endpoints.size() != static_cast<std::size_t>(d.options.tensor_parallel))
+    // Watched: a stage whose node goes ends the wait at once (Note [answers from other nodes]).
+    const watched_wait w = ask_watched(
+        self, d.processors[s], d.options.timeout, [&](std::vector<std::string>& e) { endpoints = std::move(e); },
+        ring_atom::value);
+    if (!w.answered() || endpoints.size() != static_cast<std::size_t>(d.options.tensor_parallel))
       throw pipeline_error("stage " + std::to_string(s) + (d.places.empty() ? "" : " on " + d.places[s]) +
-                           " did not send its data-parallel endpoints" + (failure.empty() ? "" : ": " + failure),
+                               " did not send its data-parallel endpoints" +
+                               (w.answered() ? "" : ": " + caf::to_string(w.failure())),
                            error_code::lost_node);  // gone or silent: recovery (Note [recovery with replicas]) tries again
     out.insert(out.end(), endpoints.begin(), endpoints.end());
   }

@@ -654,6 +654,48 @@ TEST_CASE("a node's clock offset on the same machine is 0 within its bound (half
   }
 }
 
+TEST_CASE("a wait on a node ends as soon as its connection goes, not at its timeout: the clock and the peers (Note [answers from other nodes])") {
+  caf::actor_system_config cfg;
+  enable_network(cfg);
+  caf::actor_system sys{cfg};
+  guarded_transport transport{sys, test::tls_security("coordinator"), {}};
+  // `wait` on a node frozen by SIGSTOP (so the wait pends), killed 300 ms later: its error and seconds.
+  const auto lost_during = [&](const std::function<void(caf::scoped_actor&, const caf::actor&, const node_address&)>& wait) {
+    test::node_process node(actorpipe);
+    caf::scoped_actor self{sys};
+    const node_address address = parse_node_address(node.address());
+    const caf::actor handle = connect_node(self, address, test::scaled(10s));
+    kill(node.process().pid(), SIGSTOP);
+    std::thread killer([&] {
+      std::this_thread::sleep_for(300ms);
+      node.process().kill9();
+    });
+    std::string message;
+    const double took = seconds_of([&] {
+      try {
+        wait(self, handle, address);
+      } catch (const std::exception& e) {
+        message = e.what();
+      }
+    });
+    killer.join();
+    return std::make_pair(message, took);
+  };
+  // 60 s: longer than the test, so only the lost connection can end the waits in time.
+  const auto [clock_message, clock_took] = lost_during([](caf::scoped_actor& self, const caf::actor& node, const node_address& a) {
+    estimate_clock_offset(self, node, a, 60s);
+  });
+  INFO(clock_message);
+  CHECK(contains(clock_message, "reading its clock"));
+  CHECK(clock_took < test::scaled(5.0));
+  const auto [peers_message, peers_took] = lost_during([](caf::scoped_actor& self, const caf::actor& node, const node_address& a) {
+    connect_peers(self, node, a, {parse_node_address("127.0.0.1:1")}, 60s);
+  });
+  INFO(peers_message);
+  CHECK(contains(peers_message, "node 127.0.0.1:"));
+  CHECK(peers_took < test::scaled(5.0));
+}
+
 // What --auto plans with, asked of the nodes themselves over mutual TLS (Note [auto on nodes]).
 TEST_CASE("a survey of nodes: each machine's cores and fixed threads, the network's lines, a dead node named") {
   test::node_process free_node(actorpipe);
