@@ -378,12 +378,12 @@ void pipeline::impl::start_stages(std::chrono::milliseconds placement_timeout, s
     std::vector<std::string> beside(links.size() + 1);
     for (std::size_t r = 0; r < links.size(); ++r)
       if (nodes[r % nodes.size()].text() != nodes[s % nodes.size()].text()) beside[r] = links[r];
-    std::string failure;
-    (*owner)->request(senders[s], options.timeout, setup_atom::value, endpoints, beside)
-        .receive([](ok_atom) {}, [&](caf::error& e) { failure = error_text(e); });
-    if (!failure.empty())
+    const watched_wait w =  // Note [answers from other nodes]
+        ask_watched(*owner, senders[s], options.timeout, [](ok_atom) {}, setup_atom::value, endpoints, beside);
+    if (!w.answered())
       throw pipeline_error("pipeline: stage " + std::to_string(s) + " on " + places[s] +
-                           " did not confirm its setup: " + failure);
+                               " did not confirm its setup: " + error_text(w.failure()),
+                           w.result == watched_wait::outcome::gone ? error_code::lost_node : error_code::internal);
   }
   caf::anon_send(coordinator, setup_atom::value, endpoints);
 }
@@ -440,11 +440,10 @@ sequential pipeline::gather_model() {
     tensor_sources sources;
     caf::scoped_actor self{*d.system};
     for (std::size_t s = 0; s < d.processors.size(); ++s) {
-      std::string failure;
-      self->request(d.processors[s], d.options.timeout, params_atom::value)
-          .receive([&](named_tensors& nt) { sent[s] = std::move(nt); },
-                   [&](caf::error& e) { failure = caf::to_string(e); });
-      if (failure.empty()) failure = add_sources(sources, sent[s], "stage " + std::to_string(s));
+      const watched_wait w = ask_watched(self, d.processors[s], d.options.timeout,
+                                         [&](named_tensors& nt) { sent[s] = std::move(nt); }, params_atom::value);
+      const std::string failure =
+          w.answered() ? add_sources(sources, sent[s], "stage " + std::to_string(s)) : caf::to_string(w.failure());
       if (!failure.empty()) throw pipeline_error("gathering parameters: " + failure);
     }
     const std::string why = bind_named_tensors(parameter_targets(d.model.parameters(), "the model's parameter"),
@@ -532,10 +531,11 @@ training_state pipeline::load_checkpoint(const std::string& path) {
   caf::scoped_actor self{*d.system};
   for (int s = 0; s < stages; ++s) {
     std::string error;
-    self->request(d.processors[static_cast<std::size_t>(s)], d.options.timeout, load_atom::value,
-                  std::move(states[static_cast<std::size_t>(s)]))
-        .receive([&](stage_state_loaded& answer) { error = answer.error; },
-                 [&](caf::error& e) { error = "stage " + std::to_string(s) + ": " + caf::to_string(e); });
+    const watched_wait w =
+        ask_watched(self, d.processors[static_cast<std::size_t>(s)], d.options.timeout,
+                    [&](stage_state_loaded& answer) { error = answer.error; }, load_atom::value,
+                    std::move(states[static_cast<std::size_t>(s)]));
+    if (!w.answered()) error = "stage " + std::to_string(s) + ": " + caf::to_string(w.failure());
     if (!error.empty()) errors += (errors.empty() ? "" : "; ") + error;
   }
   // Only a stage that disagrees with the checks above (a bug) or does not answer gets here.
@@ -627,10 +627,12 @@ void pipeline::impl::load_states(const std::vector<stage_state>& states, const s
   std::string failure;
   bool silent = false;  // a stage that did not answer: its node lost again (a recovery tries again)
   caf::scoped_actor self{*system};
-  for (std::size_t s = 0; s < processors.size() && failure.empty(); ++s)
-    self->request(processors[s], options.timeout, load_atom::value, states.at(s))
-        .receive([&](stage_state_loaded& answer) { failure = answer.error; },
-                 [&](caf::error& e) { failure = "stage " + std::to_string(s) + ": " + caf::to_string(e), silent = true; });
+  for (std::size_t s = 0; s < processors.size() && failure.empty(); ++s) {
+    const watched_wait w = ask_watched(self, processors[s], options.timeout,
+                                       [&](stage_state_loaded& answer) { failure = answer.error; }, load_atom::value,
+                                       states.at(s));
+    if (!w.answered()) failure = "stage " + std::to_string(s) + ": " + caf::to_string(w.failure()), silent = true;
+  }
   if (!failure.empty())
     throw pipeline_error(why + "; restoring the snapshot failed: " + failure,
                          silent ? error_code::lost_node : error_code::internal);
