@@ -682,19 +682,33 @@ void pipeline::connect_data_parallel(const std::vector<std::string>& addresses) 
                                 std::to_string(groups) + " groups");
   const std::size_t per_stage = addresses.size() / d.processors.size();
   caf::scoped_actor self{*d.system};
-  // Every stage connects at once: a ring's connect waits for its peers, which may be this replica's stages.
-  for (std::size_t s = 0; s < d.processors.size(); ++s)
+  // Every stage connects at once: a ring's connect waits for its peers, which may be this replica's stages. Each
+  // is watched: one whose node goes ends the wait at once (Note [answers from other nodes]).
+  for (std::size_t s = 0; s < d.processors.size(); ++s) {
+    self->monitor(d.processors[s]);
     self->send(d.processors[s], ring_atom::value,
                std::vector<std::string>(addresses.begin() + static_cast<long>(s * per_stage),
                                         addresses.begin() + static_cast<long>((s + 1) * per_stage)));
+  }
   std::string errors;
+  const auto add = [&](const std::string& why) { errors += (errors.empty() || why.empty() ? "" : "; ") + why; };
   for (std::size_t answered = 0; answered < d.processors.size(); ++answered)
-    self->receive([&](const std::string& why) { errors += (errors.empty() || why.empty() ? "" : "; ") + why; },
+    self->receive([&](const std::string& why) { add(why); },
+                  [&](const caf::down_msg& m) {
+                    for (std::size_t s = 0; s < d.processors.size(); ++s)
+                      if (m.source == d.processors[s].address()) {
+                        add("stage " + std::to_string(s) + (d.places.empty() ? "" : " on " + d.places[s]) +
+                            " is gone (" + caf::to_string(m.reason) + ")");
+                        answered = d.processors.size();
+                        return;
+                      }
+                    --answered;  // an actor monitored earlier
+                  },
                   caf::after(d.options.timeout * (d.options.tensor_parallel + 1)) >> [&] {
-                    errors += (errors.empty() ? "" : "; ") + std::string("a stage did not connect its data-parallel "
-                                                                         "groups in time");
+                    add("a stage did not connect its data-parallel groups in time");
                     answered = d.processors.size();
                   });
+  for (const auto& p : d.processors) self->demonitor(p.address());
   if (!errors.empty())
     throw pipeline_error("pipeline replica " + std::to_string(d.options.replica) + ": " + errors, error_code::lost_node);
 }

@@ -44,7 +44,29 @@ stage_compute::stage_compute(int stage, std::vector<int> chunk_ids, std::vector<
   import_state(given);
 }
 
-stage_compute::~stage_compute() = default;
+// Note [reductions before the gradients go]: a reduction in flight writes into this stage's gradients from its
+// group's thread. A stage destroyed mid-step (its actors stopped: the coordinator's connection lost) aborts its
+// reductions and waits for them first, as abort() does; otherwise that thread could write into freed memory.
+stage_compute::~stage_compute() {
+  if (reductions_.empty()) return;
+  try {
+    abandon_reductions("replica " + std::to_string(replica_) + " stage " + std::to_string(stage_) + " stopped");
+  } catch (...) {  // a destructor throws nothing; the waits themselves catch the collectives' errors
+  }
+}
+
+void stage_compute::abandon_reductions(const std::string& why) {
+  // The other replicas must not commit this step: their optimizer step fails at once (Note [data-parallel stage]).
+  for (auto& m : data_parallel_) m->abort(why);
+  for (auto& h : reductions_) {  // they may still touch the gradients: wait, then drop them
+    try {
+      h.wait();
+    } catch (const collective_error&) {
+    }
+  }
+  reductions_.clear();
+  reduced_chunks_.clear();
+}
 
 void stage_compute::build_ranks() {
   const int T = tensor_parallel_;
@@ -344,19 +366,8 @@ void stage_compute::take_parts(const std::vector<stage_compute*>& replicas, int 
 }
 
 void stage_compute::abort() {
-  if (!data_parallel_.empty()) {
-    // The other replicas must not commit this step: their optimizer step fails at once (Note [data-parallel stage]).
-    for (auto& m : data_parallel_)
-      m->abort("replica " + std::to_string(replica_) + " stage " + std::to_string(stage_) + " abandoned its step");
-    for (auto& h : reductions_) {  // they may still touch the gradients: wait, then drop them
-      try {
-        h.wait();
-      } catch (const collective_error&) {
-      }
-    }
-    reductions_.clear();
-    reduced_chunks_.clear();
-  }
+  if (!data_parallel_.empty())
+    abandon_reductions("replica " + std::to_string(replica_) + " stage " + std::to_string(stage_) + " abandoned its step");
   reductions_finished_ = false;
   for (auto& w : ranks_) w->abort();
   for (auto& g : loss_gradients_) g.clear();

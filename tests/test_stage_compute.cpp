@@ -86,6 +86,33 @@ TEST_CASE("a failed action aborts the ranks' group, the stage rebuilds it and th
   CHECK(check_close(split.forward(1, 0, 0, 0, d.inputs), whole.forward(1, 0, 0, 0, d.inputs), 1e-5, 1e-5, "after"));
 }
 
+TEST_CASE("a replica destroyed with its reduction in flight aborts it first (Note [reductions before the gradients go]): its peer's step fails at once, naming it") {
+  const dataset d = small_blobs(8);
+  const tensor x0 = slice_rows(d.inputs, 0, 4), x1 = slice_rows(d.inputs, 4, 8);
+  // Longer than the test: only the abort can end the peer's step in time.
+  local_group group("data-parallel stage 0", 2, std::chrono::milliseconds(60000));
+  std::vector<std::unique_ptr<stage_compute>> replicas;
+  for (int r = 0; r < 2; ++r) {
+    replicas.push_back(std::make_unique<stage_compute>(0, std::vector<int>{0}, chunk_of(linear_pairs_model()),
+                                                        adam_optimizer(), 1, std::chrono::milliseconds(60000)));
+    replicas.back()->join_data_parallel({std::shared_ptr<process_group>(group.member(r))}, r);
+  }
+  replicas[0]->backward(0, 0, replicas[0]->forward(0, 0, 0, 0, x0));
+  replicas[0]->reduce_gradients(0);  // waits for replica 1, and would write into replica 0's gradients
+  replicas[0].reset();                // its actors stopped mid-step
+  stage_compute& peer = *replicas[1];
+  peer.backward(0, 0, peer.forward(0, 0, 0, 4, x1));
+  std::string message;
+  const double took = seconds_of([&] {
+    message = error_of([&] {
+      peer.reduce_gradients(0);
+      peer.apply_optimizer();
+    });
+  });
+  CHECK(contains(message, "replica 0 stage 0 stopped"));
+  CHECK(took < scaled(10.0));
+}
+
 TEST_CASE("data-parallel replicas of a stage sum their gradients and commit together, an abort fails the commit") {
   const dataset d = small_blobs(8);
   const tensor x0 = slice_rows(d.inputs, 0, 4), x1 = slice_rows(d.inputs, 4, 8);
