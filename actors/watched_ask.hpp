@@ -10,9 +10,9 @@
 namespace ap {
 
 // Note [answers from other nodes]: in CAF 0.17 a request pending on an actor whose node's connection goes is
-// answered only at its timeout (no error comes when the connection goes), so a lost node would cost a whole --timeout-ms. ask_watched
-// sends the message instead (the answer comes back as a message), monitors the actor, and ends its wait at the
-// answer, the actor's down message, an error, or the timeout, whichever comes first.
+// answered only at its timeout (no error comes when the connection goes), so a lost node would cost a whole
+// --timeout-ms. ask_watched sends the message instead (the answer comes back as a message), monitors the actor,
+// and ends its wait at the answer, the actor's down message, an error, or the timeout, whichever comes first.
 struct watched_wait {
   enum class outcome { answered, gone, error, timed_out };
   outcome result = outcome::answered;
