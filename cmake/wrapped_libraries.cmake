@@ -1,6 +1,6 @@
 # Libraries whose Debian packages ship no usable CMake config, wrapped as imported targets: CAF 0.17 ships
 # none, and Debian's dnnl-config.cmake insists on the OpenCL headers (its GPU runtime is OCL), which the
-# CPU path never uses (toolchain notes). The build calls actorpipe_wrap_library; the installed package
+# CPU path never uses. The build calls actorpipe_wrap_library; the installed package
 # config (actorpipe-config.cmake) replays the same calls, so a project linking actorpipe::actorpipe finds
 # the same libraries with no wrapper of its own.
 #

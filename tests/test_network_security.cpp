@@ -275,7 +275,7 @@ TEST_CASE("after the handshake a message above frame_bytes drops the connection,
         .receive([&](caf::node_id&, caf::strong_actor_ptr& p, std::set<std::string>&) { remote = caf::actor_cast<caf::actor>(p); },
                  [&](caf::error& e) { FAIL("cannot connect: " << caf::to_string(e)); });
     REQUIRE(remote);
-    // A request to a dropped connection gets no answer (CAF fails it only at its timeout: toolchain notes).
+    // A request to a dropped connection gets no answer (CAF fails it only at its timeout: Note [answers from other nodes]).
     const auto send = [&](std::size_t floats, std::chrono::milliseconds limit) {
       forward_task t;
       t.data = zeros({floats / 1024, 1024});
