@@ -155,14 +155,13 @@ train_outcome run_elastic(const run_config& o, run_config& segment, train_plan& 
     if (!why.empty()) {
       std::optional<auto_candidate> choice;
       std::optional<mesh_shape> next;
-      if (!o.auto_config) {
+      if (!o.auto_config)
         next = elastic_mesh(planned, planned_nodes, answering.size(), fits);
-      } else if (!lost_at && plan.auto_choice) {
+      else if (!lost_at && plan.auto_choice)
         choice = plan.auto_choice;  // choose_configuration planned on the nodes answering at the start
-        next = mesh_shape{choice->config.data_parallel, choice->config.stages, choice->config.tensor_parallel};
-      } else if (answering.size() >= minimum && (choice = choose_on_nodes(segment, plan, answering))) {
-        next = mesh_shape{choice->config.data_parallel, choice->config.stages, choice->config.tensor_parallel};
-      }
+      else if (answering.size() >= minimum)
+        choice = choose_on_nodes(segment, plan, answering);
+      if (choice) next = mesh_shape{choice->config.data_parallel, choice->config.stages, choice->config.tensor_parallel};
       if (answering.size() < minimum || !next)
         throw pipeline_error("elastic: " + std::to_string(answering.size()) + " of the " + std::to_string(listed.size()) +
                                  " nodes answer (" + joined(answering) + ")" +

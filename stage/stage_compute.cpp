@@ -50,13 +50,14 @@ stage_compute::stage_compute(int stage, std::vector<int> chunk_ids, std::vector<
 stage_compute::~stage_compute() {
   if (reductions_.empty()) return;
   try {
-    abandon_reductions("replica " + std::to_string(replica_) + " stage " + std::to_string(stage_) + " stopped");
+    abandon_reductions("stopped");
   } catch (...) {  // a destructor throws nothing; the waits themselves catch the collectives' errors
   }
 }
 
-void stage_compute::abandon_reductions(const std::string& why) {
+void stage_compute::abandon_reductions(const std::string& what) {
   // The other replicas must not commit this step: their optimizer step fails at once (Note [data-parallel stage]).
+  const std::string why = "replica " + std::to_string(replica_) + " stage " + std::to_string(stage_) + " " + what;
   for (auto& m : data_parallel_) m->abort(why);
   for (auto& h : reductions_) {  // they may still touch the gradients: wait, then drop them
     try {
@@ -367,7 +368,7 @@ void stage_compute::take_parts(const std::vector<stage_compute*>& replicas, int 
 
 void stage_compute::abort() {
   if (!data_parallel_.empty())
-    abandon_reductions("replica " + std::to_string(replica_) + " stage " + std::to_string(stage_) + " abandoned its step");
+    abandon_reductions("abandoned its step");
   reductions_finished_ = false;
   for (auto& w : ranks_) w->abort();
   for (auto& g : loss_gradients_) g.clear();

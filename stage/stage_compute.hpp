@@ -88,9 +88,9 @@ class stage_compute {
 
  private:
   void build_ranks();
-  // Aborts the data-parallel groups with `why` and waits for this step's reductions (Note [reductions before the
-  // gradients go]).
-  void abandon_reductions(const std::string& why);
+  // Aborts the data-parallel groups ("replica R stage S <what>") and waits for this step's reductions (Note
+  // [reductions before the gradients go]).
+  void abandon_reductions(const std::string& what);
   void rebuild_if_broken();
   // Runs work(r, worker r) on every rank; rethrows the cause of a failure (not a peer's view of it).
   void on_ranks(const std::function<void(int, stage_rank&)>& work);

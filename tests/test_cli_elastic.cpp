@@ -59,6 +59,23 @@ test::program_run lose_then_add(test::child_process& run, const std::string& ste
   return finished;
 }
 
+// `count` node processes over plain TCP (the elastic cases' --insecure).
+std::vector<std::unique_ptr<test::node_process>> insecure_nodes(int count) {
+  std::vector<std::unique_ptr<test::node_process>> nodes;
+  for (int n = 0; n < count; ++n)
+    nodes.push_back(std::make_unique<test::node_process>(test::actorpipe, std::vector<std::string>{"--insecure"}));
+  return nodes;
+}
+
+// `actorpipe ARGS...` (its metrics log at `steps_log`), `lose` called once it has trained step 8; the finished run.
+test::program_run lose_at_step_8(const std::vector<std::string>& args, const std::string& steps_log,
+                                 const std::function<void()>& lose) {
+  test::child_process run(joined({test::actorpipe}, args));
+  wait_for_step(steps_log, 8, run);
+  lose();
+  return test::finish(run);
+}
+
 std::string addresses(const std::vector<std::unique_ptr<test::node_process>>& nodes) {
   std::string out;
   for (const auto& n : nodes) out += (out.empty() ? "" : ",") + n->address();
@@ -72,8 +89,7 @@ const std::vector<std::string> job = {"train", "--microbatches", "4", "--train-l
 
 TEST_CASE("--elastic: a pipeline of 3 stages loses a node for good, goes on with 2 from the last checkpoint, and takes the node back when it answers: the uninterrupted run's losses") {
   test::scratch_dir dir{"cli_elastic_pipeline"};
-  std::vector<std::unique_ptr<test::node_process>> nodes;
-  for (int n = 0; n < 3; ++n) nodes.push_back(std::make_unique<test::node_process>(test::actorpipe, std::vector<std::string>{"--insecure"}));
+  std::vector<std::unique_ptr<test::node_process>> nodes = insecure_nodes(3);
   const std::vector<std::string> args =
       joined(job, {"--stages", "3", "--nodes", addresses(nodes), "--elastic", "2", "--checkpoint", dir.file("run.safetensors"),
                    "--log", dir.file("steps.jsonl")});
@@ -110,8 +126,7 @@ TEST_CASE("--elastic: a pipeline of 3 stages loses a node for good, goes on with
 
 TEST_CASE("--elastic: a listed node not up at the start: the run starts with the others, and takes it in at a checkpoint once it answers") {
   test::scratch_dir dir{"cli_elastic_join"};
-  std::vector<std::unique_ptr<test::node_process>> nodes;
-  for (int n = 0; n < 2; ++n) nodes.push_back(std::make_unique<test::node_process>(test::actorpipe, std::vector<std::string>{"--insecure"}));
+  std::vector<std::unique_ptr<test::node_process>> nodes = insecure_nodes(2);
   const int late = test::free_port(1);
   const std::string late_address = "127.0.0.1:" + std::to_string(late);
   const std::vector<std::string> args =
@@ -137,17 +152,13 @@ TEST_CASE("--elastic: a listed node not up at the start: the run starts with the
 
 TEST_CASE("--elastic: two data-parallel replicas on two nodes, one lost for good: one replica goes on, the loss within a mesh's rounding of the uninterrupted one") {
   test::scratch_dir dir{"cli_elastic_replicas"};
-  std::vector<std::unique_ptr<test::node_process>> nodes;
-  for (int n = 0; n < 2; ++n) nodes.push_back(std::make_unique<test::node_process>(test::actorpipe, std::vector<std::string>{"--insecure"}));
+  std::vector<std::unique_ptr<test::node_process>> nodes = insecure_nodes(2);
   const std::vector<std::string> args =
       joined(job, {"--stages", "1", "--data-parallel", "2", "--nodes", addresses(nodes), "--elastic", "1", "--checkpoint",
                    dir.file("run.safetensors"), "--log", dir.file("steps.jsonl")});
   const nlohmann::json expected = test::result_of(test::run_actorpipe(args));
   std::filesystem::remove(dir.file("steps.jsonl"));
-  test::child_process run(joined({test::actorpipe}, args));
-  wait_for_step(dir.file("steps.jsonl"), 8, run);
-  nodes[1]->process().kill9();
-  const test::program_run finished = test::finish(run);
+  const test::program_run finished = lose_at_step_8(args, dir.file("steps.jsonl"), [&] { nodes[1]->process().kill9(); });
   INFO(finished.err);
   const nlohmann::json got = test::result_of(finished);
   REQUIRE(got.at("elastic").size() == 1);
@@ -160,19 +171,15 @@ TEST_CASE("--elastic: two data-parallel replicas on two nodes, one lost for good
 
 TEST_CASE("--elastic --auto: a node of the chosen mesh lost for good, the planner chooses again on the nodes left: the uninterrupted run's steps, its loss up to rounding") {
   test::scratch_dir dir{"cli_elastic_auto"};
-  std::vector<std::unique_ptr<test::node_process>> nodes;
-  for (int n = 0; n < 3; ++n) nodes.push_back(std::make_unique<test::node_process>(test::actorpipe, std::vector<std::string>{"--insecure"}));
+  std::vector<std::unique_ptr<test::node_process>> nodes = insecure_nodes(3);
   const std::vector<std::string> training = {"train", "--train-limit", "2048", "--epochs", "3", "--batch-size", "64"};
   const nlohmann::json expected = test::result_of(test::run_actorpipe(training));  // one process
   const std::vector<std::string> args =
       joined(training, {"--auto", "--nodes", addresses(nodes), "--insecure", "--elastic", "1", "--checkpoint",
                         dir.file("run.safetensors"), "--checkpoint-every", "1", "--log", dir.file("steps.jsonl")});
-  test::child_process run(joined({test::actorpipe}, args));
-  wait_for_step(dir.file("steps.jsonl"), 8, run);
-  // Replica 0's first stage: in every mesh the planner can choose. Steps of a few ms, but a checkpoint after each
-  // keeps the run going for a second or more after it.
-  nodes[0]->process().kill9();
-  const test::program_run finished = test::finish(run);
+  // Node 0 holds replica 0's first stage in every mesh the planner can choose. Steps of a few ms, but a checkpoint
+  // after each keeps the run going for a second or more after it.
+  const test::program_run finished = lose_at_step_8(args, dir.file("steps.jsonl"), [&] { nodes[0]->process().kill9(); });
   INFO(finished.err);
   const nlohmann::json got = test::result_of(finished);
   const nlohmann::json& changes = got.at("elastic");
@@ -191,18 +198,15 @@ TEST_CASE("--elastic --auto: a node of the chosen mesh lost for good, the planne
 
 TEST_CASE("--elastic: below MIN nodes the run stops, naming the nodes left and the checkpoint, which resumes to the uninterrupted result") {
   test::scratch_dir dir{"cli_elastic_below"};
-  std::vector<std::unique_ptr<test::node_process>> nodes;
-  for (int n = 0; n < 2; ++n) nodes.push_back(std::make_unique<test::node_process>(test::actorpipe, std::vector<std::string>{"--insecure"}));
+  std::vector<std::unique_ptr<test::node_process>> nodes = insecure_nodes(2);
   const std::string checkpoint = dir.file("run.safetensors");
   const std::vector<std::string> args =
       joined(job, {"--stages", "2", "--nodes", addresses(nodes), "--elastic", "2", "--checkpoint", checkpoint});
   const nlohmann::json expected = test::result_of(test::run_actorpipe(args));
 
-  test::child_process run(joined({test::actorpipe}, joined(args, {"--log", dir.file("steps.jsonl")})));
-  wait_for_step(dir.file("steps.jsonl"), 8, run);
   const int port = nodes[1]->port();
-  nodes[1]->process().kill9();
-  const test::program_run stopped = test::finish(run);
+  const test::program_run stopped = lose_at_step_8(joined(args, {"--log", dir.file("steps.jsonl")}), dir.file("steps.jsonl"),
+                                                   [&] { nodes[1]->process().kill9(); });
   INFO(stopped.err);
   CHECK(stopped.code == 1);
   CHECK(test::contains(stopped.err, "elastic: 1 of the 2 nodes answer (" + nodes[0]->address() + "), fewer than --elastic 2"));
